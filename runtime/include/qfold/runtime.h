@@ -1,0 +1,70 @@
+// qfold runtime: load a .qfm model and run it. Depends only on the C++
+// standard library (flatbuffers is used internally, header-only).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qfold/dtype.h"
+#include "qfold/status.h"
+
+namespace qfold {
+
+using Shape = std::vector<int64_t>;
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  Shape shape;                        // -1 where the dim is symbolic
+  std::vector<std::string> dim_names; // symbolic names, "" for fixed dims
+};
+
+class Model {
+ public:
+  // Maps the file read-only; constants are used in place.
+  static Status LoadFile(const std::string& path, std::shared_ptr<Model>* out);
+  // Copies nothing: `data` must outlive the model and be 64-byte aligned
+  // for in-place use (otherwise it is copied once).
+  static Status LoadMemory(const void* data, size_t size, std::shared_ptr<Model>* out);
+  ~Model();
+
+  const std::vector<TensorInfo>& inputs() const;
+  const std::vector<TensorInfo>& outputs() const;
+  struct Impl;
+  Impl* impl() const { return impl_.get(); }
+
+ private:
+  Model();
+  std::unique_ptr<Impl> impl_;
+};
+
+struct SessionOptions {
+  int num_threads = 1;
+};
+
+class Session {
+ public:
+  static Status Create(std::shared_ptr<Model> model, const SessionOptions& opts,
+                       std::unique_ptr<Session>* out);
+  ~Session();
+
+  // Sets the shape of an input (symbolic dims or an override) and re-plans.
+  Status ResizeInput(const std::string& name, const Shape& shape);
+  // Copies `bytes` bytes into the input; shape must match the current one
+  // (call ResizeInput first to change it).
+  Status SetInput(const std::string& name, DType dtype, const Shape& shape, const void* data,
+                  size_t bytes);
+  Status Run();
+  // Valid until the next Run/Resize.
+  Status GetOutput(const std::string& name, DType* dtype, Shape* shape, const void** data) const;
+
+  size_t arena_bytes() const;
+  struct Impl;
+
+ private:
+  Session();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace qfold

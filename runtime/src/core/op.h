@@ -1,0 +1,60 @@
+// How an operator is defined: one OpDef per ONNX op type, holding a shape and
+// dtype inference function and a reference kernel. The same OpDef serves the
+// runtime (plan, then run) and the converter (shape inference and constant
+// folding), so each op's semantics live in exactly one file under ops/.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/attr.h"
+#include "core/tensor.h"
+#include "qfold/status.h"
+
+namespace qfold {
+
+struct KernelContext {
+  const std::string* op_type = nullptr;
+  const std::string* op_name = nullptr;  // ONNX node name, for messages
+  const AttrMap* attrs = nullptr;
+  std::vector<Tensor*> inputs;   // nullptr for an omitted optional input
+  std::vector<Tensor*> outputs;  // nullptr for an omitted optional output
+  int num_threads = 1;
+
+  int num_inputs() const { return int(inputs.size()); }
+  int num_outputs() const { return int(outputs.size()); }
+  // Input i if present (not omitted), else nullptr.
+  Tensor* input(int i) const { return i < num_inputs() ? inputs[i] : nullptr; }
+  Tensor* output(int i) const { return i < num_outputs() ? outputs[i] : nullptr; }
+  const AttrMap& attr() const { return *attrs; }
+
+  // "Conv '/layer1/conv': <msg>" style errors.
+  Status Error(StatusCode code, const std::string& msg) const;
+  Status Invalid(const std::string& msg) const { return Error(StatusCode::kInvalidModel, msg); }
+  Status Unsupported(const std::string& msg) const {
+    return Error(StatusCode::kUnsupported, msg);
+  }
+};
+
+struct OpDef {
+  const char* type;
+  // Validates attributes and input dtypes/shapes, then sets every present
+  // output's dtype and shape. Input shapes may hold kUnknownDim (converter);
+  // results then hold kUnknownDim too, or rank_known = false. Reads input
+  // data only for inputs in value_inputs, and only when their data is known.
+  Status (*infer)(KernelContext& ctx);
+  // Computes outputs whose buffers the caller has allocated per infer.
+  Status (*run)(KernelContext& ctx);
+  // Bit i set: the output shape depends on the value of input i.
+  unsigned value_inputs = 0;
+  // Output value depends only on input shapes (Shape, Size): computable at plan time.
+  bool shape_only = false;
+  int min_inputs = 1;
+  int max_inputs = 1;
+};
+
+// nullptr when the op type is not supported.
+const OpDef* FindOp(const std::string& type);
+// Every supported op type, sorted.
+std::vector<std::string> SupportedOps();
+
+}  // namespace qfold

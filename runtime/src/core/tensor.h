@@ -1,0 +1,56 @@
+// The runtime's view of a tensor: dtype, shape and (when known) its data.
+// The same struct serves shape inference in the converter, where dims may be
+// unknown (-1) and the rank itself may be unknown (rank_known == false).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qfold/dtype.h"
+#include "qfold/runtime.h"
+
+namespace qfold {
+
+constexpr int64_t kUnknownDim = -1;
+constexpr int kMaxRank = 8;
+
+struct Tensor {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  bool rank_known = true;
+  // Non-null when the value is known: constants, plan-time folded values,
+  // and every activation once the session has planned its arena.
+  void* data = nullptr;
+
+  bool shape_known() const {
+    if (!rank_known) return false;
+    for (int64_t d : shape)
+      if (d < 0) return false;
+    return true;
+  }
+  int rank() const { return int(shape.size()); }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  size_t bytes() const { return size_t(numel()) * dtype_size(dtype); }
+  template <class T>
+  T* ptr() {
+    return static_cast<T*>(data);
+  }
+  template <class T>
+  const T* ptr() const {
+    return static_cast<const T*>(data);
+  }
+};
+
+// Strides in elements for a row-major shape.
+std::vector<int64_t> ContiguousStrides(const Shape& shape);
+std::string ShapeToString(const Shape& shape);
+// Overflow-checked element count; false when the product overflows or a dim is negative.
+bool CheckedNumel(const Shape& shape, int64_t* out);
+
+}  // namespace qfold

@@ -1,0 +1,35 @@
+// Identity: output = input. The converter removes most of them; the ones left
+// (graph input passed straight to an output) run as a copy.
+#include <cstring>
+
+#include "core/op.h"
+#include "core/shape_util.h"
+
+namespace qfold {
+namespace {
+
+Status InferIdentity(KernelContext& ctx) {
+  Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  y->dtype = x->dtype;
+  y->rank_known = x->rank_known;
+  y->shape = x->shape;
+  return Status::Ok();
+}
+
+Status RunIdentity(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  if (y->data != x->data) std::memcpy(y->data, x->data, x->bytes());
+  return Status::Ok();
+}
+
+}  // namespace
+
+const OpDef& OpDef_Identity() {
+  static const OpDef def{"Identity", InferIdentity, RunIdentity, /*value_inputs=*/0,
+                         /*shape_only=*/false, /*min_inputs=*/1, /*max_inputs=*/1};
+  return def;
+}
+
+}  // namespace qfold

@@ -1,0 +1,80 @@
+// Runs a single runtime op on hand-made tensors: infer, allocate, run.
+// Used by the per-op unit tests; the ONNX backend tests cover the rest.
+#pragma once
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/op.h"
+#include "qfold/dtype.h"
+
+namespace qfold {
+namespace test {
+
+struct OwnedTensor {
+  Tensor t;
+  std::vector<uint8_t> storage;
+};
+
+template <class T>
+std::shared_ptr<OwnedTensor> Make(DType dtype, Shape shape, std::vector<T> values) {
+  auto o = std::make_shared<OwnedTensor>();
+  o->t.dtype = dtype;
+  o->t.shape = std::move(shape);
+  o->storage.resize(values.size() * sizeof(T) + 1);
+  std::memcpy(o->storage.data(), values.data(), values.size() * sizeof(T));
+  o->t.data = o->storage.data();
+  return o;
+}
+
+inline std::shared_ptr<OwnedTensor> F32(Shape shape, std::vector<float> v) {
+  return Make<float>(DType::kFloat32, std::move(shape), std::move(v));
+}
+inline std::shared_ptr<OwnedTensor> I64(Shape shape, std::vector<int64_t> v) {
+  return Make<int64_t>(DType::kInt64, std::move(shape), std::move(v));
+}
+
+struct OpRun {
+  Status status;
+  std::vector<std::shared_ptr<OwnedTensor>> outputs;
+  template <class T>
+  std::vector<T> values(int i = 0) const {
+    const Tensor& t = outputs[i]->t;
+    const T* p = t.ptr<T>();
+    return std::vector<T>(p, p + t.numel());
+  }
+  const Shape& shape(int i = 0) const { return outputs[i]->t.shape; }
+};
+
+// inputs: nullptr for an omitted optional input.
+inline OpRun RunOp(const std::string& type, const std::vector<std::shared_ptr<OwnedTensor>>& inputs,
+                   const AttrMap& attrs = AttrMap(), int num_outputs = 1) {
+  OpRun r;
+  const OpDef* def = FindOp(type);
+  if (!def) {
+    r.status = Status(StatusCode::kUnsupported, "no op " + type);
+    return r;
+  }
+  std::string name = "test";
+  KernelContext ctx;
+  ctx.op_type = &type;
+  ctx.op_name = &name;
+  ctx.attrs = &attrs;
+  for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
+  for (int i = 0; i < num_outputs; ++i) {
+    r.outputs.push_back(std::make_shared<OwnedTensor>());
+    ctx.outputs.push_back(&r.outputs.back()->t);
+  }
+  r.status = def->infer(ctx);
+  if (!r.status.ok()) return r;
+  for (auto& o : r.outputs) {
+    o->storage.assign(o->t.bytes() + 1, 0);
+    o->t.data = o->storage.data();
+  }
+  r.status = def->run(ctx);
+  return r;
+}
+
+}  // namespace test
+}  // namespace qfold
