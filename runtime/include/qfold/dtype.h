@@ -14,5 +14,9 @@ enum class DType : int8_t {
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 bool dtype_is_float(DType t);
+// Bytes that `count` elements occupy; sub-byte types pack two per byte.
+size_t dtype_storage_bytes(DType t, int64_t count);
+// True for the values a DType enum may hold.
+bool dtype_is_valid(int value);
 
 }  // namespace qfold

@@ -51,4 +51,13 @@ bool dtype_is_float(DType t) {
          t == DType::kFloat64;
 }
 
+size_t dtype_storage_bytes(DType t, int64_t count) {
+  if (t == DType::kInt4 || t == DType::kUInt4) return size_t((count + 1) / 2);
+  return size_t(count) * dtype_size(t);
+}
+
+bool dtype_is_valid(int value) {
+  return value > int(DType::kUndefined) && value <= int(DType::kUInt4);
+}
+
 }  // namespace qfold

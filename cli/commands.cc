@@ -1,0 +1,338 @@
+#include "cli/commands.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/npy.h"
+#include "converter/converter.h"
+#include "converter/onnx_reader.h"
+#include "core/shape_util.h"
+#include "model_impl.h"
+#include "qfold/runtime.h"
+
+namespace qfold {
+namespace cli {
+
+namespace {
+
+bool HasFlag(const Args& args, const char* flag) {
+  for (const std::string& a : args)
+    if (a == flag) return true;
+  return false;
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Output names become file names: keep them readable but safe.
+std::string SafeFileName(const std::string& name) {
+  std::string out;
+  for (char c : name) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_') ? c : '_';
+  if (out.empty() || out[0] == '.') out = "_" + out;
+  return out;
+}
+
+std::string DimsToString(const TensorInfo& t) {
+  std::string s = "(";
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (i) s += ",";
+    if (t.shape[i] >= 0) s += std::to_string(t.shape[i]);
+    else s += t.dim_names[i].empty() ? "?" : t.dim_names[i];
+  }
+  return s + (t.shape.size() == 1 ? ",)" : ")");
+}
+
+const char* kConvertUsage =
+    "usage: qfold convert MODEL.onnx -o MODEL.qfm [--no-fold] [--no-fuse]\n"
+    "\n"
+    "Converts an ONNX model to qfold's .qfm format. Every unsupported operator is\n"
+    "listed at once; on any error no output file is written.\n"
+    "  -o, --output PATH   output .qfm file (required)\n"
+    "  --no-fold           keep constant subgraphs as operators\n"
+    "  --no-fuse           do not fuse BatchNormalization and activations\n";
+
+const char* kRunUsage =
+    "usage: qfold run MODEL.qfm [--input NAME=FILE.npy ...] [--inputs FILE.npz]\n"
+    "                 [--output-dir DIR] [--threads N]\n"
+    "\n"
+    "Runs a model. Inputs come from .npy files (one per input) or an .npz whose\n"
+    "entries are named like the inputs; their shapes may differ from the model's\n"
+    "symbolic dims (the session is re-planned). Outputs are written as\n"
+    "DIR/<output name>.npy (unsafe characters replaced by '_'), or summarized\n"
+    "on stdout without --output-dir.\n";
+
+const char* kInspectUsage =
+    "usage: qfold inspect MODEL.qfm|MODEL.onnx [--json]\n"
+    "\n"
+    "Shows inputs, outputs, operator counts, constant sizes and quantization.\n";
+
+}  // namespace
+
+int Fail(const char* cmd, const Status& st) {
+  std::fprintf(stderr, "qfold %s: error: %s\n", cmd, st.message().c_str());
+  return st.code() == StatusCode::kInternal ? 1 : 2;
+}
+
+int UsageError(const char* cmd, const std::string& msg, const char* usage) {
+  std::fprintf(stderr, "qfold %s: %s\n\n%s", cmd, msg.c_str(), usage);
+  return 2;
+}
+
+int Convert(const Args& args) {
+  if (HasFlag(args, "--help") || HasFlag(args, "-h")) return std::fputs(kConvertUsage, stdout), 0;
+  std::string in, out;
+  conv::ConvertOptions opts;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-o" || a == "--output") {
+      if (i + 1 >= args.size()) return UsageError("convert", a + " needs a path", kConvertUsage);
+      out = args[++i];
+    } else if (a == "--no-fold") {
+      opts.fold_constants = false;
+    } else if (a == "--no-fuse") {
+      opts.fuse = false;
+    } else if (!a.empty() && a[0] == '-') {
+      return UsageError("convert", "unknown option '" + a + "'", kConvertUsage);
+    } else if (in.empty()) {
+      in = a;
+    } else {
+      return UsageError("convert", "more than one input model given", kConvertUsage);
+    }
+  }
+  if (in.empty() || out.empty())
+    return UsageError("convert", "needs an input model and -o OUTPUT", kConvertUsage);
+  Status st = conv::ConvertFile(in, out, opts);
+  if (!st.ok()) return Fail("convert", st);
+  struct stat s;
+  stat(out.c_str(), &s);
+  std::printf("wrote %s (%lld bytes)\n", out.c_str(), static_cast<long long>(s.st_size));
+  return 0;
+}
+
+int Run(const Args& args) {
+  if (HasFlag(args, "--help") || HasFlag(args, "-h")) return std::fputs(kRunUsage, stdout), 0;
+  std::string model_path, out_dir;
+  std::vector<io::NpzEntry> feeds;
+  SessionOptions opts;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto next = [&](std::string* v) {
+      if (i + 1 >= args.size()) return false;
+      *v = args[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--input" || a == "-i") {
+      if (!next(&v)) return UsageError("run", a + " needs NAME=FILE.npy", kRunUsage);
+      size_t eq = v.find('=');
+      if (eq == std::string::npos) {
+        if (!EndsWith(v, ".npz")) return UsageError("run", "--input takes NAME=FILE.npy or FILE.npz", kRunUsage);
+        Status st = io::ReadNpz(v, &feeds);
+        if (!st.ok()) return Fail("run", st);
+        continue;
+      }
+      io::NpzEntry e;
+      e.name = v.substr(0, eq);
+      Status st = io::ReadNpy(v.substr(eq + 1), &e.array);
+      if (!st.ok()) return Fail("run", st);
+      feeds.push_back(std::move(e));
+    } else if (a == "--inputs") {
+      if (!next(&v)) return UsageError("run", "--inputs needs FILE.npz", kRunUsage);
+      Status st = io::ReadNpz(v, &feeds);
+      if (!st.ok()) return Fail("run", st);
+    } else if (a == "--output-dir" || a == "-o") {
+      if (!next(&out_dir)) return UsageError("run", a + " needs a directory", kRunUsage);
+    } else if (a == "--threads") {
+      if (!next(&v) || v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+        return UsageError("run", "--threads needs a positive number", kRunUsage);
+      opts.num_threads = std::stoi(v);
+    } else if (!a.empty() && a[0] == '-') {
+      return UsageError("run", "unknown option '" + a + "'", kRunUsage);
+    } else if (model_path.empty()) {
+      model_path = a;
+    } else {
+      return UsageError("run", "more than one model given", kRunUsage);
+    }
+  }
+  if (model_path.empty()) return UsageError("run", "needs a model", kRunUsage);
+  std::shared_ptr<Model> model;
+  Status st = Model::LoadFile(model_path, &model);
+  if (!st.ok()) return Fail("run", st);
+  std::unique_ptr<Session> session;
+  st = Session::Create(model, opts, &session);
+  if (!st.ok()) return Fail("run", st);
+  for (const TensorInfo& in : model->inputs()) {
+    const io::NpzEntry* feed = nullptr;
+    for (const io::NpzEntry& e : feeds)
+      if (e.name == in.name) feed = &e;
+    if (!feed)
+      return Fail("run", Status(StatusCode::kInvalidArgument,
+                                "no data for input '" + in.name + "' " + DimsToString(in) + " " +
+                                    dtype_name(in.dtype) + ": pass --input " + in.name + "=FILE.npy"));
+    st = session->SetInput(in.name, feed->array.dtype, feed->array.shape, feed->array.data.data(),
+                           feed->array.data.size());
+    if (!st.ok()) return Fail("run", st);
+  }
+  for (const io::NpzEntry& e : feeds) {
+    bool known = false;
+    for (const TensorInfo& in : model->inputs()) known = known || in.name == e.name;
+    if (!known)
+      return Fail("run", Status(StatusCode::kInvalidArgument,
+                                "the model has no input named '" + e.name + "'"));
+  }
+  st = session->Run();
+  if (!st.ok()) return Fail("run", st);
+  if (!out_dir.empty()) mkdir(out_dir.c_str(), 0755);
+  for (const TensorInfo& o : model->outputs()) {
+    io::NpyArray arr;
+    const void* data = nullptr;
+    st = session->GetOutput(o.name, &arr.dtype, &arr.shape, &data);
+    if (!st.ok()) return Fail("run", st);
+    int64_t n = 1;
+    for (int64_t d : arr.shape) n *= d;
+    const uint8_t* p = static_cast<const uint8_t*>(data);
+    arr.data.assign(p, p + dtype_storage_bytes(arr.dtype, n));
+    if (out_dir.empty()) {
+      std::printf("%s: %s %s\n", o.name.c_str(), dtype_name(arr.dtype),
+                  ShapeToString(arr.shape).c_str());
+      continue;
+    }
+    std::string path = out_dir + "/" + SafeFileName(o.name) + ".npy";
+    st = io::WriteNpy(path, arr);
+    if (!st.ok()) return Fail("run", st);
+    std::printf("%s -> %s %s %s\n", o.name.c_str(), path.c_str(), dtype_name(arr.dtype),
+                ShapeToString(arr.shape).c_str());
+  }
+  std::printf("arena: %zu bytes\n", session->arena_bytes());
+  return 0;
+}
+
+namespace {
+
+nlohmann::json TensorJson(const TensorInfo& t) {
+  nlohmann::json j;
+  j["name"] = t.name;
+  j["dtype"] = dtype_name(t.dtype);
+  nlohmann::json dims = nlohmann::json::array();
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (t.shape[i] >= 0) dims.push_back(t.shape[i]);
+    else dims.push_back(t.dim_names[i].empty() ? "?" : t.dim_names[i]);
+  }
+  j["shape"] = dims;
+  return j;
+}
+
+TensorInfo InfoFromValue(const conv::Value& v) {
+  TensorInfo t;
+  t.name = v.name;
+  t.dtype = v.dtype;
+  t.shape = v.shape;
+  t.dim_names = v.dim_names;
+  t.dim_names.resize(t.shape.size());
+  return t;
+}
+
+}  // namespace
+
+int Inspect(const Args& args) {
+  if (HasFlag(args, "--help") || HasFlag(args, "-h")) return std::fputs(kInspectUsage, stdout), 0;
+  bool as_json = HasFlag(args, "--json");
+  std::string path;
+  for (const std::string& a : args) {
+    if (a == "--json") continue;
+    if (!a.empty() && a[0] == '-') return UsageError("inspect", "unknown option '" + a + "'", kInspectUsage);
+    if (!path.empty()) return UsageError("inspect", "more than one model given", kInspectUsage);
+    path = a;
+  }
+  if (path.empty()) return UsageError("inspect", "needs a model", kInspectUsage);
+
+  nlohmann::json j;
+  j["file"] = path;
+  std::map<std::string, int> op_counts;
+  size_t const_bytes = 0, const_count = 0, quantized_tensors = 0;
+  std::vector<TensorInfo> inputs, outputs;
+  if (EndsWith(path, ".onnx")) {
+    conv::Graph g;
+    Status st = conv::ReadOnnxModel(path, &g);
+    if (!st.ok()) return Fail("inspect", st);
+    j["format"] = "onnx";
+    j["opset"] = g.opset;
+    j["producer"] = g.producer;
+    for (const std::string& n : g.inputs) inputs.push_back(InfoFromValue(g.values[n]));
+    for (const std::string& n : g.outputs) {
+      const conv::Value* v = g.Find(n);
+      conv::Value unknown;
+      unknown.name = n;
+      outputs.push_back(InfoFromValue(v ? *v : unknown));
+    }
+    for (const conv::Node& n : g.nodes) {
+      op_counts[n.domain.empty() ? n.op_type : n.domain + "." + n.op_type]++;
+      if (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear") quantized_tensors++;
+    }
+    for (const auto& kv : g.values)
+      if (kv.second.is_constant()) const_bytes += kv.second.data->size(), const_count++;
+  } else {
+    std::shared_ptr<Model> model;
+    Status st = Model::LoadFile(path, &model);
+    if (!st.ok()) return Fail("inspect", st);
+    const Model::Impl* m = model->impl();
+    j["format"] = "qfm";
+    if (m->fb->metadata()) {
+      const auto* md = m->fb->metadata();
+      j["producer"] = md->producer() ? md->producer()->str() : "";
+      j["opset"] = md->source_opset();
+      j["source_sha256"] = md->source_model_sha256() ? md->source_model_sha256()->str() : "";
+    }
+    j["format_version"] = m->fb->format_version();
+    inputs = model->inputs();
+    outputs = model->outputs();
+    for (const OpEntry& op : m->ops) op_counts[op.type]++;
+    for (size_t i = 0; i < m->tensors.size(); ++i) {
+      const TensorEntry& t = m->tensors[i];
+      if (t.const_data) {
+        int64_t n = 1;
+        for (int64_t d : t.info.shape) n *= d;
+        const_bytes += dtype_storage_bytes(t.info.dtype, n);
+        const_count++;
+      }
+      if (m->fb->tensors()->Get(uint32_t(i))->quant()) quantized_tensors++;
+    }
+  }
+  int total_ops = 0;
+  for (const auto& kv : op_counts) total_ops += kv.second;
+  if (as_json) {
+    j["inputs"] = nlohmann::json::array();
+    for (const TensorInfo& t : inputs) j["inputs"].push_back(TensorJson(t));
+    j["outputs"] = nlohmann::json::array();
+    for (const TensorInfo& t : outputs) j["outputs"].push_back(TensorJson(t));
+    j["operators"] = op_counts;
+    j["operator_count"] = total_ops;
+    j["constants"] = {{"count", const_count}, {"bytes", const_bytes}};
+    j["quantization"] = {{"quantized_tensors_or_qdq_nodes", quantized_tensors}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s (%s)\n", path.c_str(), j["format"].get<std::string>().c_str());
+  if (j.contains("producer")) std::printf("  producer: %s\n", j["producer"].get<std::string>().c_str());
+  if (j.contains("opset")) std::printf("  source opset: %d\n", j["opset"].get<int>());
+  std::printf("inputs:\n");
+  for (const TensorInfo& t : inputs)
+    std::printf("  %-24s %-8s %s\n", t.name.c_str(), dtype_name(t.dtype), DimsToString(t).c_str());
+  std::printf("outputs:\n");
+  for (const TensorInfo& t : outputs)
+    std::printf("  %-24s %-8s %s\n", t.name.c_str(), dtype_name(t.dtype), DimsToString(t).c_str());
+  std::printf("operators: %d\n", total_ops);
+  for (const auto& kv : op_counts) std::printf("  %-24s %d\n", kv.first.c_str(), kv.second);
+  std::printf("constants: %zu tensors, %zu bytes\n", const_count, const_bytes);
+  std::printf("quantization: %s\n",
+              quantized_tensors ? (std::to_string(quantized_tensors) + " quantized tensors / QDQ nodes").c_str()
+                                : "none (float model)");
+  return 0;
+}
+
+}  // namespace cli
+}  // namespace qfold

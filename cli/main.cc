@@ -1,0 +1,34 @@
+#include <cstdio>
+#include <cstring>
+
+#include "cli/commands.h"
+
+namespace {
+const char* kUsage =
+    "usage: qfold <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  convert   convert an ONNX model to .qfm\n"
+    "  run       run a .qfm model on .npy/.npz inputs\n"
+    "  inspect   show a model's inputs, outputs, operators and sizes\n"
+    "\n"
+    "'qfold <command> --help' describes a command's options.\n";
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::puts("qfold " QFOLD_VERSION_STRING);
+    return 0;
+  }
+  qfold::cli::Args args(argv + 2, argv + argc);
+  std::string cmd = argv[1];
+  if (cmd == "convert") return qfold::cli::Convert(args);
+  if (cmd == "run") return qfold::cli::Run(args);
+  if (cmd == "inspect") return qfold::cli::Inspect(args);
+  std::fprintf(stderr, "qfold: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+  return 2;
+}

@@ -1,0 +1,39 @@
+#include "converter/converter.h"
+
+#include "converter/onnx_reader.h"
+#include "converter/passes/passes.h"
+#include "converter/qfm_writer.h"
+
+namespace qfold {
+namespace conv {
+
+Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts, Graph* g) {
+  QF_RETURN_IF_ERROR(ReadOnnxModel(onnx_path, g));
+  QF_RETURN_IF_ERROR(NormalizeOpsets(g));
+  QF_RETURN_IF_ERROR(CheckSupported(*g));
+  QF_RETURN_IF_ERROR(VerifyGraph(g));
+  QF_RETURN_IF_ERROR(WidenHalfFloats(g));
+  QF_RETURN_IF_ERROR(RemoveIdentities(g));
+  QF_RETURN_IF_ERROR(VerifyGraph(g));
+  QF_RETURN_IF_ERROR(InferAndFold(g, opts.fold_constants));
+  if (opts.fuse) {
+    QF_RETURN_IF_ERROR(FuseConvBatchNorm(g));
+    QF_RETURN_IF_ERROR(FuseActivations(g));
+  }
+  QF_RETURN_IF_ERROR(RemoveDeadCode(g));
+  QF_RETURN_IF_ERROR(VerifyGraph(g));
+  // Re-infer so every value written carries the final dtype and shape.
+  return InferAndFold(g, false);
+}
+
+Status ConvertFile(const std::string& onnx_path, const std::string& qfm_path,
+                   const ConvertOptions& opts) {
+  Graph g;
+  QF_RETURN_IF_ERROR(LoadAndOptimize(onnx_path, opts, &g));
+  std::vector<uint8_t> bytes;
+  QF_RETURN_IF_ERROR(SerializeQfm(g, &bytes));
+  return WriteFileAtomic(qfm_path, bytes);
+}
+
+}  // namespace conv
+}  // namespace qfold

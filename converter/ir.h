@@ -1,0 +1,91 @@
+// The converter's graph IR: ONNX-like, names as edges, constants inline.
+// Passes take a Graph and leave a valid Graph (see VerifyGraph).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "qfold/dtype.h"
+#include "qfold/runtime.h"
+#include "qfold/status.h"
+#include "core/attr.h"
+
+namespace qfold {
+namespace conv {
+
+struct Value {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  bool rank_known = false;
+  Shape shape;                         // kUnknownDim where unknown
+  std::vector<std::string> dim_names;  // ONNX dim_param, "" when none (graph inputs)
+  // Constant payload, little-endian, int4 packed two per byte; null when not constant.
+  std::shared_ptr<const std::vector<uint8_t>> data;
+
+  bool is_constant() const { return data != nullptr; }
+};
+
+struct Node {
+  std::string op_type;
+  std::string domain;  // "" for the default ONNX domain
+  std::string name;
+  std::vector<std::string> inputs;  // "" for an omitted optional input
+  std::vector<std::string> outputs;
+  AttrMap attrs;
+  // TENSOR attributes (Constant's value, ConstantOfShape's value), as constant values.
+  std::map<std::string, Value> tensor_attrs;
+  // Attributes the converter cannot represent (graphs, strings lists...), for messages.
+  std::vector<std::string> unsupported_attrs;
+
+  const std::string& input(size_t i) const {
+    static const std::string kNone;
+    return i < inputs.size() ? inputs[i] : kNone;
+  }
+  std::string Label() const { return op_type + " '" + name + "'"; }
+};
+
+struct Graph {
+  std::string source;  // file path, for messages
+  int64_t opset = 0;   // default-domain opset
+  std::map<std::string, int64_t> opsets;
+  std::string producer;
+  std::string sha256;
+  std::unordered_map<std::string, Value> values;
+  std::vector<Node> nodes;  // topologically sorted after VerifyGraph
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+
+  Value* Find(const std::string& name) {
+    auto it = values.find(name);
+    return it == values.end() ? nullptr : &it->second;
+  }
+  const Value* Find(const std::string& name) const {
+    auto it = values.find(name);
+    return it == values.end() ? nullptr : &it->second;
+  }
+  bool IsConstant(const std::string& name) const {
+    const Value* v = Find(name);
+    return v && v->is_constant();
+  }
+  bool IsGraphOutput(const std::string& name) const;
+  // A value name not yet used in the graph, based on `base`.
+  std::string UniqueName(const std::string& base) const;
+  // Adds a constant value and returns its name.
+  std::string AddConstant(const std::string& base, DType dtype, const Shape& shape,
+                          std::vector<uint8_t> bytes);
+  std::string AddInt64Constant(const std::string& base, const std::vector<int64_t>& v);
+};
+
+// Consumers of every value: name -> list of (node index, input slot).
+std::unordered_map<std::string, std::vector<std::pair<size_t, size_t>>> BuildConsumers(
+    const Graph& g);
+
+// Checks names, single producers, topological order (sorting nodes if needed) and
+// that every input is defined; the message names the node and the value.
+Status VerifyGraph(Graph* g);
+
+}  // namespace conv
+}  // namespace qfold

@@ -1,0 +1,291 @@
+#include "converter/onnx_reader.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "converter/onnx_dtype.h"
+#include "converter/sha256.h"
+#include "core/shape_util.h"
+#include "onnx.pb.h"
+
+namespace qfold {
+namespace conv {
+
+namespace {
+
+Status Invalid(const std::string& msg) { return Status(StatusCode::kInvalidModel, msg); }
+
+Status ReadFileBytes(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return Status(StatusCode::kIoError, path + ": cannot open");
+  std::streamoff size = f.tellg();
+  if (size < 0) return Status(StatusCode::kIoError, path + ": cannot read");
+  if (size_t(size) > kMaxProtoBytes)
+    return Invalid(path + ": " + std::to_string(size) +
+                   " bytes is over the 2 GiB protobuf limit; save large weights as external data");
+  out->resize(size_t(size));
+  f.seekg(0);
+  if (size && !f.read(&(*out)[0], size)) return Status(StatusCode::kIoError, path + ": read failed");
+  return Status::Ok();
+}
+
+bool ParseProto(const std::string& bytes, google::protobuf::MessageLite* msg) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            int(bytes.size()));
+  in.SetTotalBytesLimit(INT_MAX);
+  in.SetRecursionLimit(100);
+  return msg->ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
+}
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// Resolves an external-data location and refuses any path that leaves base_dir.
+Status ResolveExternalPath(const std::string& base_dir, const std::string& location,
+                           const std::string& where, std::string* out) {
+  if (location.empty() || location[0] == '/')
+    return Invalid(where + ": external data location '" + location +
+                   "' must be a relative path inside the model's folder");
+  char base_real[PATH_MAX], file_real[PATH_MAX];
+  if (!realpath(base_dir.c_str(), base_real))
+    return Status(StatusCode::kIoError, where + ": cannot resolve folder '" + base_dir + "'");
+  std::string joined = base_dir + "/" + location;
+  if (!realpath(joined.c_str(), file_real))
+    return Status(StatusCode::kIoError,
+                  where + ": external data file '" + joined + "' does not exist");
+  std::string b = base_real, f = file_real;
+  if (f.compare(0, b.size() + 1, b + "/") != 0)
+    return Invalid(where + ": external data location '" + location +
+                   "' leaves the model's folder; refused");
+  *out = f;
+  return Status::Ok();
+}
+
+template <class Src>
+void StoreAs(DType dt, const Src& src, std::vector<uint8_t>* out) {
+  // Narrow the typed repeated field into dt's little-endian representation.
+  size_t es = dtype_size(dt);
+  out->resize(size_t(src.size()) * es);
+  for (int i = 0; i < src.size(); ++i) {
+    auto v = src.Get(i);
+    uint8_t* p = out->data() + size_t(i) * es;
+    switch (dt) {
+      case DType::kFloat32: { float x = float(v); std::memcpy(p, &x, 4); break; }
+      case DType::kFloat64: { double x = double(v); std::memcpy(p, &x, 8); break; }
+      case DType::kInt8: case DType::kUInt8: case DType::kBool: { uint8_t x = uint8_t(v); *p = x; break; }
+      case DType::kInt16: case DType::kUInt16: case DType::kFloat16: case DType::kBFloat16: {
+        uint16_t x = uint16_t(v); std::memcpy(p, &x, 2); break; }
+      case DType::kInt32: case DType::kUInt32: { uint32_t x = uint32_t(v); std::memcpy(p, &x, 4); break; }
+      case DType::kInt64: case DType::kUInt64: { uint64_t x = uint64_t(v); std::memcpy(p, &x, 8); break; }
+      default: break;
+    }
+  }
+}
+
+Status ReadTypeProto(const onnx::TypeProto& tp, const std::string& where, Value* v) {
+  if (!tp.has_tensor_type())
+    return Status(StatusCode::kUnsupported,
+                  where + ": only tensor types are supported (not sequences, maps or optionals)");
+  const auto& tt = tp.tensor_type();
+  v->dtype = DTypeFromOnnx(tt.elem_type());
+  if (v->dtype == DType::kUndefined)
+    return Status(StatusCode::kUnsupported,
+                  where + ": element type " + OnnxTypeName(tt.elem_type()) + " is not supported");
+  v->rank_known = tt.has_shape();
+  v->shape.clear();
+  v->dim_names.clear();
+  if (tt.has_shape()) {
+    if (tt.shape().dim_size() > kMaxRank)
+      return Invalid(where + ": rank " + std::to_string(tt.shape().dim_size()) + " exceeds " +
+                     std::to_string(kMaxRank));
+    for (const auto& d : tt.shape().dim()) {
+      if (d.has_dim_value()) {
+        if (d.dim_value() < 0) return Invalid(where + ": negative dim " + std::to_string(d.dim_value()));
+        v->shape.push_back(d.dim_value());
+        v->dim_names.push_back("");
+      } else {
+        v->shape.push_back(kUnknownDim);
+        v->dim_names.push_back(d.has_dim_param() ? d.dim_param() : "");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadAttribute(const onnx::AttributeProto& a, const std::string& base_dir, Node* node) {
+  const std::string where = node->Label() + " attribute '" + a.name() + "'";
+  using AP = onnx::AttributeProto;
+  switch (a.type()) {
+    case AP::INT: node->attrs.SetInt(a.name(), a.i()); break;
+    case AP::FLOAT: node->attrs.SetFloat(a.name(), a.f()); break;
+    case AP::STRING: node->attrs.SetString(a.name(), a.s()); break;
+    case AP::INTS: node->attrs.SetInts(a.name(), {a.ints().begin(), a.ints().end()}); break;
+    case AP::FLOATS: node->attrs.SetFloats(a.name(), {a.floats().begin(), a.floats().end()}); break;
+    case AP::TENSOR: {
+      Value v;
+      QF_RETURN_IF_ERROR(ValueFromTensorProto(a.t(), base_dir, where, &v));
+      node->tensor_attrs[a.name()] = std::move(v);
+      break;
+    }
+    default: node->unsupported_attrs.push_back(a.name()); break;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValueFromTensorProto(const onnx::TensorProto& t, const std::string& base_dir,
+                            const std::string& where, Value* out) {
+  out->name = t.name();
+  out->dtype = DTypeFromOnnx(t.data_type());
+  if (out->dtype == DType::kUndefined)
+    return Status(StatusCode::kUnsupported,
+                  where + ": tensor '" + t.name() + "' has element type " +
+                      OnnxTypeName(t.data_type()) + ", which qfold does not support");
+  if (t.dims_size() > kMaxRank)
+    return Invalid(where + ": tensor '" + t.name() + "' has rank " + std::to_string(t.dims_size()));
+  out->shape.assign(t.dims().begin(), t.dims().end());
+  out->rank_known = true;
+  int64_t n = 0;
+  if (!CheckedNumel(out->shape, &n) || n > (int64_t(1) << 34))
+    return Invalid(where + ": tensor '" + t.name() + "' has an invalid shape " +
+                   ShapeToString(out->shape));
+  const size_t want = dtype_storage_bytes(out->dtype, n);
+  auto bytes = std::make_shared<std::vector<uint8_t>>();
+  const DType dt = out->dtype;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto& kv : t.external_data()) {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::atoll(kv.value().c_str());
+      else if (kv.key() == "length") length = std::atoll(kv.value().c_str());
+    }
+    std::string path;
+    QF_RETURN_IF_ERROR(ResolveExternalPath(base_dir, location, where + ": tensor '" + t.name() + "'", &path));
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    if (!f) return Status(StatusCode::kIoError, where + ": cannot open external data '" + path + "'");
+    int64_t file_size = int64_t(f.tellg());
+    if (length < 0) length = int64_t(want);
+    if (offset < 0 || length < 0 || offset > file_size || length > file_size - offset)
+      return Invalid(where + ": tensor '" + t.name() + "' external data range [" +
+                     std::to_string(offset) + ", +" + std::to_string(length) +
+                     ") is outside '" + location + "' (" + std::to_string(file_size) + " bytes)");
+    if (size_t(length) != want)
+      return Invalid(where + ": tensor '" + t.name() + "' external data has " +
+                     std::to_string(length) + " bytes, shape " + ShapeToString(out->shape) +
+                     " needs " + std::to_string(want));
+    bytes->resize(want);
+    f.seekg(offset);
+    if (want && !f.read(reinterpret_cast<char*>(bytes->data()), std::streamsize(want)))
+      return Status(StatusCode::kIoError, where + ": reading external data failed");
+  } else if (t.has_raw_data()) {
+    if (t.raw_data().size() != want)
+      return Invalid(where + ": tensor '" + t.name() + "' has " +
+                     std::to_string(t.raw_data().size()) + " bytes of raw data, shape " +
+                     ShapeToString(out->shape) + " needs " + std::to_string(want));
+    bytes->assign(t.raw_data().begin(), t.raw_data().end());
+  } else {
+    int64_t count = 0;
+    if (dt == DType::kFloat32) {
+      StoreAs(dt, t.float_data(), bytes.get()), count = t.float_data_size();
+    } else if (dt == DType::kFloat64) {
+      StoreAs(dt, t.double_data(), bytes.get()), count = t.double_data_size();
+    } else if (dt == DType::kInt64) {
+      StoreAs(dt, t.int64_data(), bytes.get()), count = t.int64_data_size();
+    } else if (dt == DType::kUInt32 || dt == DType::kUInt64) {
+      StoreAs(dt, t.uint64_data(), bytes.get()), count = t.uint64_data_size();
+    } else if (dt == DType::kInt4 || dt == DType::kUInt4) {
+      // int32_data holds the packed bytes, one per entry.
+      for (int32_t v : t.int32_data()) bytes->push_back(uint8_t(v));
+      count = (int64_t(bytes->size()) * 2 >= n && int64_t(bytes->size()) == (n + 1) / 2) ? n : -1;
+    } else {
+      StoreAs(dt, t.int32_data(), bytes.get()), count = t.int32_data_size();
+    }
+    if (count != n)
+      return Invalid(where + ": tensor '" + t.name() + "' has " + std::to_string(count) +
+                     " values, shape " + ShapeToString(out->shape) + " needs " + std::to_string(n));
+  }
+  out->data = bytes;
+  return Status::Ok();
+}
+
+Status ReadTensorProtoFile(const std::string& path, Value* out) {
+  std::string bytes;
+  QF_RETURN_IF_ERROR(ReadFileBytes(path, &bytes));
+  onnx::TensorProto t;
+  if (!ParseProto(bytes, &t)) return Invalid(path + ": not a valid ONNX TensorProto");
+  return ValueFromTensorProto(t, DirName(path), path, out);
+}
+
+Status ReadOnnxModel(const std::string& path, Graph* g) {
+  std::string bytes;
+  QF_RETURN_IF_ERROR(ReadFileBytes(path, &bytes));
+  onnx::ModelProto model;
+  if (bytes.empty() || !ParseProto(bytes, &model))
+    return Invalid(path + ": not a valid ONNX model (protobuf parsing failed: truncated or not "
+                          "an .onnx file)");
+  if (!model.has_graph()) return Invalid(path + ": the model has no graph");
+  g->source = path;
+  g->producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
+  g->sha256 = Sha256Hex(bytes);
+  for (const auto& op : model.opset_import()) {
+    std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
+    g->opsets[domain] = op.version();
+  }
+  if (!g->opsets.count("")) {
+    if (model.opset_import_size() == 0) g->opsets[""] = 1;  // IR v2 models predate opset_import
+    else return Invalid(path + ": the model does not import the default ONNX domain");
+  }
+  g->opset = g->opsets[""];
+  const std::string base_dir = DirName(path);
+  const onnx::GraphProto& gp = model.graph();
+
+  for (const auto& init : gp.initializer()) {
+    Value v;
+    QF_RETURN_IF_ERROR(ValueFromTensorProto(init, base_dir, path + ": initializer", &v));
+    if (v.name.empty()) return Invalid(path + ": an initializer has no name");
+    g->values[v.name] = std::move(v);
+  }
+  if (gp.sparse_initializer_size() > 0)
+    return Status(StatusCode::kUnsupported, path + ": sparse initializers are not supported");
+  for (const auto& in : gp.input()) {
+    if (g->IsConstant(in.name())) continue;  // old exporters list initializers as inputs
+    Value v;
+    v.name = in.name();
+    QF_RETURN_IF_ERROR(ReadTypeProto(in.type(), path + ": graph input '" + in.name() + "'", &v));
+    g->values[v.name] = std::move(v);
+    g->inputs.push_back(in.name());
+  }
+  for (const auto& out : gp.output()) {
+    g->outputs.push_back(out.name());
+    if (!g->Find(out.name()) && out.has_type()) {
+      Value v;
+      v.name = out.name();
+      // Declared output types are advisory: inference recomputes them.
+      if (ReadTypeProto(out.type(), path, &v).ok()) g->values[v.name] = std::move(v);
+    }
+  }
+  for (int k = 0; k < gp.node_size(); ++k) {
+    const auto& np = gp.node(k);
+    Node n;
+    n.op_type = np.op_type();
+    n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(k) : np.name();
+    n.inputs.assign(np.input().begin(), np.input().end());
+    n.outputs.assign(np.output().begin(), np.output().end());
+    for (const auto& a : np.attribute()) QF_RETURN_IF_ERROR(ReadAttribute(a, base_dir, &n));
+    g->nodes.push_back(std::move(n));
+  }
+  return Status::Ok();
+}
+
+}  // namespace conv
+}  // namespace qfold

@@ -1,0 +1,27 @@
+// Reading .onnx files (and ONNX TensorProto files) into the IR.
+#pragma once
+#include <string>
+
+#include "converter/ir.h"
+
+namespace onnx {
+class TensorProto;
+}
+
+namespace qfold {
+namespace conv {
+
+// Refuse protobufs larger than this (ONNX files over 2 GiB must use external data).
+constexpr size_t kMaxProtoBytes = size_t(2047) << 20;
+
+Status ReadOnnxModel(const std::string& path, Graph* g);
+
+// Decodes a TensorProto (inline or external data relative to `base_dir`).
+// `where` names the tensor's origin for messages.
+Status ValueFromTensorProto(const onnx::TensorProto& t, const std::string& base_dir,
+                            const std::string& where, Value* out);
+// Reads a serialized TensorProto file (the ONNX test data format).
+Status ReadTensorProtoFile(const std::string& path, Value* out);
+
+}  // namespace conv
+}  // namespace qfold

@@ -1,0 +1,110 @@
+#include <cstring>
+#include <memory>
+
+#include "converter/passes/passes.h"
+#include "core/op.h"
+#include "core/shape_util.h"
+
+namespace qfold {
+namespace conv {
+
+namespace {
+
+// Folding a node whose result is huge would bloat the file with what one
+// cheap op computes at run time (ConstantOfShape, Expand, Tile...).
+constexpr size_t kMaxFoldedBytes = size_t(16) << 20;
+
+Tensor ToTensor(const Value& v) {
+  Tensor t;
+  t.name = v.name;
+  t.dtype = v.dtype;
+  t.rank_known = v.rank_known;
+  t.shape = v.shape;
+  t.data = v.data ? const_cast<uint8_t*>(v.data->data()) : nullptr;
+  // An empty constant still has a known (empty) value.
+  static uint8_t empty_marker;
+  if (v.data && v.data->empty()) t.data = &empty_marker;
+  return t;
+}
+
+}  // namespace
+
+Status InferAndFold(Graph* g, bool fold) {
+  std::vector<Node> kept;
+  for (Node& n : g->nodes) {
+    const OpDef* def = FindOp(n.op_type);
+    if (!def) return Status(StatusCode::kUnsupported, g->source + ": " + n.Label() + " is not supported");
+    int n_in = int(n.inputs.size());
+    if (n_in < def->min_inputs || n_in > def->max_inputs)
+      return Status(StatusCode::kInvalidModel,
+                    g->source + ": " + n.Label() + " has " + std::to_string(n_in) +
+                        " inputs, expected " + std::to_string(def->min_inputs) + ".." +
+                        std::to_string(def->max_inputs));
+    std::vector<Tensor> ins(n.inputs.size()), outs(n.outputs.size());
+    KernelContext ctx;
+    ctx.op_type = &n.op_type;
+    ctx.op_name = &n.name;
+    ctx.attrs = &n.attrs;
+    bool all_const = true, inputs_known = true;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.inputs[i].empty()) {
+        ctx.inputs.push_back(nullptr);
+        continue;
+      }
+      const Value* v = g->Find(n.inputs[i]);
+      if (!v || v->dtype == DType::kUndefined)
+        return Status(StatusCode::kInvalidModel, g->source + ": " + n.Label() + ": input '" +
+                                                     n.inputs[i] + "' has no known type");
+      ins[i] = ToTensor(*v);
+      all_const = all_const && v->is_constant();
+      inputs_known = inputs_known && ins[i].shape_known();
+      ctx.inputs.push_back(&ins[i]);
+    }
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      outs[i].name = n.outputs[i];
+      ctx.outputs.push_back(n.outputs[i].empty() ? nullptr : &outs[i]);
+    }
+    Status st = def->infer(ctx);
+    if (!st.ok()) return Status(st.code(), g->source + ": " + st.message());
+
+    bool outputs_known = true;
+    size_t out_bytes = 0;
+    for (Tensor* o : ctx.outputs)
+      if (o) {
+        outputs_known = outputs_known && o->shape_known();
+        if (o->shape_known()) out_bytes += dtype_storage_bytes(o->dtype, o->numel());
+      }
+    bool foldable = fold && outputs_known && out_bytes <= kMaxFoldedBytes &&
+                    ((all_const && inputs_known) || (def->shape_only && inputs_known));
+    std::vector<std::shared_ptr<std::vector<uint8_t>>> storage;
+    if (foldable) {
+      for (Tensor* o : ctx.outputs) {
+        if (!o) continue;
+        storage.push_back(std::make_shared<std::vector<uint8_t>>(
+            dtype_storage_bytes(o->dtype, o->numel()) + 1));
+        o->data = storage.back()->data();
+      }
+      st = def->run(ctx);
+      if (!st.ok()) return Status(st.code(), g->source + ": folding " + st.message());
+    }
+    size_t s = 0;
+    for (Tensor* o : ctx.outputs) {
+      if (!o) continue;
+      Value& v = g->values[o->name];
+      v.name = o->name;
+      v.dtype = o->dtype;
+      v.rank_known = o->rank_known;
+      v.shape = o->shape;
+      if (foldable) {
+        storage[s]->resize(storage[s]->size() - 1);
+        v.data = storage[s++];
+      }
+    }
+    if (!foldable) kept.push_back(std::move(n));
+  }
+  g->nodes = std::move(kept);
+  return Status::Ok();
+}
+
+}  // namespace conv
+}  // namespace qfold

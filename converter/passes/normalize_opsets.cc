@@ -1,0 +1,213 @@
+// One table entry per ONNX op whose older opsets differ from the form the
+// runtime implements. The runtime kernels then only know the newest form.
+#include <cstring>
+#include <functional>
+#include <map>
+
+#include "converter/passes/passes.h"
+
+namespace qfold {
+namespace conv {
+
+namespace {
+
+using Rewrite = std::function<Status(Graph*, Node*, int64_t opset)>;
+
+// Moves an INTS attribute into input slot `slot` as an int64 constant.
+void AttrToInput(Graph* g, Node* n, const char* attr, size_t slot) {
+  const Attr* a = n->attrs.Find(attr);
+  if (!a) return;
+  std::string c = g->AddInt64Constant(n->name + "_" + attr, a->ints);
+  n->attrs.Erase(attr);
+  if (n->inputs.size() <= slot) n->inputs.resize(slot + 1);
+  n->inputs[slot] = c;
+}
+
+std::string AddFloatScalar(Graph* g, const std::string& base, float v) {
+  std::vector<uint8_t> b(4);
+  std::memcpy(b.data(), &v, 4);
+  return g->AddConstant(base, DType::kFloat32, {}, std::move(b));
+}
+
+Status ReduceAxes(Graph* g, Node* n, int64_t opset) {
+  // ReduceSum took axes as an input from 13, the other reductions from 18.
+  int64_t since = n->op_type == "ReduceSum" ? 13 : 18;
+  if (opset < since) AttrToInput(g, n, "axes", 1);
+  return Status::Ok();
+}
+
+const std::map<std::string, Rewrite>& Rewrites() {
+  static const std::map<std::string, Rewrite> table = {
+      {"Clip",
+       [](Graph* g, Node* n, int64_t opset) {
+         if (opset < 11) {
+           float lo = n->attrs.GetFloat("min", -3.402823466e38f);
+           float hi = n->attrs.GetFloat("max", 3.402823466e38f);
+           n->inputs.resize(3);
+           n->inputs[1] = AddFloatScalar(g, n->name + "_min", lo);
+           n->inputs[2] = AddFloatScalar(g, n->name + "_max", hi);
+           n->attrs.Erase("min");
+           n->attrs.Erase("max");
+         }
+         return Status::Ok();
+       }},
+      {"ReduceSum", ReduceAxes},
+      {"ReduceMean", ReduceAxes},
+      {"ReduceMax", ReduceAxes},
+      {"ReduceMin", ReduceAxes},
+      {"ReduceProd", ReduceAxes},
+      {"ReduceL1", ReduceAxes},
+      {"ReduceL2", ReduceAxes},
+      {"ReduceLogSum", ReduceAxes},
+      {"ReduceLogSumExp", ReduceAxes},
+      {"ReduceSumSquare", ReduceAxes},
+      {"Squeeze",
+       [](Graph* g, Node* n, int64_t opset) {
+         if (opset < 13) AttrToInput(g, n, "axes", 1);
+         return Status::Ok();
+       }},
+      {"Unsqueeze",
+       [](Graph* g, Node* n, int64_t opset) {
+         if (opset < 13) AttrToInput(g, n, "axes", 1);
+         return Status::Ok();
+       }},
+      {"Split",
+       [](Graph* g, Node* n, int64_t opset) {
+         if (opset < 13) AttrToInput(g, n, "split", 1);
+         return Status::Ok();
+       }},
+      {"Slice",
+       [](Graph* g, Node* n, int64_t opset) {
+         if (opset < 10) {
+           AttrToInput(g, n, "starts", 1);
+           AttrToInput(g, n, "ends", 2);
+           AttrToInput(g, n, "axes", 3);
+         }
+         return Status::Ok();
+       }},
+      {"Pad",
+       [](Graph* g, Node* n, int64_t opset) {
+         if (opset < 11) {
+           AttrToInput(g, n, "pads", 1);
+           float v = n->attrs.GetFloat("value", 0.f);
+           n->attrs.Erase("value");
+           n->inputs.resize(3);
+           n->inputs[2] = AddFloatScalar(g, n->name + "_value", v);
+         }
+         return Status::Ok();
+       }},
+      {"Upsample",
+       [](Graph* g, Node* n, int64_t opset) {
+         // Upsample is Resize with asymmetric coordinates and floor rounding.
+         n->op_type = "Resize";
+         std::string scales;
+         if (n->attrs.Has("scales")) {
+           std::vector<float> s = n->attrs.GetFloats("scales");
+           std::vector<uint8_t> b(s.size() * 4);
+           std::memcpy(b.data(), s.data(), b.size());
+           scales = g->AddConstant(n->name + "_scales", DType::kFloat32, {int64_t(s.size())},
+                                   std::move(b));
+           n->attrs.Erase("scales");
+         } else {
+           scales = n->input(1);
+         }
+         n->inputs = {n->input(0), "", scales};
+         std::string mode = n->attrs.GetString("mode", "nearest");
+         n->attrs.SetString("mode", mode == "bilinear" ? "linear" : mode);
+         n->attrs.SetString("coordinate_transformation_mode", "asymmetric");
+         n->attrs.SetString("nearest_mode", "floor");
+         return Status::Ok();
+       }},
+      {"Resize",
+       [](Graph* g, Node* n, int64_t opset) {
+         if (opset < 11) {  // opset 10: (X, scales), asymmetric, floor
+           n->inputs = {n->input(0), "", n->input(1)};
+           n->attrs.SetString("coordinate_transformation_mode", "asymmetric");
+           n->attrs.SetString("nearest_mode", "floor");
+         }
+         return Status::Ok();
+       }},
+      {"Softmax",
+       [](Graph* g, Node* n, int64_t opset) {
+         if (opset < 13) n->attrs.SetInt("_coerce_2d", 1);
+         return Status::Ok();
+       }},
+      {"LogSoftmax",
+       [](Graph* g, Node* n, int64_t opset) {
+         if (opset < 13) n->attrs.SetInt("_coerce_2d", 1);
+         return Status::Ok();
+       }},
+      {"Hardmax",
+       [](Graph* g, Node* n, int64_t opset) {
+         if (opset < 13) n->attrs.SetInt("_coerce_2d", 1);
+         return Status::Ok();
+       }},
+      {"ConstantOfShape",
+       [](Graph* g, Node* n, int64_t opset) {
+         auto it = n->tensor_attrs.find("value");
+         if (it != n->tensor_attrs.end()) {
+           Value v = it->second;
+           std::string c = g->AddConstant(n->name + "_value", v.dtype, v.shape,
+                                          std::vector<uint8_t>(*v.data));
+           n->inputs.resize(2);
+           n->inputs[1] = c;
+           n->tensor_attrs.erase(it);
+         }
+         return Status::Ok();
+       }},
+  };
+  return table;
+}
+
+// Constant nodes become constant values; they are not operators at run time.
+Status ConstantNodeToValue(Graph* g, const Node& n) {
+  Value v;
+  auto set_bytes = [&](DType dt, const void* p, size_t bytes, Shape shape) {
+    v.dtype = dt;
+    v.shape = std::move(shape);
+    v.rank_known = true;
+    v.data = std::make_shared<const std::vector<uint8_t>>(
+        static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + bytes);
+  };
+  if (n.tensor_attrs.count("value")) {
+    v = n.tensor_attrs.at("value");
+  } else if (const Attr* a = n.attrs.Find("value_float")) {
+    set_bytes(DType::kFloat32, &a->f, 4, {});
+  } else if (const Attr* a = n.attrs.Find("value_floats")) {
+    set_bytes(DType::kFloat32, a->floats.data(), a->floats.size() * 4, {int64_t(a->floats.size())});
+  } else if (const Attr* a = n.attrs.Find("value_int")) {
+    set_bytes(DType::kInt64, &a->i, 8, {});
+  } else if (const Attr* a = n.attrs.Find("value_ints")) {
+    set_bytes(DType::kInt64, a->ints.data(), a->ints.size() * 8, {int64_t(a->ints.size())});
+  } else {
+    return Status(StatusCode::kUnsupported,
+                  g->source + ": " + n.Label() +
+                      ": only tensor, float(s) and int(s) constants are supported");
+  }
+  if (n.outputs.empty()) return Status::Ok();
+  v.name = n.outputs[0];
+  g->values[v.name] = std::move(v);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status NormalizeOpsets(Graph* g) {
+  std::vector<Node> kept;
+  for (Node& n : g->nodes) {
+    if (n.domain.empty() && n.op_type == "Constant" && n.unsupported_attrs.empty()) {
+      QF_RETURN_IF_ERROR(ConstantNodeToValue(g, n));
+      continue;
+    }
+    if (n.domain.empty()) {
+      auto it = Rewrites().find(n.op_type);
+      if (it != Rewrites().end()) QF_RETURN_IF_ERROR(it->second(g, &n, g->opset));
+    }
+    kept.push_back(std::move(n));
+  }
+  g->nodes = std::move(kept);
+  return Status::Ok();
+}
+
+}  // namespace conv
+}  // namespace qfold

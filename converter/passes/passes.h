@@ -1,0 +1,29 @@
+// Converter passes: each takes the Graph and leaves a valid Graph. One file each.
+#pragma once
+#include "converter/ir.h"
+
+namespace qfold {
+namespace conv {
+
+// Rewrites every node into the newest-opset form the runtime implements
+// (attributes that later opsets turned into inputs, Upsample -> Resize, ...).
+Status NormalizeOpsets(Graph* g);
+// Lists every node qfold cannot run, all at once, before any work is done.
+Status CheckSupported(const Graph& g);
+// fp16/bf16 weights and compute become fp32; the model's boundary keeps its dtypes.
+Status WidenHalfFloats(Graph* g);
+// Drops Identity and inference-mode Dropout, keeping graph output names.
+Status RemoveIdentities(Graph* g);
+// Infers every value's dtype and shape with the runtime's op definitions and
+// replaces nodes whose inputs are all constant (or whose result depends only
+// on known shapes) by constants computed with the runtime's kernels.
+Status InferAndFold(Graph* g, bool fold);
+// Conv + BatchNormalization -> Conv with adjusted weights and bias.
+Status FuseConvBatchNorm(Graph* g);
+// Conv/ConvTranspose/Gemm/MatMul + Relu/Clip/... -> one node with _activation.
+Status FuseActivations(Graph* g);
+// Removes nodes and constants that no graph output depends on.
+Status RemoveDeadCode(Graph* g);
+
+}  // namespace conv
+}  // namespace qfold

@@ -1,0 +1,123 @@
+#include "converter/qfm_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "qfold/qfold_generated.h"
+
+namespace qfold {
+namespace conv {
+
+namespace {
+constexpr size_t kConstAlign = 64;
+
+flatbuffers::Offset<fb::Attribute> WriteAttr(flatbuffers::FlatBufferBuilder& b, const Attr& a) {
+  auto name = b.CreateString(a.name);
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> ints;
+  flatbuffers::Offset<flatbuffers::Vector<float>> floats;
+  flatbuffers::Offset<flatbuffers::String> s;
+  fb::AttrType type = fb::AttrType::INT;
+  switch (a.kind) {
+    case Attr::kInt: type = fb::AttrType::INT; break;
+    case Attr::kFloat: type = fb::AttrType::FLOAT; break;
+    case Attr::kInts: type = fb::AttrType::INTS; ints = b.CreateVector(a.ints); break;
+    case Attr::kFloats: type = fb::AttrType::FLOATS; floats = b.CreateVector(a.floats); break;
+    case Attr::kString: type = fb::AttrType::STRING; s = b.CreateString(a.s); break;
+  }
+  return fb::CreateAttribute(b, name, type, a.i, a.f, ints, floats, s);
+}
+}  // namespace
+
+Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
+  flatbuffers::FlatBufferBuilder b(1 << 16);
+  std::map<std::string, int> index;
+  std::vector<std::string> order;
+  auto use = [&](const std::string& name) {
+    if (name.empty() || index.count(name)) return;
+    index[name] = int(order.size());
+    order.push_back(name);
+  };
+  for (const std::string& n : g.inputs) use(n);
+  for (const Node& n : g.nodes) {
+    for (const std::string& s : n.inputs) use(s);
+    for (const std::string& s : n.outputs) use(s);
+  }
+  for (const std::string& n : g.outputs) use(n);
+
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+  buffers.push_back(fb::CreateBuffer(b));
+  std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
+  for (const std::string& name : order) {
+    const Value* v = g.Find(name);
+    if (!v || v->dtype == DType::kUndefined)
+      return Status(StatusCode::kInternal, g.source + ": value '" + name + "' has no type");
+    uint32_t buffer = 0;
+    if (v->is_constant()) {
+      b.ForceVectorAlignment(v->data->size(), 1, kConstAlign);
+      auto data = b.CreateVector(v->data->data(), v->data->size());
+      buffer = uint32_t(buffers.size());
+      buffers.push_back(fb::CreateBuffer(b, data));
+    }
+    std::vector<flatbuffers::Offset<fb::Dim>> dims;
+    for (size_t d = 0; d < v->shape.size(); ++d) {
+      const std::string& dn = d < v->dim_names.size() ? v->dim_names[d] : std::string();
+      dims.push_back(fb::CreateDim(b, v->shape[d], dn.empty() ? 0 : b.CreateString(dn)));
+    }
+    tensors.push_back(fb::CreateTensor(b, b.CreateString(name), fb::DType(int8_t(v->dtype)),
+                                       b.CreateVector(dims), fb::Layout::PLAIN, 0, buffer));
+  }
+  std::vector<flatbuffers::Offset<fb::Operator>> ops;
+  for (const Node& n : g.nodes) {
+    std::vector<int32_t> ins, outs;
+    for (const std::string& s : n.inputs) ins.push_back(s.empty() ? -1 : index[s]);
+    for (const std::string& s : n.outputs) outs.push_back(s.empty() ? -1 : index[s]);
+    std::vector<flatbuffers::Offset<fb::Attribute>> attrs;
+    for (const Attr& a : n.attrs.all()) attrs.push_back(WriteAttr(b, a));
+    ops.push_back(fb::CreateOperator(b, b.CreateString(n.op_type), b.CreateString(n.name),
+                                     b.CreateVector(ins), b.CreateVector(outs),
+                                     b.CreateVector(attrs)));
+  }
+  std::vector<int32_t> ins, outs;
+  for (const std::string& n : g.inputs) ins.push_back(index[n]);
+  for (const std::string& n : g.outputs) outs.push_back(index[n]);
+  auto meta = fb::CreateMetadata(b, b.CreateString("qfold " QFOLD_VERSION_STRING),
+                                 int32_t(g.opset), b.CreateString(g.sha256),
+                                 b.CreateString(g.source));
+  auto model = fb::CreateModel(b, 1, 1, b.CreateVector(tensors), b.CreateVector(buffers),
+                               b.CreateVector(ops), b.CreateVector(ins), b.CreateVector(outs), meta);
+  fb::FinishModelBuffer(b, model);
+  out->assign(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  return Status::Ok();
+}
+
+Status WriteFileAtomic(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status(StatusCode::kIoError, path + ": cannot write: " + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t w = write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int err = errno;
+      close(fd);
+      unlink(tmp.c_str());
+      return Status(StatusCode::kIoError, path + ": write failed: " + std::strerror(err));
+    }
+    done += size_t(w);
+  }
+  if (close(fd) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    unlink(tmp.c_str());
+    return Status(StatusCode::kIoError, path + ": cannot finish writing: " + std::strerror(err));
+  }
+  return Status::Ok();
+}
+
+}  // namespace conv
+}  // namespace qfold

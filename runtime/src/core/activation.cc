@@ -1,0 +1,68 @@
+#include "core/activation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace qfold {
+
+FusedActivation FusedActivation::FromAttrs(const AttrMap& attrs, Status* status) {
+  *status = Status::Ok();
+  FusedActivation a;
+  const Attr* name = attrs.Find("_activation");
+  if (!name) return a;
+  const std::string& s = name->s;
+  if (s == "Relu") {
+    a.kind = kRelu;
+  } else if (s == "LeakyRelu") {
+    a.kind = kLeakyRelu;
+    a.alpha = attrs.GetFloat("_act_alpha", 0.01f);
+  } else if (s == "Clip") {
+    a.kind = kClip;
+    a.min = attrs.GetFloat("_act_min", -std::numeric_limits<float>::infinity());
+    a.max = attrs.GetFloat("_act_max", std::numeric_limits<float>::infinity());
+  } else if (s == "Sigmoid") {
+    a.kind = kSigmoid;
+  } else if (s == "HardSigmoid") {
+    a.kind = kHardSigmoid;
+    a.alpha = attrs.GetFloat("_act_alpha", 0.2f);
+    a.beta = attrs.GetFloat("_act_beta", 0.5f);
+  } else if (s == "HardSwish") {
+    a.kind = kHardSwish;
+  } else if (s == "Tanh") {
+    a.kind = kTanh;
+  } else {
+    *status = Status(StatusCode::kUnsupported, "unsupported fused activation '" + s + "'");
+  }
+  return a;
+}
+
+float FusedActivation::Apply(float x) const {
+  switch (kind) {
+    case kNone:
+      return x;
+    case kRelu:
+      return x > 0.f ? x : 0.f;
+    case kLeakyRelu:
+      return x >= 0.f ? x : alpha * x;
+    // Clip via comparisons so NaN passes through, as ONNX Runtime does.
+    case kClip:
+      return x < min ? min : (x > max ? max : x);
+    case kSigmoid:
+      return 1.f / (1.f + std::exp(-x));
+    case kHardSigmoid:
+      return std::max(0.f, std::min(1.f, alpha * x + beta));
+    case kHardSwish:
+      return x * std::max(0.f, std::min(1.f, x / 6.f + 0.5f));
+    case kTanh:
+      return std::tanh(x);
+  }
+  return x;
+}
+
+void FusedActivation::Apply(float* data, int64_t n) const {
+  if (kind == kNone) return;
+  for (int64_t i = 0; i < n; ++i) data[i] = Apply(data[i]);
+}
+
+}  // namespace qfold

@@ -1,0 +1,249 @@
+// Loading a .qfm: map it, run the flatbuffers Verifier once, then check what
+// the Verifier cannot (indices, sizes, dtypes, topological order) so that a
+// Session can trust the model without checks in the hot loop.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/shape_util.h"
+#include "model_impl.h"
+
+namespace qfold {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+// Caps that keep a hostile file from asking for absurd work.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 34;
+constexpr size_t kMaxTensors = size_t(1) << 24;
+
+Status Bad(const std::string& source, const std::string& msg) {
+  return Status(StatusCode::kInvalidModel, source + ": " + msg);
+}
+
+std::string TensorLabel(const fb::Model* m, int idx) {
+  const auto* t = m->tensors()->Get(idx);
+  return "tensor '" + (t->name() ? t->name()->str() : std::to_string(idx)) + "'";
+}
+
+void ReadAttr(const fb::Attribute* a, AttrMap* out) {
+  Attr attr;
+  attr.name = a->name() ? a->name()->str() : "";
+  switch (a->type()) {
+    case fb::AttrType::INT: attr.kind = Attr::kInt; break;
+    case fb::AttrType::FLOAT: attr.kind = Attr::kFloat; break;
+    case fb::AttrType::INTS: attr.kind = Attr::kInts; break;
+    case fb::AttrType::FLOATS: attr.kind = Attr::kFloats; break;
+    case fb::AttrType::STRING: attr.kind = Attr::kString; break;
+  }
+  attr.i = a->i();
+  attr.f = a->f();
+  if (a->ints()) attr.ints.assign(a->ints()->begin(), a->ints()->end());
+  if (a->floats()) attr.floats.assign(a->floats()->begin(), a->floats()->end());
+  if (a->s()) attr.s = a->s()->str();
+  out->Set(std::move(attr));
+}
+
+}  // namespace
+
+Model::Impl::~Impl() {
+  if (mapped) munmap(mapped, mapped_size);
+}
+
+Status Model::Impl::Parse() {
+  // The Verifier asserts on buffers of 2 GiB or more; refuse them first.
+  if (size >= FLATBUFFERS_MAX_BUFFER_SIZE)
+    return Bad(source, "file too large for a flatbuffer (" + std::to_string(size) + " bytes)");
+  if (size < 8 || !fb::ModelBufferHasIdentifier(base))
+    return Bad(source, "not a qfold model (missing file identifier 'QFM1'); was it made by "
+                       "'qfold convert'?");
+  flatbuffers::Verifier::Options vopts;
+  vopts.max_tables = 1u << 24;
+  flatbuffers::Verifier verifier(base, size, vopts);
+  if (!fb::VerifyModelBuffer(verifier))
+    return Bad(source, "file is corrupt or truncated (flatbuffers verification failed)");
+  fb = fb::GetModel(base);
+  if (fb->min_reader_version() > kReaderVersion)
+    return Status(StatusCode::kUnsupported,
+                  source + ": needs reader version " + std::to_string(fb->min_reader_version()) +
+                      ", this runtime reads version " + std::to_string(kReaderVersion));
+  if (!fb->tensors() || !fb->buffers() || !fb->operators() || !fb->inputs() || !fb->outputs())
+    return Bad(source, "model lacks tensors, buffers, operators, inputs or outputs");
+  const size_t nt = fb->tensors()->size();
+  const size_t nb = fb->buffers()->size();
+  if (nt > kMaxTensors) return Bad(source, "too many tensors");
+
+  tensors.resize(nt);
+  std::vector<int> producer(nt, -2);  // -2: none yet, -1: constant or graph input
+  for (size_t i = 0; i < nt; ++i) {
+    const fb::Tensor* t = fb->tensors()->Get(uint32_t(i));
+    TensorEntry& e = tensors[i];
+    e.info.name = t->name() ? t->name()->str() : "";
+    if (!dtype_is_valid(int(t->dtype())))
+      return Bad(source, TensorLabel(fb, int(i)) + " has an invalid dtype " +
+                             std::to_string(int(t->dtype())));
+    e.info.dtype = DType(int(t->dtype()));
+    if (t->shape()) {
+      if (t->shape()->size() > size_t(kMaxRank))
+        return Bad(source, TensorLabel(fb, int(i)) + " has rank " +
+                               std::to_string(t->shape()->size()) + ", more than " +
+                               std::to_string(kMaxRank));
+      for (const fb::Dim* d : *t->shape()) {
+        if (d->value() < -1) return Bad(source, TensorLabel(fb, int(i)) + " has a negative dim");
+        e.info.shape.push_back(d->value());
+        e.info.dim_names.push_back(d->name() ? d->name()->str() : "");
+      }
+    }
+    if (t->buffer() != 0) {
+      if (t->buffer() >= nb)
+        return Bad(source, TensorLabel(fb, int(i)) + " refers to buffer " +
+                               std::to_string(t->buffer()) + " of " + std::to_string(nb));
+      int64_t n = 0;
+      if (!CheckedNumel(e.info.shape, &n) || n > kMaxTensorElements)
+        return Bad(source, TensorLabel(fb, int(i)) + " is a constant without a valid fixed shape " +
+                               ShapeToString(e.info.shape));
+      const fb::Buffer* b = fb->buffers()->Get(t->buffer());
+      size_t have = b->data() ? b->data()->size() : 0;
+      size_t want = dtype_storage_bytes(e.info.dtype, n);
+      if (have != want)
+        return Bad(source, TensorLabel(fb, int(i)) + " has " + std::to_string(have) +
+                               " bytes of data, its dtype and shape need " + std::to_string(want));
+      e.const_data = b->data() ? b->data()->data() : nullptr;
+      if (want == 0) e.const_data = base;  // any non-null pointer marks "known, empty"
+      producer[i] = -1;
+    }
+  }
+
+  auto check_io = [&](const flatbuffers::Vector<int32_t>* ids, std::vector<int>* out,
+                      const char* what) -> Status {
+    for (int32_t id : *ids) {
+      if (id < 0 || size_t(id) >= nt)
+        return Bad(source, std::string("graph ") + what + " index " + std::to_string(id) +
+                               " out of range");
+      out->push_back(id);
+    }
+    return Status::Ok();
+  };
+  QF_RETURN_IF_ERROR(check_io(fb->inputs(), &input_ids, "input"));
+  QF_RETURN_IF_ERROR(check_io(fb->outputs(), &output_ids, "output"));
+  for (int id : input_ids) {
+    if (producer[id] == -1) return Bad(source, TensorLabel(fb, id) + " is both input and constant");
+    producer[id] = -1;
+  }
+
+  std::string unsupported;
+  ops.resize(fb->operators()->size());
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const fb::Operator* o = fb->operators()->Get(uint32_t(k));
+    OpEntry& op = ops[k];
+    op.type = o->type() ? o->type()->str() : "";
+    op.name = o->name() ? o->name()->str() : "";
+    std::string label = op.type + " '" + op.name + "'";
+    op.def = FindOp(op.type);
+    if (!op.def) {
+      unsupported += (unsupported.empty() ? "" : ", ") + label;
+      continue;
+    }
+    if (o->attributes())
+      for (const fb::Attribute* a : *o->attributes()) ReadAttr(a, &op.attrs);
+    if (o->inputs())
+      for (int32_t id : *o->inputs()) {
+        if (id < -1 || id >= int64_t(nt))
+          return Bad(source, label + ": input index " + std::to_string(id) + " out of range");
+        if (id >= 0 && producer[id] == -2)
+          return Bad(source, label + ": input " + TensorLabel(fb, id) +
+                                 " is not produced by an earlier operator (graph not "
+                                 "topologically sorted, or cyclic)");
+        op.inputs.push_back(id);
+      }
+    if (o->outputs())
+      for (int32_t id : *o->outputs()) {
+        if (id < -1 || id >= int64_t(nt))
+          return Bad(source, label + ": output index " + std::to_string(id) + " out of range");
+        if (id >= 0) {
+          if (producer[id] != -2)
+            return Bad(source, label + ": output " + TensorLabel(fb, id) +
+                                   " is already a constant, input or another operator's output");
+          producer[id] = int(k);
+        }
+        op.outputs.push_back(id);
+      }
+    int n_in = int(op.inputs.size());
+    if (n_in < op.def->min_inputs || n_in > op.def->max_inputs)
+      return Bad(source, label + ": has " + std::to_string(n_in) + " inputs, expected " +
+                             std::to_string(op.def->min_inputs) + ".." +
+                             std::to_string(op.def->max_inputs));
+    if (op.outputs.empty() || op.outputs[0] < 0)
+      return Bad(source, label + ": has no output");
+  }
+  if (!unsupported.empty())
+    return Status(StatusCode::kUnsupported,
+                  source + ": operators this runtime does not support: " + unsupported);
+  for (int id : output_ids)
+    if (producer[id] == -2) return Bad(source, "graph output " + TensorLabel(fb, id) + " is never produced");
+
+  for (int id : input_ids) inputs.push_back(tensors[id].info);
+  for (int id : output_ids) outputs.push_back(tensors[id].info);
+  return Status::Ok();
+}
+
+Model::Model() : impl_(new Impl) {}
+Model::~Model() = default;
+
+const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
+const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
+
+Status Model::LoadFile(const std::string& path, std::shared_ptr<Model>* out) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status(StatusCode::kIoError, path + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return Status(StatusCode::kIoError, path + ": not a regular file");
+  }
+  std::shared_ptr<Model> m(new Model);
+  m->impl_->source = path;
+  size_t size = size_t(st.st_size);
+  if (size > 0) {
+    void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      close(fd);
+      return Status(StatusCode::kIoError, path + ": mmap failed: " + std::strerror(errno));
+    }
+    m->impl_->mapped = p;
+    m->impl_->mapped_size = size;
+    m->impl_->base = static_cast<const uint8_t*>(p);
+  }
+  close(fd);
+  m->impl_->size = size;
+  QF_RETURN_IF_ERROR(m->impl_->Parse());
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+Status Model::LoadMemory(const void* data, size_t size, std::shared_ptr<Model>* out) {
+  if (!data && size) return Status(StatusCode::kInvalidArgument, "<memory>: null data");
+  std::shared_ptr<Model> m(new Model);
+  Impl& im = *m->impl_;
+  im.source = "<memory>";
+  if (reinterpret_cast<uintptr_t>(data) % kAlign == 0) {
+    im.base = static_cast<const uint8_t*>(data);
+  } else {  // constants must be aligned for in-place use: copy once
+    im.owned.resize(size + kAlign);
+    uintptr_t p = reinterpret_cast<uintptr_t>(im.owned.data());
+    size_t pad = (kAlign - p % kAlign) % kAlign;
+    if (size) std::memcpy(im.owned.data() + pad, data, size);
+    im.base = im.owned.data() + pad;
+  }
+  im.size = size;
+  QF_RETURN_IF_ERROR(im.Parse());
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+}  // namespace qfold

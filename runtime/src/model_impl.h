@@ -1,0 +1,51 @@
+// Internal view of a loaded model, shared by Model and Session.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/attr.h"
+#include "core/op.h"
+#include "qfold/qfold_generated.h"
+#include "qfold/runtime.h"
+
+namespace qfold {
+
+// The newest format this reader understands; files whose min_reader_version
+// exceeds it are refused.
+constexpr uint32_t kReaderVersion = 1;
+
+struct OpEntry {
+  const OpDef* def = nullptr;
+  std::string type;
+  std::string name;
+  AttrMap attrs;
+  std::vector<int> inputs;   // -1: omitted
+  std::vector<int> outputs;  // -1: omitted
+};
+
+struct TensorEntry {
+  TensorInfo info;
+  const void* const_data = nullptr;  // non-null for constants (in the mapped file)
+};
+
+struct Model::Impl {
+  std::string source;  // file path or "<memory>", for messages
+  // Exactly one of these holds the bytes: a mapping or an owned copy.
+  void* mapped = nullptr;
+  size_t mapped_size = 0;
+  std::vector<uint8_t> owned;  // over-allocated so that owned_base is 64-aligned
+  const uint8_t* base = nullptr;
+  size_t size = 0;
+
+  const fb::Model* fb = nullptr;
+  std::vector<TensorEntry> tensors;
+  std::vector<OpEntry> ops;
+  std::vector<int> input_ids, output_ids;
+  std::vector<TensorInfo> inputs, outputs;
+
+  ~Impl();
+  Status Parse();
+};
+
+}  // namespace qfold

@@ -1,0 +1,302 @@
+// Broadcasting arithmetic: Add, Sub, Mul, Div, Pow, Mod, PRelu, and the
+// variadic Max, Min, Sum, Mean.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "core/op.h"
+#include "core/shape_util.h"
+#include "ops/elementwise_util.h"
+
+namespace qfold {
+namespace {
+
+// Integer arithmetic wraps modulo 2^bits (as ONNX Runtime does in practice);
+// doing it in uint64 avoids signed-overflow undefined behaviour.
+template <class T>
+T WrapAdd(T a, T b) {
+  if constexpr (std::is_integral<T>::value) return T(uint64_t(a) + uint64_t(b));
+  else return a + b;
+}
+template <class T>
+T WrapSub(T a, T b) {
+  if constexpr (std::is_integral<T>::value) return T(uint64_t(a) - uint64_t(b));
+  else return a - b;
+}
+template <class T>
+T WrapMul(T a, T b) {
+  if constexpr (std::is_integral<T>::value) return T(uint64_t(a) * uint64_t(b));
+  else return a * b;
+}
+
+// Integer division truncates toward zero. Division by zero and MIN / -1 would
+// trap; they yield 0 and the wrapped negation instead.
+template <class T>
+T SafeDiv(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    if (b == 0) return T(0);
+    if constexpr (std::is_signed<T>::value) {
+      if (b == T(-1)) return WrapSub(T(0), a);
+    }
+    return T(a / b);
+  } else {
+    return a / b;
+  }
+}
+
+// Max/Min propagate NaN like numpy.maximum/minimum.
+template <class T>
+T MaxOf(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) {
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  }
+  return a < b ? b : a;
+}
+template <class T>
+T MinOf(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) {
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  }
+  return b < a ? b : a;
+}
+
+struct AddFn {
+  template <class T>
+  static T Apply(T a, T b) { return WrapAdd(a, b); }
+};
+struct SubFn {
+  template <class T>
+  static T Apply(T a, T b) { return WrapSub(a, b); }
+};
+struct MulFn {
+  template <class T>
+  static T Apply(T a, T b) { return WrapMul(a, b); }
+};
+struct DivFn {
+  template <class T>
+  static T Apply(T a, T b) { return SafeDiv(a, b); }
+};
+struct MaxFn {
+  template <class T>
+  static T Apply(T a, T b) { return MaxOf(a, b); }
+};
+struct MinFn {
+  template <class T>
+  static T Apply(T a, T b) { return MinOf(a, b); }
+};
+
+// ---- Two-input, same-dtype numeric ops: Add, Sub, Mul, Div ----
+
+Status InferSameTypeBinary(KernelContext& ctx) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(1);
+  if (a->dtype != b->dtype)
+    return ctx.Invalid(std::string("input dtypes differ: ") + dtype_name(a->dtype) + " and " +
+                       dtype_name(b->dtype));
+  if (!IsNumericDType(a->dtype)) return UnsupportedDType(ctx, a->dtype);
+  Tensor* y = ctx.output(0);
+  y->dtype = a->dtype;
+  return InferBroadcastShape(ctx, {a, b}, y);
+}
+
+template <class Fn>
+Status RunArith(KernelContext& ctx) {
+  const Tensor& a = *ctx.input(0);
+  const Tensor& b = *ctx.input(1);
+  Tensor& y = *ctx.output(0);
+  QF_DISPATCH_NUMERIC(a.dtype, return UnsupportedDType(ctx, a.dtype),
+                      BinaryLoop<T, T, T>(a, b, y, [](T u, T v) { return Fn::template Apply<T>(u, v); }));
+  return Status::Ok();
+}
+
+// ---- Variadic: Max, Min (numeric), Sum, Mean (float) ----
+
+template <bool kFloatOnly>
+Status InferVariadic(KernelContext& ctx) {
+  const Tensor* first = ctx.input(0);
+  std::vector<const Tensor*> ins;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const Tensor* t = ctx.input(i);
+    if (!t) return ctx.Invalid("input " + std::to_string(i) + " is missing");
+    if (t->dtype != first->dtype)
+      return ctx.Invalid(std::string("input dtypes differ: ") + dtype_name(first->dtype) + " and " +
+                         dtype_name(t->dtype));
+    ins.push_back(t);
+  }
+  if (kFloatOnly ? !IsFloatDType(first->dtype) : !IsNumericDType(first->dtype))
+    return UnsupportedDType(ctx, first->dtype);
+  Tensor* y = ctx.output(0);
+  y->dtype = first->dtype;
+  return InferBroadcastShape(ctx, ins, y);
+}
+
+// y = fold(Fn, inputs) with broadcasting; Mean divides by the count at the end.
+template <class T, class Fn>
+void FoldInputs(KernelContext& ctx, bool mean) {
+  Tensor& y = *ctx.output(0);
+  T* py = y.ptr<T>();
+  for (int k = 0; k < ctx.num_inputs(); ++k) {
+    const Tensor& x = *ctx.input(k);
+    const T* px = x.ptr<T>();
+    ForEachBroadcast<1>({&x.shape}, y.shape, [&](int64_t o, const std::array<int64_t, 1>& i) {
+      py[o] = k == 0 ? px[i[0]] : Fn::template Apply<T>(py[o], px[i[0]]);
+    });
+  }
+  if (mean) {
+    const int64_t n = y.numel();
+    for (int64_t i = 0; i < n; ++i) py[i] = py[i] / T(ctx.num_inputs());
+  }
+}
+
+template <class Fn, bool kMean>
+Status RunVariadic(KernelContext& ctx) {
+  const DType dt = ctx.input(0)->dtype;
+  QF_DISPATCH_NUMERIC(dt, return UnsupportedDType(ctx, dt), FoldInputs<T, Fn>(ctx, kMean));
+  return Status::Ok();
+}
+
+// ---- Pow: base in {float, double, int32, int64}; exponent any numeric ----
+
+Status InferPow(KernelContext& ctx) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(1);
+  if (!IsFloatDType(a->dtype) && a->dtype != DType::kInt32 && a->dtype != DType::kInt64)
+    return UnsupportedDType(ctx, a->dtype, "base");
+  if (!IsNumericDType(b->dtype)) return UnsupportedDType(ctx, b->dtype, "exponent");
+  Tensor* y = ctx.output(0);
+  y->dtype = a->dtype;
+  return InferBroadcastShape(ctx, {a, b}, y);
+}
+
+template <class A>
+Status RunPowBase(KernelContext& ctx) {
+  const Tensor& a = *ctx.input(0);
+  const Tensor& b = *ctx.input(1);
+  Tensor& y = *ctx.output(0);
+  // Computed in double: exact for integer results below 2^53, and correctly
+  // rounded for float32 results in practice.
+  auto pow = [](A base, double e) -> A {
+    double r = std::pow(double(base), e);
+    if constexpr (std::is_integral<A>::value) return FloatToInt<A>(r);
+    else return A(r);
+  };
+  QF_DISPATCH_NUMERIC(b.dtype, return UnsupportedDType(ctx, b.dtype, "exponent"),
+                      BinaryLoop<A, T, A>(a, b, y, [&](A u, T v) { return pow(u, double(v)); }));
+  return Status::Ok();
+}
+
+Status RunPow(KernelContext& ctx) {
+  switch (ctx.input(0)->dtype) {
+    case DType::kFloat32: return RunPowBase<float>(ctx);
+    case DType::kFloat64: return RunPowBase<double>(ctx);
+    case DType::kInt32: return RunPowBase<int32_t>(ctx);
+    case DType::kInt64: return RunPowBase<int64_t>(ctx);
+    default: return UnsupportedDType(ctx, ctx.input(0)->dtype, "base");
+  }
+}
+
+// ---- Mod ----
+
+Status InferMod(KernelContext& ctx) {
+  int64_t fmod = ctx.attr().GetInt("fmod", 0);
+  if (fmod != 0 && fmod != 1) return ctx.Invalid("fmod must be 0 or 1, got " + std::to_string(fmod));
+  return InferSameTypeBinary(ctx);
+}
+
+// fmod=1: result has the sign of the dividend (C fmod / %). fmod=0: sign of
+// the divisor (Python %). Integer division by zero yields 0 like NumPy.
+template <class T>
+T ModOf(T a, T b, bool c_fmod) {
+  if constexpr (std::is_floating_point<T>::value) {
+    T r = std::fmod(a, b);
+    if (!c_fmod && r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+  } else {
+    if (b == 0) return T(0);
+    if constexpr (std::is_signed<T>::value) {
+      if (b == T(-1)) return T(0);  // avoids the MIN % -1 trap
+      T r = T(a % b);
+      if (!c_fmod && r != 0 && (IsNegative(r) != IsNegative(b))) r = T(r + b);
+      return r;
+    } else {
+      return T(a % b);
+    }
+  }
+}
+
+Status RunMod(KernelContext& ctx) {
+  const bool c_fmod = ctx.attr().GetInt("fmod", 0) == 1;
+  const Tensor& a = *ctx.input(0);
+  const Tensor& b = *ctx.input(1);
+  Tensor& y = *ctx.output(0);
+  QF_DISPATCH_NUMERIC(a.dtype, return UnsupportedDType(ctx, a.dtype),
+                      BinaryLoop<T, T, T>(a, b, y, [&](T u, T v) { return ModOf(u, v, c_fmod); }));
+  return Status::Ok();
+}
+
+// ---- PRelu: slope broadcasts unidirectionally to X ----
+
+Status InferPRelu(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  const Tensor* slope = ctx.input(1);
+  if (x->dtype != slope->dtype)
+    return ctx.Invalid(std::string("X is ") + dtype_name(x->dtype) + " but slope is " +
+                       dtype_name(slope->dtype));
+  if (!IsNumericDType(x->dtype)) return UnsupportedDType(ctx, x->dtype);
+  Tensor* y = ctx.output(0);
+  y->dtype = x->dtype;
+  y->rank_known = x->rank_known;
+  y->shape = x->shape;
+  if (!x->rank_known || !slope->rank_known) return Status::Ok();
+  if (slope->rank() > x->rank())
+    return ctx.Invalid("slope " + ShapeToString(slope->shape) + " has higher rank than X " +
+                       ShapeToString(x->shape));
+  Shape b;
+  std::string err;
+  if (!BroadcastShapes(x->shape, slope->shape, &b, &err)) return ctx.Invalid(err);
+  for (int i = 0; i < x->rank(); ++i) {
+    if (x->shape[i] >= 0 && b[i] >= 0 && b[i] != x->shape[i])
+      return ctx.Invalid("slope " + ShapeToString(slope->shape) + " does not broadcast to X " +
+                         ShapeToString(x->shape));
+    if (x->shape[i] < 0) y->shape[i] = b[i];  // slope may pin an unknown dim
+  }
+  return Status::Ok();
+}
+
+Status RunPRelu(KernelContext& ctx) {
+  const Tensor& x = *ctx.input(0);
+  const Tensor& s = *ctx.input(1);
+  Tensor& y = *ctx.output(0);
+  QF_DISPATCH_NUMERIC(x.dtype, return UnsupportedDType(ctx, x.dtype),
+                      BinaryLoop<T, T, T>(x, s, y, [](T u, T v) {
+                        return IsNegative(u) ? WrapMul(u, v) : u;
+                      }));
+  return Status::Ok();
+}
+
+}  // namespace
+
+#define QF_BINARY_DEF(NAME, INFER, RUN, MIN_IN, MAX_IN)                   \
+  const OpDef& OpDef_##NAME() {                                           \
+    static const OpDef def{#NAME, INFER, RUN, 0, false, MIN_IN, MAX_IN}; \
+    return def;                                                           \
+  }
+
+constexpr int kVariadicMax = 1 << 20;
+
+QF_BINARY_DEF(Add, InferSameTypeBinary, RunArith<AddFn>, 2, 2)
+QF_BINARY_DEF(Sub, InferSameTypeBinary, RunArith<SubFn>, 2, 2)
+QF_BINARY_DEF(Mul, InferSameTypeBinary, RunArith<MulFn>, 2, 2)
+QF_BINARY_DEF(Div, InferSameTypeBinary, RunArith<DivFn>, 2, 2)
+QF_BINARY_DEF(Pow, InferPow, RunPow, 2, 2)
+QF_BINARY_DEF(Mod, InferMod, RunMod, 2, 2)
+QF_BINARY_DEF(PRelu, InferPRelu, RunPRelu, 2, 2)
+QF_BINARY_DEF(Max, InferVariadic<false>, (RunVariadic<MaxFn, false>), 1, kVariadicMax)
+QF_BINARY_DEF(Min, InferVariadic<false>, (RunVariadic<MinFn, false>), 1, kVariadicMax)
+QF_BINARY_DEF(Sum, InferVariadic<true>, (RunVariadic<AddFn, false>), 1, kVariadicMax)
+QF_BINARY_DEF(Mean, InferVariadic<true>, (RunVariadic<AddFn, true>), 1, kVariadicMax)
+
+#undef QF_BINARY_DEF
+
+}  // namespace qfold

@@ -1,0 +1,93 @@
+// Concat: joins inputs of equal rank along `axis`; other dims must match.
+#include <cstring>
+#include <string>
+
+#include "ops/shape_common.h"
+
+namespace qfold {
+namespace {
+
+Status InferConcat(KernelContext& ctx) {
+  const Tensor* ref = nullptr;  // first input of known rank
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const Tensor* t = ctx.input(i);
+    if (!t) return ctx.Invalid("input " + std::to_string(i) + " is missing");
+    QF_RETURN_IF_ERROR(CheckByteDType(ctx, t, "input"));
+    if (t->dtype != ctx.input(0)->dtype)
+      return ctx.Invalid(std::string("inputs mix ") + dtype_name(ctx.input(0)->dtype) + " and " +
+                         dtype_name(t->dtype));
+    if (!ref && t->rank_known) ref = t;
+  }
+  DType dt = ctx.input(0)->dtype;
+  const Attr* axis_attr = ctx.attr().Find("axis");
+  if (!axis_attr) return ctx.Invalid("attribute axis is required");
+  if (!ref) {
+    SetOutputUnknownRank(ctx.output(0), dt);
+    return Status::Ok();
+  }
+  int r = ref->rank();
+  int axis;
+  if (!NormalizeAxis(axis_attr->i, r, &axis))
+    return ctx.Invalid("axis " + std::to_string(axis_attr->i) + " out of range for rank " +
+                       std::to_string(r));
+  Shape out(size_t(r), kUnknownDim);
+  int64_t sum = 0;
+  bool sum_known = true;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const Tensor* t = ctx.input(i);
+    if (!t->rank_known) {
+      sum_known = false;
+      continue;
+    }
+    if (t->rank() != r)
+      return ctx.Invalid("input " + std::to_string(i) + " has rank " + std::to_string(t->rank()) +
+                         ", input " + ShapeToString(ref->shape) + " has rank " + std::to_string(r));
+    for (int d = 0; d < r; ++d) {
+      int64_t v = t->shape[d];
+      if (d == axis) {
+        if (v < 0)
+          sum_known = false;
+        else
+          sum += v;
+      } else if (v >= 0) {
+        if (out[d] >= 0 && out[d] != v)
+          return ctx.Invalid("dim " + std::to_string(d) + " differs between inputs: " +
+                             std::to_string(out[d]) + " vs " + std::to_string(v));
+        out[d] = v;
+      }
+    }
+  }
+  out[axis] = sum_known ? sum : kUnknownDim;
+  SetOutput(ctx.output(0), dt, std::move(out));
+  return Status::Ok();
+}
+
+Status RunConcat(KernelContext& ctx) {
+  Tensor* y = ctx.output(0);
+  int r = y->rank();
+  int axis;
+  NormalizeAxis(ctx.attr().GetInt("axis", 0), r, &axis);
+  size_t esz = dtype_size(y->dtype);
+  int64_t outer = DimProduct(y->shape, 0, axis);
+  int64_t inner = DimProduct(y->shape, axis + 1, r);
+  uint8_t* dst = y->ptr<uint8_t>();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      const Tensor* t = ctx.input(i);
+      size_t block = size_t(t->shape[axis] * inner) * esz;
+      if (block == 0) continue;
+      std::memcpy(dst, t->ptr<uint8_t>() + o * block, block);
+      dst += block;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const OpDef& OpDef_Concat() {
+  static const OpDef def{"Concat", InferConcat, RunConcat, 0, false, 1, 1 << 30};
+  return def;
+}
+
+}  // namespace qfold

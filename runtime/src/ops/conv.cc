@@ -1,0 +1,211 @@
+// Conv: N-d convolution with groups, strides, dilations, pads/auto_pad and an
+// optional bias, plus the converter's fused activation. The reference kernel
+// unrolls each group's input windows into a column matrix (im2col) and then
+// multiplies it by the group's filters.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/activation.h"
+#include "core/op.h"
+#include "core/shape_util.h"
+#include "ops/window_util.h"
+
+namespace qfold {
+namespace {
+
+struct ConvParams {
+  int64_t group = 1;
+  WindowGeometry geo;
+  FusedActivation act;
+};
+
+// Reads attributes and computes the geometry from X's spatial dims (which
+// may be unknown during conversion). kernel_known is false when neither
+// kernel_shape nor W's spatial dims are known; the output dims are then unknown.
+Status ParseConv(const KernelContext& ctx, int nsp, ConvParams* p, bool* kernel_known) {
+  const Tensor* x = ctx.input(0);
+  const Tensor* w = ctx.input(1);
+  Status st;
+  p->act = FusedActivation::FromAttrs(ctx.attr(), &st);
+  if (!st.ok()) return ctx.Error(st.code(), st.message());
+  p->group = ctx.attr().GetInt("group", 1);
+  if (p->group <= 0) return ctx.Invalid("group must be positive");
+
+  std::vector<int64_t> kernel;
+  *kernel_known = true;
+  if (ctx.attr().Has("kernel_shape")) {
+    QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "kernel_shape", size_t(nsp), 1, &kernel));
+    if (w->rank_known)
+      for (int i = 0; i < nsp; ++i)
+        if (w->shape[2 + i] >= 0 && w->shape[2 + i] != kernel[i])
+          return ctx.Invalid("kernel_shape does not match W's shape " + ShapeToString(w->shape));
+  } else if (w->rank_known) {
+    kernel.assign(w->shape.begin() + 2, w->shape.end());
+    for (int64_t k : kernel)
+      if (k < 0) *kernel_known = false;
+  } else {
+    *kernel_known = false;
+  }
+  Shape in_spatial(size_t(nsp), kUnknownDim);
+  if (x->rank_known) in_spatial.assign(x->shape.begin() + 2, x->shape.end());
+  if (!*kernel_known) {
+    p->geo.out.assign(size_t(nsp), kUnknownDim);
+    return Status::Ok();
+  }
+  return ComputeWindowGeometry(ctx, in_spatial, kernel, /*ceil_mode=*/false, &p->geo);
+}
+
+Status InferConv(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  const Tensor* w = ctx.input(1);
+  const Tensor* b = ctx.input(2);
+  Tensor* y = ctx.output(0);
+  if (!x || !w) return ctx.Invalid("inputs X and W are required");
+  if (x->dtype != DType::kFloat32)
+    return ctx.Unsupported(std::string("dtype ") + dtype_name(x->dtype) + " (only float32)");
+  if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
+    return ctx.Invalid("W and B must have X's dtype");
+  y->dtype = x->dtype;
+
+  int rank = x->rank_known ? x->rank() : (w->rank_known ? w->rank() : -1);
+  if (rank < 0) {
+    SetOutputsUnknown(ctx);
+    return Status::Ok();
+  }
+  if (rank < 3) return ctx.Invalid("X must have rank >= 3, got " + std::to_string(rank));
+  if (x->rank_known && w->rank_known && w->rank() != rank)
+    return ctx.Invalid("W rank " + std::to_string(w->rank()) + " differs from X rank " +
+                       std::to_string(rank));
+  ConvParams p;
+  bool kernel_known;
+  QF_RETURN_IF_ERROR(ParseConv(ctx, rank - 2, &p, &kernel_known));
+
+  const int64_t c = x->rank_known ? x->shape[1] : kUnknownDim;
+  const int64_t m = w->rank_known ? w->shape[0] : kUnknownDim;
+  if (w->rank_known && c >= 0 && w->shape[1] >= 0 && w->shape[1] * p.group != c)
+    return ctx.Invalid("X has " + std::to_string(c) + " channels but W " + ShapeToString(w->shape) +
+                       " with group " + std::to_string(p.group) + " expects " +
+                       std::to_string(w->shape[1] * p.group));
+  if (m >= 0 && m % p.group != 0)
+    return ctx.Invalid("W's output channels " + std::to_string(m) + " not divisible by group " +
+                       std::to_string(p.group));
+  if (b && b->rank_known) {
+    if (b->rank() != 1) return ctx.Invalid("B must be 1-D");
+    if (m >= 0 && b->shape[0] >= 0 && b->shape[0] != m)
+      return ctx.Invalid("B has " + std::to_string(b->shape[0]) + " values, expected " +
+                         std::to_string(m));
+  }
+  y->rank_known = true;
+  y->shape = {x->rank_known ? x->shape[0] : kUnknownDim, m};
+  y->shape.insert(y->shape.end(), p.geo.out.begin(), p.geo.out.end());
+  return Status::Ok();
+}
+
+// Unrolls the windows of `channels` input planes (each of spatial dims `in`)
+// into col, a [channels * prod(kernel)] x [prod(out)] row-major matrix with
+// zeros where a window reads padding.
+void Im2Col(const float* x, int64_t channels, const Shape& in, const WindowGeometry& g,
+            float* col) {
+  const size_t nsp = in.size();
+  const int64_t in_size = Product(in);
+  const int64_t out_inner = g.out.back();
+  // Output positions are walked as an outer odometer over all axes but the
+  // last, and a plain loop over the last one.
+  std::vector<int64_t> outer(g.out.begin(), g.out.end() - 1);
+  std::vector<int64_t> in_strides = ContiguousStrides(in);
+  std::vector<int64_t> tap(nsp, 0), o(nsp - 1, 0);
+  float* dst = col;
+  for (int64_t ch = 0; ch < channels; ++ch) {
+    const float* plane = x + ch * in_size;
+    std::fill(tap.begin(), tap.end(), 0);
+    do {  // each kernel tap is one row of col
+      std::fill(o.begin(), o.end(), 0);
+      do {
+        // Offset of this output row's tap in all axes but the last; -1 if in padding.
+        int64_t base = 0;
+        bool inside = true;
+        for (size_t a = 0; a + 1 < nsp; ++a) {
+          int64_t pos = o[a] * g.strides[a] - g.pad_begin[a] + tap[a] * g.dilations[a];
+          if (pos < 0 || pos >= in[a]) inside = false;
+          base += pos * in_strides[a];
+        }
+        const size_t last = nsp - 1;
+        const int64_t s = g.strides[last];
+        const int64_t start = tap[last] * g.dilations[last] - g.pad_begin[last];
+        for (int64_t j = 0; j < out_inner; ++j) {
+          int64_t pos = start + j * s;
+          dst[j] = inside && pos >= 0 && pos < in[last] ? plane[base + pos] : 0.f;
+        }
+        dst += out_inner;
+      } while (!outer.empty() && NextIndex(outer, &o));
+    } while (NextIndex(g.kernel, &tap));
+  }
+}
+
+Status RunConv(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  const Tensor* w = ctx.input(1);
+  const Tensor* b = ctx.input(2);
+  Tensor* y = ctx.output(0);
+  const int nsp = x->rank() - 2;
+  ConvParams p;
+  bool kernel_known;
+  QF_RETURN_IF_ERROR(ParseConv(ctx, nsp, &p, &kernel_known));
+  const WindowGeometry& g = p.geo;
+
+  const int64_t n = x->shape[0], c = x->shape[1], m = w->shape[0];
+  const int64_t cg = c / p.group, mg = m / p.group;
+  const Shape in(x->shape.begin() + 2, x->shape.end());
+  const int64_t in_size = Product(in), out_size = Product(g.out);
+  const int64_t rows = cg * Product(g.kernel);  // reduction length per output
+
+  // A 1x1 kernel with unit strides and no padding reads X directly.
+  bool pointwise = true;
+  for (int i = 0; i < nsp; ++i)
+    if (g.kernel[i] != 1 || g.strides[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0)
+      pointwise = false;
+  std::vector<float> col(pointwise ? 0 : size_t(rows * out_size));
+
+  const float* xd = x->ptr<float>();
+  const float* wd = w->ptr<float>();
+  const float* bd = b ? b->ptr<float>() : nullptr;
+  float* yd = y->ptr<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t grp = 0; grp < p.group; ++grp) {
+      const float* xg = xd + (i * c + grp * cg) * in_size;
+      const float* cols = xg;
+      if (!pointwise) {
+        Im2Col(xg, cg, in, g, col.data());
+        cols = col.data();
+      }
+      for (int64_t oc = grp * mg; oc < (grp + 1) * mg; ++oc) {
+        float* yrow = yd + (i * m + oc) * out_size;
+        std::fill(yrow, yrow + out_size, bd ? bd[oc] : 0.f);
+        const float* wrow = wd + oc * rows;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float wv = wrow[r];
+          const float* crow = cols + r * out_size;
+          for (int64_t j = 0; j < out_size; ++j) yrow[j] += wv * crow[j];
+        }
+      }
+    }
+  }
+  p.act.Apply(yd, y->numel());
+  return Status::Ok();
+}
+
+}  // namespace
+
+const OpDef& OpDef_Conv() {
+  static const OpDef def{"Conv",
+                         InferConv,
+                         RunConv,
+                         /*value_inputs=*/0,
+                         /*shape_only=*/false,
+                         /*min_inputs=*/2,
+                         /*max_inputs=*/3};
+  return def;
+}
+
+}  // namespace qfold

@@ -1,0 +1,220 @@
+// ConvTranspose: the gradient of Conv with respect to its input. Supports
+// N-d, groups, strides, dilations, pads, output_padding, output_shape,
+// auto_pad, an optional bias and the converter's fused activation. The
+// reference kernel multiplies each group's filters by the input (giving one
+// column per input position and one row per output channel and kernel tap),
+// then scatters the columns into the output (col2im).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/activation.h"
+#include "core/op.h"
+#include "core/shape_util.h"
+#include "ops/window_util.h"
+
+namespace qfold {
+namespace {
+
+struct ConvTransposeParams {
+  int64_t group = 1;
+  WindowGeometry geo;  // strides/dilations/pads as for Conv; out = output spatial dims
+  FusedActivation act;
+};
+
+// Reads attributes; in_spatial may hold kUnknownDim (then that output dim is unknown).
+Status ParseConvTranspose(const KernelContext& ctx, const Shape& in_spatial,
+                          ConvTransposeParams* p) {
+  const Tensor* w = ctx.input(1);
+  const size_t nsp = in_spatial.size();
+  Status st;
+  p->act = FusedActivation::FromAttrs(ctx.attr(), &st);
+  if (!st.ok()) return ctx.Error(st.code(), st.message());
+  p->group = ctx.attr().GetInt("group", 1);
+  if (p->group <= 0) return ctx.Invalid("group must be positive");
+  WindowGeometry& g = p->geo;
+  g.out.assign(nsp, kUnknownDim);
+  g.pad_begin.assign(nsp, 0);
+  g.pad_end.assign(nsp, 0);
+  if (ctx.attr().Has("kernel_shape")) {
+    QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "kernel_shape", nsp, 1, &g.kernel));
+    if (w->rank_known && size_t(w->rank()) == nsp + 2)
+      for (size_t i = 0; i < nsp; ++i)
+        if (w->shape[2 + i] >= 0 && w->shape[2 + i] != g.kernel[i])
+          return ctx.Invalid("kernel_shape does not match W's shape " + ShapeToString(w->shape));
+  } else if (w->rank_known) {
+    g.kernel.assign(w->shape.begin() + 2, w->shape.end());
+  } else {
+    g.kernel.assign(nsp, kUnknownDim);
+  }
+  QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "strides", nsp, 1, &g.strides));
+  QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "dilations", nsp, 1, &g.dilations));
+  std::vector<int64_t> out_pad = ctx.attr().GetInts("output_padding", std::vector<int64_t>(nsp, 0));
+  if (out_pad.size() != nsp)
+    return ctx.Invalid("output_padding must have one value per spatial axis");
+  std::vector<int64_t> out_shape = ctx.attr().GetInts("output_shape");
+  if (!out_shape.empty()) {
+    // Older exporters give the full (N, C, ...) shape; only the spatial tail matters.
+    if (out_shape.size() < nsp) return ctx.Invalid("output_shape has too few values");
+    out_shape.erase(out_shape.begin(), out_shape.end() - long(nsp));
+  }
+  std::vector<int64_t> pads = ctx.attr().GetInts("pads", std::vector<int64_t>(2 * nsp, 0));
+  if (pads.size() != 2 * nsp) return ctx.Invalid("pads must have two values per spatial axis");
+  const std::string auto_pad = ctx.attr().GetString("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
+      auto_pad != "SAME_LOWER")
+    return ctx.Invalid("unknown auto_pad '" + auto_pad + "'");
+
+  for (size_t i = 0; i < nsp; ++i) {
+    if (g.kernel[i] < 0 || in_spatial[i] < 0) {
+      if (!out_shape.empty()) g.out[i] = out_shape[i];
+      continue;
+    }
+    const int64_t in = in_spatial[i], s = g.strides[i];
+    const int64_t full = s * (in - 1) + out_pad[i] + (g.kernel[i] - 1) * g.dilations[i] + 1;
+    if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      // The output size is given (or in * stride for SAME); padding absorbs the rest.
+      const int64_t out = !out_shape.empty() ? out_shape[i] : in * s;
+      const int64_t total = full - out;
+      const int64_t half = FloorDiv(total, 2);
+      g.pad_begin[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+      g.pad_end[i] = total - g.pad_begin[i];
+      g.out[i] = out;
+    } else if (auto_pad == "VALID") {
+      g.out[i] = full;
+    } else {
+      g.pad_begin[i] = pads[i];
+      g.pad_end[i] = pads[nsp + i];
+      if (pads[i] < 0 || pads[nsp + i] < 0) return ctx.Invalid("pads must be >= 0");
+      g.out[i] = full - pads[i] - pads[nsp + i];
+    }
+    if (g.out[i] < 0) return ctx.Invalid("computed output size is negative");
+  }
+  return Status::Ok();
+}
+
+Status InferConvTranspose(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  const Tensor* w = ctx.input(1);
+  const Tensor* b = ctx.input(2);
+  Tensor* y = ctx.output(0);
+  if (!x || !w) return ctx.Invalid("inputs X and W are required");
+  if (x->dtype != DType::kFloat32)
+    return ctx.Unsupported(std::string("dtype ") + dtype_name(x->dtype) + " (only float32)");
+  if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
+    return ctx.Invalid("W and B must have X's dtype");
+  y->dtype = x->dtype;
+  const int rank = x->rank_known ? x->rank() : (w->rank_known ? w->rank() : -1);
+  if (rank < 0) {
+    SetOutputsUnknown(ctx);
+    return Status::Ok();
+  }
+  if (rank < 3) return ctx.Invalid("X must have rank >= 3");
+  if (x->rank_known && w->rank_known && w->rank() != rank)
+    return ctx.Invalid("W rank differs from X rank");
+  Shape in(size_t(rank - 2), kUnknownDim);
+  if (x->rank_known) in.assign(x->shape.begin() + 2, x->shape.end());
+  ConvTransposeParams p;
+  QF_RETURN_IF_ERROR(ParseConvTranspose(ctx, in, &p));
+  const int64_t c = x->rank_known ? x->shape[1] : kUnknownDim;
+  if (w->rank_known && c >= 0 && w->shape[0] >= 0 && w->shape[0] != c)
+    return ctx.Invalid("W " + ShapeToString(w->shape) + " does not match X's " + std::to_string(c) +
+                       " channels");
+  if (c >= 0 && c % p.group != 0) return ctx.Invalid("channels not divisible by group");
+  const int64_t m = w->rank_known && w->shape[1] >= 0 ? w->shape[1] * p.group : kUnknownDim;
+  if (b && b->rank_known && (b->rank() != 1 || (m >= 0 && b->shape[0] >= 0 && b->shape[0] != m)))
+    return ctx.Invalid("B must be 1-D with one value per output channel");
+  y->rank_known = true;
+  y->shape = {x->rank_known ? x->shape[0] : kUnknownDim, m};
+  y->shape.insert(y->shape.end(), p.geo.out.begin(), p.geo.out.end());
+  return Status::Ok();
+}
+
+// Adds col ([channels * prod(kernel)] x [prod(in)]) into `channels` output
+// planes of spatial dims g.out: each column entry lands at
+// in_pos * stride - pad_begin + tap * dilation, when inside the output.
+void Col2Im(const float* col, int64_t channels, const Shape& in, const WindowGeometry& g,
+            float* y) {
+  const size_t nsp = in.size();
+  const int64_t out_size = Product(g.out);
+  const int64_t in_inner = in.back();
+  std::vector<int64_t> outer(in.begin(), in.end() - 1);
+  std::vector<int64_t> out_strides = ContiguousStrides(g.out);
+  std::vector<int64_t> tap(nsp, 0), ip(nsp - 1, 0);
+  const float* src = col;
+  for (int64_t ch = 0; ch < channels; ++ch) {
+    float* plane = y + ch * out_size;
+    std::fill(tap.begin(), tap.end(), 0);
+    do {
+      std::fill(ip.begin(), ip.end(), 0);
+      do {
+        int64_t base = 0;
+        bool inside = true;
+        for (size_t a = 0; a + 1 < nsp; ++a) {
+          int64_t pos = ip[a] * g.strides[a] - g.pad_begin[a] + tap[a] * g.dilations[a];
+          if (pos < 0 || pos >= g.out[a]) inside = false;
+          base += pos * out_strides[a];
+        }
+        const size_t last = nsp - 1;
+        const int64_t start = tap[last] * g.dilations[last] - g.pad_begin[last];
+        for (int64_t j = 0; j < in_inner && inside; ++j) {
+          const int64_t pos = start + j * g.strides[last];
+          if (pos >= 0 && pos < g.out[last]) plane[base + pos] += src[j];
+        }
+        src += in_inner;
+      } while (!outer.empty() && NextIndex(outer, &ip));
+    } while (NextIndex(g.kernel, &tap));
+  }
+}
+
+Status RunConvTranspose(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  const Tensor* w = ctx.input(1);
+  const Tensor* b = ctx.input(2);
+  Tensor* y = ctx.output(0);
+  const Shape in(x->shape.begin() + 2, x->shape.end());
+  ConvTransposeParams p;
+  QF_RETURN_IF_ERROR(ParseConvTranspose(ctx, in, &p));
+  const WindowGeometry& g = p.geo;
+  const int64_t n = x->shape[0], c = x->shape[1], m = y->shape[1];
+  const int64_t cg = c / p.group, mg = m / p.group;
+  const int64_t in_size = Product(in), out_size = Product(g.out);
+  const int64_t rows = mg * Product(g.kernel);  // W's row length per input channel
+  std::vector<float> col(static_cast<size_t>(rows * in_size));
+
+  const float* xd = x->ptr<float>();
+  const float* wd = w->ptr<float>();
+  float* yd = y->ptr<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t oc = 0; oc < m; ++oc)
+      std::fill(yd + (i * m + oc) * out_size, yd + (i * m + oc + 1) * out_size,
+                b ? b->ptr<float>()[oc] : 0.f);
+    for (int64_t grp = 0; grp < p.group; ++grp) {
+      // col[r, :] = sum over the group's input channels ci of W[ci, r] * X[ci, :].
+      std::fill(col.begin(), col.end(), 0.f);
+      for (int64_t ci = grp * cg; ci < (grp + 1) * cg; ++ci) {
+        const float* xrow = xd + (i * c + ci) * in_size;
+        const float* wrow = wd + ci * rows;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float wv = wrow[r];
+          float* crow = col.data() + r * in_size;
+          for (int64_t j = 0; j < in_size; ++j) crow[j] += wv * xrow[j];
+        }
+      }
+      Col2Im(col.data(), mg, in, g, yd + (i * m + grp * mg) * out_size);
+    }
+  }
+  p.act.Apply(yd, y->numel());
+  return Status::Ok();
+}
+
+}  // namespace
+
+const OpDef& OpDef_ConvTranspose() {
+  static const OpDef def{"ConvTranspose",    InferConvTranspose,   RunConvTranspose,
+                         /*value_inputs=*/0, /*shape_only=*/false, /*min_inputs=*/2,
+                         /*max_inputs=*/3};
+  return def;
+}
+
+}  // namespace qfold

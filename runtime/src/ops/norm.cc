@@ -1,0 +1,353 @@
+// Normalization ops (inference): BatchNormalization, InstanceNormalization,
+// LayerNormalization, GroupNormalization (opset 21: per-channel scale/bias),
+// and LRN.
+// Statistics accumulate in double so long rows keep their precision.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/op.h"
+#include "core/shape_util.h"
+#include "ops/window_util.h"
+
+namespace qfold {
+namespace {
+
+Status RequireFloat32(const KernelContext& ctx) {
+  for (const Tensor* t : ctx.inputs)
+    if (t && t->dtype != DType::kFloat32)
+      return ctx.Unsupported(std::string("dtype ") + dtype_name(t->dtype) + " (only float32)");
+  return Status::Ok();
+}
+
+// Checks that an optional 1-D per-channel input has `channels` entries (when known).
+Status CheckChannelVector(const KernelContext& ctx, int i, const char* what, int64_t channels) {
+  const Tensor* t = ctx.input(i);
+  if (!t || !t->rank_known) return Status::Ok();
+  if (t->rank() != 1) return ctx.Invalid(std::string(what) + " must be 1-D");
+  if (channels >= 0 && t->shape[0] >= 0 && t->shape[0] != channels)
+    return ctx.Invalid(std::string(what) + " has " + std::to_string(t->shape[0]) +
+                       " values, X has " + std::to_string(channels) + " channels");
+  return Status::Ok();
+}
+
+void CopyShape(const Tensor& x, Tensor* y) {
+  y->dtype = x.dtype;
+  y->rank_known = x.rank_known;
+  y->shape = x.shape;
+}
+
+// Mean and 1/sqrt(var + eps) of n contiguous values (population variance).
+void Moments(const float* x, int64_t n, double eps, double* mean, double* inv_std) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double m = n > 0 ? sum / double(n) : 0.0;
+  double sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) sq += (x[i] - m) * (x[i] - m);
+  *mean = m;
+  *inv_std = 1.0 / std::sqrt((n > 0 ? sq / double(n) : 0.0) + eps);
+}
+
+// ---- BatchNormalization -------------------------------------------------
+
+Status InferBatchNormalization(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  QF_RETURN_IF_ERROR(RequireFloat32(ctx));
+  if (ctx.attr().GetInt("training_mode", 0) != 0)
+    return ctx.Unsupported("training_mode=1 (only inference is supported)");
+  if (ctx.attr().Has("spatial") && ctx.attr().GetInt("spatial", 1) == 0)
+    return ctx.Unsupported("spatial=0");
+  for (int i = 1; i < ctx.num_outputs(); ++i)
+    if (ctx.output(i)) return ctx.Unsupported("outputs beyond Y (training statistics)");
+  for (int i = 1; i < 5; ++i)
+    if (!ctx.input(i)) return ctx.Invalid("scale, B, input_mean and input_var are required");
+  if (x->rank_known && x->rank() < 2) return ctx.Invalid("X must have rank >= 2");
+  const int64_t c = x->rank_known ? x->shape[1] : kUnknownDim;
+  const char* names[] = {"", "scale", "B", "input_mean", "input_var"};
+  for (int i = 1; i < 5; ++i) QF_RETURN_IF_ERROR(CheckChannelVector(ctx, i, names[i], c));
+  CopyShape(*x, ctx.output(0));
+  return Status::Ok();
+}
+
+Status RunBatchNormalization(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  const float* scale = ctx.input(1)->ptr<float>();
+  const float* bias = ctx.input(2)->ptr<float>();
+  const float* mean = ctx.input(3)->ptr<float>();
+  const float* var = ctx.input(4)->ptr<float>();
+  const float eps = ctx.attr().GetFloat("epsilon", 1e-5f);
+  const int64_t n = x->shape[0], c = x->shape[1];
+  const int64_t size = Product(Shape(x->shape.begin() + 2, x->shape.end()));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      // y = (x - mean) * a + bias with a = scale / sqrt(var + eps).
+      const float a = scale[ch] / std::sqrt(var[ch] + eps);
+      const float* xp = x->ptr<float>() + (i * c + ch) * size;
+      float* yp = y->ptr<float>() + (i * c + ch) * size;
+      for (int64_t j = 0; j < size; ++j) yp[j] = (xp[j] - mean[ch]) * a + bias[ch];
+    }
+  return Status::Ok();
+}
+
+// ---- InstanceNormalization ----------------------------------------------
+
+Status InferInstanceNormalization(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  QF_RETURN_IF_ERROR(RequireFloat32(ctx));
+  if (!ctx.input(1) || !ctx.input(2)) return ctx.Invalid("scale and B are required");
+  if (x->rank_known && x->rank() < 3) return ctx.Invalid("X must have rank >= 3");
+  const int64_t c = x->rank_known ? x->shape[1] : kUnknownDim;
+  QF_RETURN_IF_ERROR(CheckChannelVector(ctx, 1, "scale", c));
+  QF_RETURN_IF_ERROR(CheckChannelVector(ctx, 2, "B", c));
+  CopyShape(*x, ctx.output(0));
+  return Status::Ok();
+}
+
+Status RunInstanceNormalization(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  const float* scale = ctx.input(1)->ptr<float>();
+  const float* bias = ctx.input(2)->ptr<float>();
+  const double eps = ctx.attr().GetFloat("epsilon", 1e-5f);
+  const int64_t n = x->shape[0], c = x->shape[1];
+  const int64_t size = Product(Shape(x->shape.begin() + 2, x->shape.end()));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float* xp = x->ptr<float>() + (i * c + ch) * size;
+      float* yp = y->ptr<float>() + (i * c + ch) * size;
+      double mean, inv_std;
+      Moments(xp, size, eps, &mean, &inv_std);
+      for (int64_t j = 0; j < size; ++j)
+        yp[j] = float((xp[j] - mean) * inv_std * scale[ch] + bias[ch]);
+    }
+  return Status::Ok();
+}
+
+// ---- LayerNormalization -------------------------------------------------
+
+Status InferLayerNormalization(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  QF_RETURN_IF_ERROR(RequireFloat32(ctx));
+  if (!ctx.input(1)) return ctx.Invalid("Scale is required");
+  const int64_t stash = ctx.attr().GetInt("stash_type", 1);
+  if (stash != 1) return ctx.Unsupported("stash_type " + std::to_string(stash));
+  CopyShape(*x, ctx.output(0));
+  for (int i = 1; i < 3; ++i)
+    if (Tensor* o = ctx.output(i)) o->dtype = DType::kFloat32;
+  if (!x->rank_known) {
+    for (int i = 1; i < 3; ++i)
+      if (Tensor* o = ctx.output(i)) {
+        o->rank_known = false;
+        o->shape.clear();
+      }
+    return Status::Ok();
+  }
+  int axis;
+  if (!NormalizeAxis(ctx.attr().GetInt("axis", -1), x->rank(), &axis))
+    return ctx.Invalid("axis out of range for X " + ShapeToString(x->shape));
+  // Scale and B broadcast (right-aligned) to the normalized dims X[axis:].
+  const Shape norm(x->shape.begin() + axis, x->shape.end());
+  for (int i = 1; i < 3; ++i) {
+    const Tensor* t = ctx.input(i);
+    if (!t || !t->rank_known) continue;
+    Shape b;
+    if (t->rank() > int(norm.size()) || !BroadcastShapes(norm, t->shape, &b, nullptr) ||
+        b.size() != norm.size())
+      return ctx.Invalid(std::string(i == 1 ? "Scale " : "B ") + ShapeToString(t->shape) +
+                         " does not broadcast to normalized shape " + ShapeToString(norm));
+    for (size_t d = 0; d < b.size(); ++d)
+      if (norm[d] >= 0 && b[d] != norm[d])
+        return ctx.Invalid(std::string(i == 1 ? "Scale " : "B ") + ShapeToString(t->shape) +
+                           " does not broadcast to normalized shape " + ShapeToString(norm));
+  }
+  Shape stat = x->shape;
+  for (size_t d = size_t(axis); d < stat.size(); ++d) stat[d] = 1;
+  for (int i = 1; i < 3; ++i)
+    if (Tensor* o = ctx.output(i)) {
+      o->rank_known = true;
+      o->shape = stat;
+    }
+  return Status::Ok();
+}
+
+Status RunLayerNormalization(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  const Tensor* scale = ctx.input(1);
+  const Tensor* bias = ctx.input(2);
+  Tensor* y = ctx.output(0);
+  Tensor* mean_out = ctx.output(1);
+  Tensor* inv_out = ctx.output(2);
+  int axis;
+  NormalizeAxis(ctx.attr().GetInt("axis", -1), x->rank(), &axis);
+  const double eps = ctx.attr().GetFloat("epsilon", 1e-5f);
+  const Shape norm(x->shape.begin() + axis, x->shape.end());
+  const int64_t size = Product(norm);
+  const int64_t rows = size > 0 ? x->numel() / size : 0;
+  // Scale/B strides over the normalized dims (0 on broadcast axes).
+  BroadcastIndexer bidx({scale->shape, bias ? bias->shape : Shape()}, norm);
+  std::vector<int64_t> s_off(static_cast<size_t>(size)), b_off(static_cast<size_t>(size));
+  {
+    std::vector<int64_t> pos(norm.size(), 0);
+    for (int64_t j = 0; j < size; ++j) {
+      int64_t so = 0, bo = 0;
+      for (size_t d = 0; d < norm.size(); ++d) {
+        so += pos[d] * bidx.strides(0)[d];
+        bo += pos[d] * bidx.strides(1)[d];
+      }
+      s_off[size_t(j)] = so;
+      b_off[size_t(j)] = bo;
+      NextIndex(norm, &pos);
+    }
+  }
+  const float* sd = scale->ptr<float>();
+  const float* bd = bias ? bias->ptr<float>() : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xp = x->ptr<float>() + r * size;
+    float* yp = y->ptr<float>() + r * size;
+    double mean, inv_std;
+    Moments(xp, size, eps, &mean, &inv_std);
+    for (int64_t j = 0; j < size; ++j) {
+      double v = (xp[j] - mean) * inv_std * sd[s_off[size_t(j)]];
+      if (bd) v += bd[b_off[size_t(j)]];
+      yp[j] = float(v);
+    }
+    if (mean_out) mean_out->ptr<float>()[r] = float(mean);
+    if (inv_out) inv_out->ptr<float>()[r] = float(inv_std);
+  }
+  return Status::Ok();
+}
+
+// ---- GroupNormalization -------------------------------------------------
+
+Status InferGroupNormalization(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  QF_RETURN_IF_ERROR(RequireFloat32(ctx));
+  if (!ctx.input(1) || !ctx.input(2)) return ctx.Invalid("scale and bias are required");
+  const Attr* g = ctx.attr().Find("num_groups");
+  if (!g || g->i <= 0) return ctx.Invalid("num_groups must be given and positive");
+  const int64_t stash = ctx.attr().GetInt("stash_type", 1);
+  if (stash != 1) return ctx.Unsupported("stash_type " + std::to_string(stash));
+  if (x->rank_known && x->rank() < 2) return ctx.Invalid("X must have rank >= 2");
+  const int64_t c = x->rank_known ? x->shape[1] : kUnknownDim;
+  if (c >= 0 && c % g->i != 0)
+    return ctx.Invalid("channels " + std::to_string(c) + " not divisible by num_groups " +
+                       std::to_string(g->i));
+  // Opset 18 had per-group scale/bias; the converter rewrites those to
+  // per-channel (opset 21) form, so only the per-channel layout is accepted.
+  QF_RETURN_IF_ERROR(CheckChannelVector(ctx, 1, "scale", c));
+  QF_RETURN_IF_ERROR(CheckChannelVector(ctx, 2, "bias", c));
+  CopyShape(*x, ctx.output(0));
+  return Status::Ok();
+}
+
+Status RunGroupNormalization(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  const float* scale = ctx.input(1)->ptr<float>();
+  const float* bias = ctx.input(2)->ptr<float>();
+  const double eps = ctx.attr().GetFloat("epsilon", 1e-5f);
+  const int64_t groups = ctx.attr().GetInt("num_groups", 1);
+  const int64_t n = x->shape[0], c = x->shape[1];
+  const int64_t size = Product(Shape(x->shape.begin() + 2, x->shape.end()));
+  const int64_t cg = c / groups;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t grp = 0; grp < groups; ++grp) {
+      // A group's channels are contiguous: normalize them as one row.
+      const int64_t off = (i * c + grp * cg) * size;
+      double mean, inv_std;
+      Moments(x->ptr<float>() + off, cg * size, eps, &mean, &inv_std);
+      for (int64_t ch = grp * cg; ch < (grp + 1) * cg; ++ch) {
+        const float* xp = x->ptr<float>() + (i * c + ch) * size;
+        float* yp = y->ptr<float>() + (i * c + ch) * size;
+        for (int64_t j = 0; j < size; ++j)
+          yp[j] = float((xp[j] - mean) * inv_std * scale[ch] + bias[ch]);
+      }
+    }
+  return Status::Ok();
+}
+
+// ---- LRN ------------------------------------------------------------------
+
+// Local response normalization across channels:
+// y = x / (bias + alpha / size * sum of x^2 over nearby channels)^beta.
+Status InferLRN(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  QF_RETURN_IF_ERROR(RequireFloat32(ctx));
+  const Attr* size = ctx.attr().Find("size");
+  if (!size || size->i <= 0) return ctx.Invalid("size must be given and positive");
+  if (x->rank_known && x->rank() < 3) return ctx.Invalid("X must have rank >= 3");
+  CopyShape(*x, ctx.output(0));
+  return Status::Ok();
+}
+
+Status RunLRN(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  const int64_t size = ctx.attr().GetInt("size", 1);
+  const double alpha = ctx.attr().GetFloat("alpha", 1e-4f);
+  const double beta = ctx.attr().GetFloat("beta", 0.75f);
+  const double bias = ctx.attr().GetFloat("bias", 1.f);
+  const int64_t n = x->shape[0], c = x->shape[1];
+  const int64_t plane = Product(Shape(x->shape.begin() + 2, x->shape.end()));
+  // Window [ch - floor((size-1)/2), ch + ceil((size-1)/2)], clipped to the channels.
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t j = 0; j < plane; ++j) {
+        double sq = 0.0;
+        for (int64_t k = std::max<int64_t>(0, ch - before); k <= std::min(c - 1, ch + after); ++k) {
+          const double v = x->ptr<float>()[(i * c + k) * plane + j];
+          sq += v * v;
+        }
+        const int64_t idx = (i * c + ch) * plane + j;
+        y->ptr<float>()[idx] =
+            float(x->ptr<float>()[idx] / std::pow(bias + alpha / double(size) * sq, beta));
+      }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const OpDef& OpDef_BatchNormalization() {
+  static const OpDef def{"BatchNormalization", InferBatchNormalization, RunBatchNormalization,
+                         /*value_inputs=*/0,   /*shape_only=*/false,    /*min_inputs=*/5,
+                         /*max_inputs=*/5};
+  return def;
+}
+
+const OpDef& OpDef_InstanceNormalization() {
+  static const OpDef def{"InstanceNormalization",  InferInstanceNormalization,
+                         RunInstanceNormalization, /*value_inputs=*/0,
+                         /*shape_only=*/false,
+                         /*min_inputs=*/3,         /*max_inputs=*/3};
+  return def;
+}
+
+const OpDef& OpDef_LayerNormalization() {
+  static const OpDef def{"LayerNormalization", InferLayerNormalization, RunLayerNormalization,
+                         /*value_inputs=*/0,   /*shape_only=*/false,    /*min_inputs=*/2,
+                         /*max_inputs=*/3};
+  return def;
+}
+
+const OpDef& OpDef_GroupNormalization() {
+  static const OpDef def{"GroupNormalization", InferGroupNormalization, RunGroupNormalization,
+                         /*value_inputs=*/0,   /*shape_only=*/false,    /*min_inputs=*/3,
+                         /*max_inputs=*/3};
+  return def;
+}
+
+const OpDef& OpDef_LRN() {
+  static const OpDef def{"LRN",
+                         InferLRN,
+                         RunLRN,
+                         /*value_inputs=*/0,
+                         /*shape_only=*/false,
+                         /*min_inputs=*/1,
+                         /*max_inputs=*/1};
+  return def;
+}
+
+}  // namespace qfold

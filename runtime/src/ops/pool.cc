@@ -1,0 +1,330 @@
+// Pooling: MaxPool (with optional Indices), AveragePool, LpPool and their
+// Global* forms. All share one N-d window walker: for each output position it
+// finds, per spatial axis, the kernel taps that land inside the input, so
+// padding never has to be materialized.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/op.h"
+#include "core/shape_util.h"
+#include "ops/window_util.h"
+
+namespace qfold {
+namespace {
+
+enum class PoolKind { kMax, kAverage, kLp };
+
+Status CheckPoolDType(const KernelContext& ctx, PoolKind kind, DType t) {
+  bool ok = t == DType::kFloat32 || t == DType::kFloat64;
+  if (kind == PoolKind::kMax) ok = ok || t == DType::kInt8 || t == DType::kUInt8;
+  if (!ok) return ctx.Unsupported(std::string("dtype ") + dtype_name(t));
+  return Status::Ok();
+}
+
+// Reads the window attributes of a (non-global) pooling op for input spatial
+// dims `in` (kUnknownDim allowed).
+Status ParsePool(const KernelContext& ctx, PoolKind kind, const Shape& in, WindowGeometry* g) {
+  const Attr* ks = ctx.attr().Find("kernel_shape");
+  if (!ks) return ctx.Invalid("kernel_shape is required");
+  std::vector<int64_t> kernel;
+  QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "kernel_shape", in.size(), 1, &kernel));
+  const int64_t ceil_mode = ctx.attr().GetInt("ceil_mode", 0);
+  if (ceil_mode != 0 && ceil_mode != 1) return ctx.Invalid("ceil_mode must be 0 or 1");
+  if (kind == PoolKind::kMax) {
+    const int64_t order = ctx.attr().GetInt("storage_order", 0);
+    if (order != 0 && order != 1) return ctx.Invalid("storage_order must be 0 or 1");
+  }
+  if (kind == PoolKind::kLp && ctx.attr().GetInt("p", 2) <= 0)
+    return ctx.Invalid("p must be positive");
+  return ComputeWindowGeometry(ctx, in, kernel, ceil_mode != 0, g);
+}
+
+Status InferPool(KernelContext& ctx, PoolKind kind) {
+  const Tensor* x = ctx.input(0);
+  QF_RETURN_IF_ERROR(CheckPoolDType(ctx, kind, x->dtype));
+  for (Tensor* o : ctx.outputs)
+    if (o) o->dtype = x->dtype;
+  if (Tensor* idx = ctx.output(1)) {
+    if (kind != PoolKind::kMax) return ctx.Invalid("only MaxPool has a second output");
+    idx->dtype = DType::kInt64;
+  }
+  const Attr* ks = ctx.attr().Find("kernel_shape");
+  if (!ks) return ctx.Invalid("kernel_shape is required");
+  const size_t nsp = ks->ints.size();
+  if (x->rank_known && size_t(x->rank()) != nsp + 2)
+    return ctx.Invalid("X " + ShapeToString(x->shape) + " does not match kernel_shape with " +
+                       std::to_string(nsp) + " dims");
+  Shape in(nsp, kUnknownDim);
+  if (x->rank_known) in.assign(x->shape.begin() + 2, x->shape.end());
+  WindowGeometry g;
+  QF_RETURN_IF_ERROR(ParsePool(ctx, kind, in, &g));
+  Shape out = {x->rank_known ? x->shape[0] : kUnknownDim,
+               x->rank_known ? x->shape[1] : kUnknownDim};
+  out.insert(out.end(), g.out.begin(), g.out.end());
+  for (Tensor* o : ctx.outputs)
+    if (o) {
+      o->rank_known = true;
+      o->shape = out;
+    }
+  return Status::Ok();
+}
+
+// For one output position along one axis: the first and one-past-last kernel
+// taps inside the input, and how many taps fall inside input plus padding
+// (the AveragePool divisor with count_include_pad).
+struct AxisWindow {
+  int64_t start;  // input coordinate of tap 0
+  int64_t lo, hi;
+  int64_t padded_taps;
+};
+
+AxisWindow MakeAxisWindow(const WindowGeometry& g, size_t a, int64_t o, int64_t in) {
+  AxisWindow w;
+  w.start = o * g.strides[a] - g.pad_begin[a];
+  w.lo = g.kernel[a];
+  w.hi = 0;
+  w.padded_taps = 0;
+  for (int64_t k = 0; k < g.kernel[a]; ++k) {
+    const int64_t pos = w.start + k * g.dilations[a];
+    if (pos >= 0 && pos < in) {
+      w.lo = std::min(w.lo, k);
+      w.hi = k + 1;
+    }
+    if (pos < in + g.pad_end[a]) ++w.padded_taps;
+  }
+  if (w.hi == 0) w.lo = 0;  // empty range
+  return w;
+}
+
+template <class T>
+void PoolKernel(const KernelContext& ctx, PoolKind kind, const WindowGeometry& g) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  Tensor* indices = ctx.output(1);
+  const bool include_pad = ctx.attr().GetInt("count_include_pad", 0) != 0;
+  const bool col_major = ctx.attr().GetInt("storage_order", 0) != 0;
+  const double p = double(ctx.attr().GetInt("p", 2));
+  const size_t nsp = g.out.size();
+  const Shape in(x->shape.begin() + 2, x->shape.end());
+  const int64_t planes = x->shape[0] * x->shape[1];
+  const int64_t in_size = Product(in), out_size = Product(g.out);
+  const std::vector<int64_t> in_strides = ContiguousStrides(in);
+  // Strides for Indices: row-major, or column-major with storage_order=1.
+  std::vector<int64_t> idx_strides(nsp, 1);
+  for (size_t a = 1; a < nsp; ++a) idx_strides[a] = idx_strides[a - 1] * in[a - 1];
+
+  // The windows of one output position, computed once per position since
+  // they do not depend on the plane.
+  std::vector<std::vector<AxisWindow>> axis_windows(nsp);
+  for (size_t a = 0; a < nsp; ++a)
+    for (int64_t o = 0; o < g.out[a]; ++o)
+      axis_windows[a].push_back(MakeAxisWindow(g, a, o, in[a]));
+
+  std::vector<int64_t> o(nsp, 0), range(nsp), k(nsp);
+  std::vector<const AxisWindow*> w(nsp);
+  for (int64_t j = 0; j < out_size; ++j) {
+    int64_t padded_count = 1, count = 1;
+    for (size_t a = 0; a < nsp; ++a) {
+      w[a] = &axis_windows[a][size_t(o[a])];
+      range[a] = w[a]->hi - w[a]->lo;
+      count *= range[a];
+      padded_count *= w[a]->padded_taps;
+    }
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      const T* xp = x->ptr<T>() + plane * in_size;
+      double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+      int64_t best = 0;  // flat spatial offset of the max, for Indices
+      if (count > 0) {
+        std::fill(k.begin(), k.end(), 0);
+        do {
+          int64_t off = 0, idx = 0;
+          for (size_t a = 0; a < nsp; ++a) {
+            const int64_t pos = w[a]->start + (w[a]->lo + k[a]) * g.dilations[a];
+            off += pos * in_strides[a];
+            idx += pos * idx_strides[a];
+          }
+          const double v = double(xp[off]);
+          if (kind == PoolKind::kMax) {
+            if (v > acc || std::isnan(v)) {
+              acc = v;
+              best = col_major ? idx : off;
+            }
+          } else if (kind == PoolKind::kAverage) {
+            acc += v;
+          } else {
+            acc += std::pow(std::fabs(v), p);
+          }
+        } while (NextIndex(range, &k));
+      }
+      T result;
+      if (kind == PoolKind::kMax) {
+        result = count > 0 ? T(acc) : std::numeric_limits<T>::lowest();
+      } else if (kind == PoolKind::kAverage) {
+        const int64_t div = include_pad ? padded_count : count;
+        result = div > 0 ? T(acc / double(div)) : T(0);
+      } else {
+        result = T(std::pow(acc, 1.0 / p));
+      }
+      y->ptr<T>()[plane * out_size + j] = result;
+      if (indices) indices->ptr<int64_t>()[plane * out_size + j] = plane * in_size + best;
+    }
+    NextIndex(g.out, &o);
+  }
+}
+
+Status RunPool(KernelContext& ctx, PoolKind kind) {
+  const Tensor* x = ctx.input(0);
+  WindowGeometry g;
+  QF_RETURN_IF_ERROR(ParsePool(ctx, kind, Shape(x->shape.begin() + 2, x->shape.end()), &g));
+  switch (x->dtype) {
+    case DType::kFloat32:
+      PoolKernel<float>(ctx, kind, g);
+      break;
+    case DType::kFloat64:
+      PoolKernel<double>(ctx, kind, g);
+      break;
+    case DType::kInt8:
+      PoolKernel<int8_t>(ctx, kind, g);
+      break;
+    case DType::kUInt8:
+      PoolKernel<uint8_t>(ctx, kind, g);
+      break;
+    default:
+      return ctx.Unsupported(std::string("dtype ") + dtype_name(x->dtype));
+  }
+  return Status::Ok();
+}
+
+Status InferMaxPool(KernelContext& ctx) {
+  return InferPool(ctx, PoolKind::kMax);
+}
+Status RunMaxPool(KernelContext& ctx) {
+  return RunPool(ctx, PoolKind::kMax);
+}
+Status InferAveragePool(KernelContext& ctx) {
+  return InferPool(ctx, PoolKind::kAverage);
+}
+Status RunAveragePool(KernelContext& ctx) {
+  return RunPool(ctx, PoolKind::kAverage);
+}
+Status InferLpPool(KernelContext& ctx) {
+  return InferPool(ctx, PoolKind::kLp);
+}
+Status RunLpPool(KernelContext& ctx) {
+  return RunPool(ctx, PoolKind::kLp);
+}
+
+// Global pooling: one window covering all spatial dims; output (N, C, 1, ...).
+Status InferGlobalPool(KernelContext& ctx, PoolKind kind) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  QF_RETURN_IF_ERROR(CheckPoolDType(ctx, kind, x->dtype));
+  if (kind == PoolKind::kLp && ctx.attr().GetInt("p", 2) <= 0)
+    return ctx.Invalid("p must be positive");
+  y->dtype = x->dtype;
+  if (!x->rank_known) {
+    SetOutputsUnknown(ctx);
+    return Status::Ok();
+  }
+  if (x->rank() < 2) return ctx.Invalid("X must have rank >= 2");
+  y->rank_known = true;
+  y->shape = x->shape;
+  std::fill(y->shape.begin() + 2, y->shape.end(), 1);
+  return Status::Ok();
+}
+
+template <class T>
+void GlobalPoolKernel(const Tensor& x, PoolKind kind, double p, Tensor* y) {
+  const int64_t planes = x.shape[0] * x.shape[1];
+  const int64_t size = Product(Shape(x.shape.begin() + 2, x.shape.end()));
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const T* xp = x.ptr<T>() + plane * size;
+    double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+    for (int64_t i = 0; i < size; ++i) {
+      const double v = double(xp[i]);
+      if (kind == PoolKind::kMax) {
+        if (v > acc || std::isnan(v)) acc = v;
+      } else if (kind == PoolKind::kAverage) {
+        acc += v;
+      } else {
+        acc += std::pow(std::fabs(v), p);
+      }
+    }
+    T r;
+    if (kind == PoolKind::kMax)
+      r = size > 0 ? T(acc) : std::numeric_limits<T>::lowest();
+    else if (kind == PoolKind::kAverage)
+      r = size > 0 ? T(acc / double(size)) : T(0);
+    else
+      r = T(std::pow(acc, 1.0 / p));
+    y->ptr<T>()[plane] = r;
+  }
+}
+
+Status RunGlobalPool(KernelContext& ctx, PoolKind kind) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  const double p = double(ctx.attr().GetInt("p", 2));
+  switch (x->dtype) {
+    case DType::kFloat32:
+      GlobalPoolKernel<float>(*x, kind, p, y);
+      break;
+    case DType::kFloat64:
+      GlobalPoolKernel<double>(*x, kind, p, y);
+      break;
+    case DType::kInt8:
+      GlobalPoolKernel<int8_t>(*x, kind, p, y);
+      break;
+    case DType::kUInt8:
+      GlobalPoolKernel<uint8_t>(*x, kind, p, y);
+      break;
+    default:
+      return ctx.Unsupported(std::string("dtype ") + dtype_name(x->dtype));
+  }
+  return Status::Ok();
+}
+
+Status InferGlobalMaxPool(KernelContext& ctx) {
+  return InferGlobalPool(ctx, PoolKind::kMax);
+}
+Status RunGlobalMaxPool(KernelContext& ctx) {
+  return RunGlobalPool(ctx, PoolKind::kMax);
+}
+Status InferGlobalAveragePool(KernelContext& ctx) {
+  return InferGlobalPool(ctx, PoolKind::kAverage);
+}
+Status RunGlobalAveragePool(KernelContext& ctx) {
+  return RunGlobalPool(ctx, PoolKind::kAverage);
+}
+Status InferGlobalLpPool(KernelContext& ctx) {
+  return InferGlobalPool(ctx, PoolKind::kLp);
+}
+Status RunGlobalLpPool(KernelContext& ctx) {
+  return RunGlobalPool(ctx, PoolKind::kLp);
+}
+
+}  // namespace
+
+#define QF_POOL_OPDEF(NAME)                      \
+  const OpDef& OpDef_##NAME() {                  \
+    static const OpDef def{#NAME,                \
+                           Infer##NAME,          \
+                           Run##NAME,            \
+                           /*value_inputs=*/0,   \
+                           /*shape_only=*/false, \
+                           /*min_inputs=*/1,     \
+                           /*max_inputs=*/1};    \
+    return def;                                  \
+  }
+QF_POOL_OPDEF(MaxPool)
+QF_POOL_OPDEF(AveragePool)
+QF_POOL_OPDEF(LpPool)
+QF_POOL_OPDEF(GlobalMaxPool)
+QF_POOL_OPDEF(GlobalAveragePool)
+QF_POOL_OPDEF(GlobalLpPool)
+#undef QF_POOL_OPDEF
+
+}  // namespace qfold

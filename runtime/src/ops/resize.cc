@@ -1,0 +1,357 @@
+// Resize (opset 11-19): nearest / linear / cubic interpolation over any
+// subset of axes, with every coordinate_transformation_mode, axes,
+// keep_aspect_ratio_policy and antialias. Interpolation is separable, so each
+// axis gets a list of (input index, weight) taps per output index; an output
+// element is the sum over the product of its axes' taps.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/op.h"
+#include "core/shape_util.h"
+#include "ops/window_util.h"
+
+namespace qfold {
+namespace {
+
+enum class Mode { kNearest, kLinear, kCubic };
+
+struct ResizeAttrs {
+  Mode mode = Mode::kNearest;
+  std::string coord;  // coordinate_transformation_mode
+  std::string nearest_mode;
+  std::string aspect;  // keep_aspect_ratio_policy
+  double cubic_a = -0.75;
+  bool exclude_outside = false;
+  bool antialias = false;
+  float extrapolation = 0.f;
+  std::vector<int> axes;  // normalized; all axes when the attribute is absent
+};
+
+Status ParseResizeAttrs(const KernelContext& ctx, int rank, ResizeAttrs* r) {
+  const AttrMap& a = ctx.attr();
+  const std::string mode = a.GetString("mode", "nearest");
+  if (mode == "nearest") {
+    r->mode = Mode::kNearest;
+  } else if (mode == "linear") {
+    r->mode = Mode::kLinear;
+  } else if (mode == "cubic") {
+    r->mode = Mode::kCubic;
+  } else {
+    return ctx.Unsupported("mode '" + mode + "'");
+  }
+  r->coord = a.GetString("coordinate_transformation_mode", "half_pixel");
+  static const char* kCoords[] = {"half_pixel",    "half_pixel_symmetric", "pytorch_half_pixel",
+                                  "align_corners", "asymmetric",           "tf_crop_and_resize"};
+  if (std::find_if(std::begin(kCoords), std::end(kCoords),
+                   [&](const char* c) { return r->coord == c; }) == std::end(kCoords))
+    return ctx.Unsupported("coordinate_transformation_mode '" + r->coord + "'");
+  r->nearest_mode = a.GetString("nearest_mode", "round_prefer_floor");
+  if (r->nearest_mode != "round_prefer_floor" && r->nearest_mode != "round_prefer_ceil" &&
+      r->nearest_mode != "floor" && r->nearest_mode != "ceil")
+    return ctx.Unsupported("nearest_mode '" + r->nearest_mode + "'");
+  r->aspect = a.GetString("keep_aspect_ratio_policy", "stretch");
+  if (r->aspect != "stretch" && r->aspect != "not_larger" && r->aspect != "not_smaller")
+    return ctx.Unsupported("keep_aspect_ratio_policy '" + r->aspect + "'");
+  r->cubic_a = a.GetFloat("cubic_coeff_a", -0.75f);
+  r->exclude_outside = a.GetInt("exclude_outside", 0) != 0;
+  // Antialiasing only changes linear and cubic filters.
+  r->antialias = a.GetInt("antialias", 0) != 0 && r->mode != Mode::kNearest;
+  r->extrapolation = a.GetFloat("extrapolation_value", 0.f);
+  r->axes.clear();
+  if (const Attr* ax = a.Find("axes")) {
+    std::vector<bool> seen(size_t(std::max(rank, 0)), false);
+    for (int64_t v : ax->ints) {
+      int n;
+      if (!NormalizeAxis(v, rank, &n)) return ctx.Invalid("axes value out of range");
+      if (seen[size_t(n)]) return ctx.Invalid("axes has duplicates");
+      seen[size_t(n)] = true;
+      r->axes.push_back(n);
+    }
+  } else {
+    for (int i = 0; i < rank; ++i) r->axes.push_back(i);
+  }
+  return Status::Ok();
+}
+
+// An optional value input that is present and not an empty tensor.
+bool Given(const Tensor* t) {
+  return t && (!t->shape_known() || t->numel() > 0);
+}
+
+// Output shape and per-axis scales (for every axis of X). Returns false in
+// *known when the scales/sizes values are not known yet (converter).
+Status ComputeResizeShape(const KernelContext& ctx, const ResizeAttrs& r, const Shape& in,
+                          Shape* out, std::vector<double>* scales, bool* known) {
+  const Tensor* scales_t = ctx.input(2);
+  const Tensor* sizes_t = ctx.input(3);
+  const bool has_scales = Given(scales_t), has_sizes = Given(sizes_t);
+  if (has_scales == has_sizes) return ctx.Invalid("exactly one of scales and sizes must be given");
+  const size_t rank = in.size(), naxes = r.axes.size();
+  *out = in;
+  scales->assign(rank, 1.0);
+  *known = true;
+  if (has_scales) {
+    std::vector<float> s;
+    if (!ReadFloats(scales_t, &s)) {
+      if (scales_t->data) return ctx.Unsupported("scales must be a float tensor");
+      *known = false;
+      for (int ax : r.axes) (*out)[size_t(ax)] = kUnknownDim;
+      return Status::Ok();
+    }
+    if (s.size() != naxes)
+      return ctx.Invalid("scales has " + std::to_string(s.size()) + " values, expected " +
+                         std::to_string(naxes));
+    for (size_t i = 0; i < naxes; ++i) {
+      if (!(s[i] > 0.f)) return ctx.Invalid("scales must be positive");
+      const size_t ax = size_t(r.axes[i]);
+      (*scales)[ax] = s[i];
+      if (in[ax] >= 0) (*out)[ax] = int64_t(std::floor(double(in[ax]) * double(s[i])));
+    }
+    return Status::Ok();
+  }
+  std::vector<int64_t> sizes;
+  if (!ReadInts(sizes_t, &sizes)) {
+    if (sizes_t->data) return ctx.Invalid("sizes must be an int64 tensor");
+    *known = false;
+    for (int ax : r.axes) (*out)[size_t(ax)] = kUnknownDim;
+    return Status::Ok();
+  }
+  if (sizes.size() != naxes)
+    return ctx.Invalid("sizes has " + std::to_string(sizes.size()) + " values, expected " +
+                       std::to_string(naxes));
+  for (int64_t v : sizes)
+    if (v < 0) return ctx.Invalid("sizes must be >= 0");
+  for (size_t i = 0; i < naxes; ++i) {
+    const size_t ax = size_t(r.axes[i]);
+    (*out)[ax] = sizes[i];
+    if (in[ax] > 0) (*scales)[ax] = double(sizes[i]) / double(in[ax]);
+  }
+  if (r.aspect != "stretch") {
+    // One scale for all resized axes: the smallest (not_larger) or largest
+    // (not_smaller) of the per-axis ratios; sizes round half up.
+    for (int ax : r.axes)
+      if (in[size_t(ax)] < 0) {
+        for (int a2 : r.axes) (*out)[size_t(a2)] = kUnknownDim;
+        return Status::Ok();
+      }
+    double s = (*scales)[size_t(r.axes[0])];
+    for (int ax : r.axes)
+      s = r.aspect == "not_larger" ? std::min(s, (*scales)[size_t(ax)])
+                                   : std::max(s, (*scales)[size_t(ax)]);
+    for (int ax : r.axes) {
+      (*scales)[size_t(ax)] = s;
+      (*out)[size_t(ax)] = int64_t(s * double(in[size_t(ax)]) + 0.5);
+    }
+  }
+  return Status::Ok();
+}
+
+Status InferResize(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  y->dtype = x->dtype;
+  if (x->dtype != DType::kFloat32 && x->dtype != DType::kFloat64 && x->dtype != DType::kInt8 &&
+      x->dtype != DType::kUInt8 && x->dtype != DType::kInt32 && x->dtype != DType::kInt64)
+    return ctx.Unsupported(std::string("dtype ") + dtype_name(x->dtype));
+  if (!x->rank_known) {
+    SetOutputsUnknown(ctx);
+    return Status::Ok();
+  }
+  ResizeAttrs r;
+  QF_RETURN_IF_ERROR(ParseResizeAttrs(ctx, x->rank(), &r));
+  if (r.mode != Mode::kNearest && !dtype_is_float(x->dtype))
+    return ctx.Unsupported(std::string("linear/cubic Resize of ") + dtype_name(x->dtype));
+  std::vector<double> scales;
+  bool known;
+  y->rank_known = true;
+  return ComputeResizeShape(ctx, r, x->shape, &y->shape, &scales, &known);
+}
+
+struct Tap {
+  int64_t index;
+  double weight;
+};
+
+// Source coordinate of output index `o` along an axis, per the coordinate
+// transformation mode. length_resized is in * scale (not the rounded output
+// size), as in the ONNX reference.
+double SourceCoord(const ResizeAttrs& r, int64_t o, double scale, int64_t in, int64_t out,
+                   double roi_start, double roi_end) {
+  const double x = double(o);
+  const double length_resized = scale * double(in);
+  if (r.coord == "half_pixel") return (x + 0.5) / scale - 0.5;
+  if (r.coord == "half_pixel_symmetric") {
+    const double adjustment = double(out) / length_resized;
+    const double center = double(in) / 2;
+    return center * (1 - adjustment) + (x + 0.5) / scale - 0.5;
+  }
+  if (r.coord == "pytorch_half_pixel") return length_resized > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
+  if (r.coord == "align_corners")
+    return length_resized == 1 ? 0.0 : x * double(in - 1) / (length_resized - 1);
+  if (r.coord == "asymmetric") return x / scale;
+  // tf_crop_and_resize
+  if (length_resized == 1) return 0.5 * (roi_start + roi_end) * double(in - 1);
+  return roi_start * double(in - 1) +
+         x * (roi_end - roi_start) * double(in - 1) / (length_resized - 1);
+}
+
+double CubicKernel(double x, double a) {
+  x = std::fabs(x);
+  if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0.0;
+}
+
+// Taps for one output index; empty when the output takes extrapolation_value.
+std::vector<Tap> AxisTaps(const ResizeAttrs& r, double coord, double scale, int64_t in) {
+  std::vector<Tap> taps;
+  if (r.coord == "tf_crop_and_resize" && (coord < 0 || coord > double(in - 1))) return taps;
+  if (r.mode == Mode::kNearest) {
+    int64_t i;
+    const double fl = std::floor(coord);
+    if (r.nearest_mode == "floor") {
+      i = int64_t(fl);
+    } else if (r.nearest_mode == "ceil") {
+      i = int64_t(std::ceil(coord));
+    } else if (coord - fl == 0.5) {
+      i = int64_t(r.nearest_mode == "round_prefer_floor" ? fl : fl + 1);
+    } else {
+      i = int64_t(std::round(coord));
+    }
+    taps.push_back({std::min(std::max<int64_t>(i, 0), in - 1), 1.0});
+    return taps;
+  }
+  // Linear/cubic filter f with radius R (1 or 2); antialiasing stretches it
+  // by 1/scale when downsampling. Input index j gets weight f((j - coord) * s).
+  const double radius = r.mode == Mode::kLinear ? 1.0 : 2.0;
+  const double s = r.antialias ? std::min(scale, 1.0) : 1.0;
+  const int64_t start = int64_t(std::floor(-radius / s)) + 1;
+  const int64_t count = 2 - 2 * start;
+  // base + ratio == coord with ratio in (0, 1]; the window is base + [start, start + count).
+  const int64_t base = int64_t(std::ceil(coord)) - 1;
+  const double ratio = coord - double(base);
+  double sum = 0.0;
+  for (int64_t i = start; i < start + count; ++i) {
+    const double d = (double(i) - ratio) * s;
+    double w =
+        r.mode == Mode::kLinear ? std::max(0.0, 1.0 - std::fabs(d)) : CubicKernel(d, r.cubic_a);
+    const int64_t j = base + i;
+    if (r.exclude_outside && (j < 0 || j >= in)) w = 0.0;
+    sum += w;
+    if (w != 0.0) taps.push_back({std::min(std::max<int64_t>(j, 0), in - 1), w});
+  }
+  // Antialias and exclude_outside renormalize; plain filters already sum to 1.
+  if ((r.antialias || r.exclude_outside) && sum != 0.0)
+    for (Tap& t : taps) t.weight /= sum;
+  if (taps.empty()) taps.push_back({std::min(std::max<int64_t>(base, 0), in - 1), 0.0});
+  return taps;
+}
+
+template <class T>
+void ResizeKernel(const Tensor& x, const std::vector<std::vector<std::vector<Tap>>>& taps,
+                  float extrapolation, Tensor* y) {
+  const size_t rank = x.shape.size();
+  const std::vector<int64_t> in_strides = ContiguousStrides(x.shape);
+  const int64_t total = y->numel();
+  std::vector<int64_t> o(rank, 0);
+  std::vector<const std::vector<Tap>*> t(rank);
+  // Sum over the product of each axis's taps, innermost axis last.
+  auto accumulate = [&](auto&& self, size_t axis, int64_t offset, double weight) -> double {
+    if (axis == rank) return weight * double(x.ptr<T>()[offset]);
+    double acc = 0.0;
+    for (const Tap& tap : *t[axis])
+      acc += self(self, axis + 1, offset + tap.index * in_strides[axis], weight * tap.weight);
+    return acc;
+  };
+  for (int64_t e = 0; e < total; ++e) {
+    bool extrapolate = false;
+    for (size_t a = 0; a < rank; ++a) {
+      t[a] = &taps[a][size_t(o[a])];
+      if (t[a]->empty()) extrapolate = true;
+    }
+    y->ptr<T>()[e] = extrapolate ? T(extrapolation) : T(accumulate(accumulate, 0, 0, 1.0));
+    NextIndex(y->shape, &o);
+  }
+}
+
+Status RunResize(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  ResizeAttrs r;
+  QF_RETURN_IF_ERROR(ParseResizeAttrs(ctx, x->rank(), &r));
+  Shape out;
+  std::vector<double> scales;
+  bool known;
+  QF_RETURN_IF_ERROR(ComputeResizeShape(ctx, r, x->shape, &out, &scales, &known));
+  const size_t rank = x->shape.size();
+
+  // roi: [starts..., ends...] over `axes`; default 0..1 on every axis.
+  std::vector<double> roi_start(rank, 0.0), roi_end(rank, 1.0);
+  if (r.coord == "tf_crop_and_resize" && Given(ctx.input(1))) {
+    std::vector<float> roi;
+    if (!ReadFloats(ctx.input(1), &roi)) return ctx.Unsupported("roi must be a float tensor");
+    if (roi.size() != 2 * r.axes.size())
+      return ctx.Invalid("roi has " + std::to_string(roi.size()) + " values, expected " +
+                         std::to_string(2 * r.axes.size()));
+    for (size_t i = 0; i < r.axes.size(); ++i) {
+      roi_start[size_t(r.axes[i])] = roi[i];
+      roi_end[size_t(r.axes[i])] = roi[r.axes.size() + i];
+    }
+  }
+
+  std::vector<std::vector<std::vector<Tap>>> taps(rank);
+  for (size_t a = 0; a < rank; ++a) {
+    const bool resized = std::find(r.axes.begin(), r.axes.end(), int(a)) != r.axes.end();
+    for (int64_t o = 0; o < out[a]; ++o) {
+      if (!resized) {
+        taps[a].push_back({{o, 1.0}});
+        continue;
+      }
+      const double coord =
+          SourceCoord(r, o, scales[a], x->shape[a], out[a], roi_start[a], roi_end[a]);
+      taps[a].push_back(AxisTaps(r, coord, scales[a], x->shape[a]));
+    }
+  }
+  if (y->numel() > 0 && x->numel() == 0) return ctx.Invalid("cannot resize an empty input");
+  switch (x->dtype) {
+    case DType::kFloat32:
+      ResizeKernel<float>(*x, taps, r.extrapolation, y);
+      break;
+    case DType::kFloat64:
+      ResizeKernel<double>(*x, taps, r.extrapolation, y);
+      break;
+    case DType::kInt8:
+      ResizeKernel<int8_t>(*x, taps, r.extrapolation, y);
+      break;
+    case DType::kUInt8:
+      ResizeKernel<uint8_t>(*x, taps, r.extrapolation, y);
+      break;
+    case DType::kInt32:
+      ResizeKernel<int32_t>(*x, taps, r.extrapolation, y);
+      break;
+    case DType::kInt64:
+      ResizeKernel<int64_t>(*x, taps, r.extrapolation, y);
+      break;
+    default:
+      return ctx.Unsupported(std::string("dtype ") + dtype_name(x->dtype));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const OpDef& OpDef_Resize() {
+  // roi, scales and sizes are read by value (sizes/scales decide the shape).
+  static const OpDef def{"Resize",
+                         InferResize,
+                         RunResize,
+                         /*value_inputs=*/0b1110,
+                         /*shape_only=*/false,
+                         /*min_inputs=*/1,
+                         /*max_inputs=*/4};
+  return def;
+}
+
+}  // namespace qfold

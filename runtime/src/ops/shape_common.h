@@ -1,0 +1,37 @@
+// Helpers shared by the shape and data-movement ops (Reshape, Slice, Pad...):
+// dtype checks, output setters and one generic element-gathering copy that
+// Transpose, Slice, Expand, Tile and Pad all reduce to.
+#pragma once
+#include <climits>
+#include <cstdint>
+#include <vector>
+
+#include "core/op.h"
+#include "core/shape_util.h"
+
+namespace qfold {
+
+// Unsupported for dtypes without a whole-byte element size (int4, uint4).
+Status CheckByteDType(const KernelContext& ctx, const Tensor* t, const char* what);
+// Invalid unless t holds int32 or int64 (shape/axes/indices style inputs).
+Status CheckIntDType(const KernelContext& ctx, const Tensor* t, const char* what);
+
+// Sets a known-rank output.
+void SetOutput(Tensor* out, DType dtype, Shape shape);
+// Sets an output of unknown rank (converter only).
+void SetOutputUnknownRank(Tensor* out, DType dtype);
+
+// Product of dims, or kUnknownDim when one is unknown (0 wins over unknown).
+int64_t DimProduct(const Shape& shape, int begin, int end);
+
+// Marks offsets that stand for "write the fill element" in GatherCopy.
+constexpr int64_t kFillOffset = INT64_MIN;
+
+// For every output index (i_0, ..., i_{r-1}) over the shape given by the sizes
+// of `offsets`, copies the input element at sum_a offsets[a][i_a] (in elements)
+// to the next output element, or `fill` when any offset is kFillOffset.
+// Rank 0 copies the single element at offset 0.
+void GatherCopy(const std::vector<std::vector<int64_t>>& offsets, size_t elem_size, const void* in,
+                void* out, const void* fill);
+
+}  // namespace qfold

@@ -1,0 +1,168 @@
+// Slice: per-axis start/end/step selection with the ONNX clamping rules
+// (negative indices count from the end; ends may be INT64_MAX/INT64_MIN).
+#include <algorithm>
+#include <string>
+
+#include "ops/shape_common.h"
+
+namespace qfold {
+namespace {
+
+struct AxisSlice {
+  int64_t start = 0;
+  int64_t step = 1;
+  int64_t count = 0;
+};
+
+// Start, step and element count for one axis of size d, as the spec clamps them.
+AxisSlice ClampSlice(int64_t start, int64_t end, int64_t step, int64_t d) {
+  AxisSlice s;
+  s.step = step;
+  if (start < 0) start += d;
+  if (end < 0) end += d;
+  if (step > 0) {
+    start = std::min(std::max<int64_t>(start, 0), d);
+    end = std::min(std::max<int64_t>(end, 0), d);
+    s.count = end > start ? (end - start - 1) / step + 1 : 0;
+  } else {
+    start = std::min(std::max<int64_t>(start, 0), d - 1);
+    end = std::min(std::max<int64_t>(end, -1), d - 1);
+    int64_t mag = step == INT64_MIN ? INT64_MAX : -step;
+    s.count = start > end ? (start - end - 1) / mag + 1 : 0;
+  }
+  s.start = start;
+  return s;
+}
+
+// The params as per-input-axis vectors (unsliced axes: full range, step 1).
+// *known is false when some values are not available yet.
+struct SliceParams {
+  std::vector<int64_t> starts, ends, axes, steps;
+};
+
+Status ReadSliceParams(KernelContext& ctx, int rank, SliceParams* p, bool* known,
+                       bool* axes_known) {
+  *known = true;
+  *axes_known = true;
+  const char* names[] = {"starts", "ends", "axes", "steps"};
+  std::vector<int64_t>* dst[] = {&p->starts, &p->ends, &p->axes, &p->steps};
+  for (int i = 1; i <= 4; ++i) {
+    const Tensor* t = ctx.input(i);
+    if (!t) continue;
+    QF_RETURN_IF_ERROR(CheckIntDType(ctx, t, names[i - 1]));
+    if (t->rank_known && t->rank() != 1)
+      return ctx.Invalid(std::string(names[i - 1]) + " must be 1-D");
+    if (!ReadInts(t, dst[i - 1])) {
+      *known = false;
+      if (i == 3) *axes_known = false;
+    }
+  }
+  if (!*known) {
+    if (*axes_known && !ctx.input(3)) {
+      // Without axes the sliced axes are 0..n-1; n is the length of starts if known.
+      const Tensor* st = ctx.input(1);
+      if (st->rank_known && st->rank() == 1 && st->shape[0] >= 0) {
+        p->axes.resize(size_t(st->shape[0]));
+        for (size_t i = 0; i < p->axes.size(); ++i) p->axes[i] = int64_t(i);
+      } else {
+        *axes_known = false;
+      }
+    }
+    if (*axes_known && rank >= 0) {
+      for (int64_t& a : p->axes) {
+        int n;
+        if (!NormalizeAxis(a, rank, &n))
+          return ctx.Invalid("axis " + std::to_string(a) + " out of range for rank " +
+                             std::to_string(rank));
+        a = n;
+      }
+    }
+    return Status::Ok();
+  }
+  size_t n = p->starts.size();
+  if (p->ends.size() != n)
+    return ctx.Invalid("starts and ends differ in length: " + std::to_string(n) + " vs " +
+                       std::to_string(p->ends.size()));
+  if (!ctx.input(3)) {
+    p->axes.resize(n);
+    for (size_t i = 0; i < n; ++i) p->axes[i] = int64_t(i);
+  }
+  if (!ctx.input(4)) p->steps.assign(n, 1);
+  if (p->axes.size() != n || p->steps.size() != n)
+    return ctx.Invalid("axes/steps length does not match starts");
+  if (rank < 0) return Status::Ok();
+  std::vector<bool> seen(size_t(rank), false);
+  for (size_t i = 0; i < n; ++i) {
+    int a;
+    if (!NormalizeAxis(p->axes[i], rank, &a))
+      return ctx.Invalid("axis " + std::to_string(p->axes[i]) + " out of range for rank " +
+                         std::to_string(rank));
+    if (seen[a]) return ctx.Invalid("axis " + std::to_string(p->axes[i]) + " repeated");
+    seen[a] = true;
+    p->axes[i] = a;
+    if (p->steps[i] == 0) return ctx.Invalid("step is 0");
+  }
+  return Status::Ok();
+}
+
+Status InferSlice(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  QF_RETURN_IF_ERROR(CheckByteDType(ctx, x, "data"));
+  SliceParams p;
+  bool known, axes_known;
+  QF_RETURN_IF_ERROR(ReadSliceParams(ctx, x->rank_known ? x->rank() : -1, &p, &known, &axes_known));
+  if (!x->rank_known) {
+    SetOutputUnknownRank(y, x->dtype);
+    return Status::Ok();
+  }
+  Shape out = x->shape;
+  if (!known) {
+    if (axes_known) {
+      for (int64_t a : p.axes) out[a] = kUnknownDim;
+    } else {
+      for (int64_t& d : out) d = kUnknownDim;
+    }
+    SetOutput(y, x->dtype, std::move(out));
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < p.axes.size(); ++i) {
+    int64_t a = p.axes[i];
+    if (x->shape[a] < 0) continue;
+    out[a] = ClampSlice(p.starts[i], p.ends[i], p.steps[i], x->shape[a]).count;
+  }
+  SetOutput(y, x->dtype, std::move(out));
+  return Status::Ok();
+}
+
+Status RunSlice(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  int r = x->rank();
+  SliceParams p;
+  bool known, axes_known;
+  QF_RETURN_IF_ERROR(ReadSliceParams(ctx, r, &p, &known, &axes_known));
+  if (!known) return ctx.Invalid("slice parameters are not known at run time");
+  std::vector<AxisSlice> sl(static_cast<size_t>(r));
+  for (int a = 0; a < r; ++a) sl[a].count = x->shape[a];
+  for (size_t i = 0; i < p.axes.size(); ++i)
+    sl[p.axes[i]] = ClampSlice(p.starts[i], p.ends[i], p.steps[i], x->shape[p.axes[i]]);
+  std::vector<int64_t> strides = ContiguousStrides(x->shape);
+  std::vector<std::vector<int64_t>> offsets(static_cast<size_t>(r));
+  for (int a = 0; a < r; ++a) {
+    offsets[a].resize(size_t(sl[a].count));
+    for (int64_t j = 0; j < sl[a].count; ++j)
+      offsets[a][j] = (sl[a].start + j * sl[a].step) * strides[a];
+  }
+  GatherCopy(offsets, dtype_size(x->dtype), x->data, y->data, nullptr);
+  return Status::Ok();
+}
+
+}  // namespace
+
+const OpDef& OpDef_Slice() {
+  static const OpDef def{"Slice", InferSlice, RunSlice, 0x1eu, false, 3, 5};
+  return def;
+}
+
+}  // namespace qfold

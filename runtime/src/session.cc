@@ -1,0 +1,255 @@
+// Session: resolves shapes for the current input shapes, folds what depends
+// only on constants and shapes (PyTorch's Shape->Gather->Concat chains), plans
+// one arena for the remaining activations, then runs the ops in order.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "core/shape_util.h"
+#include "model_impl.h"
+#include "planner.h"
+
+namespace qfold {
+
+namespace {
+constexpr size_t kArenaAlign = 64;
+// Kernels may read up to this many bytes past a tensor's end (SIMD tails).
+constexpr size_t kArenaTailPad = 64;
+constexpr int64_t kMaxActivationElements = int64_t(1) << 32;
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<uint8_t, AlignedFree>;
+
+AlignedBuffer AllocAligned(size_t bytes) {
+  size_t rounded = (bytes + kArenaTailPad + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+  return AlignedBuffer(static_cast<uint8_t*>(std::aligned_alloc(kArenaAlign, rounded)));
+}
+}  // namespace
+
+struct Session::Impl {
+  std::shared_ptr<Model> model;
+  const Model::Impl* m = nullptr;
+  SessionOptions opts;
+
+  std::vector<Tensor> tensors;
+  std::vector<Shape> input_shapes;  // current shape per graph input
+  std::vector<KernelContext> contexts;
+  std::vector<bool> folded;  // op evaluated at plan time
+  std::vector<AlignedBuffer> folded_storage;
+  AlignedBuffer arena;
+  size_t arena_size = 0;
+  bool planned = false;
+
+  int InputIndex(const std::string& name) const {
+    for (size_t i = 0; i < m->input_ids.size(); ++i)
+      if (m->inputs[i].name == name) return int(i);
+    return -1;
+  }
+  Status Plan();
+};
+
+Status Session::Impl::Plan() {
+  planned = false;
+  folded_storage.clear();
+  arena.reset();
+  arena_size = 0;
+  const size_t nt = m->tensors.size();
+  for (size_t i = 0; i < nt; ++i) {
+    Tensor& t = tensors[i];
+    const TensorEntry& e = m->tensors[i];
+    t.dtype = e.info.dtype;
+    t.shape = e.info.shape;
+    t.rank_known = true;
+    t.data = const_cast<void*>(e.const_data);
+  }
+  for (size_t i = 0; i < m->input_ids.size(); ++i) {
+    Tensor& t = tensors[m->input_ids[i]];
+    t.shape = input_shapes[i];
+    if (!t.shape_known()) {
+      std::string dims;
+      for (size_t d = 0; d < t.shape.size(); ++d)
+        if (t.shape[d] < 0) {
+          if (!dims.empty()) dims += ", ";
+          dims += m->inputs[i].dim_names[d].empty() ? "axis " + std::to_string(d)
+                                                    : "'" + m->inputs[i].dim_names[d] + "'";
+        }
+      return Status(StatusCode::kInvalidArgument,
+                    "input '" + t.name + "' has symbolic dims (" + dims + ") in shape " +
+                        ShapeToString(t.shape) + ": call ResizeInput with a concrete shape");
+    }
+  }
+
+  const int nops = int(m->ops.size());
+  folded.assign(nops, false);
+  for (int k = 0; k < nops; ++k) {
+    const OpEntry& op = m->ops[k];
+    KernelContext& ctx = contexts[k];
+    QF_RETURN_IF_ERROR(op.def->infer(ctx));
+    bool all_known = true;
+    for (Tensor* in : ctx.inputs)
+      if (in && !in->data) all_known = false;
+    for (Tensor* o : ctx.outputs) {
+      if (!o) continue;
+      int64_t n = 0;
+      if (!o->rank_known || !CheckedNumel(o->shape, &n) || n > kMaxActivationElements)
+        return ctx.Invalid("output '" + o->name + "' gets an invalid shape " +
+                           ShapeToString(o->shape));
+      o->data = nullptr;
+    }
+    if (op.def->shape_only || all_known) {
+      for (Tensor* o : ctx.outputs) {
+        if (!o) continue;
+        folded_storage.push_back(AllocAligned(o->bytes()));
+        o->data = folded_storage.back().get();
+      }
+      QF_RETURN_IF_ERROR(op.def->run(ctx));
+      folded[k] = true;
+    }
+  }
+
+  // Lifetimes in op steps; graph inputs are written at step -1, outputs read at the end.
+  std::vector<int> first(nt, INT32_MAX), last(nt, -1);
+  for (int id : m->input_ids) first[id] = -1, last[id] = std::max(last[id], -1);
+  for (int k = 0; k < nops; ++k) {
+    if (folded[k]) continue;
+    for (int id : m->ops[k].inputs)
+      if (id >= 0) last[id] = std::max(last[id], k);
+    for (int id : m->ops[k].outputs)
+      if (id >= 0) first[id] = std::min(first[id], k), last[id] = std::max(last[id], k);
+  }
+  for (int id : m->output_ids) last[id] = nops;
+  std::vector<BufferRequest> requests;
+  std::vector<int> request_tensor;
+  for (size_t i = 0; i < nt; ++i) {
+    if (tensors[i].data || first[i] == INT32_MAX) continue;
+    requests.push_back({tensors[i].bytes(), first[i], last[i]});
+    request_tensor.push_back(int(i));
+  }
+  std::vector<size_t> offsets;
+  arena_size = PlanArena(requests, kArenaAlign, &offsets);
+  arena = AllocAligned(arena_size);
+  if (!arena) return Status(StatusCode::kInternal, "cannot allocate an arena of " +
+                                                       std::to_string(arena_size) + " bytes");
+  for (size_t r = 0; r < requests.size(); ++r)
+    tensors[request_tensor[r]].data = arena.get() + offsets[r];
+  planned = true;
+  return Status::Ok();
+}
+
+Session::Session() : impl_(new Impl) {}
+Session::~Session() = default;
+
+Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
+                       std::unique_ptr<Session>* out) {
+  if (!model) return Status(StatusCode::kInvalidArgument, "Session::Create: null model");
+  std::unique_ptr<Session> s(new Session);
+  Impl& im = *s->impl_;
+  im.model = model;
+  im.m = model->impl();
+  im.opts = opts;
+  im.opts.num_threads = std::max(1, opts.num_threads);
+  im.tensors.resize(im.m->tensors.size());
+  for (size_t i = 0; i < im.tensors.size(); ++i) im.tensors[i].name = im.m->tensors[i].info.name;
+  for (const TensorInfo& info : im.m->inputs) im.input_shapes.push_back(info.shape);
+  im.contexts.resize(im.m->ops.size());
+  for (size_t k = 0; k < im.m->ops.size(); ++k) {
+    const OpEntry& op = im.m->ops[k];
+    KernelContext& ctx = im.contexts[k];
+    ctx.op_type = &op.type;
+    ctx.op_name = &op.name;
+    ctx.attrs = &op.attrs;
+    ctx.num_threads = im.opts.num_threads;
+    for (int id : op.inputs) ctx.inputs.push_back(id >= 0 ? &im.tensors[id] : nullptr);
+    for (int id : op.outputs) ctx.outputs.push_back(id >= 0 ? &im.tensors[id] : nullptr);
+  }
+  // A model with symbolic input dims is planned once the caller resizes it.
+  bool concrete = true;
+  for (const Shape& shape : im.input_shapes)
+    for (int64_t d : shape) concrete = concrete && d >= 0;
+  if (concrete) QF_RETURN_IF_ERROR(im.Plan());
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+Status Session::ResizeInput(const std::string& name, const Shape& shape) {
+  Impl& im = *impl_;
+  int idx = im.InputIndex(name);
+  if (idx < 0) return Status(StatusCode::kInvalidArgument, "no input named '" + name + "'");
+  const TensorInfo& info = im.m->inputs[idx];
+  if (shape.size() != info.shape.size())
+    return Status(StatusCode::kInvalidArgument,
+                  "input '" + name + "': shape " + ShapeToString(shape) + " has rank " +
+                      std::to_string(shape.size()) + ", the model declares " +
+                      ShapeToString(info.shape));
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 0)
+      return Status(StatusCode::kInvalidArgument,
+                    "input '" + name + "': negative dim in " + ShapeToString(shape));
+    if (info.shape[d] >= 0 && info.shape[d] != shape[d])
+      return Status(StatusCode::kInvalidArgument,
+                    "input '" + name + "': shape " + ShapeToString(shape) + " contradicts the "
+                    "fixed dim " + std::to_string(info.shape[d]) + " at axis " +
+                    std::to_string(d) + " of the model's " + ShapeToString(info.shape));
+  }
+  if (im.planned && im.input_shapes[idx] == shape) return Status::Ok();
+  im.input_shapes[idx] = shape;
+  Status st = im.Plan();
+  if (!st.ok()) im.planned = false;
+  return st;
+}
+
+Status Session::SetInput(const std::string& name, DType dtype, const Shape& shape,
+                         const void* data, size_t bytes) {
+  Impl& im = *impl_;
+  int idx = im.InputIndex(name);
+  if (idx < 0) return Status(StatusCode::kInvalidArgument, "no input named '" + name + "'");
+  const TensorInfo& info = im.m->inputs[idx];
+  if (dtype != info.dtype)
+    return Status(StatusCode::kInvalidArgument, "input '" + name + "' is " +
+                                                    dtype_name(info.dtype) + ", given " +
+                                                    dtype_name(dtype));
+  if (!im.planned || im.input_shapes[idx] != shape) QF_RETURN_IF_ERROR(ResizeInput(name, shape));
+  Tensor& t = im.tensors[im.m->input_ids[idx]];
+  if (bytes != t.bytes())
+    return Status(StatusCode::kInvalidArgument,
+                  "input '" + name + "' of shape " + ShapeToString(shape) + " needs " +
+                      std::to_string(t.bytes()) + " bytes, given " + std::to_string(bytes));
+  if (bytes) std::memcpy(t.data, data, bytes);
+  return Status::Ok();
+}
+
+Status Session::Run() {
+  Impl& im = *impl_;
+  if (!im.planned) {
+    Status st = im.Plan();
+    if (!st.ok()) return st;
+  }
+  for (size_t k = 0; k < im.contexts.size(); ++k) {
+    if (im.folded[k]) continue;
+    QF_RETURN_IF_ERROR(im.m->ops[k].def->run(im.contexts[k]));
+  }
+  return Status::Ok();
+}
+
+Status Session::GetOutput(const std::string& name, DType* dtype, Shape* shape,
+                          const void** data) const {
+  const Impl& im = *impl_;
+  for (size_t i = 0; i < im.m->output_ids.size(); ++i) {
+    if (im.m->outputs[i].name != name) continue;
+    if (!im.planned) return Status(StatusCode::kInvalidArgument, "session is not planned: set inputs and Run first");
+    const Tensor& t = im.tensors[im.m->output_ids[i]];
+    *dtype = t.dtype;
+    *shape = t.shape;
+    *data = t.data;
+    return Status::Ok();
+  }
+  return Status(StatusCode::kInvalidArgument, "no output named '" + name + "'");
+}
+
+size_t Session::arena_bytes() const { return impl_->arena_size; }
+
+}  // namespace qfold

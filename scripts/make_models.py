@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Builds the small test models in models/ (deterministic: fixed seeds, onnx.helper + numpy only).
+
+Usage: python scripts/make_models.py --out models/
+
+Each model is checked with onnx.checker (full_check, so shape inference runs too) and run once
+through onnxruntime, so a broken builder fails here rather than in the end-to-end tests. Weights
+use He initialization and mild BatchNorm statistics so activations stay in a realistic range
+(the printed output statistics show it); a model whose outputs were all ~0 or saturated would make
+the ONNX Runtime comparison meaningless.
+"""
+
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+MAX_BYTES = 1_500_000
+
+
+class GraphBuilder:
+    """Accumulates nodes and initializers with unique, readable names."""
+
+    def __init__(self, name, seed, dtype=np.float32):
+        self.name = name
+        self.rng = np.random.default_rng(seed)
+        self.dtype = dtype
+        self.nodes = []
+        self.initializers = []
+        self.counts = {}
+
+    def unique(self, base):
+        n = self.counts.get(base, 0)
+        self.counts[base] = n + 1
+        return base if n == 0 else f"{base}_{n}"
+
+    def const(self, base, array):
+        name = self.unique(base)
+        self.initializers.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def node(self, op, inputs, base=None, num_outputs=1, **attrs):
+        base = base or op.lower()
+        node_name = self.unique(base)
+        outputs = [node_name if num_outputs == 1 else f"{node_name}_out{i}" for i in range(num_outputs)]
+        self.nodes.append(helper.make_node(op, inputs, outputs, name=node_name, **attrs))
+        return outputs[0] if num_outputs == 1 else outputs
+
+    # Weight helpers ------------------------------------------------------------------------
+
+    def he(self, shape, fan_in):
+        return (self.rng.standard_normal(shape) * math.sqrt(2.0 / fan_in)).astype(self.dtype)
+
+    def conv(self, x, cin, cout, k, stride=1, pad=0, group=1, bias=False, base="conv"):
+        w = self.he((cout, cin // group, k, k), (cin // group) * k * k)
+        inputs = [x, self.const(base + ".weight", w)]
+        if bias:
+            b = (self.rng.standard_normal(cout) * 0.05).astype(self.dtype)
+            inputs.append(self.const(base + ".bias", b))
+        return self.node("Conv", inputs, base, kernel_shape=[k, k], strides=[stride, stride],
+                         pads=[pad] * 4, group=group)
+
+    def bn(self, x, c, gamma_scale=1.0, base="bn"):
+        # Running statistics close to what a trained net would hold for He-initialized inputs:
+        # mean near 0, variance near 1, so BN neither blows activations up nor squashes them.
+        gamma = (gamma_scale * self.rng.uniform(0.8, 1.2, c)).astype(self.dtype)
+        beta = (self.rng.standard_normal(c) * 0.1).astype(self.dtype)
+        mean = (self.rng.standard_normal(c) * 0.1).astype(self.dtype)
+        var = self.rng.uniform(0.5, 1.5, c).astype(self.dtype)
+        names = [self.const(f"{base}.{p}", a)
+                 for p, a in (("scale", gamma), ("bias", beta), ("mean", mean), ("var", var))]
+        return self.node("BatchNormalization", [x] + names, base, epsilon=1e-5)
+
+    def model(self, inputs, outputs, opset):
+        graph = helper.make_graph(self.nodes, self.name, inputs, outputs, self.initializers)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              producer_name="qfold-make_models")
+        m.ir_version = 8  # onnxruntime accepts up to 10; 8 is what opset 13..17 exporters write
+        return m
+
+
+# MobileNetV2-like ------------------------------------------------------------------------------
+
+def mobilenetv2_like():
+    g = GraphBuilder("mobilenetv2_like", seed=1)
+    relu6_min = g.const("relu6.min", np.array(0.0, np.float32))
+    relu6_max = g.const("relu6.max", np.array(6.0, np.float32))
+
+    def relu6(x):
+        return g.node("Clip", [x, relu6_min, relu6_max], "relu6")
+
+    x = relu6(g.bn(g.conv("input", 3, 16, 3, stride=2, pad=1, base="stem.conv"), 16, base="stem.bn"))
+    c = 16
+    # (expansion, out channels, depthwise stride); residual when stride 1 and channels match.
+    blocks = [(1, 16, 1), (4, 24, 2), (4, 24, 1), (4, 32, 2), (4, 32, 1), (4, 48, 1)]
+    for i, (t, cout, s) in enumerate(blocks):
+        p = f"block{i}"
+        h = x
+        hidden = c * t
+        if t != 1:
+            h = relu6(g.bn(g.conv(h, c, hidden, 1, base=p + ".expand"), hidden, base=p + ".expand_bn"))
+        h = g.conv(h, hidden, hidden, 3, stride=s, pad=1, group=hidden, base=p + ".dw")
+        h = relu6(g.bn(h, hidden, base=p + ".dw_bn"))
+        # Smaller gamma on the linear projection, as trained residual nets tend to have.
+        h = g.bn(g.conv(h, hidden, cout, 1, base=p + ".project"), cout, gamma_scale=0.5,
+                 base=p + ".project_bn")
+        if s == 1 and cout == c:
+            h = g.node("Add", [x, h], p + ".add")
+        x, c = h, cout
+    x = relu6(g.bn(g.conv(x, c, 128, 1, base="head.conv"), 128, base="head.bn"))
+    x = g.node("GlobalAveragePool", [x], "gap")
+    x = g.node("Flatten", [x], "flatten", axis=1)
+    w = (g.rng.standard_normal((10, 128)) * math.sqrt(1.0 / 128)).astype(np.float32)
+    b = (g.rng.standard_normal(10) * 0.1).astype(np.float32)
+    x = g.node("Gemm", [x, g.const("fc.weight", w), g.const("fc.bias", b)], "fc", transB=1)
+    g.nodes.append(helper.make_node("Softmax", [x], ["probs"], name="softmax", axis=-1))
+    return g.model([helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 64, 64])],
+                   [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, 10])], opset=13)
+
+
+# ResNet-like -----------------------------------------------------------------------------------
+
+def resnet_like():
+    g = GraphBuilder("resnet_like", seed=2)
+    x = g.node("Relu", [g.bn(g.conv("input", 3, 16, 7, stride=2, pad=3, base="conv1"), 16,
+                             base="bn1")], "relu1")
+    x = g.node("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+
+    def basic_block(x, cin, cout, stride, p):
+        h = g.conv(x, cin, cout, 3, stride=stride, pad=1, base=p + ".conv1")
+        h = g.node("Relu", [g.bn(h, cout, base=p + ".bn1")], p + ".relu1")
+        h = g.bn(g.conv(h, cout, cout, 3, pad=1, base=p + ".conv2"), cout, gamma_scale=0.5,
+                 base=p + ".bn2")
+        shortcut = x
+        if stride != 1 or cin != cout:
+            shortcut = g.bn(g.conv(x, cin, cout, 1, stride=stride, base=p + ".downsample.conv"),
+                            cout, base=p + ".downsample.bn")
+        return g.node("Relu", [g.node("Add", [h, shortcut], p + ".add")], p + ".relu2")
+
+    x = basic_block(x, 16, 16, 1, "layer1.0")
+    x = basic_block(x, 16, 16, 1, "layer1.1")
+    x = basic_block(x, 16, 32, 2, "layer2.0")
+    x = basic_block(x, 32, 32, 1, "layer2.1")
+    x = g.node("GlobalAveragePool", [x], "gap")
+    shape = g.node("Constant", [], "flatten_shape",
+                   value=numpy_helper.from_array(np.array([1, -1], np.int64)))
+    x = g.node("Reshape", [x, shape], "flatten")
+    w = (g.rng.standard_normal((10, 32)) * math.sqrt(1.0 / 32)).astype(np.float32)
+    b = (g.rng.standard_normal(10) * 0.1).astype(np.float32)
+    g.nodes.append(helper.make_node("Gemm", [x, g.const("fc.weight", w), g.const("fc.bias", b)],
+                                    ["logits"], name="fc", transB=1))
+    return g.model([helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 64, 64])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=13)
+
+
+# Transformer encoder ---------------------------------------------------------------------------
+
+SEQ, HIDDEN, HEADS, HEAD_DIM, FFN = 16, 64, 4, 16, 256
+
+
+def transformer_encoder():
+    g = GraphBuilder("transformer_encoder", seed=3)
+    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    f32 = lambda v: np.array(v, np.float32)  # noqa: E731
+
+    def linear(x, din, dout, p):
+        # Xavier-like scale for the linear layers of a transformer.
+        w = (g.rng.standard_normal((din, dout)) * math.sqrt(1.0 / din)).astype(np.float32)
+        b = (g.rng.standard_normal(dout) * 0.02).astype(np.float32)
+        h = g.node("MatMul", [x, g.const(p + ".weight", w)], p + ".matmul")
+        return g.node("Add", [h, g.const(p + ".bias", b)], p + ".add")
+
+    def layer_norm(x, p):
+        scale = g.rng.uniform(0.9, 1.1, HIDDEN).astype(np.float32)
+        bias = (g.rng.standard_normal(HIDDEN) * 0.02).astype(np.float32)
+        return g.node("LayerNormalization",
+                      [x, g.const(p + ".scale", scale), g.const(p + ".bias", bias)], p,
+                      axis=-1, epsilon=1e-5)
+
+    def dynamic_head_shape(x, p):
+        # What torch.onnx emits for x.view(x.size(0), x.size(1), heads, head_dim): a chain that
+        # only constant folding (with the static input shape) reduces to a constant.
+        shape = g.node("Shape", [x], p + ".shape")
+        dims = []
+        for axis in (0, 1):
+            d = g.node("Gather", [shape, g.const(f"{p}.idx{axis}", np.array(axis, np.int64))],
+                       f"{p}.gather{axis}", axis=0)
+            dims.append(g.node("Unsqueeze", [d, g.const(f"{p}.unsq_axes{axis}", i64(0))],
+                               f"{p}.unsqueeze{axis}"))
+        heads = g.const(p + ".heads", i64(HEADS))
+        head_dim = g.const(p + ".head_dim", i64(HEAD_DIM))
+        return g.node("Concat", dims + [heads, head_dim], p + ".concat", axis=0)
+
+    x = "tokens"
+    for layer in range(2):
+        p = f"layer{layer}"
+        h = layer_norm(x, p + ".ln1")
+        if layer == 0:
+            head_shape = dynamic_head_shape(h, p + ".attn")
+        else:
+            # Reshape's 0 (copy the input dim) form, as other exporters write it.
+            head_shape = g.const(p + ".attn.head_shape", i64(0, 0, HEADS, HEAD_DIM))
+        heads = {}
+        for name, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+            t = linear(h, HIDDEN, HIDDEN, f"{p}.attn.{name}")
+            t = g.node("Reshape", [t, head_shape], f"{p}.attn.{name}_reshape")
+            heads[name] = g.node("Transpose", [t], f"{p}.attn.{name}_transpose", perm=perm)
+        scores = g.node("MatMul", [heads["q"], heads["k"]], p + ".attn.qk")
+        if layer == 0:
+            scores = g.node("Mul", [scores, g.const(p + ".attn.scale",
+                                                    f32(1.0 / math.sqrt(HEAD_DIM)))], p + ".attn.scale")
+        else:
+            scores = g.node("Div", [scores, g.const(p + ".attn.sqrt_d", f32(math.sqrt(HEAD_DIM)))],
+                            p + ".attn.scale")
+        probs = g.node("Softmax", [scores], p + ".attn.softmax", axis=-1)
+        ctx = g.node("MatMul", [probs, heads["v"]], p + ".attn.context")
+        ctx = g.node("Transpose", [ctx], p + ".attn.context_transpose", perm=[0, 2, 1, 3])
+        merged_shape = g.const(p + ".attn.merged_shape", i64(1, SEQ, HIDDEN))
+        ctx = g.node("Reshape", [ctx, merged_shape], p + ".attn.merge")
+        attn_out = linear(ctx, HIDDEN, HIDDEN, p + ".attn.out")
+        x = g.node("Add", [x, attn_out], p + ".residual1")
+
+        h = layer_norm(x, p + ".ln2")
+        h = linear(h, HIDDEN, FFN, p + ".ffn.fc1")
+        # Gelu as torch exports it for opsets without a Gelu op.
+        e = g.node("Div", [h, g.const(p + ".gelu.sqrt2", f32(math.sqrt(2.0)))], p + ".gelu.div")
+        e = g.node("Erf", [e], p + ".gelu.erf")
+        e = g.node("Add", [e, g.const(p + ".gelu.one", f32(1.0))], p + ".gelu.add")
+        e = g.node("Mul", [h, e], p + ".gelu.mul")
+        h = g.node("Mul", [e, g.const(p + ".gelu.half", f32(0.5))], p + ".gelu.half")
+        h = linear(h, FFN, HIDDEN, p + ".ffn.fc2")
+        x = g.node("Add", [x, h], p + ".residual2")
+
+    g.nodes.append(helper.make_node("Identity", [x], ["output"], name="output"))
+    io = [1, SEQ, HIDDEN]
+    return g.model([helper.make_tensor_value_info("tokens", TensorProto.FLOAT, io)],
+                   [helper.make_tensor_value_info("output", TensorProto.FLOAT, io)], opset=17)
+
+
+# float16 conv net ------------------------------------------------------------------------------
+
+def fp16_convnet():
+    g = GraphBuilder("fp16_convnet", seed=4, dtype=np.float16)
+    x = g.conv("input", 3, 8, 3, pad=1, bias=True, base="conv1")
+    x = g.node("Relu", [x], "relu1")
+    x = g.node("MaxPool", [x], "maxpool", kernel_shape=[2, 2], strides=[2, 2])
+    h = g.conv(x, 8, 8, 3, pad=1, bias=True, base="conv2")
+    x = g.node("Add", [x, h], "add")
+    g.nodes.append(helper.make_node("GlobalAveragePool", [x], ["output"], name="gap"))
+    return g.model([helper.make_tensor_value_info("input", TensorProto.FLOAT16, [1, 3, 32, 32])],
+                   [helper.make_tensor_value_info("output", TensorProto.FLOAT16, [1, 8, 1, 1])],
+                   opset=13)
+
+
+# Dynamic-shape conv net ------------------------------------------------------------------------
+
+def dynamic_convnet():
+    g = GraphBuilder("dynamic_convnet", seed=5)
+    x = g.node("Relu", [g.conv("input", 3, 8, 3, pad=1, bias=True, base="conv1")], "relu1")
+    scales = g.const("upsample.scales", np.array([1.0, 1.0, 2.0, 2.0], np.float32))
+    x = g.node("Resize", [x, "", scales], "upsample", mode="nearest")
+    g.nodes.append(helper.make_node(
+        "Conv", [x, g.const("conv2.weight", g.he((4, 8, 3, 3), 8 * 9)),
+                 g.const("conv2.bias", (g.rng.standard_normal(4) * 0.05).astype(np.float32))],
+        ["output"], name="conv2", kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    return g.model(
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, "height", "width"])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT,
+                                       ["batch", 4, "out_height", "out_width"])],
+        opset=13)
+
+
+MODELS = {
+    "mobilenetv2_like": (mobilenetv2_like, {}),
+    "resnet_like": (resnet_like, {}),
+    "transformer_encoder": (transformer_encoder, {}),
+    "fp16_convnet": (fp16_convnet, {}),
+    "dynamic_convnet": (dynamic_convnet, {"batch": 2, "height": 20, "width": 24}),
+}
+
+NP_OF_ONNX = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}
+
+
+def smoke_run(model, dims):
+    """Runs the model once in onnxruntime; returns a short description of each output."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for vi in model.graph.input:
+        tt = vi.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else dims[d.dim_param] for d in tt.shape.dim]
+        feeds[vi.name] = rng.standard_normal(shape).astype(NP_OF_ONNX[tt.elem_type])
+    outs = sess.run(None, feeds)
+    desc = []
+    for name, out in zip([o.name for o in sess.get_outputs()], outs):
+        f = out.astype(np.float64)
+        if not np.all(np.isfinite(f)):
+            raise RuntimeError(f"output {name} has non-finite values")
+        desc.append(f"{name}{list(out.shape)} {out.dtype} mean={f.mean():.3g} std={f.std():.3g} "
+                    f"absmax={np.abs(f).max():.3g}")
+    return desc
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="models", help="output directory (default: models)")
+    ap.add_argument("--no-run", action="store_true", help="skip the onnxruntime smoke run")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    failed = False
+    for name, (build, dims) in MODELS.items():
+        model = build()
+        onnx.checker.check_model(model, full_check=True)
+        path = os.path.join(args.out, name + ".onnx")
+        data = model.SerializeToString()
+        with open(path, "wb") as f:
+            f.write(data)
+        line = f"{path}: {len(data):,} bytes, {len(model.graph.node)} nodes"
+        if len(data) > MAX_BYTES:
+            line += f"  ERROR: larger than {MAX_BYTES:,} bytes"
+            failed = True
+        print(line)
+        if not args.no_run:
+            for d in smoke_run(model, dims):
+                print("    " + d)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
