@@ -240,11 +240,9 @@ Status ReadOnnxModel(const std::string& path, Graph* g) {
     std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
     g->opsets[domain] = op.version();
   }
-  if (!g->opsets.count("")) {
-    if (model.opset_import_size() == 0) g->opsets[""] = 1;  // IR v2 models predate opset_import
-    else return Invalid(path + ": the model does not import the default ONNX domain");
-  }
-  g->opset = g->opsets[""];
+  // IR v2 models predate opset_import; models of other domains only have no default opset.
+  if (!g->opsets.count("") && model.opset_import_size() == 0) g->opsets[""] = 1;
+  g->opset = g->opsets.count("") ? g->opsets[""] : 0;
   const std::string base_dir = DirName(path);
   const onnx::GraphProto& gp = model.graph();
 

@@ -40,6 +40,12 @@ struct Session::Impl {
   std::vector<KernelContext> contexts;
   std::vector<bool> folded;  // op evaluated at plan time
   std::vector<AlignedBuffer> folded_storage;
+  // Dynamic mode: some shape depends on data only known while running (a
+  // Reshape whose target comes from a graph input, say). Then every op is
+  // inferred and given its own buffer during Run instead of the arena.
+  bool dynamic = false;
+  std::vector<AlignedBuffer> dynamic_storage;  // per tensor
+  std::vector<size_t> dynamic_capacity;
   AlignedBuffer arena;
   size_t arena_size = 0;
   bool planned = false;
@@ -50,10 +56,40 @@ struct Session::Impl {
     return -1;
   }
   Status Plan();
+  Status RunDynamic();
+  void* DynamicBuffer(int tensor, size_t bytes);
 };
+
+void* Session::Impl::DynamicBuffer(int tensor, size_t bytes) {
+  if (!dynamic_storage[tensor] || dynamic_capacity[tensor] < bytes) {
+    dynamic_storage[tensor] = AllocAligned(bytes);
+    dynamic_capacity[tensor] = bytes;
+  }
+  return dynamic_storage[tensor].get();
+}
+
+Status Session::Impl::RunDynamic() {
+  for (size_t k = 0; k < contexts.size(); ++k) {
+    if (folded[k]) continue;
+    KernelContext& ctx = contexts[k];
+    QF_RETURN_IF_ERROR(m->ops[k].def->infer(ctx));
+    for (size_t o = 0; o < ctx.outputs.size(); ++o) {
+      Tensor* t = ctx.outputs[o];
+      if (!t) continue;
+      int64_t n = 0;
+      if (!t->rank_known || !CheckedNumel(t->shape, &n) || n > kMaxActivationElements)
+        return ctx.Invalid("output '" + t->name + "' gets an invalid shape " +
+                           ShapeToString(t->shape));
+      t->data = DynamicBuffer(m->ops[k].outputs[o], t->bytes());
+    }
+    QF_RETURN_IF_ERROR(m->ops[k].def->run(ctx));
+  }
+  return Status::Ok();
+}
 
 Status Session::Impl::Plan() {
   planned = false;
+  dynamic = false;
   folded_storage.clear();
   arena.reset();
   arena_size = 0;
@@ -92,6 +128,17 @@ Status Session::Impl::Plan() {
     bool all_known = true;
     for (Tensor* in : ctx.inputs)
       if (in && !in->data) all_known = false;
+    bool value_unknown = false;
+    for (int i = 0; i < ctx.num_inputs(); ++i)
+      if ((op.def->value_inputs >> i & 1) && ctx.inputs[i] && !ctx.inputs[i]->data)
+        value_unknown = true;
+    bool outputs_known = true;
+    for (Tensor* o : ctx.outputs)
+      if (o && !o->shape_known()) outputs_known = false;
+    if (!outputs_known && value_unknown) {
+      dynamic = true;
+      break;
+    }
     for (Tensor* o : ctx.outputs) {
       if (!o) continue;
       int64_t n = 0;
@@ -109,6 +156,14 @@ Status Session::Impl::Plan() {
       QF_RETURN_IF_ERROR(op.def->run(ctx));
       folded[k] = true;
     }
+  }
+
+  if (dynamic) {
+    dynamic_storage.resize(nt);
+    dynamic_capacity.resize(nt, 0);
+    for (int id : m->input_ids) tensors[id].data = DynamicBuffer(id, tensors[id].bytes());
+    planned = true;
+    return Status::Ok();
   }
 
   // Lifetimes in op steps; graph inputs are written at step -1, outputs read at the end.
@@ -228,6 +283,7 @@ Status Session::Run() {
     Status st = im.Plan();
     if (!st.ok()) return st;
   }
+  if (im.dynamic) return im.RunDynamic();
   for (size_t k = 0; k < im.contexts.size(); ++k) {
     if (im.folded[k]) continue;
     QF_RETURN_IF_ERROR(im.m->ops[k].def->run(im.contexts[k]));

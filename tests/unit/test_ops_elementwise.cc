@@ -44,7 +44,9 @@ std::shared_ptr<OwnedTensor> I32(Shape shape, std::vector<int32_t> v) {
   return Make<int32_t>(DType::kInt32, std::move(shape), std::move(v));
 }
 
-std::vector<uint8_t> BoolValues(const OpRun& r) { return r.values<uint8_t>(); }
+std::vector<uint8_t> BoolValues(const OpRun& r) {
+  return r.values<uint8_t>();
+}
 
 AttrMap Ints(std::initializer_list<std::pair<const char*, int64_t>> kv) {
   AttrMap a;
@@ -377,8 +379,8 @@ TEST_CASE("elementwise: Cast to and from float16 and bfloat16") {
   REQUIRE(h.status.ok());
   CHECK(h.outputs[0]->t.dtype == DType::kFloat16);
   CHECK(h.values<uint16_t>() == std::vector<uint16_t>{0x3c00, 0xc000, 0x3800, 0x7bff});
-  auto back = RunOp("Cast", {Typed<uint16_t>(DType::kFloat16, {2}, {0x3c00, 0xc000})},
-                    Ints({{"to", 7}}));
+  auto back =
+      RunOp("Cast", {Typed<uint16_t>(DType::kFloat16, {2}, {0x3c00, 0xc000})}, Ints({{"to", 7}}));
   REQUIRE(back.status.ok());
   CHECK(back.values<int64_t>() == std::vector<int64_t>{1, -2});
   auto bf = RunOp("Cast", {F32({2}, {1.f, -3.f})}, Ints({{"to", 16}}));
@@ -417,8 +419,7 @@ TEST_CASE("elementwise: comparisons broadcast and output bool") {
   auto eb = RunOp("Equal", {Bool({2}, {1, 0}), Bool({2}, {1, 1})});
   REQUIRE(eb.status.ok());
   CHECK(BoolValues(eb) == std::vector<uint8_t>{1, 0});
-  CHECK(RunOp("Less", {Bool({1}, {1}), Bool({1}, {1})}).status.code() ==
-        StatusCode::kUnsupported);
+  CHECK(RunOp("Less", {Bool({1}, {1}), Bool({1}, {1})}).status.code() == StatusCode::kUnsupported);
   auto ints = RunOp("Greater", {I64({3}, {-1, 5, 2}), I64({1}, {2})});
   REQUIRE(ints.status.ok());
   CHECK(BoolValues(ints) == std::vector<uint8_t>{0, 1, 0});
@@ -440,6 +441,20 @@ TEST_CASE("elementwise: And, Or, Xor, BitShift") {
   CHECK(RunOp("BitShift", {x, s}, left).values<uint8_t>() == std::vector<uint8_t>{32, 16, 0});
   CHECK(RunOp("BitShift", {x, s}, right).values<uint8_t>() == std::vector<uint8_t>{8, 1, 0});
   CHECK(RunOp("BitShift", {x, s}).status.code() == StatusCode::kInvalidModel);
+  // Signed (opset 28): arithmetic right shift; out-of-range shifts leave the sign fill.
+  auto sx = Typed<int8_t>(DType::kInt8, {4}, {-8, 64, -3, 5});
+  auto ss = Typed<int8_t>(DType::kInt8, {4}, {1, 1, 8, -1});
+  CHECK(RunOp("BitShift", {sx, ss}, right).values<int8_t>() == std::vector<int8_t>{-4, 32, -1, 0});
+  CHECK(RunOp("BitShift", {sx, ss}, left).values<int8_t>() == std::vector<int8_t>{-16, -128, 0, 0});
+  CHECK(RunOp("BitShift", {F32({1}, {1}), F32({1}, {1})}, left).status.code() ==
+        StatusCode::kUnsupported);
+}
+
+TEST_CASE("elementwise: a missing required input is an error, not a crash") {
+  CHECK(RunOp("Add", {F32({1}, {1}), nullptr}).status.code() == StatusCode::kInvalidModel);
+  CHECK(RunOp("Where", {Bool({1}, {1}), nullptr, F32({1}, {1})}).status.code() ==
+        StatusCode::kInvalidModel);
+  CHECK(RunOp("Relu", {nullptr}).status.code() == StatusCode::kInvalidModel);
 }
 
 TEST_CASE("elementwise: Where broadcasts three ways for any dtype") {
@@ -466,14 +481,12 @@ TEST_CASE("elementwise: Softmax, LogSoftmax, Hardmax along an axis") {
   auto x = F32({2, 3}, {1, 2, 3, 4, 5, 7});
   auto s0 = RunOp("Softmax", {x}, Ints({{"axis", 0}}));
   REQUIRE(s0.status.ok());
-  ExpectNear(s0.values<float>(),
-             {0.0474258736f, 0.0474258736f, 0.0179862101f, 0.952574134f, 0.952574134f,
-              0.982013762f});
+  ExpectNear(s0.values<float>(), {0.0474258736f, 0.0474258736f, 0.0179862101f, 0.952574134f,
+                                  0.952574134f, 0.982013762f});
   auto ls = RunOp("LogSoftmax", {x});
   REQUIRE(ls.status.ok());
-  ExpectNear(ls.values<float>(),
-             {-2.40760589f, -1.40760589f, -0.407605946f, -3.16984606f, -2.16984606f,
-              -0.169846043f});
+  ExpectNear(ls.values<float>(), {-2.40760589f, -1.40760589f, -0.407605946f, -3.16984606f,
+                                  -2.16984606f, -0.169846043f});
   auto hm = RunOp("Hardmax", {F32({2, 3}, {3, 1, 3, 0, 5, 2})}, Ints({{"axis", -1}}));
   REQUIRE(hm.status.ok());
   CHECK(hm.values<float>() == std::vector<float>{1, 0, 0, 0, 1, 0});

@@ -16,18 +16,24 @@ namespace {
 // doing it in uint64 avoids signed-overflow undefined behaviour.
 template <class T>
 T WrapAdd(T a, T b) {
-  if constexpr (std::is_integral<T>::value) return T(uint64_t(a) + uint64_t(b));
-  else return a + b;
+  if constexpr (std::is_integral<T>::value)
+    return T(uint64_t(a) + uint64_t(b));
+  else
+    return a + b;
 }
 template <class T>
 T WrapSub(T a, T b) {
-  if constexpr (std::is_integral<T>::value) return T(uint64_t(a) - uint64_t(b));
-  else return a - b;
+  if constexpr (std::is_integral<T>::value)
+    return T(uint64_t(a) - uint64_t(b));
+  else
+    return a - b;
 }
 template <class T>
 T WrapMul(T a, T b) {
-  if constexpr (std::is_integral<T>::value) return T(uint64_t(a) * uint64_t(b));
-  else return a * b;
+  if constexpr (std::is_integral<T>::value)
+    return T(uint64_t(a) * uint64_t(b));
+  else
+    return a * b;
 }
 
 // Integer division truncates toward zero. Division by zero and MIN / -1 would
@@ -63,32 +69,45 @@ T MinOf(T a, T b) {
 
 struct AddFn {
   template <class T>
-  static T Apply(T a, T b) { return WrapAdd(a, b); }
+  static T Apply(T a, T b) {
+    return WrapAdd(a, b);
+  }
 };
 struct SubFn {
   template <class T>
-  static T Apply(T a, T b) { return WrapSub(a, b); }
+  static T Apply(T a, T b) {
+    return WrapSub(a, b);
+  }
 };
 struct MulFn {
   template <class T>
-  static T Apply(T a, T b) { return WrapMul(a, b); }
+  static T Apply(T a, T b) {
+    return WrapMul(a, b);
+  }
 };
 struct DivFn {
   template <class T>
-  static T Apply(T a, T b) { return SafeDiv(a, b); }
+  static T Apply(T a, T b) {
+    return SafeDiv(a, b);
+  }
 };
 struct MaxFn {
   template <class T>
-  static T Apply(T a, T b) { return MaxOf(a, b); }
+  static T Apply(T a, T b) {
+    return MaxOf(a, b);
+  }
 };
 struct MinFn {
   template <class T>
-  static T Apply(T a, T b) { return MinOf(a, b); }
+  static T Apply(T a, T b) {
+    return MinOf(a, b);
+  }
 };
 
 // ---- Two-input, same-dtype numeric ops: Add, Sub, Mul, Div ----
 
 Status InferSameTypeBinary(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 2));
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
   if (a->dtype != b->dtype)
@@ -105,8 +124,9 @@ Status RunArith(KernelContext& ctx) {
   const Tensor& a = *ctx.input(0);
   const Tensor& b = *ctx.input(1);
   Tensor& y = *ctx.output(0);
-  QF_DISPATCH_NUMERIC(a.dtype, return UnsupportedDType(ctx, a.dtype),
-                      BinaryLoop<T, T, T>(a, b, y, [](T u, T v) { return Fn::template Apply<T>(u, v); }));
+  QF_DISPATCH_NUMERIC(
+      a.dtype, return UnsupportedDType(ctx, a.dtype),
+      BinaryLoop<T, T, T>(a, b, y, [](T u, T v) { return Fn::template Apply<T>(u, v); }));
   return Status::Ok();
 }
 
@@ -114,6 +134,7 @@ Status RunArith(KernelContext& ctx) {
 
 template <bool kFloatOnly>
 Status InferVariadic(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 1));
   const Tensor* first = ctx.input(0);
   std::vector<const Tensor*> ins;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
@@ -159,6 +180,7 @@ Status RunVariadic(KernelContext& ctx) {
 // ---- Pow: base in {float, double, int32, int64}; exponent any numeric ----
 
 Status InferPow(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 2));
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
   if (!IsFloatDType(a->dtype) && a->dtype != DType::kInt32 && a->dtype != DType::kInt64)
@@ -178,8 +200,10 @@ Status RunPowBase(KernelContext& ctx) {
   // rounded for float32 results in practice.
   auto pow = [](A base, double e) -> A {
     double r = std::pow(double(base), e);
-    if constexpr (std::is_integral<A>::value) return FloatToInt<A>(r);
-    else return A(r);
+    if constexpr (std::is_integral<A>::value)
+      return FloatToInt<A>(r);
+    else
+      return A(r);
   };
   QF_DISPATCH_NUMERIC(b.dtype, return UnsupportedDType(ctx, b.dtype, "exponent"),
                       BinaryLoop<A, T, A>(a, b, y, [&](A u, T v) { return pow(u, double(v)); }));
@@ -188,11 +212,16 @@ Status RunPowBase(KernelContext& ctx) {
 
 Status RunPow(KernelContext& ctx) {
   switch (ctx.input(0)->dtype) {
-    case DType::kFloat32: return RunPowBase<float>(ctx);
-    case DType::kFloat64: return RunPowBase<double>(ctx);
-    case DType::kInt32: return RunPowBase<int32_t>(ctx);
-    case DType::kInt64: return RunPowBase<int64_t>(ctx);
-    default: return UnsupportedDType(ctx, ctx.input(0)->dtype, "base");
+    case DType::kFloat32:
+      return RunPowBase<float>(ctx);
+    case DType::kFloat64:
+      return RunPowBase<double>(ctx);
+    case DType::kInt32:
+      return RunPowBase<int32_t>(ctx);
+    case DType::kInt64:
+      return RunPowBase<int64_t>(ctx);
+    default:
+      return UnsupportedDType(ctx, ctx.input(0)->dtype, "base");
   }
 }
 
@@ -200,7 +229,8 @@ Status RunPow(KernelContext& ctx) {
 
 Status InferMod(KernelContext& ctx) {
   int64_t fmod = ctx.attr().GetInt("fmod", 0);
-  if (fmod != 0 && fmod != 1) return ctx.Invalid("fmod must be 0 or 1, got " + std::to_string(fmod));
+  if (fmod != 0 && fmod != 1)
+    return ctx.Invalid("fmod must be 0 or 1, got " + std::to_string(fmod));
   return InferSameTypeBinary(ctx);
 }
 
@@ -238,6 +268,7 @@ Status RunMod(KernelContext& ctx) {
 // ---- PRelu: slope broadcasts unidirectionally to X ----
 
 Status InferPRelu(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 2));
   const Tensor* x = ctx.input(0);
   const Tensor* slope = ctx.input(1);
   if (x->dtype != slope->dtype)
@@ -268,19 +299,18 @@ Status RunPRelu(KernelContext& ctx) {
   const Tensor& x = *ctx.input(0);
   const Tensor& s = *ctx.input(1);
   Tensor& y = *ctx.output(0);
-  QF_DISPATCH_NUMERIC(x.dtype, return UnsupportedDType(ctx, x.dtype),
-                      BinaryLoop<T, T, T>(x, s, y, [](T u, T v) {
-                        return IsNegative(u) ? WrapMul(u, v) : u;
-                      }));
+  QF_DISPATCH_NUMERIC(
+      x.dtype, return UnsupportedDType(ctx, x.dtype),
+      BinaryLoop<T, T, T>(x, s, y, [](T u, T v) { return IsNegative(u) ? WrapMul(u, v) : u; }));
   return Status::Ok();
 }
 
 }  // namespace
 
-#define QF_BINARY_DEF(NAME, INFER, RUN, MIN_IN, MAX_IN)                   \
-  const OpDef& OpDef_##NAME() {                                           \
+#define QF_BINARY_DEF(NAME, INFER, RUN, MIN_IN, MAX_IN)                  \
+  const OpDef& OpDef_##NAME() {                                          \
     static const OpDef def{#NAME, INFER, RUN, 0, false, MIN_IN, MAX_IN}; \
-    return def;                                                           \
+    return def;                                                          \
   }
 
 constexpr int kVariadicMax = 1 << 20;

@@ -24,24 +24,50 @@ struct BFloat16 {
 DType FromOnnxType(int64_t onnx, bool* known) {
   *known = true;
   switch (onnx) {
-    case 1: return DType::kFloat32;
-    case 2: return DType::kUInt8;
-    case 3: return DType::kInt8;
-    case 4: return DType::kUInt16;
-    case 5: return DType::kInt16;
-    case 6: return DType::kInt32;
-    case 7: return DType::kInt64;
-    case 9: return DType::kBool;
-    case 10: return DType::kFloat16;
-    case 11: return DType::kFloat64;
-    case 12: return DType::kUInt32;
-    case 13: return DType::kUInt64;
-    case 16: return DType::kBFloat16;
+    case 1:
+      return DType::kFloat32;
+    case 2:
+      return DType::kUInt8;
+    case 3:
+      return DType::kInt8;
+    case 4:
+      return DType::kUInt16;
+    case 5:
+      return DType::kInt16;
+    case 6:
+      return DType::kInt32;
+    case 7:
+      return DType::kInt64;
+    case 9:
+      return DType::kBool;
+    case 10:
+      return DType::kFloat16;
+    case 11:
+      return DType::kFloat64;
+    case 12:
+      return DType::kUInt32;
+    case 13:
+      return DType::kUInt64;
+    case 16:
+      return DType::kBFloat16;
     // string, complex, float8 variants, 4-bit ints, float4: valid but not supported.
-    case 8: case 14: case 15: case 17: case 18: case 19: case 20: case 21: case 22: case 23:
-    case 24: case 25: case 26:
+    case 8:
+    case 14:
+    case 15:
+    case 17:
+    case 18:
+    case 19:
+    case 20:
+    case 21:
+    case 22:
+    case 23:
+    case 24:
+    case 25:
+    case 26:
       return DType::kUndefined;
-    default: *known = false; return DType::kUndefined;
+    default:
+      *known = false;
+      return DType::kUndefined;
   }
 }
 
@@ -52,9 +78,12 @@ bool Castable(DType t) {
 // Source value -> a plain C++ arithmetic value.
 template <class S>
 auto Load(S v) {
-  if constexpr (std::is_same<S, Half>::value) return HalfToFloat(v.bits);
-  else if constexpr (std::is_same<S, BFloat16>::value) return BFloat16ToFloat(v.bits);
-  else return v;
+  if constexpr (std::is_same<S, Half>::value)
+    return HalfToFloat(v.bits);
+  else if constexpr (std::is_same<S, BFloat16>::value)
+    return BFloat16ToFloat(v.bits);
+  else
+    return v;
 }
 
 template <class D, class V>
@@ -123,6 +152,7 @@ Status SetCastOutput(KernelContext& ctx, DType to) {
 }
 
 Status InferCast(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 1));
   const Attr* to = ctx.attr().Find("to");
   if (!to || to->kind != Attr::kInt) return ctx.Invalid("missing int attribute 'to'");
   bool known = false;
@@ -134,6 +164,7 @@ Status InferCast(KernelContext& ctx) {
 }
 
 Status InferCastLike(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 2));
   const DType to = ctx.input(1)->dtype;
   if (!Castable(to)) return UnsupportedDType(ctx, to, "target");
   return SetCastOutput(ctx, to);

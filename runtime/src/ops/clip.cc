@@ -12,6 +12,7 @@ namespace qfold {
 namespace {
 
 Status InferClip(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 1));
   const Tensor* x = ctx.input(0);
   if (!IsNumericDType(x->dtype)) return UnsupportedDType(ctx, x->dtype);
   for (int i = 1; i <= 2; ++i) {

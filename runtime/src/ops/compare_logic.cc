@@ -22,6 +22,7 @@ Status CheckSameDType(const KernelContext& ctx, const Tensor* a, const Tensor* b
 
 template <bool kAllowBool>
 Status InferCompare(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 2));
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
   QF_RETURN_IF_ERROR(CheckSameDType(ctx, a, b));
@@ -34,23 +35,33 @@ Status InferCompare(KernelContext& ctx) {
 
 struct EqualFn {
   template <class T>
-  static bool Apply(T a, T b) { return a == b; }
+  static bool Apply(T a, T b) {
+    return a == b;
+  }
 };
 struct LessFn {
   template <class T>
-  static bool Apply(T a, T b) { return a < b; }
+  static bool Apply(T a, T b) {
+    return a < b;
+  }
 };
 struct GreaterFn {
   template <class T>
-  static bool Apply(T a, T b) { return a > b; }
+  static bool Apply(T a, T b) {
+    return a > b;
+  }
 };
 struct LessOrEqualFn {
   template <class T>
-  static bool Apply(T a, T b) { return a <= b; }
+  static bool Apply(T a, T b) {
+    return a <= b;
+  }
 };
 struct GreaterOrEqualFn {
   template <class T>
-  static bool Apply(T a, T b) { return a >= b; }
+  static bool Apply(T a, T b) {
+    return a >= b;
+  }
 };
 
 template <class Fn>
@@ -58,14 +69,16 @@ Status RunCompare(KernelContext& ctx) {
   const Tensor& a = *ctx.input(0);
   const Tensor& b = *ctx.input(1);
   Tensor& y = *ctx.output(0);
-  QF_DISPATCH_ALL(a.dtype, return UnsupportedDType(ctx, a.dtype),
-                  BinaryLoop<T, T, bool>(a, b, y, [](T u, T v) { return Fn::template Apply<T>(u, v); }));
+  QF_DISPATCH_ALL(
+      a.dtype, return UnsupportedDType(ctx, a.dtype),
+      BinaryLoop<T, T, bool>(a, b, y, [](T u, T v) { return Fn::template Apply<T>(u, v); }));
   return Status::Ok();
 }
 
 // ---- And, Or, Xor on bool ----
 
 Status InferLogic(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 2));
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
   QF_RETURN_IF_ERROR(CheckSameDType(ctx, a, b));
@@ -95,6 +108,7 @@ Status RunLogic(KernelContext& ctx) {
 // ---- BitShift (opset 28: signed types too) ----
 
 Status InferBitShift(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 2));
   const std::string dir = ctx.attr().GetString("direction", "");
   if (dir != "LEFT" && dir != "RIGHT")
     return ctx.Invalid("direction must be \"LEFT\" or \"RIGHT\", got \"" + dir + "\"");
@@ -114,8 +128,7 @@ Status InferBitShift(KernelContext& ctx) {
 template <class T>
 T ShiftOne(T x, T amount, bool left) {
   constexpr int64_t kBits = int64_t(sizeof(T) * 8);
-  if (IsNegative(amount) || int64_t(amount) >= kBits)
-    return !left && IsNegative(x) ? T(-1) : T(0);
+  if (IsNegative(amount) || int64_t(amount) >= kBits) return !left && IsNegative(x) ? T(-1) : T(0);
   if (left) return T(uint64_t(x) << int(amount));
   if constexpr (std::is_signed<T>::value) {
     // Arithmetic shift written without relying on implementation-defined >>.
@@ -130,19 +143,18 @@ Status RunBitShift(KernelContext& ctx) {
   const Tensor& a = *ctx.input(0);
   const Tensor& b = *ctx.input(1);
   Tensor& y = *ctx.output(0);
-  QF_DISPATCH_NUMERIC(a.dtype, return UnsupportedDType(ctx, a.dtype),
-                      if constexpr (std::is_integral<T>::value) {
-                        BinaryLoop<T, T, T>(a, b, y,
-                                            [&](T u, T v) { return ShiftOne(u, v, left); });
-                      } else {
-                        return UnsupportedDType(ctx, a.dtype);
-                      });
+  QF_DISPATCH_NUMERIC(
+      a.dtype, return UnsupportedDType(ctx, a.dtype),
+      if constexpr (std::is_integral<T>::value) {
+        BinaryLoop<T, T, T>(a, b, y, [&](T u, T v) { return ShiftOne(u, v, left); });
+      } else { return UnsupportedDType(ctx, a.dtype); });
   return Status::Ok();
 }
 
 // ---- Where(condition, X, Y): a byte copy, so it works for every dtype ----
 
 Status InferWhere(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 3));
   const Tensor* c = ctx.input(0);
   const Tensor* x = ctx.input(1);
   const Tensor* y = ctx.input(2);
@@ -161,10 +173,9 @@ void WhereLoop(const Tensor& c, const Tensor& x, const Tensor& y, Tensor& out) {
   const U* px = static_cast<const U*>(x.data);
   const U* py = static_cast<const U*>(y.data);
   U* po = static_cast<U*>(out.data);
-  ForEachBroadcast<3>({&c.shape, &x.shape, &y.shape}, out.shape,
-                      [&](int64_t o, const std::array<int64_t, 3>& i) {
-                        po[o] = pc[i[0]] ? px[i[1]] : py[i[2]];
-                      });
+  ForEachBroadcast<3>(
+      {&c.shape, &x.shape, &y.shape}, out.shape,
+      [&](int64_t o, const std::array<int64_t, 3>& i) { po[o] = pc[i[0]] ? px[i[1]] : py[i[2]]; });
 }
 
 Status RunWhere(KernelContext& ctx) {
@@ -173,21 +184,30 @@ Status RunWhere(KernelContext& ctx) {
   const Tensor& y = *ctx.input(2);
   Tensor& out = *ctx.output(0);
   switch (dtype_size(x.dtype)) {
-    case 1: WhereLoop<uint8_t>(c, x, y, out); break;
-    case 2: WhereLoop<uint16_t>(c, x, y, out); break;
-    case 4: WhereLoop<uint32_t>(c, x, y, out); break;
-    case 8: WhereLoop<uint64_t>(c, x, y, out); break;
-    default: return UnsupportedDType(ctx, x.dtype);
+    case 1:
+      WhereLoop<uint8_t>(c, x, y, out);
+      break;
+    case 2:
+      WhereLoop<uint16_t>(c, x, y, out);
+      break;
+    case 4:
+      WhereLoop<uint32_t>(c, x, y, out);
+      break;
+    case 8:
+      WhereLoop<uint64_t>(c, x, y, out);
+      break;
+    default:
+      return UnsupportedDType(ctx, x.dtype);
   }
   return Status::Ok();
 }
 
 }  // namespace
 
-#define QF_DEF(NAME, INFER, RUN, NIN)                                  \
-  const OpDef& OpDef_##NAME() {                                        \
-    static const OpDef def{#NAME, INFER, RUN, 0, false, NIN, NIN};     \
-    return def;                                                        \
+#define QF_DEF(NAME, INFER, RUN, NIN)                              \
+  const OpDef& OpDef_##NAME() {                                    \
+    static const OpDef def{#NAME, INFER, RUN, 0, false, NIN, NIN}; \
+    return def;                                                    \
   }
 
 QF_DEF(Equal, InferCompare<true>, RunCompare<EqualFn>, 2)

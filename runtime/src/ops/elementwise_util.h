@@ -15,26 +15,43 @@
 
 namespace qfold {
 
-inline bool IsFloatDType(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+inline bool IsFloatDType(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat64;
+}
 inline bool IsSignedIntDType(DType t) {
   return t == DType::kInt8 || t == DType::kInt16 || t == DType::kInt32 || t == DType::kInt64;
 }
 inline bool IsUnsignedIntDType(DType t) {
   return t == DType::kUInt8 || t == DType::kUInt16 || t == DType::kUInt32 || t == DType::kUInt64;
 }
-inline bool IsIntDType(DType t) { return IsSignedIntDType(t) || IsUnsignedIntDType(t); }
+inline bool IsIntDType(DType t) {
+  return IsSignedIntDType(t) || IsUnsignedIntDType(t);
+}
 // The types QF_DISPATCH_NUMERIC handles.
-inline bool IsNumericDType(DType t) { return IsFloatDType(t) || IsIntDType(t); }
+inline bool IsNumericDType(DType t) {
+  return IsFloatDType(t) || IsIntDType(t);
+}
 
 inline Status UnsupportedDType(const KernelContext& ctx, DType t, const char* what = "input") {
   return ctx.Unsupported(std::string(what) + " dtype " + dtype_name(t) + " is not supported");
 }
 
+// Checks that the first n inputs and output 0 are present (an optional-input
+// slot can hold nullptr even when the count is right).
+inline Status CheckIo(const KernelContext& ctx, int n) {
+  for (int i = 0; i < n; ++i)
+    if (!ctx.input(i)) return ctx.Invalid("required input " + std::to_string(i) + " is missing");
+  if (!ctx.output(0)) return ctx.Invalid("output 0 is missing");
+  return Status::Ok();
+}
+
 // x < 0 without -Wtype-limits warnings for unsigned T.
 template <class T>
 constexpr bool IsNegative(T x) {
-  if constexpr (std::is_signed<T>::value) return x < T(0);
-  else return false;
+  if constexpr (std::is_signed<T>::value)
+    return x < T(0);
+  else
+    return false;
 }
 
 // Sets y's shape to the multidirectional broadcast of the given shapes (nullptr
@@ -116,10 +133,9 @@ void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& y, F&& f) {
     for (int64_t i = 0; i < n; ++i) py[i] = f(pa[i], pb[0]);
     return;
   }
-  ForEachBroadcast<2>({&a.shape, &b.shape}, y.shape,
-                      [&](int64_t o, const std::array<int64_t, 2>& i) {
-                        py[o] = f(pa[i[0]], pb[i[1]]);
-                      });
+  ForEachBroadcast<2>(
+      {&a.shape, &b.shape}, y.shape,
+      [&](int64_t o, const std::array<int64_t, 2>& i) { py[o] = f(pa[i[0]], pb[i[1]]); });
 }
 
 // Converts a floating value to an integer type without undefined behaviour:

@@ -53,6 +53,7 @@ bool ReduceAccepts(Red r, DType t) {
 
 template <Red kRed>
 Status InferReduce(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 1));
   const Tensor* x = ctx.input(0);
   if (!ReduceAccepts(kRed, x->dtype)) return UnsupportedDType(ctx, x->dtype);
   const int64_t keepdims = ctx.attr().GetInt("keepdims", 1);
@@ -77,8 +78,10 @@ Status InferReduce(KernelContext& ctx) {
   y->rank_known = true;
   y->shape.clear();
   for (int i = 0; i < x->rank(); ++i) {
-    if (!mask[i]) y->shape.push_back(x->shape[i]);
-    else if (keepdims) y->shape.push_back(1);
+    if (!mask[i])
+      y->shape.push_back(x->shape[i]);
+    else if (keepdims)
+      y->shape.push_back(1);
   }
   return Status::Ok();
 }
@@ -92,9 +95,8 @@ void ForEachReduced(const Shape& in, const std::vector<bool>& mask, F&& f) {
     if (mask[i]) kept[i] = 1;
   // Iterating the input as the broadcast of the kept shape: index 0 is the
   // kept (output) position, index 1 the input position.
-  ForEachBroadcast<2>({&kept, &in}, in, [&](int64_t, const std::array<int64_t, 2>& i) {
-    f(i[0], i[1]);
-  });
+  ForEachBroadcast<2>({&kept, &in}, in,
+                      [&](int64_t, const std::array<int64_t, 2>& i) { f(i[0], i[1]); });
 }
 
 // Accumulation type: double for float inputs and for the float-valued
@@ -104,11 +106,11 @@ void ForEachReduced(const Shape& in, const std::vector<bool>& mask, F&& f) {
 template <class T, Red kRed>
 struct AccOf {
   static constexpr bool kIntegerResult =
-      std::is_integral<T>::value && (kRed == Red::kSum || kRed == Red::kProd ||
-                                     kRed == Red::kSumSquare || kRed == Red::kL1 ||
-                                     kRed == Red::kMax || kRed == Red::kMin);
-  static constexpr bool kSignedCompare =
-      (kRed == Red::kMax || kRed == Red::kMin) && (std::is_signed<T>::value || std::is_same<T, bool>::value);
+      std::is_integral<T>::value &&
+      (kRed == Red::kSum || kRed == Red::kProd || kRed == Red::kSumSquare || kRed == Red::kL1 ||
+       kRed == Red::kMax || kRed == Red::kMin);
+  static constexpr bool kSignedCompare = (kRed == Red::kMax || kRed == Red::kMin) &&
+                                         (std::is_signed<T>::value || std::is_same<T, bool>::value);
   using type = std::conditional_t<!kIntegerResult, double,
                                   std::conditional_t<kSignedCompare, int64_t, uint64_t>>;
 };
@@ -123,12 +125,16 @@ void ReduceTyped(const Tensor& x, const std::vector<bool>& mask, Tensor& y) {
   A init = 0;
   if constexpr (kRed == Red::kProd) init = 1;
   if constexpr (kRed == Red::kMax) {
-    if constexpr (kFloatAcc) init = -std::numeric_limits<A>::infinity();
-    else init = A(std::numeric_limits<T>::lowest());
+    if constexpr (kFloatAcc)
+      init = -std::numeric_limits<A>::infinity();
+    else
+      init = A(std::numeric_limits<T>::lowest());
   }
   if constexpr (kRed == Red::kMin) {
-    if constexpr (kFloatAcc) init = std::numeric_limits<A>::infinity();
-    else init = A(std::numeric_limits<T>::max());
+    if constexpr (kFloatAcc)
+      init = std::numeric_limits<A>::infinity();
+    else
+      init = A(std::numeric_limits<T>::max());
   }
   std::vector<A> acc(size_t(out_n), init);
   // LogSumExp subtracts the group maximum first so exp cannot overflow.
@@ -186,14 +192,14 @@ Status RunReduce(KernelContext& ctx) {
   bool known;
   QF_RETURN_IF_ERROR(ReducedAxes(ctx, x.rank(), &mask, &known));
   if (!known) return ctx.Invalid("axes value is unknown at run time");
-  QF_DISPATCH_ALL(x.dtype, return UnsupportedDType(ctx, x.dtype),
-                  ReduceTyped<T, kRed>(x, mask, y));
+  QF_DISPATCH_ALL(x.dtype, return UnsupportedDType(ctx, x.dtype), ReduceTyped<T, kRed>(x, mask, y));
   return Status::Ok();
 }
 
 // ---- ArgMax / ArgMin ----
 
 Status InferArg(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 1));
   const Tensor* x = ctx.input(0);
   if (!IsNumericDType(x->dtype)) return UnsupportedDType(ctx, x->dtype);
   Tensor* y = ctx.output(0);
@@ -209,8 +215,10 @@ Status InferArg(KernelContext& ctx) {
                        std::to_string(x->rank()));
   y->rank_known = true;
   y->shape = x->shape;
-  if (ctx.attr().GetInt("keepdims", 1)) y->shape[a] = 1;
-  else y->shape.erase(y->shape.begin() + a);
+  if (ctx.attr().GetInt("keepdims", 1))
+    y->shape[a] = 1;
+  else
+    y->shape.erase(y->shape.begin() + a);
   return Status::Ok();
 }
 
@@ -253,10 +261,10 @@ Status RunArg(KernelContext& ctx) {
 
 }  // namespace
 
-#define QF_REDUCE_DEF(NAME, RED)                                                         \
-  const OpDef& OpDef_##NAME() {                                                          \
+#define QF_REDUCE_DEF(NAME, RED)                                                           \
+  const OpDef& OpDef_##NAME() {                                                            \
     static const OpDef def{#NAME, InferReduce<RED>, RunReduce<RED>, 1u << 1, false, 1, 2}; \
-    return def;                                                                          \
+    return def;                                                                            \
   }
 QF_REDUCE_DEF(ReduceSum, Red::kSum)
 QF_REDUCE_DEF(ReduceMean, Red::kMean)

@@ -15,12 +15,15 @@ namespace {
 
 enum class Kind { kSoftmax, kLogSoftmax, kHardmax };
 
-bool Coerce2d(const KernelContext& ctx) { return ctx.attr().GetInt("_coerce_2d", 0) != 0; }
+bool Coerce2d(const KernelContext& ctx) {
+  return ctx.attr().GetInt("_coerce_2d", 0) != 0;
+}
 int64_t AxisAttr(const KernelContext& ctx) {
   return ctx.attr().GetInt("axis", Coerce2d(ctx) ? 1 : -1);
 }
 
 Status InferSoftmax(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 1));
   const Tensor* x = ctx.input(0);
   if (!IsFloatDType(x->dtype)) return UnsupportedDType(ctx, x->dtype);
   Tensor* y = ctx.output(0);
@@ -83,9 +86,12 @@ Status RunSoftmax(KernelContext& ctx) {
   if (axis < 0) axis += rank;
   int64_t outer = 1, n = 1, inner = 1;
   for (int i = 0; i < rank; ++i) {
-    if (i < axis) outer *= x.shape[i];
-    else if (i == axis || Coerce2d(ctx)) n *= x.shape[i];
-    else inner *= x.shape[i];
+    if (i < axis)
+      outer *= x.shape[i];
+    else if (i == axis || Coerce2d(ctx))
+      n *= x.shape[i];
+    else
+      inner *= x.shape[i];
   }
   if (x.dtype == DType::kFloat32)
     SoftmaxLoop(x.ptr<float>(), y.ptr<float>(), outer, n, inner, kKind);

@@ -1,8 +1,8 @@
 // Elementwise unary math and activations. Each op is a small functor built
 // from the node's attributes; one template supplies infer and run for all.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <algorithm>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -19,9 +19,12 @@ enum class Types { kFloat, kSignedNumeric, kNumeric };
 
 bool Accepts(Types types, DType t) {
   switch (types) {
-    case Types::kFloat: return IsFloatDType(t);
-    case Types::kSignedNumeric: return IsFloatDType(t) || IsSignedIntDType(t);
-    case Types::kNumeric: return IsNumericDType(t);
+    case Types::kFloat:
+      return IsFloatDType(t);
+    case Types::kSignedNumeric:
+      return IsFloatDType(t) || IsSignedIntDType(t);
+    case Types::kNumeric:
+      return IsNumericDType(t);
   }
   return false;
 }
@@ -89,9 +92,12 @@ struct AbsF : NoAttrs {
   using NoAttrs::NoAttrs;
   template <class T>
   T operator()(T x) const {
-    if constexpr (std::is_floating_point<T>::value) return std::fabs(x);
-    else if constexpr (std::is_signed<T>::value) return x < 0 ? T(uint64_t(0) - uint64_t(x)) : x;
-    else return x;
+    if constexpr (std::is_floating_point<T>::value)
+      return std::fabs(x);
+    else if constexpr (std::is_signed<T>::value)
+      return x < 0 ? T(uint64_t(0) - uint64_t(x)) : x;
+    else
+      return x;
   }
 };
 
@@ -193,7 +199,8 @@ struct SwishF : NoAttrs {
 
 struct GeluF : NoAttrs {
   bool tanh_approx;
-  explicit GeluF(const AttrMap& a) : NoAttrs(a), tanh_approx(a.GetString("approximate", "none") == "tanh") {}
+  explicit GeluF(const AttrMap& a)
+      : NoAttrs(a), tanh_approx(a.GetString("approximate", "none") == "tanh") {}
   static Status Validate(const KernelContext& ctx) {
     std::string mode = ctx.attr().GetString("approximate", "none");
     if (mode != "none" && mode != "tanh")
@@ -229,6 +236,7 @@ Status CopyShape(KernelContext& ctx, DType out_dtype) {
 
 template <class F, Types kTypes>
 Status InferUnary(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 1));
   QF_RETURN_IF_ERROR(F::Validate(ctx));
   const DType dt = ctx.input(0)->dtype;
   if (!Accepts(kTypes, dt)) return UnsupportedDType(ctx, dt);
@@ -241,9 +249,12 @@ Status RunUnary(KernelContext& ctx) {
   const Tensor& x = *ctx.input(0);
   Tensor& y = *ctx.output(0);
   if constexpr (kTypes == Types::kFloat) {
-    if (x.dtype == DType::kFloat32) MapUnary<float>(f, x, y);
-    else if (x.dtype == DType::kFloat64) MapUnary<double>(f, x, y);
-    else return UnsupportedDType(ctx, x.dtype);
+    if (x.dtype == DType::kFloat32)
+      MapUnary<float>(f, x, y);
+    else if (x.dtype == DType::kFloat64)
+      MapUnary<double>(f, x, y);
+    else
+      return UnsupportedDType(ctx, x.dtype);
   } else {
     QF_DISPATCH_NUMERIC(x.dtype, return UnsupportedDType(ctx, x.dtype), MapUnary<T>(f, x, y));
   }
@@ -253,6 +264,7 @@ Status RunUnary(KernelContext& ctx) {
 // ---- Ops with a bool output or input ----
 
 Status InferIsNaNIsInf(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 1));
   const DType dt = ctx.input(0)->dtype;
   if (!IsFloatDType(dt)) return UnsupportedDType(ctx, dt);
   return CopyShape(ctx, DType::kBool);
@@ -269,8 +281,10 @@ void MapToBool(const Tensor& x, Tensor& y, Pred pred) {
 Status RunIsNaN(KernelContext& ctx) {
   const Tensor& x = *ctx.input(0);
   Tensor& y = *ctx.output(0);
-  if (x.dtype == DType::kFloat32) MapToBool<float>(x, y, [](float v) { return std::isnan(v); });
-  else MapToBool<double>(x, y, [](double v) { return std::isnan(v); });
+  if (x.dtype == DType::kFloat32)
+    MapToBool<float>(x, y, [](float v) { return std::isnan(v); });
+  else
+    MapToBool<double>(x, y, [](double v) { return std::isnan(v); });
   return Status::Ok();
 }
 
@@ -280,12 +294,15 @@ Status RunIsInf(KernelContext& ctx) {
   const Tensor& x = *ctx.input(0);
   Tensor& y = *ctx.output(0);
   auto pred = [&](double v) { return std::isinf(v) && (v > 0 ? pos : neg); };
-  if (x.dtype == DType::kFloat32) MapToBool<float>(x, y, pred);
-  else MapToBool<double>(x, y, pred);
+  if (x.dtype == DType::kFloat32)
+    MapToBool<float>(x, y, pred);
+  else
+    MapToBool<double>(x, y, pred);
   return Status::Ok();
 }
 
 Status InferNot(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckIo(ctx, 1));
   const DType dt = ctx.input(0)->dtype;
   if (dt != DType::kBool) return UnsupportedDType(ctx, dt);
   return CopyShape(ctx, DType::kBool);
@@ -298,12 +315,11 @@ Status RunNot(KernelContext& ctx) {
 
 }  // namespace
 
-#define QF_UNARY_DEF(NAME, TYPES)                                                      \
-  const OpDef& OpDef_##NAME() {                                                        \
-    static const OpDef def{#NAME, InferUnary<NAME##F, TYPES>, RunUnary<NAME##F, TYPES>, \
-                           0,     false,                      1,                        \
-                           1};                                                         \
-    return def;                                                                        \
+#define QF_UNARY_DEF(NAME, TYPES)                                                     \
+  const OpDef& OpDef_##NAME() {                                                       \
+    static const OpDef def{                                                           \
+        #NAME, InferUnary<NAME##F, TYPES>, RunUnary<NAME##F, TYPES>, 0, false, 1, 1}; \
+    return def;                                                                       \
   }
 
 QF_UNARY_DEF(Relu, Types::kSignedNumeric)
