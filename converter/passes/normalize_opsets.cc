@@ -127,6 +127,11 @@ const std::map<std::string, Rewrite>& Rewrites() {
          }
          return Status::Ok();
        }},
+      {"Scatter",  // opset 9-10 name of ScatterElements
+       [](Graph* g, Node* n, int64_t opset) {
+         n->op_type = "ScatterElements";
+         return Status::Ok();
+       }},
       {"Softmax",
        [](Graph* g, Node* n, int64_t opset) {
          if (opset < 13) n->attrs.SetInt("_coerce_2d", 1);

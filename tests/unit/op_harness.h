@@ -23,7 +23,7 @@ std::shared_ptr<OwnedTensor> Make(DType dtype, Shape shape, std::vector<T> value
   o->t.dtype = dtype;
   o->t.shape = std::move(shape);
   o->storage.resize(values.size() * sizeof(T) + 1);
-  std::memcpy(o->storage.data(), values.data(), values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(o->storage.data(), values.data(), values.size() * sizeof(T));
   o->t.data = o->storage.data();
   return o;
 }

@@ -25,7 +25,7 @@ void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, f
 }
 
 std::vector<float> Iota(int n, float start = 0.f) {
-  std::vector<float> v(size_t(n));
+  std::vector<float> v(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) v[size_t(i)] = start + float(i);
   return v;
 }

@@ -169,13 +169,14 @@ Status InferWhere(KernelContext& ctx) {
 
 template <class U>
 void WhereLoop(const Tensor& c, const Tensor& x, const Tensor& y, Tensor& out) {
-  const bool* pc = c.ptr<bool>();
+  const uint8_t* pc = c.ptr<uint8_t>();  // bytes, so a stray non-0/1 value is still defined
   const U* px = static_cast<const U*>(x.data);
   const U* py = static_cast<const U*>(y.data);
   U* po = static_cast<U*>(out.data);
-  ForEachBroadcast<3>(
-      {&c.shape, &x.shape, &y.shape}, out.shape,
-      [&](int64_t o, const std::array<int64_t, 3>& i) { po[o] = pc[i[0]] ? px[i[1]] : py[i[2]]; });
+  ForEachBroadcast<3>({&c.shape, &x.shape, &y.shape}, out.shape,
+                      [&](int64_t o, const std::array<int64_t, 3>& i) {
+                        po[o] = pc[i[0]] != 0 ? px[i[1]] : py[i[2]];
+                      });
 }
 
 Status RunWhere(KernelContext& ctx) {

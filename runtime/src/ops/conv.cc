@@ -165,6 +165,7 @@ Status RunConv(KernelContext& ctx) {
   for (int i = 0; i < nsp; ++i)
     if (g.kernel[i] != 1 || g.strides[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0)
       pointwise = false;
+  if (out_size == 0) return Status::Ok();  // empty output: nothing to compute
   std::vector<float> col(pointwise ? 0 : size_t(rows * out_size));
 
   const float* xd = x->ptr<float>();

@@ -47,6 +47,8 @@ Status ParseConvTranspose(const KernelContext& ctx, const Shape& in_spatial,
   } else {
     g.kernel.assign(nsp, kUnknownDim);
   }
+  for (int64_t k : g.kernel)
+    if (k == 0) return ctx.Invalid("kernel dims must be positive");
   QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "strides", nsp, 1, &g.strides));
   QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "dilations", nsp, 1, &g.dilations));
   std::vector<int64_t> out_pad = ctx.attr().GetInts("output_padding", std::vector<int64_t>(nsp, 0));
@@ -201,7 +203,7 @@ Status RunConvTranspose(KernelContext& ctx) {
           for (int64_t j = 0; j < in_size; ++j) crow[j] += wv * xrow[j];
         }
       }
-      Col2Im(col.data(), mg, in, g, yd + (i * m + grp * mg) * out_size);
+      if (in_size > 0) Col2Im(col.data(), mg, in, g, yd + (i * m + grp * mg) * out_size);
     }
   }
   p.act.Apply(yd, y->numel());

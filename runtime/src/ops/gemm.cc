@@ -2,7 +2,6 @@
 // unidirectionally broadcast to (M, N), plus the converter's fused activation.
 #include <algorithm>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "core/activation.h"
@@ -12,9 +11,9 @@
 namespace qfold {
 namespace {
 
+// Float types only: integer Gemm with float alpha/beta has no well-defined rounding.
 bool GemmDType(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kInt32 || t == DType::kInt64 ||
-         t == DType::kUInt32 || t == DType::kUInt64;
+  return t == DType::kFloat32 || t == DType::kFloat64;
 }
 
 Status InferGemm(KernelContext& ctx) {
@@ -67,8 +66,6 @@ Status InferGemm(KernelContext& ctx) {
 template <class T>
 void GemmKernel(const T* a, const T* b, const T* c, const Shape& c_shape, T* y, int64_t m,
                 int64_t k, int64_t n, bool ta, bool tb, float alpha, float beta) {
-  // Float accumulates in float, matching ONNX Runtime; the rest in double.
-  using Acc = std::conditional_t<std::is_same<T, float>::value, float, double>;
   // C's strides over (M, N), zero on broadcast axes.
   int64_t cs_m = 0, cs_n = 0;
   if (c) {
@@ -94,9 +91,9 @@ void GemmKernel(const T* a, const T* b, const T* c, const Shape& c_shape, T* y, 
       for (int64_t j = 0; j < n; ++j) acc[j] += av * brow[j];
     }
     for (int64_t j = 0; j < n; ++j) {
-      Acc v = Acc(alpha) * Acc(acc[j]);
-      if (c) v += Acc(beta) * Acc(c[i * cs_m + j * cs_n]);
-      y[i * n + j] = T(v);
+      T v = T(alpha) * acc[j];
+      if (c) v += T(beta) * c[i * cs_m + j * cs_n];
+      y[i * n + j] = v;
     }
   }
 }
@@ -121,17 +118,10 @@ Status RunGemm(KernelContext& ctx) {
       FusedActivation::FromAttrs(ctx.attr(), &st).Apply(y->ptr<float>(), y->numel());
       break;
     }
-#define QF_GEMM_CASE(DT, CT)                                                                     \
-  case DType::DT:                                                                                \
-    GemmKernel(a->ptr<CT>(), b->ptr<CT>(), c ? c->ptr<CT>() : nullptr, c_shape, y->ptr<CT>(), m, \
-               k, n, ta, tb, alpha, beta);                                                       \
-    break;
-      QF_GEMM_CASE(kFloat64, double)
-      QF_GEMM_CASE(kInt32, int32_t)
-      QF_GEMM_CASE(kInt64, int64_t)
-      QF_GEMM_CASE(kUInt32, uint32_t)
-      QF_GEMM_CASE(kUInt64, uint64_t)
-#undef QF_GEMM_CASE
+    case DType::kFloat64:
+      GemmKernel(a->ptr<double>(), b->ptr<double>(), c ? c->ptr<double>() : nullptr, c_shape,
+                 y->ptr<double>(), m, k, n, ta, tb, alpha, beta);
+      break;
     default:
       return ctx.Unsupported(std::string("dtype ") + dtype_name(a->dtype));
   }

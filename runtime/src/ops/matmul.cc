@@ -3,6 +3,7 @@
 // activation (float32 only).
 #include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/activation.h"
@@ -64,6 +65,10 @@ void MatMulKernel(const Tensor& a, const Tensor& b, Tensor* y) {
   BroadcastIndexer idx({a_batch, b_batch}, batch);
   const int64_t batches = Product(batch);
 
+  // Integers accumulate in uint64_t: wraps like two's complement, without
+  // the undefined behaviour of signed overflow.
+  using Acc = std::conditional_t<std::is_floating_point<T>::value, T, uint64_t>;
+  std::vector<Acc> acc(static_cast<size_t>(n));
   const T* ad = a.ptr<T>();
   const T* bd = b.ptr<T>();
   T* yd = y->ptr<T>();
@@ -79,13 +84,13 @@ void MatMulKernel(const Tensor& a, const Tensor& b, Tensor* y) {
     const T* bm = bd + bo * k * n;
     T* ym = yd + bi * m * n;
     for (int64_t i = 0; i < m; ++i) {
-      T* yrow = ym + i * n;
-      std::fill(yrow, yrow + n, T(0));
+      std::fill(acc.begin(), acc.end(), Acc(0));
       for (int64_t p = 0; p < k; ++p) {
-        const T av = am[i * k + p];
+        const Acc av = Acc(am[i * k + p]);
         const T* brow = bm + p * n;
-        for (int64_t j = 0; j < n; ++j) yrow[j] = T(yrow[j] + av * brow[j]);
+        for (int64_t j = 0; j < n; ++j) acc[size_t(j)] += av * Acc(brow[j]);
       }
+      for (int64_t j = 0; j < n; ++j) ym[i * n + j] = T(acc[size_t(j)]);
     }
     for (int d = int(batch.size()) - 1; d >= 0; --d) {
       if (++pos[d] < batch[d]) break;

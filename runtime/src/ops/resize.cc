@@ -104,10 +104,14 @@ Status ComputeResizeShape(const KernelContext& ctx, const ResizeAttrs& r, const 
       return ctx.Invalid("scales has " + std::to_string(s.size()) + " values, expected " +
                          std::to_string(naxes));
     for (size_t i = 0; i < naxes; ++i) {
-      if (!(s[i] > 0.f)) return ctx.Invalid("scales must be positive");
+      if (!(s[i] > 0.f) || !std::isfinite(s[i]))
+        return ctx.Invalid("scales must be positive and finite");
       const size_t ax = size_t(r.axes[i]);
       (*scales)[ax] = s[i];
-      if (in[ax] >= 0) (*out)[ax] = int64_t(std::floor(double(in[ax]) * double(s[i])));
+      if (in[ax] < 0) continue;
+      const double d = std::floor(double(in[ax]) * double(s[i]));
+      if (d > double(int64_t(1) << 40)) return ctx.Invalid("scales give a huge output");
+      (*out)[ax] = int64_t(d);
     }
     return Status::Ok();
   }

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Malformed inputs to the CLI: each must exit 2 with a message naming the file,
+# never crash (exit >= 128 or ASan report), and never leave an output file.
+set -u
+QFOLD="$1"
+MODELS="$2"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+pass=0
+fail=0
+
+expect_exit2() {  # description, expected substring, command...
+  local what="$1" needle="$2"
+  shift 2
+  local err rc
+  err="$("$@" 2>&1 >/dev/null)"
+  rc=$?
+  if [ "$rc" -eq 2 ] && grep -qF -- "$needle" <<<"$err"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAIL $what: exit $rc, stderr: $err"
+  fi
+}
+
+no_output() {  # description, path
+  if [ -e "$2" ]; then
+    fail=$((fail + 1))
+    echo "FAIL $1: output file $2 was left behind"
+  else
+    pass=$((pass + 1))
+  fi
+}
+
+src="$MODELS/mobilenetv2_like.onnx"
+size=$(stat -c %s "$src")
+for cut in 1 10 100 1000 $((size / 2)) $((size - 1)); do
+  head -c "$cut" "$src" >"$WORK/trunc.onnx"
+  out="$WORK/trunc_$cut.qfm"
+  expect_exit2 "truncated onnx ($cut bytes)" "trunc.onnx" "$QFOLD" convert "$WORK/trunc.onnx" -o "$out"
+  no_output "truncated onnx ($cut bytes)" "$out"
+done
+head -c 4096 /dev/urandom >"$WORK/random.onnx"
+expect_exit2 "random onnx" "random.onnx" "$QFOLD" convert "$WORK/random.onnx" -o "$WORK/random.qfm"
+no_output "random onnx" "$WORK/random.qfm"
+expect_exit2 "missing onnx" "nothere.onnx" "$QFOLD" convert "$WORK/nothere.onnx" -o "$WORK/x.qfm"
+: >"$WORK/empty.onnx"
+expect_exit2 "empty onnx" "empty.onnx" "$QFOLD" convert "$WORK/empty.onnx" -o "$WORK/empty.qfm"
+no_output "empty onnx" "$WORK/empty.qfm"
+
+"$QFOLD" convert "$src" -o "$WORK/good.qfm" >/dev/null || { echo "FAIL convert of a good model"; exit 1; }
+qsize=$(stat -c %s "$WORK/good.qfm")
+for cut in 0 4 8 64 $((qsize / 3)) $((qsize - 1)); do
+  head -c "$cut" "$WORK/good.qfm" >"$WORK/trunc.qfm"
+  expect_exit2 "truncated qfm ($cut bytes)" "trunc.qfm" "$QFOLD" inspect "$WORK/trunc.qfm"
+  expect_exit2 "truncated qfm run ($cut bytes)" "trunc.qfm" "$QFOLD" run "$WORK/trunc.qfm"
+done
+for seed in 1 2 3 4 5; do
+  head -c $((1000 * seed)) /dev/urandom >"$WORK/random.qfm"
+  expect_exit2 "random qfm #$seed" "random.qfm" "$QFOLD" inspect "$WORK/random.qfm"
+done
+# A valid file with its identifier changed.
+cp "$WORK/good.qfm" "$WORK/badid.qfm"
+printf 'XXXX' | dd of="$WORK/badid.qfm" bs=1 seek=4 conv=notrunc 2>/dev/null
+expect_exit2 "wrong identifier" "QFM1" "$QFOLD" inspect "$WORK/badid.qfm"
+# Flip bytes across the file: must never crash.
+for off in 16 64 256 1024 4096 20000; do
+  cp "$WORK/good.qfm" "$WORK/flip.qfm"
+  printf '\xff\xff\xff\x7f' | dd of="$WORK/flip.qfm" bs=1 seek="$off" conv=notrunc 2>/dev/null
+  "$QFOLD" inspect "$WORK/flip.qfm" >/dev/null 2>&1
+  rc=$?
+  if [ "$rc" -ge 3 ]; then
+    fail=$((fail + 1))
+    echo "FAIL byte flip at $off: exit $rc"
+  else
+    pass=$((pass + 1))
+  fi
+done
+# Usage errors.
+expect_exit2 "unknown command" "unknown command" "$QFOLD" frobnicate
+expect_exit2 "convert without -o" "needs an input model" "$QFOLD" convert "$src"
+expect_exit2 "run without input data" "no data for input 'input'" "$QFOLD" run "$WORK/good.qfm"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
