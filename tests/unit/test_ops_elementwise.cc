@@ -118,6 +118,9 @@ TEST_CASE("elementwise: binary ops reject mixed and unsupported dtypes") {
   CHECK(b.status.code() == StatusCode::kUnsupported);
   auto bad = RunOp("Add", {F32({2, 3}, std::vector<float>(6)), F32({2}, {1, 2})});
   CHECK(bad.status.code() == StatusCode::kInvalidModel);
+  auto legacy = RunOp("Add", {F32({2, 3}, std::vector<float>(6)), F32({2}, {1, 2})},
+                      Ints({{"broadcast", 1}, {"axis", 0}}));
+  CHECK(legacy.status.code() == StatusCode::kUnsupported);
 }
 
 TEST_CASE("elementwise: Pow with mixed base and exponent types") {

@@ -108,6 +108,7 @@ struct MinFn {
 
 Status InferSameTypeBinary(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(CheckIo(ctx, 2));
+  QF_RETURN_IF_ERROR(RejectLegacyBroadcast(ctx));
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
   if (a->dtype != b->dtype)
@@ -181,6 +182,7 @@ Status RunVariadic(KernelContext& ctx) {
 
 Status InferPow(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(CheckIo(ctx, 2));
+  QF_RETURN_IF_ERROR(RejectLegacyBroadcast(ctx));
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
   if (!IsFloatDType(a->dtype) && a->dtype != DType::kInt32 && a->dtype != DType::kInt64)

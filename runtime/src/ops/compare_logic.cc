@@ -23,6 +23,7 @@ Status CheckSameDType(const KernelContext& ctx, const Tensor* a, const Tensor* b
 template <bool kAllowBool>
 Status InferCompare(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(CheckIo(ctx, 2));
+  QF_RETURN_IF_ERROR(RejectLegacyBroadcast(ctx));
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
   QF_RETURN_IF_ERROR(CheckSameDType(ctx, a, b));
@@ -79,6 +80,7 @@ Status RunCompare(KernelContext& ctx) {
 
 Status InferLogic(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(CheckIo(ctx, 2));
+  QF_RETURN_IF_ERROR(RejectLegacyBroadcast(ctx));
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
   QF_RETURN_IF_ERROR(CheckSameDType(ctx, a, b));

@@ -45,6 +45,14 @@ inline Status CheckIo(const KernelContext& ctx, int n) {
   return Status::Ok();
 }
 
+// Opset < 7 binary ops broadcast along an `axis` attribute instead of NumPy
+// rules; the converter should rewrite them, so reject rather than misalign.
+inline Status RejectLegacyBroadcast(const KernelContext& ctx) {
+  if (ctx.attr().Has("axis"))
+    return ctx.Unsupported("legacy (opset < 7) 'axis' broadcast attribute is not supported");
+  return Status::Ok();
+}
+
 // x < 0 without -Wtype-limits warnings for unsigned T.
 template <class T>
 constexpr bool IsNegative(T x) {
