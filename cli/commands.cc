@@ -47,13 +47,14 @@ std::string DimsToString(const TensorInfo& t) {
 }
 
 const char* kConvertUsage =
-    "usage: qfold convert MODEL.onnx -o MODEL.qfm [--no-fold] [--no-fuse]\n"
+    "usage: qfold convert MODEL.onnx -o MODEL.qfm [--no-fold] [--no-fuse] [--no-fold-qdq]\n"
     "\n"
     "Converts an ONNX model to qfold's .qfm format. Every unsupported operator is\n"
     "listed at once; on any error no output file is written.\n"
     "  -o, --output PATH   output .qfm file (required)\n"
     "  --no-fold           keep constant subgraphs as operators\n"
-    "  --no-fuse           do not fuse BatchNormalization and activations\n";
+    "  --no-fuse           do not fuse BatchNormalization and activations\n"
+    "  --no-fold-qdq       keep QuantizeLinear/DequantizeLinear as separate float ops\n";
 
 const char* kRunUsage =
     "usage: qfold run MODEL.qfm [--input NAME=FILE.npy ...] [--inputs FILE.npz]\n"
@@ -93,6 +94,8 @@ int Convert(const Args& args) {
       out = args[++i];
     } else if (a == "--no-fold") {
       opts.fold_constants = false;
+    } else if (a == "--no-fold-qdq") {
+      opts.fold_qdq = false;
     } else if (a == "--no-fuse") {
       opts.fuse = false;
     } else if (!a.empty() && a[0] == '-') {

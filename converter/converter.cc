@@ -15,6 +15,12 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
   QF_RETURN_IF_ERROR(WidenHalfFloats(g));
   QF_RETURN_IF_ERROR(RemoveIdentities(g));
   QF_RETURN_IF_ERROR(VerifyGraph(g));
+  QF_RETURN_IF_ERROR(InferAndFold(g, opts.fold_constants, /*keep_dequantize=*/true));
+  if (opts.fold_qdq) {
+    QF_RETURN_IF_ERROR(FoldQdq(g));
+    QF_RETURN_IF_ERROR(RemoveDeadCode(g));
+  }
+  // Weights whose DequantizeLinear found no integer consumer become float constants.
   QF_RETURN_IF_ERROR(InferAndFold(g, opts.fold_constants));
   if (opts.fuse) {
     QF_RETURN_IF_ERROR(FuseConvBatchNorm(g));

@@ -11,6 +11,7 @@ namespace conv {
 struct ConvertOptions {
   bool fold_constants = true;
   bool fuse = true;
+  bool fold_qdq = true;  // QDQ patterns -> integer operators
 };
 
 // Reads, normalizes, checks support, infers and optimizes. On success `g` holds

@@ -16,6 +16,15 @@
 namespace qfold {
 namespace conv {
 
+// How an integer tensor maps to real numbers: real = (q - zero_point) * scale,
+// per tensor (one scale), per axis, or per block along `axis`.
+struct QuantInfo {
+  std::vector<float> scales;
+  std::vector<int32_t> zero_points;
+  int axis = -1;
+  int block_size = 0;
+};
+
 struct Value {
   std::string name;
   DType dtype = DType::kUndefined;
@@ -24,6 +33,7 @@ struct Value {
   std::vector<std::string> dim_names;  // ONNX dim_param, "" when none (graph inputs)
   // Constant payload, little-endian, int4 packed two per byte; null when not constant.
   std::shared_ptr<const std::vector<uint8_t>> data;
+  std::shared_ptr<const QuantInfo> quant;  // set on integer tensors of folded QDQ ops
 
   bool is_constant() const { return data != nullptr; }
 };

@@ -68,8 +68,13 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
       const std::string& dn = d < v->dim_names.size() ? v->dim_names[d] : std::string();
       dims.push_back(fb::CreateDim(b, v->shape[d], dn.empty() ? 0 : b.CreateString(dn)));
     }
+    flatbuffers::Offset<fb::Quantization> quant = 0;
+    if (v->quant)
+      quant = fb::CreateQuantization(b, b.CreateVector(v->quant->scales),
+                                     b.CreateVector(v->quant->zero_points), v->quant->axis,
+                                     v->quant->block_size);
     tensors.push_back(fb::CreateTensor(b, b.CreateString(name), fb::DType(int8_t(v->dtype)),
-                                       b.CreateVector(dims), fb::Layout::PLAIN, 0, buffer));
+                                       b.CreateVector(dims), fb::Layout::PLAIN, quant, buffer));
   }
   std::vector<flatbuffers::Offset<fb::Operator>> ops;
   for (const Node& n : g.nodes) {

@@ -29,7 +29,7 @@ Tensor ToTensor(const Value& v) {
 
 }  // namespace
 
-Status InferAndFold(Graph* g, bool fold) {
+Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
   std::vector<Node> kept;
   for (Node& n : g->nodes) {
     const OpDef* def = FindOp(n.op_type);
@@ -74,7 +74,8 @@ Status InferAndFold(Graph* g, bool fold) {
         outputs_known = outputs_known && o->shape_known();
         if (o->shape_known()) out_bytes += dtype_storage_bytes(o->dtype, o->numel());
       }
-    bool foldable = fold && outputs_known && out_bytes <= kMaxFoldedBytes &&
+    bool keep = keep_dequantize && n.op_type == "DequantizeLinear";
+    bool foldable = fold && !keep && outputs_known && out_bytes <= kMaxFoldedBytes &&
                     ((all_const && inputs_known) || (def->shape_only && inputs_known));
     std::vector<std::shared_ptr<std::vector<uint8_t>>> storage;
     if (foldable) {

@@ -17,7 +17,11 @@ Status RemoveIdentities(Graph* g);
 // Infers every value's dtype and shape with the runtime's op definitions and
 // replaces nodes whose inputs are all constant (or whose result depends only
 // on known shapes) by constants computed with the runtime's kernels.
-Status InferAndFold(Graph* g, bool fold);
+// DequantizeLinear nodes are kept (not folded into float constants) while
+// keep_dequantize is set, so that FoldQdq can still see quantized weights.
+Status InferAndFold(Graph* g, bool fold, bool keep_dequantize = false);
+// DequantizeLinear -> op -> QuantizeLinear becomes one integer operator.
+Status FoldQdq(Graph* g);
 // Conv + BatchNormalization -> Conv with adjusted weights and bias.
 Status FuseConvBatchNorm(Graph* g);
 // Conv/ConvTranspose/Gemm/MatMul + Relu/Clip/... -> one node with _activation.

@@ -1,0 +1,641 @@
+// QDQ folding: DequantizeLinear -> float op -> QuantizeLinear becomes one
+// integer operator, so a model quantized by quantize_static, AIMET or a
+// PyTorch export runs int8 instead of simulating quantization in float.
+//
+// Patterns are matched by what feeds each op (a DQ of a per-tensor activation,
+// a DQ of a constant weight quantized on the op's channel axis), never by a
+// tensor's rank. What does not match stays a float op between explicit Q and
+// DQ nodes; `qfold inspect` reports which ops run int8.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "converter/onnx_dtype.h"
+#include "converter/passes/passes.h"
+#include "core/op.h"
+
+namespace qfold {
+namespace conv {
+
+namespace {
+
+bool Is8Bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
+
+int32_t QMin(DType t) { return t == DType::kInt8 ? -128 : 0; }
+int32_t QMax(DType t) { return t == DType::kInt8 ? 127 : 255; }
+
+bool ReadFloatsConst(const Value* v, std::vector<float>* out) {
+  if (!v || !v->is_constant() || v->dtype != DType::kFloat32) return false;
+  out->resize(v->data->size() / 4);
+  if (!out->empty()) std::memcpy(out->data(), v->data->data(), v->data->size());
+  return true;
+}
+
+bool ReadIntsConst(const Value* v, std::vector<int32_t>* out) {
+  if (!v || !v->is_constant()) return false;
+  const uint8_t* p = v->data->data();
+  size_t n = 0;
+  switch (v->dtype) {
+    case DType::kInt8: n = v->data->size(); out->resize(n);
+      for (size_t i = 0; i < n; ++i) (*out)[i] = int8_t(p[i]);
+      return true;
+    case DType::kUInt8: n = v->data->size(); out->resize(n);
+      for (size_t i = 0; i < n; ++i) (*out)[i] = p[i];
+      return true;
+    case DType::kInt32: n = v->data->size() / 4; out->resize(n);
+      std::memcpy(out->data(), p, n * 4);
+      return true;
+    default: return false;
+  }
+}
+
+// The quantization one DequantizeLinear or QuantizeLinear node describes.
+struct QParams {
+  std::string scale, zero_point;  // value names; zero_point may be ""
+  DType qtype = DType::kUndefined;  // the integer side's dtype
+  std::vector<float> scales;
+  std::vector<int32_t> zps;  // empty when no zero point (0)
+  int axis = 1;
+  int block_size = 0;
+  bool per_tensor() const { return scales.size() == 1; }
+  int32_t zp(size_t i) const { return zps.empty() ? 0 : zps[zps.size() == 1 ? 0 : i]; }
+  float scale_at(size_t i) const { return scales[scales.size() == 1 ? 0 : i]; }
+};
+
+class QdqFolder {
+ public:
+  explicit QdqFolder(Graph* g) : g_(*g) {}
+
+  Status Run() {
+    Index();
+    for (size_t k = 0; k < g_.nodes.size(); ++k) {
+      if (removed_.count(k)) continue;
+      const std::string& t = g_.nodes[k].op_type;
+      if (!g_.nodes[k].domain.empty()) continue;
+      if (t == "Conv") TryConv(k);
+      else if (t == "MatMul") TryMatMul(k);
+      else if (t == "Gemm") TryGemm(k);
+      else if (t == "Add" || t == "Mul") TryBinary(k);
+      else if (t == "GlobalAveragePool" || t == "AveragePool") TryPool(k);
+      else if (t == "Concat") TryConcat(k);
+      else if (IsLayoutOp(t)) TryLayout(k);
+      else if (IsLutOp(t)) TryLookupTable(k);
+      else if (t == "QuantizeLinear") TryRequantize(k);
+    }
+    std::vector<Node> kept;
+    for (size_t k = 0; k < g_.nodes.size(); ++k)
+      if (!removed_.count(k)) kept.push_back(std::move(g_.nodes[k]));
+    g_.nodes = std::move(kept);
+    return Status::Ok();
+  }
+
+ private:
+  static bool IsLayoutOp(const std::string& t) {
+    static const std::set<std::string> ops = {"Reshape", "Transpose", "Squeeze", "Unsqueeze",
+                                              "Flatten", "MaxPool", "Slice", "Gather",
+                                              "DepthToSpace", "SpaceToDepth", "Resize",
+                                              "Expand", "Tile"};
+    return ops.count(t) > 0;
+  }
+  static bool IsLutOp(const std::string& t) {
+    static const std::set<std::string> ops = {
+        "Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Gelu", "Erf",
+        "Exp", "Elu", "Selu", "Softplus", "Softsign", "Mish", "Swish", "Clip", "Neg", "Abs"};
+    return ops.count(t) > 0;
+  }
+
+  void Index() {
+    producer_.clear();
+    consumers_.clear();
+    for (size_t k = 0; k < g_.nodes.size(); ++k) {
+      for (const std::string& o : g_.nodes[k].outputs)
+        if (!o.empty()) producer_[o] = k;
+      for (const std::string& i : g_.nodes[k].inputs)
+        if (!i.empty()) consumers_[i].push_back(k);
+    }
+  }
+
+  // Reads a Q or DQ node's parameters; false when they are not constant or
+  // not an 8-bit integer type.
+  bool ReadQParams(const Node& n, QParams* q) {
+    q->scale = n.input(1);
+    q->zero_point = n.input(2);
+    if (!ReadFloatsConst(g_.Find(q->scale), &q->scales) || q->scales.empty()) return false;
+    for (float s : q->scales)
+      if (!(s > 0) || !std::isfinite(s)) return false;
+    if (!q->zero_point.empty()) {
+      const Value* zp = g_.Find(q->zero_point);
+      if (!zp || !ReadIntsConst(zp, &q->zps) || q->zps.size() != q->scales.size()) return false;
+    }
+    q->axis = int(n.attrs.GetInt("axis", 1));
+    q->block_size = int(n.attrs.GetInt("block_size", 0));
+    if (q->block_size != 0) return false;
+    if (n.op_type == "DequantizeLinear") {
+      const Value* x = g_.Find(n.input(0));
+      q->qtype = x ? x->dtype : DType::kUndefined;
+    } else {
+      const Value* zp = q->zero_point.empty() ? nullptr : g_.Find(q->zero_point);
+      int64_t od = n.attrs.GetInt("output_dtype", 0);
+      q->qtype = zp ? zp->dtype : od ? DTypeFromOnnx(int(od)) : DType::kUInt8;
+    }
+    return Is8Bit(q->qtype);
+  }
+
+  // The DQ node producing `name`, with its parameters.
+  const Node* DqOf(const std::string& name, QParams* q) {
+    auto it = producer_.find(name);
+    if (it == producer_.end() || removed_.count(it->second)) return nullptr;
+    const Node& n = g_.nodes[it->second];
+    if (n.op_type != "DequantizeLinear" || !n.domain.empty()) return nullptr;
+    if (!ReadQParams(n, q)) return nullptr;
+    return &n;
+  }
+
+  // The single Q consuming `name` (an op's float output), with its parameters.
+  bool SoleQConsumer(const std::string& name, size_t* qk, QParams* q) {
+    if (g_.IsGraphOutput(name)) return false;
+    auto it = consumers_.find(name);
+    if (it == consumers_.end() || it->second.size() != 1) return false;
+    size_t k = it->second[0];
+    const Node& n = g_.nodes[k];
+    if (n.op_type != "QuantizeLinear" || !n.domain.empty() || removed_.count(k)) return false;
+    if (!ReadQParams(n, q) || !q->per_tensor()) return false;
+    *qk = k;
+    return true;
+  }
+
+  std::string ZeroPointName(const QParams& q, const std::string& base) {
+    if (!q.zero_point.empty()) return q.zero_point;
+    return g_.AddConstant(base + "_zero_point", q.qtype, {}, std::vector<uint8_t>(1, 0));
+  }
+
+  void SetQuant(const std::string& name, const QParams& q, int axis) {
+    Value* v = g_.Find(name);
+    if (!v) return;
+    auto info = std::make_shared<QuantInfo>();
+    info->scales = q.scales;
+    for (size_t i = 0; i < q.scales.size(); ++i) info->zero_points.push_back(q.zp(i));
+    info->axis = q.per_tensor() ? -1 : axis;
+    v->quant = info;
+  }
+
+  // Replaces node k by `n`, writing the Q node qk's output, and drops qk.
+  void Replace(size_t k, Node n, size_t qk, const QParams& yq) {
+    const std::string float_out = g_.nodes[k].outputs[0];
+    n.outputs = {g_.nodes[qk].outputs[0]};
+    g_.values.erase(float_out);
+    g_.nodes[k] = std::move(n);
+    removed_.insert(qk);
+    SetQuant(g_.nodes[k].outputs[0], yq, -1);
+    Index();
+  }
+
+  // Output clamp for a Relu/Clip between the op and its Q, in the Q's domain.
+  bool ActivationClamp(const Node& act, const QParams& yq, int32_t* lo, int32_t* hi) {
+    auto quantize = [&](float v) {
+      double q = std::nearbyint(double(v) / yq.scales[0]) + yq.zp(0);
+      return int32_t(std::max<double>(QMin(yq.qtype), std::min<double>(QMax(yq.qtype), q)));
+    };
+    *lo = QMin(yq.qtype);
+    *hi = QMax(yq.qtype);
+    if (act.op_type == "Relu") {
+      *lo = std::max(*lo, quantize(0.f));
+      return true;
+    }
+    if (act.op_type == "Clip") {
+      std::vector<float> v;
+      if (!act.input(1).empty()) {
+        if (!ReadFloatsConst(g_.Find(act.input(1)), &v) || v.size() != 1) return false;
+        *lo = std::max(*lo, quantize(v[0]));
+      }
+      if (!act.input(2).empty()) {
+        if (!ReadFloatsConst(g_.Find(act.input(2)), &v) || v.size() != 1) return false;
+        *hi = std::min(*hi, quantize(v[0]));
+      }
+      return true;
+    }
+    return false;
+  }
+
+  // Finds the Q after op k's output, optionally through one Relu/Clip.
+  // On success *act_k is the activation node (or SIZE_MAX) and lo/hi its clamp.
+  bool OutputQ(size_t k, size_t* qk, QParams* yq, size_t* act_k, int32_t* lo, int32_t* hi) {
+    const std::string& out = g_.nodes[k].outputs[0];
+    *act_k = SIZE_MAX;
+    if (SoleQConsumer(out, qk, yq)) {
+      *lo = QMin(yq->qtype);
+      *hi = QMax(yq->qtype);
+      return true;
+    }
+    auto it = consumers_.find(out);
+    if (g_.IsGraphOutput(out) || it == consumers_.end() || it->second.size() != 1) return false;
+    size_t a = it->second[0];
+    const Node& act = g_.nodes[a];
+    if (act.op_type != "Relu" && act.op_type != "Clip") return false;
+    if (!SoleQConsumer(act.outputs[0], qk, yq)) return false;
+    if (!ActivationClamp(act, *yq, lo, hi)) return false;
+    *act_k = a;
+    return true;
+  }
+
+  void DropActivation(size_t act_k) {
+    if (act_k == SIZE_MAX) return;
+    g_.values.erase(g_.nodes[act_k].outputs[0]);
+    removed_.insert(act_k);
+  }
+
+  // int32 bias with scale x_scale * w_scale[c] from a DQ'd int32 or a float constant.
+  bool BiasInt32(const std::string& name, const QParams& xq, const QParams& wq, int64_t channels,
+                 std::vector<int32_t>* out, double alpha = 1.0, double beta = 1.0) {
+    std::vector<double> real(size_t(channels), 0.0);
+    QParams bq;
+    std::vector<float> f;
+    auto pit = producer_.find(name);
+    const Value* v = g_.Find(name);
+    if (v && v->is_constant() && v->dtype == DType::kFloat32) {
+      ReadFloatsConst(v, &f);
+      if (int64_t(f.size()) != channels && f.size() != 1) return false;
+      for (int64_t c = 0; c < channels; ++c) real[c] = f[f.size() == 1 ? 0 : c];
+    } else if (pit != producer_.end() && g_.nodes[pit->second].op_type == "DequantizeLinear") {
+      const Node& dq = g_.nodes[pit->second];
+      std::vector<int32_t> q;
+      std::vector<float> s, zpf;
+      if (!ReadIntsConst(g_.Find(dq.input(0)), &q) || !ReadFloatsConst(g_.Find(dq.input(1)), &s))
+        return false;
+      std::vector<int32_t> zp;
+      if (!dq.input(2).empty() && !ReadIntsConst(g_.Find(dq.input(2)), &zp)) return false;
+      if (int64_t(q.size()) != channels || (s.size() != 1 && int64_t(s.size()) != channels))
+        return false;
+      for (int64_t c = 0; c < channels; ++c) {
+        int32_t z = zp.empty() ? 0 : zp[zp.size() == 1 ? 0 : c];
+        real[c] = double(q[c] - z) * s[s.size() == 1 ? 0 : c];
+      }
+    } else {
+      return false;
+    }
+    out->resize(size_t(channels));
+    for (int64_t c = 0; c < channels; ++c) {
+      double acc_scale = double(xq.scale_at(0)) * double(wq.scale_at(size_t(c))) * alpha;
+      double q = std::nearbyint(real[c] * beta / acc_scale);
+      if (q > 2147483647.0 || q < -2147483648.0) return false;
+      (*out)[c] = int32_t(q);
+    }
+    return true;
+  }
+
+  std::string AddInt32(const std::string& base, const std::vector<int32_t>& v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+    return g_.AddConstant(base, DType::kInt32, {int64_t(v.size())}, std::move(b));
+  }
+
+  void SetClamp(Node* n, int32_t lo, int32_t hi, DType t) {
+    if (lo > QMin(t)) n->attrs.SetInt("_qmin", lo);
+    if (hi < QMax(t)) n->attrs.SetInt("_qmax", hi);
+  }
+
+  void TryConv(size_t k) {
+    const Node& conv = g_.nodes[k];
+    QParams xq, wq, yq;
+    const Node* dqx = DqOf(conv.input(0), &xq);
+    const Node* dqw = DqOf(conv.input(1), &wq);
+    if (!dqx || !dqw || !xq.per_tensor()) return;
+    const Value* w = g_.Find(dqw->input(0));
+    if (!w || !w->is_constant() || w->shape.empty()) return;
+    const int64_t m = w->shape[0];
+    int waxis = wq.axis < 0 ? wq.axis + int(w->shape.size()) : wq.axis;
+    if (!wq.per_tensor() && (waxis != 0 || int64_t(wq.scales.size()) != m)) return;
+    size_t qk, act_k;
+    int32_t lo, hi;
+    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return;
+    std::vector<int32_t> bias;
+    if (!conv.input(2).empty() && !BiasInt32(conv.input(2), xq, wq, m, &bias)) return;
+
+    Node q;
+    q.op_type = "QLinearConv";
+    q.name = conv.name;
+    q.attrs = conv.attrs;
+    q.inputs = {dqx->input(0), xq.scale, ZeroPointName(xq, conv.name + "_x"),
+                dqw->input(0), wq.scale, ZeroPointName(wq, conv.name + "_w"),
+                yq.scale,      ZeroPointName(yq, conv.name + "_y")};
+    if (!bias.empty()) q.inputs.push_back(AddInt32(conv.name + "_bias_int32", bias));
+    SetClamp(&q, lo, hi, yq.qtype);
+    SetQuant(dqx->input(0), xq, -1);
+    SetQuant(dqw->input(0), wq, 0);
+    DropActivation(act_k);
+    Replace(k, std::move(q), qk, yq);
+  }
+
+  // MatMul whose B is a per-tensor activation or a constant weight quantized
+  // per tensor or per column (axis 1 of a 2-D weight).
+  void TryMatMul(size_t k) {
+    const Node& mm = g_.nodes[k];
+    QParams aq, bq, yq;
+    const Node* dqa = DqOf(mm.input(0), &aq);
+    const Node* dqb = DqOf(mm.input(1), &bq);
+    if (!dqa || !dqb || !aq.per_tensor()) return;
+    const Value* b = g_.Find(dqb->input(0));
+    if (!b) return;
+    if (!bq.per_tensor()) {
+      int axis = bq.axis < 0 ? bq.axis + int(b->shape.size()) : bq.axis;
+      if (!b->is_constant() || b->shape.size() != 2 || axis != 1) return;
+    }
+    // MatMul -> Add(bias) -> Q, as quantize_static leaves a MatMul with bias.
+    std::string bias_in;
+    size_t add_k = SIZE_MAX;
+    auto it = consumers_.find(mm.outputs[0]);
+    if (b->is_constant() && b->shape.size() == 2 && it != consumers_.end() &&
+        it->second.size() == 1 && !g_.IsGraphOutput(mm.outputs[0]) &&
+        g_.nodes[it->second[0]].op_type == "Add") {
+      const Node& add = g_.nodes[it->second[0]];
+      std::string other = add.input(0) == mm.outputs[0] ? add.input(1) : add.input(0);
+      std::vector<int32_t> probe;
+      if (BiasInt32(other, aq, bq, b->shape[1], &probe)) {
+        bias_in = other;
+        add_k = it->second[0];
+      }
+    }
+    size_t qk, act_k;
+    int32_t lo, hi;
+    size_t out_k = add_k == SIZE_MAX ? k : add_k;
+    if (!OutputQ(out_k, &qk, &yq, &act_k, &lo, &hi)) return;
+    Node q;
+    q.op_type = "QLinearMatMul";
+    q.name = mm.name;
+    q.inputs = {dqa->input(0), aq.scale, ZeroPointName(aq, mm.name + "_a"),
+                dqb->input(0), bq.scale, ZeroPointName(bq, mm.name + "_b"),
+                yq.scale,      ZeroPointName(yq, mm.name + "_y")};
+    if (!bias_in.empty()) {
+      std::vector<int32_t> bias;
+      BiasInt32(bias_in, aq, bq, b->shape[1], &bias);
+      q.inputs.push_back(AddInt32(mm.name + "_bias_int32", bias));
+    }
+    SetClamp(&q, lo, hi, yq.qtype);
+    SetQuant(dqa->input(0), aq, -1);
+    SetQuant(dqb->input(0), bq, 1);
+    DropActivation(act_k);
+    if (add_k != SIZE_MAX) {
+      g_.values.erase(g_.nodes[add_k].outputs[0]);
+      removed_.insert(add_k);
+    }
+    Replace(k, std::move(q), qk, yq);
+  }
+
+  // Gemm becomes QLinearMatMul: transB is applied to the constant weight,
+  // alpha goes into the weight scale and beta * C into the int32 bias.
+  void TryGemm(size_t k) {
+    const Node& gm = g_.nodes[k];
+    if (gm.attrs.GetInt("transA", 0) != 0) return;
+    QParams aq, bq, yq;
+    const Node* dqa = DqOf(gm.input(0), &aq);
+    const Node* dqb = DqOf(gm.input(1), &bq);
+    if (!dqa || !dqb || !aq.per_tensor()) return;
+    const Value* b = g_.Find(dqb->input(0));
+    if (!b || !b->is_constant() || b->shape.size() != 2) return;
+    const bool trans_b = gm.attrs.GetInt("transB", 0) != 0;
+    const int64_t kdim = trans_b ? b->shape[1] : b->shape[0];
+    const int64_t n = trans_b ? b->shape[0] : b->shape[1];
+    int axis = bq.axis < 0 ? bq.axis + 2 : bq.axis;
+    if (!bq.per_tensor() && (axis != (trans_b ? 0 : 1) || int64_t(bq.scales.size()) != n)) return;
+    const double alpha = gm.attrs.GetFloat("alpha", 1.f), beta = gm.attrs.GetFloat("beta", 1.f);
+    if (!(alpha > 0)) return;
+    std::vector<int32_t> bias;
+    if (!gm.input(2).empty() && !BiasInt32(gm.input(2), aq, bq, n, &bias, alpha, beta)) return;
+    size_t qk, act_k;
+    int32_t lo, hi;
+    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return;
+
+    std::string wname = dqb->input(0);
+    if (trans_b) {
+      std::vector<uint8_t> t(b->data->size());
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < kdim; ++c) t[size_t(c * n + r)] = (*b->data)[size_t(r * kdim + c)];
+      wname = g_.AddConstant(wname + "_t", b->dtype, {kdim, n}, std::move(t));
+    }
+    std::string scale = bq.scale;
+    if (alpha != 1.0) {
+      std::vector<float> s = bq.scales;
+      for (float& v : s) v = float(v * alpha);
+      std::vector<uint8_t> sb(s.size() * 4);
+      std::memcpy(sb.data(), s.data(), sb.size());
+      scale = g_.AddConstant(gm.name + "_b_scale_alpha", DType::kFloat32,
+                             g_.Find(bq.scale)->shape, std::move(sb));
+      bq.scales = s;
+    }
+    Node q;
+    q.op_type = "QLinearMatMul";
+    q.name = gm.name;
+    q.inputs = {dqa->input(0), aq.scale, ZeroPointName(aq, gm.name + "_a"),
+                wname,         scale,    ZeroPointName(bq, gm.name + "_b"),
+                yq.scale,      ZeroPointName(yq, gm.name + "_y")};
+    if (!bias.empty()) q.inputs.push_back(AddInt32(gm.name + "_bias_int32", bias));
+    SetClamp(&q, lo, hi, yq.qtype);
+    SetQuant(dqa->input(0), aq, -1);
+    SetQuant(wname, bq, 1);
+    DropActivation(act_k);
+    Replace(k, std::move(q), qk, yq);
+  }
+
+  void TryBinary(size_t k) {
+    const Node& n = g_.nodes[k];
+    QParams aq, bq, yq;
+    const Node* dqa = DqOf(n.input(0), &aq);
+    const Node* dqb = DqOf(n.input(1), &bq);
+    if (!dqa || !dqb || !aq.per_tensor() || !bq.per_tensor()) return;
+    size_t qk;
+    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return;
+    if (aq.qtype != yq.qtype || bq.qtype != yq.qtype) return;
+    Node q;
+    q.op_type = n.op_type == "Add" ? "QLinearAdd" : "QLinearMul";
+    q.domain = "com.microsoft";
+    q.name = n.name;
+    q.inputs = {dqa->input(0), aq.scale, ZeroPointName(aq, n.name + "_a"),
+                dqb->input(0), bq.scale, ZeroPointName(bq, n.name + "_b"),
+                yq.scale,      ZeroPointName(yq, n.name + "_y")};
+    Replace(k, std::move(q), qk, yq);
+  }
+
+  void TryPool(size_t k) {
+    const Node& n = g_.nodes[k];
+    QParams xq, yq;
+    const Node* dqx = DqOf(n.input(0), &xq);
+    if (!dqx || !xq.per_tensor()) return;
+    size_t qk;
+    if (!SoleQConsumer(n.outputs[0], &qk, &yq) || xq.qtype != yq.qtype) return;
+    Node q;
+    q.op_type = n.op_type == "GlobalAveragePool" ? "QLinearGlobalAveragePool" : "QLinearAveragePool";
+    q.domain = "com.microsoft";
+    q.name = n.name;
+    q.attrs = n.attrs;
+    q.inputs = {dqx->input(0), xq.scale, ZeroPointName(xq, n.name + "_x"), yq.scale,
+                ZeroPointName(yq, n.name + "_y")};
+    Replace(k, std::move(q), qk, yq);
+  }
+
+  void TryConcat(size_t k) {
+    const Node& n = g_.nodes[k];
+    QParams yq;
+    size_t qk;
+    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return;
+    Node q;
+    q.op_type = "QLinearConcat";
+    q.domain = "com.microsoft";
+    q.name = n.name;
+    q.attrs = n.attrs;
+    q.inputs = {yq.scale, ZeroPointName(yq, n.name + "_y")};
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      QParams xq;
+      const Node* dq = DqOf(n.inputs[i], &xq);
+      if (!dq || !xq.per_tensor() || xq.qtype != yq.qtype) return;
+      q.inputs.push_back(dq->input(0));
+      q.inputs.push_back(xq.scale);
+      q.inputs.push_back(ZeroPointName(xq, n.name + "_x" + std::to_string(i)));
+    }
+    Replace(k, std::move(q), qk, yq);
+  }
+
+  static bool SameParams(const QParams& a, const QParams& b) {
+    return a.qtype == b.qtype && a.per_tensor() && b.per_tensor() && a.scales[0] == b.scales[0] &&
+           a.zp(0) == b.zp(0);
+  }
+
+  // y_q -> (x_scale, x_zp) to (y_scale, y_zp); no node when they are equal.
+  Node Requantize(const std::string& name, const std::string& in, const QParams& from,
+                  const QParams& to) {
+    Node r;
+    r.op_type = "QfRequantize";
+    r.name = name;
+    r.inputs = {in, from.scale, ZeroPointName(from, name + "_x"), to.scale,
+                ZeroPointName(to, name + "_y")};
+    return r;
+  }
+
+  // Data-movement ops run on the integers; a different output scale adds a requantize.
+  void TryLayout(size_t k) {
+    const Node& n = g_.nodes[k];
+    if (n.outputs.size() != 1) return;
+    if (n.op_type == "Resize" && n.attrs.GetString("mode", "nearest") != "nearest") return;
+    QParams xq, yq;
+    const Node* dqx = DqOf(n.input(0), &xq);
+    if (!dqx || !xq.per_tensor()) return;
+    size_t qk;
+    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return;
+    Node moved = n;
+    moved.inputs[0] = dqx->input(0);
+    if (SameParams(xq, yq)) {
+      Replace(k, std::move(moved), qk, yq);
+      return;
+    }
+    if (!Is8Bit(xq.qtype) || xq.qtype != yq.qtype) return;
+    // op on x_q into a fresh value, then requantize into the Q's output.
+    std::string mid = g_.UniqueName(n.outputs[0] + "_q");
+    moved.outputs = {mid};
+    g_.values[mid].name = mid;
+    Node req = Requantize(n.name + "_requantize", mid, xq, yq);
+    req.outputs = {g_.nodes[qk].outputs[0]};
+    g_.values.erase(n.outputs[0]);
+    g_.nodes[k] = std::move(moved);
+    g_.nodes[qk] = std::move(req);  // keeps order: qk comes after k
+    SetQuant(mid, xq, -1);
+    SetQuant(g_.nodes[qk].outputs[0], yq, -1);
+    Index();
+  }
+
+  // Unary float op between per-tensor 8-bit DQ and Q: precompute all 256
+  // outputs with the op's own kernel and run a table lookup.
+  void TryLookupTable(size_t k) {
+    const Node& n = g_.nodes[k];
+    if (n.outputs.size() != 1) return;
+    QParams xq, yq;
+    const Node* dqx = DqOf(n.input(0), &xq);
+    if (!dqx || !xq.per_tensor()) return;
+    for (size_t i = 1; i < n.inputs.size(); ++i)
+      if (!n.inputs[i].empty() && !g_.IsConstant(n.inputs[i])) return;
+    size_t qk;
+    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return;
+    const OpDef* def = FindOp(n.op_type);
+    if (!def) return;
+
+    std::vector<float> xs(256), ys(256);
+    for (int b = 0; b < 256; ++b) {
+      int32_t v = xq.qtype == DType::kInt8 ? int32_t(int8_t(uint8_t(b))) : b;
+      xs[b] = float(v - xq.zp(0)) * xq.scales[0];
+    }
+    std::vector<Tensor> ins(n.inputs.size());
+    Tensor out;
+    KernelContext ctx;
+    ctx.op_type = &n.op_type;
+    ctx.op_name = &n.name;
+    ctx.attrs = &n.attrs;
+    ins[0].dtype = DType::kFloat32;
+    ins[0].shape = {256};
+    ins[0].data = xs.data();
+    ctx.inputs.push_back(&ins[0]);
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      if (n.inputs[i].empty()) {
+        ctx.inputs.push_back(nullptr);
+        continue;
+      }
+      const Value* c = g_.Find(n.inputs[i]);
+      ins[i].dtype = c->dtype;
+      ins[i].shape = c->shape;
+      ins[i].data = const_cast<uint8_t*>(c->data->data());
+      ctx.inputs.push_back(&ins[i]);
+    }
+    ctx.outputs.push_back(&out);
+    if (!def->infer(ctx).ok() || out.dtype != DType::kFloat32 || out.numel() != 256) return;
+    out.data = ys.data();
+    if (!def->run(ctx).ok()) return;
+    std::vector<uint8_t> table(256);
+    for (int b = 0; b < 256; ++b) {
+      double q = std::nearbyint(double(ys[b]) / yq.scales[0]) + yq.zp(0);
+      q = std::max<double>(QMin(yq.qtype), std::min<double>(QMax(yq.qtype), q));
+      table[b] = uint8_t(int32_t(q));
+    }
+    Node lut;
+    lut.op_type = "QfLookupTable";
+    lut.name = n.name;
+    lut.inputs = {dqx->input(0),
+                  g_.AddConstant(n.name + "_table", yq.qtype, {256}, std::move(table))};
+    Replace(k, std::move(lut), qk, yq);
+  }
+
+  // DQ -> Q with nothing between: the same parameters cancel; others requantize.
+  void TryRequantize(size_t k) {
+    const Node& qn = g_.nodes[k];
+    QParams xq, yq;
+    const Node* dq = DqOf(qn.input(0), &xq);
+    if (!dq || !xq.per_tensor() || !ReadQParams(qn, &yq) || !yq.per_tensor()) return;
+    if (SameParams(xq, yq)) {
+      // Readers of the Q output read the DQ input instead (unless it is a graph output).
+      if (g_.IsGraphOutput(qn.outputs[0])) return;
+      const std::string from = qn.outputs[0], to = dq->input(0);
+      for (Node& n : g_.nodes)
+        for (std::string& s : n.inputs)
+          if (s == from) s = to;
+      g_.values.erase(from);
+      removed_.insert(k);
+      Index();
+      return;
+    }
+    Node req = Requantize(qn.name, dq->input(0), xq, yq);
+    req.outputs = qn.outputs;
+    g_.nodes[k] = std::move(req);
+    SetQuant(g_.nodes[k].outputs[0], yq, -1);
+    Index();
+  }
+
+  Graph& g_;
+  std::map<std::string, size_t> producer_;
+  std::map<std::string, std::vector<size_t>> consumers_;
+  std::set<size_t> removed_;
+};
+
+}  // namespace
+
+Status FoldQdq(Graph* g) { return QdqFolder(g).Run(); }
+
+}  // namespace conv
+}  // namespace qfold
