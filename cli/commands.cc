@@ -67,9 +67,13 @@ const char* kRunUsage =
     "on stdout without --output-dir.\n";
 
 const char* kInspectUsage =
-    "usage: qfold inspect MODEL.qfm|MODEL.onnx [--json]\n"
+    "usage: qfold inspect MODEL.qfm|MODEL.onnx [--json] [--ops]\n"
     "\n"
-    "Shows inputs, outputs, operator counts, constant sizes and quantization.\n";
+    "Shows inputs, outputs, operator counts, constant sizes and quantization. For a\n"
+    ".qfm, each operator's precision (int8, int4-weight, quantize, float) and weight\n"
+    "granularity; warns when a quantized model runs most operators in float.\n"
+    "  --json   machine-readable output (operator_details lists every operator)\n"
+    "  --ops    list every operator with its precision\n";
 
 }  // namespace
 
@@ -229,6 +233,43 @@ nlohmann::json TensorJson(const TensorInfo& t) {
   return j;
 }
 
+// How an operator of a .qfm computes: "int8" (integer kernel), "int4-weight",
+// "quantize" (a Q/DQ/requantize boundary) or "float"; plus the granularity of
+// its weight quantization where it has one.
+struct OpPrecision {
+  std::string precision;
+  std::string granularity;
+};
+
+OpPrecision ClassifyOp(const Model::Impl& m, const OpEntry& op) {
+  static const char* kIntegerOps[] = {
+      "QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool",
+      "QLinearAveragePool", "QLinearConcat", "QLinearLeakyRelu", "QLinearSigmoid",
+      "QfLookupTable", "ConvInteger", "MatMulInteger"};
+  OpPrecision p;
+  auto numel = [&](int id) {
+    int64_t n = 1;
+    for (int64_t d : m.tensors[id].info.shape) n *= d;
+    return n;
+  };
+  for (const char* t : kIntegerOps)
+    if (op.type == t) p.precision = "int8";
+  if (op.type == "QuantizeLinear" || op.type == "DequantizeLinear" || op.type == "QfRequantize")
+    p.precision = "quantize";
+  if (op.type == "QfMatMulWeightQ") p.precision = "int4-weight";
+  if (op.type == "QLinearConv" || op.type == "QLinearMatMul") {
+    int ws = op.inputs.size() > 4 ? op.inputs[4] : -1;
+    if (ws >= 0) p.granularity = numel(ws) == 1 ? "per-tensor" : "per-channel";
+  }
+  if (p.precision.empty()) {
+    int in0 = op.inputs.empty() ? -1 : op.inputs[0];
+    DType t = in0 >= 0 ? m.tensors[in0].info.dtype : DType::kUndefined;
+    if (t == DType::kInt8 || t == DType::kUInt8) p.precision = "int8";
+    else p.precision = dtype_is_float(t) ? "float" : "other";
+  }
+  return p;
+}
+
 TensorInfo InfoFromValue(const conv::Value& v) {
   TensorInfo t;
   t.name = v.name;
@@ -246,7 +287,7 @@ int Inspect(const Args& args) {
   bool as_json = HasFlag(args, "--json");
   std::string path;
   for (const std::string& a : args) {
-    if (a == "--json") continue;
+    if (a == "--json" || a == "--ops") continue;
     if (!a.empty() && a[0] == '-') return UsageError("inspect", "unknown option '" + a + "'", kInspectUsage);
     if (!path.empty()) return UsageError("inspect", "more than one model given", kInspectUsage);
     path = a;
@@ -255,7 +296,7 @@ int Inspect(const Args& args) {
 
   nlohmann::json j;
   j["file"] = path;
-  std::map<std::string, int> op_counts;
+  std::map<std::string, int> op_counts, precision_counts, granularity_counts;
   size_t const_bytes = 0, const_count = 0, quantized_tensors = 0;
   std::vector<TensorInfo> inputs, outputs;
   if (EndsWith(path, ".onnx")) {
@@ -293,7 +334,16 @@ int Inspect(const Args& args) {
     j["format_version"] = m->fb->format_version();
     inputs = model->inputs();
     outputs = model->outputs();
-    for (const OpEntry& op : m->ops) op_counts[op.type]++;
+    nlohmann::json details = nlohmann::json::array();
+    for (const OpEntry& op : m->ops) {
+      op_counts[op.type]++;
+      OpPrecision p = ClassifyOp(*m, op);
+      precision_counts[p.precision]++;
+      nlohmann::json d = {{"name", op.name}, {"type", op.type}, {"precision", p.precision}};
+      if (!p.granularity.empty()) d["granularity"] = p.granularity, granularity_counts[p.granularity]++;
+      details.push_back(d);
+    }
+    j["operator_details"] = details;
     for (size_t i = 0; i < m->tensors.size(); ++i) {
       const TensorEntry& t = m->tensors[i];
       if (t.const_data) {
@@ -307,6 +357,21 @@ int Inspect(const Args& args) {
   }
   int total_ops = 0;
   for (const auto& kv : op_counts) total_ops += kv.second;
+  // Compute ops only: Q/DQ boundaries and integer data movement are not what a
+  // user means by "runs int8".
+  const int int8_ops = precision_counts["int8"] + precision_counts["int4-weight"];
+  const int float_ops = precision_counts["float"];
+  const bool quantized_model = quantized_tensors > 0 || int8_ops > 0;
+  std::string warning;
+  if (quantized_model && float_ops > int8_ops)
+    warning = std::to_string(float_ops) + " of " + std::to_string(float_ops + int8_ops) +
+              " operators run in float: the model is quantized but most of it is not folded "
+              "into integer kernels";
+  if (!precision_counts.empty()) {
+    j["precision"] = precision_counts;
+    j["granularity"] = granularity_counts;
+  }
+  if (!warning.empty()) j["warnings"] = {warning};
   if (as_json) {
     j["inputs"] = nlohmann::json::array();
     for (const TensorInfo& t : inputs) j["inputs"].push_back(TensorJson(t));
@@ -331,6 +396,18 @@ int Inspect(const Args& args) {
   std::printf("operators: %d\n", total_ops);
   for (const auto& kv : op_counts) std::printf("  %-24s %d\n", kv.first.c_str(), kv.second);
   std::printf("constants: %zu tensors, %zu bytes\n", const_count, const_bytes);
+  if (!precision_counts.empty()) {
+    std::printf("precision:");
+    for (const auto& kv : precision_counts) std::printf(" %s %d", kv.first.c_str(), kv.second);
+    for (const auto& kv : granularity_counts) std::printf(", %s %d", kv.first.c_str(), kv.second);
+    std::printf("\n");
+    if (HasFlag(args, "--ops"))
+      for (const auto& d : j["operator_details"])
+        std::printf("  %-40s %-26s %s %s\n", d["name"].get<std::string>().c_str(),
+                    d["type"].get<std::string>().c_str(), d["precision"].get<std::string>().c_str(),
+                    d.contains("granularity") ? d["granularity"].get<std::string>().c_str() : "");
+  }
+  if (!warning.empty()) std::printf("warning: %s\n", warning.c_str());
   std::printf("quantization: %s\n",
               quantized_tensors ? (std::to_string(quantized_tensors) + " quantized tensors / QDQ nodes").c_str()
                                 : "none (float model)");

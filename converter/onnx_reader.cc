@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -57,6 +58,12 @@ Status ResolveExternalPath(const std::string& base_dir, const std::string& locat
   if (!realpath(base_dir.c_str(), base_real))
     return Status(StatusCode::kIoError, where + ": cannot resolve folder '" + base_dir + "'");
   std::string joined = base_dir + "/" + location;
+  // Refuse escapes before touching the file system, so a missing file outside the
+  // folder gets the same answer as an existing one.
+  std::string normal = std::filesystem::path(location).lexically_normal().string();
+  if (normal == ".." || normal.compare(0, 3, "../") == 0)
+    return Invalid(where + ": external data location '" + location +
+                   "' leaves the model's folder; refused");
   if (!realpath(joined.c_str(), file_real))
     return Status(StatusCode::kIoError,
                   where + ": external data file '" + joined + "' does not exist");

@@ -60,7 +60,7 @@ Status WidenHalfFloats(Graph* g) {
     Value& v = g->values[in];
     if (!IsHalf(v.dtype)) continue;
     std::string wide = g->UniqueName(in + "_fp32");
-    g->values[wide] = Value{wide, DType::kFloat32, v.rank_known, v.shape, {}, nullptr};
+    g->values[wide] = Value{wide, DType::kFloat32, v.rank_known, v.shape, {}, nullptr, nullptr};
     for (Node& n : g->nodes)
       for (std::string& s : n.inputs)
         if (s == in) s = wide;
@@ -72,7 +72,7 @@ Status WidenHalfFloats(Graph* g) {
     if (std::find(g->inputs.begin(), g->inputs.end(), out) != g->inputs.end()) continue;
     DType half = v->dtype;
     std::string wide = g->UniqueName(out + "_fp32");
-    g->values[wide] = Value{wide, DType::kFloat32, v->rank_known, v->shape, {}, v->data};
+    g->values[wide] = Value{wide, DType::kFloat32, v->rank_known, v->shape, {}, v->data, nullptr};
     for (Node& n : g->nodes) {
       for (std::string& s : n.outputs)
         if (s == out) s = wide;

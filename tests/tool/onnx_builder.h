@@ -128,13 +128,11 @@ class OnnxBuilder {
     auto* a = NewAttr(n, name, onnx::AttributeProto::FLOAT);
     a->set_f(v);
   }
-  static void AttrInts(onnx::NodeProto* n, const std::string& name,
-                       const std::vector<int64_t>& v) {
+  static void AttrInts(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = NewAttr(n, name, onnx::AttributeProto::INTS);
     for (int64_t x : v) a->add_ints(x);
   }
-  static void AttrFloats(onnx::NodeProto* n, const std::string& name,
-                         const std::vector<float>& v) {
+  static void AttrFloats(onnx::NodeProto* n, const std::string& name, const std::vector<float>& v) {
     auto* a = NewAttr(n, name, onnx::AttributeProto::FLOATS);
     for (float x : v) a->add_floats(x);
   }
@@ -216,7 +214,7 @@ inline std::vector<float> FloatOutput(const Session& s, const std::string& name,
   REQUIRE(shape == want_shape);
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  std::vector<float> v(size_t(n));
+  std::vector<float> v(static_cast<size_t>(n));
   if (n) std::memcpy(v.data(), data, size_t(n) * 4);
   return v;
 }

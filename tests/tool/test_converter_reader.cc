@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -25,7 +26,10 @@ OnnxBuilder AddModel() {
   return b;
 }
 
-// Declares W as external data at `location`, bytes [offset, offset + length).
+constexpr int64_t kOmit = INT64_MIN;
+
+// Declares W as external data at `location`, bytes [offset, offset + length); kOmit
+// leaves the key out.
 void ExternalW(OnnxBuilder* b, const std::string& location, int64_t offset, int64_t length) {
   onnx::TensorProto* t = b->graph()->add_initializer();
   t->set_name("W");
@@ -38,8 +42,8 @@ void ExternalW(OnnxBuilder* b, const std::string& location, int64_t offset, int6
     e->set_value(v);
   };
   add("location", location);
-  if (offset >= 0) add("offset", std::to_string(offset));
-  if (length >= 0) add("length", std::to_string(length));
+  if (offset != kOmit) add("offset", std::to_string(offset));
+  if (length != kOmit) add("length", std::to_string(length));
 }
 
 // 8 bytes of padding, then the floats 1.5, -2, 4, then 4 bytes of trailer.
@@ -133,7 +137,7 @@ TEST_CASE("converter reader: external data without a length reads the tensor's s
   TempDir dir;
   WriteBytes(dir.File("w.bin"), WeightFileBytes());
   OnnxBuilder b = AddModel();
-  ExternalW(&b, "w.bin", 8, -1);
+  ExternalW(&b, "w.bin", 8, kOmit);
   Graph g;
   Status st = ReadOnnxModel(b.Write(dir), &g);
   REQUIRE_MESSAGE(st.ok(), st.message());

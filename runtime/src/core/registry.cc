@@ -11,6 +11,7 @@ namespace qfold {
 #include "ops/list_elementwise.inc"
 #include "ops/list_nn.inc"
 #include "ops/list_shape.inc"
+#include "ops/list_quant.inc"
 #undef QF_OP
 
 namespace {
@@ -21,6 +22,7 @@ const std::vector<const OpDef*>& AllOps() {
 #include "ops/list_elementwise.inc"
 #include "ops/list_nn.inc"
 #include "ops/list_shape.inc"
+#include "ops/list_quant.inc"
 #undef QF_OP
     };
     std::sort(v.begin(), v.end(),

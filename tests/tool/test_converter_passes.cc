@@ -1,0 +1,580 @@
+// Tests for the converter passes through LoadAndOptimize: support checking, opset
+// normalization, shape folding, Conv+BN+activation fusion, Identity removal and fp16
+// widening. Expected values are hand-computed in the comments next to them.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "core/tensor.h"
+#include "tests/tool/onnx_builder.h"
+
+namespace qfold {
+namespace conv {
+namespace test {
+namespace {
+
+constexpr int kFloat = onnx::TensorProto::FLOAT;
+constexpr int kInt64 = onnx::TensorProto::INT64;
+constexpr int kFloat16 = onnx::TensorProto::FLOAT16;
+
+const Node* FindNode(const Graph& g, const std::string& op_type) {
+  for (const Node& n : g.nodes)
+    if (n.op_type == op_type) return &n;
+  return nullptr;
+}
+
+std::vector<float> ConstFloats(const Graph& g, const std::string& name) {
+  const Value* v = g.Find(name);
+  REQUIRE(v != nullptr);
+  REQUIRE(v->is_constant());
+  REQUIRE(v->dtype == DType::kFloat32);
+  std::vector<float> out(v->data->size() / 4);
+  std::memcpy(out.data(), v->data->data(), out.size() * 4);
+  return out;
+}
+
+std::vector<int64_t> ConstInts(const Graph& g, const std::string& name) {
+  const Value* v = g.Find(name);
+  REQUIRE(v != nullptr);
+  REQUIRE(v->is_constant());
+  REQUIRE(v->dtype == DType::kInt64);
+  std::vector<int64_t> out(v->data->size() / 8);
+  std::memcpy(out.data(), v->data->data(), out.size() * 8);
+  return out;
+}
+
+// Converts, feeds one float input and returns the one float output.
+std::vector<float> ConvertAndRun(const std::string& path, const std::string& in,
+                                 const Shape& in_shape, const std::vector<float>& x,
+                                 const std::string& out, const Shape& out_shape,
+                                 Graph* graph_out = nullptr,
+                                 const ConvertOptions& opts = ConvertOptions()) {
+  Converted c;
+  Status st = ConvertAndOpen(path, opts, &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  SetFloatInput(c.session.get(), in, in_shape, x);
+  st = c.session->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  if (graph_out) *graph_out = c.graph;
+  return FloatOutput(*c.session, out, out_shape);
+}
+
+// ---- CheckSupported -------------------------------------------------------------------------
+
+TEST_CASE("converter CheckSupported: lists every unsupported node at once") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.AddOpset("com.example", 1);
+  b.Input("boxes", kFloat, {1, 4, 4});
+  b.Input("scores", kFloat, {1, 1, 4});
+  b.Output("sel_a", kInt64, {-1, 3});
+  b.Output("sel_b", kInt64, {-1, 3});
+  b.Output("custom_out", kFloat, {1, 4, 4});
+  b.Node("NonMaxSuppression", {"boxes", "scores"}, {"sel_a"}, "nms_first");
+  b.Node("NonMaxSuppression", {"boxes", "scores"}, {"sel_b"}, "nms_second");
+  b.Node("MyFancyOp", {"boxes"}, {"custom_out"}, "custom_node", "com.example");
+  std::string path = b.Write(dir);
+
+  Graph g;
+  Status st = LoadAndOptimize(path, ConvertOptions(), &g);
+  CHECK(st.code() == StatusCode::kUnsupported);
+  const std::string& m = st.message();
+  CHECK_MESSAGE(Contains(m, path), m);
+  CHECK_MESSAGE(Contains(m, "3 node(s)"), m);
+  CHECK_MESSAGE(Contains(m, "NonMaxSuppression (2): 'nms_first', 'nms_second'"), m);
+  CHECK_MESSAGE(Contains(m, "com.example.MyFancyOp (1): 'custom_node'"), m);
+}
+
+TEST_CASE("converter CheckSupported: an unsupported op stops ConvertFile before writing") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {2});
+  b.Output("Y", kFloat, {2});
+  b.Node("NotARealOp", {"X"}, {"Y"}, "bogus");
+  const std::string out = dir.File("out.qfm");
+  Status st = ConvertFile(b.Write(dir), out, ConvertOptions());
+  CHECK(st.code() == StatusCode::kUnsupported);
+  CHECK_MESSAGE(Contains(st.message(), "NotARealOp (1): 'bogus'"), st.message());
+  CHECK_FALSE(FileExists(out));
+}
+
+// ---- NormalizeOpsets ------------------------------------------------------------------------
+
+TEST_CASE("converter NormalizeOpsets: opset-10 Clip min/max attributes become inputs") {
+  TempDir dir;
+  OnnxBuilder b(10);
+  b.Input("X", kFloat, {5});
+  b.Output("Y", kFloat, {5});
+  auto* n = b.Node("Clip", {"X"}, {"Y"}, "clip0");
+  OnnxBuilder::AttrFloat(n, "min", -1.f);
+  OnnxBuilder::AttrFloat(n, "max", 2.f);
+  Graph g;
+  std::vector<float> y =
+      ConvertAndRun(b.Write(dir), "X", {5}, {-3.f, -0.5f, 1.f, 2.5f, 7.f}, "Y", {5}, &g);
+  CHECK(y == std::vector<float>{-1.f, -0.5f, 1.f, 2.f, 2.f});
+  const Node* clip = FindNode(g, "Clip");
+  REQUIRE(clip != nullptr);
+  CHECK_FALSE(clip->attrs.Has("min"));
+  CHECK_FALSE(clip->attrs.Has("max"));
+  REQUIRE(clip->inputs.size() == 3);
+  CHECK(ConstFloats(g, clip->inputs[1]) == std::vector<float>{-1.f});
+  CHECK(ConstFloats(g, clip->inputs[2]) == std::vector<float>{2.f});
+}
+
+TEST_CASE("converter NormalizeOpsets: opset-10 Clip with only max keeps the lower bound open") {
+  TempDir dir;
+  OnnxBuilder b(10);
+  b.Input("X", kFloat, {3});
+  b.Output("Y", kFloat, {3});
+  OnnxBuilder::AttrFloat(b.Node("Clip", {"X"}, {"Y"}, "clip0"), "max", 0.5f);
+  std::vector<float> y = ConvertAndRun(b.Write(dir), "X", {3}, {-1e30f, 0.25f, 3.f}, "Y", {3});
+  CHECK(y == std::vector<float>{-1e30f, 0.25f, 0.5f});
+}
+
+TEST_CASE("converter NormalizeOpsets: opset-12 ReduceMean axes attribute becomes input 1") {
+  TempDir dir;
+  OnnxBuilder b(12);
+  b.Input("X", kFloat, {2, 3});
+  b.Output("Y", kFloat, {2});
+  auto* n = b.Node("ReduceMean", {"X"}, {"Y"}, "mean0");
+  OnnxBuilder::AttrInts(n, "axes", {-1});
+  OnnxBuilder::AttrInt(n, "keepdims", 0);
+  Graph g;
+  // Row means: (1+2+6)/3 = 3, (-3+0+4.5)/3 = 0.5.
+  std::vector<float> y =
+      ConvertAndRun(b.Write(dir), "X", {2, 3}, {1.f, 2.f, 6.f, -3.f, 0.f, 4.5f}, "Y", {2}, &g);
+  CHECK(y == std::vector<float>{3.f, 0.5f});
+  const Node* rm = FindNode(g, "ReduceMean");
+  REQUIRE(rm != nullptr);
+  CHECK_FALSE(rm->attrs.Has("axes"));
+  REQUIRE(rm->inputs.size() == 2);
+  CHECK(ConstInts(g, rm->inputs[1]) == std::vector<int64_t>{-1});
+}
+
+TEST_CASE("converter NormalizeOpsets: opset-11 Squeeze/Unsqueeze axes attributes") {
+  TempDir dir;
+  OnnxBuilder b(11);
+  b.Input("X", kFloat, {1, 3, 1});
+  b.Output("Y", kFloat, {3, 1, 1});
+  OnnxBuilder::AttrInts(b.Node("Squeeze", {"X"}, {"s"}, "squeeze0"), "axes", {0, 2});
+  OnnxBuilder::AttrInts(b.Node("Unsqueeze", {"s"}, {"Y"}, "unsqueeze0"), "axes", {1, -1});
+  Graph g;
+  std::vector<float> y =
+      ConvertAndRun(b.Write(dir), "X", {1, 3, 1}, {4.f, 5.f, 6.f}, "Y", {3, 1, 1}, &g);
+  CHECK(y == std::vector<float>{4.f, 5.f, 6.f});
+  const Node* sq = FindNode(g, "Squeeze");
+  const Node* us = FindNode(g, "Unsqueeze");
+  REQUIRE(sq != nullptr);
+  REQUIRE(us != nullptr);
+  CHECK_FALSE(sq->attrs.Has("axes"));
+  CHECK_FALSE(us->attrs.Has("axes"));
+  CHECK(ConstInts(g, sq->input(1)) == std::vector<int64_t>{0, 2});
+  CHECK(ConstInts(g, us->input(1)) == std::vector<int64_t>{1, -1});
+  CHECK(g.Find("s")->shape == Shape{3});
+}
+
+TEST_CASE("converter NormalizeOpsets: opset-9 Upsample becomes Resize") {
+  TempDir dir;
+  OnnxBuilder b(9);
+  b.Input("X", kFloat, {1, 1, 2, 2});
+  b.Output("Y", kFloat, {1, 1, 4, 6});
+  b.InitFloat("scales", {4}, {1.f, 1.f, 2.f, 3.f});
+  OnnxBuilder::AttrString(b.Node("Upsample", {"X", "scales"}, {"Y"}, "up0"), "mode", "nearest");
+  Graph g;
+  // Nearest with floor(out / scale): each input pixel becomes a 2x3 block.
+  std::vector<float> y =
+      ConvertAndRun(b.Write(dir), "X", {1, 1, 2, 2}, {1.f, 2.f, 3.f, 4.f}, "Y", {1, 1, 4, 6}, &g);
+  CHECK(y == std::vector<float>{1, 1, 1, 2, 2, 2,  //
+                                1, 1, 1, 2, 2, 2,  //
+                                3, 3, 3, 4, 4, 4,  //
+                                3, 3, 3, 4, 4, 4});
+  CHECK(FindNode(g, "Upsample") == nullptr);
+  const Node* r = FindNode(g, "Resize");
+  REQUIRE(r != nullptr);
+  CHECK(r->attrs.GetString("coordinate_transformation_mode") == "asymmetric");
+  CHECK(r->attrs.GetString("nearest_mode") == "floor");
+}
+
+TEST_CASE("converter NormalizeOpsets: opset-7 Upsample scales attribute, bilinear") {
+  TempDir dir;
+  OnnxBuilder b(7);
+  b.Input("X", kFloat, {1, 1, 1, 2});
+  b.Output("Y", kFloat, {1, 1, 1, 4});
+  auto* n = b.Node("Upsample", {"X"}, {"Y"}, "up0");
+  OnnxBuilder::AttrFloats(n, "scales", {1.f, 1.f, 1.f, 2.f});
+  OnnxBuilder::AttrString(n, "mode", "bilinear");
+  // Asymmetric linear: x_in = x_out / 2 -> 0, 0.5, 1, 1.5 (clamped to 1): 0, 5, 10, 10.
+  std::vector<float> y =
+      ConvertAndRun(b.Write(dir), "X", {1, 1, 1, 2}, {0.f, 10.f}, "Y", {1, 1, 1, 4});
+  CHECK(y == std::vector<float>{0.f, 5.f, 10.f, 10.f});
+}
+
+TEST_CASE("converter NormalizeOpsets: Constant nodes become constant values") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {2});
+  b.Output("Y", kFloat, {2});
+  OnnxBuilder::AttrFloats(b.Node("Constant", {}, {"c"}, "const0"), "value_floats", {10.f, 20.f});
+  b.Node("Add", {"X", "c"}, {"Y"}, "add0");
+  Graph g;
+  std::vector<float> y = ConvertAndRun(b.Write(dir), "X", {2}, {1.f, 2.f}, "Y", {2}, &g);
+  CHECK(y == std::vector<float>{11.f, 22.f});
+  CHECK(g.nodes.size() == 1);
+  CHECK(FindNode(g, "Constant") == nullptr);
+}
+
+// ---- InferAndFold ---------------------------------------------------------------------------
+
+// Y = Reshape(X, Concat(Unsqueeze(Gather(Shape(X), 0), [0]), [-1])): flattens all but dim 0.
+OnnxBuilder ShapeChainModel(const std::vector<int64_t>& x_dims) {
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, x_dims);
+  b.Output("Y", kFloat, {x_dims[0], 12});
+  b.InitInt64("idx0", {}, {0});
+  b.InitInt64("axes0", {1}, {0});
+  b.InitInt64("minus1", {1}, {-1});
+  b.Node("Shape", {"X"}, {"shp"}, "shape0");
+  b.Node("Gather", {"shp", "idx0"}, {"d0"}, "gather0");
+  b.Node("Unsqueeze", {"d0", "axes0"}, {"d0u"}, "unsqueeze0");
+  OnnxBuilder::AttrInt(b.Node("Concat", {"d0u", "minus1"}, {"newshape"}, "concat0"), "axis", 0);
+  b.Node("Reshape", {"X", "newshape"}, {"Y"}, "reshape0");
+  return b;
+}
+
+std::vector<float> Iota(size_t n, float start = 0.f) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + float(i);
+  return v;
+}
+
+TEST_CASE("converter InferAndFold: a shape chain on a fixed-shape input folds away") {
+  TempDir dir;
+  std::string path = ShapeChainModel({2, 3, 4}).Write(dir);
+  Graph g;
+  std::vector<float> y = ConvertAndRun(path, "X", {2, 3, 4}, Iota(24), "Y", {2, 12}, &g);
+  CHECK(y == Iota(24));
+  REQUIRE(g.nodes.size() == 1);
+  CHECK(g.nodes[0].op_type == "Reshape");
+  CHECK(CountOps(g, "Shape") == 0);
+  CHECK(CountOps(g, "Gather") == 0);
+  CHECK(CountOps(g, "Unsqueeze") == 0);
+  CHECK(CountOps(g, "Concat") == 0);
+  CHECK(g.IsConstant(g.nodes[0].input(1)));
+  CHECK(ConstInts(g, g.nodes[0].input(1)) == std::vector<int64_t>{2, -1});
+  // The folded intermediates are gone from the graph's values too.
+  CHECK(g.Find("shp") == nullptr);
+  CHECK(g.Find("Y")->shape == Shape{2, 12});
+}
+
+TEST_CASE("converter InferAndFold: fold_constants=false keeps the shape chain") {
+  TempDir dir;
+  std::string path = ShapeChainModel({2, 3, 4}).Write(dir);
+  ConvertOptions opts;
+  opts.fold_constants = false;
+  Graph g;
+  std::vector<float> y = ConvertAndRun(path, "X", {2, 3, 4}, Iota(24), "Y", {2, 12}, &g, opts);
+  CHECK(y == Iota(24));
+  CHECK(g.nodes.size() == 5);
+}
+
+TEST_CASE("converter InferAndFold: a symbolic dim keeps the chain, and resizing works") {
+  TempDir dir;
+  std::string path = ShapeChainModel({-1, 3, 4}).Write(dir);
+  Converted c;
+  Status st = ConvertAndOpen(path, ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(CountOps(c.graph, "Shape") == 1);
+  CHECK(CountOps(c.graph, "Gather") == 1);
+  CHECK(CountOps(c.graph, "Concat") == 1);
+  CHECK(CountOps(c.graph, "Reshape") == 1);
+  CHECK_FALSE(c.graph.IsConstant("newshape"));
+  const Value* y = c.graph.Find("Y");
+  REQUIRE(y != nullptr);
+  // Inference tracks shapes, not partial values: the new shape's second entry (-1) is
+  // not known once Concat mixes it with an unknown dim, so both dims stay unknown.
+  CHECK(y->rank_known);
+  CHECK(y->shape == Shape{kUnknownDim, kUnknownDim});
+  REQUIRE(c.model->inputs().size() == 1);
+  CHECK(c.model->inputs()[0].shape == Shape{-1, 3, 4});
+  CHECK(c.model->inputs()[0].dim_names[0] == "N");
+
+  for (int64_t n : {2, 5}) {
+    CAPTURE(n);
+    st = c.session->ResizeInput("X", {n, 3, 4});
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::vector<float> x = Iota(size_t(n) * 12, float(n));
+    SetFloatInput(c.session.get(), "X", {n, 3, 4}, x);
+    st = c.session->Run();
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    CHECK(FloatOutput(*c.session, "Y", {n, 12}) == x);
+  }
+}
+
+TEST_CASE("converter InferAndFold: all-constant arithmetic folds to one constant") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {2});
+  b.Output("Y", kFloat, {2});
+  b.InitFloat("a", {2}, {1.f, 2.f});
+  b.InitFloat("b", {2}, {3.f, 5.f});
+  b.Node("Mul", {"a", "b"}, {"ab"}, "mul_const");  // [3, 10]
+  b.Node("Add", {"X", "ab"}, {"Y"}, "add0");
+  Graph g;
+  std::vector<float> y = ConvertAndRun(b.Write(dir), "X", {2}, {0.5f, -1.f}, "Y", {2}, &g);
+  CHECK(y == std::vector<float>{3.5f, 9.f});
+  REQUIRE(g.nodes.size() == 1);
+  CHECK(ConstFloats(g, "ab") == std::vector<float>{3.f, 10.f});
+}
+
+TEST_CASE("converter InferAndFold: an inference error names the node") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {2, 3});
+  b.Input("Z", kFloat, {4, 5});
+  b.Output("Y", kFloat, {});
+  b.Node("Add", {"X", "Z"}, {"Y"}, "bad_broadcast");
+  Graph g;
+  Status st = LoadAndOptimize(b.Write(dir), ConvertOptions(), &g);
+  CHECK_FALSE(st.ok());
+  CHECK_MESSAGE(Contains(st.message(), "bad_broadcast"), st.message());
+}
+
+// ---- FuseConvBatchNorm + FuseActivations -----------------------------------------------------
+
+TEST_CASE("converter fusion: Conv -> BatchNormalization -> Relu becomes one Conv") {
+  TempDir dir;
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  auto rand_vec = [&](size_t n, float lo = 0.f) {
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng) + lo;
+    return v;
+  };
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {1, 2, 5, 5});
+  b.Output("Y", kFloat, {1, 3, 5, 5});
+  b.InitFloat("W", {3, 2, 3, 3}, rand_vec(54));
+  b.InitFloat("B", {3}, rand_vec(3));
+  b.InitFloat("gamma", {3}, rand_vec(3, 1.f));
+  b.InitFloat("beta", {3}, rand_vec(3));
+  b.InitFloat("mean", {3}, rand_vec(3));
+  b.InitFloat("var", {3}, rand_vec(3, 1.f));  // in [0.5, 1.5]
+  auto* conv = b.Node("Conv", {"X", "W", "B"}, {"c"}, "conv0");
+  OnnxBuilder::AttrInts(conv, "pads", {1, 1, 1, 1});
+  OnnxBuilder::AttrInts(conv, "kernel_shape", {3, 3});
+  OnnxBuilder::AttrFloat(
+      b.Node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"bn"}, "bn0"), "epsilon",
+      1e-3f);
+  b.Node("Relu", {"bn"}, {"Y"}, "relu0");
+  std::string path = b.Write(dir);
+  std::vector<float> x(50);
+  std::uniform_real_distribution<float> ux(-1.f, 1.f);
+  for (float& v : x) v = ux(rng);
+
+  Graph fused, plain;
+  std::vector<float> y_fused = ConvertAndRun(path, "X", {1, 2, 5, 5}, x, "Y", {1, 3, 5, 5}, &fused);
+  ConvertOptions no_fuse;
+  no_fuse.fuse = false;
+  std::vector<float> y_plain =
+      ConvertAndRun(path, "X", {1, 2, 5, 5}, x, "Y", {1, 3, 5, 5}, &plain, no_fuse);
+
+  REQUIRE(fused.nodes.size() == 1);
+  const Node& n = fused.nodes[0];
+  CHECK(n.op_type == "Conv");
+  CHECK(n.attrs.GetString("_activation") == "Relu");
+  CHECK(n.outputs == std::vector<std::string>{"Y"});
+  REQUIRE(n.inputs.size() == 3);
+  CHECK(fused.IsConstant(n.inputs[1]));
+  CHECK(fused.IsConstant(n.inputs[2]));
+  CHECK(CountOps(fused, "BatchNormalization") == 0);
+  CHECK(CountOps(fused, "Relu") == 0);
+
+  CHECK(plain.nodes.size() == 3);
+  CHECK(CountOps(plain, "BatchNormalization") == 1);
+  CHECK(CountOps(plain, "Relu") == 1);
+
+  REQUIRE(y_fused.size() == y_plain.size());
+  size_t zeros = 0, positives = 0;
+  for (size_t i = 0; i < y_fused.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::fabs(y_fused[i] - y_plain[i]) <= 1e-5f);
+    (y_plain[i] == 0.f ? zeros : positives)++;
+  }
+  // The random data exercises both sides of the Relu.
+  CHECK(zeros > 0);
+  CHECK(positives > 0);
+}
+
+TEST_CASE("converter fusion: a Conv whose output is also read elsewhere keeps its BatchNorm") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {1, 1, 2, 2});
+  b.Output("Y", kFloat, {1, 1, 2, 2});
+  b.Output("c", kFloat, {1, 1, 2, 2});
+  b.InitFloat("W", {1, 1, 1, 1}, {2.f});
+  b.InitFloat("gamma", {1}, {1.f});
+  b.InitFloat("beta", {1}, {1.f});
+  b.InitFloat("mean", {1}, {0.f});
+  b.InitFloat("var", {1}, {1.f});
+  b.Node("Conv", {"X", "W"}, {"c"}, "conv0");
+  b.Node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"Y"}, "bn0");
+  Graph g;
+  Status st = LoadAndOptimize(b.Write(dir), ConvertOptions(), &g);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(CountOps(g, "Conv") == 1);
+  CHECK(CountOps(g, "BatchNormalization") == 1);
+}
+
+TEST_CASE("converter fusion: Gemm + Clip(0, 6) fuses with its bounds") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {2, 2});
+  b.Output("Y", kFloat, {2, 2});
+  b.InitFloat("W", {2, 2}, {1.f, 2.f, 3.f, 4.f});
+  b.InitFloat("lo", {}, {0.f});
+  b.InitFloat("hi", {}, {6.f});
+  b.Node("Gemm", {"X", "W"}, {"g"}, "gemm0");
+  b.Node("Clip", {"g", "lo", "hi"}, {"Y"}, "clip0");
+  Graph g;
+  // [1, -1] x W = [1 - 3, 2 - 4] = [-2, -2] -> [0, 0]; [2, 1] x W = [5, 8] -> [5, 6].
+  std::vector<float> y =
+      ConvertAndRun(b.Write(dir), "X", {2, 2}, {1.f, -1.f, 2.f, 1.f}, "Y", {2, 2}, &g);
+  CHECK(y == std::vector<float>{0.f, 0.f, 5.f, 6.f});
+  REQUIRE(g.nodes.size() == 1);
+  CHECK(g.nodes[0].attrs.GetString("_activation") == "Clip");
+  CHECK(g.nodes[0].attrs.GetFloat("_act_min", -1.f) == 0.f);
+  CHECK(g.nodes[0].attrs.GetFloat("_act_max", -1.f) == 6.f);
+}
+
+// ---- RemoveIdentities -----------------------------------------------------------------------
+
+TEST_CASE("converter RemoveIdentities: Identity feeding a graph output keeps the output name") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {3});
+  b.Output("Y", kFloat, {3});
+  b.Node("Neg", {"X"}, {"r"}, "neg0");
+  b.Node("Identity", {"r"}, {"Y"}, "id0");
+  Graph g;
+  std::vector<float> y = ConvertAndRun(b.Write(dir), "X", {3}, {1.f, -2.f, 0.5f}, "Y", {3}, &g);
+  CHECK(y == std::vector<float>{-1.f, 2.f, -0.5f});
+  CHECK(g.outputs == std::vector<std::string>{"Y"});
+  REQUIRE(g.nodes.size() == 1);
+  CHECK(g.nodes[0].op_type == "Neg");
+  CHECK(g.nodes[0].outputs == std::vector<std::string>{"Y"});
+  CHECK(g.Find("r") == nullptr);
+}
+
+TEST_CASE("converter RemoveIdentities: Identity between two internal nodes disappears") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {3});
+  b.Output("Y", kFloat, {3});
+  b.Node("Relu", {"X"}, {"a"}, "relu0");
+  b.Node("Identity", {"a"}, {"b"}, "id0");
+  b.Node("Dropout", {"b"}, {"d"}, "drop0");
+  b.Node("Neg", {"d"}, {"Y"}, "neg0");
+  Graph g;
+  std::vector<float> y = ConvertAndRun(b.Write(dir), "X", {3}, {1.f, -2.f, 0.5f}, "Y", {3}, &g);
+  CHECK(y == std::vector<float>{-1.f, -0.f, -0.5f});
+  REQUIRE(g.nodes.size() == 2);
+  CHECK(g.nodes[0].op_type == "Relu");
+  CHECK(g.nodes[1].op_type == "Neg");
+  CHECK(g.nodes[1].inputs == std::vector<std::string>{"a"});
+  CHECK(g.Find("b") == nullptr);
+  CHECK(g.Find("d") == nullptr);
+}
+
+TEST_CASE("converter RemoveIdentities: training-mode Dropout is kept and reported") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {3});
+  b.Output("Y", kFloat, {3});
+  const bool on = true;
+  b.Init("train", onnx::TensorProto::BOOL, {}, &on, 1);
+  b.Init("ratio", kFloat, {}, std::vector<float>{0.5f}.data(), 4);
+  b.Node("Dropout", {"X", "ratio", "train"}, {"Y"}, "drop_train");
+  Graph g;
+  Status st = LoadAndOptimize(b.Write(dir), ConvertOptions(), &g);
+  CHECK(st.code() == StatusCode::kUnsupported);
+  CHECK_MESSAGE(Contains(st.message(), "Dropout 'drop_train'"), st.message());
+}
+
+TEST_CASE("converter RemoveIdentities: Identity from a graph input to a graph output stays") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {2});
+  b.Output("Y", kFloat, {2});
+  b.Output("Z", kFloat, {2});
+  b.Node("Identity", {"X"}, {"Y"}, "id0");
+  b.Node("Neg", {"X"}, {"Z"}, "neg0");
+  Converted c;
+  Status st = ConvertAndOpen(b.Write(dir), ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(CountOps(c.graph, "Identity") == 1);
+  SetFloatInput(c.session.get(), "X", {2}, {3.f, -4.f});
+  st = c.session->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(FloatOutput(*c.session, "Y", {2}) == std::vector<float>{3.f, -4.f});
+  CHECK(FloatOutput(*c.session, "Z", {2}) == std::vector<float>{-3.f, 4.f});
+}
+
+// ---- WidenHalfFloats ------------------------------------------------------------------------
+
+TEST_CASE("converter WidenHalfFloats: an fp16 Add keeps fp16 at the boundary") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat16, {4});
+  b.Output("Y", kFloat16, {4});
+  std::vector<uint16_t> w;
+  for (float f : {0.5f, 3.f, 0.125f, 0.1f}) w.push_back(FloatToHalf(f));
+  b.Init("W", kFloat16, {4}, w.data(), w.size() * 2);
+  b.Node("Add", {"X", "W"}, {"Y"}, "add0");
+
+  Converted c;
+  Status st = ConvertAndOpen(b.Write(dir), ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  REQUIRE(c.model->inputs().size() == 1);
+  REQUIRE(c.model->outputs().size() == 1);
+  CHECK(c.model->inputs()[0].name == "X");
+  CHECK(c.model->inputs()[0].dtype == DType::kFloat16);
+  CHECK(c.model->outputs()[0].name == "Y");
+  CHECK(c.model->outputs()[0].dtype == DType::kFloat16);
+  // Inside, the weight and the Add are fp32.
+  CHECK(c.graph.Find("W")->dtype == DType::kFloat32);
+  const Node* add = FindNode(c.graph, "Add");
+  REQUIRE(add != nullptr);
+  CHECK(c.graph.Find(add->outputs[0])->dtype == DType::kFloat32);
+
+  std::vector<uint16_t> x;
+  for (float f : {1.5f, -2.f, 0.25f, 100.f}) x.push_back(FloatToHalf(f));
+  st = c.session->SetInput("X", DType::kFloat16, {4}, x.data(), x.size() * 2);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  st = c.session->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  DType dt;
+  Shape shape;
+  const void* data = nullptr;
+  st = c.session->GetOutput("Y", &dt, &shape, &data);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(dt == DType::kFloat16);
+  CHECK(shape == Shape{4});
+  std::vector<uint16_t> y(4);
+  std::memcpy(y.data(), data, 8);
+  // 1.5+0.5, -2+3, 0.25+0.125 are exact; 100 + fp16(0.1) = 100.09998 rounds to 100.125
+  // (fp16 spacing at 100 is 0.0625).
+  CHECK(HalfToFloat(y[0]) == 2.f);
+  CHECK(HalfToFloat(y[1]) == 1.f);
+  CHECK(HalfToFloat(y[2]) == 0.375f);
+  CHECK(std::fabs(HalfToFloat(y[3]) - 100.1f) <= 0.0625f);
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace conv
+}  // namespace qfold
