@@ -22,86 +22,22 @@ non-zero if any model failed.
 
 import argparse
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import zlib
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto
+
+from qfold_tools import (DEFAULT_OTHER_DIM, concrete_shape, graph_inputs, random_input, run_ort,
+                         run_qfold, safe_name)
 
 DEFAULT_RTOL = 1e-4
 DEFAULT_RTOL_HALF = 2e-3
-DEFAULT_DIMS = {"batch": 1, "batch_size": 1, "N": 1}
-DEFAULT_OTHER_DIM = 32
 
 HALF_TYPES = {TensorProto.FLOAT16, TensorProto.BFLOAT16}
-
-
-def safe_name(name):
-    """The file name qfold run uses for an output tensor (without .npy); see SafeFileName in
-    cli/commands.cc."""
-    # Byte-wise over UTF-8, like the C++ side: a non-ASCII character becomes one '_' per byte.
-    out = re.sub(rb"[^A-Za-z0-9._-]", b"_", name.encode()).decode()
-    return "_" + out if out == "" or out.startswith(".") else out
-
-
-def graph_inputs(model):
-    """Graph inputs that are not initializers (older exporters list weights as inputs too)."""
-    inits = {t.name for t in model.graph.initializer}
-    return [vi for vi in model.graph.input if vi.name not in inits]
-
-
-def concrete_shape(vi, dims):
-    shape = []
-    for i, d in enumerate(vi.type.tensor_type.shape.dim):
-        if d.HasField("dim_value"):
-            shape.append(d.dim_value)
-        elif d.HasField("dim_param") and d.dim_param in dims:
-            shape.append(dims[d.dim_param])
-        elif d.HasField("dim_param") and d.dim_param in DEFAULT_DIMS:
-            shape.append(DEFAULT_DIMS[d.dim_param])
-        else:
-            # Unnamed or unknown-named dim: batch-like first axis gets 1, spatial ones get 32.
-            shape.append(1 if i == 0 else DEFAULT_OTHER_DIM)
-    return shape
-
-
-def random_input(rng, elem_type, shape):
-    np_type = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
-    if elem_type == TensorProto.BOOL:
-        return rng.integers(0, 2, size=shape).astype(np.bool_)
-    if np.issubdtype(np_type, np.integer):
-        # Small non-negative values: valid as indices / token ids for most models.
-        return rng.integers(0, 10, size=shape).astype(np_type)
-    return rng.standard_normal(shape).astype(np_type)
-
-
-def run_ort(model_path, feeds):
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    return names, sess.run(names, feeds)
-
-
-def run_qfold(cmd, timeout):
-    """Runs one qfold command; returns an error description or None."""
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return f"timed out after {timeout}s: {' '.join(cmd)}"
-    except OSError as e:
-        return f"could not start {cmd[0]}: {e}"
-    if proc.returncode != 0:
-        msg = f"exit code {proc.returncode}: {' '.join(cmd)}"
-        text = (proc.stderr.strip() or proc.stdout.strip() or "(no output)")
-        return msg + "\n" + "\n".join("      | " + line for line in text.splitlines())
-    return None
 
 
 def compare(ref, got):

@@ -1,0 +1,271 @@
+// QLinearConv and ConvInteger: N-d integer convolution with groups, strides,
+// dilations and pads/auto_pad. Both accumulate
+//   acc = sum((x - x_zp) * (w - w_zp))  in int32
+// over each window, skipping taps that read padding (padding holds x_zp, so
+// its term is 0). ConvInteger outputs acc; QLinearConv adds the int32 bias
+// and requantizes per docs/NUMERICS.md.
+#include <string>
+#include <vector>
+
+#include "core/op.h"
+#include "core/shape_util.h"
+#include "ops/quant_util.h"
+#include "ops/window_util.h"
+
+namespace qfold {
+namespace {
+
+// Input positions of the operands in each op's input list.
+struct ConvInputs {
+  int x, x_zp, w, w_zp;
+};
+constexpr ConvInputs kQLinearConvInputs{0, 2, 3, 5};
+constexpr ConvInputs kConvIntegerInputs{0, 2, 1, 3};
+
+struct QConvParams {
+  int64_t group = 1;
+  WindowGeometry geo;
+};
+
+// Reads group, kernel_shape and the window attributes; the output spatial
+// dims are unknown when the kernel dims are.
+Status ParseQConv(const KernelContext& ctx, const ConvInputs& in, int nsp, QConvParams* p) {
+  const Tensor* x = ctx.input(in.x);
+  const Tensor* w = ctx.input(in.w);
+  p->group = ctx.attr().GetInt("group", 1);
+  if (p->group <= 0) return ctx.Invalid("group must be positive");
+  std::vector<int64_t> kernel;
+  bool kernel_known = true;
+  if (ctx.attr().Has("kernel_shape")) {
+    QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "kernel_shape", size_t(nsp), 1, &kernel));
+    if (w->rank_known)
+      for (int i = 0; i < nsp; ++i)
+        if (w->shape[2 + i] >= 0 && w->shape[2 + i] != kernel[i])
+          return ctx.Invalid("kernel_shape does not match W's shape " + ShapeToString(w->shape));
+  } else if (w->rank_known) {
+    kernel.assign(w->shape.begin() + 2, w->shape.end());
+    for (int64_t k : kernel)
+      if (k < 0) kernel_known = false;
+  } else {
+    kernel_known = false;
+  }
+  Shape in_spatial(size_t(nsp), kUnknownDim);
+  if (x->rank_known) in_spatial.assign(x->shape.begin() + 2, x->shape.end());
+  if (!kernel_known) {
+    p->geo.out.assign(size_t(nsp), kUnknownDim);
+    return Status::Ok();
+  }
+  return ComputeWindowGeometry(ctx, in_spatial, kernel, /*ceil_mode=*/false, &p->geo);
+}
+
+// Shared shape and dtype checks; sets y's shape (dtype is the caller's).
+// *m receives W's output channel count (kUnknownDim if unknown).
+Status InferQConvShape(KernelContext& ctx, const ConvInputs& in, int64_t* m) {
+  const Tensor* x = ctx.input(in.x);
+  const Tensor* w = ctx.input(in.w);
+  const Tensor* x_zp = ctx.input(in.x_zp);
+  const Tensor* w_zp = ctx.input(in.w_zp);
+  Tensor* y = ctx.output(0);
+  if (!x || !w) return ctx.Invalid("inputs x and w are required");
+  if (!Is8Bit(x->dtype)) return ctx.Unsupported(std::string("x dtype ") + dtype_name(x->dtype));
+  if (!Is8Bit(w->dtype)) return ctx.Unsupported(std::string("w dtype ") + dtype_name(w->dtype));
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, x_zp, "x_zero_point", x->dtype));
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, w_zp, "w_zero_point", w->dtype));
+  *m = w->rank_known ? w->shape[0] : kUnknownDim;
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, x_zp, "x_zero_point", 0, ""));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, w_zp, "w_zero_point", *m, "output channel"));
+
+  const int rank = x->rank_known ? x->rank() : (w->rank_known ? w->rank() : -1);
+  if (rank < 0) {
+    const DType dt = y->dtype;
+    SetOutputsUnknown(ctx);
+    y->dtype = dt;
+    return Status::Ok();
+  }
+  if (rank < 3) return ctx.Invalid("x must have rank >= 3, got " + std::to_string(rank));
+  if (x->rank_known && w->rank_known && w->rank() != rank)
+    return ctx.Invalid("w rank " + std::to_string(w->rank()) + " differs from x rank " +
+                       std::to_string(rank));
+  QConvParams p;
+  QF_RETURN_IF_ERROR(ParseQConv(ctx, in, rank - 2, &p));
+  const int64_t c = x->rank_known ? x->shape[1] : kUnknownDim;
+  if (w->rank_known && c >= 0 && w->shape[1] >= 0 && w->shape[1] * p.group != c)
+    return ctx.Invalid("x has " + std::to_string(c) + " channels but w " + ShapeToString(w->shape) +
+                       " with group " + std::to_string(p.group) + " expects " +
+                       std::to_string(w->shape[1] * p.group));
+  if (*m >= 0 && *m % p.group != 0)
+    return ctx.Invalid("w's output channels " + std::to_string(*m) + " not divisible by group " +
+                       std::to_string(p.group));
+  y->rank_known = true;
+  y->shape = {x->rank_known ? x->shape[0] : kUnknownDim, *m};
+  y->shape.insert(y->shape.end(), p.geo.out.begin(), p.geo.out.end());
+  return Status::Ok();
+}
+
+// Computes acc[n][m][out] = sum((x - x_zp) * (w - w_zp[m])) into *acc.
+// Each group's windows are first unrolled into a column matrix of
+// (x - x_zp) values, [cg * prod(kernel)] x [prod(out)], 0 where a tap reads
+// padding; then every filter of the group is multiplied into it.
+Status ConvAccumulate(const KernelContext& ctx, const ConvInputs& in, std::vector<int32_t>* acc) {
+  const Tensor* x = ctx.input(in.x);
+  const Tensor* w = ctx.input(in.w);
+  const int nsp = x->rank() - 2;
+  QConvParams p;
+  QF_RETURN_IF_ERROR(ParseQConv(ctx, in, nsp, &p));
+  const WindowGeometry& g = p.geo;
+  const int32_t xzp = ReadZeroPoints(ctx.input(in.x_zp))[0];
+  const std::vector<int32_t> wzp = ReadZeroPoints(ctx.input(in.w_zp));
+
+  const int64_t n = x->shape[0], c = x->shape[1], m = w->shape[0];
+  const int64_t cg = c / p.group, mg = m / p.group;
+  const Shape in_sp(x->shape.begin() + 2, x->shape.end());
+  const int64_t in_size = Product(in_sp), out_size = Product(g.out);
+  const int64_t taps = Product(g.kernel);
+  const int64_t rows = cg * taps;
+  const std::vector<int64_t> in_strides = ContiguousStrides(in_sp);
+  acc->assign(size_t(n * m * out_size), 0);
+  if (out_size == 0) return Status::Ok();
+
+  std::vector<int32_t> col(size_t(rows * out_size));
+  std::vector<int64_t> tap(static_cast<size_t>(nsp)), o(static_cast<size_t>(nsp));
+  std::vector<int64_t> sum(static_cast<size_t>(out_size));
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t grp = 0; grp < p.group; ++grp) {
+      const int64_t plane0 = (b * c + grp * cg) * in_size;
+      int32_t* dst = col.data();
+      for (int64_t ch = 0; ch < cg; ++ch) {
+        std::fill(tap.begin(), tap.end(), 0);
+        do {
+          std::fill(o.begin(), o.end(), 0);
+          do {
+            int64_t off = 0;
+            bool inside = true;
+            for (int a = 0; a < nsp; ++a) {
+              const int64_t pos = o[a] * g.strides[a] - g.pad_begin[a] + tap[a] * g.dilations[a];
+              if (pos < 0 || pos >= in_sp[a]) inside = false;
+              off += pos * in_strides[a];
+            }
+            *dst++ = inside ? LoadQ(x->data, x->dtype, plane0 + ch * in_size + off) - xzp : 0;
+          } while (NextIndex(g.out, &o));
+        } while (NextIndex(g.kernel, &tap));
+      }
+      for (int64_t oc = grp * mg; oc < (grp + 1) * mg; ++oc) {
+        const int32_t wz = wzp.size() == 1 ? wzp[0] : wzp[size_t(oc)];
+        std::fill(sum.begin(), sum.end(), 0);
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t wv = LoadQ(w->data, w->dtype, oc * rows + r) - wz;
+          const int32_t* crow = col.data() + r * out_size;
+          for (int64_t j = 0; j < out_size; ++j) sum[size_t(j)] += wv * crow[j];
+        }
+        int32_t* arow = acc->data() + (b * m + oc) * out_size;
+        for (int64_t j = 0; j < out_size; ++j) arow[j] = WrapInt32(sum[size_t(j)]);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// ---- QLinearConv ------------------------------------------------------------
+
+Status InferQLinearConv(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  const Tensor* y_zp = ctx.input(7);
+  const Tensor* bias = ctx.input(8);
+  Tensor* y = ctx.output(0);
+  if (!x) return ctx.Invalid("input x is required");
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(1), "x_scale"));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(4), "w_scale"));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(6), "y_scale"));
+  // Without y_zero_point the output has x's dtype (ONNX reference behaviour).
+  const DType out = y_zp ? y_zp->dtype : x->dtype;
+  if (!Is8Bit(out)) return ctx.Unsupported(std::string("y dtype ") + dtype_name(out));
+  y->dtype = out;
+  QRange range;
+  QF_RETURN_IF_ERROR(ReadClampRange(ctx, out, &range));
+  int64_t m;
+  QF_RETURN_IF_ERROR(InferQConvShape(ctx, kQLinearConvInputs, &m));
+  y->dtype = out;
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(1), "x_scale", 0, ""));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(4), "w_scale", m, "output channel"));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(6), "y_scale", 0, ""));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, y_zp, "y_zero_point", 0, ""));
+  if (bias) {
+    if (bias->dtype != DType::kInt32)
+      return ctx.Invalid(std::string("B must be int32, got ") + dtype_name(bias->dtype));
+    if (bias->rank_known) {
+      if (bias->rank() != 1) return ctx.Invalid("B must be 1-D");
+      if (m >= 0 && bias->shape[0] >= 0 && bias->shape[0] != m)
+        return ctx.Invalid("B has " + std::to_string(bias->shape[0]) + " values, expected " +
+                           std::to_string(m));
+    }
+  }
+  return Status::Ok();
+}
+
+Status RunQLinearConv(KernelContext& ctx) {
+  const Tensor* w = ctx.input(3);
+  const Tensor* bias = ctx.input(8);
+  Tensor* y = ctx.output(0);
+  std::vector<float> xs, ws, ys;
+  if (!ReadScales(ctx.input(1), &xs) || !ReadScales(ctx.input(4), &ws) ||
+      !ReadScales(ctx.input(6), &ys) || xs.size() != 1 || ys.size() != 1)
+    return ctx.Invalid("cannot read the scales");
+  QRange range;
+  QF_RETURN_IF_ERROR(ReadClampRange(ctx, y->dtype, &range));
+  const int32_t yzp = ReadZeroPoints(ctx.input(7))[0];
+  std::vector<int32_t> acc;
+  QF_RETURN_IF_ERROR(ConvAccumulate(ctx, kQLinearConvInputs, &acc));
+  const int64_t m = w->shape[0];
+  const int64_t planes = y->shape[0] * m;
+  const int64_t out_size = planes ? y->numel() / planes : 0;
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const int64_t oc = pl % m;
+    // The multiplier in float32, in exactly this order (docs/NUMERICS.md).
+    const float mult = xs[0] * ws[ws.size() == 1 ? 0 : size_t(oc)] / ys[0];
+    const int32_t b = bias ? bias->ptr<int32_t>()[oc] : 0;
+    for (int64_t j = 0; j < out_size; ++j) {
+      const int64_t i = pl * out_size + j;
+      const int32_t a = WrapInt32(int64_t(acc[size_t(i)]) + b);
+      StoreQ(y->data, y->dtype, i, Requantize(a, mult, yzp, range));
+    }
+  }
+  return Status::Ok();
+}
+
+// ---- ConvInteger ------------------------------------------------------------
+
+Status InferConvInteger(KernelContext& ctx) {
+  ctx.output(0)->dtype = DType::kInt32;
+  int64_t m;
+  return InferQConvShape(ctx, kConvIntegerInputs, &m);
+}
+
+Status RunConvInteger(KernelContext& ctx) {
+  std::vector<int32_t> acc;
+  QF_RETURN_IF_ERROR(ConvAccumulate(ctx, kConvIntegerInputs, &acc));
+  Tensor* y = ctx.output(0);
+  std::copy(acc.begin(), acc.end(), y->ptr<int32_t>());
+  return Status::Ok();
+}
+
+}  // namespace
+
+const OpDef& OpDef_QLinearConv() {
+  static const OpDef def{"QLinearConv",        InferQLinearConv, RunQLinearConv,
+                         /*value_inputs=*/0,
+                         /*shape_only=*/false,
+                         /*min_inputs=*/8,
+                         /*max_inputs=*/9};
+  return def;
+}
+
+const OpDef& OpDef_ConvInteger() {
+  static const OpDef def{"ConvInteger",        InferConvInteger, RunConvInteger,
+                         /*value_inputs=*/0,
+                         /*shape_only=*/false,
+                         /*min_inputs=*/2,
+                         /*max_inputs=*/4};
+  return def;
+}
+
+}  // namespace qfold

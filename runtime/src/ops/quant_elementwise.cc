@@ -1,0 +1,323 @@
+// Elementwise quantized ops. ONNX Runtime's com.microsoft contrib ops
+// QLinearAdd, QLinearMul, QLinearLeakyRelu, QLinearSigmoid and QLinearConcat
+// (registered under their plain names), and the qfold-internal QfLookupTable
+// and QfRequantize. All follow dequantize -> float op -> quantize:
+//   real = float(q - zp) * scale;  q_out = saturate(nearbyint(real / out_scale) + out_zp)
+// (round half to even; docs/NUMERICS.md).
+#include <array>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/op.h"
+#include "core/shape_util.h"
+#include "ops/elementwise_util.h"
+#include "ops/quant_util.h"
+#include "ops/window_util.h"
+
+namespace qfold {
+namespace {
+
+// One per-tensor quantization: scale input, optional zero point input.
+struct QParam {
+  float scale = 1.f;
+  int32_t zp = 0;
+  float Dequant(int32_t q) const { return float(q - zp) * scale; }
+};
+
+// Validates a (scale, zero point) pair of per-tensor parameters for a
+// tensor of dtype `t`.
+Status CheckQParam(const KernelContext& ctx, int scale_idx, int zp_idx, DType t,
+                   const std::string& what) {
+  const Tensor* s = ctx.input(scale_idx);
+  const Tensor* z = zp_idx >= 0 ? ctx.input(zp_idx) : nullptr;
+  const std::string sn = what + "_scale", zn = what + "_zero_point";
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, s, sn.c_str()));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, s, sn.c_str(), 0, ""));
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, z, zn.c_str(), t));
+  return CheckParamShape(ctx, z, zn.c_str(), 0, "");
+}
+
+Status ReadQParam(const KernelContext& ctx, int scale_idx, int zp_idx, QParam* p) {
+  std::vector<float> s;
+  if (!ReadScales(ctx.input(scale_idx), &s) || s.size() != 1)
+    return ctx.Invalid("cannot read a scale");
+  p->scale = s[0];
+  p->zp = ReadZeroPoints(zp_idx >= 0 ? ctx.input(zp_idx) : nullptr)[0];
+  return Status::Ok();
+}
+
+void CopyShape(const Tensor* x, Tensor* y) {
+  y->rank_known = x->rank_known;
+  y->shape = x->shape;
+}
+
+// ---- QLinearAdd / QLinearMul ------------------------------------------------
+// Inputs: A, A_scale, A_zero_point?, B, B_scale, B_zero_point?, C_scale,
+// C_zero_point?; A, B and C share one int8/uint8 dtype; NumPy broadcasting.
+
+Status InferQLinearBinary(KernelContext& ctx) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(3);
+  Tensor* y = ctx.output(0);
+  if (!a || !b) return ctx.Invalid("inputs A and B are required");
+  if (!Is8Bit(a->dtype)) return ctx.Unsupported(std::string("A dtype ") + dtype_name(a->dtype));
+  if (b->dtype != a->dtype) return ctx.Invalid("A and B must have the same dtype");
+  QF_RETURN_IF_ERROR(CheckQParam(ctx, 1, 2, a->dtype, "A"));
+  QF_RETURN_IF_ERROR(CheckQParam(ctx, 4, 5, a->dtype, "B"));
+  QF_RETURN_IF_ERROR(CheckQParam(ctx, 6, 7, a->dtype, "C"));
+  y->dtype = a->dtype;
+  return InferBroadcastShape(ctx, {a, b}, y);
+}
+
+template <bool kMul>
+Status RunQLinearBinary(KernelContext& ctx) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(3);
+  Tensor* y = ctx.output(0);
+  QParam pa, pb, pc;
+  QF_RETURN_IF_ERROR(ReadQParam(ctx, 1, 2, &pa));
+  QF_RETURN_IF_ERROR(ReadQParam(ctx, 4, 5, &pb));
+  QF_RETURN_IF_ERROR(ReadQParam(ctx, 6, 7, &pc));
+  const QRange r = QuantRange(y->dtype);
+  ForEachBroadcast<2>({&a->shape, &b->shape}, y->shape,
+                      [&](int64_t o, const std::array<int64_t, 2>& i) {
+                        const float va = pa.Dequant(LoadQ(a->data, a->dtype, i[0]));
+                        const float vb = pb.Dequant(LoadQ(b->data, b->dtype, i[1]));
+                        const float v = kMul ? va * vb : va + vb;
+                        StoreQ(y->data, y->dtype, o, QuantizeValue(v, pc.scale, pc.zp, r));
+                      });
+  return Status::Ok();
+}
+
+Status RunQLinearAdd(KernelContext& ctx) {
+  return RunQLinearBinary<false>(ctx);
+}
+Status RunQLinearMul(KernelContext& ctx) {
+  return RunQLinearBinary<true>(ctx);
+}
+
+// ---- QLinearLeakyRelu / QLinearSigmoid --------------------------------------
+// Inputs: X, X_scale, X_zero_point?, Y_scale, Y_zero_point?; Y has X's dtype.
+// With 8-bit inputs every output is one of 256 values: build the table once.
+
+Status InferQLinearUnary(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  if (!x) return ctx.Invalid("input X is required");
+  if (!Is8Bit(x->dtype)) return ctx.Unsupported(std::string("X dtype ") + dtype_name(x->dtype));
+  QF_RETURN_IF_ERROR(CheckQParam(ctx, 1, 2, x->dtype, "X"));
+  QF_RETURN_IF_ERROR(CheckQParam(ctx, 3, 4, x->dtype, "Y"));
+  y->dtype = x->dtype;
+  CopyShape(x, y);
+  return Status::Ok();
+}
+
+template <class F>
+Status RunQLinearUnary(KernelContext& ctx, F f) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  QParam px, py;
+  QF_RETURN_IF_ERROR(ReadQParam(ctx, 1, 2, &px));
+  QF_RETURN_IF_ERROR(ReadQParam(ctx, 3, 4, &py));
+  const QRange r = QuantRange(y->dtype);
+  std::array<int32_t, 256> table;
+  for (int byte = 0; byte < 256; ++byte) {
+    const int32_t q = x->dtype == DType::kInt8 ? int32_t(int8_t(uint8_t(byte))) : byte;
+    table[size_t(byte)] = QuantizeValue(f(px.Dequant(q)), py.scale, py.zp, r);
+  }
+  const uint8_t* xd = x->ptr<uint8_t>();
+  for (int64_t i = 0; i < x->numel(); ++i) StoreQ(y->data, y->dtype, i, table[xd[i]]);
+  return Status::Ok();
+}
+
+Status RunQLinearLeakyRelu(KernelContext& ctx) {
+  const float alpha = ctx.attr().GetFloat("alpha", 0.01f);
+  return RunQLinearUnary(ctx, [alpha](float v) { return v >= 0.f ? v : v * alpha; });
+}
+
+Status RunQLinearSigmoid(KernelContext& ctx) {
+  return RunQLinearUnary(ctx, [](float v) { return 1.f / (1.f + std::exp(-v)); });
+}
+
+// ---- QLinearConcat ----------------------------------------------------------
+// Inputs: Y_scale, Y_zero_point, then (X_i, X_scale_i, X_zero_point_i)
+// triples; attribute axis (required). Inputs whose quantization equals the
+// output's are copied; others are requantized through float.
+
+Status InferQLinearConcat(KernelContext& ctx) {
+  Tensor* y = ctx.output(0);
+  const Tensor* yzp = ctx.input(1);
+  if (ctx.num_inputs() < 5 || (ctx.num_inputs() - 2) % 3 != 0)
+    return ctx.Invalid(
+        "expects Y_scale, Y_zero_point and (X, X_scale, X_zero_point) triples, got " +
+        std::to_string(ctx.num_inputs()) + " inputs");
+  if (!yzp) return ctx.Invalid("Y_zero_point is required");
+  if (!Is8Bit(yzp->dtype)) return ctx.Unsupported(std::string("Y dtype ") + dtype_name(yzp->dtype));
+  QF_RETURN_IF_ERROR(CheckQParam(ctx, 0, 1, yzp->dtype, "Y"));
+  if (!ctx.attr().Has("axis")) return ctx.Invalid("attribute axis is required");
+  const int64_t axis_attr = ctx.attr().GetInt("axis", 0);
+  y->dtype = yzp->dtype;
+  int rank = -1;
+  for (int i = 2; i < ctx.num_inputs(); i += 3) {
+    const Tensor* x = ctx.input(i);
+    if (!x) return ctx.Invalid("input " + std::to_string(i) + " is missing");
+    if (x->dtype != y->dtype)
+      return ctx.Invalid(std::string("input dtype ") + dtype_name(x->dtype) + " differs from Y's " +
+                         dtype_name(y->dtype));
+    QF_RETURN_IF_ERROR(CheckQParam(ctx, i + 1, i + 2, x->dtype, "X" + std::to_string(i / 3)));
+    if (x->rank_known) {
+      if (rank >= 0 && x->rank() != rank) return ctx.Invalid("inputs have different ranks");
+      rank = x->rank();
+    }
+  }
+  if (rank < 0) {
+    SetOutputsUnknown(ctx);
+    return Status::Ok();
+  }
+  int axis;
+  if (!NormalizeAxis(axis_attr, rank, &axis))
+    return ctx.Invalid("axis " + std::to_string(axis_attr) + " out of range for rank " +
+                       std::to_string(rank));
+  Shape out(size_t(rank), kUnknownDim);
+  int64_t total = 0;
+  for (int i = 2; i < ctx.num_inputs(); i += 3) {
+    const Tensor* x = ctx.input(i);
+    if (!x->rank_known) {
+      total = kUnknownDim;
+      continue;
+    }
+    for (int d = 0; d < rank; ++d) {
+      if (d == axis) continue;
+      if (out[d] >= 0 && x->shape[d] >= 0 && out[d] != x->shape[d])
+        return ctx.Invalid("input " + ShapeToString(x->shape) + " does not match others off axis " +
+                           std::to_string(axis));
+      if (out[d] < 0) out[d] = x->shape[d];
+    }
+    if (total >= 0) total = x->shape[axis] < 0 ? kUnknownDim : total + x->shape[axis];
+  }
+  out[axis] = total;
+  y->rank_known = true;
+  y->shape = out;
+  return Status::Ok();
+}
+
+Status RunQLinearConcat(KernelContext& ctx) {
+  Tensor* y = ctx.output(0);
+  QParam py;
+  QF_RETURN_IF_ERROR(ReadQParam(ctx, 0, 1, &py));
+  const QRange r = QuantRange(y->dtype);
+  int axis;
+  NormalizeAxis(ctx.attr().GetInt("axis", 0), y->rank(), &axis);
+  const int64_t outer = Product(Shape(y->shape.begin(), y->shape.begin() + axis));
+  const int64_t inner = Product(Shape(y->shape.begin() + axis + 1, y->shape.end()));
+  const int64_t y_row = y->shape[size_t(axis)] * inner;
+  int64_t offset = 0;  // start of this input's slab within each output row
+  for (int i = 2; i < ctx.num_inputs(); i += 3) {
+    const Tensor* x = ctx.input(i);
+    QParam px;
+    QF_RETURN_IF_ERROR(ReadQParam(ctx, i + 1, i + 2, &px));
+    const bool same = px.scale == py.scale && px.zp == py.zp;
+    const int64_t x_row = x->shape[size_t(axis)] * inner;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k = 0; k < x_row; ++k) {
+        const int32_t q = LoadQ(x->data, x->dtype, o * x_row + k);
+        StoreQ(y->data, y->dtype, o * y_row + offset + k,
+               same ? q : QuantizeValue(px.Dequant(q), py.scale, py.zp, r));
+      }
+    offset += x_row;
+  }
+  return Status::Ok();
+}
+
+// ---- QfLookupTable ----------------------------------------------------------
+// y[i] = table[uint8_t(x[i])]: the table is indexed by x's raw byte, so an
+// int8 x value v reads entry uint8_t(v) (e.g. -1 -> 255).
+
+Status InferQfLookupTable(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  const Tensor* table = ctx.input(1);
+  Tensor* y = ctx.output(0);
+  if (!x || !table) return ctx.Invalid("inputs X and table are required");
+  if (!Is8Bit(x->dtype)) return ctx.Unsupported(std::string("X dtype ") + dtype_name(x->dtype));
+  if (!Is8Bit(table->dtype))
+    return ctx.Unsupported(std::string("table dtype ") + dtype_name(table->dtype));
+  if (table->rank_known && (table->rank() != 1 || (table->shape[0] >= 0 && table->shape[0] != 256)))
+    return ctx.Invalid("table must have shape [256], got " + ShapeToString(table->shape));
+  y->dtype = table->dtype;
+  CopyShape(x, y);
+  return Status::Ok();
+}
+
+Status RunQfLookupTable(KernelContext& ctx) {
+  const uint8_t* x = ctx.input(0)->ptr<uint8_t>();
+  const uint8_t* table = ctx.input(1)->ptr<uint8_t>();
+  Tensor* y = ctx.output(0);
+  uint8_t* yd = y->ptr<uint8_t>();
+  for (int64_t i = 0; i < y->numel(); ++i) yd[i] = table[x[i]];
+  return Status::Ok();
+}
+
+// ---- QfRequantize -----------------------------------------------------------
+// Inputs: x, x_scale, x_zero_point?, y_scale, y_zero_point (its dtype is
+// y's); 8/16-bit in and out, per-tensor:
+//   y = saturate(nearbyint(float(x - x_zp) * (x_scale / y_scale)) + y_zp)
+
+bool IsRequantDType(DType t) {
+  return t == DType::kInt8 || t == DType::kUInt8 || t == DType::kInt16 || t == DType::kUInt16;
+}
+
+Status InferQfRequantize(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  const Tensor* yzp = ctx.input(4);
+  Tensor* y = ctx.output(0);
+  if (!x || !yzp) return ctx.Invalid("inputs x and y_zero_point are required");
+  if (!IsRequantDType(x->dtype))
+    return ctx.Unsupported(std::string("x dtype ") + dtype_name(x->dtype));
+  if (!IsRequantDType(yzp->dtype))
+    return ctx.Unsupported(std::string("y dtype ") + dtype_name(yzp->dtype));
+  QF_RETURN_IF_ERROR(CheckQParam(ctx, 1, 2, x->dtype, "x"));
+  QF_RETURN_IF_ERROR(CheckQParam(ctx, 3, 4, yzp->dtype, "y"));
+  y->dtype = yzp->dtype;
+  CopyShape(x, y);
+  return Status::Ok();
+}
+
+Status RunQfRequantize(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  QParam px, py;
+  QF_RETURN_IF_ERROR(ReadQParam(ctx, 1, 2, &px));
+  QF_RETURN_IF_ERROR(ReadQParam(ctx, 3, 4, &py));
+  const float mult = px.scale / py.scale;
+  const QRange r = QuantRange(y->dtype);
+  for (int64_t i = 0; i < x->numel(); ++i) {
+    const float v = float(LoadQ(x->data, x->dtype, i) - px.zp) * mult;
+    StoreQ(y->data, y->dtype, i, RoundAddSaturate(v, py.zp, r.lo, r.hi));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+#define QF_QUANT_OPDEF(NAME, INFER, MIN_IN, MAX_IN) \
+  const OpDef& OpDef_##NAME() {                     \
+    static const OpDef def{#NAME,                   \
+                           INFER,                   \
+                           Run##NAME,               \
+                           /*value_inputs=*/0,      \
+                           /*shape_only=*/false,    \
+                           /*min_inputs=*/MIN_IN,   \
+                           /*max_inputs=*/MAX_IN};  \
+    return def;                                     \
+  }
+QF_QUANT_OPDEF(QLinearAdd, InferQLinearBinary, 7, 8)
+QF_QUANT_OPDEF(QLinearMul, InferQLinearBinary, 7, 8)
+QF_QUANT_OPDEF(QLinearLeakyRelu, InferQLinearUnary, 4, 5)
+QF_QUANT_OPDEF(QLinearSigmoid, InferQLinearUnary, 4, 5)
+QF_QUANT_OPDEF(QLinearConcat, InferQLinearConcat, 5, 2 + 3 * 4096)
+QF_QUANT_OPDEF(QfLookupTable, InferQfLookupTable, 2, 2)
+QF_QUANT_OPDEF(QfRequantize, InferQfRequantize, 5, 5)
+#undef QF_QUANT_OPDEF
+
+}  // namespace qfold

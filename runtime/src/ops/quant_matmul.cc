@@ -1,0 +1,250 @@
+// QLinearMatMul and MatMulInteger: integer matrix products with NumPy MatMul
+// broadcasting (1-D operands promoted to matrices, leading batch dims
+// broadcast). Both accumulate acc = sum((a - a_zp) * (b - b_zp)) in int32;
+// QLinearMatMul adds the optional qfold bias (input 8) and requantizes per
+// docs/NUMERICS.md.
+#include <string>
+#include <vector>
+
+#include "core/op.h"
+#include "core/shape_util.h"
+#include "ops/quant_util.h"
+#include "ops/window_util.h"
+
+namespace qfold {
+namespace {
+
+// A and B shapes after 1-D promotion.
+void PromotedShapes(const Tensor& a, const Tensor& b, Shape* as, Shape* bs) {
+  *as = a.shape;
+  *bs = b.shape;
+  if (as->size() == 1) as->insert(as->begin(), 1);
+  if (bs->size() == 1) bs->push_back(1);
+}
+
+// Output shape of MatMul(a, b); *m and *n receive the matrix dims
+// (kUnknownDim if unknown, both unknown if a rank is).
+Status InferMatMulShape(KernelContext& ctx, const Tensor* a, const Tensor* b, int64_t* m,
+                        int64_t* n) {
+  Tensor* y = ctx.output(0);
+  *m = *n = kUnknownDim;
+  if (!a->rank_known || !b->rank_known) {
+    const DType dt = y->dtype;
+    SetOutputsUnknown(ctx);
+    y->dtype = dt;
+    return Status::Ok();
+  }
+  if (a->rank() == 0 || b->rank() == 0) return ctx.Invalid("operands must not be scalars");
+  Shape as, bs;
+  PromotedShapes(*a, *b, &as, &bs);
+  const int64_t ka = as.back(), kb = bs[bs.size() - 2];
+  if (ka >= 0 && kb >= 0 && ka != kb)
+    return ctx.Invalid("inner dims differ: a " + ShapeToString(a->shape) + ", b " +
+                       ShapeToString(b->shape));
+  Shape batch;
+  std::string err;
+  if (!BroadcastShapes(Shape(as.begin(), as.end() - 2), Shape(bs.begin(), bs.end() - 2), &batch,
+                       &err))
+    return ctx.Invalid(err);
+  *m = as[as.size() - 2];
+  *n = bs.back();
+  y->rank_known = true;
+  y->shape = batch;
+  if (a->rank() > 1) y->shape.push_back(*m);
+  if (b->rank() > 1) y->shape.push_back(*n);
+  return Status::Ok();
+}
+
+// For every output element calls emit(flat index, a matrix index, row,
+// b matrix index, column, acc) with acc = sum_k (a - azp(am, i)) * (b - bzp(bm, j)).
+template <class AZp, class BZp, class Emit>
+void MatMulAccumulate(const Tensor& a, const Tensor& b, AZp azp, BZp bzp, Emit emit) {
+  Shape as, bs;
+  PromotedShapes(a, b, &as, &bs);
+  const int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  Shape batch;
+  BroadcastShapes(a_batch, b_batch, &batch, nullptr);
+  BroadcastIndexer idx({a_batch, b_batch}, batch);
+  const int64_t batches = Product(batch);
+  std::vector<int64_t> pos(batch.size(), 0), sum(static_cast<size_t>(n));
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    int64_t am = 0, bm = 0;  // matrix indices of this batch entry in A and B
+    for (size_t d = 0; d < batch.size(); ++d) {
+      am += pos[d] * idx.strides(0)[d];
+      bm += pos[d] * idx.strides(1)[d];
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      std::fill(sum.begin(), sum.end(), 0);
+      const int32_t az = azp(am, i);
+      for (int64_t p = 0; p < k; ++p) {
+        const int64_t av = LoadQ(a.data, a.dtype, (am * m + i) * k + p) - az;
+        for (int64_t j = 0; j < n; ++j)
+          sum[size_t(j)] += av * (LoadQ(b.data, b.dtype, (bm * k + p) * n + j) - bzp(bm, j));
+      }
+      for (int64_t j = 0; j < n; ++j)
+        emit((bi * m + i) * n + j, am, i, bm, j, WrapInt32(sum[size_t(j)]));
+    }
+    NextIndex(batch, &pos);
+  }
+}
+
+Status CheckOperands(const KernelContext& ctx, const Tensor* a, const Tensor* b) {
+  if (!a || !b) return ctx.Invalid("inputs a and b are required");
+  if (!Is8Bit(a->dtype)) return ctx.Unsupported(std::string("a dtype ") + dtype_name(a->dtype));
+  if (!Is8Bit(b->dtype)) return ctx.Unsupported(std::string("b dtype ") + dtype_name(b->dtype));
+  return Status::Ok();
+}
+
+// ---- QLinearMatMul ----------------------------------------------------------
+
+Status InferQLinearMatMul(KernelContext& ctx) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(3);
+  const Tensor* y_zp = ctx.input(7);
+  const Tensor* bias = ctx.input(8);
+  Tensor* y = ctx.output(0);
+  QF_RETURN_IF_ERROR(CheckOperands(ctx, a, b));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(1), "a_scale"));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(4), "b_scale"));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(6), "y_scale"));
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, ctx.input(2), "a_zero_point", a->dtype));
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, ctx.input(5), "b_zero_point", b->dtype));
+  // Without y_zero_point the output has a's dtype (ONNX reference behaviour).
+  const DType out = y_zp ? y_zp->dtype : a->dtype;
+  if (!Is8Bit(out)) return ctx.Unsupported(std::string("y dtype ") + dtype_name(out));
+  QRange range;
+  QF_RETURN_IF_ERROR(ReadClampRange(ctx, out, &range));
+  y->dtype = out;
+  int64_t m, n;
+  QF_RETURN_IF_ERROR(InferMatMulShape(ctx, a, b, &m, &n));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(1), "a_scale", m, "row of a"));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(2), "a_zero_point", m, "row of a"));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(4), "b_scale", n, "column of b"));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(5), "b_zero_point", n, "column of b"));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(6), "y_scale", 0, ""));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, y_zp, "y_zero_point", 0, ""));
+  if (bias) {
+    if (bias->dtype != DType::kInt32)
+      return ctx.Invalid(std::string("bias must be int32, got ") + dtype_name(bias->dtype));
+    if (bias->rank_known &&
+        (bias->rank() != 1 || (n >= 0 && bias->shape[0] >= 0 && bias->shape[0] != n)))
+      return ctx.Invalid("bias shape " + ShapeToString(bias->shape) + ", expected [" +
+                         std::to_string(n) + "]");
+  }
+  return Status::Ok();
+}
+
+Status RunQLinearMatMul(KernelContext& ctx) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(3);
+  const Tensor* bias = ctx.input(8);
+  Tensor* y = ctx.output(0);
+  std::vector<float> as, bs, ys;
+  if (!ReadScales(ctx.input(1), &as) || !ReadScales(ctx.input(4), &bs) ||
+      !ReadScales(ctx.input(6), &ys) || ys.size() != 1)
+    return ctx.Invalid("cannot read the scales");
+  const std::vector<int32_t> azp = ReadZeroPoints(ctx.input(2));
+  const std::vector<int32_t> bzp = ReadZeroPoints(ctx.input(5));
+  const int32_t yzp = ReadZeroPoints(ctx.input(7))[0];
+  QRange range;
+  QF_RETURN_IF_ERROR(ReadClampRange(ctx, y->dtype, &range));
+  auto pick = [](const auto& v, int64_t i) { return v.size() == 1 ? v[0] : v[size_t(i)]; };
+  MatMulAccumulate(
+      *a, *b, [&](int64_t, int64_t i) { return pick(azp, i); },
+      [&](int64_t, int64_t j) { return pick(bzp, j); },
+      [&](int64_t yi, int64_t, int64_t i, int64_t, int64_t j, int32_t acc) {
+        // The multiplier in float32, in exactly this order (docs/NUMERICS.md).
+        const float mult = pick(as, i) * pick(bs, j) / ys[0];
+        if (bias) acc = WrapInt32(int64_t(acc) + bias->ptr<int32_t>()[j]);
+        StoreQ(y->data, y->dtype, yi, Requantize(acc, mult, yzp, range));
+      });
+  return Status::Ok();
+}
+
+// ---- MatMulInteger ----------------------------------------------------------
+
+// MatMulInteger zero points: a scalar, per row of A (1-D [M], or A's shape
+// with the last dim 1), per column of B (1-D [N], or B's shape with the
+// second-to-last dim 1). `row_axis` is rank-1 for A and rank-2 for B.
+Status CheckIntegerZeroPoint(const KernelContext& ctx, const Tensor* zp, const Tensor* x,
+                             const char* what, bool is_a) {
+  if (!zp) return Status::Ok();
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, zp, what, x->dtype));
+  if (MaybeScalar(zp) || !x->rank_known) return Status::Ok();
+  Shape xs = x->shape;
+  if (is_a && xs.size() == 1) xs.insert(xs.begin(), 1);
+  if (!is_a && xs.size() == 1) xs.push_back(1);
+  const size_t vec_axis = is_a ? xs.size() - 2 : xs.size() - 1;  // M or N
+  const int64_t len = xs[vec_axis];
+  if (zp->rank() == 1 && (zp->shape[0] < 0 || len < 0 || zp->shape[0] == len)) return Status::Ok();
+  Shape want = xs;
+  want[is_a ? xs.size() - 1 : xs.size() - 2] = 1;
+  bool ok = zp->rank() == int(want.size()) && x->rank() >= 2;
+  for (size_t i = 0; ok && i < want.size(); ++i)
+    if (zp->shape[i] >= 0 && want[i] >= 0 && zp->shape[i] != want[i]) ok = false;
+  if (!ok)
+    return ctx.Invalid(std::string(what) + " has shape " + ShapeToString(zp->shape) +
+                       ", expected a scalar, [" + std::to_string(len) + "] or " +
+                       ShapeToString(want));
+  return Status::Ok();
+}
+
+Status InferMatMulInteger(KernelContext& ctx) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(1);
+  QF_RETURN_IF_ERROR(CheckOperands(ctx, a, b));
+  QF_RETURN_IF_ERROR(CheckIntegerZeroPoint(ctx, ctx.input(2), a, "a_zero_point", true));
+  QF_RETURN_IF_ERROR(CheckIntegerZeroPoint(ctx, ctx.input(3), b, "b_zero_point", false));
+  ctx.output(0)->dtype = DType::kInt32;
+  int64_t m, n;
+  return InferMatMulShape(ctx, a, b, &m, &n);
+}
+
+Status RunMatMulInteger(KernelContext& ctx) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(1);
+  Tensor* y = ctx.output(0);
+  const std::vector<int32_t> azp = ReadZeroPoints(ctx.input(2));
+  const std::vector<int32_t> bzp = ReadZeroPoints(ctx.input(3));
+  Shape as, bs;
+  PromotedShapes(*a, *b, &as, &bs);
+  const int64_t m = as[as.size() - 2], n = bs.back();
+  // A 1-D zero point is per row/column; a larger one also varies per matrix.
+  const bool a_batched = azp.size() > 1 && ctx.input(2)->rank() > 1;
+  const bool b_batched = bzp.size() > 1 && ctx.input(3)->rank() > 1;
+  MatMulAccumulate(
+      *a, *b,
+      [&](int64_t am, int64_t i) {
+        return azp.size() == 1 ? azp[0] : azp[size_t(a_batched ? am * m + i : i)];
+      },
+      [&](int64_t bm, int64_t j) {
+        return bzp.size() == 1 ? bzp[0] : bzp[size_t(b_batched ? bm * n + j : j)];
+      },
+      [&](int64_t yi, int64_t, int64_t, int64_t, int64_t, int32_t acc) {
+        y->ptr<int32_t>()[yi] = acc;
+      });
+  return Status::Ok();
+}
+
+}  // namespace
+
+const OpDef& OpDef_QLinearMatMul() {
+  static const OpDef def{"QLinearMatMul",      InferQLinearMatMul, RunQLinearMatMul,
+                         /*value_inputs=*/0,
+                         /*shape_only=*/false,
+                         /*min_inputs=*/8,
+                         /*max_inputs=*/9};
+  return def;
+}
+
+const OpDef& OpDef_MatMulInteger() {
+  static const OpDef def{"MatMulInteger",      InferMatMulInteger, RunMatMulInteger,
+                         /*value_inputs=*/0,
+                         /*shape_only=*/false,
+                         /*min_inputs=*/2,
+                         /*max_inputs=*/4};
+  return def;
+}
+
+}  // namespace qfold

@@ -1,0 +1,218 @@
+// ONNX Runtime's com.microsoft QLinearAveragePool and
+// QLinearGlobalAveragePool (registered under their plain names). Inputs:
+// X, x_scale, x_zero_point?, y_scale, y_zero_point?; Y has X's dtype
+// (int8/uint8); attribute channels_last (default 0) selects NHWC layout.
+// Each output is
+//   y = saturate(nearbyint((x_scale * float(sum(x - x_zp)) / float(count)) / y_scale) + y_zp)
+// where count is the number of taps inside the input (or inside input plus
+// pads with count_include_pad), per docs/NUMERICS.md.
+#include <string>
+#include <vector>
+
+#include "core/op.h"
+#include "core/shape_util.h"
+#include "ops/quant_util.h"
+#include "ops/window_util.h"
+
+namespace qfold {
+namespace {
+
+struct PoolQuant {
+  float x_scale, y_scale;
+  int32_t x_zp, y_zp;
+};
+
+Status CheckPoolInputs(const KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  if (!x) return ctx.Invalid("input X is required");
+  if (!Is8Bit(x->dtype)) return ctx.Unsupported(std::string("X dtype ") + dtype_name(x->dtype));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(1), "x_scale"));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(3), "y_scale"));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(1), "x_scale", 0, ""));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(3), "y_scale", 0, ""));
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, ctx.input(2), "x_zero_point", x->dtype));
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, ctx.input(4), "y_zero_point", x->dtype));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(2), "x_zero_point", 0, ""));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(4), "y_zero_point", 0, ""));
+  const int64_t cl = ctx.attr().GetInt("channels_last", 0);
+  if (cl != 0 && cl != 1) return ctx.Invalid("channels_last must be 0 or 1");
+  if (x->rank_known && x->rank() < 3)
+    return ctx.Invalid("X must have rank >= 3, got " + ShapeToString(x->shape));
+  return Status::Ok();
+}
+
+Status ReadPoolQuant(const KernelContext& ctx, PoolQuant* q) {
+  std::vector<float> xs, ys;
+  if (!ReadScales(ctx.input(1), &xs) || !ReadScales(ctx.input(3), &ys) || xs.size() != 1 ||
+      ys.size() != 1)
+    return ctx.Invalid("cannot read the scales");
+  q->x_scale = xs[0];
+  q->y_scale = ys[0];
+  q->x_zp = ReadZeroPoints(ctx.input(2))[0];
+  q->y_zp = ReadZeroPoints(ctx.input(4))[0];
+  return Status::Ok();
+}
+
+int32_t AverageToQ(int64_t sum, int64_t count, const PoolQuant& q, QRange r) {
+  if (count == 0) return QuantizeValue(0.f, q.y_scale, q.y_zp, r);
+  return QuantizeValue(q.x_scale * float(sum) / float(count), q.y_scale, q.y_zp, r);
+}
+
+// Splits a rank >= 3 shape into batch, channels and spatial dims.
+void SplitLayout(const Shape& s, bool channels_last, int64_t* n, int64_t* c, Shape* spatial) {
+  *n = s[0];
+  *c = channels_last ? s.back() : s[1];
+  spatial->assign(s.begin() + (channels_last ? 1 : 2), s.end() - (channels_last ? 1 : 0));
+}
+
+// Flat offset of (batch b, channel ch, spatial flat index sp).
+int64_t Offset(bool channels_last, int64_t b, int64_t ch, int64_t sp, int64_t c, int64_t size) {
+  return channels_last ? (b * size + sp) * c + ch : (b * c + ch) * size + sp;
+}
+
+// ---- QLinearGlobalAveragePool -----------------------------------------------
+
+Status InferQLinearGlobalAveragePool(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckPoolInputs(ctx));
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  y->dtype = x->dtype;
+  if (!x->rank_known) {
+    SetOutputsUnknown(ctx);
+    return Status::Ok();
+  }
+  const bool cl = ctx.attr().GetInt("channels_last", 0) != 0;
+  y->rank_known = true;
+  y->shape = x->shape;
+  for (int i = cl ? 1 : 2; i < x->rank() - (cl ? 1 : 0); ++i) y->shape[i] = 1;
+  return Status::Ok();
+}
+
+Status RunQLinearGlobalAveragePool(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  PoolQuant q;
+  QF_RETURN_IF_ERROR(ReadPoolQuant(ctx, &q));
+  const bool cl = ctx.attr().GetInt("channels_last", 0) != 0;
+  int64_t n, c;
+  Shape spatial;
+  SplitLayout(x->shape, cl, &n, &c, &spatial);
+  const int64_t size = Product(spatial);
+  const QRange r = QuantRange(y->dtype);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      int64_t sum = 0;
+      for (int64_t s = 0; s < size; ++s)
+        sum += LoadQ(x->data, x->dtype, Offset(cl, b, ch, s, c, size)) - q.x_zp;
+      StoreQ(y->data, y->dtype, Offset(cl, b, ch, 0, c, 1), AverageToQ(sum, size, q, r));
+    }
+  return Status::Ok();
+}
+
+// ---- QLinearAveragePool -----------------------------------------------------
+
+Status ParseQPool(const KernelContext& ctx, const Shape& in, WindowGeometry* g) {
+  std::vector<int64_t> kernel;
+  if (!ctx.attr().Has("kernel_shape")) return ctx.Invalid("kernel_shape is required");
+  QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "kernel_shape", in.size(), 1, &kernel));
+  const int64_t ceil_mode = ctx.attr().GetInt("ceil_mode", 0);
+  if (ceil_mode != 0 && ceil_mode != 1) return ctx.Invalid("ceil_mode must be 0 or 1");
+  return ComputeWindowGeometry(ctx, in, kernel, ceil_mode != 0, g);
+}
+
+Status InferQLinearAveragePool(KernelContext& ctx) {
+  QF_RETURN_IF_ERROR(CheckPoolInputs(ctx));
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  y->dtype = x->dtype;
+  const Attr* ks = ctx.attr().Find("kernel_shape");
+  if (!ks) return ctx.Invalid("kernel_shape is required");
+  const size_t nsp = ks->ints.size();
+  if (x->rank_known && size_t(x->rank()) != nsp + 2)
+    return ctx.Invalid("X " + ShapeToString(x->shape) + " does not match kernel_shape with " +
+                       std::to_string(nsp) + " dims");
+  const bool cl = ctx.attr().GetInt("channels_last", 0) != 0;
+  Shape x_shape = x->rank_known ? x->shape : Shape(nsp + 2, kUnknownDim);
+  int64_t n, c;
+  Shape spatial;
+  SplitLayout(x_shape, cl, &n, &c, &spatial);
+  WindowGeometry g;
+  QF_RETURN_IF_ERROR(ParseQPool(ctx, spatial, &g));
+  y->rank_known = true;
+  y->shape = {n};
+  if (!cl) y->shape.push_back(c);
+  y->shape.insert(y->shape.end(), g.out.begin(), g.out.end());
+  if (cl) y->shape.push_back(c);
+  return Status::Ok();
+}
+
+Status RunQLinearAveragePool(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  PoolQuant q;
+  QF_RETURN_IF_ERROR(ReadPoolQuant(ctx, &q));
+  const bool cl = ctx.attr().GetInt("channels_last", 0) != 0;
+  const bool include_pad = ctx.attr().GetInt("count_include_pad", 0) != 0;
+  int64_t n, c;
+  Shape in;
+  SplitLayout(x->shape, cl, &n, &c, &in);
+  WindowGeometry g;
+  QF_RETURN_IF_ERROR(ParseQPool(ctx, in, &g));
+  const size_t nsp = in.size();
+  const int64_t in_size = Product(in), out_size = Product(g.out);
+  if (out_size == 0) return Status::Ok();
+  const std::vector<int64_t> in_strides = ContiguousStrides(in);
+  const QRange r = QuantRange(y->dtype);
+  std::vector<int64_t> o(nsp, 0), tap(nsp, 0);
+  for (int64_t j = 0; j < out_size; ++j) {
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        int64_t sum = 0, count = 0, padded = 0;
+        std::fill(tap.begin(), tap.end(), 0);
+        do {
+          int64_t off = 0;
+          bool inside = true, in_padded = true;
+          for (size_t a = 0; a < nsp; ++a) {
+            const int64_t pos = o[a] * g.strides[a] - g.pad_begin[a] + tap[a] * g.dilations[a];
+            if (pos < 0 || pos >= in[a]) inside = false;
+            // With ceil_mode a window may reach past the end padding; those
+            // taps never count.
+            if (pos >= in[a] + g.pad_end[a]) in_padded = false;
+            off += pos * in_strides[a];
+          }
+          if (in_padded) ++padded;
+          if (!inside) continue;
+          ++count;
+          sum += LoadQ(x->data, x->dtype, Offset(cl, b, ch, off, c, in_size)) - q.x_zp;
+        } while (NextIndex(g.kernel, &tap));
+        StoreQ(y->data, y->dtype, Offset(cl, b, ch, j, c, out_size),
+               AverageToQ(sum, include_pad ? padded : count, q, r));
+      }
+    NextIndex(g.out, &o);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const OpDef& OpDef_QLinearGlobalAveragePool() {
+  static const OpDef def{"QLinearGlobalAveragePool",
+                         InferQLinearGlobalAveragePool,
+                         RunQLinearGlobalAveragePool,
+                         /*value_inputs=*/0,
+                         /*shape_only=*/false,
+                         /*min_inputs=*/4,
+                         /*max_inputs=*/5};
+  return def;
+}
+
+const OpDef& OpDef_QLinearAveragePool() {
+  static const OpDef def{"QLinearAveragePool", InferQLinearAveragePool, RunQLinearAveragePool,
+                         /*value_inputs=*/0,
+                         /*shape_only=*/false,
+                         /*min_inputs=*/4,
+                         /*max_inputs=*/5};
+  return def;
+}
+
+}  // namespace qfold

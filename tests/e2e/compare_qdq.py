@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""End-to-end check of QDQ-quantized models: qfold against ONNX Runtime running the literal graph.
+
+Usage:
+  compare_qdq.py --qfold build/cli/qfold --models DIR [--models DIR2 ...] [--ops]
+                 [--model FILE ...] [--workdir DIR] [--markdown FILE --section NAME]
+
+Models: DIR/*.onnx for every --models DIR (with --ops also DIR/ops/*.onnx, the one-operator
+models of scripts/quantize_models.py --ops), plus every --model FILE.
+
+Each model gets deterministic random inputs (seeded by its file name). The reference is ONNX
+Runtime with all graph optimizations disabled (ORT_DISABLE_ALL), so it runs DequantizeLinear ->
+float op -> QuantizeLinear literally. qfold runs `convert`, `inspect --json` and `run`.
+
+Criteria, per output:
+  int8/uint8 output (one-operator models, whose graph output is the final QuantizeLinear):
+    same dtype, max |qfold - ort| <= 1 (one quantization step) on every element, and
+    exactly equal on >= 99% of the elements.
+  float output (whole models): cosine similarity >= 0.999 (max abs error is reported).
+
+Prints one line per model output with the numbers and qfold's operator mix from
+`qfold inspect --json` ("int8" counts operator types starting with QLinear/Qf/ConvInteger/
+MatMulInteger; "qdq" counts QuantizeLinear/DequantizeLinear; "other" the rest: float ops, or
+type-generic ones like MaxPool/Reshape that may run on int8 data), then exactly
+"N passed, M failed" (counting models); exits non-zero if any model failed.
+
+--markdown FILE --section NAME replaces the lines between "<!-- compare_qdq:NAME:begin -->" and
+"<!-- compare_qdq:NAME:end -->" in FILE (appended if absent) with a table of the results.
+"""
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import zlib
+
+import numpy as np
+import onnx
+
+from qfold_tools import (first_error_line, inspect_operators, operator_mix, random_feeds,
+                         run_ort, run_qfold, safe_name)
+
+MIN_COSINE = 0.999
+MAX_STEPS = 1
+MIN_EXACT = 0.99
+
+
+def cosine(a, b):
+    a = a.astype(np.float64).ravel()
+    b = b.astype(np.float64).ravel()
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if na == 0 and nb == 0:
+        return 1.0
+    if na == 0 or nb == 0:
+        return 0.0
+    return float(np.dot(a, b) / (na * nb))
+
+
+def check_output(ref, got):
+    """Returns (passed, metric text, short metric for the table)."""
+    if got.shape != ref.shape:
+        return False, f"shape {list(got.shape)}, onnxruntime {list(ref.shape)}", "shape mismatch"
+    if ref.dtype in (np.int8, np.uint8):
+        if got.dtype != ref.dtype:
+            return False, f"dtype {got.dtype}, onnxruntime {ref.dtype}", "dtype mismatch"
+        diff = np.abs(got.astype(np.int32) - ref.astype(np.int32))
+        max_diff = int(diff.max()) if diff.size else 0
+        exact = float((diff == 0).mean()) if diff.size else 1.0
+        passed = max_diff <= MAX_STEPS and exact >= MIN_EXACT
+        text = f"max_steps={max_diff} exact={100 * exact:.2f}%"
+        return passed, text, text
+    if got.dtype.kind != "f" or ref.dtype.kind != "f":
+        return False, f"dtype {got.dtype}, onnxruntime {ref.dtype}", "dtype mismatch"
+    if not np.isfinite(got).all():
+        return False, "qfold output has NaN/inf", "NaN/inf"
+    cos = cosine(ref, got)
+    max_abs = float(np.abs(got.astype(np.float64) - ref.astype(np.float64)).max())
+    text = f"cos={cos:.6f} max_abs={max_abs:.3e}"
+    return cos >= MIN_COSINE, text, text
+
+
+class Result:
+    def __init__(self, path):
+        self.path = path
+        self.label = os.path.basename(path)
+        self.passed = False
+        self.ops = None          # operators map from qfold inspect
+        self.node_count = None   # ONNX node count
+        self.metrics = []        # (output name, short metric)
+        self.error = None        # short error
+        self.seconds = None      # qfold run wall time
+
+
+def short_error(step, err, path):
+    """One line for the table: the tool's message without its "qfold X: error: PATH:" prefix."""
+    text = first_error_line(err)
+    text = re.sub(r"^qfold \w+: error: ", "", text)
+    text = text.replace(path + ": ", "")
+    return f"{step}: {text}"
+
+
+def check_model(args, path, workdir):
+    res = Result(path)
+    label = res.label
+    outdir = os.path.join(workdir, "out")
+    if os.path.isdir(outdir):
+        shutil.rmtree(outdir)
+    os.makedirs(outdir, exist_ok=True)
+
+    try:
+        model = onnx.load(path)
+    except Exception as e:  # noqa: BLE001 - any load failure is a test failure
+        res.error = f"cannot load model: {e}"
+        print(f"FAIL {label}: {res.error}")
+        return res
+    res.node_count = len(model.graph.node)
+
+    feeds = random_feeds(model, np.random.default_rng(zlib.crc32(label.encode())))
+    try:
+        out_names, refs = run_ort(path, feeds)
+    except Exception as e:  # noqa: BLE001
+        res.error = f"onnxruntime failed: {e}"
+        print(f"FAIL {label}: {res.error} (the reference cannot be computed)")
+        return res
+
+    input_args = []
+    for i, (name, value) in enumerate(feeds.items()):
+        p = os.path.join(workdir, f"input_{i}.npy")
+        np.save(p, value)
+        input_args += ["--input", f"{name}={p}"]
+
+    qfm = os.path.join(workdir, "model.qfm")
+    err = run_qfold([args.qfold, "convert", path, "-o", qfm], args.timeout)
+    if err:
+        res.error = short_error("convert", err, path)
+        print(f"FAIL {label}: qfold convert failed, {err}")
+        return res
+    res.ops = inspect_operators(args.qfold, qfm)
+    start = time.monotonic()
+    err = run_qfold([args.qfold, "run", qfm] + input_args + ["--output-dir", outdir], args.timeout)
+    res.seconds = time.monotonic() - start
+    if err:
+        res.error = short_error("run", err, path)
+        print(f"FAIL {label}: qfold run failed, {err}")
+        return res
+
+    mix = "ops n/a"
+    if res.ops is not None:
+        integer, qdq, flt, total = operator_mix(res.ops)
+        mix = f"ops int8={integer} qdq={qdq} other={flt} total={total}"
+    ok = True
+    for name, ref in zip(out_names, refs):
+        ref = np.asarray(ref)
+        where = f"{label} output '{name}' {list(ref.shape)} {ref.dtype}"
+        p = os.path.join(outdir, safe_name(name) + ".npy")
+        if not os.path.exists(p):
+            print(f"FAIL {where}: qfold wrote no {p}")
+            res.metrics.append((name, "no output"))
+            ok = False
+            continue
+        try:
+            got = np.load(p, allow_pickle=False)
+        except Exception as e:  # noqa: BLE001
+            print(f"FAIL {where}: cannot read {p}: {e}")
+            res.metrics.append((name, "unreadable output"))
+            ok = False
+            continue
+        passed, text, short = check_output(ref, got)
+        ok = ok and passed
+        res.metrics.append((name, short))
+        print(f"{'PASS' if passed else 'FAIL'} {where}: {text} | {mix}")
+    res.passed = ok
+    return res
+
+
+def collect(args):
+    paths = []
+    for d in args.models:
+        paths += sorted(glob.glob(os.path.join(d, "*.onnx")))
+        if args.ops:
+            paths += sorted(glob.glob(os.path.join(d, "ops", "*.onnx")))
+    paths += args.model
+    if not paths:
+        raise SystemExit("no models found (--models DIR holds no *.onnx and no --model given)")
+    return paths
+
+
+def markdown_table(results):
+    lines = ["| model | variant | ONNX nodes | qfold ops (int8 / Q-DQ / other) | int8 share "
+             "| result | accuracy |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        stem = r.label[:-len(".onnx")] if r.label.endswith(".onnx") else r.label
+        model, _, variant = stem.partition(".")
+        if r.ops is not None:
+            integer, qdq, flt, total = operator_mix(r.ops)
+            ops = f"{integer} / {qdq} / {flt}"
+            share = f"{100 * integer / total:.0f}%" if total else "n/a"
+        else:
+            ops, share = "n/a", "n/a"
+        if r.error:
+            acc = r.error.replace("|", "\\|")
+        else:
+            acc = "; ".join(m for _, m in r.metrics)
+        nodes = r.node_count if r.node_count is not None else "n/a"
+        lines.append(f"| {model} | {variant or '-'} | {nodes} | {ops} | {share} | "
+                     f"{'pass' if r.passed else 'FAIL'} | {acc} |")
+    passed = sum(r.passed for r in results)
+    lines.append("")
+    lines.append(f"{passed} passed, {len(results) - passed} failed.")
+    return lines
+
+
+def write_markdown(path, section, lines):
+    begin, end = f"<!-- compare_qdq:{section}:begin -->", f"<!-- compare_qdq:{section}:end -->"
+    text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+    body = "\n".join([begin] + lines + [end])
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        text = head + body + tail
+    else:
+        text = text + ("\n" if text and not text.endswith("\n") else "") + body + "\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.splitlines()[1:]))
+    ap.add_argument("--qfold", required=True, help="path to the qfold CLI")
+    ap.add_argument("--models", action="append", default=[],
+                    help="directory of quantized models (repeatable)")
+    ap.add_argument("--ops", action="store_true", help="also check DIR/ops/*.onnx")
+    ap.add_argument("--model", action="append", default=[], help="one model file (repeatable)")
+    ap.add_argument("--workdir", help="where to keep inputs/outputs (default: a temp dir, removed)")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per qfold command")
+    ap.add_argument("--markdown", help="write a results table into this Markdown file")
+    ap.add_argument("--section", default="results",
+                    help="name of the --markdown section to replace (default: results)")
+    args = ap.parse_args()
+    args.qfold = os.path.abspath(args.qfold)
+    paths = collect(args)
+
+    tmp = None
+    if args.workdir is None:
+        tmp = tempfile.mkdtemp(prefix="qfold-qdq-")
+        args.workdir = tmp
+    results = []
+    stems = set()
+    try:
+        for path in paths:
+            base = stem = os.path.splitext(os.path.basename(path))[0]
+            n = 1
+            while stem in stems:
+                n += 1
+                stem = f"{base}_{n}"
+            stems.add(stem)
+            workdir = os.path.join(args.workdir, stem)
+            os.makedirs(workdir, exist_ok=True)
+            results.append(check_model(args, path, workdir))
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    passed = sum(r.passed for r in results)
+    failed = len(results) - passed
+    if args.markdown:
+        write_markdown(args.markdown, args.section, markdown_table(results))
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

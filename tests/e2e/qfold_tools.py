@@ -1,0 +1,135 @@
+"""Helpers shared by the end-to-end scripts (compare_ort.py, compare_qdq.py) and
+scripts/quantize_models.py: deterministic inputs, ONNX Runtime reference runs, qfold CLI calls.
+"""
+
+import json
+import re
+import subprocess
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto
+
+DEFAULT_DIMS = {"batch": 1, "batch_size": 1, "N": 1}
+DEFAULT_OTHER_DIM = 32
+
+# Operator types qfold runs in integer arithmetic (as listed by `qfold inspect --json`).
+INTEGER_OP_PREFIXES = ("QLinear", "Qf", "ConvInteger", "MatMulInteger")
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear")
+
+
+def safe_name(name):
+    """The file name qfold run uses for an output tensor (without .npy); see SafeFileName in
+    cli/commands.cc."""
+    # Byte-wise over UTF-8, like the C++ side: a non-ASCII character becomes one '_' per byte.
+    out = re.sub(rb"[^A-Za-z0-9._-]", b"_", name.encode()).decode()
+    return "_" + out if out == "" or out.startswith(".") else out
+
+
+def graph_inputs(model):
+    """Graph inputs that are not initializers (older exporters list weights as inputs too)."""
+    inits = {t.name for t in model.graph.initializer}
+    return [vi for vi in model.graph.input if vi.name not in inits]
+
+
+def concrete_shape(vi, dims=None):
+    """The shape of a graph input with symbolic dims replaced: by `dims` (name -> value), then
+    DEFAULT_DIMS, else 1 for the first axis and DEFAULT_OTHER_DIM for the others."""
+    dims = dims or {}
+    shape = []
+    for i, d in enumerate(vi.type.tensor_type.shape.dim):
+        if d.HasField("dim_value"):
+            shape.append(d.dim_value)
+        elif d.HasField("dim_param") and d.dim_param in dims:
+            shape.append(dims[d.dim_param])
+        elif d.HasField("dim_param") and d.dim_param in DEFAULT_DIMS:
+            shape.append(DEFAULT_DIMS[d.dim_param])
+        else:
+            # Unnamed or unknown-named dim: batch-like first axis gets 1, spatial ones get 32.
+            shape.append(1 if i == 0 else DEFAULT_OTHER_DIM)
+    return shape
+
+
+def random_input(rng, elem_type, shape):
+    np_type = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
+    if elem_type == TensorProto.BOOL:
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    if np.issubdtype(np_type, np.integer):
+        # Small non-negative values: valid as indices / token ids for most models.
+        return rng.integers(0, 10, size=shape).astype(np_type)
+    return rng.standard_normal(shape).astype(np_type)
+
+
+def random_feeds(model, rng, dims=None):
+    """One deterministic random array per (non-initializer) graph input, in input order."""
+    feeds = {}
+    for vi in graph_inputs(model):
+        tt = vi.type.tensor_type
+        feeds[vi.name] = random_input(rng, tt.elem_type, concrete_shape(vi, dims))
+    return feeds
+
+
+def run_ort(model_path, feeds):
+    """Runs the literal graph (all ONNX Runtime graph optimizations disabled) on the CPU."""
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return names, sess.run(names, feeds)
+
+
+def run_qfold(cmd, timeout):
+    """Runs one qfold command; returns an error description or None."""
+    err, _ = run_qfold_output(cmd, timeout)
+    return err
+
+
+def run_qfold_output(cmd, timeout):
+    """Runs one qfold command; returns (error description or None, stdout)."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"timed out after {timeout}s: {' '.join(cmd)}", ""
+    except OSError as e:
+        return f"could not start {cmd[0]}: {e}", ""
+    if proc.returncode != 0:
+        msg = f"exit code {proc.returncode}: {' '.join(cmd)}"
+        text = (proc.stderr.strip() or proc.stdout.strip() or "(no output)")
+        return msg + "\n" + "\n".join("      | " + line for line in text.splitlines()), ""
+    return None, proc.stdout
+
+
+def first_error_line(err):
+    """A one-line summary of a run_qfold error: the first line of the tool's own output; when that
+    line introduces a list (ends with ':'), the list items' heads are appended."""
+    lines = [line.strip().lstrip("|").strip() for line in err.splitlines()[1:]]
+    lines = [line for line in lines if line]
+    if not lines:
+        return err.splitlines()[0] if err else err
+    summary = lines[0]
+    if summary.endswith(":") and len(lines) > 1:
+        summary += " " + ", ".join(line.split(":")[0].strip() for line in lines[1:])
+    return summary
+
+
+def inspect_operators(qfold, qfm_path, timeout=120):
+    """The `operators` map (op type -> count) of `qfold inspect --json`, or None if absent."""
+    err, out = run_qfold_output([qfold, "inspect", qfm_path, "--json"], timeout)
+    if err:
+        return None
+    try:
+        ops = json.loads(out).get("operators")
+    except (ValueError, AttributeError):
+        return None
+    return ops if isinstance(ops, dict) else None
+
+
+def operator_mix(ops):
+    """(integer ops, Q/DQ ops, other ops, total) from an `operators` map. "Other" ops are float
+    ops or type-generic ones (MaxPool, Reshape, ...) that may also run on int8 tensors: the
+    operators map has no dtypes."""
+    integer = sum(n for t, n in ops.items() if t.split(".")[-1].startswith(INTEGER_OP_PREFIXES))
+    qdq = sum(n for t, n in ops.items() if t.split(".")[-1] in QDQ_OPS)
+    total = sum(ops.values())
+    return integer, qdq, total - integer - qdq, total
