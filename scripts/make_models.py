@@ -274,12 +274,44 @@ def dynamic_convnet():
         opset=13)
 
 
+# Weight-only int4 MLP ---------------------------------------------------------------------------
+
+def int4_weight_mlp():
+    """Two MatMuls whose weights are int4 and uint4, quantized in blocks of 32 along K (the
+    layout weight-only LLM quantizers write), with a short last block (K = 80)."""
+    rng = np.random.default_rng(6)
+    inits, nodes = [], []
+    x, k = "input", 80
+    for i, (dt, lo, hi, n) in enumerate(((TensorProto.INT4, -8, 7, 48),
+                                         (TensorProto.UINT4, 0, 15, 16))):
+        blocks = (k + 31) // 32
+        w = rng.integers(lo, hi + 1, size=(k, n))
+        zp = rng.integers(lo, hi + 1, size=(blocks, n))
+        scale = (rng.random((blocks, n)) * 0.05 + 0.01).astype(np.float32)
+        inits += [helper.make_tensor(f"w{i}", dt, [k, n], w.flatten().tolist()),
+                  helper.make_tensor(f"w{i}.zero_point", dt, [blocks, n], zp.flatten().tolist()),
+                  numpy_helper.from_array(scale, f"w{i}.scale")]
+        nodes.append(helper.make_node("DequantizeLinear", [f"w{i}", f"w{i}.scale",
+                                                           f"w{i}.zero_point"], [f"w{i}.float"],
+                                      name=f"dq{i}", axis=0, block_size=32))
+        y = "output" if i == 1 else f"h{i}"
+        nodes.append(helper.make_node("MatMul", [x, f"w{i}.float"], [y], name=f"matmul{i}"))
+        x, k = y, n
+    graph = helper.make_graph(nodes, "int4_weight_mlp",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [2, 5, 80])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [2, 5, 16])],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)],
+                             producer_name="qfold make_models.py")
+
+
 MODELS = {
     "mobilenetv2_like": (mobilenetv2_like, {}),
     "resnet_like": (resnet_like, {}),
     "transformer_encoder": (transformer_encoder, {}),
     "fp16_convnet": (fp16_convnet, {}),
     "dynamic_convnet": (dynamic_convnet, {"batch": 2, "height": 20, "width": 24}),
+    "int4_weight_mlp": (int4_weight_mlp, {}),
 }
 
 NP_OF_ONNX = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}

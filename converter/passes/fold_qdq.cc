@@ -75,7 +75,7 @@ class QdqFolder {
       const std::string& t = g_.nodes[k].op_type;
       if (!g_.nodes[k].domain.empty()) continue;
       if (t == "Conv") TryConv(k);
-      else if (t == "MatMul") TryMatMul(k);
+      else if (t == "MatMul") TryMatMul(k) || TryWeightOnlyMatMul(k);
       else if (t == "Gemm") TryGemm(k);
       else if (t == "Add" || t == "Mul") TryBinary(k);
       else if (t == "GlobalAveragePool" || t == "AveragePool") TryPool(k);
@@ -328,19 +328,55 @@ class QdqFolder {
     Replace(k, std::move(q), qk, yq);
   }
 
+  // Float A times a constant weight stored as int4/uint4 (or blocked int8):
+  // the weight stays packed and is dequantized block by block while running.
+  bool TryWeightOnlyMatMul(size_t k) {
+    const Node& mm = g_.nodes[k];
+    auto it = producer_.find(mm.input(1));
+    if (it == producer_.end() || removed_.count(it->second)) return false;
+    const Node& dq = g_.nodes[it->second];
+    if (dq.op_type != "DequantizeLinear" || !dq.domain.empty()) return false;
+    const Value* b = g_.Find(dq.input(0));
+    const Value* s = g_.Find(dq.input(1));
+    const Value* a = g_.Find(mm.input(0));
+    if (!b || !s || !a || !b->is_constant() || !s->is_constant() || b->shape.size() != 2) return false;
+    if (a->dtype != DType::kFloat32 || s->dtype != DType::kFloat32) return false;
+    if (!dq.input(2).empty() && !g_.IsConstant(dq.input(2))) return false;
+    const int64_t block = dq.attrs.GetInt("block_size", 0);
+    const bool four_bit = b->dtype == DType::kInt4 || b->dtype == DType::kUInt4;
+    if (!four_bit && !(Is8Bit(b->dtype) && block > 0)) return false;
+    int64_t axis = dq.attrs.GetInt("axis", 1);
+    if (axis < 0) axis += 2;
+    int64_t scale_n = 1;
+    for (int64_t d : s->shape) scale_n *= d;
+    // Supported: per tensor, per column (axis 1, [N]) or blocks along K (axis 0).
+    if (block > 0 ? axis != 0 : (scale_n != 1 && (axis != 1 || scale_n != b->shape[1])))
+      return false;
+    Node q;
+    q.op_type = "QfMatMulWeightQ";
+    q.name = mm.name;
+    q.inputs = {mm.input(0), dq.input(0), dq.input(1)};
+    if (!dq.input(2).empty()) q.inputs.push_back(dq.input(2));
+    if (block > 0) q.attrs.SetInt("block_size", block);
+    q.outputs = mm.outputs;
+    g_.nodes[k] = std::move(q);
+    Index();
+    return true;
+  }
+
   // MatMul whose B is a per-tensor activation or a constant weight quantized
   // per tensor or per column (axis 1 of a 2-D weight).
-  void TryMatMul(size_t k) {
+  bool TryMatMul(size_t k) {
     const Node& mm = g_.nodes[k];
     QParams aq, bq, yq;
     const Node* dqa = DqOf(mm.input(0), &aq);
     const Node* dqb = DqOf(mm.input(1), &bq);
-    if (!dqa || !dqb || !aq.per_tensor()) return;
+    if (!dqa || !dqb || !aq.per_tensor()) return false;
     const Value* b = g_.Find(dqb->input(0));
-    if (!b) return;
+    if (!b) return false;
     if (!bq.per_tensor()) {
       int axis = bq.axis < 0 ? bq.axis + int(b->shape.size()) : bq.axis;
-      if (!b->is_constant() || b->shape.size() != 2 || axis != 1) return;
+      if (!b->is_constant() || b->shape.size() != 2 || axis != 1) return false;
     }
     // MatMul -> Add(bias) -> Q, as quantize_static leaves a MatMul with bias.
     std::string bias_in;
@@ -360,7 +396,7 @@ class QdqFolder {
     size_t qk, act_k;
     int32_t lo, hi;
     size_t out_k = add_k == SIZE_MAX ? k : add_k;
-    if (!OutputQ(out_k, &qk, &yq, &act_k, &lo, &hi)) return;
+    if (!OutputQ(out_k, &qk, &yq, &act_k, &lo, &hi)) return false;
     Node q;
     q.op_type = "QLinearMatMul";
     q.name = mm.name;
@@ -381,6 +417,7 @@ class QdqFolder {
       removed_.insert(add_k);
     }
     Replace(k, std::move(q), qk, yq);
+    return true;
   }
 
   // Gemm becomes QLinearMatMul: transB is applied to the constant weight,

@@ -54,6 +54,10 @@ Status WidenHalfFloats(Graph* g) {
       DType to = DTypeFromOnnx(int(n.attrs.GetInt("to", 0)));
       if (IsHalf(to)) n.attrs.SetInt("to", OnnxFromDType(DType::kFloat32));
     }
+    // DequantizeLinear (opset 23+) may ask for a half output; compute in fp32 too.
+    if (n.op_type == "DequantizeLinear" && n.domain.empty() &&
+        IsHalf(DTypeFromOnnx(int(n.attrs.GetInt("output_dtype", 0)))))
+      n.attrs.SetInt("output_dtype", OnnxFromDType(DType::kFloat32));
   }
   std::vector<Node> prologue, epilogue;
   for (const std::string& in : g->inputs) {

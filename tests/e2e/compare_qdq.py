@@ -17,6 +17,11 @@ Criteria, per output:
     same dtype, max |qfold - ort| <= 1 (one quantization step) on every element, and
     exactly equal on >= 99% of the elements.
   float output (whole models): cosine similarity >= 0.999 (max abs error is reported).
+For float outputs the line also shows, for information only, ONNX Runtime with all graph
+optimizations (its own QLinear* integer kernels) against the same literal reference
+("ort_int cos=..."), and qfold against that optimized ONNX Runtime ("qfold~ort_int cos=..."):
+integer execution legitimately differs from the literal DQ -> float -> Q graph by rounding,
+and on deep models with coarse activation scales those one-step differences grow.
 
 Prints one line per model output with the numbers and qfold's operator mix from
 `qfold inspect --json` ("int8" counts operator types starting with QLinear/Qf/ConvInteger/
@@ -42,9 +47,10 @@ import numpy as np
 import onnx
 
 from qfold_tools import (first_error_line, inspect_operators, operator_mix, random_feeds,
-                         run_ort, run_qfold, safe_name)
+                         run_ort, run_ort_optimized, run_qfold, safe_name)
 
 MIN_COSINE = 0.999
+NO_WORSE_THAN_ORT_INT = False
 MAX_STEPS = 1
 MIN_EXACT = 0.99
 
@@ -60,8 +66,9 @@ def cosine(a, b):
     return float(np.dot(a, b) / (na * nb))
 
 
-def check_output(ref, got):
-    """Returns (passed, metric text, short metric for the table)."""
+def check_output(ref, got, ref_int=None):
+    """Returns (passed, metric text, short metric for the table). ref_int: optimized ONNX
+    Runtime's output, for information."""
     if got.shape != ref.shape:
         return False, f"shape {list(got.shape)}, onnxruntime {list(ref.shape)}", "shape mismatch"
     if ref.dtype in (np.int8, np.uint8):
@@ -80,7 +87,18 @@ def check_output(ref, got):
     cos = cosine(ref, got)
     max_abs = float(np.abs(got.astype(np.float64) - ref.astype(np.float64)).max())
     text = f"cos={cos:.6f} max_abs={max_abs:.3e}"
-    return cos >= MIN_COSINE, text, text
+    short = text
+    if ref_int is not None and ref_int.shape == ref.shape:
+        ort_int = f"ort_int cos={cosine(ref, ref_int):.6f}"
+        text += f" ({ort_int}, qfold~ort_int cos={cosine(ref_int, got):.6f})"
+        short += f" ({ort_int})"
+    if cos >= MIN_COSINE:
+        return True, text, short
+    # Real models calibrated on random data amplify one-step rounding differences
+    # through deep stacks; there the bar is ONNX Runtime's own integer kernels.
+    if NO_WORSE_THAN_ORT_INT and ref_int is not None and ref_int.shape == ref.shape:
+        return cos >= cosine(ref, ref_int) - 1e-4, text + " [bar: ort_int]", short
+    return False, text, short
 
 
 class Result:
@@ -127,6 +145,15 @@ def check_model(args, path, workdir):
         print(f"FAIL {label}: {res.error} (the reference cannot be computed)")
         return res
 
+    refs_int = [None] * len(refs)
+    if any(np.asarray(r).dtype.kind == "f" for r in refs):
+        try:
+            names_int, outs_int = run_ort_optimized(path, feeds)
+            by_name = dict(zip(names_int, outs_int))
+            refs_int = [by_name.get(n) for n in out_names]
+        except Exception as e:  # noqa: BLE001 - information only
+            print(f"note {label}: optimized onnxruntime failed: {e}")
+
     input_args = []
     for i, (name, value) in enumerate(feeds.items()):
         p = os.path.join(workdir, f"input_{i}.npy")
@@ -153,7 +180,7 @@ def check_model(args, path, workdir):
         integer, qdq, flt, total = operator_mix(res.ops)
         mix = f"ops int8={integer} qdq={qdq} other={flt} total={total}"
     ok = True
-    for name, ref in zip(out_names, refs):
+    for name, ref, ref_int in zip(out_names, refs, refs_int):
         ref = np.asarray(ref)
         where = f"{label} output '{name}' {list(ref.shape)} {ref.dtype}"
         p = os.path.join(outdir, safe_name(name) + ".npy")
@@ -169,7 +196,7 @@ def check_model(args, path, workdir):
             res.metrics.append((name, "unreadable output"))
             ok = False
             continue
-        passed, text, short = check_output(ref, got)
+        passed, text, short = check_output(ref, got, ref_int)
         ok = ok and passed
         res.metrics.append((name, short))
         print(f"{'PASS' if passed else 'FAIL'} {where}: {text} | {mix}")
@@ -237,6 +264,9 @@ def main():
     ap.add_argument("--models", action="append", default=[],
                     help="directory of quantized models (repeatable)")
     ap.add_argument("--ops", action="store_true", help="also check DIR/ops/*.onnx")
+    ap.add_argument("--no-worse-than-ort-int", action="store_true",
+                    help="float outputs below the cosine bar still pass when qfold is at least as "
+                         "close to the literal reference as ONNX Runtime's integer kernels")
     ap.add_argument("--model", action="append", default=[], help="one model file (repeatable)")
     ap.add_argument("--workdir", help="where to keep inputs/outputs (default: a temp dir, removed)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per qfold command")
@@ -244,6 +274,8 @@ def main():
     ap.add_argument("--section", default="results",
                     help="name of the --markdown section to replace (default: results)")
     args = ap.parse_args()
+    global NO_WORSE_THAN_ORT_INT
+    NO_WORSE_THAN_ORT_INT = args.no_worse_than_ort_int
     args.qfold = os.path.abspath(args.qfold)
     paths = collect(args)
 

@@ -79,6 +79,16 @@ def run_ort(model_path, feeds):
     return names, sess.run(names, feeds)
 
 
+def run_ort_optimized(model_path, feeds):
+    """Runs with all ONNX Runtime graph optimizations: QDQ groups become ORT's own integer
+    kernels (QLinearConv, ...), a second opinion on what integer execution yields."""
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return names, sess.run(names, feeds)
+
+
 def run_qfold(cmd, timeout):
     """Runs one qfold command; returns an error description or None."""
     err, _ = run_qfold_output(cmd, timeout)

@@ -624,6 +624,47 @@ TEST_CASE("quant: QfRequantize between 8- and 16-bit types") {
   CHECK(Ints<uint16_t>(t) == std::vector<int>{10, 12});
 }
 
+TEST_CASE("quant: DynamicQuantizeLinear computes uint8 parameters from the range") {
+  // min -1, max 2.5: scale 3.5 / 255, zp round(1 / scale) = round(72.86) = 73.
+  auto r = RunOp("DynamicQuantizeLinear", {F32({4}, {-1.f, 0.f, 1.f, 2.5f})}, AttrMap(), 3);
+  REQUIRE(r.status.ok());
+  CHECK(Ints<uint8_t>(r) == std::vector<int>{0, 73, 146, 255});
+  CHECK(r.values<float>(1)[0] == 3.5f / 255.f);
+  CHECK(r.values<uint8_t>(2)[0] == 73);
+  // All zeros: scale 1/255, zp 0.
+  auto z = RunOp("DynamicQuantizeLinear", {F32({2}, {0.f, 0.f})}, AttrMap(), 3);
+  REQUIRE(z.status.ok());
+  CHECK(z.values<uint8_t>(0) == std::vector<uint8_t>{0, 0});
+  CHECK(z.values<uint8_t>(2)[0] == 0);
+}
+
+// ---- QfMatMulWeightQ ----------------------------------------------------------
+
+TEST_CASE("quant: QfMatMulWeightQ with blocked int4 and per-column uint8 weights") {
+  // B int4 [3,2] = [[1,-2],[3,4],[-8,7]], block_size 2 along K: scales
+  // [[0.5,1],[2,0.25]], zero points [[1,0],[-1,2]] -> dequantized
+  // [[0,-2],[1,4],[-14,1.25]].
+  auto a = F32({2, 3}, {1, 2, 3, -1, 0, 0.5f});
+  auto b = Packed4(DType::kInt4, {3, 2}, {0xE1, 0x43, 0x78});
+  auto s = F32({2, 2}, {0.5f, 1.f, 2.f, 0.25f});
+  auto zp = Packed4(DType::kInt4, {2, 2}, {0x01, 0x2F});
+  auto r = RunQ("QfMatMulWeightQ", {a, b, s, zp}, Attrs({{"block_size", 2}}));
+  REQUIRE(r.status.ok());
+  CHECK(r.shape() == Shape{2, 2});
+  CHECK(r.values<float>() == std::vector<float>{-40.f, 9.75f, -7.f, 2.625f});
+  // Per column: B uint8 [2,2], scales [0.1, 1], zero points [10, 0].
+  auto c = RunQ("QfMatMulWeightQ", {F32({1, 1, 2}, {1.f, 1.f}), U8({2, 2}, {10, 20, 30, 40}),
+                                    F32({2}, {0.1f, 1.f}), U8({2}, {10, 0})});
+  REQUIRE(c.status.ok());
+  CHECK(c.shape() == Shape{1, 1, 2});
+  CHECK(c.values<float>() == std::vector<float>{2.f, 60.f});
+  // Scales that do not match the blocks; axis 1 is unsupported.
+  CHECK(RunQ("QfMatMulWeightQ", {a, b, F32({3, 2}, {1, 1, 1, 1, 1, 1})}, Attrs({{"block_size", 2}}))
+            .status.code() == StatusCode::kInvalidModel);
+  CHECK(RunQ("QfMatMulWeightQ", {a, b, s}, Attrs({{"block_size", 2}, {"axis", 1}})).status.code() ==
+        StatusCode::kUnsupported);
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace qfold

@@ -36,7 +36,8 @@ struct Tensor {
     for (int64_t d : shape) n *= d;
     return n;
   }
-  size_t bytes() const { return size_t(numel()) * dtype_size(dtype); }
+  // Packed sub-byte types (int4) take half a byte per element, rounded up.
+  size_t bytes() const { return dtype_storage_bytes(dtype, numel()); }
   template <class T>
   T* ptr() {
     return static_cast<T*>(data);

@@ -251,20 +251,14 @@ Status RunConvInteger(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_QLinearConv() {
-  static const OpDef def{"QLinearConv",        InferQLinearConv, RunQLinearConv,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/8,
-                         /*max_inputs=*/9};
+  static const OpDef def = QuantOpDef("QLinearConv", InferQLinearConv, RunQLinearConv,
+                                      /*min_inputs=*/8, /*max_inputs=*/9);
   return def;
 }
 
 const OpDef& OpDef_ConvInteger() {
-  static const OpDef def{"ConvInteger",        InferConvInteger, RunConvInteger,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/2,
-                         /*max_inputs=*/4};
+  static const OpDef def = QuantOpDef("ConvInteger", InferConvInteger, RunConvInteger,
+                                      /*min_inputs=*/2, /*max_inputs=*/4);
   return def;
 }
 

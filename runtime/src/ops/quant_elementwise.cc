@@ -300,16 +300,10 @@ Status RunQfRequantize(KernelContext& ctx) {
 
 }  // namespace
 
-#define QF_QUANT_OPDEF(NAME, INFER, MIN_IN, MAX_IN) \
-  const OpDef& OpDef_##NAME() {                     \
-    static const OpDef def{#NAME,                   \
-                           INFER,                   \
-                           Run##NAME,               \
-                           /*value_inputs=*/0,      \
-                           /*shape_only=*/false,    \
-                           /*min_inputs=*/MIN_IN,   \
-                           /*max_inputs=*/MAX_IN};  \
-    return def;                                     \
+#define QF_QUANT_OPDEF(NAME, INFER, MIN_IN, MAX_IN)                               \
+  const OpDef& OpDef_##NAME() {                                                   \
+    static const OpDef def = QuantOpDef(#NAME, INFER, Run##NAME, MIN_IN, MAX_IN); \
+    return def;                                                                   \
   }
 QF_QUANT_OPDEF(QLinearAdd, InferQLinearBinary, 7, 8)
 QF_QUANT_OPDEF(QLinearMul, InferQLinearBinary, 7, 8)

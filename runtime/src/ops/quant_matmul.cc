@@ -230,20 +230,14 @@ Status RunMatMulInteger(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_QLinearMatMul() {
-  static const OpDef def{"QLinearMatMul",      InferQLinearMatMul, RunQLinearMatMul,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/8,
-                         /*max_inputs=*/9};
+  static const OpDef def = QuantOpDef("QLinearMatMul", InferQLinearMatMul, RunQLinearMatMul,
+                                      /*min_inputs=*/8, /*max_inputs=*/9);
   return def;
 }
 
 const OpDef& OpDef_MatMulInteger() {
-  static const OpDef def{"MatMulInteger",      InferMatMulInteger, RunMatMulInteger,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/2,
-                         /*max_inputs=*/4};
+  static const OpDef def = QuantOpDef("MatMulInteger", InferMatMulInteger, RunMatMulInteger,
+                                      /*min_inputs=*/2, /*max_inputs=*/4);
   return def;
 }
 

@@ -196,22 +196,15 @@ Status RunQLinearAveragePool(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_QLinearGlobalAveragePool() {
-  static const OpDef def{"QLinearGlobalAveragePool",
-                         InferQLinearGlobalAveragePool,
-                         RunQLinearGlobalAveragePool,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/4,
-                         /*max_inputs=*/5};
+  static const OpDef def =
+      QuantOpDef("QLinearGlobalAveragePool", InferQLinearGlobalAveragePool,
+                 RunQLinearGlobalAveragePool, /*min_inputs=*/4, /*max_inputs=*/5);
   return def;
 }
 
 const OpDef& OpDef_QLinearAveragePool() {
-  static const OpDef def{"QLinearAveragePool", InferQLinearAveragePool, RunQLinearAveragePool,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/4,
-                         /*max_inputs=*/5};
+  static const OpDef def = QuantOpDef("QLinearAveragePool", InferQLinearAveragePool,
+                                      RunQLinearAveragePool, /*min_inputs=*/4, /*max_inputs=*/5);
   return def;
 }
 

@@ -3,6 +3,8 @@
 // uint8, int16, uint16, int4 and uint4 quantized data (4-bit packed two per
 // byte); float32/float16/bfloat16 scales; the `output_dtype` and `precision`
 // attributes. Float8/float4/int2 types are unsupported.
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -315,23 +317,72 @@ Status RunDequantizeLinear(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// ---- DynamicQuantizeLinear --------------------------------------------------
+// uint8 quantization with parameters from x's range extended to include 0:
+//   scale = (max == min ? 1 : max - min) / 255, zp = round(clamp(-min / scale, 0, 255))
+//   y = saturate(round(x / scale) + zp)
+// Outputs y, y_scale (float32 scalar), y_zero_point (uint8 scalar).
+
+Status InferDynamicQuantizeLinear(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  if (!x) return ctx.Invalid("input x is required");
+  if (x->dtype != DType::kFloat32)
+    return ctx.Unsupported(std::string("x dtype ") + dtype_name(x->dtype) + " (only float32)");
+  if (Tensor* y = ctx.output(0)) {
+    y->dtype = DType::kUInt8;
+    CopyShape(x, y);
+  }
+  if (Tensor* s = ctx.output(1)) {
+    s->dtype = DType::kFloat32;
+    s->rank_known = true;
+    s->shape = {};
+  }
+  if (Tensor* z = ctx.output(2)) {
+    z->dtype = DType::kUInt8;
+    z->rank_known = true;
+    z->shape = {};
+  }
+  return Status::Ok();
+}
+
+Status RunDynamicQuantizeLinear(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  const float* xd = x->ptr<float>();
+  const int64_t n = x->numel();
+  float lo = 0.f, hi = 0.f;  // the range always includes 0
+  for (int64_t i = 0; i < n; ++i) {
+    lo = std::min(lo, xd[i]);
+    hi = std::max(hi, xd[i]);
+  }
+  const float scale = (hi == lo ? 1.f : hi - lo) / 255.f;
+  const float zp_f = std::min(255.f, std::max(0.f, 0.f - lo / scale));
+  const int32_t zp = int32_t(std::nearbyint(zp_f));
+  if (Tensor* y = ctx.output(0)) {
+    uint8_t* yd = y->ptr<uint8_t>();
+    for (int64_t i = 0; i < n; ++i) yd[i] = uint8_t(RoundAddSaturate(xd[i] / scale, zp, 0, 255));
+  }
+  if (Tensor* s = ctx.output(1)) *s->ptr<float>() = scale;
+  if (Tensor* z = ctx.output(2)) *z->ptr<uint8_t>() = uint8_t(zp);
+  return Status::Ok();
+}
+
 }  // namespace
 
 const OpDef& OpDef_QuantizeLinear() {
-  static const OpDef def{"QuantizeLinear",     InferQuantizeLinear, RunQuantizeLinear,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/2,
-                         /*max_inputs=*/3};
+  static const OpDef def = QuantOpDef("QuantizeLinear", InferQuantizeLinear, RunQuantizeLinear,
+                                      /*min_inputs=*/2, /*max_inputs=*/3);
   return def;
 }
 
 const OpDef& OpDef_DequantizeLinear() {
-  static const OpDef def{"DequantizeLinear",   InferDequantizeLinear, RunDequantizeLinear,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/2,
-                         /*max_inputs=*/3};
+  static const OpDef def = QuantOpDef("DequantizeLinear", InferDequantizeLinear,
+                                      RunDequantizeLinear, /*min_inputs=*/2, /*max_inputs=*/3);
+  return def;
+}
+
+const OpDef& OpDef_DynamicQuantizeLinear() {
+  static const OpDef def = QuantOpDef("DynamicQuantizeLinear", InferDynamicQuantizeLinear,
+                                      RunDynamicQuantizeLinear, /*min_inputs=*/1, /*max_inputs=*/1);
   return def;
 }
 

@@ -217,4 +217,10 @@ inline int32_t WrapInt32(int64_t v) {
   return int32_t(uint32_t(uint64_t(v)));
 }
 
+// OpDef of a quantized op (none reads input values for shapes).
+inline OpDef QuantOpDef(const char* type, Status (*infer)(KernelContext&),
+                        Status (*run)(KernelContext&), int min_inputs, int max_inputs) {
+  return OpDef{type, infer, run, /*value_inputs=*/0, /*shape_only=*/false, min_inputs, max_inputs};
+}
+
 }  // namespace qfold

@@ -1,0 +1,33 @@
+# Cross-compiling for 64-bit Arm Linux with Debian's g++-aarch64-linux-gnu:
+#   cmake -S . -B build-aarch64 -G Ninja -DQFOLD_RUNTIME_ONLY=ON \
+#     -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake
+# flatc runs on the build machine; the flatbuffers headers are header-only, so
+# the host's copy (libflatbuffers-dev) is used through QFOLD_HOST_FLATBUFFERS_INCLUDE.
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+
+set(QFOLD_CROSS_TRIPLE aarch64-linux-gnu)
+set(CMAKE_C_COMPILER ${QFOLD_CROSS_TRIPLE}-gcc)
+set(CMAKE_CXX_COMPILER ${QFOLD_CROSS_TRIPLE}-g++)
+set(CMAKE_FIND_ROOT_PATH /usr/${QFOLD_CROSS_TRIPLE})
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
+# Run target binaries (try_run, ctest) under qemu when it is installed.
+find_program(QFOLD_QEMU qemu-${CMAKE_SYSTEM_PROCESSOR})
+if(QFOLD_QEMU)
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${QFOLD_QEMU} -L /usr/${QFOLD_CROSS_TRIPLE})
+endif()
+
+# Expose only the host's flatbuffers/ folder, not all of /usr/include, so no
+# other host header can shadow the cross sysroot's.
+set(QFOLD_HOST_FLATBUFFERS_INCLUDE /usr/include CACHE PATH
+    "Folder holding the host's flatbuffers/ headers")
+set(_qfold_fb_dir ${CMAKE_BINARY_DIR}/host-flatbuffers)
+if(NOT EXISTS ${_qfold_fb_dir}/flatbuffers)
+  file(MAKE_DIRECTORY ${_qfold_fb_dir})
+  file(CREATE_LINK ${QFOLD_HOST_FLATBUFFERS_INCLUDE}/flatbuffers ${_qfold_fb_dir}/flatbuffers
+       SYMBOLIC)
+endif()
+set(CMAKE_CXX_FLAGS_INIT "-isystem ${_qfold_fb_dir}")

@@ -1,0 +1,326 @@
+// The C API (include/qfold/qfold.h) over the C++ runtime. Every entry point
+// catches every exception, std::bad_alloc included, so none crosses into C.
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "qfold/qfold.h"
+#include "qfold/runtime.h"
+
+#ifndef QFOLD_VERSION_STRING
+#define QFOLD_VERSION_STRING "unknown"
+#endif
+
+// The C enums mirror the C++ ones value for value.
+static_assert(QFOLD_OK == int(qfold::StatusCode::kOk), "status mismatch");
+static_assert(QFOLD_INVALID_ARGUMENT == int(qfold::StatusCode::kInvalidArgument), "status");
+static_assert(QFOLD_INVALID_MODEL == int(qfold::StatusCode::kInvalidModel), "status mismatch");
+static_assert(QFOLD_UNSUPPORTED == int(qfold::StatusCode::kUnsupported), "status mismatch");
+static_assert(QFOLD_IO_ERROR == int(qfold::StatusCode::kIoError), "status mismatch");
+static_assert(QFOLD_INTERNAL == int(qfold::StatusCode::kInternal), "status mismatch");
+static_assert(QFOLD_DTYPE_FLOAT32 == int(qfold::DType::kFloat32), "dtype mismatch");
+static_assert(QFOLD_DTYPE_INT8 == int(qfold::DType::kInt8), "dtype mismatch");
+static_assert(QFOLD_DTYPE_INT64 == int(qfold::DType::kInt64), "dtype mismatch");
+static_assert(QFOLD_DTYPE_BOOL == int(qfold::DType::kBool), "dtype mismatch");
+static_assert(QFOLD_DTYPE_UINT4 == int(qfold::DType::kUInt4), "dtype mismatch");
+
+// Handles hold the C++ objects plus the arrays the C views point into. The
+// session shares ownership of the Model, which makes freeing the model handle
+// before its sessions safe.
+struct qfold_model {
+  std::shared_ptr<qfold::Model> model;
+  std::vector<std::vector<const char*>> input_dim_names, output_dim_names;
+};
+
+struct qfold_session {
+  std::shared_ptr<qfold::Model> model;
+  std::unique_ptr<qfold::Session> session;
+  std::vector<qfold::Shape> output_shapes;  // backs the dims returned by get_output
+  bool has_run = false;                     // outputs hold results of the current inputs
+};
+
+namespace {
+
+thread_local std::string g_error;
+thread_local const char* g_error_ptr = "";
+
+qfold_status Fail(qfold_status code, const char* fn, const std::string& msg) noexcept {
+  try {
+    g_error = std::string(fn) + ": " + msg;
+    g_error_ptr = g_error.c_str();
+  } catch (...) {
+    g_error_ptr = "qfold: out of memory while reporting an error";
+  }
+  return code;
+}
+
+qfold_status FromStatus(const char* fn, const qfold::Status& st) noexcept {
+  if (st.ok()) return QFOLD_OK;
+  return Fail(static_cast<qfold_status>(st.code()), fn, st.message());
+}
+
+// Runs `body` and turns any exception into a status.
+template <class F>
+qfold_status Guard(const char* fn, F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Fail(QFOLD_INTERNAL, fn, "out of memory");
+  } catch (const std::exception& e) {
+    return Fail(QFOLD_INTERNAL, fn, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return Fail(QFOLD_INTERNAL, fn, "internal error: unknown exception");
+  }
+}
+
+qfold_status NullArg(const char* fn, const char* what) noexcept {
+  return Fail(QFOLD_INVALID_ARGUMENT, fn, std::string(what) + " is NULL");
+}
+
+std::vector<const char*> DimNamePointers(const qfold::TensorInfo& info) {
+  std::vector<const char*> names;
+  for (const std::string& n : info.dim_names) names.push_back(n.c_str());
+  return names;
+}
+
+qfold_status MakeModel(std::shared_ptr<qfold::Model> m, qfold_model** out) {
+  std::unique_ptr<qfold_model> h(new qfold_model);
+  for (const qfold::TensorInfo& info : m->inputs())
+    h->input_dim_names.push_back(DimNamePointers(info));
+  for (const qfold::TensorInfo& info : m->outputs())
+    h->output_dim_names.push_back(DimNamePointers(info));
+  h->model = std::move(m);
+  *out = h.release();
+  return QFOLD_OK;
+}
+
+qfold_status GetInfo(const char* fn, const qfold_model* model, size_t index, bool input,
+                     qfold_tensor_info* info) {
+  if (!model) return NullArg(fn, "model");
+  if (!info) return NullArg(fn, "info");
+  const auto& list = input ? model->model->inputs() : model->model->outputs();
+  if (index >= list.size())
+    return Fail(QFOLD_INVALID_ARGUMENT, fn,
+                std::string(input ? "input" : "output") + " index " + std::to_string(index) +
+                    " out of range (the model has " + std::to_string(list.size()) + ")");
+  const qfold::TensorInfo& t = list[index];
+  const auto& names = input ? model->input_dim_names[index] : model->output_dim_names[index];
+  info->name = t.name.c_str();
+  info->dtype = static_cast<qfold_dtype>(t.dtype);
+  info->rank = t.shape.size();
+  info->dims = t.shape.data();
+  info->dim_names = names.data();
+  return QFOLD_OK;
+}
+
+// Validates a (dims, rank) pair from the caller and copies it into a Shape.
+qfold_status ReadShape(const char* fn, const int64_t* dims, size_t rank, qfold::Shape* shape) {
+  if (rank > 0 && !dims) return NullArg(fn, "dims (with rank > 0)");
+  shape->assign(dims, dims + rank);
+  return QFOLD_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* qfold_last_error(void) {
+  return g_error_ptr;
+}
+
+const char* qfold_status_string(qfold_status status) {
+  switch (status) {
+    case QFOLD_OK:
+      return "QFOLD_OK";
+    case QFOLD_INVALID_ARGUMENT:
+      return "QFOLD_INVALID_ARGUMENT";
+    case QFOLD_INVALID_MODEL:
+      return "QFOLD_INVALID_MODEL";
+    case QFOLD_UNSUPPORTED:
+      return "QFOLD_UNSUPPORTED";
+    case QFOLD_IO_ERROR:
+      return "QFOLD_IO_ERROR";
+    case QFOLD_INTERNAL:
+      return "QFOLD_INTERNAL";
+  }
+  return "QFOLD_UNKNOWN_STATUS";
+}
+
+const char* qfold_dtype_name(qfold_dtype dtype) {
+  if (!qfold::dtype_is_valid(int(dtype))) return "undefined";
+  return qfold::dtype_name(static_cast<qfold::DType>(dtype));
+}
+
+size_t qfold_dtype_size(qfold_dtype dtype) {
+  if (!qfold::dtype_is_valid(int(dtype))) return 0;
+  return qfold::dtype_size(static_cast<qfold::DType>(dtype));
+}
+
+const char* qfold_version(void) {
+  return QFOLD_VERSION_STRING;
+}
+
+qfold_status qfold_model_load_file(const char* path, qfold_model** out) {
+  static const char* fn = "qfold_model_load_file";
+  return Guard(fn, [&] {
+    if (!path) return NullArg(fn, "path");
+    if (!out) return NullArg(fn, "out");
+    std::shared_ptr<qfold::Model> m;
+    qfold::Status st = qfold::Model::LoadFile(path, &m);
+    if (!st.ok()) return FromStatus(fn, st);
+    return MakeModel(std::move(m), out);
+  });
+}
+
+qfold_status qfold_model_load_memory(const void* data, size_t size, qfold_model** out) {
+  static const char* fn = "qfold_model_load_memory";
+  return Guard(fn, [&] {
+    if (!data) return NullArg(fn, "data");
+    if (!out) return NullArg(fn, "out");
+    std::shared_ptr<qfold::Model> m;
+    qfold::Status st = qfold::Model::LoadMemory(data, size, &m);
+    if (!st.ok()) return FromStatus(fn, st);
+    return MakeModel(std::move(m), out);
+  });
+}
+
+void qfold_model_free(qfold_model* model) {
+  delete model;
+}
+
+size_t qfold_model_num_inputs(const qfold_model* model) {
+  return model ? model->model->inputs().size() : 0;
+}
+
+size_t qfold_model_num_outputs(const qfold_model* model) {
+  return model ? model->model->outputs().size() : 0;
+}
+
+qfold_status qfold_model_input_info(const qfold_model* model, size_t index,
+                                    qfold_tensor_info* info) {
+  static const char* fn = "qfold_model_input_info";
+  return Guard(fn, [&] { return GetInfo(fn, model, index, true, info); });
+}
+
+qfold_status qfold_model_output_info(const qfold_model* model, size_t index,
+                                     qfold_tensor_info* info) {
+  static const char* fn = "qfold_model_output_info";
+  return Guard(fn, [&] { return GetInfo(fn, model, index, false, info); });
+}
+
+void qfold_session_options_init(qfold_session_options* opts) {
+  if (!opts) return;
+  opts->struct_size = sizeof(qfold_session_options);
+  opts->num_threads = 1;
+}
+
+qfold_status qfold_session_create(qfold_model* model, const qfold_session_options* opts,
+                                  qfold_session** out) {
+  static const char* fn = "qfold_session_create";
+  return Guard(fn, [&] {
+    if (!model) return NullArg(fn, "model");
+    if (!out) return NullArg(fn, "out");
+    qfold::SessionOptions o;
+    if (opts) {
+      if (opts->struct_size == 0)
+        return Fail(QFOLD_INVALID_ARGUMENT, fn,
+                    "options were not initialized with qfold_session_options_init");
+      // Read only the fields the caller's header version has.
+      if (opts->struct_size >= offsetof(qfold_session_options, num_threads) + sizeof(int32_t))
+        o.num_threads = opts->num_threads < 1 ? 1 : int(opts->num_threads);
+    }
+    std::unique_ptr<qfold_session> h(new qfold_session);
+    h->model = model->model;
+    qfold::Status st = qfold::Session::Create(h->model, o, &h->session);
+    if (!st.ok()) return FromStatus(fn, st);
+    h->output_shapes.resize(h->model->outputs().size());
+    *out = h.release();
+    return QFOLD_OK;
+  });
+}
+
+void qfold_session_free(qfold_session* session) {
+  delete session;
+}
+
+qfold_status qfold_session_resize_input(qfold_session* session, const char* name,
+                                        const int64_t* dims, size_t rank) {
+  static const char* fn = "qfold_session_resize_input";
+  return Guard(fn, [&] {
+    if (!session) return NullArg(fn, "session");
+    if (!name) return NullArg(fn, "name");
+    qfold::Shape shape;
+    if (qfold_status s = ReadShape(fn, dims, rank, &shape)) return s;
+    session->has_run = false;
+    return FromStatus(fn, session->session->ResizeInput(name, shape));
+  });
+}
+
+qfold_status qfold_session_set_input(qfold_session* session, const char* name, qfold_dtype dtype,
+                                     const int64_t* dims, size_t rank, const void* data,
+                                     size_t bytes) {
+  static const char* fn = "qfold_session_set_input";
+  return Guard(fn, [&] {
+    if (!session) return NullArg(fn, "session");
+    if (!name) return NullArg(fn, "name");
+    if (!data && bytes > 0) return NullArg(fn, "data (with bytes > 0)");
+    if (!qfold::dtype_is_valid(int(dtype)) || dtype == QFOLD_DTYPE_UNDEFINED)
+      return Fail(
+          QFOLD_INVALID_ARGUMENT, fn,
+          "input '" + std::string(name) + "': invalid dtype value " + std::to_string(int(dtype)));
+    qfold::Shape shape;
+    if (qfold_status s = ReadShape(fn, dims, rank, &shape)) return s;
+    session->has_run = false;
+    return FromStatus(
+        fn, session->session->SetInput(name, static_cast<qfold::DType>(dtype), shape, data, bytes));
+  });
+}
+
+qfold_status qfold_session_run(qfold_session* session) {
+  static const char* fn = "qfold_session_run";
+  return Guard(fn, [&] {
+    if (!session) return NullArg(fn, "session");
+    session->has_run = false;
+    qfold::Status st = session->session->Run();
+    if (!st.ok()) return FromStatus(fn, st);
+    session->has_run = true;
+    return QFOLD_OK;
+  });
+}
+
+qfold_status qfold_session_get_output(qfold_session* session, const char* name, qfold_dtype* dtype,
+                                      const int64_t** dims, size_t* rank, const void** data) {
+  static const char* fn = "qfold_session_get_output";
+  return Guard(fn, [&] {
+    if (!session) return NullArg(fn, "session");
+    if (!name) return NullArg(fn, "name");
+    const auto& outputs = session->model->outputs();
+    size_t index = 0;
+    while (index < outputs.size() && outputs[index].name != name) ++index;
+    if (index == outputs.size())
+      return Fail(QFOLD_INVALID_ARGUMENT, fn, "no output named '" + std::string(name) + "'");
+    if (!session->has_run)
+      return Fail(QFOLD_INVALID_ARGUMENT, fn,
+                  "output '" + std::string(name) +
+                      "' is not computed: call qfold_session_run after setting the inputs");
+    qfold::DType dt = qfold::DType::kUndefined;
+    qfold::Shape& shape = session->output_shapes[index];
+    const void* ptr = nullptr;
+    qfold::Status st = session->session->GetOutput(name, &dt, &shape, &ptr);
+    if (!st.ok()) return FromStatus(fn, st);
+    if (dtype) *dtype = static_cast<qfold_dtype>(dt);
+    if (dims) *dims = shape.data();
+    if (rank) *rank = shape.size();
+    if (data) *data = ptr;
+    return QFOLD_OK;
+  });
+}
+
+size_t qfold_session_arena_bytes(const qfold_session* session) {
+  return session ? session->session->arena_bytes() : 0;
+}
+
+}  // extern "C"

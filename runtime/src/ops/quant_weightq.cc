@@ -1,0 +1,138 @@
+// QfMatMulWeightQ: weight-only quantized MatMul (qfold-internal, in the
+// spirit of ONNX Runtime's MatMulNBits). Inputs:
+//   A      float32 [..., K]
+//   B      int4/uint4/int8/uint8 [K, N] (4-bit packed two per byte, row-major)
+//   scales float32 (or float16/bfloat16): one value, [N] per column, or
+//          [ceil(K / block_size), N] when block_size > 0 (blocks run along K)
+//   zero_points (optional): B's dtype, the scales' shape
+// Attributes: axis (only 0: blocks along K), block_size (default 0).
+// Y = A @ dequant(B), float32 [..., N], with dequant(b) = float(b - zp) * scale
+// exactly as DequantizeLinear. B is dequantized one block of rows at a time,
+// never as a whole matrix, and the float products are accumulated in K order.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/op.h"
+#include "core/shape_util.h"
+#include "ops/quant_util.h"
+#include "ops/window_util.h"
+
+namespace qfold {
+namespace {
+
+// Rows of B dequantized at once when the scales are not blocked.
+constexpr int64_t kChunkRows = 32;
+
+Status CheckWeightQ(const KernelContext& ctx, int64_t* block) {
+  const int64_t axis = ctx.attr().GetInt("axis", 0);
+  if (axis != 0 && axis != -2)
+    return ctx.Unsupported("axis " + std::to_string(axis) + " (only 0: blocks along K)");
+  *block = ctx.attr().GetInt("block_size", 0);
+  if (*block < 0) return ctx.Invalid("block_size must be >= 0");
+  return Status::Ok();
+}
+
+Status InferQfMatMulWeightQ(KernelContext& ctx) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(1);
+  const Tensor* s = ctx.input(2);
+  const Tensor* zp = ctx.input(3);
+  Tensor* y = ctx.output(0);
+  if (!a || !b || !s) return ctx.Invalid("inputs A, B and scales are required");
+  if (a->dtype != DType::kFloat32)
+    return ctx.Unsupported(std::string("A dtype ") + dtype_name(a->dtype) + " (only float32)");
+  if (!IsQuantDType(b->dtype) || b->dtype == DType::kInt16 || b->dtype == DType::kUInt16)
+    return ctx.Unsupported(std::string("B dtype ") + dtype_name(b->dtype));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, s, "scales"));
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, zp, "zero_points", b->dtype));
+  int64_t block;
+  QF_RETURN_IF_ERROR(CheckWeightQ(ctx, &block));
+  y->dtype = DType::kFloat32;
+  if (b->rank_known && b->rank() != 2)
+    return ctx.Invalid("B must be 2-D [K, N], got " + ShapeToString(b->shape));
+  const int64_t k = b->rank_known ? b->shape[0] : kUnknownDim;
+  const int64_t n = b->rank_known ? b->shape[1] : kUnknownDim;
+  // Expected scale shape; zero points must match it.
+  for (const Tensor* t : {s, zp}) {
+    if (!t || !t->rank_known) continue;
+    const char* what = t == s ? "scales" : "zero_points";
+    if (block == 0) {
+      QF_RETURN_IF_ERROR(CheckParamShape(ctx, t, what, n, "column of B"));
+      continue;
+    }
+    const int64_t blocks = k < 0 ? kUnknownDim : (k + block - 1) / block;
+    const bool ok = t->rank() == 2 && (blocks < 0 || t->shape[0] < 0 || t->shape[0] == blocks) &&
+                    (n < 0 || t->shape[1] < 0 || t->shape[1] == n);
+    if (!ok)
+      return ctx.Invalid(std::string(what) + " shape " + ShapeToString(t->shape) +
+                         " does not match B " + ShapeToString(b->shape) + " with block_size " +
+                         std::to_string(block));
+  }
+  if (!a->rank_known) {
+    SetOutputsUnknown(ctx);
+    y->dtype = DType::kFloat32;
+    return Status::Ok();
+  }
+  if (a->rank() < 1) return ctx.Invalid("A must have rank >= 1");
+  if (k >= 0 && a->shape.back() >= 0 && a->shape.back() != k)
+    return ctx.Invalid("A " + ShapeToString(a->shape) + " does not match B " +
+                       ShapeToString(b->shape));
+  y->rank_known = true;
+  y->shape = a->shape;
+  y->shape.back() = n;
+  return Status::Ok();
+}
+
+Status RunQfMatMulWeightQ(KernelContext& ctx) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(1);
+  Tensor* y = ctx.output(0);
+  int64_t block;
+  QF_RETURN_IF_ERROR(CheckWeightQ(ctx, &block));
+  std::vector<float> s;
+  if (!ReadScales(ctx.input(2), &s)) return ctx.Invalid("cannot read scales");
+  const std::vector<int32_t> z = ReadZeroPoints(ctx.input(3));
+  const int64_t k = b->shape[0], n = b->shape[1];
+  const int64_t rows = Product(Shape(a->shape.begin(), a->shape.end() - 1));
+  const float* ad = a->ptr<float>();
+  float* yd = y->ptr<float>();
+  std::fill(yd, yd + rows * n, 0.f);
+  // Index of the scale/zero point of B[kk][j].
+  // Index of the scale (or zero point) of B[kk][j] in a vector of `count` values.
+  auto param = [&](size_t count, int64_t kk, int64_t j) {
+    if (count == 1) return size_t(0);
+    if (block == 0) return size_t(j);
+    return size_t((kk / block) * n + j);
+  };
+  const int64_t step = block > 0 ? block : kChunkRows;
+  std::vector<float> deq(size_t(std::min(step, std::max<int64_t>(k, 1)) * n));
+  for (int64_t k0 = 0; k0 < k; k0 += step) {
+    const int64_t k1 = std::min(k, k0 + step);
+    for (int64_t kk = k0; kk < k1; ++kk)
+      for (int64_t j = 0; j < n; ++j) {
+        const int32_t zv = z[param(z.size(), kk, j)];
+        deq[size_t((kk - k0) * n + j)] =
+            float(LoadQ(b->data, b->dtype, kk * n + j) - zv) * s[param(s.size(), kk, j)];
+      }
+    for (int64_t r = 0; r < rows; ++r) {
+      float* yrow = yd + r * n;
+      for (int64_t kk = k0; kk < k1; ++kk) {
+        const float av = ad[r * k + kk];
+        const float* brow = deq.data() + (kk - k0) * n;
+        for (int64_t j = 0; j < n; ++j) yrow[j] += av * brow[j];
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const OpDef& OpDef_QfMatMulWeightQ() {
+  static const OpDef def = QuantOpDef("QfMatMulWeightQ", InferQfMatMulWeightQ, RunQfMatMulWeightQ,
+                                      /*min_inputs=*/3, /*max_inputs=*/4);
+  return def;
+}
+
+}  // namespace qfold

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, ASan+UBSan) in build-fuzz and runs each
+# one in turn for SECONDS_PER_TARGET seconds (default 600) with -jobs=1.
+#   ./scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
+# Corpora grow in build-fuzz/corpus/<target>/ (seeded from tests/fuzz/seeds and
+# models/); anything found is saved as build-fuzz/crashes/<target>-crash-<sha1>
+# (or -timeout-, -oom-, -leak-) and makes this script exit 1. Reproduce one with
+#   build-fuzz/tests/fuzz/<target> build-fuzz/crashes/<file>
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SECS="${1:-600}"
+shift || true
+TARGETS=("$@")
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_qfm_loader fuzz_onnx_reader fuzz_shape_inference fuzz_npy)
+BUILD="$ROOT/build-fuzz"
+
+if ! command -v clang++ >/dev/null; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq clang libclang-rt-14-dev >/dev/null
+fi
+
+echo "== fuzz build ($BUILD)"
+CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_COMPILER=clang++ -DQFOLD_FUZZ=ON >/dev/null
+cmake --build "$BUILD" -j "$(nproc 2>/dev/null || echo 2)" --target qfold_fuzzers qfold
+
+PY="$ROOT/.venv/bin/python"
+[ -x "$PY" ] || PY=python3
+mkdir -p "$BUILD/corpus" "$BUILD/crashes" "$BUILD/logs"
+if [ ! -f "$BUILD/corpus/.seeded" ]; then
+  echo "== seeding corpora from models/"
+  ASAN_OPTIONS=detect_leaks=0 "$PY" "$ROOT/tests/fuzz/make_seeds.py" --out "$BUILD/seeds" \
+    --models "$ROOT/models" --qfold "$BUILD/cli/qfold"
+  touch "$BUILD/corpus/.seeded"
+fi
+
+seed_dir() {
+  case "$1" in
+    fuzz_qfm_loader) echo qfm ;;
+    fuzz_onnx_reader) echo onnx ;;
+    fuzz_shape_inference) echo shape ;;
+    fuzz_npy) echo npy ;;
+  esac
+}
+
+status=0
+for t in "${TARGETS[@]}"; do
+  s="$(seed_dir "$t")"
+  mkdir -p "$BUILD/corpus/$t" "$BUILD/logs/$t"
+  echo "== $t for ${SECS}s"
+  # -jobs=1 runs the fuzzer in one child whose output goes to fuzz-0.log.
+  rc=0
+  (cd "$BUILD/logs/$t" && rm -f fuzz-0.log &&
+    ASAN_OPTIONS=abort_on_error=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$BUILD/tests/fuzz/$t" -jobs=1 -max_total_time="$SECS" -timeout=20 \
+      -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1 \
+      -artifact_prefix="$BUILD/crashes/$t-" \
+      "$BUILD/corpus/$t" "$ROOT/tests/fuzz/seeds/$s" "$BUILD/seeds/$s" >/dev/null 2>&1) || rc=$?
+  log="$BUILD/logs/$t/fuzz-0.log"
+  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|Done [0-9]+ runs" "$log" || true
+  if [ "$rc" -ne 0 ] || grep -qE "ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|SUMMARY:" "$log"; then
+    echo "!! $t found a problem (exit $rc); log: $log"
+    grep -E "ERROR|runtime error|SUMMARY|Test unit written|artifact_prefix" "$log" | head -20
+    status=1
+  fi
+done
+exit $status

@@ -1,0 +1,230 @@
+/* Tests of the C API, written in C99 against qfold/qfold.h only.
+ *   test_capi [dynamic_convnet.qfm]
+ * Without an argument only the model-independent checks run (runtime-only builds
+ * have no converter to make a .qfm). The .qfm is models/dynamic_convnet.onnx
+ * converted by the CLI: input [batch,3,height,width] -> Conv, Relu, 2x nearest
+ * Resize, Conv -> output [batch,4,2*height,2*width]. */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qfold/qfold.h"
+
+static int g_failures = 0;
+
+#define EXPECT(cond)                                                     \
+  do {                                                                   \
+    if (!(cond)) {                                                       \
+      fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
+      ++g_failures;                                                      \
+    }                                                                    \
+  } while (0)
+
+/* The call fails with `code` and qfold_last_error() contains `needle`. */
+#define EXPECT_ERROR(call, code, needle)                                                           \
+  do {                                                                                             \
+    qfold_status st_ = (call);                                                                     \
+    if (st_ != (code) || !strstr(qfold_last_error(), (needle))) {                                  \
+      fprintf(stderr, "%s:%d: FAILED: %s\n  got %s \"%s\", want %s containing \"%s\"\n", __FILE__, \
+              __LINE__, #call, qfold_status_string(st_), qfold_last_error(),                       \
+              qfold_status_string(code), (needle));                                                \
+      ++g_failures;                                                                                \
+    }                                                                                              \
+  } while (0)
+
+#define EXPECT_OK(call) EXPECT_ERROR(call, QFOLD_OK, "")
+
+static int Near(float a, float b) {
+  return a - b < 1e-4f && b - a < 1e-4f;
+}
+
+static void* FailOnOtherThread(void* arg) {
+  qfold_model* m = NULL;
+  (void)arg;
+  EXPECT_ERROR(qfold_model_load_file("/nonexistent/other_thread.qfm", &m), QFOLD_IO_ERROR,
+               "other_thread.qfm");
+  return NULL;
+}
+
+static void TestWithoutModel(void) {
+  qfold_model* m = NULL;
+  qfold_session* s = NULL;
+  qfold_session_options opts;
+  pthread_t thread;
+  static const unsigned char kGarbage[64] = {1, 2, 3, 4, 5, 6, 7, 8};
+
+  EXPECT(strcmp(qfold_last_error(), "") == 0);
+  EXPECT(strcmp(qfold_status_string(QFOLD_OK), "QFOLD_OK") == 0);
+  EXPECT(strcmp(qfold_status_string(QFOLD_INVALID_MODEL), "QFOLD_INVALID_MODEL") == 0);
+  EXPECT(strcmp(qfold_status_string((qfold_status)99), "QFOLD_UNKNOWN_STATUS") == 0);
+  EXPECT(strcmp(qfold_dtype_name(QFOLD_DTYPE_FLOAT32), "float32") == 0);
+  EXPECT(qfold_dtype_size(QFOLD_DTYPE_INT64) == 8);
+  EXPECT(qfold_dtype_size((qfold_dtype)99) == 0);
+  EXPECT(strlen(qfold_version()) > 0);
+
+  EXPECT_ERROR(qfold_model_load_file("/nonexistent/dir/model.qfm", &m), QFOLD_IO_ERROR,
+               "/nonexistent/dir/model.qfm: cannot open");
+  EXPECT(m == NULL);
+  EXPECT_ERROR(qfold_model_load_file(NULL, &m), QFOLD_INVALID_ARGUMENT, "path is NULL");
+  EXPECT_ERROR(qfold_model_load_memory(kGarbage, sizeof(kGarbage), &m), QFOLD_INVALID_MODEL,
+               "not a qfold model");
+  EXPECT_ERROR(qfold_model_load_memory(kGarbage, sizeof(kGarbage), NULL), QFOLD_INVALID_ARGUMENT,
+               "out is NULL");
+  EXPECT(m == NULL);
+
+  /* The error message is per thread. */
+  EXPECT(pthread_create(&thread, NULL, FailOnOtherThread, NULL) == 0);
+  EXPECT(pthread_join(thread, NULL) == 0);
+  EXPECT(strstr(qfold_last_error(), "out is NULL") != NULL);
+
+  qfold_session_options_init(&opts);
+  EXPECT(opts.num_threads == 1 && opts.struct_size == sizeof(opts));
+  EXPECT_ERROR(qfold_session_create(NULL, &opts, &s), QFOLD_INVALID_ARGUMENT, "model is NULL");
+  EXPECT(qfold_model_num_inputs(NULL) == 0 && qfold_session_arena_bytes(NULL) == 0);
+  qfold_model_free(NULL);
+  qfold_session_free(NULL);
+}
+
+static unsigned char* ReadFile(const char* path, size_t* size) {
+  FILE* f = fopen(path, "rb");
+  unsigned char* data;
+  long n;
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  data = malloc((size_t)n + 1);
+  *size = fread(data + 1, 1, (size_t)n, f); /* +1: deliberately misaligned */
+  fclose(f);
+  return data;
+}
+
+static void TestTruncated(const char* path) {
+  size_t size = 0;
+  unsigned char* data = ReadFile(path, &size);
+  qfold_model* m = NULL;
+  char truncated[] = "/tmp/qfold_capi_truncated_XXXXXX";
+  FILE* f;
+  int fd = mkstemp(truncated);
+  EXPECT(data != NULL && size > 100 && fd >= 0);
+  if (!data || fd < 0) return;
+  EXPECT_ERROR(qfold_model_load_memory(data + 1, size / 2, &m), QFOLD_INVALID_MODEL,
+               "corrupt or truncated");
+  f = fdopen(fd, "wb");
+  fwrite(data + 1, 1, size - 16, f);
+  fclose(f);
+  EXPECT_ERROR(qfold_model_load_file(truncated, &m), QFOLD_INVALID_MODEL, truncated);
+  EXPECT(m == NULL);
+  remove(truncated);
+
+  /* Unaligned memory is copied, so the buffer may go right after loading. */
+  EXPECT_OK(qfold_model_load_memory(data + 1, size, &m));
+  free(data);
+  EXPECT(qfold_model_num_inputs(m) == 1 && qfold_model_num_outputs(m) == 1);
+  qfold_model_free(m);
+}
+
+static void TestModel(const char* path) {
+  qfold_model* m = NULL;
+  qfold_session* s = NULL;
+  qfold_session_options opts;
+  qfold_tensor_info info;
+  const int64_t batch2[4] = {2, 3, 5, 7};
+  const int64_t tiny[4] = {1, 3, 1, 1};
+  const int64_t bad_fixed[4] = {1, 4, 5, 7};
+  const int64_t* dims = NULL;
+  const void* data = NULL;
+  const float* y;
+  size_t rank = 0, n = 2 * 3 * 5 * 7, k;
+  qfold_dtype dtype = QFOLD_DTYPE_UNDEFINED;
+  float* x = malloc(n * sizeof(float));
+  for (k = 0; k < n; ++k) x[k] = 0.5f;
+
+  EXPECT_OK(qfold_model_load_file(path, &m));
+  if (!m) return;
+  EXPECT_OK(qfold_model_input_info(m, 0, &info));
+  EXPECT(strcmp(info.name, "input") == 0 && info.dtype == QFOLD_DTYPE_FLOAT32 && info.rank == 4);
+  EXPECT(info.dims[0] == -1 && info.dims[1] == 3 && info.dims[2] == -1 && info.dims[3] == -1);
+  EXPECT(strcmp(info.dim_names[0], "batch") == 0 && strcmp(info.dim_names[1], "") == 0);
+  EXPECT(strcmp(info.dim_names[3], "width") == 0);
+  EXPECT_OK(qfold_model_output_info(m, 0, &info));
+  EXPECT(strcmp(info.name, "output") == 0 && info.rank == 4 && info.dims[1] == 4);
+  EXPECT_ERROR(qfold_model_input_info(m, 1, &info), QFOLD_INVALID_ARGUMENT,
+               "input index 1 out of range");
+
+  qfold_session_options_init(&opts);
+  opts.num_threads = 2;
+  EXPECT_OK(qfold_session_create(m, &opts, &s));
+  qfold_model_free(m); /* the session keeps the model alive */
+  if (!s) return;
+
+  /* Symbolic dims not resized yet. */
+  EXPECT_ERROR(qfold_session_run(s), QFOLD_INVALID_ARGUMENT, "'batch'");
+  EXPECT_ERROR(qfold_session_get_output(s, "output", &dtype, &dims, &rank, &data),
+               QFOLD_INVALID_ARGUMENT, "call qfold_session_run");
+  EXPECT_ERROR(qfold_session_resize_input(s, "nope", batch2, 4), QFOLD_INVALID_ARGUMENT,
+               "no input named 'nope'");
+  EXPECT_ERROR(qfold_session_resize_input(s, "input", batch2, 3), QFOLD_INVALID_ARGUMENT,
+               "has rank 3");
+  EXPECT_ERROR(qfold_session_resize_input(s, "input", NULL, 4), QFOLD_INVALID_ARGUMENT,
+               "dims (with rank > 0) is NULL");
+  EXPECT_ERROR(qfold_session_resize_input(s, "input", bad_fixed, 4), QFOLD_INVALID_ARGUMENT,
+               "fixed dim 3");
+
+  EXPECT_OK(qfold_session_resize_input(s, "input", batch2, 4));
+  EXPECT(qfold_session_arena_bytes(s) > 0);
+  EXPECT_ERROR(
+      qfold_session_set_input(s, "nope", QFOLD_DTYPE_FLOAT32, batch2, 4, x, n * sizeof(float)),
+      QFOLD_INVALID_ARGUMENT, "no input named 'nope'");
+  EXPECT_ERROR(
+      qfold_session_set_input(s, "input", QFOLD_DTYPE_INT32, batch2, 4, x, n * sizeof(float)),
+      QFOLD_INVALID_ARGUMENT, "input 'input' is float32, given int32");
+  EXPECT_ERROR(qfold_session_set_input(s, "input", (qfold_dtype)77, batch2, 4, x, 4),
+               QFOLD_INVALID_ARGUMENT, "invalid dtype value 77");
+  EXPECT_ERROR(
+      qfold_session_set_input(s, "input", QFOLD_DTYPE_FLOAT32, batch2, 4, x, n * sizeof(float) - 4),
+      QFOLD_INVALID_ARGUMENT, "needs 840 bytes, given 836");
+  EXPECT_ERROR(qfold_session_get_output(s, "nope", &dtype, &dims, &rank, &data),
+               QFOLD_INVALID_ARGUMENT, "no output named 'nope'");
+
+  EXPECT_OK(
+      qfold_session_set_input(s, "input", QFOLD_DTYPE_FLOAT32, batch2, 4, x, n * sizeof(float)));
+  EXPECT_OK(qfold_session_run(s));
+  EXPECT_OK(qfold_session_get_output(s, "output", &dtype, &dims, &rank, &data));
+  EXPECT(dtype == QFOLD_DTYPE_FLOAT32 && rank == 4);
+  EXPECT(dims[0] == 2 && dims[1] == 4 && dims[2] == 10 && dims[3] == 14);
+  /* First values for an all-0.5 input, from ONNX Runtime 1.x on the same .onnx. */
+  y = (const float*)data;
+  EXPECT(Near(y[0], -0.172753364f) && Near(y[1], -0.301421553f) && Near(y[2], -0.238652527f));
+  EXPECT(Near(y[3], -0.400044769f) && Near(y[4], -0.400044769f));
+  /* Both samples of the batch got the same input. */
+  EXPECT(memcmp(y, y + 4 * 10 * 14, 4 * 10 * 14 * sizeof(float)) == 0);
+
+  /* A new shape through resize: outputs follow. */
+  EXPECT_OK(qfold_session_resize_input(s, "input", tiny, 4));
+  EXPECT_ERROR(qfold_session_get_output(s, "output", NULL, NULL, NULL, NULL),
+               QFOLD_INVALID_ARGUMENT, "call qfold_session_run");
+  EXPECT_OK(qfold_session_set_input(s, "input", QFOLD_DTYPE_FLOAT32, tiny, 4, x, 3 * 4));
+  EXPECT_OK(qfold_session_run(s));
+  EXPECT_OK(qfold_session_get_output(s, "output", &dtype, &dims, &rank, &data));
+  EXPECT(rank == 4 && dims[0] == 1 && dims[1] == 4 && dims[2] == 2 && dims[3] == 2);
+
+  qfold_session_free(s);
+  free(x);
+}
+
+int main(int argc, char** argv) {
+  TestWithoutModel();
+  if (argc > 1) {
+    TestTruncated(argv[1]);
+    TestModel(argv[1]);
+  }
+  if (g_failures) {
+    fprintf(stderr, "%d check(s) failed\n", g_failures);
+    return 1;
+  }
+  printf("capi: all checks passed%s\n", argc > 1 ? "" : " (no model given: model checks skipped)");
+  return 0;
+}
