@@ -21,6 +21,17 @@ namespace {
 
 Status Invalid(const std::string& msg) { return Status(StatusCode::kInvalidModel, msg); }
 
+// Most elements one tensor may have (constants and declared shapes alike).
+constexpr int64_t kMaxElements = int64_t(1) << 34;
+
+// True when the product of the known dims (unknown ones count as 1) is at most kMaxElements.
+bool KnownDimsCountable(const Shape& shape) {
+  Shape known;
+  for (int64_t d : shape) known.push_back(d < 0 ? 1 : d);
+  int64_t n = 0;
+  return CheckedNumel(known, &n) && n <= kMaxElements;
+}
+
 Status ReadFileBytes(const std::string& path, std::string* out) {
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return Status(StatusCode::kIoError, path + ": cannot open");
@@ -122,6 +133,9 @@ Status ReadTypeProto(const onnx::TypeProto& tp, const std::string& where, Value*
         v->dim_names.push_back(d.has_dim_param() ? d.dim_param() : "");
       }
     }
+    if (!KnownDimsCountable(v->shape))
+      return Invalid(where + ": shape " + ShapeToString(v->shape) + " has more than " +
+                     std::to_string(kMaxElements) + " elements");
   }
   return Status::Ok();
 }
@@ -161,7 +175,7 @@ Status ValueFromTensorProto(const onnx::TensorProto& t, const std::string& base_
   out->shape.assign(t.dims().begin(), t.dims().end());
   out->rank_known = true;
   int64_t n = 0;
-  if (!CheckedNumel(out->shape, &n) || n > (int64_t(1) << 34))
+  if (!CheckedNumel(out->shape, &n) || n > kMaxElements)
     return Invalid(where + ": tensor '" + t.name() + "' has an invalid shape " +
                    ShapeToString(out->shape));
   const size_t want = dtype_storage_bytes(out->dtype, n);

@@ -80,6 +80,7 @@ class QdqFolder {
       else if (t == "Add" || t == "Mul") TryBinary(k);
       else if (t == "GlobalAveragePool" || t == "AveragePool") TryPool(k);
       else if (t == "Concat") TryConcat(k);
+      else if (t == "Split") TrySplit(k);
       else if (IsLayoutOp(t)) TryLayout(k);
       else if (IsLutOp(t)) TryLookupTable(k);
       else if (t == "QuantizeLinear") TryRequantize(k);
@@ -285,6 +286,18 @@ class QdqFolder {
     return true;
   }
 
+  // True when `name`, added to the [..., N] output `out`, is one value per column (or one
+  // value) without broadcasting the output to another shape: a [N, 1] bias is per row.
+  bool IsColumnBias(const std::string& name, int64_t n, const std::string& out) {
+    const Value* v = g_.Find(name);
+    const Value* o = g_.Find(out);
+    if (!v || !o || !v->rank_known || !o->rank_known || v->shape.size() > o->shape.size())
+      return false;
+    for (size_t i = 0; i + 1 < v->shape.size(); ++i)
+      if (v->shape[i] != 1) return false;
+    return v->shape.empty() || v->shape.back() == n || v->shape.back() == 1;
+  }
+
   std::string AddInt32(const std::string& base, const std::vector<int32_t>& v) {
     std::vector<uint8_t> b(v.size() * 4);
     if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
@@ -388,7 +401,8 @@ class QdqFolder {
       const Node& add = g_.nodes[it->second[0]];
       std::string other = add.input(0) == mm.outputs[0] ? add.input(1) : add.input(0);
       std::vector<int32_t> probe;
-      if (BiasInt32(other, aq, bq, b->shape[1], &probe)) {
+      if (IsColumnBias(other, b->shape[1], mm.outputs[0]) &&
+          BiasInt32(other, aq, bq, b->shape[1], &probe)) {
         bias_in = other;
         add_k = it->second[0];
       }
@@ -531,6 +545,32 @@ class QdqFolder {
       q.inputs.push_back(ZeroPointName(xq, n.name + "_x" + std::to_string(i)));
     }
     Replace(k, std::move(q), qk, yq);
+  }
+
+  // Split of a DQ'd tensor whose every output is quantized with the DQ's own
+  // parameters: split the integers.
+  void TrySplit(size_t k) {
+    const Node& n = g_.nodes[k];
+    QParams xq;
+    const Node* dqx = DqOf(n.input(0), &xq);
+    if (!dqx || !xq.per_tensor()) return;
+    std::vector<size_t> qs;
+    for (const std::string& out : n.outputs) {
+      QParams yq;
+      size_t qk;
+      if (out.empty() || !SoleQConsumer(out, &qk, &yq) || !SameParams(xq, yq)) return;
+      qs.push_back(qk);
+    }
+    Node moved = n;
+    moved.inputs[0] = dqx->input(0);
+    for (size_t i = 0; i < qs.size(); ++i) {
+      g_.values.erase(moved.outputs[i]);
+      moved.outputs[i] = g_.nodes[qs[i]].outputs[0];
+      removed_.insert(qs[i]);
+      SetQuant(moved.outputs[i], xq, -1);
+    }
+    g_.nodes[k] = std::move(moved);
+    Index();
   }
 
   static bool SameParams(const QParams& a, const QParams& b) {

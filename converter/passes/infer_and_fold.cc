@@ -13,6 +13,8 @@ namespace {
 // Folding a node whose result is huge would bloat the file with what one
 // cheap op computes at run time (ConstantOfShape, Expand, Tile...).
 constexpr size_t kMaxFoldedBytes = size_t(16) << 20;
+// Most elements one value may have (as the reader allows for constants).
+constexpr int64_t kMaxElements = int64_t(1) << 34;
 
 Tensor ToTensor(const Value& v) {
   Tensor t;
@@ -40,6 +42,12 @@ Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
                     g->source + ": " + n.Label() + " has " + std::to_string(n_in) +
                         " inputs, expected " + std::to_string(def->min_inputs) + ".." +
                         std::to_string(def->max_inputs));
+    // Kernels rely on this: only inputs past min_inputs may be omitted.
+    for (int i = 0; i < def->min_inputs; ++i)
+      if (n.inputs[size_t(i)].empty())
+        return Status(StatusCode::kInvalidModel, g->source + ": " + n.Label() +
+                                                     ": required input " + std::to_string(i) +
+                                                     " is omitted (empty name)");
     std::vector<Tensor> ins(n.inputs.size()), outs(n.outputs.size());
     KernelContext ctx;
     ctx.op_type = &n.op_type;
@@ -67,6 +75,18 @@ Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
     Status st = def->infer(ctx);
     if (!st.ok()) return Status(st.code(), g->source + ": " + st.message());
 
+    for (Tensor* o : ctx.outputs) {
+      if (!o || !o->rank_known) continue;
+      // Known dims alone must stay countable, so no later size arithmetic overflows.
+      Shape known;
+      for (int64_t d : o->shape) known.push_back(d < 0 ? 1 : d);
+      int64_t count = 0;
+      if (o->rank() > kMaxRank || !CheckedNumel(known, &count) || count > kMaxElements)
+        return Status(StatusCode::kInvalidModel,
+                      g->source + ": " + n.Label() + ": output '" + o->name + "' gets shape " +
+                          ShapeToString(o->shape) + ", more than " + std::to_string(kMaxElements) +
+                          " elements");
+    }
     bool outputs_known = true;
     size_t out_bytes = 0;
     for (Tensor* o : ctx.outputs)

@@ -97,6 +97,14 @@ Status Model::Impl::Parse() {
         e.info.shape.push_back(d->value());
         e.info.dim_names.push_back(d->name() ? d->name()->str() : "");
       }
+      // Known dims alone must stay countable, so no later size arithmetic overflows.
+      Shape known;
+      for (int64_t d : e.info.shape) known.push_back(d < 0 ? 1 : d);
+      int64_t n = 0;
+      if (!CheckedNumel(known, &n) || n > kMaxTensorElements)
+        return Bad(source, TensorLabel(fb, int(i)) + " has shape " + ShapeToString(e.info.shape) +
+                               ", more than " + std::to_string(kMaxTensorElements) +
+                               " elements");
     }
     if (t->buffer() != 0) {
       if (t->buffer() >= nb)
@@ -177,6 +185,11 @@ Status Model::Impl::Parse() {
       return Bad(source, label + ": has " + std::to_string(n_in) + " inputs, expected " +
                              std::to_string(op.def->min_inputs) + ".." +
                              std::to_string(op.def->max_inputs));
+    // Kernels rely on this: only inputs past min_inputs may be omitted (ONNX lists
+    // required inputs first).
+    for (int i = 0; i < op.def->min_inputs; ++i)
+      if (op.inputs[i] < 0)
+        return Bad(source, label + ": required input " + std::to_string(i) + " is omitted");
     if (op.outputs.empty() || op.outputs[0] < 0)
       return Bad(source, label + ": has no output");
   }

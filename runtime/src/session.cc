@@ -18,6 +18,10 @@ constexpr size_t kArenaAlign = 64;
 // Kernels may read up to this many bytes past a tensor's end (SIMD tails).
 constexpr size_t kArenaTailPad = 64;
 constexpr int64_t kMaxActivationElements = int64_t(1) << 32;
+// Memory a session may allocate for activations and plan-time folded values
+// (each tensor, and all together): beyond it a model is refused with a status
+// rather than left to fail in the allocator. Edge devices have less than this.
+constexpr size_t kMaxSessionBytes = size_t(1) << 30;
 
 struct AlignedFree {
   void operator()(void* p) const { std::free(p); }
@@ -39,6 +43,7 @@ struct Session::Impl {
   std::vector<Shape> input_shapes;  // current shape per graph input
   std::vector<KernelContext> contexts;
   std::vector<bool> folded;  // op evaluated at plan time
+  std::vector<std::shared_ptr<void>> op_state;  // OpDef::prepare results, kept across re-plans
   std::vector<AlignedBuffer> folded_storage;
   // Dynamic mode: some shape depends on data only known while running (a
   // Reshape whose target comes from a graph input, say). Then every op is
@@ -46,6 +51,8 @@ struct Session::Impl {
   bool dynamic = false;
   std::vector<AlignedBuffer> dynamic_storage;  // per tensor
   std::vector<size_t> dynamic_capacity;
+  size_t dynamic_bytes = 0;  // sum of dynamic_capacity
+  size_t folded_bytes = 0;   // sum of folded_storage sizes
   AlignedBuffer arena;
   size_t arena_size = 0;
   bool planned = false;
@@ -62,8 +69,10 @@ struct Session::Impl {
 
 void* Session::Impl::DynamicBuffer(int tensor, size_t bytes) {
   if (!dynamic_storage[tensor] || dynamic_capacity[tensor] < bytes) {
+    dynamic_bytes -= dynamic_capacity[tensor];
     dynamic_storage[tensor] = AllocAligned(bytes);
     dynamic_capacity[tensor] = bytes;
+    dynamic_bytes += bytes;
   }
   return dynamic_storage[tensor].get();
 }
@@ -77,9 +86,14 @@ Status Session::Impl::RunDynamic() {
       Tensor* t = ctx.outputs[o];
       if (!t) continue;
       int64_t n = 0;
-      if (!t->rank_known || !CheckedNumel(t->shape, &n) || n > kMaxActivationElements)
+      if (!t->rank_known || t->rank() > kMaxRank || !CheckedNumel(t->shape, &n) ||
+          n > kMaxActivationElements)
         return ctx.Invalid("output '" + t->name + "' gets an invalid shape " +
                            ShapeToString(t->shape));
+      if (t->bytes() > kMaxSessionBytes - std::min(kMaxSessionBytes, dynamic_bytes))
+        return ctx.Invalid("output '" + t->name + "' of shape " + ShapeToString(t->shape) +
+                           " needs " + std::to_string(t->bytes()) + " bytes, more than the " +
+                           std::to_string(kMaxSessionBytes) + " a session may allocate");
       t->data = DynamicBuffer(m->ops[k].outputs[o], t->bytes());
     }
     QF_RETURN_IF_ERROR(m->ops[k].def->run(ctx));
@@ -91,6 +105,7 @@ Status Session::Impl::Plan() {
   planned = false;
   dynamic = false;
   folded_storage.clear();
+  folded_bytes = 0;
   arena.reset();
   arena_size = 0;
   const size_t nt = m->tensors.size();
@@ -117,6 +132,11 @@ Status Session::Impl::Plan() {
                     "input '" + t.name + "' has symbolic dims (" + dims + ") in shape " +
                         ShapeToString(t.shape) + ": call ResizeInput with a concrete shape");
     }
+    int64_t n = 0;
+    if (!CheckedNumel(t.shape, &n) || n > kMaxActivationElements)
+      return Status(StatusCode::kInvalidArgument,
+                    "input '" + t.name + "' of shape " + ShapeToString(t.shape) + " has more than " +
+                        std::to_string(kMaxActivationElements) + " elements");
   }
 
   const int nops = int(m->ops.size());
@@ -142,14 +162,34 @@ Status Session::Impl::Plan() {
     for (Tensor* o : ctx.outputs) {
       if (!o) continue;
       int64_t n = 0;
-      if (!o->rank_known || !CheckedNumel(o->shape, &n) || n > kMaxActivationElements)
+      if (!o->rank_known || o->rank() > kMaxRank || !CheckedNumel(o->shape, &n) ||
+          n > kMaxActivationElements)
         return ctx.Invalid("output '" + o->name + "' gets an invalid shape " +
                            ShapeToString(o->shape));
+      if (o->bytes() > kMaxSessionBytes)
+        return ctx.Invalid("output '" + o->name + "' of shape " + ShapeToString(o->shape) +
+                           " needs " + std::to_string(o->bytes()) + " bytes, more than the " +
+                           std::to_string(kMaxSessionBytes) + " a session may allocate");
       o->data = nullptr;
+    }
+    if (op.def->prepare && !op_state[k]) {
+      bool consts = true;
+      for (int i = 0; i < ctx.num_inputs(); ++i)
+        if ((op.def->const_inputs >> i & 1) &&
+            (!ctx.inputs[i] || !m->tensors[op.inputs[i]].const_data))
+          consts = false;
+      if (consts) {
+        QF_RETURN_IF_ERROR(op.def->prepare(ctx, &op_state[k]));
+        ctx.state = op_state[k].get();
+      }
     }
     if (op.def->shape_only || all_known) {
       for (Tensor* o : ctx.outputs) {
         if (!o) continue;
+        folded_bytes += o->bytes();
+        if (folded_bytes > kMaxSessionBytes)
+          return ctx.Invalid("values computed at plan time need more than the " +
+                             std::to_string(kMaxSessionBytes) + " bytes a session may allocate");
         folded_storage.push_back(AllocAligned(o->bytes()));
         o->data = folded_storage.back().get();
       }
@@ -186,6 +226,12 @@ Status Session::Impl::Plan() {
   }
   std::vector<size_t> offsets;
   arena_size = PlanArena(requests, kArenaAlign, &offsets);
+  if (arena_size > kMaxSessionBytes - std::min(kMaxSessionBytes, folded_bytes))
+    return Status(StatusCode::kInvalidModel,
+                  "activations need an arena of " + std::to_string(arena_size) + " bytes (plus " +
+                      std::to_string(folded_bytes) + " bytes of values computed at plan time), "
+                      "more than the " + std::to_string(kMaxSessionBytes) +
+                      " bytes a session may allocate");
   arena = AllocAligned(arena_size);
   if (!arena) return Status(StatusCode::kInternal, "cannot allocate an arena of " +
                                                        std::to_string(arena_size) + " bytes");
@@ -211,6 +257,7 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
   for (size_t i = 0; i < im.tensors.size(); ++i) im.tensors[i].name = im.m->tensors[i].info.name;
   for (const TensorInfo& info : im.m->inputs) im.input_shapes.push_back(info.shape);
   im.contexts.resize(im.m->ops.size());
+  im.op_state.resize(im.m->ops.size());
   for (size_t k = 0; k < im.m->ops.size(); ++k) {
     const OpEntry& op = im.m->ops[k];
     KernelContext& ctx = im.contexts[k];

@@ -3,6 +3,7 @@
 // runtime (plan, then run) and the converter (shape inference and constant
 // folding), so each op's semantics live in exactly one file under ops/.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ struct KernelContext {
   std::vector<Tensor*> inputs;   // nullptr for an omitted optional input
   std::vector<Tensor*> outputs;  // nullptr for an omitted optional output
   int num_threads = 1;
+  // Per-op state built once by OpDef::prepare (packed weights, tables); null otherwise.
+  void* state = nullptr;
 
   int num_inputs() const { return int(inputs.size()); }
   int num_outputs() const { return int(outputs.size()); }
@@ -50,6 +53,12 @@ struct OpDef {
   bool shape_only = false;
   int min_inputs = 1;
   int max_inputs = 1;
+  // Optional: builds state that stays valid across runs and input resizes
+  // (e.g. weights packed for a SIMD kernel). Called once per session, after
+  // the first successful infer, only when every input in `const_inputs` is a
+  // constant. The session owns the returned state.
+  Status (*prepare)(KernelContext& ctx, std::shared_ptr<void>* state) = nullptr;
+  unsigned const_inputs = 0;
 };
 
 // nullptr when the op type is not supported.

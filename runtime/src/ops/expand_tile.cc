@@ -16,6 +16,9 @@ Status InferExpand(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(CheckByteDType(ctx, x, "input"));
   QF_RETURN_IF_ERROR(CheckIntDType(ctx, s, "shape"));
   if (s->rank_known && s->rank() != 1) return ctx.Invalid("shape must be 1-D");
+  if (s->rank_known && s->shape[0] > kMaxRank)
+    return ctx.Invalid("shape has " + std::to_string(s->shape[0]) + " entries, more than rank " +
+                       std::to_string(kMaxRank));
   std::vector<int64_t> dims;
   Shape target;
   if (ReadInts(s, &dims)) {

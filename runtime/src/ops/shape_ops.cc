@@ -2,6 +2,7 @@
 // shapes or scalars rather than copied from tensor data.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "ops/shape_common.h"
@@ -111,13 +112,25 @@ T ScalarAt(const Tensor* t) {
 // Element count per the spec: max(ceil((limit - start) / delta), 0).
 template <class T>
 int64_t RangeCount(T start, T limit, T delta) {
+  // Counts too large for int64 saturate; the caller's size limits then refuse them.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   if constexpr (std::is_floating_point_v<T>) {
     double n = std::ceil((double(limit) - double(start)) / double(delta));
-    return n > 0 ? int64_t(n) : 0;
+    if (!(n > 0)) return 0;  // NaN too
+    return n < 9.2e18 ? int64_t(n) : kMax;
   } else {
+    // Unsigned arithmetic: the distance between two int64 values fits in uint64.
     int64_t s = start, l = limit, d = delta;
-    if (d > 0) return l > s ? (l - s - 1) / d + 1 : 0;
-    return s > l ? (s - l - 1) / (-d) + 1 : 0;
+    uint64_t dist = 0, step = 0;
+    if (d > 0) {
+      if (l <= s) return 0;
+      dist = uint64_t(l) - uint64_t(s), step = uint64_t(d);
+    } else {
+      if (s <= l) return 0;
+      dist = uint64_t(s) - uint64_t(l), step = uint64_t(0) - uint64_t(d);
+    }
+    uint64_t n = (dist - 1) / step + 1;
+    return n <= uint64_t(kMax) ? int64_t(n) : kMax;
   }
 }
 
@@ -154,7 +167,15 @@ Status RunRange(KernelContext& ctx) {
     T start = ScalarAt<T>(ctx.input(0));
     T delta = ScalarAt<T>(ctx.input(2));
     T* out = y->ptr<T>();
-    for (int64_t i = 0; i < n; ++i) out[i] = T(start + T(i) * delta);
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_floating_point_v<T>) {
+        out[i] = T(start + T(i) * delta);
+      } else {
+        // Every value lies between start and limit, but i * delta alone may not fit in
+        // T: unsigned (wrapping) arithmetic gives the exact result.
+        out[i] = T(uint64_t(int64_t(start)) + uint64_t(i) * uint64_t(int64_t(delta)));
+      }
+    }
   });
   return Status::Ok();
 }

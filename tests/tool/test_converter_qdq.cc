@@ -1,0 +1,1008 @@
+// Tests for the QDQ folding pass (converter/passes/fold_qdq.cc) through LoadAndOptimize.
+//
+// Each model is written the way ONNX Runtime's quantize_static writes them: QuantizeLinear
+// of the float input, DequantizeLinear of activations and of constant integer weights, an
+// int32 bias through DequantizeLinear with scale x_scale * w_scale, a QuantizeLinear after
+// each op and a final DequantizeLinear. Every test checks the structure of the optimized
+// graph and the numbers: the folded model and the same model converted with
+// fold_qdq = false (the literal float path through the runtime's Q/DQ ops) are both
+// compared against a reference computed here in double precision from the ONNX
+// definitions (dequantize, float op, quantize with round-half-to-even and saturation):
+// at most one quantization step apart on every element, exact on >= 99% of them.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "tests/tool/onnx_builder.h"
+
+namespace qfold {
+namespace conv {
+namespace test {
+namespace {
+
+constexpr int kF32 = onnx::TensorProto::FLOAT;
+constexpr int kU8 = onnx::TensorProto::UINT8;
+constexpr int kI8 = onnx::TensorProto::INT8;
+constexpr int kI32 = onnx::TensorProto::INT32;
+// INT4/UINT4 by number: the generated onnx.proto predates them.
+constexpr int kI4 = 22;
+constexpr int kU4 = 21;
+
+int32_t QMinOf(int t) { return t == kI8 ? -128 : t == kI4 ? -8 : 0; }
+int32_t QMaxOf(int t) { return t == kI8 ? 127 : t == kI4 ? 7 : 255; }
+
+// Per-tensor quantization parameters of an activation.
+struct QP {
+  float s;
+  int32_t zp;
+  int t;  // ONNX element type
+};
+
+// ONNX QuantizeLinear: saturate(round_half_even(x / s) + zp).
+int32_t QuantizeRef(double x, double s, int32_t zp, int t) {
+  double q = std::nearbyint(x / s) + zp;
+  return int32_t(std::max<double>(QMinOf(t), std::min<double>(QMaxOf(t), q)));
+}
+std::vector<int32_t> QuantizeAll(const std::vector<double>& x, const QP& q) {
+  std::vector<int32_t> c(x.size());
+  for (size_t i = 0; i < x.size(); ++i) c[i] = QuantizeRef(x[i], q.s, q.zp, q.t);
+  return c;
+}
+std::vector<double> DequantizeAll(const std::vector<int32_t>& c, const QP& q) {
+  std::vector<double> r(c.size());
+  for (size_t i = 0; i < c.size(); ++i) r[i] = double(c[i] - q.zp) * double(q.s);
+  return r;
+}
+std::vector<double> ToDouble(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// Integer tensor bytes as ONNX raw_data: 4-bit values packed low nibble first.
+std::string PackInts(int elem, const std::vector<int32_t>& v) {
+  std::string s;
+  if (elem == kI32) {
+    s.resize(v.size() * 4);
+    if (!v.empty()) std::memcpy(&s[0], v.data(), s.size());
+  } else if (elem == kI4 || elem == kU4) {
+    s.assign((v.size() + 1) / 2, '\0');
+    for (size_t i = 0; i < v.size(); ++i)
+      s[i / 2] = char(uint8_t(s[i / 2]) | ((uint8_t(v[i]) & 0xF) << (i % 2 ? 4 : 0)));
+  } else {
+    for (int32_t x : v) s.push_back(char(uint8_t(x)));
+  }
+  return s;
+}
+void InitInts(OnnxBuilder* b, const std::string& name, int elem, const std::vector<int64_t>& dims,
+              const std::vector<int32_t>& v) {
+  std::string s = PackInts(elem, v);
+  b->Init(name, elem, dims, s.data(), s.size());
+}
+
+// Scale and zero point initializers `base`_scale / `base`_zp: scalars for per tensor.
+void AddParams(OnnxBuilder* b, const std::string& base, const std::vector<float>& s,
+               const std::vector<int32_t>& zp, int t, bool per_axis) {
+  std::vector<int64_t> dims;
+  if (per_axis) dims = {int64_t(s.size())};
+  b->InitFloat(base + "_scale", dims, s);
+  InitInts(b, base + "_zp", t, dims, zp);
+}
+
+// in -> QuantizeLinear -> `base`_q; returns `base`_q.
+std::string Q(OnnxBuilder* b, const std::string& in, const std::string& base, const QP& q) {
+  AddParams(b, base, {q.s}, {q.zp}, q.t, false);
+  b->Node("QuantizeLinear", {in, base + "_scale", base + "_zp"}, {base + "_q"}, base + "_quant");
+  return base + "_q";
+}
+// `base`_q -> DequantizeLinear -> out (default `base`_dq).
+std::string DQ(OnnxBuilder* b, const std::string& base, std::string out = "") {
+  if (out.empty()) out = base + "_dq";
+  b->Node("DequantizeLinear", {base + "_q", base + "_scale", base + "_zp"}, {out},
+          base + "_dequant");
+  return out;
+}
+std::string QDQ(OnnxBuilder* b, const std::string& in, const std::string& base, const QP& q) {
+  Q(b, in, base, q);
+  return DQ(b, base);
+}
+
+// A constant integer weight through a per-axis (or per-tensor when one scale) DQ.
+std::string WeightDQ(OnnxBuilder* b, const std::string& base, const std::vector<int64_t>& dims,
+                     int t, const std::vector<int32_t>& codes, const std::vector<float>& s,
+                     const std::vector<int32_t>& zp, int64_t axis) {
+  InitInts(b, base, t, dims, codes);
+  AddParams(b, base, s, zp, t, s.size() > 1);
+  auto* n = b->Node("DequantizeLinear", {base, base + "_scale", base + "_zp"}, {base + "_dq"},
+                    base + "_dequant");
+  if (s.size() > 1) OnnxBuilder::AttrInt(n, "axis", axis);
+  return base + "_dq";
+}
+
+// An int32 bias through DQ with per-channel (or one) scale and zero points 0.
+std::string BiasDQ(OnnxBuilder* b, const std::string& base, const std::vector<int32_t>& codes,
+                   const std::vector<float>& s) {
+  InitInts(b, base, kI32, {int64_t(codes.size())}, codes);
+  AddParams(b, base, s, std::vector<int32_t>(s.size(), 0), kI32, s.size() > 1);
+  auto* n = b->Node("DequantizeLinear", {base, base + "_scale", base + "_zp"}, {base + "_dq"},
+                    base + "_dequant");
+  if (s.size() > 1) OnnxBuilder::AttrInt(n, "axis", 0);
+  return base + "_dq";
+}
+
+// Dequantized per-axis weight: channel of element i is (i / inner) % channels.
+std::vector<double> DequantWeight(const std::vector<int32_t>& codes, const std::vector<float>& s,
+                                  const std::vector<int32_t>& zp, size_t inner) {
+  std::vector<double> r(codes.size());
+  for (size_t i = 0; i < codes.size(); ++i) {
+    size_t c = s.size() == 1 ? 0 : (i / inner) % s.size();
+    r[i] = double(codes[i] - zp[c]) * double(s[c]);
+  }
+  return r;
+}
+
+class Rng {
+ public:
+  explicit Rng(uint32_t seed) : gen_(seed) {}
+  double Uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(gen_); }
+  int32_t Int(int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(gen_); }
+  std::vector<float> Floats(size_t n, double lo, double hi) {
+    std::vector<float> v(n);
+    for (float& x : v) x = float(Uniform(lo, hi));
+    return v;
+  }
+  std::vector<int32_t> Ints(size_t n, int32_t lo, int32_t hi) {
+    std::vector<int32_t> v(n);
+    for (int32_t& x : v) x = Int(lo, hi);
+    return v;
+  }
+
+ private:
+  std::mt19937 gen_;
+};
+
+struct Feed {
+  std::string name;
+  Shape shape;
+  std::vector<float> v;
+};
+struct Fetch {
+  std::string name;
+  Shape shape;
+};
+struct RunResult {
+  Graph graph;
+  std::vector<std::vector<float>> outs;
+};
+
+RunResult ConvertRun(const std::string& path, bool fold_qdq, const std::vector<Feed>& feeds,
+                     const std::vector<Fetch>& fetches) {
+  ConvertOptions opts;
+  opts.fold_qdq = fold_qdq;
+  Converted c;
+  Status st = ConvertAndOpen(path, opts, &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  for (const Feed& f : feeds) SetFloatInput(c.session.get(), f.name, f.shape, f.v);
+  st = c.session->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  RunResult r;
+  for (const Fetch& f : fetches) r.outs.push_back(FloatOutput(*c.session, f.name, f.shape));
+  r.graph = std::move(c.graph);
+  return r;
+}
+
+// The dequantized output `got` read back as codes against `want`: every element within
+// one step and at least 99% exact.
+void CheckCodes(const std::vector<float>& got, const std::vector<int32_t>& want, const QP& q,
+                const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  size_t exact = 0, first_bad = got.size();
+  int32_t worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    int32_t c = int32_t(std::nearbyint(double(got[i]) / q.s)) + q.zp;
+    int32_t d = std::abs(c - want[i]);
+    if (d == 0) ++exact;
+    if (d > worst) {
+      worst = d;
+      first_bad = i;
+    }
+  }
+  CHECK_MESSAGE(worst <= 1, what << ": element " << first_bad << " is " << worst
+                                 << " steps off (want code " << want[first_bad] << ")");
+  CHECK_MESSAGE(exact * 100 >= got.size() * 99,
+                what << ": only " << exact << " of " << got.size() << " exact");
+}
+
+// Checks both the folded and the literal run against the reference codes.
+void CheckBoth(const RunResult& folded, const RunResult& literal, size_t out,
+               const std::vector<int32_t>& want, const QP& q) {
+  CheckCodes(folded.outs[out], want, q, "folded");
+  CheckCodes(literal.outs[out], want, q, "literal float path");
+}
+
+const Node* FindOp(const Graph& g, const std::string& op_type) {
+  for (const Node& n : g.nodes)
+    if (n.op_type == op_type) return &n;
+  return nullptr;
+}
+
+int64_t NumelOf(const Graph& g, const std::string& name) {
+  const Value* v = g.Find(name);
+  REQUIRE_MESSAGE(v != nullptr, name);
+  int64_t n = 1;
+  for (int64_t d : v->shape) n *= d;
+  return n;
+}
+
+DType DTypeOf(const Graph& g, const std::string& name) {
+  const Value* v = g.Find(name);
+  REQUIRE_MESSAGE(v != nullptr, name);
+  return v->dtype;
+}
+
+std::vector<int32_t> ConstInt32s(const Graph& g, const std::string& name) {
+  const Value* v = g.Find(name);
+  REQUIRE(v != nullptr);
+  REQUIRE(v->is_constant());
+  REQUIRE(v->dtype == DType::kInt32);
+  std::vector<int32_t> out(v->data->size() / 4);
+  std::memcpy(out.data(), v->data->data(), out.size() * 4);
+  return out;
+}
+
+// ---- double-precision references ------------------------------------------------------------
+
+struct ConvGeom {
+  int64_t n, c, h, w, m, k, group, pad, stride;
+  int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
+  int64_t ow() const { return (w + 2 * pad - k) / stride + 1; }
+};
+
+std::vector<double> ConvRef(const std::vector<double>& x, const std::vector<double>& w,
+                            const std::vector<double>& bias, const ConvGeom& g) {
+  const int64_t cg = g.c / g.group, mg = g.m / g.group, oh = g.oh(), ow = g.ow();
+  std::vector<double> y(size_t(g.n * g.m * oh * ow));
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t m = 0; m < g.m; ++m)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double acc = bias.empty() ? 0.0 : bias[size_t(m)];
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t ki = 0; ki < g.k; ++ki)
+              for (int64_t kj = 0; kj < g.k; ++kj) {
+                int64_t yy = i * g.stride - g.pad + ki, xx = j * g.stride - g.pad + kj;
+                if (yy < 0 || yy >= g.h || xx < 0 || xx >= g.w) continue;
+                int64_t c = (m / mg) * cg + ci;
+                acc += x[size_t(((n * g.c + c) * g.h + yy) * g.w + xx)] *
+                       w[size_t(((m * cg + ci) * g.k + ki) * g.k + kj)];
+              }
+          y[size_t(((n * g.m + m) * oh + i) * ow + j)] = acc;
+        }
+  return y;
+}
+
+// [batch, m, k] x [k, n] (b_batched: [batch, k, n]) -> [batch, m, n].
+std::vector<double> MatMulRef(const std::vector<double>& a, const std::vector<double>& b,
+                              int64_t batch, int64_t m, int64_t k, int64_t n, bool b_batched) {
+  std::vector<double> y(size_t(batch * m * n), 0.0);
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += a[size_t((t * m + i) * k + p)] * b[size_t((b_batched ? t * k * n : 0) + p * n + j)];
+        y[size_t((t * m + i) * n + j)] = acc;
+      }
+  return y;
+}
+
+// ---- 1. Conv ------------------------------------------------------------------------------
+
+struct ConvCase {
+  int xt = kU8;          // activation type (input and output)
+  int wt = kI8;          // weight type
+  bool bias = true;      // int32 bias through DQ
+  bool float_bias = false;      // a float constant bias instead
+  bool bias_scale_off = false;  // bias DQ scale != x_scale * w_scale
+  std::string act;              // "", "Relu" or "Clip" (0, 6)
+  bool depthwise = false;
+  uint32_t seed = 1;
+};
+
+void RunConvCase(const ConvCase& cc) {
+  CAPTURE(cc.xt);
+  CAPTURE(cc.wt);
+  CAPTURE(cc.bias);
+  CAPTURE(cc.act);
+  CAPTURE(cc.depthwise);
+  Rng rng(cc.seed);
+  ConvGeom geo{1, 4, 6, 6, 8, 3, 1, 1, 1};
+  if (cc.depthwise) geo = {1, 8, 6, 6, 8, 3, 8, 1, 1};
+  const int64_t m = geo.m, cg = geo.c / geo.group;
+  const QP xq = cc.xt == kU8 ? QP{2.f / 255.f, 128, kU8} : QP{2.f / 255.f, -3, kI8};
+  const QP yq = cc.xt == kU8 ? QP{0.05f, 100, kU8} : QP{0.05f, -10, kI8};
+
+  // Asymmetric per-channel weights: every channel has its own zero point.
+  const size_t wn = size_t(m * cg * 9);
+  std::vector<int32_t> wc, wzp;
+  if (cc.wt == kI8) {
+    wc = rng.Ints(wn, -127, 127);
+    wzp = rng.Ints(size_t(m), -6, 6);
+  } else {
+    wc = rng.Ints(wn, 0, 255);
+    wzp = rng.Ints(size_t(m), 118, 138);
+  }
+  wzp[0] = cc.wt == kI8 ? 5 : 120;  // at least two channels differ
+  wzp[1] = cc.wt == kI8 ? -4 : 133;
+  std::vector<float> ws = rng.Floats(size_t(m), cc.depthwise ? 0.03 : 0.01,
+                                     cc.depthwise ? 0.05 : 0.02);
+  std::vector<double> bias_real = ToDouble(rng.Floats(size_t(m), -1.0, 1.0));
+
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {geo.n, geo.c, geo.h, geo.w});
+  b.Output("y", kF32, {geo.n, m, geo.oh(), geo.ow()});
+  std::string x_dq = QDQ(&b, "x", "xin", xq);
+  std::string w_dq = WeightDQ(&b, "w", {m, cg, 3, 3}, cc.wt, wc, ws, wzp, 0);
+  std::vector<std::string> conv_in = {x_dq, w_dq};
+  std::vector<double> bias_ref;
+  if (cc.float_bias) {
+    std::vector<float> bf(bias_real.begin(), bias_real.end());
+    b.InitFloat("bias_f", {m}, bf);
+    conv_in.push_back("bias_f");
+    bias_ref = ToDouble(bf);
+  } else if (cc.bias) {
+    std::vector<float> bs(static_cast<size_t>(m));
+    std::vector<int32_t> bc(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) {
+      // quantize_static's bias scale (a float32 product), or a deliberately different one.
+      bs[size_t(i)] = cc.bias_scale_off ? 3e-4f + 1e-5f * float(i) : xq.s * ws[size_t(i)];
+      bc[size_t(i)] = int32_t(std::nearbyint(bias_real[size_t(i)] / bs[size_t(i)]));
+    }
+    conv_in.push_back(BiasDQ(&b, "bias", bc, bs));
+    bias_ref.resize(size_t(m));
+    for (int64_t i = 0; i < m; ++i) bias_ref[size_t(i)] = double(bc[size_t(i)]) * bs[size_t(i)];
+  }
+  auto* conv = b.Node("Conv", conv_in, {"conv_out"}, "conv0");
+  OnnxBuilder::AttrInts(conv, "pads", {1, 1, 1, 1});
+  OnnxBuilder::AttrInts(conv, "kernel_shape", {3, 3});
+  if (cc.depthwise) OnnxBuilder::AttrInt(conv, "group", geo.group);
+  std::string pre_q = "conv_out";
+  if (cc.act == "Relu") {
+    b.Node("Relu", {"conv_out"}, {"act_out"}, "relu0");
+    pre_q = "act_out";
+  } else if (cc.act == "Clip") {
+    b.InitFloat("clip_lo", {}, {0.f});
+    b.InitFloat("clip_hi", {}, {6.f});
+    b.Node("Clip", {"conv_out", "clip_lo", "clip_hi"}, {"act_out"}, "clip0");
+    pre_q = "act_out";
+  }
+  Q(&b, pre_q, "yout", yq);
+  DQ(&b, "yout", "y");
+  const std::string path = b.Write(dir);
+
+  std::vector<float> x = rng.Floats(size_t(geo.n * geo.c * geo.h * geo.w), -1.0, 1.0);
+  std::vector<double> xr = DequantizeAll(QuantizeAll(ToDouble(x), xq), xq);
+  std::vector<double> wr = DequantWeight(wc, ws, wzp, size_t(cg * 9));
+  std::vector<double> yr = ConvRef(xr, wr, bias_ref, geo);
+  for (double& v : yr) {
+    if (cc.act == "Relu") v = std::max(v, 0.0);
+    if (cc.act == "Clip") v = std::min(std::max(v, 0.0), 6.0);
+  }
+  std::vector<int32_t> want = QuantizeAll(yr, yq);
+
+  const Shape yshape = {geo.n, m, geo.oh(), geo.ow()};
+  RunResult f = ConvertRun(path, true, {{"x", {geo.n, geo.c, geo.h, geo.w}, x}}, {{"y", yshape}});
+  RunResult l = ConvertRun(path, false, {{"x", {geo.n, geo.c, geo.h, geo.w}, x}}, {{"y", yshape}});
+  CheckBoth(f, l, 0, want, yq);
+
+  // The output must actually exercise the clamp (both ends) for the test to mean something.
+  const int32_t lo_code = *std::min_element(want.begin(), want.end());
+  const int32_t hi_code = *std::max_element(want.begin(), want.end());
+  CHECK(lo_code < yq.zp + (cc.act.empty() ? 0 : 1));
+  CHECK(hi_code > yq.zp + 50);
+
+  const Graph& g = f.graph;
+  CHECK(CountOps(g, "QLinearConv") == 1);
+  CHECK(CountOps(g, "Conv") == 0);
+  CHECK(CountOps(g, "Relu") == 0);
+  CHECK(CountOps(g, "Clip") == 0);
+  CHECK(CountOps(g, "QuantizeLinear") == 1);
+  CHECK(CountOps(g, "DequantizeLinear") == 1);
+  CHECK(CountOps(l.graph, "QLinearConv") == 0);
+  const Node* qc = FindOp(g, "QLinearConv");
+  REQUIRE(qc != nullptr);
+  REQUIRE(qc->inputs.size() == (cc.bias || cc.float_bias ? 9u : 8u));
+  CHECK(DTypeOf(g, qc->inputs[0]) == (cc.xt == kU8 ? DType::kUInt8 : DType::kInt8));
+  CHECK(DTypeOf(g, qc->inputs[3]) == (cc.wt == kU8 ? DType::kUInt8 : DType::kInt8));
+  CHECK(NumelOf(g, qc->inputs[4]) == m);  // per-channel weight scale
+  CHECK(NumelOf(g, qc->inputs[5]) == m);  // per-channel weight zero point
+  CHECK(qc->attrs.GetInt("group", 1) == geo.group);
+  if (qc->inputs.size() == 9) {
+    // The int32 bias is in units of x_scale * w_scale[m] whatever the DQ said.
+    std::vector<int32_t> bias = ConstInt32s(g, qc->inputs[8]);
+    REQUIRE(bias.size() == size_t(m));
+    for (int64_t i = 0; i < m; ++i) {
+      double acc_scale = double(xq.s) * double(ws[size_t(i)]);
+      CHECK(std::abs(bias[size_t(i)] * acc_scale - bias_ref[size_t(i)]) <= 0.5 * acc_scale + 1e-9);
+    }
+  }
+  if (cc.act.empty()) {
+    CHECK_FALSE(qc->attrs.Has("_qmin"));
+    CHECK_FALSE(qc->attrs.Has("_qmax"));
+  } else {
+    CHECK(qc->attrs.GetInt("_qmin", -999) == yq.zp);  // real 0
+    if (cc.act == "Clip") {
+      CHECK(qc->attrs.GetInt("_qmax", -999) == QuantizeRef(6.0, yq.s, yq.zp, yq.t));
+    } else {
+      CHECK_FALSE(qc->attrs.Has("_qmax"));
+    }
+  }
+}
+
+TEST_CASE("qdq: Conv per-channel asymmetric int8 weights, uint8 activations, bias") {
+  RunConvCase({});
+}
+
+TEST_CASE("qdq: Conv per-channel weights, every activation/weight type, with and without bias") {
+  uint32_t seed = 10;
+  for (int xt : {kU8, kI8})
+    for (int wt : {kI8, kU8})
+      for (bool bias : {true, false}) {
+        ConvCase cc;
+        cc.xt = xt;
+        cc.wt = wt;
+        cc.bias = bias;
+        cc.seed = seed++;
+        RunConvCase(cc);
+      }
+}
+
+TEST_CASE("qdq: Conv+Relu and Conv+Clip(0,6) become _qmin/_qmax") {
+  uint32_t seed = 30;
+  for (int xt : {kU8, kI8})
+    for (const char* act : {"Relu", "Clip"}) {
+      ConvCase cc;
+      cc.xt = xt;
+      cc.act = act;
+      cc.seed = seed++;
+      RunConvCase(cc);
+    }
+}
+
+TEST_CASE("qdq: depthwise Conv (group = C)") {
+  uint32_t seed = 40;
+  for (int xt : {kU8, kI8})
+    for (int wt : {kI8, kU8}) {
+      ConvCase cc;
+      cc.xt = xt;
+      cc.wt = wt;
+      cc.depthwise = true;
+      cc.act = xt == kU8 ? "Relu" : "";
+      cc.seed = seed++;
+      RunConvCase(cc);
+    }
+}
+
+// ---- 2. bias variants ---------------------------------------------------------------------
+
+TEST_CASE("qdq: Conv bias whose DQ scale is not x_scale * w_scale is rescaled") {
+  ConvCase cc;
+  cc.bias_scale_off = true;
+  cc.seed = 50;
+  RunConvCase(cc);
+  cc.xt = kI8;
+  cc.act = "Clip";
+  cc.seed = 51;
+  RunConvCase(cc);
+}
+
+TEST_CASE("qdq: Conv with a float constant bias") {
+  ConvCase cc;
+  cc.float_bias = true;
+  cc.seed = 60;
+  RunConvCase(cc);
+  cc.xt = kI8;
+  cc.depthwise = true;
+  cc.seed = 61;
+  RunConvCase(cc);
+}
+
+
+// ---- 3. Gemm and MatMul ---------------------------------------------------------------------
+
+struct GemmCase {
+  bool trans_b = true;
+  bool per_channel = true;
+  float alpha = 1.f, beta = 1.f;
+  bool bias = true;
+  uint32_t seed = 1;
+};
+
+void RunGemmCase(const GemmCase& gc) {
+  CAPTURE(gc.trans_b);
+  CAPTURE(gc.per_channel);
+  CAPTURE(gc.alpha);
+  CAPTURE(gc.beta);
+  Rng rng(gc.seed);
+  const int64_t m = 16, k = 20, n = 12;
+  const QP xq{2.f / 255.f, 128, kU8}, yq{0.025f, 5, kI8};
+  std::vector<int32_t> wc = rng.Ints(size_t(k * n), -127, 127);
+  std::vector<float> ws = rng.Floats(gc.per_channel ? size_t(n) : 1, 0.005, 0.01);
+  std::vector<int32_t> wzp = rng.Ints(ws.size(), -4, 4);
+  if (gc.per_channel) wzp[0] = 3, wzp[1] = -2;
+
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {m, k});
+  b.Output("y", kF32, {m, n});
+  std::string x_dq = QDQ(&b, "x", "xin", xq);
+  std::string w_dq = WeightDQ(&b, "w", gc.trans_b ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n},
+                              kI8, wc, ws, wzp, gc.trans_b ? 0 : 1);
+  std::vector<std::string> in = {x_dq, w_dq};
+  std::vector<double> bias_ref(size_t(n), 0.0);
+  if (gc.bias) {
+    std::vector<double> real = ToDouble(rng.Floats(size_t(n), -1.0, 1.0));
+    std::vector<float> bs(ws.size());
+    std::vector<int32_t> bc(static_cast<size_t>(n));
+    for (size_t c = 0; c < bs.size(); ++c) bs[c] = xq.s * ws[c];
+    for (int64_t c = 0; c < n; ++c) {
+      float s = bs[bs.size() == 1 ? 0 : size_t(c)];
+      bc[size_t(c)] = int32_t(std::nearbyint(real[size_t(c)] / s));
+      bias_ref[size_t(c)] = double(bc[size_t(c)]) * s;
+    }
+    in.push_back(BiasDQ(&b, "bias", bc, bs));
+  }
+  auto* gemm = b.Node("Gemm", in, {"gemm_out"}, "gemm0");
+  OnnxBuilder::AttrInt(gemm, "transB", gc.trans_b ? 1 : 0);
+  if (gc.alpha != 1.f) OnnxBuilder::AttrFloat(gemm, "alpha", gc.alpha);
+  if (gc.beta != 1.f) OnnxBuilder::AttrFloat(gemm, "beta", gc.beta);
+  Q(&b, "gemm_out", "yout", yq);
+  DQ(&b, "yout", "y");
+  const std::string path = b.Write(dir);
+
+  std::vector<float> x = rng.Floats(size_t(m * k), -1.0, 1.0);
+  std::vector<double> xr = DequantizeAll(QuantizeAll(ToDouble(x), xq), xq);
+  // The weight as a logical [K, N] matrix, channel = column.
+  std::vector<double> wr(size_t(k * n));
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t c = 0; c < n; ++c) {
+      size_t ch = ws.size() == 1 ? 0 : size_t(c);
+      int32_t code = wc[size_t(gc.trans_b ? c * k + p : p * n + c)];
+      wr[size_t(p * n + c)] = double(code - wzp[ch]) * double(ws[ch]);
+    }
+  std::vector<double> yr = MatMulRef(xr, wr, 1, m, k, n, false);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t c = 0; c < n; ++c)
+      yr[size_t(i * n + c)] = gc.alpha * yr[size_t(i * n + c)] + gc.beta * bias_ref[size_t(c)];
+  std::vector<int32_t> want = QuantizeAll(yr, yq);
+
+  RunResult f = ConvertRun(path, true, {{"x", {m, k}, x}}, {{"y", {m, n}}});
+  RunResult l = ConvertRun(path, false, {{"x", {m, k}, x}}, {{"y", {m, n}}});
+  CheckBoth(f, l, 0, want, yq);
+
+  const Graph& g = f.graph;
+  CHECK(CountOps(g, "QLinearMatMul") == 1);
+  CHECK(CountOps(g, "Gemm") == 0);
+  CHECK(CountOps(g, "MatMul") == 0);
+  const Node* qm = FindOp(g, "QLinearMatMul");
+  REQUIRE(qm != nullptr);
+  CHECK(qm->inputs.size() == (gc.bias ? 9u : 8u));
+  const Value* w = g.Find(qm->inputs[3]);
+  REQUIRE(w != nullptr);
+  CHECK(w->shape == Shape{k, n});  // transB applied to the constant
+  CHECK(NumelOf(g, qm->inputs[4]) == int64_t(ws.size()));
+  CHECK(NumelOf(g, qm->inputs[5]) == int64_t(ws.size()));
+}
+
+TEST_CASE("qdq: Gemm transB=1/0, per-channel/per-tensor, alpha and beta -> QLinearMatMul") {
+  uint32_t seed = 100;
+  for (bool trans_b : {true, false})
+    for (bool per_channel : {true, false}) {
+      GemmCase gc;
+      gc.trans_b = trans_b;
+      gc.per_channel = per_channel;
+      gc.seed = seed++;
+      RunGemmCase(gc);
+      gc.alpha = 0.75f;
+      gc.beta = 1.5f;
+      gc.seed = seed++;
+      RunGemmCase(gc);
+    }
+  GemmCase gc;
+  gc.bias = false;
+  gc.alpha = 1.25f;
+  gc.seed = seed++;
+  RunGemmCase(gc);
+}
+
+// MatMul of a [2, rows, 16] activation by a constant per-column [16, 12] weight, then an
+// Add of a bias: "float" [12], "int32" (DQ'd), or "float_col" [12, 1] (broadcast along
+// rows, so it is NOT a per-column bias).
+void RunMatMulAddCase(const std::string& bias_kind, bool bias_first, int64_t rows, uint32_t seed) {
+  CAPTURE(bias_kind);
+  CAPTURE(bias_first);
+  Rng rng(seed);
+  const int64_t batch = 2, k = 16, n = 12;
+  const QP xq{2.f / 255.f, 128, kU8}, yq{0.02f, 128, kU8};
+  std::vector<int32_t> wc = rng.Ints(size_t(k * n), -127, 127);
+  std::vector<float> ws = rng.Floats(size_t(n), 0.005, 0.01);
+  std::vector<int32_t> wzp = rng.Ints(size_t(n), -4, 4);
+  wzp[0] = 2;
+  std::vector<float> bf = rng.Floats(size_t(n), -1.0, 1.0);
+
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {batch, rows, k});
+  b.Output("y", kF32, {batch, rows, n});
+  std::string x_dq = QDQ(&b, "x", "xin", xq);
+  std::string w_dq = WeightDQ(&b, "w", {k, n}, kI8, wc, ws, wzp, 1);
+  b.Node("MatMul", {x_dq, w_dq}, {"mm_out"}, "matmul0");
+  std::string bias_name;
+  std::vector<double> bias_ref;  // per column, or per row for float_col
+  if (bias_kind == "int32") {
+    std::vector<float> bs(ws.size());
+    std::vector<int32_t> bc(static_cast<size_t>(n));
+    for (int64_t c = 0; c < n; ++c) {
+      bs[size_t(c)] = xq.s * ws[size_t(c)];
+      bc[size_t(c)] = int32_t(std::nearbyint(double(bf[size_t(c)]) / bs[size_t(c)]));
+      bias_ref.push_back(double(bc[size_t(c)]) * bs[size_t(c)]);
+    }
+    bias_name = BiasDQ(&b, "bias", bc, bs);
+  } else {
+    b.InitFloat("bias_f", bias_kind == "float_col" ? std::vector<int64_t>{n, 1} : std::vector<int64_t>{n},
+                bf);
+    bias_name = "bias_f";
+    bias_ref = ToDouble(bf);
+  }
+  if (bias_first) {
+    b.Node("Add", {bias_name, "mm_out"}, {"add_out"}, "add0");
+  } else {
+    b.Node("Add", {"mm_out", bias_name}, {"add_out"}, "add0");
+  }
+  Q(&b, "add_out", "yout", yq);
+  DQ(&b, "yout", "y");
+  const std::string path = b.Write(dir);
+
+  std::vector<float> x = rng.Floats(size_t(batch * rows * k), -1.0, 1.0);
+  std::vector<double> xr = DequantizeAll(QuantizeAll(ToDouble(x), xq), xq);
+  std::vector<double> wr = DequantWeight(wc, ws, wzp, 1);
+  std::vector<double> yr = MatMulRef(xr, wr, batch, rows, k, n, false);
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < n; ++c)
+        yr[size_t((t * rows + i) * n + c)] += bias_ref[size_t(bias_kind == "float_col" ? i : c)];
+  std::vector<int32_t> want = QuantizeAll(yr, yq);
+
+  const Shape xs = {batch, rows, k}, ys = {batch, rows, n};
+  RunResult f = ConvertRun(path, true, {{"x", xs, x}}, {{"y", ys}});
+  RunResult l = ConvertRun(path, false, {{"x", xs, x}}, {{"y", ys}});
+  CheckBoth(f, l, 0, want, yq);
+
+  const Graph& g = f.graph;
+  if (bias_kind == "float_col") {
+    // A per-row bias cannot become the per-column int32 bias: the Add stays (the MatMul,
+    // not followed by a Q, then stays float).
+    CHECK(CountOps(g, "Add") == 1);
+    const Node* qm = FindOp(g, "QLinearMatMul");
+    if (qm) CHECK(qm->inputs.size() == 8u);
+    return;
+  }
+  CHECK(CountOps(g, "QLinearMatMul") == 1);
+  CHECK(CountOps(g, "MatMul") == 0);
+  CHECK(CountOps(g, "Add") == 0);
+  const Node* qm = FindOp(g, "QLinearMatMul");
+  REQUIRE(qm != nullptr);
+  CHECK(NumelOf(g, qm->inputs[4]) == n);
+  CHECK(qm->inputs.size() == 9u);
+}
+
+TEST_CASE("qdq: MatMul with a constant per-column weight plus Add(bias) -> one QLinearMatMul") {
+  RunMatMulAddCase("float", false, 5, 200);
+  RunMatMulAddCase("float", true, 5, 201);
+  RunMatMulAddCase("int32", false, 5, 202);
+  RunMatMulAddCase("int32", true, 7, 203);
+}
+
+TEST_CASE("qdq: MatMul + Add of a [N, 1] bias is not taken for a per-column bias") {
+  RunMatMulAddCase("float_col", false, 12, 210);
+}
+
+TEST_CASE("qdq: MatMul of two activations (attention-like) -> QLinearMatMul") {
+  Rng rng(220);
+  const int64_t b0 = 2, h = 3, m = 6, k = 8, n = 6;
+  const QP aq{0.02f, -5, kI8}, bq{0.03f, 7, kI8}, yq{0.04f, 2, kI8};
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("q", kF32, {b0, h, m, k});
+  b.Input("kt", kF32, {b0, h, k, n});
+  b.Output("scores", kF32, {b0, h, m, n});
+  std::string a_dq = QDQ(&b, "q", "qin", aq);
+  std::string k_dq = QDQ(&b, "kt", "kin", bq);
+  b.Node("MatMul", {a_dq, k_dq}, {"mm_out"}, "attn_matmul");
+  Q(&b, "mm_out", "yout", yq);
+  DQ(&b, "yout", "scores");
+  const std::string path = b.Write(dir);
+
+  std::vector<float> qv = rng.Floats(size_t(b0 * h * m * k), -2.0, 2.0);
+  std::vector<float> kv = rng.Floats(size_t(b0 * h * k * n), -3.0, 3.0);
+  std::vector<double> ar = DequantizeAll(QuantizeAll(ToDouble(qv), aq), aq);
+  std::vector<double> br = DequantizeAll(QuantizeAll(ToDouble(kv), bq), bq);
+  std::vector<int32_t> want = QuantizeAll(MatMulRef(ar, br, b0 * h, m, k, n, true), yq);
+  std::vector<Feed> feeds = {{"q", {b0, h, m, k}, qv}, {"kt", {b0, h, k, n}, kv}};
+  RunResult f = ConvertRun(path, true, feeds, {{"scores", {b0, h, m, n}}});
+  RunResult l = ConvertRun(path, false, feeds, {{"scores", {b0, h, m, n}}});
+  CheckBoth(f, l, 0, want, yq);
+  CHECK(CountOps(f.graph, "QLinearMatMul") == 1);
+  CHECK(CountOps(f.graph, "MatMul") == 0);
+  CHECK(CountOps(f.graph, "QuantizeLinear") == 2);
+  CHECK(CountOps(f.graph, "DequantizeLinear") == 1);
+}
+
+
+// ---- 4. shared weights and graph outputs --------------------------------------------------
+
+struct ConvWeights {
+  std::vector<int32_t> codes, zp;
+  std::vector<float> scales;
+};
+ConvWeights RandomWeights(Rng* rng, int64_t m, int64_t per_channel) {
+  ConvWeights w;
+  w.codes = rng->Ints(size_t(m * per_channel), -127, 127);
+  w.zp = rng->Ints(size_t(m), -5, 5);
+  w.scales = rng->Floats(size_t(m), 0.01, 0.02);
+  return w;
+}
+
+TEST_CASE("qdq: one per-channel weight DQ shared by two Convs folds into both") {
+  Rng rng(300);
+  const ConvGeom ga{1, 4, 6, 6, 8, 3, 1, 1, 1}, gb{1, 4, 6, 6, 8, 3, 1, 0, 1};
+  const QP xq{2.f / 255.f, 128, kU8}, y1q{0.05f, 100, kU8}, y2q{0.04f, 90, kU8};
+  ConvWeights w = RandomWeights(&rng, 8, 4 * 9);
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {1, 4, 6, 6});
+  b.Output("y1", kF32, {1, 8, 6, 6});
+  b.Output("y2", kF32, {1, 8, 4, 4});
+  std::string x_dq = QDQ(&b, "x", "xin", xq);
+  std::string w_dq = WeightDQ(&b, "w", {8, 4, 3, 3}, kI8, w.codes, w.scales, w.zp, 0);
+  OnnxBuilder::AttrInts(b.Node("Conv", {x_dq, w_dq}, {"c1"}, "conv_a"), "pads", {1, 1, 1, 1});
+  b.Node("Conv", {x_dq, w_dq}, {"c2"}, "conv_b");
+  Q(&b, "c1", "y1out", y1q);
+  DQ(&b, "y1out", "y1");
+  Q(&b, "c2", "y2out", y2q);
+  DQ(&b, "y2out", "y2");
+  const std::string path = b.Write(dir);
+
+  std::vector<float> x = rng.Floats(144, -1.0, 1.0);
+  std::vector<double> xr = DequantizeAll(QuantizeAll(ToDouble(x), xq), xq);
+  std::vector<double> wr = DequantWeight(w.codes, w.scales, w.zp, 36);
+  std::vector<Fetch> fetches = {{"y1", {1, 8, 6, 6}}, {"y2", {1, 8, 4, 4}}};
+  RunResult f = ConvertRun(path, true, {{"x", {1, 4, 6, 6}, x}}, fetches);
+  RunResult l = ConvertRun(path, false, {{"x", {1, 4, 6, 6}, x}}, fetches);
+  CheckBoth(f, l, 0, QuantizeAll(ConvRef(xr, wr, {}, ga), y1q), y1q);
+  CheckBoth(f, l, 1, QuantizeAll(ConvRef(xr, wr, {}, gb), y2q), y2q);
+  CHECK(CountOps(f.graph, "QLinearConv") == 2);
+  CHECK(CountOps(f.graph, "Conv") == 0);
+  CHECK(CountOps(f.graph, "DequantizeLinear") == 2);  // the two outputs only
+  for (const Node& n : f.graph.nodes)
+    if (n.op_type == "QLinearConv") {
+      CHECK(n.inputs[3] == "w");
+      CHECK(NumelOf(f.graph, n.inputs[4]) == 8);
+    }
+}
+
+TEST_CASE("qdq: a Conv whose float output is also a graph output is not folded") {
+  // x -> QDQ -> conv_a -> hidden_output (graph output, float)
+  //                    -> Q -> DQ -> conv_b -> Q -> DQ -> hidden_output_1 (graph output)
+  Rng rng(310);
+  const ConvGeom ga{1, 4, 5, 5, 6, 3, 1, 1, 1}, gb{1, 6, 5, 5, 8, 3, 1, 1, 1};
+  const QP xq{2.f / 255.f, 128, kU8}, hq{0.06f, 128, kU8}, yq{0.05f, 120, kU8};
+  ConvWeights wa = RandomWeights(&rng, 6, 4 * 9), wb = RandomWeights(&rng, 8, 6 * 9);
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {1, 4, 5, 5});
+  b.Output("hidden_output", kF32, {1, 6, 5, 5});
+  b.Output("hidden_output_1", kF32, {1, 8, 5, 5});
+  std::string x_dq = QDQ(&b, "x", "xin", xq);
+  std::string wa_dq = WeightDQ(&b, "wa", {6, 4, 3, 3}, kI8, wa.codes, wa.scales, wa.zp, 0);
+  std::string wb_dq = WeightDQ(&b, "wb", {8, 6, 3, 3}, kI8, wb.codes, wb.scales, wb.zp, 0);
+  OnnxBuilder::AttrInts(b.Node("Conv", {x_dq, wa_dq}, {"hidden_output"}, "conv_a"), "pads",
+                        {1, 1, 1, 1});
+  std::string h_dq = QDQ(&b, "hidden_output", "hidden", hq);
+  OnnxBuilder::AttrInts(b.Node("Conv", {h_dq, wb_dq}, {"conv_b_out"}, "conv_b"), "pads",
+                        {1, 1, 1, 1});
+  Q(&b, "conv_b_out", "yout", yq);
+  DQ(&b, "yout", "hidden_output_1");
+  const std::string path = b.Write(dir);
+
+  std::vector<float> x = rng.Floats(100, -1.0, 1.0);
+  std::vector<double> xr = DequantizeAll(QuantizeAll(ToDouble(x), xq), xq);
+  std::vector<double> hr = ConvRef(xr, DequantWeight(wa.codes, wa.scales, wa.zp, 36), {}, ga);
+  std::vector<double> h2 = DequantizeAll(QuantizeAll(hr, hq), hq);
+  std::vector<int32_t> want =
+      QuantizeAll(ConvRef(h2, DequantWeight(wb.codes, wb.scales, wb.zp, 54), {}, gb), yq);
+  std::vector<Fetch> fetches = {{"hidden_output", {1, 6, 5, 5}}, {"hidden_output_1", {1, 8, 5, 5}}};
+  RunResult f = ConvertRun(path, true, {{"x", {1, 4, 5, 5}, x}}, fetches);
+  RunResult l = ConvertRun(path, false, {{"x", {1, 4, 5, 5}, x}}, fetches);
+  // The float graph output keeps its float value.
+  for (size_t i = 0; i < hr.size(); ++i) {
+    CHECK(std::abs(f.outs[0][i] - hr[i]) <= 1e-4 * (1 + std::abs(hr[i])));
+    CHECK(std::abs(l.outs[0][i] - hr[i]) <= 1e-4 * (1 + std::abs(hr[i])));
+  }
+  CheckBoth(f, l, 1, want, yq);
+  const Graph& g = f.graph;
+  CHECK(CountOps(g, "Conv") == 1);
+  CHECK(CountOps(g, "QLinearConv") == 1);
+  REQUIRE(g.outputs.size() == 2);
+  CHECK(g.outputs[0] == "hidden_output");
+  CHECK(g.outputs[1] == "hidden_output_1");
+  CHECK(DTypeOf(g, "hidden_output") == DType::kFloat32);
+  CHECK(DTypeOf(g, "hidden_output_1") == DType::kFloat32);
+  const Node* conv = FindOp(g, "Conv");
+  REQUIRE(conv != nullptr);
+  CHECK(conv->outputs[0] == "hidden_output");
+}
+
+// ---- 5. requantization --------------------------------------------------------------------
+
+// x -> Q(xq) -> DQ -> Q(yq) -> DQ -> y over 256 values spanning [-3, 3].
+RunResult RunRequantize(const QP& xq, const QP& yq, RunResult* literal) {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {256});
+  b.Output("y", kF32, {256});
+  std::string x_dq = QDQ(&b, "x", "xin", xq);
+  Q(&b, x_dq, "yout", yq);
+  DQ(&b, "yout", "y");
+  const std::string path = b.Write(dir);
+  std::vector<float> x(256);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -3.f + 6.f * float(i) / 255.f + 0.0013f;
+  std::vector<double> xr = DequantizeAll(QuantizeAll(ToDouble(x), xq), xq);
+  std::vector<int32_t> want = QuantizeAll(xr, yq);
+  RunResult f = ConvertRun(path, true, {{"x", {256}, x}}, {{"y", {256}}});
+  *literal = ConvertRun(path, false, {{"x", {256}, x}}, {{"y", {256}}});
+  CheckBoth(f, *literal, 0, want, yq);
+  return f;
+}
+
+TEST_CASE("qdq: DQ(uint8) -> Q(int8) with other parameters becomes QfRequantize") {
+  RunResult l;
+  RunResult f = RunRequantize({0.02f, 128, kU8}, {0.03f, -5, kI8}, &l);
+  CHECK(CountOps(f.graph, "QfRequantize") == 1);
+  CHECK(CountOps(f.graph, "QuantizeLinear") == 1);
+  CHECK(CountOps(f.graph, "DequantizeLinear") == 1);
+  const Node* r = FindOp(f.graph, "QfRequantize");
+  REQUIRE(r != nullptr);
+  CHECK(DTypeOf(f.graph, r->inputs[0]) == DType::kUInt8);
+  CHECK(DTypeOf(f.graph, r->outputs[0]) == DType::kInt8);
+  // And int8 -> uint8 (a scale ratio without exact .5 ties: 1.25 would make the double
+  // reference and the float32 multiplier round ties differently).
+  f = RunRequantize({0.025f, 3, kI8}, {0.021f, 140, kU8}, &l);
+  CHECK(CountOps(f.graph, "QfRequantize") == 1);
+}
+
+TEST_CASE("qdq: an identical DQ -> Q pair disappears") {
+  RunResult l;
+  RunResult f = RunRequantize({0.02f, 128, kU8}, {0.02f, 128, kU8}, &l);
+  CHECK(CountOps(f.graph, "QfRequantize") == 0);
+  CHECK(CountOps(f.graph, "QuantizeLinear") == 1);
+  CHECK(CountOps(f.graph, "DequantizeLinear") == 1);
+  CHECK(f.graph.nodes.size() == 2);
+}
+
+// ---- 6. layout ops on integers ------------------------------------------------------------
+
+void CheckExact(const std::vector<float>& got, const std::vector<int32_t>& want, const QP& q) {
+  REQUIRE(got.size() == want.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (int32_t(std::nearbyint(double(got[i]) / q.s)) + q.zp != want[i]) ++bad;
+  CHECK_MESSAGE(bad == 0, bad << " of " << got.size() << " differ");
+}
+
+TEST_CASE("qdq: Reshape, Transpose, MaxPool and Split run on int8") {
+  Rng rng(400);
+  const QP xq{0.03f, -7, kI8};
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {1, 4, 6, 6});
+  b.Output("y_reshape", kF32, {1, 4, 36});
+  b.Output("y_transpose", kF32, {1, 6, 6, 4});
+  b.Output("y_maxpool", kF32, {1, 4, 3, 3});
+  b.Output("y_split0", kF32, {1, 1, 6, 6});
+  b.Output("y_split1", kF32, {1, 3, 6, 6});
+  std::string x_dq = QDQ(&b, "x", "xin", xq);
+  b.InitInt64("shape", {3}, {1, 4, 36});
+  b.Node("Reshape", {x_dq, "shape"}, {"r"}, "reshape0");
+  OnnxBuilder::AttrInts(b.Node("Transpose", {x_dq}, {"t"}, "transpose0"), "perm", {0, 2, 3, 1});
+  auto* mp = b.Node("MaxPool", {x_dq}, {"p"}, "maxpool0");
+  OnnxBuilder::AttrInts(mp, "kernel_shape", {2, 2});
+  OnnxBuilder::AttrInts(mp, "strides", {2, 2});
+  b.InitInt64("split", {2}, {1, 3});
+  OnnxBuilder::AttrInt(b.Node("Split", {x_dq, "split"}, {"s0", "s1"}, "split0"), "axis", 1);
+  for (const char* v : {"r", "t", "p", "s0", "s1"}) {
+    Q(&b, v, std::string(v) + "out", xq);
+  }
+  DQ(&b, "rout", "y_reshape");
+  DQ(&b, "tout", "y_transpose");
+  DQ(&b, "pout", "y_maxpool");
+  DQ(&b, "s0out", "y_split0");
+  DQ(&b, "s1out", "y_split1");
+  const std::string path = b.Write(dir);
+
+  std::vector<float> x = rng.Floats(144, -4.5, 4.5);  // some codes saturate
+  std::vector<int32_t> c = QuantizeAll(ToDouble(x), xq);
+  std::vector<int32_t> tr(144), mpool(36), s0(c.begin(), c.begin() + 36), s1(c.begin() + 36, c.end());
+  for (int64_t ch = 0; ch < 4; ++ch)
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t j = 0; j < 6; ++j) tr[size_t((i * 6 + j) * 4 + ch)] = c[size_t((ch * 6 + i) * 6 + j)];
+  for (int64_t ch = 0; ch < 4; ++ch)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 3; ++j) {
+        int32_t m = -1000;
+        for (int64_t di = 0; di < 2; ++di)
+          for (int64_t dj = 0; dj < 2; ++dj)
+            m = std::max(m, c[size_t((ch * 6 + 2 * i + di) * 6 + 2 * j + dj)]);
+        mpool[size_t((ch * 3 + i) * 3 + j)] = m;
+      }
+  std::vector<Fetch> fetches = {{"y_reshape", {1, 4, 36}}, {"y_transpose", {1, 6, 6, 4}},
+                                {"y_maxpool", {1, 4, 3, 3}}, {"y_split0", {1, 1, 6, 6}},
+                                {"y_split1", {1, 3, 6, 6}}};
+  RunResult f = ConvertRun(path, true, {{"x", {1, 4, 6, 6}, x}}, fetches);
+  RunResult l = ConvertRun(path, false, {{"x", {1, 4, 6, 6}, x}}, fetches);
+  for (const RunResult* r : {&f, &l}) {
+    CheckExact(r->outs[0], c, xq);
+    CheckExact(r->outs[1], tr, xq);
+    CheckExact(r->outs[2], mpool, xq);
+    CheckExact(r->outs[3], s0, xq);
+    CheckExact(r->outs[4], s1, xq);
+  }
+  const Graph& g = f.graph;
+  for (const char* op : {"Reshape", "Transpose", "MaxPool", "Split"}) {
+    CAPTURE(op);
+    CHECK(CountOps(g, op) == 1);
+    const Node* n = FindOp(g, op);
+    REQUIRE(n != nullptr);
+    CHECK(DTypeOf(g, n->inputs[0]) == DType::kInt8);
+    for (const std::string& o : n->outputs) CHECK(DTypeOf(g, o) == DType::kInt8);
+  }
+  CHECK(CountOps(g, "QuantizeLinear") == 1);
+  CHECK(CountOps(g, "DequantizeLinear") == 5);
+  CHECK(CountOps(g, "QfRequantize") == 0);
+}
+
+TEST_CASE("qdq: a Reshape whose Q has another scale becomes Reshape + QfRequantize") {
+  Rng rng(410);
+  const QP xq{0.03f, -7, kI8}, yq{0.05f, 3, kI8};
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {2, 3, 4});
+  b.Output("y", kF32, {6, 4});
+  std::string x_dq = QDQ(&b, "x", "xin", xq);
+  b.InitInt64("shape", {2}, {6, 4});
+  b.Node("Reshape", {x_dq, "shape"}, {"r"}, "reshape0");
+  Q(&b, "r", "yout", yq);
+  DQ(&b, "yout", "y");
+  const std::string path = b.Write(dir);
+  std::vector<float> x = rng.Floats(24, -4.5, 4.5);
+  std::vector<int32_t> want = QuantizeAll(DequantizeAll(QuantizeAll(ToDouble(x), xq), xq), yq);
+  RunResult f = ConvertRun(path, true, {{"x", {2, 3, 4}, x}}, {{"y", {6, 4}}});
+  RunResult l = ConvertRun(path, false, {{"x", {2, 3, 4}, x}}, {{"y", {6, 4}}});
+  CheckBoth(f, l, 0, want, yq);
+  const Graph& g = f.graph;
+  CHECK(CountOps(g, "Reshape") == 1);
+  CHECK(CountOps(g, "QfRequantize") == 1);
+  const Node* r = FindOp(g, "Reshape");
+  REQUIRE(r != nullptr);
+  CHECK(DTypeOf(g, r->inputs[0]) == DType::kInt8);
+  CHECK(DTypeOf(g, r->outputs[0]) == DType::kInt8);
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace conv
+}  // namespace qfold
