@@ -36,6 +36,53 @@ std::string SafeFileName(const std::string& name) {
   return out;
 }
 
+// "1x3x224x224" (or "1,3,224,224") -> {1,3,224,224}
+bool ParseShape(const std::string& s, Shape* out) {
+  out->clear();
+  size_t pos = 0;
+  while (true) {
+    size_t x = s.find_first_of("x,", pos);
+    std::string tok = s.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+    if (tok.empty() || tok.size() > 12 || tok.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    out->push_back(std::stoll(tok));
+    if (x == std::string::npos) return true;
+    pos = x + 1;
+  }
+}
+
+// {"inputs": {"x": [1,3,224,224]}, "dims": {"batch": 4}}
+Status ReadShapesJson(const std::string& path, std::map<std::string, Shape>* shapes,
+                      std::map<std::string, int64_t>* dims) {
+  std::vector<uint8_t> bytes;
+  QF_RETURN_IF_ERROR(io::ReadFileBytes(path, &bytes));
+  nlohmann::json j = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
+  auto bad = [&](const std::string& m) { return Status(StatusCode::kInvalidArgument, path + ": " + m); };
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  for (const auto& kv : j.items()) {
+    if (kv.key() == "inputs" && kv.value().is_object()) {
+      for (const auto& in : kv.value().items()) {
+        Shape s;
+        if (!in.value().is_array()) return bad("inputs." + in.key() + " must be an array of ints");
+        for (const auto& d : in.value()) {
+          if (!d.is_number_integer() || d.get<int64_t>() < 0)
+            return bad("inputs." + in.key() + " must be an array of non-negative ints");
+          s.push_back(d.get<int64_t>());
+        }
+        (*shapes)[in.key()] = s;
+      }
+    } else if (kv.key() == "dims" && kv.value().is_object()) {
+      for (const auto& d : kv.value().items()) {
+        if (!d.value().is_number_integer()) return bad("dims." + d.key() + " must be an int");
+        (*dims)[d.key()] = d.value().get<int64_t>();
+      }
+    } else {
+      return bad("unknown key '" + kv.key() + "' (expected \"inputs\" and \"dims\")");
+    }
+  }
+  return Status::Ok();
+}
+
 std::string DimsToString(const TensorInfo& t) {
   std::string s = "(";
   for (size_t i = 0; i < t.shape.size(); ++i) {
@@ -47,11 +94,18 @@ std::string DimsToString(const TensorInfo& t) {
 }
 
 const char* kConvertUsage =
-    "usage: qfold convert MODEL.onnx -o MODEL.qfm [--no-fold] [--no-fuse] [--no-fold-qdq]\n"
+    "usage: qfold convert MODEL.onnx -o MODEL.qfm [--input-shape NAME=1x3x224x224 ...]\n"
+    "                     [--dim NAME=N ...] [--input-shapes FILE.json] [--input-layout NAME=NHWC]\n"
+    "                     [--no-fold] [--no-fuse] [--no-fold-qdq]\n"
     "\n"
     "Converts an ONNX model to qfold's .qfm format. Every unsupported operator is\n"
     "listed at once; on any error no output file is written.\n"
     "  -o, --output PATH   output .qfm file (required)\n"
+    "  --input-shape NAME=1x3x416x416  fix an input's shape (repeatable); an override that\n"
+    "                      contradicts the model or its first Conv is an error naming both\n"
+    "  --dim NAME=N        set a symbolic dim (ONNX dim_param, e.g. batch=4) wherever it appears\n"
+    "  --input-shapes FILE JSON: {\"inputs\": {\"x\": [1,3,224,224]}, \"dims\": {\"batch\": 1}}\n"
+    "  --input-layout NAME=NHWC  the input takes NHWC data (the model stays NCHW inside)\n"
     "  --no-fold           keep constant subgraphs as operators\n"
     "  --no-fuse           do not fuse BatchNormalization and activations\n"
     "  --no-fold-qdq       keep QuantizeLinear/DequantizeLinear as separate float ops\n";
@@ -98,6 +152,31 @@ int Convert(const Args& args) {
       out = args[++i];
     } else if (a == "--no-fold") {
       opts.fold_constants = false;
+    } else if (a == "--input-shape" || a == "--dim" || a == "--input-layout") {
+      if (i + 1 >= args.size()) return UsageError("convert", a + " needs NAME=VALUE", kConvertUsage);
+      const std::string& v = args[++i];
+      size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0)
+        return UsageError("convert", a + " takes NAME=VALUE, got '" + v + "'", kConvertUsage);
+      std::string name = v.substr(0, eq), value = v.substr(eq + 1);
+      if (a == "--input-layout") {
+        opts.input_layouts[name] = value;
+      } else if (a == "--dim") {
+        Shape one;
+        if (!ParseShape(value, &one) || one.size() != 1)
+          return UsageError("convert", "--dim " + v + ": the value must be one number", kConvertUsage);
+        opts.dims[name] = one[0];
+      } else {
+        Shape shape;
+        if (!ParseShape(value, &shape))
+          return UsageError("convert", "--input-shape " + v + ": expected NAME=1x3x224x224",
+                            kConvertUsage);
+        opts.input_shapes[name] = shape;
+      }
+    } else if (a == "--input-shapes") {
+      if (i + 1 >= args.size()) return UsageError("convert", a + " needs a JSON file", kConvertUsage);
+      Status st = ReadShapesJson(args[++i], &opts.input_shapes, &opts.dims);
+      if (!st.ok()) return Fail("convert", st);
     } else if (a == "--no-fold-qdq") {
       opts.fold_qdq = false;
     } else if (a == "--no-fuse") {
@@ -220,6 +299,10 @@ int Run(const Args& args) {
 
 namespace {
 
+const char* LayoutName(Layout l) {
+  return l == Layout::kNCHW ? "NCHW" : l == Layout::kNHWC ? "NHWC" : "";
+}
+
 nlohmann::json TensorJson(const TensorInfo& t) {
   nlohmann::json j;
   j["name"] = t.name;
@@ -230,6 +313,9 @@ nlohmann::json TensorJson(const TensorInfo& t) {
     else dims.push_back(t.dim_names[i].empty() ? "?" : t.dim_names[i]);
   }
   j["shape"] = dims;
+  if (t.layout != Layout::kPlain) j["layout"] = LayoutName(t.layout);
+  if (t.batch_axis >= 0) j["batch_axis"] = t.batch_axis;
+  if (t.channel_axis >= 0) j["channel_axis"] = t.channel_axis;
   return j;
 }
 
@@ -389,10 +475,12 @@ int Inspect(const Args& args) {
   if (j.contains("opset")) std::printf("  source opset: %d\n", j["opset"].get<int>());
   std::printf("inputs:\n");
   for (const TensorInfo& t : inputs)
-    std::printf("  %-24s %-8s %s\n", t.name.c_str(), dtype_name(t.dtype), DimsToString(t).c_str());
+    std::printf("  %-24s %-8s %-20s %s\n", t.name.c_str(), dtype_name(t.dtype),
+                DimsToString(t).c_str(), LayoutName(t.layout));
   std::printf("outputs:\n");
   for (const TensorInfo& t : outputs)
-    std::printf("  %-24s %-8s %s\n", t.name.c_str(), dtype_name(t.dtype), DimsToString(t).c_str());
+    std::printf("  %-24s %-8s %-20s %s\n", t.name.c_str(), dtype_name(t.dtype),
+                DimsToString(t).c_str(), LayoutName(t.layout));
   std::printf("operators: %d\n", total_ops);
   for (const auto& kv : op_counts) std::printf("  %-24s %d\n", kv.first.c_str(), kv.second);
   std::printf("constants: %zu tensors, %zu bytes\n", const_count, const_bytes);

@@ -11,6 +11,9 @@ const char* kUsage =
     "  convert   convert an ONNX model to .qfm\n"
     "  run       run a .qfm model on .npy/.npz inputs\n"
     "  inspect   show a model's inputs, outputs, operators and sizes\n"
+    "  check     find what would break on device in an ONNX model, by name\n"
+    "  verify    compare a .qfm against its ONNX model run without QDQ folding\n"
+    "  bench     time a .qfm model: latency, throughput, memory\n"
     "\n"
     "'qfold <command> --help' describes a command's options.\n";
 }
@@ -29,6 +32,9 @@ int main(int argc, char** argv) {
   if (cmd == "convert") return qfold::cli::Convert(args);
   if (cmd == "run") return qfold::cli::Run(args);
   if (cmd == "inspect") return qfold::cli::Inspect(args);
+  if (cmd == "check") return qfold::cli::Check(args);
+  if (cmd == "verify") return qfold::cli::Verify(args);
+  if (cmd == "bench") return qfold::cli::Bench(args);
   std::fprintf(stderr, "qfold: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }

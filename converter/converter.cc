@@ -10,6 +10,8 @@ namespace conv {
 Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts, Graph* g) {
   QF_RETURN_IF_ERROR(ReadOnnxModel(onnx_path, g));
   QF_RETURN_IF_ERROR(NormalizeOpsets(g));
+  QF_RETURN_IF_ERROR(ApplyInputOverrides(g, opts.input_shapes, opts.dims));
+  QF_RETURN_IF_ERROR(ApplyInputLayouts(g, opts.input_layouts));
   QF_RETURN_IF_ERROR(CheckSupported(*g));
   QF_RETURN_IF_ERROR(VerifyGraph(g));
   QF_RETURN_IF_ERROR(WidenHalfFloats(g));
@@ -29,7 +31,8 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
   QF_RETURN_IF_ERROR(RemoveDeadCode(g));
   QF_RETURN_IF_ERROR(VerifyGraph(g));
   // Re-infer so every value written carries the final dtype and shape.
-  return InferAndFold(g, false);
+  QF_RETURN_IF_ERROR(InferAndFold(g, false));
+  return AnnotateLayouts(g);
 }
 
 Status ConvertFile(const std::string& onnx_path, const std::string& qfm_path,

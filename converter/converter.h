@@ -1,5 +1,6 @@
 // The converter's entry point: ONNX file in, .qfm bytes out.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,12 @@ struct ConvertOptions {
   bool fold_constants = true;
   bool fuse = true;
   bool fold_qdq = true;  // QDQ patterns -> integer operators
+  // Input-shape overrides: whole shapes by input name, and symbolic dims by
+  // their ONNX dim_param name ("batch" -> 4). Applied before anything else.
+  std::map<std::string, Shape> input_shapes;
+  std::map<std::string, int64_t> dims;
+  // "NHWC" for an input whose data comes channels-last into an NCHW model.
+  std::map<std::string, std::string> input_layouts;
 };
 
 // Reads, normalizes, checks support, infers and optimizes. On success `g` holds

@@ -34,6 +34,9 @@ struct Value {
   // Constant payload, little-endian, int4 packed two per byte; null when not constant.
   std::shared_ptr<const std::vector<uint8_t>> data;
   std::shared_ptr<const QuantInfo> quant;  // set on integer tensors of folded QDQ ops
+  // Graph inputs/outputs: layout implied by their consumers or producers.
+  enum class Layout { kPlain, kNCHW, kNHWC } layout = Layout::kPlain;
+  int batch_axis = -1, channel_axis = -1;
 
   bool is_constant() const { return data != nullptr; }
 };

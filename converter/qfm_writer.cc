@@ -73,8 +73,12 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
       quant = fb::CreateQuantization(b, b.CreateVector(v->quant->scales),
                                      b.CreateVector(v->quant->zero_points), v->quant->axis,
                                      v->quant->block_size);
+    fb::Layout layout = v->layout == Value::Layout::kNCHW   ? fb::Layout::NCHW
+                        : v->layout == Value::Layout::kNHWC ? fb::Layout::NHWC
+                                                            : fb::Layout::PLAIN;
     tensors.push_back(fb::CreateTensor(b, b.CreateString(name), fb::DType(int8_t(v->dtype)),
-                                       b.CreateVector(dims), fb::Layout::PLAIN, quant, buffer));
+                                       b.CreateVector(dims), layout, quant, buffer, v->batch_axis,
+                                       v->channel_axis));
   }
   std::vector<flatbuffers::Offset<fb::Operator>> ops;
   for (const Node& n : g.nodes) {

@@ -1,5 +1,8 @@
 // Converter passes: each takes the Graph and leaves a valid Graph. One file each.
 #pragma once
+#include <map>
+#include <string>
+
 #include "converter/ir.h"
 
 namespace qfold {
@@ -26,6 +29,18 @@ Status FoldQdq(Graph* g);
 Status FuseConvBatchNorm(Graph* g);
 // Conv/ConvTranspose/Gemm/MatMul + Relu/Clip/... -> one node with _activation.
 Status FuseActivations(Graph* g);
+// Applies --input-shape / --dim overrides; names the input, node and both
+// shapes when an override contradicts the model (including batch/channel swaps).
+Status ApplyInputOverrides(Graph* g, const std::map<std::string, Shape>& shapes,
+                           const std::map<std::string, int64_t>& dims);
+// --input-layout NAME=NHWC: the input takes NHWC data; a Transpose restores NCHW.
+Status ApplyInputLayouts(Graph* g, const std::map<std::string, std::string>& layouts);
+// Records on graph inputs and outputs their layout and batch/channel axes.
+Status AnnotateLayouts(Graph* g);
+// The Conv/QLinearConv reading `name` as its data input, directly or through
+// QuantizeLinear/DequantizeLinear/Cast; null when there is none.
+const Node* FirstConv(const Graph& g, const std::string& name, int depth = 0);
+
 // Removes nodes and constants that no graph output depends on.
 Status RemoveDeadCode(Graph* g);
 

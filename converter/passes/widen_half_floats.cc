@@ -25,6 +25,17 @@ std::shared_ptr<const std::vector<uint8_t>> WidenData(DType t, const std::vector
   return out;
 }
 
+Value WideValue(const std::string& name, const Value& half,
+                std::shared_ptr<const std::vector<uint8_t>> data) {
+  Value v;
+  v.name = name;
+  v.dtype = DType::kFloat32;
+  v.rank_known = half.rank_known;
+  v.shape = half.shape;
+  v.data = std::move(data);
+  return v;
+}
+
 Node MakeCast(const std::string& name, const std::string& in, const std::string& out, DType to) {
   Node c;
   c.op_type = "Cast";
@@ -64,7 +75,7 @@ Status WidenHalfFloats(Graph* g) {
     Value& v = g->values[in];
     if (!IsHalf(v.dtype)) continue;
     std::string wide = g->UniqueName(in + "_fp32");
-    g->values[wide] = Value{wide, DType::kFloat32, v.rank_known, v.shape, {}, nullptr, nullptr};
+    g->values[wide] = WideValue(wide, v, nullptr);
     for (Node& n : g->nodes)
       for (std::string& s : n.inputs)
         if (s == in) s = wide;
@@ -76,7 +87,7 @@ Status WidenHalfFloats(Graph* g) {
     if (std::find(g->inputs.begin(), g->inputs.end(), out) != g->inputs.end()) continue;
     DType half = v->dtype;
     std::string wide = g->UniqueName(out + "_fp32");
-    g->values[wide] = Value{wide, DType::kFloat32, v->rank_known, v->shape, {}, v->data, nullptr};
+    g->values[wide] = WideValue(wide, *v, v->data);
     for (Node& n : g->nodes) {
       for (std::string& s : n.outputs)
         if (s == out) s = wide;

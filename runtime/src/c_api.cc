@@ -1,12 +1,14 @@
 // The C API (include/qfold/qfold.h) over the C++ runtime. Every entry point
 // catches every exception, std::bad_alloc included, so none crosses into C.
 #include <cstddef>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "core/tensor.h"
 #include "qfold/qfold.h"
 #include "qfold/runtime.h"
 
@@ -76,7 +78,18 @@ qfold_status Guard(const char* fn, F&& body) noexcept {
   }
 }
 
-qfold_status NullArg(const char* fn, const char* what) noexcept {
+// C callers may pass any int where an enum is expected; in C++ loading an enum
+// outside its enumerators' range is undefined, so read the bits as an int.
+static_assert(sizeof(qfold_dtype) == sizeof(int) && sizeof(qfold_status) == sizeof(int),
+              "enums are int-sized");
+template <class E>
+int EnumValue(const E& e) {
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+qfold_status NullArg(const char* fn, const char* what) {
   return Fail(QFOLD_INVALID_ARGUMENT, fn, std::string(what) + " is NULL");
 }
 
@@ -119,6 +132,10 @@ qfold_status GetInfo(const char* fn, const qfold_model* model, size_t index, boo
 // Validates a (dims, rank) pair from the caller and copies it into a Shape.
 qfold_status ReadShape(const char* fn, const int64_t* dims, size_t rank, qfold::Shape* shape) {
   if (rank > 0 && !dims) return NullArg(fn, "dims (with rank > 0)");
+  if (rank > size_t(qfold::kMaxRank))
+    return Fail(QFOLD_INVALID_ARGUMENT, fn,
+                "rank " + std::to_string(rank) + " exceeds the maximum of " +
+                    std::to_string(qfold::kMaxRank));
   shape->assign(dims, dims + rank);
   return QFOLD_OK;
 }
@@ -132,7 +149,7 @@ const char* qfold_last_error(void) {
 }
 
 const char* qfold_status_string(qfold_status status) {
-  switch (status) {
+  switch (EnumValue(status)) {
     case QFOLD_OK:
       return "QFOLD_OK";
     case QFOLD_INVALID_ARGUMENT:
@@ -150,13 +167,13 @@ const char* qfold_status_string(qfold_status status) {
 }
 
 const char* qfold_dtype_name(qfold_dtype dtype) {
-  if (!qfold::dtype_is_valid(int(dtype))) return "undefined";
-  return qfold::dtype_name(static_cast<qfold::DType>(dtype));
+  if (!qfold::dtype_is_valid(EnumValue(dtype))) return "undefined";
+  return qfold::dtype_name(static_cast<qfold::DType>(EnumValue(dtype)));
 }
 
 size_t qfold_dtype_size(qfold_dtype dtype) {
-  if (!qfold::dtype_is_valid(int(dtype))) return 0;
-  return qfold::dtype_size(static_cast<qfold::DType>(dtype));
+  if (!qfold::dtype_is_valid(EnumValue(dtype))) return 0;
+  return qfold::dtype_size(static_cast<qfold::DType>(EnumValue(dtype)));
 }
 
 const char* qfold_version(void) {
@@ -267,15 +284,16 @@ qfold_status qfold_session_set_input(qfold_session* session, const char* name, q
     if (!session) return NullArg(fn, "session");
     if (!name) return NullArg(fn, "name");
     if (!data && bytes > 0) return NullArg(fn, "data (with bytes > 0)");
-    if (!qfold::dtype_is_valid(int(dtype)) || dtype == QFOLD_DTYPE_UNDEFINED)
+    const int dtype_value = EnumValue(dtype);
+    if (!qfold::dtype_is_valid(dtype_value) || dtype_value == QFOLD_DTYPE_UNDEFINED)
       return Fail(
           QFOLD_INVALID_ARGUMENT, fn,
-          "input '" + std::string(name) + "': invalid dtype value " + std::to_string(int(dtype)));
+          "input '" + std::string(name) + "': invalid dtype value " + std::to_string(dtype_value));
     qfold::Shape shape;
     if (qfold_status s = ReadShape(fn, dims, rank, &shape)) return s;
     session->has_run = false;
-    return FromStatus(
-        fn, session->session->SetInput(name, static_cast<qfold::DType>(dtype), shape, data, bytes));
+    return FromStatus(fn, session->session->SetInput(name, static_cast<qfold::DType>(dtype_value),
+                                                     shape, data, bytes));
   });
 }
 

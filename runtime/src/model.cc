@@ -87,6 +87,11 @@ Status Model::Impl::Parse() {
       return Bad(source, TensorLabel(fb, int(i)) + " has an invalid dtype " +
                              std::to_string(int(t->dtype())));
     e.info.dtype = DType(int(t->dtype()));
+    e.info.layout = t->layout() == fb::Layout::NCHW   ? Layout::kNCHW
+                    : t->layout() == fb::Layout::NHWC ? Layout::kNHWC
+                                                      : Layout::kPlain;
+    e.info.batch_axis = t->batch_axis();
+    e.info.channel_axis = t->channel_axis();
     if (t->shape()) {
       if (t->shape()->size() > size_t(kMaxRank))
         return Bad(source, TensorLabel(fb, int(i)) + " has rank " +
@@ -139,9 +144,18 @@ Status Model::Impl::Parse() {
   QF_RETURN_IF_ERROR(check_io(fb->inputs(), &input_ids, "input"));
   QF_RETURN_IF_ERROR(check_io(fb->outputs(), &output_ids, "output"));
   for (int id : input_ids) {
-    if (producer[id] == -1) return Bad(source, TensorLabel(fb, id) + " is both input and constant");
+    if (producer[id] == -1)
+      return Bad(source, TensorLabel(fb, id) + " is both input and constant, or listed twice");
     producer[id] = -1;
   }
+  // Callers address inputs and outputs by name.
+  for (const std::vector<int>* ids : {&input_ids, &output_ids})
+    for (size_t a = 0; a < ids->size(); ++a)
+      for (size_t b = 0; b < a; ++b)
+        if (tensors[(*ids)[a]].info.name == tensors[(*ids)[b]].info.name)
+          return Bad(source, std::string(ids == &input_ids ? "graph inputs " : "graph outputs ") +
+                                 std::to_string(b) + " and " + std::to_string(a) +
+                                 " share the name '" + tensors[(*ids)[a]].info.name + "'");
 
   std::string unsupported;
   ops.resize(fb->operators()->size());

@@ -291,11 +291,23 @@ Status Session::ResizeInput(const std::string& name, const Shape& shape) {
     if (shape[d] < 0)
       return Status(StatusCode::kInvalidArgument,
                     "input '" + name + "': negative dim in " + ShapeToString(shape));
-    if (info.shape[d] >= 0 && info.shape[d] != shape[d])
-      return Status(StatusCode::kInvalidArgument,
-                    "input '" + name + "': shape " + ShapeToString(shape) + " contradicts the "
-                    "fixed dim " + std::to_string(info.shape[d]) + " at axis " +
-                    std::to_string(d) + " of the model's " + ShapeToString(info.shape));
+    if (info.shape[d] >= 0 && info.shape[d] != shape[d]) {
+      std::string msg = "input '" + name + "': shape " + ShapeToString(shape) +
+                        " contradicts the fixed dim " + std::to_string(info.shape[d]) +
+                        " at axis " + std::to_string(d) + " of the model's " +
+                        ShapeToString(info.shape);
+      // A batch/channel swap shows as the needed size sitting on another axis.
+      for (size_t o = 0; o < shape.size(); ++o)
+        if (o != d && shape[o] == info.shape[d] && (info.shape[o] < 0 || info.shape[o] == shape[d])) {
+          Shape fixed = shape;
+          std::swap(fixed[o], fixed[d]);
+          msg += "; axes " + std::to_string(std::min(o, d)) + " and " +
+                 std::to_string(std::max(o, d)) + " look swapped: did you mean " +
+                 ShapeToString(fixed) + "?";
+          break;
+        }
+      return Status(StatusCode::kInvalidArgument, msg);
+    }
   }
   if (im.planned && im.input_shapes[idx] == shape) return Status::Ok();
   im.input_shapes[idx] = shape;

@@ -61,7 +61,8 @@ static void TestWithoutModel(void) {
   EXPECT(strcmp(qfold_status_string((qfold_status)99), "QFOLD_UNKNOWN_STATUS") == 0);
   EXPECT(strcmp(qfold_dtype_name(QFOLD_DTYPE_FLOAT32), "float32") == 0);
   EXPECT(qfold_dtype_size(QFOLD_DTYPE_INT64) == 8);
-  EXPECT(qfold_dtype_size((qfold_dtype)99) == 0);
+  EXPECT(qfold_dtype_size((qfold_dtype)99) == 0 && qfold_dtype_size((qfold_dtype)-1) == 0);
+  EXPECT(strcmp(qfold_dtype_name((qfold_dtype)-5), "undefined") == 0);
   EXPECT(strlen(qfold_version()) > 0);
 
   EXPECT_ERROR(qfold_model_load_file("/nonexistent/dir/model.qfm", &m), QFOLD_IO_ERROR,
@@ -168,6 +169,8 @@ static void TestModel(const char* path) {
                "no input named 'nope'");
   EXPECT_ERROR(qfold_session_resize_input(s, "input", batch2, 3), QFOLD_INVALID_ARGUMENT,
                "has rank 3");
+  EXPECT_ERROR(qfold_session_resize_input(s, "input", batch2, (size_t)-1), QFOLD_INVALID_ARGUMENT,
+               "exceeds the maximum");
   EXPECT_ERROR(qfold_session_resize_input(s, "input", NULL, 4), QFOLD_INVALID_ARGUMENT,
                "dims (with rank > 0) is NULL");
   EXPECT_ERROR(qfold_session_resize_input(s, "input", bad_fixed, 4), QFOLD_INVALID_ARGUMENT,

@@ -35,8 +35,12 @@ constexpr int kI32 = onnx::TensorProto::INT32;
 constexpr int kI4 = 22;
 constexpr int kU4 = 21;
 
-int32_t QMinOf(int t) { return t == kI8 ? -128 : t == kI4 ? -8 : 0; }
-int32_t QMaxOf(int t) { return t == kI8 ? 127 : t == kI4 ? 7 : 255; }
+int32_t QMinOf(int t) {
+  return t == kI8 ? -128 : t == kI4 ? -8 : 0;
+}
+int32_t QMaxOf(int t) {
+  return t == kI8 ? 127 : t == kI4 ? 7 : 255;
+}
 
 // Per-tensor quantization parameters of an activation.
 struct QP {
@@ -60,7 +64,9 @@ std::vector<double> DequantizeAll(const std::vector<int32_t>& c, const QP& q) {
   for (size_t i = 0; i < c.size(); ++i) r[i] = double(c[i] - q.zp) * double(q.s);
   return r;
 }
-std::vector<double> ToDouble(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+std::vector<double> ToDouble(const std::vector<float>& v) {
+  return {v.begin(), v.end()};
+}
 
 // Integer tensor bytes as ONNX raw_data: 4-bit values packed low nibble first.
 std::string PackInts(int elem, const std::vector<int32_t>& v) {
@@ -147,8 +153,12 @@ std::vector<double> DequantWeight(const std::vector<int32_t>& codes, const std::
 class Rng {
  public:
   explicit Rng(uint32_t seed) : gen_(seed) {}
-  double Uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(gen_); }
-  int32_t Int(int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(gen_); }
+  double Uniform(double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(gen_);
+  }
+  int32_t Int(int32_t lo, int32_t hi) {
+    return std::uniform_int_distribution<int32_t>(lo, hi)(gen_);
+  }
   std::vector<float> Floats(size_t n, double lo, double hi) {
     std::vector<float> v(n);
     for (float& x : v) x = float(Uniform(lo, hi));
@@ -293,7 +303,8 @@ std::vector<double> MatMulRef(const std::vector<double>& a, const std::vector<do
       for (int64_t j = 0; j < n; ++j) {
         double acc = 0;
         for (int64_t p = 0; p < k; ++p)
-          acc += a[size_t((t * m + i) * k + p)] * b[size_t((b_batched ? t * k * n : 0) + p * n + j)];
+          acc +=
+              a[size_t((t * m + i) * k + p)] * b[size_t((b_batched ? t * k * n : 0) + p * n + j)];
         y[size_t((t * m + i) * n + j)] = acc;
       }
   return y;
@@ -302,9 +313,9 @@ std::vector<double> MatMulRef(const std::vector<double>& a, const std::vector<do
 // ---- 1. Conv ------------------------------------------------------------------------------
 
 struct ConvCase {
-  int xt = kU8;          // activation type (input and output)
-  int wt = kI8;          // weight type
-  bool bias = true;      // int32 bias through DQ
+  int xt = kU8;                 // activation type (input and output)
+  int wt = kI8;                 // weight type
+  bool bias = true;             // int32 bias through DQ
   bool float_bias = false;      // a float constant bias instead
   bool bias_scale_off = false;  // bias DQ scale != x_scale * w_scale
   std::string act;              // "", "Relu" or "Clip" (0, 6)
@@ -337,8 +348,8 @@ void RunConvCase(const ConvCase& cc) {
   }
   wzp[0] = cc.wt == kI8 ? 5 : 120;  // at least two channels differ
   wzp[1] = cc.wt == kI8 ? -4 : 133;
-  std::vector<float> ws = rng.Floats(size_t(m), cc.depthwise ? 0.03 : 0.01,
-                                     cc.depthwise ? 0.05 : 0.02);
+  std::vector<float> ws =
+      rng.Floats(size_t(m), cc.depthwise ? 0.03 : 0.01, cc.depthwise ? 0.05 : 0.02);
   std::vector<double> bias_real = ToDouble(rng.Floats(size_t(m), -1.0, 1.0));
 
   TempDir dir;
@@ -511,7 +522,6 @@ TEST_CASE("qdq: Conv with a float constant bias") {
   RunConvCase(cc);
 }
 
-
 // ---- 3. Gemm and MatMul ---------------------------------------------------------------------
 
 struct GemmCase {
@@ -540,8 +550,9 @@ void RunGemmCase(const GemmCase& gc) {
   b.Input("x", kF32, {m, k});
   b.Output("y", kF32, {m, n});
   std::string x_dq = QDQ(&b, "x", "xin", xq);
-  std::string w_dq = WeightDQ(&b, "w", gc.trans_b ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n},
-                              kI8, wc, ws, wzp, gc.trans_b ? 0 : 1);
+  std::string w_dq =
+      WeightDQ(&b, "w", gc.trans_b ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, kI8,
+               wc, ws, wzp, gc.trans_b ? 0 : 1);
   std::vector<std::string> in = {x_dq, w_dq};
   std::vector<double> bias_ref(size_t(n), 0.0);
   if (gc.bias) {
@@ -653,7 +664,8 @@ void RunMatMulAddCase(const std::string& bias_kind, bool bias_first, int64_t row
     }
     bias_name = BiasDQ(&b, "bias", bc, bs);
   } else {
-    b.InitFloat("bias_f", bias_kind == "float_col" ? std::vector<int64_t>{n, 1} : std::vector<int64_t>{n},
+    b.InitFloat("bias_f",
+                bias_kind == "float_col" ? std::vector<int64_t>{n, 1} : std::vector<int64_t>{n},
                 bf);
     bias_name = "bias_f";
     bias_ref = ToDouble(bf);
@@ -741,7 +753,6 @@ TEST_CASE("qdq: MatMul of two activations (attention-like) -> QLinearMatMul") {
   CHECK(CountOps(f.graph, "QuantizeLinear") == 2);
   CHECK(CountOps(f.graph, "DequantizeLinear") == 1);
 }
-
 
 // ---- 4. shared weights and graph outputs --------------------------------------------------
 
@@ -936,10 +947,12 @@ TEST_CASE("qdq: Reshape, Transpose, MaxPool and Split run on int8") {
 
   std::vector<float> x = rng.Floats(144, -4.5, 4.5);  // some codes saturate
   std::vector<int32_t> c = QuantizeAll(ToDouble(x), xq);
-  std::vector<int32_t> tr(144), mpool(36), s0(c.begin(), c.begin() + 36), s1(c.begin() + 36, c.end());
+  std::vector<int32_t> tr(144), mpool(36), s0(c.begin(), c.begin() + 36),
+      s1(c.begin() + 36, c.end());
   for (int64_t ch = 0; ch < 4; ++ch)
     for (int64_t i = 0; i < 6; ++i)
-      for (int64_t j = 0; j < 6; ++j) tr[size_t((i * 6 + j) * 4 + ch)] = c[size_t((ch * 6 + i) * 6 + j)];
+      for (int64_t j = 0; j < 6; ++j)
+        tr[size_t((i * 6 + j) * 4 + ch)] = c[size_t((ch * 6 + i) * 6 + j)];
   for (int64_t ch = 0; ch < 4; ++ch)
     for (int64_t i = 0; i < 3; ++i)
       for (int64_t j = 0; j < 3; ++j) {
@@ -949,8 +962,10 @@ TEST_CASE("qdq: Reshape, Transpose, MaxPool and Split run on int8") {
             m = std::max(m, c[size_t((ch * 6 + 2 * i + di) * 6 + 2 * j + dj)]);
         mpool[size_t((ch * 3 + i) * 3 + j)] = m;
       }
-  std::vector<Fetch> fetches = {{"y_reshape", {1, 4, 36}}, {"y_transpose", {1, 6, 6, 4}},
-                                {"y_maxpool", {1, 4, 3, 3}}, {"y_split0", {1, 1, 6, 6}},
+  std::vector<Fetch> fetches = {{"y_reshape", {1, 4, 36}},
+                                {"y_transpose", {1, 6, 6, 4}},
+                                {"y_maxpool", {1, 4, 3, 3}},
+                                {"y_split0", {1, 1, 6, 6}},
                                 {"y_split1", {1, 3, 6, 6}}};
   RunResult f = ConvertRun(path, true, {{"x", {1, 4, 6, 6}, x}}, fetches);
   RunResult l = ConvertRun(path, false, {{"x", {1, 4, 6, 6}, x}}, fetches);
@@ -1000,6 +1015,321 @@ TEST_CASE("qdq: a Reshape whose Q has another scale becomes Reshape + QfRequanti
   REQUIRE(r != nullptr);
   CHECK(DTypeOf(g, r->inputs[0]) == DType::kInt8);
   CHECK(DTypeOf(g, r->outputs[0]) == DType::kInt8);
+}
+
+// ---- 7. elementwise, concat, pooling, lookup tables ---------------------------------------
+
+TEST_CASE("qdq: Add/Mul of two DQ'd activations -> QLinearAdd/QLinearMul") {
+  for (int t : {kU8, kI8}) {
+    CAPTURE(t);
+    Rng rng(500 + uint32_t(t));
+    const int32_t o = t == kU8 ? 0 : -128;  // zero points shifted into the type's range
+    // Scales with no simple ratios: ratios like 0.02/0.03 put real values exactly on .5 ties,
+    // where a double reference and float32 kernels legitimately round apart.
+    const QP aq{0.0213f, 120 + o, t}, bq{0.0157f, 100 + o, t}, addq{0.0311f, 110 + o, t},
+        mulq{0.0103f, 128 + o, t};
+    TempDir dir;
+    OnnxBuilder b(17);
+    b.Input("a", kF32, {1, 4, 8, 8});
+    b.Input("b", kF32, {1, 4, 1, 8});
+    b.Output("sum", kF32, {1, 4, 8, 8});
+    b.Output("prod", kF32, {1, 4, 8, 8});
+    std::string a_dq = QDQ(&b, "a", "ain", aq), b_dq = QDQ(&b, "b", "bin", bq);
+    b.Node("Add", {a_dq, b_dq}, {"add_out"}, "add0");
+    b.Node("Mul", {a_dq, b_dq}, {"mul_out"}, "mul0");
+    Q(&b, "add_out", "sumq", addq);
+    DQ(&b, "sumq", "sum");
+    Q(&b, "mul_out", "prodq", mulq);
+    DQ(&b, "prodq", "prod");
+    const std::string path = b.Write(dir);
+    std::vector<float> av = rng.Floats(256, -2.0, 2.0), bv = rng.Floats(32, -1.5, 1.5);
+    std::vector<double> ar = DequantizeAll(QuantizeAll(ToDouble(av), aq), aq);
+    std::vector<double> br = DequantizeAll(QuantizeAll(ToDouble(bv), bq), bq);
+    std::vector<double> sum(256), prod(256);
+    for (size_t i = 0; i < 256; ++i) {
+      double bb = br[(i / 64) * 8 + i % 8];  // b broadcast along H
+      sum[i] = ar[i] + bb;
+      prod[i] = ar[i] * bb;
+    }
+    std::vector<Feed> feeds = {{"a", {1, 4, 8, 8}, av}, {"b", {1, 4, 1, 8}, bv}};
+    std::vector<Fetch> fetches = {{"sum", {1, 4, 8, 8}}, {"prod", {1, 4, 8, 8}}};
+    RunResult f = ConvertRun(path, true, feeds, fetches);
+    RunResult l = ConvertRun(path, false, feeds, fetches);
+    CheckBoth(f, l, 0, QuantizeAll(sum, addq), addq);
+    CheckBoth(f, l, 1, QuantizeAll(prod, mulq), mulq);
+    CHECK(CountOps(f.graph, "QLinearAdd") == 1);
+    CHECK(CountOps(f.graph, "QLinearMul") == 1);
+    CHECK(CountOps(f.graph, "Add") == 0);
+    CHECK(CountOps(f.graph, "Mul") == 0);
+    CHECK(CountOps(f.graph, "QuantizeLinear") == 2);
+    CHECK(CountOps(f.graph, "DequantizeLinear") == 2);
+  }
+}
+
+TEST_CASE("qdq: Concat of DQ'd activations -> QLinearConcat") {
+  Rng rng(510);
+  const QP q0{0.02f, 128, kU8}, q1{0.035f, 100, kU8}, yq{0.025f, 120, kU8};
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x0", kF32, {1, 2, 4, 4});
+  b.Input("x1", kF32, {1, 3, 4, 4});
+  b.Input("x2", kF32, {1, 1, 4, 4});
+  b.Output("y", kF32, {1, 6, 4, 4});
+  std::string d0 = QDQ(&b, "x0", "in0", q0), d1 = QDQ(&b, "x1", "in1", q1),
+              d2 = QDQ(&b, "x2", "in2", yq);  // same parameters as the output
+  OnnxBuilder::AttrInt(b.Node("Concat", {d0, d1, d2}, {"cat"}, "concat0"), "axis", 1);
+  Q(&b, "cat", "yout", yq);
+  DQ(&b, "yout", "y");
+  const std::string path = b.Write(dir);
+  std::vector<float> x0 = rng.Floats(32, -3.0, 3.0), x1 = rng.Floats(48, -4.0, 4.0),
+                     x2 = rng.Floats(16, -3.0, 3.0);
+  std::vector<double> ref = DequantizeAll(QuantizeAll(ToDouble(x0), q0), q0);
+  for (double v : DequantizeAll(QuantizeAll(ToDouble(x1), q1), q1)) ref.push_back(v);
+  for (double v : DequantizeAll(QuantizeAll(ToDouble(x2), yq), yq)) ref.push_back(v);
+  std::vector<Feed> feeds = {
+      {"x0", {1, 2, 4, 4}, x0}, {"x1", {1, 3, 4, 4}, x1}, {"x2", {1, 1, 4, 4}, x2}};
+  RunResult f = ConvertRun(path, true, feeds, {{"y", {1, 6, 4, 4}}});
+  RunResult l = ConvertRun(path, false, feeds, {{"y", {1, 6, 4, 4}}});
+  CheckBoth(f, l, 0, QuantizeAll(ref, yq), yq);
+  CHECK(CountOps(f.graph, "QLinearConcat") == 1);
+  CHECK(CountOps(f.graph, "Concat") == 0);
+  CHECK(CountOps(f.graph, "DequantizeLinear") == 1);
+}
+
+TEST_CASE("qdq: GlobalAveragePool -> QLinearGlobalAveragePool") {
+  Rng rng(520);
+  const QP xq{0.02f, 128, kU8}, yq{0.0083f, 125, kU8};  // 0.008 would tie (sum * 0.1)
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {2, 16, 5, 5});
+  b.Output("y", kF32, {2, 16, 1, 1});
+  std::string x_dq = QDQ(&b, "x", "xin", xq);
+  b.Node("GlobalAveragePool", {x_dq}, {"gap"}, "gap0");
+  Q(&b, "gap", "yout", yq);
+  DQ(&b, "yout", "y");
+  const std::string path = b.Write(dir);
+  std::vector<float> x = rng.Floats(800, -2.5, 2.5);
+  for (size_t i = 0; i < 100; ++i) x[i] += 1.5f;  // a couple of channels far from 0
+  std::vector<double> xr = DequantizeAll(QuantizeAll(ToDouble(x), xq), xq);
+  std::vector<double> mean(32, 0.0);
+  for (size_t i = 0; i < 800; ++i) mean[i / 25] += xr[i] / 25.0;
+  RunResult f = ConvertRun(path, true, {{"x", {2, 16, 5, 5}, x}}, {{"y", {2, 16, 1, 1}}});
+  RunResult l = ConvertRun(path, false, {{"x", {2, 16, 5, 5}, x}}, {{"y", {2, 16, 1, 1}}});
+  CheckBoth(f, l, 0, QuantizeAll(mean, yq), yq);
+  CHECK(CountOps(f.graph, "QLinearGlobalAveragePool") == 1);
+  CHECK(CountOps(f.graph, "GlobalAveragePool") == 0);
+}
+
+// Unary op between per-tensor DQ and Q, fed every one of the 256 input codes.
+void RunLutCase(const std::string& op, const QP& xq, const QP& yq, double (*fn)(double)) {
+  CAPTURE(op);
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {256});
+  b.Output("y", kF32, {256});
+  std::string x_dq = QDQ(&b, "x", "xin", xq);
+  b.Node(op, {x_dq}, {"act"}, "act0");
+  Q(&b, "act", "yout", yq);
+  DQ(&b, "yout", "y");
+  const std::string path = b.Write(dir);
+  // Codes in a scrambled order so that the table index is not the position.
+  std::vector<int32_t> codes(256);
+  for (int32_t i = 0; i < 256; ++i) codes[size_t(i)] = QMinOf(xq.t) + (i * 37 + 11) % 256;
+  std::vector<float> x(256);
+  for (size_t i = 0; i < 256; ++i) x[i] = float(codes[i] - xq.zp) * xq.s;
+  REQUIRE(QuantizeAll(ToDouble(x), xq) == codes);
+  std::vector<double> yr = DequantizeAll(codes, xq);
+  for (double& v : yr) v = fn(v);
+  std::vector<int32_t> want = QuantizeAll(yr, yq);
+  RunResult f = ConvertRun(path, true, {{"x", {256}, x}}, {{"y", {256}}});
+  RunResult l = ConvertRun(path, false, {{"x", {256}, x}}, {{"y", {256}}});
+  CheckExact(f.outs[0], want, yq);  // the table equals the literal reference on every code
+  CheckCodes(l.outs[0], want, yq, "literal float path");
+  CHECK(CountOps(f.graph, "QfLookupTable") == 1);
+  CHECK(CountOps(f.graph, op) == 0);
+  const Node* lut = FindOp(f.graph, "QfLookupTable");
+  REQUIRE(lut != nullptr);
+  CHECK(NumelOf(f.graph, lut->inputs[1]) == 256);
+}
+
+double SigmoidRef(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+double HardSwishRef(double x) {
+  return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5));
+}
+
+TEST_CASE("qdq: Sigmoid and HardSwish -> QfLookupTable, exact on all 256 codes") {
+  RunLutCase("Sigmoid", {0.06f, 128, kU8}, {1.f / 256.f, 0, kU8}, SigmoidRef);
+  RunLutCase("Sigmoid", {0.05f, -3, kI8}, {1.f / 256.f, -128, kI8}, SigmoidRef);
+  RunLutCase("HardSwish", {0.05f, 0, kI8}, {0.0271f, -100, kI8}, HardSwishRef);
+  RunLutCase("HardSwish", {0.047f, 140, kU8}, {0.0271f, 20, kU8}, HardSwishRef);
+}
+
+// ---- 8. int4 weight-only MatMul -----------------------------------------------------------
+
+TEST_CASE("qdq: int4 blocked weight-only MatMul -> QfMatMulWeightQ") {
+  Rng rng(600);
+  const int64_t m = 3, k = 40, n = 6, block = 16, nb = (k + block - 1) / block;  // 16+16+8
+  std::vector<int32_t> wc = rng.Ints(size_t(k * n), -8, 7);
+  std::vector<float> ws = rng.Floats(size_t(nb * n), 0.01, 0.05);
+  std::vector<int32_t> wzp = rng.Ints(size_t(nb * n), -2, 2);
+  TempDir dir;
+  OnnxBuilder b(21);
+  b.Input("a", kF32, {m, k});
+  b.Output("y", kF32, {m, n});
+  InitInts(&b, "w", kI4, {k, n}, wc);
+  b.InitFloat("w_scale", {nb, n}, ws);
+  InitInts(&b, "w_zp", kI4, {nb, n}, wzp);
+  auto* dq = b.Node("DequantizeLinear", {"w", "w_scale", "w_zp"}, {"w_dq"}, "w_dequant");
+  OnnxBuilder::AttrInt(dq, "axis", 0);
+  OnnxBuilder::AttrInt(dq, "block_size", block);
+  b.Node("MatMul", {"a", "w_dq"}, {"y"}, "matmul0");
+  const std::string path = b.Write(dir);
+
+  std::vector<float> a = rng.Floats(size_t(m * k), -1.0, 1.0);
+  std::vector<double> wr(size_t(k * n));
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t c = 0; c < n; ++c) {
+      size_t s = size_t((p / block) * n + c);
+      wr[size_t(p * n + c)] = double(wc[size_t(p * n + c)] - wzp[s]) * double(ws[s]);
+    }
+  std::vector<double> yr = MatMulRef(ToDouble(a), wr, 1, m, k, n, false);
+  RunResult f = ConvertRun(path, true, {{"a", {m, k}, a}}, {{"y", {m, n}}});
+  RunResult l = ConvertRun(path, false, {{"a", {m, k}, a}}, {{"y", {m, n}}});
+  double scale = 0;
+  for (double v : yr) scale = std::max(scale, std::abs(v));
+  // Relative to the output's magnitude: a near-zero element is a cancellation.
+  for (size_t i = 0; i < yr.size(); ++i) {
+    CHECK(std::abs(f.outs[0][i] - l.outs[0][i]) <= 1e-5 * scale);
+    CHECK(std::abs(f.outs[0][i] - yr[i]) <= 1e-5 * scale);
+  }
+  CHECK(CountOps(f.graph, "QfMatMulWeightQ") == 1);
+  CHECK(CountOps(f.graph, "MatMul") == 0);
+  CHECK(CountOps(f.graph, "DequantizeLinear") == 0);
+  const Node* wq = FindOp(f.graph, "QfMatMulWeightQ");
+  REQUIRE(wq != nullptr);
+  CHECK(DTypeOf(f.graph, wq->inputs[1]) == DType::kInt4);
+  CHECK(wq->attrs.GetInt("block_size", 0) == block);
+}
+
+// ---- 9. where the parameters come from ----------------------------------------------------
+
+onnx::NodeProto* ConstantNode(OnnxBuilder* b, const std::string& out, int elem,
+                              const std::string& raw) {
+  auto* n = b->Node("Constant", {}, {out}, out + "_const");
+  auto* a = n->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(elem);
+  a->mutable_t()->set_raw_data(raw);
+  return n;
+}
+
+TEST_CASE("qdq: scales and zero points from Constant nodes and Identity chains still fold") {
+  Rng rng(700);
+  const ConvGeom geo{1, 4, 5, 5, 6, 3, 1, 1, 1};
+  const QP xq{2.f / 255.f, 128, kU8}, yq{0.05f, 100, kU8};
+  ConvWeights w = RandomWeights(&rng, 6, 36);
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {1, 4, 5, 5});
+  b.Output("y", kF32, {1, 6, 5, 5});
+  // x's scale and zero point: Constant nodes; the output's: initializers behind Identities.
+  ConstantNode(&b, "xs", kF32, std::string(reinterpret_cast<const char*>(&xq.s), 4));
+  ConstantNode(&b, "xz", kU8, PackInts(kU8, {xq.zp}));
+  b.Node("QuantizeLinear", {"x", "xs", "xz"}, {"x_q"}, "xin_quant");
+  b.Node("Identity", {"xs"}, {"xs_id"}, "id0");
+  b.Node("DequantizeLinear", {"x_q", "xs_id", "xz"}, {"x_dq"}, "xin_dequant");
+  InitInts(&b, "w", kI8, {6, 4, 3, 3}, w.codes);
+  b.InitFloat("w_scale_init", {6}, w.scales);
+  b.Node("Identity", {"w_scale_init"}, {"w_scale_a"}, "id1");
+  b.Node("Identity", {"w_scale_a"}, {"w_scale"}, "id2");
+  ConstantNode(&b, "w_zp", kI8, PackInts(kI8, w.zp))
+      ->mutable_attribute(0)
+      ->mutable_t()
+      ->add_dims(6);
+  OnnxBuilder::AttrInt(b.Node("DequantizeLinear", {"w", "w_scale", "w_zp"}, {"w_dq"}, "w_dequant"),
+                       "axis", 0);
+  OnnxBuilder::AttrInts(b.Node("Conv", {"x_dq", "w_dq"}, {"c"}, "conv0"), "pads", {1, 1, 1, 1});
+  AddParams(&b, "yinit", {yq.s}, {yq.zp}, kU8, false);
+  b.Node("Identity", {"yinit_scale"}, {"ys"}, "id3");
+  b.Node("Identity", {"yinit_zp"}, {"yz0"}, "id4");
+  b.Node("Identity", {"yz0"}, {"yz"}, "id5");
+  b.Node("QuantizeLinear", {"c", "ys", "yz"}, {"y_q"}, "y_quant");
+  b.Node("DequantizeLinear", {"y_q", "ys", "yz"}, {"y"}, "y_dequant");
+  const std::string path = b.Write(dir);
+
+  std::vector<float> x = rng.Floats(100, -1.0, 1.0);
+  std::vector<double> xr = DequantizeAll(QuantizeAll(ToDouble(x), xq), xq);
+  std::vector<int32_t> want =
+      QuantizeAll(ConvRef(xr, DequantWeight(w.codes, w.scales, w.zp, 36), {}, geo), yq);
+  RunResult f = ConvertRun(path, true, {{"x", {1, 4, 5, 5}, x}}, {{"y", {1, 6, 5, 5}}});
+  RunResult l = ConvertRun(path, false, {{"x", {1, 4, 5, 5}, x}}, {{"y", {1, 6, 5, 5}}});
+  CheckBoth(f, l, 0, want, yq);
+  CHECK(CountOps(f.graph, "QLinearConv") == 1);
+  CHECK(CountOps(f.graph, "Conv") == 0);
+  CHECK(CountOps(f.graph, "Identity") == 0);
+  CHECK(CountOps(f.graph, "Constant") == 0);
+  const Node* qc = FindOp(f.graph, "QLinearConv");
+  REQUIRE(qc != nullptr);
+  CHECK(NumelOf(f.graph, qc->inputs[4]) == 6);
+}
+
+TEST_CASE("qdq: a scale that is a graph input does not fold, and the model runs in float") {
+  Rng rng(710);
+  const ConvGeom geo{1, 4, 5, 5, 6, 3, 1, 1, 1};
+  const QP xq{2.f / 255.f, 128, kU8}, yq{0.05f, 100, kU8};
+  ConvWeights w = RandomWeights(&rng, 6, 36);
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {1, 4, 5, 5});
+  b.Input("x_scale", kF32, {});
+  b.Output("y", kF32, {1, 6, 5, 5});
+  InitInts(&b, "xz", kU8, {}, {xq.zp});
+  b.Node("QuantizeLinear", {"x", "x_scale", "xz"}, {"x_q"}, "xin_quant");
+  b.Node("DequantizeLinear", {"x_q", "x_scale", "xz"}, {"x_dq"}, "xin_dequant");
+  std::string w_dq = WeightDQ(&b, "w", {6, 4, 3, 3}, kI8, w.codes, w.scales, w.zp, 0);
+  OnnxBuilder::AttrInts(b.Node("Conv", {"x_dq", w_dq}, {"c"}, "conv0"), "pads", {1, 1, 1, 1});
+  Q(&b, "c", "yout", yq);
+  DQ(&b, "yout", "y");
+  const std::string path = b.Write(dir);
+
+  std::vector<float> x = rng.Floats(100, -1.0, 1.0);
+  std::vector<double> xr = DequantizeAll(QuantizeAll(ToDouble(x), xq), xq);
+  std::vector<int32_t> want =
+      QuantizeAll(ConvRef(xr, DequantWeight(w.codes, w.scales, w.zp, 36), {}, geo), yq);
+  std::vector<Feed> feeds = {{"x", {1, 4, 5, 5}, x}, {"x_scale", {}, {xq.s}}};
+  RunResult f = ConvertRun(path, true, feeds, {{"y", {1, 6, 5, 5}}});
+  RunResult l = ConvertRun(path, false, feeds, {{"y", {1, 6, 5, 5}}});
+  CheckBoth(f, l, 0, want, yq);
+  CHECK(CountOps(f.graph, "QLinearConv") == 0);
+  CHECK(CountOps(f.graph, "Conv") == 1);
+  CHECK(CountOps(f.graph, "QuantizeLinear") == 2);
+  CHECK(CountOps(f.graph, "DequantizeLinear") == 2);
+}
+
+// ---- 10. invalid models -------------------------------------------------------------------
+
+TEST_CASE("qdq: QuantizeLinear output_dtype contradicting its zero point is an invalid model") {
+  TempDir dir;
+  OnnxBuilder b(21);
+  b.Input("x", kF32, {4});
+  b.Output("y", kF32, {4});
+  AddParams(&b, "xin", {0.1f}, {128}, kU8, false);  // uint8 zero point ...
+  auto* q = b.Node("QuantizeLinear", {"x", "xin_scale", "xin_zp"}, {"xin_q"}, "bad_quant");
+  OnnxBuilder::AttrInt(q, "output_dtype", kI8);  // ... but int8 output
+  DQ(&b, "xin", "y");
+  const std::string path = b.Write(dir);
+  for (bool fold : {true, false}) {
+    CAPTURE(fold);
+    ConvertOptions opts;
+    opts.fold_qdq = fold;
+    Graph g;
+    Status st = LoadAndOptimize(path, opts, &g);
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK_MESSAGE(Contains(st.message(), "bad_quant"), st.message());
+  }
 }
 
 }  // namespace

@@ -13,11 +13,18 @@ namespace qfold {
 
 using Shape = std::vector<int64_t>;
 
+enum class Layout { kPlain = 0, kNCHW, kNHWC };
+
 struct TensorInfo {
   std::string name;
   DType dtype = DType::kUndefined;
   Shape shape;                        // -1 where the dim is symbolic
   std::vector<std::string> dim_names; // symbolic names, "" for fixed dims
+  // Graph inputs/outputs: layout and the batch/channel axes their consumers
+  // imply (-1 when none), as recorded by the converter.
+  Layout layout = Layout::kPlain;
+  int batch_axis = -1;
+  int channel_axis = -1;
 };
 
 class Model {

@@ -4,11 +4,13 @@
 // over each window, skipping taps that read padding (padding holds x_zp, so
 // its term is 0). ConvInteger outputs acc; QLinearConv adds the int32 bias
 // and requantizes per docs/NUMERICS.md.
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/qlinear_s8.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
 
@@ -202,6 +204,55 @@ Status InferQLinearConv(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// Packs the constant weights for the SIMD kernels (kernels/qlinear_s8.h);
+// no state (reference kernel only) when no fast kernel applies.
+Status PrepareQLinearConv(KernelContext& ctx, std::shared_ptr<void>* state) {
+  *state = kernels::PrepareQConvS8(*ctx.input(3), ctx.attr().GetInt("group", 1));
+  return Status::Ok();
+}
+
+// The fast path for 1-D and 2-D convolutions with prepared weights; *done
+// stays false when the kernels do not cover the case.
+Status RunQLinearConvFast(KernelContext& ctx, float xs, const std::vector<float>& ws, float ys,
+                          int32_t yzp, QRange range, bool* done) {
+  const Tensor* x = ctx.input(0);
+  const int nsp = x->rank() - 2;
+  if (nsp != 1 && nsp != 2) return Status::Ok();
+  QConvParams p;
+  QF_RETURN_IF_ERROR(ParseQConv(ctx, kQLinearConvInputs, nsp, &p));
+  const WindowGeometry& g = p.geo;
+  const int a = nsp - 1;  // the last (width) axis
+  kernels::QConvCall c;
+  c.x = x;
+  c.y = ctx.output(0);
+  c.iw = x->shape[2 + a];
+  c.ow = g.out[a];
+  c.kw = g.kernel[a];
+  c.sw = g.strides[a];
+  c.dw = g.dilations[a];
+  c.pad_left = g.pad_begin[a];
+  if (nsp == 2) {
+    c.ih = x->shape[2];
+    c.oh = g.out[0];
+    c.kh = g.kernel[0];
+    c.sh = g.strides[0];
+    c.dh = g.dilations[0];
+    c.pad_top = g.pad_begin[0];
+  }
+  c.x_zp = ReadZeroPoints(ctx.input(2))[0];
+  c.w_zp = ReadZeroPoints(ctx.input(5));
+  c.x_scale = xs;
+  c.w_scale = ws;
+  c.y_scale = ys;
+  c.y_zp = yzp;
+  c.lo = range.lo;
+  c.hi = range.hi;
+  c.bias = ctx.input(8) ? ctx.input(8)->ptr<int32_t>() : nullptr;
+  c.num_threads = ctx.num_threads;
+  *done = kernels::RunQConvS8(ctx.state, c);
+  return Status::Ok();
+}
+
 Status RunQLinearConv(KernelContext& ctx) {
   const Tensor* w = ctx.input(3);
   const Tensor* bias = ctx.input(8);
@@ -213,6 +264,12 @@ Status RunQLinearConv(KernelContext& ctx) {
   QRange range;
   QF_RETURN_IF_ERROR(ReadClampRange(ctx, y->dtype, &range));
   const int32_t yzp = ReadZeroPoints(ctx.input(7))[0];
+  if (ctx.state) {
+    bool done = false;
+    QF_RETURN_IF_ERROR(RunQLinearConvFast(ctx, xs[0], ws, ys[0], yzp, range, &done));
+    if (done) return Status::Ok();
+  }
+  // The reference kernel: the fallback, and the oracle of the fast path.
   std::vector<int32_t> acc;
   QF_RETURN_IF_ERROR(ConvAccumulate(ctx, kQLinearConvInputs, &acc));
   const int64_t m = w->shape[0];
@@ -251,8 +308,13 @@ Status RunConvInteger(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_QLinearConv() {
-  static const OpDef def = QuantOpDef("QLinearConv", InferQLinearConv, RunQLinearConv,
-                                      /*min_inputs=*/8, /*max_inputs=*/9);
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("QLinearConv", InferQLinearConv, RunQLinearConv,
+                         /*min_inputs=*/8, /*max_inputs=*/9);
+    d.prepare = PrepareQLinearConv;
+    d.const_inputs = 1u << 3;  // w
+    return d;
+  }();
   return def;
 }
 

@@ -3,11 +3,13 @@
 // broadcast). Both accumulate acc = sum((a - a_zp) * (b - b_zp)) in int32;
 // QLinearMatMul adds the optional qfold bias (input 8) and requantizes per
 // docs/NUMERICS.md.
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/qlinear_s8.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
 
@@ -135,6 +137,12 @@ Status InferQLinearMatMul(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// Packs a constant 1-D/2-D b for the SIMD kernels (kernels/qlinear_s8.h).
+Status PrepareQLinearMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
+  *state = kernels::PrepareQMatMulS8(*ctx.input(3));
+  return Status::Ok();
+}
+
 Status RunQLinearMatMul(KernelContext& ctx) {
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(3);
@@ -149,6 +157,24 @@ Status RunQLinearMatMul(KernelContext& ctx) {
   const int32_t yzp = ReadZeroPoints(ctx.input(7))[0];
   QRange range;
   QF_RETURN_IF_ERROR(ReadClampRange(ctx, y->dtype, &range));
+  // The fast path covers per-tensor a parameters with prepared b.
+  if (ctx.state && as.size() == 1 && azp.size() == 1) {
+    kernels::QMatMulCall c;
+    c.a = a;
+    c.y = y;
+    c.a_scale = as[0];
+    c.y_scale = ys[0];
+    c.a_zp = azp[0];
+    c.b_zp = bzp;
+    c.b_scale = bs;
+    c.y_zp = yzp;
+    c.lo = range.lo;
+    c.hi = range.hi;
+    c.bias = bias ? bias->ptr<int32_t>() : nullptr;
+    c.num_threads = ctx.num_threads;
+    if (kernels::RunQMatMulS8(ctx.state, c)) return Status::Ok();
+  }
+  // The reference kernel: the fallback, and the oracle of the fast path.
   auto pick = [](const auto& v, int64_t i) { return v.size() == 1 ? v[0] : v[size_t(i)]; };
   MatMulAccumulate(
       *a, *b, [&](int64_t, int64_t i) { return pick(azp, i); },
@@ -230,8 +256,13 @@ Status RunMatMulInteger(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_QLinearMatMul() {
-  static const OpDef def = QuantOpDef("QLinearMatMul", InferQLinearMatMul, RunQLinearMatMul,
-                                      /*min_inputs=*/8, /*max_inputs=*/9);
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("QLinearMatMul", InferQLinearMatMul, RunQLinearMatMul,
+                         /*min_inputs=*/8, /*max_inputs=*/9);
+    d.prepare = PrepareQLinearMatMul;
+    d.const_inputs = 1u << 3;  // b
+    return d;
+  }();
   return def;
 }
 

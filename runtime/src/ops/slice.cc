@@ -62,6 +62,9 @@ Status ReadSliceParams(KernelContext& ctx, int rank, SliceParams* p, bool* known
       // Without axes the sliced axes are 0..n-1; n is the length of starts if known.
       const Tensor* st = ctx.input(1);
       if (st->rank_known && st->rank() == 1 && st->shape[0] >= 0) {
+        if (st->shape[0] > kMaxRank)
+          return ctx.Invalid("starts has " + std::to_string(st->shape[0]) +
+                             " entries, more than rank " + std::to_string(kMaxRank));
         p->axes.resize(size_t(st->shape[0]));
         for (size_t i = 0; i < p->axes.size(); ++i) p->axes[i] = int64_t(i);
       } else {

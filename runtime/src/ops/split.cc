@@ -1,6 +1,7 @@
 // Split: cuts the input along `axis` into one piece per output, sized by the
 // `split` input, or equally (opset 18: ceil-sized chunks, the last smaller).
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "ops/shape_common.h"
@@ -26,6 +27,8 @@ Status SplitSizes(KernelContext& ctx, int64_t dim, std::vector<int64_t>* sizes) 
     int64_t sum = 0;
     for (int64_t v : *sizes) {
       if (v < 0) return ctx.Invalid("split has a negative entry");
+      if (v > std::numeric_limits<int64_t>::max() - sum)
+        return ctx.Invalid("split entries overflow int64");
       sum += v;
     }
     if (dim >= 0 && sum != dim)

@@ -1,0 +1,359 @@
+// qfold bench: latency, throughput and memory of one model on this machine.
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <type_traits>
+
+#include "cli/commands.h"
+#include "cli/npy.h"
+#include "core/half.h"
+#include "qfold/runtime.h"
+
+namespace qfold {
+namespace cli {
+
+namespace {
+
+const char* kBenchUsage =
+    "usage: qfold bench MODEL.qfm [--threads N] [--warmup W] [--iterations I]\n"
+    "                   [--input NAME=FILE.npy ...] [--input-shape NAME=1x3x224x224 ...]\n"
+    "                   [--seed S] [--json]\n"
+    "\n"
+    "Times Session::Run: W warm-up runs, then I timed runs on the same inputs.\n"
+    "Inputs without --input get fixed-seed random data of the model's dtype\n"
+    "(float: standard normal; int8/uint8: uniform over the whole range; other\n"
+    "integers: 0..9; bool: 0/1). Symbolic dims need --input-shape (or --input).\n"
+    "Reports median, p90, min and mean latency, throughput, the activation arena,\n"
+    "peak RSS (getrusage and /proc/self/status VmHWM) and the model file size.\n"
+    "  --threads N          session threads (default 1)\n"
+    "  --warmup W           untimed runs first (default 5)\n"
+    "  --iterations I       timed runs (default 50)\n"
+    "  --input NAME=FILE    an input from a .npy file (shape taken from the file)\n"
+    "  --input-shape NAME=DxDx..  resize an input (ResizeInput) before filling it\n"
+    "  --seed S             seed of the random inputs (default 0)\n"
+    "  --json               print one JSON line instead of the text report\n";
+
+bool ParseCount(const std::string& s, int min_value, int* out) {
+  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  *out = std::stoi(s);
+  return *out >= min_value;
+}
+
+// "1x3x224x224" -> {1, 3, 224, 224}; a scalar is "" (rank 0).
+bool ParseShape(const std::string& s, Shape* out) {
+  out->clear();
+  if (s.empty()) return true;
+  size_t pos = 0;
+  while (true) {
+    size_t x = s.find('x', pos);
+    std::string d = s.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+    if (d.empty() || d.size() > 12 || d.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    out->push_back(std::stoll(d));
+    if (x == std::string::npos) return true;
+    pos = x + 1;
+  }
+}
+
+// Splits "NAME=VALUE" at the first '=', like `qfold run --input`.
+bool SplitAssign(const std::string& s, std::string* name, std::string* value) {
+  size_t eq = s.find('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  *name = s.substr(0, eq);
+  *value = s.substr(eq + 1);
+  return true;
+}
+
+// Fixed-seed data of `dtype` for `numel` elements, as the runtime stores it.
+Status RandomData(DType dtype, int64_t numel, std::mt19937_64* rng, std::vector<uint8_t>* out) {
+  out->assign(dtype_storage_bytes(dtype, numel), 0);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto ints = [&](auto* p, int64_t lo, int64_t hi) {
+    std::uniform_int_distribution<int64_t> dist(lo, hi);
+    for (int64_t i = 0; i < numel; ++i)
+      p[i] = static_cast<std::remove_pointer_t<decltype(p)>>(dist(*rng));
+  };
+  void* d = out->data();
+  switch (dtype) {
+    case DType::kFloat32:
+      for (int64_t i = 0; i < numel; ++i) static_cast<float*>(d)[i] = normal(*rng);
+      return Status::Ok();
+    case DType::kFloat64:
+      for (int64_t i = 0; i < numel; ++i) static_cast<double*>(d)[i] = normal(*rng);
+      return Status::Ok();
+    case DType::kFloat16:
+      for (int64_t i = 0; i < numel; ++i) static_cast<uint16_t*>(d)[i] = FloatToHalf(normal(*rng));
+      return Status::Ok();
+    case DType::kBFloat16:
+      for (int64_t i = 0; i < numel; ++i)
+        static_cast<uint16_t*>(d)[i] = FloatToBFloat16(normal(*rng));
+      return Status::Ok();
+    case DType::kInt8:
+      return ints(static_cast<int8_t*>(d), -128, 127), Status::Ok();
+    case DType::kUInt8:
+      return ints(static_cast<uint8_t*>(d), 0, 255), Status::Ok();
+    case DType::kBool:
+      return ints(static_cast<uint8_t*>(d), 0, 1), Status::Ok();
+    // Other integer inputs are usually indices or token ids: keep them small and valid.
+    case DType::kInt16:
+      return ints(static_cast<int16_t*>(d), 0, 9), Status::Ok();
+    case DType::kUInt16:
+      return ints(static_cast<uint16_t*>(d), 0, 9), Status::Ok();
+    case DType::kInt32:
+      return ints(static_cast<int32_t*>(d), 0, 9), Status::Ok();
+    case DType::kUInt32:
+      return ints(static_cast<uint32_t*>(d), 0, 9), Status::Ok();
+    case DType::kInt64:
+      return ints(static_cast<int64_t*>(d), 0, 9), Status::Ok();
+    case DType::kUInt64:
+      return ints(static_cast<uint64_t*>(d), 0, 9), Status::Ok();
+    default:
+      return Status(StatusCode::kUnsupported,
+                    std::string("no random data for dtype ") + dtype_name(dtype));
+  }
+}
+
+// VmHWM (peak resident set) from /proc/self/status, in bytes; 0 where unavailable.
+int64_t ProcVmHwmBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.compare(0, 6, "VmHWM:") != 0) continue;
+    return std::atoll(line.c_str() + 6) * 1024;  // the kernel reports kB
+  }
+  return 0;
+}
+
+struct InputReport {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  std::string source;  // "random" or the .npy path
+};
+
+double Percentile(const std::vector<double>& sorted, double p) {
+  // Nearest rank: the smallest sample with at least p of the samples at or below it.
+  size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+double Median(const std::vector<double>& sorted) {
+  size_t n = sorted.size();
+  return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+}
+
+}  // namespace
+
+int Bench(const Args& args) {
+  for (const std::string& a : args)
+    if (a == "--help" || a == "-h") return std::fputs(kBenchUsage, stdout), 0;
+  std::string model_path;
+  SessionOptions opts;
+  int warmup = 5, iterations = 50, seed = 0;
+  bool as_json = false;
+  std::vector<std::pair<std::string, std::string>> input_files;  // name, path
+  std::vector<std::pair<std::string, Shape>> input_shapes;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto next = [&](std::string* v) {
+      if (i + 1 >= args.size()) return false;
+      *v = args[++i];
+      return true;
+    };
+    std::string v, name, value;
+    if (a == "--threads") {
+      if (!next(&v) || !ParseCount(v, 1, &opts.num_threads))
+        return UsageError("bench", "--threads needs a positive number", kBenchUsage);
+    } else if (a == "--warmup") {
+      if (!next(&v) || !ParseCount(v, 0, &warmup))
+        return UsageError("bench", "--warmup needs a number >= 0", kBenchUsage);
+    } else if (a == "--iterations") {
+      if (!next(&v) || !ParseCount(v, 1, &iterations))
+        return UsageError("bench", "--iterations needs a positive number", kBenchUsage);
+    } else if (a == "--seed") {
+      if (!next(&v) || !ParseCount(v, 0, &seed))
+        return UsageError("bench", "--seed needs a number >= 0", kBenchUsage);
+    } else if (a == "--input" || a == "-i") {
+      if (!next(&v) || !SplitAssign(v, &name, &value))
+        return UsageError("bench", a + " needs NAME=FILE.npy", kBenchUsage);
+      input_files.emplace_back(name, value);
+    } else if (a == "--input-shape") {
+      Shape shape;
+      if (!next(&v) || !SplitAssign(v, &name, &value) || !ParseShape(value, &shape))
+        return UsageError("bench", "--input-shape needs NAME=DIMS like input=1x3x224x224",
+                          kBenchUsage);
+      input_shapes.emplace_back(name, shape);
+    } else if (a == "--json") {
+      as_json = true;
+    } else if (!a.empty() && a[0] == '-') {
+      return UsageError("bench", "unknown option '" + a + "'", kBenchUsage);
+    } else if (model_path.empty()) {
+      model_path = a;
+    } else {
+      return UsageError("bench", "more than one model given", kBenchUsage);
+    }
+  }
+  if (model_path.empty()) return UsageError("bench", "needs a model", kBenchUsage);
+
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  };
+  Clock::time_point t0 = Clock::now();
+  std::shared_ptr<Model> model;
+  Status st = Model::LoadFile(model_path, &model);
+  if (!st.ok()) return Fail("bench", st);
+  std::unique_ptr<Session> session;
+  st = Session::Create(model, opts, &session);
+  if (!st.ok()) return Fail("bench", st);
+  const double load_ms = ms_since(t0);
+
+  auto find_input = [&](const std::string& name) -> const TensorInfo* {
+    for (const TensorInfo& in : model->inputs())
+      if (in.name == name) return &in;
+    return nullptr;
+  };
+  auto no_such_input = [&](const std::string& name) {
+    return Fail("bench", Status(StatusCode::kInvalidArgument,
+                                model_path + ": the model has no input named '" + name + "'"));
+  };
+  std::map<std::string, Shape> shapes;
+  for (const auto& kv : input_shapes) {
+    if (!find_input(kv.first)) return no_such_input(kv.first);
+    st = session->ResizeInput(kv.first, kv.second);
+    if (!st.ok()) return Fail("bench", Status(st.code(), model_path + ": " + st.message()));
+    shapes[kv.first] = kv.second;
+  }
+  std::map<std::string, io::NpyArray> files;
+  for (const auto& kv : input_files) {
+    if (!find_input(kv.first)) return no_such_input(kv.first);
+    st = io::ReadNpy(kv.second, &files[kv.first]);
+    if (!st.ok()) return Fail("bench", st);
+  }
+
+  std::mt19937_64 rng(static_cast<uint64_t>(seed));
+  std::vector<InputReport> reports;
+  for (const TensorInfo& in : model->inputs()) {
+    InputReport r{in.name, in.dtype, in.shape, "random"};
+    auto file = files.find(in.name);
+    if (file != files.end()) {
+      const io::NpyArray& arr = file->second;
+      r.source = "";
+      for (const auto& kv : input_files)
+        if (kv.first == in.name) r.source = kv.second;
+      r.dtype = arr.dtype;
+      r.shape = arr.shape;
+      st = session->SetInput(in.name, arr.dtype, arr.shape, arr.data.data(), arr.data.size());
+      if (!st.ok()) return Fail("bench", Status(st.code(), r.source + ": " + st.message()));
+    } else {
+      if (shapes.count(in.name)) r.shape = shapes[in.name];
+      int64_t numel = 1;
+      for (size_t d = 0; d < r.shape.size(); ++d) {
+        if (r.shape[d] < 0)
+          return Fail("bench",
+                      Status(StatusCode::kInvalidArgument,
+                             model_path + ": input '" + in.name + "' has the symbolic dim '" +
+                                 in.dim_names[d] + "' at axis " + std::to_string(d) +
+                                 ": pass --input-shape " + in.name + "=DIMS or --input"));
+        numel *= r.shape[d];
+      }
+      std::vector<uint8_t> data;
+      st = RandomData(in.dtype, numel, &rng, &data);
+      if (!st.ok())
+        return Fail("bench", Status(st.code(), model_path + ": input '" + in.name +
+                                                   "': " + st.message() + ": pass --input"));
+      st = session->SetInput(in.name, in.dtype, r.shape, data.data(), data.size());
+      if (!st.ok()) return Fail("bench", st);
+    }
+    reports.push_back(r);
+  }
+
+  // The first run may plan (dynamic shapes) and touches every page: it is a warm-up run.
+  t0 = Clock::now();
+  for (int i = 0; i < warmup; ++i) {
+    st = session->Run();
+    if (!st.ok()) return Fail("bench", st);
+  }
+  const double warmup_ms = ms_since(t0);
+  std::vector<double> times;
+  times.reserve(static_cast<size_t>(iterations));
+  for (int i = 0; i < iterations; ++i) {
+    t0 = Clock::now();
+    st = session->Run();
+    times.push_back(ms_since(t0));
+    if (!st.ok()) return Fail("bench", st);
+  }
+  double total_ms = 0;
+  for (double t : times) total_ms += t;
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = Median(sorted), p90 = Percentile(sorted, 0.9), min = sorted.front();
+  const double mean = total_ms / static_cast<double>(iterations);
+  const double throughput = total_ms > 0 ? 1000.0 * iterations / total_ms : 0.0;
+
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  const int64_t ru_maxrss = static_cast<int64_t>(ru.ru_maxrss) * 1024;  // Linux: KiB
+  const int64_t vm_hwm = ProcVmHwmBytes();
+  struct stat sb;
+  const int64_t model_bytes = stat(model_path.c_str(), &sb) == 0 ? sb.st_size : -1;
+  const size_t arena = session->arena_bytes();
+
+  if (as_json) {
+    nlohmann::json j;
+    j["model"] = model_path;
+    j["threads"] = opts.num_threads;
+    j["warmup"] = warmup;
+    j["iterations"] = iterations;
+    j["median_ms"] = median;
+    j["p90_ms"] = p90;
+    j["min_ms"] = min;
+    j["mean_ms"] = mean;
+    j["max_ms"] = sorted.back();
+    j["throughput_per_s"] = throughput;
+    j["load_ms"] = load_ms;
+    j["warmup_ms"] = warmup_ms;
+    j["arena_bytes"] = arena;
+    j["peak_rss_bytes"] = ru_maxrss;
+    j["vmhwm_bytes"] = vm_hwm;
+    j["model_bytes"] = model_bytes;
+    j["inputs"] = nlohmann::json::array();
+    for (const InputReport& r : reports)
+      j["inputs"].push_back({{"name", r.name},
+                             {"dtype", dtype_name(r.dtype)},
+                             {"shape", r.shape},
+                             {"source", r.source}});
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("%s: %d thread%s, %d warm-up + %d timed runs\n", model_path.c_str(), opts.num_threads,
+              opts.num_threads == 1 ? "" : "s", warmup, iterations);
+  for (const InputReport& r : reports) {
+    std::string dims;
+    for (size_t d = 0; d < r.shape.size(); ++d) dims += (d ? "x" : "") + std::to_string(r.shape[d]);
+    std::printf("  input %-20s %-8s %-16s %s\n", r.name.c_str(), dtype_name(r.dtype),
+                dims.empty() ? "scalar" : dims.c_str(), r.source.c_str());
+  }
+  std::printf("latency: median %.3f ms, p90 %.3f ms, min %.3f ms, mean %.3f ms\n", median, p90, min,
+              mean);
+  std::printf("throughput: %.2f inferences/s\n", throughput);
+  std::printf("load + session: %.3f ms, warm-up total: %.3f ms\n", load_ms, warmup_ms);
+  std::printf("arena: %zu bytes\n", arena);
+  std::printf("peak RSS: %lld bytes (getrusage), %lld bytes (VmHWM)\n",
+              static_cast<long long>(ru_maxrss), static_cast<long long>(vm_hwm));
+  std::printf("model file: %lld bytes\n", static_cast<long long>(model_bytes));
+  return 0;
+}
+
+}  // namespace cli
+}  // namespace qfold

@@ -1,0 +1,60 @@
+// `qfold verify`: runs a .qfm and a reference built from its ONNX model on the
+// same inputs and compares every output (and, per layer, every intermediate
+// tensor both graphs name alike). The reference is the ONNX graph converted
+// without QDQ folding and without fusions: literal DequantizeLinear -> float
+// op -> QuantizeLinear through the runtime's own kernels, independent of the
+// folded integer path.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qfold/dtype.h"
+#include "qfold/runtime.h"
+#include "qfold/status.h"
+
+namespace qfold {
+namespace check {
+
+struct NamedArray {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  std::vector<uint8_t> data;
+};
+
+struct VerifyOptions {
+  std::vector<NamedArray> inputs;  // missing inputs get random data
+  uint32_t seed = 1;
+  bool per_layer = false;
+  double threshold = 0.99;  // cosine similarity below this is "bad"
+};
+
+struct TensorDiff {
+  std::string name;
+  std::string node, op_type;        // the .qfm operator producing it ("" for graph inputs)
+  DType dtype = DType::kUndefined;  // in the .qfm
+  Shape shape;
+  bool is_output = false;
+  double cosine = 1, max_abs = 0, rel_l2 = 0;
+  double max_steps = -1;  // quantized tensors: largest error in quantization steps; -1 otherwise
+};
+
+struct VerifyResult {
+  std::vector<NamedArray> inputs;  // the inputs both models ran on
+  std::vector<TensorDiff> outputs;
+  std::vector<TensorDiff> layers;  // with per_layer: intermediate tensors, topological order
+  std::string first_bad;           // first layer (else output) under the threshold, or ""
+  std::vector<std::string> notes;  // tensors that could not be compared, and why
+};
+
+Status VerifyModel(const std::string& onnx_path, const std::string& qfm_path,
+                   const VerifyOptions& opts, VerifyResult* out);
+
+std::string VerifyText(const VerifyResult& r, const VerifyOptions& opts);
+std::string VerifyJson(const VerifyResult& r, const VerifyOptions& opts);
+// A self-contained page (inline SVG, no external assets).
+std::string VerifyHtml(const VerifyResult& r, const VerifyOptions& opts, const std::string& title);
+
+}  // namespace check
+}  // namespace qfold

@@ -1,0 +1,31 @@
+// CPU feature detection for the SIMD kernels: the instruction-set level is
+// detected once (cpuid, plus xgetbv so AVX/AVX-512 state is enabled by the
+// OS), and the environment variable QFOLD_ISA=reference|avx2|avx512vnni
+// (|neondot on Arm) may force a lower level, never a higher one.
+#pragma once
+#include <vector>
+
+namespace qfold {
+namespace kernels {
+
+// Levels are ordered within one architecture: a higher level implies the lower ones.
+enum class Isa : int {
+  kReference = 0,
+  kAvx2 = 1,        // x86-64: AVX2 + FMA, u8*s8 dot products through vpmaddwd
+  kAvx512Vnni = 2,  // x86-64: AVX-512 F/BW/DQ/VL + VNNI (vpdpbusd)
+  kNeonDot = 3,     // aarch64: Armv8.2 dot product (sdot/udot)
+};
+
+const char* IsaName(Isa isa);
+// The best level this CPU (and OS) supports, detected once.
+Isa DetectedIsa();
+// The level kernels use: DetectedIsa(), lowered by QFOLD_ISA or SetIsaForTesting.
+Isa ActiveIsa();
+// Every level usable on this CPU, lowest first (kReference always).
+std::vector<Isa> SupportedIsas();
+// Tests: forces `isa` (clamped to what the CPU supports); kernels prepared
+// afterwards use it. Returns the level in effect.
+Isa SetIsaForTesting(Isa isa);
+
+}  // namespace kernels
+}  // namespace qfold

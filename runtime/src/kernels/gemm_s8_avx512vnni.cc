@@ -1,0 +1,149 @@
+// AVX-512 VNNI GEMM (gemm_s8.h): vpdpbusd multiplies u8 by s8 and adds four
+// products into each int32 lane without intermediate saturation, so the
+// sum is exact (int32 wraparound, as in the reference). 8x32 tiles: 16 zmm
+// accumulators, the narrow operand broadcast 4 bytes at a time.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/gemm_s8.h"
+#include "kernels/gemm_s8_pack_x86.h"
+
+// GCC 12 flags the _mm512_undefined_* operands inside its own conversion
+// intrinsics as maybe-uninitialized (a false positive).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace qfold {
+namespace kernels {
+namespace {
+
+constexpr int kMr = 8, kNr = 32;
+
+template <bool kWeightsLeft>
+__attribute__((always_inline)) inline void Accumulate(const uint8_t* lp, const uint8_t* rp,
+                                                      int64_t k4, __m512i (&acc)[kMr][2]) {
+  for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+  for (int64_t q = 0; q < k4; ++q, lp += 4 * kMr, rp += 4 * kNr) {
+    const __m512i r0 = _mm512_loadu_si512(rp);
+    const __m512i r1 = _mm512_loadu_si512(rp + 64);
+    for (int r = 0; r < kMr; ++r) {
+      int32_t l;
+      std::memcpy(&l, lp + 4 * r, 4);
+      const __m512i lb = _mm512_set1_epi32(l);
+      if (kWeightsLeft) {  // right = unsigned activations, left = signed weights
+        acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], r0, lb);
+        acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], r1, lb);
+      } else {
+        acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], lb, r0);
+        acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], lb, r1);
+      }
+    }
+  }
+}
+
+// clamp(round(float(acc) * mult) + yzp): clamping in float before the
+// conversion equals the reference's clamp after rounding because the bounds
+// (lo - yzp, hi - yzp) are integers; NaN becomes 0, i.e. the zero point.
+inline __m512i Requant(__m512i acc, __m512 mult, __m512 lo, __m512 hi, __m512i yzp) {
+  __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), mult);
+  f = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(f, f, _CMP_ORD_Q), f);
+  f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+  return _mm512_add_epi32(_mm512_cvtps_epi32(f), yzp);  // MXCSR default: half to even
+}
+
+inline __mmask16 TailMask(int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+template <bool kWeightsLeft>
+void GemmImpl(const GemmS8Args& a) {
+  const int64_t panels = (a.cols + kNr - 1) / kNr;
+  const int64_t pe = a.panel_end < 0 ? panels : a.panel_end;
+  const __m512 lo = _mm512_set1_ps(float(a.lo - a.yzp)), hi = _mm512_set1_ps(float(a.hi - a.yzp));
+  const __m512i yzp = _mm512_set1_epi32(a.yzp);
+  for (int64_t jp = a.panel_begin; jp < pe; ++jp) {
+    const uint8_t* rp = a.right + jp * a.k4 * 4 * kNr;
+    const int64_t c0 = jp * kNr;
+    const __mmask16 m0 = TailMask(a.cols - c0), m1 = TailMask(a.cols - c0 - 16);
+    __m512i xs0 = _mm512_setzero_si512(), xs1 = xs0;
+    __m512i cb0 = xs0, cb1 = xs0, cz0 = xs0, cz1 = xs0;
+    __m512 cm0 = _mm512_setzero_ps(), cm1 = cm0;
+    if (kWeightsLeft) {
+      if (a.wzp) {
+        xs0 = _mm512_loadu_si512(a.xsum + c0);
+        xs1 = _mm512_loadu_si512(a.xsum + c0 + 16);
+      }
+    } else {
+      cb0 = _mm512_loadu_si512(a.bias + c0);
+      cb1 = _mm512_loadu_si512(a.bias + c0 + 16);
+      cm0 = _mm512_loadu_ps(a.mult + c0);
+      cm1 = _mm512_loadu_ps(a.mult + c0 + 16);
+      if (a.wzp) {
+        cz0 = _mm512_loadu_si512(a.wzp + c0);
+        cz1 = _mm512_loadu_si512(a.wzp + c0 + 16);
+      }
+    }
+    for (int64_t ip = 0; ip < a.rows; ip += kMr) {
+      __m512i acc[kMr][2];
+      Accumulate<kWeightsLeft>(a.left + ip * a.k4 * 4, rp, a.k4, acc);
+      const int nrow = a.rows - ip < kMr ? int(a.rows - ip) : kMr;
+      for (int r = 0; r < nrow; ++r) {
+        const int64_t row = ip + r;
+        __m512i v0 = acc[r][0], v1 = acc[r][1];
+        __m512 mult0 = cm0, mult1 = cm1;
+        if (kWeightsLeft) {
+          const __m512i b = _mm512_set1_epi32(a.bias[row]);
+          v0 = _mm512_add_epi32(v0, b);
+          v1 = _mm512_add_epi32(v1, b);
+          if (a.wzp) {
+            const __m512i z = _mm512_set1_epi32(a.wzp[row]);
+            v0 = _mm512_sub_epi32(v0, _mm512_mullo_epi32(z, xs0));
+            v1 = _mm512_sub_epi32(v1, _mm512_mullo_epi32(z, xs1));
+          }
+          mult0 = mult1 = _mm512_set1_ps(a.mult[row]);
+        } else {
+          v0 = _mm512_add_epi32(v0, cb0);
+          v1 = _mm512_add_epi32(v1, cb1);
+          if (a.wzp) {
+            const __m512i s = _mm512_set1_epi32(a.xsum[row]);
+            v0 = _mm512_sub_epi32(v0, _mm512_mullo_epi32(cz0, s));
+            v1 = _mm512_sub_epi32(v1, _mm512_mullo_epi32(cz1, s));
+          }
+        }
+        uint8_t* y = a.y + row * a.ldy + c0;
+        _mm512_mask_cvtepi32_storeu_epi8(y, m0, Requant(v0, mult0, lo, hi, yzp));
+        if (m1) _mm512_mask_cvtepi32_storeu_epi8(y + 16, m1, Requant(v1, mult1, lo, hi, yzp));
+      }
+    }
+  }
+}
+
+void Gemm(const GemmS8Args& a) {
+  if (a.weights_left)
+    GemmImpl<true>(a);
+  else
+    GemmImpl<false>(a);
+}
+
+void RequantRow(const int32_t* acc, int64_t n, int32_t bias, float mult, int32_t yzp, int32_t lo,
+                int32_t hi, uint8_t* y) {
+  const __m512 vlo = _mm512_set1_ps(float(lo - yzp)), vhi = _mm512_set1_ps(float(hi - yzp));
+  const __m512 vm = _mm512_set1_ps(mult);
+  const __m512i vz = _mm512_set1_epi32(yzp), vb = _mm512_set1_epi32(bias);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask(n - i);
+    const __m512i v = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m, acc + i), vb);
+    _mm512_mask_cvtepi32_storeu_epi8(y + i, m, Requant(v, vm, vlo, vhi, vz));
+  }
+}
+
+}  // namespace
+
+extern const GemmS8Kernels kGemmS8Avx512Vnni;
+const GemmS8Kernels kGemmS8Avx512Vnni = {Isa::kAvx512Vnni,  kMr,  kNr,       PackLeftX86<kMr>,
+                                         PackRightX86<kNr>, Gemm, RequantRow};
+
+}  // namespace kernels
+}  // namespace qfold

@@ -1,0 +1,53 @@
+// Fast paths of QLinearConv and QLinearMatMul on top of the packed GEMM
+// (gemm_s8.h) and a depthwise kernel. The ops' prepare builds the state
+// from the constant weights once; run calls RunQ*S8, which returns false
+// when the case is not covered (the op then runs its reference kernel, which
+// stays the oracle: results are bit-identical, docs/NUMERICS.md).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace qfold {
+namespace kernels {
+
+// Packs W [M, C/group, kh(, kw)] (int8/uint8) for the active ISA level.
+// Returns null when no fast kernel applies (reference level, other ranks).
+std::shared_ptr<void> PrepareQConvS8(const Tensor& w, int64_t group);
+
+// One QLinearConv call, 1-D or 2-D (a 1-D convolution is passed as height 1).
+struct QConvCall {
+  const Tensor* x = nullptr;  // [N, C, ih, iw], int8/uint8
+  Tensor* y = nullptr;        // [N, M, oh, ow], int8/uint8
+  int64_t ih = 1, iw = 1, oh = 1, ow = 1;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pad_top = 0, pad_left = 0;
+  int32_t x_zp = 0;
+  std::vector<int32_t> w_zp;  // 1 or M values
+  float x_scale = 1, y_scale = 1;
+  std::vector<float> w_scale;        // 1 or M values
+  int32_t y_zp = 0, lo = 0, hi = 0;  // output zero point and clamp range
+  const int32_t* bias = nullptr;     // M values or null
+  int num_threads = 1;
+};
+bool RunQConvS8(void* state, const QConvCall& call);
+
+// Packs B [K, N] or [K] (int8/uint8) of QLinearMatMul; null when not applicable.
+std::shared_ptr<void> PrepareQMatMulS8(const Tensor& b);
+
+struct QMatMulCall {
+  const Tensor* a = nullptr;  // [..., M, K] or [K]
+  Tensor* y = nullptr;
+  float a_scale = 1, y_scale = 1;
+  int32_t a_zp = 0;
+  std::vector<int32_t> b_zp;   // 1 or N values
+  std::vector<float> b_scale;  // 1 or N values
+  int32_t y_zp = 0, lo = 0, hi = 0;
+  const int32_t* bias = nullptr;  // N values or null
+  int num_threads = 1;
+};
+bool RunQMatMulS8(void* state, const QMatMulCall& call);
+
+}  // namespace kernels
+}  // namespace qfold

@@ -1,0 +1,163 @@
+// Input-shape overrides, layout recording and --input-layout: what the user
+// gives at conversion must keep the model's external shapes, and every
+// contradiction names the input, the node and both shapes.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tests/tool/onnx_builder.h"
+
+namespace qfold {
+namespace conv {
+namespace test {
+namespace {
+
+constexpr int kFloat = onnx::TensorProto::FLOAT;
+
+// x ("batch", 3, "height", "width") -> Conv 3->2, 1x1, weights w[o][c] = o + 1 -> y.
+std::string ConvModel(const TempDir& dir, std::vector<int64_t> in_dims) {
+  OnnxBuilder b(13);
+  b.Input("x", kFloat, in_dims, "batch");
+  // Name the spatial symbolic dims so --dim can address them.
+  auto* shape = b.graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  if (in_dims.size() == 4 && in_dims[2] < 0) shape->mutable_dim(2)->set_dim_param("height");
+  if (in_dims.size() == 4 && in_dims[3] < 0) shape->mutable_dim(3)->set_dim_param("width");
+  b.Output("y", kFloat, {-1, 2, -1, -1}, "batch");
+  b.InitFloat("w", {2, 3, 1, 1}, {1, 1, 1, 2, 2, 2});
+  b.Node("Conv", {"x", "w"}, {"y"}, "/stem/conv");
+  return b.Write(dir);
+}
+
+TEST_CASE("overrides: --input-shape fixes symbolic dims and keeps NCHW") {
+  TempDir dir;
+  std::string path = ConvModel(dir, {-1, 3, -1, -1});
+  ConvertOptions opts;
+  opts.input_shapes["x"] = {1, 3, 416, 416};
+  Converted c;
+  Status st = ConvertAndOpen(path, opts, &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const TensorInfo& in = c.model->inputs()[0];
+  CHECK(in.shape == Shape{1, 3, 416, 416});
+  CHECK(in.layout == Layout::kNCHW);
+  CHECK(in.batch_axis == 0);
+  CHECK(in.channel_axis == 1);
+  CHECK(c.model->outputs()[0].layout == Layout::kNCHW);
+  CHECK(c.model->outputs()[0].shape == Shape{1, 2, 416, 416});
+}
+
+TEST_CASE("overrides: --dim sets a named symbolic dim everywhere") {
+  TempDir dir;
+  std::string path = ConvModel(dir, {-1, 3, -1, -1});
+  ConvertOptions opts;
+  opts.dims["batch"] = 2;
+  opts.dims["height"] = 8;
+  Converted c;
+  Status st = ConvertAndOpen(path, opts, &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const TensorInfo& in = c.model->inputs()[0];
+  CHECK(in.shape[0] == 2);
+  CHECK(in.shape[2] == 8);
+  CHECK(in.shape[3] == -1);  // width stays symbolic
+  CHECK(in.dim_names[3] == "width");
+}
+
+TEST_CASE("overrides: batch/channel swap is named with the fix") {
+  TempDir dir;
+  std::string path = ConvModel(dir, {-1, 3, -1, -1});
+  ConvertOptions opts;
+  opts.input_shapes["x"] = {3, 1, 416, 416};
+  Graph g;
+  Status st = LoadAndOptimize(path, opts, &g);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  INFO(st.message());
+  CHECK(Contains(st.message(), "input 'x'"));
+  CHECK(Contains(st.message(), "(3,1,416,416)"));
+  CHECK(Contains(st.message(), "Conv '/stem/conv' needs 3 channels at axis 1"));
+  CHECK(Contains(st.message(), "axes 0 and 1 look swapped"));
+  CHECK(Contains(st.message(), "(1,3,416,416)"));
+}
+
+TEST_CASE("overrides: contradicting a fixed dim names both shapes") {
+  TempDir dir;
+  std::string path = ConvModel(dir, {1, 3, 32, 32});
+  ConvertOptions opts;
+  opts.input_shapes["x"] = {1, 3, 64, 64};
+  Graph g;
+  Status st = LoadAndOptimize(path, opts, &g);
+  REQUIRE_FALSE(st.ok());
+  INFO(st.message());
+  CHECK(Contains(st.message(), "input 'x' is declared (1,3,32,32)"));
+  CHECK(Contains(st.message(), "axis 2 fixed at 32"));
+  CHECK(Contains(st.message(), "(1,3,64,64)"));
+}
+
+TEST_CASE("overrides: unknown names, wrong rank and unknown dims are refused") {
+  TempDir dir;
+  std::string path = ConvModel(dir, {-1, 3, -1, -1});
+  Graph g;
+  ConvertOptions a;
+  a.input_shapes["images"] = {1, 3, 8, 8};
+  Status st = LoadAndOptimize(path, a, &g);
+  CHECK(Contains(st.message(), "'images', which is not a graph input; inputs: 'x'"));
+  ConvertOptions b;
+  b.input_shapes["x"] = {3, 8, 8};
+  st = LoadAndOptimize(path, b, &g);
+  CHECK(Contains(st.message(), "rank 3"));
+  ConvertOptions c;
+  c.dims["seq"] = 4;
+  st = LoadAndOptimize(path, c, &g);
+  CHECK(Contains(st.message(), "'seq', which no input uses; symbolic dims: batch, height, width"));
+}
+
+TEST_CASE("overrides: --input-layout NHWC feeds channels-last data to an NCHW model") {
+  TempDir dir;
+  std::string path = ConvModel(dir, {1, 3, 2, 2});
+  ConvertOptions opts;
+  opts.input_layouts["x"] = "NHWC";
+  Converted c;
+  Status st = ConvertAndOpen(path, opts, &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const TensorInfo& in = c.model->inputs()[0];
+  CHECK(in.shape == Shape{1, 2, 2, 3});
+  CHECK(in.layout == Layout::kNHWC);
+  CHECK(in.channel_axis == 3);
+  // NHWC data: pixel p has channels (p, 10p, 100p); y[o][p] = (o+1) * 111p.
+  std::vector<float> x;
+  for (int p = 0; p < 4; ++p) x.insert(x.end(), {float(p), 10.f * p, 100.f * p});
+  SetFloatInput(c.session.get(), "x", {1, 2, 2, 3}, x);
+  REQUIRE(c.session->Run().ok());
+  std::vector<float> y = FloatOutput(*c.session, "y", {1, 2, 2, 2});
+  for (int o = 0; o < 2; ++o)
+    for (int p = 0; p < 4; ++p) CHECK(y[o * 4 + p] == doctest::Approx((o + 1) * 111.0 * p));
+}
+
+TEST_CASE("overrides: runtime resize names a batch/channel swap") {
+  TempDir dir;
+  std::string path = ConvModel(dir, {-1, 3, -1, -1});
+  Converted c;
+  Status st = ConvertAndOpen(path, ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  st = c.session->ResizeInput("x", {3, 1, 416, 416});
+  REQUIRE_FALSE(st.ok());
+  INFO(st.message());
+  CHECK(Contains(st.message(), "fixed dim 3 at axis 1"));
+  CHECK(Contains(st.message(), "axes 0 and 1 look swapped: did you mean (1,3,416,416)?"));
+  // The same session serves two sizes.
+  for (int64_t hw : {4, 6}) {
+    REQUIRE(c.session->ResizeInput("x", {1, 3, hw, hw}).ok());
+    std::vector<float> x(size_t(3 * hw * hw), 1.f);
+    SetFloatInput(c.session.get(), "x", {1, 3, hw, hw}, x);
+    REQUIRE(c.session->Run().ok());
+    std::vector<float> y = FloatOutput(*c.session, "y", {1, 2, hw, hw});
+    CHECK(y.front() == doctest::Approx(3.0));
+    CHECK(y.back() == doctest::Approx(6.0));
+  }
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace conv
+}  // namespace qfold
