@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -34,6 +33,8 @@ const char* kBenchUsage =
     "integers: 0..9; bool: 0/1). Symbolic dims need --input-shape (or --input).\n"
     "Reports median, p90, min and mean latency, throughput, the activation arena,\n"
     "peak RSS (getrusage and /proc/self/status VmHWM) and the model file size.\n"
+    "(Linux keeps ru_maxrss across exec, so when started by a large process it\n"
+    "reports at least that process's peak; VmHWM is this process's own.)\n"
     "  --threads N          session threads (default 1)\n"
     "  --warmup W           untimed runs first (default 5)\n"
     "  --iterations I       timed runs (default 50)\n"

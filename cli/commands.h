@@ -16,7 +16,7 @@ int Run(const Args& args);
 int Inspect(const Args& args);
 int Check(const Args& args);   // cli/check.cc
 int Verify(const Args& args);  // cli/verify.cc
-int Bench(const Args& args);
+int Bench(const Args& args);   // cli/bench.cc
 
 // Prints "qfold <cmd>: error: <message>" and returns the exit code for `st`.
 int Fail(const char* cmd, const Status& st);

@@ -527,12 +527,15 @@ def bench_model(args, label, path, work, engines, log):
 
 # Markdown --------------------------------------------------------------------------------------
 
-def med(res, eng, t):
+def stat(res, eng, t, key):
     r = res["engines"].get(eng, {})
     if "error" in r:
         return None
-    r = r.get(t, {})
-    return r.get("median_ms")
+    return r.get(t, {}).get(key)
+
+
+def med(res, eng, t):
+    return stat(res, eng, t, "median_ms")
 
 
 def fmt_ms(v):
@@ -608,7 +611,8 @@ def write_markdown(path, results, meta, args):
       "(standard normal floats), with the same number of warm-up and timed runs (listed per "
       "model; cut for slow models so one setting takes about "
       f"{SECONDS_PER_SETTING:.0f} s, at least {MIN_ITERATIONS} runs). Latency is the median of "
-      "the timed runs, in milliseconds.")
+      "the timed runs, in milliseconds; the fastest run (min) is listed too, as it is the figure "
+      "least disturbed by other jobs on the machine.")
     w("- qfold: `qfold convert`, then `qfold bench --json` (C++ `steady_clock` around "
       "`Session::Run`; inputs are set once before).")
     w("- ONNX Runtime: `InferenceSession` with `ORT_ENABLE_ALL` (QDQ models run ORT's own "
@@ -640,11 +644,12 @@ def write_markdown(path, results, meta, args):
     w("## Summary")
     w("")
     w("Geometric means over the models of each group (only models where both engines ran; "
-      "> 1 means qfold is faster, or for int8/fp32 that qfold's QDQ model beats its float one).")
+      "> 1 means qfold is faster, or for int8/fp32 that qfold's QDQ model beats its float one). "
+      "Ratios of medians, and one of the fastest runs (\"min\").")
     w("")
-    w(f"| group | models | ORT/qfold {t1}T | MNN/qfold {t1}T"
+    w(f"| group | models | ORT/qfold {t1}T | MNN/qfold {t1}T | ORT/qfold {t1}T, min"
       + (f" | ORT/qfold {t2}T | qfold {t2}T speedup" if t2 else "") + " | qfold int8/fp32 |")
-    w("|---|---|---|---|" + ("---|---|" if t2 else "") + "---|")
+    w("|---|---|---|---|---|" + ("---|---|" if t2 else "") + "---|")
     for g in groups:
         rs = [x for x in results if x["group"] == g]
 
@@ -652,7 +657,9 @@ def write_markdown(path, results, meta, args):
             v = [a / b for a, b in pairs if a and b]
             return (f"{float(np.exp(np.mean(np.log(v)))):.2f}× (n={len(v)})" if v else "—")
         cells = [gmean((med(r, "ort", t1), med(r, "qfold", t1)) for r in rs),
-                 gmean((med(r, "mnn", t1), med(r, "qfold", t1)) for r in rs)]
+                 gmean((med(r, "mnn", t1), med(r, "qfold", t1)) for r in rs),
+                 gmean((stat(r, "ort", t1, "min_ms"), stat(r, "qfold", t1, "min_ms"))
+                       for r in rs)]
         if t2:
             cells += [gmean((med(r, "ort", t2), med(r, "qfold", t2)) for r in rs),
                       gmean((med(r, "qfold", t1), med(r, "qfold", t2)) for r in rs)]
@@ -673,6 +680,7 @@ def write_markdown(path, results, meta, args):
             hdr += [f"ORT/qfold {t2}T", f"qfold {t2}T speedup"]
         if "QDQ" in g:
             hdr += ["qfold int8/fp32"]
+        hdr += [f"min ms {t1}T qfold / ORT / MNN"]
         w("| " + " | ".join(hdr) + " |")
         w("|" + "---|" * len(hdr))
         for r in (x for x in results if x["group"] == g):
@@ -688,6 +696,8 @@ def write_markdown(path, results, meta, args):
             if "QDQ" in g:
                 f = by_label.get(r.get("float_of"))
                 row.append(fmt_ratio(med(f, "qfold", t1) if f else None, q1))
+            row.append(" / ".join(fmt_ms(stat(r, eng, t1, "min_ms"))
+                                  for eng in ("qfold", "ort", "mnn")))
             w("| " + " | ".join(row) + " |")
         w("")
     w("## Memory and model size")
@@ -735,7 +745,8 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: mobilenetv2_like and its QDQ variant, 1+3 runs")
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--iterations", type=int, default=50, help="timed runs (at most)")
+    ap.add_argument("--iterations", type=int, default=200,
+                    help="timed runs (at most; fewer for slow models, see SECONDS_PER_SETTING)")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--no-mnn", action="store_true", help="skip MNN even if installed")
     ap.add_argument("--note", action="append", default=[],

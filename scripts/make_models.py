@@ -274,6 +274,25 @@ def dynamic_convnet():
         opset=13)
 
 
+# Detector stem at 416x416 ------------------------------------------------------------------------
+
+def detector_stem():
+    """A YOLO-style stem at the (1,3,416,416) size detectors ship with: the size must survive
+    conversion unchanged (NCHW, batch 1 first), float and quantized."""
+    g = GraphBuilder("detector_stem", seed=7)
+    x = g.node("Relu", [g.conv("images", 3, 8, 3, stride=2, pad=1, bias=True, base="stem")], "r1")
+    x = g.node("Relu", [g.conv(x, 8, 16, 3, stride=2, pad=1, bias=True, base="down")], "r2")
+    y = g.node("Sigmoid", [g.conv(x, 16, 16, 1, bias=True, base="mix")], "gate")
+    x = g.node("Mul", [x, y], "attend")
+    g.nodes.append(helper.make_node(
+        "Conv", [x, g.const("head.weight", g.he((6, 16, 1, 1), 16)),
+                 g.const("head.bias", (g.rng.standard_normal(6) * 0.05).astype(np.float32))],
+        ["boxes"], name="head", kernel_shape=[1, 1]))
+    return g.model([helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 416, 416])],
+                   [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 6, 104, 104])],
+                   opset=13)
+
+
 # Weight-only int4 MLP ---------------------------------------------------------------------------
 
 def int4_weight_mlp():
@@ -312,6 +331,7 @@ MODELS = {
     "fp16_convnet": (fp16_convnet, {}),
     "dynamic_convnet": (dynamic_convnet, {"batch": 2, "height": 20, "width": 24}),
     "int4_weight_mlp": (int4_weight_mlp, {}),
+    "detector_stem": (detector_stem, {}),
 }
 
 NP_OF_ONNX = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}

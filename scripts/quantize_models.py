@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from qfold_tools import graph_inputs, random_feeds  # noqa: E402
 
 NUM_CALIB_SAMPLES = 8
-WHOLE_MODELS = ("mobilenetv2_like", "resnet_like", "transformer_encoder")
+WHOLE_MODELS = ("mobilenetv2_like", "resnet_like", "transformer_encoder", "detector_stem")
 OPS_OPSET = 17
 
 U8, S8 = QuantType.QUInt8, QuantType.QInt8

@@ -31,8 +31,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from qfold_tools import (DEFAULT_OTHER_DIM, concrete_shape, graph_inputs, random_input, run_ort,
-                         run_qfold, safe_name)
+from qfold_tools import (DEFAULT_OTHER_DIM, concrete_shape, external_shape_errors, graph_inputs,
+                         random_input, run_ort, run_qfold, safe_name)
 
 DEFAULT_RTOL = 1e-4
 DEFAULT_RTOL_HALF = 2e-3
@@ -106,6 +106,11 @@ def check_model(args, model_path, dims, stem):
         if err:
             print(f"FAIL {label}: qfold {cmd[1]} failed, {err}")
             return False
+    shape_errors = external_shape_errors(args.qfold, qfm, onnx.load(model_path))
+    for e in shape_errors:
+        print(f"FAIL {label}: external shape changed: {e}")
+    if shape_errors:
+        return False
 
     ok = True
     for name, ref in zip(out_names, refs):

@@ -46,8 +46,8 @@ import zlib
 import numpy as np
 import onnx
 
-from qfold_tools import (first_error_line, inspect_operators, operator_mix, random_feeds,
-                         run_ort, run_ort_optimized, run_qfold, safe_name)
+from qfold_tools import (external_shape_errors, first_error_line, inspect_operators, operator_mix,
+                         random_feeds, run_ort, run_ort_optimized, run_qfold, safe_name)
 
 MIN_COSINE = 0.999
 NO_WORSE_THAN_ORT_INT = False
@@ -167,6 +167,11 @@ def check_model(args, path, workdir):
         print(f"FAIL {label}: qfold convert failed, {err}")
         return res
     res.ops = inspect_operators(args.qfold, qfm)
+    shape_errors = external_shape_errors(args.qfold, qfm, model)
+    if shape_errors:
+        res.error = "external shape changed: " + shape_errors[0]
+        print(f"FAIL {label}: {res.error}")
+        return res
     start = time.monotonic()
     err = run_qfold([args.qfold, "run", qfm] + input_args + ["--output-dir", outdir], args.timeout)
     res.seconds = time.monotonic() - start

@@ -135,6 +135,34 @@ def inspect_operators(qfold, qfm_path, timeout=120):
     return ops if isinstance(ops, dict) else None
 
 
+def external_shape_errors(qfold, qfm_path, model, timeout=120):
+    """Differences between the model's declared graph inputs/outputs and the .qfm's: the
+    converter may change layouts inside, never the shapes, names or dtypes users feed."""
+    err, out = run_qfold_output([qfold, "inspect", qfm_path, "--json"], timeout)
+    if err:
+        return [err]
+    info = json.loads(out)
+    errors = []
+    declared = {vi.name: vi for vi in list(graph_inputs(model)) + list(model.graph.output)}
+    for t in info.get("inputs", []) + info.get("outputs", []):
+        vi = declared.get(t["name"])
+        if vi is None:
+            errors.append(f"'{t['name']}' is not an input or output of the ONNX model")
+            continue
+        want = []
+        for d in vi.type.tensor_type.shape.dim:
+            want.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?"))
+        got = t["shape"]
+        # Outputs' symbolic dims may be resolved by inference; inputs must stay as declared.
+        is_input = any(vi.name == i.name for i in graph_inputs(model))
+        for a, (w, g) in enumerate(zip(want, got)):
+            if isinstance(w, int) and w != g or (is_input and not isinstance(w, int) and w != g):
+                errors.append(f"'{t['name']}' axis {a}: ONNX declares {w}, the .qfm has {g}")
+        if len(want) != len(got) and want:
+            errors.append(f"'{t['name']}' has rank {len(got)} in the .qfm, {len(want)} in ONNX")
+    return errors
+
+
 def operator_mix(ops):
     """(integer ops, Q/DQ ops, other ops, total) from an `operators` map. "Other" ops are float
     ops or type-generic ones (MaxPool, Reshape, ...) that may also run on int8 tensors: the
