@@ -112,7 +112,7 @@ const char* kConvertUsage =
 
 const char* kRunUsage =
     "usage: qfold run MODEL.qfm [--input NAME=FILE.npy ...] [--inputs FILE.npz]\n"
-    "                 [--output-dir DIR] [--threads N]\n"
+    "                 [--input-shape NAME=1x3x320x320 ...] [--output-dir DIR] [--threads N]\n"
     "\n"
     "Runs a model. Inputs come from .npy files (one per input) or an .npz whose\n"
     "entries are named like the inputs; their shapes may differ from the model's\n"
@@ -191,8 +191,10 @@ int Convert(const Args& args) {
   }
   if (in.empty() || out.empty())
     return UsageError("convert", "needs an input model and -o OUTPUT", kConvertUsage);
-  Status st = conv::ConvertFile(in, out, opts);
+  std::vector<std::string> notes;
+  Status st = conv::ConvertFile(in, out, opts, &notes);
   if (!st.ok()) return Fail("convert", st);
+  for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
   struct stat s;
   stat(out.c_str(), &s);
   std::printf("wrote %s (%lld bytes)\n", out.c_str(), static_cast<long long>(s.st_size));
@@ -203,6 +205,7 @@ int Run(const Args& args) {
   if (HasFlag(args, "--help") || HasFlag(args, "-h")) return std::fputs(kRunUsage, stdout), 0;
   std::string model_path, out_dir;
   std::vector<io::NpzEntry> feeds;
+  std::map<std::string, Shape> resize;
   SessionOptions opts;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -226,6 +229,13 @@ int Run(const Args& args) {
       Status st = io::ReadNpy(v.substr(eq + 1), &e.array);
       if (!st.ok()) return Fail("run", st);
       feeds.push_back(std::move(e));
+    } else if (a == "--input-shape") {
+      size_t eq;
+      Shape shape;
+      if (!next(&v) || (eq = v.find('=')) == std::string::npos || eq == 0 ||
+          !ParseShape(v.substr(eq + 1), &shape))
+        return UsageError("run", "--input-shape takes NAME=1x3x224x224", kRunUsage);
+      resize[v.substr(0, eq)] = shape;
     } else if (a == "--inputs") {
       if (!next(&v)) return UsageError("run", "--inputs needs FILE.npz", kRunUsage);
       Status st = io::ReadNpz(v, &feeds);
@@ -251,6 +261,11 @@ int Run(const Args& args) {
   std::unique_ptr<Session> session;
   st = Session::Create(model, opts, &session);
   if (!st.ok()) return Fail("run", st);
+  // Explicit sizes first: the data must then match them exactly.
+  for (const auto& kv : resize) {
+    st = session->ResizeInput(kv.first, kv.second);
+    if (!st.ok()) return Fail("run", st);
+  }
   for (const TensorInfo& in : model->inputs()) {
     const io::NpzEntry* feed = nullptr;
     for (const io::NpzEntry& e : feeds)
@@ -259,6 +274,12 @@ int Run(const Args& args) {
       return Fail("run", Status(StatusCode::kInvalidArgument,
                                 "no data for input '" + in.name + "' " + DimsToString(in) + " " +
                                     dtype_name(in.dtype) + ": pass --input " + in.name + "=FILE.npy"));
+    auto rs = resize.find(in.name);
+    if (rs != resize.end() && rs->second != feed->array.shape)
+      return Fail("run", Status(StatusCode::kInvalidArgument,
+                                "input '" + in.name + "': data has shape " +
+                                    ShapeToString(feed->array.shape) + ", --input-shape gives " +
+                                    ShapeToString(rs->second)));
     st = session->SetInput(in.name, feed->array.dtype, feed->array.shape, feed->array.data.data(),
                            feed->array.data.size());
     if (!st.ok()) return Fail("run", st);

@@ -12,6 +12,7 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
   QF_RETURN_IF_ERROR(NormalizeOpsets(g));
   QF_RETURN_IF_ERROR(ApplyInputOverrides(g, opts.input_shapes, opts.dims));
   QF_RETURN_IF_ERROR(ApplyInputLayouts(g, opts.input_layouts));
+  QF_RETURN_IF_ERROR(DequantizeWidenedConstants(g));
   QF_RETURN_IF_ERROR(CheckSupported(*g));
   QF_RETURN_IF_ERROR(VerifyGraph(g));
   QF_RETURN_IF_ERROR(WidenHalfFloats(g));
@@ -36,9 +37,10 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
 }
 
 Status ConvertFile(const std::string& onnx_path, const std::string& qfm_path,
-                   const ConvertOptions& opts) {
+                   const ConvertOptions& opts, std::vector<std::string>* notes) {
   Graph g;
   QF_RETURN_IF_ERROR(LoadAndOptimize(onnx_path, opts, &g));
+  if (notes) *notes = g.notes;
   std::vector<uint8_t> bytes;
   QF_RETURN_IF_ERROR(SerializeQfm(g, &bytes));
   return WriteFileAtomic(qfm_path, bytes);

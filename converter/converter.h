@@ -26,8 +26,9 @@ struct ConvertOptions {
 Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts, Graph* g);
 
 // LoadAndOptimize + SerializeQfm + WriteFileAtomic; on error no output file exists.
+// `notes` (optional) receives what the conversion did that a user should know.
 Status ConvertFile(const std::string& onnx_path, const std::string& qfm_path,
-                   const ConvertOptions& opts);
+                   const ConvertOptions& opts, std::vector<std::string>* notes = nullptr);
 
 }  // namespace conv
 }  // namespace qfold

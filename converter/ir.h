@@ -37,6 +37,8 @@ struct Value {
   // Graph inputs/outputs: layout implied by their consumers or producers.
   enum class Layout { kPlain, kNCHW, kNHWC } layout = Layout::kPlain;
   int batch_axis = -1, channel_axis = -1;
+  // ONNX type name when a constant was widened on reading (float8 -> float32).
+  std::string widened_from;
 
   bool is_constant() const { return data != nullptr; }
 };
@@ -70,6 +72,8 @@ struct Graph {
   std::vector<Node> nodes;  // topologically sorted after VerifyGraph
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
+  // What the conversion did that a user should know (printed by `qfold convert`).
+  std::vector<std::string> notes;
 
   Value* Find(const std::string& name) {
     auto it = values.find(name);

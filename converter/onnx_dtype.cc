@@ -1,5 +1,7 @@
 #include "converter/onnx_dtype.h"
 
+#include <cmath>
+
 namespace qfold {
 namespace conv {
 
@@ -42,6 +44,31 @@ std::string OnnxTypeName(int onnx_type) {
   for (const Entry& e : kTable)
     if (e.onnx == onnx_type) return e.name;
   return "type " + std::to_string(onnx_type);
+}
+
+bool IsFloat8(int onnx_type) { return onnx_type >= 17 && onnx_type <= 20; }
+
+float Float8ToFloat(int onnx_type, uint8_t bits) {
+  // Exponent width and bias per type; the *FNUZ types have no negative zero
+  // (0x80 is their only NaN) and none of the E4M3 types has infinities.
+  const bool e4m3 = onnx_type == 17 || onnx_type == 18;
+  const bool fnuz = onnx_type == 18 || onnx_type == 20;
+  const int mant_bits = e4m3 ? 3 : 2;
+  const int bias = (e4m3 ? 7 : 15) + (fnuz ? 1 : 0);
+  const int exp_max = e4m3 ? 15 : 31;
+  if (fnuz && bits == 0x80) return std::nanf("");
+  const bool negative = bits & 0x80;
+  const int exp = (bits >> mant_bits) & exp_max;
+  const int mant = bits & ((1 << mant_bits) - 1);
+  float v;
+  if (onnx_type == 17 && exp == exp_max && mant == 7) return std::nanf("");
+  if (onnx_type == 19 && exp == exp_max)
+    return mant ? std::nanf("") : (negative ? -INFINITY : INFINITY);
+  if (exp == 0)
+    v = std::ldexp(float(mant), 1 - bias - mant_bits);
+  else
+    v = std::ldexp(1.f + float(mant) / float(1 << mant_bits), exp - bias);
+  return negative ? -v : v;
 }
 
 }  // namespace conv

@@ -166,6 +166,30 @@ Status ValueFromTensorProto(const onnx::TensorProto& t, const std::string& base_
                             const std::string& where, Value* out) {
   out->name = t.name();
   out->dtype = DTypeFromOnnx(t.data_type());
+  if (IsFloat8(t.data_type())) {
+    // One byte per element, from raw_data or one per int32_data entry.
+    std::string bytes = t.has_raw_data() ? t.raw_data() : std::string();
+    if (!t.has_raw_data())
+      for (int32_t v : t.int32_data()) bytes.push_back(char(uint8_t(v)));
+    out->shape.assign(t.dims().begin(), t.dims().end());
+    int64_t n = 0;
+    if (t.data_location() == onnx::TensorProto::EXTERNAL || t.dims_size() > kMaxRank ||
+        !CheckedNumel(out->shape, &n) || int64_t(bytes.size()) != n)
+      return Status(StatusCode::kUnsupported,
+                    where + ": float8 tensor '" + t.name() + "' must hold its " +
+                        std::to_string(n) + " bytes inline");
+    auto data = std::make_shared<std::vector<uint8_t>>(size_t(n) * 4);
+    for (int64_t i = 0; i < n; ++i) {
+      float f = Float8ToFloat(t.data_type(), uint8_t(bytes[size_t(i)]));
+      std::memcpy(data->data() + 4 * i, &f, 4);
+    }
+    out->name = t.name();
+    out->dtype = DType::kFloat32;
+    out->rank_known = true;
+    out->data = data;
+    out->widened_from = OnnxTypeName(t.data_type());
+    return Status::Ok();
+  }
   if (out->dtype == DType::kUndefined)
     return Status(StatusCode::kUnsupported,
                   where + ": tensor '" + t.name() + "' has element type " +

@@ -10,7 +10,7 @@ VENV="$ROOT/.venv"
 
 APT_PACKAGES=(cmake ninja-build g++ python3 python3-venv zlib1g-dev
   libprotobuf-dev protobuf-compiler libflatbuffers-dev flatbuffers-compiler
-  libfmt-dev nlohmann-json3-dev doctest-dev libonnx-dev)
+  libfmt-dev nlohmann-json3-dev doctest-dev libonnx-dev pybind11-dev python3-dev)
 
 install_apt_packages() {
   local missing=()

@@ -35,6 +35,8 @@ Status ApplyInputOverrides(Graph* g, const std::map<std::string, Shape>& shapes,
                            const std::map<std::string, int64_t>& dims);
 // --input-layout NAME=NHWC: the input takes NHWC data; a Transpose restores NCHW.
 Status ApplyInputLayouts(Graph* g, const std::map<std::string, std::string>& layouts);
+// DequantizeLinear of float8 constants (widened on reading) -> float Sub/Mul.
+Status DequantizeWidenedConstants(Graph* g);
 // Records on graph inputs and outputs their layout and batch/channel axes.
 Status AnnotateLayouts(Graph* g);
 // The Conv/QLinearConv reading `name` as its data input, directly or through

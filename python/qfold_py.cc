@@ -1,0 +1,327 @@
+// Python module `qfold`: convert() over the converter, Session over the runtime.
+//
+// Arrays cross the boundary through the buffer protocol and plain numpy calls
+// (numpy.ascontiguousarray, numpy.empty) rather than pybind11/numpy.h: the
+// pybind11 2.10 that Debian ships reads numpy 1.x's descriptor layout, which
+// numpy 2 changed.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "converter/converter.h"
+#include "qfold/runtime.h"
+
+namespace py = pybind11;
+
+namespace qfold {
+namespace {
+
+// qfold.Error, created at module init.
+PyObject* g_error_type = nullptr;
+
+const char* CodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid_argument";
+    case StatusCode::kInvalidModel:
+      return "invalid_model";
+    case StatusCode::kUnsupported:
+      return "unsupported";
+    case StatusCode::kIoError:
+      return "io_error";
+    case StatusCode::kInternal:
+      return "internal";
+  }
+  return "internal";
+}
+
+// Raises qfold.Error(message) with .code set. Needs the GIL.
+[[noreturn]] void Raise(StatusCode code, const std::string& message) {
+  py::object err = py::reinterpret_borrow<py::object>(g_error_type)(message);
+  err.attr("code") = CodeName(code);
+  PyErr_SetObject(g_error_type, err.ptr());
+  throw py::error_already_set();
+}
+
+void ThrowIfError(const Status& st) {
+  if (!st.ok()) Raise(st.code(), st.message());
+}
+
+// numpy dtype names; nullptr where numpy has no equivalent.
+const char* NumpyName(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kInt8:
+      return "int8";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kInt16:
+      return "int16";
+    case DType::kUInt16:
+      return "uint16";
+    case DType::kInt32:
+      return "int32";
+    case DType::kUInt32:
+      return "uint32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kUInt64:
+      return "uint64";
+    case DType::kBool:
+      return "bool";
+    default:
+      return nullptr;
+  }
+}
+
+const char* LayoutName(Layout l) {
+  switch (l) {
+    case Layout::kNCHW:
+      return "NCHW";
+    case Layout::kNHWC:
+      return "NHWC";
+    default:
+      return "plain";
+  }
+}
+
+py::list InfoList(const std::vector<TensorInfo>& infos) {
+  py::list out;
+  for (const TensorInfo& t : infos) {
+    py::dict d;
+    d["name"] = t.name;
+    const char* np = NumpyName(t.dtype);
+    d["dtype"] = np ? np : dtype_name(t.dtype);
+    d["shape"] = t.shape;
+    d["dim_names"] = t.dim_names;
+    d["layout"] = LayoutName(t.layout);
+    out.append(d);
+  }
+  return out;
+}
+
+// str or os.PathLike.
+std::string FsPath(const py::object& path) {
+  return py::str(py::module_::import("os").attr("fspath")(path));
+}
+
+void Convert(const py::object& onnx_path, const py::object& qfm_path,
+             const std::optional<std::map<std::string, Shape>>& input_shapes,
+             const std::optional<std::map<std::string, int64_t>>& dims,
+             const std::optional<std::map<std::string, std::string>>& input_layouts,
+             bool fold_qdq) {
+  conv::ConvertOptions opts;
+  if (input_shapes) opts.input_shapes = *input_shapes;
+  if (dims) opts.dims = *dims;
+  if (input_layouts) opts.input_layouts = *input_layouts;
+  opts.fold_qdq = fold_qdq;
+  std::string src = FsPath(onnx_path), dst = FsPath(qfm_path);
+  Status st;
+  {
+    py::gil_scoped_release nogil;
+    st = conv::ConvertFile(src, dst, opts);
+  }
+  ThrowIfError(st);
+}
+
+struct AlignedFree {
+  void operator()(uint8_t* p) const { ::operator delete(p, std::align_val_t(64)); }
+};
+
+// One input of a run, prepared with the GIL held; `view` keeps the array's memory alive.
+struct Feed {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  py::buffer_info view;
+};
+
+class PySession {
+ public:
+  PySession(const py::object& source, int num_threads) {
+    Status st;
+    if (py::isinstance<py::bytes>(source) || py::isinstance<py::bytearray>(source) ||
+        py::isinstance<py::memoryview>(source)) {
+      py::buffer_info bytes = py::buffer(source).request();
+      // The model uses constants in place, so it gets an aligned copy that it outlives.
+      size_ = static_cast<size_t>(bytes.size * bytes.itemsize);
+      buffer_.reset(static_cast<uint8_t*>(::operator new(size_ ? size_ : 1, std::align_val_t(64))));
+      if (size_) std::memcpy(buffer_.get(), bytes.ptr, size_);
+      py::gil_scoped_release nogil;
+      st = Model::LoadMemory(buffer_.get(), size_, &model_);
+    } else {
+      std::string path = FsPath(source);
+      py::gil_scoped_release nogil;
+      st = Model::LoadFile(path, &model_);
+    }
+    ThrowIfError(st);
+    SessionOptions opts;
+    opts.num_threads = num_threads;
+    {
+      py::gil_scoped_release nogil;
+      st = Session::Create(model_, opts, &session_);
+    }
+    ThrowIfError(st);
+  }
+
+  ~PySession() {
+    // The session and model refer to buffer_; drop them first.
+    session_.reset();
+    model_.reset();
+  }
+
+  py::list inputs() const { return InfoList(model_->inputs()); }
+  py::list outputs() const { return InfoList(model_->outputs()); }
+
+  size_t arena_bytes() {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
+    return session_->arena_bytes();
+  }
+
+  void ResizeInput(const std::string& name, const Shape& shape) {
+    Status st;
+    {
+      // Lock order: GIL released before taking mu_, never the other way round.
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(mu_);
+      st = session_->ResizeInput(name, shape);
+    }
+    ThrowIfError(st);
+  }
+
+  py::dict Run(const py::dict& feeds) {
+    std::vector<Feed> prepared = Prepare(feeds);
+    py::dict result;
+    Status st;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const Feed& f : prepared) {
+        st = session_->SetInput(f.name, f.dtype, f.shape, f.view.ptr,
+                                static_cast<size_t>(f.view.size * f.view.itemsize));
+        if (!st.ok()) break;
+      }
+      if (st.ok()) st = session_->Run();
+      if (st.ok()) {
+        // Outputs stay valid only until the next run, so copy them out under the lock.
+        py::gil_scoped_acquire gil;
+        result = CollectOutputs();
+      }
+    }
+    ThrowIfError(st);
+    return result;
+  }
+
+ private:
+  std::vector<Feed> Prepare(const py::dict& feeds) {
+    const std::vector<TensorInfo>& infos = model_->inputs();
+    py::module_ np = py::module_::import("numpy");
+    std::vector<Feed> prepared;
+    for (auto item : feeds) {
+      std::string name = py::str(item.first);
+      const TensorInfo* info = nullptr;
+      for (const TensorInfo& t : infos)
+        if (t.name == name) info = &t;
+      if (!info) {
+        std::string names;
+        for (const TensorInfo& t : infos) names += (names.empty() ? "'" : ", '") + t.name + "'";
+        Raise(StatusCode::kInvalidArgument,
+              "no input named '" + name + "'; the model's inputs are " + names);
+      }
+      // A no-op for C-contiguous arrays; copies anything else (views, lists).
+      py::object arr = np.attr("ascontiguousarray")(item.second);
+      py::object dt = arr.attr("dtype");
+      std::string given = py::str(dt.attr("name"));
+      const char* want = NumpyName(info->dtype);
+      if (!want)
+        Raise(StatusCode::kUnsupported, "input '" + name + "' is " + dtype_name(info->dtype) +
+                                            ", which has no numpy equivalent");
+      if (given != want || !dt.attr("isnative").cast<bool>())
+        Raise(StatusCode::kInvalidArgument, "input '" + name + "' expects dtype " + want +
+                                                " (native byte order), given " +
+                                                std::string(py::str(dt.attr("str"))));
+      Feed f{name, info->dtype, {}, py::buffer(arr).request()};
+      f.shape.assign(f.view.shape.begin(), f.view.shape.end());
+      prepared.push_back(std::move(f));
+    }
+    for (const TensorInfo& t : infos) {
+      bool given = false;
+      for (const Feed& f : prepared) given = given || f.name == t.name;
+      if (!given) Raise(StatusCode::kInvalidArgument, "input '" + t.name + "' is not given");
+    }
+    return prepared;
+  }
+
+  py::dict CollectOutputs() {
+    py::module_ np = py::module_::import("numpy");
+    py::dict result;
+    for (const TensorInfo& info : model_->outputs()) {
+      DType dtype;
+      Shape shape;
+      const void* data = nullptr;
+      ThrowIfError(session_->GetOutput(info.name, &dtype, &shape, &data));
+      const char* np_name = NumpyName(dtype);
+      if (!np_name)
+        Raise(StatusCode::kUnsupported, "output '" + info.name + "' is " + dtype_name(dtype) +
+                                            ", which has no numpy equivalent");
+      py::object arr = np.attr("empty")(py::tuple(py::cast(shape)), np_name);
+      py::buffer_info out = py::buffer(arr).request(true);
+      size_t bytes = static_cast<size_t>(out.size * out.itemsize);
+      if (bytes) std::memcpy(out.ptr, data, bytes);
+      result[py::str(info.name)] = arr;
+    }
+    return result;
+  }
+
+  std::unique_ptr<uint8_t, AlignedFree> buffer_;  // model bytes, when loaded from memory
+  size_t size_ = 0;
+  std::shared_ptr<Model> model_;
+  std::unique_ptr<Session> session_;
+  std::mutex mu_;  // Session is not thread-safe and run() drops the GIL
+};
+
+}  // namespace
+}  // namespace qfold
+
+PYBIND11_MODULE(qfold, m) {
+  using qfold::PySession;
+  m.doc() = "qfold: convert ONNX models to .qfm and run them on the CPU";
+  m.attr("__version__") = QFOLD_VERSION_STRING;
+
+  qfold::g_error_type = PyErr_NewExceptionWithDoc(
+      "qfold.Error", "A qfold failure; .code is e.g. 'invalid_model', 'unsupported'.",
+      PyExc_RuntimeError, nullptr);
+  if (!qfold::g_error_type) throw py::error_already_set();
+  m.attr("Error") = py::handle(qfold::g_error_type);
+
+  m.def("convert", &qfold::Convert, py::arg("onnx_path"), py::arg("qfm_path"),
+        py::arg("input_shapes") = py::none(), py::arg("dims") = py::none(),
+        py::arg("input_layouts") = py::none(), py::arg("fold_qdq") = true,
+        "Converts an ONNX file to .qfm; raises qfold.Error (no output file) on failure.");
+
+  py::class_<PySession>(m, "Session")
+      .def(py::init<const py::object&, int>(), py::arg("path_or_bytes"), py::arg("num_threads") = 1)
+      .def_property_readonly("inputs", &PySession::inputs)
+      .def_property_readonly("outputs", &PySession::outputs)
+      .def_property_readonly("arena_bytes", &PySession::arena_bytes)
+      .def("resize_input", &PySession::ResizeInput, py::arg("name"), py::arg("shape"))
+      .def("run", &PySession::Run, py::arg("feeds"),
+           "Runs with {name: array}; returns {name: array} (copies).");
+}
