@@ -253,10 +253,11 @@ class PySession {
       if (!want)
         Raise(StatusCode::kUnsupported, "input '" + name + "' is " + dtype_name(info->dtype) +
                                             ", which has no numpy equivalent");
-      if (given != want || !dt.attr("isnative").cast<bool>())
-        Raise(StatusCode::kInvalidArgument, "input '" + name + "' expects dtype " + want +
-                                                " (native byte order), given " +
-                                                std::string(py::str(dt.attr("str"))));
+      // Byte-swapped arrays share the name ("float32") but not the memory layout.
+      if (!dt.attr("isnative").cast<bool>()) given = py::str(dt.attr("str"));
+      if (given != want)
+        Raise(StatusCode::kInvalidArgument,
+              "input '" + name + "' expects dtype " + want + ", given " + given);
       Feed f{name, info->dtype, {}, py::buffer(arr).request()};
       f.shape.assign(f.view.shape.begin(), f.view.shape.end());
       prepared.push_back(std::move(f));

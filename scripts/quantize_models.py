@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                      quantize_static)
+                                      quantize_dynamic, quantize_static)
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
@@ -47,8 +47,11 @@ U8, S8 = QuantType.QUInt8, QuantType.QInt8
 
 
 class Variant:
-    def __init__(self, name, per_channel, act, weight, reduce_range=False, **extra):
+    def __init__(self, name, per_channel, act, weight, reduce_range=False, fmt="qdq", **extra):
         self.name = name
+        # "qdq" (QuantizeLinear/DequantizeLinear), "qoperator" (QLinearConv, QGemm, ...)
+        # or "dynamic" (quantize_dynamic: MatMulInteger/ConvInteger, no calibration).
+        self.fmt = fmt
         self.per_channel = per_channel
         self.act = act
         self.weight = weight
@@ -60,6 +63,8 @@ class Variant:
                 f"act {self.act.name}", f"weight {self.weight.name}"]
         if self.reduce_range:
             bits.append("reduce_range")
+        if self.fmt != "qdq":
+            bits.append(self.fmt)
         bits += [f"{k}={v}" for k, v in self.extra.items()]
         return ", ".join(bits)
 
@@ -76,6 +81,8 @@ VARIANTS = [
     Variant("pc_s8s8", True, S8, S8),
     Variant("pc_s8s8_sym", True, S8, S8, ActivationSymmetric=True),
     Variant("pc_u8s8_reducerange", True, U8, S8, reduce_range=True),
+    Variant("qop_pc_u8s8", True, U8, S8, fmt="qoperator"),
+    Variant("dyn_u8s8", False, U8, S8, fmt="dynamic"),
 ]
 OP_VARIANTS_PT = [VARIANTS[0], VARIANTS[1]]
 OP_VARIANTS_PC = [VARIANTS[5], VARIANTS[6]]
@@ -108,12 +115,17 @@ def preprocess(src, dst):
 def quantize(src, dst, variant, seed, op_types=None, dims=None, force=False):
     """quantize_static in QDQ format with `variant`'s options and a fixed-seed calibration set.
     force: quantize data-movement ops (Transpose, MaxPool, ...) even if their input is float."""
+    if variant.fmt == "dynamic":
+        quantize_dynamic(src, dst, per_channel=variant.per_channel, weight_type=variant.weight,
+                         op_types_to_quantize=op_types)
+        return
     model = onnx.load(src)
     reader = RandomReader(model, seed, dims)
     extra = dict(variant.extra)
     if force:
         extra["ForceQuantizeNoInputCheck"] = True
-    quantize_static(src, dst, reader, quant_format=QuantFormat.QDQ,
+    fmt = QuantFormat.QOperator if variant.fmt == "qoperator" else QuantFormat.QDQ
+    quantize_static(src, dst, reader, quant_format=fmt,
                     op_types_to_quantize=op_types, per_channel=variant.per_channel,
                     reduce_range=variant.reduce_range, activation_type=variant.act,
                     weight_type=variant.weight, extra_options=extra)

@@ -164,6 +164,64 @@ const std::map<std::string, Rewrite>& Rewrites() {
   return table;
 }
 
+// com.microsoft QGemm (ONNX Runtime's QOperator Gemm) with a quantized output
+// is QLinearMatMul with the int32 bias C as its ninth input: B is transposed
+// at conversion when transB is set.
+Status RewriteQGemm(Graph* g, Node* n) {
+  auto unsupported = [&](const std::string& why) {
+    return Status(StatusCode::kUnsupported, g->source + ": " + n->Label() + ": " + why);
+  };
+  if (n->input(7).empty()) return unsupported("QGemm with a float output (no y_scale)");
+  if (n->attrs.GetInt("transA", 0) != 0) return unsupported("transA=1");
+  if (n->attrs.GetFloat("alpha", 1.f) != 1.f) return unsupported("alpha != 1");
+  std::string b = n->input(3);
+  if (n->attrs.GetInt("transB", 0) != 0) {
+    const Value* v = g->Find(b);
+    if (!v || !v->is_constant() || v->shape.size() != 2 || dtype_size(v->dtype) != 1)
+      return unsupported("transB=1 needs a constant 2-D 8-bit B");
+    const int64_t rows = v->shape[0], cols = v->shape[1];
+    std::vector<uint8_t> t(v->data->size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) t[size_t(c * rows + r)] = (*v->data)[size_t(r * cols + c)];
+    b = g->AddConstant(b + "_t", v->dtype, {cols, rows}, std::move(t));
+  }
+  std::vector<std::string> in = {n->input(0), n->input(1), n->input(2), b,
+                                 n->input(4), n->input(5), n->input(7), n->input(8)};
+  if (!n->input(6).empty()) in.push_back(n->input(6));
+  n->inputs = in;
+  n->op_type = "QLinearMatMul";
+  n->domain.clear();
+  n->attrs = AttrMap();
+  return Status::Ok();
+}
+
+// com.microsoft QLinearSoftmax: dequantize, Softmax in float, quantize.
+void ExpandQLinearSoftmax(Graph* g, Node&& n, std::vector<Node>* out) {
+  Node dq, sm, q;
+  dq.op_type = "DequantizeLinear";
+  dq.name = n.name + "_dequantize";
+  dq.inputs = {n.input(0), n.input(1), n.input(2)};
+  std::string xf = g->UniqueName(n.outputs[0] + "_float_in");
+  std::string yf = g->UniqueName(n.outputs[0] + "_float_out");
+  g->values[xf].name = xf;
+  g->values[yf].name = yf;
+  dq.outputs = {xf};
+  sm.op_type = "Softmax";
+  sm.name = n.name;
+  sm.inputs = {xf};
+  sm.outputs = {yf};
+  sm.attrs.SetInt("axis", n.attrs.GetInt("axis", -1));
+  // Its `opset` attribute says which Softmax semantics the node follows.
+  if (n.attrs.GetInt("opset", 13) < 13) sm.attrs.SetInt("_coerce_2d", 1);
+  q.op_type = "QuantizeLinear";
+  q.name = n.name + "_quantize";
+  q.inputs = {yf, n.input(3), n.input(4)};
+  q.outputs = n.outputs;
+  out->push_back(std::move(dq));
+  out->push_back(std::move(sm));
+  out->push_back(std::move(q));
+}
+
 // Constant nodes become constant values; they are not operators at run time.
 Status ConstantNodeToValue(Graph* g, const Node& n) {
   Value v;
@@ -207,6 +265,11 @@ Status NormalizeOpsets(Graph* g) {
     if (n.domain.empty()) {
       auto it = Rewrites().find(n.op_type);
       if (it != Rewrites().end()) QF_RETURN_IF_ERROR(it->second(g, &n, g->opset));
+    }
+    if (n.domain == "com.microsoft" && n.op_type == "QGemm") QF_RETURN_IF_ERROR(RewriteQGemm(g, &n));
+    if (n.domain == "com.microsoft" && n.op_type == "QLinearSoftmax") {
+      ExpandQLinearSoftmax(g, std::move(n), &kept);
+      continue;
     }
     kept.push_back(std::move(n));
   }
