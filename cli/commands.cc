@@ -517,6 +517,16 @@ int Inspect(const Args& args) {
                     d.contains("granularity") ? d["granularity"].get<std::string>().c_str() : "");
   }
   if (!warning.empty()) std::printf("warning: %s\n", warning.c_str());
+  if (j.contains("operator_details")) {
+    // Transposes left after conversion are layout changes the model pays for.
+    std::string names;
+    int count = 0;
+    for (const auto& d : j["operator_details"])
+      if (d["type"] == "Transpose") {
+        if (count++ < 8) names += (names.empty() ? "'" : ", '") + d["name"].get<std::string>() + "'";
+      }
+    if (count) std::printf("transposes: %d (%s%s)\n", count, names.c_str(), count > 8 ? ", ..." : "");
+  }
   std::printf("quantization: %s\n",
               quantized_tensors ? (std::to_string(quantized_tensors) + " quantized tensors / QDQ nodes").c_str()
                                 : "none (float model)");

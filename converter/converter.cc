@@ -29,6 +29,7 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
     QF_RETURN_IF_ERROR(FuseConvBatchNorm(g));
     QF_RETURN_IF_ERROR(FuseActivations(g));
   }
+  QF_RETURN_IF_ERROR(CancelTransposes(g));
   QF_RETURN_IF_ERROR(RemoveDeadCode(g));
   QF_RETURN_IF_ERROR(VerifyGraph(g));
   // Re-infer so every value written carries the final dtype and shape.

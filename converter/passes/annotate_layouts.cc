@@ -11,10 +11,20 @@ namespace conv {
 namespace {
 
 const std::set<std::string>& SpatialOps() {
-  static const std::set<std::string> ops = {
-      "Conv", "QLinearConv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool",
-      "GlobalMaxPool", "QLinearGlobalAveragePool", "QLinearAveragePool", "BatchNormalization",
-      "InstanceNormalization", "Resize", "DepthToSpace", "SpaceToDepth"};
+  static const std::set<std::string> ops = {"Conv",
+                                            "QLinearConv",
+                                            "ConvTranspose",
+                                            "MaxPool",
+                                            "AveragePool",
+                                            "GlobalAveragePool",
+                                            "GlobalMaxPool",
+                                            "QLinearGlobalAveragePool",
+                                            "QLinearAveragePool",
+                                            "BatchNormalization",
+                                            "InstanceNormalization",
+                                            "Resize",
+                                            "DepthToSpace",
+                                            "SpaceToDepth"};
   return ops;
 }
 
@@ -51,7 +61,8 @@ Status AnnotateLayouts(Graph* g) {
     }
     for (const Node& n : g->nodes) {
       if (n.op_type != "Transpose" || n.inputs.empty() || n.inputs[0] != in || !rank4) continue;
-      if (n.attrs.GetInts("perm") == std::vector<int64_t>{0, 3, 1, 2} && FirstConv(*g, n.outputs[0]))
+      if (n.attrs.GetInts("perm") == std::vector<int64_t>{0, 3, 1, 2} &&
+          FirstConv(*g, n.outputs[0]))
         Mark(v, Value::Layout::kNHWC, 0, 3);
     }
   }

@@ -26,7 +26,6 @@ std::string InputList(const Graph& g) {
   return s;
 }
 
-
 // Channels the Conv needs at axis 1: weight dim 1 times group.
 int64_t ConvInputChannels(const Graph& g, const Node& conv) {
   const std::string& w_name = conv.op_type == "QLinearConv" ? conv.input(3) : conv.input(1);
@@ -79,8 +78,8 @@ Status ApplyInputOverrides(Graph* g, const std::map<std::string, Shape>& shapes,
                            const std::map<std::string, int64_t>& dims) {
   for (const auto& kv : shapes) {
     if (std::find(g->inputs.begin(), g->inputs.end(), kv.first) == g->inputs.end())
-      return Bad(*g, "--input-shape names '" + kv.first + "', which is not a graph input; inputs: " +
-                         InputList(*g));
+      return Bad(*g, "--input-shape names '" + kv.first +
+                         "', which is not a graph input; inputs: " + InputList(*g));
     Value& v = g->values[kv.first];
     const Shape& given = kv.second;
     for (int64_t d : given)
@@ -138,8 +137,8 @@ Status ApplyInputOverrides(Graph* g, const std::map<std::string, Shape>& shapes,
 Status ApplyInputLayouts(Graph* g, const std::map<std::string, std::string>& layouts) {
   for (const auto& kv : layouts) {
     if (std::find(g->inputs.begin(), g->inputs.end(), kv.first) == g->inputs.end())
-      return Bad(*g, "--input-layout names '" + kv.first + "', which is not a graph input; inputs: " +
-                         InputList(*g));
+      return Bad(*g, "--input-layout names '" + kv.first +
+                         "', which is not a graph input; inputs: " + InputList(*g));
     Value& v = g->values[kv.first];
     if (kv.second != "NHWC" && kv.second != "NCHW")
       return Bad(*g, "--input-layout " + kv.first + "=" + kv.second + ": expected NCHW or NHWC");

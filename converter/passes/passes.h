@@ -37,6 +37,8 @@ Status ApplyInputOverrides(Graph* g, const std::map<std::string, Shape>& shapes,
 Status ApplyInputLayouts(Graph* g, const std::map<std::string, std::string>& layouts);
 // DequantizeLinear of float8 constants (widened on reading) -> float Sub/Mul.
 Status DequantizeWidenedConstants(Graph* g);
+// Transpose -> Transpose becomes one Transpose, or nothing when they cancel.
+Status CancelTransposes(Graph* g);
 // Records on graph inputs and outputs their layout and batch/channel axes.
 Status AnnotateLayouts(Graph* g);
 // The Conv/QLinearConv reading `name` as its data input, directly or through

@@ -18,17 +18,17 @@ constexpr int kE4M3FN = 17, kE4M3FNUZ = 18, kE5M2 = 19, kE5M2FNUZ = 20;
 
 TEST_CASE("float8: decoding follows the ONNX float8 tables") {
   // Hand-decoded: sign | exponent | mantissa with the type's bias.
-  CHECK(Float8ToFloat(kE4M3FN, 0x38) == 1.0f);     // 0 0111 000: 2^(7-7)
+  CHECK(Float8ToFloat(kE4M3FN, 0x38) == 1.0f);  // 0 0111 000: 2^(7-7)
   CHECK(Float8ToFloat(kE4M3FN, 0xB8) == -1.0f);
-  CHECK(Float8ToFloat(kE4M3FN, 0x7E) == 448.0f);   // 1.75 * 2^8, the largest
+  CHECK(Float8ToFloat(kE4M3FN, 0x7E) == 448.0f);  // 1.75 * 2^8, the largest
   CHECK(std::isnan(Float8ToFloat(kE4M3FN, 0x7F)));
   CHECK(Float8ToFloat(kE4M3FN, 0x01) == std::ldexp(1.0f, -9));  // smallest subnormal
-  CHECK(Float8ToFloat(kE4M3FNUZ, 0x40) == 1.0f);   // bias 8
+  CHECK(Float8ToFloat(kE4M3FNUZ, 0x40) == 1.0f);                // bias 8
   CHECK(std::isnan(Float8ToFloat(kE4M3FNUZ, 0x80)));
-  CHECK(Float8ToFloat(kE5M2, 0x3C) == 1.0f);       // 0 01111 00: bias 15
+  CHECK(Float8ToFloat(kE5M2, 0x3C) == 1.0f);  // 0 01111 00: bias 15
   CHECK(std::isinf(Float8ToFloat(kE5M2, 0x7C)));
   CHECK(std::isnan(Float8ToFloat(kE5M2, 0x7D)));
-  CHECK(Float8ToFloat(kE5M2FNUZ, 0x40) == 1.0f);   // bias 16
+  CHECK(Float8ToFloat(kE5M2FNUZ, 0x40) == 1.0f);      // bias 16
   CHECK(Float8ToFloat(kE5M2FNUZ, 0x7F) == 57344.0f);  // 1.75 * 2^15
 }
 

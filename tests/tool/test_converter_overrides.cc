@@ -161,3 +161,50 @@ TEST_CASE("overrides: runtime resize names a batch/channel swap") {
 }  // namespace test
 }  // namespace conv
 }  // namespace qfold
+
+namespace qfold {
+namespace conv {
+namespace test {
+namespace {
+
+TEST_CASE("overrides: Transpose pairs cancel or compose") {
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.Input("x", kFloat, {1, 2, 3, 4});
+  b.Output("y", kFloat, {1, 2, 3, 4});
+  b.Output("z", kFloat, {1, 3, 2, 4});
+  OnnxBuilder::AttrInts(b.Node("Transpose", {"x"}, {"nhwc"}, "to_nhwc"), "perm", {0, 2, 3, 1});
+  OnnxBuilder::AttrInts(b.Node("Transpose", {"nhwc"}, {"nchw"}, "to_nchw"), "perm", {0, 3, 1, 2});
+  b.Node("Relu", {"nchw"}, {"y"}, "relu");
+  // (0,2,3,1) then (0,1,3,2) compose into the single permutation (0,2,1,3).
+  OnnxBuilder::AttrInts(b.Node("Transpose", {"x"}, {"t1"}, "t1"), "perm", {0, 2, 3, 1});
+  OnnxBuilder::AttrInts(b.Node("Transpose", {"t1"}, {"z"}, "t2"), "perm", {0, 1, 3, 2});
+  std::string path = b.Write(dir);
+  Converted c;
+  Status st = ConvertAndOpen(path, ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  int transposes = 0;
+  for (const Node& n : c.graph.nodes)
+    if (n.op_type == "Transpose") {
+      ++transposes;
+      CHECK(n.attrs.GetInts("perm") == std::vector<int64_t>{0, 2, 1, 3});
+    }
+  CHECK(transposes == 1);
+  std::vector<float> x(24);
+  for (int i = 0; i < 24; ++i) x[size_t(i)] = float(i - 12);
+  SetFloatInput(c.session.get(), "x", {1, 2, 3, 4}, x);
+  REQUIRE(c.session->Run().ok());
+  std::vector<float> y = FloatOutput(*c.session, "y", {1, 2, 3, 4});
+  for (int i = 0; i < 24; ++i) CHECK(y[size_t(i)] == std::max(0.f, x[size_t(i)]));
+  std::vector<float> z = FloatOutput(*c.session, "z", {1, 3, 2, 4});
+  // z[0][h][c][w] = x[0][c][h][w]
+  for (int h = 0; h < 3; ++h)
+    for (int ch = 0; ch < 2; ++ch)
+      for (int w = 0; w < 4; ++w)
+        CHECK(z[size_t((h * 2 + ch) * 4 + w)] == x[size_t((ch * 3 + h) * 4 + w)]);
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace conv
+}  // namespace qfold
