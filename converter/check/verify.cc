@@ -26,11 +26,12 @@ using conv::Node;
 using conv::QuantInfo;
 using conv::Value;
 
-// A loaded model plus the bytes it may point into.
+// A loaded model plus the bytes it may point into; an external reference has only `arrays`.
 struct Loaded {
   std::vector<uint8_t> bytes;
   std::shared_ptr<Model> model;
   std::unique_ptr<Session> session;
+  std::map<std::string, NamedArray> arrays;
   std::map<std::string, QuantInfo> quant;                               // per tensor name
   std::map<std::string, std::pair<std::string, std::string>> producer;  // name -> (node, type)
   std::vector<std::string> order;  // op outputs in topological order
@@ -231,14 +232,31 @@ double StepOf(const QuantInfo& q, const Shape& shape, size_t i) {
   return q.scales[size_t((int64_t(i) / inner) % shape[size_t(q.axis)]) % q.scales.size()];
 }
 
+// A tensor from the session's run, else from the external arrays (checked for size, since
+// AsReal reads the whole extent).
+bool GetTensor(const Loaded& l, const std::string& name, DType* dt, Shape* shape,
+               const void** data) {
+  if (l.session) return l.session->GetOutput(name, dt, shape, data).ok();
+  auto it = l.arrays.find(name);
+  if (it == l.arrays.end()) return false;
+  const NamedArray& a = it->second;
+  int64_t n = 1;
+  for (int64_t d : a.shape) n = d < 0 ? -1 : n * d;
+  if (n < 0 || a.data.size() != dtype_storage_bytes(a.dtype, n)) return false;
+  *dt = a.dtype;
+  *shape = a.shape;
+  *data = a.data.data();
+  return true;
+}
+
 bool Compare(const Loaded& cand, const Loaded& ref, const std::string& name, TensorDiff* d,
              std::string* note) {
   DType ct, rt;
   Shape cs, rs;
   const void* cp = nullptr;
   const void* rp = nullptr;
-  if (!cand.session->GetOutput(name, &ct, &cs, &cp).ok()) return false;
-  if (!ref.session->GetOutput(name, &rt, &rs, &rp).ok()) return false;
+  if (!GetTensor(cand, name, &ct, &cs, &cp)) return false;
+  if (!GetTensor(ref, name, &rt, &rs, &rp)) return false;
   if (cs != rs) {
     *note = Quote(name) + ": shape " + DimsText(cs) + " in the .qfm, " + DimsText(rs) +
             " in the reference";
@@ -342,8 +360,10 @@ Status VerifyModel(const std::string& onnx_path, const std::string& qfm_path,
   QF_RETURN_IF_ERROR(conv::LoadAndOptimize(onnx_path, ropts, &rg));
   Loaded ref, cand;
   ReferenceQuant(rg, &ref);
-  if (opts.per_layer) ExposeAll(&rg);
-  QF_RETURN_IF_ERROR(LoadGraph(rg, &ref));
+  if (!opts.external_reference) {
+    if (opts.per_layer) ExposeAll(&rg);
+    QF_RETURN_IF_ERROR(LoadGraph(rg, &ref));
+  }
 
   std::shared_ptr<Model> file_model;
   QF_RETURN_IF_ERROR(Model::LoadFile(qfm_path, &file_model));
@@ -372,8 +392,17 @@ Status VerifyModel(const std::string& onnx_path, const std::string& qfm_path,
   }
   Status st = Feed(&cand, out->inputs);
   if (!st.ok()) return Status(st.code(), qfm_path + ": " + st.message());
-  st = Feed(&ref, out->inputs);
-  if (!st.ok()) return Status(st.code(), "reference (" + onnx_path + " unfolded): " + st.message());
+  if (opts.external_reference) {
+    std::vector<NamedArray> arrays;
+    st = opts.external_reference(out->inputs, opts.per_layer, &arrays);
+    if (!st.ok())
+      return Status(st.code(), "reference (" + opts.reference_name + "): " + st.message());
+    for (NamedArray& a : arrays) ref.arrays[a.name] = std::move(a);
+  } else {
+    st = Feed(&ref, out->inputs);
+    if (!st.ok())
+      return Status(st.code(), "reference (" + onnx_path + " unfolded): " + st.message());
+  }
 
   std::set<std::string> outputs;
   for (const TensorInfo& t : file_model->outputs()) {
@@ -414,7 +443,7 @@ Status VerifyModel(const std::string& onnx_path, const std::string& qfm_path,
 }
 
 std::string VerifyText(const VerifyResult& r, const VerifyOptions& opts) {
-  std::string s = "outputs:\n";
+  std::string s = "reference: " + opts.reference_name + "\noutputs:\n";
   for (const TensorDiff& d : r.outputs) s += DiffLine(d, opts.threshold);
   if (!r.layers.empty()) {
     s += "layers (" + std::to_string(r.layers.size()) + ", topological order):\n";
@@ -439,6 +468,7 @@ std::string VerifyJson(const VerifyResult& r, const VerifyOptions& opts) {
   nlohmann::json j;
   j["threshold"] = opts.threshold;
   j["seed"] = opts.seed;
+  j["reference"] = opts.reference_name;
   j["inputs"] = nlohmann::json::array();
   for (const NamedArray& a : r.inputs)
     j["inputs"].push_back({{"name", a.name}, {"dtype", dtype_name(a.dtype)}, {"shape", a.shape}});
@@ -511,7 +541,8 @@ std::string VerifyHtml(const VerifyResult& r, const VerifyOptions& opts, const s
       "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}td.bad{color:#d33;"
       "font-weight:bold}</style></head><body><h1>" +
       HtmlEscape(title) + "</h1>";
-  s += "<p>threshold (cosine): " + FloatText(opts.threshold) + "; " + std::to_string(n) +
+  s += "<p>reference: " + HtmlEscape(opts.reference_name) +
+       "; threshold (cosine): " + FloatText(opts.threshold) + "; " + std::to_string(n) +
        (r.layers.empty() ? " outputs" : " layers") + " compared; first bad: <b>" +
        (r.first_bad.empty() ? "none" : HtmlEscape(r.first_bad)) + "</b></p>";
   s += chart("Cosine similarity along the network", true);

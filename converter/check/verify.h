@@ -3,9 +3,11 @@
 // tensor both graphs name alike). The reference is the ONNX graph converted
 // without QDQ folding and without fusions: literal DequantizeLinear -> float
 // op -> QuantizeLinear through the runtime's own kernels, independent of the
-// folded integer path.
+// folded integer path. A caller may supply another reference (the CLI runs ONNX
+// Runtime) through VerifyOptions::external_reference.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,11 +25,20 @@ struct NamedArray {
   std::vector<uint8_t> data;
 };
 
+// Computes reference tensors for `inputs`: the graph outputs and, with `per_layer`, any
+// intermediate tensors it can, named as in the ONNX model.
+using ExternalReference = std::function<Status(const std::vector<NamedArray>& inputs,
+                                               bool per_layer, std::vector<NamedArray>* out)>;
+
 struct VerifyOptions {
   std::vector<NamedArray> inputs;  // missing inputs get random data
   uint32_t seed = 1;
   bool per_layer = false;
   double threshold = 0.99;  // cosine similarity below this is "bad"
+  // Replaces the built-in unfolded reference when set; the inputs are decided first, so the
+  // reference is computed from the same (possibly random) data.
+  ExternalReference external_reference;
+  std::string reference_name = "qfold (unfolded ONNX model)";  // shown in the results
 };
 
 struct TensorDiff {

@@ -297,8 +297,10 @@ TEST_CASE("qfm: int4 constants of odd length need exactly ceil(n/2) bytes") {
 
 // ---- .onnx files ------------------------------------------------------------------------------
 
-Status Convert(const std::string& path, conv::Graph* g) {
-  return conv::LoadAndOptimize(path, conv::ConvertOptions(), g);
+// A fresh graph each time: LoadAndOptimize adds to the one it is given.
+Status Convert(const std::string& path) {
+  conv::Graph g;
+  return conv::LoadAndOptimize(path, conv::ConvertOptions(), &g);
 }
 
 TEST_CASE("onnx: truncated at many lengths") {
@@ -308,8 +310,7 @@ TEST_CASE("onnx: truncated at many lengths") {
   for (size_t cut = 0; cut < good.size(); cut += 1 + good.size() / 25) {
     CAPTURE(cut);
     WriteBytes(dir.File("trunc.onnx"), std::string(good.begin(), good.begin() + cut));
-    conv::Graph g;
-    Status st = Convert(dir.File("trunc.onnx"), &g);
+    Status st = Convert(dir.File("trunc.onnx"));
     CHECK_FALSE(st.ok());
     CHECK(Contains(st.message(), "trunc.onnx"));
   }
@@ -317,14 +318,13 @@ TEST_CASE("onnx: truncated at many lengths") {
 
 TEST_CASE("onnx: cyclic graph, duplicate producers, missing inputs") {
   TempDir dir;
-  conv::Graph g;
   {
     OnnxBuilder b;
     b.Input("x", onnx::TensorProto::FLOAT, {4});
     b.Output("z", onnx::TensorProto::FLOAT, {4});
     b.Node("Add", {"x", "z"}, {"y"}, "add_y");
     b.Node("Relu", {"y"}, {"z"}, "relu_z");
-    Status st = Convert(b.Write(dir, "cycle.onnx"), &g);
+    Status st = Convert(b.Write(dir, "cycle.onnx"));
     CHECK(st.code() == StatusCode::kInvalidModel);
     CHECK(Contains(st.message(), "cycle.onnx"));
     CHECK((Contains(st.message(), "add_y") || Contains(st.message(), "relu_z")));
@@ -335,7 +335,7 @@ TEST_CASE("onnx: cyclic graph, duplicate producers, missing inputs") {
     b.Output("y", onnx::TensorProto::FLOAT, {4});
     b.Node("Relu", {"x"}, {"y"}, "first");
     b.Node("Neg", {"x"}, {"y"}, "second");
-    Status st = Convert(b.Write(dir, "dup.onnx"), &g);
+    Status st = Convert(b.Write(dir, "dup.onnx"));
     CHECK(st.code() == StatusCode::kInvalidModel);
     CHECK_MESSAGE(Contains(st.message(), "'y'"), st.message());
   }
@@ -344,7 +344,7 @@ TEST_CASE("onnx: cyclic graph, duplicate producers, missing inputs") {
     b.Input("x", onnx::TensorProto::FLOAT, {4});
     b.Output("y", onnx::TensorProto::FLOAT, {4});
     b.Node("Add", {"x", "nowhere"}, {"y"}, "add0");
-    Status st = Convert(b.Write(dir, "missing.onnx"), &g);
+    Status st = Convert(b.Write(dir, "missing.onnx"));
     CHECK(st.code() == StatusCode::kInvalidModel);
     CHECK_MESSAGE(Contains(st.message(), "nowhere"), st.message());
   }
@@ -353,7 +353,7 @@ TEST_CASE("onnx: cyclic graph, duplicate producers, missing inputs") {
     b.Input("x", onnx::TensorProto::FLOAT, {4});
     b.Output("y", onnx::TensorProto::FLOAT, {4});
     b.Node("Add", {"", "x"}, {"y"}, "add_empty");
-    Status st = Convert(b.Write(dir, "empty_input.onnx"), &g);
+    Status st = Convert(b.Write(dir, "empty_input.onnx"));
     CHECK(st.code() == StatusCode::kInvalidModel);
     CHECK_MESSAGE(Contains(st.message(), "add_empty"), st.message());
   }
@@ -361,13 +361,12 @@ TEST_CASE("onnx: cyclic graph, duplicate producers, missing inputs") {
 
 TEST_CASE("onnx: huge and negative dims") {
   TempDir dir;
-  conv::Graph g;
   {
     OnnxBuilder b;
     b.Input("x", onnx::TensorProto::FLOAT, {int64_t(1) << 40, int64_t(1) << 40});
     b.Output("y", onnx::TensorProto::FLOAT, {});
     b.Node("Relu", {"x"}, {"y"}, "r");
-    Status st = Convert(b.Write(dir, "huge.onnx"), &g);
+    Status st = Convert(b.Write(dir, "huge.onnx"));
     CHECK(st.code() == StatusCode::kInvalidModel);
     CHECK(Contains(st.message(), "graph input 'x'"));
   }
@@ -378,7 +377,7 @@ TEST_CASE("onnx: huge and negative dims") {
     float one = 1.f;
     b.Init("w", onnx::TensorProto::FLOAT, {int64_t(1) << 62, 4}, &one, 4);
     b.Node("Add", {"x", "w"}, {"y"}, "a");
-    Status st = Convert(b.Write(dir, "huge_init.onnx"), &g);
+    Status st = Convert(b.Write(dir, "huge_init.onnx"));
     CHECK(st.code() == StatusCode::kInvalidModel);
     CHECK(Contains(st.message(), "'w'"));
   }
@@ -389,7 +388,7 @@ TEST_CASE("onnx: huge and negative dims") {
     float one = 1.f;
     b.Init("w", onnx::TensorProto::FLOAT, {-1}, &one, 4);
     b.Node("Add", {"x", "w"}, {"y"}, "a");
-    Status st = Convert(b.Write(dir, "neg_init.onnx"), &g);
+    Status st = Convert(b.Write(dir, "neg_init.onnx"));
     CHECK_FALSE(st.ok());
     CHECK(Contains(st.message(), "'w'"));
   }
@@ -398,7 +397,7 @@ TEST_CASE("onnx: huge and negative dims") {
     b.Output("y", onnx::TensorProto::FLOAT, {});
     b.InitInt64("shape", {2}, {int64_t(1) << 30, int64_t(1) << 30});
     b.Node("ConstantOfShape", {"shape"}, {"y"}, "cos");
-    Status st = Convert(b.Write(dir, "cos.onnx"), &g);
+    Status st = Convert(b.Write(dir, "cos.onnx"));
     CHECK(st.code() == StatusCode::kInvalidModel);
     CHECK(Contains(st.message(), "cos"));
   }
@@ -414,8 +413,7 @@ TEST_CASE("onnx: int4 initializer of odd length") {
   b.InitFloat("s", {}, {0.5f});
   b.Node("DequantizeLinear", {"w4", "s"}, {"w"}, "dq");
   b.Node("Add", {"x", "w"}, {"y"}, "add");
-  conv::Graph g;
-  Status st = Convert(b.Write(dir, "int4.onnx"), &g);
+  Status st = Convert(b.Write(dir, "int4.onnx"));
   CHECK(st.code() == StatusCode::kInvalidModel);
   CHECK(Contains(st.message(), "'w4'"));
 }
@@ -442,8 +440,7 @@ TEST_CASE("onnx: external data must stay inside the model's folder") {
     b.Node("Add", {"x", "w_ext"}, {"y"}, "add");
     std::string path = outer.File("model/m.onnx");
     WriteBytes(path, b.Bytes());
-    conv::Graph g;
-    Status st = Convert(path, &g);
+    Status st = Convert(path);
     CHECK(st.code() == StatusCode::kInvalidModel);
     CHECK(Contains(st.message(), "w_ext"));
     CHECK(Contains(st.message(), "model's folder"));
@@ -456,8 +453,7 @@ TEST_CASE("onnx: files over the protobuf limit are refused before reading") {
   WriteBytes(path, "");
   // Sparse: no disk space used.
   REQUIRE(truncate(path.c_str(), off_t(conv::kMaxProtoBytes) + 1) == 0);
-  conv::Graph g;
-  Status st = Convert(path, &g);
+  Status st = Convert(path);
   CHECK(st.code() == StatusCode::kInvalidModel);
   CHECK(Contains(st.message(), "big.onnx"));
   CHECK(Contains(st.message(), "2 GiB"));
