@@ -437,6 +437,8 @@ int Inspect(const Args& args) {
       j["producer"] = md->producer() ? md->producer()->str() : "";
       j["opset"] = md->source_opset();
       j["source_sha256"] = md->source_model_sha256() ? md->source_model_sha256()->str() : "";
+      if (md->notes())
+        for (const auto* n : *md->notes()) j["notes"].push_back(n->str());
     }
     j["format_version"] = m->fb->format_version();
     inputs = model->inputs();
@@ -517,6 +519,8 @@ int Inspect(const Args& args) {
                     d.contains("granularity") ? d["granularity"].get<std::string>().c_str() : "");
   }
   if (!warning.empty()) std::printf("warning: %s\n", warning.c_str());
+  if (j.contains("notes"))
+    for (const auto& n : j["notes"]) std::printf("note: %s\n", n.get<std::string>().c_str());
   if (j.contains("operator_details")) {
     // Transposes left after conversion are layout changes the model pays for.
     std::string names;

@@ -94,9 +94,11 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
   std::vector<int32_t> ins, outs;
   for (const std::string& n : g.inputs) ins.push_back(index[n]);
   for (const std::string& n : g.outputs) outs.push_back(index[n]);
+  std::vector<flatbuffers::Offset<flatbuffers::String>> notes;
+  for (const std::string& n : g.notes) notes.push_back(b.CreateString(n));
   auto meta = fb::CreateMetadata(b, b.CreateString("qfold " QFOLD_VERSION_STRING),
                                  int32_t(g.opset), b.CreateString(g.sha256),
-                                 b.CreateString(g.source));
+                                 b.CreateString(g.source), b.CreateVector(notes));
   auto model = fb::CreateModel(b, 1, 1, b.CreateVector(tensors), b.CreateVector(buffers),
                                b.CreateVector(ops), b.CreateVector(ins), b.CreateVector(outs), meta);
   fb::FinishModelBuffer(b, model);

@@ -135,8 +135,8 @@ Status Session::Impl::Plan() {
     int64_t n = 0;
     if (!CheckedNumel(t.shape, &n) || n > kMaxActivationElements)
       return Status(StatusCode::kInvalidArgument,
-                    "input '" + t.name + "' of shape " + ShapeToString(t.shape) + " has more than " +
-                        std::to_string(kMaxActivationElements) + " elements");
+                    "input '" + t.name + "' of shape " + ShapeToString(t.shape) +
+                        " has more than " + std::to_string(kMaxActivationElements) + " elements");
   }
 
   const int nops = int(m->ops.size());
@@ -228,10 +228,10 @@ Status Session::Impl::Plan() {
   arena_size = PlanArena(requests, kArenaAlign, &offsets);
   if (arena_size > kMaxSessionBytes - std::min(kMaxSessionBytes, folded_bytes))
     return Status(StatusCode::kInvalidModel,
-                  "activations need an arena of " + std::to_string(arena_size) + " bytes (plus " +
-                      std::to_string(folded_bytes) + " bytes of values computed at plan time), "
-                      "more than the " + std::to_string(kMaxSessionBytes) +
-                      " bytes a session may allocate");
+                  "activations need an arena of " + std::to_string(arena_size) +
+                      " bytes (plus " + std::to_string(folded_bytes) +
+                      " bytes of values computed at plan time), more than the " +
+                      std::to_string(kMaxSessionBytes) + " bytes a session may allocate");
   arena = AllocAligned(arena_size);
   if (!arena) return Status(StatusCode::kInternal, "cannot allocate an arena of " +
                                                        std::to_string(arena_size) + " bytes");

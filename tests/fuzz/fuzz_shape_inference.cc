@@ -33,71 +33,178 @@ struct AttrSpec {
 };
 // Every attribute some op reads, plus qfold's own fused-activation attributes.
 const AttrSpec kAttrs[] = {
-    {"axis", Kind::kInt},         {"axes", Kind::kInts},
-    {"keepdims", Kind::kInt},     {"perm", Kind::kInts},
-    {"kernel_shape", Kind::kInts}, {"strides", Kind::kInts},
-    {"pads", Kind::kInts},        {"dilations", Kind::kInts},
-    {"group", Kind::kInt},        {"auto_pad", Kind::kString},
-    {"ceil_mode", Kind::kInt},    {"count_include_pad", Kind::kInt},
-    {"storage_order", Kind::kInt}, {"p", Kind::kInt},
-    {"output_padding", Kind::kInts}, {"output_shape", Kind::kInts},
-    {"transA", Kind::kInt},       {"transB", Kind::kInt},
-    {"alpha", Kind::kFloat},      {"beta", Kind::kFloat},
-    {"gamma", Kind::kFloat},      {"bias", Kind::kFloat},
-    {"lambd", Kind::kFloat},      {"epsilon", Kind::kFloat},
-    {"size", Kind::kInt},         {"mode", Kind::kString},
-    {"direction", Kind::kString}, {"approximate", Kind::kString},
-    {"reduction", Kind::kString}, {"nearest_mode", Kind::kString},
+    {"axis", Kind::kInt},
+    {"axes", Kind::kInts},
+    {"keepdims", Kind::kInt},
+    {"perm", Kind::kInts},
+    {"kernel_shape", Kind::kInts},
+    {"strides", Kind::kInts},
+    {"pads", Kind::kInts},
+    {"dilations", Kind::kInts},
+    {"group", Kind::kInt},
+    {"auto_pad", Kind::kString},
+    {"ceil_mode", Kind::kInt},
+    {"count_include_pad", Kind::kInt},
+    {"storage_order", Kind::kInt},
+    {"p", Kind::kInt},
+    {"output_padding", Kind::kInts},
+    {"output_shape", Kind::kInts},
+    {"transA", Kind::kInt},
+    {"transB", Kind::kInt},
+    {"alpha", Kind::kFloat},
+    {"beta", Kind::kFloat},
+    {"gamma", Kind::kFloat},
+    {"bias", Kind::kFloat},
+    {"lambd", Kind::kFloat},
+    {"epsilon", Kind::kFloat},
+    {"size", Kind::kInt},
+    {"mode", Kind::kString},
+    {"direction", Kind::kString},
+    {"approximate", Kind::kString},
+    {"reduction", Kind::kString},
+    {"nearest_mode", Kind::kString},
     {"coordinate_transformation_mode", Kind::kString},
     {"keep_aspect_ratio_policy", Kind::kString},
-    {"cubic_coeff_a", Kind::kFloat}, {"exclude_outside", Kind::kInt},
-    {"extrapolation_value", Kind::kFloat}, {"antialias", Kind::kInt},
-    {"to", Kind::kInt},           {"saturate", Kind::kInt},
-    {"output_dtype", Kind::kInt}, {"block_size", Kind::kInt},
-    {"blocksize", Kind::kInt},    {"batch_dims", Kind::kInt},
-    {"upper", Kind::kInt},        {"exclusive", Kind::kInt},
-    {"reverse", Kind::kInt},      {"fmod", Kind::kInt},
-    {"start", Kind::kInt},        {"end", Kind::kInt},
-    {"allowzero", Kind::kInt},    {"noop_with_empty_axes", Kind::kInt},
-    {"select_last_index", Kind::kInt}, {"num_outputs", Kind::kInt},
-    {"num_groups", Kind::kInt},   {"stash_type", Kind::kInt},
-    {"training_mode", Kind::kInt}, {"spatial", Kind::kInt},
-    {"channels_last", Kind::kInt}, {"precision", Kind::kInt},
-    {"detect_negative", Kind::kInt}, {"detect_positive", Kind::kInt},
-    {"_coerce_2d", Kind::kInt},   {"_activation", Kind::kString},
-    {"_act_alpha", Kind::kFloat}, {"_act_beta", Kind::kFloat},
-    {"_act_min", Kind::kFloat},   {"_act_max", Kind::kFloat},
+    {"cubic_coeff_a", Kind::kFloat},
+    {"exclude_outside", Kind::kInt},
+    {"extrapolation_value", Kind::kFloat},
+    {"antialias", Kind::kInt},
+    {"to", Kind::kInt},
+    {"saturate", Kind::kInt},
+    {"output_dtype", Kind::kInt},
+    {"block_size", Kind::kInt},
+    {"blocksize", Kind::kInt},
+    {"batch_dims", Kind::kInt},
+    {"upper", Kind::kInt},
+    {"exclusive", Kind::kInt},
+    {"reverse", Kind::kInt},
+    {"fmod", Kind::kInt},
+    {"start", Kind::kInt},
+    {"end", Kind::kInt},
+    {"allowzero", Kind::kInt},
+    {"noop_with_empty_axes", Kind::kInt},
+    {"select_last_index", Kind::kInt},
+    {"num_outputs", Kind::kInt},
+    {"num_groups", Kind::kInt},
+    {"stash_type", Kind::kInt},
+    {"training_mode", Kind::kInt},
+    {"spatial", Kind::kInt},
+    {"channels_last", Kind::kInt},
+    {"precision", Kind::kInt},
+    {"detect_negative", Kind::kInt},
+    {"detect_positive", Kind::kInt},
+    {"_coerce_2d", Kind::kInt},
+    {"_activation", Kind::kString},
+    {"_act_alpha", Kind::kFloat},
+    {"_act_beta", Kind::kFloat},
+    {"_act_min", Kind::kFloat},
+    {"_act_max", Kind::kFloat},
 };
 
 const char* const kStrings[] = {
-    "",        "NOTSET",      "VALID",       "SAME_UPPER", "SAME_LOWER",   "constant",
-    "reflect", "edge",        "wrap",        "nearest",    "linear",       "cubic",
-    "DCR",     "CRD",         "LEFT",        "RIGHT",      "none",         "tanh",
-    "add",     "mul",         "max",         "min",        "half_pixel",   "align_corners",
-    "asymmetric", "pytorch_half_pixel", "tf_crop_and_resize", "half_pixel_symmetric",
-    "round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "stretch", "not_larger",
-    "not_smaller", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
+    "",
+    "NOTSET",
+    "VALID",
+    "SAME_UPPER",
+    "SAME_LOWER",
+    "constant",
+    "reflect",
+    "edge",
+    "wrap",
+    "nearest",
+    "linear",
+    "cubic",
+    "DCR",
+    "CRD",
+    "LEFT",
+    "RIGHT",
+    "none",
+    "tanh",
+    "add",
+    "mul",
+    "max",
+    "min",
+    "half_pixel",
+    "align_corners",
+    "asymmetric",
+    "pytorch_half_pixel",
+    "tf_crop_and_resize",
+    "half_pixel_symmetric",
+    "round_prefer_floor",
+    "round_prefer_ceil",
+    "floor",
+    "ceil",
+    "stretch",
+    "not_larger",
+    "not_smaller",
+    "Relu",
+    "LeakyRelu",
+    "Clip",
+    "Sigmoid",
+    "HardSigmoid",
+    "HardSwish",
+    "Tanh",
 };
 
 // Edge values for ints: small ones dominate so that shapes stay plausible.
-const int64_t kInts[] = {0,  1,  2,  3,  4,  -1, -2, -3, 5,  7,  8,  16, 100, 1000,
-                         int64_t(1) << 31, (int64_t(1) << 40) + 1,
-                         std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(),
-                         std::numeric_limits<int32_t>::min(), -1000};
-const float kFloats[] = {0.f, 1.f, -1.f, 0.5f, 2.f, -0.5f, 3.f, 1e-5f, 1e30f, -1e30f, 255.f,
+const int64_t kInts[] = {0,
+                         1,
+                         2,
+                         3,
+                         4,
+                         -1,
+                         -2,
+                         -3,
+                         5,
+                         7,
+                         8,
+                         16,
+                         100,
+                         1000,
+                         int64_t(1) << 31,
+                         (int64_t(1) << 40) + 1,
+                         std::numeric_limits<int64_t>::max(),
+                         std::numeric_limits<int64_t>::min(),
+                         std::numeric_limits<int32_t>::min(),
+                         -1000};
+const float kFloats[] = {0.f,
+                         1.f,
+                         -1.f,
+                         0.5f,
+                         2.f,
+                         -0.5f,
+                         3.f,
+                         1e-5f,
+                         1e30f,
+                         -1e30f,
+                         255.f,
                          std::numeric_limits<float>::quiet_NaN(),
                          std::numeric_limits<float>::infinity(),
                          -std::numeric_limits<float>::infinity(),
-                         std::numeric_limits<float>::denorm_min(), 1e10f};
+                         std::numeric_limits<float>::denorm_min(),
+                         1e10f};
 // Dims: unknown, empty, small, and values whose products overflow.
-const int64_t kDims[] = {1, 2, 3, 4, 1, 2, 0, -1, 5, 8, 16, 1, int64_t(1) << 31,
-                         int64_t(1) << 34, (int64_t(1) << 33) + 1};
+const int64_t kDims[] = {1,
+                         2,
+                         3,
+                         4,
+                         1,
+                         2,
+                         0,
+                         -1,
+                         5,
+                         8,
+                         16,
+                         1,
+                         int64_t(1) << 31,
+                         int64_t(1) << 34,
+                         (int64_t(1) << 33) + 1};
 // The loader and the converter refuse shapes whose known dims multiply past this.
 constexpr int64_t kMaxElements = int64_t(1) << 34;
-const DType kDTypes[] = {DType::kFloat32, DType::kFloat32, DType::kInt64,  DType::kInt32,
-                         DType::kInt8,    DType::kUInt8,   DType::kBool,   DType::kFloat64,
-                         DType::kFloat16, DType::kInt16,   DType::kUInt16, DType::kUInt32,
-                         DType::kUInt64,  DType::kBFloat16, DType::kInt4,  DType::kUInt4};
+const DType kDTypes[] = {DType::kFloat32, DType::kFloat32,  DType::kInt64,  DType::kInt32,
+                         DType::kInt8,    DType::kUInt8,    DType::kBool,   DType::kFloat64,
+                         DType::kFloat16, DType::kInt16,    DType::kUInt16, DType::kUInt32,
+                         DType::kUInt64,  DType::kBFloat16, DType::kInt4,   DType::kUInt4};
 
 template <class T, size_t N>
 const T& Pick(FuzzedDataProvider& p, const T (&table)[N]) {
@@ -126,7 +233,9 @@ bool SmallKnown(const qfold::Tensor& t, int64_t cap, int64_t* numel) {
 // Stores element `i` of `t` from a table value, in t's dtype.
 void StoreElement(qfold::Tensor& t, uint8_t* base, int64_t i, int64_t iv, float fv) {
   switch (t.dtype) {
-    case DType::kFloat32: std::memcpy(base + 4 * i, &fv, 4); break;
+    case DType::kFloat32:
+      std::memcpy(base + 4 * i, &fv, 4);
+      break;
     case DType::kFloat64: {
       double d = fv;
       std::memcpy(base + 8 * i, &d, 8);
@@ -139,7 +248,9 @@ void StoreElement(qfold::Tensor& t, uint8_t* base, int64_t i, int64_t iv, float 
       break;
     }
     case DType::kInt64:
-    case DType::kUInt64: std::memcpy(base + 8 * i, &iv, 8); break;
+    case DType::kUInt64:
+      std::memcpy(base + 8 * i, &iv, 8);
+      break;
     case DType::kInt32:
     case DType::kUInt32: {
       uint32_t v = uint32_t(uint64_t(iv));
@@ -152,14 +263,18 @@ void StoreElement(qfold::Tensor& t, uint8_t* base, int64_t i, int64_t iv, float 
       std::memcpy(base + 2 * i, &v, 2);
       break;
     }
-    case DType::kBool: base[i] = iv & 1; break;
+    case DType::kBool:
+      base[i] = iv & 1;
+      break;
     case DType::kInt4:
     case DType::kUInt4: {
       uint8_t nib = uint8_t(iv) & 0xF;
       base[i / 2] = uint8_t(i % 2 ? (base[i / 2] & 0x0F) | (nib << 4) : (base[i / 2] & 0xF0) | nib);
       break;
     }
-    default: base[i] = uint8_t(iv); break;
+    default:
+      base[i] = uint8_t(iv);
+      break;
   }
 }
 
@@ -200,9 +315,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int a = 0; a < n_attrs; ++a) {
     const AttrSpec& spec = Pick(p, kAttrs);
     switch (spec.kind) {
-      case Kind::kInt: attrs.SetInt(spec.name, Pick(p, kInts)); break;
-      case Kind::kFloat: attrs.SetFloat(spec.name, Pick(p, kFloats)); break;
-      case Kind::kString: attrs.SetString(spec.name, Pick(p, kStrings)); break;
+      case Kind::kInt:
+        attrs.SetInt(spec.name, Pick(p, kInts));
+        break;
+      case Kind::kFloat:
+        attrs.SetFloat(spec.name, Pick(p, kFloats));
+        break;
+      case Kind::kString:
+        attrs.SetString(spec.name, Pick(p, kStrings));
+        break;
       case Kind::kInts:
       case Kind::kFloats: {
         const int n = p.ConsumeIntegralInRange(0, 10);

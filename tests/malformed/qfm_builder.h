@@ -69,14 +69,15 @@ struct QModel {
     for (const QOp& o : ops) {
       std::vector<flatbuffers::Offset<fb::Attribute>> attrs;
       for (const auto& a : o.int_attrs)
-        attrs.push_back(fb::CreateAttribute(b, b.CreateString(a.first), fb::AttrType::INT, a.second));
+        attrs.push_back(
+            fb::CreateAttribute(b, b.CreateString(a.first), fb::AttrType::INT, a.second));
       os.push_back(fb::CreateOperator(b, b.CreateString(o.type), b.CreateString(o.name),
                                       b.CreateVector(o.inputs), b.CreateVector(o.outputs),
                                       b.CreateVectorOfSortedTables(&attrs)));
     }
-    auto model = fb::CreateModel(b, 1, min_reader_version, b.CreateVector(ts),
-                                 b.CreateVector(buffers), b.CreateVector(os),
-                                 b.CreateVector(inputs), b.CreateVector(outputs));
+    auto model =
+        fb::CreateModel(b, 1, min_reader_version, b.CreateVector(ts), b.CreateVector(buffers),
+                        b.CreateVector(os), b.CreateVector(inputs), b.CreateVector(outputs));
     fb::FinishModelBuffer(b, model);
     return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
   }

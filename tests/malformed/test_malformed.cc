@@ -31,13 +31,16 @@ using conv::test::OnnxBuilder;
 using conv::test::TempDir;
 using conv::test::WriteBytes;
 
-std::string ModelsDir() { return QFOLD_SOURCE_DIR "/models"; }
+std::string ModelsDir() {
+  return QFOLD_SOURCE_DIR "/models";
+}
 
 // resnet_like.onnx converted in process, once.
 const std::vector<uint8_t>& GoodQfm() {
   static const std::vector<uint8_t> bytes = [] {
     conv::Graph g;
-    Status st = conv::LoadAndOptimize(ModelsDir() + "/resnet_like.onnx", conv::ConvertOptions(), &g);
+    Status st =
+        conv::LoadAndOptimize(ModelsDir() + "/resnet_like.onnx", conv::ConvertOptions(), &g);
     REQUIRE_MESSAGE(st.ok(), st.message());
     std::vector<uint8_t> out;
     REQUIRE(conv::SerializeQfm(g, &out).ok());
@@ -481,9 +484,10 @@ TEST_CASE("Range: extreme int bounds neither overflow nor allocate") {
   using test::I64;
   using test::Make;
   // 4 values that fit in int32, although i * delta does not (fuzzer reproducer).
-  auto r = test::RunOp("Range", {Make<int32_t>(DType::kInt32, {}, {std::numeric_limits<int32_t>::min()}),
-                                 Make<int32_t>(DType::kInt32, {}, {std::numeric_limits<int32_t>::max()}),
-                                 Make<int32_t>(DType::kInt32, {}, {1 << 30})});
+  auto r =
+      test::RunOp("Range", {Make<int32_t>(DType::kInt32, {}, {std::numeric_limits<int32_t>::min()}),
+                            Make<int32_t>(DType::kInt32, {}, {std::numeric_limits<int32_t>::max()}),
+                            Make<int32_t>(DType::kInt32, {}, {1 << 30})});
   REQUIRE(r.status.ok());
   CHECK(r.values<int32_t>() ==
         std::vector<int32_t>{std::numeric_limits<int32_t>::min(), -(1 << 30), 0, 1 << 30});
@@ -525,10 +529,12 @@ TEST_CASE("QuantizeLinear/DequantizeLinear: NaN, Inf and zero scales do not cras
     auto s = test::F32({}, {scale});
     auto zp = test::Make<uint8_t>(DType::kUInt8, {}, {128});
     auto q = test::RunOp("QuantizeLinear", {x, s, zp});
-    MESSAGE("QuantizeLinear scale " << scale << ": " << (q.status.ok() ? "accepted" : q.status.message()));
+    MESSAGE("QuantizeLinear scale " << scale << ": "
+                                    << (q.status.ok() ? "accepted" : q.status.message()));
     auto xq = test::Make<uint8_t>(DType::kUInt8, {4}, {0, 127, 128, 255});
     auto d = test::RunOp("DequantizeLinear", {xq, s, zp});
-    MESSAGE("DequantizeLinear scale " << scale << ": " << (d.status.ok() ? "accepted" : d.status.message()));
+    MESSAGE("DequantizeLinear scale " << scale << ": "
+                                      << (d.status.ok() ? "accepted" : d.status.message()));
   }
 }
 

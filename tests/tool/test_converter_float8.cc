@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "converter/onnx_dtype.h"
+#include "model_impl.h"
 #include "tests/tool/onnx_builder.h"
 
 namespace qfold {
@@ -54,6 +55,14 @@ TEST_CASE("float8: a DequantizeLinear'd float8 weight runs as float") {
   REQUIRE(notes.size() == 1);
   CHECK(Contains(notes[0], "DequantizeLinear 'dq_w': FLOAT8E4M3FN constant 'w'"));
   CHECK(Contains(notes[0], "dequantized to float at conversion"));
+
+  // The note travels in the .qfm so `qfold inspect` can show it.
+  std::shared_ptr<Model> loaded;
+  REQUIRE(Model::LoadFile(out, &loaded).ok());
+  const auto* notes_fb = loaded->impl()->fb->metadata()->notes();
+  REQUIRE(notes_fb != nullptr);
+  REQUIRE(notes_fb->size() == 1);
+  CHECK(notes_fb->Get(0)->str() == notes[0]);
 
   Converted c;
   st = ConvertAndOpen(path, ConvertOptions(), &c);
