@@ -297,12 +297,13 @@ def detector_stem():
 
 def int4_weight_mlp():
     """Two MatMuls whose weights are int4 and uint4, quantized in blocks of 32 along K (the
-    layout weight-only LLM quantizers write), with a short last block (K = 80)."""
+    layout weight-only LLM quantizers write), with a short last block (K = 80), then a Gemm
+    (transB=1, bias, beta=0.5) whose int4 weight [N, K] is blocked along its axis 1."""
     rng = np.random.default_rng(6)
     inits, nodes = [], []
     x, k = "input", 80
     for i, (dt, lo, hi, n) in enumerate(((TensorProto.INT4, -8, 7, 48),
-                                         (TensorProto.UINT4, 0, 15, 16))):
+                                         (TensorProto.UINT4, 0, 15, 40))):
         blocks = (k + 31) // 32
         w = rng.integers(lo, hi + 1, size=(k, n))
         zp = rng.integers(lo, hi + 1, size=(blocks, n))
@@ -313,9 +314,24 @@ def int4_weight_mlp():
         nodes.append(helper.make_node("DequantizeLinear", [f"w{i}", f"w{i}.scale",
                                                            f"w{i}.zero_point"], [f"w{i}.float"],
                                       name=f"dq{i}", axis=0, block_size=32))
-        y = "output" if i == 1 else f"h{i}"
+        y = f"h{i}"
         nodes.append(helper.make_node("MatMul", [x, f"w{i}.float"], [y], name=f"matmul{i}"))
         x, k = y, n
+    # Gemm: A [10, 40] (2-D), B int4 [16, 40] blocked along K (axis 1), C [16].
+    n, blocks = 16, (k + 15) // 16
+    w = rng.integers(-8, 8, size=(n, k))
+    scale = (rng.random((n, blocks)) * 0.05 + 0.01).astype(np.float32)
+    inits += [helper.make_tensor("w2", TensorProto.INT4, [n, k], w.flatten().tolist()),
+              numpy_helper.from_array(scale, "w2.scale"),
+              numpy_helper.from_array((rng.standard_normal(n)).astype(np.float32), "gemm.bias"),
+              numpy_helper.from_array(np.array([10, k], np.int64), "flat.shape"),
+              numpy_helper.from_array(np.array([2, 5, n], np.int64), "out.shape")]
+    nodes += [helper.make_node("DequantizeLinear", ["w2", "w2.scale"], ["w2.float"], name="dq2",
+                               axis=1, block_size=16),
+              helper.make_node("Reshape", [x, "flat.shape"], ["flat"], name="flatten"),
+              helper.make_node("Gemm", ["flat", "w2.float", "gemm.bias"], ["gemm"], name="gemm",
+                               transB=1, beta=0.5),
+              helper.make_node("Reshape", ["gemm", "out.shape"], ["output"], name="unflatten")]
     graph = helper.make_graph(nodes, "int4_weight_mlp",
                               [helper.make_tensor_value_info("input", TensorProto.FLOAT, [2, 5, 80])],
                               [helper.make_tensor_value_info("output", TensorProto.FLOAT, [2, 5, 16])],

@@ -76,7 +76,7 @@ class QdqFolder {
       if (!g_.nodes[k].domain.empty()) continue;
       if (t == "Conv") TryConv(k);
       else if (t == "MatMul") TryMatMul(k) || TryWeightOnlyMatMul(k);
-      else if (t == "Gemm") TryGemm(k);
+      else if (t == "Gemm") TryGemm(k) || TryWeightOnlyGemm(k);
       else if (t == "Add" || t == "Mul") TryBinary(k);
       else if (t == "GlobalAveragePool" || t == "AveragePool") TryPool(k);
       else if (t == "Concat") TryConcat(k);
@@ -377,6 +377,107 @@ class QdqFolder {
     return true;
   }
 
+  // Gemm with float A and a 4-bit (or blocked 8-bit) constant B: the MatMul
+  // form above, with transB applied to the packed weight at conversion and
+  // beta * C added in float after it.
+  bool TryWeightOnlyGemm(size_t k) {
+    Node& gm = g_.nodes[k];
+    if (gm.attrs.GetInt("transA", 0) != 0 || gm.attrs.GetFloat("alpha", 1.f) != 1.f) return false;
+    auto it = producer_.find(gm.input(1));
+    if (it == producer_.end() || removed_.count(it->second)) return false;
+    const Node& dq = g_.nodes[it->second];
+    if (dq.op_type != "DequantizeLinear" || !dq.domain.empty()) return false;
+    const Value* b = g_.Find(dq.input(0));
+    if (!b || !b->is_constant() || b->shape.size() != 2) return false;
+    const bool four_bit = b->dtype == DType::kInt4 || b->dtype == DType::kUInt4;
+    const int64_t block = dq.attrs.GetInt("block_size", 0);
+    if (!four_bit && !(Is8Bit(b->dtype) && block > 0)) return false;
+    if (!gm.input(2).empty()) {
+      const Value* c = g_.Find(gm.input(2));
+      if (!c || c->dtype != DType::kFloat32) return false;
+    }
+    std::string w = dq.input(0), s = dq.input(1), zp = dq.input(2);
+    int64_t axis = dq.attrs.GetInt("axis", 1);
+    if (axis < 0) axis += 2;
+    if (gm.attrs.GetInt("transB", 0) != 0) {
+      // [N, K] with blocks along K (axis 1) -> [K, N] with blocks along axis 0.
+      w = TransposeConstant(w);
+      if (g_.Find(s)->shape.size() == 2) s = TransposeConstant(s);
+      if (!zp.empty() && g_.Find(zp)->shape.size() == 2) zp = TransposeConstant(zp);
+      if (w.empty() || s.empty() || (!dq.input(2).empty() && zp.empty())) return false;
+      axis = 1 - axis;
+    }
+    const Value* sv = g_.Find(s);
+    int64_t scale_n = 1;
+    for (int64_t d : sv->shape) scale_n *= d;
+    const Value* wv = g_.Find(w);
+    if (block > 0 ? axis != 0 : (scale_n != 1 && (axis != 1 || scale_n != wv->shape[1])))
+      return false;
+    Node q;
+    q.op_type = "QfMatMulWeightQ";
+    q.name = gm.name;
+    q.inputs = {gm.input(0), w, s};
+    if (!zp.empty()) q.inputs.push_back(zp);
+    if (block > 0) q.attrs.SetInt("block_size", block);
+    const float beta = gm.attrs.GetFloat("beta", 1.f);
+    if (gm.input(2).empty()) {
+      q.outputs = gm.outputs;
+      g_.nodes[k] = std::move(q);
+    } else {
+      std::string mm = g_.UniqueName(gm.outputs[0] + "_matmul");
+      g_.values[mm].name = mm;
+      q.outputs = {mm};
+      std::string c = gm.input(2);
+      if (beta != 1.f) {
+        const Value* cv = g_.Find(c);
+        if (!cv->is_constant()) return false;
+        std::vector<uint8_t> bytes = *cv->data;
+        for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+          float f;
+          std::memcpy(&f, &bytes[i], 4);
+          f *= beta;
+          std::memcpy(&bytes[i], &f, 4);
+        }
+        c = g_.AddConstant(c + "_beta", DType::kFloat32, cv->shape, std::move(bytes));
+      }
+      Node add;
+      add.op_type = "Add";
+      add.name = gm.name + "_bias";
+      add.inputs = {mm, c};
+      add.outputs = gm.outputs;
+      g_.nodes[k] = std::move(q);
+      g_.nodes.insert(g_.nodes.begin() + long(k) + 1, std::move(add));
+      // Indices after k moved by one: keep removed_ consistent.
+      std::set<size_t> shifted;
+      for (size_t r : removed_) shifted.insert(r > k ? r + 1 : r);
+      removed_ = std::move(shifted);
+    }
+    Index();
+    return true;
+  }
+
+  // A 2-D constant transposed (sub-byte types unpacked and repacked); "" when
+  // the constant is not 2-D.
+  std::string TransposeConstant(const std::string& name) {
+    const Value* v = g_.Find(name);
+    if (!v || !v->is_constant() || v->shape.size() != 2) return "";
+    const int64_t rows = v->shape[0], cols = v->shape[1];
+    const bool nibbles = v->dtype == DType::kInt4 || v->dtype == DType::kUInt4;
+    const size_t es = nibbles ? 0 : dtype_size(v->dtype);
+    std::vector<uint8_t> out(v->data->size(), 0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const size_t from = size_t(r * cols + c), to = size_t(c * rows + r);
+        if (nibbles) {
+          uint8_t nib = ((*v->data)[from / 2] >> (4 * (from % 2))) & 0xf;
+          out[to / 2] |= uint8_t(nib << (4 * (to % 2)));
+        } else {
+          std::memcpy(&out[to * es], &(*v->data)[from * es], es);
+        }
+      }
+    return g_.AddConstant(name + "_t", v->dtype, {cols, rows}, std::move(out));
+  }
+
   // MatMul whose B is a per-tensor activation or a constant weight quantized
   // per tensor or per column (axis 1 of a 2-D weight).
   bool TryMatMul(size_t k) {
@@ -436,27 +537,27 @@ class QdqFolder {
 
   // Gemm becomes QLinearMatMul: transB is applied to the constant weight,
   // alpha goes into the weight scale and beta * C into the int32 bias.
-  void TryGemm(size_t k) {
+  bool TryGemm(size_t k) {
     const Node& gm = g_.nodes[k];
-    if (gm.attrs.GetInt("transA", 0) != 0) return;
+    if (gm.attrs.GetInt("transA", 0) != 0) return false;
     QParams aq, bq, yq;
     const Node* dqa = DqOf(gm.input(0), &aq);
     const Node* dqb = DqOf(gm.input(1), &bq);
-    if (!dqa || !dqb || !aq.per_tensor()) return;
+    if (!dqa || !dqb || !aq.per_tensor()) return false;
     const Value* b = g_.Find(dqb->input(0));
-    if (!b || !b->is_constant() || b->shape.size() != 2) return;
+    if (!b || !b->is_constant() || b->shape.size() != 2) return false;
     const bool trans_b = gm.attrs.GetInt("transB", 0) != 0;
     const int64_t kdim = trans_b ? b->shape[1] : b->shape[0];
     const int64_t n = trans_b ? b->shape[0] : b->shape[1];
     int axis = bq.axis < 0 ? bq.axis + 2 : bq.axis;
-    if (!bq.per_tensor() && (axis != (trans_b ? 0 : 1) || int64_t(bq.scales.size()) != n)) return;
+    if (!bq.per_tensor() && (axis != (trans_b ? 0 : 1) || int64_t(bq.scales.size()) != n)) return false;
     const double alpha = gm.attrs.GetFloat("alpha", 1.f), beta = gm.attrs.GetFloat("beta", 1.f);
-    if (!(alpha > 0)) return;
+    if (!(alpha > 0)) return false;
     std::vector<int32_t> bias;
-    if (!gm.input(2).empty() && !BiasInt32(gm.input(2), aq, bq, n, &bias, alpha, beta)) return;
+    if (!gm.input(2).empty() && !BiasInt32(gm.input(2), aq, bq, n, &bias, alpha, beta)) return false;
     size_t qk, act_k;
     int32_t lo, hi;
-    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return;
+    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return false;
 
     std::string wname = dqb->input(0);
     if (trans_b) {
@@ -487,6 +588,7 @@ class QdqFolder {
     SetQuant(wname, bq, 1);
     DropActivation(act_k);
     Replace(k, std::move(q), qk, yq);
+    return true;
   }
 
   void TryBinary(size_t k) {

@@ -11,6 +11,7 @@
 #include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "ops/conv_transpose_geometry.h"
 #include "ops/window_util.h"
 
 namespace qfold {
@@ -25,74 +26,10 @@ struct ConvTransposeParams {
 // Reads attributes; in_spatial may hold kUnknownDim (then that output dim is unknown).
 Status ParseConvTranspose(const KernelContext& ctx, const Shape& in_spatial,
                           ConvTransposeParams* p) {
-  const Tensor* w = ctx.input(1);
-  const size_t nsp = in_spatial.size();
   Status st;
   p->act = FusedActivation::FromAttrs(ctx.attr(), &st);
   if (!st.ok()) return ctx.Error(st.code(), st.message());
-  p->group = ctx.attr().GetInt("group", 1);
-  if (p->group <= 0) return ctx.Invalid("group must be positive");
-  WindowGeometry& g = p->geo;
-  g.out.assign(nsp, kUnknownDim);
-  g.pad_begin.assign(nsp, 0);
-  g.pad_end.assign(nsp, 0);
-  if (ctx.attr().Has("kernel_shape")) {
-    QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "kernel_shape", nsp, 1, &g.kernel));
-    if (w->rank_known && size_t(w->rank()) == nsp + 2)
-      for (size_t i = 0; i < nsp; ++i)
-        if (w->shape[2 + i] >= 0 && w->shape[2 + i] != g.kernel[i])
-          return ctx.Invalid("kernel_shape does not match W's shape " + ShapeToString(w->shape));
-  } else if (w->rank_known) {
-    g.kernel.assign(w->shape.begin() + 2, w->shape.end());
-  } else {
-    g.kernel.assign(nsp, kUnknownDim);
-  }
-  for (int64_t k : g.kernel)
-    if (k == 0) return ctx.Invalid("kernel dims must be positive");
-  QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "strides", nsp, 1, &g.strides));
-  QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "dilations", nsp, 1, &g.dilations));
-  std::vector<int64_t> out_pad = ctx.attr().GetInts("output_padding", std::vector<int64_t>(nsp, 0));
-  if (out_pad.size() != nsp)
-    return ctx.Invalid("output_padding must have one value per spatial axis");
-  std::vector<int64_t> out_shape = ctx.attr().GetInts("output_shape");
-  if (!out_shape.empty()) {
-    // Older exporters give the full (N, C, ...) shape; only the spatial tail matters.
-    if (out_shape.size() < nsp) return ctx.Invalid("output_shape has too few values");
-    out_shape.erase(out_shape.begin(), out_shape.end() - long(nsp));
-  }
-  std::vector<int64_t> pads = ctx.attr().GetInts("pads", std::vector<int64_t>(2 * nsp, 0));
-  if (pads.size() != 2 * nsp) return ctx.Invalid("pads must have two values per spatial axis");
-  const std::string auto_pad = ctx.attr().GetString("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
-      auto_pad != "SAME_LOWER")
-    return ctx.Invalid("unknown auto_pad '" + auto_pad + "'");
-
-  for (size_t i = 0; i < nsp; ++i) {
-    if (g.kernel[i] < 0 || in_spatial[i] < 0) {
-      if (!out_shape.empty()) g.out[i] = out_shape[i];
-      continue;
-    }
-    const int64_t in = in_spatial[i], s = g.strides[i];
-    const int64_t full = s * (in - 1) + out_pad[i] + (g.kernel[i] - 1) * g.dilations[i] + 1;
-    if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      // The output size is given (or in * stride for SAME); padding absorbs the rest.
-      const int64_t out = !out_shape.empty() ? out_shape[i] : in * s;
-      const int64_t total = full - out;
-      const int64_t half = FloorDiv(total, 2);
-      g.pad_begin[i] = auto_pad == "SAME_UPPER" ? half : total - half;
-      g.pad_end[i] = total - g.pad_begin[i];
-      g.out[i] = out;
-    } else if (auto_pad == "VALID") {
-      g.out[i] = full;
-    } else {
-      g.pad_begin[i] = pads[i];
-      g.pad_end[i] = pads[nsp + i];
-      if (pads[i] < 0 || pads[nsp + i] < 0) return ctx.Invalid("pads must be >= 0");
-      g.out[i] = full - pads[i] - pads[nsp + i];
-    }
-    if (g.out[i] < 0) return ctx.Invalid("computed output size is negative");
-  }
-  return Status::Ok();
+  return ParseConvTransposeGeometry(ctx, ctx.input(1), in_spatial, &p->group, &p->geo);
 }
 
 Status InferConvTranspose(KernelContext& ctx) {
@@ -211,6 +148,74 @@ Status RunConvTranspose(KernelContext& ctx) {
 }
 
 }  // namespace
+
+Status ParseConvTransposeGeometry(const KernelContext& ctx, const Tensor* w,
+                                  const Shape& in_spatial, int64_t* group, WindowGeometry* g_out) {
+  const size_t nsp = in_spatial.size();
+  *group = ctx.attr().GetInt("group", 1);
+  if (*group <= 0) return ctx.Invalid("group must be positive");
+  WindowGeometry& g = *g_out;
+  g.out.assign(nsp, kUnknownDim);
+  g.pad_begin.assign(nsp, 0);
+  g.pad_end.assign(nsp, 0);
+  if (ctx.attr().Has("kernel_shape")) {
+    QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "kernel_shape", nsp, 1, &g.kernel));
+    if (w->rank_known && size_t(w->rank()) == nsp + 2)
+      for (size_t i = 0; i < nsp; ++i)
+        if (w->shape[2 + i] >= 0 && w->shape[2 + i] != g.kernel[i])
+          return ctx.Invalid("kernel_shape does not match W's shape " + ShapeToString(w->shape));
+  } else if (w->rank_known) {
+    g.kernel.assign(w->shape.begin() + 2, w->shape.end());
+  } else {
+    g.kernel.assign(nsp, kUnknownDim);
+  }
+  for (int64_t k : g.kernel)
+    if (k == 0) return ctx.Invalid("kernel dims must be positive");
+  QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "strides", nsp, 1, &g.strides));
+  QF_RETURN_IF_ERROR(ReadPositiveInts(ctx, "dilations", nsp, 1, &g.dilations));
+  std::vector<int64_t> out_pad = ctx.attr().GetInts("output_padding", std::vector<int64_t>(nsp, 0));
+  if (out_pad.size() != nsp)
+    return ctx.Invalid("output_padding must have one value per spatial axis");
+  std::vector<int64_t> out_shape = ctx.attr().GetInts("output_shape");
+  if (!out_shape.empty()) {
+    // Older exporters give the full (N, C, ...) shape; only the spatial tail matters.
+    if (out_shape.size() < nsp) return ctx.Invalid("output_shape has too few values");
+    out_shape.erase(out_shape.begin(), out_shape.end() - long(nsp));
+  }
+  std::vector<int64_t> pads = ctx.attr().GetInts("pads", std::vector<int64_t>(2 * nsp, 0));
+  if (pads.size() != 2 * nsp) return ctx.Invalid("pads must have two values per spatial axis");
+  const std::string auto_pad = ctx.attr().GetString("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
+      auto_pad != "SAME_LOWER")
+    return ctx.Invalid("unknown auto_pad '" + auto_pad + "'");
+
+  for (size_t i = 0; i < nsp; ++i) {
+    if (g.kernel[i] < 0 || in_spatial[i] < 0) {
+      if (!out_shape.empty()) g.out[i] = out_shape[i];
+      continue;
+    }
+    const int64_t in = in_spatial[i], s = g.strides[i];
+    const int64_t full = s * (in - 1) + out_pad[i] + (g.kernel[i] - 1) * g.dilations[i] + 1;
+    if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      // The output size is given (or in * stride for SAME); padding absorbs the rest.
+      const int64_t out = !out_shape.empty() ? out_shape[i] : in * s;
+      const int64_t total = full - out;
+      const int64_t half = FloorDiv(total, 2);
+      g.pad_begin[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+      g.pad_end[i] = total - g.pad_begin[i];
+      g.out[i] = out;
+    } else if (auto_pad == "VALID") {
+      g.out[i] = full;
+    } else {
+      g.pad_begin[i] = pads[i];
+      g.pad_end[i] = pads[nsp + i];
+      if (pads[i] < 0 || pads[nsp + i] < 0) return ctx.Invalid("pads must be >= 0");
+      g.out[i] = full - pads[i] - pads[nsp + i];
+    }
+    if (g.out[i] < 0) return ctx.Invalid("computed output size is negative");
+  }
+  return Status::Ok();
+}
 
 const OpDef& OpDef_ConvTranspose() {
   static const OpDef def{"ConvTranspose",    InferConvTranspose,   RunConvTranspose,

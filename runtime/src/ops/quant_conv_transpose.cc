@@ -1,0 +1,179 @@
+// QfQLinearConvTranspose (qfold-internal): the integer ConvTranspose the QDQ
+// folder makes of DQ -> ConvTranspose -> Q. Inputs are QLinearConv's
+//   x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp[, B (int32, [M])]
+// with w in ConvTranspose layout [C, M/group, k...], and the attributes are
+// ConvTranspose's plus _qmin/_qmax. Every output accumulates
+//   acc = sum((x - x_zp) * (w - w_zp[m]))  in int32
+// over the (input position, tap) pairs that land on it, then adds B[m] and
+// requantizes exactly like QLinearConv (docs/NUMERICS.md).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/op.h"
+#include "core/shape_util.h"
+#include "ops/conv_transpose_geometry.h"
+#include "ops/quant_util.h"
+#include "ops/window_util.h"
+
+namespace qfold {
+namespace {
+
+Status InferQConvTranspose(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  const Tensor* x_zp = ctx.input(2);
+  const Tensor* w = ctx.input(3);
+  const Tensor* w_scale = ctx.input(4);
+  const Tensor* w_zp = ctx.input(5);
+  const Tensor* y_zp = ctx.input(7);
+  const Tensor* bias = ctx.input(8);
+  Tensor* y = ctx.output(0);
+  if (!x || !w) return ctx.Invalid("inputs x and w are required");
+  if (!Is8Bit(x->dtype)) return ctx.Unsupported(std::string("x dtype ") + dtype_name(x->dtype));
+  if (!Is8Bit(w->dtype)) return ctx.Unsupported(std::string("w dtype ") + dtype_name(w->dtype));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(1), "x_scale"));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, w_scale, "w_scale"));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(6), "y_scale"));
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, x_zp, "x_zero_point", x->dtype));
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, w_zp, "w_zero_point", w->dtype));
+  // Without y_zero_point the output has x's dtype, as for QLinearConv.
+  const DType out = y_zp ? y_zp->dtype : x->dtype;
+  if (!Is8Bit(out)) return ctx.Unsupported(std::string("y dtype ") + dtype_name(out));
+  QRange range;
+  QF_RETURN_IF_ERROR(ReadClampRange(ctx, out, &range));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(1), "x_scale", 0, ""));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, x_zp, "x_zero_point", 0, ""));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(6), "y_scale", 0, ""));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, y_zp, "y_zero_point", 0, ""));
+
+  const int rank = x->rank_known ? x->rank() : (w->rank_known ? w->rank() : -1);
+  const int64_t group = ctx.attr().GetInt("group", 1);
+  if (group <= 0) return ctx.Invalid("group must be positive");
+  // Per-channel weights of a grouped ConvTranspose would be indexed by the
+  // group-local column of w; no exporter writes them, so they are not taken.
+  if (group != 1 && ((w_scale && !MaybeScalar(w_scale)) || (w_zp && !MaybeScalar(w_zp))))
+    return ctx.Unsupported("per-channel w_scale/w_zero_point with group " + std::to_string(group) +
+                           " (per tensor only)");
+  const int64_t m =
+      w->rank_known && rank >= 2 && w->shape[1] >= 0 ? w->shape[1] * group : kUnknownDim;
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, w_scale, "w_scale", m, "output channel"));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, w_zp, "w_zero_point", m, "output channel"));
+  if (bias) {
+    if (bias->dtype != DType::kInt32)
+      return ctx.Invalid(std::string("B must be int32, got ") + dtype_name(bias->dtype));
+    if (bias->rank_known) {
+      if (bias->rank() != 1) return ctx.Invalid("B must be 1-D");
+      if (m >= 0 && bias->shape[0] >= 0 && bias->shape[0] != m)
+        return ctx.Invalid("B has " + std::to_string(bias->shape[0]) + " values, expected " +
+                           std::to_string(m));
+    }
+  }
+  if (rank < 0) {
+    SetOutputsUnknown(ctx);
+    y->dtype = out;
+    return Status::Ok();
+  }
+  y->dtype = out;
+  if (rank < 3) return ctx.Invalid("x must have rank >= 3, got " + std::to_string(rank));
+  if (x->rank_known && w->rank_known && w->rank() != rank)
+    return ctx.Invalid("w rank " + std::to_string(w->rank()) + " differs from x rank " +
+                       std::to_string(rank));
+  Shape in(size_t(rank - 2), kUnknownDim);
+  if (x->rank_known) in.assign(x->shape.begin() + 2, x->shape.end());
+  int64_t g;
+  WindowGeometry geo;
+  QF_RETURN_IF_ERROR(ParseConvTransposeGeometry(ctx, w, in, &g, &geo));
+  const int64_t c = x->rank_known ? x->shape[1] : kUnknownDim;
+  if (w->rank_known && c >= 0 && w->shape[0] >= 0 && w->shape[0] != c)
+    return ctx.Invalid("w " + ShapeToString(w->shape) + " does not match x's " + std::to_string(c) +
+                       " channels");
+  if (c >= 0 && c % group != 0) return ctx.Invalid("channels not divisible by group");
+  y->rank_known = true;
+  y->shape = {x->rank_known ? x->shape[0] : kUnknownDim, m};
+  y->shape.insert(y->shape.end(), geo.out.begin(), geo.out.end());
+  return Status::Ok();
+}
+
+Status RunQConvTranspose(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  const Tensor* w = ctx.input(3);
+  const Tensor* bias = ctx.input(8);
+  Tensor* y = ctx.output(0);
+  std::vector<float> xs, ws, ys;
+  if (!ReadScales(ctx.input(1), &xs) || !ReadScales(ctx.input(4), &ws) ||
+      !ReadScales(ctx.input(6), &ys) || xs.size() != 1 || ys.size() != 1)
+    return ctx.Invalid("cannot read the scales");
+  QRange range;
+  QF_RETURN_IF_ERROR(ReadClampRange(ctx, y->dtype, &range));
+  const int32_t xzp = ReadZeroPoints(ctx.input(2))[0];
+  const std::vector<int32_t> wzp = ReadZeroPoints(ctx.input(5));
+  const int32_t yzp = ReadZeroPoints(ctx.input(7))[0];
+
+  const Shape in(x->shape.begin() + 2, x->shape.end());
+  int64_t group;
+  WindowGeometry g;
+  QF_RETURN_IF_ERROR(ParseConvTransposeGeometry(ctx, w, in, &group, &g));
+  const size_t nsp = in.size();
+  const int64_t n = x->shape[0], c = x->shape[1], m = y->shape[1];
+  const int64_t cg = c / group, mg = m / group;
+  const int64_t in_size = Product(in), out_size = Product(g.out);
+  const int64_t taps = Product(g.kernel);
+  const std::vector<int64_t> out_strides = ContiguousStrides(g.out);
+
+  // acc holds the int32 sums; int64 here, wrapped to int32 at the end, which
+  // equals two's-complement int32 accumulation.
+  std::vector<int64_t> acc(size_t(m * out_size));
+  std::vector<int64_t> ip(nsp), tap(nsp);
+  for (int64_t b = 0; b < n; ++b) {
+    std::fill(acc.begin(), acc.end(), 0);
+    for (int64_t ci = 0; ci < c && in_size > 0; ++ci) {
+      const int64_t grp = ci / cg;
+      std::fill(ip.begin(), ip.end(), 0);
+      int64_t xi = (b * c + ci) * in_size;
+      do {
+        const int64_t xv = LoadQ(x->data, x->dtype, xi++) - xzp;
+        std::fill(tap.begin(), tap.end(), 0);
+        int64_t t = 0;
+        do {
+          // Input position ip with tap `tap` lands at ip * stride - pad + tap * dilation.
+          int64_t off = 0;
+          bool inside = true;
+          for (size_t a = 0; a < nsp; ++a) {
+            const int64_t pos = ip[a] * g.strides[a] - g.pad_begin[a] + tap[a] * g.dilations[a];
+            if (pos < 0 || pos >= g.out[a]) inside = false;
+            off += pos * out_strides[a];
+          }
+          if (inside) {
+            for (int64_t j = 0; j < mg; ++j) {
+              const int64_t oc = grp * mg + j;
+              const int32_t wz = wzp.size() == 1 ? wzp[0] : wzp[size_t(oc)];
+              const int64_t wv = LoadQ(w->data, w->dtype, (ci * mg + j) * taps + t) - wz;
+              acc[size_t(oc * out_size + off)] += xv * wv;
+            }
+          }
+          ++t;
+        } while (NextIndex(g.kernel, &tap));
+      } while (NextIndex(in, &ip));
+    }
+    for (int64_t oc = 0; oc < m; ++oc) {
+      // The multiplier in float32, in exactly this order (docs/NUMERICS.md).
+      const float mult = xs[0] * ws[ws.size() == 1 ? 0 : size_t(oc)] / ys[0];
+      const int32_t bv = bias ? bias->ptr<int32_t>()[oc] : 0;
+      for (int64_t j = 0; j < out_size; ++j) {
+        const int32_t a = WrapInt32(int64_t(WrapInt32(acc[size_t(oc * out_size + j)])) + bv);
+        StoreQ(y->data, y->dtype, (b * m + oc) * out_size + j, Requantize(a, mult, yzp, range));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const OpDef& OpDef_QfQLinearConvTranspose() {
+  static const OpDef def = QuantOpDef("QfQLinearConvTranspose", InferQConvTranspose,
+                                      RunQConvTranspose, /*min_inputs=*/8, /*max_inputs=*/9);
+  return def;
+}
+
+}  // namespace qfold
