@@ -189,7 +189,9 @@ Status OrtReference(const std::string& onnx, const std::vector<check::NamedArray
   if (rc < 0 && error == std::strerror(ENOENT))
     return Status(StatusCode::kUnsupported, "cannot run " + python + ": " + error + "; " + install);
   if (rc < 0) return Status(StatusCode::kIoError, "cannot run " + python + ": " + error);
-  if (rc == 3) return Status(StatusCode::kUnsupported, python + " cannot import it; " + install);
+  if (rc == 3)
+    return Status(StatusCode::kUnsupported,
+                  python + " cannot import the modules it needs; " + install);
   if (rc != 0)
     return Status(StatusCode::kIoError,
                   "onnxruntime failed on " + onnx + " (exit code " + std::to_string(rc) + ")");
