@@ -352,7 +352,7 @@ OpPrecision ClassifyOp(const Model::Impl& m, const OpEntry& op) {
   static const char* kIntegerOps[] = {
       "QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool",
       "QLinearAveragePool", "QLinearConcat", "QLinearLeakyRelu", "QLinearSigmoid",
-      "QfLookupTable", "ConvInteger", "MatMulInteger"};
+      "QfLookupTable", "ConvInteger", "MatMulInteger", "QfQLinearConvTranspose"};
   OpPrecision p;
   auto numel = [&](int id) {
     int64_t n = 1;
@@ -364,7 +364,8 @@ OpPrecision ClassifyOp(const Model::Impl& m, const OpEntry& op) {
   if (op.type == "QuantizeLinear" || op.type == "DequantizeLinear" || op.type == "QfRequantize")
     p.precision = "quantize";
   if (op.type == "QfMatMulWeightQ") p.precision = "int4-weight";
-  if (op.type == "QLinearConv" || op.type == "QLinearMatMul") {
+  if (op.type == "QLinearConv" || op.type == "QLinearMatMul" ||
+      op.type == "QfQLinearConvTranspose") {
     int ws = op.inputs.size() > 4 ? op.inputs[4] : -1;
     if (ws >= 0) p.granularity = numel(ws) == 1 ? "per-tensor" : "per-channel";
   }

@@ -322,7 +322,8 @@ void CheckCoverage(Analysis* a, const std::string& onnx_path) {
     if (st.ok()) {
       fold_known = true;
       static const std::set<std::string> kInt = {"QLinearConv", "QLinearMatMul", "QfMatMulWeightQ",
-                                                 "ConvInteger", "MatMulInteger"};
+                                                 "QfQLinearConvTranspose", "ConvInteger",
+                                                 "MatMulInteger"};
       for (const Node& n : og.nodes)
         if (kInt.count(n.op_type)) folded.insert(n.name);
     } else if (a->report->count(Severity::kError) == 0) {
@@ -352,10 +353,11 @@ void CheckCoverage(Analysis* a, const std::string& onnx_path) {
     if (!fold_known || q.granularity == "float" || q.folded) continue;
     const std::string& out = n.outputs[0];
     std::string why, fix;
-    if (t == "ConvTranspose") {
+    if (t == "ConvTranspose" && n.attrs.GetInt("group", 1) != 1 && q.granularity == "per-channel") {
       why =
-          "qfold has no integer ConvTranspose kernel, so it runs in float between "
-          "DequantizeLinear and QuantizeLinear";
+          "the integer ConvTranspose kernel takes per-channel weights only with group 1, so it "
+          "runs in float between DequantizeLinear and QuantizeLinear";
+      fix = "quantize its weight per tensor";
     } else if (g.IsGraphOutput(out)) {
       why = "its output " + Quote(out) +
             " is also a graph output, so the QuantizeLinear after it "

@@ -75,6 +75,7 @@ class QdqFolder {
       const std::string& t = g_.nodes[k].op_type;
       if (!g_.nodes[k].domain.empty()) continue;
       if (t == "Conv") TryConv(k);
+      else if (t == "ConvTranspose") TryConvTranspose(k);
       else if (t == "MatMul") TryMatMul(k) || TryWeightOnlyMatMul(k);
       else if (t == "Gemm") TryGemm(k) || TryWeightOnlyGemm(k);
       else if (t == "Add" || t == "Mul") TryBinary(k);
@@ -337,6 +338,42 @@ class QdqFolder {
     SetClamp(&q, lo, hi, yq.qtype);
     SetQuant(dqx->input(0), xq, -1);
     SetQuant(dqw->input(0), wq, 0);
+    DropActivation(act_k);
+    Replace(k, std::move(q), qk, yq);
+  }
+
+  // ConvTranspose: W is [C, M/group, k...], so per-channel weights are on axis 1, which
+  // is the output channel only with group 1.
+  void TryConvTranspose(size_t k) {
+    const Node& ct = g_.nodes[k];
+    QParams xq, wq, yq;
+    const Node* dqx = DqOf(ct.input(0), &xq);
+    const Node* dqw = DqOf(ct.input(1), &wq);
+    if (!dqx || !dqw || !xq.per_tensor()) return;
+    const Value* w = g_.Find(dqw->input(0));
+    if (!w || !w->is_constant() || w->shape.size() < 3) return;
+    const int64_t group = ct.attrs.GetInt("group", 1);
+    if (group <= 0) return;
+    const int64_t m = w->shape[1] * group;
+    int waxis = wq.axis < 0 ? wq.axis + int(w->shape.size()) : wq.axis;
+    if (!wq.per_tensor() && (group != 1 || waxis != 1 || int64_t(wq.scales.size()) != m)) return;
+    size_t qk, act_k;
+    int32_t lo, hi;
+    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return;
+    std::vector<int32_t> bias;
+    if (!ct.input(2).empty() && !BiasInt32(ct.input(2), xq, wq, m, &bias)) return;
+
+    Node q;
+    q.op_type = "QfQLinearConvTranspose";
+    q.name = ct.name;
+    q.attrs = ct.attrs;
+    q.inputs = {dqx->input(0), xq.scale, ZeroPointName(xq, ct.name + "_x"),
+                dqw->input(0), wq.scale, ZeroPointName(wq, ct.name + "_w"),
+                yq.scale,      ZeroPointName(yq, ct.name + "_y")};
+    if (!bias.empty()) q.inputs.push_back(AddInt32(ct.name + "_bias_int32", bias));
+    SetClamp(&q, lo, hi, yq.qtype);
+    SetQuant(dqx->input(0), xq, -1);
+    SetQuant(dqw->input(0), wq, 1);
     DropActivation(act_k);
     Replace(k, std::move(q), qk, yq);
   }
