@@ -509,14 +509,61 @@ TEST_CASE("Range: extreme int bounds neither overflow nor allocate") {
   CHECK(out.shape == Shape{std::numeric_limits<int64_t>::max()});
 }
 
-TEST_CASE("Expand: a shape input longer than the max rank is refused in infer") {
-  auto x = test::F32({1}, {1.f});
-  test::OwnedTensor shape;  // 1-D int64 of 2^31 entries, value unknown
+TEST_CASE("a 1-D shape/axes input longer than the max rank is refused in infer") {
+  // Fuzzer reproducers: the value is unknown, only its length (2^31) is, and each op
+  // used to allocate one output dim per entry (16 GiB).
+  test::OwnedTensor shape;
   shape.t.dtype = DType::kInt64;
   shape.t.shape = {int64_t(1) << 31};
-  auto r = test::RunOp("Expand", {x, std::make_shared<test::OwnedTensor>(shape)});
+  auto len = std::make_shared<test::OwnedTensor>(shape);
+  auto x = test::F32({1}, {1.f});
+  for (const char* op : {"Expand", "Reshape", "Unsqueeze"}) {
+    CAPTURE(op);
+    auto r = test::RunOp(op, {x, len});
+    CHECK(r.status.code() == StatusCode::kInvalidModel);
+    CHECK(Contains(r.status.message(), op));
+  }
+  auto r = test::RunOp("ConstantOfShape", {len});
   CHECK(r.status.code() == StatusCode::kInvalidModel);
-  CHECK(Contains(r.status.message(), "Expand"));
+  auto starts = test::RunOp("Slice", {x, len, len});
+  CHECK(starts.status.code() == StatusCode::kInvalidModel);
+}
+
+TEST_CASE("OneHot: a NaN or infinite float depth is invalid, not cast") {
+  // Fuzzer reproducer: float depth +Inf was cast to int64 (undefined behaviour).
+  for (float depth :
+       {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), 1e30f}) {
+    CAPTURE(depth);
+    auto r = test::RunOp(
+        "OneHot", {test::I64({2}, {0, 1}), test::F32({}, {depth}), test::F32({2}, {0.f, 1.f})});
+    CHECK(r.status.code() == StatusCode::kInvalidModel);
+    CHECK(Contains(r.status.message(), "depth"));
+  }
+}
+
+TEST_CASE("Pad: pads near INT64_MAX overflow-checked") {
+  // Fuzzer reproducer: 2 + INT64_MAX overflowed while computing the output dim.
+  auto r = test::RunOp("Pad", {test::F32({2}, {1.f, 2.f}),
+                               test::I64({2}, {0, std::numeric_limits<int64_t>::max()})});
+  CHECK(r.status.code() == StatusCode::kInvalidModel);
+  CHECK(Contains(r.status.message(), "overflow"));
+}
+
+TEST_CASE("Reshape: a target whose product overflows int64 is refused") {
+  // Fuzzer reproducer: 204800 * INT64_MAX overflowed while checking the element count.
+  auto r =
+      test::RunOp("Reshape", {test::F32({2}, {1.f, 2.f}),
+                              test::I64({3}, {204800, std::numeric_limits<int64_t>::max(), -1})});
+  CHECK(r.status.code() == StatusCode::kInvalidModel);
+  CHECK(Contains(r.status.message(), "Reshape"));
+}
+
+TEST_CASE("Split: split sizes whose sum overflows int64 are refused") {
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  auto r =
+      test::RunOp("Split", {test::F32({2}, {1.f, 2.f}), test::I64({2}, {big, big})}, AttrMap(), 2);
+  CHECK(r.status.code() == StatusCode::kInvalidModel);
+  CHECK(Contains(r.status.message(), "overflow"));
 }
 
 TEST_CASE("QuantizeLinear/DequantizeLinear: NaN, Inf and zero scales do not crash") {

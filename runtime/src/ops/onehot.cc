@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "ops/shape_common.h"
 
@@ -13,7 +14,14 @@ namespace {
 bool ReadDepth(const Tensor* t, int64_t* depth) {
   if (!t->data || !t->shape_known() || t->numel() != 1) return false;
   bool ok = true;
-  QF_DISPATCH_NUMERIC(t->dtype, ok = false, *depth = int64_t(*t->ptr<T>()));
+  QF_DISPATCH_NUMERIC(t->dtype, ok = false, {
+    const T v = *t->ptr<T>();
+    // NaN, Inf and floats beyond int64 have no integer depth: report it as invalid (0).
+    if (std::is_floating_point_v<T> && !(std::fabs(double(v)) < 9.2e18))
+      *depth = 0;
+    else
+      *depth = int64_t(v);
+  });
   return ok;
 }
 

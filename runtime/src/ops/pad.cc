@@ -87,7 +87,8 @@ Status InferPad(KernelContext& ctx) {
     for (int i = 0; i < r; ++i) {
       int64_t d = x->shape[i];
       if (d < 0) continue;
-      out[i] = d + b[i] + e[i];
+      if (__builtin_add_overflow(d, b[i], &out[i]) || __builtin_add_overflow(out[i], e[i], &out[i]))
+        return ctx.Invalid("pads of axis " + std::to_string(i) + " overflow int64");
       if (out[i] < 0)
         return ctx.Invalid("pads crop axis " + std::to_string(i) + " of size " + std::to_string(d) +
                            " below zero");

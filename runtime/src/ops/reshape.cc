@@ -46,6 +46,9 @@ Status InferReshape(KernelContext& ctx) {
   std::vector<int64_t> req;
   if (!ReadInts(s, &req)) {
     int64_t n = Length1D(s);
+    if (n > kMaxRank)
+      return ctx.Invalid("shape has " + std::to_string(n) + " entries, more than rank " +
+                         std::to_string(kMaxRank));
     if (n < 0)
       SetOutputUnknownRank(y, x->dtype);
     else
@@ -86,8 +89,8 @@ Status InferReshape(KernelContext& ctx) {
     if (int(i) == infer_at) continue;
     if (out[i] < 0)
       rest_known = false;
-    else
-      rest *= out[i];
+    else if (__builtin_mul_overflow(rest, out[i], &rest))
+      return ctx.Invalid("shape " + ShapeToString(out) + " has more elements than int64 holds");
   }
   if (infer_at >= 0 && in_numel >= 0 && rest_known) {
     if (rest == 0) {
@@ -196,6 +199,9 @@ Status InferUnsqueeze(KernelContext& ctx) {
   }
   if (!known) {
     int64_t n = Length1D(ctx.input(1));
+    if (n > kMaxRank)
+      return ctx.Invalid("axes has " + std::to_string(n) + " entries, more than rank " +
+                         std::to_string(kMaxRank));
     if (n < 0)
       SetOutputUnknownRank(y, x->dtype);
     else
