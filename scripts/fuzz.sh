@@ -2,6 +2,9 @@
 # Builds the libFuzzer targets (clang, ASan+UBSan) in build-fuzz and runs each
 # one in turn for SECONDS_PER_TARGET seconds (default 600) with -jobs=1.
 #   ./scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
+#   QFOLD_FUZZ_RUNS=N  instead of a time bound, N inputs per target from a fixed
+#                      seed: the same binary explores the same inputs every time,
+#                      so a passing run stays passing (what scripts/test.sh uses)
 # Corpora grow in build-fuzz/corpus/<target>/ (seeded from tests/fuzz/seeds and
 # models/); anything found is saved as build-fuzz/crashes/<target>-crash-<sha1>
 # (or -timeout-, -oom-, -leak-) and makes this script exit 1. Reproduce one with
@@ -49,12 +52,14 @@ status=0
 for t in "${TARGETS[@]}"; do
   s="$(seed_dir "$t")"
   mkdir -p "$BUILD/corpus/$t" "$BUILD/logs/$t"
-  echo "== $t for ${SECS}s"
+  echo "== $t for ${QFOLD_FUZZ_RUNS:+$QFOLD_FUZZ_RUNS runs, seed 1}${QFOLD_FUZZ_RUNS:-${SECS}s}"
   # -jobs=1 runs the fuzzer in one child whose output goes to fuzz-0.log.
   rc=0
+  bound=(-max_total_time="$SECS")
+  [ -n "${QFOLD_FUZZ_RUNS:-}" ] && bound=(-runs="$QFOLD_FUZZ_RUNS" -seed=1)
   (cd "$BUILD/logs/$t" && rm -f fuzz-0.log &&
     ASAN_OPTIONS=abort_on_error=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "$BUILD/tests/fuzz/$t" -jobs=1 -max_total_time="$SECS" -timeout=20 \
+    "$BUILD/tests/fuzz/$t" -jobs=1 "${bound[@]}" -timeout=20 \
       -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1 \
       -artifact_prefix="$BUILD/crashes/$t-" \
       "$BUILD/corpus/$t" "$ROOT/tests/fuzz/seeds/$s" "$BUILD/seeds/$s" >/dev/null 2>&1) || rc=$?
