@@ -21,7 +21,6 @@ constexpr int64_t kMaxActivationElements = int64_t(1) << 32;
 // Memory a session may allocate for activations and plan-time folded values
 // (each tensor, and all together): beyond it a model is refused with a status
 // rather than left to fail in the allocator. Edge devices have less than this.
-constexpr size_t kMaxSessionBytes = size_t(1) << 30;
 
 struct AlignedFree {
   void operator()(void* p) const { std::free(p); }
@@ -90,10 +89,10 @@ Status Session::Impl::RunDynamic() {
           n > kMaxActivationElements)
         return ctx.Invalid("output '" + t->name + "' gets an invalid shape " +
                            ShapeToString(t->shape));
-      if (t->bytes() > kMaxSessionBytes - std::min(kMaxSessionBytes, dynamic_bytes))
+      if (t->bytes() > opts.max_memory_bytes - std::min(opts.max_memory_bytes, dynamic_bytes))
         return ctx.Invalid("output '" + t->name + "' of shape " + ShapeToString(t->shape) +
                            " needs " + std::to_string(t->bytes()) + " bytes, more than the " +
-                           std::to_string(kMaxSessionBytes) + " a session may allocate");
+                           std::to_string(opts.max_memory_bytes) + " a session may allocate");
       t->data = DynamicBuffer(m->ops[k].outputs[o], t->bytes());
     }
     QF_RETURN_IF_ERROR(m->ops[k].def->run(ctx));
@@ -166,10 +165,10 @@ Status Session::Impl::Plan() {
           n > kMaxActivationElements)
         return ctx.Invalid("output '" + o->name + "' gets an invalid shape " +
                            ShapeToString(o->shape));
-      if (o->bytes() > kMaxSessionBytes)
+      if (o->bytes() > opts.max_memory_bytes)
         return ctx.Invalid("output '" + o->name + "' of shape " + ShapeToString(o->shape) +
                            " needs " + std::to_string(o->bytes()) + " bytes, more than the " +
-                           std::to_string(kMaxSessionBytes) + " a session may allocate");
+                           std::to_string(opts.max_memory_bytes) + " a session may allocate");
       o->data = nullptr;
     }
     if (op.def->prepare && !op_state[k]) {
@@ -187,9 +186,9 @@ Status Session::Impl::Plan() {
       for (Tensor* o : ctx.outputs) {
         if (!o) continue;
         folded_bytes += o->bytes();
-        if (folded_bytes > kMaxSessionBytes)
+        if (folded_bytes > opts.max_memory_bytes)
           return ctx.Invalid("values computed at plan time need more than the " +
-                             std::to_string(kMaxSessionBytes) + " bytes a session may allocate");
+                             std::to_string(opts.max_memory_bytes) + " bytes a session may allocate");
         folded_storage.push_back(AllocAligned(o->bytes()));
         o->data = folded_storage.back().get();
       }
@@ -226,12 +225,12 @@ Status Session::Impl::Plan() {
   }
   std::vector<size_t> offsets;
   arena_size = PlanArena(requests, kArenaAlign, &offsets);
-  if (arena_size > kMaxSessionBytes - std::min(kMaxSessionBytes, folded_bytes))
+  if (arena_size > opts.max_memory_bytes - std::min(opts.max_memory_bytes, folded_bytes))
     return Status(StatusCode::kInvalidModel,
                   "activations need an arena of " + std::to_string(arena_size) +
                       " bytes (plus " + std::to_string(folded_bytes) +
                       " bytes of values computed at plan time), more than the " +
-                      std::to_string(kMaxSessionBytes) + " bytes a session may allocate");
+                      std::to_string(opts.max_memory_bytes) + " bytes a session may allocate");
   arena = AllocAligned(arena_size);
   if (!arena) return Status(StatusCode::kInternal, "cannot allocate an arena of " +
                                                        std::to_string(arena_size) + " bytes");

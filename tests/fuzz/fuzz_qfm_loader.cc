@@ -35,7 +35,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     numels.push_back(n);
   }
   std::unique_ptr<qfold::Session> session;
-  if (!qfold::Session::Create(model, qfold::SessionOptions(), &session).ok()) return 0;
+  qfold::SessionOptions opts;
+  opts.max_memory_bytes = size_t(512) << 20;  // below libFuzzer's -malloc_limit_mb
+  if (!qfold::Session::Create(model, opts, &session).ok()) return 0;
   for (size_t i = 0; i < numels.size(); ++i) {
     const qfold::TensorInfo& in = model->inputs()[i];
     size_t bytes = qfold::dtype_storage_bytes(in.dtype, numels[i]);

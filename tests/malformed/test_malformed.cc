@@ -175,7 +175,9 @@ TEST_CASE("qfm: negative, huge and overflowing dims") {
     std::vector<uint8_t> b = ReluModel({32768, 16384}).Bytes();
     REQUIRE(Model::LoadMemory(b.data(), b.size(), &model).ok());
     std::unique_ptr<Session> s;
-    Status st = Session::Create(model, SessionOptions(), &s);
+    SessionOptions opts;
+    opts.max_memory_bytes = size_t(1) << 30;  // the 2 GiB input alone is over it
+    Status st = Session::Create(model, opts, &s);
     CHECK_FALSE(st.ok());
     CHECK(Contains(st.message(), "a session may allocate"));
   }
@@ -564,6 +566,20 @@ TEST_CASE("Split: split sizes whose sum overflows int64 are refused") {
       test::RunOp("Split", {test::F32({2}, {1.f, 2.f}), test::I64({2}, {big, big})}, AttrMap(), 2);
   CHECK(r.status.code() == StatusCode::kInvalidModel);
   CHECK(Contains(r.status.message(), "overflow"));
+}
+
+TEST_CASE("BitShift: uint64 shift amounts of 2^63 and more shift everything out") {
+  // Fuzzer reproducer: the amount, read as int64, was negative and used as a shift.
+  auto r = test::RunOp("BitShift",
+                       {test::Make<uint64_t>(DType::kUInt64, {2}, {1, 1}),
+                        test::Make<uint64_t>(DType::kUInt64, {2}, {uint64_t(-100), 1})},
+                       [] {
+                         AttrMap a;
+                         a.SetString("direction", "RIGHT");
+                         return a;
+                       }());
+  REQUIRE(r.status.ok());
+  CHECK(r.values<uint64_t>() == std::vector<uint64_t>{0, 0});
 }
 
 TEST_CASE("QuantizeLinear/DequantizeLinear: NaN, Inf and zero scales do not crash") {

@@ -48,6 +48,10 @@ class Model {
 
 struct SessionOptions {
   int num_threads = 1;
+  // Upper bound on what one session allocates (arena, plan-time values,
+  // dynamic-mode buffers); planning a shape that needs more fails with a
+  // status naming the tensor instead of exhausting the device's memory.
+  size_t max_memory_bytes = size_t(4) << 30;
 };
 
 class Session {

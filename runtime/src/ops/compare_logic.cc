@@ -130,7 +130,9 @@ Status InferBitShift(KernelContext& ctx) {
 template <class T>
 T ShiftOne(T x, T amount, bool left) {
   constexpr int64_t kBits = int64_t(sizeof(T) * 8);
-  if (IsNegative(amount) || int64_t(amount) >= kBits) return !left && IsNegative(x) ? T(-1) : T(0);
+  // Compared as uint64: a uint64 amount of 2^63 or more is not negative as int64.
+  if (IsNegative(amount) || uint64_t(amount) >= uint64_t(kBits))
+    return !left && IsNegative(x) ? T(-1) : T(0);
   if (left) return T(uint64_t(x) << int(amount));
   if constexpr (std::is_signed<T>::value) {
     // Arithmetic shift written without relying on implementation-defined >>.
