@@ -130,7 +130,8 @@ void ForEachElement(const Shape& shape, const Shape& scale_shape, const QuantLay
   const int64_t outer = Product(Shape(shape.begin(), shape.begin() + l.axis));
   const int64_t dim = shape[size_t(l.axis)];
   const int64_t inner = Product(Shape(shape.begin() + l.axis + 1, shape.end()));
-  const int64_t sdim = scale_shape[size_t(l.axis)];  // blocked only
+  // Only a blocked scale has x's rank; a per-axis scale is 1-D.
+  const int64_t sdim = l.kind == QuantLayout::kBlocked ? scale_shape[size_t(l.axis)] : 0;
   int64_t i = 0;
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t c = 0; c < dim; ++c)
