@@ -312,7 +312,7 @@ class QdqFolder {
 
   void TryConv(size_t k) {
     const Node& conv = g_.nodes[k];
-    QParams xq, wq, yq;
+    QParams xq, wq;
     const Node* dqx = DqOf(conv.input(0), &xq);
     const Node* dqw = DqOf(conv.input(1), &wq);
     if (!dqx || !dqw || !xq.per_tensor()) return;
@@ -321,6 +321,15 @@ class QdqFolder {
     const int64_t m = w->shape[0];
     int waxis = wq.axis < 0 ? wq.axis + int(w->shape.size()) : wq.axis;
     if (!wq.per_tensor() && (waxis != 0 || int64_t(wq.scales.size()) != m)) return;
+    EmitQLinearConv(k, "QLinearConv", *dqx, *dqw, xq, wq, m, /*weight_axis=*/0);
+  }
+
+  // Conv and ConvTranspose after their checks: the output Q (through Relu/Clip),
+  // the int32 bias over m channels, and the integer node in place of the float one.
+  void EmitQLinearConv(size_t k, const char* op_type, const Node& dqx, const Node& dqw,
+                       const QParams& xq, const QParams& wq, int64_t m, int weight_axis) {
+    const Node& conv = g_.nodes[k];
+    QParams yq;
     size_t qk, act_k;
     int32_t lo, hi;
     if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return;
@@ -328,16 +337,16 @@ class QdqFolder {
     if (!conv.input(2).empty() && !BiasInt32(conv.input(2), xq, wq, m, &bias)) return;
 
     Node q;
-    q.op_type = "QLinearConv";
+    q.op_type = op_type;
     q.name = conv.name;
     q.attrs = conv.attrs;
-    q.inputs = {dqx->input(0), xq.scale, ZeroPointName(xq, conv.name + "_x"),
-                dqw->input(0), wq.scale, ZeroPointName(wq, conv.name + "_w"),
-                yq.scale,      ZeroPointName(yq, conv.name + "_y")};
+    q.inputs = {dqx.input(0), xq.scale, ZeroPointName(xq, conv.name + "_x"),
+                dqw.input(0), wq.scale, ZeroPointName(wq, conv.name + "_w"),
+                yq.scale,     ZeroPointName(yq, conv.name + "_y")};
     if (!bias.empty()) q.inputs.push_back(AddInt32(conv.name + "_bias_int32", bias));
     SetClamp(&q, lo, hi, yq.qtype);
-    SetQuant(dqx->input(0), xq, -1);
-    SetQuant(dqw->input(0), wq, 0);
+    SetQuant(dqx.input(0), xq, -1);
+    SetQuant(dqw.input(0), wq, weight_axis);
     DropActivation(act_k);
     Replace(k, std::move(q), qk, yq);
   }
@@ -346,7 +355,7 @@ class QdqFolder {
   // is the output channel only with group 1.
   void TryConvTranspose(size_t k) {
     const Node& ct = g_.nodes[k];
-    QParams xq, wq, yq;
+    QParams xq, wq;
     const Node* dqx = DqOf(ct.input(0), &xq);
     const Node* dqw = DqOf(ct.input(1), &wq);
     if (!dqx || !dqw || !xq.per_tensor()) return;
@@ -357,25 +366,7 @@ class QdqFolder {
     const int64_t m = w->shape[1] * group;
     int waxis = wq.axis < 0 ? wq.axis + int(w->shape.size()) : wq.axis;
     if (!wq.per_tensor() && (group != 1 || waxis != 1 || int64_t(wq.scales.size()) != m)) return;
-    size_t qk, act_k;
-    int32_t lo, hi;
-    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return;
-    std::vector<int32_t> bias;
-    if (!ct.input(2).empty() && !BiasInt32(ct.input(2), xq, wq, m, &bias)) return;
-
-    Node q;
-    q.op_type = "QfQLinearConvTranspose";
-    q.name = ct.name;
-    q.attrs = ct.attrs;
-    q.inputs = {dqx->input(0), xq.scale, ZeroPointName(xq, ct.name + "_x"),
-                dqw->input(0), wq.scale, ZeroPointName(wq, ct.name + "_w"),
-                yq.scale,      ZeroPointName(yq, ct.name + "_y")};
-    if (!bias.empty()) q.inputs.push_back(AddInt32(ct.name + "_bias_int32", bias));
-    SetClamp(&q, lo, hi, yq.qtype);
-    SetQuant(dqx->input(0), xq, -1);
-    SetQuant(dqw->input(0), wq, 1);
-    DropActivation(act_k);
-    Replace(k, std::move(q), qk, yq);
+    EmitQLinearConv(k, "QfQLinearConvTranspose", *dqx, *dqw, xq, wq, m, /*weight_axis=*/1);
   }
 
   // Float A times a constant weight stored as int4/uint4 (or blocked int8):
