@@ -25,7 +25,7 @@ namespace {
 const char* kBenchUsage =
     "usage: qfold bench MODEL.qfm [--threads N] [--warmup W] [--iterations I]\n"
     "                   [--input NAME=FILE.npy ...] [--input-shape NAME=1x3x224x224 ...]\n"
-    "                   [--seed S] [--json]\n"
+    "                   [--seed S] [--profile] [--json]\n"
     "\n"
     "Times Session::Run: W warm-up runs, then I timed runs on the same inputs.\n"
     "Inputs without --input get fixed-seed random data of the model's dtype\n"
@@ -41,6 +41,9 @@ const char* kBenchUsage =
     "  --input NAME=FILE    an input from a .npy file (shape taken from the file)\n"
     "  --input-shape NAME=DxDx..  resize an input (ResizeInput) before filling it\n"
     "  --seed S             seed of the random inputs (default 0)\n"
+    "  --profile            time every operator during the timed runs and list the time\n"
+    "                       per operator type and the slowest nodes (adds two clock\n"
+    "                       reads per operator to the latency)\n"
     "  --json               print one JSON line instead of the text report\n";
 
 bool ParseCount(const std::string& s, int min_value, int* out) {
@@ -196,6 +199,8 @@ int Bench(const Args& args) {
       input_shapes.emplace_back(name, shape);
     } else if (a == "--json") {
       as_json = true;
+    } else if (a == "--profile") {
+      opts.profile = true;
     } else if (!a.empty() && a[0] == '-') {
       return UsageError("bench", "unknown option '" + a + "'", kBenchUsage);
     } else if (model_path.empty()) {
@@ -286,6 +291,7 @@ int Bench(const Args& args) {
     if (!st.ok()) return Fail("bench", st);
   }
   const double warmup_ms = ms_since(t0);
+  session->ResetProfile();
   std::vector<double> times;
   times.reserve(static_cast<size_t>(iterations));
   for (int i = 0; i < iterations; ++i) {
@@ -310,8 +316,41 @@ int Bench(const Args& args) {
   const int64_t model_bytes = stat(model_path.c_str(), &sb) == 0 ? sb.st_size : -1;
   const size_t arena = session->arena_bytes();
 
+  // Per-type totals, largest first, and the nodes that took longest.
+  struct TypeTime {
+    std::string type;
+    int64_t nodes = 0;
+    double us = 0;
+  };
+  std::vector<OpProfile> nodes = session->profile();
+  std::vector<TypeTime> by_type;
+  double profiled_us = 0;
+  for (const OpProfile& p : nodes) {
+    auto it = std::find_if(by_type.begin(), by_type.end(),
+                           [&](const TypeTime& t) { return t.type == p.type; });
+    if (it == by_type.end()) it = by_type.insert(by_type.end(), TypeTime{p.type, 0, 0});
+    it->nodes += 1;
+    it->us += p.total_us / double(p.runs);
+    profiled_us += p.total_us / double(p.runs);
+  }
+  std::sort(by_type.begin(), by_type.end(),
+            [](const TypeTime& a, const TypeTime& b) { return a.us > b.us; });
+  std::sort(nodes.begin(), nodes.end(), [](const OpProfile& a, const OpProfile& b) {
+    return a.total_us / double(a.runs) > b.total_us / double(b.runs);
+  });
+  const size_t top_nodes = std::min<size_t>(nodes.size(), 15);
+
   if (as_json) {
     nlohmann::json j;
+    if (opts.profile) {
+      j["profile_by_type"] = nlohmann::json::array();
+      for (const TypeTime& t : by_type)
+        j["profile_by_type"].push_back({{"type", t.type}, {"nodes", t.nodes}, {"mean_us", t.us}});
+      j["profile_nodes"] = nlohmann::json::array();
+      for (const OpProfile& p : nodes)
+        j["profile_nodes"].push_back(
+            {{"name", p.name}, {"type", p.type}, {"mean_us", p.total_us / double(p.runs)}});
+    }
     j["model"] = model_path;
     j["threads"] = opts.num_threads;
     j["warmup"] = warmup;
@@ -353,6 +392,17 @@ int Bench(const Args& args) {
   std::printf("peak RSS: %lld bytes (getrusage), %lld bytes (VmHWM)\n",
               static_cast<long long>(ru_maxrss), static_cast<long long>(vm_hwm));
   std::printf("model file: %lld bytes\n", static_cast<long long>(model_bytes));
+  if (opts.profile) {
+    std::printf("\nprofile (mean per run, %.3f ms in operators):\n", profiled_us / 1000);
+    std::printf("  %-28s %6s %12s %7s\n", "operator type", "nodes", "ms", "share");
+    for (const TypeTime& t : by_type)
+      std::printf("  %-28s %6lld %12.3f %6.1f%%\n", t.type.c_str(), static_cast<long long>(t.nodes),
+                  t.us / 1000, profiled_us > 0 ? 100 * t.us / profiled_us : 0.0);
+    std::printf("slowest nodes:\n");
+    for (size_t i = 0; i < top_nodes; ++i)
+      std::printf("  %-44s %-22s %10.3f ms\n", nodes[i].name.c_str(), nodes[i].type.c_str(),
+                  nodes[i].total_us / double(nodes[i].runs) / 1000);
+  }
   return 0;
 }
 

@@ -2,6 +2,7 @@
 // only on constants and shapes (PyTorch's Shape->Gather->Concat chains), plans
 // one arena for the remaining activations, then runs the ops in order.
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -55,6 +56,18 @@ struct Session::Impl {
   AlignedBuffer arena;
   size_t arena_size = 0;
   bool planned = false;
+  std::vector<OpProfile> op_profile;  // per op, when opts.profile
+
+  // Runs op k, timing it when profiling.
+  Status RunOp(size_t k, KernelContext& ctx) {
+    if (!opts.profile) return m->ops[k].def->run(ctx);
+    const auto start = std::chrono::steady_clock::now();
+    Status st = m->ops[k].def->run(ctx);
+    const auto end = std::chrono::steady_clock::now();
+    op_profile[k].runs += 1;
+    op_profile[k].total_us += std::chrono::duration<double, std::micro>(end - start).count();
+    return st;
+  }
 
   int InputIndex(const std::string& name) const {
     for (size_t i = 0; i < m->input_ids.size(); ++i)
@@ -95,7 +108,7 @@ Status Session::Impl::RunDynamic() {
                            std::to_string(opts.max_memory_bytes) + " a session may allocate");
       t->data = DynamicBuffer(m->ops[k].outputs[o], t->bytes());
     }
-    QF_RETURN_IF_ERROR(m->ops[k].def->run(ctx));
+    QF_RETURN_IF_ERROR(RunOp(k, ctx));
   }
   return Status::Ok();
 }
@@ -257,6 +270,13 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
   for (const TensorInfo& info : im.m->inputs) im.input_shapes.push_back(info.shape);
   im.contexts.resize(im.m->ops.size());
   im.op_state.resize(im.m->ops.size());
+  if (opts.profile) {
+    im.op_profile.resize(im.m->ops.size());
+    for (size_t k = 0; k < im.m->ops.size(); ++k) {
+      im.op_profile[k].name = im.m->ops[k].name;
+      im.op_profile[k].type = im.m->ops[k].type;
+    }
+  }
   for (size_t k = 0; k < im.m->ops.size(); ++k) {
     const OpEntry& op = im.m->ops[k];
     KernelContext& ctx = im.contexts[k];
@@ -344,7 +364,7 @@ Status Session::Run() {
   if (im.dynamic) return im.RunDynamic();
   for (size_t k = 0; k < im.contexts.size(); ++k) {
     if (im.folded[k]) continue;
-    QF_RETURN_IF_ERROR(im.m->ops[k].def->run(im.contexts[k]));
+    QF_RETURN_IF_ERROR(im.RunOp(k, im.contexts[k]));
   }
   return Status::Ok();
 }
@@ -365,5 +385,19 @@ Status Session::GetOutput(const std::string& name, DType* dtype, Shape* shape,
 }
 
 size_t Session::arena_bytes() const { return impl_->arena_size; }
+
+std::vector<OpProfile> Session::profile() const {
+  std::vector<OpProfile> out;
+  for (const OpProfile& p : impl_->op_profile)
+    if (p.runs) out.push_back(p);
+  return out;
+}
+
+void Session::ResetProfile() {
+  for (OpProfile& p : impl_->op_profile) {
+    p.runs = 0;
+    p.total_us = 0;
+  }
+}
 
 }  // namespace qfold

@@ -52,6 +52,18 @@ struct SessionOptions {
   // dynamic-mode buffers); planning a shape that needs more fails with a
   // status naming the tensor instead of exhausting the device's memory.
   size_t max_memory_bytes = size_t(4) << 30;
+  // Times every operator of each Run (two clock reads per op); read with
+  // Session::profile(). Off by default: it costs little, but nothing is free.
+  bool profile = false;
+};
+
+// Time spent in one operator over all Runs since the session was created
+// (or since Session::ResetProfile), with SessionOptions::profile set.
+struct OpProfile {
+  std::string name;  // ONNX node name
+  std::string type;  // operator type
+  int64_t runs = 0;
+  double total_us = 0;
 };
 
 class Session {
@@ -71,6 +83,10 @@ class Session {
   Status GetOutput(const std::string& name, DType* dtype, Shape* shape, const void** data) const;
 
   size_t arena_bytes() const;
+  // Per-operator times in graph order (empty unless SessionOptions::profile);
+  // operators evaluated once at plan time are not listed.
+  std::vector<OpProfile> profile() const;
+  void ResetProfile();
   struct Impl;
 
  private:
