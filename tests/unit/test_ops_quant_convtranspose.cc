@@ -9,6 +9,7 @@
 
 #include "core/op.h"
 #include "doctest/doctest.h"
+#include "kernels/cpu_features.h"
 #include "op_harness.h"
 
 namespace qfold {
@@ -263,6 +264,109 @@ TEST_CASE("qconvtranspose: matches DQ -> ConvTranspose -> Q on random data") {
   CrossCheck<uint8_t, int8_t>(DType::kUInt8, DType::kInt8, 2, false, seed++);
   CrossCheck<int8_t, uint8_t>(DType::kInt8, DType::kUInt8, 2, false, seed++);
   CrossCheck<int8_t, int8_t>(DType::kInt8, DType::kInt8, 2, false, seed++);
+}
+
+// Runs the op with its prepared state (the packed-kernel path) at the ISA
+// level in effect, as a session would; the reference path has no state.
+OpRun RunPrepared(const std::vector<TensorPtr>& inputs, const AttrMap& attrs) {
+  OpRun r;
+  const OpDef* def = FindOp(kOp);
+  std::string type = kOp, name = "test";
+  KernelContext ctx;
+  ctx.op_type = &type;
+  ctx.op_name = &name;
+  ctx.attrs = &attrs;
+  ctx.num_threads = 2;
+  for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
+  r.outputs.push_back(std::make_shared<OwnedTensor>());
+  ctx.outputs.push_back(&r.outputs[0]->t);
+  r.status = def->infer(ctx);
+  if (!r.status.ok()) return r;
+  r.outputs[0]->storage.assign(r.outputs[0]->t.bytes() + 1, 0);
+  r.outputs[0]->t.data = r.outputs[0]->storage.data();
+  std::shared_ptr<void> state;
+  REQUIRE(bool(def->prepare));
+  r.status = def->prepare(ctx, &state);
+  if (!r.status.ok()) return r;
+  ctx.state = state.get();
+  r.status = def->run(ctx);
+  return r;
+}
+
+// The fast path (spread input + flipped kernel on the int8 GEMM or depthwise
+// kernel) must equal the reference bit for bit at every ISA level, on
+// geometries that hit strides, dilations, asymmetric and oversized pads
+// (the latter fall back), output_padding, groups and 1-D.
+TEST_CASE("qconvtranspose: the prepared fast path equals the reference at every ISA level") {
+  std::mt19937 rng(11);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const kernels::Isa saved = kernels::ActiveIsa();
+  for (int iter = 0; iter < 60; ++iter) {
+    const bool one_d = iter % 5 == 4;
+    const int64_t group = iter % 4 == 1 ? 2 : (iter % 4 == 2 ? 0 : 1);  // 0: depthwise
+    const int64_t c = group == 0 ? pick(1, 6) : pick(1, 5) * (group ? group : 1);
+    const int64_t g = group == 0 ? c : group;
+    const int64_t mg = group == 0 ? 1 : pick(1, 7);
+    const int64_t m = mg * g, n = pick(1, 2);
+    const int64_t h = one_d ? 1 : pick(1, 7), wd = pick(1, 9);
+    const int64_t kh = one_d ? 1 : pick(1, 4), kw = pick(1, 4);
+    const int64_t sh = pick(1, 3), sw = pick(1, 3), dh = pick(1, 2), dw = pick(1, 2);
+    const bool x_signed = iter % 2, w_signed = iter % 3 != 0, per_channel = g == 1 && iter % 3;
+    CAPTURE(iter);
+    std::vector<uint8_t> xv(size_t(n * c * h * wd)), wv(size_t(c * mg * kh * kw));
+    for (auto& v : xv) v = uint8_t(pick(0, 255));
+    for (auto& v : wv) v = uint8_t(pick(0, 255));
+    std::vector<float> ws(per_channel ? size_t(m) : 1);
+    std::vector<uint8_t> wzp(ws.size());
+    for (size_t i = 0; i < ws.size(); ++i) {
+      ws[i] = 0.001f * float(pick(1, 9));
+      wzp[i] = uint8_t(iter % 7 == 0 ? (w_signed ? 0x7f : 0xff) : pick(0, 255));
+    }
+    std::vector<int32_t> bv(static_cast<size_t>(m));
+    for (auto& v : bv) v = pick(-3000, 3000);
+    const DType xt = x_signed ? DType::kInt8 : DType::kUInt8;
+    const DType wt = w_signed ? DType::kInt8 : DType::kUInt8;
+    const Shape ps = per_channel ? Shape{m} : Shape{};
+    AttrMap a;
+    if (one_d) {
+      a.SetInts("strides", {sw});
+      a.SetInts("dilations", {dw});
+      a.SetInts("pads", {pick(0, 3), pick(0, 3)});
+      a.SetInts("output_padding", {pick(0, int(sw) - 1)});
+    } else {
+      a.SetInts("strides", {sh, sw});
+      a.SetInts("dilations", {dh, dw});
+      a.SetInts("pads", {pick(0, 3), pick(0, 3), pick(0, 3), pick(0, 3)});
+      a.SetInts("output_padding", {pick(0, int(sh) - 1), pick(0, int(sw) - 1)});
+    }
+    a.SetInt("group", g);
+    const Shape xshape = one_d ? Shape{n, c, wd} : Shape{n, c, h, wd};
+    const Shape wshape = one_d ? Shape{c, mg, kw} : Shape{c, mg, kh, kw};
+    const std::vector<TensorPtr> inputs = {
+        Make<uint8_t>(xt, xshape, xv),   Scalar(0.02f),
+        Make<uint8_t>(xt, {}, {uint8_t(pick(0, 255))}),
+        Make<uint8_t>(wt, wshape, wv),   F32(ps, ws),
+        Make<uint8_t>(wt, ps, wzp),      Scalar(0.05f * float(pick(1, 4))),
+        Make<uint8_t>(xt, {}, {uint8_t(pick(0, 255))}),
+        I32({m}, bv)};
+    auto ref = RunOp(kOp, inputs, a);
+    if (!ref.status.ok()) {
+      // A random geometry may leave no output (pads larger than the span).
+      CHECK_MESSAGE(ref.status.message().find("negative") != std::string::npos,
+                    ref.status.message());
+      continue;
+    }
+    for (kernels::Isa isa : kernels::SupportedIsas()) {
+      CAPTURE(kernels::IsaName(isa));
+      kernels::SetIsaForTesting(isa);
+      auto fast = RunPrepared(inputs, a);
+      REQUIRE(fast.status.ok());
+      CHECK(fast.shape() == ref.shape());
+      CHECK(fast.values<uint8_t>() == ref.values<uint8_t>());
+    }
+    kernels::SetIsaForTesting(saved);
+  }
+  kernels::SetIsaForTesting(saved);
 }
 
 }  // namespace

@@ -7,11 +7,13 @@
 // over the (input position, tap) pairs that land on it, then adds B[m] and
 // requantizes exactly like QLinearConv (docs/NUMERICS.md).
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/qlinear_s8.h"
 #include "ops/conv_transpose_geometry.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
@@ -94,6 +96,115 @@ Status InferQConvTranspose(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// The fast path: a transposed convolution is the ordinary convolution of the
+// input spread out by the strides (stride - 1 zero-point bytes between
+// pixels), padded by dilation * (k - 1) - pad, with the kernel flipped and its
+// channel axes swapped. Every output then sums exactly the same non-zero
+// terms as the reference, so the int32 accumulators (which wrap, and so do
+// not depend on the order) and the outputs are identical. It wastes the MACs
+// on the inserted bytes, but runs on the packed int8 GEMM (kernels/qlinear_s8.h).
+struct ConvTransposeFastState {
+  std::shared_ptr<void> conv;  // PrepareQConvS8 of the flipped kernel
+  std::vector<uint8_t> spread;  // scratch: the spread-out input
+};
+
+Status PrepareQConvTranspose(KernelContext& ctx, std::shared_ptr<void>* state) {
+  const Tensor* w = ctx.input(3);
+  const int64_t group = ctx.attr().GetInt("group", 1);
+  const int rank = w->rank();
+  if ((rank != 3 && rank != 4) || !w->shape_known() || group <= 0 || w->shape[0] % group)
+    return Status::Ok();
+  const int64_t c = w->shape[0], mg = w->shape[1], cg = c / group, m = mg * group;
+  const int64_t kh = rank == 4 ? w->shape[2] : 1, kw = w->shape[rank - 1], taps = kh * kw;
+  std::vector<uint8_t> flipped(size_t(c * mg * taps));
+  const uint8_t* src = w->ptr<uint8_t>();
+  for (int64_t ci = 0; ci < c; ++ci) {
+    const int64_t grp = ci / cg, cl = ci % cg;
+    for (int64_t j = 0; j < mg; ++j)
+      for (int64_t t = 0; t < taps; ++t)
+        flipped[size_t(((grp * mg + j) * cg + cl) * taps + (taps - 1 - t))] =
+            src[(ci * mg + j) * taps + t];
+  }
+  Tensor wc;
+  wc.dtype = w->dtype;
+  wc.shape = rank == 4 ? Shape{m, cg, kh, kw} : Shape{m, cg, kw};
+  wc.data = flipped.data();
+  std::shared_ptr<void> conv = kernels::PrepareQConvS8(wc, group);
+  if (!conv) return Status::Ok();
+  auto s = std::make_shared<ConvTransposeFastState>();
+  s->conv = std::move(conv);
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+// Returns with *done false when the case is not covered (padding larger
+// than the dilated kernel, say): the reference kernel runs instead.
+Status RunQConvTransposeFast(KernelContext& ctx, float xs, const std::vector<float>& ws, float ys,
+                             int32_t xzp, int32_t yzp, QRange range, bool* done) {
+  auto& s = *static_cast<ConvTransposeFastState*>(ctx.state);
+  const Tensor* x = ctx.input(0);
+  const Tensor* w = ctx.input(3);
+  Tensor* y = ctx.output(0);
+  const int nsp = x->rank() - 2;
+  if (nsp != 1 && nsp != 2) return Status::Ok();
+  const Shape in(x->shape.begin() + 2, x->shape.end());
+  int64_t group;
+  WindowGeometry g;
+  QF_RETURN_IF_ERROR(ParseConvTransposeGeometry(ctx, w, in, &group, &g));
+  int64_t spread[2] = {1, 1}, pad[2] = {0, 0};
+  for (int a = 0; a < nsp; ++a) {
+    const int64_t extent = g.dilations[a] * (g.kernel[a] - 1);
+    spread[a] = (in[a] - 1) * g.strides[a] + 1;
+    pad[a] = extent - g.pad_begin[a];
+    const int64_t pad_end = g.out[a] + extent - pad[a] - spread[a];
+    if (pad[a] < 0 || pad_end < 0 || in[a] <= 0) return Status::Ok();
+  }
+  const int64_t n = x->shape[0], c = x->shape[1];
+  const int64_t sh = nsp == 2 ? g.strides[0] : 1, sw = g.strides[nsp - 1];
+  const int64_t ih = nsp == 2 ? in[0] : 1, iw = in[nsp - 1];
+  const int64_t uh = nsp == 2 ? spread[0] : 1, uw = spread[nsp - 1];
+  const int64_t plane = uh * uw;
+  if (s.spread.size() < size_t(n * c * plane)) s.spread.resize(size_t(n * c * plane));
+  // The zero point's byte, so the inserted pixels contribute nothing.
+  const uint8_t fill = uint8_t(xzp & 0xff);
+  std::fill(s.spread.begin(), s.spread.begin() + n * c * plane, fill);
+  const uint8_t* xd = x->ptr<uint8_t>();
+  for (int64_t p = 0; p < n * c; ++p)
+    for (int64_t iy = 0; iy < ih; ++iy)
+      for (int64_t ix = 0; ix < iw; ++ix)
+        s.spread[size_t(p * plane + iy * sh * uw + ix * sw)] = xd[(p * ih + iy) * iw + ix];
+  Tensor xs_t;
+  xs_t.dtype = x->dtype;
+  xs_t.shape = nsp == 2 ? Shape{n, c, uh, uw} : Shape{n, c, uw};
+  xs_t.data = s.spread.data();
+
+  kernels::QConvCall call;
+  call.x = &xs_t;
+  call.y = y;
+  call.ih = uh;
+  call.iw = uw;
+  call.oh = nsp == 2 ? g.out[0] : 1;
+  call.ow = g.out[nsp - 1];
+  call.kh = nsp == 2 ? g.kernel[0] : 1;
+  call.kw = g.kernel[nsp - 1];
+  call.dh = nsp == 2 ? g.dilations[0] : 1;
+  call.dw = g.dilations[nsp - 1];
+  call.pad_top = nsp == 2 ? pad[0] : 0;
+  call.pad_left = pad[nsp - 1];
+  call.x_zp = xzp;
+  call.w_zp = ReadZeroPoints(ctx.input(5));
+  call.x_scale = xs;
+  call.w_scale = ws;
+  call.y_scale = ys;
+  call.y_zp = yzp;
+  call.lo = range.lo;
+  call.hi = range.hi;
+  call.bias = ctx.input(8) ? ctx.input(8)->ptr<int32_t>() : nullptr;
+  call.num_threads = ctx.num_threads;
+  *done = kernels::RunQConvS8(s.conv.get(), call);
+  return Status::Ok();
+}
+
 Status RunQConvTranspose(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   const Tensor* w = ctx.input(3);
@@ -108,7 +219,12 @@ Status RunQConvTranspose(KernelContext& ctx) {
   const int32_t xzp = ReadZeroPoints(ctx.input(2))[0];
   const std::vector<int32_t> wzp = ReadZeroPoints(ctx.input(5));
   const int32_t yzp = ReadZeroPoints(ctx.input(7))[0];
-
+  if (ctx.state) {
+    bool done = false;
+    QF_RETURN_IF_ERROR(RunQConvTransposeFast(ctx, xs[0], ws, ys[0], xzp, yzp, range, &done));
+    if (done) return Status::Ok();
+  }
+  // The reference kernel: the fallback, and the oracle of the fast path.
   const Shape in(x->shape.begin() + 2, x->shape.end());
   int64_t group;
   WindowGeometry g;
@@ -171,8 +287,13 @@ Status RunQConvTranspose(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_QfQLinearConvTranspose() {
-  static const OpDef def = QuantOpDef("QfQLinearConvTranspose", InferQConvTranspose,
-                                      RunQConvTranspose, /*min_inputs=*/8, /*max_inputs=*/9);
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("QfQLinearConvTranspose", InferQConvTranspose, RunQConvTranspose,
+                         /*min_inputs=*/8, /*max_inputs=*/9);
+    d.prepare = PrepareQConvTranspose;
+    d.const_inputs = 1u << 3;  // w
+    return d;
+  }();
   return def;
 }
 
