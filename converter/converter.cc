@@ -25,6 +25,7 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
   }
   // Weights whose DequantizeLinear found no integer consumer become float constants.
   QF_RETURN_IF_ERROR(InferAndFold(g, opts.fold_constants));
+  if (opts.fold_qdq) QF_RETURN_IF_ERROR(CollapseBytewise(g));
   if (opts.fuse) {
     QF_RETURN_IF_ERROR(FuseConvBatchNorm(g));
     QF_RETURN_IF_ERROR(FuseActivations(g));

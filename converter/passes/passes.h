@@ -25,6 +25,9 @@ Status RemoveIdentities(Graph* g);
 Status InferAndFold(Graph* g, bool fold, bool keep_dequantize = false);
 // DequantizeLinear -> op -> QuantizeLinear becomes one integer operator.
 Status FoldQdq(Graph* g);
+// Chains of element-wise operators computing 8-bit results from one 8-bit
+// tensor and single-element constants become one QfLookupTable per result.
+Status CollapseBytewise(Graph* g);
 // Conv + BatchNormalization -> Conv with adjusted weights and bias.
 Status FuseConvBatchNorm(Graph* g);
 // Conv/ConvTranspose/Gemm/MatMul + Relu/Clip/... -> one node with _activation.

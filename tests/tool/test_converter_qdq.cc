@@ -1166,6 +1166,103 @@ TEST_CASE("qdq: Sigmoid and HardSwish -> QfLookupTable, exact on all 256 codes")
   RunLutCase("HardSwish", {0.047f, 140, kU8}, {0.0271f, 20, kU8}, HardSwishRef);
 }
 
+// A PP-LCNet-style chain on one activation: a learnable scale and shift
+// (Mul, Add by quantized scalar constants), then hardswish spelled out as
+// x * HardSigmoid(x) and a float Div by 6 between DQ and Q, a second result
+// read by another branch. Each result depends on one byte of x, so the
+// converter evaluates the chain on all 256 codes and leaves lookup tables.
+TEST_CASE("qdq: element-wise chains on one activation collapse into lookup tables") {
+  const QP xq{0.031f, 121, kU8}, aq{0.027f, 118, kU8}, bq{0.033f, 96, kU8};
+  const QP hq{1.f / 255.f, 0, kU8}, mq{0.029f, 40, kU8}, yq{0.0061f, 20, kU8};
+  const QP cq{0.0125f, 0, kI8}, rq{0.02f, 0, kI8};
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {1, 4, 8, 8});
+  b.Output("y", kF32, {1, 4, 8, 8});
+  b.Output("r", kF32, {1, 4, 8, 8});
+  const std::string x_dq = QDQ(&b, "x", "xin", xq);
+  const std::string k_mul = WeightDQ(&b, "kmul", {1}, kI8, {93}, {cq.s}, {0}, 0);  // 1.1625
+  const std::string k_add = WeightDQ(&b, "kadd", {}, kI8, {-37}, {cq.s}, {0}, 0);  // -0.4625
+  b.Node("Mul", {x_dq, k_mul}, {"a"}, "affine_mul");
+  const std::string a_dq = QDQ(&b, "a", "aq", aq);
+  b.Node("Add", {a_dq, k_add}, {"bsum"}, "affine_add");
+  const std::string b_dq = QDQ(&b, "bsum", "bq", bq);
+  b.Node("HardSigmoid", {b_dq}, {"h"}, "hsig");
+  const std::string h_dq = QDQ(&b, "h", "hq", hq);
+  b.Node("Mul", {b_dq, h_dq}, {"m"}, "hswish_mul");
+  const std::string m_dq = QDQ(&b, "m", "mq", mq);
+  b.InitFloat("six", {}, {6.f});
+  b.Node("Div", {m_dq, "six"}, {"d"}, "div6");
+  Q(&b, "d", "yout", yq);
+  DQ(&b, "yout", "y");
+  // A second reader of the scaled activation: another table of the same x.
+  b.Node("Relu", {a_dq}, {"ra"}, "relu0");
+  Q(&b, "ra", "rout", rq);
+  DQ(&b, "rout", "r");
+  const std::string path = b.Write(dir);
+
+  // Every code of x, scrambled so that the table index is not the position.
+  std::vector<int32_t> codes(256);
+  for (int32_t i = 0; i < 256; ++i) codes[size_t(i)] = (i * 101 + 7) % 256;
+  std::vector<float> x(256);
+  for (size_t i = 0; i < 256; ++i) x[i] = float(codes[i] - xq.zp) * xq.s;
+  REQUIRE(QuantizeAll(ToDouble(x), xq) == codes);
+  // The reference, step by step in double.
+  auto step = [](const std::vector<double>& v, const QP& q) {
+    return DequantizeAll(QuantizeAll(v, q), q);
+  };
+  std::vector<double> xr = DequantizeAll(codes, xq), a(256), bb(256), h(256), m(256), d(256),
+                      r(256);
+  for (size_t i = 0; i < 256; ++i) a[i] = xr[i] * 93 * double(cq.s);
+  a = step(a, aq);
+  for (size_t i = 0; i < 256; ++i) bb[i] = a[i] - 37 * double(cq.s);
+  bb = step(bb, bq);
+  for (size_t i = 0; i < 256; ++i) h[i] = std::max(0.0, std::min(1.0, 0.2 * bb[i] + 0.5));
+  h = step(h, hq);
+  for (size_t i = 0; i < 256; ++i) m[i] = bb[i] * h[i];
+  m = step(m, mq);
+  for (size_t i = 0; i < 256; ++i) d[i] = m[i] / 6;
+  for (size_t i = 0; i < 256; ++i) r[i] = std::max(0.0, a[i]);
+
+  const std::vector<Feed> feeds = {{"x", {1, 4, 8, 8}, x}};
+  const std::vector<Fetch> fetches = {{"y", {1, 4, 8, 8}}, {"r", {1, 4, 8, 8}}};
+  RunResult f = ConvertRun(path, true, feeds, fetches);
+  RunResult l = ConvertRun(path, false, feeds, fetches);
+  CheckBoth(f, l, 0, QuantizeAll(d, yq), yq);
+  CheckBoth(f, l, 1, QuantizeAll(r, rq), rq);
+  // The tables reproduce the integer chain exactly, so the folded model and the
+  // literal float graph agree on every element.
+  CHECK(f.outs[0] == l.outs[0]);
+  CHECK(f.outs[1] == l.outs[1]);
+  CHECK(CountOps(f.graph, "QfLookupTable") == 2);
+  for (const char* gone : {"QLinearMul", "QLinearAdd", "Div", "Mul", "Add", "HardSigmoid"})
+    CHECK_MESSAGE(CountOps(f.graph, gone) == 0, gone);
+  for (const Node& n : f.graph.nodes)
+    if (n.op_type == "QfLookupTable") CHECK(n.inputs[0] == "xin_q");
+}
+
+// Per-channel constants make the result depend on the position: no table.
+TEST_CASE("qdq: an element-wise op with a per-channel constant is not collapsed") {
+  const QP xq{0.031f, 121, kU8}, aq{0.027f, 118, kU8};
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {1, 2, 3, 3});
+  b.Output("y", kF32, {1, 2, 3, 3});
+  const std::string x_dq = QDQ(&b, "x", "xin", xq);
+  const std::string k = WeightDQ(&b, "k", {1, 2, 1, 1}, kI8, {93, -20}, {0.0125f}, {0}, 0);
+  b.Node("Mul", {x_dq, k}, {"a"}, "scale_mul");
+  Q(&b, "a", "aq", aq);
+  DQ(&b, "aq", "y");
+  const std::string path = b.Write(dir);
+  std::vector<float> x(18);
+  for (size_t i = 0; i < 18; ++i) x[i] = float(int(i) * 7 % 40 - 20) * 0.05f;
+  RunResult f = ConvertRun(path, true, {{"x", {1, 2, 3, 3}, x}}, {{"y", {1, 2, 3, 3}}});
+  RunResult l = ConvertRun(path, false, {{"x", {1, 2, 3, 3}, x}}, {{"y", {1, 2, 3, 3}}});
+  CHECK(f.outs[0] == l.outs[0]);
+  CHECK(CountOps(f.graph, "QfLookupTable") == 0);
+  CHECK(CountOps(f.graph, "QLinearMul") + CountOps(f.graph, "Mul") == 1);
+}
+
 // ---- 8. int4 weight-only MatMul -----------------------------------------------------------
 
 TEST_CASE("qdq: int4 blocked weight-only MatMul -> QfMatMulWeightQ") {

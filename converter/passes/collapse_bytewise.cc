@@ -1,0 +1,233 @@
+// CollapseBytewise: an 8-bit tensor x feeding a chain of element-wise
+// operators whose other inputs are single-element constants (hardswish as
+// QLinearAdd -> QfLookupTable -> QLinearMul(x, .), a scale-and-shift
+// x * a + b, DequantizeLinear -> Div -> QuantizeLinear...) computes every
+// 8-bit result element from the one byte of x at the same position. So each
+// such result is a function of 256 possible bytes: the pass evaluates the
+// chain once on all 256 bytes with the runtime's own kernels and replaces it
+// by one QfLookupTable per result. Running the same kernels on the same
+// bytes, the table reproduces the chain exactly, for a single byte load per
+// element instead of several passes of float arithmetic over the tensor.
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "converter/passes/passes.h"
+#include "core/op.h"
+
+namespace qfold {
+namespace conv {
+namespace {
+
+bool Is8Bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
+
+// Operators computing output element i from input element i alone (with
+// single-element constants broadcast): the only ones a region may hold.
+const std::set<std::string>& PointwiseOps() {
+  static const std::set<std::string> ops = {
+      // Integer operators of folded QDQ graphs.
+      "QLinearAdd", "QLinearMul", "QLinearLeakyRelu", "QLinearSigmoid", "QfLookupTable",
+      "QfRequantize", "QuantizeLinear", "DequantizeLinear",
+      // Float operators between a DequantizeLinear and a QuantizeLinear.
+      "Add", "Sub", "Mul", "Div", "Min", "Max", "Clip", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu",
+      "Celu", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Softplus", "Softsign", "Mish", "Gelu",
+      "Erf", "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Pow", "Floor", "Ceil", "Round",
+      "Sign", "Cast", "ThresholdedRelu", "Shrink"};
+  return ops;
+}
+
+class Collapser {
+ public:
+  explicit Collapser(Graph* g) : g_(*g) {}
+
+  Status Run() {
+    // Sources: graph inputs first, then node outputs in graph order. Each
+    // collapse rewrites the graph, so the candidates are listed up front and
+    // re-checked when their turn comes.
+    std::vector<std::string> sources(g_.inputs.begin(), g_.inputs.end());
+    for (const Node& n : g_.nodes)
+      for (const std::string& o : n.outputs)
+        if (!o.empty()) sources.push_back(o);
+    for (const std::string& x : sources) {
+      const Value* v = g_.Find(x);
+      if (!v || v->is_constant() || !Is8Bit(v->dtype) || !v->rank_known) continue;
+      QF_RETURN_IF_ERROR(TryCollapse(x));
+    }
+    if (collapsed_)
+      g_.notes.push_back(std::to_string(collapsed_) +
+                         " chain(s) of element-wise 8-bit operators became lookup tables");
+    return Status::Ok();
+  }
+
+ private:
+  // A node that may join a region whose source has rank `rank`: one output,
+  // every constant input a single element of rank <= rank (so broadcasting
+  // cannot grow the shape), except QfLookupTable's table, which is indexed
+  // by value, not by position.
+  bool Pointwise(const Node& n, int rank) const {
+    if (!PointwiseOps().count(n.op_type) || n.outputs.size() != 1 || n.outputs[0].empty())
+      return false;
+    if (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear")
+      if (n.attrs.GetInt("block_size", 0) != 0) return false;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.inputs[i].empty()) continue;
+      const Value* v = g_.Find(n.inputs[i]);
+      if (!v || !v->rank_known) return false;
+      if (!v->is_constant()) continue;
+      if (n.op_type == "QfLookupTable" && i == 1) continue;
+      int64_t numel = 1;
+      for (int64_t d : v->shape) numel *= d;
+      if (numel != 1 || int(v->shape.size()) > rank) return false;
+    }
+    return true;
+  }
+
+  Status TryCollapse(const std::string& x) {
+    // Most tensors feed no point-wise operator at all: skip them cheaply.
+    bool any = false;
+    for (const Node& n : g_.nodes)
+      for (const std::string& in : n.inputs) any = any || (in == x && PointwiseOps().count(n.op_type));
+    if (!any) return Status::Ok();
+    const int rank = int(g_.Find(x)->shape.size());
+    // Grow the region in graph (topological) order: a node joins when all its
+    // non-constant inputs are x or region results.
+    std::set<std::string> reach = {x};
+    std::vector<size_t> region;
+    for (size_t k = 0; k < g_.nodes.size(); ++k) {
+      const Node& n = g_.nodes[k];
+      if (!Pointwise(n, rank)) continue;
+      bool dynamic = false, inside = true;
+      for (const std::string& in : n.inputs) {
+        if (in.empty() || g_.IsConstant(in)) continue;
+        dynamic = true;
+        inside = inside && reach.count(in);
+      }
+      if (!dynamic || !inside) continue;
+      region.push_back(k);
+      reach.insert(n.outputs[0]);
+    }
+    // A region node whose non-8-bit result is read outside the region (the
+    // DequantizeLinear feeding a float graph output, say) cannot become a
+    // table: it leaves the region, and so do the nodes that depended on it.
+    const auto consumers = BuildConsumers(g_);
+    auto read_outside = [&](const std::string& v, const std::set<size_t>& in_region) {
+      if (g_.IsGraphOutput(v)) return true;
+      auto it = consumers.find(v);
+      if (it != consumers.end())
+        for (const auto& use : it->second)
+          if (!in_region.count(use.first)) return true;
+      return false;
+    };
+    std::set<size_t> in_region(region.begin(), region.end());
+    for (bool changed = true; changed;) {
+      changed = false;
+      std::set<std::string> kept = {x};
+      std::vector<size_t> next;
+      for (size_t k : region) {
+        const Node& n = g_.nodes[k];
+        bool inside = true;
+        for (const std::string& in : n.inputs)
+          if (!in.empty() && !g_.IsConstant(in)) inside = inside && kept.count(in);
+        const Value* v = g_.Find(n.outputs[0]);
+        const bool exit = !v || !Is8Bit(v->dtype) ? read_outside(n.outputs[0], in_region) : false;
+        if (inside && !exit) {
+          next.push_back(k);
+          kept.insert(n.outputs[0]);
+        } else {
+          changed = true;
+        }
+      }
+      region = std::move(next);
+      in_region = std::set<size_t>(region.begin(), region.end());
+    }
+    if (region.empty()) return Status::Ok();
+    // One node that already is a table, or a plain requantization (one
+    // multiply per element, and clearer in the graph), gains nothing.
+    if (region.size() == 1 && (g_.nodes[region[0]].op_type == "QfLookupTable" ||
+                               g_.nodes[region[0]].op_type == "QfRequantize"))
+      return Status::Ok();
+
+    // Results read outside the region (or graph outputs) get a table: all 8-bit now.
+    std::vector<size_t> tabled;
+    for (size_t k : region)
+      if (read_outside(g_.nodes[k].outputs[0], in_region)) tabled.push_back(k);
+    if (tabled.empty()) return Status::Ok();
+
+    // Evaluate the region on the 256 bytes of x's dtype, in graph order.
+    struct Computed {
+      Tensor t;
+      std::vector<uint8_t> storage;
+    };
+    std::unordered_map<std::string, Computed> computed;
+    Computed& src = computed[x];
+    src.storage.resize(256);
+    for (int b = 0; b < 256; ++b) src.storage[size_t(b)] = uint8_t(b);
+    src.t.dtype = g_.Find(x)->dtype;
+    src.t.shape = {256};
+    src.t.data = src.storage.data();
+    for (size_t k : region) {
+      const Node& n = g_.nodes[k];
+      const OpDef* def = FindOp(n.op_type);
+      if (!def) return Status::Ok();
+      std::vector<Tensor> consts(n.inputs.size());
+      KernelContext ctx;
+      ctx.op_type = &n.op_type;
+      ctx.op_name = &n.name;
+      ctx.attrs = &n.attrs;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const std::string& in = n.inputs[i];
+        if (in.empty()) {
+          ctx.inputs.push_back(nullptr);
+          continue;
+        }
+        auto c = computed.find(in);
+        if (c != computed.end()) {
+          ctx.inputs.push_back(&c->second.t);
+          continue;
+        }
+        const Value* v = g_.Find(in);
+        consts[i].name = in;
+        consts[i].dtype = v->dtype;
+        consts[i].shape = v->shape;
+        consts[i].data = const_cast<uint8_t*>(v->data->data());
+        ctx.inputs.push_back(&consts[i]);
+      }
+      Computed& out = computed[n.outputs[0]];
+      out.t.name = n.outputs[0];
+      ctx.outputs.push_back(&out.t);
+      // Anything unexpected (a kernel refusing the 1-D stand-in shape, say)
+      // leaves the graph as it is: the pass is an optimization.
+      if (!def->infer(ctx).ok() || !out.t.shape_known() || out.t.numel() != 256) return Status::Ok();
+      out.storage.resize(out.t.bytes() + 1);
+      out.t.data = out.storage.data();
+      if (!def->run(ctx).ok()) return Status::Ok();
+    }
+
+    // Each tabled result is now produced by a lookup in its own table; the
+    // nodes that only fed those results become dead and are removed.
+    for (size_t k : tabled) {
+      Node& n = g_.nodes[k];
+      const Computed& c = computed[n.outputs[0]];
+      std::vector<uint8_t> table(c.storage.begin(), c.storage.begin() + 256);
+      Node lut;
+      lut.op_type = "QfLookupTable";
+      lut.name = n.name;
+      lut.outputs = n.outputs;
+      lut.inputs = {x, g_.AddConstant(n.name + "_table", c.t.dtype, {256}, std::move(table))};
+      n = std::move(lut);
+    }
+    collapsed_ += 1;
+    return RemoveDeadCode(&g_);
+  }
+
+  Graph& g_;
+  int collapsed_ = 0;
+};
+
+}  // namespace
+
+Status CollapseBytewise(Graph* g) { return Collapser(g).Run(); }
+
+}  // namespace conv
+}  // namespace qfold
