@@ -4,6 +4,7 @@
 #include "converter/passes/passes.h"
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/cpu_features.h"
 
 namespace qfold {
 namespace conv {
@@ -29,9 +30,23 @@ Tensor ToTensor(const Value& v) {
   return t;
 }
 
+// Folding runs the reference kernels: the fast float kernels sum in another
+// order on each ISA, and a .qfm should not depend on the machine that made it.
+class ReferenceKernelsScope {
+ public:
+  ReferenceKernelsScope() : saved_(kernels::ActiveIsa()) {
+    kernels::SetIsaForTesting(kernels::Isa::kReference);
+  }
+  ~ReferenceKernelsScope() { kernels::SetIsaForTesting(saved_); }
+
+ private:
+  kernels::Isa saved_;
+};
+
 }  // namespace
 
 Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
+  ReferenceKernelsScope reference_kernels;
   std::vector<Node> kept;
   for (Node& n : g->nodes) {
     const OpDef* def = FindOp(n.op_type);

@@ -1,14 +1,18 @@
 // Conv: N-d convolution with groups, strides, dilations, pads/auto_pad and an
 // optional bias, plus the converter's fused activation. The reference kernel
 // unrolls each group's input windows into a column matrix (im2col) and then
-// multiplies it by the group's filters.
+// multiplies it by the group's filters. With constant weights, prepare packs
+// them for the SIMD kernels (kernels/conv_f32.h), which run 1-D and 2-D
+// convolutions; the reference kernel stays the fallback and the oracle.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/conv_f32.h"
 #include "ops/window_util.h"
 
 namespace qfold {
@@ -143,6 +147,44 @@ void Im2Col(const float* x, int64_t channels, const Shape& in, const WindowGeome
   }
 }
 
+Status PrepareConv(KernelContext& ctx, std::shared_ptr<void>* state) {
+  *state = kernels::PrepareConvF32(*ctx.input(1), ctx.attr().GetInt("group", 1));
+  return Status::Ok();
+}
+
+// The fast path for 1-D and 2-D convolutions with prepared weights; false
+// when the kernels do not cover the case.
+bool RunConvFast(const KernelContext& ctx, const ConvParams& p) {
+  const Tensor* x = ctx.input(0);
+  const int nsp = x->rank() - 2;
+  if (nsp != 1 && nsp != 2) return false;
+  const WindowGeometry& g = p.geo;
+  const int a = nsp - 1;  // the last (width) axis
+  kernels::ConvF32Call c;
+  c.x = x->ptr<float>();
+  c.y = ctx.output(0)->ptr<float>();
+  c.bias = ctx.input(2) ? ctx.input(2)->ptr<float>() : nullptr;
+  c.n = x->shape[0];
+  c.c = x->shape[1];
+  c.iw = x->shape[2 + a];
+  c.ow = g.out[a];
+  c.kw = g.kernel[a];
+  c.sw = g.strides[a];
+  c.dw = g.dilations[a];
+  c.pad_left = g.pad_begin[a];
+  if (nsp == 2) {
+    c.ih = x->shape[2];
+    c.oh = g.out[0];
+    c.kh = g.kernel[0];
+    c.sh = g.strides[0];
+    c.dh = g.dilations[0];
+    c.pad_top = g.pad_begin[0];
+  }
+  c.act = kernels::EpilogueFor(p.act, &c.lo, &c.hi, &c.post);
+  c.num_threads = ctx.num_threads;
+  return kernels::RunConvF32(ctx.state, c);
+}
+
 Status RunConv(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   const Tensor* w = ctx.input(1);
@@ -153,6 +195,7 @@ Status RunConv(KernelContext& ctx) {
   bool kernel_known;
   QF_RETURN_IF_ERROR(ParseConv(ctx, nsp, &p, &kernel_known));
   const WindowGeometry& g = p.geo;
+  if (ctx.state && RunConvFast(ctx, p)) return Status::Ok();
 
   const int64_t n = x->shape[0], c = x->shape[1], m = w->shape[0];
   const int64_t cg = c / p.group, mg = m / p.group;
@@ -199,13 +242,18 @@ Status RunConv(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_Conv() {
-  static const OpDef def{"Conv",
-                         InferConv,
-                         RunConv,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/2,
-                         /*max_inputs=*/3};
+  static const OpDef def = [] {
+    OpDef d{"Conv",
+            InferConv,
+            RunConv,
+            /*value_inputs=*/0,
+            /*shape_only=*/false,
+            /*min_inputs=*/2,
+            /*max_inputs=*/3};
+    d.prepare = PrepareConv;
+    d.const_inputs = 1u << 1;  // W
+    return d;
+  }();
   return def;
 }
 

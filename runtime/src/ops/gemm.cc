@@ -1,12 +1,18 @@
 // Gemm: Y = alpha * op(A) * op(B) + beta * C, op = optional transpose, with C
 // unidirectionally broadcast to (M, N), plus the converter's fused activation.
+// Float32 runs on the packed SIMD GEMM (kernels/gemm_f32.h) when the ISA
+// level has one: a constant B is packed once by prepare, otherwise per run;
+// alpha, beta * C and Relu/Clip go into its epilogue. The reference kernel
+// stays the fallback and the oracle (QFOLD_ISA=reference).
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/gemm_f32.h"
 
 namespace qfold {
 namespace {
@@ -98,6 +104,96 @@ void GemmKernel(const T* a, const T* b, const T* c, const Shape& c_shape, T* y, 
   }
 }
 
+// op(B) packed as the GEMM's right operand.
+struct GemmF32State {
+  const kernels::GemmF32Kernels* k = nullptr;
+  Shape b_shape;
+  bool tb = false;
+  std::vector<float> packed;
+};
+
+void PackGemmB(const kernels::GemmF32Kernels& k, const Tensor& b, bool tb, GemmF32State* st) {
+  const int64_t kd = b.shape[tb ? 1 : 0], n = b.shape[tb ? 0 : 1];
+  st->k = &k;
+  st->b_shape = b.shape;
+  st->tb = tb;
+  st->packed.resize(size_t(kernels::PackedF32Size(n, kd, k.nr)));
+  // op(B)(k, c) = B[k][c], or B[c][k] when transposed.
+  k.pack_right(b.ptr<float>(), tb ? 1 : n, tb ? kd : 1, kd, n, st->packed.data());
+}
+
+Status PrepareGemm(KernelContext& ctx, std::shared_ptr<void>* state) {
+  const Tensor* b = ctx.input(1);
+  const kernels::GemmF32Kernels* k = kernels::GemmF32For(kernels::ActiveIsa());
+  if (!k || b->dtype != DType::kFloat32 || b->rank() != 2) return Status::Ok();
+  auto st = std::make_shared<GemmF32State>();
+  PackGemmB(*k, *b, ctx.attr().GetInt("transB", 0) != 0, st.get());
+  *state = st;
+  return Status::Ok();
+}
+
+// Float32 Gemm on the packed GEMM; false when no SIMD kernel applies.
+bool RunGemmF32(const KernelContext& ctx, bool ta, bool tb, float alpha, float beta) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(1);
+  const Tensor* c = ctx.input(2);
+  Tensor* y = ctx.output(0);
+  const auto* prepared = static_cast<const GemmF32State*>(ctx.state);
+  const kernels::GemmF32Kernels* k =
+      prepared ? prepared->k : kernels::GemmF32For(kernels::ActiveIsa());
+  if (!k || a->dtype != DType::kFloat32) return false;
+  GemmF32State local;
+  if (!prepared || prepared->b_shape != b->shape || prepared->tb != tb) {
+    PackGemmB(*k, *b, tb, &local);
+    prepared = &local;
+  }
+  const int64_t m = y->shape[0], n = y->shape[1];
+  const int64_t kd = a->shape[ta ? 0 : 1];
+  if (m == 0 || n == 0) return true;
+  std::vector<float> packed_a(size_t(kernels::PackedF32Size(m, kd, k->mr)));
+  // op(A)(r, k) = A[r][k], or A[k][r] when transposed.
+  k->pack_left(a->ptr<float>(), ta ? 1 : kd, ta ? m : 1, m, kd, packed_a.data());
+
+  kernels::GemmF32Args proto;
+  proto.rows = m;
+  proto.cols = n;
+  proto.k = kd;
+  proto.alpha = alpha;
+  proto.ldc = n;
+  float* yd = y->ptr<float>();
+  // beta * C, in the reference's float arithmetic: a row or column vector
+  // becomes the bias, a full matrix is copied into Y and accumulated onto.
+  std::vector<float> bias;
+  if (c) {
+    const Shape& cs = c->shape;
+    const int cr = int(cs.size());
+    const int64_t cm = cr == 2 ? cs[0] : 1, cn = cr >= 1 ? cs[cr - 1] : 1;
+    const float* cd = c->ptr<float>();
+    if (cm == 1) {
+      bias.resize(size_t(n));
+      for (int64_t j = 0; j < n; ++j) bias[size_t(j)] = beta * cd[cn == 1 ? 0 : j];
+      proto.bias = bias.data();
+      proto.bias_per_row = false;
+    } else if (cn == 1) {
+      bias.resize(size_t(m));
+      for (int64_t i = 0; i < m; ++i) bias[size_t(i)] = beta * cd[i];
+      proto.bias = bias.data();
+      proto.bias_per_row = true;
+    } else {
+      for (int64_t i = 0; i < m * n; ++i) yd[i] = beta * cd[i];
+      proto.accumulate = true;
+    }
+  }
+  Status st;
+  const FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
+  const FusedActivation* post;
+  proto.act = kernels::EpilogueFor(act, &proto.lo, &proto.hi, &post);
+  kernels::GemmF32Batched(*k, proto, {packed_a.data()}, {prepared->packed.data()}, {yd},
+                          ctx.num_threads);
+  if (post) post->Apply(yd, y->numel());
+  return true;
+}
+
 Status RunGemm(KernelContext& ctx) {
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
@@ -110,6 +206,7 @@ Status RunGemm(KernelContext& ctx) {
   const int64_t m = y->shape[0], n = y->shape[1];
   const int64_t k = a->shape[ta ? 0 : 1];
   const Shape c_shape = c ? c->shape : Shape();
+  if (a->dtype == DType::kFloat32 && RunGemmF32(ctx, ta, tb, alpha, beta)) return Status::Ok();
   switch (a->dtype) {
     case DType::kFloat32: {
       GemmKernel(a->ptr<float>(), b->ptr<float>(), c ? c->ptr<float>() : nullptr, c_shape,
@@ -131,13 +228,18 @@ Status RunGemm(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_Gemm() {
-  static const OpDef def{"Gemm",
-                         InferGemm,
-                         RunGemm,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/2,
-                         /*max_inputs=*/3};
+  static const OpDef def = [] {
+    OpDef d{"Gemm",
+            InferGemm,
+            RunGemm,
+            /*value_inputs=*/0,
+            /*shape_only=*/false,
+            /*min_inputs=*/2,
+            /*max_inputs=*/3};
+    d.prepare = PrepareGemm;
+    d.const_inputs = 1u << 1;  // B
+    return d;
+  }();
   return def;
 }
 

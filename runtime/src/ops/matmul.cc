@@ -1,7 +1,11 @@
 // MatMul with NumPy semantics: 1-D operands are promoted to matrices (and the
 // added dim removed again), leading batch dims broadcast. Optional fused
-// activation (float32 only).
+// activation (float32 only). Float32 runs on the packed SIMD GEMM
+// (kernels/gemm_f32.h) when the ISA level has one: a constant B is packed
+// once by prepare, otherwise per run. The reference kernel stays the
+// fallback and the oracle (QFOLD_ISA=reference).
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -9,6 +13,7 @@
 #include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/gemm_f32.h"
 #include "ops/window_util.h"
 
 namespace qfold {
@@ -99,10 +104,110 @@ void MatMulKernel(const Tensor& a, const Tensor& b, Tensor* y) {
   }
 }
 
+// B's matrices packed for the GEMM's right operand.
+struct MatMulF32State {
+  const kernels::GemmF32Kernels* k = nullptr;
+  Shape b_shape;
+  int64_t stride = 0;  // floats per packed matrix
+  std::vector<float> packed;
+};
+
+// B's matrix dims: a 1-D B is a K x 1 matrix.
+void MatrixDimsB(const Shape& s, int64_t* rows, int64_t* cols) {
+  *rows = s.size() == 1 ? s[0] : s[s.size() - 2];
+  *cols = s.size() == 1 ? 1 : s.back();
+}
+
+void PackB(const kernels::GemmF32Kernels& k, const Tensor& b, MatMulF32State* st) {
+  int64_t kd, n;
+  MatrixDimsB(b.shape, &kd, &n);
+  const int64_t mats = kd > 0 && n > 0 ? b.numel() / (kd * n) : 0;
+  st->k = &k;
+  st->b_shape = b.shape;
+  st->stride = kernels::PackedF32Size(n, kd, k.nr);
+  st->packed.resize(size_t(st->stride * mats));
+  for (int64_t i = 0; i < mats; ++i)
+    k.pack_right(b.ptr<float>() + i * kd * n, n, 1, kd, n, st->packed.data() + i * st->stride);
+}
+
+Status PrepareMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
+  const Tensor* b = ctx.input(1);
+  const kernels::GemmF32Kernels* k = kernels::GemmF32For(kernels::ActiveIsa());
+  if (!k || b->dtype != DType::kFloat32 || ctx.input(0)->dtype != DType::kFloat32 || b->rank() < 1)
+    return Status::Ok();
+  auto st = std::make_shared<MatMulF32State>();
+  PackB(*k, *b, st.get());
+  *state = st;
+  return Status::Ok();
+}
+
+// Float32 MatMul on the packed GEMM; false when no SIMD kernel applies.
+bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(1);
+  Tensor* y = ctx.output(0);
+  const auto* prepared = static_cast<const MatMulF32State*>(ctx.state);
+  const kernels::GemmF32Kernels* k =
+      prepared ? prepared->k : kernels::GemmF32For(kernels::ActiveIsa());
+  if (!k || a->dtype != DType::kFloat32) return false;
+  MatMulF32State local;
+  if (!prepared || prepared->b_shape != b->shape) {
+    PackB(*k, *b, &local);
+    prepared = &local;
+  }
+  Shape as = a->shape, bs = b->shape;
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  const int64_t m = as[as.size() - 2], kd = as.back(), n = bs.back();
+  const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  Shape batch;
+  BroadcastShapes(a_batch, b_batch, &batch, nullptr);
+  BroadcastIndexer idx({a_batch, b_batch}, batch);
+  const int64_t batches = Product(batch), a_mats = Product(a_batch);
+  if (batches == 0 || m == 0 || n == 0) return true;
+
+  const int64_t a_stride = kernels::PackedF32Size(m, kd, k->mr);
+  std::vector<float> packed_a(size_t(a_stride * a_mats));
+  for (int64_t i = 0; i < a_mats; ++i)
+    k->pack_left(a->ptr<float>() + i * m * kd, kd, 1, m, kd, packed_a.data() + i * a_stride);
+  std::vector<const float*> lefts, rights;
+  std::vector<float*> outs;
+  std::vector<int64_t> pos(batch.size(), 0);
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    int64_t ao = 0, bo = 0;
+    for (size_t d = 0; d < batch.size(); ++d) {
+      ao += pos[d] * idx.strides(0)[d];
+      bo += pos[d] * idx.strides(1)[d];
+    }
+    lefts.push_back(packed_a.data() + ao * a_stride);
+    rights.push_back(prepared->packed.data() + bo * prepared->stride);
+    outs.push_back(y->ptr<float>() + bi * m * n);
+    for (int d = int(batch.size()) - 1; d >= 0; --d) {
+      if (++pos[d] < batch[d]) break;
+      pos[d] = 0;
+    }
+  }
+  kernels::GemmF32Args proto;
+  proto.rows = m;
+  proto.cols = n;
+  proto.k = kd;
+  proto.ldc = n;
+  const FusedActivation* post;
+  proto.act = kernels::EpilogueFor(act, &proto.lo, &proto.hi, &post);
+  kernels::GemmF32Batched(*k, proto, lefts, rights, outs, ctx.num_threads);
+  if (post) post->Apply(y->ptr<float>(), y->numel());
+  return true;
+}
+
 Status RunMatMul(KernelContext& ctx) {
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
   Tensor* y = ctx.output(0);
+  if (a->dtype == DType::kFloat32) {
+    Status st;
+    const FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
+    if (RunMatMulF32(ctx, act)) return Status::Ok();
+  }
   QF_DISPATCH_NUMERIC(a->dtype,
                       return ctx.Unsupported(std::string("dtype ") + dtype_name(a->dtype)),
                       MatMulKernel<T>(*a, *b, y));
@@ -116,13 +221,18 @@ Status RunMatMul(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_MatMul() {
-  static const OpDef def{"MatMul",
-                         InferMatMul,
-                         RunMatMul,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/2,
-                         /*max_inputs=*/2};
+  static const OpDef def = [] {
+    OpDef d{"MatMul",
+            InferMatMul,
+            RunMatMul,
+            /*value_inputs=*/0,
+            /*shape_only=*/false,
+            /*min_inputs=*/2,
+            /*max_inputs=*/2};
+    d.prepare = PrepareMatMul;
+    d.const_inputs = 1u << 1;  // B
+    return d;
+  }();
   return def;
 }
 

@@ -1,0 +1,260 @@
+// Fast float Conv (conv_f32.h): GEMM over implicitly packed im2col panels,
+// and a depthwise path. Work is split between threads on whole output
+// panels (GEMM) or whole output planes (depthwise), so any thread count
+// gives identical results.
+#include "kernels/conv_f32.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace qfold {
+namespace kernels {
+
+#if defined(__x86_64__)
+void DwF32PlaneAvx2(const DwF32Plane& a);
+void DwF32PlaneAvx512(const DwF32Plane& a);
+#endif
+#if defined(__aarch64__)
+void DwF32PlaneNeon(const DwF32Plane& a);
+#endif
+
+DwF32PlaneFn DwF32PlaneFor(Isa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case Isa::kAvx2:
+    case Isa::kAvxVnni:  // no float gain from VNNI: the AVX2 kernel
+      return DwF32PlaneAvx2;
+    case Isa::kAvx512Vnni:
+      return DwF32PlaneAvx512;
+#endif
+#if defined(__aarch64__)
+    case Isa::kNeonDot:
+    case Isa::kNeonI8mm:
+      return DwF32PlaneNeon;
+#endif
+    default:
+      return nullptr;
+  }
+}
+
+namespace {
+
+struct ConvF32State {
+  const GemmF32Kernels* k = nullptr;
+  DwF32PlaneFn dw = nullptr;
+  int64_t m = 0, cg = 0, group = 1, kh = 1, kw = 1, kdim = 0;
+  bool depthwise = false;
+  std::vector<float> packed_w;  // GEMM: per group, the kernels' left layout
+  int64_t group_stride = 0;     // floats per group in packed_w
+  std::vector<float> w;         // depthwise: raw weights [m][kh * kw]
+};
+
+// Scratch per thread: packed panels and padded planes of any session.
+thread_local std::vector<float> tl_scratch;
+
+float* Scratch(int64_t n) {
+  if (int64_t(tl_scratch.size()) < n) tl_scratch.resize(size_t(n));
+  return tl_scratch.data();
+}
+
+// Output columns [lo, hi) whose tap at offset t (= kx * dw - pad_left) lands
+// inside a row of width iw: 0 <= ox * sw + t < iw.
+void ValidRange(int64_t t, int64_t sw, int64_t iw, int64_t ow, int64_t* lo, int64_t* hi) {
+  *lo = std::min(ow, t >= 0 ? 0 : (-t + sw - 1) / sw);
+  *hi = std::max(*lo, std::min(ow, iw - t <= 0 ? 0 : (iw - t + sw - 1) / sw));
+}
+
+struct Segment {
+  int64_t oy, ox, count, offset;  // output row, first column, length, column in the panel
+};
+
+// Packs the im2col rows of output positions [j0, j0 + ncols) of one group
+// into a right panel [kdim][nr], zeros where a tap reads padding.
+void PackConvPanel(const float* x, const ConvF32Call& c, int64_t cg, int64_t j0, int64_t ncols,
+                   int nr, bool pointwise, float* dst) {
+  const int64_t plane = c.ih * c.iw;
+  if (pointwise) {
+    for (int64_t ch = 0; ch < cg; ++ch, dst += nr) {
+      std::memcpy(dst, x + ch * plane + j0, size_t(ncols) * sizeof(float));
+      std::fill(dst + ncols, dst + nr, 0.f);
+    }
+    return;
+  }
+  Segment segs[64];
+  int nseg = 0;
+  for (int64_t p = j0; p < j0 + ncols;) {
+    Segment s;
+    s.oy = p / c.ow;
+    s.ox = p % c.ow;
+    s.count = std::min(c.ow - s.ox, j0 + ncols - p);
+    s.offset = p - j0;
+    segs[nseg++] = s;
+    p += s.count;
+  }
+  for (int64_t ch = 0; ch < cg; ++ch) {
+    const float* xp = x + ch * plane;
+    for (int64_t ky = 0; ky < c.kh; ++ky) {
+      for (int64_t kx = 0; kx < c.kw; ++kx, dst += nr) {
+        const int64_t t = kx * c.dw - c.pad_left;
+        int64_t lo, hi;
+        ValidRange(t, c.sw, c.iw, c.ow, &lo, &hi);
+        for (int i = 0; i < nseg; ++i) {
+          const Segment& s = segs[i];
+          float* d = dst + s.offset - s.ox;  // indexed by ox
+          const int64_t iy = s.oy * c.sh - c.pad_top + ky * c.dh;
+          const int64_t end = s.ox + s.count;
+          if (iy < 0 || iy >= c.ih) {
+            std::fill(d + s.ox, d + end, 0.f);
+            continue;
+          }
+          const int64_t a = std::min(end, std::max(s.ox, lo)), b = std::max(a, std::min(end, hi));
+          std::fill(d + s.ox, d + a, 0.f);
+          const float* src = xp + iy * c.iw + t;
+          if (c.sw == 1) {
+            std::memcpy(d + a, src + a, size_t(b - a) * sizeof(float));
+          } else {
+            for (int64_t ox = a; ox < b; ++ox) d[ox] = src[ox * c.sw];
+          }
+          std::fill(d + b, d + end, 0.f);
+        }
+        std::fill(dst + ncols, dst + nr, 0.f);
+      }
+    }
+  }
+}
+
+bool RunConvGemm(const ConvF32State& s, const ConvF32Call& c) {
+  const GemmF32Kernels& k = *s.k;
+  const int64_t p = c.oh * c.ow, mg = s.m / s.group, plane = c.ih * c.iw;
+  // Segments of a panel: at most one per output row it touches.
+  if (k.nr / c.ow + 2 > 64) return false;
+  const bool pointwise = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.pad_top == 0 &&
+                         c.pad_left == 0 && c.oh == c.ih && c.ow == c.iw;
+  const int64_t panels = (p + k.nr - 1) / k.nr;
+  const int64_t units = c.n * s.group * panels;
+  const int threads = ThreadsForWork(c.num_threads, units, 2 * c.n * s.m * p * s.kdim);
+  ParallelUnits(units, threads, [&](int64_t begin, int64_t end) {
+    float* panel = Scratch(s.kdim * k.nr);
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t jp = u % panels, g = u / panels % s.group, b = u / panels / s.group;
+      const int64_t j0 = jp * k.nr, ncols = std::min<int64_t>(k.nr, p - j0);
+      const float* xg = c.x + (b * c.c + g * s.cg) * plane;
+      PackConvPanel(xg, c, s.cg, j0, ncols, k.nr, pointwise, panel);
+      GemmF32Args a;
+      a.left = s.packed_w.data() + g * s.group_stride;
+      a.right = panel;
+      a.rows = mg;
+      a.cols = ncols;
+      a.k = s.kdim;
+      a.bias = c.bias ? c.bias + g * mg : nullptr;
+      a.bias_per_row = true;
+      a.act = c.act;
+      a.lo = c.lo;
+      a.hi = c.hi;
+      a.c = c.y + (b * s.m + g * mg) * p + j0;
+      a.ldc = p;
+      k.gemm(a);
+      if (c.post)
+        for (int64_t r = 0; r < mg; ++r) c.post->Apply(a.c + r * p, ncols);
+    }
+  });
+  return true;
+}
+
+bool RunDepthwise(const ConvF32State& s, const ConvF32Call& c) {
+  const int64_t mg = s.m / s.group, taps = s.kh * s.kw;
+  const int64_t ph = (c.oh - 1) * c.sh + (c.kh - 1) * c.dh + 1;
+  const int64_t pw = (c.ow - 1) * c.sw + (c.kw - 1) * c.dw + 1;
+  const int64_t stride = pw + kDwRowSlack;
+  const int64_t units = c.n * s.m;
+  const int threads = ThreadsForWork(c.num_threads, units, 2 * units * c.oh * c.ow * taps);
+  ParallelUnits(units, threads, [&](int64_t begin, int64_t end) {
+    float* pl = Scratch(ph * stride);
+    int64_t loaded = -1;  // input plane currently in pl
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t b = u / s.m, oc = u % s.m;
+      const int64_t in_plane = b * c.c + oc / mg;
+      if (in_plane != loaded) {
+        // Zero-padded copy of the rows and columns the windows read.
+        const float* src = c.x + in_plane * c.ih * c.iw;
+        for (int64_t py = 0; py < ph; ++py) {
+          float* row = pl + py * stride;
+          const int64_t iy = py - c.pad_top;
+          if (iy < 0 || iy >= c.ih) {
+            std::fill(row, row + stride, 0.f);
+            continue;
+          }
+          const int64_t lo = std::min(pw, std::max<int64_t>(0, c.pad_left));
+          const int64_t hi = std::max(lo, std::min(pw, c.iw + c.pad_left));
+          std::fill(row, row + lo, 0.f);
+          std::memcpy(row + lo, src + iy * c.iw + lo - c.pad_left, size_t(hi - lo) * sizeof(float));
+          std::fill(row + hi, row + stride, 0.f);
+        }
+        loaded = in_plane;
+      }
+      DwF32Plane a;
+      a.src = pl;
+      a.stride = stride;
+      a.w = s.w.data() + oc * taps;
+      a.kh = c.kh;
+      a.kw = c.kw;
+      a.sh = c.sh;
+      a.sw = c.sw;
+      a.dh = c.dh;
+      a.dw = c.dw;
+      a.oh = c.oh;
+      a.ow = c.ow;
+      a.bias = c.bias ? c.bias[oc] : 0.f;
+      a.act = c.act;
+      a.lo = c.lo;
+      a.hi = c.hi;
+      a.y = c.y + u * c.oh * c.ow;
+      s.dw(a);
+      if (c.post) c.post->Apply(c.y + u * c.oh * c.ow, c.oh * c.ow);
+    }
+  });
+  return true;
+}
+
+}  // namespace
+
+std::shared_ptr<void> PrepareConvF32(const Tensor& w, int64_t group) {
+  const GemmF32Kernels* k = GemmF32For(ActiveIsa());
+  if (!k || w.dtype != DType::kFloat32 || (w.rank() != 3 && w.rank() != 4) || group <= 0)
+    return nullptr;
+  auto s = std::make_shared<ConvF32State>();
+  s->k = k;
+  s->dw = DwF32PlaneFor(k->isa);
+  s->m = w.shape[0];
+  s->cg = w.shape[1];
+  s->group = group;
+  s->kh = w.rank() == 4 ? w.shape[2] : 1;
+  s->kw = w.shape[w.rank() - 1];
+  s->kdim = s->cg * s->kh * s->kw;
+  if (s->m <= 0 || s->m % group != 0 || s->kdim <= 0) return nullptr;
+  const int64_t mg = s->m / group;
+  const float* wd = w.ptr<float>();
+  s->depthwise = s->cg == 1 && s->dw != nullptr;
+  if (s->depthwise) {
+    s->w.assign(wd, wd + s->m * s->kdim);
+  } else {
+    s->group_stride = PackedF32Size(mg, s->kdim, k->mr);
+    s->packed_w.resize(size_t(s->group_stride * group));
+    for (int64_t g = 0; g < group; ++g)
+      k->pack_left(wd + g * mg * s->kdim, s->kdim, 1, mg, s->kdim,
+                   s->packed_w.data() + g * s->group_stride);
+  }
+  return s;
+}
+
+bool RunConvF32(void* state, const ConvF32Call& c) {
+  if (!state) return false;
+  const ConvF32State& s = *static_cast<const ConvF32State*>(state);
+  if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return false;
+  if (c.n == 0 || c.oh * c.ow == 0) return true;  // empty output
+  return s.depthwise ? RunDepthwise(s, c) : RunConvGemm(s, c);
+}
+
+}  // namespace kernels
+}  // namespace qfold

@@ -1,0 +1,155 @@
+// Picks the fp32 GEMM kernels of an ISA level (each ISA's file is compiled
+// only for its architecture, with its own flags) and holds the portable
+// packers they share.
+#include "kernels/gemm_f32.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/thread_pool.h"
+
+namespace qfold {
+namespace kernels {
+
+#if defined(__x86_64__)
+extern const GemmF32Kernels kGemmF32Avx2;
+extern const GemmF32Kernels kGemmF32Avx512;
+#endif
+#if defined(__aarch64__)
+extern const GemmF32Kernels kGemmF32Neon;
+#endif
+
+const GemmF32Kernels* GemmF32For(Isa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case Isa::kAvx2:
+    case Isa::kAvxVnni:  // no float gain from VNNI: the AVX2 kernels
+      return &kGemmF32Avx2;
+    case Isa::kAvx512Vnni:
+      return &kGemmF32Avx512;
+#endif
+#if defined(__aarch64__)
+    case Isa::kNeonDot:
+    case Isa::kNeonI8mm:
+      return &kGemmF32Neon;
+#endif
+    default:
+      return nullptr;
+  }
+}
+
+void PackLeftF32(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t k, int mr,
+                 float* dst) {
+  for (int64_t p = 0; p < rows; p += mr) {
+    const int64_t h = std::min<int64_t>(mr, rows - p);
+    if (cs == 1) {
+      // Row-major source: walk each row contiguously, scatter with stride mr.
+      for (int64_t r = 0; r < h; ++r) {
+        const float* s = src + (p + r) * rs;
+        for (int64_t kk = 0; kk < k; ++kk) dst[kk * mr + r] = s[kk];
+      }
+    } else {
+      for (int64_t kk = 0; kk < k; ++kk)
+        for (int64_t r = 0; r < h; ++r) dst[kk * mr + r] = src[(p + r) * rs + kk * cs];
+    }
+    for (int64_t kk = 0; kk < k && h < mr; ++kk)
+      for (int64_t r = h; r < mr; ++r) dst[kk * mr + r] = 0.f;
+    dst += k * mr;
+  }
+}
+
+void PackRightF32(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t cols, int nr,
+                  float* dst) {
+  for (int64_t p = 0; p < cols; p += nr) {
+    const int64_t w = std::min<int64_t>(nr, cols - p);
+    if (cs == 1) {
+      for (int64_t kk = 0; kk < k; ++kk) {
+        std::memcpy(dst + kk * nr, src + kk * rs + p, size_t(w) * sizeof(float));
+        std::fill(dst + kk * nr + w, dst + (kk + 1) * nr, 0.f);
+      }
+    } else {
+      // Column-major source (a transposed B): read each column contiguously.
+      for (int64_t c = 0; c < w; ++c) {
+        const float* s = src + (p + c) * cs;
+        for (int64_t kk = 0; kk < k; ++kk) dst[kk * nr + c] = s[kk * rs];
+      }
+      for (int64_t kk = 0; kk < k && w < nr; ++kk)
+        std::fill(dst + kk * nr + w, dst + (kk + 1) * nr, 0.f);
+    }
+    dst += k * nr;
+  }
+}
+
+F32Act EpilogueFor(const FusedActivation& act, float* lo, float* hi, const FusedActivation** post) {
+  *post = nullptr;
+  *lo = *hi = 0.f;
+  switch (act.kind) {
+    case FusedActivation::kNone:
+      return F32Act::kNone;
+    case FusedActivation::kRelu:
+      return F32Act::kRelu;
+    case FusedActivation::kClip:
+      *lo = act.min;
+      *hi = act.max;
+      return F32Act::kClamp;
+    default:
+      *post = &act;
+      return F32Act::kNone;
+  }
+}
+
+int ThreadsForWork(int num_threads, int64_t units, int64_t flops) {
+  if (flops < (int64_t(1) << 18)) return 1;  // not worth waking the pool
+  return int(std::max<int64_t>(1, std::min<int64_t>(num_threads, units)));
+}
+
+void ParallelUnits(int64_t units, int threads, const std::function<void(int64_t, int64_t)>& fn) {
+  if (threads <= 1) {
+    if (units > 0) fn(0, units);
+    return;
+  }
+  ParallelFor(threads, [&](int t) {
+    const int64_t b = units * t / threads, e = units * (t + 1) / threads;
+    if (b < e) fn(b, e);
+  });
+}
+
+void GemmF32Batched(const GemmF32Kernels& k, const GemmF32Args& proto,
+                    const std::vector<const float*>& left, const std::vector<const float*>& right,
+                    const std::vector<float*>& c, int num_threads) {
+  const int64_t batches = int64_t(c.size());
+  if (batches == 0 || proto.rows == 0 || proto.cols == 0) return;
+  const int64_t panels = (proto.cols + k.nr - 1) / k.nr;
+  const int64_t row_panels = (proto.rows + k.mr - 1) / k.mr;
+  // Row blocks only when the column panels alone leave threads idle.
+  int64_t row_blocks = 1;
+  if (num_threads > 1 && batches * panels < 4 * int64_t(num_threads))
+    row_blocks = std::min(row_panels,
+                          (4 * int64_t(num_threads) + batches * panels - 1) / (batches * panels));
+  const int64_t block_rows = (row_panels + row_blocks - 1) / row_blocks * k.mr;
+  row_blocks = (proto.rows + block_rows - 1) / block_rows;
+  const int64_t units = batches * row_blocks * panels;
+  const int threads =
+      ThreadsForWork(num_threads, units, 2 * batches * proto.rows * proto.cols * proto.k);
+  ParallelUnits(units, threads, [&](int64_t begin, int64_t end) {
+    // Consecutive units share a row block, so one call covers a run of panels.
+    for (int64_t u = begin; u < end;) {
+      const int64_t jp = u % panels, rb = u / panels % row_blocks, b = u / panels / row_blocks;
+      const int64_t run = std::min(end - u, panels - jp);
+      GemmF32Args a = proto;
+      const int64_t r0 = rb * block_rows;
+      a.left = left[size_t(b)] + r0 * proto.k;
+      a.right = right[size_t(b)];
+      a.rows = std::min(block_rows, proto.rows - r0);
+      a.c = c[size_t(b)] + r0 * proto.ldc;
+      if (a.bias && a.bias_per_row) a.bias += r0;
+      a.panel_begin = jp;
+      a.panel_end = jp + run;
+      k.gemm(a);
+      u += run;
+    }
+  });
+}
+
+}  // namespace kernels
+}  // namespace qfold

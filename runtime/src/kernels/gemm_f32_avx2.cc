@@ -1,0 +1,127 @@
+// AVX2+FMA fp32 GEMM (gemm_f32.h): 6x16 tiles, 12 ymm accumulators plus 2
+// right vectors and a broadcast within the 16 registers. Edge tiles are
+// instantiated per row count and vector count.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/gemm_f32.h"
+
+namespace qfold {
+namespace kernels {
+namespace {
+
+constexpr int kMr = 6, kNr = 16, kV = kNr / 8;
+// K block: 256 x 16 floats of the right panel (16 KiB) stay in L1 while
+// every row panel passes over them.
+constexpr int64_t kKc = 256;
+
+// Lane i enabled when i < n.
+inline __m256i TailMask(int64_t n) {
+  const int32_t k = int32_t(std::max<int64_t>(0, std::min<int64_t>(8, n)));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+struct Tile {
+  int64_t row0, col0;
+  int ncols;
+  bool first, last;
+};
+
+template <int R, int V>
+void Block(const GemmF32Args& a, const float* lp, const float* rp, int64_t kc, const Tile& t) {
+  __m256 acc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k, lp += kMr, rp += kNr) {
+    __m256 b[V];
+    for (int v = 0; v < V; ++v) b[v] = _mm256_loadu_ps(rp + 8 * v);
+    for (int r = 0; r < R; ++r) {
+      const __m256 l = _mm256_set1_ps(lp[r]);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(l, b[v], acc[r][v]);
+    }
+  }
+  __m256i m[V];
+  for (int v = 0; v < V; ++v) m[v] = TailMask(t.ncols - 8 * v);
+  const __m256 alpha = _mm256_set1_ps(a.alpha);
+  const __m256 lo = _mm256_set1_ps(a.lo), hi = _mm256_set1_ps(a.hi), zero = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r) {
+    float* c = a.c + (t.row0 + r) * a.ldc + t.col0;
+    const bool row_bias = a.bias && a.bias_per_row;
+    const __m256 rb = row_bias ? _mm256_set1_ps(a.bias[t.row0 + r]) : zero;
+    for (int v = 0; v < V; ++v) {
+      __m256 x = _mm256_mul_ps(alpha, acc[r][v]);
+      if (t.first) {
+        if (a.accumulate) x = _mm256_add_ps(x, _mm256_maskload_ps(c + 8 * v, m[v]));
+        if (row_bias) {
+          x = _mm256_add_ps(x, rb);
+        } else if (a.bias) {
+          x = _mm256_add_ps(x, _mm256_maskload_ps(a.bias + t.col0 + 8 * v, m[v]));
+        }
+      } else {
+        x = _mm256_add_ps(_mm256_maskload_ps(c + 8 * v, m[v]), x);
+      }
+      if (t.last) {
+        // Operand order matters for NaN: max/min return the second operand.
+        if (a.act == F32Act::kRelu) {
+          x = _mm256_max_ps(x, zero);
+        } else if (a.act == F32Act::kClamp) {
+          // x < lo ? lo : min(hi, x), exactly the reference even when lo > hi.
+          const __m256 below = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+          x = _mm256_blendv_ps(_mm256_min_ps(hi, x), lo, below);
+        }
+      }
+      _mm256_maskstore_ps(c + 8 * v, m[v], x);
+    }
+  }
+}
+
+using BlockFn = void (*)(const GemmF32Args&, const float*, const float*, int64_t, const Tile&);
+
+template <int R>
+struct Row {
+  static constexpr BlockFn fns[kV] = {Block<R, 1>, Block<R, 2>};
+};
+
+constexpr const BlockFn* kBlocks[kMr] = {Row<1>::fns, Row<2>::fns, Row<3>::fns,
+                                         Row<4>::fns, Row<5>::fns, Row<6>::fns};
+
+void Gemm(const GemmF32Args& a) {
+  const int64_t panels = (a.cols + kNr - 1) / kNr;
+  const int64_t pe = a.panel_end < 0 ? panels : a.panel_end;
+  for (int64_t jp = a.panel_begin; jp < pe; ++jp) {
+    Tile t;
+    t.col0 = jp * kNr;
+    t.ncols = int(std::min<int64_t>(kNr, a.cols - t.col0));
+    const int v = (t.ncols + 7) / 8;
+    const float* rp = a.right + jp * a.k * kNr;
+    int64_t k0 = 0;
+    do {
+      const int64_t kc = std::min(kKc, a.k - k0);
+      t.first = k0 == 0;
+      t.last = k0 + kc >= a.k;
+      for (int64_t ip = 0; ip < a.rows; ip += kMr) {
+        t.row0 = ip;
+        const int r = int(std::min<int64_t>(kMr, a.rows - ip));
+        kBlocks[r - 1][v - 1](a, a.left + ip * a.k + k0 * kMr, rp + k0 * kNr, kc, t);
+      }
+      k0 += kc;
+    } while (k0 < a.k);
+  }
+}
+
+void PackLeft(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t k, float* dst) {
+  PackLeftF32(src, rs, cs, rows, k, kMr, dst);
+}
+
+void PackRight(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t cols, float* dst) {
+  PackRightF32(src, rs, cs, k, cols, kNr, dst);
+}
+
+}  // namespace
+
+extern const GemmF32Kernels kGemmF32Avx2;
+const GemmF32Kernels kGemmF32Avx2 = {Isa::kAvx2, kMr, kNr, PackLeft, PackRight, Gemm};
+
+}  // namespace kernels
+}  // namespace qfold

@@ -1,0 +1,597 @@
+// The fast fp32 kernels (runtime/src/kernels/gemm_f32*, conv_f32*) against
+// independent computations: the packed GEMM against a double-precision
+// product, and the Conv/MatMul/Gemm ops at every ISA level this CPU supports
+// against their reference kernels (QFOLD_ISA=reference), on random shapes
+// at tile edges, with padding, strides, dilations, groups, depthwise, 1-D,
+// batches and fused activations. Summation orders differ, so results must
+// agree within |d| <= 1e-5 * sum|a * b| + 1e-6 (the magnitude computed by the
+// reference on absolute values); 1 and 2 threads must agree bit for bit.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/op.h"
+#include "core/shape_util.h"
+#include "doctest/doctest.h"
+#include "kernels/cpu_features.h"
+#include "kernels/gemm_f32.h"
+#include "op_harness.h"
+
+namespace qfold {
+namespace test {
+namespace {
+
+using TensorPtr = std::shared_ptr<OwnedTensor>;
+using kernels::Isa;
+
+struct IsaGuard {
+  Isa saved = kernels::ActiveIsa();
+  ~IsaGuard() { kernels::SetIsaForTesting(saved); }
+};
+
+int64_t Numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::vector<float> RandomFloats(int64_t n, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+TensorPtr RandomF32(Shape s, std::mt19937& rng) {
+  const int64_t n = Numel(s);
+  return F32(std::move(s), RandomFloats(n, rng));
+}
+
+TensorPtr Abs(const TensorPtr& t) {
+  if (!t) return nullptr;
+  const float* p = t->t.ptr<float>();
+  std::vector<float> v(p, p + t->t.numel());
+  for (auto& x : v) x = std::fabs(x);
+  return F32(t->t.shape, v);
+}
+
+// Output of one op run: infer, allocate (with a guard zone that must stay
+// untouched), optionally prepare, run.
+struct Runner {
+  std::string type, name = "t";
+  const OpDef* def = nullptr;
+  KernelContext ctx;
+  OwnedTensor out;
+  static constexpr size_t kGuard = 256;
+
+  Runner(const std::string& t, const std::vector<TensorPtr>& inputs, const AttrMap& attrs)
+      : type(t) {
+    def = FindOp(type);
+    REQUIRE(def != nullptr);
+    ctx.op_type = &type;
+    ctx.op_name = &name;
+    ctx.attrs = &attrs;
+    for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
+    ctx.outputs = {&out.t};
+    const Status st = def->infer(ctx);
+    CAPTURE(st.message());
+    REQUIRE(st.ok());
+  }
+
+  std::vector<float> Run(void* state, int threads) {
+    out.storage.assign(out.t.bytes() + kGuard, 0xCD);
+    out.t.data = out.storage.data();
+    ctx.state = state;
+    ctx.num_threads = threads;
+    const Status st = def->run(ctx);
+    CAPTURE(st.message());
+    REQUIRE(st.ok());
+    for (size_t i = out.t.bytes(); i < out.storage.size(); ++i) REQUIRE(out.storage[i] == 0xCD);
+    const float* p = out.t.ptr<float>();
+    ctx.state = nullptr;
+    return std::vector<float>(p, p + out.t.numel());
+  }
+
+  // Runs again into the output of the previous Run (for timing).
+  void Rerun(void* state, int threads) {
+    ctx.state = state;
+    ctx.num_threads = threads;
+    REQUIRE(def->run(ctx).ok());
+    ctx.state = nullptr;
+  }
+};
+
+// Runs `type` with the reference kernel, then at every SIMD level (with and
+// without prepare, 1 and 2 threads). `mag` holds sum|a * b| per output (the
+// reference op on absolute values); `slope` bounds the activation's
+// Lipschitz constant. Returns the number of fast runs compared.
+int CompareF32(const std::string& type, const std::vector<TensorPtr>& inputs, const AttrMap& attrs,
+               const std::vector<TensorPtr>& abs_inputs, const AttrMap& abs_attrs, float slope,
+               bool expect_state, const std::string& what) {
+  INFO(what);
+  IsaGuard guard;
+  kernels::SetIsaForTesting(Isa::kReference);
+  Runner ref(type, inputs, attrs);
+  const std::vector<float> want = ref.Run(nullptr, 1);
+  Runner mag_run(type, abs_inputs, abs_attrs);
+  const std::vector<float> mag = mag_run.Run(nullptr, 1);
+  REQUIRE(mag.size() == want.size());
+  int runs = 0;
+  for (Isa isa : kernels::SupportedIsas()) {
+    if (!kernels::GemmF32For(isa)) continue;
+    const std::string isa_name = kernels::IsaName(isa);
+    CAPTURE(isa_name);
+    REQUIRE(kernels::SetIsaForTesting(isa) == isa);
+    Runner fast(type, inputs, attrs);
+    for (bool prepared : {true, false}) {
+      CAPTURE(prepared);
+      std::shared_ptr<void> state;
+      if (prepared) {
+        REQUIRE(bool(fast.def->prepare));
+        REQUIRE(fast.def->prepare(fast.ctx, &state).ok());
+        CHECK((state != nullptr) == expect_state);
+      }
+      std::vector<float> first;
+      for (int threads : {1, 2}) {
+        CAPTURE(threads);
+        const std::vector<float> got = fast.Run(state.get(), threads);
+        REQUIRE(got.size() == want.size());
+        size_t bad = 0;
+        for (; bad < got.size(); ++bad) {
+          const double tol = slope * (1e-5 * double(mag[bad]) + 1e-6);
+          const bool both_nan = std::isnan(got[bad]) && std::isnan(want[bad]);
+          if (!both_nan && !(std::fabs(double(got[bad]) - double(want[bad])) <= tol)) break;
+        }
+        if (bad < got.size()) {
+          CAPTURE(bad);
+          CAPTURE(got[bad]);
+          CAPTURE(want[bad]);
+          CAPTURE(mag[bad]);
+          REQUIRE(bad == got.size());
+        }
+        if (threads == 1) {
+          first = got;
+        } else {
+          REQUIRE(std::memcmp(first.data(), got.data(), got.size() * sizeof(float)) == 0);
+        }
+        ++runs;
+      }
+    }
+  }
+  return runs;
+}
+
+// ---- GEMM kernel against double precision ------------------------------------
+
+// One packed GEMM through GemmF32Batched (1 and 2 threads) against a double
+// product with the same epilogue.
+void CheckGemm(const kernels::GemmF32Kernels& k, int64_t m, int64_t n, int64_t kd,
+               std::mt19937& rng) {
+  const int mode = int(rng() % 4);  // bias: none, per row, per column; or accumulate
+  const int act = int(rng() % 3);
+  const float alpha = rng() % 2 ? 1.f : -0.75f;
+  std::ostringstream what;
+  what << kernels::IsaName(k.isa) << " M" << m << " N" << n << " K" << kd << " mode " << mode
+       << " act " << act << " alpha " << alpha;
+  INFO(what.str());
+  // Left rows with a column stride, right transposed sometimes: every packer path.
+  const bool left_cm = rng() % 2, right_cm = rng() % 2;
+  const std::vector<float> a = RandomFloats(m * kd, rng), b = RandomFloats(kd * n, rng);
+  const std::vector<float> bias = RandomFloats(std::max(m, n), rng);
+  const std::vector<float> c0 = RandomFloats(m * n, rng);
+  auto A = [&](int64_t r, int64_t q) { return a[size_t(left_cm ? q * m + r : r * kd + q)]; };
+  auto B = [&](int64_t q, int64_t c) { return b[size_t(right_cm ? c * kd + q : q * n + c)]; };
+  std::vector<float> lp(size_t(kernels::PackedF32Size(m, kd, k.mr)) + 1);
+  std::vector<float> rp(size_t(kernels::PackedF32Size(n, kd, k.nr)) + 1);
+  k.pack_left(a.data(), left_cm ? 1 : kd, left_cm ? m : 1, m, kd, lp.data());
+  k.pack_right(b.data(), right_cm ? 1 : n, right_cm ? kd : 1, kd, n, rp.data());
+  kernels::GemmF32Args args;
+  args.rows = m;
+  args.cols = n;
+  args.k = kd;
+  args.alpha = alpha;
+  args.ldc = n + 3;  // a row stride wider than the row
+  if (mode == 1 || mode == 2) {
+    args.bias = bias.data();
+    args.bias_per_row = mode == 1;
+  }
+  args.accumulate = mode == 3;
+  args.act = kernels::F32Act(act);
+  args.lo = -0.5f;
+  args.hi = 0.75f;
+  std::vector<float> first;
+  for (int threads : {1, 2}) {
+    std::vector<float> c(size_t(m * args.ldc + 16), 7.f);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[size_t(i * args.ldc + j)] = c0[size_t(i * n + j)];
+    kernels::GemmF32Batched(k, args, {lp.data()}, {rp.data()}, {c.data()}, threads);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0, sa = 0;
+        for (int64_t q = 0; q < kd; ++q) {
+          s += double(A(i, q)) * B(q, j);
+          sa += std::fabs(double(A(i, q)) * B(q, j));
+        }
+        double v = alpha * s;
+        if (mode == 1) v += bias[size_t(i)];
+        if (mode == 2) v += bias[size_t(j)];
+        if (mode == 3) v += c0[size_t(i * n + j)];
+        if (act == 1) v = v > 0 ? v : 0;
+        if (act == 2) v = v < -0.5 ? -0.5 : (v > 0.75 ? 0.75 : v);
+        const double got = c[size_t(i * args.ldc + j)];
+        if (!(std::fabs(got - v) <= 1e-5 * sa + 1e-6)) {
+          CAPTURE(i);
+          CAPTURE(j);
+          CAPTURE(got);
+          CAPTURE(v);
+          REQUIRE(std::fabs(got - v) <= 1e-5 * sa + 1e-6);
+        }
+      }
+      // Columns between n and ldc stay untouched.
+      for (int64_t j = n; j < args.ldc; ++j) REQUIRE(c[size_t(i * args.ldc + j)] == 7.f);
+    }
+    if (threads == 1)
+      first = c;
+    else
+      REQUIRE(std::memcmp(first.data(), c.data(), c.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("kernels f32: packed GEMM at tile edges matches double precision") {
+  std::mt19937 rng(11);
+  int cases = 0;
+  for (Isa isa : kernels::SupportedIsas()) {
+    const kernels::GemmF32Kernels* k = kernels::GemmF32For(isa);
+    if (!k) continue;
+    const std::vector<int64_t> ms = {1, 2, k->mr - 1, k->mr, k->mr + 1, 2 * k->mr + 3, 37};
+    const std::vector<int64_t> ns = {1, 7, k->nr - 1, k->nr, k->nr + 1, 2 * k->nr + 5, 100};
+    const std::vector<int64_t> ks = {0, 1, 3, 17, 255, 256, 257, 600};
+    for (int64_t m : ms)
+      for (int64_t n : ns) {
+        CheckGemm(*k, m, n, ks[rng() % ks.size()], rng);
+        ++cases;
+      }
+    for (int64_t kd : ks) {
+      CheckGemm(*k, ms[rng() % ms.size()], ns[rng() % ns.size()], kd, rng);
+      ++cases;
+    }
+    // Large enough to split between threads, by rows and by columns.
+    CheckGemm(*k, 300, 9, 200, rng);
+    CheckGemm(*k, 20, 500, 100, rng);
+    cases += 2;
+  }
+  MESSAGE(cases << " GEMM cases");
+}
+
+// ---- Conv ----------------------------------------------------------------------
+
+struct ConvCase {
+  int64_t n, c, m, group, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  bool one_d, bias;
+  int act;  // 0 none, 1 Relu, 2 Clip, 3 HardSwish, 4 Clip with only a max
+};
+
+std::string Describe(const ConvCase& k) {
+  std::ostringstream o;
+  o << "N" << k.n << " C" << k.c << " M" << k.m << " g" << k.group << " HxW " << k.h << "x" << k.w
+    << " k " << k.kh << "x" << k.kw << " s " << k.sh << "," << k.sw << " d " << k.dh << "," << k.dw
+    << " pads " << k.pt << "," << k.pl << "," << k.pb << "," << k.pr << (k.one_d ? " 1-D" : "")
+    << (k.bias ? " bias" : "") << " act " << k.act;
+  return o.str();
+}
+
+void SetActivation(int act, AttrMap* attrs) {
+  switch (act) {
+    case 1:
+      attrs->SetString("_activation", "Relu");
+      break;
+    case 2:
+      attrs->SetString("_activation", "Clip");
+      attrs->SetFloat("_act_min", -0.25f);
+      attrs->SetFloat("_act_max", 0.5f);
+      break;
+    case 3:
+      attrs->SetString("_activation", "HardSwish");
+      break;
+    case 4:
+      attrs->SetString("_activation", "Clip");
+      attrs->SetFloat("_act_max", 6.f);
+      break;
+    default:
+      break;
+  }
+}
+
+int RunConvCase(const ConvCase& k, std::mt19937& rng) {
+  const int64_t cg = k.c / k.group;
+  Shape xs = {k.n, k.c, k.h, k.w}, ws = {k.m, cg, k.kh, k.kw};
+  AttrMap attrs;
+  attrs.SetInt("group", k.group);
+  if (k.one_d) {
+    xs = Shape{k.n, k.c, k.w};
+    ws = Shape{k.m, cg, k.kw};
+    attrs.SetInts("strides", {k.sw});
+    attrs.SetInts("dilations", {k.dw});
+    attrs.SetInts("pads", {k.pl, k.pr});
+  } else {
+    attrs.SetInts("strides", {k.sh, k.sw});
+    attrs.SetInts("dilations", {k.dh, k.dw});
+    attrs.SetInts("pads", {k.pt, k.pl, k.pb, k.pr});
+  }
+  AttrMap abs_attrs = attrs;
+  SetActivation(k.act, &attrs);
+  std::vector<TensorPtr> in = {RandomF32(xs, rng), RandomF32(ws, rng)};
+  if (k.bias) in.push_back(RandomF32({k.m}, rng));
+  std::vector<TensorPtr> abs_in;
+  for (auto& t : in) abs_in.push_back(Abs(t));
+  return CompareF32("Conv", in, attrs, abs_in, abs_attrs, k.act == 3 ? 2.f : 1.f,
+                    /*expect_state=*/true, Describe(k));
+}
+
+ConvCase RandomConv(std::mt19937& rng, bool depthwise, bool one_d) {
+  auto pick = [&](std::initializer_list<int64_t> v) { return *(v.begin() + rng() % v.size()); };
+  ConvCase k{};
+  k.n = pick({1, 1, 2});
+  k.one_d = one_d;
+  if (depthwise) {
+    k.c = pick({1, 3, 8, 17});
+    k.group = k.c;
+    k.m = k.c * pick({1, 1, 2});
+    k.kh = pick({3, 3, 5, 1, 2});
+    k.kw = pick({3, 3, 5, 1, 7});
+  } else {
+    k.group = pick({1, 1, 1, 2, 3});
+    k.c = k.group * pick({1, 2, 5, 16});
+    k.m = k.group * pick({1, 7, 8, 9, 13, 16, 17});
+    k.kh = pick({1, 2, 3, 5});
+    k.kw = pick({1, 2, 3, 5});
+  }
+  k.sh = pick({1, 1, 2, 3});
+  k.sw = pick({1, 1, 2, 3});
+  k.dh = pick({1, 1, 2});
+  k.dw = pick({1, 1, 2});
+  k.pt = pick({0, 1, 2});
+  k.pl = pick({0, 1, 2});
+  k.pb = pick({0, 1, 3});
+  k.pr = pick({0, 1, 3});
+  k.h = (k.kh - 1) * k.dh + 1 + int64_t(rng() % 12);
+  k.w = (k.kw - 1) * k.dw + 1 + int64_t(rng() % 40);
+  if (one_d) {
+    k.h = 1;
+    k.kh = 1;
+    k.sh = k.dh = 1;
+    k.pt = k.pb = 0;
+  }
+  k.bias = rng() % 3 != 0;
+  k.act = int(rng() % 5);
+  return k;
+}
+
+TEST_CASE("kernels f32: Conv KxK with pads, strides, dilations, groups matches the reference") {
+  std::mt19937 rng(21);
+  int runs = 0;
+  for (int i = 0; i < 60; ++i) runs += RunConvCase(RandomConv(rng, false, false), rng);
+  MESSAGE(runs << " fast Conv runs compared");
+}
+
+TEST_CASE("kernels f32: Conv depthwise matches the reference") {
+  std::mt19937 rng(22);
+  int runs = 0;
+  for (int i = 0; i < 40; ++i) runs += RunConvCase(RandomConv(rng, true, false), rng);
+  MESSAGE(runs << " fast Conv runs compared");
+}
+
+TEST_CASE("kernels f32: Conv 1-D matches the reference") {
+  std::mt19937 rng(23);
+  int runs = 0;
+  for (int i = 0; i < 30; ++i) runs += RunConvCase(RandomConv(rng, i % 3 == 0, true), rng);
+  MESSAGE(runs << " fast Conv runs compared");
+}
+
+TEST_CASE("kernels f32: Conv pointwise, tile edges and thread splits match the reference") {
+  std::mt19937 rng(24);
+  int runs = 0;
+  // n, c, m, group, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, one_d, bias, act
+  const ConvCase cases[] = {
+      {1, 32, 40, 1, 20, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 1},   // 1x1, threads
+      {2, 24, 17, 1, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 2},     // 49 columns
+      {1, 16, 33, 1, 9, 11, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, false, false, 0},   // strided 1x1
+      {1, 8, 8, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 0},       // 1x1 image
+      {1, 300, 5, 1, 6, 6, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 0},     // K > kc
+      {1, 40, 16, 1, 12, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 4},   // K = 360
+      {1, 16, 16, 16, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 2},  // dw threads
+      {1, 16, 16, 16, 41, 41, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 1},  // dw stride 2
+      {2, 8, 8, 8, 20, 70, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, false, false, 3},    // dw 5x5, wide
+      {1, 4, 4, 4, 9, 9, 3, 3, 3, 3, 2, 2, 4, 0, 4, 0, false, true, 0},       // dw stride 3
+      {1, 6, 12, 2, 10, 10, 3, 3, 1, 2, 2, 1, 3, 3, 0, 0, false, true, 1},    // big pads
+      {3, 5, 9, 1, 1, 200, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, true, true, 0},      // 1-D long
+      {1, 8, 48, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 1},      // one column
+      {1, 2, 3, 1, 2, 2, 3, 3, 1, 1, 1, 1, 2, 2, 2, 2, false, false, 0},      // mostly padding
+  };
+  for (const ConvCase& k : cases) runs += RunConvCase(k, rng);
+  MESSAGE(runs << " fast Conv runs compared");
+}
+
+// ---- MatMul and Gemm -----------------------------------------------------------
+
+int RunMatMulCase(const Shape& as, const Shape& bs, int act, std::mt19937& rng) {
+  std::ostringstream what;
+  what << "MatMul A " << ShapeToString(as) << " B " << ShapeToString(bs) << " act " << act;
+  AttrMap attrs, abs_attrs;
+  SetActivation(act, &attrs);
+  std::vector<TensorPtr> in = {RandomF32(as, rng), RandomF32(bs, rng)};
+  return CompareF32("MatMul", in, attrs, {Abs(in[0]), Abs(in[1])}, abs_attrs, act == 3 ? 2.f : 1.f,
+                    /*expect_state=*/true, what.str());
+}
+
+TEST_CASE("kernels f32: MatMul tile edges, batches and 1-D operands match the reference") {
+  std::mt19937 rng(31);
+  int runs = 0;
+  for (int64_t m : {1, 5, 6, 8, 9, 33})
+    for (int64_t n : {1, 15, 16, 17, 48, 49, 97}) {
+      const int64_t kd = int64_t(1 + rng() % 300);
+      runs += RunMatMulCase({m, kd}, {kd, n}, int(rng() % 5), rng);
+    }
+  runs += RunMatMulCase({2, 3, 7, 20}, {3, 20, 50}, 1, rng);  // broadcast batch
+  runs += RunMatMulCase({3, 1, 9, 20}, {4, 20, 18}, 2, rng);  // both broadcast
+  runs += RunMatMulCase({30}, {30, 21}, 0, rng);              // 1-D A
+  runs += RunMatMulCase({4, 10, 30}, {30}, 0, rng);           // 1-D B
+  runs += RunMatMulCase({64, 700}, {700, 70}, 3, rng);        // K > kc, threads
+  runs += RunMatMulCase({200, 64}, {64, 3}, 1, rng);          // rows split
+  MESSAGE(runs << " fast MatMul runs compared");
+}
+
+int RunGemmCase(int64_t m, int64_t kd, int64_t n, bool ta, bool tb, float alpha, float beta,
+                const Shape* cs, int act, std::mt19937& rng) {
+  std::ostringstream what;
+  what << "Gemm M" << m << " K" << kd << " N" << n << " tA " << ta << " tB " << tb << " alpha "
+       << alpha << " beta " << beta << " C " << (cs ? ShapeToString(*cs) : "none") << " act "
+       << act;
+  AttrMap attrs;
+  attrs.SetInt("transA", ta);
+  attrs.SetInt("transB", tb);
+  attrs.SetFloat("alpha", alpha);
+  attrs.SetFloat("beta", beta);
+  AttrMap abs_attrs = attrs;
+  abs_attrs.SetFloat("alpha", std::fabs(alpha));
+  abs_attrs.SetFloat("beta", std::fabs(beta));
+  SetActivation(act, &attrs);
+  std::vector<TensorPtr> in = {RandomF32(ta ? Shape{kd, m} : Shape{m, kd}, rng),
+                               RandomF32(tb ? Shape{n, kd} : Shape{kd, n}, rng)};
+  if (cs) in.push_back(RandomF32(*cs, rng));
+  std::vector<TensorPtr> abs_in;
+  for (auto& t : in) abs_in.push_back(Abs(t));
+  return CompareF32("Gemm", in, attrs, abs_in, abs_attrs, act == 3 ? 2.f : 1.f,
+                    /*expect_state=*/true, what.str());
+}
+
+TEST_CASE("kernels f32: Gemm transposes, alpha, beta and C broadcasts match the reference") {
+  std::mt19937 rng(41);
+  int runs = 0;
+  for (int i = 0; i < 40; ++i) {
+    const int64_t m = 1 + rng() % 40, kd = 1 + rng() % 300, n = 1 + rng() % 120;
+    const Shape c_shapes[] = {{}, {1}, {n}, {1, n}, {m, 1}, {m, n}, {1, 1}};
+    const int ci = int(rng() % 8);
+    const float alpha = rng() % 2 ? 1.f : -1.5f, beta = rng() % 2 ? 1.f : 0.5f;
+    runs += RunGemmCase(m, kd, n, rng() % 2, rng() % 2, alpha, beta,
+                        ci < 7 ? &c_shapes[ci] : nullptr, int(rng() % 5), rng);
+  }
+  const Shape c = {1000};
+  runs += RunGemmCase(1, 1280, 1000, false, true, 1.f, 1.f, &c, 0, rng);  // classifier head
+  MESSAGE(runs << " fast Gemm runs compared");
+}
+
+TEST_CASE("kernels f32: prepare leaves no state at the reference level") {
+  IsaGuard guard;
+  kernels::SetIsaForTesting(Isa::kReference);
+  CHECK(kernels::GemmF32For(Isa::kReference) == nullptr);
+  std::mt19937 rng(1);
+  for (const char* type : {"Conv", "MatMul", "Gemm"}) {
+    auto x = RandomF32({1, 4, 5, 5}, rng);
+    auto w = RandomF32({3, 4, 1, 1}, rng);
+    auto a = RandomF32({2, 4}, rng);
+    auto b = RandomF32({4, 3}, rng);
+    const std::string t = type;
+    AttrMap attrs;
+    Runner r(t, t == "Conv" ? std::vector<TensorPtr>{x, w} : std::vector<TensorPtr>{a, b}, attrs);
+    std::shared_ptr<void> state;
+    REQUIRE(r.def->prepare(r.ctx, &state).ok());
+    CHECK(state == nullptr);
+  }
+}
+
+// ---- speed (skipped by default: qfold_unit_tests -tc='*f32 speed*' -ns) --------
+
+// Best of `reps` runs: the machine is shared, so the minimum is the signal.
+double Seconds(const std::function<void()>& fn, int reps) {
+  fn();  // warm up
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+void BenchConv(const char* label, int64_t c, int64_t m, int64_t group, int64_t hw, int64_t kk,
+               int64_t stride) {
+  std::mt19937 rng(5);
+  const int64_t pad = kk / 2;
+  auto x = RandomF32({1, c, hw, hw}, rng);
+  auto w = RandomF32({m, c / group, kk, kk}, rng);
+  auto b = RandomF32({m}, rng);
+  AttrMap attrs;
+  attrs.SetInt("group", group);
+  attrs.SetInts("strides", {stride, stride});
+  attrs.SetInts("pads", {pad, pad, pad, pad});
+  attrs.SetString("_activation", "Relu");
+  IsaGuard guard;
+  for (Isa isa : kernels::SupportedIsas()) {
+    kernels::SetIsaForTesting(isa);
+    Runner r("Conv", {x, w, b}, attrs);
+    std::shared_ptr<void> state;
+    REQUIRE(r.def->prepare(r.ctx, &state).ok());
+    r.Run(state.get(), 1);
+    const int64_t oh = (hw + 2 * pad - kk) / stride + 1;
+    const double flops = 2.0 * m * oh * oh * (c / group) * kk * kk;
+    for (int threads : {1, 2}) {
+      if (isa == Isa::kReference && threads == 2) continue;
+      const double s =
+          Seconds([&] { r.Rerun(state.get(), threads); }, isa == Isa::kReference ? 1 : 10);
+      MESSAGE(std::string(label) << " " << std::string(kernels::IsaName(isa)) << " threads "
+                                 << threads << ": " << s * 1e3 << " ms, " << flops / s * 1e-9
+                                 << " GFLOPS");
+    }
+  }
+}
+
+TEST_CASE("kernels f32 speed" * doctest::skip()) {
+  IsaGuard guard;
+  for (Isa isa : kernels::SupportedIsas()) {
+    const kernels::GemmF32Kernels* k = kernels::GemmF32For(isa);
+    if (!k) continue;
+    for (int64_t s : {256, 512, 1024}) {
+      std::mt19937 rng(3);
+      const std::vector<float> a = RandomFloats(s * s, rng), b = RandomFloats(s * s, rng);
+      std::vector<float> lp(size_t(kernels::PackedF32Size(s, s, k->mr)));
+      std::vector<float> rp(size_t(kernels::PackedF32Size(s, s, k->nr)));
+      std::vector<float> c(size_t(s * s));
+      k->pack_left(a.data(), s, 1, s, s, lp.data());
+      k->pack_right(b.data(), s, 1, s, s, rp.data());
+      kernels::GemmF32Args args;
+      args.rows = args.cols = args.k = s;
+      args.ldc = s;
+      for (int threads : {1, 2}) {
+        const double t = Seconds(
+            [&] {
+              kernels::GemmF32Batched(*k, args, {lp.data()}, {rp.data()}, {c.data()}, threads);
+            },
+            5);
+        MESSAGE("GEMM " << s << "^3 " << std::string(kernels::IsaName(isa)) << " threads "
+                        << threads << ": " << 2.0 * s * s * s / t * 1e-9 << " GFLOPS");
+      }
+    }
+  }
+  BenchConv("conv 1x1 256->256 56x56", 256, 256, 1, 56, 1, 1);
+  BenchConv("conv 3x3 64->64 56x56", 64, 64, 1, 56, 3, 1);
+  BenchConv("conv 3x3 s2 32->64 112x112", 32, 64, 1, 112, 3, 2);
+  BenchConv("conv 3x3 256->256 14x14", 256, 256, 1, 14, 3, 1);
+  BenchConv("conv 1x1 1024->256 14x14", 1024, 256, 1, 14, 1, 1);
+  BenchConv("depthwise 3x3 144ch 56x56", 144, 144, 144, 56, 3, 1);
+  BenchConv("depthwise 3x3 s2 144ch 56x56", 144, 144, 144, 56, 3, 2);
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace qfold
