@@ -3,8 +3,10 @@
 // shapes at tile edges, padding, strides, dilations, groups, both 8-bit
 // dtypes, per-tensor and per-channel weights, extreme zero points and scales
 // (clamping, infinite and NaN multipliers) must give bit-identical bytes.
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -16,6 +18,7 @@
 #include "doctest/doctest.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm_s8.h"
+#include "kernels/gemm_s8_avxvnni.h"
 #include "op_harness.h"
 
 namespace qfold {
@@ -277,7 +280,7 @@ TEST_CASE("kernels: ISA levels") {
   std::shared_ptr<void> state;
   REQUIRE(def->prepare(ctx, &state).ok());
   CHECK(state == nullptr);
-  MESSAGE("detected ISA: " << kernels::IsaName(kernels::DetectedIsa()));
+  MESSAGE("detected ISA: " << std::string(kernels::IsaName(kernels::DetectedIsa())));
 }
 
 TEST_CASE("kernels: QLinearConv 1x1 matches the reference") {
@@ -460,6 +463,566 @@ TEST_CASE("kernels: QLinearMatMul batched, 1-D operands and large K") {
   MatMulCase big{DType::kInt8, DType::kInt8, DType::kUInt8, Shape{300, 256}, 256, 97, false,
                  true,         true,         false};
   CHECK(RunMatMulCase(big, rng) > 0);
+}
+
+// ---- Arm levels (kernels/gemm_s8_neon*.cc: 8x12 tiles, i8mm in 8-k blocks) ----
+// scripts/test_aarch64.sh runs these under qemu-aarch64 on several CPU models.
+// The shapes also run at the x86 levels (other tile sizes, more coverage).
+
+// Level names the script expects; unset in ordinary runs.
+std::string ExpectedIsa(const char* var) {
+  const char* v = std::getenv(var);
+  return v ? v : "";
+}
+
+TEST_CASE("kernels: Arm ISA levels, detection and QFOLD_ISA") {
+  // Before any case below changes it, ActiveIsa() is the level QFOLD_ISA chose
+  // (earlier cases restore it through IsaGuard).
+  const std::string active = kernels::IsaName(kernels::ActiveIsa());
+  const std::string want_detected = ExpectedIsa("QFOLD_TEST_DETECTED_ISA");
+  const std::string want_active = ExpectedIsa("QFOLD_TEST_ACTIVE_ISA");
+  const std::string detected = kernels::IsaName(kernels::DetectedIsa());
+  if (!want_detected.empty()) CHECK(detected == want_detected);
+  if (!want_active.empty()) CHECK(active == want_active);
+  IsaGuard guard;
+  std::vector<std::string> names;
+  for (Isa isa : kernels::SupportedIsas()) {
+    names.push_back(kernels::IsaName(isa));
+    if (isa == Isa::kReference) continue;
+    // Every level above the reference has GEMM kernels, so the cases compare them all.
+    const kernels::GemmS8Kernels* k = kernels::GemmS8For(isa);
+    REQUIRE(k != nullptr);
+    CHECK(k->isa == isa);
+    CHECK(kernels::SetIsaForTesting(isa) == isa);
+  }
+#if defined(__aarch64__)
+  const Isa d = kernels::DetectedIsa();
+  CHECK((d == Isa::kReference || d == Isa::kNeonDot || d == Isa::kNeonI8mm));
+  // x86 levels clamp to the detected one; neondot is below neoni8mm.
+  CHECK(kernels::SetIsaForTesting(Isa::kAvx2) == d);
+  if (d == Isa::kNeonI8mm) CHECK(kernels::SetIsaForTesting(Isa::kNeonDot) == Isa::kNeonDot);
+  if (d == Isa::kNeonDot) CHECK(kernels::SetIsaForTesting(Isa::kNeonI8mm) == Isa::kNeonDot);
+  CHECK(kernels::GemmS8For(Isa::kNeonDot)->mr == 8);
+  CHECK(kernels::GemmS8For(Isa::kNeonI8mm)->nr == 12);
+#else
+  CHECK(kernels::SetIsaForTesting(Isa::kNeonI8mm) == kernels::DetectedIsa());
+  CHECK(kernels::GemmS8For(Isa::kNeonDot) == nullptr);
+  CHECK(kernels::GemmS8For(Isa::kNeonI8mm) == nullptr);
+#endif
+  std::string list;
+  for (const auto& n : names) list += " " + n;
+  MESSAGE("detected " << detected << ", active " << active << ", compared:" << list);
+}
+
+TEST_CASE("kernels: QLinearMatMul at the 8x12 tile and 8-k block edges") {
+  std::mt19937 rng(41);
+  int runs = 0;
+  // K = 4 * odd and 4 * even (the i8mm tail), partial groups of 4 and 8, 16-k pack chunks.
+  for (int64_t m : {1, 7, 8, 9, 16, 17}) {
+    for (int64_t k : {1, 2, 4, 5, 7, 8, 9, 12, 13, 16, 17, 20, 24, 33}) {
+      for (int64_t n : {11, 12, 13, 24, 25, 37}) {
+        MatMulCase c{RandomDType(rng), RandomDType(rng), RandomDType(rng), {m, k}, k, n, false,
+                     rng() % 2 == 0,   rng() % 2 == 0,   rng() % 5 == 0};
+        runs += RunMatMulCase(c, rng);
+      }
+    }
+  }
+  MESSAGE(runs << " fast runs compared");
+}
+
+TEST_CASE("kernels: QLinearConv at the 8x12 tile and 8-k block edges") {
+  std::mt19937 rng(42);
+  int runs = 0;
+  // Weights left: output channels are the 8-row tiles, positions the 12-column panels.
+  for (int64_t m : {1, 7, 8, 9, 12, 16, 17, 25}) {
+    for (int64_t p : {1, 11, 12, 13, 23, 24, 25, 36}) {
+      ConvCase k{};
+      k.xt = RandomDType(rng);
+      k.wt = RandomDType(rng);
+      k.yt = RandomDType(rng);
+      k.n = 1;
+      k.c = 1 + rng() % 18;
+      k.m = m;
+      k.group = 1;
+      k.h = 1;
+      k.w = p;
+      k.kh = k.kw = k.sh = k.sw = k.dh = k.dw = 1;
+      k.per_channel = rng() % 2;
+      k.bias = rng() % 4 != 0;
+      k.clamp = rng() % 5 == 0;
+      runs += RunConvCase(k, rng);
+    }
+  }
+  // 3x3 over 2 rows: K = 9 * C around multiples of 8, positions around 12.
+  for (int64_t c : {1, 2, 3, 7, 8, 9}) {
+    ConvCase k{};
+    k.xt = RandomDType(rng);
+    k.wt = RandomDType(rng);
+    k.yt = RandomDType(rng);
+    k.n = 2;
+    k.c = c;
+    k.m = 5 + 2 * c;
+    k.group = 1;
+    k.h = 2;
+    k.w = 12 + c % 3;
+    k.kh = k.kw = 3;
+    k.sh = k.sw = k.dh = k.dw = 1;
+    k.pt = k.pl = k.pb = k.pr = 1;
+    k.per_channel = true;
+    k.bias = true;
+    runs += RunConvCase(k, rng);
+  }
+  MESSAGE(runs << " fast runs compared");
+}
+
+// round(v) + zp saturated to [lo, hi], NaN to the zero point: Requantize
+// (ops/quant_util.h) written out again so the check below is independent.
+int32_t ScalarRequant(float v, int32_t zp, int32_t lo, int32_t hi) {
+  if (std::isnan(v)) return std::min(std::max(zp, lo), hi);
+  const double r = std::nearbyint(double(v)) + zp;
+  return r <= lo ? lo : r >= hi ? hi : int32_t(r);
+}
+
+TEST_CASE("kernels: GEMM kernels match a scalar computation at every level") {
+  // pack_left/pack_right/gemm/requant_row straight through the GemmS8Kernels
+  // interface: strides, xor masks, both operand orders, column-panel splits,
+  // wrapping bias and zero-point terms, infinite and zero multipliers.
+  IsaGuard guard;
+  std::mt19937 rng(43);
+  int checked = 0;
+  for (Isa isa : kernels::SupportedIsas()) {
+    const kernels::GemmS8Kernels* k = kernels::GemmS8For(isa);
+    if (!k) continue;
+    const std::string isa_name = kernels::IsaName(isa);
+    CAPTURE(isa_name);
+    for (int it = 0; it < 300; ++it) {
+      const int64_t rows = 1 + rng() % 30, cols = 1 + rng() % 40, kd = 1 + rng() % 45;
+      const bool wl = rng() % 2;
+      const int64_t lds_l = kd + rng() % 3, lds_r = cols + rng() % 3, ldy = cols + rng() % 3;
+      std::vector<uint8_t> l(size_t(rows * lds_l)), r(size_t(kd * lds_r));
+      for (auto& b : l) b = uint8_t(rng());
+      for (auto& b : r) b = uint8_t(rng());
+      if (it % 7 == 0) std::fill(l.begin(), l.end(), wl ? 0x80 : 0xff);  // largest products
+      if (it % 11 == 0) std::fill(r.begin(), r.end(), wl ? 0xff : 0x80);
+      const uint8_t lmask = rng() % 2 ? 0x80 : 0, rmask = rng() % 2 ? 0x80 : 0;
+      std::vector<uint8_t> pl(size_t(kernels::PackedBytes(rows, kd, k->mr)));
+      std::vector<uint8_t> pr(size_t(kernels::PackedBytes(cols, kd, k->nr)));
+      k->pack_left(l.data(), lds_l, rows, kd, lmask, pl.data());
+      k->pack_right(r.data(), lds_r, kd, cols, rmask, pr.data());
+      // Per-column arrays padded like qlinear_s8.cc's (x86 kernels read whole panels).
+      const int64_t nch = wl ? rows : cols, npos = wl ? cols : rows;
+      std::vector<int32_t> bias(size_t(nch + 64)), wzp(size_t(nch + 64)), xsum(size_t(npos + 64));
+      std::vector<float> mult(size_t(nch + 64));
+      for (int64_t i = 0; i < nch; ++i) {
+        bias[size_t(i)] = rng() % 5 ? int32_t(rng() % 200001) - 100000 : int32_t(rng());
+        wzp[size_t(i)] = int32_t(rng() % 256) - 128;
+        const int s = int(rng() % 12);
+        mult[size_t(i)] = s == 0 ? INFINITY : s == 1 ? 0.f : s == 2 ? 1e3f : Uniform(rng, 0, 1e-3f);
+      }
+      for (int64_t i = 0; i < npos; ++i) xsum[size_t(i)] = int32_t(rng());
+      const bool use_wzp = rng() % 2;
+      const int32_t yzp = int32_t(rng() % 256) - (rng() % 2 ? 128 : 0);
+      int32_t lo = yzp >= 0 ? 0 : -128, hi = lo + 255;
+      if (rng() % 3 == 0) lo = std::max(lo, yzp - 10), hi = std::min(hi, yzp + 20);
+      std::vector<uint8_t> y(size_t(rows * ldy + 16), 0xEE), want = y;
+      kernels::GemmS8Args a;
+      a.left = pl.data();
+      a.right = pr.data();
+      a.rows = rows;
+      a.cols = cols;
+      a.k4 = (kd + 3) / 4;
+      a.weights_left = wl;
+      a.bias = bias.data();
+      a.mult = mult.data();
+      a.wzp = use_wzp ? wzp.data() : nullptr;
+      a.xsum = xsum.data();
+      a.yzp = yzp;
+      a.lo = lo;
+      a.hi = hi;
+      a.y = y.data();
+      a.ldy = ldy;
+      const int64_t panels = (cols + k->nr - 1) / k->nr;
+      if (panels > 1 && rng() % 2) {  // two "threads"
+        kernels::GemmS8Args b = a;
+        b.panel_end = panels / 2;
+        k->gemm(b);
+        b.panel_begin = panels / 2;
+        b.panel_end = panels;
+        k->gemm(b);
+      } else {
+        k->gemm(a);
+      }
+      for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t j = 0; j < cols; ++j) {
+          uint32_t acc = 0;  // int32 with wraparound
+          for (int64_t t = 0; t < kd; ++t) {
+            const uint8_t lb = l[size_t(i * lds_l + t)] ^ lmask,
+                          rb = r[size_t(t * lds_r + j)] ^ rmask;
+            acc += wl ? uint32_t(int32_t(int8_t(lb)) * rb) : uint32_t(lb * int32_t(int8_t(rb)));
+          }
+          const int64_t ch = wl ? i : j, pos = wl ? j : i;
+          acc += uint32_t(bias[size_t(ch)]);
+          if (use_wzp) acc -= uint32_t(wzp[size_t(ch)]) * uint32_t(xsum[size_t(pos)]);
+          want[size_t(i * ldy + j)] =
+              uint8_t(ScalarRequant(float(int32_t(acc)) * mult[size_t(ch)], yzp, lo, hi));
+        }
+      }
+      INFO("rows " << rows << " cols " << cols << " k " << kd << " weights left " << wl);
+      REQUIRE(y == want);
+      ++checked;
+    }
+    for (int it = 0; it < 100; ++it) {
+      const int64_t n = rng() % 50;
+      std::vector<int32_t> acc(static_cast<size_t>(n));
+      for (auto& v : acc) v = int32_t(rng()) >> (rng() % 31);
+      const float m = it % 10 == 0 ? INFINITY : Uniform(rng, 0, 0.1f);
+      const int32_t bias = int32_t(rng() % 2001) - 1000, yzp = int32_t(rng() % 256) - 128;
+      std::vector<uint8_t> y(size_t(n + 8), 0xEE), want = y;
+      k->requant_row(acc.data(), n, bias, m, yzp, -128, 127, y.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t v = int32_t(uint32_t(acc[size_t(i)]) + uint32_t(bias));
+        want[size_t(i)] = uint8_t(ScalarRequant(float(v) * m, yzp, -128, 127));
+      }
+      INFO("requant_row n " << n);
+      REQUIRE(y == want);
+      ++checked;
+    }
+  }
+  MESSAGE(checked << " direct checks");
+}
+
+// ---- depthwise kernels (kernels/dwconv_s8.h) ---------------------------------
+
+// A depthwise QLinearConv (group = C = M) with the given zero points; 1-D when kh == 0.
+int RunDepthwiseCase(DType xt, DType wt, DType yt, int64_t n, int64_t c, int64_t h, int64_t w,
+                     int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
+                     const std::vector<int64_t>& pads, int32_t xzp, const std::vector<int32_t>& wzp,
+                     bool clamp, std::mt19937& rng) {
+  const bool one_d = kh == 0;
+  AttrMap attrs;
+  attrs.SetInt("group", c);
+  Shape xs = {n, c, h, w}, ws = {c, 1, kh, kw};
+  if (one_d) {
+    xs = Shape{n, c, w};
+    ws = Shape{c, 1, kw};
+    attrs.SetInts("strides", {sw});
+    attrs.SetInts("dilations", {dw});
+    attrs.SetInts("pads", {pads[1], pads[3]});
+  } else {
+    attrs.SetInts("strides", {sh, sw});
+    attrs.SetInts("dilations", {dh, dw});
+    attrs.SetInts("pads", pads);
+  }
+  const int32_t yzp = RandomZp(yt, rng);
+  if (clamp) {
+    const int32_t lo = yt == DType::kInt8 ? -128 : 0, qmin = std::max(lo, yzp - 20);
+    attrs.SetInt("_qmin", qmin);
+    attrs.SetInt("_qmax", std::min(lo + 255, qmin + 50));
+  }
+  const bool per_channel = wzp.size() > 1;
+  const float x_scale = Uniform(rng, 0.001f, 1.f);
+  std::vector<float> w_scale;
+  for (size_t i = 0; i < wzp.size(); ++i) w_scale.push_back(Uniform(rng, 0.001f, 0.1f));
+  const Shape pshape = per_channel ? Shape{c} : Shape{};
+  std::vector<int32_t> bias(static_cast<size_t>(c));
+  for (auto& b : bias) b = rng() % 8 ? int32_t(rng() % 200001) - 100000 : int32_t(rng());
+  const float y_scale = RandomYScale(rng, x_scale, w_scale[0], std::max<int64_t>(kh, 1) * kw);
+  std::vector<TensorPtr> in = {
+      Bytes(xt, xs, rng), F32({}, {x_scale}),   Zp(xt, {}, {xzp}),
+      Bytes(wt, ws, rng), F32(pshape, w_scale), Zp(wt, pshape, wzp),
+      F32({}, {y_scale}), Zp(yt, {}, {yzp}),    Make<int32_t>(DType::kInt32, {c}, bias),
+  };
+  if (rng() % 4 == 0) in.pop_back();  // no bias
+  std::ostringstream o;
+  o << "depthwise x " << dtype_name(xt) << " zp " << xzp << " w " << dtype_name(wt)
+    << (per_channel ? " per-channel" : " zp " + std::to_string(wzp[0])) << " y " << dtype_name(yt)
+    << " N" << n << " C" << c << " HxW " << h << "x" << w << " k " << kh << "x" << kw << " s " << sh
+    << "," << sw << " d " << dh << "," << dw << " pads " << pads[0] << "," << pads[1] << ","
+    << pads[2] << "," << pads[3] << (clamp ? " _qmin/_qmax" : "");
+  return CompareWithReference("QLinearConv", in, attrs, o.str());
+}
+
+std::vector<int32_t> RandomWzp(DType wt, int64_t c, bool per_channel, std::mt19937& rng) {
+  std::vector<int32_t> v;
+  for (int64_t i = 0; i < (per_channel ? c : 1); ++i) v.push_back(RandomZp(wt, rng));
+  return v;
+}
+
+TEST_CASE("kernels: depthwise kernel sizes, strides, dilations and pads match the reference") {
+  std::mt19937 rng(31);
+  const int64_t kernels[][2] = {{3, 3}, {5, 5}, {7, 7}, {1, 3}, {1, 5}, {3, 1},
+                                {2, 2}, {1, 1}, {4, 6}, {0, 3}, {0, 5}, {0, 9}};
+  int runs = 0;
+  for (const auto& kk : kernels) {
+    for (int64_t s : {1, 2, 3}) {
+      for (int rep = 0; rep < 3; ++rep) {
+        const int64_t kh = kk[0], kw = kk[1];
+        const int64_t sh = kh ? (rep == 2 ? 1 + rng() % 3 : s) : 1, sw = s;
+        const int64_t dh = kh && rep == 1 ? 2 : 1, dw = rep == 1 ? 1 + rng() % 3 : 1;
+        std::vector<int64_t> pads(4);
+        for (auto& p : pads) p = rng() % 4;
+        if (!kh) pads[0] = pads[2] = 0;
+        const int64_t eh = kh ? (kh - 1) * dh + 1 : 1, ew = (kw - 1) * dw + 1;
+        const int64_t h = kh ? std::max<int64_t>(eh, 1 + rng() % 20) : 1;
+        const int64_t w = std::max<int64_t>(ew, 1 + rng() % 70);
+        const DType xt = RandomDType(rng), wt = RandomDType(rng);
+        const int64_t c = 1 + rng() % 9;
+        runs += RunDepthwiseCase(xt, wt, RandomDType(rng), 1 + rng() % 2, c, h, w, kh ? kh : 0, kw,
+                                 sh, sw, dh, dw, pads, RandomZp(xt, rng),
+                                 RandomWzp(wt, c, rng() % 2, rng), rng() % 6 == 0, rng);
+      }
+    }
+  }
+  MESSAGE(runs << " fast runs compared");
+}
+
+TEST_CASE("kernels: depthwise output widths 1..70 at the vector edges match the reference") {
+  std::mt19937 rng(32);
+  int runs = 0;
+  for (int64_t ow = 1; ow <= 70; ++ow) {
+    const int64_t k = ow % 3 ? 3 : 5, s = 1 + ow % 2;
+    const int64_t pad = k / 2, w = (ow - 1) * s + k - 2 * pad;
+    if (w < 1) continue;
+    const DType xt = RandomDType(rng), wt = RandomDType(rng);
+    runs += RunDepthwiseCase(xt, wt, RandomDType(rng), 1, 3, 4 + ow % 5, w, k, k, s, s, 1, 1,
+                             {pad, pad, pad, pad}, RandomZp(xt, rng), RandomWzp(wt, 3, ow % 2, rng),
+                             false, rng);
+  }
+  MESSAGE(runs << " fast runs compared");
+}
+
+TEST_CASE("kernels: depthwise extreme zero points for every dtype pair match the reference") {
+  std::mt19937 rng(33);
+  int runs = 0;
+  for (DType xt : {DType::kInt8, DType::kUInt8}) {
+    for (DType wt : {DType::kInt8, DType::kUInt8}) {
+      const bool xs = xt == DType::kInt8, ws = wt == DType::kInt8;
+      for (int32_t xzp : {xs ? -128 : 0, xs ? 127 : 255, xs ? 0 : 128}) {
+        for (int32_t wzp : {ws ? -128 : 0, ws ? 127 : 255}) {
+          for (DType yt : {DType::kInt8, DType::kUInt8}) {
+            runs += RunDepthwiseCase(xt, wt, yt, 2, 5, 9, 37, 3, 3, 1 + rng() % 2, 1 + rng() % 2, 1,
+                                     1, {1, 0, 2, 1}, xzp, {wzp}, rng() % 3 == 0, rng);
+          }
+        }
+      }
+    }
+  }
+  MESSAGE(runs << " fast runs compared");
+}
+
+TEST_CASE("kernels: depthwise large enough to split between threads matches the reference") {
+  // CompareWithReference runs 1 and 2 threads; these exceed the single-thread size.
+  std::mt19937 rng(34);
+  CHECK(RunDepthwiseCase(DType::kUInt8, DType::kInt8, DType::kUInt8, 2, 24, 30, 33, 3, 3, 1, 1, 1,
+                         1, {1, 1, 1, 1}, 3, RandomWzp(DType::kInt8, 24, true, rng), false,
+                         rng) > 0);
+  CHECK(RunDepthwiseCase(DType::kInt8, DType::kUInt8, DType::kInt8, 3, 7, 41, 29, 5, 5, 2, 2, 1, 1,
+                         {2, 2, 1, 2}, -5, {131}, false, rng) > 0);
+}
+
+// ---- AVX-VNNI GEMM (kernels/gemm_s8_avxvnni.h) ----------------------------------
+
+#if defined(__x86_64__)
+// The packed GEMM of `k` on row-major left (rows x kd) and right (kd x cols) bytes.
+std::vector<uint8_t> GemmBytes(const kernels::GemmS8Kernels& k, const std::vector<uint8_t>& l,
+                               const std::vector<uint8_t>& r, int64_t rows, int64_t cols,
+                               int64_t kd, bool weights_left, const kernels::GemmS8Args& params) {
+  std::vector<uint8_t> pl(size_t(kernels::PackedBytes(rows, kd, k.mr)));
+  std::vector<uint8_t> pr(size_t(kernels::PackedBytes(cols, kd, k.nr)));
+  k.pack_left(l.data(), kd, rows, kd, 0, pl.data());
+  k.pack_right(r.data(), cols, kd, cols, 0, pr.data());
+  std::vector<uint8_t> y(size_t(rows * cols), 0xCD);
+  kernels::GemmS8Args a = params;
+  a.left = pl.data();
+  a.right = pr.data();
+  a.rows = rows;
+  a.cols = cols;
+  a.k4 = (kd + 3) / 4;
+  a.weights_left = weights_left;
+  a.y = y.data();
+  a.ldy = cols;
+  k.gemm(a);
+  return y;
+}
+
+TEST_CASE("kernels: AVX-VNNI GEMM matches the AVX2 GEMM and a scalar computation") {
+  if (!__builtin_cpu_supports("avxvnni") || kernels::DetectedIsa() == Isa::kReference) {
+    MESSAGE("no AVX-VNNI on this CPU");
+    return;
+  }
+  const kernels::GemmS8Kernels& vnni = *kernels::GemmS8AvxVnni();
+  const kernels::GemmS8Kernels& avx2 = *kernels::GemmS8For(Isa::kAvx2);
+  std::mt19937 rng(41);
+  int compared = 0;
+  for (int i = 0; i < 120; ++i) {
+    const int64_t rows = 1 + rng() % 20, cols = 1 + rng() % 50, kd = 1 + rng() % 70;
+    const bool wl = rng() % 2, with_wzp = rng() % 2;
+    const int64_t nch = wl ? rows : cols, npos = wl ? cols : rows;
+    std::vector<uint8_t> l(size_t(rows * kd)), r(size_t(kd * cols));
+    for (auto& b : l) b = uint8_t(rng());
+    for (auto& b : r) b = uint8_t(rng());
+    if (i % 10 == 0) std::fill(l.begin(), l.end(), wl ? 0x80 : 0xff);  // extremes
+    if (i % 10 == 1) std::fill(r.begin(), r.end(), wl ? 0xff : 0x80);
+    const int64_t padded = (std::max(nch, npos) + 63) / 64 * 64;
+    std::vector<int32_t> bias(static_cast<size_t>(padded)), wzp(bias), xsum(bias);
+    std::vector<float> mult(static_cast<size_t>(padded));
+    for (int64_t c = 0; c < nch; ++c) {
+      bias[size_t(c)] = int32_t(rng() % 200001) - 100000;
+      wzp[size_t(c)] = int32_t(rng() % 256) - 128;
+      mult[size_t(c)] = rng() % 10 ? Uniform(rng, 1e-5f, 1e-2f) : (rng() % 2 ? 0.f : 1e30f);
+    }
+    for (int64_t p = 0; p < npos; ++p) xsum[size_t(p)] = int32_t(rng() % 20000);
+    kernels::GemmS8Args params;
+    params.bias = bias.data();
+    params.mult = mult.data();
+    params.wzp = with_wzp ? wzp.data() : nullptr;
+    params.xsum = xsum.data();
+    params.yzp = RandomZp(rng() % 2 ? DType::kInt8 : DType::kUInt8, rng);
+    const bool y_signed = params.yzp < 0 || rng() % 2;
+    params.lo = y_signed ? -128 : 0;
+    params.hi = y_signed ? 127 : 255;
+    if (params.yzp > params.hi) params.yzp = params.hi;
+    const std::vector<uint8_t> got = GemmBytes(vnni, l, r, rows, cols, kd, wl, params);
+    const std::vector<uint8_t> want = GemmBytes(avx2, l, r, rows, cols, kd, wl, params);
+    CHECK(got == want);
+    // Scalar: signed weights, unsigned activations; wrapping int32 epilogue.
+    bool same = true;
+    for (int64_t i2 = 0; i2 < rows; ++i2) {
+      for (int64_t j = 0; j < cols; ++j) {
+        int64_t acc = 0;
+        for (int64_t q = 0; q < kd; ++q) {
+          const uint8_t a = l[size_t(i2 * kd + q)], b = r[size_t(q * cols + j)];
+          acc += wl ? int64_t(int8_t(a)) * b : int64_t(a) * int8_t(b);
+        }
+        const int64_t ch = wl ? i2 : j, pos = wl ? j : i2;
+        acc += bias[size_t(ch)];
+        if (with_wzp) acc -= int64_t(wzp[size_t(ch)]) * xsum[size_t(pos)];
+        const float f = float(int32_t(uint32_t(uint64_t(acc)))) * mult[size_t(ch)];
+        int32_t y;
+        if (std::isnan(f)) {
+          y = std::min(std::max(params.yzp, params.lo), params.hi);
+        } else {
+          const double v = std::nearbyint(double(f)) + params.yzp;
+          y = int32_t(std::min<double>(std::max<double>(v, params.lo), params.hi));
+        }
+        same &= got[size_t(i2 * cols + j)] == uint8_t(y);
+      }
+    }
+    CHECK(same);
+    // requant_row on the same inputs.
+    std::vector<int32_t> acc(static_cast<size_t>(cols));
+    for (auto& v : acc) v = int32_t(rng());
+    std::vector<uint8_t> y1(static_cast<size_t>(cols)), y2(y1);
+    vnni.requant_row(acc.data(), cols, bias[0], mult[0], params.yzp, params.lo, params.hi,
+                     y1.data());
+    avx2.requant_row(acc.data(), cols, bias[0], mult[0], params.yzp, params.lo, params.hi,
+                     y2.data());
+    CHECK(y1 == y2);
+    ++compared;
+  }
+  MESSAGE(compared << " shapes compared");
+}
+#endif
+
+// Throughput of the depthwise and GEMM kernels; run with --no-skip.
+TEST_CASE("kernels: int8 depthwise and AVX-VNNI GEMM benchmark" * doctest::skip()) {
+  IsaGuard guard;
+  std::mt19937 rng(51);
+  const int64_t c = 144, h = 56, w = 56;
+  std::vector<TensorPtr> in = {
+      Bytes(DType::kUInt8, {1, c, h, w}, rng),
+      F32({}, {0.02f}),
+      Zp(DType::kUInt8, {}, {128}),
+      Bytes(DType::kInt8, {c, 1, 3, 3}, rng),
+      F32({}, {0.01f}),
+      Zp(DType::kInt8, {}, {0}),
+      F32({}, {0.05f}),
+      Zp(DType::kUInt8, {}, {120}),
+  };
+  for (int64_t s : {1, 2}) {
+    for (int64_t k : {3, 5}) {
+      AttrMap attrs;
+      attrs.SetInt("group", c);
+      attrs.SetInts("strides", {s, s});
+      attrs.SetInts("pads", {k / 2, k / 2, k / 2, k / 2});
+      in[3] = Bytes(DType::kInt8, {c, 1, k, k}, rng);
+      const OpDef* def = FindOp("QLinearConv");
+      std::string type = "QLinearConv", name = "t";
+      KernelContext ctx;
+      ctx.op_type = &type;
+      ctx.op_name = &name;
+      ctx.attrs = &attrs;
+      for (auto& t : in) ctx.inputs.push_back(&t->t);
+      OwnedTensor out;
+      ctx.outputs = {&out.t};
+      REQUIRE(def->infer(ctx).ok());
+      out.storage.assign(out.t.bytes(), 0);
+      out.t.data = out.storage.data();
+      const double ops = 2.0 * double(out.t.numel()) * double(k * k);
+      for (Isa isa : kernels::SupportedIsas()) {
+        kernels::SetIsaForTesting(isa);
+        std::shared_ptr<void> state;
+        REQUIRE(def->prepare(ctx, &state).ok());
+        ctx.state = state.get();
+        for (int threads : {1, 2}) {
+          ctx.num_threads = threads;
+          const int iters = isa == Isa::kReference ? 3 : 50;
+          REQUIRE(def->run(ctx).ok());
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int it = 0; it < iters; ++it) REQUIRE(def->run(ctx).ok());
+          const double sec =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+          MESSAGE("depthwise " << k << "x" << k << " s" << s << " " << c << "ch " << h << "x" << w
+                               << " " << std::string(kernels::IsaName(isa)) << " threads "
+                               << threads << ": " << ops / sec * 1e-9 << " GOPS");
+        }
+        ctx.state = nullptr;
+      }
+    }
+  }
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avxvnni")) {
+    const int64_t rows = 96, cols = 3136, kd = 576;  // a 3x3 convolution's im2col GEMM
+    std::vector<uint8_t> l(size_t(rows * kd)), r(size_t(kd * cols));
+    for (auto& b : l) b = uint8_t(rng());
+    for (auto& b : r) b = uint8_t(rng());
+    std::vector<int32_t> zeros(size_t(cols + 64));
+    std::vector<float> mult(size_t(cols + 64), 1e-4f);
+    kernels::GemmS8Args params;
+    params.bias = zeros.data();
+    params.mult = mult.data();
+    params.lo = 0;
+    params.hi = 255;
+    const kernels::GemmS8Kernels* ks[] = {kernels::GemmS8For(Isa::kAvx2), kernels::GemmS8AvxVnni(),
+                                          kernels::GemmS8For(Isa::kAvx512Vnni)};
+    const char* names[] = {"avx2", "avxvnni", "avx512vnni"};
+    for (int i = 0; i < 3; ++i) {
+      if (!ks[i] || (i == 2 && kernels::DetectedIsa() != Isa::kAvx512Vnni)) continue;
+      const kernels::GemmS8Kernels& k = *ks[i];
+      std::vector<uint8_t> pl(size_t(kernels::PackedBytes(rows, kd, k.mr)));
+      std::vector<uint8_t> pr(size_t(kernels::PackedBytes(cols, kd, k.nr)));
+      k.pack_left(l.data(), kd, rows, kd, 0, pl.data());
+      k.pack_right(r.data(), cols, kd, cols, 0, pr.data());
+      std::vector<uint8_t> y(size_t(rows * cols));
+      kernels::GemmS8Args a = params;
+      a.left = pl.data();
+      a.right = pr.data();
+      a.rows = rows;
+      a.cols = cols;
+      a.k4 = (kd + 3) / 4;
+      a.y = y.data();
+      a.ldy = cols;
+      k.gemm(a);
+      const int iters = 20;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int it = 0; it < iters; ++it) k.gemm(a);
+      const double sec =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+      MESSAGE("GEMM " << rows << "x" << cols << "x" << kd << " " << std::string(names[i]) << ": "
+                      << 2.0 * double(rows * cols * kd) / sec * 1e-9 << " GOPS");
+    }
+  }
+#endif
 }
 
 }  // namespace

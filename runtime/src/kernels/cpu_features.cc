@@ -1,4 +1,4 @@
-// cpuid/xgetbv based detection; see cpu_features.h.
+// cpuid/xgetbv (x86) and getauxval (Arm Linux) based detection; see cpu_features.h.
 #include "kernels/cpu_features.h"
 
 #include <atomic>
@@ -24,6 +24,25 @@ uint64_t ReadXcr0() {
   return (uint64_t(edx) << 32) | eax;
 }
 
+// AVX-VNNI (leaf 7 subleaf 1, EAX bit 4) is not implied by AVX-512 VNNI
+// (Ice Lake has only the latter), so it is tracked apart from the level.
+bool DetectAvxVnni() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool osxsave = c >> 27 & 1, avx = c >> 28 & 1, fma = c >> 12 & 1;
+  if (!osxsave || !avx || !fma || (ReadXcr0() & 0x6) != 0x6) return false;
+  if (__get_cpuid_max(0, nullptr) < 7) return false;
+  __cpuid_count(7, 0, a, b, c, d);
+  if (!(b >> 5 & 1) || a < 1) return false;  // AVX2; subleaf 1 present
+  __cpuid_count(7, 1, a, b, c, d);
+  return a >> 4 & 1;
+}
+
+bool HasAvxVnni() {
+  static const bool has = DetectAvxVnni();
+  return has;
+}
+
 Isa DetectX86() {
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return Isa::kReference;
@@ -39,7 +58,7 @@ Isa DetectX86() {
   const bool vnni = c >> 11 & 1;
   const bool zmm_state = (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
   if (f && dq && bw && vl && vnni && zmm_state) return Isa::kAvx512Vnni;
-  return Isa::kAvx2;
+  return HasAvxVnni() ? Isa::kAvxVnni : Isa::kAvx2;
 }
 #endif
 
@@ -47,11 +66,37 @@ Isa Detect() {
 #if defined(__x86_64__) || defined(_M_X64)
   return DetectX86();
 #elif defined(__aarch64__) && defined(__linux__)
-  // HWCAP_ASIMDDP (bit 20): sdot/udot.
-  return (getauxval(AT_HWCAP) >> 20 & 1) ? Isa::kNeonDot : Isa::kReference;
+  // HWCAP_ASIMDDP (AT_HWCAP bit 20): sdot/udot; HWCAP2_I8MM (AT_HWCAP2 bit 13):
+  // smmla/usmmla/usdot. The bit numbers are spelled out because older libc
+  // headers lack the names. i8mm is only used on top of dotprod.
+  if (!(getauxval(AT_HWCAP) >> 20 & 1)) return Isa::kReference;
+  return (getauxval(AT_HWCAP2) >> 13 & 1) ? Isa::kNeonI8mm : Isa::kNeonDot;
 #else
   return Isa::kReference;
 #endif
+}
+
+// Whether a level below the detected one can run here: every lower level
+// can, except AVX-VNNI, which AVX-512 VNNI does not imply.
+bool Usable(Isa isa) {
+#if defined(__x86_64__) || defined(_M_X64)
+  if (isa == Isa::kAvxVnni) return HasAvxVnni();
+#endif
+  return true;
+}
+
+bool IsArm(Isa isa) {
+  return isa == Isa::kNeonDot || isa == Isa::kNeonI8mm;
+}
+
+// `want` lowered to what the CPU supports: a level of another architecture
+// (or an unknown one) gives the detected level, a higher one too.
+Isa Clamp(Isa want, Isa detected) {
+  if (want == Isa::kReference) return want;
+  if (IsArm(want) != IsArm(detected)) return detected;
+  if (int(want) >= int(detected)) return detected;
+  if (want == Isa::kAvxVnni && !Usable(want)) return Isa::kAvx2;
+  return want;
 }
 
 Isa FromEnv(Isa detected) {
@@ -60,12 +105,11 @@ Isa FromEnv(Isa detected) {
   Isa want = detected;
   if (!std::strcmp(env, "reference")) want = Isa::kReference;
   if (!std::strcmp(env, "avx2")) want = Isa::kAvx2;
+  if (!std::strcmp(env, "avxvnni")) want = Isa::kAvxVnni;
   if (!std::strcmp(env, "avx512vnni")) want = Isa::kAvx512Vnni;
   if (!std::strcmp(env, "neondot")) want = Isa::kNeonDot;
-  // Levels of another architecture, or higher ones, are ignored.
-  if (detected == Isa::kNeonDot) return want == Isa::kReference ? want : detected;
-  if (want == Isa::kNeonDot) return detected;
-  return int(want) < int(detected) ? want : detected;
+  if (!std::strcmp(env, "neoni8mm")) want = Isa::kNeonI8mm;
+  return Clamp(want, detected);
 }
 
 std::atomic<int> g_override{-1};
@@ -78,10 +122,14 @@ const char* IsaName(Isa isa) {
       return "reference";
     case Isa::kAvx2:
       return "avx2";
+    case Isa::kAvxVnni:
+      return "avxvnni";
     case Isa::kAvx512Vnni:
       return "avx512vnni";
     case Isa::kNeonDot:
       return "neondot";
+    case Isa::kNeonI8mm:
+      return "neoni8mm";
   }
   return "?";
 }
@@ -100,20 +148,14 @@ Isa ActiveIsa() {
 
 std::vector<Isa> SupportedIsas() {
   const Isa d = DetectedIsa();
-  if (d == Isa::kNeonDot) return {Isa::kReference, Isa::kNeonDot};
-  std::vector<Isa> v;
-  for (int i = 0; i <= int(d); ++i) v.push_back(Isa(i));
+  std::vector<Isa> v = {Isa::kReference};
+  for (int i = 1; i <= int(d); ++i)
+    if (IsArm(Isa(i)) == IsArm(d) && Usable(Isa(i))) v.push_back(Isa(i));
   return v;
 }
 
 Isa SetIsaForTesting(Isa isa) {
-  const Isa d = DetectedIsa();
-  Isa use = isa;
-  if (d == Isa::kNeonDot) {
-    if (isa != Isa::kReference) use = d;
-  } else if (isa == Isa::kNeonDot || int(isa) > int(d)) {
-    use = d;
-  }
+  const Isa use = Clamp(isa, DetectedIsa());
   g_override.store(int(use), std::memory_order_relaxed);
   return use;
 }

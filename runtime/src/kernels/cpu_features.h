@@ -1,19 +1,23 @@
 // CPU feature detection for the SIMD kernels: the instruction-set level is
 // detected once (cpuid, plus xgetbv so AVX/AVX-512 state is enabled by the
-// OS), and the environment variable QFOLD_ISA=reference|avx2|avx512vnni
-// (|neondot on Arm) may force a lower level, never a higher one.
+// OS; getauxval hardware caps on Arm Linux), and the environment variable
+// QFOLD_ISA=reference|avx2|avx512vnni (|neondot|neoni8mm on Arm) may force a
+// lower level, never a higher one.
 #pragma once
 #include <vector>
 
 namespace qfold {
 namespace kernels {
 
-// Levels are ordered within one architecture: a higher level implies the lower ones.
+// Levels are ordered within one architecture (x86: kAvx2 < kAvxVnni <
+// kAvx512Vnni; Arm: kNeonDot < kNeonI8mm): a higher level implies the lower ones.
 enum class Isa : int {
   kReference = 0,
   kAvx2 = 1,        // x86-64: AVX2 + FMA, u8*s8 dot products through vpmaddwd
-  kAvx512Vnni = 2,  // x86-64: AVX-512 F/BW/DQ/VL + VNNI (vpdpbusd)
-  kNeonDot = 3,     // aarch64: Armv8.2 dot product (sdot/udot)
+  kAvxVnni = 2,     // x86-64: AVX2 + AVX-VNNI (256-bit vpdpbusd, VEX encoded)
+  kAvx512Vnni = 3,  // x86-64: AVX-512 F/BW/DQ/VL + VNNI (vpdpbusd)
+  kNeonDot = 4,     // aarch64: Armv8.2 dot product (sdot/udot)
+  kNeonI8mm = 5,    // aarch64: Armv8.6 int8 matrix multiply (smmla/usmmla), with dotprod
 };
 
 const char* IsaName(Isa isa);

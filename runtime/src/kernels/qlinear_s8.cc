@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/dwconv_s8.h"
 #include "kernels/gemm_s8.h"
 #include "kernels/thread_pool.h"
 
@@ -97,11 +98,10 @@ struct QConvState {
   bool depthwise = false;
   std::vector<uint8_t> packed_w;  // GEMM: per group, kernels' left layout
   std::vector<int32_t> wsum;      // GEMM: sum of the shifted weights per channel
-  std::vector<int16_t> w;         // depthwise: raw weights [m][kh * kw]
+  DwConvS8State dw;               // depthwise (dwconv_s8.h)
   // Scratch, grown to the largest shape seen.
   std::vector<uint8_t> col, packed_x;
-  std::vector<int32_t> xsum, acc;
-  std::vector<int16_t> plane, wv;
+  std::vector<int32_t> xsum;
   ChannelParams cp;
 };
 
@@ -189,74 +189,6 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
   return true;
 }
 
-// Depthwise: one filter per channel over a zero-padded int16 copy of the
-// plane holding x - x_zp, so the tap loops run over contiguous outputs.
-template <int kStride>
-void DepthwiseRow(const int16_t* src, int64_t ow, int64_t sw, int32_t w, int32_t* acc) {
-  const int64_t s = kStride ? kStride : sw;
-  for (int64_t ox = 0; ox < ow; ++ox) acc[ox] += w * int32_t(src[ox * s]);
-}
-
-bool RunDepthwise(QConvState& s, const QConvCall& c) {
-  const Tensor& x = *c.x;
-  const int64_t n = x.shape[0], taps = c.kh * c.kw;
-  const int64_t ph = (c.oh - 1) * c.sh + (c.kh - 1) * c.dh + 1;
-  const int64_t pw = (c.ow - 1) * c.sw + (c.kw - 1) * c.dw + 1;
-  Resize(&s.plane, ph * pw);
-  Resize(&s.acc, c.ow);
-  Resize(&s.wv, taps);
-  const bool x_signed = x.dtype == DType::kInt8;
-  for (int64_t b = 0; b < n; ++b) {
-    for (int64_t ch = 0; ch < s.m; ++ch) {
-      const int32_t wz = c.w_zp.size() == 1 ? c.w_zp[0] : c.w_zp[size_t(ch)];
-      for (int64_t t = 0; t < taps; ++t) s.wv[size_t(t)] = int16_t(s.w[size_t(ch * taps + t)] - wz);
-      const int64_t base = (b * s.m + ch) * c.ih * c.iw;
-      int16_t* pl = s.plane.data();
-      for (int64_t py = 0; py < ph; ++py) {
-        int16_t* row = pl + py * pw;
-        const int64_t iy = py - c.pad_top;
-        const int64_t lo = std::min(pw, std::max<int64_t>(0, c.pad_left));
-        const int64_t hi = std::max(lo, std::min(pw, c.iw + c.pad_left));
-        if (iy < 0 || iy >= c.ih) {
-          std::fill(row, row + pw, int16_t(0));
-          continue;
-        }
-        std::fill(row, row + lo, int16_t(0));
-        const int64_t off = base + iy * c.iw - c.pad_left;
-        if (x_signed) {
-          const int8_t* src = x.ptr<int8_t>() + off;
-          for (int64_t px = lo; px < hi; ++px) row[px] = int16_t(src[px] - c.x_zp);
-        } else {
-          const uint8_t* src = x.ptr<uint8_t>() + off;
-          for (int64_t px = lo; px < hi; ++px) row[px] = int16_t(src[px] - c.x_zp);
-        }
-        std::fill(row + hi, row + pw, int16_t(0));
-      }
-      const float mult = c.x_scale * c.w_scale[c.w_scale.size() == 1 ? 0 : size_t(ch)] / c.y_scale;
-      const int32_t bias = c.bias ? c.bias[ch] : 0;
-      uint8_t* y = c.y->ptr<uint8_t>() + (b * s.m + ch) * c.oh * c.ow;
-      int32_t* acc = s.acc.data();
-      for (int64_t oy = 0; oy < c.oh; ++oy, y += c.ow) {
-        std::fill(acc, acc + c.ow, 0);
-        for (int64_t ky = 0; ky < c.kh; ++ky) {
-          const int16_t* src = pl + (oy * c.sh + ky * c.dh) * pw;
-          for (int64_t kx = 0; kx < c.kw; ++kx) {
-            const int32_t w = s.wv[size_t(ky * c.kw + kx)];
-            if (c.sw == 1)
-              DepthwiseRow<1>(src + kx * c.dw, c.ow, 1, w, acc);
-            else if (c.sw == 2)
-              DepthwiseRow<2>(src + kx * c.dw, c.ow, 2, w, acc);
-            else
-              DepthwiseRow<0>(src + kx * c.dw, c.ow, c.sw, w, acc);
-          }
-        }
-        s.k->requant_row(acc, c.ow, bias, mult, c.y_zp, c.lo, c.hi, y);
-      }
-    }
-  }
-  return true;
-}
-
 // ---- matrix multiplication ------------------------------------------------------
 
 struct QMatMulState {
@@ -274,7 +206,7 @@ struct QMatMulState {
 
 std::shared_ptr<void> PrepareQConvS8(const Tensor& w, int64_t group) {
   const GemmS8Kernels* k = GemmS8For(ActiveIsa());
-  if (!k || (w.rank() != 3 && w.rank() != 4) || !w.shape_known() || !w.data || group <= 0 ||
+  if ((w.rank() != 3 && w.rank() != 4) || !w.shape_known() || !w.data || group <= 0 ||
       (w.dtype != DType::kInt8 && w.dtype != DType::kUInt8))
     return nullptr;
   auto s = std::make_shared<QConvState>();
@@ -287,16 +219,10 @@ std::shared_ptr<void> PrepareQConvS8(const Tensor& w, int64_t group) {
   s->kw = w.shape[w.rank() - 1];
   s->kdim = s->cg * s->kh * s->kw;
   if (s->m <= 0 || s->kdim <= 0 || s->m % group) return nullptr;
-  const int64_t taps = s->kh * s->kw;
-  // int32 sums of int16 products cannot overflow below this many taps.
-  s->depthwise = s->cg == 1 && group == s->m && taps <= 16384;
-  const bool w_signed = w.dtype == DType::kInt8;
-  if (s->depthwise) {
-    s->w.resize(size_t(s->m * taps));
-    for (int64_t i = 0; i < s->m * taps; ++i)
-      s->w[size_t(i)] = w_signed ? w.ptr<int8_t>()[i] : w.ptr<uint8_t>()[i];
-    return s;
-  }
+  // Depthwise has its own kernels (dwconv_s8.h), available without a GEMM.
+  s->depthwise = s->cg == 1 && group == s->m;
+  if (s->depthwise) return PrepareDwConvS8(w, &s->dw) ? s : nullptr;
+  if (!k) return nullptr;
   const int64_t mg = s->m / group;
   const int64_t w_panel = PackedBytes(mg, s->kdim, k->mr);
   const uint8_t mask = w.dtype == DType::kUInt8 ? 0x80 : 0;  // to s8
@@ -319,7 +245,7 @@ bool RunQConvS8(void* state, const QConvCall& c) {
   if (x.rank() != 3 && x.rank() != 4) return false;
   if (c.kh != s.kh || c.kw != s.kw || x.shape[1] != s.cg * s.group) return false;
   if (x.shape[0] == 0 || c.oh * c.ow == 0) return true;  // empty output
-  return s.depthwise ? RunDepthwise(s, c) : RunConvGemm(s, c);
+  return s.depthwise ? RunDwConvS8(s.dw, c) : RunConvGemm(s, c);
 }
 
 std::shared_ptr<void> PrepareQMatMulS8(const Tensor& b) {
