@@ -10,7 +10,8 @@ VENV="$ROOT/.venv"
 
 APT_PACKAGES=(cmake ninja-build g++ python3 python3-venv zlib1g-dev
   libprotobuf-dev protobuf-compiler libflatbuffers-dev flatbuffers-compiler
-  libfmt-dev nlohmann-json3-dev doctest-dev libonnx-dev pybind11-dev python3-dev)
+  libfmt-dev nlohmann-json3-dev doctest-dev libonnx-dev pybind11-dev python3-dev
+  g++-aarch64-linux-gnu qemu-user)  # the last two: scripts/test_aarch64.sh
 
 install_apt_packages() {
   local missing=()

@@ -3,6 +3,7 @@
 # release build, once under AddressSanitizer + UndefinedBehaviorSanitizer.
 #   QFOLD_SKIP_SANITIZE=1  skip the sanitizer pass (quicker local runs)
 #   QFOLD_SKIP_FUZZ=1      skip the bounded fuzzing step (clang + libFuzzer, scripts/fuzz.sh)
+#   QFOLD_SKIP_AARCH64=1   skip the aarch64 cross build and its tests under qemu
 #   QFOLD_FUZZ_RUNS=N      inputs per fuzz target (default 20000, fixed seed: reproducible)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,6 +12,13 @@ source "$ROOT/scripts/setup.sh"
 echo "== release build"
 BUILD_DIR="$ROOT/build" QFOLD_SANITIZE=OFF build_qfold
 (cd "$ROOT/build" && ctest --output-on-failure)
+
+if [ "${QFOLD_SKIP_AARCH64:-0}" != "1" ]; then
+  # The NEON kernels: cross-built with g++-aarch64-linux-gnu, tested under
+  # qemu-aarch64 at every Arm level against the reference kernels.
+  echo "== aarch64 (cross build, tests under qemu)"
+  HOST_QFOLD="$ROOT/build/cli/qfold" "$ROOT/scripts/test_aarch64.sh"
+fi
 
 if [ "${QFOLD_SKIP_SANITIZE:-0}" != "1" ]; then
   echo "== ASan+UBSan build"

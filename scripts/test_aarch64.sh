@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Cross-builds the runtime, the unit tests and the C API tests/example for 64-bit
+# Arm Linux (cmake/toolchains/aarch64-linux-gnu.cmake) and runs them under
+# qemu-user:
+#   1. CPU detection and QFOLD_ISA on three CPU models: cortex-a72 (no dotprod:
+#      reference), neoverse-n1 (dotprod: neondot), max (dotprod + i8mm: neoni8mm);
+#   2. the kernel tests (tc 'kernels:*') under -cpu max, which compare every
+#      level (reference, neondot, neoni8mm) with the reference kernels byte for
+#      byte (SetIsaForTesting loop);
+#   3. the whole unit suite at every level (QFOLD_ISA=reference, neondot,
+#      neoni8mm under -cpu max, and the dotprod-only neoverse-n1), so the op
+#      tests run through each level's prepared kernels (a few seconds each);
+#   4. the C API tests, and the C/C++ examples on a model converted by the
+#      host's CLI when a host build exists (BUILD_DIR of scripts/test.sh).
+# Speed is not measured: qemu emulates the vector instructions one by one.
+# Needs g++-aarch64-linux-gnu and qemu-user (scripts/setup.sh installs them).
+#   AARCH64_BUILD_DIR  cross build directory (default: build-aarch64)
+#   HOST_QFOLD         host qfold CLI for step 4 (default: build/cli/qfold)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${AARCH64_BUILD_DIR:-$ROOT/build-aarch64}"
+HOST_QFOLD="${HOST_QFOLD:-$ROOT/build/cli/qfold}"
+SYSROOT=/usr/aarch64-linux-gnu
+
+for tool in aarch64-linux-gnu-g++ aarch64-linux-gnu-gcc qemu-aarch64 cmake ninja; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "test_aarch64: $tool not found (install g++-aarch64-linux-gnu and qemu-user," \
+      "e.g. through scripts/setup.sh)" >&2
+    exit 1
+  fi
+done
+
+echo "== aarch64 cross build in $BUILD"
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/toolchains/aarch64-linux-gnu.cmake" \
+  -DQFOLD_RUNTIME_ONLY=ON -DQFOLD_BUILD_TESTS=ON -DQFOLD_BUILD_EXAMPLES=ON >/dev/null
+cmake --build "$BUILD" -j "$(nproc 2>/dev/null || echo 2)" \
+  --target qfold_unit_tests qfold_capi_tests classify classify_cpp
+
+UNIT="$BUILD/tests/qfold_unit_tests"
+failures=0
+runs=0
+
+# run <label> <cpu> [VAR=value ...] -- <binary> [args...]: one qemu run, reported.
+run() {
+  local label=$1 cpu=$2
+  shift 2
+  local envs=()
+  while [ "$1" != "--" ]; do
+    envs+=("$1")
+    shift
+  done
+  shift
+  runs=$((runs + 1))
+  echo "== [$label] ${envs[*]:-} qemu-aarch64 -cpu $cpu $(basename "$1") ${*:2}"
+  local start=$SECONDS
+  if env "${envs[@]}" timeout 900 qemu-aarch64 -cpu "$cpu" -L "$SYSROOT" "$@"; then
+    echo "-- [$label] ok ($((SECONDS - start)) s)"
+  else
+    echo "-- [$label] FAILED (exit $?, $((SECONDS - start)) s)"
+    failures=$((failures + 1))
+  fi
+}
+
+ARM_CASE=(-tc='kernels: Arm ISA levels*')  # prints the detected and compared levels
+
+# 1. Detection (HWCAP_ASIMDDP, HWCAP2_I8MM) and QFOLD_ISA, which may only lower the level.
+run detect-a72 cortex-a72 QFOLD_TEST_DETECTED_ISA=reference QFOLD_TEST_ACTIVE_ISA=reference \
+  -- "$UNIT" "${ARM_CASE[@]}"
+run detect-n1 neoverse-n1 QFOLD_TEST_DETECTED_ISA=neondot QFOLD_TEST_ACTIVE_ISA=neondot \
+  -- "$UNIT" "${ARM_CASE[@]}"
+run detect-max max QFOLD_TEST_DETECTED_ISA=neoni8mm QFOLD_TEST_ACTIVE_ISA=neoni8mm \
+  -- "$UNIT" "${ARM_CASE[@]}"
+run env-n1-neoni8mm neoverse-n1 QFOLD_ISA=neoni8mm QFOLD_TEST_ACTIVE_ISA=neondot \
+  -- "$UNIT" "${ARM_CASE[@]}"
+for isa in reference neondot neoni8mm; do
+  run "env-max-$isa" max QFOLD_ISA=$isa QFOLD_TEST_ACTIVE_ISA=$isa -- "$UNIT" "${ARM_CASE[@]}"
+done
+run env-max-avx2 max QFOLD_ISA=avx2 QFOLD_TEST_ACTIVE_ISA=neoni8mm -- "$UNIT" "${ARM_CASE[@]}"
+
+# 2. Kernel tests: every level against the reference kernels.
+run kernels-max max QFOLD_TEST_DETECTED_ISA=neoni8mm -- "$UNIT" -tc='kernels:*'
+
+# 3. The whole unit suite at every level.
+for isa in reference neondot neoni8mm; do
+  run "unit-max-$isa" max QFOLD_ISA=$isa QFOLD_TEST_ACTIVE_ISA=$isa -- "$UNIT"
+done
+run unit-n1 neoverse-n1 QFOLD_TEST_ACTIVE_ISA=neondot -- "$UNIT"
+
+# 4. C API: the model-independent checks, then the examples on a converted model.
+run capi max -- "$BUILD/tests/qfold_capi_tests"
+if [ -x "$HOST_QFOLD" ]; then
+  wrap="$BUILD/qemu-wrappers"
+  mkdir -p "$wrap"
+  for exe in classify classify_cpp; do
+    printf '#!/bin/sh\nexec qemu-aarch64 -cpu max -L %s %s "$@"\n' "$SYSROOT" \
+      "$BUILD/examples/$exe" >"$wrap/$exe"
+    chmod +x "$wrap/$exe"
+  done
+  runs=$((runs + 1))
+  echo "== [examples] tests/capi/run_example.sh with $HOST_QFOLD and the aarch64 examples"
+  if "$ROOT/tests/capi/run_example.sh" "$HOST_QFOLD" "$wrap/classify" "$wrap/classify_cpp" \
+    "$ROOT/models" "$BUILD/capi_examples"; then
+    echo "-- [examples] ok"
+  else
+    echo "-- [examples] FAILED"
+    failures=$((failures + 1))
+  fi
+else
+  echo "== [examples] skipped: no host CLI at $HOST_QFOLD (build the host first)"
+fi
+
+echo "== aarch64 under qemu: $((runs - failures)) of $runs runs passed"
+[ "$failures" -eq 0 ]
