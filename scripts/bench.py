@@ -525,6 +525,92 @@ def bench_model(args, label, path, work, engines, log):
     return res
 
 
+# Single convolutions: kernel efficiency against the measured peak ---------------------------
+
+# (label, in channels, out channels, kernel, stride, group, input height = width)
+CONV_SHAPES = (
+    ("1x1 256->256, 56x56", 256, 256, 1, 1, 1, 56),
+    ("1x1 64->384, 28x28", 64, 384, 1, 1, 1, 28),
+    ("3x3 64->64, 56x56", 64, 64, 3, 1, 1, 56),
+    ("3x3 s2 128->256, 28x28", 128, 256, 3, 2, 1, 28),
+    ("depthwise 3x3 144, 56x56", 144, 144, 3, 1, 144, 56),
+    ("depthwise 3x3 s2 144, 56x56", 144, 144, 3, 2, 144, 56),
+)
+
+
+def make_conv_model(path, c, m, k, s, g, h):
+    """uint8 in, uint8 out: DQ -> Conv (per-channel int8 weights, int32 bias) -> Q, which
+    qfold folds into one QLinearConv and ONNX Runtime runs with its own QLinearConv."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(c * 1000 + m + k + s)
+    xs, ys = 0.02, 0.05
+    ws = rng.uniform(0.002, 0.01, m).astype(np.float32)
+    inits = [
+        numpy_helper.from_array(rng.integers(-127, 128, (m, c // g, k, k)).astype(np.int8), "w"),
+        numpy_helper.from_array(ws, "w_scale"),
+        numpy_helper.from_array(np.zeros(m, np.int8), "w_zp"),
+        numpy_helper.from_array(rng.integers(-2000, 2000, m).astype(np.int32), "b"),
+        numpy_helper.from_array((xs * ws).astype(np.float32), "b_scale"),
+        numpy_helper.from_array(np.zeros(m, np.int32), "b_zp"),
+        numpy_helper.from_array(np.array(xs, np.float32), "x_scale"),
+        numpy_helper.from_array(np.array(128, np.uint8), "x_zp"),
+        numpy_helper.from_array(np.array(ys, np.float32), "y_scale"),
+        numpy_helper.from_array(np.array(128, np.uint8), "y_zp"),
+    ]
+    p = k // 2
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x", "x_scale", "x_zp"], ["xf"]),
+        helper.make_node("DequantizeLinear", ["w", "w_scale", "w_zp"], ["wf"], axis=0),
+        helper.make_node("DequantizeLinear", ["b", "b_scale", "b_zp"], ["bf"], axis=0),
+        helper.make_node("Conv", ["xf", "wf", "bf"], ["yf"], kernel_shape=[k, k],
+                         strides=[s, s], pads=[p, p, p, p], group=g),
+        helper.make_node("QuantizeLinear", ["yf", "y_scale", "y_zp"], ["y"]),
+    ]
+    oh = (h + 2 * p - k) // s + 1
+    graph = helper.make_graph(
+        nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, c, h, h])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, m, oh, oh])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return 2 * m * (c // g) * k * k * oh * oh  # ops: a multiply and an add per MAC
+
+
+def bench_conv_kernels(args, work, log):
+    """qfold and ONNX Runtime on single int8 convolutions; GOPS and share of the int8 peak."""
+    rows = []
+    cdir = os.path.join(work, "conv_kernels")
+    os.makedirs(cdir, exist_ok=True)
+    runs = 3 if args.quick else 100
+    for label, c, m, k, s, g, h in CONV_SHAPES:
+        tag = re.sub(r"[^0-9a-z]+", "_", label.lower()).strip("_")
+        onnx_path = os.path.join(cdir, tag + ".onnx")
+        ops = make_conv_model(onnx_path, c, m, k, s, g, h)
+        x = np.random.default_rng(1).integers(0, 256, (1, c, h, h)).astype(np.uint8)
+        npy, npz = os.path.join(cdir, tag + ".x.npy"), os.path.join(cdir, tag + ".feeds.npz")
+        np.save(npy, x)
+        np.savez(npz, x=x)
+        qfm = os.path.join(cdir, tag + ".qfm")
+        row = {"label": label, "ops": ops}
+        rc, out, err = sh([args.qfold, "convert", onnx_path, "-o", qfm], 300)
+        for t in args.threads:
+            if rc != 0:
+                row[f"qfold_{t}"] = None
+                continue
+            rc2, out2, err2 = sh([args.qfold, "bench", qfm, "--json", "--threads", str(t),
+                                  "--warmup", "10", "--iterations", str(runs), "--input",
+                                  f"x={npy}"], 600)
+            row[f"qfold_{t}"] = json.loads(out2)["median_ms"] if rc2 == 0 else None
+            r = run_engine_worker("ort", onnx_path, npz, t, 10, runs,
+                                  os.path.join(cdir, tag + f".ort{t}.npz"), 600)
+            row[f"ort_{t}"] = r.get("median_ms")
+        rows.append(row)
+        log(f"  conv {label}: " + ", ".join(f"{k}={v:.3f}ms" for k, v in row.items()
+                                            if k not in ("label", "ops") and v))
+    return rows
+
+
 # Markdown --------------------------------------------------------------------------------------
 
 def stat(res, eng, t, key):
@@ -641,6 +727,33 @@ def write_markdown(path, results, meta, args):
       "differences under ~10% are noise; 2-thread numbers suffer most.")
     w("")
     footnotes = []
+    conv = meta.get("conv_kernels") or []
+    if conv:
+        pk_gops = None if "error" in pk else pk["int8_vnni_gops"]
+        w("## Single int8 convolutions")
+        w("")
+        w("One QDQ convolution each (uint8 input and output, per-channel int8 weights, int32 "
+          "bias), which qfold folds into one QLinearConv and ONNX Runtime runs with its own "
+          "QLinearConv; GOPS counts a multiply and an add per MAC over the median latency, and "
+          "\"% of peak\" divides it by the single-thread int8 VNNI peak above (that peak is for "
+          "dense vpdpbusd: depthwise convolutions cannot use it and are listed for their "
+          "latency).")
+        w("")
+        w(f"| convolution | MOPs | qfold {t1}T ms | qfold GOPS | % of peak | ORT {t1}T ms | "
+          f"ORT/qfold {t1}T" + (f" | qfold {t2}T ms | qfold {t2}T speedup" if t2 else "") + " |")
+        w("|---|---|---|---|---|---|---|" + ("---|---|" if t2 else ""))
+        for row in conv:
+            q1, o1 = row.get(f"qfold_{t1}"), row.get(f"ort_{t1}")
+            gops = row["ops"] / (q1 * 1e6) if q1 else None
+            cells = [row["label"], f"{row['ops'] / 1e6:.0f}", fmt_ms(q1),
+                     f"{gops:.0f}" if gops else "—",
+                     f"{100 * gops / pk_gops:.0f}%" if gops and pk_gops else "—",
+                     fmt_ms(o1), fmt_ratio(o1, q1)]
+            if t2:
+                q2 = row.get(f"qfold_{t2}")
+                cells += [fmt_ms(q2), fmt_ratio(q1, q2)]
+            w("| " + " | ".join(cells) + " |")
+        w("")
     w("## Summary")
     w("")
     w("Geometric means over the models of each group (only models where both engines ran; "
@@ -801,6 +914,7 @@ def main():
     log(f"machine: {meta['machine']}")
     meta["peak"] = run_peak(work)
     log(f"peak: {meta['peak']}")
+    meta["conv_kernels"] = bench_conv_kernels(args, work, log)
     models = prepare_models(args, work, notes)
     results = []
     for label, group, path, float_of in models:
