@@ -6,11 +6,13 @@
 // (round half to even; docs/NUMERICS.md).
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/quant_s8.h"
 #include "ops/elementwise_util.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
@@ -80,6 +82,20 @@ Status RunQLinearBinary(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(ReadQParam(ctx, 4, 5, &pb));
   QF_RETURN_IF_ERROR(ReadQParam(ctx, 6, 7, &pc));
   const QRange r = QuantRange(y->dtype);
+  kernels::QBinaryS8Params kp;
+  kp.a_scale = pa.scale;
+  kp.b_scale = pb.scale;
+  kp.c_scale = pc.scale;
+  kp.a_zp = pa.zp;
+  kp.b_zp = pb.zp;
+  kp.c_zp = pc.zp;
+  kp.lo = r.lo;
+  kp.hi = r.hi;
+  kp.is_signed = y->dtype == DType::kInt8;
+  kp.mul = kMul;
+  if (kernels::QBinaryS8(kp, a->data, a->shape, b->data, b->shape, y->data, y->shape,
+                         ctx.num_threads))
+    return Status::Ok();
   ForEachBroadcast<2>({&a->shape, &b->shape}, y->shape,
                       [&](int64_t o, const std::array<int64_t, 2>& i) {
                         const float va = pa.Dequant(LoadQ(a->data, a->dtype, i[0]));
@@ -127,6 +143,10 @@ Status RunQLinearUnary(KernelContext& ctx, F f) {
     table[size_t(byte)] = QuantizeValue(f(px.Dequant(q)), py.scale, py.zp, r);
   }
   const uint8_t* xd = x->ptr<uint8_t>();
+  std::array<uint8_t, 256> bytes;
+  for (size_t i = 0; i < 256; ++i) bytes[i] = uint8_t(table[i]);
+  if (kernels::LookupU8(xd, bytes.data(), y->ptr<uint8_t>(), x->numel(), ctx.num_threads))
+    return Status::Ok();
   for (int64_t i = 0; i < x->numel(); ++i) StoreQ(y->data, y->dtype, i, table[xd[i]]);
   return Status::Ok();
 }
@@ -213,12 +233,32 @@ Status RunQLinearConcat(KernelContext& ctx) {
   const int64_t inner = Product(Shape(y->shape.begin() + axis + 1, y->shape.end()));
   const int64_t y_row = y->shape[size_t(axis)] * inner;
   int64_t offset = 0;  // start of this input's slab within each output row
+  const bool fast = kernels::QuantS8For(kernels::ActiveIsa()) != nullptr;
   for (int i = 2; i < ctx.num_inputs(); i += 3) {
     const Tensor* x = ctx.input(i);
     QParam px;
     QF_RETURN_IF_ERROR(ReadQParam(ctx, i + 1, i + 2, &px));
     const bool same = px.scale == py.scale && px.zp == py.zp;
     const int64_t x_row = x->shape[size_t(axis)] * inner;
+    if (fast) {
+      // Rows are copied, or mapped through a table built by the scalar formula.
+      std::array<uint8_t, 256> table;
+      for (int byte = 0; !same && byte < 256; ++byte) {
+        const int32_t q = x->dtype == DType::kInt8 ? int32_t(int8_t(uint8_t(byte))) : byte;
+        table[size_t(byte)] = uint8_t(QuantizeValue(px.Dequant(q), py.scale, py.zp, r));
+      }
+      const uint8_t* xd = x->ptr<uint8_t>();
+      uint8_t* yd = y->ptr<uint8_t>();
+      for (int64_t o = 0; o < outer; ++o) {
+        uint8_t* dst = yd + o * y_row + offset;
+        if (same)
+          std::memcpy(dst, xd + o * x_row, size_t(x_row));
+        else
+          kernels::LookupU8(xd + o * x_row, table.data(), dst, x_row, ctx.num_threads);
+      }
+      offset += x_row;
+      continue;
+    }
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t k = 0; k < x_row; ++k) {
         const int32_t q = LoadQ(x->data, x->dtype, o * x_row + k);
@@ -254,6 +294,7 @@ Status RunQfLookupTable(KernelContext& ctx) {
   const uint8_t* table = ctx.input(1)->ptr<uint8_t>();
   Tensor* y = ctx.output(0);
   uint8_t* yd = y->ptr<uint8_t>();
+  if (kernels::LookupU8(x, table, yd, y->numel(), ctx.num_threads)) return Status::Ok();
   for (int64_t i = 0; i < y->numel(); ++i) yd[i] = table[x[i]];
   return Status::Ok();
 }
@@ -291,6 +332,19 @@ Status RunQfRequantize(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(ReadQParam(ctx, 3, 4, &py));
   const float mult = px.scale / py.scale;
   const QRange r = QuantRange(y->dtype);
+  // 8-bit to 8-bit: each output is a function of the input byte, so the
+  // scalar formula fills a 256-entry table and the SIMD lookup applies it.
+  if (Is8Bit(x->dtype) && Is8Bit(y->dtype)) {
+    std::array<uint8_t, 256> table;
+    for (int byte = 0; byte < 256; ++byte) {
+      const int32_t q = x->dtype == DType::kInt8 ? int32_t(int8_t(uint8_t(byte))) : byte;
+      const float v = float(q - px.zp) * mult;
+      table[size_t(byte)] = uint8_t(RoundAddSaturate(v, py.zp, r.lo, r.hi));
+    }
+    if (kernels::LookupU8(x->ptr<uint8_t>(), table.data(), y->ptr<uint8_t>(), x->numel(),
+                          ctx.num_threads))
+      return Status::Ok();
+  }
   for (int64_t i = 0; i < x->numel(); ++i) {
     const float v = float(LoadQ(x->data, x->dtype, i) - px.zp) * mult;
     StoreQ(y->data, y->dtype, i, RoundAddSaturate(v, py.zp, r.lo, r.hi));

@@ -10,6 +10,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/quant_s8.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
 
@@ -143,6 +144,27 @@ void ForEachElement(const Shape& shape, const Shape& scale_shape, const QuantLay
       }
 }
 
+// The [outer, dim, inner] view of `shape` for a per-tensor or per-axis
+// layout (per tensor: one block of every element). False for other layouts.
+bool AxisView(const Shape& shape, const QuantLayout& l, int64_t* outer, int64_t* dim,
+              int64_t* inner) {
+  if (l.kind == QuantLayout::kTensor) {
+    *outer = *dim = 1;
+    *inner = Product(shape);
+    return true;
+  }
+  if (l.kind != QuantLayout::kAxis) return false;
+  *outer = Product(Shape(shape.begin(), shape.begin() + l.axis));
+  *dim = shape[size_t(l.axis)];
+  *inner = Product(Shape(shape.begin() + l.axis + 1, shape.end()));
+  return true;
+}
+
+// Per-axis zero points with one value per scale (absent -> zeros).
+std::vector<int32_t> ExpandZeroPoints(const std::vector<int32_t>& z, size_t n) {
+  return z.size() == n ? z : std::vector<int32_t>(n, z[0]);
+}
+
 void CopyShape(const Tensor* x, Tensor* y) {
   y->rank_known = x->rank_known;
   y->shape = x->shape;
@@ -239,6 +261,16 @@ Status RunQuantizeLinear(KernelContext& ctx) {
   if (!ReadScales(scale, &s)) return ctx.Invalid("cannot read y_scale");
   const std::vector<int32_t> z = ReadZeroPoints(zp);
   const QRange r = QuantRange(y->dtype);
+  // SIMD kernels for float32 -> 8-bit per tensor / per axis (bit-identical).
+  int64_t outer, dim, inner;
+  if (x->dtype == DType::kFloat32 && prec == DType::kFloat32 && Is8Bit(y->dtype) &&
+      AxisView(x->shape, l, &outer, &dim, &inner) && s.size() == size_t(dim)) {
+    const std::vector<int32_t> zs = ExpandZeroPoints(z, s.size());
+    if (kernels::QuantizeF32ToS8(x->ptr<float>(), y->data, y->dtype == DType::kInt8, r.lo, r.hi,
+                                 outer, dim, inner, s.data(), zs.data(),
+                                 l.kind == QuantLayout::kAxis, ctx.num_threads))
+      return Status::Ok();
+  }
   ClearPacked(y);
   // Both x and scale are first converted to the division's precision, as
   // x.astype(p) / scale.astype(p) does; float16/bfloat16 quotients computed
@@ -298,6 +330,15 @@ Status RunDequantizeLinear(KernelContext& ctx) {
   std::vector<float> s;
   if (!ReadScales(scale, &s)) return ctx.Invalid("cannot read x_scale");
   const std::vector<int32_t> z = ReadZeroPoints(zp);
+  int64_t outer, dim, inner;
+  if (Is8Bit(x->dtype) && y->dtype == DType::kFloat32 &&
+      AxisView(x->shape, l, &outer, &dim, &inner) && s.size() == size_t(dim)) {
+    const std::vector<int32_t> zs = ExpandZeroPoints(z, s.size());
+    if (kernels::DequantizeS8ToF32(x->data, y->ptr<float>(), x->dtype == DType::kInt8, outer, dim,
+                                   inner, s.data(), zs.data(), l.kind == QuantLayout::kAxis,
+                                   ctx.num_threads))
+      return Status::Ok();
+  }
   // (x - zp) is exact in float for every 4/8/16-bit type; the product is
   // computed in float32 and rounded to a 16-bit output type afterwards.
   ForEachElement(x->shape, scale->shape, l, [&](int64_t i, int64_t p) {
@@ -360,7 +401,9 @@ Status RunDynamicQuantizeLinear(KernelContext& ctx) {
   const int32_t zp = int32_t(std::nearbyint(zp_f));
   if (Tensor* y = ctx.output(0)) {
     uint8_t* yd = y->ptr<uint8_t>();
-    for (int64_t i = 0; i < n; ++i) yd[i] = uint8_t(RoundAddSaturate(xd[i] / scale, zp, 0, 255));
+    if (!kernels::QuantizeF32ToS8(xd, yd, /*is_signed=*/false, 0, 255, 1, 1, n, &scale, &zp,
+                                  /*per_axis=*/false, ctx.num_threads))
+      for (int64_t i = 0; i < n; ++i) yd[i] = uint8_t(RoundAddSaturate(xd[i] / scale, zp, 0, 255));
   }
   if (Tensor* s = ctx.output(1)) *s->ptr<float>() = scale;
   if (Tensor* z = ctx.output(2)) *z->ptr<uint8_t>() = uint8_t(zp);

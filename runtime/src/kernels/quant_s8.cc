@@ -1,0 +1,239 @@
+// Dispatch and drivers of the element-wise 8-bit quantization kernels: the
+// drivers turn per-axis layouts and broadcasts into runs of contiguous
+// elements and split large tensors into contiguous chunks between threads
+// (element-wise, so the result is the same for any thread count).
+#include "kernels/quant_s8.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "kernels/thread_pool.h"
+
+namespace qfold {
+namespace kernels {
+
+#if defined(__x86_64__)
+extern const QuantS8Kernels kQuantS8Avx2;
+extern const QuantS8Kernels kQuantS8Avx512Vnni;
+#endif
+#if defined(__aarch64__)
+extern const QuantS8Kernels kQuantS8NeonDot;
+#endif
+
+const QuantS8Kernels* QuantS8For(Isa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case Isa::kAvx2:
+    case Isa::kAvxVnni:  // no dot products here: the AVX2 kernels
+      return &kQuantS8Avx2;
+    case Isa::kAvx512Vnni:
+      return &kQuantS8Avx512Vnni;
+#endif
+#if defined(__aarch64__)
+    case Isa::kNeonDot:
+    case Isa::kNeonI8mm:
+      return &kQuantS8NeonDot;
+#endif
+    default:
+      return nullptr;
+  }
+}
+
+namespace {
+
+// Below this many elements a tensor is not worth splitting between threads:
+// at ~0.02-0.15 ns per element the work is then shorter than a thread handoff.
+constexpr int64_t kMinParallel = 1 << 17;
+
+// Calls fn(begin, end) over [0, n) in num_threads contiguous chunks (one when
+// n is small); chunk edges are multiples of 64 elements.
+void ForChunks(int64_t n, int num_threads, const std::function<void(int64_t, int64_t)>& fn) {
+  const int chunks = num_threads > 1 && n >= kMinParallel
+                         ? int(std::min<int64_t>(num_threads, n / (kMinParallel / 2)))
+                         : 1;
+  if (chunks <= 1) {
+    fn(0, n);
+    return;
+  }
+  ParallelFor(chunks, [&](int c) {
+    const int64_t b = c == 0 ? 0 : (n * c / chunks) & ~int64_t(63);
+    const int64_t e = c == chunks - 1 ? n : (n * (c + 1) / chunks) & ~int64_t(63);
+    if (e > b) fn(b, e);
+  });
+}
+
+// Calls seg(begin, end, offset in period) for the parts of [begin, end) cut
+// at multiples of `period`.
+template <class F>
+void ForPeriods(int64_t begin, int64_t end, int64_t period, F seg) {
+  while (begin < end) {
+    const int64_t off = begin % period;
+    const int64_t len = std::min(period - off, end - begin);
+    seg(begin, begin + len, off);
+    begin += len;
+  }
+}
+
+// Per-axis parameters as seen by a kernel: either one (scale, zp) per block
+// of `inner` elements, or (when blocks are short) expanded to one per element
+// over a period of dim * inner elements, so kernels get long runs.
+struct AxisParams {
+  bool per_elem = false;
+  int64_t period = 0;
+  std::vector<float> scale, zpf;
+};
+
+AxisParams MakeAxisParams(int64_t dim, int64_t inner, const float* scales, const int32_t* zps,
+                          bool per_axis) {
+  AxisParams a;
+  if (!per_axis || dim == 1) {
+    a.period = 0;
+    a.scale = {scales[0]};
+    a.zpf = {float(zps[0])};
+  } else if (inner < 16 && dim * inner <= (1 << 16)) {
+    a.per_elem = true;
+    a.period = dim * inner;
+    a.scale.resize(size_t(a.period));
+    a.zpf.resize(size_t(a.period));
+    for (int64_t c = 0; c < dim; ++c)
+      for (int64_t k = 0; k < inner; ++k) {
+        a.scale[size_t(c * inner + k)] = scales[c];
+        a.zpf[size_t(c * inner + k)] = float(zps[c]);
+      }
+  } else {
+    a.period = inner;
+    a.scale.assign(scales, scales + dim);
+    for (int64_t c = 0; c < dim; ++c) a.zpf.push_back(float(zps[c]));
+  }
+  return a;
+}
+
+// Calls run(begin, end, scale*, zpf*, per_elem) for the runs of [begin, end).
+template <class F>
+void ForAxisRuns(const AxisParams& ap, int64_t dim, int64_t begin, int64_t end, F run) {
+  if (ap.period == 0) {
+    run(begin, end, ap.scale.data(), ap.zpf.data(), false);
+  } else if (ap.per_elem) {
+    ForPeriods(begin, end, ap.period, [&](int64_t b, int64_t e, int64_t off) {
+      run(b, e, ap.scale.data() + off, ap.zpf.data() + off, true);
+    });
+  } else {
+    ForPeriods(begin, end, ap.period, [&](int64_t b, int64_t e, int64_t) {
+      const size_t c = size_t((b / ap.period) % dim);
+      run(b, e, &ap.scale[c], &ap.zpf[c], false);
+    });
+  }
+}
+
+}  // namespace
+
+bool QuantizeF32ToS8(const float* x, void* y, bool is_signed, int32_t lo, int32_t hi, int64_t outer,
+                     int64_t dim, int64_t inner, const float* scales, const int32_t* zps,
+                     bool per_axis, int num_threads) {
+  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+  if (!k) return false;
+  const int64_t n = outer * dim * inner;
+  if (n <= 0) return true;
+  const AxisParams ap = MakeAxisParams(dim, inner, scales, zps, per_axis);
+  uint8_t* yb = static_cast<uint8_t*>(y);
+  ForChunks(n, num_threads, [&](int64_t begin, int64_t end) {
+    ForAxisRuns(ap, dim, begin, end,
+                [&](int64_t b, int64_t e, const float* s, const float* z, bool pe) {
+                  k->quantize(x + b, yb + b, e - b, s, z, pe, lo, hi, is_signed);
+                });
+  });
+  return true;
+}
+
+bool DequantizeS8ToF32(const void* x, float* y, bool is_signed, int64_t outer, int64_t dim,
+                       int64_t inner, const float* scales, const int32_t* zps, bool per_axis,
+                       int num_threads) {
+  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+  if (!k) return false;
+  const int64_t n = outer * dim * inner;
+  if (n <= 0) return true;
+  const AxisParams ap = MakeAxisParams(dim, inner, scales, zps, per_axis);
+  const uint8_t* xb = static_cast<const uint8_t*>(x);
+  ForChunks(n, num_threads, [&](int64_t begin, int64_t end) {
+    ForAxisRuns(ap, dim, begin, end,
+                [&](int64_t b, int64_t e, const float* s, const float* z, bool pe) {
+                  k->dequantize(xb + b, y + b, e - b, s, z, pe, is_signed);
+                });
+  });
+  return true;
+}
+
+bool QBinaryS8(const QBinaryS8Params& p, const void* a, const std::vector<int64_t>& a_shape,
+               const void* b, const std::vector<int64_t>& b_shape, void* y,
+               const std::vector<int64_t>& y_shape, int num_threads) {
+  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+  if (!k) return false;
+  const int rank = int(y_shape.size());
+  if (int(a_shape.size()) > rank || int(b_shape.size()) > rank) return false;
+  int64_t n = 1;
+  for (int64_t d : y_shape) n *= d;
+  if (n <= 0) return true;
+  // Broadcast strides of a and b over y's dims (0 where broadcast), then
+  // drop size-1 dims and merge dims that are contiguous for both operands.
+  struct Dim {
+    int64_t size, sa, sb;
+  };
+  std::vector<Dim> dims;
+  {
+    std::vector<Dim> all(static_cast<size_t>(rank));
+    int64_t ra = 1, rb = 1;
+    for (int i = rank - 1; i >= 0; --i) {
+      const int ia = i - (rank - int(a_shape.size())), ib = i - (rank - int(b_shape.size()));
+      const int64_t da = ia >= 0 ? a_shape[size_t(ia)] : 1;
+      const int64_t db = ib >= 0 ? b_shape[size_t(ib)] : 1;
+      if ((da != 1 && da != y_shape[size_t(i)]) || (db != 1 && db != y_shape[size_t(i)]))
+        return false;
+      all[size_t(i)] = {y_shape[size_t(i)], da == 1 ? 0 : ra, db == 1 ? 0 : rb};
+      ra *= da;
+      rb *= db;
+    }
+    for (const Dim& d : all) {
+      if (d.size == 1) continue;
+      if (!dims.empty()) {
+        Dim& o = dims.back();
+        if (o.sa == d.sa * d.size && o.sb == d.sb * d.size) {
+          o = {o.size * d.size, d.sa, d.sb};
+          continue;
+        }
+      }
+      dims.push_back(d);
+    }
+  }
+  if (dims.empty()) dims.push_back({1, 0, 0});
+  const Dim in = dims.back();
+  dims.pop_back();  // the rest are outer dims
+  // The innermost run has stride 0 or 1 in each operand by construction.
+  const uint8_t* ab = static_cast<const uint8_t*>(a);
+  const uint8_t* bb = static_cast<const uint8_t*>(b);
+  uint8_t* yb = static_cast<uint8_t*>(y);
+  ForChunks(n, num_threads, [&](int64_t begin, int64_t end) {
+    ForPeriods(begin, end, in.size, [&](int64_t s, int64_t e, int64_t off) {
+      int64_t row = s / in.size, oa = off * in.sa, ob = off * in.sb;
+      for (int i = int(dims.size()) - 1; i >= 0 && row > 0; --i) {
+        const int64_t idx = row % dims[size_t(i)].size;
+        row /= dims[size_t(i)].size;
+        oa += idx * dims[size_t(i)].sa;
+        ob += idx * dims[size_t(i)].sb;
+      }
+      k->binary(p, ab + oa, int(in.sa), bb + ob, int(in.sb), yb + s, e - s);
+    });
+  });
+  return true;
+}
+
+bool LookupU8(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n, int num_threads) {
+  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+  if (!k) return false;
+  ForChunks(n, num_threads, [&](int64_t begin, int64_t end) {
+    k->lookup(x + begin, table, y + begin, end - begin);
+  });
+  return true;
+}
+
+}  // namespace kernels
+}  // namespace qfold

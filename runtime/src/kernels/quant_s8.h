@@ -1,0 +1,66 @@
+// Vectorized element-wise int8/uint8 quantization kernels: QuantizeLinear
+// (float32 -> 8-bit), DequantizeLinear (8-bit -> float32) and the
+// dequantize -> add/mul -> quantize of QLinearAdd/QLinearMul. Every kernel is
+// bit-identical to the scalar reference (ops/quant_util.h): x / scale is a
+// true division, rounding is half to even, NaN quantizes to the zero point.
+// The drivers return false when the active ISA level has no kernels; the
+// caller then runs the reference loop.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+
+namespace qfold {
+namespace kernels {
+
+// Per-tensor parameters of QLinearAdd/QLinearMul (C is the output).
+struct QBinaryS8Params {
+  float a_scale = 1.f, b_scale = 1.f, c_scale = 1.f;
+  int32_t a_zp = 0, b_zp = 0, c_zp = 0;
+  int32_t lo = 0, hi = 0;  // output clamp range
+  bool is_signed = false;  // int8 (else uint8) for A, B and C
+  bool mul = false;        // QLinearMul (else QLinearAdd)
+};
+
+// One ISA level's kernels over n contiguous elements.
+struct QuantS8Kernels {
+  // y[i] = saturate(nearbyint(x[i] / scale) + zp) in [lo, hi] (NaN -> zp).
+  // per_elem: scale[i], zpf[i] for element i; else scale[0], zpf[0] for all.
+  // zpf holds zero points as floats (exact).
+  void (*quantize)(const float* x, void* y, int64_t n, const float* scale, const float* zpf,
+                   bool per_elem, int32_t lo, int32_t hi, bool is_signed);
+  // y[i] = float(x[i] - zp) * scale, parameters as for quantize.
+  void (*dequantize)(const void* x, float* y, int64_t n, const float* scale, const float* zpf,
+                     bool per_elem, bool is_signed);
+  // y[i] = C(A(a[i * a_step]) op B(b[i * b_step])), a_step/b_step 0 or 1.
+  void (*binary)(const QBinaryS8Params& p, const void* a, int a_step, const void* b, int b_step,
+                 void* y, int64_t n);
+  // y[i] = table[x[i]] with a 256-entry byte table.
+  void (*lookup)(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n);
+};
+
+// The kernels of `isa`, nullptr for kReference (and levels of another arch).
+const QuantS8Kernels* QuantS8For(Isa isa);
+
+// x (float32) laid out [outer, dim, inner]; per_axis: scales/zps have dim
+// values, one per index along dim; else one value each. zps are in [lo, hi].
+bool QuantizeF32ToS8(const float* x, void* y, bool is_signed, int32_t lo, int32_t hi, int64_t outer,
+                     int64_t dim, int64_t inner, const float* scales, const int32_t* zps,
+                     bool per_axis, int num_threads);
+// The inverse layout-wise: y (float32) = float(x - zp) * scale.
+bool DequantizeS8ToF32(const void* x, float* y, bool is_signed, int64_t outer, int64_t dim,
+                       int64_t inner, const float* scales, const int32_t* zps, bool per_axis,
+                       int num_threads);
+// QLinearAdd/QLinearMul with NumPy broadcasting of a_shape and b_shape to
+// y_shape (all known, y_shape the broadcast result).
+bool QBinaryS8(const QBinaryS8Params& p, const void* a, const std::vector<int64_t>& a_shape,
+               const void* b, const std::vector<int64_t>& b_shape, void* y,
+               const std::vector<int64_t>& y_shape, int num_threads);
+
+// y[i] = table[x[i]] (QfLookupTable, and every 8-bit -> 8-bit op that is a
+// function of one input byte, through a table built by the scalar code).
+bool LookupU8(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n, int num_threads);
+
+}  // namespace kernels
+}  // namespace qfold

@@ -1,0 +1,167 @@
+// AVX-512 kernels of quant_s8.h: 16 floats per vector, tails through masked
+// loads and stores. Same steps as the AVX2 file: true division, round half to
+// even, NaN lanes zeroed (-> zero point), + zp and clamp in float, then
+// vpmovdb (the values are already in range, so truncation is exact).
+#include <immintrin.h>
+
+// GCC 12 flags the _mm512_undefined_* placeholders inside the intrinsics
+// as maybe-uninitialized (a false positive).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "kernels/quant_s8.h"
+#include "kernels/quant_s8_ref.h"
+
+namespace qfold {
+namespace kernels {
+
+void QuantS8LookupAvx2(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n);
+
+namespace {
+
+inline __m512i Quantize16(__m512 x, __m512 s, __m512 zpf, __m512 lof, __m512 hif) {
+  const __m512 q = _mm512_div_ps(x, s);
+  const __mmask16 ord = _mm512_cmp_ps_mask(q, q, _CMP_ORD_Q);
+  __m512 t = _mm512_maskz_roundscale_ps(ord, q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  t = _mm512_add_ps(t, zpf);
+  t = _mm512_min_ps(_mm512_max_ps(t, lof), hif);
+  return _mm512_cvttps_epi32(t);
+}
+
+inline __mmask16 TailMask(int64_t left) {
+  return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+}
+
+template <bool kSigned>
+inline __m512 Load16(const void* x, int64_t i, __mmask16 m) {
+  const __m128i b = _mm_maskz_loadu_epi8(m, static_cast<const uint8_t*>(x) + i);
+  return _mm512_cvtepi32_ps(kSigned ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
+}
+
+template <bool kPerElem>
+void QuantizeT(const float* x, void* y, int64_t n, const float* scale, const float* zpf, int32_t lo,
+               int32_t hi) {
+  const __m512 lof = _mm512_set1_ps(float(lo)), hif = _mm512_set1_ps(float(hi));
+  __m512 s = _mm512_set1_ps(scale[0]), z = _mm512_set1_ps(zpf[0]);
+  uint8_t* yb = static_cast<uint8_t*>(y);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask(n - i);
+    if (kPerElem) {
+      // Masked-off lanes load 0 / 0 = NaN quietly and are never stored.
+      s = _mm512_maskz_loadu_ps(m, scale + i);
+      z = _mm512_maskz_loadu_ps(m, zpf + i);
+    }
+    const __m512i q = Quantize16(_mm512_maskz_loadu_ps(m, x + i), s, z, lof, hif);
+    _mm512_mask_cvtepi32_storeu_epi8(yb + i, m, q);
+  }
+}
+
+void Quantize(const float* x, void* y, int64_t n, const float* scale, const float* zpf,
+              bool per_elem, int32_t lo, int32_t hi, bool is_signed) {
+  // Signedness only matters for the scalar reference; vpmovdb stores both.
+  (void)is_signed;
+  per_elem ? QuantizeT<true>(x, y, n, scale, zpf, lo, hi)
+           : QuantizeT<false>(x, y, n, scale, zpf, lo, hi);
+}
+
+template <bool kSigned, bool kPerElem>
+void DequantizeT(const void* x, float* y, int64_t n, const float* scale, const float* zpf) {
+  __m512 s = _mm512_set1_ps(scale[0]), z = _mm512_set1_ps(zpf[0]);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask(n - i);
+    if (kPerElem) {
+      s = _mm512_maskz_loadu_ps(m, scale + i);
+      z = _mm512_maskz_loadu_ps(m, zpf + i);
+    }
+    // x - zp is exact in float, so this is float(x - zp) * scale.
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_sub_ps(Load16<kSigned>(x, i, m), z), s));
+  }
+}
+
+void Dequantize(const void* x, float* y, int64_t n, const float* scale, const float* zpf,
+                bool per_elem, bool is_signed) {
+  if (is_signed)
+    per_elem ? DequantizeT<true, true>(x, y, n, scale, zpf)
+             : DequantizeT<true, false>(x, y, n, scale, zpf);
+  else
+    per_elem ? DequantizeT<false, true>(x, y, n, scale, zpf)
+             : DequantizeT<false, false>(x, y, n, scale, zpf);
+}
+
+// kA / kB: whether the operand advances (else one broadcast value).
+template <bool kSigned, bool kMul, bool kA, bool kB>
+void BinaryT(const QBinaryS8Params& p, const void* a, const void* b, void* y, int64_t n) {
+  if (n <= 0) return;
+  const __m512 sa = _mm512_set1_ps(p.a_scale), za = _mm512_set1_ps(float(p.a_zp));
+  const __m512 sb = _mm512_set1_ps(p.b_scale), zb = _mm512_set1_ps(float(p.b_zp));
+  const __m512 sc = _mm512_set1_ps(p.c_scale), zc = _mm512_set1_ps(float(p.c_zp));
+  const __m512 lof = _mm512_set1_ps(float(p.lo)), hif = _mm512_set1_ps(float(p.hi));
+  // A broadcast operand's real value, computed once as the scalar code does.
+  const __m512 va0 = _mm512_set1_ps(float(QS8Load(a, 0, kSigned) - p.a_zp) * p.a_scale);
+  const __m512 vb0 = _mm512_set1_ps(float(QS8Load(b, 0, kSigned) - p.b_zp) * p.b_scale);
+  uint8_t* yb = static_cast<uint8_t*>(y);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask(n - i);
+    const __m512 va = kA ? _mm512_mul_ps(_mm512_sub_ps(Load16<kSigned>(a, i, m), za), sa) : va0;
+    const __m512 vb = kB ? _mm512_mul_ps(_mm512_sub_ps(Load16<kSigned>(b, i, m), zb), sb) : vb0;
+    const __m512 v = kMul ? _mm512_mul_ps(va, vb) : _mm512_add_ps(va, vb);
+    _mm512_mask_cvtepi32_storeu_epi8(yb + i, m, Quantize16(v, sc, zc, lof, hif));
+  }
+}
+
+template <bool kSigned, bool kMul>
+void BinaryS(const QBinaryS8Params& p, const void* a, int a_step, const void* b, int b_step,
+             void* y, int64_t n) {
+  if (a_step && b_step)
+    BinaryT<kSigned, kMul, true, true>(p, a, b, y, n);
+  else if (a_step)
+    BinaryT<kSigned, kMul, true, false>(p, a, b, y, n);
+  else if (b_step)
+    BinaryT<kSigned, kMul, false, true>(p, a, b, y, n);
+  else
+    QS8BinaryScalar(p, a, 0, b, 0, y, 0, n);
+}
+
+void Binary(const QBinaryS8Params& p, const void* a, int a_step, const void* b, int b_step, void* y,
+            int64_t n) {
+  if (p.is_signed)
+    p.mul ? BinaryS<true, true>(p, a, a_step, b, b_step, y, n)
+          : BinaryS<true, false>(p, a, a_step, b, b_step, y, n);
+  else
+    p.mul ? BinaryS<false, true>(p, a, a_step, b, b_step, y, n)
+          : BinaryS<false, false>(p, a, a_step, b, b_step, y, n);
+}
+
+// 256-entry lookup with two vpermi2b (7-bit index into 128 table bytes) and
+// a blend on the index's top bit. VBMI is not part of this file's level, so
+// the function carries its own target and is used only after a CPU check.
+__attribute__((target("avx512vbmi"))) void LookupVbmi(const uint8_t* x, const uint8_t* table,
+                                                      uint8_t* y, int64_t n) {
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
+  const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+  for (int64_t i = 0; i < n; i += 64) {
+    const int64_t left = n - i;
+    const __mmask64 m = left >= 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1;
+    const __m512i idx = _mm512_maskz_loadu_epi8(m, x + i);
+    const __m512i lo = _mm512_permutex2var_epi8(t0, idx, t1);
+    const __m512i hi = _mm512_permutex2var_epi8(t2, idx, t3);
+    _mm512_mask_storeu_epi8(y + i, m, _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi));
+  }
+}
+
+void Lookup(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n) {
+  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
+  if (vbmi)
+    LookupVbmi(x, table, y, n);
+  else
+    QuantS8LookupAvx2(x, table, y, n);
+}
+
+}  // namespace
+
+extern const QuantS8Kernels kQuantS8Avx512Vnni;
+const QuantS8Kernels kQuantS8Avx512Vnni = {Quantize, Dequantize, Binary, Lookup};
+
+}  // namespace kernels
+}  // namespace qfold
