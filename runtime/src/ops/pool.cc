@@ -10,6 +10,8 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/cpu_features.h"
+#include "kernels/pool_2d.h"
 #include "ops/window_util.h"
 
 namespace qfold {
@@ -175,10 +177,57 @@ void PoolKernel(const KernelContext& ctx, PoolKind kind, const WindowGeometry& g
   }
 }
 
+// The 2-D NCHW fast kernels (kernels/pool_2d.h, bit-identical to PoolKernel)
+// for MaxPool without Indices (float, int8, uint8) and float AveragePool.
+// False: not covered, or the reference ISA level is forced.
+bool RunPool2dFast(const KernelContext& ctx, PoolKind kind, const WindowGeometry& g) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  if (x->rank() != 4 || kind == PoolKind::kLp || ctx.output(1)) return false;
+  if (kind == PoolKind::kAverage && x->dtype != DType::kFloat32) return false;
+  if (kernels::ActiveIsa() == kernels::Isa::kReference || x->numel() == 0 || y->numel() == 0)
+    return false;
+  kernels::Pool2dArgs a;
+  a.planes = x->shape[0] * x->shape[1];
+  a.ih = x->shape[2];
+  a.iw = x->shape[3];
+  a.oh = g.out[0];
+  a.ow = g.out[1];
+  a.kh = g.kernel[0];
+  a.kw = g.kernel[1];
+  a.sh = g.strides[0];
+  a.sw = g.strides[1];
+  a.dh = g.dilations[0];
+  a.dw = g.dilations[1];
+  a.pad_top = g.pad_begin[0];
+  a.pad_left = g.pad_begin[1];
+  a.pad_bottom = g.pad_end[0];
+  a.pad_right = g.pad_end[1];
+  a.count_include_pad = ctx.attr().GetInt("count_include_pad", 0) != 0;
+  a.num_threads = ctx.num_threads;
+  switch (x->dtype) {
+    case DType::kFloat32:
+      if (kind == PoolKind::kMax)
+        kernels::MaxPool2dF32(a, x->ptr<float>(), y->ptr<float>());
+      else
+        kernels::AvgPool2dF32(a, x->ptr<float>(), y->ptr<float>());
+      return true;
+    case DType::kInt8:
+      kernels::MaxPool2dS8(a, x->ptr<int8_t>(), y->ptr<int8_t>());
+      return true;
+    case DType::kUInt8:
+      kernels::MaxPool2dU8(a, x->ptr<uint8_t>(), y->ptr<uint8_t>());
+      return true;
+    default:
+      return false;
+  }
+}
+
 Status RunPool(KernelContext& ctx, PoolKind kind) {
   const Tensor* x = ctx.input(0);
   WindowGeometry g;
   QF_RETURN_IF_ERROR(ParsePool(ctx, kind, Shape(x->shape.begin() + 2, x->shape.end()), &g));
+  if (RunPool2dFast(ctx, kind, g)) return Status::Ok();
   switch (x->dtype) {
     case DType::kFloat32:
       PoolKernel<float>(ctx, kind, g);

@@ -10,6 +10,9 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/cpu_features.h"
+#include "kernels/resize_2d.h"
+#include "kernels/thread_pool.h"
 #include "ops/window_util.h"
 
 namespace qfold {
@@ -280,6 +283,155 @@ void ResizeKernel(const Tensor& x, const std::vector<std::vector<std::vector<Tap
   }
 }
 
+// Fast paths for 4-D tensors resized over H and W only (axes 0 and 1 keep
+// one weight-1 tap each), bit-identical to ResizeKernel; false when not
+// covered or when the reference ISA level is forced.
+bool IdentityAxis(const std::vector<std::vector<Tap>>& taps) {
+  for (size_t o = 0; o < taps.size(); ++o)
+    if (taps[o].size() != 1 || taps[o][0].index != int64_t(o) || taps[o][0].weight != 1.0)
+      return false;
+  return true;
+}
+
+// Nearest: every output is one input value v, which the reference returns as
+// T(0.0 + 1.0 * v): v itself, except that float -0 becomes +0 (v + 0.f).
+template <class T>
+void NearestPlanes(const Tensor& x, const std::vector<std::vector<Tap>>& rows,
+                   const std::vector<int64_t>& col_src, const std::vector<char>& col_extra,
+                   bool any_col_extra, T extra, Tensor* y, int num_threads) {
+  const int64_t planes = x.shape[0] * x.shape[1], ih = x.shape[2], iw = x.shape[3];
+  const int64_t oh = y->shape[2], ow = y->shape[3];
+  auto work = [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const T* xp = x.ptr<T>() + p * ih * iw;
+      T* yp = y->ptr<T>() + p * oh * ow;
+      for (int64_t o = 0; o < oh; ++o) {
+        T* yr = yp + o * ow;
+        if (rows[size_t(o)].empty()) {
+          std::fill(yr, yr + ow, extra);
+          continue;
+        }
+        const int64_t r = rows[size_t(o)][0].index;
+        // Same source row as the previous output row: copy that row.
+        if (o > 0 && !rows[size_t(o - 1)].empty() && rows[size_t(o - 1)][0].index == r) {
+          std::copy(yr - ow, yr, yr);
+          continue;
+        }
+        const T* xr = xp + r * iw;
+        for (int64_t c = 0; c < ow; ++c) yr[c] = T(xr[col_src[size_t(c)]] + T(0));
+        if (any_col_extra)
+          for (int64_t c = 0; c < ow; ++c)
+            if (col_extra[size_t(c)]) yr[c] = extra;
+      }
+    }
+  };
+  int threads = int(std::min<int64_t>(std::max(num_threads, 1), planes));
+  if (planes * oh * ow < (int64_t(1) << 15)) threads = 1;
+  if (threads <= 1) {
+    work(0, planes);
+    return;
+  }
+  kernels::ParallelFor(threads,
+                       [&](int t) { work(planes * t / threads, planes * (t + 1) / threads); });
+}
+
+bool RunResizeFast(const KernelContext& ctx, const ResizeAttrs& r,
+                   const std::vector<std::vector<std::vector<Tap>>>& taps) {
+  const Tensor& x = *ctx.input(0);
+  Tensor* y = ctx.output(0);
+  if (kernels::ActiveIsa() == kernels::Isa::kReference) return false;
+  if (x.rank() != 4 || x.numel() == 0 || y->numel() == 0) return false;
+  if (y->shape[0] != x.shape[0] || y->shape[1] != x.shape[1]) return false;
+  if (!IdentityAxis(taps[0]) || !IdentityAxis(taps[1])) return false;
+  const std::vector<std::vector<Tap>>& rows = taps[2];
+  const std::vector<std::vector<Tap>>& cols = taps[3];
+  const int64_t ow = y->shape[3];
+  std::vector<char> col_extra(static_cast<size_t>(ow), 0);
+  bool any_col_extra = false;
+  for (int64_t c = 0; c < ow; ++c)
+    if (cols[size_t(c)].empty()) col_extra[size_t(c)] = 1, any_col_extra = true;
+
+  if (r.mode == Mode::kNearest) {
+    std::vector<int64_t> col_src(static_cast<size_t>(ow), 0);
+    for (int64_t c = 0; c < ow; ++c) {
+      const std::vector<Tap>& t = cols[size_t(c)];
+      if (t.size() > 1 || (t.size() == 1 && t[0].weight != 1.0)) return false;
+      if (!t.empty()) col_src[size_t(c)] = t[0].index;
+    }
+    for (const std::vector<Tap>& t : rows)
+      if (t.size() > 1 || (t.size() == 1 && t[0].weight != 1.0)) return false;
+    switch (x.dtype) {
+      case DType::kFloat32:
+        NearestPlanes<float>(x, rows, col_src, col_extra, any_col_extra, r.extrapolation, y,
+                             ctx.num_threads);
+        return true;
+      case DType::kInt8:
+        NearestPlanes<int8_t>(x, rows, col_src, col_extra, any_col_extra, int8_t(r.extrapolation),
+                              y, ctx.num_threads);
+        return true;
+      case DType::kUInt8:
+        NearestPlanes<uint8_t>(x, rows, col_src, col_extra, any_col_extra, uint8_t(r.extrapolation),
+                               y, ctx.num_threads);
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  if (x.dtype != DType::kFloat32) return false;
+  size_t kw = 1, kh = 1;
+  for (const std::vector<Tap>& t : cols) kw = std::max(kw, t.size());
+  for (const std::vector<Tap>& t : rows) kh = std::max(kh, t.size());
+  if (kw > 4) return false;
+  const int64_t stride = (ow + 7) / 8 * 8;
+  std::vector<int64_t> col_idx(kw * size_t(stride), 0);
+  std::vector<uint64_t> col_mask(kw * size_t(stride), 0);
+  std::vector<double> col_w(kw * size_t(stride), 0.0);
+  for (int64_t c = 0; c < ow; ++c) {
+    const std::vector<Tap>& t = cols[size_t(c)];
+    for (size_t k = 0; k < kw; ++k) {
+      const size_t e = k * size_t(stride) + size_t(c);
+      if (k < t.size()) {
+        col_idx[e] = t[k].index;
+        col_w[e] = t[k].weight;
+        col_mask[e] = ~uint64_t(0);
+      }
+    }
+  }
+  const int64_t oh = y->shape[2];
+  std::vector<int64_t> row_count(static_cast<size_t>(oh)), row_idx(size_t(oh) * kh, 0);
+  std::vector<double> row_w(size_t(oh) * kh, 0.0);
+  for (int64_t o = 0; o < oh; ++o) {
+    const std::vector<Tap>& t = rows[size_t(o)];
+    row_count[size_t(o)] = int64_t(t.size());
+    for (size_t k = 0; k < t.size(); ++k) {
+      row_idx[size_t(o) * kh + k] = t[k].index;
+      row_w[size_t(o) * kh + k] = t[k].weight;
+    }
+  }
+  kernels::ResizeLinearArgs a;
+  a.planes = x.shape[0] * x.shape[1];
+  a.ih = x.shape[2];
+  a.iw = x.shape[3];
+  a.oh = oh;
+  a.ow = ow;
+  a.kw = int(kw);
+  a.col_stride = stride;
+  a.col_idx = col_idx.data();
+  a.col_w = col_w.data();
+  a.col_mask = col_mask.data();
+  a.col_extrapolate = reinterpret_cast<const uint8_t*>(col_extra.data());
+  a.any_col_extrapolate = any_col_extra;
+  a.row_count = row_count.data();
+  a.row_idx = row_idx.data();
+  a.row_w = row_w.data();
+  a.kh_max = int(kh);
+  a.extrapolation = r.extrapolation;
+  a.num_threads = ctx.num_threads;
+  kernels::ResizeLinearF32(a, x.ptr<float>(), y->ptr<float>());
+  return true;
+}
+
 Status RunResize(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
@@ -319,6 +471,7 @@ Status RunResize(KernelContext& ctx) {
     }
   }
   if (y->numel() > 0 && x->numel() == 0) return ctx.Invalid("cannot resize an empty input");
+  if (RunResizeFast(ctx, r, taps)) return Status::Ok();
   switch (x->dtype) {
     case DType::kFloat32:
       ResizeKernel<float>(*x, taps, r.extrapolation, y);

@@ -1,7 +1,11 @@
 // Transpose: output axis i is input axis perm[i] (default: reversed axes).
+#include <algorithm>
+#include <cstring>
 #include <string>
 
+#include "kernels/cpu_features.h"
 #include "ops/shape_common.h"
+#include "ops/window_util.h"
 
 namespace qfold {
 namespace {
@@ -49,11 +53,109 @@ Status InferTranspose(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// Fast path (bit-exact, it only moves bytes): drops size-1 axes and merges
+// output axes that are contiguous in the input, then copies contiguous runs
+// with memcpy when the last axis stays last, or else transposes 2-D tiles
+// between the input's last axis and the output's last axis.
+template <class E>
+void TransposeTiles(const std::vector<int64_t>& odims, const std::vector<int64_t>& istride,
+                    size_t j, const E* in, E* out) {
+  // Output axis j reads the input's contiguous axis; the output's last axis
+  // reads input stride sl.
+  const size_t r = odims.size();
+  const int64_t na = odims[j], nb = odims[r - 1], sl = istride[r - 1];
+  int64_t ostride_j = 1;
+  for (size_t i = j + 1; i < r; ++i) ostride_j *= odims[i];
+  // The other axes: an odometer over output positions with those two fixed at 0.
+  std::vector<int64_t> idx(r, 0), dims = odims;
+  dims[j] = 1;
+  dims[r - 1] = 1;
+  std::vector<int64_t> ostride(r, 1);
+  for (size_t i = r - 1; i > 0; --i) ostride[i - 1] = ostride[i] * odims[i];
+  constexpr int64_t kTile = 16;
+  do {
+    int64_t ioff = 0, ooff = 0;
+    for (size_t i = 0; i < r; ++i) {
+      ioff += idx[i] * istride[i];
+      ooff += idx[i] * ostride[i];
+    }
+    const E* src = in + ioff;
+    E* dst = out + ooff;
+    for (int64_t a0 = 0; a0 < na; a0 += kTile) {
+      const int64_t a1 = std::min(na, a0 + kTile);
+      for (int64_t b0 = 0; b0 < nb; b0 += kTile) {
+        const int64_t b1 = std::min(nb, b0 + kTile);
+        for (int64_t a = a0; a < a1; ++a)
+          for (int64_t b = b0; b < b1; ++b) dst[a * ostride_j + b] = src[b * sl + a];
+      }
+    }
+  } while (NextIndex(dims, &idx));
+}
+
+bool RunTransposeFast(const Tensor& x, const std::vector<int64_t>& perm, Tensor* y) {
+  if (kernels::ActiveIsa() == kernels::Isa::kReference || y->numel() == 0) return false;
+  const size_t esize = dtype_size(x.dtype);
+  if (esize != 1 && esize != 2 && esize != 4 && esize != 8) return false;
+  // Simplified output axes: dims and input strides (elements), merging runs
+  // of consecutive input axes.
+  const std::vector<int64_t> xs = ContiguousStrides(x.shape);
+  std::vector<int64_t> odims, istride;
+  for (int64_t p : perm) {
+    const int64_t d = x.shape[size_t(p)], st = xs[size_t(p)];
+    if (d == 1) continue;
+    if (!odims.empty() && istride.back() == st * d) {  // contiguous with the previous axis
+      odims.back() *= d;
+      istride.back() = st;
+    } else {
+      odims.push_back(d);
+      istride.push_back(st);
+    }
+  }
+  const size_t r = odims.size();
+  if (r <= 1 || istride[r - 1] == 1) {
+    // The last axis stays last: contiguous runs (one memcpy when r <= 1).
+    const int64_t run = r == 0 ? 1 : odims[r - 1];
+    const size_t bytes = size_t(run) * esize;
+    const auto* in = static_cast<const uint8_t*>(x.data);
+    auto* out = static_cast<uint8_t*>(y->data);
+    if (r <= 1) {
+      std::memcpy(out, in, bytes);
+      return true;
+    }
+    std::vector<int64_t> dims(odims.begin(), odims.end() - 1), idx(r - 1, 0);
+    do {
+      int64_t ioff = 0;
+      for (size_t i = 0; i + 1 < r; ++i) ioff += idx[i] * istride[i];
+      std::memcpy(out, in + size_t(ioff) * esize, bytes);
+      out += bytes;
+    } while (NextIndex(dims, &idx));
+    return true;
+  }
+  size_t j = 0;  // the output axis that reads the input's last (contiguous) axis
+  while (istride[j] != 1) ++j;
+  switch (esize) {
+    case 1:
+      TransposeTiles(odims, istride, j, x.ptr<uint8_t>(), y->ptr<uint8_t>());
+      break;
+    case 2:
+      TransposeTiles(odims, istride, j, x.ptr<uint16_t>(), y->ptr<uint16_t>());
+      break;
+    case 4:
+      TransposeTiles(odims, istride, j, x.ptr<uint32_t>(), y->ptr<uint32_t>());
+      break;
+    default:
+      TransposeTiles(odims, istride, j, x.ptr<uint64_t>(), y->ptr<uint64_t>());
+      break;
+  }
+  return true;
+}
+
 Status RunTranspose(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
   std::vector<int64_t> perm;
   QF_RETURN_IF_ERROR(GetPerm(ctx, x->rank(), &perm));
+  if (RunTransposeFast(*x, perm, y)) return Status::Ok();
   std::vector<int64_t> strides = ContiguousStrides(x->shape);
   std::vector<std::vector<int64_t>> offsets(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) {

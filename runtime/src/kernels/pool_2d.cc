@@ -1,0 +1,72 @@
+// Pooling driver (pool_2d.h): picks the plane kernels compiled for the active
+// ISA and splits the planes between threads; each plane is computed the same
+// way whatever the split, so results do not depend on the thread count.
+#include "kernels/pool_2d.h"
+
+#include <algorithm>
+
+#include "kernels/cpu_features.h"
+#include "kernels/thread_pool.h"
+
+#define QF_POOL_NS generic
+#include "kernels/pool_2d_impl.h"
+#undef QF_POOL_NS
+
+namespace qfold {
+namespace kernels {
+
+#if defined(__x86_64__)
+extern const Pool2dKernels kPool2dAvx2;
+extern const Pool2dKernels kPool2dAvx512Vnni;
+#endif
+
+namespace {
+
+constexpr Pool2dKernels kPool2dGeneric = generic::MakePool2dKernels();
+
+const Pool2dKernels& KernelsFor(Isa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case Isa::kAvx2:
+    case Isa::kAvxVnni:
+      return kPool2dAvx2;
+    case Isa::kAvx512Vnni:
+      return kPool2dAvx512Vnni;
+#endif
+    default:  // baseline SIMD of the target (SSE2 / NEON) through the same loops
+      return kPool2dGeneric;
+  }
+}
+
+template <class T, class Fn>
+void Run(const Pool2dArgs& a, const T* x, T* y, Fn fn) {
+  int threads = int(std::min<int64_t>(std::max(a.num_threads, 1), a.planes));
+  // Small tensors: the pool's hand-off costs more than the work.
+  if (a.planes * (a.ih * a.iw + a.oh * a.ow) < (int64_t(1) << 15)) threads = 1;
+  if (threads <= 1) {
+    fn(a, x, y, 0, a.planes);
+    return;
+  }
+  ParallelFor(threads, [&](int t) {
+    const int64_t p0 = a.planes * t / threads, p1 = a.planes * (t + 1) / threads;
+    if (p0 < p1) fn(a, x, y, p0, p1);
+  });
+}
+
+}  // namespace
+
+void MaxPool2dF32(const Pool2dArgs& a, const float* x, float* y) {
+  Run(a, x, y, KernelsFor(ActiveIsa()).max_f32);
+}
+void MaxPool2dS8(const Pool2dArgs& a, const int8_t* x, int8_t* y) {
+  Run(a, x, y, KernelsFor(ActiveIsa()).max_s8);
+}
+void MaxPool2dU8(const Pool2dArgs& a, const uint8_t* x, uint8_t* y) {
+  Run(a, x, y, KernelsFor(ActiveIsa()).max_u8);
+}
+void AvgPool2dF32(const Pool2dArgs& a, const float* x, float* y) {
+  Run(a, x, y, KernelsFor(ActiveIsa()).avg_f32);
+}
+
+}  // namespace kernels
+}  // namespace qfold
