@@ -1025,6 +1025,132 @@ TEST_CASE("kernels: int8 depthwise and AVX-VNNI GEMM benchmark" * doctest::skip(
 #endif
 }
 
+// Throughput of the GEMM convolution path on ResNet-like shapes; run with --no-skip.
+TEST_CASE("kernels: int8 GEMM convolution benchmark" * doctest::skip()) {
+  IsaGuard guard;
+  std::mt19937 rng(77);
+  struct Shape2 {
+    int64_t c, m, h, w, k, s;
+  };
+  for (const Shape2& sh : {Shape2{256, 256, 56, 56, 1, 1}, Shape2{64, 64, 56, 56, 3, 1},
+                           Shape2{128, 256, 28, 28, 3, 2}}) {
+    std::vector<TensorPtr> in = {
+        Bytes(DType::kUInt8, {1, sh.c, sh.h, sh.w}, rng),
+        F32({}, {0.02f}),
+        Zp(DType::kUInt8, {}, {128}),
+        Bytes(DType::kInt8, {sh.m, sh.c, sh.k, sh.k}, rng),
+        F32({}, {0.01f}),
+        Zp(DType::kInt8, {}, {0}),
+        F32({}, {0.05f}),
+        Zp(DType::kUInt8, {}, {120}),
+    };
+    AttrMap attrs;
+    attrs.SetInts("strides", {sh.s, sh.s});
+    attrs.SetInts("pads", {sh.k / 2, sh.k / 2, sh.k / 2, sh.k / 2});
+    const OpDef* def = FindOp("QLinearConv");
+    std::string type = "QLinearConv", name = "t";
+    KernelContext ctx;
+    ctx.op_type = &type;
+    ctx.op_name = &name;
+    ctx.attrs = &attrs;
+    for (auto& t : in) ctx.inputs.push_back(&t->t);
+    OwnedTensor out;
+    ctx.outputs = {&out.t};
+    REQUIRE(def->infer(ctx).ok());
+    out.storage.assign(out.t.bytes(), 0);
+    out.t.data = out.storage.data();
+    const double ops = 2.0 * double(out.t.numel()) * double(sh.c * sh.k * sh.k);
+    for (Isa isa : kernels::SupportedIsas()) {
+      if (!kernels::GemmS8For(isa)) continue;
+      kernels::SetIsaForTesting(isa);
+      std::shared_ptr<void> state;
+      REQUIRE(def->prepare(ctx, &state).ok());
+      ctx.state = state.get();
+      for (int threads : {1, 2}) {
+        ctx.num_threads = threads;
+        REQUIRE(def->run(ctx).ok());
+        double best = 1e9;
+        // The fastest single run: the machine is shared, so means are noisy.
+        for (int rep = 0; rep < 100; ++rep) {
+          const int iters = 1;
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int it = 0; it < iters; ++it) REQUIRE(def->run(ctx).ok());
+          best = std::min(
+              best,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters);
+        }
+        MESSAGE("conv " << sh.k << "x" << sh.k << " s" << sh.s << " " << sh.c << "->" << sh.m << " "
+                        << sh.h << "x" << sh.w << " " << std::string(kernels::IsaName(isa))
+                        << " threads " << threads << ": " << ops / best * 1e-9 << " GOPS");
+      }
+      ctx.state = nullptr;
+    }
+  }
+}
+
+// The GEMM convolution packs the activations block by block (~128 KB of
+// packed columns per block, per thread): outputs wider than one block, blocks
+// ending in a partial panel, K not a multiple of 4 with many taps, strides 1,
+// 2 (vector paths) and 3, pads wider than the window, asymmetric weights
+// (per-block column sums), 1-D and 1x1 (direct and strided) convolutions.
+TEST_CASE("kernels: QLinearConv blocked im2col packing across blocks matches the reference") {
+  std::mt19937 rng(17);
+  int runs = 0;
+  for (int i = 0; i < 24; ++i) {
+    ConvCase k{};
+    k.xt = RandomDType(rng);
+    k.wt = RandomDType(rng);
+    k.yt = RandomDType(rng);
+    k.n = 1 + rng() % 2;
+    k.group = i % 4 == 3 ? 2 : 1;
+    k.c = k.group * (39 + int64_t(rng() % 34));  // odd counts give K % 4 != 0
+    k.m = k.group * (1 + int64_t(rng() % 12));
+    k.kh = k.kw = i % 3 == 0 ? 5 : 3;
+    k.sh = 1 + rng() % 3;
+    k.sw = 1 + rng() % 3;
+    k.dh = 1 + rng() % 2;
+    k.dw = 1 + rng() % 2;
+    k.pt = rng() % 5;
+    k.pl = rng() % 8;  // sometimes wider than the window's reach
+    k.pb = rng() % 5;
+    k.pr = rng() % 8;
+    k.h = 8 + rng() % 23;
+    k.w = 8 + rng() % 40;
+    k.one_d = i % 8 == 5;
+    if (k.one_d) {
+      k.h = k.kh = k.sh = k.dh = 1;
+      k.pt = k.pb = 0;
+      k.w = 300 + rng() % 500;
+    }
+    k.per_channel = rng() % 2;
+    k.bias = rng() % 4 != 0;
+    k.clamp = rng() % 6 == 0;
+    k.h = std::max(k.h, (k.kh - 1) * k.dh + 1 - k.pt - k.pb);
+    k.w = std::max(k.w, (k.kw - 1) * k.dw + 1 - k.pl - k.pr);
+    runs += RunConvCase(k, rng);
+  }
+  // 1x1: in place (direct) with many columns and channels, strided, padded.
+  for (int i = 0; i < 9; ++i) {
+    ConvCase k{};
+    k.xt = RandomDType(rng);
+    k.wt = RandomDType(rng);
+    k.yt = RandomDType(rng);
+    k.n = 1 + rng() % 2;
+    k.group = 1;
+    k.c = 250 + rng() % 250;
+    k.m = 1 + rng() % 20;
+    k.kh = k.kw = k.sh = k.sw = k.dh = k.dw = 1;
+    k.h = 15 + rng() % 20;
+    k.w = 15 + rng() % 30;
+    if (i % 3 == 1) k.sh = k.sw = 2;
+    if (i % 3 == 2) k.pt = k.pl = k.pb = k.pr = 1 + int64_t(rng() % 3);
+    k.per_channel = rng() % 2;
+    k.bias = true;
+    runs += RunConvCase(k, rng);
+  }
+  MESSAGE(runs << " fast runs compared");
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace qfold

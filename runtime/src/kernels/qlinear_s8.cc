@@ -99,42 +99,113 @@ struct QConvState {
   std::vector<uint8_t> packed_w;  // GEMM: per group, kernels' left layout
   std::vector<int32_t> wsum;      // GEMM: sum of the shifted weights per channel
   DwConvS8State dw;               // depthwise (dwconv_s8.h)
-  // Scratch, grown to the largest shape seen.
-  std::vector<uint8_t> col, packed_x;
+  // Per-thread scratch (im2col tile, packed block, column sums), one slice per
+  // thread, grown to the largest shape seen.
+  std::vector<uint8_t> scratch;
+  std::vector<uint8_t> padded;  // one group's padded input (PadInput)
   std::vector<int32_t> xsum;
   ChannelParams cp;
 };
 
-// Unrolls one group's windows into rows of raw x bytes, [cg * kh * kw] x [oh * ow];
-// taps in padding read the zero point's byte.
-void Im2Col(const uint8_t* x, const QConvCall& c, int64_t cg, uint8_t pad, uint8_t* dst) {
-  const int64_t plane = c.ih * c.iw;
+// One group's input with the padding materialized: every tap of every window
+// lands inside, so the im2col rows are plain strided copies. Row stride iw,
+// origin at (-pad_top, -pad_left); kSlack readable bytes follow the planes.
+struct PaddedInput {
+  int64_t ih = 0, iw = 0;
+};
+constexpr int64_t kSlack = 64;
+
+PaddedInput PadInput(const uint8_t* x, const QConvCall& c, int64_t cg, uint8_t pad, uint8_t* dst) {
+  PaddedInput pi;
+  pi.ih = (c.oh - 1) * c.sh + (c.kh - 1) * c.dh + 1;
+  pi.iw = (c.ow - 1) * c.sw + (c.kw - 1) * c.dw + 1;
+  // Input columns [ix0, ix1) of each padded row come from x (pads may be
+  // negative in effect when the windows do not reach the input's end).
+  const int64_t ix0 = std::min(pi.iw, c.pad_left), ix1 = std::min(pi.iw, c.pad_left + c.iw);
+  for (int64_t ch = 0; ch < cg; ++ch) {
+    for (int64_t r = 0; r < pi.ih; ++r, dst += pi.iw) {
+      const int64_t iy = r - c.pad_top;
+      if (iy < 0 || iy >= c.ih || ix1 <= ix0) {
+        std::memset(dst, pad, size_t(pi.iw));
+        continue;
+      }
+      std::memset(dst, pad, size_t(ix0));
+      std::memcpy(dst + ix0, x + (ch * c.ih + iy) * c.iw + (ix0 - c.pad_left), size_t(ix1 - ix0));
+      std::memset(dst + ix1, pad, size_t(pi.iw - ix1));
+    }
+  }
+  std::memset(dst, pad, size_t(kSlack));
+  return pi;
+}
+
+// n bytes src[i * stride] to dst, in 16-byte steps that may write up to 15
+// bytes past dst + n and read past the last element (both buffers have slack).
+// Stride 2 keeps the low byte of each little-endian 16-bit word, which
+// compilers turn into a vector narrowing (a byte gather would go through the
+// stack and stall on store forwarding).
+template <int kStride>
+inline void CopyRun(const uint8_t* src, int64_t n, uint8_t* dst) {
+  static_assert(kStride == 1 || kStride == 2, "stride 1 or 2");
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian words");
+  for (int64_t i = 0; i < n; i += 16, src += 16 * kStride, dst += 16) {
+    if (kStride == 1) {
+      std::memcpy(dst, src, 16);
+    } else {
+      uint16_t w[16];
+      uint8_t t[16];
+      std::memcpy(w, src, sizeof(w));
+      for (int j = 0; j < 16; ++j) t[j] = uint8_t(w[j]);
+      std::memcpy(dst, t, 16);
+    }
+  }
+}
+
+// Unrolls columns [col0, col0 + ncols) of one group's im2col matrix
+// ([cg * kh * kw] x [oh * ow]) into dst, row stride ncols, from the padded
+// input: padding taps read the zero point's byte, so the K-wide zero-point
+// fold stays exact. dst needs 16 bytes of slack after the last row.
+template <int kStride>  // 0: any stride (c.sw)
+void Im2ColBlock(const uint8_t* xp, const PaddedInput& pi, const QConvCall& c, int64_t cg,
+                 int64_t col0, int64_t ncols, uint8_t* dst) {
+  const int64_t oy0 = col0 / c.ow, ox0 = col0 % c.ow, col1 = col0 + ncols;
   for (int64_t ch = 0; ch < cg; ++ch) {
     for (int64_t ky = 0; ky < c.kh; ++ky) {
-      for (int64_t kx = 0; kx < c.kw; ++kx) {
-        // Output columns whose tap lands inside the row: ix = ox * sw + t in [0, iw).
-        const int64_t t = kx * c.dw - c.pad_left;
-        const int64_t ox_lo = std::min(c.ow, t >= 0 ? 0 : (-t + c.sw - 1) / c.sw);
-        const int64_t ox_hi =
-            std::max(ox_lo, std::min(c.ow, c.iw - t <= 0 ? 0 : (c.iw - t + c.sw - 1) / c.sw));
-        for (int64_t oy = 0; oy < c.oh; ++oy, dst += c.ow) {
-          const int64_t iy = oy * c.sh - c.pad_top + ky * c.dh;
-          if (iy < 0 || iy >= c.ih) {
-            std::memset(dst, pad, size_t(c.ow));
-            continue;
-          }
-          const uint8_t* src = x + ch * plane + iy * c.iw + t;
-          std::memset(dst, pad, size_t(ox_lo));
-          if (c.sw == 1) {
-            std::memcpy(dst + ox_lo, src + ox_lo, size_t(ox_hi - ox_lo));
+      for (int64_t kx = 0; kx < c.kw; ++kx, dst += ncols) {
+        const uint8_t* row = xp + (ch * pi.ih + ky * c.dh) * pi.iw + kx * c.dw;
+        uint8_t* d = dst;
+        // Output row oy's columns [xb, xe) read input row oy * sh from xb * sw.
+        for (int64_t oy = oy0, xb = ox0; oy * c.ow < col1; ++oy, xb = 0) {
+          const int64_t xe = std::min(c.ow, col1 - oy * c.ow);
+          const uint8_t* src = row + oy * c.sh * pi.iw;
+          if (kStride == 1) {
+            CopyRun<1>(src + xb, xe - xb, d);
+          } else if (kStride == 2) {
+            CopyRun<2>(src + 2 * xb, xe - xb, d);
           } else {
-            for (int64_t ox = ox_lo; ox < ox_hi; ++ox) dst[ox] = src[ox * c.sw];
+            for (int64_t ox = xb; ox < xe; ++ox) d[ox - xb] = src[ox * c.sw];
           }
-          std::memset(dst + ox_hi, pad, size_t(c.ow - ox_hi));
+          d += xe - xb;
         }
       }
     }
   }
+}
+
+// Sums of the shifted activations per column of a kdim x ncols byte matrix
+// (row stride lds), into sum[0, ncols) and zeros up to a multiple of 64.
+void ColumnSums(const uint8_t* rows, int64_t lds, int64_t kdim, int64_t ncols, uint8_t xmask,
+                int32_t* sum) {
+  std::fill(sum, sum + RoundUp(ncols, 64), 0);
+  for (int64_t r = 0; r < kdim; ++r)
+    for (int64_t j = 0; j < ncols; ++j) sum[j] += rows[r * lds + j] ^ xmask;
+}
+
+// Columns per packed block: a multiple of nr whose packed bytes (and im2col
+// tile) stay in L2 next to the weights, so the GEMM reads the block hot.
+int64_t BlockCols(int64_t kdim, int nr) {
+  constexpr int64_t kBlockBytes = 128 * 1024;
+  const int64_t per_panel = RoundUp(kdim, 4) * nr;
+  return std::max<int64_t>(1, kBlockBytes / per_panel) * nr;
 }
 
 bool RunConvGemm(QConvState& s, const QConvCall& c) {
@@ -146,44 +217,82 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
   const int32_t xzp_u = ActivationZp(c.x_zp, x.dtype);
   FoldChannels(s.m, kdim, c.bias, s.wsum, xzp_u, c.w_zp, s.w_dtype, c.x_scale, c.w_scale, c.y_scale,
                &s.cp);
+  // 1x1 unpadded stride-1 windows read x in place: its [cg] x [h * w] planes
+  // already are the im2col matrix.
   const bool direct = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.pad_top == 0 &&
                       c.pad_left == 0 && c.oh == c.ih && c.ow == c.iw;
-  if (!direct) Resize(&s.col, kdim * p);
-  Resize(&s.packed_x, PackedBytes(p, kdim, k.nr));
-  if (s.cp.any_wzp) Resize(&s.xsum, RoundUp(p, 64));
+  const int64_t panels = (p + k.nr - 1) / k.nr;
+  const int64_t block = std::min(BlockCols(kdim, k.nr), panels * k.nr);
+  const int64_t k4 = (kdim + 3) / 4;
+  // Per-thread slice: im2col tile, packed block (64-byte aligned offsets).
+  const int64_t tile_bytes = direct ? 0 : RoundUp(kdim * block + 16, 64);
+  const int64_t slice = tile_bytes + RoundUp(PackedBytes(block, kdim, k.nr), 64) + 64;
+  const int64_t sum_slice = RoundUp(block, 64);
+  int threads = int(std::min<int64_t>(c.num_threads, panels));
+  if (mg * p * k4 < (int64_t(1) << 18)) threads = 1;  // not worth waking the pool
+  threads = std::max(threads, 1);
+  Resize(&s.scratch, slice * threads);
+  const int64_t padded_bytes =
+      ((c.oh - 1) * c.sh + (c.kh - 1) * c.dh + 1) * ((c.ow - 1) * c.sw + (c.kw - 1) * c.dw + 1);
+  if (!direct) Resize(&s.padded, s.cg * padded_bytes + kSlack);
+  if (s.cp.any_wzp) Resize(&s.xsum, sum_slice * threads);
   const int64_t w_panel = PackedBytes(mg, kdim, k.mr);
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t g = 0; g < s.group; ++g) {
       const uint8_t* xg = x.ptr<uint8_t>() + (b * ch_in + g * s.cg) * plane;
-      const uint8_t* rows = xg;
-      if (!direct) {
-        Im2Col(xg, c, s.cg, uint8_t(c.x_zp), s.col.data());
-        rows = s.col.data();
-      }
-      k.pack_right(rows, p, kdim, p, xmask, s.packed_x.data());
-      if (s.cp.any_wzp) {
-        int32_t* sum = s.xsum.data();
-        std::fill(sum, sum + RoundUp(p, 64), 0);
-        for (int64_t r = 0; r < kdim; ++r)
-          for (int64_t j = 0; j < p; ++j) sum[j] += rows[r * p + j] ^ xmask;
-      }
       GemmS8Args a;
       a.left = s.packed_w.data() + g * w_panel;
-      a.right = s.packed_x.data();
       a.rows = mg;
-      a.cols = p;
-      a.k4 = (kdim + 3) / 4;
+      a.k4 = k4;
       a.weights_left = true;
       a.bias = s.cp.bias.data() + g * mg;
       a.mult = s.cp.mult.data() + g * mg;
       a.wzp = s.cp.any_wzp ? s.cp.wzp.data() + g * mg : nullptr;
-      a.xsum = s.xsum.data();
       a.yzp = c.y_zp;
       a.lo = c.lo;
       a.hi = c.hi;
-      a.y = c.y->ptr<uint8_t>() + (b * s.m + g * mg) * p;
       a.ldy = p;
-      RunGemm(k, a, c.num_threads);
+      uint8_t* y = c.y->ptr<uint8_t>() + (b * s.m + g * mg) * p;
+      PaddedInput pi;
+      if (!direct) pi = PadInput(xg, c, s.cg, uint8_t(c.x_zp), s.padded.data());
+      // Each thread packs and multiplies its own panels, one block at a
+      // time; every column's result is independent of the split.
+      auto work = [&](int t) {
+        uint8_t* base = s.scratch.data() + t * slice;
+        base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+        uint8_t* tile = base;
+        uint8_t* packed = base + tile_bytes;
+        int32_t* sum = s.cp.any_wzp ? s.xsum.data() + t * sum_slice : nullptr;
+        const int64_t c_begin = panels * t / threads * k.nr;
+        const int64_t c_end = std::min(p, panels * (t + 1) / threads * k.nr);
+        for (int64_t c0 = c_begin; c0 < c_end; c0 += block) {
+          const int64_t w = std::min(block, c_end - c0);
+          const uint8_t* rows = xg + c0;
+          int64_t lds = p;
+          if (!direct) {
+            if (c.sw == 1)
+              Im2ColBlock<1>(s.padded.data(), pi, c, s.cg, c0, w, tile);
+            else if (c.sw == 2)
+              Im2ColBlock<2>(s.padded.data(), pi, c, s.cg, c0, w, tile);
+            else
+              Im2ColBlock<0>(s.padded.data(), pi, c, s.cg, c0, w, tile);
+            rows = tile;
+            lds = w;
+          }
+          k.pack_right(rows, lds, kdim, w, xmask, packed);
+          if (sum) ColumnSums(rows, lds, kdim, w, xmask, sum);
+          GemmS8Args ab = a;
+          ab.right = packed;
+          ab.cols = w;
+          ab.xsum = sum;
+          ab.y = y + c0;
+          k.gemm(ab);
+        }
+      };
+      if (threads == 1)
+        work(0);
+      else
+        ParallelFor(threads, work);
     }
   }
   return true;
