@@ -106,10 +106,11 @@ int CompareWithReference(const std::string& type, const std::vector<TensorPtr>& 
   REQUIRE(st.ok());
   out.storage.assign(out.t.bytes() + 64, 0xAB);
   out.t.data = out.storage.data();
-  REQUIRE(def->run(ctx).ok());  // no state: the reference kernel
+  IsaGuard guard;
+  kernels::SetIsaForTesting(Isa::kReference);
+  REQUIRE(def->run(ctx).ok());  // no state, reference level: the reference kernel
   const std::vector<uint8_t> want = out.storage;
   int runs = 0;
-  IsaGuard guard;
   for (Isa isa : kernels::SupportedIsas()) {
     if (!kernels::GemmS8For(isa)) continue;
     const std::string isa_name = kernels::IsaName(isa);
@@ -463,6 +464,63 @@ TEST_CASE("kernels: QLinearMatMul batched, 1-D operands and large K") {
   MatMulCase big{DType::kInt8, DType::kInt8, DType::kUInt8, Shape{300, 256}, 256, 97, false,
                  true,         true,         false};
   CHECK(RunMatMulCase(big, rng) > 0);
+}
+
+// Attention's Q.K^T and P.V: b is an activation, so there is no prepared
+// state and each batch's b is packed during the run.
+TEST_CASE("kernels: QLinearMatMul of two activations (batched b) matches the reference") {
+  std::mt19937 rng(23);
+  const std::string type = "QLinearMatMul", name = "t";
+  const OpDef* def = FindOp(type);
+  REQUIRE(def != nullptr);
+  int runs = 0;
+  for (int i = 0; i < 30; ++i) {
+    const int64_t m = 1 + rng() % 20, k = 1 + rng() % 70, n = 1 + rng() % 40;
+    const bool b_2d = i % 5 == 4;
+    const Shape batch = i % 2 ? Shape{2, 3} : Shape{1 + int64_t(rng() % 4)};
+    Shape a_shape = batch, b_shape = b_2d ? Shape{} : batch;
+    a_shape.insert(a_shape.end(), {m, k});
+    b_shape.insert(b_shape.end(), {k, n});
+    const DType at = RandomDType(rng), bt = RandomDType(rng), yt = RandomDType(rng);
+    const float as = Uniform(rng, 0.001f, 1.f), bs = Uniform(rng, 0.001f, 0.1f);
+    std::vector<TensorPtr> in = {Bytes(at, a_shape, rng),
+                                 F32({}, {as}),
+                                 Zp(at, {}, {RandomZp(at, rng)}),
+                                 Bytes(bt, b_shape, rng),
+                                 F32({}, {bs}),
+                                 Zp(bt, {}, {RandomZp(bt, rng)}),
+                                 F32({}, {RandomYScale(rng, as, bs, k)}),
+                                 Zp(yt, {}, {RandomZp(yt, rng)})};
+    AttrMap attrs;
+    KernelContext ctx;
+    ctx.op_type = &type;
+    ctx.op_name = &name;
+    ctx.attrs = &attrs;
+    for (auto& t : in) ctx.inputs.push_back(&t->t);
+    OwnedTensor out;
+    ctx.outputs = {&out.t};
+    CAPTURE(i);
+    REQUIRE(def->infer(ctx).ok());
+    out.storage.assign(out.t.bytes() + 64, 0xAB);
+    out.t.data = out.storage.data();
+    IsaGuard guard;
+    kernels::SetIsaForTesting(Isa::kReference);
+    REQUIRE(def->run(ctx).ok());
+    const std::vector<uint8_t> want = out.storage;
+    for (Isa isa : kernels::SupportedIsas()) {
+      if (!kernels::GemmS8For(isa)) continue;
+      CAPTURE(std::string(kernels::IsaName(isa)));
+      kernels::SetIsaForTesting(isa);
+      for (int threads : {1, 2}) {
+        ctx.num_threads = threads;
+        std::fill(out.storage.begin(), out.storage.begin() + int64_t(out.t.bytes()), 0xCD);
+        REQUIRE(def->run(ctx).ok());
+        CHECK(out.storage == want);
+        ++runs;
+      }
+    }
+  }
+  MESSAGE(runs << " fast runs compared");
 }
 
 // ---- Arm levels (kernels/gemm_s8_neon*.cc: 8x12 tiles, i8mm in 8-k blocks) ----
