@@ -247,21 +247,24 @@ void SumFixed(const float* const* src, int64_t n, double* acc) {
 template <int S>
 void RowSumInterior(const float* row, int64_t avail, int64_t n, int64_t s, int64_t k, int64_t d,
                     float* ph, const float** src, double* acc) {
-  if (S == 0) {
+  if constexpr (S == 0) {
     for (int64_t t = 0; t < k; ++t) {
       const float* r = row + t * d;
       for (int64_t o = 0; o < n; ++o) acc[o] += double(r[o * s]);
     }
     return;
   }
+  // S == 0 returned above; kS keeps the (dead) code below free of a constant
+  // division by zero, which clang rejects.
+  constexpr int kS = S > 0 ? S : 1;
   const float* base = row;
   int64_t len = 0;
-  if (S > 1) {
-    len = avail / S + 1;
-    SplitPhases<float, S>(row, avail, len, ph);
+  if (kS > 1) {
+    len = avail / kS + 1;
+    SplitPhases<float, kS>(row, avail, len, ph);
     base = ph;
   }
-  for (int64_t t = 0; t < k; ++t) src[t] = base + ((t * d) % S) * len + (t * d) / S;
+  for (int64_t t = 0; t < k; ++t) src[t] = base + ((t * d) % kS) * len + (t * d) / kS;
   for (int64_t t = 0; t < k; t += 4) {
     const int64_t c = k - t < 4 ? k - t : 4;
     if (c == 4)
