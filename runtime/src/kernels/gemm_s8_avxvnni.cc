@@ -10,135 +10,45 @@
 #include <cstring>
 
 #include "kernels/gemm_s8_pack_x86.h"
+#include "kernels/gemm_s8_x86_256.h"
 
 namespace qfold {
 namespace kernels {
 namespace {
 
-constexpr int kMr = 6, kNr = 16;
+struct AvxVnniMicro {
+  static constexpr int kMr = 6, kNr = 16;
 
-template <bool kWeightsLeft>
-__attribute__((always_inline)) inline void Accumulate(const uint8_t* lp, const uint8_t* rp,
-                                                      int64_t k4, __m256i (&acc)[kMr][2]) {
-  for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-  for (int64_t q = 0; q < k4; ++q, lp += 4 * kMr, rp += 4 * kNr) {
-    const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp));
-    const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp + 32));
-    for (int r = 0; r < kMr; ++r) {
-      int32_t l;
-      std::memcpy(&l, lp + 4 * r, 4);
-      const __m256i lb = _mm256_set1_epi32(l);
-      if (kWeightsLeft) {  // right = unsigned activations, left = signed weights
-        acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], r0, lb);
-        acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], r1, lb);
-      } else {
-        acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], lb, r0);
-        acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], lb, r1);
-      }
-    }
-  }
-}
-
-// See gemm_s8_avx512vnni.cc: float clamp to integer bounds, NaN -> zero point.
-inline __m256i Requant(__m256i acc, __m256 mult, __m256 lo, __m256 hi, __m256i yzp) {
-  __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), mult);
-  f = _mm256_and_ps(f, _mm256_cmp_ps(f, f, _CMP_ORD_Q));
-  f = _mm256_min_ps(_mm256_max_ps(f, lo), hi);
-  return _mm256_add_epi32(_mm256_cvtps_epi32(f), yzp);
-}
-
-// Stores the low byte of n <= 8 lanes (values are within [-128, 255]).
-inline void StoreBytes(__m256i v, int64_t n, uint8_t* y) {
-  __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  p = _mm_packus_epi16(_mm_and_si128(p, _mm_set1_epi16(0xff)), p);
-  if (n >= 8) {
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(y), p);
-  } else if (n > 0) {
-    alignas(16) uint8_t tmp[16];
-    _mm_store_si128(reinterpret_cast<__m128i*>(tmp), p);
-    std::memcpy(y, tmp, size_t(n));
-  }
-}
-
-template <bool kWeightsLeft>
-void GemmImpl(const GemmS8Args& a) {
-  const int64_t panels = (a.cols + kNr - 1) / kNr;
-  const int64_t pe = a.panel_end < 0 ? panels : a.panel_end;
-  const __m256 lo = _mm256_set1_ps(float(a.lo - a.yzp)), hi = _mm256_set1_ps(float(a.hi - a.yzp));
-  const __m256i yzp = _mm256_set1_epi32(a.yzp);
-  for (int64_t jp = a.panel_begin; jp < pe; ++jp) {
-    const uint8_t* rp = a.right + jp * a.k4 * 4 * kNr;
-    const int64_t c0 = jp * kNr;
-    const int64_t n0 = a.cols - c0, n1 = a.cols - c0 - 8;
-    __m256i xs[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-    __m256i cb[2] = {xs[0], xs[0]}, cz[2] = {xs[0], xs[0]};
-    __m256 cm[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int v = 0; v < 2; ++v) {
-      const int64_t c = c0 + 8 * v;
-      if (kWeightsLeft) {
-        if (a.wzp) xs[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xsum + c));
-      } else {
-        cb[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bias + c));
-        cm[v] = _mm256_loadu_ps(a.mult + c);
-        if (a.wzp) cz[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.wzp + c));
-      }
-    }
-    for (int64_t ip = 0; ip < a.rows; ip += kMr) {
-      __m256i acc[kMr][2];
-      Accumulate<kWeightsLeft>(a.left + ip * a.k4 * 4, rp, a.k4, acc);
-      const int nrow = a.rows - ip < kMr ? int(a.rows - ip) : kMr;
-      for (int r = 0; r < nrow; ++r) {
-        const int64_t row = ip + r;
-        uint8_t* y = a.y + row * a.ldy + c0;
-        for (int v = 0; v < 2; ++v) {
-          __m256i x = acc[r][v];
-          __m256 mult = cm[v];
-          if (kWeightsLeft) {
-            x = _mm256_add_epi32(x, _mm256_set1_epi32(a.bias[row]));
-            if (a.wzp)
-              x = _mm256_sub_epi32(x, _mm256_mullo_epi32(_mm256_set1_epi32(a.wzp[row]), xs[v]));
-            mult = _mm256_set1_ps(a.mult[row]);
-          } else {
-            x = _mm256_add_epi32(x, cb[v]);
-            if (a.wzp)
-              x = _mm256_sub_epi32(x, _mm256_mullo_epi32(cz[v], _mm256_set1_epi32(a.xsum[row])));
-          }
-          StoreBytes(Requant(x, mult, lo, hi, yzp), v ? n1 : n0, y + 8 * v);
+  template <bool kWeightsLeft>
+  __attribute__((always_inline)) static void Accumulate(const uint8_t* lp, const uint8_t* rp,
+                                                        int64_t k4, __m256i (&acc)[kMr][2]) {
+    for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    for (int64_t q = 0; q < k4; ++q, lp += 4 * kMr, rp += 4 * kNr) {
+      const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp));
+      const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp + 32));
+      for (int r = 0; r < kMr; ++r) {
+        int32_t l;
+        std::memcpy(&l, lp + 4 * r, 4);
+        const __m256i lb = _mm256_set1_epi32(l);
+        if (kWeightsLeft) {  // right = unsigned activations, left = signed weights
+          acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], r0, lb);
+          acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], r1, lb);
+        } else {
+          acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], lb, r0);
+          acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], lb, r1);
         }
       }
     }
   }
-}
+};
 
-void Gemm(const GemmS8Args& a) {
-  if (a.weights_left)
-    GemmImpl<true>(a);
-  else
-    GemmImpl<false>(a);
-}
-
-void RequantRow(const int32_t* acc, int64_t n, int32_t bias, float mult, int32_t yzp, int32_t lo,
-                int32_t hi, uint8_t* y) {
-  const __m256 vlo = _mm256_set1_ps(float(lo - yzp)), vhi = _mm256_set1_ps(float(hi - yzp));
-  const __m256 vm = _mm256_set1_ps(mult);
-  const __m256i vz = _mm256_set1_epi32(yzp), vb = _mm256_set1_epi32(bias);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i));
-    StoreBytes(Requant(_mm256_add_epi32(v, vb), vm, vlo, vhi, vz), 8, y + i);
-  }
-  if (i < n) {
-    alignas(32) int32_t tmp[8] = {};
-    std::memcpy(tmp, acc + i, size_t(n - i) * sizeof(int32_t));
-    const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(tmp));
-    StoreBytes(Requant(_mm256_add_epi32(v, vb), vm, vlo, vhi, vz), n - i, y + i);
-  }
-}
-
-// Until cpu_features.h has an AVX-VNNI level this reports the AVX2 level,
-// whose CPUs it does not run on by itself: GemmS8For must check AVX-VNNI.
-const GemmS8Kernels kKernels = {Isa::kAvxVnni,     kMr,  kNr,       PackLeftX86<kMr>,
-                                PackRightX86<kNr>, Gemm, RequantRow};
+const GemmS8Kernels kKernels = {Isa::kAvxVnni,
+                                AvxVnniMicro::kMr,
+                                AvxVnniMicro::kNr,
+                                PackLeftX86<AvxVnniMicro::kMr>,
+                                PackRightX86<AvxVnniMicro::kNr>,
+                                Gemm256<AvxVnniMicro>,
+                                RequantRow256};
 
 }  // namespace
 
