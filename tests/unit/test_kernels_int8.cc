@@ -477,18 +477,27 @@ TEST_CASE("kernels: QLinearMatMul of two activations (batched b) matches the ref
   for (int i = 0; i < 30; ++i) {
     const int64_t m = 1 + rng() % 20, k = 1 + rng() % 70, n = 1 + rng() % 40;
     const bool b_2d = i % 5 == 4;
-    const Shape batch = i % 2 ? Shape{2, 3} : Shape{1 + int64_t(rng() % 4)};
+    // The last case has an empty batch dim: nothing to compute, nothing to break.
+    const Shape batch = i == 29 ? Shape{0} : i % 2 ? Shape{2, 3} : Shape{1 + int64_t(rng() % 4)};
+    const bool per_column = i % 3 == 0;
     Shape a_shape = batch, b_shape = b_2d ? Shape{} : batch;
     a_shape.insert(a_shape.end(), {m, k});
     b_shape.insert(b_shape.end(), {k, n});
     const DType at = RandomDType(rng), bt = RandomDType(rng), yt = RandomDType(rng);
     const float as = Uniform(rng, 0.001f, 1.f), bs = Uniform(rng, 0.001f, 0.1f);
+    std::vector<float> b_scales(per_column ? size_t(n) : 1, bs);
+    std::vector<int32_t> b_zps;
+    for (size_t j = 0; j < b_scales.size(); ++j) {
+      b_scales[j] *= Uniform(rng, 0.5f, 2.f);
+      b_zps.push_back(RandomZp(bt, rng));
+    }
+    const Shape pshape = per_column ? Shape{n} : Shape{};
     std::vector<TensorPtr> in = {Bytes(at, a_shape, rng),
                                  F32({}, {as}),
                                  Zp(at, {}, {RandomZp(at, rng)}),
                                  Bytes(bt, b_shape, rng),
-                                 F32({}, {bs}),
-                                 Zp(bt, {}, {RandomZp(bt, rng)}),
+                                 F32(pshape, b_scales),
+                                 Zp(bt, pshape, b_zps),
                                  F32({}, {RandomYScale(rng, as, bs, k)}),
                                  Zp(yt, {}, {RandomZp(yt, rng)})};
     AttrMap attrs;

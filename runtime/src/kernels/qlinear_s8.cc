@@ -21,6 +21,10 @@ int32_t Wrap(int64_t v) {
   return int32_t(uint32_t(uint64_t(v)));
 }
 
+bool Is8BitType(DType t) {
+  return t == DType::kInt8 || t == DType::kUInt8;
+}
+
 uint8_t ShiftMask(DType t) {
   return t == DType::kInt8 ? 0x80 : 0;
 }
@@ -357,26 +361,32 @@ bool RunQConvS8(void* state, const QConvCall& c) {
   return s.depthwise ? RunDwConvS8(s.dw, c) : RunConvGemm(s, c);
 }
 
+// Packs b [kdim, n] (bytes at `b`) into s, reusing its buffers; column sums
+// wrap to int32 like the reference's accumulators.
+void PackMatMulB(const GemmS8Kernels* k, DType b_dtype, const uint8_t* b, int64_t kdim, int64_t n,
+                 QMatMulState* s) {
+  s->k = k;
+  s->b_dtype = b_dtype;
+  s->kdim = kdim;
+  s->n = n;
+  const uint8_t mask = b_dtype == DType::kUInt8 ? 0x80 : 0;
+  Resize(&s->packed_b, PackedBytes(n, kdim, k->nr));
+  k->pack_right(b, n, kdim, n, mask, s->packed_b.data());
+  s->bsum.assign(size_t(n), 0);
+  for (int64_t r = 0; r < kdim; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      s->bsum[size_t(j)] = Wrap(int64_t(s->bsum[size_t(j)]) + int8_t(b[r * n + j] ^ mask));
+}
+
 std::shared_ptr<void> PrepareQMatMulS8(const Tensor& b) {
   const GemmS8Kernels* k = GemmS8For(ActiveIsa());
   if (!k || (b.rank() != 1 && b.rank() != 2) || !b.shape_known() || !b.data ||
       (b.dtype != DType::kInt8 && b.dtype != DType::kUInt8))
     return nullptr;
+  const int64_t kdim = b.shape[0], n = b.rank() == 2 ? b.shape[1] : 1;
+  if (kdim <= 0 || n <= 0) return nullptr;
   auto s = std::make_shared<QMatMulState>();
-  s->k = k;
-  s->b_dtype = b.dtype;
-  s->kdim = b.shape[0];
-  s->n = b.rank() == 2 ? b.shape[1] : 1;
-  if (s->kdim <= 0 || s->n <= 0) return nullptr;
-  const uint8_t mask = b.dtype == DType::kUInt8 ? 0x80 : 0;
-  s->packed_b.resize(size_t(PackedBytes(s->n, s->kdim, k->nr)));
-  k->pack_right(b.ptr<uint8_t>(), s->n, s->kdim, s->n, mask, s->packed_b.data());
-  s->bsum.assign(size_t(s->n), 0);
-  std::vector<int64_t> sum(size_t(s->n), 0);
-  for (int64_t r = 0; r < s->kdim; ++r)
-    for (int64_t j = 0; j < s->n; ++j)
-      sum[size_t(j)] += int8_t(b.ptr<uint8_t>()[r * s->n + j] ^ mask);
-  for (int64_t j = 0; j < s->n; ++j) s->bsum[size_t(j)] = Wrap(sum[size_t(j)]);
+  PackMatMulB(k, b.dtype, b.ptr<uint8_t>(), kdim, n, s.get());
   return s;
 }
 
@@ -418,6 +428,38 @@ bool RunQMatMulS8(void* state, const QMatMulCall& c) {
   g.y = c.y->ptr<uint8_t>();
   g.ldy = s.n;
   RunGemm(k, g, c.num_threads);
+  return true;
+}
+
+bool RunQMatMulS8Unprepared(const Tensor& b, const QMatMulCall& c) {
+  const GemmS8Kernels* k = GemmS8For(ActiveIsa());
+  const Tensor& a = *c.a;
+  if (!k || a.rank() < 2 || b.rank() < 2 || !Is8BitType(a.dtype) || !Is8BitType(b.dtype))
+    return false;
+  const int64_t kdim = b.shape[size_t(b.rank() - 2)], n = b.shape.back();
+  if (a.shape.back() != kdim || kdim <= 0 || n <= 0) return false;
+  if (b.rank() > 2) {  // batched: a's batch dims must equal b's (no broadcasting)
+    if (a.rank() != b.rank()) return false;
+    for (int d = 0; d + 2 < a.rank(); ++d)
+      if (a.shape[size_t(d)] != b.shape[size_t(d)]) return false;
+  }
+  // One batch of b at a time; a 2-D b is one batch for all of a's rows.
+  const int64_t batches = b.rank() > 2 ? b.numel() / (kdim * n) : 1;
+  if (batches == 0) return true;  // an empty batch dim: nothing to compute
+  const int64_t rows = a.numel() / kdim / batches;
+  thread_local QMatMulState s;
+  Tensor a_view = a, y_view = *c.y;
+  a_view.shape = {rows, kdim};
+  y_view.shape = {rows, n};
+  QMatMulCall batch = c;
+  batch.a = &a_view;
+  batch.y = &y_view;
+  for (int64_t i = 0; i < batches; ++i) {
+    PackMatMulB(k, b.dtype, b.ptr<uint8_t>() + i * kdim * n, kdim, n, &s);
+    a_view.data = const_cast<uint8_t*>(a.ptr<uint8_t>()) + i * rows * kdim;
+    y_view.data = c.y->ptr<uint8_t>() + i * rows * n;
+    if (!RunQMatMulS8(&s, batch)) return false;
+  }
   return true;
 }
 

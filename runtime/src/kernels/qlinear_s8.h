@@ -49,5 +49,10 @@ struct QMatMulCall {
 };
 bool RunQMatMulS8(void* state, const QMatMulCall& call);
 
+// QLinearMatMul of two activations (attention's Q.K^T and P.V): b [K, N] or
+// [..., K, N] with a's batch dims is packed batch by batch during the call,
+// into per-thread scratch. False when not covered (1-D operands, broadcast batches).
+bool RunQMatMulS8Unprepared(const Tensor& b, const QMatMulCall& call);
+
 }  // namespace kernels
 }  // namespace qfold

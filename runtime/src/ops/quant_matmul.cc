@@ -9,7 +9,6 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
-#include "kernels/cpu_features.h"
 #include "kernels/qlinear_s8.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
@@ -144,44 +143,6 @@ Status PrepareQLinearMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
   return Status::Ok();
 }
 
-// Both operands activations (attention's Q.K^T and P.V): no prepared b, so
-// each batch's b is packed here, then the same kernels run. Covers per-tensor
-// parameters, a 2-D b, or equal batch dims (no broadcasting); returns false
-// otherwise, and the reference kernel runs.
-bool RunActivationMatMulFast(const KernelContext& ctx, kernels::QMatMulCall c) {
-  const Tensor* a = ctx.input(0);
-  const Tensor* b = ctx.input(3);
-  Tensor* y = ctx.output(0);
-  if (kernels::ActiveIsa() == kernels::Isa::kReference || c.b_zp.size() != 1 ||
-      c.b_scale.size() != 1 || a->rank() < 2 || b->rank() < 2)
-    return false;
-  const int64_t k = b->shape[b->rank() - 2], n = b->shape.back();
-  if (a->shape.back() != k || k <= 0 || n <= 0) return false;
-  Tensor a_view = *a, b_view = *b, y_view = *y;
-  if (b->rank() == 2) {
-    std::shared_ptr<void> state = kernels::PrepareQMatMulS8(*b);
-    return state && kernels::RunQMatMulS8(state.get(), c);
-  }
-  if (a->rank() != b->rank()) return false;
-  for (int d = 0; d + 2 < a->rank(); ++d)
-    if (a->shape[size_t(d)] != b->shape[size_t(d)]) return false;
-  const int64_t m = a->shape[a->rank() - 2];
-  const int64_t batches = b->numel() / (k * n);
-  a_view.shape = {m, k};
-  b_view.shape = {k, n};
-  y_view.shape = {m, n};
-  c.a = &a_view;
-  c.y = &y_view;
-  for (int64_t i = 0; i < batches; ++i) {
-    a_view.data = const_cast<uint8_t*>(a->ptr<uint8_t>()) + i * m * k;
-    b_view.data = const_cast<uint8_t*>(b->ptr<uint8_t>()) + i * k * n;
-    y_view.data = y->ptr<uint8_t>() + i * m * n;
-    std::shared_ptr<void> state = kernels::PrepareQMatMulS8(b_view);
-    if (!state || !kernels::RunQMatMulS8(state.get(), c)) return false;
-  }
-  return true;
-}
-
 Status RunQLinearMatMul(KernelContext& ctx) {
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(3);
@@ -212,7 +173,8 @@ Status RunQLinearMatMul(KernelContext& ctx) {
     c.hi = range.hi;
     c.bias = bias ? bias->ptr<int32_t>() : nullptr;
     c.num_threads = ctx.num_threads;
-    if (ctx.state ? kernels::RunQMatMulS8(ctx.state, c) : RunActivationMatMulFast(ctx, c))
+    // Without prepared state b is an activation (attention): packed per call.
+    if (ctx.state ? kernels::RunQMatMulS8(ctx.state, c) : kernels::RunQMatMulS8Unprepared(*b, c))
       return Status::Ok();
   }
   // The reference kernel: the fallback, and the oracle of the fast path.
