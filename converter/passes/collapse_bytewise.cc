@@ -20,7 +20,9 @@ namespace qfold {
 namespace conv {
 namespace {
 
-bool Is8Bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
+bool Is8Bit(DType t) {
+  return t == DType::kInt8 || t == DType::kUInt8;
+}
 
 // Operators computing output element i from input element i alone (with
 // single-element constants broadcast): the only ones a region may hold.
@@ -45,6 +47,7 @@ class Collapser {
     // Sources: graph inputs first, then node outputs in graph order. Each
     // collapse rewrites the graph, so the candidates are listed up front and
     // re-checked when their turn comes.
+    consumers_ = BuildConsumers(g_);
     std::vector<std::string> sources(g_.inputs.begin(), g_.inputs.end());
     for (const Node& n : g_.nodes)
       for (const std::string& o : n.outputs)
@@ -85,9 +88,11 @@ class Collapser {
 
   Status TryCollapse(const std::string& x) {
     // Most tensors feed no point-wise operator at all: skip them cheaply.
+    auto uses = consumers_.find(x);
+    if (uses == consumers_.end()) return Status::Ok();
     bool any = false;
-    for (const Node& n : g_.nodes)
-      for (const std::string& in : n.inputs) any = any || (in == x && PointwiseOps().count(n.op_type));
+    for (const auto& use : uses->second)
+      any = any || PointwiseOps().count(g_.nodes[use.first].op_type) > 0;
     if (!any) return Status::Ok();
     const int rank = int(g_.Find(x)->shape.size());
     // Grow the region in graph (topological) order: a node joins when all its
@@ -110,11 +115,10 @@ class Collapser {
     // A region node whose non-8-bit result is read outside the region (the
     // DequantizeLinear feeding a float graph output, say) cannot become a
     // table: it leaves the region, and so do the nodes that depended on it.
-    const auto consumers = BuildConsumers(g_);
     auto read_outside = [&](const std::string& v, const std::set<size_t>& in_region) {
       if (g_.IsGraphOutput(v)) return true;
-      auto it = consumers.find(v);
-      if (it != consumers.end())
+      auto it = consumers_.find(v);
+      if (it != consumers_.end())
         for (const auto& use : it->second)
           if (!in_region.count(use.first)) return true;
       return false;
@@ -198,7 +202,8 @@ class Collapser {
       ctx.outputs.push_back(&out.t);
       // Anything unexpected (a kernel refusing the 1-D stand-in shape, say)
       // leaves the graph as it is: the pass is an optimization.
-      if (!def->infer(ctx).ok() || !out.t.shape_known() || out.t.numel() != 256) return Status::Ok();
+      if (!def->infer(ctx).ok() || !out.t.shape_known() || out.t.numel() != 256)
+        return Status::Ok();
       out.storage.resize(out.t.bytes() + 1);
       out.t.data = out.storage.data();
       if (!def->run(ctx).ok()) return Status::Ok();
@@ -218,16 +223,22 @@ class Collapser {
       n = std::move(lut);
     }
     collapsed_ += 1;
-    return RemoveDeadCode(&g_);
+    QF_RETURN_IF_ERROR(RemoveDeadCode(&g_));
+    consumers_ = BuildConsumers(g_);
+    return Status::Ok();
   }
 
   Graph& g_;
+  // Readers of every value, rebuilt after each collapse rewrites the graph.
+  std::unordered_map<std::string, std::vector<std::pair<size_t, size_t>>> consumers_;
   int collapsed_ = 0;
 };
 
 }  // namespace
 
-Status CollapseBytewise(Graph* g) { return Collapser(g).Run(); }
+Status CollapseBytewise(Graph* g) {
+  return Collapser(g).Run();
+}
 
 }  // namespace conv
 }  // namespace qfold

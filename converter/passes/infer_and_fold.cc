@@ -30,33 +30,23 @@ Tensor ToTensor(const Value& v) {
   return t;
 }
 
-// Folding runs the reference kernels: the fast float kernels sum in another
-// order on each ISA, and a .qfm should not depend on the machine that made it.
-class ReferenceKernelsScope {
- public:
-  ReferenceKernelsScope() : saved_(kernels::ActiveIsa()) {
-    kernels::SetIsaForTesting(kernels::Isa::kReference);
-  }
-  ~ReferenceKernelsScope() { kernels::SetIsaForTesting(saved_); }
-
- private:
-  kernels::Isa saved_;
-};
-
 }  // namespace
 
 Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
-  ReferenceKernelsScope reference_kernels;
+  // Folding runs the reference kernels: the fast float kernels sum in another
+  // order on each ISA, and a .qfm should not depend on the machine that made it.
+  kernels::ScopedIsa reference_kernels(kernels::Isa::kReference);
   std::vector<Node> kept;
   for (Node& n : g->nodes) {
     const OpDef* def = FindOp(n.op_type);
-    if (!def) return Status(StatusCode::kUnsupported, g->source + ": " + n.Label() + " is not supported");
+    if (!def)
+      return Status(StatusCode::kUnsupported, g->source + ": " + n.Label() + " is not supported");
     int n_in = int(n.inputs.size());
     if (n_in < def->min_inputs || n_in > def->max_inputs)
-      return Status(StatusCode::kInvalidModel,
-                    g->source + ": " + n.Label() + " has " + std::to_string(n_in) +
-                        " inputs, expected " + std::to_string(def->min_inputs) + ".." +
-                        std::to_string(def->max_inputs));
+      return Status(StatusCode::kInvalidModel, g->source + ": " + n.Label() + " has " +
+                                                   std::to_string(n_in) + " inputs, expected " +
+                                                   std::to_string(def->min_inputs) + ".." +
+                                                   std::to_string(def->max_inputs));
     // Kernels rely on this: only inputs past min_inputs may be omitted.
     for (int i = 0; i < def->min_inputs; ++i)
       if (n.inputs[size_t(i)].empty())
@@ -97,10 +87,10 @@ Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
       for (int64_t d : o->shape) known.push_back(d < 0 ? 1 : d);
       int64_t count = 0;
       if (o->rank() > kMaxRank || !CheckedNumel(known, &count) || count > kMaxElements)
-        return Status(StatusCode::kInvalidModel,
-                      g->source + ": " + n.Label() + ": output '" + o->name + "' gets shape " +
-                          ShapeToString(o->shape) + ", more than " + std::to_string(kMaxElements) +
-                          " elements");
+        return Status(StatusCode::kInvalidModel, g->source + ": " + n.Label() + ": output '" +
+                                                     o->name + "' gets shape " +
+                                                     ShapeToString(o->shape) + ", more than " +
+                                                     std::to_string(kMaxElements) + " elements");
     }
     bool outputs_known = true;
     size_t out_bytes = 0;
@@ -116,8 +106,8 @@ Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
     if (foldable) {
       for (Tensor* o : ctx.outputs) {
         if (!o) continue;
-        storage.push_back(std::make_shared<std::vector<uint8_t>>(
-            dtype_storage_bytes(o->dtype, o->numel()) + 1));
+        storage.push_back(
+            std::make_shared<std::vector<uint8_t>>(dtype_storage_bytes(o->dtype, o->numel()) + 1));
         o->data = storage.back()->data();
       }
       st = def->run(ctx);

@@ -31,5 +31,19 @@ std::vector<Isa> SupportedIsas();
 // afterwards use it. Returns the level in effect.
 Isa SetIsaForTesting(Isa isa);
 
+// Kernels run at `isa` (clamped to what the CPU has) until this is destroyed,
+// then at the level before. Process-wide, not thread-safe: for single-threaded
+// callers such as the converter, which folds constants at the reference level.
+class ScopedIsa {
+ public:
+  explicit ScopedIsa(Isa isa) : saved_(ActiveIsa()) { SetIsaForTesting(isa); }
+  ~ScopedIsa() { SetIsaForTesting(saved_); }
+  ScopedIsa(const ScopedIsa&) = delete;
+  ScopedIsa& operator=(const ScopedIsa&) = delete;
+
+ private:
+  Isa saved_;
+};
+
 }  // namespace kernels
 }  // namespace qfold
