@@ -321,6 +321,7 @@ int Bench(const Args& args) {
     std::string type;
     int64_t nodes = 0;
     double us = 0;
+    int64_t reference_nodes = 0;  // nodes that fell back to the reference kernel
   };
   std::vector<OpProfile> nodes = session->profile();
   std::vector<TypeTime> by_type;
@@ -330,6 +331,7 @@ int Bench(const Args& args) {
                            [&](const TypeTime& t) { return t.type == p.type; });
     if (it == by_type.end()) it = by_type.insert(by_type.end(), TypeTime{p.type, 0, 0});
     it->nodes += 1;
+    it->reference_nodes += p.reference_runs > 0 ? 1 : 0;
     it->us += p.total_us / double(p.runs);
     profiled_us += p.total_us / double(p.runs);
   }
@@ -345,11 +347,16 @@ int Bench(const Args& args) {
     if (opts.profile) {
       j["profile_by_type"] = nlohmann::json::array();
       for (const TypeTime& t : by_type)
-        j["profile_by_type"].push_back({{"type", t.type}, {"nodes", t.nodes}, {"mean_us", t.us}});
+        j["profile_by_type"].push_back({{"type", t.type},
+                                        {"nodes", t.nodes},
+                                        {"reference_nodes", t.reference_nodes},
+                                        {"mean_us", t.us}});
       j["profile_nodes"] = nlohmann::json::array();
       for (const OpProfile& p : nodes)
-        j["profile_nodes"].push_back(
-            {{"name", p.name}, {"type", p.type}, {"mean_us", p.total_us / double(p.runs)}});
+        j["profile_nodes"].push_back({{"name", p.name},
+                                      {"type", p.type},
+                                      {"mean_us", p.total_us / double(p.runs)},
+                                      {"reference_path", p.reference_runs > 0}});
     }
     j["model"] = model_path;
     j["threads"] = opts.num_threads;
@@ -395,13 +402,19 @@ int Bench(const Args& args) {
   if (opts.profile) {
     std::printf("\nprofile (mean per run, %.3f ms in operators):\n", profiled_us / 1000);
     std::printf("  %-28s %6s %12s %7s\n", "operator type", "nodes", "ms", "share");
-    for (const TypeTime& t : by_type)
-      std::printf("  %-28s %6lld %12.3f %6.1f%%\n", t.type.c_str(), static_cast<long long>(t.nodes),
+    for (const TypeTime& t : by_type) {
+      std::printf("  %-28s %6lld %12.3f %6.1f%%", t.type.c_str(), static_cast<long long>(t.nodes),
                   t.us / 1000, profiled_us > 0 ? 100 * t.us / profiled_us : 0.0);
+      if (t.reference_nodes)
+        std::printf("  REFERENCE KERNEL in %lld node%s", static_cast<long long>(t.reference_nodes),
+                    t.reference_nodes == 1 ? "" : "s");
+      std::printf("\n");
+    }
     std::printf("slowest nodes:\n");
     for (size_t i = 0; i < top_nodes; ++i)
-      std::printf("  %-44s %-22s %10.3f ms\n", nodes[i].name.c_str(), nodes[i].type.c_str(),
-                  nodes[i].total_us / double(nodes[i].runs) / 1000);
+      std::printf("  %-44s %-22s %10.3f ms%s\n", nodes[i].name.c_str(), nodes[i].type.c_str(),
+                  nodes[i].total_us / double(nodes[i].runs) / 1000,
+                  nodes[i].reference_runs ? "  (reference kernel)" : "");
   }
   return 0;
 }

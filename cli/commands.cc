@@ -25,13 +25,16 @@ bool HasFlag(const Args& args, const char* flag) {
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Output names become file names: keep them readable but safe.
 std::string SafeFileName(const std::string& name) {
   std::string out;
-  for (char c : name) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_') ? c : '_';
+  for (char c : name)
+    out +=
+        (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_') ? c : '_';
   if (out.empty() || out[0] == '.') out = "_" + out;
   return out;
 }
@@ -57,7 +60,9 @@ Status ReadShapesJson(const std::string& path, std::map<std::string, Shape>* sha
   std::vector<uint8_t> bytes;
   QF_RETURN_IF_ERROR(io::ReadFileBytes(path, &bytes));
   nlohmann::json j = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
-  auto bad = [&](const std::string& m) { return Status(StatusCode::kInvalidArgument, path + ": " + m); };
+  auto bad = [&](const std::string& m) {
+    return Status(StatusCode::kInvalidArgument, path + ": " + m);
+  };
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
   for (const auto& kv : j.items()) {
     if (kv.key() == "inputs" && kv.value().is_object()) {
@@ -87,16 +92,19 @@ std::string DimsToString(const TensorInfo& t) {
   std::string s = "(";
   for (size_t i = 0; i < t.shape.size(); ++i) {
     if (i) s += ",";
-    if (t.shape[i] >= 0) s += std::to_string(t.shape[i]);
-    else s += t.dim_names[i].empty() ? "?" : t.dim_names[i];
+    if (t.shape[i] >= 0)
+      s += std::to_string(t.shape[i]);
+    else
+      s += t.dim_names[i].empty() ? "?" : t.dim_names[i];
   }
   return s + (t.shape.size() == 1 ? ",)" : ")");
 }
 
 const char* kConvertUsage =
     "usage: qfold convert MODEL.onnx -o MODEL.qfm [--input-shape NAME=1x3x224x224 ...]\n"
-    "                     [--dim NAME=N ...] [--input-shapes FILE.json] [--input-layout NAME=NHWC]\n"
-    "                     [--no-fold] [--no-fuse] [--no-fold-qdq]\n"
+    "                     [--dim NAME=N ...] [--input-shapes FILE.json] [--input-layout "
+    "NAME=NHWC]\n"
+    "                     [--no-fold] [--no-fuse] [--no-fold-qdq] [--channels-first]\n"
     "\n"
     "Converts an ONNX model to qfold's .qfm format. Every unsupported operator is\n"
     "listed at once; on any error no output file is written.\n"
@@ -108,7 +116,10 @@ const char* kConvertUsage =
     "  --input-layout NAME=NHWC  the input takes NHWC data (the model stays NCHW inside)\n"
     "  --no-fold           keep constant subgraphs as operators\n"
     "  --no-fuse           do not fuse BatchNormalization and activations\n"
-    "  --no-fold-qdq       keep QuantizeLinear/DequantizeLinear as separate float ops\n";
+    "  --no-fold-qdq       keep QuantizeLinear/DequantizeLinear as separate float ops\n"
+    "  --channels-first    keep every operator in the model's own layout (by default quantized\n"
+    "                      convolutions and pools run channels-last inside; inputs and outputs\n"
+    "                      keep their shapes either way)\n";
 
 const char* kRunUsage =
     "usage: qfold run MODEL.qfm [--input NAME=FILE.npy ...] [--inputs FILE.npz]\n"
@@ -153,7 +164,8 @@ int Convert(const Args& args) {
     } else if (a == "--no-fold") {
       opts.fold_constants = false;
     } else if (a == "--input-shape" || a == "--dim" || a == "--input-layout") {
-      if (i + 1 >= args.size()) return UsageError("convert", a + " needs NAME=VALUE", kConvertUsage);
+      if (i + 1 >= args.size())
+        return UsageError("convert", a + " needs NAME=VALUE", kConvertUsage);
       const std::string& v = args[++i];
       size_t eq = v.find('=');
       if (eq == std::string::npos || eq == 0)
@@ -164,7 +176,8 @@ int Convert(const Args& args) {
       } else if (a == "--dim") {
         Shape one;
         if (!ParseShape(value, &one) || one.size() != 1)
-          return UsageError("convert", "--dim " + v + ": the value must be one number", kConvertUsage);
+          return UsageError("convert", "--dim " + v + ": the value must be one number",
+                            kConvertUsage);
         opts.dims[name] = one[0];
       } else {
         Shape shape;
@@ -174,13 +187,16 @@ int Convert(const Args& args) {
         opts.input_shapes[name] = shape;
       }
     } else if (a == "--input-shapes") {
-      if (i + 1 >= args.size()) return UsageError("convert", a + " needs a JSON file", kConvertUsage);
+      if (i + 1 >= args.size())
+        return UsageError("convert", a + " needs a JSON file", kConvertUsage);
       Status st = ReadShapesJson(args[++i], &opts.input_shapes, &opts.dims);
       if (!st.ok()) return Fail("convert", st);
     } else if (a == "--no-fold-qdq") {
       opts.fold_qdq = false;
     } else if (a == "--no-fuse") {
       opts.fuse = false;
+    } else if (a == "--channels-first") {
+      opts.channels_last = false;
     } else if (!a.empty() && a[0] == '-') {
       return UsageError("convert", "unknown option '" + a + "'", kConvertUsage);
     } else if (in.empty()) {
@@ -219,7 +235,8 @@ int Run(const Args& args) {
       if (!next(&v)) return UsageError("run", a + " needs NAME=FILE.npy", kRunUsage);
       size_t eq = v.find('=');
       if (eq == std::string::npos) {
-        if (!EndsWith(v, ".npz")) return UsageError("run", "--input takes NAME=FILE.npy or FILE.npz", kRunUsage);
+        if (!EndsWith(v, ".npz"))
+          return UsageError("run", "--input takes NAME=FILE.npy or FILE.npz", kRunUsage);
         Status st = io::ReadNpz(v, &feeds);
         if (!st.ok()) return Fail("run", st);
         continue;
@@ -271,9 +288,10 @@ int Run(const Args& args) {
     for (const io::NpzEntry& e : feeds)
       if (e.name == in.name) feed = &e;
     if (!feed)
-      return Fail("run", Status(StatusCode::kInvalidArgument,
-                                "no data for input '" + in.name + "' " + DimsToString(in) + " " +
-                                    dtype_name(in.dtype) + ": pass --input " + in.name + "=FILE.npy"));
+      return Fail("run",
+                  Status(StatusCode::kInvalidArgument,
+                         "no data for input '" + in.name + "' " + DimsToString(in) + " " +
+                             dtype_name(in.dtype) + ": pass --input " + in.name + "=FILE.npy"));
     auto rs = resize.find(in.name);
     if (rs != resize.end() && rs->second != feed->array.shape)
       return Fail("run", Status(StatusCode::kInvalidArgument,
@@ -330,8 +348,10 @@ nlohmann::json TensorJson(const TensorInfo& t) {
   j["dtype"] = dtype_name(t.dtype);
   nlohmann::json dims = nlohmann::json::array();
   for (size_t i = 0; i < t.shape.size(); ++i) {
-    if (t.shape[i] >= 0) dims.push_back(t.shape[i]);
-    else dims.push_back(t.dim_names[i].empty() ? "?" : t.dim_names[i]);
+    if (t.shape[i] >= 0)
+      dims.push_back(t.shape[i]);
+    else
+      dims.push_back(t.dim_names[i].empty() ? "?" : t.dim_names[i]);
   }
   j["shape"] = dims;
   if (t.layout != Layout::kPlain) j["layout"] = LayoutName(t.layout);
@@ -349,10 +369,19 @@ struct OpPrecision {
 };
 
 OpPrecision ClassifyOp(const Model::Impl& m, const OpEntry& op) {
-  static const char* kIntegerOps[] = {
-      "QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool",
-      "QLinearAveragePool", "QLinearConcat", "QLinearLeakyRelu", "QLinearSigmoid",
-      "QfLookupTable", "ConvInteger", "MatMulInteger", "QfQLinearConvTranspose"};
+  static const char* kIntegerOps[] = {"QLinearConv",
+                                      "QLinearMatMul",
+                                      "QLinearAdd",
+                                      "QLinearMul",
+                                      "QLinearGlobalAveragePool",
+                                      "QLinearAveragePool",
+                                      "QLinearConcat",
+                                      "QLinearLeakyRelu",
+                                      "QLinearSigmoid",
+                                      "QfLookupTable",
+                                      "ConvInteger",
+                                      "MatMulInteger",
+                                      "QfQLinearConvTranspose"};
   OpPrecision p;
   auto numel = [&](int id) {
     int64_t n = 1;
@@ -372,8 +401,10 @@ OpPrecision ClassifyOp(const Model::Impl& m, const OpEntry& op) {
   if (p.precision.empty()) {
     int in0 = op.inputs.empty() ? -1 : op.inputs[0];
     DType t = in0 >= 0 ? m.tensors[in0].info.dtype : DType::kUndefined;
-    if (t == DType::kInt8 || t == DType::kUInt8) p.precision = "int8";
-    else p.precision = dtype_is_float(t) ? "float" : "other";
+    if (t == DType::kInt8 || t == DType::kUInt8)
+      p.precision = "int8";
+    else
+      p.precision = dtype_is_float(t) ? "float" : "other";
   }
   return p;
 }
@@ -396,7 +427,8 @@ int Inspect(const Args& args) {
   std::string path;
   for (const std::string& a : args) {
     if (a == "--json" || a == "--ops") continue;
-    if (!a.empty() && a[0] == '-') return UsageError("inspect", "unknown option '" + a + "'", kInspectUsage);
+    if (!a.empty() && a[0] == '-')
+      return UsageError("inspect", "unknown option '" + a + "'", kInspectUsage);
     if (!path.empty()) return UsageError("inspect", "more than one model given", kInspectUsage);
     path = a;
   }
@@ -450,7 +482,12 @@ int Inspect(const Args& args) {
       OpPrecision p = ClassifyOp(*m, op);
       precision_counts[p.precision]++;
       nlohmann::json d = {{"name", op.name}, {"type", op.type}, {"precision", p.precision}};
-      if (!p.granularity.empty()) d["granularity"] = p.granularity, granularity_counts[p.granularity]++;
+      if (!p.granularity.empty())
+        d["granularity"] = p.granularity, granularity_counts[p.granularity]++;
+      // The layout the converter planned for the op's result (NHWC: channels-last inside).
+      const int out0 = op.outputs.empty() ? -1 : op.outputs[0];
+      if (out0 >= 0 && m->tensors[size_t(out0)].info.layout != Layout::kPlain)
+        d["layout"] = LayoutName(m->tensors[size_t(out0)].info.layout);
       details.push_back(d);
     }
     j["operator_details"] = details;
@@ -495,7 +532,8 @@ int Inspect(const Args& args) {
     return 0;
   }
   std::printf("%s (%s)\n", path.c_str(), j["format"].get<std::string>().c_str());
-  if (j.contains("producer")) std::printf("  producer: %s\n", j["producer"].get<std::string>().c_str());
+  if (j.contains("producer"))
+    std::printf("  producer: %s\n", j["producer"].get<std::string>().c_str());
   if (j.contains("opset")) std::printf("  source opset: %d\n", j["opset"].get<int>());
   std::printf("inputs:\n");
   for (const TensorInfo& t : inputs)
@@ -515,8 +553,9 @@ int Inspect(const Args& args) {
     std::printf("\n");
     if (HasFlag(args, "--ops"))
       for (const auto& d : j["operator_details"])
-        std::printf("  %-40s %-26s %s %s\n", d["name"].get<std::string>().c_str(),
+        std::printf("  %-40s %-26s %-8s %-4s %s\n", d["name"].get<std::string>().c_str(),
                     d["type"].get<std::string>().c_str(), d["precision"].get<std::string>().c_str(),
+                    d.contains("layout") ? d["layout"].get<std::string>().c_str() : "",
                     d.contains("granularity") ? d["granularity"].get<std::string>().c_str() : "");
   }
   if (!warning.empty()) std::printf("warning: %s\n", warning.c_str());
@@ -528,13 +567,16 @@ int Inspect(const Args& args) {
     int count = 0;
     for (const auto& d : j["operator_details"])
       if (d["type"] == "Transpose") {
-        if (count++ < 8) names += (names.empty() ? "'" : ", '") + d["name"].get<std::string>() + "'";
+        if (count++ < 8)
+          names += (names.empty() ? "'" : ", '") + d["name"].get<std::string>() + "'";
       }
-    if (count) std::printf("transposes: %d (%s%s)\n", count, names.c_str(), count > 8 ? ", ..." : "");
+    if (count)
+      std::printf("transposes: %d (%s%s)\n", count, names.c_str(), count > 8 ? ", ..." : "");
   }
   std::printf("quantization: %s\n",
-              quantized_tensors ? (std::to_string(quantized_tensors) + " quantized tensors / QDQ nodes").c_str()
-                                : "none (float model)");
+              quantized_tensors
+                  ? (std::to_string(quantized_tensors) + " quantized tensors / QDQ nodes").c_str()
+                  : "none (float model)");
   return 0;
 }
 

@@ -35,7 +35,14 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
   QF_RETURN_IF_ERROR(VerifyGraph(g));
   // Re-infer so every value written carries the final dtype and shape.
   QF_RETURN_IF_ERROR(InferAndFold(g, false));
-  return AnnotateLayouts(g);
+  QF_RETURN_IF_ERROR(AnnotateLayouts(g));
+  if (opts.channels_last) {
+    QF_RETURN_IF_ERROR(PlanLayouts(g));
+    QF_RETURN_IF_ERROR(RemoveDeadCode(g));
+    QF_RETURN_IF_ERROR(VerifyGraph(g));
+    QF_RETURN_IF_ERROR(InferAndFold(g, false));
+  }
+  return Status::Ok();
 }
 
 Status ConvertFile(const std::string& onnx_path, const std::string& qfm_path,

@@ -23,11 +23,24 @@ flatbuffers::Offset<fb::Attribute> WriteAttr(flatbuffers::FlatBufferBuilder& b, 
   flatbuffers::Offset<flatbuffers::String> s;
   fb::AttrType type = fb::AttrType::INT;
   switch (a.kind) {
-    case Attr::kInt: type = fb::AttrType::INT; break;
-    case Attr::kFloat: type = fb::AttrType::FLOAT; break;
-    case Attr::kInts: type = fb::AttrType::INTS; ints = b.CreateVector(a.ints); break;
-    case Attr::kFloats: type = fb::AttrType::FLOATS; floats = b.CreateVector(a.floats); break;
-    case Attr::kString: type = fb::AttrType::STRING; s = b.CreateString(a.s); break;
+    case Attr::kInt:
+      type = fb::AttrType::INT;
+      break;
+    case Attr::kFloat:
+      type = fb::AttrType::FLOAT;
+      break;
+    case Attr::kInts:
+      type = fb::AttrType::INTS;
+      ints = b.CreateVector(a.ints);
+      break;
+    case Attr::kFloats:
+      type = fb::AttrType::FLOATS;
+      floats = b.CreateVector(a.floats);
+      break;
+    case Attr::kString:
+      type = fb::AttrType::STRING;
+      s = b.CreateString(a.s);
+      break;
   }
   return fb::CreateAttribute(b, name, type, a.i, a.f, ints, floats, s);
 }
@@ -96,11 +109,18 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
   for (const std::string& n : g.outputs) outs.push_back(index[n]);
   std::vector<flatbuffers::Offset<flatbuffers::String>> notes;
   for (const std::string& n : g.notes) notes.push_back(b.CreateString(n));
-  auto meta = fb::CreateMetadata(b, b.CreateString("qfold " QFOLD_VERSION_STRING),
-                                 int32_t(g.opset), b.CreateString(g.sha256),
-                                 b.CreateString(g.source), b.CreateVector(notes));
-  auto model = fb::CreateModel(b, 1, 1, b.CreateVector(tensors), b.CreateVector(buffers),
-                               b.CreateVector(ops), b.CreateVector(ins), b.CreateVector(outs), meta);
+  auto meta =
+      fb::CreateMetadata(b, b.CreateString("qfold " QFOLD_VERSION_STRING), int32_t(g.opset),
+                         b.CreateString(g.sha256), b.CreateString(g.source), b.CreateVector(notes));
+  // Version 2: operators may carry channels_last = 1 (converter's layout
+  // planning); a version-1 reader would ignore it and compute garbage, so
+  // such files require reader 2. Files without it stay readable by version 1.
+  bool channels_last = false;
+  for (const Node& n : g.nodes) channels_last |= n.attrs.GetInt("channels_last", 0) != 0;
+  const uint32_t min_reader = channels_last ? 2 : 1;
+  auto model =
+      fb::CreateModel(b, 2, min_reader, b.CreateVector(tensors), b.CreateVector(buffers),
+                      b.CreateVector(ops), b.CreateVector(ins), b.CreateVector(outs), meta);
   fb::FinishModelBuffer(b, model);
   out->assign(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
   return Status::Ok();

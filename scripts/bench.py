@@ -1,45 +1,70 @@
 #!/usr/bin/env python3
-"""Benchmarks qfold against ONNX Runtime and MNN on the models of models/ and writes
-docs/BENCHMARKS.md.
+"""Benchmarks qfold against ONNX Runtime, OpenVINO and MNN, engines interleaved round by round in
+one process, and writes docs/BENCHMARKS.md.
 
 Usage:
-  python scripts/bench.py --qfold build/cli/qfold [--out docs/BENCHMARKS.md] [--quick]
-                          [--warmup W] [--iterations I] [--threads 1,2] [--work DIR]
+  python scripts/bench.py [--qfold build/cli/qfold] [--out docs/BENCHMARKS.md] [--quick]
+                          [--set synthetic,ppocr,light|all] [--models a,b] [--threads 1,2]
+                          [--rounds R] [--round-seconds S] [--warmup W] [--work DIR]
+                          [--no-openvino] [--no-mnn] [--no-conv] [--note TEXT]
 
-Models: the float models of models/; the pc_u8s8 QDQ variant (scripts/quantize_models.py, built
-into WORK/qdq when missing) of mobilenetv2_like, resnet_like and transformer_encoder; the real
-PP-OCR models of models/cache/float and models/cache/qdq (scripts/fetch_real_models.py; skipped
-with a note when absent). --quick: mobilenetv2_like and its pc_u8s8 variant, 1 warm-up and 3
-timed runs, for a smoke test.
+Model sets (--set, default all):
+  synthetic  the float models of models/ and the pc_u8s8 QDQ variant (scripts/quantize_models.py,
+             built into WORK/qdq when missing) of mobilenetv2_like, resnet_like and
+             transformer_encoder;
+  ppocr      PP-OCR det/cls/rec, float and QDQ, from models/cache (scripts/fetch_real_models.py;
+             skipped with a note when absent);
+  light      the ONNX model zoo's light models (ResNet-50, DenseNet-121, Inception v1/v2, ...)
+             with seeded random weights, float and QDQ (scripts/make_light_models.py, cached in
+             WORK/light), fed a synthetic ImageNet-normalized image.
+--models a,b keeps the models whose label or base name is listed (resnet50 selects resnet50 and
+resnet50.pc_u8s8). --quick: mobilenetv2_like and its QDQ variant, one single convolution, two
+short rounds, no probes (step 1 below): a smoke test (ctest bench_quick, < 30 s on an idle
+machine) that needs neither OpenVINO nor MNN.
 
-Per model and thread count, each engine runs in its own process on the same fixed-seed inputs
-(standard normal floats), with the same number of warm-up and timed runs:
-  * qfold: `qfold convert`, then `qfold bench --json` (C++ steady_clock around Session::Run);
-  * ONNX Runtime: InferenceSession with ORT_ENABLE_ALL, intra_op_num_threads=T,
-    inter_op_num_threads=1, time.perf_counter around sess.run (includes Python binding overhead:
-    input wrapping and output numpy allocation, some microseconds per run);
-  * MNN (when the `MNN` package imports): the ONNX model converted with MNN's converter, run with
-    the Interpreter/Session API (numThread=T, precision normal), time.perf_counter around
-    runSession. Conversion or run failures are recorded, not fatal. MNN's converter is called
-    through its compiled module (_tools.mnnconvert) and not through the `mnnconvert` Python entry
-    point, which pip-installs a telemetry SDK into whatever `pip` is on PATH and reports usage to
-    a remote server.
-The MNN and qfold outputs are compared with ONNX Runtime's (cosine similarity of the first
-output) so that a fast but wrong run is visible.
+How one model is measured:
+  1. probe: each engine, in its own spawned child process, loads the model, runs it once (at the
+     first thread count) and returns its first output (compared with ONNX Runtime's: cosine) and
+     that run's time. A peer that crashes there (OpenVINO segfaults on some QDQ models) or
+     raises becomes a table entry;
+  2. measure: one spawned child process per model; for each thread count T in turn it loads
+     every engine that passed the probe, warms each up, then runs R rounds. In each round every
+     engine runs K timed inferences in turn (after 1 untimed one to re-warm caches, for runs
+     under REWARM_BELOW_MS), the order rotating from round to round; K is per engine, so that
+     its turn takes about --round-seconds. On a shared machine the noise then falls on all
+     engines alike. Reported: each engine's median over all its timed runs, and ratios
+     other/qfold computed per round (the engine's median in that round over qfold's), then
+     median'd over rounds.
+The child processes keep a crash in any engine from ending the whole run.
+
+Engines (time.perf_counter around one inference call from Python, inputs set and outputs copied
+as part of it, for all alike):
+  * qfold: the `qfold` Python module (build/python, next to the CLI's build dir), Session.run;
+    without the module, `qfold bench` subprocesses, one per round (round medians only);
+  * ONNX Runtime: ORT_ENABLE_ALL, intra_op_num_threads=T, inter_op_num_threads=1, sess.run;
+  * OpenVINO (when `openvino` imports): core.compile_model(onnx, "CPU", PERFORMANCE_HINT=LATENCY,
+    INFERENCE_NUM_THREADS=T, NUM_STREAMS=1), InferRequest.infer. QDQ models run int8; the
+    inference precision it chose and how many convolutions run int8 are recorded. Only the
+    runtime is used, never openvino.convert_model/ovc (those send telemetry);
+  * MNN (when `MNN` imports): the ONNX model converted by MNN's compiled converter
+    (_tools.mnnconvert, not the `mnnconvert` entry point, which pip-installs a telemetry SDK),
+    Interpreter/Session API (numThread=T, precision normal), runSession.
 
 Also compiles (g++ -O2 -mavx512f -mavx512vnni -mfma) and runs a microbenchmark of the machine's
-single-thread peak: independent vpdpbusd (int8 VNNI) and vfmadd231ps (fp32 FMA) on registers.
+single-thread peak (independent vpdpbusd and vfmadd231ps on registers), and measures single int8
+convolutions (QDQ Conv) the same interleaved way.
 """
 
 import argparse
 import datetime
 import json
+import multiprocessing
 import os
 import platform
 import re
-import resource
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -48,12 +73,22 @@ import zlib
 import numpy as np
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+SCRIPTS = os.path.join(REPO, "scripts")
 QDQ_SOURCES = ("mobilenetv2_like", "resnet_like", "transformer_encoder")
 QDQ_VARIANT = "pc_u8s8"
 QUICK_MODELS = ("mobilenetv2_like",)
-# Runs per model are cut so that one engine/thread setting takes about this long.
-SECONDS_PER_SETTING = 6.0
-MIN_ITERATIONS = 5
+MODEL_SETS = ("synthetic", "ppocr", "light")
+PPOCR_MODELS = ("ppocr_mobile_v2_cls", "ppocrv4_det", "ppocrv4_rec")
+ENGINES = ("qfold", "ort", "openvino", "mnn")
+ENGINE_TITLES = {"qfold": "qfold", "ort": "ORT", "openvino": "OpenVINO", "mnn": "MNN"}
+RATIO_TITLES = {"ort": "ORT/qfold", "openvino": "OV/qfold", "mnn": "MNN/qfold"}
+MAX_ITERATIONS_PER_TURN = 50
+# An engine's turn starts with an untimed run when its runs are shorter than this (first run,
+# probe): for longer ones the cache state left by the previous engine hardly matters.
+REWARM_BELOW_MS = 100
+# Pause between two engines' turns: ORT's and OpenVINO's worker threads spin for a while after a
+# run; on 2 cores they would otherwise steal time from the next engine.
+TURN_PAUSE_S = 0.05
 
 PEAK_SOURCE = r"""
 // Single-thread peak of int8 VNNI (vpdpbusd) and fp32 FMA (vfmadd231ps) on zmm registers,
@@ -139,124 +174,311 @@ int main(int argc, char** argv) {
 """
 
 
-# Worker processes: one engine, one model, one thread count. -------------------------------------
+# Engines: each opens one model for T threads and runs it on fixed feeds. ---------------------
+# They run inside the child processes below; spec is a plain dict (picklable for spawn):
+# {"engine", "onnx", "qfm", "mnn", "feeds" (npz path), "threads", "qfold_module_dir", "qfold_cli"}
 
-def rss_bytes():
-    """(ru_maxrss, VmHWM) of this process in bytes."""
-    hwm = 0
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    hwm = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, hwm
+class Runner:
+    """One engine with one model loaded. run() is one inference on the fixed feeds."""
+    info = {}
 
+    def run(self):
+        raise NotImplementedError
 
-def timing_stats(times_s):
-    t = np.sort(np.asarray(times_s) * 1e3)
-    rank = int(np.ceil(0.9 * len(t)))  # nearest rank, like qfold bench
-    return {"median_ms": float(np.median(t)), "p90_ms": float(t[max(rank, 1) - 1]),
-            "min_ms": float(t[0]), "mean_ms": float(t.mean()),
-            "throughput_per_s": float(1e3 * len(t) / t.sum()) if t.sum() > 0 else 0.0}
+    def first_output(self):
+        raise NotImplementedError
 
-
-def worker_ort(args, feeds):
-    import onnxruntime as ort
-    base_rss = rss_bytes()[0]
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.intra_op_num_threads = args.threads
-    opts.inter_op_num_threads = 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    sess = ort.InferenceSession(args.model, opts, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    for _ in range(args.warmup):
-        outs = sess.run(names, feeds)
-    times = []
-    for _ in range(args.iterations):
-        t0 = time.perf_counter()
-        outs = sess.run(names, feeds)
-        times.append(time.perf_counter() - t0)
-    return times, dict(zip(names, outs)), base_rss, {"version": ort.__version__}
+    def timed_runs(self, k, rewarm=True):
+        """k timed inferences, after one untimed one when rewarm (it re-warms the caches the
+        other engines' turns evicted: it matters for short runs only); returns seconds per run."""
+        if rewarm:
+            self.run()
+        times = []
+        for _ in range(k):
+            t0 = time.perf_counter()
+            self.run()
+            times.append(time.perf_counter() - t0)
+        return times
 
 
-def worker_mnn(args, feeds):
-    import MNN
-    base_rss = rss_bytes()[0]
-    interp = MNN.Interpreter(args.model)
-    sess = interp.createSession({"backend": "CPU", "numThread": args.threads,
-                                 "precision": "normal"})
-    inputs = interp.getSessionInputAll(sess)
-    missing = set(feeds) - set(inputs)
-    if missing:
-        raise RuntimeError(f"MNN model lacks inputs {sorted(missing)}; has {sorted(inputs)}")
-    resized = False
-    for name, arr in feeds.items():
-        if tuple(inputs[name].getShape()) != arr.shape:
-            interp.resizeTensor(inputs[name], arr.shape)
-            resized = True
-    if resized:
-        interp.resizeSession(sess)
-    hosts = []
-    for name, arr in feeds.items():
-        is_float = np.issubdtype(arr.dtype, np.floating)
-        data = np.ascontiguousarray(arr, np.float32 if is_float else np.int32)
-        # Keep `data` alive with the tensor: MNN.Tensor may point into the numpy buffer.
-        hosts.append((interp.getSessionInput(sess, name), data, MNN.Tensor(
-            data.shape, MNN.Halide_Type_Float if is_float else MNN.Halide_Type_Int, data,
-            MNN.Tensor_DimensionType_Caffe)))
+class QfoldModuleRunner(Runner):
+    def __init__(self, spec, feeds):
+        sys.path.insert(0, spec["qfold_module_dir"])
+        import qfold
+        self.sess = qfold.Session(spec["qfm"], num_threads=spec["threads"])
+        self.feeds = feeds
+        self.info = {"api": "Python module", "arena_bytes": self.sess.arena_bytes}
+        self.out_name = self.sess.outputs[0]["name"]
 
-    def set_inputs():
-        # A run may reuse the input tensor's memory for intermediates (repeated runs without
-        # this drift away from the right output), so the inputs are copied in before each run,
-        # outside the timed region.
-        for dst, _, host in hosts:
+    def run(self):
+        self.out = self.sess.run(self.feeds)
+
+    def first_output(self):
+        self.run()
+        return self.out[self.out_name]
+
+
+class QfoldCliRunner(Runner):
+    """Without the Python module: one `qfold bench` process per turn, which reports only the
+    median of its runs (so a turn contributes one time)."""
+
+    def __init__(self, spec, feeds):
+        self.spec = spec
+        self.npys = []
+        d = os.path.dirname(spec["feeds"])
+        for i, (name, arr) in enumerate(feeds.items()):
+            p = os.path.join(d, f"qfold_input{i}.npy")
+            np.save(p, arr)
+            self.npys += ["--input", f"{name}={p}"]
+        self.info = {"api": "qfold bench CLI (round medians)"}
+
+    def _bench(self, warmup, iterations):
+        rc, out, err = sh([self.spec["qfold_cli"], "bench", self.spec["qfm"], "--json",
+                           "--threads", str(self.spec["threads"]), "--warmup", str(warmup),
+                           "--iterations", str(iterations)] + self.npys, 3600)
+        if rc != 0:
+            raise RuntimeError("qfold bench " + last_error_line(rc, out, err))
+        return json.loads(out)
+
+    def run(self):
+        self._bench(0, 1)
+
+    def timed_runs(self, k, rewarm=True):
+        r = self._bench(1 if rewarm else 0, k)
+        self.info["arena_bytes"] = r.get("arena_bytes")
+        return [r["median_ms"] / 1e3]
+
+    def first_output(self):
+        out_dir = os.path.join(os.path.dirname(self.spec["feeds"]), "qfold_out")
+        rc, out, err = sh([self.spec["qfold_cli"], "run", self.spec["qfm"], "--output-dir",
+                           out_dir] + self.npys, 3600)
+        names = [ln.split(" -> ")[0] for ln in out.splitlines() if " -> " in ln]
+        if rc != 0 or not names:
+            raise RuntimeError("qfold run " + last_error_line(rc, out, err))
+        sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+        from qfold_tools import safe_name
+        return np.load(os.path.join(out_dir, safe_name(names[0]) + ".npy"))
+
+
+class OrtRunner(Runner):
+    def __init__(self, spec, feeds):
+        import onnxruntime as ort
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.intra_op_num_threads = spec["threads"]
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.log_severity_level = 3
+        self.sess = ort.InferenceSession(spec["onnx"], opts, providers=["CPUExecutionProvider"])
+        self.names = [o.name for o in self.sess.get_outputs()]
+        self.feeds = feeds
+        self.info = {"version": ort.__version__}
+
+    def run(self):
+        self.out = self.sess.run(self.names, self.feeds)
+
+    def first_output(self):
+        self.run()
+        return self.out[0]
+
+
+class OpenVinoRunner(Runner):
+    def __init__(self, spec, feeds):
+        import openvino as ov
+        core = ov.Core()
+        config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": spec["threads"],
+                  "NUM_STREAMS": 1}
+        self.compiled = core.compile_model(spec["onnx"], "CPU", config)
+        self.request = self.compiled.create_infer_request()
+        self.feeds = feeds
+        self.info = {"version": ov.__version__.split("-")[0],
+                     "precision": self.compiled.get_property(
+                         "INFERENCE_PRECISION_HINT").get_type_name(),
+                     "int8_convs": self._int8_convs()}
+
+    def _int8_convs(self):
+        """'i of n': convolutions and fully connected layers of the compiled graph that the CPU
+        plugin runs with int8 inputs (its runtime model's per-node rt_info)."""
+        try:
+            n = i8 = 0
+            for op in self.compiled.get_runtime_model().get_ordered_ops():
+                rt = op.get_rt_info()
+                if rt["layerType"].astype(str) not in ("Convolution", "FullyConnected"):
+                    continue
+                n += 1
+                i8 += rt["runtimePrecision"].astype(str) in ("i8", "u8")
+            return f"{i8} of {n}"
+        except Exception:  # noqa: BLE001 -- informational only
+            return None
+
+    def run(self):
+        self.out = self.request.infer(self.feeds)
+
+    def first_output(self):
+        self.run()
+        return np.array(self.request.get_output_tensor(0).data)
+
+
+class MnnRunner(Runner):
+    def __init__(self, spec, feeds):
+        import MNN
+        self.MNN = MNN
+        self.interp = MNN.Interpreter(spec["mnn"])
+        self.sess = self.interp.createSession({"backend": "CPU", "numThread": spec["threads"],
+                                               "precision": "normal"})
+        inputs = self.interp.getSessionInputAll(self.sess)
+        missing = set(feeds) - set(inputs)
+        if missing:
+            raise RuntimeError(f"MNN model lacks inputs {sorted(missing)}; has {sorted(inputs)}")
+        resized = False
+        for name, arr in feeds.items():
+            if tuple(inputs[name].getShape()) != arr.shape:
+                self.interp.resizeTensor(inputs[name], arr.shape)
+                resized = True
+        if resized:
+            self.interp.resizeSession(self.sess)
+        self.hosts = []
+        for name, arr in feeds.items():
+            is_float = np.issubdtype(arr.dtype, np.floating)
+            data = np.ascontiguousarray(arr, np.float32 if is_float else np.int32)
+            # Keep `data` alive with the tensor: MNN.Tensor may point into the numpy buffer.
+            self.hosts.append((self.interp.getSessionInput(self.sess, name), data, MNN.Tensor(
+                data.shape, MNN.Halide_Type_Float if is_float else MNN.Halide_Type_Int, data,
+                MNN.Tensor_DimensionType_Caffe)))
+        self.info = {"version": MNN.version()}
+
+    def run(self):
+        # A run may reuse the input tensor's memory for intermediates, so the inputs are copied
+        # in before each run (inside the timed call: other engines bind their inputs there too).
+        for dst, _, host in self.hosts:
             dst.copyFrom(host)
+        # runSession returns an error code instead of raising: a failed run must not be timed
+        # as a fast one.
+        code = self.interp.runSession(self.sess)
+        if code != 0:
+            raise RuntimeError(f"MNN runSession returned error code {code}")
 
-    # runSession returns an error code instead of raising (e.g. when shape computation failed
-    # while resizing): a failed run must not be timed as a fast one.
-    for _ in range(args.warmup):
-        set_inputs()
-        code = interp.runSession(sess)
-        if code != 0:
-            raise RuntimeError(f"MNN runSession returned error code {code}")
-    times = []
-    for _ in range(args.iterations):
-        set_inputs()
-        t0 = time.perf_counter()
-        code = interp.runSession(sess)
-        times.append(time.perf_counter() - t0)
-        if code != 0:
-            raise RuntimeError(f"MNN runSession returned error code {code}")
-    outs = {}
-    for name, t in interp.getSessionOutputAll(sess).items():
+    def first_output(self):
+        self.run()
+        t = next(iter(self.interp.getSessionOutputAll(self.sess).values()))
         shape = tuple(t.getShape())
-        host = MNN.Tensor(shape, MNN.Halide_Type_Float, np.zeros(shape, np.float32),
-                          MNN.Tensor_DimensionType_Caffe)
+        host = self.MNN.Tensor(shape, self.MNN.Halide_Type_Float, np.zeros(shape, np.float32),
+                               self.MNN.Tensor_DimensionType_Caffe)
         t.copyToHostTensor(host)
-        outs[name] = np.array(host.getData(), dtype=np.float32).reshape(shape)
-    return times, outs, base_rss, {"version": MNN.version()}
+        return np.array(host.getData(), dtype=np.float32).reshape(shape)
 
 
-def run_worker(args):
-    with np.load(args.feeds) as z:
-        feeds = {k: z[k] for k in z.files}
-    fn = worker_ort if args.worker == "ort" else worker_mnn
-    times, outs, base_rss, extra = fn(args, feeds)
-    if args.save_outputs:
-        np.savez(args.save_outputs, **{f"o{i}": v for i, v in enumerate(outs.values())})
-    peak, hwm = rss_bytes()
-    result = timing_stats(times)
-    result.update(extra)
-    result.update({"peak_rss_bytes": peak, "vmhwm_bytes": hwm, "import_rss_bytes": base_rss,
-                   "output_names": list(outs)})
-    print(json.dumps(result))
-    return 0
+def open_runner(spec, feeds):
+    if spec["engine"] == "qfold":
+        if spec.get("qfold_module_dir"):
+            return QfoldModuleRunner(spec, feeds)
+        return QfoldCliRunner(spec, feeds)
+    return {"ort": OrtRunner, "openvino": OpenVinoRunner, "mnn": MnnRunner}[spec["engine"]](
+        spec, feeds)
 
 
-# Driver ----------------------------------------------------------------------------------------
+def load_feeds(path):
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+# Child processes ---------------------------------------------------------------------------
+
+def quiet_stdout():
+    """Engines print banners on stdout (MNN: "The device supports: ..."); results travel through
+    a pipe, so the children's stdout can go."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
+def probe_child(spec, conn):
+    """Loads one engine, runs once; sends {"output", "first_run_ms", "info"} or {"error"}."""
+    quiet_stdout()
+    try:
+        feeds = load_feeds(spec["feeds"])
+        t0 = time.perf_counter()
+        runner = open_runner(spec, feeds)
+        load_ms = (time.perf_counter() - t0) * 1e3
+        t0 = time.perf_counter()
+        out = runner.first_output()
+        conn.send({"output": np.asarray(out), "load_ms": load_ms,
+                   "first_run_ms": (time.perf_counter() - t0) * 1e3, "info": runner.info})
+    except Exception as e:  # noqa: BLE001 -- reported as the engine's table entry
+        conn.send({"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
+                   if str(e).strip() else type(e).__name__})
+    conn.close()
+
+
+def measure_child(specs_by_threads, plan, conn):
+    """Interleaved timing of several engines on one model (see the module docstring), for each
+    thread count in turn. specs_by_threads: [(T, {engine: spec})]; plan: {"warmup", "rounds",
+    "iterations": {engine: K}}. Sends per thread count {"threads", "times": {engine: [[seconds
+    per run] per round]}, "orders", "info"} or {"threads", "error"}."""
+    quiet_stdout()
+    feeds = None
+    for threads, specs in specs_by_threads:
+        try:
+            feeds = feeds or load_feeds(next(iter(specs.values()))["feeds"])
+            runners = {e: open_runner(s, feeds) for e, s in specs.items()}
+            for r in runners.values():
+                for _ in range(plan["warmup"]):
+                    r.run()
+            engines = list(runners)
+            times = {e: [] for e in engines}
+            orders = []
+            for rnd in range(plan["rounds"]):
+                order = engines[rnd % len(engines):] + engines[:rnd % len(engines)]
+                orders.append(order)
+                for e in order:
+                    time.sleep(TURN_PAUSE_S)
+                    times[e].append(runners[e].timed_runs(plan["iterations"][e],
+                                                          plan["rewarm"][e]))
+            outputs = ({e: np.asarray(r.first_output()) for e, r in runners.items()}
+                       if threads == specs_by_threads[0][0] else {})
+            conn.send({"threads": threads, "times": times, "orders": orders, "outputs": outputs,
+                       "info": {e: r.info for e, r in runners.items()}})
+            del runners  # free one thread count's sessions before the next
+        except Exception as e:  # noqa: BLE001
+            conn.send({"threads": threads, "error": f"{type(e).__name__}: {str(e)[:200]}"})
+    conn.close()
+
+
+def run_in_child(target, args, timeout):
+    """Runs target(*args, conn) in a spawned process. Returns (messages it sent, error): error is
+    None when it exited normally, else names the signal that killed it or the timeout (a
+    segfault in an engine must not end the benchmark; messages sent before it are kept)."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=target, args=args + (child,))
+    p.start()
+    child.close()  # so that the child's exit shows as EOF on our end
+    messages, deadline = [], time.monotonic() + timeout
+    while True:
+        if parent.poll(1.0):
+            try:
+                messages.append(parent.recv())
+                continue
+            except EOFError:
+                break  # the child closed its end: it exited or died
+        if time.monotonic() > deadline:
+            p.kill()
+            p.join()
+            return messages, f"timed out after {timeout:.0f}s"
+    p.join(60)
+    if p.is_alive():
+        p.kill()
+        p.join()
+    code = p.exitcode
+    if code is not None and code < 0:
+        try:
+            return messages, f"crashes ({signal.Signals(-code).name})"
+        except ValueError:
+            return messages, f"crashes (signal {-code})"
+    return messages, None if code == 0 else f"child exited with code {code}"
+
+
+# Driver helpers ------------------------------------------------------------------------------
 
 def sh(cmd, timeout, cwd=None):
     """Runs a command; returns (returncode, stdout, stderr). Timeouts and start failures become
@@ -280,6 +502,10 @@ def last_error_line(rc, out, err):
     return f"{how}: {lines[-1][:200] if lines else '(no output)'}"
 
 
+def load_average():
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def machine_info():
     cpu = platform.processor() or "unknown"
     family = model = None
@@ -301,11 +527,14 @@ def machine_info():
         cpu += f" (family {family}, model {model})"
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"cpu": cpu, "cores": cores, "avx512_vnni": "avx512_vnni" in flags,
+            "avx512_bf16": "avx512_bf16" in flags, "amx": "amx_tile" in flags,
             "kernel": platform.release(), "python": platform.python_version()}
 
 
 def run_peak(work):
     """Compiles and runs the peak microbenchmark; returns a dict or {"error": ...}."""
+    if not machine_info()["avx512_vnni"]:
+        return {"error": "this CPU has no AVX-512 VNNI"}
     src = os.path.join(work, "peak.cc")
     exe = os.path.join(work, "peak")
     with open(src, "w") as f:
@@ -330,44 +559,6 @@ def git_state():
     return head.strip() + (" + uncommitted changes" if rc2 == 0 and dirty.strip() else "")
 
 
-def prepare_models(args, work, notes):
-    """[(label, group, onnx path, float counterpart label or None)]"""
-    import quantize_models
-    models = []
-    names = QUICK_MODELS if args.quick else sorted(
-        os.path.splitext(f)[0] for f in os.listdir(os.path.join(REPO, "models"))
-        if f.endswith(".onnx"))
-    for n in names:
-        models.append((n, "synthetic float", os.path.join(REPO, "models", n + ".onnx"), None))
-    qdq_dir = os.path.join(work, "qdq")
-    os.makedirs(qdq_dir, exist_ok=True)
-    variant = next(v for v in quantize_models.VARIANTS if v.name == QDQ_VARIANT)
-    for n in (QUICK_MODELS if args.quick else QDQ_SOURCES):
-        dst = os.path.join(qdq_dir, f"{n}.{QDQ_VARIANT}.onnx")
-        if not os.path.exists(dst):
-            # The same calls and seeds as scripts/quantize_models.py, for one variant only.
-            pre = os.path.join(qdq_dir, f"{n}.pre.onnx")
-            quantize_models.preprocess(os.path.join(REPO, "models", n + ".onnx"), pre)
-            quantize_models.quantize(pre, dst, variant, seed=zlib.crc32(f"calib:{n}".encode()))
-            os.remove(pre)
-        models.append((f"{n}.{QDQ_VARIANT}", "synthetic QDQ", dst, n))
-    if args.quick:
-        return models
-    cache = os.path.join(REPO, "models", "cache")
-    real = ("ppocr_mobile_v2_cls", "ppocrv4_det", "ppocrv4_rec")
-    have = [n for n in real if os.path.exists(os.path.join(cache, "float", n + ".onnx"))]
-    if len(have) < len(real):
-        notes.append("PP-OCR models missing from models/cache (run scripts/fetch_real_models.py): "
-                     + ", ".join(n for n in real if n not in have))
-    for n in have:
-        models.append((n, "PP-OCR float", os.path.join(cache, "float", n + ".onnx"), None))
-    for n in have:
-        q = os.path.join(cache, "qdq", f"{n}.{QDQ_VARIANT}.onnx")
-        if os.path.exists(q):
-            models.append((f"{n}.{QDQ_VARIANT}", "PP-OCR QDQ", q, n))
-    return models
-
-
 def cosine(a, b):
     a = np.asarray(a, np.float64).ravel()
     b = np.asarray(b, np.float64).ravel()
@@ -379,22 +570,20 @@ def cosine(a, b):
     return float(a @ b / (na * nb))
 
 
-def run_engine_worker(engine, model, feeds_npz, threads, warmup, iterations, out_npz, timeout):
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", engine, "--model", model,
-           "--feeds", feeds_npz, "--threads", str(threads), "--warmup", str(warmup),
-           "--iterations", str(iterations), "--save-outputs", out_npz]
-    rc, out, err = sh(cmd, timeout)
-    if rc != 0:
-        return {"error": last_error_line(rc, out, err)}
-    try:
-        return json.loads(out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"error": "unparsable worker output: " + out[-200:]}
-
-
-def mnn_available():
-    rc, out, err = sh([sys.executable, "-c", "import MNN, _tools; print(MNN.version())"], 120)
+def probe_python_module(code, timeout=120):
+    """Output of `python -c code` (last line), or None if it fails: imports are tried in a child
+    so that a broken install cannot take the benchmark down."""
+    rc, out, _ = sh([sys.executable, "-c", code], timeout)
     return out.strip().splitlines()[-1] if rc == 0 and out.strip() else None
+
+
+def qfold_module(qfold_cli):
+    """(directory, version) of the `qfold` Python module in python/ of the CLI's build directory
+    when this interpreter imports it, else (None, None)."""
+    d = os.path.join(os.path.dirname(os.path.dirname(qfold_cli)), "python")
+    code = f"import sys; sys.path.insert(0, {d!r}); import qfold; print(qfold.__version__)"
+    version = probe_python_module(code) if os.path.isdir(d) else None
+    return (d, version) if version else (None, None)
 
 
 def mnn_convert(onnx_path, mnn_path, work):
@@ -409,119 +598,216 @@ def mnn_convert(onnx_path, mnn_path, work):
     return None
 
 
-def mnn_quant_summary(mnn_path, work):
-    """What MNN's converter made of a QDQ model, from its JSON dump of the .mnn: a string like
-    "2 of 439 ops int8-typed, 0 convs with int8 params", or None. Read with a regex: the dump
-    is not strict JSON (it writes inf/nan)."""
-    js = mnn_path + ".json"
-    code = "import sys, _tools; _tools.mnnconvert(sys.argv)"
-    rc, _, _ = sh([sys.executable, "-c", code, "-f", "MNN", "--modelFile", mnn_path,
-                   "--JsonFile", js], 600, cwd=work)
-    if rc != 0 or not os.path.exists(js):
-        return None
-    with open(js) as f:
-        text = f.read()
-    os.remove(js)
-    types = re.findall(r'"type": "([A-Za-z0-9_]+)"', text)
-    int8 = sum(1 for t in types if "Int8" in t or "Quant" in t)
-    quant_params = len(re.findall(r'"(symmetricQuan|quanParameter)"', text))
-    names = ", ".join(sorted(set(t for t in types if "Int8" in t or "Quant" in t))) or "none"
-    return f"{int8} of {len(types)} ops int8-typed ({names}), {quant_params} with int8 weights"
+# Models ------------------------------------------------------------------------------------
+
+class Model:
+    """One benchmark model: label, group, ONNX path, precision, float counterpart label, and
+    an optional feeds builder (default: fixed-seed standard normal inputs)."""
+
+    def __init__(self, label, group, path, precision, float_of=None, feeds=None):
+        self.label, self.group, self.path = label, group, path
+        self.precision, self.float_of, self.feeds = precision, float_of, feeds
 
 
-def bench_model(args, label, path, work, engines, log):
+def synthetic_models(args, work):
+    import quantize_models
+    names = QUICK_MODELS if args.quick else sorted(
+        os.path.splitext(f)[0] for f in os.listdir(os.path.join(REPO, "models"))
+        if f.endswith(".onnx"))
+    models = [Model(n, "synthetic", os.path.join(REPO, "models", n + ".onnx"), "fp32")
+              for n in names]
+    qdq_dir = os.path.join(work, "qdq")
+    os.makedirs(qdq_dir, exist_ok=True)
+    variant = next(v for v in quantize_models.VARIANTS if v.name == QDQ_VARIANT)
+    for n in (QUICK_MODELS if args.quick else QDQ_SOURCES):
+        if not selected(args, f"{n}.{QDQ_VARIANT}"):
+            continue
+        dst = os.path.join(qdq_dir, f"{n}.{QDQ_VARIANT}.onnx")
+        if not os.path.exists(dst):
+            # The same calls and seeds as scripts/quantize_models.py, for one variant only.
+            pre = os.path.join(qdq_dir, f"{n}.pre.onnx")
+            quantize_models.preprocess(os.path.join(REPO, "models", n + ".onnx"), pre)
+            quantize_models.quantize(pre, dst, variant, seed=zlib.crc32(f"calib:{n}".encode()))
+            os.remove(pre)
+        models.append(Model(f"{n}.{QDQ_VARIANT}", "synthetic", dst, "int8 QDQ", n))
+    return models
+
+
+def ppocr_models(notes):
+    cache = os.path.join(REPO, "models", "cache")
+    have = [n for n in PPOCR_MODELS if os.path.exists(os.path.join(cache, "float", n + ".onnx"))]
+    if len(have) < len(PPOCR_MODELS):
+        notes.append("PP-OCR models missing from models/cache (run scripts/fetch_real_models.py): "
+                     + ", ".join(n for n in PPOCR_MODELS if n not in have))
+    models = [Model(n, "PP-OCR", os.path.join(cache, "float", n + ".onnx"), "fp32")
+              for n in have]
+    for n in have:
+        q = os.path.join(cache, "qdq", f"{n}.{QDQ_VARIANT}.onnx")
+        if os.path.exists(q):
+            models.append(Model(f"{n}.{QDQ_VARIANT}", "PP-OCR", q, "int8 QDQ", n))
+    return models
+
+
+def light_models(args, work, notes, log):
+    import make_light_models as light
+    names = [n for n in light.available_models()
+             if not args.models or n in args.models or f"{n}.{QDQ_VARIANT}" in args.models]
+    out_dir = os.path.join(work, "light")
+    manifest = light.make_light_models(out_dir, names, log=log)
+    for n, why in sorted(manifest["failed"].items()):
+        if n in names:
+            notes.append(f"light model {n} skipped: {why}")
+    models = []
+    for precision, key, suffix in (("fp32", "float", ""), ("int8 QDQ", "qdq", "." + QDQ_VARIANT)):
+        for n in names:
+            e = manifest["models"].get(n)
+            if e:
+                # A synthetic image (held out from the calibration set) rather than noise: the
+                # QDQ model's activation ranges were calibrated on such images.
+                feeds = (lambda e=e, n=n: light.sample_input(
+                    e, zlib.crc32(f"bench:{n}".encode())))
+                models.append(Model(n + suffix, "light", os.path.join(out_dir, e[key]),
+                                    precision, n if suffix else None, feeds))
+    return models
+
+
+def selected(args, label):
+    if not args.models:
+        return True
+    return label in args.models or label.split(".")[0] in args.models
+
+
+def prepare_models(args, work, notes, log):
+    models = []
+    if "synthetic" in args.sets:
+        models += synthetic_models(args, work)
+    if "ppocr" in args.sets and not args.quick:
+        models += ppocr_models(notes)
+    if "light" in args.sets and not args.quick:
+        models += light_models(args, work, notes, log)
+    return [m for m in models if selected(args, m.label)]
+
+
+def default_feeds(path, label):
     import onnx
     sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
     from qfold_tools import random_feeds
-    res = {"label": label, "onnx": path, "onnx_bytes": os.path.getsize(path), "engines": {}}
-    mdir = os.path.join(work, "runs", label)
+    return random_feeds(onnx.load(path), np.random.default_rng(zlib.crc32(label.encode())))
+
+
+# Measuring one model -------------------------------------------------------------------------
+
+def plan_iterations(args, first_run_ms):
+    """Timed runs per turn for each engine: its turn should take about --round-seconds."""
+    if args.quick:
+        return {e: 3 for e in first_run_ms}
+    return {e: int(max(1, min(MAX_ITERATIONS_PER_TURN, args.round_seconds * 1e3 / max(ms, 1e-3))))
+            for e, ms in first_run_ms.items()}
+
+
+def summarize_times(per_round):
+    flat = np.sort(np.concatenate([np.asarray(r) for r in per_round]) * 1e3)
+    rank = int(np.ceil(0.9 * len(flat)))  # nearest rank, like qfold bench
+    return {"median_ms": float(np.median(flat)), "min_ms": float(flat[0]),
+            "p90_ms": float(flat[max(rank, 1) - 1]), "runs": int(len(flat)),
+            "round_medians_ms": [float(np.median(r) * 1e3) for r in per_round]}
+
+
+def round_ratios(times, engine):
+    """median over rounds of (engine's median in the round / qfold's median in the round)."""
+    if engine not in times or "qfold" not in times:
+        return None
+    v = [np.median(a) / np.median(b) for a, b in zip(times[engine], times["qfold"])]
+    return float(np.median(v)) if v else None
+
+
+def bench_model(args, model, work, engines, ctx, log):
+    """Probes and measures one model with every engine at every thread count."""
+    res = {"label": model.label, "group": model.group, "precision": model.precision,
+           "float_of": model.float_of, "onnx": model.path,
+           "onnx_bytes": os.path.getsize(model.path), "engines": {}, "info": {},
+           "ratios": {}, "load_before": load_average()}
+    start = time.monotonic()
+    mdir = os.path.join(work, "runs", model.label)
     os.makedirs(mdir, exist_ok=True)
-    feeds = random_feeds(onnx.load(path), np.random.default_rng(zlib.crc32(label.encode())))
+    feeds = model.feeds() if model.feeds else default_feeds(model.path, model.label)
     feeds_npz = os.path.join(mdir, "feeds.npz")
     np.savez(feeds_npz, **feeds)
-    npys = []
-    for i, (name, arr) in enumerate(feeds.items()):
-        p = os.path.join(mdir, f"input{i}.npy")
-        np.save(p, arr)
-        npys += ["--input", f"{name}={p}"]
     res["inputs"] = {k: f"{v.dtype} {'x'.join(map(str, v.shape))}" for k, v in feeds.items()}
+    base = {"onnx": model.path, "feeds": feeds_npz, "qfold_cli": args.qfold,
+            "qfold_module_dir": ctx["qfold_module_dir"], "threads": args.threads[0]}
+    failed = {}  # engine -> error, for every thread count
 
     qfm = os.path.join(mdir, "model.qfm")
-    rc, out, err = sh([args.qfold, "convert", path, "-o", qfm], 900)
-    qfold_ok = rc == 0
-    if not qfold_ok:
-        res["engines"]["qfold"] = {"error": "convert " + last_error_line(rc, out, err)}
-    else:
+    rc, out, err = sh([args.qfold, "convert", model.path, "-o", qfm], 900)
+    if rc == 0:
+        base["qfm"] = qfm
         res["qfm_bytes"] = os.path.getsize(qfm)
-
-    # Iterations for this model: from one qfold (or ORT) probe run, so every engine gets the same.
-    iterations = args.iterations
-    probe = None
-    if qfold_ok:
-        rc, out, err = sh([args.qfold, "bench", qfm, "--json", "--warmup", "0", "--iterations", "1"]
-                          + npys, 900)
-        if rc == 0:
-            probe = json.loads(out)["median_ms"]
-        else:
-            res["engines"]["qfold"] = {"error": "bench " + last_error_line(rc, out, err)}
-            qfold_ok = False
-    if probe is None:
-        r = run_engine_worker("ort", path, feeds_npz, 1, 0, 1, os.path.join(mdir, "probe.npz"),
-                              900)
-        probe = r.get("median_ms")
-    if probe and not args.quick:
-        iterations = int(max(MIN_ITERATIONS, min(args.iterations,
-                                                 SECONDS_PER_SETTING * 1e3 / probe)))
-    warmup = args.warmup
-    if probe and probe * warmup > 3e3:
-        warmup = max(1, min(warmup, 2))  # slow model: the first runs settle it as well
-    res["warmup"], res["iterations"] = warmup, iterations
-    timeout = 120 + 20 * (warmup + iterations) * (probe or 1000) / 1e3
-
-    ort_ref = None
-    for t in args.threads:
-        if qfold_ok:
-            rc, out, err = sh([args.qfold, "bench", qfm, "--json", "--threads", str(t),
-                               "--warmup", str(warmup), "--iterations", str(iterations)] + npys,
-                              timeout)
-            r = json.loads(out) if rc == 0 else {"error": "bench " + last_error_line(rc, out, err)}
-            res["engines"].setdefault("qfold", {})[t] = r
-        o = os.path.join(mdir, f"ort_{t}.npz")
-        r = run_engine_worker("ort", path, feeds_npz, t, warmup, iterations, o, timeout)
-        res["engines"].setdefault("ort", {})[t] = r
-        if "error" not in r and ort_ref is None:
-            with np.load(o) as z:
-                ort_ref = z["o0"]
-    if ort_ref is not None and qfold_ok:
-        first = os.path.join(mdir, "qfold_out")
-        rc, out, err = sh([args.qfold, "run", qfm, "--output-dir", first] + npys, timeout)
-        names = [ln.split(" -> ")[0] for ln in out.splitlines() if " -> " in ln]
-        if rc == 0 and names:
-            from qfold_tools import safe_name
-            res["qfold_cos"] = cosine(np.load(os.path.join(first, safe_name(names[0]) + ".npy")),
-                                      ort_ref)
+    else:
+        failed["qfold"] = "convert " + last_error_line(rc, out, err)
     if "mnn" in engines:
         mnn_path = os.path.join(mdir, "model.mnn")
-        e = mnn_convert(path, mnn_path, mdir)
+        e = mnn_convert(model.path, mnn_path, mdir)
         if e:
-            res["engines"]["mnn"] = {"error": e}
+            failed["mnn"] = e
         else:
+            base["mnn"] = mnn_path
             res["mnn_bytes"] = os.path.getsize(mnn_path)
-            if QDQ_VARIANT in label:
-                res["mnn_quant"] = mnn_quant_summary(mnn_path, mdir)
-            for t in args.threads:
-                o = os.path.join(mdir, f"mnn_{t}.npz")
-                r = run_engine_worker("mnn", mnn_path, feeds_npz, t, warmup, iterations, o,
-                                      timeout)
-                res["engines"].setdefault("mnn", {})[t] = r
-                if "error" not in r and ort_ref is not None and "mnn_cos" not in res:
-                    with np.load(o) as z:
-                        res["mnn_cos"] = cosine(z["o0"], ort_ref)
-    log(f"  {label}: " + ", ".join(
-        f"{eng}@{t}={r['median_ms']:.3f}ms" if "median_ms" in r else f"{eng}@{t}=error"
-        for eng, per in res["engines"].items() if "error" not in per
-        for t, r in per.items()) + "".join(
-        f", {eng}: {per['error']}" for eng, per in res["engines"].items() if "error" in per))
+
+    # 1. Probe each engine alone in a child: crash isolation, first output, a time estimate.
+    # --quick skips this (each probe costs a process start): the measuring child still keeps a
+    # crash away from this process, but then takes all engines' results with it.
+    outputs, first_ms = {}, {}
+    for e in engines:
+        if e in failed:
+            continue
+        if args.quick:
+            first_ms[e], res["info"][e] = 1000.0, {}  # unknown: a generous timeout below
+            continue
+        msgs, crash = run_in_child(probe_child, (dict(base, engine=e),), args.probe_timeout)
+        r = msgs[0] if msgs else {"error": crash}
+        if "error" in r:
+            failed[e] = r["error"]
+            continue
+        outputs[e], first_ms[e] = r["output"], r["first_run_ms"]
+        res["info"][e] = dict(r["info"], load_ms=r["load_ms"], first_run_ms=r["first_run_ms"])
+    # 2. Interleaved rounds per thread count, all probed engines in one child.
+    iterations = plan_iterations(args, first_ms)
+    slowest = max(first_ms.values(), default=0)
+    plan = {"rounds": args.rounds, "iterations": iterations,
+            "rewarm": {e: ms < REWARM_BELOW_MS for e, ms in first_ms.items()},
+            "warmup": 1 if slowest > 1000 or args.quick else args.warmup}
+    res["plan"] = plan
+    if first_ms:
+        specs = [(t, {e: dict(base, engine=e, threads=t) for e in first_ms}) for t in args.threads]
+        budget = len(args.threads) * sum(
+            (plan["warmup"] + plan["rounds"] * (iterations[e] + plan["rewarm"][e])) * first_ms[e] +
+            res["info"][e].get("load_ms", 1000.0) for e in first_ms) / 1e3
+        msgs, crash = run_in_child(measure_child, (specs, plan), 300 + 4 * budget)
+        by_threads = {m["threads"]: m for m in msgs}
+        for t in args.threads:
+            m = by_threads.get(t) or {"error": crash or "no result"}
+            if "error" in m:
+                for e in first_ms:
+                    res["engines"].setdefault(e, {})[t] = {"error": "measurement " + m["error"]}
+                continue
+            for e, per_round in m["times"].items():
+                res["engines"].setdefault(e, {})[t] = summarize_times(per_round)
+                res["info"][e].update(m["info"].get(e, {}))
+            res["ratios"][t] = {e: round_ratios(m["times"], e) for e in first_ms if e != "qfold"}
+            outputs.update(m["outputs"])
+    ref = outputs.get("ort")
+    res["cos"] = {e: cosine(o, ref) for e, o in outputs.items() if e != "ort" and ref is not None}
+    for e, why in failed.items():
+        res["engines"][e] = {"error": why}
+    res["load_after"] = load_average()
+    res["seconds"] = time.monotonic() - start
+    log(f"  {model.label} ({res['seconds']:.0f}s, load {res['load_before']} -> "
+        f"{res['load_after']}): " + ", ".join(
+        f"{e}@{t}={v['median_ms']:.3f}ms" if "median_ms" in v else f"{e}@{t}: {v['error']}"
+        for e, per in res["engines"].items() if "error" not in per for t, v in per.items())
+        + "".join(f", {e}: {per['error']}" for e, per in res["engines"].items()
+                  if "error" in per))
     return res
 
 
@@ -536,6 +822,7 @@ CONV_SHAPES = (
     ("depthwise 3x3 144, 56x56", 144, 144, 3, 1, 144, 56),
     ("depthwise 3x3 s2 144, 56x56", 144, 144, 3, 2, 144, 56),
 )
+QUICK_CONV_SHAPES = 1
 
 
 def make_conv_model(path, c, m, k, s, g, h):
@@ -577,51 +864,32 @@ def make_conv_model(path, c, m, k, s, g, h):
     return 2 * m * (c // g) * k * k * oh * oh  # ops: a multiply and an add per MAC
 
 
-def bench_conv_kernels(args, work, log):
-    """qfold and ONNX Runtime on single int8 convolutions; GOPS and share of the int8 peak."""
+def bench_conv_kernels(args, work, engines, ctx, log):
+    """Single int8 convolutions, measured like the models (MNN left out: its converter rejects
+    QDQ convolutions)."""
     rows = []
     cdir = os.path.join(work, "conv_kernels")
     os.makedirs(cdir, exist_ok=True)
-    runs = 3 if args.quick else 100
-    for label, c, m, k, s, g, h in CONV_SHAPES:
+    shapes = CONV_SHAPES[:QUICK_CONV_SHAPES] if args.quick else CONV_SHAPES
+    for label, c, m, k, s, g, h in shapes:
         tag = re.sub(r"[^0-9a-z]+", "_", label.lower()).strip("_")
         onnx_path = os.path.join(cdir, tag + ".onnx")
         ops = make_conv_model(onnx_path, c, m, k, s, g, h)
-        x = np.random.default_rng(1).integers(0, 256, (1, c, h, h)).astype(np.uint8)
-        npy, npz = os.path.join(cdir, tag + ".x.npy"), os.path.join(cdir, tag + ".feeds.npz")
-        np.save(npy, x)
-        np.savez(npz, x=x)
-        qfm = os.path.join(cdir, tag + ".qfm")
-        row = {"label": label, "ops": ops}
-        rc, out, err = sh([args.qfold, "convert", onnx_path, "-o", qfm], 300)
-        for t in args.threads:
-            if rc != 0:
-                row[f"qfold_{t}"] = None
-                continue
-            rc2, out2, err2 = sh([args.qfold, "bench", qfm, "--json", "--threads", str(t),
-                                  "--warmup", "10", "--iterations", str(runs), "--input",
-                                  f"x={npy}"], 600)
-            row[f"qfold_{t}"] = json.loads(out2)["median_ms"] if rc2 == 0 else None
-            r = run_engine_worker("ort", onnx_path, npz, t, 10, runs,
-                                  os.path.join(cdir, tag + f".ort{t}.npz"), 600)
-            row[f"ort_{t}"] = r.get("median_ms")
-        rows.append(row)
-        log(f"  conv {label}: " + ", ".join(f"{k}={v:.3f}ms" for k, v in row.items()
-                                            if k not in ("label", "ops") and v))
+        feeds = (lambda c=c, h=h: {"x": np.random.default_rng(1).integers(
+            0, 256, (1, c, h, h)).astype(np.uint8)})
+        r = bench_model(args, Model("conv " + tag, "conv", onnx_path, "int8 QDQ", feeds=feeds),
+                        os.path.join(work, "conv_kernels"), [e for e in engines if e != "mnn"],
+                        ctx, log)
+        r["label"], r["ops"] = label, ops
+        rows.append(r)
     return rows
 
 
-# Markdown --------------------------------------------------------------------------------------
-
-def stat(res, eng, t, key):
-    r = res["engines"].get(eng, {})
-    if "error" in r:
-        return None
-    return r.get(t, {}).get(key)
-
+# Markdown ------------------------------------------------------------------------------------
 
 def med(res, eng, t):
-    return stat(res, eng, t, "median_ms")
+    per = res["engines"].get(eng, {})
+    return None if "error" in per else per.get(t, {}).get("median_ms")
 
 
 def fmt_ms(v):
@@ -630,12 +898,8 @@ def fmt_ms(v):
     return f"{v:.3f}" if v < 1 else f"{v:.2f}" if v < 100 else f"{v:.0f}"
 
 
-def fmt_ratio(a, b):
-    return f"{a / b:.2f}×" if a and b else "—"
-
-
-def fmt_mib(b):
-    return f"{b / 1048576:.1f}" if b else "—"
+def fmt_ratio(v):
+    return f"{v:.2f}×" if v else "—"
 
 
 def fmt_size(b):
@@ -644,41 +908,89 @@ def fmt_size(b):
     return f"{b / 1024:.0f} KiB" if b < 1048576 else f"{b / 1048576:.1f} MiB"
 
 
-def engine_cell(res, eng, t, footnotes):
-    r = res["engines"].get(eng)
-    if r is None:
+def gmean(values):
+    v = [x for x in values if x]
+    return f"{float(np.exp(np.mean(np.log(v)))):.2f}× (n={len(v)})" if v else "—"
+
+
+class Footnotes:
+    def __init__(self):
+        self.items = []
+
+    def ref(self, text):
+        text = text.replace("|", "/")
+        if text not in self.items:
+            self.items.append(text)
+        return self.items.index(text) + 1
+
+
+def engine_cell(res, eng, t, notes):
+    """Median ms, or what went wrong: a crash is written out, other errors are footnotes."""
+    per = res["engines"].get(eng)
+    if per is None:
         return "n/a"
-    err = r.get("error") or r.get(t, {}).get("error")
-    if err:
-        note = f"{res['label']}, {eng}: {err}"
-        if note not in footnotes:
-            footnotes.append(note)
-        return f"error [{footnotes.index(note) + 1}]"
-    return fmt_ms(med(res, eng, t))
+    err = per.get("error") or per.get(t, {}).get("error")
+    if not err:
+        return fmt_ms(med(res, eng, t))
+    if err.startswith("crashes") or "measurement crashes" in err:
+        return err.replace("measurement ", "")
+    label = res["label"]
+    return f"error [{notes.ref(f'{label}, {ENGINE_TITLES[eng]}: {err}')}]"
 
 
-def write_markdown(path, results, meta, args):
-    t1 = args.threads[0]
-    t2 = args.threads[1] if len(args.threads) > 1 else None
-    by_label = {r["label"]: r for r in results}
-    groups = []
+def precision_cell(res):
+    """The model's precision, plus what OpenVINO made of it (int8 convolutions for QDQ models,
+    its inference precision for float ones: bf16 on CPUs that have it)."""
+    ov = res["info"].get("openvino", {})
+    if "int8" in res["precision"] and ov.get("int8_convs"):
+        return f"{res['precision']} (OV: int8 conv/FC {ov['int8_convs']})"
+    if ov.get("precision"):
+        return f"{res['precision']} (OV: {ov['precision']})"
+    return res["precision"]
+
+
+def cos_cell(res, engines):
+    parts = []
+    for e in engines:
+        if e != "ort" and e in res.get("cos", {}) and res["cos"][e] is not None:
+            parts.append(f"{ENGINE_TITLES[e] if e != 'openvino' else 'OV'} {res['cos'][e]:.4f}")
+    return ", ".join(parts) or "—"
+
+
+def latency_table(w, results, t, engines, notes):
+    peers = [e for e in engines if e != "qfold"]
+    hdr = (["model", "precision"] + [f"{ENGINE_TITLES[e]} ms" for e in engines]
+           + [RATIO_TITLES[e] for e in peers] + ["cos vs ORT"])
+    w("| " + " | ".join(hdr) + " |")
+    w("|" + "---|" * len(hdr))
     for r in results:
-        if r["group"] not in groups:
-            groups.append(r["group"])
+        row = [r["label"], precision_cell(r)] + [engine_cell(r, e, t, notes) for e in engines]
+        row += [fmt_ratio(r["ratios"].get(t, {}).get(e)) for e in peers]
+        row.append(cos_cell(r, engines))
+        w("| " + " | ".join(row) + " |")
+    w("")
+
+
+def write_markdown(path, results, conv, meta, args):
+    engines = meta["engines"]
+    peers = [e for e in engines if e != "qfold"]
+    threads = args.threads
+    notes = Footnotes()
     lines = []
     w = lines.append
     w("# Benchmarks")
     w("")
-    w(f"Generated by `scripts/bench.py` on {meta['date']} (qfold {meta['git']}). "
-      "Regenerate with:")
+    w(f"Generated by `scripts/bench.py` on {meta['date']} (qfold {meta['git']}) in "
+      f"{meta['seconds'] / 60:.0f} min. Regenerate with:")
     w("")
     w("    " + meta["command"])
     w("")
     m = meta["machine"]
     w(f"**Machine:** {m['cpu']}, {m['cores']} cores available to the process "
-      f"(AVX-512 VNNI: {'yes' if m['avx512_vnni'] else 'no'}), Linux {m['kernel']}, "
-      f"Python {m['python']}. Load average at start / end: {meta['load_start']} / "
-      f"{meta['load_end']}.")
+      f"(AVX-512 VNNI: {'yes' if m['avx512_vnni'] else 'no'}, AVX-512 BF16: "
+      f"{'yes' if m['avx512_bf16'] else 'no'}, AMX: {'yes' if m['amx'] else 'no'}), "
+      f"Linux {m['kernel']}, Python {m['python']}. Load average (1/5/15 min) at start / end: "
+      f"{meta['load_start']} / {meta['load_end']}; per model in the last table.")
     w("")
     pk = meta["peak"]
     if "error" in pk:
@@ -688,157 +1000,126 @@ def write_markdown(path, results, meta, args):
           f"-mavx512vnni -mfma`): int8 VNNI (vpdpbusd) {pk['int8_vnni_gops']:.0f} GOPS, fp32 FMA "
           f"(vfmadd231ps) {pk['fp32_fma_gflops']:.0f} GFLOPS.")
     w("")
-    w(f"**Engines:** qfold (`qfold bench`), ONNX Runtime {meta['ort_version']} "
-      f"(ORT_ENABLE_ALL), MNN {meta['mnn_version'] or 'not installed'}.")
+    w("**Engines:** " + "; ".join(f"{ENGINE_TITLES[e]} {meta['versions'].get(e) or ''}".strip()
+                                  for e in engines) + ".")
     w("")
     w("## How measured")
     w("")
-    w("- Every engine runs each model in its own process, on the same fixed-seed random inputs "
-      "(standard normal floats), with the same number of warm-up and timed runs (listed per "
-      "model; cut for slow models so one setting takes about "
-      f"{SECONDS_PER_SETTING:.0f} s, at least {MIN_ITERATIONS} runs). Latency is the median of "
-      "the timed runs, in milliseconds; the fastest run (min) is listed too, as it is the figure "
-      "least disturbed by other jobs on the machine.")
-    w("- qfold: `qfold convert`, then `qfold bench --json` (C++ `steady_clock` around "
-      "`Session::Run`; inputs are set once before).")
-    w("- ONNX Runtime: `InferenceSession` with `ORT_ENABLE_ALL` (QDQ models run ORT's own "
-      "integer kernels), `intra_op_num_threads` = T, `inter_op_num_threads` = 1; "
-      "`time.perf_counter` around `sess.run`, which **includes Python overhead** (binding the "
-      "numpy inputs and allocating the numpy outputs, a few microseconds: it matters only for "
-      "the smallest models).")
-    w("- MNN: the ONNX model converted by MNN's converter (called as `_tools.mnnconvert`, not "
-      "the `mnnconvert` script, which pip-installs a telemetry SDK and reports usage), run with "
-      "the Interpreter/Session API (`numThread` = T, precision normal, CPU backend); "
-      "`time.perf_counter` around `runSession` (inputs copied in before each run, untimed: "
-      "MNN may overwrite them).")
-    w("- Ratios: ORT/qfold and MNN/qfold divide the other engine's median by qfold's at the "
-      "same thread count: **> 1 means qfold is faster**. \"int8/fp32\" is the qfold latency of "
-      "the float model divided by that of its QDQ variant (> 1: the int8 model is faster). "
-      "\"2T speedup\" is qfold's 1-thread over 2-thread median.")
-    w("- Peak RSS: `VmHWM` of `/proc/self/status` of the process that ran the model (qfold: "
-      "the `qfold bench` process; ORT and MNN: a Python process, so the interpreter, numpy and "
-      "the engine's library are included; the RSS after importing them is in the raw JSON). "
-      "Not `getrusage` `ru_maxrss`: Linux carries it over `exec` from the parent, so a child of "
-      "the benchmark script would report at least the script's own RSS. "
-      "Arena: qfold's planned activation memory (`Session::arena_bytes`).")
-    w("- \"cos\" is the cosine similarity of the engine's first output with ONNX Runtime's on "
-      "the same input, a check that a fast result is also a right one.")
-    w("- The machine is shared (2 cores, other jobs running: see the load average), so "
-      "differences under ~10% are noise; 2-thread numbers suffer most.")
+    w("- Per model and thread count T, every engine is first **probed** alone in a child "
+      "process (load, one run, first output): an engine that crashes or fails there is a table "
+      "entry, not a failed benchmark. Then one child process loads all engines that passed and "
+      f"runs **{args.rounds} rounds**; in each round every engine, in turn (the order rotates "
+      "by one each round), does K timed inferences (after one untimed to re-warm caches when "
+      f"its runs take under {REWARM_BELOW_MS} ms), K chosen per engine so its "
+      f"turn lasts about {args.round_seconds:g} s (at most {MAX_ITERATIONS_PER_TURN}), with a "
+      f"{TURN_PAUSE_S * 1e3:.0f} ms pause between turns (other engines' spinning worker threads "
+      "go idle). Load noise on this shared machine thus falls on all engines alike.")
+    w("- Latency: median over all timed runs of an engine, in ms. Ratios X/qfold: in each round, "
+      "the engine's median over qfold's, then the median over rounds: **> 1 means qfold is "
+      "faster**. Each call is timed with `time.perf_counter` around one Python call (qfold "
+      "`Session.run`, ORT `sess.run`, OpenVINO `InferRequest.infer`, MNN input copy + "
+      "`runSession`), which includes binding inputs and copying outputs for every engine.")
+    w("- Engines: qfold through its Python module (" + (meta["qfold_api"] or "") + "); ONNX "
+      "Runtime with `ORT_ENABLE_ALL`, `intra_op_num_threads` = T, `inter_op_num_threads` = 1 "
+      "(QDQ models run ORT's integer kernels); OpenVINO `compile_model(onnx, \"CPU\")` with "
+      "`PERFORMANCE_HINT` LATENCY, `INFERENCE_NUM_THREADS` = T, `NUM_STREAMS` 1 (QDQ models run "
+      "int8; the precision column shows its `INFERENCE_PRECISION_HINT` and how many of its "
+      "convolutions run int8); MNN converted by its compiled converter (`_tools.mnnconvert`, "
+      "not the telemetry-sending `mnnconvert` script), `numThread` = T, precision normal.")
+    w("- \"cos vs ORT\": cosine similarity of the engine's first output with ONNX Runtime's on "
+      "the same input, so that a fast but wrong result shows.")
+    w("- Inputs: fixed-seed standard normal floats; the light models get a synthetic smooth "
+      "image normalized like ImageNet (held out from their calibration images). Light models: "
+      "ONNX model-zoo architectures from the `onnx` wheel with seeded random weights "
+      "(scripts/make_light_models.py), so accuracy means nothing, only speed and agreement.")
     w("")
-    footnotes = []
-    conv = meta.get("conv_kernels") or []
     if conv:
-        pk_gops = None if "error" in pk else pk["int8_vnni_gops"]
         w("## Single int8 convolutions")
         w("")
         w("One QDQ convolution each (uint8 input and output, per-channel int8 weights, int32 "
-          "bias), which qfold folds into one QLinearConv and ONNX Runtime runs with its own "
-          "QLinearConv; GOPS counts a multiply and an add per MAC over the median latency, and "
-          "\"% of peak\" divides it by the single-thread int8 VNNI peak above (that peak is for "
-          "dense vpdpbusd: depthwise convolutions cannot use it and are listed for their "
-          "latency).")
+          "bias), folded by qfold into one QLinearConv; measured like the models. GOPS counts a "
+          "multiply and an add per MAC over qfold's median; \"% of peak\" divides it by the "
+          "single-thread int8 VNNI peak (dense vpdpbusd: depthwise convolutions cannot reach "
+          "it).")
         w("")
-        w(f"| convolution | MOPs | qfold {t1}T ms | qfold GOPS | % of peak | ORT {t1}T ms | "
-          f"ORT/qfold {t1}T" + (f" | qfold {t2}T ms | qfold {t2}T speedup" if t2 else "") + " |")
-        w("|---|---|---|---|---|---|---|" + ("---|---|" if t2 else ""))
-        for row in conv:
-            q1, o1 = row.get(f"qfold_{t1}"), row.get(f"ort_{t1}")
-            gops = row["ops"] / (q1 * 1e6) if q1 else None
-            cells = [row["label"], f"{row['ops'] / 1e6:.0f}", fmt_ms(q1),
-                     f"{gops:.0f}" if gops else "—",
-                     f"{100 * gops / pk_gops:.0f}%" if gops and pk_gops else "—",
-                     fmt_ms(o1), fmt_ratio(o1, q1)]
-            if t2:
-                q2 = row.get(f"qfold_{t2}")
-                cells += [fmt_ms(q2), fmt_ratio(q1, q2)]
-            w("| " + " | ".join(cells) + " |")
-        w("")
+        pk_gops = None if "error" in pk else pk["int8_vnni_gops"]
+        conv_engines = [e for e in engines if e != "mnn"]
+        for t in threads:
+            hdr = (["convolution", "MOPs"] + [f"{ENGINE_TITLES[e]} {t}T ms" for e in conv_engines]
+                   + ["qfold GOPS", "% of peak"]
+                   + [f"{RATIO_TITLES[e]} {t}T" for e in conv_engines if e != "qfold"])
+            w("| " + " | ".join(hdr) + " |")
+            w("|" + "---|" * len(hdr))
+            for r in conv:
+                q = med(r, "qfold", t)
+                gops = r["ops"] / (q * 1e6) if q else None
+                pct = gops / (pk_gops * t) if gops and pk_gops else None
+                row = ([r["label"], f"{r['ops'] / 1e6:.0f}"]
+                       + [engine_cell(r, e, t, notes) for e in conv_engines]
+                       + [f"{gops:.0f}" if gops else "—", f"{100 * pct:.0f}%" if pct else "—"]
+                       + [fmt_ratio(r["ratios"].get(t, {}).get(e))
+                          for e in conv_engines if e != "qfold"])
+                w("| " + " | ".join(row) + " |")
+            w("")
+        if len(threads) > 1:
+            w(f"(% of peak at {threads[-1]}T is against {threads[-1]} × the single-thread peak.)")
+            w("")
     w("## Summary")
     w("")
-    w("Geometric means over the models of each group (only models where both engines ran; "
-      "> 1 means qfold is faster, or for int8/fp32 that qfold's QDQ model beats its float one). "
-      "Ratios of medians, and one of the fastest runs (\"min\").")
+    w("Geometric means of the per-model ratios (> 1: qfold is faster), per model group and "
+      "precision; n = models where both engines ran.")
     w("")
-    w(f"| group | models | ORT/qfold {t1}T | MNN/qfold {t1}T | ORT/qfold {t1}T, min"
-      + (f" | ORT/qfold {t2}T | qfold {t2}T speedup" if t2 else "") + " | qfold int8/fp32 |")
-    w("|---|---|---|---|---|" + ("---|---|" if t2 else "") + "---|")
-    for g in groups:
-        rs = [x for x in results if x["group"] == g]
-
-        def gmean(pairs):
-            v = [a / b for a, b in pairs if a and b]
-            return (f"{float(np.exp(np.mean(np.log(v)))):.2f}× (n={len(v)})" if v else "—")
-        cells = [gmean((med(r, "ort", t1), med(r, "qfold", t1)) for r in rs),
-                 gmean((med(r, "mnn", t1), med(r, "qfold", t1)) for r in rs),
-                 gmean((stat(r, "ort", t1, "min_ms"), stat(r, "qfold", t1, "min_ms"))
-                       for r in rs)]
-        if t2:
-            cells += [gmean((med(r, "ort", t2), med(r, "qfold", t2)) for r in rs),
-                      gmean((med(r, "qfold", t1), med(r, "qfold", t2)) for r in rs)]
-        cells.append(gmean((med(by_label[r["float_of"]], "qfold", t1), med(r, "qfold", t1))
-                           for r in rs if r.get("float_of") in by_label) if "QDQ" in g else "—")
-        w(f"| {g} | {len(rs)} | " + " | ".join(cells) + " |")
-    w("")
-    w("## Latency (median ms)")
-    w("")
-    for g in groups:
-        w(f"### {g}")
-        w("")
-        hdr = ["model", "runs (warm-up+timed)"]
-        for eng in ("qfold", "ORT", "MNN"):
-            hdr += [f"{eng} {t1}T"] + ([f"{eng} {t2}T"] if t2 else [])
-        hdr += [f"ORT/qfold {t1}T", f"MNN/qfold {t1}T"]
-        if t2:
-            hdr += [f"ORT/qfold {t2}T", f"qfold {t2}T speedup"]
-        if "QDQ" in g:
-            hdr += ["qfold int8/fp32"]
-        hdr += [f"min ms {t1}T qfold / ORT / MNN"]
-        w("| " + " | ".join(hdr) + " |")
-        w("|" + "---|" * len(hdr))
-        for r in (x for x in results if x["group"] == g):
-            row = [r["label"], f"{r.get('warmup', '?')}+{r.get('iterations', '?')}"]
-            for eng in ("qfold", "ort", "mnn"):
-                for t in [t1] + ([t2] if t2 else []):
-                    row.append(engine_cell(r, eng, t, footnotes))
-            q1 = med(r, "qfold", t1)
-            row += [fmt_ratio(med(r, "ort", t1), q1), fmt_ratio(med(r, "mnn", t1), q1)]
-            if t2:
-                q2 = med(r, "qfold", t2)
-                row += [fmt_ratio(med(r, "ort", t2), q2), fmt_ratio(q1, q2)]
-            if "QDQ" in g:
-                f = by_label.get(r.get("float_of"))
-                row.append(fmt_ratio(med(f, "qfold", t1) if f else None, q1))
-            row.append(" / ".join(fmt_ms(stat(r, eng, t1, "min_ms"))
-                                  for eng in ("qfold", "ort", "mnn")))
-            w("| " + " | ".join(row) + " |")
-        w("")
-    w("## Memory and model size")
-    w("")
-    w("| model | inputs | ONNX | .qfm | .mnn | qfold arena | peak RSS MiB qfold / "
-      f"ORT / MNN ({t1}T) | cos qfold | cos MNN | MNN's conversion of QDQ |")
-    w("|---|---|---|---|---|---|---|---|---|---|")
+    hdr = ["group", "precision"] + [f"{RATIO_TITLES[e]} {t}T" for t in threads for e in peers]
+    w("| " + " | ".join(hdr) + " |")
+    w("|" + "---|" * len(hdr))
+    keys = []
     for r in results:
-        rss = []
-        for eng in ("qfold", "ort", "mnn"):
-            e = r["engines"].get(eng, {})
-            e = e.get(t1, {}) if "error" not in e else {}
-            rss.append(fmt_mib(e.get("vmhwm_bytes")))
-        q = r["engines"].get("qfold", {})
-        arena = q.get(t1, {}).get("arena_bytes") if "error" not in q else None
-        cosq = f"{r['qfold_cos']:.6f}" if r.get("qfold_cos") is not None else "—"
-        cosm = f"{r['mnn_cos']:.6f}" if r.get("mnn_cos") is not None else "—"
-        i8s = r.get("mnn_quant") or "—"
-        ins = "; ".join(f"{k} {v}" for k, v in r.get("inputs", {}).items())
-        w(f"| {r['label']} | {ins} | {fmt_size(r['onnx_bytes'])} | {fmt_size(r.get('qfm_bytes'))} "
-          f"| {fmt_size(r.get('mnn_bytes'))} | {fmt_size(arena)} | "
-          f"{' / '.join(rss)} | {cosq} | {cosm} | {i8s} |")
+        k = (r["group"], "int8" if "int8" in r["precision"] else "fp32")
+        if k not in keys:
+            keys.append(k)
+    for g, p in keys:
+        rs = [r for r in results if r["group"] == g and ("int8" in r["precision"]) == (p == "int8")]
+        w("| " + " | ".join([g, p] + [gmean(r["ratios"].get(t, {}).get(e) for r in rs)
+                                      for t in threads for e in peers]) + " |")
     w("")
-    if footnotes or meta["notes"]:
+    for t in threads:
+        w(f"## Latency, {t} thread{'s' if t > 1 else ''} (median ms)")
+        w("")
+        latency_table(w, results, t, engines, notes)
+    if len(threads) > 1:
+        t1, t2 = threads[0], threads[1]
+        w(f"## {t2}-thread speedup ({t1}T median / {t2}T median)")
+        w("")
+        w("| model | " + " | ".join(ENGINE_TITLES[e] for e in engines) + " |")
+        w("|---|" + "---|" * len(engines))
+        for r in results:
+            cells = []
+            for e in engines:
+                a, b = med(r, e, t1), med(r, e, t2)
+                cells.append(fmt_ratio(a / b) if a and b else "—")
+            w(f"| {r['label']} | " + " | ".join(cells) + " |")
+        w("")
+    w("## Models")
+    w("")
+    w("| model | group | inputs | ONNX | .qfm | .mnn | qfold arena | rounds × timed runs per "
+      "turn | load average before / after |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        ins = "; ".join(f"{k} {v}" for k, v in r.get("inputs", {}).items())
+        plan = r.get("plan", {})
+        per_turn = ", ".join(f"{ENGINE_TITLES[e]} {k}"
+                             for e, k in plan.get("iterations", {}).items())
+        w(f"| {r['label']} | {r['group']} | {ins} | {fmt_size(r['onnx_bytes'])} | "
+          f"{fmt_size(r.get('qfm_bytes'))} | {fmt_size(r.get('mnn_bytes'))} | "
+          f"{fmt_size(r['info'].get('qfold', {}).get('arena_bytes'))} | "
+          f"{plan.get('rounds', '—')} × ({per_turn}) | {r['load_before']} / "
+          f"{r.get('load_after', '—')} |")
+    w("")
+    if notes.items or meta["notes"]:
         w("## Notes")
         w("")
-        for i, f in enumerate(footnotes, 1):
-            w(f"{i}. {f.replace('|', '/')}")
+        for i, f in enumerate(notes.items, 1):
+            w(f"{i}. {f}")
         for n in meta["notes"]:
             w(f"- {n}")
         w("")
@@ -846,48 +1127,87 @@ def write_markdown(path, results, meta, args):
         f.write("\n".join(lines))
 
 
-def main():
+def detect_engines(args, notes, log):
+    """Engines to run and their versions; peers that do not import are skipped with a note."""
+    engines, versions = ["qfold", "ort"], {}
+    import onnxruntime
+    versions["ort"] = onnxruntime.__version__
+    if args.no_openvino:
+        notes.append("OpenVINO skipped: --no-openvino")
+    else:
+        v = probe_python_module("import openvino; print(openvino.__version__.split('-')[0])")
+        if v:
+            engines.append("openvino")
+            versions["openvino"] = v
+        else:
+            notes.append("OpenVINO skipped: the `openvino` Python package does not import")
+    if args.no_mnn:
+        notes.append("MNN skipped: --no-mnn")
+    else:
+        v = probe_python_module("import MNN, _tools; print(MNN.version())")
+        if v:
+            engines.append("mnn")
+            versions["mnn"] = v
+        else:
+            notes.append("MNN skipped: the `MNN` Python package is not installed")
+    return engines, versions
+
+
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(__doc__.splitlines()[1:]))
     ap.add_argument("--qfold", default=os.path.join(REPO, "build", "cli", "qfold"),
-                    help="the qfold binary (default: build/cli/qfold)")
+                    help="the qfold binary (default: build/cli/qfold); the Python module is "
+                         "looked up in python/ of the same build directory")
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "BENCHMARKS.md"),
                     help="Markdown report to write (replaced)")
     ap.add_argument("--work", help="work directory (default: <qfold build dir>/bench)")
     ap.add_argument("--quick", action="store_true",
-                    help="smoke run: mobilenetv2_like and its QDQ variant, 1+3 runs")
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--iterations", type=int, default=200,
-                    help="timed runs (at most; fewer for slow models, see SECONDS_PER_SETTING)")
+                    help="smoke run: mobilenetv2_like and its QDQ variant, 1 convolution, "
+                         "2 short rounds")
+    ap.add_argument("--set", default="all",
+                    help="comma-separated model sets: synthetic, ppocr, light, or all")
+    ap.add_argument("--models", help="comma-separated labels or base names to keep")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds per model")
+    ap.add_argument("--round-seconds", type=float, default=0.25,
+                    help="about how long one engine's turn in a round lasts")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed runs per engine first")
+    ap.add_argument("--probe-timeout", type=float, default=900,
+                    help="seconds for one engine to load a model and run it once")
+    ap.add_argument("--no-openvino", action="store_true", help="skip OpenVINO even if installed")
     ap.add_argument("--no-mnn", action="store_true", help="skip MNN even if installed")
+    ap.add_argument("--no-conv", action="store_true", help="skip the single convolutions")
     ap.add_argument("--note", action="append", default=[],
                     help="a sentence for the report's notes (e.g. the state of the kernels); "
                          "repeatable. It is part of the recorded command, so reruns keep it")
-    # Worker mode (internal): one engine on one model, prints one JSON line.
-    ap.add_argument("--worker", choices=["ort", "mnn"], help=argparse.SUPPRESS)
-    ap.add_argument("--model", help=argparse.SUPPRESS)
-    ap.add_argument("--feeds", help=argparse.SUPPRESS)
-    ap.add_argument("--save-outputs", help=argparse.SUPPRESS)
     args = ap.parse_args()
     try:
         args.threads = [int(t) for t in args.threads.split(",")]
     except ValueError:
         ap.error("--threads takes comma-separated numbers")
-    if args.worker:
-        args.threads = args.threads[0]
-        return run_worker(args)
-
+    args.sets = MODEL_SETS if args.set == "all" else args.set.split(",")
+    unknown = set(args.sets) - set(MODEL_SETS)
+    if unknown:
+        ap.error(f"unknown model set(s) {sorted(unknown)}; known: {', '.join(MODEL_SETS)}, all")
+    args.models = args.models.split(",") if args.models else None
     if args.quick:
-        args.warmup, args.iterations = 1, 3
+        args.rounds, args.warmup = 2, 1
+        args.note.insert(0, "--quick: 2 rounds of 3 runs per engine and no separate probes "
+                         "(a smoke test, not a measurement).")
+    return args
+
+
+def main():
+    args = parse_args()
     args.qfold = os.path.abspath(args.qfold)
     if not os.access(args.qfold, os.X_OK):
         print(f"bench.py: {args.qfold} is not an executable (pass --qfold)", file=sys.stderr)
         return 2
     work = os.path.abspath(args.work or os.path.join(os.path.dirname(args.qfold), "..", "bench"))
     os.makedirs(work, exist_ok=True)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, SCRIPTS)
     import logging
     logging.getLogger().setLevel(logging.ERROR)
 
@@ -897,56 +1217,38 @@ def main():
     start = time.monotonic()
     notes = []
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "git": git_state(), "machine": machine_info(),
-            "load_start": " ".join(f"{x:.1f}" for x in os.getloadavg()), "notes": notes}
+            "git": git_state(), "machine": machine_info(), "load_start": load_average(),
+            "notes": notes}
     cmd = [os.path.relpath(sys.executable, REPO) if sys.executable.startswith(REPO)
            else sys.executable, os.path.relpath(os.path.abspath(__file__), REPO)]
     meta["command"] = " ".join(shlex.quote(c) for c in cmd + sys.argv[1:])
-    import onnxruntime
-    meta["ort_version"] = onnxruntime.__version__
-    engines = ["qfold", "ort"]
-    meta["mnn_version"] = None if args.no_mnn else mnn_available()
-    if meta["mnn_version"]:
-        engines.append("mnn")
+    module_dir, qfold_version = qfold_module(args.qfold)
+    engines, meta["versions"] = detect_engines(args, notes, log)
+    meta["versions"]["qfold"] = qfold_version
+    meta["engines"] = engines
+    ctx = {"qfold_module_dir": module_dir}
+    if ctx["qfold_module_dir"]:
+        meta["qfold_api"] = f"`qfold.Session.run`, {os.path.relpath(ctx['qfold_module_dir'], REPO)}"
     else:
-        notes.append("MNN skipped: " + ("--no-mnn" if args.no_mnn else
-                                        "the `MNN` Python package is not installed"))
-    log(f"machine: {meta['machine']}")
+        meta["qfold_api"] = ("module not built: `qfold bench` subprocesses instead, one per "
+                             "round, so qfold's figures are medians of round medians")
+        notes.append("qfold's Python module was not found next to the CLI; qfold ran as one "
+                     "`qfold bench` process per round")
+    log("engines: " + ", ".join(f"{e} {meta['versions'].get(e) or ''}" for e in engines))
+    log(f"machine: {meta['machine']}\nqfold: {meta['qfold_api']}")
     meta["peak"] = run_peak(work)
     log(f"peak: {meta['peak']}")
-    meta["conv_kernels"] = bench_conv_kernels(args, work, log)
-    models = prepare_models(args, work, notes)
-    results = []
-    for label, group, path, float_of in models:
-        r = bench_model(args, label, path, work, engines, log)
-        r["group"], r["float_of"] = group, float_of
-        results.append(r)
-    meta["load_end"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    qdq = [r for r in results if "QDQ" in r["group"] and "mnn" in r["engines"]]
-    if qdq:
-        conv_fail = [r["label"] for r in qdq if r["engines"]["mnn"].get("error", "").startswith(
-            "converter")]
-        run_fail = [r["label"] for r in qdq if r["label"] not in conv_fail and (
-            "error" in r["engines"]["mnn"]
-            or any("error" in v for v in r["engines"]["mnn"].values()))]
-        ok = [r["label"] for r in qdq if r["label"] not in conv_fail + run_fail]
-        text = (f"MNN on QDQ models: its ONNX converter aborted on {len(conv_fail)} of {len(qdq)}"
-                + (f" ({', '.join(conv_fail)})" if conv_fail else "")
-                + "; the same converter failure is reported upstream as alibaba/MNN#3922.")
-        for label in run_fail + ok:
-            r = next(x for x in qdq if x["label"] == label)
-            text += (f" {label}: converted ({r.get('mnn_quant') or 'op mix unknown'}; .mnn "
-                     f"{fmt_size(r.get('mnn_bytes'))}), then "
-                     + ("failed to run." if label in run_fail else "ran."))
-        text += (" MNN's own int8 path (mnnquant, offline calibration on its own format) is a "
-                 "different quantization and is not measured here.")
-        notes.append(text)
+    conv = [] if args.no_conv else bench_conv_kernels(args, work, engines, ctx, log)
+    models = prepare_models(args, work, notes, log)
+    results = [bench_model(args, m, work, engines, ctx, log) for m in models]
+    meta["load_end"] = load_average()
     notes.extend(args.note)
+    meta["seconds"] = time.monotonic() - start
     raw = os.path.join(work, "results.json")
     with open(raw, "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1, default=str)
-    write_markdown(args.out, results, meta, args)
-    log(f"wrote {args.out} (raw results: {raw}) in {time.monotonic() - start:.0f}s")
+        json.dump({"meta": meta, "conv": conv, "results": results}, f, indent=1, default=str)
+    write_markdown(args.out, results, conv, meta, args)
+    log(f"wrote {args.out} (raw results: {raw}) in {meta['seconds']:.0f}s")
     return 0
 
 

@@ -35,6 +35,9 @@ struct Loaded {
   std::map<std::string, QuantInfo> quant;                               // per tensor name
   std::map<std::string, std::pair<std::string, std::string>> producer;  // name -> (node, type)
   std::vector<std::string> order;  // op outputs in topological order
+  // Tensors the layout planning keeps channels-last inside ([N, ..., C]);
+  // compared with the reference's [N, C, ...] after moving the channels back.
+  std::set<std::string> channels_last;
 };
 
 // The .qfm back as a graph, so outputs can be added and it can be re-serialized.
@@ -48,6 +51,9 @@ void QfmToGraph(const Model::Impl& m, Graph* g) {
     v.rank_known = true;
     v.shape = t.info.shape;
     v.dim_names = t.info.dim_names;
+    v.layout = t.info.layout == Layout::kNHWC   ? Value::Layout::kNHWC
+               : t.info.layout == Layout::kNCHW ? Value::Layout::kNCHW
+                                                : Value::Layout::kPlain;
     if (t.const_data) {
       int64_t n = 1;
       for (int64_t d : v.shape) n *= d;
@@ -96,7 +102,9 @@ Status LoadGraph(const Graph& g, Loaded* out) {
   return Model::LoadMemory(out->bytes.data(), out->bytes.size(), &out->model);
 }
 
-void IndexModel(Loaded* l) {
+// model_outputs: the outputs of the model itself (before ExposeAll), whose
+// layout is the model's, not the layout planning's.
+void IndexModel(Loaded* l, size_t model_outputs) {
   const Model::Impl& m = *l->model->impl();
   for (size_t i = 0; i < m.tensors.size(); ++i) {
     const fb::Quantization* q = m.fb->tensors()->Get(uint32_t(i))->quant();
@@ -108,6 +116,12 @@ void IndexModel(Loaded* l) {
     qi.block_size = q->block_size();
     l->quant[m.tensors[i].info.name] = qi;
   }
+  std::set<int> boundary(m.input_ids.begin(), m.input_ids.end());
+  boundary.insert(m.output_ids.begin(),
+                  m.output_ids.begin() + long(std::min(model_outputs, m.output_ids.size())));
+  for (size_t i = 0; i < m.tensors.size(); ++i)
+    if (m.tensors[i].info.layout == Layout::kNHWC && !boundary.count(int(i)))
+      l->channels_last.insert(m.tensors[i].info.name);
   for (const OpEntry& op : m.ops)
     for (int o : op.outputs)
       if (o >= 0) {
@@ -249,6 +263,26 @@ bool GetTensor(const Loaded& l, const std::string& name, DType* dt, Shape* shape
   return true;
 }
 
+// A channels-last tensor [N, d..., C] as [N, C, d...], bytes copied into *buf.
+void ToChannelsFirst(DType dt, Shape* shape, const void** data, std::vector<uint8_t>* buf) {
+  const Shape& s = *shape;
+  const size_t esize = dtype_storage_bytes(dt, 1);
+  int64_t inner = 1;
+  for (size_t i = 1; i + 1 < s.size(); ++i) inner *= s[i];
+  const int64_t n = s[0], c = s.back();
+  buf->resize(size_t(n * inner * c) * esize);
+  const uint8_t* src = static_cast<const uint8_t*>(*data);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t p = 0; p < inner; ++p)
+      for (int64_t ch = 0; ch < c; ++ch)
+        std::memcpy(buf->data() + size_t((b * c + ch) * inner + p) * esize,
+                    src + size_t((b * inner + p) * c + ch) * esize, esize);
+  Shape cf = {s[0], s.back()};
+  cf.insert(cf.end(), s.begin() + 1, s.end() - 1);
+  *shape = cf;
+  *data = buf->data();
+}
+
 bool Compare(const Loaded& cand, const Loaded& ref, const std::string& name, TensorDiff* d,
              std::string* note) {
   DType ct, rt;
@@ -257,6 +291,11 @@ bool Compare(const Loaded& cand, const Loaded& ref, const std::string& name, Ten
   const void* rp = nullptr;
   if (!GetTensor(cand, name, &ct, &cs, &cp)) return false;
   if (!GetTensor(ref, name, &rt, &rs, &rp)) return false;
+  std::vector<uint8_t> cbuf, rbuf;
+  if (cand.channels_last.count(name) && cs.size() >= 3 && dtype_storage_bytes(ct, 2) > 1)
+    ToChannelsFirst(ct, &cs, &cp, &cbuf);
+  if (ref.channels_last.count(name) && rs.size() >= 3 && dtype_storage_bytes(rt, 2) > 1)
+    ToChannelsFirst(rt, &rs, &rp, &rbuf);
   if (cs != rs) {
     *note = Quote(name) + ": shape " + DimsText(cs) + " in the .qfm, " + DimsText(rs) +
             " in the reference";
@@ -375,7 +414,7 @@ Status VerifyModel(const std::string& onnx_path, const std::string& qfm_path,
   } else {
     cand.model = file_model;
   }
-  IndexModel(&cand);
+  IndexModel(&cand, file_model->impl()->output_ids.size());
 
   std::mt19937 rng(opts.seed);
   for (const TensorInfo& t : file_model->inputs()) {

@@ -21,10 +21,16 @@ namespace conv {
 
 namespace {
 
-bool Is8Bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
+bool Is8Bit(DType t) {
+  return t == DType::kInt8 || t == DType::kUInt8;
+}
 
-int32_t QMin(DType t) { return t == DType::kInt8 ? -128 : 0; }
-int32_t QMax(DType t) { return t == DType::kInt8 ? 127 : 255; }
+int32_t QMin(DType t) {
+  return t == DType::kInt8 ? -128 : 0;
+}
+int32_t QMax(DType t) {
+  return t == DType::kInt8 ? 127 : 255;
+}
 
 bool ReadFloatsConst(const Value* v, std::vector<float>* out) {
   if (!v || !v->is_constant() || v->dtype != DType::kFloat32) return false;
@@ -38,22 +44,29 @@ bool ReadIntsConst(const Value* v, std::vector<int32_t>* out) {
   const uint8_t* p = v->data->data();
   size_t n = 0;
   switch (v->dtype) {
-    case DType::kInt8: n = v->data->size(); out->resize(n);
+    case DType::kInt8:
+      n = v->data->size();
+      out->resize(n);
       for (size_t i = 0; i < n; ++i) (*out)[i] = int8_t(p[i]);
       return true;
-    case DType::kUInt8: n = v->data->size(); out->resize(n);
+    case DType::kUInt8:
+      n = v->data->size();
+      out->resize(n);
       for (size_t i = 0; i < n; ++i) (*out)[i] = p[i];
       return true;
-    case DType::kInt32: n = v->data->size() / 4; out->resize(n);
+    case DType::kInt32:
+      n = v->data->size() / 4;
+      out->resize(n);
       std::memcpy(out->data(), p, n * 4);
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
 // The quantization one DequantizeLinear or QuantizeLinear node describes.
 struct QParams {
-  std::string scale, zero_point;  // value names; zero_point may be ""
+  std::string scale, zero_point;    // value names; zero_point may be ""
   DType qtype = DType::kUndefined;  // the integer side's dtype
   std::vector<float> scales;
   std::vector<int32_t> zps;  // empty when no zero point (0)
@@ -74,17 +87,28 @@ class QdqFolder {
       if (removed_.count(k)) continue;
       const std::string& t = g_.nodes[k].op_type;
       if (!g_.nodes[k].domain.empty()) continue;
-      if (t == "Conv") TryConv(k);
-      else if (t == "ConvTranspose") TryConvTranspose(k);
-      else if (t == "MatMul") TryMatMul(k) || TryWeightOnlyMatMul(k);
-      else if (t == "Gemm") TryGemm(k) || TryWeightOnlyGemm(k);
-      else if (t == "Add" || t == "Mul") TryBinary(k);
-      else if (t == "GlobalAveragePool" || t == "AveragePool") TryPool(k);
-      else if (t == "Concat") TryConcat(k);
-      else if (t == "Split") TrySplit(k);
-      else if (IsLayoutOp(t)) TryLayout(k);
-      else if (IsLutOp(t)) TryLookupTable(k);
-      else if (t == "QuantizeLinear") TryRequantize(k);
+      if (t == "Conv")
+        TryConv(k);
+      else if (t == "ConvTranspose")
+        TryConvTranspose(k);
+      else if (t == "MatMul")
+        TryMatMul(k) || TryWeightOnlyMatMul(k);
+      else if (t == "Gemm")
+        TryGemm(k) || TryWeightOnlyGemm(k);
+      else if (t == "Add" || t == "Mul")
+        TryBinary(k);
+      else if (t == "GlobalAveragePool" || t == "AveragePool")
+        TryPool(k);
+      else if (t == "Concat")
+        TryConcat(k);
+      else if (t == "Split")
+        TrySplit(k);
+      else if (IsLayoutOp(t))
+        TryLayout(k);
+      else if (IsLutOp(t))
+        TryLookupTable(k);
+      else if (t == "QuantizeLinear")
+        TryRequantize(k);
     }
     std::vector<Node> kept;
     for (size_t k = 0; k < g_.nodes.size(); ++k)
@@ -95,16 +119,16 @@ class QdqFolder {
 
  private:
   static bool IsLayoutOp(const std::string& t) {
-    static const std::set<std::string> ops = {"Reshape", "Transpose", "Squeeze", "Unsqueeze",
-                                              "Flatten", "MaxPool", "Slice", "Gather",
-                                              "DepthToSpace", "SpaceToDepth", "Resize",
-                                              "Expand", "Tile"};
+    static const std::set<std::string> ops = {
+        "Reshape", "Transpose",    "Squeeze",      "Unsqueeze", "Flatten", "MaxPool", "Slice",
+        "Gather",  "DepthToSpace", "SpaceToDepth", "Resize",    "Expand",  "Tile"};
     return ops.count(t) > 0;
   }
   static bool IsLutOp(const std::string& t) {
     static const std::set<std::string> ops = {
-        "Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Gelu", "Erf",
-        "Exp", "Elu", "Selu", "Softplus", "Softsign", "Mish", "Swish", "Clip", "Neg", "Abs"};
+        "Relu",     "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish",
+        "Gelu",     "Erf",       "Exp",     "Elu",  "Selu",        "Softplus",
+        "Softsign", "Mish",      "Swish",   "Clip", "Neg",         "Abs"};
     return ops.count(t) > 0;
   }
 
@@ -340,9 +364,14 @@ class QdqFolder {
     q.op_type = op_type;
     q.name = conv.name;
     q.attrs = conv.attrs;
-    q.inputs = {dqx.input(0), xq.scale, ZeroPointName(xq, conv.name + "_x"),
-                dqw.input(0), wq.scale, ZeroPointName(wq, conv.name + "_w"),
-                yq.scale,     ZeroPointName(yq, conv.name + "_y")};
+    q.inputs = {dqx.input(0),
+                xq.scale,
+                ZeroPointName(xq, conv.name + "_x"),
+                dqw.input(0),
+                wq.scale,
+                ZeroPointName(wq, conv.name + "_w"),
+                yq.scale,
+                ZeroPointName(yq, conv.name + "_y")};
     if (!bias.empty()) q.inputs.push_back(AddInt32(conv.name + "_bias_int32", bias));
     SetClamp(&q, lo, hi, yq.qtype);
     SetQuant(dqx.input(0), xq, -1);
@@ -380,7 +409,8 @@ class QdqFolder {
     const Value* b = g_.Find(dq.input(0));
     const Value* s = g_.Find(dq.input(1));
     const Value* a = g_.Find(mm.input(0));
-    if (!b || !s || !a || !b->is_constant() || !s->is_constant() || b->shape.size() != 2) return false;
+    if (!b || !s || !a || !b->is_constant() || !s->is_constant() || b->shape.size() != 2)
+      return false;
     if (a->dtype != DType::kFloat32 || s->dtype != DType::kFloat32) return false;
     if (!dq.input(2).empty() && !g_.IsConstant(dq.input(2))) return false;
     const int64_t block = dq.attrs.GetInt("block_size", 0);
@@ -543,9 +573,14 @@ class QdqFolder {
     Node q;
     q.op_type = "QLinearMatMul";
     q.name = mm.name;
-    q.inputs = {dqa->input(0), aq.scale, ZeroPointName(aq, mm.name + "_a"),
-                dqb->input(0), bq.scale, ZeroPointName(bq, mm.name + "_b"),
-                yq.scale,      ZeroPointName(yq, mm.name + "_y")};
+    q.inputs = {dqa->input(0),
+                aq.scale,
+                ZeroPointName(aq, mm.name + "_a"),
+                dqb->input(0),
+                bq.scale,
+                ZeroPointName(bq, mm.name + "_b"),
+                yq.scale,
+                ZeroPointName(yq, mm.name + "_y")};
     if (!bias_in.empty()) {
       std::vector<int32_t> bias;
       BiasInt32(bias_in, aq, bq, b->shape[1], &bias);
@@ -578,11 +613,13 @@ class QdqFolder {
     const int64_t kdim = trans_b ? b->shape[1] : b->shape[0];
     const int64_t n = trans_b ? b->shape[0] : b->shape[1];
     int axis = bq.axis < 0 ? bq.axis + 2 : bq.axis;
-    if (!bq.per_tensor() && (axis != (trans_b ? 0 : 1) || int64_t(bq.scales.size()) != n)) return false;
+    if (!bq.per_tensor() && (axis != (trans_b ? 0 : 1) || int64_t(bq.scales.size()) != n))
+      return false;
     const double alpha = gm.attrs.GetFloat("alpha", 1.f), beta = gm.attrs.GetFloat("beta", 1.f);
     if (!(alpha > 0)) return false;
     std::vector<int32_t> bias;
-    if (!gm.input(2).empty() && !BiasInt32(gm.input(2), aq, bq, n, &bias, alpha, beta)) return false;
+    if (!gm.input(2).empty() && !BiasInt32(gm.input(2), aq, bq, n, &bias, alpha, beta))
+      return false;
     size_t qk, act_k;
     int32_t lo, hi;
     if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return false;
@@ -600,16 +637,21 @@ class QdqFolder {
       for (float& v : s) v = float(v * alpha);
       std::vector<uint8_t> sb(s.size() * 4);
       std::memcpy(sb.data(), s.data(), sb.size());
-      scale = g_.AddConstant(gm.name + "_b_scale_alpha", DType::kFloat32,
-                             g_.Find(bq.scale)->shape, std::move(sb));
+      scale = g_.AddConstant(gm.name + "_b_scale_alpha", DType::kFloat32, g_.Find(bq.scale)->shape,
+                             std::move(sb));
       bq.scales = s;
     }
     Node q;
     q.op_type = "QLinearMatMul";
     q.name = gm.name;
-    q.inputs = {dqa->input(0), aq.scale, ZeroPointName(aq, gm.name + "_a"),
-                wname,         scale,    ZeroPointName(bq, gm.name + "_b"),
-                yq.scale,      ZeroPointName(yq, gm.name + "_y")};
+    q.inputs = {dqa->input(0),
+                aq.scale,
+                ZeroPointName(aq, gm.name + "_a"),
+                wname,
+                scale,
+                ZeroPointName(bq, gm.name + "_b"),
+                yq.scale,
+                ZeroPointName(yq, gm.name + "_y")};
     if (!bias.empty()) q.inputs.push_back(AddInt32(gm.name + "_bias_int32", bias));
     SetClamp(&q, lo, hi, yq.qtype);
     SetQuant(dqa->input(0), aq, -1);
@@ -625,16 +667,25 @@ class QdqFolder {
     const Node* dqa = DqOf(n.input(0), &aq);
     const Node* dqb = DqOf(n.input(1), &bq);
     if (!dqa || !dqb || !aq.per_tensor() || !bq.per_tensor()) return;
-    size_t qk;
-    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return;
+    // The output Q, possibly through a Relu/Clip (residual Add -> Relu).
+    size_t qk, act_k;
+    int32_t lo, hi;
+    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return;
     if (aq.qtype != yq.qtype || bq.qtype != yq.qtype) return;
     Node q;
     q.op_type = n.op_type == "Add" ? "QLinearAdd" : "QLinearMul";
     q.domain = "com.microsoft";
     q.name = n.name;
-    q.inputs = {dqa->input(0), aq.scale, ZeroPointName(aq, n.name + "_a"),
-                dqb->input(0), bq.scale, ZeroPointName(bq, n.name + "_b"),
-                yq.scale,      ZeroPointName(yq, n.name + "_y")};
+    q.inputs = {dqa->input(0),
+                aq.scale,
+                ZeroPointName(aq, n.name + "_a"),
+                dqb->input(0),
+                bq.scale,
+                ZeroPointName(bq, n.name + "_b"),
+                yq.scale,
+                ZeroPointName(yq, n.name + "_y")};
+    SetClamp(&q, lo, hi, yq.qtype);
+    DropActivation(act_k);
     Replace(k, std::move(q), qk, yq);
   }
 
@@ -646,7 +697,8 @@ class QdqFolder {
     size_t qk;
     if (!SoleQConsumer(n.outputs[0], &qk, &yq) || xq.qtype != yq.qtype) return;
     Node q;
-    q.op_type = n.op_type == "GlobalAveragePool" ? "QLinearGlobalAveragePool" : "QLinearAveragePool";
+    q.op_type =
+        n.op_type == "GlobalAveragePool" ? "QLinearGlobalAveragePool" : "QLinearAveragePool";
     q.domain = "com.microsoft";
     q.name = n.name;
     q.attrs = n.attrs;
@@ -842,7 +894,9 @@ class QdqFolder {
 
 }  // namespace
 
-Status FoldQdq(Graph* g) { return QdqFolder(g).Run(); }
+Status FoldQdq(Graph* g) {
+  return QdqFolder(g).Run();
+}
 
 }  // namespace conv
 }  // namespace qfold

@@ -51,6 +51,13 @@ const std::map<std::string, Rewrite>& Rewrites() {
          }
          return Status::Ok();
        }},
+      // Sum of two tensors is Add (older exports, e.g. ResNet's residual
+      // joins), so QDQ folding and the layout planning see one op.
+      {"Sum",
+       [](Graph*, Node* n, int64_t) {
+         if (n->inputs.size() == 2) n->op_type = "Add";
+         return Status::Ok();
+       }},
       {"ReduceSum", ReduceAxes},
       {"ReduceMean", ReduceAxes},
       {"ReduceMax", ReduceAxes},
@@ -152,8 +159,8 @@ const std::map<std::string, Rewrite>& Rewrites() {
          auto it = n->tensor_attrs.find("value");
          if (it != n->tensor_attrs.end()) {
            Value v = it->second;
-           std::string c = g->AddConstant(n->name + "_value", v.dtype, v.shape,
-                                          std::vector<uint8_t>(*v.data));
+           std::string c =
+               g->AddConstant(n->name + "_value", v.dtype, v.shape, std::vector<uint8_t>(*v.data));
            n->inputs.resize(2);
            n->inputs[1] = c;
            n->tensor_attrs.erase(it);
@@ -229,8 +236,8 @@ Status ConstantNodeToValue(Graph* g, const Node& n) {
     v.dtype = dt;
     v.shape = std::move(shape);
     v.rank_known = true;
-    v.data = std::make_shared<const std::vector<uint8_t>>(
-        static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + bytes);
+    v.data = std::make_shared<const std::vector<uint8_t>>(static_cast<const uint8_t*>(p),
+                                                          static_cast<const uint8_t*>(p) + bytes);
   };
   if (n.tensor_attrs.count("value")) {
     v = n.tensor_attrs.at("value");
@@ -266,7 +273,8 @@ Status NormalizeOpsets(Graph* g) {
       auto it = Rewrites().find(n.op_type);
       if (it != Rewrites().end()) QF_RETURN_IF_ERROR(it->second(g, &n, g->opset));
     }
-    if (n.domain == "com.microsoft" && n.op_type == "QGemm") QF_RETURN_IF_ERROR(RewriteQGemm(g, &n));
+    if (n.domain == "com.microsoft" && n.op_type == "QGemm")
+      QF_RETURN_IF_ERROR(RewriteQGemm(g, &n));
     if (n.domain == "com.microsoft" && n.op_type == "QLinearSoftmax") {
       ExpandQLinearSoftmax(g, std::move(n), &kept);
       continue;

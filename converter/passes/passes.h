@@ -40,6 +40,10 @@ Status ApplyInputOverrides(Graph* g, const std::map<std::string, Shape>& shapes,
 Status ApplyInputLayouts(Graph* g, const std::map<std::string, std::string>& layouts);
 // DequantizeLinear of float8 constants (widened on reading) -> float Sub/Mul.
 Status DequantizeWidenedConstants(Graph* g);
+// Quantized convolutions and pools run channels-last inside (channels_last = 1),
+// Transposes sunk through layout-agnostic ops until they cancel; the model's
+// inputs and outputs keep their shapes.
+Status PlanLayouts(Graph* g);
 // Transpose -> Transpose becomes one Transpose, or nothing when they cancel.
 Status CancelTransposes(Graph* g);
 // Records on graph inputs and outputs their layout and batch/channel axes.

@@ -13,7 +13,7 @@ namespace qfold {
 
 // The newest format this reader understands; files whose min_reader_version
 // exceeds it are refused.
-constexpr uint32_t kReaderVersion = 1;
+constexpr uint32_t kReaderVersion = 2;
 
 struct OpEntry {
   const OpDef* def = nullptr;

@@ -42,7 +42,7 @@ struct Session::Impl {
   std::vector<Tensor> tensors;
   std::vector<Shape> input_shapes;  // current shape per graph input
   std::vector<KernelContext> contexts;
-  std::vector<bool> folded;  // op evaluated at plan time
+  std::vector<bool> folded;                     // op evaluated at plan time
   std::vector<std::shared_ptr<void>> op_state;  // OpDef::prepare results, kept across re-plans
   std::vector<AlignedBuffer> folded_storage;
   // Dynamic mode: some shape depends on data only known while running (a
@@ -61,10 +61,12 @@ struct Session::Impl {
   // Runs op k, timing it when profiling.
   Status RunOp(size_t k, KernelContext& ctx) {
     if (!opts.profile) return m->ops[k].def->run(ctx);
+    ctx.reference_path = false;
     const auto start = std::chrono::steady_clock::now();
     Status st = m->ops[k].def->run(ctx);
     const auto end = std::chrono::steady_clock::now();
     op_profile[k].runs += 1;
+    op_profile[k].reference_runs += ctx.reference_path ? 1 : 0;
     op_profile[k].total_us += std::chrono::duration<double, std::micro>(end - start).count();
     return st;
   }
@@ -201,7 +203,8 @@ Status Session::Impl::Plan() {
         folded_bytes += o->bytes();
         if (folded_bytes > opts.max_memory_bytes)
           return ctx.Invalid("values computed at plan time need more than the " +
-                             std::to_string(opts.max_memory_bytes) + " bytes a session may allocate");
+                             std::to_string(opts.max_memory_bytes) +
+                             " bytes a session may allocate");
         folded_storage.push_back(AllocAligned(o->bytes()));
         o->data = folded_storage.back().get();
       }
@@ -240,13 +243,14 @@ Status Session::Impl::Plan() {
   arena_size = PlanArena(requests, kArenaAlign, &offsets);
   if (arena_size > opts.max_memory_bytes - std::min(opts.max_memory_bytes, folded_bytes))
     return Status(StatusCode::kInvalidModel,
-                  "activations need an arena of " + std::to_string(arena_size) +
-                      " bytes (plus " + std::to_string(folded_bytes) +
+                  "activations need an arena of " + std::to_string(arena_size) + " bytes (plus " +
+                      std::to_string(folded_bytes) +
                       " bytes of values computed at plan time), more than the " +
                       std::to_string(opts.max_memory_bytes) + " bytes a session may allocate");
   arena = AllocAligned(arena_size);
-  if (!arena) return Status(StatusCode::kInternal, "cannot allocate an arena of " +
-                                                       std::to_string(arena_size) + " bytes");
+  if (!arena)
+    return Status(StatusCode::kInternal,
+                  "cannot allocate an arena of " + std::to_string(arena_size) + " bytes");
   for (size_t r = 0; r < requests.size(); ++r)
     tensors[request_tensor[r]].data = arena.get() + offsets[r];
   planned = true;
@@ -317,7 +321,8 @@ Status Session::ResizeInput(const std::string& name, const Shape& shape) {
                         ShapeToString(info.shape);
       // A batch/channel swap shows as the needed size sitting on another axis.
       for (size_t o = 0; o < shape.size(); ++o)
-        if (o != d && shape[o] == info.shape[d] && (info.shape[o] < 0 || info.shape[o] == shape[d])) {
+        if (o != d && shape[o] == info.shape[d] &&
+            (info.shape[o] < 0 || info.shape[o] == shape[d])) {
           Shape fixed = shape;
           std::swap(fixed[o], fixed[d]);
           msg += "; axes " + std::to_string(std::min(o, d)) + " and " +
@@ -335,16 +340,16 @@ Status Session::ResizeInput(const std::string& name, const Shape& shape) {
   return st;
 }
 
-Status Session::SetInput(const std::string& name, DType dtype, const Shape& shape,
-                         const void* data, size_t bytes) {
+Status Session::SetInput(const std::string& name, DType dtype, const Shape& shape, const void* data,
+                         size_t bytes) {
   Impl& im = *impl_;
   int idx = im.InputIndex(name);
   if (idx < 0) return Status(StatusCode::kInvalidArgument, "no input named '" + name + "'");
   const TensorInfo& info = im.m->inputs[idx];
   if (dtype != info.dtype)
-    return Status(StatusCode::kInvalidArgument, "input '" + name + "' is " +
-                                                    dtype_name(info.dtype) + ", given " +
-                                                    dtype_name(dtype));
+    return Status(
+        StatusCode::kInvalidArgument,
+        "input '" + name + "' is " + dtype_name(info.dtype) + ", given " + dtype_name(dtype));
   if (!im.planned || im.input_shapes[idx] != shape) QF_RETURN_IF_ERROR(ResizeInput(name, shape));
   Tensor& t = im.tensors[im.m->input_ids[idx]];
   if (bytes != t.bytes())
@@ -374,7 +379,9 @@ Status Session::GetOutput(const std::string& name, DType* dtype, Shape* shape,
   const Impl& im = *impl_;
   for (size_t i = 0; i < im.m->output_ids.size(); ++i) {
     if (im.m->outputs[i].name != name) continue;
-    if (!im.planned) return Status(StatusCode::kInvalidArgument, "session is not planned: set inputs and Run first");
+    if (!im.planned)
+      return Status(StatusCode::kInvalidArgument,
+                    "session is not planned: set inputs and Run first");
     const Tensor& t = im.tensors[im.m->output_ids[i]];
     *dtype = t.dtype;
     *shape = t.shape;
@@ -384,7 +391,9 @@ Status Session::GetOutput(const std::string& name, DType* dtype, Shape* shape,
   return Status(StatusCode::kInvalidArgument, "no output named '" + name + "'");
 }
 
-size_t Session::arena_bytes() const { return impl_->arena_size; }
+size_t Session::arena_bytes() const {
+  return impl_->arena_size;
+}
 
 std::vector<OpProfile> Session::profile() const {
   std::vector<OpProfile> out;
@@ -397,6 +406,7 @@ void Session::ResetProfile() {
   for (OpProfile& p : impl_->op_profile) {
     p.runs = 0;
     p.total_us = 0;
+    p.reference_runs = 0;
   }
 }
 

@@ -18,8 +18,8 @@ enum class Layout { kPlain = 0, kNCHW, kNHWC };
 struct TensorInfo {
   std::string name;
   DType dtype = DType::kUndefined;
-  Shape shape;                        // -1 where the dim is symbolic
-  std::vector<std::string> dim_names; // symbolic names, "" for fixed dims
+  Shape shape;                         // -1 where the dim is symbolic
+  std::vector<std::string> dim_names;  // symbolic names, "" for fixed dims
   // Graph inputs/outputs: layout and the batch/channel axes their consumers
   // imply (-1 when none), as recorded by the converter.
   Layout layout = Layout::kPlain;
@@ -64,6 +64,8 @@ struct OpProfile {
   std::string type;  // operator type
   int64_t runs = 0;
   double total_us = 0;
+  // Runs that took the op's reference kernel instead of its fast kernels.
+  int64_t reference_runs = 0;
 };
 
 class Session {

@@ -22,6 +22,9 @@ struct KernelContext {
   int num_threads = 1;
   // Per-op state built once by OpDef::prepare (packed weights, tables); null otherwise.
   void* state = nullptr;
+  // Set by a run that fell back to its reference kernel although the op has
+  // fast kernels (an uncovered case); profiling reports it (qfold bench --profile).
+  bool reference_path = false;
 
   int num_inputs() const { return int(inputs.size()); }
   int num_outputs() const { return int(outputs.size()); }
@@ -33,10 +36,25 @@ struct KernelContext {
   // "Conv '/layer1/conv': <msg>" style errors.
   Status Error(StatusCode code, const std::string& msg) const;
   Status Invalid(const std::string& msg) const { return Error(StatusCode::kInvalidModel, msg); }
-  Status Unsupported(const std::string& msg) const {
-    return Error(StatusCode::kUnsupported, msg);
-  }
+  Status Unsupported(const std::string& msg) const { return Error(StatusCode::kUnsupported, msg); }
 };
+
+// How an op reads the axes of its data tensors; the converter's layout
+// planning (converter/passes/plan_layouts.cc) asks the op instead of keeping lists.
+enum class LayoutRole : unsigned char {
+  kFixed = 0,     // reads axes by position: another layout needs a Transpose in front
+  kElementwise,   // the same at every position: the data inputs may be permuted together
+  kAxis,          // like kElementwise, with an "axis" attribute that follows the permutation
+  kChannelsLast,  // spatial op with a channels_last attribute (NCHW -> NHWC variant)
+};
+
+// Default data inputs of a layout-agnostic op: input 0 only.
+inline bool FirstInputOnly(int index, int /*num_inputs*/) {
+  return index == 0;
+}
+inline bool EveryInput(int /*index*/, int /*num_inputs*/) {
+  return true;
+}
 
 struct OpDef {
   const char* type;
@@ -59,6 +77,10 @@ struct OpDef {
   // constant. The session owns the returned state.
   Status (*prepare)(KernelContext& ctx, std::shared_ptr<void>* state) = nullptr;
   unsigned const_inputs = 0;
+  LayoutRole layout = LayoutRole::kFixed;
+  // kElementwise/kAxis: which inputs are data tensors (permuted with the
+  // layout, broadcast against each other); the others are per-tensor parameters.
+  bool (*layout_input)(int index, int num_inputs) = FirstInputOnly;
 };
 
 // nullptr when the op type is not supported.

@@ -309,10 +309,16 @@ Status RunPRelu(KernelContext& ctx) {
 
 }  // namespace
 
-#define QF_BINARY_DEF(NAME, INFER, RUN, MIN_IN, MAX_IN)                  \
-  const OpDef& OpDef_##NAME() {                                          \
-    static const OpDef def{#NAME, INFER, RUN, 0, false, MIN_IN, MAX_IN}; \
-    return def;                                                          \
+// Element-wise with numpy broadcasting: any common axis order works.
+#define QF_BINARY_DEF(NAME, INFER, RUN, MIN_IN, MAX_IN)     \
+  const OpDef& OpDef_##NAME() {                             \
+    static const OpDef def = [] {                           \
+      OpDef d{#NAME, INFER, RUN, 0, false, MIN_IN, MAX_IN}; \
+      d.layout = LayoutRole::kElementwise;                  \
+      d.layout_input = EveryInput;                          \
+      return d;                                             \
+    }();                                                    \
+    return def;                                             \
   }
 
 constexpr int kVariadicMax = 1 << 20;

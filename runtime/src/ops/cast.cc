@@ -173,7 +173,11 @@ Status InferCastLike(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_Cast() {
-  static const OpDef def{"Cast", InferCast, CastRun, 0, false, 1, 1};
+  static const OpDef def = [] {
+    OpDef d{"Cast", InferCast, CastRun, 0, false, 1, 1};
+    d.layout = LayoutRole::kElementwise;
+    return d;
+  }();
   return def;
 }
 

@@ -59,7 +59,11 @@ Status RunClip(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_Clip() {
-  static const OpDef def{"Clip", InferClip, RunClip, 0, false, 1, 3};
+  static const OpDef def = [] {
+    OpDef d{"Clip", InferClip, RunClip, 0, false, 1, 3};
+    d.layout = LayoutRole::kElementwise;
+    return d;
+  }();
   return def;
 }
 

@@ -86,7 +86,12 @@ Status RunConcat(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_Concat() {
-  static const OpDef def{"Concat", InferConcat, RunConcat, 0, false, 1, 1 << 30};
+  static const OpDef def = [] {
+    OpDef d{"Concat", InferConcat, RunConcat, 0, false, 1, 1 << 30};
+    d.layout = LayoutRole::kAxis;
+    d.layout_input = EveryInput;
+    return d;
+  }();
   return def;
 }
 

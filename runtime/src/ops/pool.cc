@@ -12,6 +12,8 @@
 #include "core/shape_util.h"
 #include "kernels/cpu_features.h"
 #include "kernels/pool_2d.h"
+#include "kernels/pool_nhwc_s8.h"
+#include "ops/channels_last.h"
 #include "ops/window_util.h"
 
 namespace qfold {
@@ -247,11 +249,62 @@ Status RunPool(KernelContext& ctx, PoolKind kind) {
   return Status::Ok();
 }
 
-Status InferMaxPool(KernelContext& ctx) {
+Status InferMaxPoolChannelsFirst(KernelContext& ctx) {
   return InferPool(ctx, PoolKind::kMax);
 }
-Status RunMaxPool(KernelContext& ctx) {
+Status RunMaxPoolChannelsFirst(KernelContext& ctx) {
   return RunPool(ctx, PoolKind::kMax);
+}
+
+// channels_last = 1 (set by the converter's layout planning): 8-bit data
+// without the Indices output, [N, spatial..., C].
+Status InferMaxPool(KernelContext& ctx) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  if (!cl) return InferMaxPoolChannelsFirst(ctx);
+  if (ctx.output(1)) return ctx.Invalid("channels_last MaxPool has no Indices output");
+  return InferViaChannelsFirst(ctx, InferMaxPoolChannelsFirst);
+}
+
+bool RunMaxPoolChannelsLastFast(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  const int nsp = x->rank() - 2;
+  if ((nsp != 1 && nsp != 2) || (x->dtype != DType::kInt8 && x->dtype != DType::kUInt8))
+    return false;
+  WindowGeometry g;
+  const Shape cf = ChannelsFirstShape(x->shape);
+  if (!ParsePool(ctx, PoolKind::kMax, Shape(cf.begin() + 2, cf.end()), &g).ok()) return false;
+  const int a = nsp - 1;
+  kernels::PoolNhwcArgs p;
+  p.n = x->shape[0];
+  p.c = x->shape.back();
+  p.iw = cf[size_t(2 + a)];
+  p.ow = g.out[size_t(a)];
+  p.kw = g.kernel[size_t(a)];
+  p.sw = g.strides[size_t(a)];
+  p.dw = g.dilations[size_t(a)];
+  p.pad_left = g.pad_begin[size_t(a)];
+  p.pad_right = g.pad_end[size_t(a)];
+  if (nsp == 2) {
+    p.ih = cf[2];
+    p.oh = g.out[0];
+    p.kh = g.kernel[0];
+    p.sh = g.strides[0];
+    p.dh = g.dilations[0];
+    p.pad_top = g.pad_begin[0];
+    p.pad_bottom = g.pad_end[0];
+  }
+  p.num_threads = ctx.num_threads;
+  return kernels::MaxPoolNhwcS8(p, x->dtype == DType::kInt8, x->ptr<uint8_t>(), y->ptr<uint8_t>());
+}
+
+Status RunMaxPool(KernelContext& ctx) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  if (!cl) return RunMaxPoolChannelsFirst(ctx);
+  if (RunMaxPoolChannelsLastFast(ctx)) return Status::Ok();
+  return RunViaChannelsFirst(ctx, RunMaxPoolChannelsFirst);
 }
 Status InferAveragePool(KernelContext& ctx) {
   return InferPool(ctx, PoolKind::kAverage);
@@ -368,7 +421,14 @@ Status RunGlobalLpPool(KernelContext& ctx) {
                            /*max_inputs=*/1};    \
     return def;                                  \
   }
-QF_POOL_OPDEF(MaxPool)
+const OpDef& OpDef_MaxPool() {
+  static const OpDef def = [] {
+    OpDef d{"MaxPool", InferMaxPool, RunMaxPool, 0, false, 1, 1};
+    d.layout = LayoutRole::kChannelsLast;
+    return d;
+  }();
+  return def;
+}
 QF_POOL_OPDEF(AveragePool)
 QF_POOL_OPDEF(LpPool)
 QF_POOL_OPDEF(GlobalMaxPool)

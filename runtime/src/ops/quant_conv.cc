@@ -10,7 +10,10 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/conv_nhwc_s8.h"
+#include "kernels/dwconv_nhwc_s8.h"
 #include "kernels/qlinear_s8.h"
+#include "ops/channels_last.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
 
@@ -169,7 +172,7 @@ Status ConvAccumulate(const KernelContext& ctx, const ConvInputs& in, std::vecto
 
 // ---- QLinearConv ------------------------------------------------------------
 
-Status InferQLinearConv(KernelContext& ctx) {
+Status InferQLinearConvChannelsFirst(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   const Tensor* y_zp = ctx.input(7);
   const Tensor* bias = ctx.input(8);
@@ -204,10 +207,37 @@ Status InferQLinearConv(KernelContext& ctx) {
   return Status::Ok();
 }
 
-// Packs the constant weights for the SIMD kernels (kernels/qlinear_s8.h);
-// no state (reference kernel only) when no fast kernel applies.
+Status InferQLinearConv(KernelContext& ctx) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  return cl ? InferViaChannelsFirst(ctx, InferQLinearConvChannelsFirst)
+            : InferQLinearConvChannelsFirst(ctx);
+}
+
+// Prepared weights of a channels-last convolution: depthwise and GEMM-based
+// convolutions have separate kernel families.
+struct ChannelsLastConvState {
+  bool depthwise = false;
+  std::shared_ptr<void> kernel;
+};
+
+// Packs the constant weights for the SIMD kernels (kernels/qlinear_s8.h,
+// conv_nhwc_s8.h, dwconv_nhwc_s8.h); no state (reference kernel only) when
+// no fast kernel applies.
 Status PrepareQLinearConv(KernelContext& ctx, std::shared_ptr<void>* state) {
-  *state = kernels::PrepareQConvS8(*ctx.input(3), ctx.attr().GetInt("group", 1));
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  const Tensor& w = *ctx.input(3);
+  const int64_t group = ctx.attr().GetInt("group", 1);
+  if (!cl) {
+    *state = kernels::PrepareQConvS8(w, group);
+    return Status::Ok();
+  }
+  auto s = std::make_shared<ChannelsLastConvState>();
+  s->depthwise = w.rank() >= 3 && w.shape[1] == 1 && group > 1 && w.shape[0] == group;
+  s->kernel =
+      s->depthwise ? kernels::PrepareDwConvNhwcS8(w, group) : kernels::PrepareQConvNhwcS8(w, group);
+  if (s->kernel) *state = s;
   return Status::Ok();
 }
 
@@ -218,12 +248,20 @@ Status RunQLinearConvFast(KernelContext& ctx, float xs, const std::vector<float>
   const Tensor* x = ctx.input(0);
   const int nsp = x->rank() - 2;
   if (nsp != 1 && nsp != 2) return Status::Ok();
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  // Geometry from a channels-first view; the kernels get the real tensors.
+  Tensor x_cf = *x;
+  if (cl) x_cf.shape = ChannelsFirstShape(x->shape);
+  KernelContext cf = ctx;
+  cf.inputs[0] = &x_cf;
   QConvParams p;
-  QF_RETURN_IF_ERROR(ParseQConv(ctx, kQLinearConvInputs, nsp, &p));
+  QF_RETURN_IF_ERROR(ParseQConv(cf, kQLinearConvInputs, nsp, &p));
+  x = &x_cf;
   const WindowGeometry& g = p.geo;
   const int a = nsp - 1;  // the last (width) axis
   kernels::QConvCall c;
-  c.x = x;
+  c.x = ctx.input(0);
   c.y = ctx.output(0);
   c.iw = x->shape[2 + a];
   c.ow = g.out[a];
@@ -249,11 +287,17 @@ Status RunQLinearConvFast(KernelContext& ctx, float xs, const std::vector<float>
   c.hi = range.hi;
   c.bias = ctx.input(8) ? ctx.input(8)->ptr<int32_t>() : nullptr;
   c.num_threads = ctx.num_threads;
-  *done = kernels::RunQConvS8(ctx.state, c);
+  if (!cl) {
+    *done = kernels::RunQConvS8(ctx.state, c);
+  } else {
+    const auto& s = *static_cast<const ChannelsLastConvState*>(ctx.state);
+    *done = s.depthwise ? kernels::RunDwConvNhwcS8(s.kernel.get(), c)
+                        : kernels::RunQConvNhwcS8(s.kernel.get(), c);
+  }
   return Status::Ok();
 }
 
-Status RunQLinearConv(KernelContext& ctx) {
+Status RunQLinearConvChannelsFirst(KernelContext& ctx) {
   const Tensor* w = ctx.input(3);
   const Tensor* bias = ctx.input(8);
   Tensor* y = ctx.output(0);
@@ -268,6 +312,7 @@ Status RunQLinearConv(KernelContext& ctx) {
     bool done = false;
     QF_RETURN_IF_ERROR(RunQLinearConvFast(ctx, xs[0], ws, ys[0], yzp, range, &done));
     if (done) return Status::Ok();
+    ctx.reference_path = true;
   }
   // The reference kernel: the fallback, and the oracle of the fast path.
   std::vector<int32_t> acc;
@@ -287,6 +332,25 @@ Status RunQLinearConv(KernelContext& ctx) {
     }
   }
   return Status::Ok();
+}
+
+Status RunQLinearConv(KernelContext& ctx) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  if (!cl) return RunQLinearConvChannelsFirst(ctx);
+  if (ctx.state) {
+    std::vector<float> xs, ws, ys;
+    QRange range;
+    if (!ReadScales(ctx.input(1), &xs) || !ReadScales(ctx.input(4), &ws) ||
+        !ReadScales(ctx.input(6), &ys) || xs.size() != 1 || ys.size() != 1)
+      return ctx.Invalid("cannot read the scales");
+    QF_RETURN_IF_ERROR(ReadClampRange(ctx, ctx.output(0)->dtype, &range));
+    bool done = false;
+    QF_RETURN_IF_ERROR(
+        RunQLinearConvFast(ctx, xs[0], ws, ys[0], ReadZeroPoints(ctx.input(7))[0], range, &done));
+    if (done) return Status::Ok();
+  }
+  return RunViaChannelsFirst(ctx, RunQLinearConvChannelsFirst);
 }
 
 // ---- ConvInteger ------------------------------------------------------------
@@ -313,6 +377,7 @@ const OpDef& OpDef_QLinearConv() {
                          /*min_inputs=*/8, /*max_inputs=*/9);
     d.prepare = PrepareQLinearConv;
     d.const_inputs = 1u << 3;  // w
+    d.layout = LayoutRole::kChannelsLast;
     return d;
   }();
   return def;

@@ -81,7 +81,9 @@ Status RunQLinearBinary(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(ReadQParam(ctx, 1, 2, &pa));
   QF_RETURN_IF_ERROR(ReadQParam(ctx, 4, 5, &pb));
   QF_RETURN_IF_ERROR(ReadQParam(ctx, 6, 7, &pc));
-  const QRange r = QuantRange(y->dtype);
+  // _qmin/_qmax: a Relu/Clip folded into the output's range (converter).
+  QRange r;
+  QF_RETURN_IF_ERROR(ReadClampRange(ctx, y->dtype, &r));
   kernels::QBinaryS8Params kp;
   kp.a_scale = pa.scale;
   kp.b_scale = pb.scale;
@@ -354,18 +356,33 @@ Status RunQfRequantize(KernelContext& ctx) {
 
 }  // namespace
 
-#define QF_QUANT_OPDEF(NAME, INFER, MIN_IN, MAX_IN)                               \
-  const OpDef& OpDef_##NAME() {                                                   \
-    static const OpDef def = QuantOpDef(#NAME, INFER, Run##NAME, MIN_IN, MAX_IN); \
-    return def;                                                                   \
+// Data inputs for the layout planner: A and B of QLinearAdd/Mul, and the
+// tensors of QLinearConcat (y_scale, y_zero_point, then x, scale, zero point each).
+bool BinaryDataInputs(int index, int /*num_inputs*/) {
+  return index == 0 || index == 3;
+}
+bool ConcatDataInputs(int index, int /*num_inputs*/) {
+  return index >= 2 && (index - 2) % 3 == 0;
+}
+
+#define QF_QUANT_OPDEF(NAME, INFER, MIN_IN, MAX_IN, LAYOUT, DATA_INPUTS) \
+  const OpDef& OpDef_##NAME() {                                          \
+    static const OpDef def = [] {                                        \
+      OpDef d = QuantOpDef(#NAME, INFER, Run##NAME, MIN_IN, MAX_IN);     \
+      d.layout = LAYOUT;                                                 \
+      d.layout_input = DATA_INPUTS;                                      \
+      return d;                                                          \
+    }();                                                                 \
+    return def;                                                          \
   }
-QF_QUANT_OPDEF(QLinearAdd, InferQLinearBinary, 7, 8)
-QF_QUANT_OPDEF(QLinearMul, InferQLinearBinary, 7, 8)
-QF_QUANT_OPDEF(QLinearLeakyRelu, InferQLinearUnary, 4, 5)
-QF_QUANT_OPDEF(QLinearSigmoid, InferQLinearUnary, 4, 5)
-QF_QUANT_OPDEF(QLinearConcat, InferQLinearConcat, 5, 2 + 3 * 4096)
-QF_QUANT_OPDEF(QfLookupTable, InferQfLookupTable, 2, 2)
-QF_QUANT_OPDEF(QfRequantize, InferQfRequantize, 5, 5)
+QF_QUANT_OPDEF(QLinearAdd, InferQLinearBinary, 7, 8, LayoutRole::kElementwise, BinaryDataInputs)
+QF_QUANT_OPDEF(QLinearMul, InferQLinearBinary, 7, 8, LayoutRole::kElementwise, BinaryDataInputs)
+QF_QUANT_OPDEF(QLinearLeakyRelu, InferQLinearUnary, 4, 5, LayoutRole::kElementwise, FirstInputOnly)
+QF_QUANT_OPDEF(QLinearSigmoid, InferQLinearUnary, 4, 5, LayoutRole::kElementwise, FirstInputOnly)
+QF_QUANT_OPDEF(QLinearConcat, InferQLinearConcat, 5, 2 + 3 * 4096, LayoutRole::kAxis,
+               ConcatDataInputs)
+QF_QUANT_OPDEF(QfLookupTable, InferQfLookupTable, 2, 2, LayoutRole::kElementwise, FirstInputOnly)
+QF_QUANT_OPDEF(QfRequantize, InferQfRequantize, 5, 5, LayoutRole::kElementwise, FirstInputOnly)
 #undef QF_QUANT_OPDEF
 
 }  // namespace qfold

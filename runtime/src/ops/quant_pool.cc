@@ -11,6 +11,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/pool_nhwc_s8.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
 
@@ -70,6 +71,17 @@ int64_t Offset(bool channels_last, int64_t b, int64_t ch, int64_t sp, int64_t c,
   return channels_last ? (b * size + sp) * c + ch : (b * c + ch) * size + sp;
 }
 
+kernels::QPoolParams KernelQuant(const PoolQuant& q, QRange r) {
+  kernels::QPoolParams p;
+  p.x_scale = q.x_scale;
+  p.y_scale = q.y_scale;
+  p.x_zp = q.x_zp;
+  p.y_zp = q.y_zp;
+  p.lo = r.lo;
+  p.hi = r.hi;
+  return p;
+}
+
 // ---- QLinearGlobalAveragePool -----------------------------------------------
 
 Status InferQLinearGlobalAveragePool(KernelContext& ctx) {
@@ -99,6 +111,17 @@ Status RunQLinearGlobalAveragePool(KernelContext& ctx) {
   SplitLayout(x->shape, cl, &n, &c, &spatial);
   const int64_t size = Product(spatial);
   const QRange r = QuantRange(y->dtype);
+  if (cl) {
+    kernels::PoolNhwcArgs a;
+    a.n = n;
+    a.c = c;
+    a.iw = size;  // the window covers every pixel: one row of ih * iw
+    a.num_threads = ctx.num_threads;
+    if (kernels::QGlobalAvgPoolNhwcS8(a, KernelQuant(q, r), x->dtype == DType::kInt8,
+                                      x->ptr<uint8_t>(), y->ptr<uint8_t>()))
+      return Status::Ok();
+    ctx.reference_path = true;
+  }
   for (int64_t b = 0; b < n; ++b)
     for (int64_t ch = 0; ch < c; ++ch) {
       int64_t sum = 0;
@@ -163,6 +186,34 @@ Status RunQLinearAveragePool(KernelContext& ctx) {
   if (out_size == 0) return Status::Ok();
   const std::vector<int64_t> in_strides = ContiguousStrides(in);
   const QRange r = QuantRange(y->dtype);
+  if (cl && (nsp == 1 || nsp == 2)) {
+    const size_t a = nsp - 1;
+    kernels::PoolNhwcArgs p;
+    p.n = n;
+    p.c = c;
+    p.iw = in[a];
+    p.ow = g.out[a];
+    p.kw = g.kernel[a];
+    p.sw = g.strides[a];
+    p.dw = g.dilations[a];
+    p.pad_left = g.pad_begin[a];
+    p.pad_right = g.pad_end[a];
+    if (nsp == 2) {
+      p.ih = in[0];
+      p.oh = g.out[0];
+      p.kh = g.kernel[0];
+      p.sh = g.strides[0];
+      p.dh = g.dilations[0];
+      p.pad_top = g.pad_begin[0];
+      p.pad_bottom = g.pad_end[0];
+    }
+    p.count_include_pad = include_pad;
+    p.num_threads = ctx.num_threads;
+    if (kernels::QAvgPoolNhwcS8(p, KernelQuant(q, r), x->dtype == DType::kInt8, x->ptr<uint8_t>(),
+                                y->ptr<uint8_t>()))
+      return Status::Ok();
+  }
+  ctx.reference_path = true;
   std::vector<int64_t> o(nsp, 0), tap(nsp, 0);
   for (int64_t j = 0; j < out_size; ++j) {
     for (int64_t b = 0; b < n; ++b)
@@ -196,15 +247,22 @@ Status RunQLinearAveragePool(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_QLinearGlobalAveragePool() {
-  static const OpDef def =
-      QuantOpDef("QLinearGlobalAveragePool", InferQLinearGlobalAveragePool,
-                 RunQLinearGlobalAveragePool, /*min_inputs=*/4, /*max_inputs=*/5);
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("QLinearGlobalAveragePool", InferQLinearGlobalAveragePool,
+                         RunQLinearGlobalAveragePool, /*min_inputs=*/4, /*max_inputs=*/5);
+    d.layout = LayoutRole::kChannelsLast;
+    return d;
+  }();
   return def;
 }
 
 const OpDef& OpDef_QLinearAveragePool() {
-  static const OpDef def = QuantOpDef("QLinearAveragePool", InferQLinearAveragePool,
-                                      RunQLinearAveragePool, /*min_inputs=*/4, /*max_inputs=*/5);
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("QLinearAveragePool", InferQLinearAveragePool, RunQLinearAveragePool,
+                         /*min_inputs=*/4, /*max_inputs=*/5);
+    d.layout = LayoutRole::kChannelsLast;
+    return d;
+  }();
   return def;
 }
 

@@ -412,15 +412,25 @@ Status RunDynamicQuantizeLinear(KernelContext& ctx) {
 
 }  // namespace
 
+// Per-tensor and per-axis Q/DQ work in any axis order ("axis" follows it);
+// the layout planner leaves blocked ones (rank-r scales) where they are.
 const OpDef& OpDef_QuantizeLinear() {
-  static const OpDef def = QuantOpDef("QuantizeLinear", InferQuantizeLinear, RunQuantizeLinear,
-                                      /*min_inputs=*/2, /*max_inputs=*/3);
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("QuantizeLinear", InferQuantizeLinear, RunQuantizeLinear,
+                         /*min_inputs=*/2, /*max_inputs=*/3);
+    d.layout = LayoutRole::kAxis;
+    return d;
+  }();
   return def;
 }
 
 const OpDef& OpDef_DequantizeLinear() {
-  static const OpDef def = QuantOpDef("DequantizeLinear", InferDequantizeLinear,
-                                      RunDequantizeLinear, /*min_inputs=*/2, /*max_inputs=*/3);
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("DequantizeLinear", InferDequantizeLinear, RunDequantizeLinear,
+                         /*min_inputs=*/2, /*max_inputs=*/3);
+    d.layout = LayoutRole::kAxis;
+    return d;
+  }();
   return def;
 }
 

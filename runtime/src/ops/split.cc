@@ -105,7 +105,11 @@ Status RunSplit(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_Split() {
-  static const OpDef def{"Split", InferSplit, RunSplit, 1u << 1, false, 1, 2};
+  static const OpDef def = [] {
+    OpDef d{"Split", InferSplit, RunSplit, 1u << 1, false, 1, 2};
+    d.layout = LayoutRole::kAxis;  // input 1 holds the split sizes
+    return d;
+  }();
   return def;
 }
 

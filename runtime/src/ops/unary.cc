@@ -315,11 +315,14 @@ Status RunNot(KernelContext& ctx) {
 
 }  // namespace
 
-#define QF_UNARY_DEF(NAME, TYPES)                                                     \
-  const OpDef& OpDef_##NAME() {                                                       \
-    static const OpDef def{                                                           \
-        #NAME, InferUnary<NAME##F, TYPES>, RunUnary<NAME##F, TYPES>, 0, false, 1, 1}; \
-    return def;                                                                       \
+#define QF_UNARY_DEF(NAME, TYPES)                                                           \
+  const OpDef& OpDef_##NAME() {                                                             \
+    static const OpDef def = [] {                                                           \
+      OpDef d{#NAME, InferUnary<NAME##F, TYPES>, RunUnary<NAME##F, TYPES>, 0, false, 1, 1}; \
+      d.layout = LayoutRole::kElementwise;                                                  \
+      return d;                                                                             \
+    }();                                                                                    \
+    return def;                                                                             \
   }
 
 QF_UNARY_DEF(Relu, Types::kSignedNumeric)

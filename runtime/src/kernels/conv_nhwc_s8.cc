@@ -1,0 +1,428 @@
+// Channels-last QLinearConv (conv_nhwc_s8.h). Zero points are folded as in
+// qlinear_s8.cc and docs/NUMERICS.md, with activations shifted to u8 and
+// weights to s8:
+//   acc = sum(xu * ws) - wzp_s * sum(xu) + [B - xzp_u * sum(ws) + K * xzp_u * wzp_s]
+// where padding taps read a row of x_zp bytes, so K is always the full window.
+//
+// x86 levels run the indirect GEMM microkernels (igemm_s8.h) straight on x:
+// one pointer per output pixel and tap, built when the geometry or x's
+// address changes. Other levels (NEON) take the packed GEMM of gemm_s8.h
+// with the activations on the left: NHWC im2col rows, packed per block.
+#include "kernels/conv_nhwc_s8.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/gemm_s8.h"
+#include "kernels/igemm_s8.h"
+#include "kernels/thread_pool.h"
+
+namespace qfold {
+namespace kernels {
+
+#if defined(__x86_64__)
+extern const IgemmS8Kernel kIgemmS8Avx2[];
+extern const IgemmS8Kernel kIgemmS8AvxVnni[];
+extern const IgemmS8Kernel kIgemmS8Avx512Vnni[];
+#endif
+
+std::vector<const IgemmS8Kernel*> IgemmS8Kernels(Isa isa) {
+  std::vector<const IgemmS8Kernel*> out;
+#if defined(__x86_64__)
+  const IgemmS8Kernel* t = isa == Isa::kAvx2         ? kIgemmS8Avx2
+                           : isa == Isa::kAvxVnni    ? kIgemmS8AvxVnni
+                           : isa == Isa::kAvx512Vnni ? kIgemmS8Avx512Vnni
+                                                     : nullptr;
+  for (; t && t->run; ++t) out.push_back(t);
+#endif
+  return out;
+}
+
+namespace {
+
+bool g_force_gemm = false;
+
+int32_t Wrap(int64_t v) {
+  return int32_t(uint32_t(uint64_t(v)));
+}
+
+bool Is8BitType(DType t) {
+  return t == DType::kInt8 || t == DType::kUInt8;
+}
+
+int64_t RoundUp(int64_t n, int64_t m) {
+  return (n + m - 1) / m * m;
+}
+
+template <class T>
+void Grow(std::vector<T>* v, int64_t n) {
+  if (int64_t(v->size()) < n) v->resize(size_t(n));
+}
+
+// Per-channel epilogue inputs, padded by 64 entries so a panel of any
+// group may read a full nr past its last channel.
+struct ChannelParams {
+  std::vector<int32_t> bias, wzp;
+  std::vector<float> mult;
+  bool any_wzp = false;
+};
+
+// Same folding (and int32 wraparound) as qlinear_s8.cc's FoldChannels.
+void FoldChannels(int64_t n, int64_t k, const int32_t* bias, const std::vector<int32_t>& wsum,
+                  int32_t xzp_u, const std::vector<int32_t>& wzp, DType w_dtype, float x_scale,
+                  const std::vector<float>& w_scale, float y_scale, ChannelParams* cp) {
+  const int64_t padded = RoundUp(n, 64) + 64;
+  cp->bias.assign(size_t(padded), 0);
+  cp->wzp.assign(size_t(padded), 0);
+  cp->mult.assign(size_t(padded), 0.f);
+  cp->any_wzp = false;
+  for (int64_t c = 0; c < n; ++c) {
+    const int32_t z = wzp.size() == 1 ? wzp[0] : wzp[size_t(c)];
+    const int32_t wz = w_dtype == DType::kUInt8 ? z - 128 : z;
+    cp->wzp[size_t(c)] = wz;
+    cp->any_wzp |= wz != 0;
+    cp->bias[size_t(c)] = Wrap(int64_t(bias ? bias[c] : 0) - int64_t(xzp_u) * wsum[size_t(c)] +
+                               int64_t(Wrap(k * xzp_u)) * wz);
+    cp->mult[size_t(c)] = x_scale * w_scale[w_scale.size() == 1 ? 0 : size_t(c)] / y_scale;
+  }
+}
+
+struct NhwcState {
+  const IgemmS8Kernel* ik = nullptr;  // x86 microkernel, or
+  const GemmS8Kernels* gk = nullptr;  // the packed GEMM (activations left)
+  DType w_dtype = DType::kUndefined;
+  int64_t m = 0, cg = 0, group = 1, mg = 0, kh = 1, kw = 1, taps = 1, kdim = 0, kc4 = 0;
+  int64_t panels = 0, panel_bytes = 0;  // igemm: panels per group, bytes per panel
+  int64_t group_bytes = 0;              // gemm: packed bytes per group
+  std::vector<uint8_t> packed_w;
+  std::vector<int32_t> wsum;  // sum of the shifted weights per channel
+  ChannelParams cp;
+  // Indirection buffer [tile][tap][mr] and what it was built for.
+  std::vector<int64_t> key;
+  std::vector<const uint8_t*> ind;
+  std::vector<uint8_t> zero;  // x_zp bytes, for padding taps
+  std::vector<uint8_t> tail;  // copy of x's last pixels (4-byte reads past x's end)
+  int64_t tail_bytes = 0;
+  std::vector<int32_t> xsum;      // igemm with wzp: [group][rows]
+  std::vector<uint8_t> scratch;   // gemm: per thread im2col + packed rows
+  std::vector<int32_t> row_sums;  // gemm: per thread
+};
+
+struct Geometry {
+  int64_t n = 0, c = 0, rows = 0;
+  bool direct = false;  // 1x1, stride 1, unpadded: row p of x is pixel p
+};
+
+// Pointers for every output pixel and tap, tiles of mr rows (the last tile
+// padded with the last pixel). Pixels whose 4-byte reads (up to 3 bytes past
+// the group's channels) could leave x point into `tail`, a copy refreshed by
+// every run, so the microkernels never read outside x.
+void BuildIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr) {
+  const uint8_t* x = c.x->ptr<uint8_t>();
+  const int64_t pixels_in = g.n * c.ih * c.iw, total = pixels_in * g.c;
+  const int64_t tail_pixels = s.cg % 4 ? std::min<int64_t>(pixels_in, 4) : 0;
+  s.tail_bytes = tail_pixels * g.c;
+  s.tail.assign(size_t(s.tail_bytes + 64), 0);
+  s.zero.assign(size_t(g.c + 64), 0);
+  const int64_t tail_start = total - s.tail_bytes;
+  const int64_t tiles = (g.rows + mr - 1) / mr, p = c.oh * c.ow;
+  s.ind.assign(size_t(tiles * s.taps * mr), nullptr);
+  for (int64_t gp = 0; gp < tiles * mr; ++gp) {
+    const int64_t q = std::min(gp, g.rows - 1);
+    const int64_t b = q / p, oy = q % p / c.ow, ox = q % c.ow;
+    const uint8_t** dst = s.ind.data() + gp / mr * s.taps * mr + gp % mr;
+    for (int64_t ky = 0; ky < s.kh; ++ky) {
+      const int64_t iy = oy * c.sh - c.pad_top + ky * c.dh;
+      for (int64_t kx = 0; kx < s.kw; ++kx, dst += mr) {
+        const int64_t ix = ox * c.sw - c.pad_left + kx * c.dw;
+        if (iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw) {
+          *dst = s.zero.data();
+          continue;
+        }
+        const int64_t off = ((b * c.ih + iy) * c.iw + ix) * g.c;
+        *dst = off >= tail_start ? s.tail.data() + (off - tail_start) : x + off;
+      }
+    }
+  }
+}
+
+void PrepareIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr) {
+  std::vector<int64_t> key = {int64_t(reinterpret_cast<uintptr_t>(c.x->data)),
+                              g.n,
+                              g.c,
+                              c.ih,
+                              c.iw,
+                              c.oh,
+                              c.ow,
+                              c.sh,
+                              c.sw,
+                              c.dh,
+                              c.dw,
+                              c.pad_top,
+                              c.pad_left,
+                              mr};
+  if (key != s.key) {
+    BuildIndirection(s, c, g, mr);
+    s.key = std::move(key);
+  }
+  std::memset(s.zero.data(), uint8_t(c.x_zp), s.zero.size());
+  if (s.tail_bytes)
+    std::memcpy(s.tail.data(), c.x->ptr<uint8_t>() + g.n * c.ih * c.iw * g.c - s.tail_bytes,
+                size_t(s.tail_bytes));
+}
+
+int Threads(const QConvCall& c, int64_t items, int64_t macs) {
+  if (macs < (int64_t(1) << 20)) return 1;  // not worth waking the pool
+  return int(std::max<int64_t>(1, std::min<int64_t>(c.num_threads, items)));
+}
+
+// Splits items [0, n) in contiguous ranges; each item's output does not
+// depend on the split, so any thread count gives the same bytes.
+template <class F>
+void ForItems(int threads, int64_t n, const F& fn) {
+  auto run = [&](int t) {
+    const int64_t b = n * t / threads, e = n * (t + 1) / threads;
+    for (int64_t i = b; i < e; ++i) fn(t, i);
+  };
+  if (threads == 1)
+    run(0);
+  else
+    ParallelFor(threads, run);
+}
+
+bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
+  const IgemmS8Kernel& k = *s.ik;
+  const int mr = k.mr;
+  PrepareIndirection(s, c, g, mr);
+  const bool x_signed = c.x->dtype == DType::kInt8;
+  const uint8_t xmask = x_signed ? 0x80 : 0;
+  const int64_t tiles = (g.rows + mr - 1) / mr, rows_pad = tiles * mr;
+  if (s.cp.any_wzp) {
+    Grow(&s.xsum, s.group * rows_pad);
+    for (int64_t gr = 0; gr < s.group; ++gr) {
+      for (int64_t r = 0; r < rows_pad; ++r) {
+        const uint8_t* const* ptr = s.ind.data() + r / mr * s.taps * mr + r % mr;
+        int32_t sum = 0;
+        for (int64_t t = 0; t < s.taps; ++t, ptr += mr) {
+          const uint8_t* px = *ptr + gr * s.cg;
+          for (int64_t ch = 0; ch < s.cg; ++ch) sum += px[ch] ^ xmask;
+        }
+        s.xsum[size_t(gr * rows_pad + r)] = sum;
+      }
+    }
+  }
+  // Chunks of pixel tiles whose activations stay in cache while every panel
+  // of every group passes over them.
+  const int64_t row_bytes = std::max<int64_t>(1, s.taps * s.cg);
+  const int64_t chunk_tiles =
+      std::max<int64_t>(1, std::min<int64_t>(tiles, 16 * 1024 / (mr * row_bytes)));
+  const int64_t chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
+  const int64_t per_chunk = s.group * s.panels, items = chunks * per_chunk;
+  uint8_t* y = c.y->ptr<uint8_t>();
+  IgemmS8Args base;
+  base.taps = s.taps;
+  base.kc4 = s.kc4;
+  base.x_signed = x_signed;
+  base.yzp = c.y_zp;
+  base.lo = c.lo;
+  base.hi = c.hi;
+  base.ldy = s.m;
+  const int threads = Threads(c, items, g.rows * s.m * s.kdim);
+  ForItems(threads, items, [&](int, int64_t i) {
+    const int64_t chunk = i / per_chunk, gr = i % per_chunk / s.panels, pn = i % s.panels;
+    const int64_t row0 = chunk * chunk_tiles * mr, ch0 = gr * s.mg + pn * k.nr;
+    IgemmS8Args a = base;
+    a.ind = s.ind.data() + chunk * chunk_tiles * s.taps * mr;
+    a.a_offset = gr * s.cg;
+    a.rows = std::min(chunk_tiles * mr, g.rows - row0);
+    a.w = s.packed_w.data() + (gr * s.panels + pn) * s.panel_bytes;
+    a.cols = std::min<int64_t>(k.nr, s.mg - pn * k.nr);
+    a.bias = s.cp.bias.data() + ch0;
+    a.mult = s.cp.mult.data() + ch0;
+    if (s.cp.any_wzp) {
+      a.wzp = s.cp.wzp.data() + ch0;
+      a.xsum = s.xsum.data() + gr * rows_pad + row0;
+    }
+    a.y = y + row0 * s.m + ch0;
+    k.run(a);
+  });
+  return true;
+}
+
+bool RunGemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
+  const GemmS8Kernels& k = *s.gk;
+  if (!g.direct) PrepareIndirection(s, c, g, 1);
+  const uint8_t xmask = c.x->dtype == DType::kInt8 ? 0x80 : 0;
+  const int64_t kdim = s.kdim;
+  // Row blocks of about 64 KB of im2col bytes, a multiple of the tile height.
+  const int64_t block =
+      std::min(RoundUp(g.rows, k.mr), std::max<int64_t>(1, 64 * 1024 / (kdim * k.mr)) * k.mr);
+  const int64_t blocks = (g.rows + block - 1) / block, items = blocks * s.group;
+  const int threads = Threads(c, items, g.rows * s.m * kdim);
+  const int64_t tile_bytes = g.direct ? 0 : RoundUp(block * kdim, 64);
+  const int64_t slice = tile_bytes + RoundUp(PackedBytes(block, kdim, k.mr), 64) + 64;
+  Grow(&s.scratch, slice * threads);
+  if (s.cp.any_wzp) Grow(&s.row_sums, block * threads);
+  const uint8_t* x = c.x->ptr<uint8_t>();
+  uint8_t* y = c.y->ptr<uint8_t>();
+  ForItems(threads, items, [&](int t, int64_t i) {
+    const int64_t gr = i % s.group, row0 = i / s.group * block;
+    const int64_t nrows = std::min(block, g.rows - row0);
+    uint8_t* base = s.scratch.data() + t * slice;
+    base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+    const uint8_t* src = x + row0 * g.c + gr * s.cg;
+    int64_t lds = g.c;
+    if (!g.direct) {
+      for (int64_t r = 0; r < nrows; ++r) {
+        const uint8_t* const* ptr = s.ind.data() + (row0 + r) * s.taps;
+        uint8_t* dst = base + r * kdim;
+        for (int64_t tp = 0; tp < s.taps; ++tp, dst += s.cg)
+          std::memcpy(dst, ptr[tp] + gr * s.cg, size_t(s.cg));
+      }
+      src = base;
+      lds = kdim;
+    }
+    uint8_t* packed = base + tile_bytes;
+    k.pack_left(src, lds, nrows, kdim, xmask, packed);
+    int32_t* sums = nullptr;
+    if (s.cp.any_wzp) {
+      sums = s.row_sums.data() + t * block;
+      for (int64_t r = 0; r < nrows; ++r) {
+        int32_t sum = 0;
+        for (int64_t j = 0; j < kdim; ++j) sum += src[r * lds + j] ^ xmask;
+        sums[r] = sum;
+      }
+    }
+    GemmS8Args a;
+    a.left = packed;
+    a.right = s.packed_w.data() + gr * s.group_bytes;
+    a.rows = nrows;
+    a.cols = s.mg;
+    a.k4 = (kdim + 3) / 4;
+    a.weights_left = false;
+    a.bias = s.cp.bias.data() + gr * s.mg;
+    a.mult = s.cp.mult.data() + gr * s.mg;
+    a.wzp = s.cp.any_wzp ? s.cp.wzp.data() + gr * s.mg : nullptr;
+    a.xsum = sums;
+    a.yzp = c.y_zp;
+    a.lo = c.lo;
+    a.hi = c.hi;
+    a.y = y + row0 * s.m + gr * s.mg;
+    a.ldy = s.m;
+    k.gemm(a);
+  });
+  return true;
+}
+
+// The microkernel for mg channels per group: the widest panel unless
+// narrower ones waste clearly fewer padded channels.
+const IgemmS8Kernel* PickKernel(const std::vector<const IgemmS8Kernel*>& ks, int64_t mg) {
+  const IgemmS8Kernel* best = nullptr;
+  double best_cost = 0;
+  for (size_t i = 0; i < ks.size(); ++i) {
+    const double cost = double(RoundUp(mg, ks[i]->nr)) * (1.0 + 0.15 * double(i));
+    if (!best || cost < best_cost) {
+      best = ks[i];
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+void ForceNhwcGemmPathForTesting(bool on) {
+  g_force_gemm = on;
+}
+
+std::shared_ptr<void> PrepareQConvNhwcS8(const Tensor& w, int64_t group) {
+  if ((w.rank() != 3 && w.rank() != 4) || !w.shape_known() || !w.data || group <= 0 ||
+      !Is8BitType(w.dtype))
+    return nullptr;
+  auto s = std::make_shared<NhwcState>();
+  s->w_dtype = w.dtype;
+  s->m = w.shape[0];
+  s->cg = w.shape[1];
+  s->group = group;
+  s->kh = w.rank() == 4 ? w.shape[2] : 1;
+  s->kw = w.shape.back();
+  s->taps = s->kh * s->kw;
+  s->kdim = s->cg * s->taps;
+  s->kc4 = (s->cg + 3) / 4;
+  if (s->m <= 0 || s->kdim <= 0 || s->m % group) return nullptr;
+  if (s->cg == 1 && group == s->m) return nullptr;  // depthwise: dwconv_nhwc_s8.h
+  s->mg = s->m / group;
+  const Isa isa = ActiveIsa();
+  if (!g_force_gemm) s->ik = PickKernel(IgemmS8Kernels(isa), s->mg);
+  if (!s->ik) s->gk = GemmS8For(isa);
+  if (!s->ik && !s->gk) return nullptr;
+  const uint8_t mask = w.dtype == DType::kUInt8 ? 0x80 : 0;  // to s8
+  const uint8_t* src = w.ptr<uint8_t>();                     // [m][cg][taps]
+  if (s->ik) {
+    const int nr = s->ik->nr, wb = s->ik->wbytes;
+    s->panels = (s->mg + nr - 1) / nr;
+    s->panel_bytes = s->taps * s->kc4 * nr * 4 * wb;
+    s->packed_w.assign(size_t(s->group * s->panels * s->panel_bytes), 0);
+    uint8_t* dst = s->packed_w.data();
+    for (int64_t gr = 0; gr < group; ++gr)
+      for (int64_t pn = 0; pn < s->panels; ++pn)
+        for (int64_t t = 0; t < s->taps; ++t)
+          for (int64_t q = 0; q < s->kc4; ++q)
+            for (int j = 0; j < nr; ++j)
+              for (int i = 0; i < 4; ++i, dst += wb) {
+                const int64_t ch = pn * nr + j, ci = 4 * q + i;
+                if (ch >= s->mg || ci >= s->cg) continue;
+                const int16_t v =
+                    int8_t(src[((gr * s->mg + ch) * s->cg + ci) * s->taps + t] ^ mask);
+                dst[0] = uint8_t(v);
+                if (wb == 2) dst[1] = uint8_t(uint16_t(v) >> 8);
+              }
+  } else {
+    // [kdim][mg] per group, k = tap * cg + channel: the order of NHWC im2col rows.
+    s->group_bytes = RoundUp(PackedBytes(s->mg, s->kdim, s->gk->nr), 64);
+    s->packed_w.assign(size_t(s->group * s->group_bytes), 0);
+    std::vector<uint8_t> tmp(size_t(s->kdim * s->mg));
+    for (int64_t gr = 0; gr < group; ++gr) {
+      for (int64_t j = 0; j < s->mg; ++j)
+        for (int64_t ci = 0; ci < s->cg; ++ci)
+          for (int64_t t = 0; t < s->taps; ++t)
+            tmp[size_t((t * s->cg + ci) * s->mg + j)] =
+                src[((gr * s->mg + j) * s->cg + ci) * s->taps + t];
+      s->gk->pack_right(tmp.data(), s->mg, s->kdim, s->mg, mask,
+                        s->packed_w.data() + gr * s->group_bytes);
+    }
+  }
+  s->wsum.assign(size_t(s->m), 0);
+  for (int64_t oc = 0; oc < s->m; ++oc) {
+    int64_t sum = 0;
+    for (int64_t i = 0; i < s->kdim; ++i) sum += int8_t(src[oc * s->kdim + i] ^ mask);
+    s->wsum[size_t(oc)] = Wrap(sum);
+  }
+  return s;
+}
+
+bool RunQConvNhwcS8(void* state, const QConvCall& c) {
+  NhwcState& s = *static_cast<NhwcState*>(state);
+  const Tensor& x = *c.x;
+  const Tensor& y = *c.y;
+  if ((x.rank() != 3 && x.rank() != 4) || !Is8BitType(x.dtype) || !Is8BitType(y.dtype))
+    return false;
+  if (c.kh != s.kh || c.kw != s.kw || (x.rank() == 3 && c.ih != 1)) return false;
+  Geometry g;
+  g.n = x.shape[0];
+  g.c = x.shape.back();
+  if (g.c != s.cg * s.group || x.numel() != g.n * c.ih * c.iw * g.c ||
+      y.numel() != g.n * c.oh * c.ow * s.m)
+    return false;
+  g.rows = g.n * c.oh * c.ow;
+  if (g.rows == 0) return true;  // empty output
+  g.direct = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.pad_top == 0 &&
+             c.pad_left == 0 && c.oh == c.ih && c.ow == c.iw;
+  const int32_t xzp_u = x.dtype == DType::kInt8 ? c.x_zp + 128 : c.x_zp;
+  FoldChannels(s.m, s.kdim, c.bias, s.wsum, xzp_u, c.w_zp, s.w_dtype, c.x_scale, c.w_scale,
+               c.y_scale, &s.cp);
+  return s.ik ? RunIgemm(s, c, g) : RunGemm(s, c, g);
+}
+
+}  // namespace kernels
+}  // namespace qfold

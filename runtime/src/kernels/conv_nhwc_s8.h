@@ -1,0 +1,34 @@
+// Channels-last 8-bit convolution: the fast path of QLinearConv with
+// channels_last = 1 (the layout the converter plans for quantized CNNs).
+// x is [N, ih, iw, C] and y [N, oh, ow, M] (1-D: [N, iw, C] and [N, ow, M],
+// passed with ih = oh = kh = 1), so the C bytes of one pixel are contiguous:
+// a 1x1 convolution is a GEMM straight on the activation tensor, a KxK one a
+// GEMM whose rows come through an indirection buffer (one pointer per output
+// pixel and tap, padding taps pointing at a row of x_zp bytes). Weights are
+// packed once by Prepare. Results are bit-identical to the reference
+// QLinearConv (docs/NUMERICS.md) at every ISA level and thread count.
+//
+// Depthwise convolutions (C == M == group) have their own kernels
+// (dwconv_nhwc_s8.h); PrepareQConvNhwcS8 returns null for them.
+#pragma once
+#include <memory>
+
+#include "kernels/qlinear_s8.h"
+
+namespace qfold {
+namespace kernels {
+
+// Packs W [M, C / group, kh(, kw)] (int8/uint8) for the active ISA level;
+// null when no fast kernel applies (then the op runs its reference kernel).
+std::shared_ptr<void> PrepareQConvNhwcS8(const Tensor& w, int64_t group);
+
+// c.x and c.y hold NHWC tensors as described above; false when the call is
+// not covered (the op then runs its reference kernel).
+bool RunQConvNhwcS8(void* state, const QConvCall& c);
+
+// Tests: states prepared while `on` use the packed GEMM of gemm_s8.h (the
+// path of levels without indirect microkernels, e.g. NEON) at x86 levels too.
+void ForceNhwcGemmPathForTesting(bool on);
+
+}  // namespace kernels
+}  // namespace qfold

@@ -1,0 +1,56 @@
+// Indirect 8-bit GEMM microkernels of the channels-last convolution
+// (conv_nhwc_s8.cc). A tile is mr output pixels x nr output channels; each
+// pixel's activations come through one pointer per kernel tap (the
+// "indirection buffer"), so a KxK convolution needs no im2col copy. The
+// kernel broadcasts 4 consecutive channel bytes of a pixel (u8; int8
+// activations are xor-ed with 0x80) and multiplies them with 4 packed s8
+// weights of each of nr channels, accumulating exactly in int32 (wraparound).
+//
+// Packed weights of one panel (nr channels): [tap][kc4][nr][4] s8 (or s16
+// where the kernel says wbytes = 2), channels and the K tail (past C/group
+// within each tap) zero-padded. The epilogue
+// adds the folded bias, subtracts wzp[ch] * xsum[pixel] and requantizes as
+// Requantize does (docs/NUMERICS.md).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+
+namespace qfold {
+namespace kernels {
+
+struct IgemmS8Args {
+  // Pointers [tile][tap][mr], from the first tile of this call; every
+  // pointer plus a_offset must have 4 * kc4 readable bytes. Rows of the last
+  // tile past `rows` must hold valid pointers too (their results are dropped).
+  const uint8_t* const* ind = nullptr;
+  int64_t a_offset = 0;  // added to every pointer (the group's first channel)
+  int64_t rows = 0;      // output pixels in this call (tiles = ceil(rows / mr))
+  int64_t taps = 1, kc4 = 1;
+  const uint8_t* w = nullptr;  // one packed panel
+  int64_t cols = 0;            // valid channels of the panel, 1..nr
+  bool x_signed = false;       // int8 activations: xor 0x80 to u8
+  // Per channel of the panel, readable up to nr entries.
+  const int32_t* bias = nullptr;
+  const float* mult = nullptr;
+  const int32_t* wzp = nullptr;   // null when every weight zero point is 0
+  const int32_t* xsum = nullptr;  // per row (with wzp): sum of u8 activations of the window
+  int32_t yzp = 0, lo = 0, hi = 0;
+  uint8_t* y = nullptr;  // row r, channel j at y[r * ldy + j]
+  int64_t ldy = 0;
+};
+
+struct IgemmS8Kernel {
+  Isa isa;
+  int mr, nr;
+  int wbytes;  // 1: weights packed as s8; 2: as little-endian s16
+  void (*run)(const IgemmS8Args& args);
+};
+
+// The microkernels of an x86 level, widest panel first; empty for other
+// levels (the driver then uses GemmS8For).
+std::vector<const IgemmS8Kernel*> IgemmS8Kernels(Isa isa);
+
+}  // namespace kernels
+}  // namespace qfold

@@ -1,0 +1,131 @@
+// The x86 indirect GEMM microkernels (igemm_s8.h), one template for every
+// level. A level supplies a vector trait V:
+//   kLanes (int32 lanes), kWBytes (bytes per packed weight), kChPerAcc
+//   (channels per accumulator vector), I (int32 vector), F (float vector),
+//   A (one activation dword, broadcast and prepared), Zero, Bcast<kXor>(p),
+//   Dot(acc, A, w) (w: kChPerAcc channels x 4 packed weights),
+//   Finish(acc row, out) (accumulators to kLanes channels per vector, in
+//   order), and the epilogue helpers LoadI, LoadF, Set1I, Set1F, Add, Sub,
+//   Mullo, Requant, Store(v, n, y).
+// Everything is in an anonymous namespace: each ISA file compiles its own
+// copy with its own -m flags, and copies must not be merged by the linker.
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/igemm_s8.h"
+
+namespace qfold {
+namespace kernels {
+namespace {
+
+inline int32_t LoadDword(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+template <class V, int MR, int NV>
+struct IgemmX86 {
+  static constexpr int kNr = NV * V::kLanes;
+  static constexpr int kNacc = kNr / V::kChPerAcc;  // accumulators per row
+
+  template <bool kXor>
+  static void Tiles(const IgemmS8Args& a) {
+    using I = typename V::I;
+    using F = typename V::F;
+    const int64_t tiles = (a.rows + MR - 1) / MR;
+    const F lo = V::Set1F(float(a.lo - a.yzp)), hi = V::Set1F(float(a.hi - a.yzp));
+    const I yzp = V::Set1I(a.yzp);
+    for (int64_t t = 0; t < tiles; ++t) {
+      I acc[MR][kNacc];
+#pragma GCC unroll 32
+      for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 16
+        for (int v = 0; v < kNacc; ++v) acc[r][v] = V::Zero();
+      const uint8_t* const* ind = a.ind + t * a.taps * MR;
+      const uint8_t* w = a.w;
+      for (int64_t tap = 0; tap < a.taps; ++tap, ind += MR) {
+        const uint8_t* p[MR];
+#pragma GCC unroll 32
+        for (int r = 0; r < MR; ++r) p[r] = ind[r] + a.a_offset;
+        for (int64_t q = 0; q < a.kc4; ++q, w += 4 * kNr * V::kWBytes) {
+#pragma GCC unroll 32
+          for (int r = 0; r < MR; ++r) {
+            const typename V::A x = V::template Bcast<kXor>(p[r] + 4 * q);
+#pragma GCC unroll 16
+            for (int v = 0; v < kNacc; ++v)
+              acc[r][v] = V::Dot(acc[r][v], x, w + 4 * V::kChPerAcc * V::kWBytes * v);
+          }
+        }
+      }
+      const int nrow = a.rows - t * MR < MR ? int(a.rows - t * MR) : MR;
+      for (int r = 0; r < nrow; ++r) {
+        const int64_t row = t * MR + r;
+        uint8_t* y = a.y + row * a.ldy;
+        I out[NV];
+        V::Finish(acc[r], out);
+        for (int v = 0; v < NV; ++v) {
+          const int64_t n = a.cols - v * V::kLanes;
+          if (n <= 0) break;
+          I x = V::Add(out[v], V::LoadI(a.bias + v * V::kLanes));
+          if (a.wzp)
+            x = V::Sub(x, V::Mullo(V::LoadI(a.wzp + v * V::kLanes), V::Set1I(a.xsum[row])));
+          V::Store(V::Requant(x, V::LoadF(a.mult + v * V::kLanes), lo, hi, yzp), n,
+                   y + v * V::kLanes);
+        }
+      }
+    }
+  }
+
+  static void Run(const IgemmS8Args& a) {
+    if (a.x_signed)
+      Tiles<true>(a);
+    else
+      Tiles<false>(a);
+  }
+};
+
+#if defined(__AVX2__)
+// The 256-bit epilogue shared by AVX2 and AVX-VNNI.
+struct V256Base {
+  static constexpr int kLanes = 8;
+  using I = __m256i;
+  using F = __m256;
+  static I Zero() { return _mm256_setzero_si256(); }
+  static I LoadI(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const I*>(p)); }
+  static F LoadF(const float* p) { return _mm256_loadu_ps(p); }
+  static I Set1I(int32_t v) { return _mm256_set1_epi32(v); }
+  static F Set1F(float v) { return _mm256_set1_ps(v); }
+  static I Add(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I Sub(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static I Mullo(I a, I b) { return _mm256_mullo_epi32(a, b); }
+  // clamp(round(float(acc) * mult) + yzp): the float clamp to the integer
+  // bounds (lo - yzp, hi - yzp) equals the reference's clamp after rounding
+  // and keeps cvtps2dq in range; NaN becomes 0, i.e. the zero point.
+  static I Requant(I acc, F mult, F lo, F hi, I yzp) {
+    F f = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), mult);
+    f = _mm256_and_ps(f, _mm256_cmp_ps(f, f, _CMP_ORD_Q));
+    f = _mm256_min_ps(_mm256_max_ps(f, lo), hi);
+    return _mm256_add_epi32(_mm256_cvtps_epi32(f), yzp);
+  }
+  // Low bytes of the first n lanes (values are within [-128, 255]).
+  static void Store(I v, int64_t n, uint8_t* y) {
+    __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    p = _mm_packus_epi16(_mm_and_si128(p, _mm_set1_epi16(0xff)), p);
+    if (n >= 8) {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(y), p);
+    } else {
+      alignas(16) uint8_t tmp[16];
+      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), p);
+      std::memcpy(y, tmp, size_t(n));
+    }
+  }
+};
+#endif
+
+}  // namespace
+}  // namespace kernels
+}  // namespace qfold

@@ -1,0 +1,271 @@
+// Channels-last pooling driver (pool_nhwc_s8.h): per output row an
+// indirection buffer of tap pointers (taps outside the input point at a row
+// of fill bytes), the divisors of the averages, the split of output rows
+// (global pool: images and channel slices) between threads, and the
+// portable row kernels used at the levels without hand-written ones (NEON:
+// plain loops across channels, which the compiler vectorizes).
+#include "kernels/pool_nhwc_s8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/thread_pool.h"
+
+namespace qfold {
+namespace kernels {
+
+#if defined(__x86_64__)
+extern const PoolNhwcKernels kPoolNhwcAvx2;
+extern const PoolNhwcKernels kPoolNhwcAvx512Vnni;
+#endif
+
+namespace {
+
+// int32 sums of up to this many taps cannot overflow (255 * 2^23 < 2^31).
+constexpr int64_t kMaxTaps = int64_t(1) << 23;
+
+template <class T>
+void GenericMax(const PoolNhwcRowArgs& a) {
+  for (int64_t px = 0; px < a.npix; ++px) {
+    const uint8_t* const* t = a.taps + px * a.tap_stride;
+    const int64_t off = a.xoff + px * a.pix_step;
+    T* y = reinterpret_cast<T*>(a.y + px * a.ystride);
+    const T* x0 = reinterpret_cast<const T*>(t[0] + off);
+    for (int64_t i = 0; i < a.c; ++i) y[i] = x0[i];
+    for (int64_t k = 1; k < a.ntaps; ++k) {
+      const T* xk = reinterpret_cast<const T*>(t[k] + off);
+      for (int64_t i = 0; i < a.c; ++i) y[i] = xk[i] > y[i] ? xk[i] : y[i];
+    }
+  }
+}
+
+// ((x_scale * float(sum)) / div) / y_scale, then RoundAddSaturate
+// (ops/quant_util.h), as AverageToQ in ops/quant_pool.cc.
+inline uint8_t AverageScalar(int32_t sum, float div, const PoolNhwcRowArgs& a) {
+  const float v = a.x_scale * float(sum) / div / a.y_scale;
+  if (std::isnan(v)) return uint8_t(std::min(std::max(a.yzp, a.lo), a.hi));
+  const float r = std::nearbyint(v);
+  if (r <= float(a.lo - a.yzp)) return uint8_t(a.lo);
+  if (r >= float(a.hi - a.yzp)) return uint8_t(a.hi);
+  return uint8_t(int32_t(r) + a.yzp);
+}
+
+template <class T>
+void GenericAvg(const PoolNhwcRowArgs& a) {
+  int32_t* s = a.scratch;
+  for (int64_t px = 0; px < a.npix; ++px) {
+    const uint8_t* const* t = a.taps + px * a.tap_stride;
+    const int64_t off = a.xoff + px * a.pix_step;
+    for (int64_t i = 0; i < a.c; ++i) s[i] = a.corr;
+    for (int64_t k = 0; k < a.ntaps; ++k) {
+      const T* xk = reinterpret_cast<const T*>(t[k] + off);
+      for (int64_t i = 0; i < a.c; ++i) s[i] += int32_t(xk[i]);
+    }
+    uint8_t* y = a.y + px * a.ystride;
+    for (int64_t i = 0; i < a.c; ++i) y[i] = AverageScalar(s[i], a.div[px], a);
+  }
+}
+
+constexpr PoolNhwcKernels kPoolNhwcGeneric = {GenericMax<int8_t>, GenericMax<uint8_t>,
+                                              GenericAvg<int8_t>, GenericAvg<uint8_t>};
+
+const PoolNhwcKernels* KernelsFor(Isa isa) {
+  switch (isa) {
+    case Isa::kReference:
+      return nullptr;
+#if defined(__x86_64__)
+    case Isa::kAvx2:
+    case Isa::kAvxVnni:
+      return &kPoolNhwcAvx2;
+    case Isa::kAvx512Vnni:
+      return &kPoolNhwcAvx512Vnni;
+#endif
+    default:
+      return &kPoolNhwcGeneric;
+  }
+}
+
+bool ValidArgs(const PoolNhwcArgs& a) {
+  return a.n >= 0 && a.ih >= 0 && a.iw >= 0 && a.c >= 0 && a.oh >= 0 && a.ow >= 0 && a.kh >= 1 &&
+         a.kw >= 1 && a.sh >= 1 && a.sw >= 1 && a.dh >= 1 && a.dw >= 1 && a.pad_top >= 0 &&
+         a.pad_left >= 0 && a.pad_bottom >= 0 && a.pad_right >= 0 && a.kh * a.kw <= kMaxTaps;
+}
+
+// Taps of output o along one axis inside the input, and inside input plus
+// padding (positions past in + pad_end never count, as in the reference).
+void AxisCounts(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t pad_begin,
+                int64_t pad_end, std::vector<int64_t>* inside, std::vector<int64_t>* padded) {
+  inside->assign(size_t(out), 0);
+  padded->assign(size_t(out), 0);
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t t = 0; t < k; ++t) {
+      const int64_t pos = o * s - pad_begin + t * d;
+      if (pos >= 0 && pos < in) ++(*inside)[size_t(o)];
+      if (pos < in + pad_end) ++(*padded)[size_t(o)];
+    }
+}
+
+// Windowed pools: each output row of each image through `fn`; `avg`
+// fills the divisors (count_include_pad per a).
+bool RunWindowed(const PoolNhwcArgs& a, const uint8_t* x, uint8_t* y, uint8_t fill, bool avg,
+                 PoolNhwcRowArgs base, void (*fn)(const PoolNhwcRowArgs&)) {
+  if (a.n * a.oh * a.ow * a.c == 0) return true;
+  const int64_t ntaps = a.kh * a.kw, c = a.c;
+  std::vector<int64_t> rin, rpad, cin, cpad;
+  AxisCounts(a.ih, a.oh, a.kh, a.sh, a.dh, a.pad_top, a.pad_bottom, &rin, &rpad);
+  AxisCounts(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, a.pad_right, &cin, &cpad);
+  const std::vector<uint8_t> fill_row(size_t(c), fill);
+  // Output columns [in0, in1) have every tap column inside the input.
+  const int64_t in0 = std::min(a.ow, (a.pad_left + a.sw - 1) / a.sw);
+  const int64_t last = a.iw - 1 - (a.kw - 1) * a.dw + a.pad_left;
+  const int64_t in1 = std::max(in0, last < 0 ? 0 : std::min(a.ow, last / a.sw + 1));
+  const int64_t rows = a.n * a.oh;
+  int threads = int(std::min<int64_t>(std::max(a.num_threads, 1), rows));
+  if (rows * a.ow * c * ntaps < (int64_t(1) << 16)) threads = 1;  // not worth the pool
+  auto work = [&](int t) {
+    const int64_t r0 = rows * t / threads, r1 = rows * (t + 1) / threads;
+    if (r0 >= r1) return;
+    std::vector<const uint8_t*> ind(static_cast<size_t>(a.ow * ntaps));
+    std::vector<float> div(static_cast<size_t>(a.ow));
+    std::vector<int32_t> scratch(static_cast<size_t>(c));
+    PoolNhwcRowArgs r = base;
+    r.ntaps = ntaps;
+    r.c = c;
+    r.xoff = 0;
+    r.ystride = c;
+    r.scratch = scratch.data();
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t b = row / a.oh, oy = row % a.oh;
+      if (avg)
+        for (int64_t ox = 0; ox < a.ow; ++ox) {
+          const int64_t count = a.count_include_pad ? rpad[size_t(oy)] * cpad[size_t(ox)]
+                                                    : rin[size_t(oy)] * cin[size_t(ox)];
+          div[size_t(ox)] = float(count);
+        }
+      // Fills the taps of pixels [ox0, ox1) and runs them (or only fills).
+      auto pixels = [&](int64_t ox0, int64_t ox1, bool run) {
+        const uint8_t** p = ind.data();
+        for (int64_t ox = ox0; ox < ox1; ++ox)
+          for (int64_t ky = 0; ky < a.kh; ++ky) {
+            const int64_t iy = oy * a.sh - a.pad_top + ky * a.dh;
+            const bool row_in = iy >= 0 && iy < a.ih;
+            const uint8_t* xr = row_in ? x + (b * a.ih + iy) * a.iw * c : nullptr;
+            for (int64_t kx = 0; kx < a.kw; ++kx) {
+              const int64_t ix = ox * a.sw - a.pad_left + kx * a.dw;
+              *p++ = row_in && ix >= 0 && ix < a.iw ? xr + ix * c : fill_row.data();
+            }
+          }
+        r.taps = ind.data();
+        r.tap_stride = ntaps;
+        r.pix_step = 0;
+        r.npix = ox1 - ox0;
+        r.div = div.data() + ox0;
+        r.y = y + (row * a.ow + ox0) * c;
+        if (run && ox1 > ox0) fn(r);
+      };
+      const int64_t iy0 = oy * a.sh - a.pad_top;
+      if (iy0 >= 0 && iy0 + (a.kh - 1) * a.dh < a.ih && in0 < in1) {
+        // Interior pixels: the taps of the first, shifted by sw pixels per output.
+        pixels(0, in0, true);
+        pixels(in0, in0 + 1, false);
+        r.tap_stride = 0;
+        r.pix_step = a.sw * c;
+        r.npix = in1 - in0;
+        fn(r);
+        pixels(in1, a.ow, true);
+      } else {
+        pixels(0, a.ow, true);
+      }
+    }
+  };
+  if (threads == 1)
+    work(0);
+  else
+    ParallelFor(threads, work);
+  return true;
+}
+
+PoolNhwcRowArgs AvgBase(const QPoolParams& q, int64_t ntaps) {
+  PoolNhwcRowArgs r;
+  // sum over every tap of x (outside taps read x_zp) minus ntaps * x_zp.
+  r.corr = int32_t(-ntaps * int64_t(q.x_zp));
+  r.x_scale = q.x_scale;
+  r.y_scale = q.y_scale;
+  r.yzp = q.y_zp;
+  r.lo = q.lo;
+  r.hi = q.hi;
+  return r;
+}
+
+}  // namespace
+
+bool MaxPoolNhwcS8(const PoolNhwcArgs& a, bool is_signed, const uint8_t* x, uint8_t* y) {
+  const PoolNhwcKernels* k = KernelsFor(ActiveIsa());
+  if (!k || !ValidArgs(a)) return false;
+  // The lowest value of the dtype: max with it changes nothing, and a window
+  // without taps inside gives it, as the reference does.
+  const uint8_t lowest = is_signed ? uint8_t(0x80) : uint8_t(0);
+  return RunWindowed(a, x, y, lowest, /*avg=*/false, PoolNhwcRowArgs(),
+                     is_signed ? k->max_s8 : k->max_u8);
+}
+
+bool QAvgPoolNhwcS8(const PoolNhwcArgs& a, const QPoolParams& q, bool is_signed, const uint8_t* x,
+                    uint8_t* y) {
+  const PoolNhwcKernels* k = KernelsFor(ActiveIsa());
+  if (!k || !ValidArgs(a)) return false;
+  return RunWindowed(a, x, y, uint8_t(q.x_zp), /*avg=*/true, AvgBase(q, a.kh * a.kw),
+                     is_signed ? k->avg_s8 : k->avg_u8);
+}
+
+bool QGlobalAvgPoolNhwcS8(const PoolNhwcArgs& a, const QPoolParams& q, bool is_signed,
+                          const uint8_t* x, uint8_t* y) {
+  const PoolNhwcKernels* k = KernelsFor(ActiveIsa());
+  if (!k || a.n < 0 || a.ih < 0 || a.iw < 0 || a.c < 0 || a.ih * a.iw > kMaxTaps) return false;
+  if (a.n * a.c == 0) return true;
+  const int64_t npix = a.ih * a.iw, c = a.c;
+  // Work items: (image, slice of channels); a slice is a whole number of
+  // 64-byte vectors so only the last one has a tail.
+  constexpr int64_t kSlice = 256;
+  const int64_t slices = (c + kSlice - 1) / kSlice, items = a.n * slices;
+  int threads = int(std::min<int64_t>(std::max(a.num_threads, 1), items));
+  if (a.n * npix * c < (int64_t(1) << 16)) threads = 1;
+  const float div = float(npix);
+  void (*fn)(const PoolNhwcRowArgs&) = is_signed ? k->avg_s8 : k->avg_u8;
+  auto work = [&](int t) {
+    const int64_t i0 = items * t / threads, i1 = items * (t + 1) / threads;
+    if (i0 >= i1) return;
+    std::vector<const uint8_t*> ind(static_cast<size_t>(npix));
+    std::vector<int32_t> scratch(size_t(std::min(c, kSlice)));
+    PoolNhwcRowArgs r = AvgBase(q, npix);
+    r.taps = ind.data();
+    r.tap_stride = npix;
+    r.ntaps = npix;
+    r.npix = 1;
+    r.div = &div;
+    r.scratch = scratch.data();
+    int64_t image = -1;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = i / slices, c0 = i % slices * kSlice;
+      if (b != image) {
+        for (int64_t p = 0; p < npix; ++p) ind[size_t(p)] = x + (b * npix + p) * c;
+        image = b;
+      }
+      r.c = std::min(kSlice, c - c0);
+      r.xoff = c0;
+      r.y = y + b * c + c0;
+      r.ystride = c;
+      fn(r);
+    }
+  };
+  if (threads == 1)
+    work(0);
+  else
+    ParallelFor(threads, work);
+  return true;
+}
+
+}  // namespace kernels
+}  // namespace qfold

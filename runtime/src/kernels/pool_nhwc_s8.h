@@ -1,0 +1,71 @@
+// Channels-last 8-bit pooling: MaxPool, QLinearAveragePool and
+// QLinearGlobalAveragePool on x [N, ih, iw, C] -> y [N, oh, ow, C]
+// (1-D: ih = oh = kh = 1), vectorized across channels. Bit-identical to the
+// reference ops (ops/pool.cc, ops/quant_pool.cc): MaxPool keeps the maximum
+// of the taps inside the input (a window with none gives the dtype's lowest
+// value); the average pools compute
+//   y = saturate(nearbyint((x_scale * float(sum(x - x_zp)) / float(count)) / y_scale) + y_zp)
+// with float32 operations in exactly that order, count being the taps inside
+// the input, or inside input plus pads (pad_bottom/pad_right, which with
+// ceil_mode may be smaller than the window's overhang) with count_include_pad.
+#pragma once
+#include <cstdint>
+
+namespace qfold {
+namespace kernels {
+
+struct PoolNhwcArgs {
+  int64_t n = 0, ih = 1, iw = 0, c = 0, oh = 1, ow = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  bool count_include_pad = false;  // average pool only
+  int num_threads = 1;
+};
+
+struct QPoolParams {
+  float x_scale = 1, y_scale = 1;
+  int32_t x_zp = 0, y_zp = 0;
+  int32_t lo = 0, hi = 255;  // the output dtype's range
+};
+
+// is_signed: the bytes are int8 (else uint8). Each returns false when the
+// case is not covered (the op then runs its reference kernel).
+bool MaxPoolNhwcS8(const PoolNhwcArgs& a, bool is_signed, const uint8_t* x, uint8_t* y);
+bool QAvgPoolNhwcS8(const PoolNhwcArgs& a, const QPoolParams& q, bool is_signed, const uint8_t* x,
+                    uint8_t* y);
+// Global average over the ih * iw pixels of each image: y is [N, 1, 1, C].
+bool QGlobalAvgPoolNhwcS8(const PoolNhwcArgs& a, const QPoolParams& q, bool is_signed,
+                          const uint8_t* x, uint8_t* y);
+
+// ---- Internal: the per-ISA row kernels ----------------------------------
+// Every output pixel reads ntaps pointers (taps outside the input point at a
+// row of fill bytes: the dtype's lowest value for max, x_zp for the
+// averages, so no tap is skipped and every tap is a full vector load).
+
+struct PoolNhwcRowArgs {
+  // Pixel p reads taps[p * tap_stride + i] + p * pix_step (tap_stride ntaps
+  // with a buffer per pixel, 0 for one set of taps shifted along the row).
+  const uint8_t* const* taps = nullptr;
+  int64_t tap_stride = 0, pix_step = 0;
+  int64_t ntaps = 0, npix = 0;
+  int64_t c = 0;         // channels to compute, from channel xoff of each tap
+  int64_t xoff = 0;      // channel offset added to every tap pointer
+  uint8_t* y = nullptr;  // output of pixel p at y + p * ystride (channel xoff)
+  int64_t ystride = 0;
+  // Averages only.
+  const float* div = nullptr;  // per pixel: the divisor (count)
+  int32_t corr = 0;            // -ntaps * x_zp: sum(x) + corr = sum(x - x_zp)
+  float x_scale = 1, y_scale = 1;
+  int32_t yzp = 0, lo = 0, hi = 0;
+  int32_t* scratch = nullptr;  // c int32 (portable kernels)
+};
+
+struct PoolNhwcKernels {
+  void (*max_s8)(const PoolNhwcRowArgs&);
+  void (*max_u8)(const PoolNhwcRowArgs&);
+  void (*avg_s8)(const PoolNhwcRowArgs&);
+  void (*avg_u8)(const PoolNhwcRowArgs&);
+};
+
+}  // namespace kernels
+}  // namespace qfold

@@ -1,0 +1,528 @@
+// The channels-last int8 convolution (kernels/conv_nhwc_s8.h) and its
+// indirect GEMM microkernels (kernels/igemm_s8.h) against scalar NHWC
+// computations written here: every x86 microkernel over rows/columns/K
+// sweeps and tile edges, then whole convolutions (kernel sizes, strides,
+// dilations, asymmetric pads, groups, 1-D, batches, both 8-bit dtypes,
+// extreme zero points) at every supported level, through the microkernels
+// and through the generic GEMM path, with 1 and 2 threads: bit-identical.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "doctest/doctest.h"
+#include "kernels/conv_nhwc_s8.h"
+#include "kernels/cpu_features.h"
+#include "kernels/igemm_s8.h"
+#include "ops/quant_util.h"
+
+namespace qfold {
+namespace test {
+namespace {
+
+using kernels::Isa;
+
+struct IsaGuard {
+  Isa saved = kernels::ActiveIsa();
+  ~IsaGuard() {
+    kernels::SetIsaForTesting(saved);
+    kernels::ForceNhwcGemmPathForTesting(false);
+  }
+};
+
+// ---- microkernels -------------------------------------------------------------
+
+void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it) {
+  const int mr = k.mr, nr = k.nr;
+  const int64_t rows = 1 + int64_t(rng() % uint32_t(3 * mr + 2));
+  const int64_t taps = 1 + rng() % 4, cg = 1 + rng() % 19, kc4 = (cg + 3) / 4;
+  const int64_t cols = it % 5 == 0 ? nr : 1 + int64_t(rng() % uint32_t(nr));
+  const int64_t a_offset = rng() % 6;
+  const bool x_signed = rng() % 2;
+  const bool use_wzp = rng() % 3 == 0;
+  const int64_t tiles = (rows + mr - 1) / mr;
+  // Activation rows: one buffer per (pixel, tap), 4 * kc4 readable bytes
+  // after a_offset; a few pixels share a buffer like padding taps do.
+  const int64_t row_len = a_offset + 4 * kc4;
+  std::vector<std::vector<uint8_t>> bufs(size_t(tiles * mr * taps + 1));
+  for (auto& b : bufs) {
+    b.resize(static_cast<size_t>(row_len));
+    for (auto& v : b) v = uint8_t(rng());
+    if (it % 7 == 0) std::fill(b.begin(), b.end(), uint8_t(x_signed ? 0x7f : 0xff));
+    if (it % 11 == 0) std::fill(b.begin(), b.end(), uint8_t(x_signed ? 0x80 : 0));
+  }
+  std::vector<const uint8_t*> ind(size_t(tiles * taps * mr));
+  std::vector<const uint8_t*> src(size_t(tiles * mr * taps));  // [row][tap]
+  for (int64_t r = 0; r < tiles * mr; ++r)
+    for (int64_t t = 0; t < taps; ++t) {
+      const size_t b = rng() % 8 == 0 ? bufs.size() - 1 : size_t(r * taps + t);
+      src[size_t(r * taps + t)] = bufs[b].data();
+      ind[size_t((r / mr * taps + t) * mr + r % mr)] = bufs[b].data();
+    }
+  // Weights [col][tap][cg] s8, packed [tap][kc4][nr][4] with zero padding.
+  std::vector<int8_t> w(size_t(cols * taps * cg));
+  for (auto& v : w) v = int8_t(rng());
+  if (it % 7 == 0) std::fill(w.begin(), w.end(), int8_t(-128));
+  const int wb = k.wbytes;
+  std::vector<uint8_t> packed(size_t(taps * kc4 * nr * 4 * wb), 0);
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t c = 0; c < cg; ++c) {
+        const int16_t v = w[size_t((j * taps + t) * cg + c)];
+        uint8_t* d = &packed[size_t((((t * kc4 + c / 4) * nr + j) * 4 + c % 4) * wb)];
+        d[0] = uint8_t(v);
+        if (wb == 2) d[1] = uint8_t(uint16_t(v) >> 8);
+      }
+  std::vector<int32_t> bias(static_cast<size_t>(nr)), wzp(static_cast<size_t>(nr)),
+      xsum(size_t(tiles * mr));
+  std::vector<float> mult(static_cast<size_t>(nr));
+  for (int j = 0; j < nr; ++j) {
+    bias[size_t(j)] = rng() % 5 ? int32_t(rng() % 200001) - 100000 : int32_t(rng());
+    wzp[size_t(j)] = int32_t(rng() % 256) - 128;
+    const int s = int(rng() % 12);
+    mult[size_t(j)] = s == 0   ? INFINITY
+                      : s == 1 ? 0.f
+                      : s == 2 ? 1e3f
+                               : std::uniform_real_distribution<float>(0, 2e-4f)(rng);
+  }
+  for (auto& v : xsum) v = int32_t(rng());
+  const int32_t yzp = int32_t(rng() % 256) - (rng() % 2 ? 128 : 0);
+  int32_t lo = yzp >= 0 ? 0 : -128, hi = lo + 255;
+  if (rng() % 3 == 0) lo = std::max(lo, yzp - 10), hi = std::min(hi, yzp + 20);
+  const int64_t ldy = cols + rng() % 3;
+  std::vector<uint8_t> y(size_t(rows * ldy + 64), 0xEE), want = y;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) {
+      int64_t acc = 0;
+      for (int64_t t = 0; t < taps; ++t) {
+        const uint8_t* a = src[size_t(r * taps + t)] + a_offset;
+        for (int64_t c = 0; c < cg; ++c)
+          acc +=
+              int64_t(uint8_t(a[c] ^ (x_signed ? 0x80 : 0))) * w[size_t((j * taps + t) * cg + c)];
+      }
+      acc += bias[size_t(j)];
+      if (use_wzp) acc -= int64_t(wzp[size_t(j)]) * xsum[size_t(r)];
+      want[size_t(r * ldy + j)] =
+          uint8_t(Requantize(WrapInt32(acc), mult[size_t(j)], yzp, QRange{lo, hi}));
+    }
+  kernels::IgemmS8Args a;
+  a.ind = ind.data();
+  a.a_offset = a_offset;
+  a.rows = rows;
+  a.taps = taps;
+  a.kc4 = kc4;
+  a.w = packed.data();
+  a.cols = cols;
+  a.x_signed = x_signed;
+  a.bias = bias.data();
+  a.mult = mult.data();
+  a.wzp = use_wzp ? wzp.data() : nullptr;
+  a.xsum = xsum.data();
+  a.yzp = yzp;
+  a.lo = lo;
+  a.hi = hi;
+  a.y = y.data();
+  a.ldy = ldy;
+  k.run(a);
+  const std::string what = std::to_string(k.mr) + "x" + std::to_string(k.nr) +
+                           " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
+                           " taps=" + std::to_string(taps) + " cg=" + std::to_string(cg);
+  CAPTURE(what);
+  REQUIRE(y == want);
+}
+
+TEST_CASE("kernels: nhwc indirect GEMM microkernels match a scalar computation") {
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (Isa isa : kernels::SupportedIsas()) {
+    const std::string isa_name = kernels::IsaName(isa);
+    CAPTURE(isa_name);
+    for (const kernels::IgemmS8Kernel* k : kernels::IgemmS8Kernels(isa)) {
+      CHECK(k->isa == isa);
+      for (int it = 0; it < 150; ++it, ++checked) CheckMicrokernel(*k, rng, it);
+    }
+  }
+  MESSAGE("microkernel cases: " << checked);
+}
+
+// ---- whole convolutions -----------------------------------------------------------
+
+struct ConvCase {
+  int64_t n = 1, c = 4, m = 4, group = 1, ih = 5, iw = 5, kh = 3, kw = 3, sh = 1, sw = 1;
+  int64_t dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
+  bool one_d = false, has_bias = true;
+  DType xt = DType::kUInt8, wt = DType::kInt8, yt = DType::kUInt8;
+  int32_t x_zp = 0, y_zp = 0;
+  bool per_channel = true, wzp_nonzero = false;
+  uint32_t seed = 1;
+};
+
+std::string Describe(const ConvCase& k) {
+  auto d = [](DType t) { return t == DType::kInt8 ? "s8" : "u8"; };
+  std::string s = "n" + std::to_string(k.n) + " c" + std::to_string(k.c) + " m" +
+                  std::to_string(k.m) + " g" + std::to_string(k.group) + " in" +
+                  std::to_string(k.ih) + "x" + std::to_string(k.iw) + " k" + std::to_string(k.kh) +
+                  "x" + std::to_string(k.kw) + " s" + std::to_string(k.sh) + "," +
+                  std::to_string(k.sw) + " d" + std::to_string(k.dh) + "," + std::to_string(k.dw) +
+                  " pads" + std::to_string(k.pt) + "," + std::to_string(k.pl) + "," +
+                  std::to_string(k.pb) + "," + std::to_string(k.pr);
+  s += std::string(" x") + d(k.xt) + " w" + d(k.wt) + " y" + d(k.yt) + (k.one_d ? " 1d" : "") +
+       (k.has_bias ? " bias" : "") + (k.wzp_nonzero ? " wzp" : "") + " xzp" +
+       std::to_string(k.x_zp) + " seed" + std::to_string(k.seed);
+  return s;
+}
+
+// Runs one case against the scalar reference at every level, both paths and
+// 1 and 2 threads. Returns the number of fast runs compared.
+int RunConvCase(ConvCase k) {
+  if (k.one_d) k.ih = 1, k.kh = 1, k.sh = 1, k.dh = 1, k.pt = 0, k.pb = 0;
+  const std::string desc = Describe(k);
+  CAPTURE(desc);
+  std::mt19937 rng(k.seed);
+  const int64_t oh = (k.ih + k.pt + k.pb - k.dh * (k.kh - 1) - 1) / k.sh + 1;
+  const int64_t ow = (k.iw + k.pl + k.pr - k.dw * (k.kw - 1) - 1) / k.sw + 1;
+  REQUIRE(oh >= 1);
+  REQUIRE(ow >= 1);
+  const int64_t cg = k.c / k.group, mg = k.m / k.group, taps = k.kh * k.kw;
+  // Exactly N*ih*iw*C bytes: the kernels must not read past them.
+  std::vector<uint8_t> x(size_t(k.n * k.ih * k.iw * k.c));
+  for (auto& v : x) v = uint8_t(rng());
+  std::vector<uint8_t> w(size_t(k.m * cg * taps));
+  for (auto& v : w) v = uint8_t(rng());
+  if (k.seed % 9 == 0) {  // largest products
+    std::fill(x.begin(), x.end(), uint8_t(k.xt == DType::kInt8 ? 0x80 : 0xff));
+    std::fill(w.begin(), w.end(), uint8_t(k.wt == DType::kInt8 ? 0x80 : 0xff));
+  }
+  std::vector<int32_t> bias(size_t(k.m));
+  for (auto& v : bias) v = rng() % 4 ? int32_t(rng() % 20001) - 10000 : int32_t(rng());
+  const int64_t nsc = k.per_channel ? k.m : 1;
+  std::vector<int32_t> w_zp(size_t(nsc), k.wt == DType::kUInt8 ? 128 : 0);
+  std::vector<float> w_scale(static_cast<size_t>(nsc));
+  for (auto& v : w_scale) v = std::uniform_real_distribution<float>(0.001f, 0.02f)(rng);
+  if (k.wzp_nonzero)
+    for (auto& v : w_zp)
+      v = k.wt == DType::kUInt8 ? int32_t(rng() % 256) : int32_t(rng() % 256) - 128;
+  const float x_scale = 0.02f;
+  const float typical = x_scale * 0.01f * 100.f * std::sqrt(float(cg * taps)) * 0.5f;
+  float y_scale = typical * std::uniform_real_distribution<float>(0.3f, 3.f)(rng);
+  if (k.seed % 13 == 0) y_scale = 0.f;              // infinite multipliers
+  if (k.seed % 17 == 0) y_scale = typical * 1e-4f;  // everything clamps
+  const QRange yr = QuantRange(k.yt);
+  int32_t lo = yr.lo, hi = yr.hi;
+  if (k.seed % 5 == 0) lo = std::max(lo, k.y_zp);  // a fused Relu
+
+  // Scalar NHWC reference (docs/NUMERICS.md).
+  const int64_t ysize = k.n * oh * ow * k.m;
+  std::vector<uint8_t> want(static_cast<size_t>(ysize));
+  for (int64_t b = 0; b < k.n; ++b)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox)
+        for (int64_t m = 0; m < k.m; ++m) {
+          const int64_t g = m / mg;
+          const int32_t wz = w_zp[size_t(k.per_channel ? m : 0)];
+          int64_t acc = 0;
+          for (int64_t ky = 0; ky < k.kh; ++ky)
+            for (int64_t kx = 0; kx < k.kw; ++kx) {
+              const int64_t iy = oy * k.sh - k.pt + ky * k.dh, ix = ox * k.sw - k.pl + kx * k.dw;
+              if (iy < 0 || iy >= k.ih || ix < 0 || ix >= k.iw) continue;
+              for (int64_t c = 0; c < cg; ++c) {
+                const int32_t xv =
+                    LoadQ(x.data(), k.xt, ((b * k.ih + iy) * k.iw + ix) * k.c + g * cg + c);
+                const int32_t wv = LoadQ(w.data(), k.wt, ((m * cg + c) * k.kh + ky) * k.kw + kx);
+                acc += int64_t(xv - k.x_zp) * (wv - wz);
+              }
+            }
+          if (k.has_bias) acc += bias[size_t(m)];
+          const float mult = x_scale * w_scale[size_t(k.per_channel ? m : 0)] / y_scale;
+          want[size_t(((b * oh + oy) * ow + ox) * k.m + m)] =
+              uint8_t(Requantize(WrapInt32(acc), mult, k.y_zp, QRange{lo, hi}));
+        }
+
+  Tensor wt;
+  wt.dtype = k.wt;
+  wt.shape = k.one_d ? Shape{k.m, cg, k.kw} : Shape{k.m, cg, k.kh, k.kw};
+  wt.data = w.data();
+  Tensor xt;
+  xt.dtype = k.xt;
+  xt.shape = k.one_d ? Shape{k.n, k.iw, k.c} : Shape{k.n, k.ih, k.iw, k.c};
+  xt.data = x.data();
+  std::vector<uint8_t> y(size_t(ysize + 64));
+  Tensor yt;
+  yt.dtype = k.yt;
+  yt.shape = k.one_d ? Shape{k.n, ow, k.m} : Shape{k.n, oh, ow, k.m};
+  yt.data = y.data();
+  kernels::QConvCall call;
+  call.x = &xt;
+  call.y = &yt;
+  call.ih = k.ih;
+  call.iw = k.iw;
+  call.oh = oh;
+  call.ow = ow;
+  call.kh = k.kh;
+  call.kw = k.kw;
+  call.sh = k.sh;
+  call.sw = k.sw;
+  call.dh = k.dh;
+  call.dw = k.dw;
+  call.pad_top = k.pt;
+  call.pad_left = k.pl;
+  call.x_zp = k.x_zp;
+  call.w_zp = w_zp;
+  call.x_scale = x_scale;
+  call.y_scale = y_scale;
+  call.w_scale = w_scale;
+  call.y_zp = k.y_zp;
+  call.lo = lo;
+  call.hi = hi;
+  call.bias = k.has_bias ? bias.data() : nullptr;
+
+  IsaGuard guard;
+  int runs = 0;
+  for (Isa isa : kernels::SupportedIsas()) {
+    const std::string isa_name = kernels::IsaName(isa);
+    CAPTURE(isa_name);
+    REQUIRE(kernels::SetIsaForTesting(isa) == isa);
+    for (int path = 0; path < 2; ++path) {
+      kernels::ForceNhwcGemmPathForTesting(path == 1);
+      std::shared_ptr<void> state = kernels::PrepareQConvNhwcS8(wt, k.group);
+      kernels::ForceNhwcGemmPathForTesting(false);
+      if (isa == Isa::kReference) {
+        CHECK(!bool(state));
+        break;
+      }
+      REQUIRE(bool(state));
+      for (int threads = 1; threads <= 2; ++threads) {
+        CAPTURE(path);
+        CAPTURE(threads);
+        call.num_threads = threads;
+        std::fill(y.begin(), y.end(), uint8_t(0xEE));
+        REQUIRE(kernels::RunQConvNhwcS8(state.get(), call));
+        REQUIRE(std::vector<uint8_t>(y.begin(), y.begin() + ysize) == want);
+        for (int64_t i = ysize; i < ysize + 64; ++i) REQUIRE(y[size_t(i)] == 0xEE);
+        ++runs;
+      }
+    }
+  }
+  return runs;
+}
+
+int32_t ZpFor(DType t, std::mt19937& rng) {
+  const bool s = t == DType::kInt8;
+  switch (rng() % 4) {
+    case 0:
+      return s ? -128 : 0;
+    case 1:
+      return s ? 127 : 255;
+    default:
+      return s ? int32_t(int8_t(rng())) : int32_t(uint8_t(rng()));
+  }
+}
+
+DType Dt(std::mt19937& rng) {
+  return rng() % 2 ? DType::kInt8 : DType::kUInt8;
+}
+
+ConvCase RandomCase(std::mt19937& rng, uint32_t seed) {
+  static const int64_t kC[] = {1, 3, 4, 5, 17, 64, 96};
+  static const int64_t kM[] = {1, 5, 16, 17, 48, 64, 100, 256};
+  static const int64_t kK[] = {1, 3, 5, 7};
+  ConvCase k;
+  k.seed = seed;
+  k.group = rng() % 4 == 0 ? 2 + rng() % 2 : 1;
+  k.c = kC[rng() % 7] * k.group;
+  k.m = kM[rng() % 8];
+  if (k.m * k.c > 96 * 64) k.m = 17;  // keep the scalar reference quick
+  k.m *= k.group;
+  if (k.c / k.group == 1 && k.m == k.group) k.m *= 2;  // not depthwise
+  k.kh = kK[rng() % 4];
+  k.kw = rng() % 3 ? k.kh : kK[rng() % 4];
+  k.sh = 1 + rng() % 3;
+  k.sw = rng() % 2 ? k.sh : 1 + rng() % 3;
+  k.dh = rng() % 5 == 0 ? 2 : 1;
+  k.dw = rng() % 5 == 0 ? 2 : 1;
+  k.pt = rng() % k.kh;
+  k.pb = rng() % k.kh;
+  k.pl = rng() % k.kw;
+  k.pr = rng() % k.kw;
+  k.ih = 1 + rng() % 9;
+  k.iw = 1 + rng() % 11;
+  while ((k.ih + k.pt + k.pb - k.dh * (k.kh - 1) - 1) < 0) ++k.ih;
+  while ((k.iw + k.pl + k.pr - k.dw * (k.kw - 1) - 1) < 0) ++k.iw;
+  k.n = rng() % 4 == 0 ? 2 : 1;
+  k.one_d = rng() % 8 == 0;
+  k.has_bias = rng() % 3 != 0;
+  k.xt = Dt(rng);
+  k.wt = Dt(rng);
+  k.yt = Dt(rng);
+  k.x_zp = ZpFor(k.xt, rng);
+  k.y_zp = ZpFor(k.yt, rng);
+  k.per_channel = rng() % 3 != 0;
+  k.wzp_nonzero = rng() % 4 == 0;
+  return k;
+}
+
+TEST_CASE("kernels: nhwc conv random geometries match a scalar reference") {
+  std::mt19937 rng(2024);
+  int runs = 0;
+  for (uint32_t i = 1; i <= 220; ++i) runs += RunConvCase(RandomCase(rng, i));
+  MESSAGE("fast runs compared: " << runs);
+}
+
+TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
+  int runs = 0;
+  uint32_t seed = 1000;
+  auto run = [&](ConvCase k) {
+    k.seed = ++seed;
+    runs += RunConvCase(k);
+  };
+  for (DType xt : {DType::kUInt8, DType::kInt8})
+    for (DType wt : {DType::kUInt8, DType::kInt8}) {
+      ConvCase k;
+      k.xt = xt;
+      k.wt = wt;
+      k.yt = xt == wt ? DType::kInt8 : DType::kUInt8;
+      k.x_zp = xt == DType::kInt8 ? -128 : 255;
+      k.y_zp = k.yt == DType::kInt8 ? 5 : 130;
+      // 1x1, direct (unpadded stride 1) over C at the dword edges.
+      for (int64_t c : {1, 3, 4, 5, 17, 64, 96}) {
+        k.c = c, k.m = 100, k.kh = k.kw = 1, k.ih = 3, k.iw = 7, k.pt = k.pl = k.pb = k.pr = 0;
+        run(k);
+      }
+      // 3x3 pad 1 and 7x7 stride 2 pad 3 (first layers), 3x3 stride 2.
+      k.c = 3, k.m = 16, k.kh = k.kw = 3, k.ih = 9, k.iw = 10, k.pt = k.pl = k.pb = k.pr = 1;
+      run(k);
+      k.c = 3, k.m = 64, k.kh = k.kw = 7, k.sh = k.sw = 2, k.ih = 15, k.iw = 14;
+      k.pt = k.pl = k.pb = k.pr = 3;
+      run(k);
+      k.c = 17, k.m = 48, k.kh = k.kw = 3, k.sh = k.sw = 2, k.pt = 0, k.pl = 1, k.pb = 2, k.pr = 0;
+      run(k);
+      k.sh = k.sw = 1;
+      // Weight zero points and groups (ShuffleNet-style 1x1 with odd C/group).
+      k.wzp_nonzero = true;
+      k.c = 15, k.m = 6, k.group = 3, k.kh = k.kw = 1, k.pt = k.pl = k.pb = k.pr = 0;
+      run(k);
+      k.c = 34, k.m = 34, k.group = 2, k.kh = k.kw = 3, k.pt = k.pl = k.pb = k.pr = 1;
+      k.n = 2;
+      run(k);
+      k.wzp_nonzero = false;
+      k.group = 1;
+      // 1-D.
+      k.one_d = true, k.c = 5, k.m = 17, k.kw = 5, k.iw = 20, k.pl = 2, k.pr = 1;
+      run(k);
+      k = ConvCase();
+    }
+  // Large enough to split between threads.
+  ConvCase big;
+  big.c = 64, big.m = 100, big.kh = big.kw = 1, big.ih = 13, big.iw = 17;
+  run(big);
+  big.c = 32, big.m = 64, big.kh = big.kw = 3, big.pt = big.pl = big.pb = big.pr = 1;
+  big.xt = DType::kInt8, big.x_zp = 3, big.wzp_nonzero = true, big.n = 2;
+  run(big);
+  big.c = 24, big.m = 48, big.group = 3, big.wzp_nonzero = false;
+  run(big);
+  MESSAGE("fast runs compared: " << runs);
+}
+
+TEST_CASE("kernels: nhwc conv prepare declines depthwise and the reference level") {
+  IsaGuard guard;
+  std::vector<uint8_t> w(8 * 9, 1);
+  Tensor wt;
+  wt.dtype = DType::kInt8;
+  wt.shape = {8, 1, 3, 3};
+  wt.data = w.data();
+  CHECK(!bool(kernels::PrepareQConvNhwcS8(wt, 8)));
+  kernels::SetIsaForTesting(Isa::kReference);
+  wt.shape = {8, 2, 3, 3};
+  CHECK(!bool(kernels::PrepareQConvNhwcS8(wt, 4)));
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace qfold
+
+namespace qfold {
+namespace test {
+namespace {
+
+// Speed of the active level on ResNet/MobileNet-like layers; GOPS counts 2
+// ops per multiply-add. Run with -tc='*nhwc conv benchmark*' -ns=false.
+TEST_CASE("kernels: nhwc conv benchmark" * doctest::skip()) {
+  struct Shape2 {
+    const char* name;
+    int64_t c, m, hw, k, s;
+  };
+  const Shape2 shapes[] = {
+      {"1x1 64->64 56x56", 64, 64, 56, 1, 1},         {"1x1 256->256 56x56", 256, 256, 56, 1, 1},
+      {"1x1 1024->1024 14x14", 1024, 1024, 14, 1, 1}, {"3x3 64->64 56x56", 64, 64, 56, 3, 1},
+      {"3x3 128->128 28x28", 128, 128, 28, 3, 1},     {"3x3 256->256 14x14", 256, 256, 14, 3, 1},
+      {"3x3 s2 128->128 56x56", 128, 128, 56, 3, 2},  {"3x3 s2 3->32 224x224", 3, 32, 224, 3, 2},
+      {"7x7 s2 3->64 224x224", 3, 64, 224, 7, 2},
+  };
+  std::mt19937 rng(1);
+  for (const Shape2& sh : shapes) {
+    const int64_t pad = sh.k / 2, oh = (sh.hw + 2 * pad - sh.k) / sh.s + 1;
+    std::vector<uint8_t> x(size_t(sh.hw * sh.hw * sh.c)), w(size_t(sh.m * sh.c * sh.k * sh.k));
+    std::vector<uint8_t> y(size_t(oh * oh * sh.m));
+    for (auto& v : x) v = uint8_t(rng());
+    for (auto& v : w) v = uint8_t(rng());
+    Tensor wt, xt, yt;
+    wt.dtype = DType::kInt8;
+    wt.shape = {sh.m, sh.c, sh.k, sh.k};
+    wt.data = w.data();
+    xt.dtype = DType::kUInt8;
+    xt.shape = {1, sh.hw, sh.hw, sh.c};
+    xt.data = x.data();
+    yt.dtype = DType::kUInt8;
+    yt.shape = {1, oh, oh, sh.m};
+    yt.data = y.data();
+    kernels::QConvCall c;
+    c.x = &xt;
+    c.y = &yt;
+    c.ih = c.iw = sh.hw;
+    c.oh = c.ow = oh;
+    c.kh = c.kw = sh.k;
+    c.sh = c.sw = sh.s;
+    c.pad_top = c.pad_left = pad;
+    c.x_zp = 128;
+    c.w_zp = {0};
+    c.w_scale = {0.01f};
+    c.x_scale = 0.02f;
+    c.y_scale = 0.5f;
+    c.y_zp = 128;
+    c.lo = 0;
+    c.hi = 255;
+    auto state = kernels::PrepareQConvNhwcS8(wt, 1);
+    REQUIRE(bool(state));
+    const double ops = 2.0 * double(oh * oh * sh.m) * double(sh.c * sh.k * sh.k);
+    std::string line = sh.name;
+    for (int threads = 1; threads <= 2; ++threads) {
+      c.num_threads = threads;
+      double best = 1e30;
+      const int reps = std::max(3, int(2e9 / ops));
+      // One thread: CPU time of this thread (the machine may be shared);
+      // two: wall time.
+      auto now = [threads] {
+        timespec ts;
+        clock_gettime(threads == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+        return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+      };
+      for (int r = 0; r < 5; ++r) {
+        const double t0 = now();
+        for (int i = 0; i < reps; ++i) kernels::RunQConvNhwcS8(state.get(), c);
+        best = std::min(best, (now() - t0) / reps);
+      }
+      line += "  " + std::to_string(threads) + "T: " + std::to_string(ops / best * 1e-9) + " GOPS";
+    }
+    const std::string msg = std::string(kernels::IsaName(kernels::ActiveIsa())) + " " + line;
+    MESSAGE(msg);
+  }
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace qfold
