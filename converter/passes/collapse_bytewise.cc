@@ -8,6 +8,10 @@
 // by one QfLookupTable per result. Running the same kernels on the same
 // bytes, the table reproduces the chain exactly, for a single byte load per
 // element instead of several passes of float arithmetic over the tensor.
+// Constants that vary along the channel axis (axis 1) only — a
+// BatchNormalization after a concatenation, a per-channel scale and shift,
+// per-axis Q/DQ — make the result a function of (channel, byte): the chain is
+// evaluated on a [1, C, 256, 1...] tensor and becomes a [C, 256] table.
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -35,8 +39,14 @@ const std::set<std::string>& PointwiseOps() {
       "Add", "Sub", "Mul", "Div", "Min", "Max", "Clip", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu",
       "Celu", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Softplus", "Softsign", "Mish", "Gelu",
       "Erf", "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Pow", "Floor", "Ceil", "Round",
-      "Sign", "Cast", "ThresholdedRelu", "Shrink"};
+      "Sign", "Cast", "ThresholdedRelu", "Shrink", "BatchNormalization"};
   return ops;
+}
+
+int64_t Numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
 }
 
 class Collapser {
@@ -64,25 +74,49 @@ class Collapser {
   }
 
  private:
-  // A node that may join a region whose source has rank `rank`: one output,
-  // every constant input a single element of rank <= rank (so broadcasting
-  // cannot grow the shape), except QfLookupTable's table, which is indexed
-  // by value, not by position.
-  bool Pointwise(const Node& n, int rank) const {
+  // A node that may join a region whose source has rank `rank` and
+  // `channels` channels at axis 1 (<= 0: unknown): one output, every
+  // constant input a single element of rank <= rank (so broadcasting cannot
+  // grow the shape), except QfLookupTable's table, which is indexed by value,
+  // not by position. With known channels, constants may also vary along
+  // axis 1 only (*per_channel is then set): broadcast ones of shape
+  // [C, 1, ...] right-aligned to axis 1, BatchNormalization's [C] parameters,
+  // per-axis Q/DQ along axis 1.
+  bool Pointwise(const Node& n, int rank, int64_t channels, bool* per_channel) const {
     if (!PointwiseOps().count(n.op_type) || n.outputs.size() != 1 || n.outputs[0].empty())
       return false;
-    if (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear")
-      if (n.attrs.GetInt("block_size", 0) != 0) return false;
+    const bool qdq = n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear";
+    if (qdq && n.attrs.GetInt("block_size", 0) != 0) return false;
+    const bool bn = n.op_type == "BatchNormalization";
+    if (bn && (rank < 3 || channels <= 0 || n.attrs.GetInt("training_mode", 0) != 0)) return false;
+    if (n.op_type == "QfLookupTable" && n.attrs.Has("axis")) return false;
+    int64_t qdq_axis = n.attrs.GetInt("axis", 1);
+    if (qdq_axis < 0) qdq_axis += rank;
+    bool uses_channels = bn;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       if (n.inputs[i].empty()) continue;
       const Value* v = g_.Find(n.inputs[i]);
       if (!v || !v->rank_known) return false;
       if (!v->is_constant()) continue;
       if (n.op_type == "QfLookupTable" && i == 1) continue;
-      int64_t numel = 1;
-      for (int64_t d : v->shape) numel *= d;
-      if (numel != 1 || int(v->shape.size()) > rank) return false;
+      const int64_t numel = Numel(v->shape);
+      if (numel == 1 && int(v->shape.size()) <= rank) continue;
+      if (channels <= 0 || rank < 3 || numel != channels) return false;
+      if (bn || (qdq && v->shape.size() == 1 && qdq_axis == 1)) {
+        uses_channels = true;
+        continue;
+      }
+      // Broadcast [.., C, 1, ..., 1] with C at axis 1 once right-aligned.
+      const int r = int(v->shape.size());
+      if (r > rank || r < rank - 1) return false;
+      for (int d = 0; d < r; ++d) {
+        const int axis = d + rank - r;
+        if (v->shape[size_t(d)] != (axis == 1 ? channels : 1)) return false;
+      }
+      uses_channels = true;
     }
+    if (bn && n.inputs.size() < 5) return false;
+    *per_channel = *per_channel || uses_channels;
     return true;
   }
 
@@ -94,14 +128,18 @@ class Collapser {
     for (const auto& use : uses->second)
       any = any || PointwiseOps().count(g_.nodes[use.first].op_type) > 0;
     if (!any) return Status::Ok();
-    const int rank = int(g_.Find(x)->shape.size());
+    const Value* xv = g_.Find(x);
+    const int rank = int(xv->shape.size());
+    const int64_t channels = rank >= 3 ? xv->shape[1] : -1;
+    bool per_channel = false;
     // Grow the region in graph (topological) order: a node joins when all its
     // non-constant inputs are x or region results.
     std::set<std::string> reach = {x};
     std::vector<size_t> region;
     for (size_t k = 0; k < g_.nodes.size(); ++k) {
       const Node& n = g_.nodes[k];
-      if (!Pointwise(n, rank)) continue;
+      bool node_per_channel = false;
+      if (!Pointwise(n, rank, channels, &node_per_channel)) continue;
       bool dynamic = false, inside = true;
       for (const std::string& in : n.inputs) {
         if (in.empty() || g_.IsConstant(in)) continue;
@@ -111,6 +149,7 @@ class Collapser {
       if (!dynamic || !inside) continue;
       region.push_back(k);
       reach.insert(n.outputs[0]);
+      per_channel = per_channel || node_per_channel;
     }
     // A region node whose non-8-bit result is read outside the region (the
     // DequantizeLinear feeding a float graph output, say) cannot become a
@@ -158,17 +197,25 @@ class Collapser {
       if (read_outside(g_.nodes[k].outputs[0], in_region)) tabled.push_back(k);
     if (tabled.empty()) return Status::Ok();
 
-    // Evaluate the region on the 256 bytes of x's dtype, in graph order.
+    // Evaluate the region on the 256 bytes of x's dtype, in graph order: a
+    // [256] tensor, or [1, C, 256, 1...] (every byte in every channel) when a
+    // constant varies along the channels.
     struct Computed {
       Tensor t;
       std::vector<uint8_t> storage;
     };
     std::unordered_map<std::string, Computed> computed;
     Computed& src = computed[x];
-    src.storage.resize(256);
-    for (int b = 0; b < 256; ++b) src.storage[size_t(b)] = uint8_t(b);
-    src.t.dtype = g_.Find(x)->dtype;
-    src.t.shape = {256};
+    Shape stand_in = {256};
+    if (per_channel) {
+      stand_in = {1, channels, 256};
+      stand_in.resize(size_t(rank), 1);
+    }
+    const int64_t entries = Numel(stand_in);
+    src.storage.resize(size_t(entries));
+    for (int64_t i = 0; i < entries; ++i) src.storage[size_t(i)] = uint8_t(i % 256);
+    src.t.dtype = xv->dtype;
+    src.t.shape = stand_in;
     src.t.data = src.storage.data();
     for (size_t k : region) {
       const Node& n = g_.nodes[k];
@@ -202,7 +249,7 @@ class Collapser {
       ctx.outputs.push_back(&out.t);
       // Anything unexpected (a kernel refusing the 1-D stand-in shape, say)
       // leaves the graph as it is: the pass is an optimization.
-      if (!def->infer(ctx).ok() || !out.t.shape_known() || out.t.numel() != 256)
+      if (!def->infer(ctx).ok() || !out.t.shape_known() || out.t.shape != stand_in)
         return Status::Ok();
       out.storage.resize(out.t.bytes() + 1);
       out.t.data = out.storage.data();
@@ -214,12 +261,14 @@ class Collapser {
     for (size_t k : tabled) {
       Node& n = g_.nodes[k];
       const Computed& c = computed[n.outputs[0]];
-      std::vector<uint8_t> table(c.storage.begin(), c.storage.begin() + 256);
+      std::vector<uint8_t> table(c.storage.begin(), c.storage.begin() + entries);
       Node lut;
       lut.op_type = "QfLookupTable";
       lut.name = n.name;
       lut.outputs = n.outputs;
-      lut.inputs = {x, g_.AddConstant(n.name + "_table", c.t.dtype, {256}, std::move(table))};
+      const Shape table_shape = per_channel ? Shape{channels, 256} : Shape{256};
+      lut.inputs = {x, g_.AddConstant(n.name + "_table", c.t.dtype, table_shape, std::move(table))};
+      if (per_channel) lut.attrs.SetInt("axis", 1);
       n = std::move(lut);
     }
     collapsed_ += 1;

@@ -318,9 +318,10 @@ class LayoutPlanner {
         if (d < 0) return false;
       new_inputs[size_t(i)] = PermutedConstant(*v, inv);
     }
-    if (def->layout == LayoutRole::kAxis) {
+    if (def->layout == LayoutRole::kAxis &&
+        (n.attrs.Has("axis") || def->layout_default_axis != kNoDefaultAxis)) {
       const int64_t r = int64_t(rank);
-      int64_t axis = n.attrs.GetInt("axis", n.op_type == "Split" ? 0 : 1);
+      int64_t axis = n.attrs.GetInt("axis", def->layout_default_axis);
       if (axis < 0) axis += r;
       if (axis < 0 || axis >= r) return false;
       n.attrs.SetInt("axis", p[size_t(axis)]);

@@ -1241,26 +1241,76 @@ TEST_CASE("qdq: element-wise chains on one activation collapse into lookup table
     if (n.op_type == "QfLookupTable") CHECK(n.inputs[0] == "xin_q");
 }
 
-// Per-channel constants make the result depend on the position: no table.
-TEST_CASE("qdq: an element-wise op with a per-channel constant is not collapsed") {
+// A constant that varies along the channels (axis 1) makes the result a
+// function of (channel, byte): one [C, 256] table. Along any other axis the
+// result depends on the position: no table.
+TEST_CASE("qdq: an element-wise op with a per-channel constant becomes a per-channel table") {
   const QP xq{0.031f, 121, kU8}, aq{0.027f, 118, kU8};
+  for (bool along_channels : {true, false}) {
+    CAPTURE(along_channels);
+    TempDir dir;
+    OnnxBuilder b(17);
+    b.Input("x", kF32, {1, 3, 3, 2});
+    b.Output("y", kF32, {1, 3, 3, 2});
+    const std::string x_dq = QDQ(&b, "x", "xin", xq);
+    const std::vector<int64_t> kdims =
+        along_channels ? std::vector<int64_t>{3, 1, 1} : std::vector<int64_t>{1, 1, 3, 1};
+    const std::string k = WeightDQ(&b, "k", kdims, kI8, {93, -20, 57}, {0.0125f}, {0}, 0);
+    b.Node("Mul", {x_dq, k}, {"a"}, "scale_mul");
+    Q(&b, "a", "aq", aq);
+    DQ(&b, "aq", "y");
+    const std::string path = b.Write(dir);
+    std::vector<float> x(18);
+    for (size_t i = 0; i < 18; ++i) x[i] = float(int(i) * 7 % 40 - 20) * 0.05f;
+    RunResult f = ConvertRun(path, true, {{"x", {1, 3, 3, 2}, x}}, {{"y", {1, 3, 3, 2}}});
+    RunResult l = ConvertRun(path, false, {{"x", {1, 3, 3, 2}, x}}, {{"y", {1, 3, 3, 2}}});
+    CHECK(f.outs[0] == l.outs[0]);
+    // Hand-computed: y = Q(DQ(x) * k[c]) for channel c = (i / 6) of the NCHW layout.
+    for (size_t i = 0; i < 18; ++i) {
+      const int32_t xc = QuantizeAll({double(x[i])}, xq)[0];
+      const int64_t pos = along_channels ? int64_t(i / 6) : int64_t(i / 2 % 3);
+      const double kv = double((std::vector<int32_t>{93, -20, 57})[size_t(pos)]) * 0.0125f;
+      const double real = double(xc - xq.zp) * double(xq.s) * kv;
+      const int32_t want = QuantizeAll({real}, aq)[0];
+      // Within one step: the graph rounds in float32, this in double.
+      CHECK(std::abs(QuantizeAll({double(f.outs[0][i])}, aq)[0] - want) <= 1);
+    }
+    CHECK(CountOps(f.graph, "QfLookupTable") == (along_channels ? 1 : 0));
+    CHECK(CountOps(f.graph, "QLinearMul") + CountOps(f.graph, "Mul") == (along_channels ? 0 : 1));
+    if (along_channels) {
+      const Node* lut = FindOp(f.graph, "QfLookupTable");
+      REQUIRE(lut != nullptr);
+      CHECK(lut->attrs.GetInt("axis", -1) == 1);
+      CHECK(f.graph.Find(lut->inputs[1])->shape == Shape{3, 256});
+    }
+  }
+}
+
+// DequantizeLinear -> BatchNormalization -> QuantizeLinear (a BN that could
+// not be folded into a convolution, as after DenseNet's concatenations) is a
+// per-channel table, bit-identical to the unfolded graph.
+TEST_CASE("qdq: DQ -> BatchNormalization -> Q becomes a per-channel table") {
+  const QP xq{0.04f, 100, kU8}, yq{0.05f, 90, kU8};
   TempDir dir;
   OnnxBuilder b(17);
-  b.Input("x", kF32, {1, 2, 3, 3});
-  b.Output("y", kF32, {1, 2, 3, 3});
+  b.Input("x", kF32, {2, 3, 2, 2});
+  b.Output("y", kF32, {2, 3, 2, 2});
   const std::string x_dq = QDQ(&b, "x", "xin", xq);
-  const std::string k = WeightDQ(&b, "k", {1, 2, 1, 1}, kI8, {93, -20}, {0.0125f}, {0}, 0);
-  b.Node("Mul", {x_dq, k}, {"a"}, "scale_mul");
-  Q(&b, "a", "aq", aq);
-  DQ(&b, "aq", "y");
+  b.InitFloat("bn_scale", {3}, {1.5f, -0.75f, 0.9f});
+  b.InitFloat("bn_bias", {3}, {0.2f, 0.1f, -0.3f});
+  b.InitFloat("bn_mean", {3}, {0.5f, -0.25f, 0.0f});
+  b.InitFloat("bn_var", {3}, {1.2f, 0.8f, 2.0f});
+  b.Node("BatchNormalization", {x_dq, "bn_scale", "bn_bias", "bn_mean", "bn_var"}, {"bn"}, "bn0");
+  Q(&b, "bn", "yq", yq);
+  DQ(&b, "yq", "y");
   const std::string path = b.Write(dir);
-  std::vector<float> x(18);
-  for (size_t i = 0; i < 18; ++i) x[i] = float(int(i) * 7 % 40 - 20) * 0.05f;
-  RunResult f = ConvertRun(path, true, {{"x", {1, 2, 3, 3}, x}}, {{"y", {1, 2, 3, 3}}});
-  RunResult l = ConvertRun(path, false, {{"x", {1, 2, 3, 3}, x}}, {{"y", {1, 2, 3, 3}}});
+  std::vector<float> x(24);
+  for (size_t i = 0; i < 24; ++i) x[i] = float(int(i) * 11 % 50 - 25) * 0.1f;
+  RunResult f = ConvertRun(path, true, {{"x", {2, 3, 2, 2}, x}}, {{"y", {2, 3, 2, 2}}});
+  RunResult l = ConvertRun(path, false, {{"x", {2, 3, 2, 2}, x}}, {{"y", {2, 3, 2, 2}}});
   CHECK(f.outs[0] == l.outs[0]);
-  CHECK(CountOps(f.graph, "QfLookupTable") == 0);
-  CHECK(CountOps(f.graph, "QLinearMul") + CountOps(f.graph, "Mul") == 1);
+  CHECK(CountOps(f.graph, "QfLookupTable") == 1);
+  CHECK(CountOps(f.graph, "BatchNormalization") == 0);
 }
 
 // ---- 8. int4 weight-only MatMul -----------------------------------------------------------

@@ -611,6 +611,40 @@ TEST_CASE("quant: QfLookupTable indexes by the raw byte") {
         StatusCode::kInvalidModel);
 }
 
+TEST_CASE("quant: QfLookupTable with one table per channel, channels-first and channels-last") {
+  // Table c maps byte b to (b + 10 * c) % 256: three channels.
+  std::vector<uint8_t> tables(3 * 256);
+  for (int c = 0; c < 3; ++c)
+    for (int b = 0; b < 256; ++b) tables[size_t(c * 256 + b)] = uint8_t((b + 10 * c) % 256);
+  const std::vector<uint8_t> x = {1, 2, 3, 4, 250, 251, 252, 253, 7, 8, 9, 255};
+  // [1, 3, 4] with axis 1: element (c, i) gets table c (runs of 4, the vector path
+  // needs 64, so this is the scalar run loop); [1, 4, 3] with axis 2: element (i, c).
+  AttrMap a1;
+  a1.SetInt("axis", 1);
+  auto cf = RunOp("QfLookupTable", {U8({1, 3, 4}, x), U8({3, 256}, tables)}, a1);
+  REQUIRE(cf.status.ok());
+  CHECK(Ints<uint8_t>(cf) == std::vector<int>{1, 2, 3, 4, 4, 5, 6, 7, 27, 28, 29, 19});
+  AttrMap a2;
+  a2.SetInt("axis", 2);
+  auto cl = RunOp("QfLookupTable", {U8({1, 4, 3}, x), U8({3, 256}, tables)}, a2);
+  REQUIRE(cl.status.ok());
+  CHECK(Ints<uint8_t>(cl) == std::vector<int>{1, 12, 23, 4, 4, 15, 252, 7, 27, 8, 19, 19});
+  // Long runs take the vector lookup: [1, 2, 100], axis 1.
+  std::vector<uint8_t> big(200);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = uint8_t(i * 37);
+  auto v = RunOp("QfLookupTable",
+                 {U8({1, 2, 100}, big), U8({2, 256}, {tables.begin(), tables.begin() + 512})}, a1);
+  REQUIRE(v.status.ok());
+  std::vector<int> want(200);
+  for (size_t i = 0; i < big.size(); ++i) want[i] = (big[i] + (i >= 100 ? 10 : 0)) % 256;
+  CHECK(Ints<uint8_t>(v) == want);
+  // A [C, 256] table needs an axis whose size is C.
+  CHECK(RunOp("QfLookupTable", {U8({1, 3, 4}, x), U8({3, 256}, tables)}, AttrMap()).status.code() ==
+        StatusCode::kInvalidModel);
+  CHECK(RunOp("QfLookupTable", {U8({1, 4, 3}, x), U8({3, 256}, tables)}, a1).status.code() ==
+        StatusCode::kInvalidModel);
+}
+
 TEST_CASE("quant: QfRequantize between 8- and 16-bit types") {
   // (x - 2) * (0.5 / 0.25) + (-1): x = [3, 4, 200] -> 2 - 1, 4 - 1, 396 - 1 -> int8 sat 127.
   auto r = RunQ("QfRequantize",

@@ -81,7 +81,11 @@ struct OpDef {
   // kElementwise/kAxis: which inputs are data tensors (permuted with the
   // layout, broadcast against each other); the others are per-tensor parameters.
   bool (*layout_input)(int index, int num_inputs) = FirstInputOnly;
+  // kAxis: the axis an absent "axis" attribute means; kNoDefaultAxis when an
+  // absent attribute means there is no axis (QfLookupTable's single table).
+  int layout_default_axis = 1;
 };
+constexpr int kNoDefaultAxis = -1000;
 
 // nullptr when the op type is not supported.
 const OpDef* FindOp(const std::string& type);

@@ -4,6 +4,7 @@
 // and QfRequantize. All follow dequantize -> float op -> quantize:
 //   real = float(q - zp) * scale;  q_out = saturate(nearbyint(real / out_scale) + out_zp)
 // (round half to even; docs/NUMERICS.md).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -274,7 +275,9 @@ Status RunQLinearConcat(KernelContext& ctx) {
 
 // ---- QfLookupTable ----------------------------------------------------------
 // y[i] = table[uint8_t(x[i])]: the table is indexed by x's raw byte, so an
-// int8 x value v reads entry uint8_t(v) (e.g. -1 -> 255).
+// int8 x value v reads entry uint8_t(v) (e.g. -1 -> 255). A table of shape
+// [C, 256] holds one table per index along x's axis `axis` (C == x.shape[axis]):
+// per-channel chains such as DequantizeLinear -> BatchNormalization -> Q.
 
 Status InferQfLookupTable(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
@@ -284,18 +287,68 @@ Status InferQfLookupTable(KernelContext& ctx) {
   if (!Is8Bit(x->dtype)) return ctx.Unsupported(std::string("X dtype ") + dtype_name(x->dtype));
   if (!Is8Bit(table->dtype))
     return ctx.Unsupported(std::string("table dtype ") + dtype_name(table->dtype));
-  if (table->rank_known && (table->rank() != 1 || (table->shape[0] >= 0 && table->shape[0] != 256)))
-    return ctx.Invalid("table must have shape [256], got " + ShapeToString(table->shape));
+  if (table->rank_known) {
+    const bool per_axis = table->rank() == 2;
+    if ((table->rank() != 1 && !per_axis) ||
+        (table->shape.back() >= 0 && table->shape.back() != 256))
+      return ctx.Invalid("table must have shape [256] or [C, 256], got " +
+                         ShapeToString(table->shape));
+    if (per_axis) {
+      if (!ctx.attr().Has("axis")) return ctx.Invalid("a [C, 256] table needs the attribute axis");
+      if (x->rank_known) {
+        const int64_t axis = ctx.attr().GetInt("axis", 0);
+        if (axis < 0 || axis >= x->rank())
+          return ctx.Invalid("axis " + std::to_string(axis) + " out of range for X " +
+                             ShapeToString(x->shape));
+        const int64_t c = x->shape[size_t(axis)];
+        if (c >= 0 && table->shape[0] >= 0 && c != table->shape[0])
+          return ctx.Invalid("table " + ShapeToString(table->shape) + " does not match X " +
+                             ShapeToString(x->shape) + " along axis " + std::to_string(axis));
+      }
+    }
+  }
   y->dtype = table->dtype;
   CopyShape(x, y);
   return Status::Ok();
 }
 
 Status RunQfLookupTable(KernelContext& ctx) {
-  const uint8_t* x = ctx.input(0)->ptr<uint8_t>();
-  const uint8_t* table = ctx.input(1)->ptr<uint8_t>();
+  const Tensor* xt = ctx.input(0);
+  const Tensor* tt = ctx.input(1);
+  const uint8_t* x = xt->ptr<uint8_t>();
+  const uint8_t* table = tt->ptr<uint8_t>();
   Tensor* y = ctx.output(0);
   uint8_t* yd = y->ptr<uint8_t>();
+  if (tt->rank() == 2) {
+    // [outer][C][inner]: long inner runs (channels-first) use the vector
+    // lookup per run; channels-last (inner == 1) looks up channel by channel.
+    const int64_t axis = ctx.attr().GetInt("axis", 0), c = xt->shape[size_t(axis)];
+    int64_t inner = 1;
+    for (int d = int(axis) + 1; d < xt->rank(); ++d) inner *= xt->shape[size_t(d)];
+    const int64_t outer = c && inner ? xt->numel() / (c * inner) : 0;
+    if (inner == 1) {
+      // Channels-last: blocks of 64 channels (16 KB of tables, one cache line
+      // of each pixel) over all pixels, so the tables stay in L1.
+      constexpr int64_t kBlock = 64;
+      for (int64_t c0 = 0; c0 < c; c0 += kBlock) {
+        const int64_t c1 = std::min(c, c0 + kBlock);
+        for (int64_t o = 0; o < outer; ++o) {
+          const uint8_t* xr = x + o * c;
+          uint8_t* yr = yd + o * c;
+          for (int64_t ch = c0; ch < c1; ++ch) yr[ch] = table[ch << 8 | xr[ch]];
+        }
+      }
+      return Status::Ok();
+    }
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const int64_t off = (o * c + ch) * inner;
+        const uint8_t* t = table + ch * 256;
+        if (inner >= 64 && kernels::LookupU8(x + off, t, yd + off, inner, 1)) continue;
+        for (int64_t i = 0; i < inner; ++i) yd[off + i] = t[x[off + i]];
+      }
+    return Status::Ok();
+  }
   if (kernels::LookupU8(x, table, yd, y->numel(), ctx.num_threads)) return Status::Ok();
   for (int64_t i = 0; i < y->numel(); ++i) yd[i] = table[x[i]];
   return Status::Ok();
@@ -365,24 +418,28 @@ bool ConcatDataInputs(int index, int /*num_inputs*/) {
   return index >= 2 && (index - 2) % 3 == 0;
 }
 
-#define QF_QUANT_OPDEF(NAME, INFER, MIN_IN, MAX_IN, LAYOUT, DATA_INPUTS) \
-  const OpDef& OpDef_##NAME() {                                          \
-    static const OpDef def = [] {                                        \
-      OpDef d = QuantOpDef(#NAME, INFER, Run##NAME, MIN_IN, MAX_IN);     \
-      d.layout = LAYOUT;                                                 \
-      d.layout_input = DATA_INPUTS;                                      \
-      return d;                                                          \
-    }();                                                                 \
-    return def;                                                          \
+#define QF_QUANT_OPDEF(NAME, INFER, MIN_IN, MAX_IN, LAYOUT, DATA_INPUTS, DEFAULT_AXIS) \
+  const OpDef& OpDef_##NAME() {                                                        \
+    static const OpDef def = [] {                                                      \
+      OpDef d = QuantOpDef(#NAME, INFER, Run##NAME, MIN_IN, MAX_IN);                   \
+      d.layout = LAYOUT;                                                               \
+      d.layout_input = DATA_INPUTS;                                                    \
+      d.layout_default_axis = DEFAULT_AXIS;                                            \
+      return d;                                                                        \
+    }();                                                                               \
+    return def;                                                                        \
   }
-QF_QUANT_OPDEF(QLinearAdd, InferQLinearBinary, 7, 8, LayoutRole::kElementwise, BinaryDataInputs)
-QF_QUANT_OPDEF(QLinearMul, InferQLinearBinary, 7, 8, LayoutRole::kElementwise, BinaryDataInputs)
-QF_QUANT_OPDEF(QLinearLeakyRelu, InferQLinearUnary, 4, 5, LayoutRole::kElementwise, FirstInputOnly)
-QF_QUANT_OPDEF(QLinearSigmoid, InferQLinearUnary, 4, 5, LayoutRole::kElementwise, FirstInputOnly)
+QF_QUANT_OPDEF(QLinearAdd, InferQLinearBinary, 7, 8, LayoutRole::kElementwise, BinaryDataInputs, 1)
+QF_QUANT_OPDEF(QLinearMul, InferQLinearBinary, 7, 8, LayoutRole::kElementwise, BinaryDataInputs, 1)
+QF_QUANT_OPDEF(QLinearLeakyRelu, InferQLinearUnary, 4, 5, LayoutRole::kElementwise, FirstInputOnly,
+               1)
+QF_QUANT_OPDEF(QLinearSigmoid, InferQLinearUnary, 4, 5, LayoutRole::kElementwise, FirstInputOnly, 1)
 QF_QUANT_OPDEF(QLinearConcat, InferQLinearConcat, 5, 2 + 3 * 4096, LayoutRole::kAxis,
-               ConcatDataInputs)
-QF_QUANT_OPDEF(QfLookupTable, InferQfLookupTable, 2, 2, LayoutRole::kElementwise, FirstInputOnly)
-QF_QUANT_OPDEF(QfRequantize, InferQfRequantize, 5, 5, LayoutRole::kElementwise, FirstInputOnly)
+               ConcatDataInputs, 1)
+// A single table has no axis; a [C, 256] table's axis follows the layout.
+QF_QUANT_OPDEF(QfLookupTable, InferQfLookupTable, 2, 2, LayoutRole::kAxis, FirstInputOnly,
+               kNoDefaultAxis)
+QF_QUANT_OPDEF(QfRequantize, InferQfRequantize, 5, 5, LayoutRole::kElementwise, FirstInputOnly, 1)
 #undef QF_QUANT_OPDEF
 
 }  // namespace qfold

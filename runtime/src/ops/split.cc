@@ -108,6 +108,8 @@ const OpDef& OpDef_Split() {
   static const OpDef def = [] {
     OpDef d{"Split", InferSplit, RunSplit, 1u << 1, false, 1, 2};
     d.layout = LayoutRole::kAxis;  // input 1 holds the split sizes
+    d.layout_default_axis = 0;
+    d.layout_default_axis = 0;
     return d;
   }();
   return def;
