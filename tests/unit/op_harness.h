@@ -49,7 +49,7 @@ struct OpRun {
 
 // inputs: nullptr for an omitted optional input.
 inline OpRun RunOp(const std::string& type, const std::vector<std::shared_ptr<OwnedTensor>>& inputs,
-                   const AttrMap& attrs = AttrMap(), int num_outputs = 1) {
+                   const AttrMap& attrs = AttrMap(), int num_outputs = 1, int num_threads = 1) {
   OpRun r;
   const OpDef* def = FindOp(type);
   if (!def) {
@@ -61,6 +61,7 @@ inline OpRun RunOp(const std::string& type, const std::vector<std::shared_ptr<Ow
   ctx.op_type = &type;
   ctx.op_name = &name;
   ctx.attrs = &attrs;
+  ctx.num_threads = num_threads;
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   for (int i = 0; i < num_outputs; ++i) {
     r.outputs.push_back(std::make_shared<OwnedTensor>());

@@ -10,6 +10,7 @@
 #include "core/activation.h"
 #include "core/op.h"
 #include "doctest/doctest.h"
+#include "kernels/cpu_features.h"
 #include "op_harness.h"
 
 namespace qfold {
@@ -451,6 +452,39 @@ TEST_CASE("nn: LRN") {
   auto r = RunOp("LRN", {F32({1, 3, 1, 2}, Iota(6, 1))}, at);
   REQUIRE(r.status.ok());
   ExpectNear(r.values<float>(), {0.805927f, 1.363463f, 1.679876f, 1.815629f, 2.83254f, 2.822486f});
+}
+
+TEST_CASE("nn: LRN fast path against the reference kernel") {
+  // The fast path (any SIMD level) sums windows plane by plane and takes
+  // b^0.75 as sqrt(b) * sqrt(sqrt(b)): within float rounding of the
+  // reference (forced with the reference level), for several exponents,
+  // window sizes, shapes and thread counts.
+  std::vector<float> x(2 * 7 * 40 * 40);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 37 % 101) - 50) * 0.173f;
+  for (float beta : {0.75f, 0.5f, 0.6f})
+    for (int64_t size : {1, 2, 5}) {
+      AttrMap at;
+      at.SetInt("size", size);
+      at.SetFloat("alpha", 0.3f);
+      at.SetFloat("beta", beta);
+      at.SetFloat("bias", 1.5f);
+      const kernels::Isa saved = kernels::ActiveIsa();
+      kernels::SetIsaForTesting(kernels::Isa::kReference);
+      auto ref = RunOp("LRN", {F32({2, 7, 40, 40}, x)}, at);
+      kernels::SetIsaForTesting(saved);
+      REQUIRE(ref.status.ok());
+      for (int threads : {1, 2}) {
+        CAPTURE(beta);
+        CAPTURE(size);
+        CAPTURE(threads);
+        auto fast = RunOp("LRN", {F32({2, 7, 40, 40}, x)}, at, 1, threads);
+        REQUIRE(fast.status.ok());
+        const std::vector<float> a = fast.values<float>(), b = ref.values<float>();
+        REQUIRE(a.size() == b.size());
+        for (size_t i = 0; i < a.size(); ++i)
+          CHECK(std::fabs(a[i] - b[i]) <= 1e-6f * std::fabs(b[i]) + 1e-30f);
+      }
+    }
 }
 
 // ---- Resize ----------------------------------------------------------------------
