@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <set>
 
 #include "converter/passes/passes.h"
 
@@ -6,12 +7,15 @@ namespace qfold {
 namespace conv {
 
 namespace {
-// Identity, or a Dropout whose mask nobody reads (inference mode only).
-bool IsPassThrough(const Graph& g, const Node& n) {
+// Identity, or a Dropout whose mask nobody reads (inference mode only); a
+// mask output that is named but read by no node nor the graph counts as unread.
+bool IsPassThrough(const Graph& g, const Node& n, const std::set<std::string>& read) {
   if (!n.domain.empty()) return false;
   if (n.op_type == "Identity") return true;
   if (n.op_type == "Dropout") {
-    if (n.outputs.size() > 1 && !n.outputs[1].empty()) return false;
+    if (n.outputs.size() > 1 && !n.outputs[1].empty() &&
+        (read.count(n.outputs[1]) || g.IsGraphOutput(n.outputs[1])))
+      return false;
     // training_mode (input 2) must be a constant false or absent.
     const std::string& tm = n.input(2);
     if (tm.empty()) return true;
@@ -26,6 +30,8 @@ Status RemoveIdentities(Graph* g) {
   std::vector<Node> kept;
   std::vector<Node> nodes = std::move(g->nodes);
   g->nodes.clear();
+  std::set<std::string> read;
+  for (const Node& n : nodes) read.insert(n.inputs.begin(), n.inputs.end());
   for (size_t k = 0; k < nodes.size(); ++k) {
     // Redirects every reader of `from`, earlier or later, to `to`.
     auto rename_uses = [&](const std::string& from, const std::string& to) {
@@ -37,7 +43,7 @@ Status RemoveIdentities(Graph* g) {
           if (s == from) s = to;
     };
     Node& n = nodes[k];
-    if (!IsPassThrough(*g, n) || n.inputs.empty() || n.outputs.empty()) {
+    if (!IsPassThrough(*g, n, read) || n.inputs.empty() || n.outputs.empty()) {
       kept.push_back(std::move(n));
       continue;
     }

@@ -50,6 +50,17 @@ from qfold_tools import (external_shape_errors, first_error_line, inspect_operat
                          random_feeds, run_ort, run_ort_optimized, run_qfold, safe_name)
 
 MIN_COSINE = 0.999
+# QOperator models (QLinearConv/QLinearMatMul/MatMulInteger... in the ONNX file) have no float
+# literal graph: ONNX Runtime runs its own integer kernels for them, and on x86 CPUs without VNNI
+# those compute u8 x s8 with vpmaddubsw, whose 16-bit pair sums saturate (ONNX Runtime documents
+# this and recommends reduce_range there). probe_ort_int_saturation() detects it; such models then
+# pass at this looser bar, with a note, because the reference itself is not exact.
+MIN_COSINE_INEXACT_REF = 0.99
+ORT_INT_SATURATES = False
+QOPERATOR_TYPES = {"QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "QGemm",
+                   "QLinearAdd", "QLinearMul", "QLinearConcat", "QLinearSoftmax",
+                   "QLinearGlobalAveragePool", "QLinearAveragePool", "QLinearSigmoid",
+                   "QLinearLeakyRelu"}
 NO_WORSE_THAN_ORT_INT = False
 MAX_STEPS = 1
 MIN_EXACT = 0.99
@@ -66,7 +77,29 @@ def cosine(a, b):
     return float(np.dot(a, b) / (na * nb))
 
 
-def check_output(ref, got, ref_int=None):
+def probe_ort_int_saturation():
+    """True when ONNX Runtime's MatMulInteger (u8 x s8) differs from exact integer arithmetic on
+    this CPU: all-255 activations against +127 weights overflow 16-bit pair sums."""
+    from onnx import TensorProto, helper, numpy_helper
+    import onnxruntime as ort
+    k, n = 64, 8
+    w = np.full((k, n), 127, np.int8)
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["A", "W"], ["Y"])], "probe",
+        [helper.make_tensor_value_info("A", TensorProto.UINT8, [2, k])],
+        [helper.make_tensor_value_info("Y", TensorProto.INT32, [2, n])],
+        [numpy_helper.from_array(w, "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    a = np.full((2, k), 255, np.uint8)
+    got = sess.run(None, {"A": a})[0]
+    return not np.array_equal(got, a.astype(np.int64) @ w.astype(np.int64))
+
+
+def check_output(ref, got, ref_int=None, inexact_ref=False):
     """Returns (passed, metric text, short metric for the table). ref_int: optimized ONNX
     Runtime's output, for information."""
     if got.shape != ref.shape:
@@ -94,6 +127,8 @@ def check_output(ref, got, ref_int=None):
         short += f" ({ort_int})"
     if cos >= MIN_COSINE:
         return True, text, short
+    if inexact_ref and cos >= MIN_COSINE_INEXACT_REF:
+        return True, text + " [bar 0.99: ONNX Runtime's integer kernels saturate on this CPU]", short
     # Real models calibrated on random data amplify one-step rounding differences
     # through deep stacks; there the bar is ONNX Runtime's own integer kernels.
     if NO_WORSE_THAN_ORT_INT and ref_int is not None and ref_int.shape == ref.shape:
@@ -201,7 +236,8 @@ def check_model(args, path, workdir):
             res.metrics.append((name, "unreadable output"))
             ok = False
             continue
-        passed, text, short = check_output(ref, got, ref_int)
+        inexact = ORT_INT_SATURATES and any(n.op_type in QOPERATOR_TYPES for n in model.graph.node)
+        passed, text, short = check_output(ref, got, ref_int, inexact)
         ok = ok and passed
         res.metrics.append((name, short))
         print(f"{'PASS' if passed else 'FAIL'} {where}: {text} | {mix}")
@@ -279,8 +315,12 @@ def main():
     ap.add_argument("--section", default="results",
                     help="name of the --markdown section to replace (default: results)")
     args = ap.parse_args()
-    global NO_WORSE_THAN_ORT_INT
+    global NO_WORSE_THAN_ORT_INT, ORT_INT_SATURATES
     NO_WORSE_THAN_ORT_INT = args.no_worse_than_ort_int
+    ORT_INT_SATURATES = probe_ort_int_saturation()
+    if ORT_INT_SATURATES:
+        print("note: ONNX Runtime's u8 x s8 integer kernels saturate on this CPU (no VNNI); "
+              f"QOperator models pass at cosine >= {MIN_COSINE_INEXACT_REF}")
     args.qfold = os.path.abspath(args.qfold)
     paths = collect(args)
 

@@ -490,6 +490,21 @@ TEST_CASE("converter RemoveIdentities: Identity between two internal nodes disap
   CHECK(g.Find("d") == nullptr);
 }
 
+TEST_CASE("converter RemoveIdentities: a Dropout whose named mask nobody reads disappears") {
+  // Exports name the mask output (inception_v1 of the model zoo) without reading it.
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.Input("X", kFloat, {3});
+  b.Output("Y", kFloat, {3});
+  b.Node("Dropout", {"X"}, {"d", "mask"}, "drop0");
+  b.Node("Neg", {"d"}, {"Y"}, "neg0");
+  Graph g;
+  std::vector<float> y = ConvertAndRun(b.Write(dir), "X", {3}, {1.f, -2.f, 0.5f}, "Y", {3}, &g);
+  CHECK(y == std::vector<float>{-1.f, 2.f, -0.5f});
+  REQUIRE(g.nodes.size() == 1);
+  CHECK(g.nodes[0].op_type == "Neg");
+}
+
 TEST_CASE("converter RemoveIdentities: training-mode Dropout is kept and reported") {
   TempDir dir;
   OnnxBuilder b(17);

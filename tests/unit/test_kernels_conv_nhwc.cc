@@ -56,13 +56,19 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
     if (it % 7 == 0) std::fill(b.begin(), b.end(), uint8_t(x_signed ? 0x7f : 0xff));
     if (it % 11 == 0) std::fill(b.begin(), b.end(), uint8_t(x_signed ? 0x80 : 0));
   }
+  // Kernels with abytes = 2 read the same rows widened to u16, xor-ed to u8 values.
+  const int ab = k.abytes;
+  std::vector<std::vector<uint16_t>> wide(bufs.size());
+  for (size_t i = 0; i < bufs.size(); ++i)
+    for (uint8_t v : bufs[i]) wide[i].push_back(uint16_t(uint8_t(v ^ (x_signed ? 0x80 : 0))));
   std::vector<const uint8_t*> ind(size_t(tiles * taps * mr));
   std::vector<const uint8_t*> src(size_t(tiles * mr * taps));  // [row][tap]
   for (int64_t r = 0; r < tiles * mr; ++r)
     for (int64_t t = 0; t < taps; ++t) {
       const size_t b = rng() % 8 == 0 ? bufs.size() - 1 : size_t(r * taps + t);
       src[size_t(r * taps + t)] = bufs[b].data();
-      ind[size_t((r / mr * taps + t) * mr + r % mr)] = bufs[b].data();
+      ind[size_t((r / mr * taps + t) * mr + r % mr)] =
+          ab == 2 ? reinterpret_cast<const uint8_t*>(wide[b].data()) : bufs[b].data();
     }
   // Weights [col][tap][cg] s8, packed [tap][kc4][nr][4] with zero padding.
   std::vector<int8_t> w(size_t(cols * taps * cg));
@@ -112,7 +118,7 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
     }
   kernels::IgemmS8Args a;
   a.ind = ind.data();
-  a.a_offset = a_offset;
+  a.a_offset = a_offset * ab;
   a.rows = rows;
   a.taps = taps;
   a.kc4 = kc4;

@@ -4,9 +4,10 @@
 //   acc = sum(xu * ws) - wzp_s * sum(xu) + [B - xzp_u * sum(ws) + K * xzp_u * wzp_s]
 // where padding taps read a row of x_zp bytes, so K is always the full window.
 //
-// x86 levels run the indirect GEMM microkernels (igemm_s8.h) straight on x:
-// one pointer per output pixel and tap, built when the geometry or x's
-// address changes. Other levels (NEON) take the packed GEMM of gemm_s8.h
+// x86 levels run the indirect GEMM microkernels (igemm_s8.h) straight on x
+// (AVX2: on a copy widened to u16 once per run, see igemm_s8_avx2.cc): one
+// pointer per output pixel and tap, built when the geometry or x's address
+// changes. Other levels (NEON) take the packed GEMM of gemm_s8.h
 // with the activations on the left: NHWC im2col rows, packed per block.
 #include "kernels/conv_nhwc_s8.h"
 
@@ -103,10 +104,15 @@ struct NhwcState {
   std::vector<uint8_t> zero;  // x_zp bytes, for padding taps
   std::vector<uint8_t> tail;  // copy of x's last pixels (4-byte reads past x's end)
   int64_t tail_bytes = 0;
+  // Kernels with abytes = 2: x widened to u16 (xor-ed to u8 values), then
+  // kWideSlack zeros (reads past the last pixel), then the padding row.
+  std::vector<uint16_t> wide;
   std::vector<int32_t> xsum;      // igemm with wzp: [group][rows]
   std::vector<uint8_t> scratch;   // gemm: per thread im2col + packed rows
   std::vector<int32_t> row_sums;  // gemm: per thread
 };
+
+constexpr int64_t kWideSlack = 32;
 
 struct Geometry {
   int64_t n = 0, c = 0, rows = 0;
@@ -114,17 +120,27 @@ struct Geometry {
 };
 
 // Pointers for every output pixel and tap, tiles of mr rows (the last tile
-// padded with the last pixel). Pixels whose 4-byte reads (up to 3 bytes past
-// the group's channels) could leave x point into `tail`, a copy refreshed by
-// every run, so the microkernels never read outside x.
-void BuildIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr) {
-  const uint8_t* x = c.x->ptr<uint8_t>();
+// padded with the last pixel). With u8 activations, pixels whose 4-byte
+// reads (up to 3 bytes past the group's channels) could leave x point into
+// `tail`, a copy refreshed by every run, so the microkernels never read
+// outside x; the widened copy has slack after its last pixel instead.
+void BuildIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr, int abytes) {
   const int64_t pixels_in = g.n * c.ih * c.iw, total = pixels_in * g.c;
-  const int64_t tail_pixels = s.cg % 4 ? std::min<int64_t>(pixels_in, 4) : 0;
-  s.tail_bytes = tail_pixels * g.c;
-  s.tail.assign(size_t(s.tail_bytes + 64), 0);
-  s.zero.assign(size_t(g.c + 64), 0);
-  const int64_t tail_start = total - s.tail_bytes;
+  const uint8_t* x = c.x->ptr<uint8_t>();
+  const uint8_t* zero = nullptr;
+  int64_t tail_start = total;
+  if (abytes == 2) {
+    x = reinterpret_cast<const uint8_t*>(s.wide.data());
+    zero = reinterpret_cast<const uint8_t*>(s.wide.data() + total + kWideSlack);
+    s.tail_bytes = 0;
+  } else {
+    const int64_t tail_pixels = s.cg % 4 ? std::min<int64_t>(pixels_in, 4) : 0;
+    s.tail_bytes = tail_pixels * g.c;
+    s.tail.assign(size_t(s.tail_bytes + 64), 0);
+    s.zero.assign(size_t(g.c + 64), 0);
+    zero = s.zero.data();
+    tail_start = total - s.tail_bytes;
+  }
   const int64_t tiles = (g.rows + mr - 1) / mr, p = c.oh * c.ow;
   s.ind.assign(size_t(tiles * s.taps * mr), nullptr);
   for (int64_t gp = 0; gp < tiles * mr; ++gp) {
@@ -136,18 +152,22 @@ void BuildIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int m
       for (int64_t kx = 0; kx < s.kw; ++kx, dst += mr) {
         const int64_t ix = ox * c.sw - c.pad_left + kx * c.dw;
         if (iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw) {
-          *dst = s.zero.data();
+          *dst = zero;
           continue;
         }
         const int64_t off = ((b * c.ih + iy) * c.iw + ix) * g.c;
-        *dst = off >= tail_start ? s.tail.data() + (off - tail_start) : x + off;
+        *dst = off >= tail_start ? s.tail.data() + (off - tail_start) : x + off * abytes;
       }
     }
   }
 }
 
-void PrepareIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr) {
+void PrepareIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr, int abytes) {
+  const int64_t total = g.n * c.ih * c.iw * g.c;
+  if (abytes == 2) Grow(&s.wide, total + kWideSlack + g.c + kWideSlack);
   std::vector<int64_t> key = {int64_t(reinterpret_cast<uintptr_t>(c.x->data)),
+                              int64_t(reinterpret_cast<uintptr_t>(s.wide.data())),
+                              abytes,
                               g.n,
                               g.c,
                               c.ih,
@@ -162,13 +182,25 @@ void PrepareIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int
                               c.pad_left,
                               mr};
   if (key != s.key) {
-    BuildIndirection(s, c, g, mr);
+    BuildIndirection(s, c, g, mr, abytes);
     s.key = std::move(key);
+  }
+  const uint8_t xmask = c.x->dtype == DType::kInt8 ? 0x80 : 0;
+  if (abytes == 2) {
+    uint16_t* w = s.wide.data();
+    std::fill(w + total, w + total + kWideSlack, uint16_t(0));
+    std::fill(w + total + kWideSlack, w + total + kWideSlack + g.c + kWideSlack,
+              uint16_t(uint8_t(c.x_zp) ^ xmask));
+    return;  // x itself is widened by WidenRange
   }
   std::memset(s.zero.data(), uint8_t(c.x_zp), s.zero.size());
   if (s.tail_bytes)
-    std::memcpy(s.tail.data(), c.x->ptr<uint8_t>() + g.n * c.ih * c.iw * g.c - s.tail_bytes,
-                size_t(s.tail_bytes));
+    std::memcpy(s.tail.data(), c.x->ptr<uint8_t>() + total - s.tail_bytes, size_t(s.tail_bytes));
+}
+
+// dst[i] = src[i] ^ mask as u16, i in [0, n).
+void WidenRange(const uint8_t* src, uint16_t* dst, int64_t n, uint8_t mask) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = uint16_t(uint8_t(src[i] ^ mask));
 }
 
 int Threads(const QConvCall& c, int64_t items, int64_t macs) {
@@ -192,20 +224,37 @@ void ForItems(int threads, int64_t n, const F& fn) {
 
 bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
   const IgemmS8Kernel& k = *s.ik;
-  const int mr = k.mr;
-  PrepareIndirection(s, c, g, mr);
+  const int mr = k.mr, ab = k.abytes;
   const bool x_signed = c.x->dtype == DType::kInt8;
   const uint8_t xmask = x_signed ? 0x80 : 0;
   const int64_t tiles = (g.rows + mr - 1) / mr, rows_pad = tiles * mr;
+  const int64_t macs = g.rows * s.m * s.kdim;
+  const int64_t taps = s.taps, kc4 = s.kc4;
+  PrepareIndirection(s, c, g, mr, ab);
+  if (ab == 2) {
+    // Widened once per run (a few % of the MACs' time), split like the items.
+    const int64_t total = g.n * c.ih * c.iw * g.c, block = 16 * 1024;
+    const int64_t blocks = (total + block - 1) / block;
+    const uint8_t* x = c.x->ptr<uint8_t>();
+    ForItems(Threads(c, blocks, macs), blocks, [&](int, int64_t i) {
+      const int64_t b = i * block;
+      WidenRange(x + b, s.wide.data() + b, std::min(block, total - b), xmask);
+    });
+  }
   if (s.cp.any_wzp) {
     Grow(&s.xsum, s.group * rows_pad);
     for (int64_t gr = 0; gr < s.group; ++gr) {
       for (int64_t r = 0; r < rows_pad; ++r) {
-        const uint8_t* const* ptr = s.ind.data() + r / mr * s.taps * mr + r % mr;
+        const uint8_t* const* ptr = s.ind.data() + r / mr * taps * mr + r % mr;
         int32_t sum = 0;
-        for (int64_t t = 0; t < s.taps; ++t, ptr += mr) {
-          const uint8_t* px = *ptr + gr * s.cg;
-          for (int64_t ch = 0; ch < s.cg; ++ch) sum += px[ch] ^ xmask;
+        for (int64_t t = 0; t < taps; ++t, ptr += mr) {
+          if (ab == 2) {
+            const uint16_t* px = reinterpret_cast<const uint16_t*>(*ptr) + gr * s.cg;
+            for (int64_t ch = 0; ch < s.cg; ++ch) sum += px[ch];
+          } else {
+            const uint8_t* px = *ptr + gr * s.cg;
+            for (int64_t ch = 0; ch < s.cg; ++ch) sum += px[ch] ^ xmask;
+          }
         }
         s.xsum[size_t(gr * rows_pad + r)] = sum;
       }
@@ -213,27 +262,27 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
   }
   // Chunks of pixel tiles whose activations stay in cache while every panel
   // of every group passes over them.
-  const int64_t row_bytes = std::max<int64_t>(1, s.taps * s.cg);
+  const int64_t row_bytes = std::max<int64_t>(1, taps * kc4 * 4 * ab);
   const int64_t chunk_tiles =
-      std::max<int64_t>(1, std::min<int64_t>(tiles, 16 * 1024 / (mr * row_bytes)));
+      std::max<int64_t>(1, std::min<int64_t>(tiles, 32 * 1024 / (mr * row_bytes)));
   const int64_t chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
   const int64_t per_chunk = s.group * s.panels, items = chunks * per_chunk;
   uint8_t* y = c.y->ptr<uint8_t>();
   IgemmS8Args base;
-  base.taps = s.taps;
-  base.kc4 = s.kc4;
+  base.taps = taps;
+  base.kc4 = kc4;
   base.x_signed = x_signed;
   base.yzp = c.y_zp;
   base.lo = c.lo;
   base.hi = c.hi;
   base.ldy = s.m;
-  const int threads = Threads(c, items, g.rows * s.m * s.kdim);
+  const int threads = Threads(c, items, macs);
   ForItems(threads, items, [&](int, int64_t i) {
     const int64_t chunk = i / per_chunk, gr = i % per_chunk / s.panels, pn = i % s.panels;
     const int64_t row0 = chunk * chunk_tiles * mr, ch0 = gr * s.mg + pn * k.nr;
     IgemmS8Args a = base;
-    a.ind = s.ind.data() + chunk * chunk_tiles * s.taps * mr;
-    a.a_offset = gr * s.cg;
+    a.ind = s.ind.data() + chunk * chunk_tiles * taps * mr;
+    a.a_offset = gr * s.cg * ab;
     a.rows = std::min(chunk_tiles * mr, g.rows - row0);
     a.w = s.packed_w.data() + (gr * s.panels + pn) * s.panel_bytes;
     a.cols = std::min<int64_t>(k.nr, s.mg - pn * k.nr);
@@ -251,7 +300,7 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
 
 bool RunGemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
   const GemmS8Kernels& k = *s.gk;
-  if (!g.direct) PrepareIndirection(s, c, g, 1);
+  if (!g.direct) PrepareIndirection(s, c, g, 1, 1);
   const uint8_t xmask = c.x->dtype == DType::kInt8 ? 0x80 : 0;
   const int64_t kdim = s.kdim;
   // Row blocks of about 64 KB of im2col bytes, a multiple of the tile height.

@@ -22,7 +22,7 @@ namespace kernels {
 
 struct IgemmS8Args {
   // Pointers [tile][tap][mr], from the first tile of this call; every
-  // pointer plus a_offset must have 4 * kc4 readable bytes. Rows of the last
+  // pointer plus a_offset must have 4 * kc4 readable activations. Rows of the last
   // tile past `rows` must hold valid pointers too (their results are dropped).
   const uint8_t* const* ind = nullptr;
   int64_t a_offset = 0;  // added to every pointer (the group's first channel)
@@ -45,6 +45,10 @@ struct IgemmS8Kernel {
   Isa isa;
   int mr, nr;
   int wbytes;  // 1: weights packed as s8; 2: as little-endian s16
+  // 1: the pointers address u8/s8 activations (4 bytes per k step); 2: the
+  // driver has widened them to u16 (already xor-ed to u8 values; x_signed
+  // is then ignored), 8 bytes per k step, and a_offset counts bytes.
+  int abytes;
   void (*run)(const IgemmS8Args& args);
 };
 

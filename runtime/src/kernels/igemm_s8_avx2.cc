@@ -1,11 +1,13 @@
 // AVX2 indirect GEMM microkernels (igemm_s8.h). vpmaddubsw would saturate
 // its 16-bit pair sums, so products go through vpmaddwd, whose 32-bit pair
 // sums are exact: the weights are packed as s16 at prepare ([ch][4] per k
-// step), the activation dword is zero-extended to 4 u16 and repeated, and
-// one vpmaddwd gives, for 4 channels, the two pair sums of each; the
-// epilogue adds the pairs (vphaddd). 6x8 tiles (12 accumulators) measured
-// fastest on Zen 3, ~90% of the vpmaddwd peak in L1; wider panels spill
-// or stall.
+// step) and the driver widens the activations to u16 once per run
+// (abytes = 2), so a k step of a row is one vbroadcastsd from memory (4 u16,
+// 4 times; no shuffle-port zero-extension per row and step) and one
+// vpmaddwd per 4 channels gives the two pair sums of each; the epilogue
+// adds the pairs (vphaddd). 6x8 tiles: 12 accumulators, 2 weight vectors
+// and the broadcast in the 16 registers; per k step 12 vpmaddwd + 12 vpaddd,
+// close to the vpmaddwd peak in L1.
 #include <immintrin.h>
 
 #include "kernels/igemm_s8_x86.h"
@@ -17,12 +19,11 @@ namespace {
 struct VAvx2 : V256Base {
   static constexpr int kWBytes = 2, kChPerAcc = 4;
   using A = __m256i;
-  template <bool kXor>
+  static constexpr int kABytes = 2;
+  // Already u8 values (the driver xor-ed int8 activations while widening).
+  template <bool>
   static A Bcast(const uint8_t* p) {
-    // vbroadcastss: one load, no shuffle.
-    __m128i d = _mm_castps_si128(_mm_broadcast_ss(reinterpret_cast<const float*>(p)));
-    if (kXor) d = _mm_xor_si128(d, _mm_set1_epi8(char(0x80)));
-    return _mm256_cvtepu8_epi16(d);  // a0 a1 a2 a3, 4 times
+    return _mm256_castpd_si256(_mm256_broadcast_sd(reinterpret_cast<const double*>(p)));
   }
   // Lanes 2i and 2i + 1: a0 * w0 + a1 * w1 and a2 * w2 + a3 * w3 of channel i.
   static I Dot(I acc, A x, const uint8_t* w) {
@@ -41,8 +42,8 @@ struct VAvx2 : V256Base {
 
 extern const IgemmS8Kernel kIgemmS8Avx2[];
 const IgemmS8Kernel kIgemmS8Avx2[] = {
-    {Isa::kAvx2, 6, 8, 2, IgemmX86<VAvx2, 6, 1>::Run},
-    {Isa::kReference, 0, 0, 0, nullptr},
+    {Isa::kAvx2, 6, 8, 2, 2, IgemmX86<VAvx2, 6, 1>::Run},
+    {Isa::kReference, 0, 0, 0, 0, nullptr},
 };
 
 }  // namespace kernels

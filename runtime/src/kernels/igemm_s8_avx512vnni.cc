@@ -17,7 +17,7 @@ namespace kernels {
 namespace {
 
 struct V512 {
-  static constexpr int kLanes = 16, kWBytes = 1, kChPerAcc = 16;
+  static constexpr int kLanes = 16, kWBytes = 1, kABytes = 1, kChPerAcc = 16;
   using I = __m512i;
   using F = __m512;
   using A = __m512i;
@@ -58,10 +58,10 @@ struct V512 {
 
 extern const IgemmS8Kernel kIgemmS8Avx512Vnni[];
 const IgemmS8Kernel kIgemmS8Avx512Vnni[] = {
-    {Isa::kAvx512Vnni, 6, 64, 1, IgemmX86<V512, 6, 4>::Run},
-    {Isa::kAvx512Vnni, 8, 32, 1, IgemmX86<V512, 8, 2>::Run},
-    {Isa::kAvx512Vnni, 8, 16, 1, IgemmX86<V512, 8, 1>::Run},
-    {Isa::kReference, 0, 0, 0, nullptr},
+    {Isa::kAvx512Vnni, 6, 64, 1, 1, IgemmX86<V512, 6, 4>::Run},
+    {Isa::kAvx512Vnni, 8, 32, 1, 1, IgemmX86<V512, 8, 2>::Run},
+    {Isa::kAvx512Vnni, 8, 16, 1, 1, IgemmX86<V512, 8, 1>::Run},
+    {Isa::kReference, 0, 0, 0, 0, nullptr},
 };
 
 }  // namespace kernels

@@ -1,6 +1,7 @@
 // The x86 indirect GEMM microkernels (igemm_s8.h), one template for every
 // level. A level supplies a vector trait V:
-//   kLanes (int32 lanes), kWBytes (bytes per packed weight), kChPerAcc
+//   kLanes (int32 lanes), kWBytes (bytes per packed weight), kABytes (bytes
+//   per activation: 1, or 2 where the driver widens them to u16), kChPerAcc
 //   (channels per accumulator vector), I (int32 vector), F (float vector),
 //   A (one activation dword, broadcast and prepared), Zero, Bcast<kXor>(p),
 //   Dot(acc, A, w) (w: kChPerAcc channels x 4 packed weights),
@@ -36,7 +37,10 @@ struct IgemmX86 {
   static void Tiles(const IgemmS8Args& a) {
     using I = typename V::I;
     using F = typename V::F;
-    const int64_t tiles = (a.rows + MR - 1) / MR;
+    // Locals, so the loops below do not reload them through `a` after the
+    // stores of the epilogue.
+    const int64_t rows = a.rows, taps = a.taps, kc4 = a.kc4, a_offset = a.a_offset;
+    const int64_t tiles = (rows + MR - 1) / MR;
     const F lo = V::Set1F(float(a.lo - a.yzp)), hi = V::Set1F(float(a.hi - a.yzp));
     const I yzp = V::Set1I(a.yzp);
     for (int64_t t = 0; t < tiles; ++t) {
@@ -45,31 +49,37 @@ struct IgemmX86 {
       for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 16
         for (int v = 0; v < kNacc; ++v) acc[r][v] = V::Zero();
-      const uint8_t* const* ind = a.ind + t * a.taps * MR;
+      const uint8_t* const* ind = a.ind + t * taps * MR;
       const uint8_t* w = a.w;
-      for (int64_t tap = 0; tap < a.taps; ++tap, ind += MR) {
+      for (int64_t tap = 0; tap < taps; ++tap, ind += MR) {
         const uint8_t* p[MR];
 #pragma GCC unroll 32
-        for (int r = 0; r < MR; ++r) p[r] = ind[r] + a.a_offset;
-        for (int64_t q = 0; q < a.kc4; ++q, w += 4 * kNr * V::kWBytes) {
+        for (int r = 0; r < MR; ++r) p[r] = ind[r] + a_offset;
+        for (int64_t q = 0; q < kc4; ++q, w += 4 * kNr * V::kWBytes) {
 #pragma GCC unroll 32
           for (int r = 0; r < MR; ++r) {
-            const typename V::A x = V::template Bcast<kXor>(p[r] + 4 * q);
+            const typename V::A x = V::template Bcast<kXor>(p[r] + 4 * V::kABytes * q);
 #pragma GCC unroll 16
             for (int v = 0; v < kNacc; ++v)
               acc[r][v] = V::Dot(acc[r][v], x, w + 4 * V::kChPerAcc * V::kWBytes * v);
           }
         }
       }
-      const int nrow = a.rows - t * MR < MR ? int(a.rows - t * MR) : MR;
-      for (int r = 0; r < nrow; ++r) {
+      // Fully unrolled (constant row indices): with a loop to the tile's
+      // valid rows, acc would live in memory and the k loop above would
+      // store every accumulator on each step.
+      const int64_t nrow = rows - t * MR;
+#pragma GCC unroll 32
+      for (int r = 0; r < MR; ++r) {
+        if (r >= nrow) continue;
         const int64_t row = t * MR + r;
         uint8_t* y = a.y + row * a.ldy;
         I out[NV];
         V::Finish(acc[r], out);
+#pragma GCC unroll 16
         for (int v = 0; v < NV; ++v) {
           const int64_t n = a.cols - v * V::kLanes;
-          if (n <= 0) break;
+          if (n <= 0) continue;
           I x = V::Add(out[v], V::LoadI(a.bias + v * V::kLanes));
           if (a.wzp)
             x = V::Sub(x, V::Mullo(V::LoadI(a.wzp + v * V::kLanes), V::Set1I(a.xsum[row])));
@@ -81,7 +91,7 @@ struct IgemmX86 {
   }
 
   static void Run(const IgemmS8Args& a) {
-    if (a.x_signed)
+    if (a.x_signed && V::kABytes == 1)  // widened activations are u8 values already
       Tiles<true>(a);
     else
       Tiles<false>(a);
@@ -92,6 +102,7 @@ struct IgemmX86 {
 // The 256-bit epilogue shared by AVX2 and AVX-VNNI.
 struct V256Base {
   static constexpr int kLanes = 8;
+  static constexpr int kABytes = 1;
   using I = __m256i;
   using F = __m256;
   static I Zero() { return _mm256_setzero_si256(); }
