@@ -64,6 +64,10 @@ Isa DetectX86() {
 
 Isa Detect() {
 #if defined(__x86_64__) || defined(_M_X64)
+#if defined(QFOLD_EMULATED_X86)
+  // Verification build: SIMDe emulates the levels above AVX2, which must be real.
+  return DetectX86() >= Isa::kAvx2 ? Isa::kAvx512Vnni : DetectX86();
+#endif
   return DetectX86();
 #elif defined(__aarch64__) && defined(__linux__)
   // HWCAP_ASIMDDP (AT_HWCAP bit 20): sdot/udot; HWCAP2_I8MM (AT_HWCAP2 bit 13):
@@ -80,7 +84,11 @@ Isa Detect() {
 // can, except AVX-VNNI, which AVX-512 VNNI does not imply.
 bool Usable(Isa isa) {
 #if defined(__x86_64__) || defined(_M_X64)
+#if defined(QFOLD_EMULATED_X86)
+  if (isa == Isa::kAvxVnni) return true;
+#else
   if (isa == Isa::kAvxVnni) return HasAvxVnni();
+#endif
 #endif
   return true;
 }

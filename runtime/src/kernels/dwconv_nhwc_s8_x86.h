@@ -97,7 +97,7 @@ struct X86Avx2 {
 };
 #endif
 
-#if defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#if (defined(__AVX512BW__) && defined(__AVX512VNNI__)) || defined(QFOLD_EMULATED_X86)
 struct X86Avx512 {
   static constexpr int kV = 32;
   static constexpr int kBytes = 64;
