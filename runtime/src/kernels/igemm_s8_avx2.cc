@@ -10,6 +10,9 @@
 // close to the vpmaddwd peak in L1.
 #include <immintrin.h>
 
+#include <cstdint>
+#include <cstring>
+
 #include "kernels/igemm_s8_x86.h"
 
 namespace qfold {
@@ -23,7 +26,11 @@ struct VAvx2 : V256Base {
   // Already u8 values (the driver xor-ed int8 activations while widening).
   template <bool>
   static A Bcast(const uint8_t* p) {
-    return _mm256_castpd_si256(_mm256_broadcast_sd(reinterpret_cast<const double*>(p)));
+    // memcpy: the widened rows are 2-byte aligned only (a double load there
+    // is undefined behaviour); compilers still emit one vpbroadcastq from memory.
+    int64_t v;
+    std::memcpy(&v, p, sizeof(v));
+    return _mm256_set1_epi64x(v);
   }
   // Lanes 2i and 2i + 1: a0 * w0 + a1 * w1 and a2 * w2 + a3 * w3 of channel i.
   static I Dot(I acc, A x, const uint8_t* w) {
