@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/channel_fold.h"
 #include "kernels/gemm_s8.h"
 #include "kernels/igemm_s8.h"
 #include "kernels/thread_pool.h"
@@ -43,49 +44,13 @@ namespace {
 
 bool g_force_gemm = false;
 
-int32_t Wrap(int64_t v) {
-  return int32_t(uint32_t(uint64_t(v)));
-}
-
 bool Is8BitType(DType t) {
   return t == DType::kInt8 || t == DType::kUInt8;
-}
-
-int64_t RoundUp(int64_t n, int64_t m) {
-  return (n + m - 1) / m * m;
 }
 
 template <class T>
 void Grow(std::vector<T>* v, int64_t n) {
   if (int64_t(v->size()) < n) v->resize(size_t(n));
-}
-
-// Per-channel epilogue inputs, padded by 64 entries so a panel of any
-// group may read a full nr past its last channel.
-struct ChannelParams {
-  std::vector<int32_t> bias, wzp;
-  std::vector<float> mult;
-  bool any_wzp = false;
-};
-
-// Same folding (and int32 wraparound) as qlinear_s8.cc's FoldChannels.
-void FoldChannels(int64_t n, int64_t k, const int32_t* bias, const std::vector<int32_t>& wsum,
-                  int32_t xzp_u, const std::vector<int32_t>& wzp, DType w_dtype, float x_scale,
-                  const std::vector<float>& w_scale, float y_scale, ChannelParams* cp) {
-  const int64_t padded = RoundUp(n, 64) + 64;
-  cp->bias.assign(size_t(padded), 0);
-  cp->wzp.assign(size_t(padded), 0);
-  cp->mult.assign(size_t(padded), 0.f);
-  cp->any_wzp = false;
-  for (int64_t c = 0; c < n; ++c) {
-    const int32_t z = wzp.size() == 1 ? wzp[0] : wzp[size_t(c)];
-    const int32_t wz = w_dtype == DType::kUInt8 ? z - 128 : z;
-    cp->wzp[size_t(c)] = wz;
-    cp->any_wzp |= wz != 0;
-    cp->bias[size_t(c)] = Wrap(int64_t(bias ? bias[c] : 0) - int64_t(xzp_u) * wsum[size_t(c)] +
-                               int64_t(Wrap(k * xzp_u)) * wz);
-    cp->mult[size_t(c)] = x_scale * w_scale[w_scale.size() == 1 ? 0 : size_t(c)] / y_scale;
-  }
 }
 
 struct NhwcState {
@@ -305,11 +270,11 @@ bool RunGemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
   const int64_t kdim = s.kdim;
   // Row blocks of about 64 KB of im2col bytes, a multiple of the tile height.
   const int64_t block =
-      std::min(RoundUp(g.rows, k.mr), std::max<int64_t>(1, 64 * 1024 / (kdim * k.mr)) * k.mr);
+      std::min(RoundUpTo(g.rows, k.mr), std::max<int64_t>(1, 64 * 1024 / (kdim * k.mr)) * k.mr);
   const int64_t blocks = (g.rows + block - 1) / block, items = blocks * s.group;
   const int threads = Threads(c, items, g.rows * s.m * kdim);
-  const int64_t tile_bytes = g.direct ? 0 : RoundUp(block * kdim, 64);
-  const int64_t slice = tile_bytes + RoundUp(PackedBytes(block, kdim, k.mr), 64) + 64;
+  const int64_t tile_bytes = g.direct ? 0 : RoundUpTo(block * kdim, 64);
+  const int64_t slice = tile_bytes + RoundUpTo(PackedBytes(block, kdim, k.mr), 64) + 64;
   Grow(&s.scratch, slice * threads);
   if (s.cp.any_wzp) Grow(&s.row_sums, block * threads);
   const uint8_t* x = c.x->ptr<uint8_t>();
@@ -369,7 +334,7 @@ const IgemmS8Kernel* PickKernel(const std::vector<const IgemmS8Kernel*>& ks, int
   const IgemmS8Kernel* best = nullptr;
   double best_cost = 0;
   for (size_t i = 0; i < ks.size(); ++i) {
-    const double cost = double(RoundUp(mg, ks[i]->nr)) * (1.0 + 0.15 * double(i));
+    const double cost = double(RoundUpTo(mg, ks[i]->nr)) * (1.0 + 0.15 * double(i));
     if (!best || cost < best_cost) {
       best = ks[i];
       best_cost = cost;
@@ -428,7 +393,7 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const Tensor& w, int64_t group) {
               }
   } else {
     // [kdim][mg] per group, k = tap * cg + channel: the order of NHWC im2col rows.
-    s->group_bytes = RoundUp(PackedBytes(s->mg, s->kdim, s->gk->nr), 64);
+    s->group_bytes = RoundUpTo(PackedBytes(s->mg, s->kdim, s->gk->nr), 64);
     s->packed_w.assign(size_t(s->group * s->group_bytes), 0);
     std::vector<uint8_t> tmp(size_t(s->kdim * s->mg));
     for (int64_t gr = 0; gr < group; ++gr) {
@@ -445,7 +410,7 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const Tensor& w, int64_t group) {
   for (int64_t oc = 0; oc < s->m; ++oc) {
     int64_t sum = 0;
     for (int64_t i = 0; i < s->kdim; ++i) sum += int8_t(src[oc * s->kdim + i] ^ mask);
-    s->wsum[size_t(oc)] = Wrap(sum);
+    s->wsum[size_t(oc)] = WrapInt32(sum);
   }
   return s;
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/channel_fold.h"
 #include "kernels/dwconv_s8.h"
 #include "kernels/gemm_s8.h"
 #include "kernels/thread_pool.h"
@@ -16,10 +17,6 @@
 namespace qfold {
 namespace kernels {
 namespace {
-
-int32_t Wrap(int64_t v) {
-  return int32_t(uint32_t(uint64_t(v)));
-}
 
 bool Is8BitType(DType t) {
   return t == DType::kInt8 || t == DType::kUInt8;
@@ -29,49 +26,13 @@ uint8_t ShiftMask(DType t) {
   return t == DType::kInt8 ? 0x80 : 0;
 }
 
-// Zero point in the shifted domain: u8 for activations, s8 for weights.
+// Zero point in the shifted domain: u8 for activations (weights: FoldChannels).
 int32_t ActivationZp(int32_t zp, DType t) {
   return t == DType::kInt8 ? zp + 128 : zp;
 }
-int32_t WeightZp(int32_t zp, DType t) {
-  return t == DType::kUInt8 ? zp - 128 : zp;
-}
-
-int64_t RoundUp(int64_t n, int64_t m) {
-  return (n + m - 1) / m * m;
-}
-
 template <class T>
 void Resize(std::vector<T>* v, int64_t n) {
   if (int64_t(v->size()) < n) v->resize(size_t(n));
-}
-
-// Per-channel requantization inputs in the form the GEMM epilogue reads.
-struct ChannelParams {
-  std::vector<int32_t> bias, wzp;
-  std::vector<float> mult;
-  bool any_wzp = false;
-};
-
-// Fills folded bias, shifted weight zero points and multipliers for n
-// channels; arrays are zero-padded to a multiple of 64 for vector loads.
-void FoldChannels(int64_t n, int64_t k, const int32_t* bias, const std::vector<int32_t>& wsum,
-                  int32_t xzp_u, const std::vector<int32_t>& wzp, DType w_dtype, float x_scale,
-                  const std::vector<float>& w_scale, float y_scale, ChannelParams* cp) {
-  const int64_t padded = RoundUp(n, 64);
-  cp->bias.assign(size_t(padded), 0);
-  cp->wzp.assign(size_t(padded), 0);
-  cp->mult.assign(size_t(padded), 0.f);
-  cp->any_wzp = false;
-  for (int64_t c = 0; c < n; ++c) {
-    const int32_t wz = WeightZp(wzp.size() == 1 ? wzp[0] : wzp[size_t(c)], w_dtype);
-    cp->wzp[size_t(c)] = wz;
-    cp->any_wzp |= wz != 0;
-    cp->bias[size_t(c)] = Wrap(int64_t(bias ? bias[c] : 0) - int64_t(xzp_u) * wsum[size_t(c)] +
-                               int64_t(Wrap(k * xzp_u)) * wz);
-    // The multiplier in float32, in the reference's order (docs/NUMERICS.md).
-    cp->mult[size_t(c)] = x_scale * w_scale[w_scale.size() == 1 ? 0 : size_t(c)] / y_scale;
-  }
 }
 
 // Splits [0, panels) between threads; every panel's result is independent
@@ -199,7 +160,7 @@ void Im2ColBlock(const uint8_t* xp, const PaddedInput& pi, const QConvCall& c, i
 // (row stride lds), into sum[0, ncols) and zeros up to a multiple of 64.
 void ColumnSums(const uint8_t* rows, int64_t lds, int64_t kdim, int64_t ncols, uint8_t xmask,
                 int32_t* sum) {
-  std::fill(sum, sum + RoundUp(ncols, 64), 0);
+  std::fill(sum, sum + RoundUpTo(ncols, 64), 0);
   for (int64_t r = 0; r < kdim; ++r)
     for (int64_t j = 0; j < ncols; ++j) sum[j] += rows[r * lds + j] ^ xmask;
 }
@@ -208,7 +169,7 @@ void ColumnSums(const uint8_t* rows, int64_t lds, int64_t kdim, int64_t ncols, u
 // tile) stay in L2 next to the weights, so the GEMM reads the block hot.
 int64_t BlockCols(int64_t kdim, int nr) {
   constexpr int64_t kBlockBytes = 128 * 1024;
-  const int64_t per_panel = RoundUp(kdim, 4) * nr;
+  const int64_t per_panel = RoundUpTo(kdim, 4) * nr;
   return std::max<int64_t>(1, kBlockBytes / per_panel) * nr;
 }
 
@@ -229,9 +190,9 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
   const int64_t block = std::min(BlockCols(kdim, k.nr), panels * k.nr);
   const int64_t k4 = (kdim + 3) / 4;
   // Per-thread slice: im2col tile, packed block (64-byte aligned offsets).
-  const int64_t tile_bytes = direct ? 0 : RoundUp(kdim * block + 16, 64);
-  const int64_t slice = tile_bytes + RoundUp(PackedBytes(block, kdim, k.nr), 64) + 64;
-  const int64_t sum_slice = RoundUp(block, 64);
+  const int64_t tile_bytes = direct ? 0 : RoundUpTo(kdim * block + 16, 64);
+  const int64_t slice = tile_bytes + RoundUpTo(PackedBytes(block, kdim, k.nr), 64) + 64;
+  const int64_t sum_slice = RoundUpTo(block, 64);
   int threads = int(std::min<int64_t>(c.num_threads, panels));
   if (mg * p * k4 < (int64_t(1) << 18)) threads = 1;  // not worth waking the pool
   threads = std::max(threads, 1);
@@ -347,7 +308,7 @@ std::shared_ptr<void> PrepareQConvS8(const Tensor& w, int64_t group) {
   for (int64_t oc = 0; oc < s->m; ++oc) {
     int64_t sum = 0;
     for (int64_t i = 0; i < s->kdim; ++i) sum += int8_t(w.ptr<uint8_t>()[oc * s->kdim + i] ^ mask);
-    s->wsum[size_t(oc)] = Wrap(sum);
+    s->wsum[size_t(oc)] = WrapInt32(sum);
   }
   return s;
 }
@@ -375,7 +336,7 @@ void PackMatMulB(const GemmS8Kernels* k, DType b_dtype, const uint8_t* b, int64_
   s->bsum.assign(size_t(n), 0);
   for (int64_t r = 0; r < kdim; ++r)
     for (int64_t j = 0; j < n; ++j)
-      s->bsum[size_t(j)] = Wrap(int64_t(s->bsum[size_t(j)]) + int8_t(b[r * n + j] ^ mask));
+      s->bsum[size_t(j)] = WrapInt32(int64_t(s->bsum[size_t(j)]) + int8_t(b[r * n + j] ^ mask));
 }
 
 std::shared_ptr<void> PrepareQMatMulS8(const Tensor& b) {

@@ -251,12 +251,16 @@ Status RunQLinearConvFast(KernelContext& ctx, float xs, const std::vector<float>
   bool cl = false;
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
   // Geometry from a channels-first view; the kernels get the real tensors.
-  Tensor x_cf = *x;
-  if (cl) x_cf.shape = ChannelsFirstShape(x->shape);
-  KernelContext cf = ctx;
-  cf.inputs[0] = &x_cf;
+  // Swapped in place, not copied: this runs on every inference.
+  Tensor x_cf;
+  x_cf.dtype = x->dtype;
+  x_cf.shape = cl ? ChannelsFirstShape(x->shape) : x->shape;
+  Tensor* const x_real = ctx.inputs[0];
+  ctx.inputs[0] = &x_cf;
   QConvParams p;
-  QF_RETURN_IF_ERROR(ParseQConv(cf, kQLinearConvInputs, nsp, &p));
+  const Status parsed = ParseQConv(ctx, kQLinearConvInputs, nsp, &p);
+  ctx.inputs[0] = x_real;
+  QF_RETURN_IF_ERROR(parsed);
   x = &x_cf;
   const WindowGeometry& g = p.geo;
   const int a = nsp - 1;  // the last (width) axis
