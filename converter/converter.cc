@@ -39,6 +39,7 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
   if (opts.channels_last) {
     QF_RETURN_IF_ERROR(PlanLayouts(g));
     QF_RETURN_IF_ERROR(RemoveDeadCode(g));
+    QF_RETURN_IF_ERROR(CommuteReshapeTransposes(g));
     QF_RETURN_IF_ERROR(VerifyGraph(g));
     QF_RETURN_IF_ERROR(InferAndFold(g, false));
   }

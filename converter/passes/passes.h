@@ -46,6 +46,10 @@ Status DequantizeWidenedConstants(Graph* g);
 Status PlanLayouts(Graph* g);
 // Transpose -> Transpose becomes one Transpose, or nothing when they cancel.
 Status CancelTransposes(Graph* g);
+
+// Moves a Transpose across a Reshape towards another Transpose when the
+// Reshape's merged axes stay contiguous, then composes them (channel shuffle).
+Status CommuteReshapeTransposes(Graph* g);
 // Records on graph inputs and outputs their layout and batch/channel axes.
 Status AnnotateLayouts(Graph* g);
 // The Conv/QLinearConv reading `name` as its data input, directly or through

@@ -453,6 +453,92 @@ TEST_CASE("converter fusion: Gemm + Clip(0, 6) fuses with its bounds") {
 
 // ---- RemoveIdentities -----------------------------------------------------------------------
 
+// ---- CommuteReshapeTransposes ---------------------------------------------------------------
+
+TEST_CASE(
+    "converter CommuteReshapeTransposes: a channel shuffle between layout Transposes is one "
+    "Transpose of two inner axes") {
+  // NHWC in and out, a ShuffleNet channel shuffle (2 groups of 3) on NCHW in between.
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {1, 4, 5, 6});
+  b.Output("Y", kFloat, {1, 4, 5, 6});
+  b.InitInt64("split", {5}, {1, 2, 3, 4, 5});
+  b.InitInt64("merge", {4}, {1, 6, 4, 5});
+  OnnxBuilder::AttrInts(b.Node("Transpose", {"X"}, {"nchw"}, "to_nchw"), "perm", {0, 3, 1, 2});
+  b.Node("Reshape", {"nchw", "split"}, {"groups"}, "split_groups");
+  OnnxBuilder::AttrInts(b.Node("Transpose", {"groups"}, {"swapped"}, "shuffle"), "perm",
+                        {0, 2, 1, 3, 4});
+  b.Node("Reshape", {"swapped", "merge"}, {"shuffled"}, "merge_groups");
+  OnnxBuilder::AttrInts(b.Node("Transpose", {"shuffled"}, {"Y"}, "to_nhwc"), "perm", {0, 2, 3, 1});
+  const std::string path = b.Write(dir);
+  std::vector<float> x(120);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  Graph g;
+  const std::vector<float> y = ConvertAndRun(path, "X", {1, 4, 5, 6}, x, "Y", {1, 4, 5, 6}, &g);
+  REQUIRE(CountOps(g, "Transpose") == 1);
+  CHECK(FindNode(g, "Transpose")->attrs.GetInts("perm") == std::vector<int64_t>{0, 1, 2, 4, 3});
+  // Output channel c = 2 * j + i reads input channel 3 * i + j of the same pixel.
+  REQUIRE(y.size() == x.size());
+  for (size_t p = 0; p < 20; ++p)
+    for (size_t i = 0; i < 2; ++i)
+      for (size_t j = 0; j < 3; ++j) {
+        CAPTURE(p);
+        CHECK(y[p * 6 + 2 * j + i] == x[p * 6 + 3 * i + j]);
+      }
+
+  ConvertOptions first;
+  first.channels_last = false;
+  Graph kept;
+  CHECK(ConvertAndRun(path, "X", {1, 4, 5, 6}, x, "Y", {1, 4, 5, 6}, &kept, first) == y);
+  CHECK(CountOps(kept, "Transpose") == 3);
+}
+
+TEST_CASE("converter CommuteReshapeTransposes: Transposes that cancel across a Reshape vanish") {
+  // NHWC [1, 3, 4, 2] -> NCHW, H and W merged (contiguous in both layouts), back to channels
+  // last: only the Reshape remains.
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {1, 3, 4, 2});
+  b.Output("Y", kFloat, {1, 12, 2});
+  b.InitInt64("rows", {3}, {1, 2, 12});
+  OnnxBuilder::AttrInts(b.Node("Transpose", {"X"}, {"nchw"}, "to_nchw"), "perm", {0, 3, 1, 2});
+  b.Node("Reshape", {"nchw", "rows"}, {"flat"}, "merge_hw");
+  OnnxBuilder::AttrInts(b.Node("Transpose", {"flat"}, {"Y"}, "back"), "perm", {0, 2, 1});
+  const std::string path = b.Write(dir);
+  std::vector<float> x(24);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) * 0.5f;
+  Graph g;
+  CHECK(ConvertAndRun(path, "X", {1, 3, 4, 2}, x, "Y", {1, 12, 2}, &g) == x);
+  CHECK(CountOps(g, "Transpose") == 0);
+  CHECK(CountOps(g, "Reshape") == 1);
+}
+
+TEST_CASE("converter CommuteReshapeTransposes: a Transpose that would split a merged run stays") {
+  // [1, 2, 3, 6] -> [1, 3, 2, 6] -> Reshape [1, 6, 2, 3] merges axes the first Transpose
+  // reversed and splits one the second Transpose swaps: neither can move.
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {1, 2, 3, 6});
+  b.Output("Y", kFloat, {1, 6, 3, 2});
+  b.InitInt64("shape", {4}, {1, 6, 2, 3});
+  OnnxBuilder::AttrInts(b.Node("Transpose", {"X"}, {"a"}, "first"), "perm", {0, 2, 1, 3});
+  b.Node("Reshape", {"a", "shape"}, {"r"}, "regroup");
+  OnnxBuilder::AttrInts(b.Node("Transpose", {"r"}, {"Y"}, "second"), "perm", {0, 1, 3, 2});
+  const std::string path = b.Write(dir);
+  std::vector<float> x(36);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  Graph g;
+  const std::vector<float> y = ConvertAndRun(path, "X", {1, 2, 3, 6}, x, "Y", {1, 6, 3, 2}, &g);
+  CHECK(CountOps(g, "Transpose") == 2);
+  // Y[0, 3 * w + h, k, j] = X[0, h, w, 3 * j + k] (h < 2, w < 3, j < 2, k < 3).
+  for (size_t h = 0; h < 2; ++h)
+    for (size_t w = 0; w < 3; ++w)
+      for (size_t j = 0; j < 2; ++j)
+        for (size_t k = 0; k < 3; ++k)
+          CHECK(y[((w * 2 + h) * 3 + k) * 2 + j] == x[(h * 3 + w) * 6 + 3 * j + k]);
+}
+
 TEST_CASE("converter RemoveIdentities: Identity feeding a graph output keeps the output name") {
   TempDir dir;
   OnnxBuilder b(17);

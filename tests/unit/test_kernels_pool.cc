@@ -268,6 +268,23 @@ TEST_CASE("kernels pool: Transpose matches the reference") {
                                       "iter " + std::to_string(iter));
   }
   CHECK(compared == 300);
+  // Channel shuffles of NHWC pixels ([.., g, C/g] -> [.., C/g, g]): few short
+  // rows interleaved, the path the layout planner's shuffles take.
+  for (int g = 1; g <= 5; ++g)
+    for (const DType dt : types) {
+      const Shape shape = {2, 3, 5, g, 7};
+      std::vector<uint8_t> bytes(size_t(2 * 3 * 5 * g * 7) * dtype_size(dt));
+      for (uint8_t& b : bytes) b = uint8_t(rng());
+      AttrMap at;
+      at.SetInts("perm", {0, 1, 2, 4, 3});
+      compared += CheckAgainstReference("Transpose", {Make<uint8_t>(dt, shape, bytes)}, at,
+                                        "shuffle g " + std::to_string(g));
+      bytes.resize(size_t(g * 7) * dtype_size(dt));
+      at.SetInts("perm", {1, 0});
+      compared += CheckAgainstReference("Transpose", {Make<uint8_t>(dt, {g, 7}, bytes)}, at,
+                                        "2-D g " + std::to_string(g));
+    }
+  CHECK(compared == 340);
 }
 
 TEST_CASE("kernels pool: speed" * doctest::skip()) {

@@ -57,6 +57,23 @@ Status InferTranspose(KernelContext& ctx) {
 // output axes that are contiguous in the input, then copies contiguous runs
 // with memcpy when the last axis stays last, or else transposes 2-D tiles
 // between the input's last axis and the output's last axis.
+// out[o][a][b] = in[o * istride[r-3].. + b * istride[r-1] + a] for the last
+// two output axes (a: na, b: kRows), outer axes by odometer.
+template <int kRows, class E>
+void InterleaveRows(const std::vector<int64_t>& odims, const std::vector<int64_t>& istride,
+                    const E* in, E* out) {
+  const size_t r = odims.size();
+  const int64_t na = odims[r - 2], sl = istride[r - 1];
+  std::vector<int64_t> dims(odims.begin(), odims.end() - 2), idx(r - 2, 0);
+  do {
+    int64_t ioff = 0;
+    for (size_t i = 0; i + 2 < r; ++i) ioff += idx[i] * istride[i];
+    const E* src = in + ioff;
+    for (int64_t a = 0; a < na; ++a, out += kRows)
+      for (int b = 0; b < kRows; ++b) out[b] = src[b * sl + a];
+  } while (NextIndex(dims, &idx));
+}
+
 template <class E>
 void TransposeTiles(const std::vector<int64_t>& odims, const std::vector<int64_t>& istride,
                     size_t j, const E* in, E* out) {
@@ -72,6 +89,18 @@ void TransposeTiles(const std::vector<int64_t>& odims, const std::vector<int64_t
   dims[r - 1] = 1;
   std::vector<int64_t> ostride(r, 1);
   for (size_t i = r - 1; i > 0; --i) ostride[i - 1] = ostride[i] * odims[i];
+  if (j + 2 == r && nb <= 4 && ostride_j == nb) {
+    // Few short rows interleaved per outer index (a channel shuffle of NHWC
+    // pixels: [g][C/g] -> [C/g][g]): one pass with the row count fixed.
+    switch (nb) {
+      case 2:
+        return InterleaveRows<2>(odims, istride, in, out);
+      case 3:
+        return InterleaveRows<3>(odims, istride, in, out);
+      default:
+        return InterleaveRows<4>(odims, istride, in, out);
+    }
+  }
   constexpr int64_t kTile = 16;
   do {
     int64_t ioff = 0, ooff = 0;
