@@ -295,7 +295,7 @@ int RunConvCase(ConvCase k) {
     REQUIRE(kernels::SetIsaForTesting(isa) == isa);
     for (int path = 0; path < 2; ++path) {
       kernels::ForceNhwcGemmPathForTesting(path == 1);
-      std::shared_ptr<void> state = kernels::PrepareQConvNhwcS8(wt, k.group);
+      std::shared_ptr<void> state = kernels::PrepareQConvNhwcS8(wt, k.group, k.dw);
       kernels::ForceNhwcGemmPathForTesting(false);
       if (isa == Isa::kReference) {
         CHECK(!bool(state));

@@ -58,6 +58,10 @@ struct NhwcState {
   const GemmS8Kernels* gk = nullptr;  // the packed GEMM (activations left)
   DType w_dtype = DType::kUndefined;
   int64_t m = 0, cg = 0, group = 1, mg = 0, kh = 1, kw = 1, taps = 1, kdim = 0, kc4 = 0;
+  // Activations one tap reads: cg, or with row taps kw * cg (a whole kernel
+  // row of a few-channel input, contiguous in a padded copy; taps = kh).
+  int64_t tap_c = 0, ind_taps = 1;  // ind_taps: pointers per output pixel
+  bool row_taps = false;
   int64_t panels = 0, panel_bytes = 0;  // igemm: panels per group, bytes per panel
   int64_t group_bytes = 0;              // gemm: packed bytes per group
   std::vector<uint8_t> packed_w;
@@ -72,6 +76,11 @@ struct NhwcState {
   // Kernels with abytes = 2: x widened to u16 (xor-ed to u8 values), then
   // kWideSlack zeros (reads past the last pixel), then the padding row.
   std::vector<uint16_t> wide;
+  // Row taps: x padded left and right with x_zp (xor-ed to u8 values; u16
+  // when abytes = 2, else in `padded`), rows of padded_w pixels, then slack,
+  // then a padding row for taps above and below x.
+  std::vector<uint8_t> padded;
+  int64_t padded_w = 0;
   std::vector<int32_t> xsum;      // igemm with wzp: [group][rows]
   std::vector<uint8_t> scratch;   // gemm: per thread im2col + packed rows
   std::vector<int32_t> row_sums;  // gemm: per thread
@@ -89,7 +98,52 @@ struct Geometry {
 // reads (up to 3 bytes past the group's channels) could leave x point into
 // `tail`, a copy refreshed by every run, so the microkernels never read
 // outside x; the widened copy has slack after its last pixel instead.
+// Row taps: the padded copy's geometry, sized for this call.
+constexpr int64_t kRowSlack = 64;  // elements after the rows (reads up to 3 past a tap)
+
+int64_t PaddedWidth(const NhwcState& s, const QConvCall& c) {
+  return std::max(c.pad_left + c.iw, (c.ow - 1) * c.sw + s.kw);
+}
+
+void BuildRowTapIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr,
+                            int abytes) {
+  const int64_t pw = s.padded_w, row = pw * g.c;
+  const uint8_t* base =
+      abytes == 2 ? reinterpret_cast<const uint8_t*>(s.wide.data()) : s.padded.data();
+  const uint8_t* zero = base + (g.n * c.ih * row + kRowSlack) * abytes;
+  const int64_t tiles = (g.rows + mr - 1) / mr, p = c.oh * c.ow;
+  s.ind.assign(size_t(tiles * s.ind_taps * mr), nullptr);
+  for (int64_t gp = 0; gp < tiles * mr; ++gp) {
+    const int64_t q = std::min(gp, g.rows - 1);
+    const int64_t b = q / p, oy = q % p / c.ow, ox = q % c.ow;
+    const uint8_t** dst = s.ind.data() + gp / mr * s.ind_taps * mr + gp % mr;
+    for (int64_t ky = 0; ky < s.kh; ++ky, dst += mr) {
+      const int64_t iy = oy * c.sh - c.pad_top + ky * c.dh;
+      *dst =
+          iy < 0 || iy >= c.ih ? zero : base + ((b * c.ih + iy) * row + ox * c.sw * g.c) * abytes;
+    }
+  }
+}
+
+// Fills the padded copy: each row of x between pad_left and the right
+// padding, x_zp around it and in the padding row, xor-ed to u8 values.
+template <class E>
+void FillRowTapInput(const NhwcState& s, const QConvCall& c, const Geometry& g, E* dst) {
+  const uint8_t xmask = c.x->dtype == DType::kInt8 ? 0x80 : 0;
+  const E zp = E(uint8_t(uint8_t(c.x_zp) ^ xmask));
+  const int64_t row = s.padded_w * g.c, left = c.pad_left * g.c, width = c.iw * g.c;
+  const uint8_t* x = c.x->ptr<uint8_t>();
+  for (int64_t r = 0; r < g.n * c.ih; ++r, dst += row, x += width) {
+    std::fill(dst, dst + left, zp);
+    for (int64_t i = 0; i < width; ++i) dst[left + i] = E(uint8_t(x[i] ^ xmask));
+    std::fill(dst + left + width, dst + row, zp);
+  }
+  std::fill(dst, dst + kRowSlack, E(0));
+  std::fill(dst + kRowSlack, dst + kRowSlack + row + kRowSlack, zp);
+}
+
 void BuildIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr, int abytes) {
+  if (s.row_taps) return BuildRowTapIndirection(s, c, g, mr, abytes);
   const int64_t pixels_in = g.n * c.ih * c.iw, total = pixels_in * g.c;
   const uint8_t* x = c.x->ptr<uint8_t>();
   const uint8_t* zero = nullptr;
@@ -129,9 +183,19 @@ void BuildIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int m
 
 void PrepareIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr, int abytes) {
   const int64_t total = g.n * c.ih * c.iw * g.c;
-  if (abytes == 2) Grow(&s.wide, total + kWideSlack + g.c + kWideSlack);
+  if (s.row_taps) {
+    s.padded_w = PaddedWidth(s, c);
+    const int64_t row = s.padded_w * g.c, n = g.n * c.ih * row + kRowSlack + row + kRowSlack;
+    if (abytes == 2)
+      Grow(&s.wide, n);
+    else
+      Grow(&s.padded, n);
+  } else if (abytes == 2) {
+    Grow(&s.wide, total + kWideSlack + g.c + kWideSlack);
+  }
   std::vector<int64_t> key = {int64_t(reinterpret_cast<uintptr_t>(c.x->data)),
                               int64_t(reinterpret_cast<uintptr_t>(s.wide.data())),
+                              int64_t(reinterpret_cast<uintptr_t>(s.padded.data())),
                               abytes,
                               g.n,
                               g.c,
@@ -151,6 +215,13 @@ void PrepareIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int
     s.key = std::move(key);
   }
   const uint8_t xmask = c.x->dtype == DType::kInt8 ? 0x80 : 0;
+  if (s.row_taps) {
+    if (abytes == 2)
+      FillRowTapInput(s, c, g, s.wide.data());
+    else
+      FillRowTapInput(s, c, g, s.padded.data());
+    return;
+  }
   if (abytes == 2) {
     uint16_t* w = s.wide.data();
     std::fill(w + total, w + total + kWideSlack, uint16_t(0));
@@ -194,9 +265,9 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
   const uint8_t xmask = x_signed ? 0x80 : 0;
   const int64_t tiles = (g.rows + mr - 1) / mr, rows_pad = tiles * mr;
   const int64_t macs = g.rows * s.m * s.kdim;
-  const int64_t taps = s.taps, kc4 = s.kc4;
+  const int64_t taps = s.ind_taps, kc4 = s.kc4;
   PrepareIndirection(s, c, g, mr, ab);
-  if (ab == 2) {
+  if (ab == 2 && !s.row_taps) {
     // Widened once per run (a few % of the MACs' time), split like the items.
     const int64_t total = g.n * c.ih * c.iw * g.c, block = 16 * 1024;
     const int64_t blocks = (total + block - 1) / block;
@@ -215,7 +286,9 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
         for (int64_t t = 0; t < taps; ++t, ptr += mr) {
           if (ab == 2) {
             const uint16_t* px = reinterpret_cast<const uint16_t*>(*ptr) + gr * s.cg;
-            for (int64_t ch = 0; ch < s.cg; ++ch) sum += px[ch];
+            for (int64_t ch = 0; ch < s.tap_c; ++ch) sum += px[ch];
+          } else if (s.row_taps) {  // the padded copy holds u8 values
+            for (int64_t ch = 0; ch < s.tap_c; ++ch) sum += (*ptr)[ch];
           } else {
             const uint8_t* px = *ptr + gr * s.cg;
             for (int64_t ch = 0; ch < s.cg; ++ch) sum += px[ch] ^ xmask;
@@ -236,7 +309,7 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
   IgemmS8Args base;
   base.taps = taps;
   base.kc4 = kc4;
-  base.x_signed = x_signed;
+  base.x_signed = x_signed && !s.row_taps;
   base.yzp = c.y_zp;
   base.lo = c.lo;
   base.hi = c.hi;
@@ -349,7 +422,7 @@ void ForceNhwcGemmPathForTesting(bool on) {
   g_force_gemm = on;
 }
 
-std::shared_ptr<void> PrepareQConvNhwcS8(const Tensor& w, int64_t group) {
+std::shared_ptr<void> PrepareQConvNhwcS8(const Tensor& w, int64_t group, int64_t dilation_w) {
   if ((w.rank() != 3 && w.rank() != 4) || !w.shape_known() || !w.data || group <= 0 ||
       !Is8BitType(w.dtype))
     return nullptr;
@@ -370,24 +443,39 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const Tensor& w, int64_t group) {
   if (!g_force_gemm) s->ik = PickKernel(IgemmS8Kernels(isa), s->mg);
   if (!s->ik) s->gk = GemmS8For(isa);
   if (!s->ik && !s->gk) return nullptr;
+  // A few input channels (first layers: RGB) would fill a dword per tap with
+  // padding and spend a pointer per tap; a kernel row of them is contiguous
+  // in a padded copy of x, so one tap reads kw * cg channels instead.
+  s->tap_c = s->cg;
+  s->ind_taps = s->taps;
+  if (s->ik && group == 1 && s->kw > 1 && dilation_w == 1 && s->cg % 4 != 0 &&
+      s->kw * s->cg <= 64) {
+    s->row_taps = true;
+    s->tap_c = s->kw * s->cg;
+    s->kc4 = (s->tap_c + 3) / 4;
+    s->ind_taps = s->kh;
+  }
+  const int64_t taps_packed = s->ind_taps;
   const uint8_t mask = w.dtype == DType::kUInt8 ? 0x80 : 0;  // to s8
   const uint8_t* src = w.ptr<uint8_t>();                     // [m][cg][taps]
   if (s->ik) {
     const int nr = s->ik->nr, wb = s->ik->wbytes;
     s->panels = (s->mg + nr - 1) / nr;
-    s->panel_bytes = s->taps * s->kc4 * nr * 4 * wb;
+    s->panel_bytes = taps_packed * s->kc4 * nr * 4 * wb;
     s->packed_w.assign(size_t(s->group * s->panels * s->panel_bytes), 0);
     uint8_t* dst = s->packed_w.data();
     for (int64_t gr = 0; gr < group; ++gr)
       for (int64_t pn = 0; pn < s->panels; ++pn)
-        for (int64_t t = 0; t < s->taps; ++t)
+        for (int64_t t = 0; t < taps_packed; ++t)
           for (int64_t q = 0; q < s->kc4; ++q)
             for (int j = 0; j < nr; ++j)
               for (int i = 0; i < 4; ++i, dst += wb) {
-                const int64_t ch = pn * nr + j, ci = 4 * q + i;
-                if (ch >= s->mg || ci >= s->cg) continue;
+                const int64_t ch = pn * nr + j, k = 4 * q + i;
+                if (ch >= s->mg || k >= s->tap_c) continue;
+                // Row taps: k runs over (kx, channel) of kernel row t.
+                const int64_t ci = k % s->cg, tap = s->row_taps ? t * s->kw + k / s->cg : t;
                 const int16_t v =
-                    int8_t(src[((gr * s->mg + ch) * s->cg + ci) * s->taps + t] ^ mask);
+                    int8_t(src[((gr * s->mg + ch) * s->cg + ci) * s->taps + tap] ^ mask);
                 dst[0] = uint8_t(v);
                 if (wb == 2) dst[1] = uint8_t(uint16_t(v) >> 8);
               }
@@ -422,6 +510,7 @@ bool RunQConvNhwcS8(void* state, const QConvCall& c) {
   if ((x.rank() != 3 && x.rank() != 4) || !Is8BitType(x.dtype) || !Is8BitType(y.dtype))
     return false;
   if (c.kh != s.kh || c.kw != s.kw || (x.rank() == 3 && c.ih != 1)) return false;
+  if (s.row_taps && c.dw != 1) return false;  // prepared for another dilation
   Geometry g;
   g.n = x.shape[0];
   g.c = x.shape.back();

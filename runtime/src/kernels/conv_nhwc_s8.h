@@ -20,7 +20,9 @@ namespace kernels {
 
 // Packs W [M, C / group, kh(, kw)] (int8/uint8) for the active ISA level;
 // null when no fast kernel applies (then the op runs its reference kernel).
-std::shared_ptr<void> PrepareQConvNhwcS8(const Tensor& w, int64_t group);
+// dilation_w: the convolution's dilation along the width; with 1, inputs of a
+// few channels read a whole kernel row per tap (RunQConvNhwcS8 then expects it).
+std::shared_ptr<void> PrepareQConvNhwcS8(const Tensor& w, int64_t group, int64_t dilation_w = 1);
 
 // c.x and c.y hold NHWC tensors as described above; false when the call is
 // not covered (the op then runs its reference kernel).

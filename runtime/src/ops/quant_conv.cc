@@ -235,8 +235,10 @@ Status PrepareQLinearConv(KernelContext& ctx, std::shared_ptr<void>* state) {
   }
   auto s = std::make_shared<ChannelsLastConvState>();
   s->depthwise = w.rank() >= 3 && w.shape[1] == 1 && group > 1 && w.shape[0] == group;
-  s->kernel =
-      s->depthwise ? kernels::PrepareDwConvNhwcS8(w, group) : kernels::PrepareQConvNhwcS8(w, group);
+  const std::vector<int64_t> dilations = ctx.attr().GetInts("dilations");
+  const int64_t dilation_w = dilations.empty() ? 1 : dilations.back();
+  s->kernel = s->depthwise ? kernels::PrepareDwConvNhwcS8(w, group)
+                           : kernels::PrepareQConvNhwcS8(w, group, dilation_w);
   if (s->kernel) *state = s;
   return Status::Ok();
 }
