@@ -22,6 +22,7 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
   if (opts.fold_qdq) {
     QF_RETURN_IF_ERROR(FoldQdq(g));
     QF_RETURN_IF_ERROR(RemoveDeadCode(g));
+    QF_RETURN_IF_ERROR(LowerConvTranspose(g));
   }
   // Weights whose DequantizeLinear found no integer consumer become float constants.
   QF_RETURN_IF_ERROR(InferAndFold(g, opts.fold_constants));

@@ -240,6 +240,28 @@ def _resize(rng):
     return [node], [_vi("x", [1, 8, 8, 8])], [scales], ["Resize"], False
 
 
+def _convtranspose(rng, k, stride, pads):
+    """ConvTranspose 8 -> 6 channels on 8x8 (k == stride: the 1x1 + DepthToSpace lowering)."""
+    x = _vi("x", [1, 8, 8, 8])
+    w = numpy_helper.from_array(_w(rng, (8, 6, k, k), 8 * k * k), "w")
+    b = numpy_helper.from_array((rng.standard_normal(6) * 0.1).astype(np.float32), "b")
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=[k, k],
+                            strides=[stride] * 2, pads=pads)
+    return [node], [x], [w, b], ["ConvTranspose"], True
+
+
+def _conv_resize_conv(rng):
+    """Conv -> nearest Resize x2 -> Conv: the Resize runs channels-last between the convs."""
+    w1 = numpy_helper.from_array(_w(rng, (8, 4, 3, 3), 36), "w1")
+    w2 = numpy_helper.from_array(_w(rng, (4, 8, 1, 1), 8), "w2")
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], kernel_shape=[3, 3], pads=[1] * 4),
+             helper.make_node("Resize", ["c1", "", "scales"], ["r"], mode="nearest",
+                              coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+             helper.make_node("Conv", ["r", "w2"], ["y"], kernel_shape=[1, 1])]
+    return nodes, [_vi("x", [1, 4, 8, 8])], [w1, w2, scales], ["Conv", "Resize"], True
+
+
 # name -> builder(rng) returning (nodes, inputs, initializers, op types to quantize, has weights)
 OP_MODELS = {
     "conv3x3_bias": lambda r: _conv(r, "conv3x3_bias", 8, 16, 3),
@@ -263,6 +285,9 @@ OP_MODELS = {
     "hardswish": _unary("HardSwish"),
     "leakyrelu": _unary("LeakyRelu", alpha=0.1),
     "resize_nearest": _resize,
+    "convtranspose_k2s2": lambda r: _convtranspose(r, 2, 2, [0, 0, 0, 0]),
+    "convtranspose_k3s2": lambda r: _convtranspose(r, 3, 2, [1, 1, 1, 1]),
+    "conv_resize_conv": _conv_resize_conv,
 }
 
 

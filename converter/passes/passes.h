@@ -25,6 +25,10 @@ Status RemoveIdentities(Graph* g);
 Status InferAndFold(Graph* g, bool fold, bool keep_dequantize = false);
 // DequantizeLinear -> op -> QuantizeLinear becomes one integer operator.
 Status FoldQdq(Graph* g);
+
+// QfQLinearConvTranspose whose kernel equals its stride (no pads, dilation,
+// groups) -> QLinearConv 1x1 to k*k*M channels + DepthToSpace(DCR).
+Status LowerConvTranspose(Graph* g);
 // Chains of element-wise operators computing 8-bit results from one 8-bit
 // tensor and single-element constants become one QfLookupTable per result.
 Status CollapseBytewise(Graph* g);

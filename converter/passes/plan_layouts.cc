@@ -4,8 +4,9 @@
 // change: graph inputs and outputs keep the model's layout.
 //
 // One forward pass over the topologically sorted nodes:
-// - an op with LayoutRole::kChannelsLast gets channels_last = 1 between
-//   Transpose(NCHW -> NHWC) and Transpose(NHWC -> NCHW);
+// - an op with LayoutRole::kChannelsLast (and, where the op has the hook,
+//   OpDef::layout_channels_last true for its attributes) gets
+//   channels_last = 1 between Transpose(NCHW -> NHWC) and Transpose(NHWC -> NCHW);
 // - a Transpose whose input comes from a Transpose composes with it, and
 //   disappears when the two cancel;
 // - an element-wise or axis op (kElementwise, kAxis) whose data inputs all
@@ -252,6 +253,7 @@ class LayoutPlanner {
     const OpDef* def = FindNodeOp(n);
     if (!def || def->layout != LayoutRole::kChannelsLast || n.inputs.empty()) return false;
     if (n.attrs.GetInt("channels_last", 0) != 0) return false;
+    if (def->layout_channels_last && !def->layout_channels_last(n.attrs)) return false;
     const Value* x = Known(n.inputs[0]);
     if (!x || (x->shape.size() != 3 && x->shape.size() != 4) || !Is8Bit(x->dtype)) return false;
     const size_t rank = x->shape.size();
@@ -259,7 +261,8 @@ class LayoutPlanner {
     if (n.op_type == "QLinearConv") {
       if (n.inputs.size() < 4 || !g_.IsConstant(n.inputs[3])) return false;
     } else {
-      // A pool alone between channels-first ops would only add Transposes.
+      // A pool (or Resize, DepthToSpace) alone between channels-first ops
+      // would only add Transposes.
       auto it = transposed_.find(n.inputs[0]);
       if (it == transposed_.end() || it->second.perm != to_first) return false;
       if (n.op_type == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) return false;

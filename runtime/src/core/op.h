@@ -84,6 +84,9 @@ struct OpDef {
   // kAxis: the axis an absent "axis" attribute means; kNoDefaultAxis when an
   // absent attribute means there is no axis (QfLookupTable's single table).
   int layout_default_axis = 1;
+  // kChannelsLast: whether a node with these attributes has a channels-last
+  // kernel worth planning for (null: always).
+  bool (*layout_channels_last)(const AttrMap& attrs) = nullptr;
 };
 constexpr int kNoDefaultAxis = -1000;
 

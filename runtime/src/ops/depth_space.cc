@@ -7,6 +7,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "ops/channels_last.h"
 
 namespace qfold {
 namespace {
@@ -82,11 +83,46 @@ Status RunBlockOp(KernelContext& ctx, bool to_space) {
   return Status::Ok();
 }
 
-Status InferDepthToSpace(KernelContext& ctx) {
+Status InferDepthToSpaceChannelsFirst(KernelContext& ctx) {
   return InferBlockOp(ctx, true);
 }
-Status RunDepthToSpace(KernelContext& ctx) {
+Status RunDepthToSpaceChannelsFirst(KernelContext& ctx) {
   return RunBlockOp(ctx, true);
+}
+
+// channels_last = 1 (set by the layout planning): x [N, H, W, C*b*b] and
+// y [N, H*b, W*b, C]. With DCR the b*C values of output row (h*b + i),
+// columns w*b .. w*b + b - 1, are contiguous in input pixel (h, w) at
+// channel i*b*C, so each is one copy (what a ConvTranspose whose kernel equals its
+// stride becomes: a 1x1 convolution and this).
+Status RunDepthToSpaceChannelsLast(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  int64_t b;
+  bool crd;
+  QF_RETURN_IF_ERROR(ParseBlock(ctx, &b, &crd));
+  if (crd) return RunViaChannelsFirst(ctx, RunDepthToSpaceChannelsFirst);
+  const int64_t n = x->shape[0], h = x->shape[1], w = x->shape[2], c = y->shape[3];
+  const size_t run = size_t(b * c) * dtype_size(x->dtype);
+  const char* src = static_cast<const char*>(x->data);
+  char* dst = static_cast<char*>(y->data);
+  for (int64_t r = 0; r < n * h; ++r, src += size_t(w) * run * size_t(b))
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t col = 0; col < w; ++col, dst += run)
+        std::memcpy(dst, src + (size_t(col) * size_t(b) + size_t(i)) * run, run);
+  return Status::Ok();
+}
+
+Status InferDepthToSpace(KernelContext& ctx) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  return cl ? InferViaChannelsFirst(ctx, InferDepthToSpaceChannelsFirst)
+            : InferDepthToSpaceChannelsFirst(ctx);
+}
+Status RunDepthToSpace(KernelContext& ctx) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  return cl ? RunDepthToSpaceChannelsLast(ctx) : RunDepthToSpaceChannelsFirst(ctx);
 }
 Status InferSpaceToDepth(KernelContext& ctx) {
   return InferBlockOp(ctx, false);
@@ -98,9 +134,15 @@ Status RunSpaceToDepth(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_DepthToSpace() {
-  static const OpDef def{"DepthToSpace",       InferDepthToSpace, RunDepthToSpace,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false, /*min_inputs=*/1,  /*max_inputs=*/1};
+  static const OpDef def = [] {
+    OpDef d{"DepthToSpace",       InferDepthToSpace, RunDepthToSpace,
+            /*value_inputs=*/0,
+            /*shape_only=*/false, /*min_inputs=*/1,  /*max_inputs=*/1};
+    // Channels-last when its input comes channels-last (DCR: row copies).
+    d.layout = LayoutRole::kChannelsLast;
+    d.layout_channels_last = [](const AttrMap& a) { return a.GetString("mode", "DCR") == "DCR"; };
+    return d;
+  }();
   return def;
 }
 

@@ -5,6 +5,7 @@
 // element is the sum over the product of its axes' taps.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/resize_2d.h"
 #include "kernels/thread_pool.h"
+#include "ops/channels_last.h"
 #include "ops/window_util.h"
 
 namespace qfold {
@@ -155,7 +157,7 @@ Status ComputeResizeShape(const KernelContext& ctx, const ResizeAttrs& r, const 
   return Status::Ok();
 }
 
-Status InferResize(KernelContext& ctx) {
+Status InferResizeChannelsFirst(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
   y->dtype = x->dtype;
@@ -432,16 +434,14 @@ bool RunResizeFast(const KernelContext& ctx, const ResizeAttrs& r,
   return true;
 }
 
-Status RunResize(KernelContext& ctx) {
-  const Tensor* x = ctx.input(0);
-  Tensor* y = ctx.output(0);
-  ResizeAttrs r;
-  QF_RETURN_IF_ERROR(ParseResizeAttrs(ctx, x->rank(), &r));
+// The taps of every axis for resizing a tensor of shape `in` (channels-first).
+Status ResizeTaps(const KernelContext& ctx, const ResizeAttrs& r, const Shape& in,
+                  std::vector<std::vector<std::vector<Tap>>>* taps) {
   Shape out;
   std::vector<double> scales;
   bool known;
-  QF_RETURN_IF_ERROR(ComputeResizeShape(ctx, r, x->shape, &out, &scales, &known));
-  const size_t rank = x->shape.size();
+  QF_RETURN_IF_ERROR(ComputeResizeShape(ctx, r, in, &out, &scales, &known));
+  const size_t rank = in.size();
 
   // roi: [starts..., ends...] over `axes`; default 0..1 on every axis.
   std::vector<double> roi_start(rank, 0.0), roi_end(rank, 1.0);
@@ -457,19 +457,28 @@ Status RunResize(KernelContext& ctx) {
     }
   }
 
-  std::vector<std::vector<std::vector<Tap>>> taps(rank);
+  taps->assign(rank, {});
   for (size_t a = 0; a < rank; ++a) {
     const bool resized = std::find(r.axes.begin(), r.axes.end(), int(a)) != r.axes.end();
     for (int64_t o = 0; o < out[a]; ++o) {
       if (!resized) {
-        taps[a].push_back({{o, 1.0}});
+        (*taps)[a].push_back({{o, 1.0}});
         continue;
       }
-      const double coord =
-          SourceCoord(r, o, scales[a], x->shape[a], out[a], roi_start[a], roi_end[a]);
-      taps[a].push_back(AxisTaps(r, coord, scales[a], x->shape[a]));
+      const double coord = SourceCoord(r, o, scales[a], in[a], out[a], roi_start[a], roi_end[a]);
+      (*taps)[a].push_back(AxisTaps(r, coord, scales[a], in[a]));
     }
   }
+  return Status::Ok();
+}
+
+Status RunResizeChannelsFirst(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  ResizeAttrs r;
+  QF_RETURN_IF_ERROR(ParseResizeAttrs(ctx, x->rank(), &r));
+  std::vector<std::vector<std::vector<Tap>>> taps;
+  QF_RETURN_IF_ERROR(ResizeTaps(ctx, r, x->shape, &taps));
   if (y->numel() > 0 && x->numel() == 0) return ctx.Invalid("cannot resize an empty input");
   if (RunResizeFast(ctx, r, taps)) return Status::Ok();
   switch (x->dtype) {
@@ -497,17 +506,80 @@ Status RunResize(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// channels_last = 1 (set by the layout planning for 8-bit nearest resizes): x
+// [N, H, W, C], y [N, OH, OW, C], the scales and sizes those of the
+// channels-first view. Nearest over H and W copies whole pixels: C bytes from
+// the source pixel the reference picks (the same taps).
+Status RunResizeChannelsLast(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  ResizeAttrs r;
+  QF_RETURN_IF_ERROR(ParseResizeAttrs(ctx, x->rank(), &r));
+  std::vector<std::vector<std::vector<Tap>>> taps;
+  QF_RETURN_IF_ERROR(ResizeTaps(ctx, r, ChannelsFirstShape(x->shape), &taps));
+  if (y->numel() > 0 && x->numel() == 0) return ctx.Invalid("cannot resize an empty input");
+  auto single = [](const std::vector<std::vector<Tap>>& axis) {
+    for (const std::vector<Tap>& t : axis)
+      if (t.size() != 1 || t[0].weight != 1.0) return false;
+    return true;
+  };
+  const bool covered = x->rank() == 4 && r.mode == Mode::kNearest &&
+                       (x->dtype == DType::kInt8 || x->dtype == DType::kUInt8) &&
+                       kernels::ActiveIsa() != kernels::Isa::kReference && IdentityAxis(taps[0]) &&
+                       IdentityAxis(taps[1]) && single(taps[2]) && single(taps[3]);
+  if (!covered) return RunViaChannelsFirst(ctx, RunResizeChannelsFirst);
+  const int64_t n = x->shape[0], ih = x->shape[1], iw = x->shape[2], c = x->shape[3];
+  const int64_t oh = y->shape[1], ow = y->shape[2];
+  const uint8_t* xd = x->ptr<uint8_t>();
+  uint8_t* yd = y->ptr<uint8_t>();
+  const size_t row = size_t(ow * c);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < oh; ++o) {
+      uint8_t* yr = yd + size_t((b * oh + o) * ow * c);
+      const int64_t src_row = taps[2][size_t(o)][0].index;
+      // Same source row as the previous output row: copy that row.
+      if (o > 0 && taps[2][size_t(o - 1)][0].index == src_row) {
+        std::memcpy(yr, yr - row, row);
+        continue;
+      }
+      const uint8_t* xr = xd + size_t((b * ih + src_row) * iw * c);
+      for (int64_t col = 0; col < ow; ++col)
+        std::memcpy(yr + col * c, xr + taps[3][size_t(col)][0].index * c, size_t(c));
+    }
+  return Status::Ok();
+}
+
+Status InferResize(KernelContext& ctx) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  return cl ? InferViaChannelsFirst(ctx, InferResizeChannelsFirst) : InferResizeChannelsFirst(ctx);
+}
+
+Status RunResize(KernelContext& ctx) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  return cl ? RunResizeChannelsLast(ctx) : RunResizeChannelsFirst(ctx);
+}
+
 }  // namespace
 
 const OpDef& OpDef_Resize() {
   // roi, scales and sizes are read by value (sizes/scales decide the shape).
-  static const OpDef def{"Resize",
-                         InferResize,
-                         RunResize,
-                         /*value_inputs=*/0b1110,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/1,
-                         /*max_inputs=*/4};
+  static const OpDef def = [] {
+    OpDef d{"Resize",
+            InferResize,
+            RunResize,
+            /*value_inputs=*/0b1110,
+            /*shape_only=*/false,
+            /*min_inputs=*/1,
+            /*max_inputs=*/4};
+    // 8-bit data is only resized by nearest, which copies pixels channels-last.
+    d.layout = LayoutRole::kChannelsLast;
+    d.layout_channels_last = [](const AttrMap& a) {
+      return a.GetString("mode", "nearest") == "nearest";
+    };
+    return d;
+  }();
   return def;
 }
 

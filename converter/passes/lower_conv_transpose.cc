@@ -1,0 +1,128 @@
+// A transposed convolution whose kernel equals its stride (no padding,
+// dilation or groups: the learned 2x upsampling of detection and
+// segmentation heads) never overlaps: each input pixel writes its own k x k
+// block of output pixels. That is a 1x1 convolution to k*k*M channels, one
+// per (ky, kx, m), followed by DepthToSpace(DCR): the same products, each
+// output summing exactly one input pixel's C terms, so the integer results
+// are identical, without the k*k-fold zero-stuffed input of the general
+// path. Channels-last, DepthToSpace(DCR) is one copy per output row segment.
+#include <cstring>
+
+#include "converter/passes/passes.h"
+
+namespace qfold {
+namespace conv {
+namespace {
+
+bool AllEqual(const std::vector<int64_t>& v, int64_t x) {
+  for (int64_t e : v)
+    if (e != x) return false;
+  return true;
+}
+
+// `v` repeated `times` times (per-channel parameters for k*k*M channels), or
+// its name unchanged when it holds a single value (per-tensor) or is absent.
+std::string TiledPerChannel(Graph* g, const std::string& name, int64_t m, int64_t times) {
+  if (name.empty()) return name;
+  const Value* v = g->Find(name);
+  if (!v || !v->is_constant()) return "";
+  int64_t n = 1;
+  for (int64_t d : v->shape) n *= d;
+  if (n == 1) return name;
+  if (n != m || v->shape.size() != 1) return "";
+  std::vector<uint8_t> bytes;
+  for (int64_t t = 0; t < times; ++t) bytes.insert(bytes.end(), v->data->begin(), v->data->end());
+  const DType dtype = v->dtype;
+  return g->AddConstant(name + "_tiled", dtype, {m * times}, std::move(bytes));
+}
+
+}  // namespace
+
+Status LowerConvTranspose(Graph* g) {
+  std::vector<Node> nodes;
+  nodes.reserve(g->nodes.size());
+  for (Node& n : g->nodes) {
+    auto keep = [&] { nodes.push_back(std::move(n)); };
+    if (n.op_type != "QfQLinearConvTranspose" || !n.domain.empty() || n.inputs.size() < 8 ||
+        n.outputs.size() != 1) {
+      keep();
+      continue;
+    }
+    const Value* x = g->Find(n.input(0));
+    const Value* w = g->Find(n.input(3));
+    const Value* y = g->Find(n.outputs[0]);
+    if (!x || !w || !y || !x->rank_known || x->shape.size() != 4 || !w->is_constant() ||
+        w->shape.size() != 4 || (w->dtype != DType::kInt8 && w->dtype != DType::kUInt8)) {
+      keep();
+      continue;
+    }
+    const int64_t c = w->shape[0], m = w->shape[1], k = w->shape[2];
+    std::vector<int64_t> kernel = n.attrs.GetInts("kernel_shape");
+    if (kernel.empty()) kernel = {w->shape[2], w->shape[3]};
+    const std::vector<int64_t> strides = n.attrs.GetInts("strides");
+    const std::string auto_pad = n.attrs.GetString("auto_pad", "NOTSET");
+    if (n.attrs.GetInt("group", 1) != 1 || w->shape[3] != k || k < 2 ||
+        kernel != std::vector<int64_t>{k, k} || strides != std::vector<int64_t>{k, k} ||
+        !AllEqual(n.attrs.GetInts("pads"), 0) || !AllEqual(n.attrs.GetInts("dilations"), 1) ||
+        !AllEqual(n.attrs.GetInts("output_padding"), 0) || n.attrs.Has("output_shape") ||
+        (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "") ||
+        (x->shape[1] >= 0 && x->shape[1] != c)) {
+      keep();
+      continue;
+    }
+    // W [C, M, k, k] -> [(ky, kx, m), C, 1, 1].
+    const int64_t out_c = k * k * m;
+    const uint8_t* src = w->data->data();
+    std::vector<uint8_t> wb(size_t(out_c * c));
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t mi = 0; mi < m; ++mi)
+        for (int64_t ky = 0; ky < k; ++ky)
+          for (int64_t kx = 0; kx < k; ++kx)
+            wb[size_t(((ky * k + kx) * m + mi) * c + ci)] = src[((ci * m + mi) * k + ky) * k + kx];
+    const std::string w_scale = TiledPerChannel(g, n.input(4), m, k * k);
+    const std::string w_zp = TiledPerChannel(g, n.input(5), m, k * k);
+    const std::string bias = TiledPerChannel(g, n.input(8), m, k * k);
+    if ((!n.input(4).empty() && w_scale.empty()) || (!n.input(5).empty() && w_zp.empty()) ||
+        (!n.input(8).empty() && bias.empty())) {
+      keep();
+      continue;
+    }
+    const std::string w_name =
+        g->AddConstant(n.input(3) + "_as_conv1x1", w->dtype, {out_c, c, 1, 1}, std::move(wb));
+    Value depth;
+    depth.name = g->UniqueName(n.outputs[0] + "_depth");
+    depth.dtype = y->dtype;
+    depth.quant = y->quant;
+    if (x->shape[0] >= 0 && x->shape[2] >= 0 && x->shape[3] >= 0) {
+      depth.rank_known = true;
+      depth.shape = {x->shape[0], out_c, x->shape[2], x->shape[3]};
+    }
+    const std::string depth_name = depth.name;
+    g->values[depth_name] = std::move(depth);
+
+    Node conv;
+    conv.op_type = "QLinearConv";
+    conv.name = n.name;
+    conv.inputs = {n.input(0), n.input(1), n.input(2), w_name,
+                   w_scale,    w_zp,       n.input(6), n.input(7)};
+    if (!bias.empty()) conv.inputs.push_back(bias);
+    conv.outputs = {depth_name};
+    conv.attrs.SetInts("kernel_shape", {1, 1});
+    for (const char* clamp : {"_qmin", "_qmax"})
+      if (n.attrs.Has(clamp)) conv.attrs.SetInt(clamp, n.attrs.GetInt(clamp, 0));
+    Node d2s;
+    d2s.op_type = "DepthToSpace";
+    d2s.name = g->UniqueName(n.name + "_depth_to_space");
+    d2s.inputs = {depth_name};
+    d2s.outputs = n.outputs;
+    d2s.attrs.SetInt("blocksize", k);
+    d2s.attrs.SetString("mode", "DCR");
+    nodes.push_back(std::move(conv));
+    nodes.push_back(std::move(d2s));
+  }
+  g->nodes = std::move(nodes);
+  return Status::Ok();
+}
+
+}  // namespace conv
+}  // namespace qfold
