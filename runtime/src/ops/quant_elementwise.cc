@@ -252,9 +252,18 @@ Status RunQLinearConcat(KernelContext& ctx) {
       }
       const uint8_t* xd = x->ptr<uint8_t>();
       uint8_t* yd = y->ptr<uint8_t>();
+      // Short rows (channels-last concat: one row per pixel) would pay the
+      // vector lookup's set-up and scalar tail per row: look the whole input
+      // up at once, then copy rows.
+      std::vector<uint8_t> mapped;
+      if (!same && x_row < 1024 && outer > 1) {
+        mapped.resize(size_t(x->numel()));
+        kernels::LookupU8(xd, table.data(), mapped.data(), x->numel(), ctx.num_threads);
+        xd = mapped.data();
+      }
       for (int64_t o = 0; o < outer; ++o) {
         uint8_t* dst = yd + o * y_row + offset;
-        if (same)
+        if (same || !mapped.empty())
           std::memcpy(dst, xd + o * x_row, size_t(x_row));
         else
           kernels::LookupU8(xd + o * x_row, table.data(), dst, x_row, ctx.num_threads);
