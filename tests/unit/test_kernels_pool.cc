@@ -44,7 +44,7 @@ OpRun RunOpThreads(const std::string& type, const std::vector<TensorPtr>& inputs
   ctx.op_type = &type;
   ctx.op_name = &name;
   ctx.attrs = &attrs;
-  ctx.num_threads = threads;
+  ctx.pool = test::TestPool(threads);
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   for (int i = 0; i < num_outputs; ++i) {
     r.outputs.push_back(std::make_shared<OwnedTensor>());
@@ -353,7 +353,7 @@ TEST_CASE("kernels pool: speed" * doctest::skip()) {
     std::vector<float> y(size_t(a.planes * a.oh * a.ow));
     const float* x = cases[0].inputs[0]->t.ptr<float>();
     for (int threads : {1, 2}) {
-      a.num_threads = threads;
+      a.pool = test::TestPool(threads);
       const double us = time_us([&] { kernels::MaxPool2dF32(a, x, y.data()); });
       std::printf("MaxPool2dF32 kernel only threads=%d %10.1f us\n", threads, us);
     }

@@ -59,7 +59,7 @@ std::vector<uint8_t> RunRaw(const std::string& type, const std::vector<TensorPtr
   ctx.op_type = &type;
   ctx.op_name = &name;
   ctx.attrs = &attrs;
-  ctx.num_threads = threads;
+  ctx.pool = test::TestPool(threads);
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   OwnedTensor out;
   ctx.outputs = {&out.t};
@@ -422,7 +422,7 @@ double TimeOp(const std::string& type, const std::vector<TensorPtr>& inputs, con
   ctx.op_type = &type;
   ctx.op_name = &name;
   ctx.attrs = &attrs;
-  ctx.num_threads = threads;
+  ctx.pool = test::TestPool(threads);
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   OwnedTensor out;
   ctx.outputs = {&out.t};

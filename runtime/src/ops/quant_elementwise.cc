@@ -96,8 +96,7 @@ Status RunQLinearBinary(KernelContext& ctx) {
   kp.hi = r.hi;
   kp.is_signed = y->dtype == DType::kInt8;
   kp.mul = kMul;
-  if (kernels::QBinaryS8(kp, a->data, a->shape, b->data, b->shape, y->data, y->shape,
-                         ctx.num_threads))
+  if (kernels::QBinaryS8(kp, a->data, a->shape, b->data, b->shape, y->data, y->shape, ctx.pool))
     return Status::Ok();
   ForEachBroadcast<2>({&a->shape, &b->shape}, y->shape,
                       [&](int64_t o, const std::array<int64_t, 2>& i) {
@@ -148,7 +147,7 @@ Status RunQLinearUnary(KernelContext& ctx, F f) {
   const uint8_t* xd = x->ptr<uint8_t>();
   std::array<uint8_t, 256> bytes;
   for (size_t i = 0; i < 256; ++i) bytes[i] = uint8_t(table[i]);
-  if (kernels::LookupU8(xd, bytes.data(), y->ptr<uint8_t>(), x->numel(), ctx.num_threads))
+  if (kernels::LookupU8(xd, bytes.data(), y->ptr<uint8_t>(), x->numel(), ctx.pool))
     return Status::Ok();
   for (int64_t i = 0; i < x->numel(); ++i) StoreQ(y->data, y->dtype, i, table[xd[i]]);
   return Status::Ok();
@@ -257,7 +256,7 @@ Status RunQLinearConcat(KernelContext& ctx) {
         if (same)
           std::memcpy(dst, xd + o * x_row, size_t(x_row));
         else
-          kernels::LookupU8(xd + o * x_row, table.data(), dst, x_row, ctx.num_threads);
+          kernels::LookupU8(xd + o * x_row, table.data(), dst, x_row, ctx.pool);
       }
       offset += x_row;
       continue;
@@ -344,12 +343,12 @@ Status RunQfLookupTable(KernelContext& ctx) {
       for (int64_t ch = 0; ch < c; ++ch) {
         const int64_t off = (o * c + ch) * inner;
         const uint8_t* t = table + ch * 256;
-        if (inner >= 64 && kernels::LookupU8(x + off, t, yd + off, inner, 1)) continue;
+        if (inner >= 64 && kernels::LookupU8(x + off, t, yd + off, inner, nullptr)) continue;
         for (int64_t i = 0; i < inner; ++i) yd[off + i] = t[x[off + i]];
       }
     return Status::Ok();
   }
-  if (kernels::LookupU8(x, table, yd, y->numel(), ctx.num_threads)) return Status::Ok();
+  if (kernels::LookupU8(x, table, yd, y->numel(), ctx.pool)) return Status::Ok();
   for (int64_t i = 0; i < y->numel(); ++i) yd[i] = table[x[i]];
   return Status::Ok();
 }
@@ -396,8 +395,7 @@ Status RunQfRequantize(KernelContext& ctx) {
       const float v = float(q - px.zp) * mult;
       table[size_t(byte)] = uint8_t(RoundAddSaturate(v, py.zp, r.lo, r.hi));
     }
-    if (kernels::LookupU8(x->ptr<uint8_t>(), table.data(), y->ptr<uint8_t>(), x->numel(),
-                          ctx.num_threads))
+    if (kernels::LookupU8(x->ptr<uint8_t>(), table.data(), y->ptr<uint8_t>(), x->numel(), ctx.pool))
       return Status::Ok();
   }
   for (int64_t i = 0; i < x->numel(); ++i) {
