@@ -14,12 +14,17 @@
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "kernels/quant_s8.h"
+#include "kernels/thread_pool.h"
 #include "ops/elementwise_util.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
 
 namespace qfold {
 namespace {
+
+// Below this many bytes a byte-wise pass (copy, table lookup) is not worth
+// splitting between threads: it takes about as long as the hand-off.
+constexpr int64_t kMinParallelBytes = 1 << 15;
 
 // One per-tensor quantization: scale input, optional zero point input.
 struct QParam {
@@ -251,13 +256,18 @@ Status RunQLinearConcat(KernelContext& ctx) {
       }
       const uint8_t* xd = x->ptr<uint8_t>();
       uint8_t* yd = y->ptr<uint8_t>();
-      for (int64_t o = 0; o < outer; ++o) {
-        uint8_t* dst = yd + o * y_row + offset;
-        if (same)
-          std::memcpy(dst, xd + o * x_row, size_t(x_row));
-        else
-          kernels::LookupU8(xd + o * x_row, table.data(), dst, x_row, ctx.pool);
-      }
+      // One long row (channels-first) is split inside LookupU8; many short
+      // ones (channels-last: a row is a pixel's channels) between threads here.
+      kernels::ThreadPool* pool = outer * x_row < kMinParallelBytes ? nullptr : ctx.pool;
+      kernels::ParallelFor(outer > 1 ? pool : nullptr, outer, [&](int64_t o0, int64_t o1, int) {
+        for (int64_t o = o0; o < o1; ++o) {
+          uint8_t* dst = yd + o * y_row + offset;
+          if (same)
+            std::memcpy(dst, xd + o * x_row, size_t(x_row));
+          else
+            kernels::LookupU8(xd + o * x_row, table.data(), dst, x_row, outer > 1 ? nullptr : pool);
+        }
+      });
       offset += x_row;
       continue;
     }
@@ -328,15 +338,19 @@ Status RunQfLookupTable(KernelContext& ctx) {
     if (inner == 1) {
       // Channels-last: blocks of 64 channels (16 KB of tables, one cache line
       // of each pixel) over all pixels, so the tables stay in L1.
+      // Pixels are split between threads (each byte's result is its own).
       constexpr int64_t kBlock = 64;
-      for (int64_t c0 = 0; c0 < c; c0 += kBlock) {
-        const int64_t c1 = std::min(c, c0 + kBlock);
-        for (int64_t o = 0; o < outer; ++o) {
-          const uint8_t* xr = x + o * c;
-          uint8_t* yr = yd + o * c;
-          for (int64_t ch = c0; ch < c1; ++ch) yr[ch] = table[ch << 8 | xr[ch]];
+      const bool small = outer * c < kMinParallelBytes;
+      kernels::ParallelFor(small ? nullptr : ctx.pool, outer, [&](int64_t o0, int64_t o1, int) {
+        for (int64_t c0 = 0; c0 < c; c0 += kBlock) {
+          const int64_t c1 = std::min(c, c0 + kBlock);
+          for (int64_t o = o0; o < o1; ++o) {
+            const uint8_t* xr = x + o * c;
+            uint8_t* yr = yd + o * c;
+            for (int64_t ch = c0; ch < c1; ++ch) yr[ch] = table[ch << 8 | xr[ch]];
+          }
         }
-      }
+      });
       return Status::Ok();
     }
     for (int64_t o = 0; o < outer; ++o)
