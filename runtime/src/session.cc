@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/shape_util.h"
+#include "kernels/thread_pool.h"
 #include "model_impl.h"
 #include "planner.h"
 
@@ -38,6 +39,8 @@ struct Session::Impl {
   std::shared_ptr<Model> model;
   const Model::Impl* m = nullptr;
   SessionOptions opts;
+  // num_threads - 1 workers, this session's alone (none for one thread).
+  std::unique_ptr<kernels::ThreadPool> pool;
 
   std::vector<Tensor> tensors;
   std::vector<Shape> input_shapes;  // current shape per graph input
@@ -269,6 +272,7 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
   im.m = model->impl();
   im.opts = opts;
   im.opts.num_threads = std::max(1, opts.num_threads);
+  if (im.opts.num_threads > 1) im.pool.reset(new kernels::ThreadPool(im.opts.num_threads));
   im.tensors.resize(im.m->tensors.size());
   for (size_t i = 0; i < im.tensors.size(); ++i) im.tensors[i].name = im.m->tensors[i].info.name;
   for (const TensorInfo& info : im.m->inputs) im.input_shapes.push_back(info.shape);
@@ -287,7 +291,7 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
     ctx.op_type = &op.type;
     ctx.op_name = &op.name;
     ctx.attrs = &op.attrs;
-    ctx.num_threads = im.opts.num_threads;
+    ctx.pool = im.pool.get();
     for (int id : op.inputs) ctx.inputs.push_back(id >= 0 ? &im.tensors[id] : nullptr);
     for (int id : op.outputs) ctx.outputs.push_back(id >= 0 ? &im.tensors[id] : nullptr);
   }

@@ -2,11 +2,14 @@
 // Used by the per-op unit tests; the ONNX backend tests cover the rest.
 #pragma once
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/op.h"
+#include "kernels/thread_pool.h"
 #include "qfold/dtype.h"
 
 namespace qfold {
@@ -47,6 +50,19 @@ struct OpRun {
   const Shape& shape(int i = 0) const { return outputs[i]->t.shape; }
 };
 
+// A pool of `threads` threads for tests that compare thread counts, kept for
+// the test binary's lifetime; null for one thread (the kernels then run on
+// the caller alone, as in a one-thread session).
+inline kernels::ThreadPool* TestPool(int threads) {
+  if (threads <= 1) return nullptr;
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<kernels::ThreadPool>> pools;
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<kernels::ThreadPool>& p = pools[threads];
+  if (!p) p.reset(new kernels::ThreadPool(threads));
+  return p.get();
+}
+
 // inputs: nullptr for an omitted optional input.
 inline OpRun RunOp(const std::string& type, const std::vector<std::shared_ptr<OwnedTensor>>& inputs,
                    const AttrMap& attrs = AttrMap(), int num_outputs = 1, int num_threads = 1) {
@@ -61,7 +77,7 @@ inline OpRun RunOp(const std::string& type, const std::vector<std::shared_ptr<Ow
   ctx.op_type = &type;
   ctx.op_name = &name;
   ctx.attrs = &attrs;
-  ctx.num_threads = num_threads;
+  ctx.pool = TestPool(num_threads);
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   for (int i = 0; i < num_outputs; ++i) {
     r.outputs.push_back(std::make_shared<OwnedTensor>());

@@ -19,6 +19,7 @@
 #include "kernels/conv_nhwc_s8.h"
 #include "kernels/cpu_features.h"
 #include "kernels/igemm_s8.h"
+#include "op_harness.h"
 #include "ops/quant_util.h"
 
 namespace qfold {
@@ -305,7 +306,7 @@ int RunConvCase(ConvCase k) {
       for (int threads = 1; threads <= 2; ++threads) {
         CAPTURE(path);
         CAPTURE(threads);
-        call.num_threads = threads;
+        call.pool = test::TestPool(threads);
         std::fill(y.begin(), y.end(), uint8_t(0xEE));
         REQUIRE(kernels::RunQConvNhwcS8(state.get(), call));
         REQUIRE(std::vector<uint8_t>(y.begin(), y.begin() + ysize) == want);
@@ -507,7 +508,7 @@ TEST_CASE("kernels: nhwc conv benchmark" * doctest::skip()) {
     const double ops = 2.0 * double(oh * oh * sh.m) * double(sh.c * sh.k * sh.k);
     std::string line = sh.name;
     for (int threads = 1; threads <= 2; ++threads) {
-      c.num_threads = threads;
+      c.pool = test::TestPool(threads);
       double best = 1e30;
       const int reps = std::max(3, int(2e9 / ops));
       // One thread: CPU time of this thread (the machine may be shared);

@@ -91,7 +91,7 @@ struct Runner {
     out.storage.assign(out.t.bytes() + kGuard, 0xCD);
     out.t.data = out.storage.data();
     ctx.state = state;
-    ctx.num_threads = threads;
+    ctx.pool = test::TestPool(threads);
     const Status st = def->run(ctx);
     CAPTURE(st.message());
     REQUIRE(st.ok());
@@ -104,7 +104,7 @@ struct Runner {
   // Runs again into the output of the previous Run (for timing).
   void Rerun(void* state, int threads) {
     ctx.state = state;
-    ctx.num_threads = threads;
+    ctx.pool = test::TestPool(threads);
     REQUIRE(def->run(ctx).ok());
     ctx.state = nullptr;
   }
@@ -213,7 +213,7 @@ void CheckGemm(const kernels::GemmF32Kernels& k, int64_t m, int64_t n, int64_t k
     std::vector<float> c(size_t(m * args.ldc + 16), 7.f);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[size_t(i * args.ldc + j)] = c0[size_t(i * n + j)];
-    kernels::GemmF32Batched(k, args, {lp.data()}, {rp.data()}, {c.data()}, threads);
+    kernels::GemmF32Batched(k, args, {lp.data()}, {rp.data()}, {c.data()}, test::TestPool(threads));
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         double s = 0, sa = 0;
@@ -575,7 +575,8 @@ TEST_CASE("kernels f32 speed" * doctest::skip()) {
       for (int threads : {1, 2}) {
         const double t = Seconds(
             [&] {
-              kernels::GemmF32Batched(*k, args, {lp.data()}, {rp.data()}, {c.data()}, threads);
+              kernels::GemmF32Batched(*k, args, {lp.data()}, {rp.data()}, {c.data()},
+                                      test::TestPool(threads));
             },
             5);
         MESSAGE("GEMM " << s << "^3 " << std::string(kernels::IsaName(isa)) << " threads "

@@ -122,7 +122,7 @@ int CompareWithReference(const std::string& type, const std::vector<TensorPtr>& 
     for (int threads : {1, 2}) {
       CAPTURE(threads);
       ctx.state = state.get();
-      ctx.num_threads = threads;
+      ctx.pool = test::TestPool(threads);
       std::fill(out.storage.begin(), out.storage.end(), 0xCD);
       std::fill(out.storage.begin() + int64_t(out.t.bytes()), out.storage.end(), 0xAB);
       REQUIRE(def->run(ctx).ok());
@@ -521,7 +521,7 @@ TEST_CASE("kernels: QLinearMatMul of two activations (batched b) matches the ref
       CAPTURE(std::string(kernels::IsaName(isa)));
       kernels::SetIsaForTesting(isa);
       for (int threads : {1, 2}) {
-        ctx.num_threads = threads;
+        ctx.pool = test::TestPool(threads);
         std::fill(out.storage.begin(), out.storage.begin() + int64_t(out.t.bytes()), 0xCD);
         REQUIRE(def->run(ctx).ok());
         CHECK(out.storage == want);
@@ -1032,7 +1032,7 @@ TEST_CASE("kernels: int8 depthwise and AVX-VNNI GEMM benchmark" * doctest::skip(
         REQUIRE(def->prepare(ctx, &state).ok());
         ctx.state = state.get();
         for (int threads : {1, 2}) {
-          ctx.num_threads = threads;
+          ctx.pool = test::TestPool(threads);
           const int iters = isa == Isa::kReference ? 3 : 50;
           REQUIRE(def->run(ctx).ok());
           const auto t0 = std::chrono::steady_clock::now();
@@ -1134,7 +1134,7 @@ TEST_CASE("kernels: int8 GEMM convolution benchmark" * doctest::skip()) {
       REQUIRE(def->prepare(ctx, &state).ok());
       ctx.state = state.get();
       for (int threads : {1, 2}) {
-        ctx.num_threads = threads;
+        ctx.pool = test::TestPool(threads);
         REQUIRE(def->run(ctx).ok());
         double best = 1e9;
         // The fastest single run: the machine is shared, so means are noisy.

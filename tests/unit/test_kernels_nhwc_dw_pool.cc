@@ -19,6 +19,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/dwconv_nhwc_s8.h"
 #include "kernels/pool_nhwc_s8.h"
+#include "op_harness.h"
 #include "ops/quant_util.h"
 
 namespace qfold {
@@ -261,7 +262,7 @@ int CheckDw(const DwCase& k, std::mt19937& rng) {
       c.lo = p.lo;
       c.hi = p.hi;
       c.bias = p.bias.data();
-      c.num_threads = threads;
+      c.pool = test::TestPool(threads);
       REQUIRE(kernels::RunDwConvNhwcS8(state.get(), c));
       const int64_t bad = FirstMismatch(want, got);
       CAPTURE(bad);
@@ -543,7 +544,7 @@ void CheckPool(PoolKind kind, const PoolCase& pc, std::mt19937& rng) {
     for (int threads : {1, 2}) {
       CAPTURE(threads);
       kernels::PoolNhwcArgs a = a0;
-      a.num_threads = threads;
+      a.pool = test::TestPool(threads);
       got.assign(want.size() + kSlack, kCanary);
       bool ran = false;
       if (kind == PoolKind::kMax)

@@ -44,7 +44,7 @@ OpRun RunOpThreads(const std::string& type, const std::vector<TensorPtr>& inputs
   ctx.op_type = &type;
   ctx.op_name = &name;
   ctx.attrs = &attrs;
-  ctx.num_threads = threads;
+  ctx.pool = test::TestPool(threads);
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   for (int i = 0; i < num_outputs; ++i) {
     r.outputs.push_back(std::make_shared<OwnedTensor>());
@@ -287,6 +287,32 @@ TEST_CASE("kernels pool: Transpose matches the reference") {
   CHECK(compared == 340);
 }
 
+// Tensors over the size that splits the copy between threads.
+TEST_CASE("kernels pool: large Transposes split between threads match the reference") {
+  std::mt19937 rng(32);
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> perm;
+    DType dt;
+  };
+  const Case cases[] = {
+      {{1, 28, 28, 4, 29}, {0, 1, 2, 4, 3}, DType::kUInt8},  // channel shuffle, tiles
+      {{1, 40, 33, 37}, {0, 3, 1, 2}, DType::kFloat32},      // NHWC -> NCHW, tiles
+      {{3, 50, 700}, {1, 0, 2}, DType::kInt8},               // runs of memcpy
+      {{2, 300, 70}, {2, 1, 0}, DType::kInt64},              // first axis from the last
+  };
+  for (const Case& c : cases) {
+    int64_t n = 1;
+    for (int64_t d : c.shape) n *= d;
+    std::vector<uint8_t> bytes(static_cast<size_t>(n) * dtype_size(c.dt));
+    for (uint8_t& b : bytes) b = uint8_t(rng());
+    AttrMap at;
+    at.SetInts("perm", c.perm);
+    CHECK(CheckAgainstReference("Transpose", {Make<uint8_t>(c.dt, c.shape, bytes)}, at,
+                                "large " + std::to_string(n)));
+  }
+}
+
 TEST_CASE("kernels pool: speed" * doctest::skip()) {
   IsaGuard guard;
   std::mt19937 rng(1);
@@ -370,7 +396,7 @@ TEST_CASE("kernels pool: speed" * doctest::skip()) {
     std::vector<float> y(size_t(a.planes * a.oh * a.ow));
     const float* x = cases[0].inputs[0]->t.ptr<float>();
     for (int threads : {1, 2}) {
-      a.num_threads = threads;
+      a.pool = test::TestPool(threads);
       const double us = time_us([&] { kernels::MaxPool2dF32(a, x, y.data()); });
       std::printf("MaxPool2dF32 kernel only threads=%d %10.1f us\n", threads, us);
     }

@@ -59,7 +59,7 @@ std::vector<uint8_t> RunRaw(const std::string& type, const std::vector<TensorPtr
   ctx.op_type = &type;
   ctx.op_name = &name;
   ctx.attrs = &attrs;
-  ctx.num_threads = threads;
+  ctx.pool = test::TestPool(threads);
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   OwnedTensor out;
   ctx.outputs = {&out.t};
@@ -413,6 +413,45 @@ TEST_CASE("kernels: QLinearConcat copies and requantizes like the reference") {
   CHECK(fast > 0);
 }
 
+// Large enough for the thread split (kMinParallelBytes in quant_elementwise.cc).
+TEST_CASE("kernels: per-channel tables and concatenation split between threads") {
+  std::mt19937 rng(21);
+  for (int64_t c : {96, 131}) {
+    CAPTURE(c);
+    const int64_t pixels = 28 * 28;
+    const TensorPtr x = Bytes(DType::kUInt8, {1, 28, 28, c}, rng);
+    const TensorPtr t = Bytes(DType::kInt8, {c, 256}, rng);
+    AttrMap a;
+    a.SetInt("axis", 3);
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      const std::vector<uint8_t> y = RunRaw("QfLookupTable", {x, t}, a, threads);
+      const uint8_t* xd = x->t.ptr<uint8_t>();
+      const uint8_t* td = t->t.ptr<uint8_t>();
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < pixels * c; ++i) wrong += y[size_t(i)] != td[i % c * 256 + xd[i]];
+      for (int64_t i = pixels * c; i < int64_t(y.size()); ++i) wrong += y[size_t(i)] != 0xAB;
+      CHECK(wrong == 0);
+    }
+  }
+  // Channels-last (many short rows) and channels-first (one long row per
+  // input), with inputs copied and requantized.
+  for (int axis : {1, 3}) {
+    CAPTURE(axis);
+    std::vector<TensorPtr> in = {F32({}, {0.05f}), Zps(DType::kUInt8, {}, {128})};
+    for (int64_t ch : {64, 48, 40}) {
+      const Shape sh = axis == 3 ? Shape{1, 28, 28, ch} : Shape{1, ch, 28, 28};
+      in.push_back(Bytes(DType::kUInt8, sh, rng));
+      const bool same = ch == 48;
+      in.push_back(F32({}, {same ? 0.05f : 0.03f + 0.001f * float(ch)}));
+      in.push_back(Zps(DType::kUInt8, {}, {same ? 128 : int32_t(ch)}));
+    }
+    AttrMap attrs;
+    attrs.SetInt("axis", axis);
+    CHECK(CompareWithReference("QLinearConcat", in, attrs, "large") > 0);
+  }
+}
+
 // ns per element of one op at the active level.
 double TimeOp(const std::string& type, const std::vector<TensorPtr>& inputs, const AttrMap& attrs,
               int threads, int64_t n) {
@@ -422,7 +461,7 @@ double TimeOp(const std::string& type, const std::vector<TensorPtr>& inputs, con
   ctx.op_type = &type;
   ctx.op_name = &name;
   ctx.attrs = &attrs;
-  ctx.num_threads = threads;
+  ctx.pool = test::TestPool(threads);
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   OwnedTensor out;
   ctx.outputs = {&out.t};

@@ -276,7 +276,7 @@ OpRun RunPrepared(const std::vector<TensorPtr>& inputs, const AttrMap& attrs) {
   ctx.op_type = &type;
   ctx.op_name = &name;
   ctx.attrs = &attrs;
-  ctx.num_threads = 2;
+  ctx.pool = test::TestPool(2);
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   r.outputs.push_back(std::make_shared<OwnedTensor>());
   ctx.outputs.push_back(&r.outputs[0]->t);

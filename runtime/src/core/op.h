@@ -12,6 +12,9 @@
 #include "qfold/status.h"
 
 namespace qfold {
+namespace kernels {
+class ThreadPool;
+}
 
 struct KernelContext {
   const std::string* op_type = nullptr;
@@ -19,7 +22,9 @@ struct KernelContext {
   const AttrMap* attrs = nullptr;
   std::vector<Tensor*> inputs;   // nullptr for an omitted optional input
   std::vector<Tensor*> outputs;  // nullptr for an omitted optional output
-  int num_threads = 1;
+  // The session's threads (kernels/thread_pool.h); null runs everything on
+  // the calling thread.
+  kernels::ThreadPool* pool = nullptr;
   // Per-op state built once by OpDef::prepare (packed weights, tables); null otherwise.
   void* state = nullptr;
   // Set by a run that fell back to its reference kernel although the op has

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/thread_pool.h"
+
 namespace qfold {
 namespace kernels {
 
@@ -133,8 +135,7 @@ bool RunConvGemm(const ConvF32State& s, const ConvF32Call& c) {
                          c.pad_left == 0 && c.oh == c.ih && c.ow == c.iw;
   const int64_t panels = (p + k.nr - 1) / k.nr;
   const int64_t units = c.n * s.group * panels;
-  const int threads = ThreadsForWork(c.num_threads, units, 2 * c.n * s.m * p * s.kdim);
-  ParallelUnits(units, threads, [&](int64_t begin, int64_t end) {
+  auto work = [&](int64_t begin, int64_t end, int) {
     float* panel = Scratch(s.kdim * k.nr);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t jp = u % panels, g = u / panels % s.group, b = u / panels / s.group;
@@ -158,7 +159,8 @@ bool RunConvGemm(const ConvF32State& s, const ConvF32Call& c) {
       if (c.post)
         for (int64_t r = 0; r < mg; ++r) c.post->Apply(a.c + r * p, ncols);
     }
-  });
+  };
+  ParallelFor(PoolForWork(c.pool, 2 * c.n * s.m * p * s.kdim), units, work);
   return true;
 }
 
@@ -168,8 +170,7 @@ bool RunDepthwise(const ConvF32State& s, const ConvF32Call& c) {
   const int64_t pw = (c.ow - 1) * c.sw + (c.kw - 1) * c.dw + 1;
   const int64_t stride = pw + kDwRowSlack;
   const int64_t units = c.n * s.m;
-  const int threads = ThreadsForWork(c.num_threads, units, 2 * units * c.oh * c.ow * taps);
-  ParallelUnits(units, threads, [&](int64_t begin, int64_t end) {
+  auto work = [&](int64_t begin, int64_t end, int) {
     float* pl = Scratch(ph * stride);
     int64_t loaded = -1;  // input plane currently in pl
     for (int64_t u = begin; u < end; ++u) {
@@ -213,7 +214,8 @@ bool RunDepthwise(const ConvF32State& s, const ConvF32Call& c) {
       s.dw(a);
       if (c.post) c.post->Apply(c.y + u * c.oh * c.ow, c.oh * c.ow);
     }
-  });
+  };
+  ParallelFor(PoolForWork(c.pool, 2 * units * c.oh * c.ow * taps), units, work);
   return true;
 }
 

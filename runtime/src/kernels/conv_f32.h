@@ -22,6 +22,8 @@
 namespace qfold {
 namespace kernels {
 
+class ThreadPool;  // thread_pool.h
+
 // One output plane of a depthwise convolution: for every output row oy,
 //   y[oy][ox] = act(bias + sum_{ky,kx} w[ky * kw + kx] * src[oy * sh + ky * dh][ox * sw + kx * dw])
 // where src is a zero-padded input plane of row stride `stride`, each row
@@ -56,7 +58,7 @@ struct ConvF32Call {
   F32Act act = F32Act::kNone;  // fused into the epilogue
   float lo = 0.f, hi = 0.f;
   const FusedActivation* post = nullptr;  // other activations, applied after; may be null
-  int num_threads = 1;
+  ThreadPool* pool = nullptr;             // null: the calling thread only
 };
 bool RunConvF32(void* state, const ConvF32Call& call);
 

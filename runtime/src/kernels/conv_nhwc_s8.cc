@@ -239,23 +239,19 @@ void WidenRange(const uint8_t* src, uint16_t* dst, int64_t n, uint8_t mask) {
   for (int64_t i = 0; i < n; ++i) dst[i] = uint16_t(uint8_t(src[i] ^ mask));
 }
 
-int Threads(const QConvCall& c, int64_t items, int64_t macs) {
-  if (macs < (int64_t(1) << 20)) return 1;  // not worth waking the pool
-  return int(std::max<int64_t>(1, std::min<int64_t>(c.num_threads, items)));
+// The pool when the convolution is worth splitting, else null.
+ThreadPool* PoolFor(const QConvCall& c, int64_t macs) {
+  return macs < (int64_t(1) << 20) ? nullptr : c.pool;  // not worth the hand-off
 }
 
-// Splits items [0, n) in contiguous ranges; each item's output does not
-// depend on the split, so any thread count gives the same bytes.
+// fn(slot, i) for items [0, n), in ranges handed out to the pool's threads;
+// each item's output does not depend on the thread, so any thread count gives
+// the same bytes.
 template <class F>
-void ForItems(int threads, int64_t n, const F& fn) {
-  auto run = [&](int t) {
-    const int64_t b = n * t / threads, e = n * (t + 1) / threads;
-    for (int64_t i = b; i < e; ++i) fn(t, i);
-  };
-  if (threads == 1)
-    run(0);
-  else
-    ParallelFor(threads, run);
+void ForItems(ThreadPool* pool, int64_t n, const F& fn) {
+  ParallelFor(pool, n, [&](int64_t b, int64_t e, int slot) {
+    for (int64_t i = b; i < e; ++i) fn(slot, i);
+  });
 }
 
 bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
@@ -272,7 +268,7 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
     const int64_t total = g.n * c.ih * c.iw * g.c, block = 16 * 1024;
     const int64_t blocks = (total + block - 1) / block;
     const uint8_t* x = c.x->ptr<uint8_t>();
-    ForItems(Threads(c, blocks, macs), blocks, [&](int, int64_t i) {
+    ForItems(PoolFor(c, macs), blocks, [&](int, int64_t i) {
       const int64_t b = i * block;
       WidenRange(x + b, s.wide.data() + b, std::min(block, total - b), xmask);
     });
@@ -314,8 +310,7 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
   base.lo = c.lo;
   base.hi = c.hi;
   base.ldy = s.m;
-  const int threads = Threads(c, items, macs);
-  ForItems(threads, items, [&](int, int64_t i) {
+  ForItems(PoolFor(c, macs), items, [&](int, int64_t i) {
     const int64_t chunk = i / per_chunk, gr = i % per_chunk / s.panels, pn = i % s.panels;
     const int64_t row0 = chunk * chunk_tiles * mr, ch0 = gr * s.mg + pn * k.nr;
     IgemmS8Args a = base;
@@ -345,14 +340,15 @@ bool RunGemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
   const int64_t block =
       std::min(RoundUpTo(g.rows, k.mr), std::max<int64_t>(1, 64 * 1024 / (kdim * k.mr)) * k.mr);
   const int64_t blocks = (g.rows + block - 1) / block, items = blocks * s.group;
-  const int threads = Threads(c, items, g.rows * s.m * kdim);
+  ThreadPool* pool = PoolFor(c, g.rows * s.m * kdim);
+  const int threads = NumThreads(pool);
   const int64_t tile_bytes = g.direct ? 0 : RoundUpTo(block * kdim, 64);
   const int64_t slice = tile_bytes + RoundUpTo(PackedBytes(block, kdim, k.mr), 64) + 64;
   Grow(&s.scratch, slice * threads);
   if (s.cp.any_wzp) Grow(&s.row_sums, block * threads);
   const uint8_t* x = c.x->ptr<uint8_t>();
   uint8_t* y = c.y->ptr<uint8_t>();
-  ForItems(threads, items, [&](int t, int64_t i) {
+  ForItems(pool, items, [&](int t, int64_t i) {
     const int64_t gr = i % s.group, row0 = i / s.group * block;
     const int64_t nrows = std::min(block, g.rows - row0);
     uint8_t* base = s.scratch.data() + t * slice;

@@ -215,12 +215,9 @@ bool RunDwConvNhwcS8(void* state, const QConvCall& c) {
   const int64_t last = c.iw - 1 - (s.kw - 1) * c.dw + c.pad_left;
   const int64_t in1 = std::max(in0, last < 0 ? 0 : std::min(c.ow, last / c.sw + 1));
   const int64_t rows = n * c.oh;
-  int threads = int(std::min<int64_t>(std::max(c.num_threads, 1), rows));
-  if (rows * c.ow * m * taps < (int64_t(1) << 16)) threads = 1;  // not worth the pool
+  ThreadPool* pool = rows * c.ow * m * taps < (int64_t(1) << 16) ? nullptr : c.pool;
 
-  auto work = [&](int t) {
-    const int64_t r0 = rows * t / threads, r1 = rows * (t + 1) / threads;
-    if (r0 >= r1) return;
+  auto work = [&](int64_t r0, int64_t r1, int) {
     std::vector<const uint8_t*> ind(static_cast<size_t>(c.ow * 2 * np));
     // Column part of each tap: input column, or -1 outside the input.
     std::vector<int64_t> col(static_cast<size_t>(c.ow * s.kw));
@@ -279,10 +276,7 @@ bool RunDwConvNhwcS8(void* state, const QConvCall& c) {
       }
     }
   };
-  if (threads == 1)
-    work(0);
-  else
-    ParallelFor(threads, work);
+  ParallelFor(pool, rows, work);
   return true;
 }
 

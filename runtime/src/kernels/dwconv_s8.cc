@@ -183,12 +183,10 @@ bool RunDwConvS8(DwConvS8State& s, const QConvCall& c) {
 
   const int64_t planes = x.shape[0] * m, out_plane = c.oh * c.ow, in_plane = c.ih * c.iw;
   const bool x_signed = x.dtype == DType::kInt8;
-  int threads = int(std::min<int64_t>(std::max(c.num_threads, 1), planes));
-  if (planes * out_plane * p.taps < (int64_t(1) << 16)) threads = 1;  // not worth the pool
+  ThreadPool* pool = planes * out_plane * p.taps < (int64_t(1) << 16) ? nullptr : c.pool;
+  const int threads = NumThreads(pool);
   if (int(s.planes.size()) < threads) s.planes.resize(size_t(threads));
-  auto work = [&](int t) {
-    const int64_t begin = planes * t / threads, end = planes * (t + 1) / threads;
-    if (begin >= end) return;
+  auto work = [&](int64_t begin, int64_t end, int t) {
     std::vector<int16_t>& buf = s.planes[size_t(t)];
     if (int64_t(buf.size()) < p.plane_elems) buf.resize(size_t(p.plane_elems));
     std::fill(buf.begin(), buf.begin() + p.plane_elems, int16_t(0));
@@ -215,10 +213,7 @@ bool RunDwConvS8(DwConvS8State& s, const QConvCall& c) {
       kernel(a);
     }
   };
-  if (threads == 1)
-    work(0);
-  else
-    ParallelFor(threads, work);
+  ParallelFor(pool, planes, work);
   return true;
 }
 

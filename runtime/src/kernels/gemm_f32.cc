@@ -98,25 +98,14 @@ F32Act EpilogueFor(const FusedActivation& act, float* lo, float* hi, const Fused
   }
 }
 
-int ThreadsForWork(int num_threads, int64_t units, int64_t flops) {
-  if (flops < (int64_t(1) << 18)) return 1;  // not worth waking the pool
-  return int(std::max<int64_t>(1, std::min<int64_t>(num_threads, units)));
-}
-
-void ParallelUnits(int64_t units, int threads, const std::function<void(int64_t, int64_t)>& fn) {
-  if (threads <= 1) {
-    if (units > 0) fn(0, units);
-    return;
-  }
-  ParallelFor(threads, [&](int t) {
-    const int64_t b = units * t / threads, e = units * (t + 1) / threads;
-    if (b < e) fn(b, e);
-  });
+ThreadPool* PoolForWork(ThreadPool* pool, int64_t flops) {
+  return flops < (int64_t(1) << 18) ? nullptr : pool;  // small: not worth the hand-off
 }
 
 void GemmF32Batched(const GemmF32Kernels& k, const GemmF32Args& proto,
                     const std::vector<const float*>& left, const std::vector<const float*>& right,
-                    const std::vector<float*>& c, int num_threads) {
+                    const std::vector<float*>& c, ThreadPool* pool) {
+  const int64_t num_threads = NumThreads(pool);
   const int64_t batches = int64_t(c.size());
   if (batches == 0 || proto.rows == 0 || proto.cols == 0) return;
   const int64_t panels = (proto.cols + k.nr - 1) / k.nr;
@@ -129,9 +118,7 @@ void GemmF32Batched(const GemmF32Kernels& k, const GemmF32Args& proto,
   const int64_t block_rows = (row_panels + row_blocks - 1) / row_blocks * k.mr;
   row_blocks = (proto.rows + block_rows - 1) / block_rows;
   const int64_t units = batches * row_blocks * panels;
-  const int threads =
-      ThreadsForWork(num_threads, units, 2 * batches * proto.rows * proto.cols * proto.k);
-  ParallelUnits(units, threads, [&](int64_t begin, int64_t end) {
+  auto work = [&](int64_t begin, int64_t end, int) {
     // Consecutive units share a row block, so one call covers a run of panels.
     for (int64_t u = begin; u < end;) {
       const int64_t jp = u % panels, rb = u / panels % row_blocks, b = u / panels / row_blocks;
@@ -148,7 +135,8 @@ void GemmF32Batched(const GemmF32Kernels& k, const GemmF32Args& proto,
       k.gemm(a);
       u += run;
     }
-  });
+  };
+  ParallelFor(PoolForWork(pool, 2 * batches * proto.rows * proto.cols * proto.k), units, work);
 }
 
 }  // namespace kernels

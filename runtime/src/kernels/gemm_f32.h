@@ -23,6 +23,8 @@
 namespace qfold {
 namespace kernels {
 
+class ThreadPool;  // thread_pool.h
+
 // Activations the epilogue applies. kRelu is x > 0 ? x : 0 (NaN -> 0);
 // kClamp is x < lo ? lo : (x > hi ? hi : x) (NaN passes), as in core/activation.
 enum class F32Act : int { kNone = 0, kRelu, kClamp };
@@ -69,21 +71,20 @@ void PackRightF32(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t c
                   float* dst);
 
 // Runs `proto` (rows, cols, k, epilogue, ldc) for every batch entry i:
-// left[i] x right[i] into c[i]. Work is split between up to num_threads
+// left[i] x right[i] into c[i]. Work is split between the pool's
 // threads on (batch, row block, column panel) tiles, so any thread count
 // gives identical results.
 void GemmF32Batched(const GemmF32Kernels& k, const GemmF32Args& proto,
                     const std::vector<const float*>& left, const std::vector<const float*>& right,
-                    const std::vector<float*>& c, int num_threads);
+                    const std::vector<float*>& c, ThreadPool* pool);
 
 // Maps a fused activation to the epilogue: Relu and Clip go into it
 // (*post = nullptr); others leave kNone and *post = &act, to apply after.
 F32Act EpilogueFor(const FusedActivation& act, float* lo, float* hi, const FusedActivation** post);
 
-// Threads worth using for `units` independent work items of `flops` in total.
-int ThreadsForWork(int num_threads, int64_t units, int64_t flops);
-// Splits [0, units) into `threads` contiguous ranges, fn(begin, end) each.
-void ParallelUnits(int64_t units, int threads, const std::function<void(int64_t, int64_t)>& fn);
+// `pool` when `flops` of work are worth splitting between threads, else null
+// (the calling thread alone).
+ThreadPool* PoolForWork(ThreadPool* pool, int64_t flops);
 
 }  // namespace kernels
 }  // namespace qfold

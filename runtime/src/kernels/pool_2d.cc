@@ -40,17 +40,10 @@ const Pool2dKernels& KernelsFor(Isa isa) {
 
 template <class T, class Fn>
 void Run(const Pool2dArgs& a, const T* x, T* y, Fn fn) {
-  int threads = int(std::min<int64_t>(std::max(a.num_threads, 1), a.planes));
   // Small tensors: the pool's hand-off costs more than the work.
-  if (a.planes * (a.ih * a.iw + a.oh * a.ow) < (int64_t(1) << 15)) threads = 1;
-  if (threads <= 1) {
-    fn(a, x, y, 0, a.planes);
-    return;
-  }
-  ParallelFor(threads, [&](int t) {
-    const int64_t p0 = a.planes * t / threads, p1 = a.planes * (t + 1) / threads;
-    if (p0 < p1) fn(a, x, y, p0, p1);
-  });
+  const bool small = a.planes * (a.ih * a.iw + a.oh * a.ow) < (int64_t(1) << 15);
+  ParallelFor(small ? nullptr : a.pool, a.planes,
+              [&](int64_t p0, int64_t p1, int) { fn(a, x, y, p0, p1); });
 }
 
 }  // namespace

@@ -16,13 +16,15 @@
 namespace qfold {
 namespace kernels {
 
+class ThreadPool;  // thread_pool.h
+
 struct Pool2dArgs {
   int64_t planes = 0;  // N * C
   int64_t ih = 0, iw = 0, oh = 0, ow = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
   int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   bool count_include_pad = false;  // AveragePool only
-  int num_threads = 1;
+  ThreadPool* pool = nullptr;      // null: the calling thread only
 };
 
 // x: planes x ih x iw, y: planes x oh x ow (contiguous). Output sizes must be

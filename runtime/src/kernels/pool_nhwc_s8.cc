@@ -123,11 +123,8 @@ bool RunWindowed(const PoolNhwcArgs& a, const uint8_t* x, uint8_t* y, uint8_t fi
   const int64_t last = a.iw - 1 - (a.kw - 1) * a.dw + a.pad_left;
   const int64_t in1 = std::max(in0, last < 0 ? 0 : std::min(a.ow, last / a.sw + 1));
   const int64_t rows = a.n * a.oh;
-  int threads = int(std::min<int64_t>(std::max(a.num_threads, 1), rows));
-  if (rows * a.ow * c * ntaps < (int64_t(1) << 16)) threads = 1;  // not worth the pool
-  auto work = [&](int t) {
-    const int64_t r0 = rows * t / threads, r1 = rows * (t + 1) / threads;
-    if (r0 >= r1) return;
+  ThreadPool* pool = rows * a.ow * c * ntaps < (int64_t(1) << 16) ? nullptr : a.pool;
+  auto work = [&](int64_t r0, int64_t r1, int) {
     std::vector<const uint8_t*> ind(static_cast<size_t>(a.ow * ntaps));
     std::vector<float> div(static_cast<size_t>(a.ow));
     std::vector<int32_t> scratch(static_cast<size_t>(c));
@@ -181,10 +178,7 @@ bool RunWindowed(const PoolNhwcArgs& a, const uint8_t* x, uint8_t* y, uint8_t fi
       }
     }
   };
-  if (threads == 1)
-    work(0);
-  else
-    ParallelFor(threads, work);
+  ParallelFor(pool, rows, work);
   return true;
 }
 
@@ -230,13 +224,10 @@ bool QGlobalAvgPoolNhwcS8(const PoolNhwcArgs& a, const QPoolParams& q, bool is_s
   // 64-byte vectors so only the last one has a tail.
   constexpr int64_t kSlice = 256;
   const int64_t slices = (c + kSlice - 1) / kSlice, items = a.n * slices;
-  int threads = int(std::min<int64_t>(std::max(a.num_threads, 1), items));
-  if (a.n * npix * c < (int64_t(1) << 16)) threads = 1;
+  ThreadPool* pool = a.n * npix * c < (int64_t(1) << 16) ? nullptr : a.pool;
   const float div = float(npix);
   void (*fn)(const PoolNhwcRowArgs&) = is_signed ? k->avg_s8 : k->avg_u8;
-  auto work = [&](int t) {
-    const int64_t i0 = items * t / threads, i1 = items * (t + 1) / threads;
-    if (i0 >= i1) return;
+  auto work = [&](int64_t i0, int64_t i1, int) {
     std::vector<const uint8_t*> ind(static_cast<size_t>(npix));
     std::vector<int32_t> scratch(size_t(std::min(c, kSlice)));
     PoolNhwcRowArgs r = AvgBase(q, npix);
@@ -260,10 +251,7 @@ bool QGlobalAvgPoolNhwcS8(const PoolNhwcArgs& a, const QPoolParams& q, bool is_s
       fn(r);
     }
   };
-  if (threads == 1)
-    work(0);
-  else
-    ParallelFor(threads, work);
+  ParallelFor(pool, items, work);
   return true;
 }
 

@@ -14,12 +14,14 @@
 namespace qfold {
 namespace kernels {
 
+class ThreadPool;  // thread_pool.h
+
 struct PoolNhwcArgs {
   int64_t n = 0, ih = 1, iw = 0, c = 0, oh = 1, ow = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
   int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   bool count_include_pad = false;  // average pool only
-  int num_threads = 1;
+  ThreadPool* pool = nullptr;      // null: the calling thread only
 };
 
 struct QPoolParams {

@@ -35,22 +35,17 @@ void Resize(std::vector<T>* v, int64_t n) {
   if (int64_t(v->size()) < n) v->resize(size_t(n));
 }
 
-// Splits [0, panels) between threads; every panel's result is independent
-// of the split, so any thread count gives identical output.
-void RunGemm(const GemmS8Kernels& k, GemmS8Args args, int num_threads) {
+// Hands [0, panels) out to the pool's threads; every panel's result is
+// independent of the thread, so any thread count gives identical output.
+void RunGemm(const GemmS8Kernels& k, GemmS8Args args, ThreadPool* pool) {
   const int64_t panels = (args.cols + k.nr - 1) / k.nr;
   const int64_t work = args.rows * args.cols * args.k4;
-  int threads = int(std::min<int64_t>(num_threads, panels));
-  if (work < (int64_t(1) << 18)) threads = 1;  // not worth waking the pool
-  if (threads <= 1) {
-    k.gemm(args);
-    return;
-  }
-  ParallelFor(threads, [&](int t) {
+  if (work < (int64_t(1) << 18)) pool = nullptr;  // not worth the hand-off
+  ParallelFor(pool, panels, [&](int64_t b, int64_t e, int) {
     GemmS8Args a = args;
-    a.panel_begin = panels * t / threads;
-    a.panel_end = panels * (t + 1) / threads;
-    if (a.panel_begin < a.panel_end) k.gemm(a);
+    a.panel_begin = b;
+    a.panel_end = e;
+    k.gemm(a);
   });
 }
 
@@ -193,9 +188,14 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
   const int64_t tile_bytes = direct ? 0 : RoundUpTo(kdim * block + 16, 64);
   const int64_t slice = tile_bytes + RoundUpTo(PackedBytes(block, kdim, k.nr), 64) + 64;
   const int64_t sum_slice = RoundUpTo(block, 64);
-  int threads = int(std::min<int64_t>(c.num_threads, panels));
-  if (mg * p * k4 < (int64_t(1) << 18)) threads = 1;  // not worth waking the pool
-  threads = std::max(threads, 1);
+  // Not worth the hand-off below this size.
+  ThreadPool* pool = mg * p * k4 < (int64_t(1) << 18) ? nullptr : c.pool;
+  const int threads = NumThreads(pool);
+  // Ranges of whole blocks when there are enough for every thread, so the
+  // weights are not streamed once more per smaller range.
+  const int64_t block_panels = block / k.nr;
+  const int64_t grain =
+      std::max<int64_t>(1, std::min(block_panels, panels / (4 * int64_t(threads))));
   Resize(&s.scratch, slice * threads);
   const int64_t padded_bytes =
       ((c.oh - 1) * c.sh + (c.kh - 1) * c.dh + 1) * ((c.ow - 1) * c.sw + (c.kw - 1) * c.dw + 1);
@@ -222,14 +222,14 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
       if (!direct) pi = PadInput(xg, c, s.cg, uint8_t(c.x_zp), s.padded.data());
       // Each thread packs and multiplies its own panels, one block at a
       // time; every column's result is independent of the split.
-      auto work = [&](int t) {
+      auto work = [&](int64_t p_begin, int64_t p_end, int t) {
         uint8_t* base = s.scratch.data() + t * slice;
         base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
         uint8_t* tile = base;
         uint8_t* packed = base + tile_bytes;
         int32_t* sum = s.cp.any_wzp ? s.xsum.data() + t * sum_slice : nullptr;
-        const int64_t c_begin = panels * t / threads * k.nr;
-        const int64_t c_end = std::min(p, panels * (t + 1) / threads * k.nr);
+        const int64_t c_begin = p_begin * k.nr;
+        const int64_t c_end = std::min(p, p_end * k.nr);
         for (int64_t c0 = c_begin; c0 < c_end; c0 += block) {
           const int64_t w = std::min(block, c_end - c0);
           const uint8_t* rows = xg + c0;
@@ -254,10 +254,7 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
           k.gemm(ab);
         }
       };
-      if (threads == 1)
-        work(0);
-      else
-        ParallelFor(threads, work);
+      ParallelFor(pool, panels, grain, work);
     }
   }
   return true;
@@ -388,7 +385,7 @@ bool RunQMatMulS8(void* state, const QMatMulCall& c) {
   g.hi = c.hi;
   g.y = c.y->ptr<uint8_t>();
   g.ldy = s.n;
-  RunGemm(k, g, c.num_threads);
+  RunGemm(k, g, c.pool);
   return true;
 }
 

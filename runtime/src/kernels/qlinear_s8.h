@@ -13,6 +13,8 @@
 namespace qfold {
 namespace kernels {
 
+class ThreadPool;  // thread_pool.h
+
 // Packs W [M, C/group, kh(, kw)] (int8/uint8) for the active ISA level.
 // Returns null when no fast kernel applies (reference level, other ranks).
 std::shared_ptr<void> PrepareQConvS8(const Tensor& w, int64_t group);
@@ -29,7 +31,7 @@ struct QConvCall {
   std::vector<float> w_scale;        // 1 or M values
   int32_t y_zp = 0, lo = 0, hi = 0;  // output zero point and clamp range
   const int32_t* bias = nullptr;     // M values or null
-  int num_threads = 1;
+  ThreadPool* pool = nullptr;        // null: the calling thread only
 };
 bool RunQConvS8(void* state, const QConvCall& call);
 
@@ -45,7 +47,7 @@ struct QMatMulCall {
   std::vector<float> b_scale;  // 1 or N values
   int32_t y_zp = 0, lo = 0, hi = 0;
   const int32_t* bias = nullptr;  // N values or null
-  int num_threads = 1;
+  ThreadPool* pool = nullptr;     // null: the calling thread only
 };
 bool RunQMatMulS8(void* state, const QMatMulCall& call);
 

@@ -42,24 +42,19 @@ const QuantS8Kernels* QuantS8For(Isa isa) {
 namespace {
 
 // Below this many elements a tensor is not worth splitting between threads:
-// at ~0.02-0.15 ns per element the work is then shorter than a thread handoff.
-constexpr int64_t kMinParallel = 1 << 17;
+// at ~0.02-0.15 ns per element the work is then about as short as a hand-off.
+constexpr int64_t kMinParallel = 1 << 15;
+// Elements per item handed to a thread: a multiple of 64 so only the last
+// range has a vector tail.
+constexpr int64_t kBlock = 4096;
 
-// Calls fn(begin, end) over [0, n) in num_threads contiguous chunks (one when
-// n is small); chunk edges are multiples of 64 elements.
-void ForChunks(int64_t n, int num_threads, const std::function<void(int64_t, int64_t)>& fn) {
-  const int chunks = num_threads > 1 && n >= kMinParallel
-                         ? int(std::min<int64_t>(num_threads, n / (kMinParallel / 2)))
-                         : 1;
-  if (chunks <= 1) {
-    fn(0, n);
-    return;
-  }
-  ParallelFor(chunks, [&](int c) {
-    const int64_t b = c == 0 ? 0 : (n * c / chunks) & ~int64_t(63);
-    const int64_t e = c == chunks - 1 ? n : (n * (c + 1) / chunks) & ~int64_t(63);
-    if (e > b) fn(b, e);
-  });
+// Calls fn(begin, end) over contiguous ranges covering [0, n), on the pool's
+// threads when n is large enough.
+template <class F>
+void ForChunks(int64_t n, ThreadPool* pool, const F& fn) {
+  if (n < kMinParallel) pool = nullptr;
+  ParallelFor(pool, (n + kBlock - 1) / kBlock,
+              [&](int64_t b, int64_t e, int) { fn(b * kBlock, std::min(n, e * kBlock)); });
 }
 
 // Calls seg(begin, end, offset in period) for the parts of [begin, end) cut
@@ -129,14 +124,14 @@ void ForAxisRuns(const AxisParams& ap, int64_t dim, int64_t begin, int64_t end, 
 
 bool QuantizeF32ToS8(const float* x, void* y, bool is_signed, int32_t lo, int32_t hi, int64_t outer,
                      int64_t dim, int64_t inner, const float* scales, const int32_t* zps,
-                     bool per_axis, int num_threads) {
+                     bool per_axis, ThreadPool* pool) {
   const QuantS8Kernels* k = QuantS8For(ActiveIsa());
   if (!k) return false;
   const int64_t n = outer * dim * inner;
   if (n <= 0) return true;
   const AxisParams ap = MakeAxisParams(dim, inner, scales, zps, per_axis);
   uint8_t* yb = static_cast<uint8_t*>(y);
-  ForChunks(n, num_threads, [&](int64_t begin, int64_t end) {
+  ForChunks(n, pool, [&](int64_t begin, int64_t end) {
     ForAxisRuns(ap, dim, begin, end,
                 [&](int64_t b, int64_t e, const float* s, const float* z, bool pe) {
                   k->quantize(x + b, yb + b, e - b, s, z, pe, lo, hi, is_signed);
@@ -147,14 +142,14 @@ bool QuantizeF32ToS8(const float* x, void* y, bool is_signed, int32_t lo, int32_
 
 bool DequantizeS8ToF32(const void* x, float* y, bool is_signed, int64_t outer, int64_t dim,
                        int64_t inner, const float* scales, const int32_t* zps, bool per_axis,
-                       int num_threads) {
+                       ThreadPool* pool) {
   const QuantS8Kernels* k = QuantS8For(ActiveIsa());
   if (!k) return false;
   const int64_t n = outer * dim * inner;
   if (n <= 0) return true;
   const AxisParams ap = MakeAxisParams(dim, inner, scales, zps, per_axis);
   const uint8_t* xb = static_cast<const uint8_t*>(x);
-  ForChunks(n, num_threads, [&](int64_t begin, int64_t end) {
+  ForChunks(n, pool, [&](int64_t begin, int64_t end) {
     ForAxisRuns(ap, dim, begin, end,
                 [&](int64_t b, int64_t e, const float* s, const float* z, bool pe) {
                   k->dequantize(xb + b, y + b, e - b, s, z, pe, is_signed);
@@ -165,7 +160,7 @@ bool DequantizeS8ToF32(const void* x, float* y, bool is_signed, int64_t outer, i
 
 bool QBinaryS8(const QBinaryS8Params& p, const void* a, const std::vector<int64_t>& a_shape,
                const void* b, const std::vector<int64_t>& b_shape, void* y,
-               const std::vector<int64_t>& y_shape, int num_threads) {
+               const std::vector<int64_t>& y_shape, ThreadPool* pool) {
   const QuantS8Kernels* k = QuantS8For(ActiveIsa());
   if (!k) return false;
   const int rank = int(y_shape.size());
@@ -211,7 +206,7 @@ bool QBinaryS8(const QBinaryS8Params& p, const void* a, const std::vector<int64_
   const uint8_t* ab = static_cast<const uint8_t*>(a);
   const uint8_t* bb = static_cast<const uint8_t*>(b);
   uint8_t* yb = static_cast<uint8_t*>(y);
-  ForChunks(n, num_threads, [&](int64_t begin, int64_t end) {
+  ForChunks(n, pool, [&](int64_t begin, int64_t end) {
     ForPeriods(begin, end, in.size, [&](int64_t s, int64_t e, int64_t off) {
       int64_t row = s / in.size, oa = off * in.sa, ob = off * in.sb;
       for (int i = int(dims.size()) - 1; i >= 0 && row > 0; --i) {
@@ -226,10 +221,10 @@ bool QBinaryS8(const QBinaryS8Params& p, const void* a, const std::vector<int64_
   return true;
 }
 
-bool LookupU8(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n, int num_threads) {
+bool LookupU8(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n, ThreadPool* pool) {
   const QuantS8Kernels* k = QuantS8For(ActiveIsa());
   if (!k) return false;
-  ForChunks(n, num_threads, [&](int64_t begin, int64_t end) {
+  ForChunks(n, pool, [&](int64_t begin, int64_t end) {
     k->lookup(x + begin, table, y + begin, end - begin);
   });
   return true;

@@ -41,16 +41,9 @@ const ResizeKernels& KernelsFor(Isa isa) {
 
 void ResizeLinearF32(const ResizeLinearArgs& a, const float* x, float* y) {
   const auto fn = KernelsFor(ActiveIsa()).linear_f32;
-  int threads = int(std::min<int64_t>(std::max(a.num_threads, 1), a.planes));
-  if (a.planes * a.oh * a.ow < (int64_t(1) << 14)) threads = 1;
-  if (threads <= 1) {
-    fn(a, x, y, 0, a.planes);
-    return;
-  }
-  ParallelFor(threads, [&](int t) {
-    const int64_t p0 = a.planes * t / threads, p1 = a.planes * (t + 1) / threads;
-    if (p0 < p1) fn(a, x, y, p0, p1);
-  });
+  const bool small = a.planes * a.oh * a.ow < (int64_t(1) << 14);
+  ParallelFor(small ? nullptr : a.pool, a.planes,
+              [&](int64_t p0, int64_t p1, int) { fn(a, x, y, p0, p1); });
 }
 
 }  // namespace kernels

@@ -13,6 +13,8 @@
 namespace qfold {
 namespace kernels {
 
+class ThreadPool;  // thread_pool.h
+
 // Per-axis taps in tap-major layout: entry [k * stride + o] is tap k of
 // output o; mask ~0 marks a real tap, 0 a padding one (index valid, weight
 // unused).
@@ -30,7 +32,7 @@ struct ResizeLinearArgs {
   const double* row_w = nullptr;
   int kh_max = 1;
   float extrapolation = 0.f;
-  int num_threads = 1;
+  ThreadPool* pool = nullptr;  // null: the calling thread only
 };
 
 void ResizeLinearF32(const ResizeLinearArgs& a, const float* x, float* y);

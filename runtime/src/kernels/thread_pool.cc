@@ -1,88 +1,156 @@
-// See thread_pool.h. Workers are started on first use and grow to the
-// largest n requested; they sleep on a condition variable between calls.
+// See thread_pool.h.
+//
+// Hand-off without waiting for late workers: the caller publishes a job by
+// storing its generation in open_, runs chunks itself, then closes the job
+// (open_ = 0) and waits only for workers that got in. A worker gets in by
+// raising active_ and then checking that open_ still holds the job's
+// generation; both sides use sequentially consistent operations, so either
+// the worker sees the job closed and backs out without touching it, or the
+// caller sees active_ > 0 and waits for it. A worker that was asleep or
+// descheduled for the whole job simply misses it.
 #include "kernels/thread_pool.h"
 
-#include <condition_variable>
-#include <cstdint>
-#include <mutex>
-#include <thread>
-#include <vector>
+#include <chrono>
+#include <system_error>
+
+#if defined(__x86_64__) || defined(__i386__) || defined(_M_X64)
+#include <immintrin.h>
+#define QFOLD_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define QFOLD_CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#define QFOLD_CPU_RELAX() ((void)0)
+#endif
 
 namespace qfold {
 namespace kernels {
 namespace {
 
-class Pool {
- public:
-  ~Pool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread& t : workers_) t.join();
-  }
+// How long an idle worker spins for the next job before it sleeps. One
+// inference runs its parallel ops back to back, with serial ops between them
+// that take a few to some tens of microseconds; a futex wake-up costs about as
+// much again, and a worker that slept is late for the start of the op.
+constexpr auto kSpinMicros = std::chrono::microseconds(200);
 
-  void Run(int n, const std::function<void(int)>& fn) {
-    std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
-    if (!busy.owns_lock()) {
-      for (int i = 0; i < n; ++i) fn(i);
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      while (int(workers_.size()) < n - 1) {
-        const int id = int(workers_.size()) + 1;
-        workers_.emplace_back([this, id] { Work(id); });
-      }
-      fn_ = &fn;
-      tasks_ = n;
-      pending_ = n - 1;
-      ++generation_;
-    }
-    wake_.notify_all();
-    fn(0);
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [this] { return pending_ == 0; });
-    fn_ = nullptr;
-  }
+// The pool whose task this thread is running, and its slot there: a
+// ParallelFor on that pool from inside the task runs inline.
+thread_local const ThreadPool* t_pool = nullptr;
+thread_local int t_slot = 0;
 
- private:
-  void Work(int id) {
-    uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      if (id >= tasks_) continue;
-      const std::function<void(int)>* fn = fn_;
-      lock.unlock();
-      (*fn)(id);
-      lock.lock();
-      if (--pending_ == 0) done_.notify_one();
-    }
+struct TaskScope {
+  const ThreadPool* pool;
+  int slot;
+  TaskScope(const ThreadPool* p, int s) : pool(t_pool), slot(t_slot) {
+    t_pool = p;
+    t_slot = s;
   }
-
-  std::mutex busy_;  // one ParallelFor at a time
-  std::mutex mu_;
-  std::condition_variable wake_, done_;
-  std::vector<std::thread> workers_;
-  const std::function<void(int)>* fn_ = nullptr;
-  int tasks_ = 0, pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  ~TaskScope() {
+    t_pool = pool;
+    t_slot = slot;
+  }
 };
 
 }  // namespace
 
-void ParallelFor(int n, const std::function<void(int)>& fn) {
-  if (n <= 1) {
-    if (n == 1) fn(0);
+ThreadPool::ThreadPool(int num_threads) {
+  workers_.reserve(size_t(std::max(0, num_threads - 1)));
+  for (int slot = 1; slot < num_threads; ++slot) {
+    try {
+      workers_.emplace_back([this, slot] { Work(slot); });
+    } catch (const std::system_error&) {
+      break;  // the system is out of threads: run with those we have
+    }
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true);
+  { std::lock_guard<std::mutex> lock(sleep_mu_); }
+  wake_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::Run(int64_t n, int64_t grain, RangeFn call, const void* fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  if (t_pool == this) {  // nested: this thread already is one of ours
+    call(fn, 0, n, t_slot);
     return;
   }
-  static Pool pool;
-  pool.Run(n, fn);
+  if (workers_.empty() || n <= grain) {
+    TaskScope scope(this, 0);
+    call(fn, 0, n, 0);
+    return;
+  }
+  std::lock_guard<std::mutex> one_caller(caller_mu_);
+  call_ = call;
+  fn_ = fn;
+  n_ = n;
+  grain_ = grain;
+  chunks_ = (n + grain - 1) / grain;
+  next_.store(0, std::memory_order_relaxed);
+  const uint64_t gen = ++generation_;
+  open_.store(gen);
+  if (sleepers_.load() > 0) {
+    { std::lock_guard<std::mutex> lock(sleep_mu_); }
+    wake_.notify_all();
+  }
+  {
+    TaskScope scope(this, 0);
+    Drain(0);
+  }
+  open_.store(0);
+  // Workers still running their last chunk; a chunk is short, so spin.
+  for (int spins = 0; active_.load() != 0; ++spins) {
+    if (spins < 4096)
+      QFOLD_CPU_RELAX();
+    else
+      std::this_thread::yield();  // its thread may be waiting for this core
+  }
+}
+
+void ThreadPool::Drain(int slot) {
+  for (;;) {
+    const int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= chunks_) return;
+    const int64_t b = c * grain_;
+    call_(fn_, b, std::min(n_, b + grain_), slot);
+  }
+}
+
+uint64_t ThreadPool::WaitForJob(uint64_t seen) {
+  auto ready = [&](uint64_t g) { return g != 0 && g != seen; };
+  const auto start = std::chrono::steady_clock::now();
+  for (int spins = 1;; ++spins) {
+    if (stop_.load(std::memory_order_relaxed)) return 0;
+    const uint64_t g = open_.load(std::memory_order_relaxed);
+    if (ready(g)) return g;
+    QFOLD_CPU_RELAX();
+    if (spins % 64 == 0 && std::chrono::steady_clock::now() - start > kSpinMicros) break;
+  }
+  std::unique_lock<std::mutex> lock(sleep_mu_);
+  sleepers_.fetch_add(1);
+  uint64_t g = 0;
+  wake_.wait(lock, [&] {
+    g = open_.load();
+    return stop_.load() || ready(g);
+  });
+  sleepers_.fetch_sub(1);
+  return stop_.load() ? 0 : g;
+}
+
+void ThreadPool::Work(int slot) {
+  t_pool = this;
+  t_slot = slot;
+  uint64_t seen = 0;
+  for (;;) {
+    const uint64_t g = WaitForJob(seen);
+    if (g == 0) return;
+    seen = g;
+    active_.fetch_add(1);
+    if (open_.load() == g) Drain(slot);
+    active_.fetch_sub(1);
+  }
 }
 
 }  // namespace kernels

@@ -1,14 +1,104 @@
-// A small process-wide thread pool for the kernels: ParallelFor(n, fn) runs
-// fn(0) .. fn(n - 1), fn(0) on the calling thread. Callers split work so the
-// result does not depend on n. When the pool is busy (another session, or a
-// nested call) the tasks run one after another on the caller instead.
+// The threads of one Session: ThreadPool(n) starts n - 1 workers (none for
+// n = 1); ParallelFor hands contiguous ranges of items to the caller and the
+// workers through an atomic counter, so a late or descheduled worker leaves its
+// share to the others instead of holding up the op. After a task, workers spin
+// for a short while (kSpinMicros in thread_pool.cc) before they sleep, so the
+// back-to-back parallel regions of one inference do not each pay a wake-up.
+//
+// Results must not depend on which thread runs which range: callers make every
+// item's output independent of the ranges, and index per-thread scratch by the
+// slot passed to fn (0 is the caller, 1 .. n - 1 the workers).
 #pragma once
-#include <functional>
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace qfold {
 namespace kernels {
 
-void ParallelFor(int n, const std::function<void(int)>& fn);
+class ThreadPool {
+ public:
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();  // joins the workers; no ParallelFor may be running
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // Threads that take part in a ParallelFor, the caller included.
+  int num_threads() const { return int(workers_.size()) + 1; }
+
+  // Calls fn(begin, end, slot) on ranges of at most `grain` items that cover
+  // [0, n) exactly once, and returns when all are done. The calling thread
+  // takes part. Where only one thread can run (a pool without workers, or a
+  // call made from inside fn, on any thread of this pool) fn gets [0, n) at
+  // once, inline, with that thread's slot. One outside caller at a time:
+  // others wait for it.
+  template <class F>
+  void ParallelFor(int64_t n, int64_t grain, const F& fn) {
+    Run(
+        n, grain,
+        [](const void* f, int64_t b, int64_t e, int slot) {
+          (*static_cast<const F*>(f))(b, e, slot);
+        },
+        &fn);
+  }
+
+ private:
+  using RangeFn = void (*)(const void* fn, int64_t begin, int64_t end, int slot);
+  void Run(int64_t n, int64_t grain, RangeFn call, const void* fn);
+  void Work(int slot);
+  // Runs chunks of the open job until none is left.
+  void Drain(int slot);
+  // The generation of the next job after `seen`, or 0 when stopping.
+  uint64_t WaitForJob(uint64_t seen);
+
+  std::vector<std::thread> workers_;
+  std::mutex caller_mu_;  // one ParallelFor at a time
+  // The job, written by the caller before it publishes open_.
+  RangeFn call_ = nullptr;
+  const void* fn_ = nullptr;
+  int64_t n_ = 0, grain_ = 1, chunks_ = 0;
+  std::atomic<int64_t> next_{0};   // next chunk to hand out
+  std::atomic<uint64_t> open_{0};  // generation of the job on offer, 0 when none
+  std::atomic<int> active_{0};     // workers inside (or checking) a job
+  uint64_t generation_ = 0;        // caller side only
+  std::atomic<bool> stop_{false};
+  // Sleeping workers wait here; the caller notifies only when sleepers_ > 0.
+  std::mutex sleep_mu_;
+  std::condition_variable wake_;
+  std::atomic<int> sleepers_{0};
+};
+
+inline int NumThreads(const ThreadPool* pool) {
+  return pool ? pool->num_threads() : 1;
+}
+
+// fn(begin, end, slot) over [0, n) on `pool`, or in one call on this thread
+// when pool is null (work too small to split passes null). Ranges are about
+// n / (8 x threads) items, so a thread that falls behind costs little.
+template <class F>
+void ParallelFor(ThreadPool* pool, int64_t n, const F& fn) {
+  if (n <= 0) return;
+  if (!pool || pool->num_threads() == 1) {
+    fn(int64_t(0), n, 0);
+    return;
+  }
+  pool->ParallelFor(n, std::max<int64_t>(1, n / (8 * int64_t(pool->num_threads()))), fn);
+}
+// The same with ranges of at most `grain` items (a grain that keeps a
+// cache-sized block together).
+template <class F>
+void ParallelFor(ThreadPool* pool, int64_t n, int64_t grain, const F& fn) {
+  if (n <= 0) return;
+  if (!pool || pool->num_threads() == 1) {
+    fn(int64_t(0), n, 0);
+    return;
+  }
+  pool->ParallelFor(n, grain, fn);
+}
 
 }  // namespace kernels
 }  // namespace qfold

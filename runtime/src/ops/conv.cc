@@ -181,7 +181,7 @@ bool RunConvFast(const KernelContext& ctx, const ConvParams& p) {
     c.pad_top = g.pad_begin[0];
   }
   c.act = kernels::EpilogueFor(p.act, &c.lo, &c.hi, &c.post);
-  c.num_threads = ctx.num_threads;
+  c.pool = ctx.pool;
   return kernels::RunConvF32(ctx.state, c);
 }
 

@@ -188,8 +188,7 @@ bool RunGemmF32(const KernelContext& ctx, bool ta, bool tb, float alpha, float b
   const FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
   const FusedActivation* post;
   proto.act = kernels::EpilogueFor(act, &proto.lo, &proto.hi, &post);
-  kernels::GemmF32Batched(*k, proto, {packed_a.data()}, {prepared->packed.data()}, {yd},
-                          ctx.num_threads);
+  kernels::GemmF32Batched(*k, proto, {packed_a.data()}, {prepared->packed.data()}, {yd}, ctx.pool);
   if (post) post->Apply(yd, y->numel());
   return true;
 }

@@ -194,7 +194,7 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   proto.ldc = n;
   const FusedActivation* post;
   proto.act = kernels::EpilogueFor(act, &proto.lo, &proto.hi, &post);
-  kernels::GemmF32Batched(*k, proto, lefts, rights, outs, ctx.num_threads);
+  kernels::GemmF32Batched(*k, proto, lefts, rights, outs, ctx.pool);
   if (post) post->Apply(y->ptr<float>(), y->numel());
   return true;
 }

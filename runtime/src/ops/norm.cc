@@ -322,17 +322,11 @@ Status RunLRN(KernelContext& ctx) {
       }
     };
     const int64_t planes = n * c;
-    const int threads = int(std::min<int64_t>(ctx.num_threads, planes));
-    if (threads <= 1 || planes * plane < (int64_t(1) << 14)) {
+    const bool small = planes * plane < (int64_t(1) << 14);
+    kernels::ParallelFor(small ? nullptr : ctx.pool, planes, [&](int64_t p0, int64_t p1, int) {
       std::vector<double> sq;
-      for (int64_t p = 0; p < planes; ++p) run_plane(p, &sq);
-    } else {
-      kernels::ParallelFor(threads, [&](int t) {
-        std::vector<double> sq;
-        for (int64_t p = planes * t / threads; p < planes * (t + 1) / threads; ++p)
-          run_plane(p, &sq);
-      });
-    }
+      for (int64_t p = p0; p < p1; ++p) run_plane(p, &sq);
+    });
     return Status::Ok();
   }
   for (int64_t i = 0; i < n; ++i)

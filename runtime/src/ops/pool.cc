@@ -206,7 +206,7 @@ bool RunPool2dFast(const KernelContext& ctx, PoolKind kind, const WindowGeometry
   a.pad_bottom = g.pad_end[0];
   a.pad_right = g.pad_end[1];
   a.count_include_pad = ctx.attr().GetInt("count_include_pad", 0) != 0;
-  a.num_threads = ctx.num_threads;
+  a.pool = ctx.pool;
   switch (x->dtype) {
     case DType::kFloat32:
       if (kind == PoolKind::kMax)
@@ -295,7 +295,7 @@ bool RunMaxPoolChannelsLastFast(KernelContext& ctx) {
     p.pad_top = g.pad_begin[0];
     p.pad_bottom = g.pad_end[0];
   }
-  p.num_threads = ctx.num_threads;
+  p.pool = ctx.pool;
   return kernels::MaxPoolNhwcS8(p, x->dtype == DType::kInt8, x->ptr<uint8_t>(), y->ptr<uint8_t>());
 }
 

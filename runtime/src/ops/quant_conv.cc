@@ -292,7 +292,7 @@ Status RunQLinearConvFast(KernelContext& ctx, float xs, const std::vector<float>
   c.lo = range.lo;
   c.hi = range.hi;
   c.bias = ctx.input(8) ? ctx.input(8)->ptr<int32_t>() : nullptr;
-  c.num_threads = ctx.num_threads;
+  c.pool = ctx.pool;
   if (!cl) {
     *done = kernels::RunQConvS8(ctx.state, c);
   } else {

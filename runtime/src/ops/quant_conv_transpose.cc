@@ -104,7 +104,7 @@ Status InferQConvTranspose(KernelContext& ctx) {
 // not depend on the order) and the outputs are identical. It wastes the MACs
 // on the inserted bytes, but runs on the packed int8 GEMM (kernels/qlinear_s8.h).
 struct ConvTransposeFastState {
-  std::shared_ptr<void> conv;  // PrepareQConvS8 of the flipped kernel
+  std::shared_ptr<void> conv;   // PrepareQConvS8 of the flipped kernel
   std::vector<uint8_t> spread;  // scratch: the spread-out input
 };
 
@@ -200,7 +200,7 @@ Status RunQConvTransposeFast(KernelContext& ctx, float xs, const std::vector<flo
   call.lo = range.lo;
   call.hi = range.hi;
   call.bias = ctx.input(8) ? ctx.input(8)->ptr<int32_t>() : nullptr;
-  call.num_threads = ctx.num_threads;
+  call.pool = ctx.pool;
   *done = kernels::RunQConvS8(s.conv.get(), call);
   return Status::Ok();
 }

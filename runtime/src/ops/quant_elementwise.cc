@@ -14,12 +14,17 @@
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "kernels/quant_s8.h"
+#include "kernels/thread_pool.h"
 #include "ops/elementwise_util.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
 
 namespace qfold {
 namespace {
+
+// Below this many bytes a byte-wise pass (copy, table lookup) is not worth
+// splitting between threads: it takes about as long as the hand-off.
+constexpr int64_t kMinParallelBytes = 1 << 15;
 
 // One per-tensor quantization: scale input, optional zero point input.
 struct QParam {
@@ -96,8 +101,7 @@ Status RunQLinearBinary(KernelContext& ctx) {
   kp.hi = r.hi;
   kp.is_signed = y->dtype == DType::kInt8;
   kp.mul = kMul;
-  if (kernels::QBinaryS8(kp, a->data, a->shape, b->data, b->shape, y->data, y->shape,
-                         ctx.num_threads))
+  if (kernels::QBinaryS8(kp, a->data, a->shape, b->data, b->shape, y->data, y->shape, ctx.pool))
     return Status::Ok();
   ForEachBroadcast<2>({&a->shape, &b->shape}, y->shape,
                       [&](int64_t o, const std::array<int64_t, 2>& i) {
@@ -148,7 +152,7 @@ Status RunQLinearUnary(KernelContext& ctx, F f) {
   const uint8_t* xd = x->ptr<uint8_t>();
   std::array<uint8_t, 256> bytes;
   for (size_t i = 0; i < 256; ++i) bytes[i] = uint8_t(table[i]);
-  if (kernels::LookupU8(xd, bytes.data(), y->ptr<uint8_t>(), x->numel(), ctx.num_threads))
+  if (kernels::LookupU8(xd, bytes.data(), y->ptr<uint8_t>(), x->numel(), ctx.pool))
     return Status::Ok();
   for (int64_t i = 0; i < x->numel(); ++i) StoreQ(y->data, y->dtype, i, table[xd[i]]);
   return Status::Ok();
@@ -254,20 +258,25 @@ Status RunQLinearConcat(KernelContext& ctx) {
       uint8_t* yd = y->ptr<uint8_t>();
       // Short rows (channels-last concat: one row per pixel) would pay the
       // vector lookup's set-up and scalar tail per row: look the whole input
-      // up at once, then copy rows.
+      // up at once (split inside LookupU8), then copy rows.
       std::vector<uint8_t> mapped;
       if (!same && x_row < 1024 && outer > 1) {
         mapped.resize(size_t(x->numel()));
-        kernels::LookupU8(xd, table.data(), mapped.data(), x->numel(), ctx.num_threads);
+        kernels::LookupU8(xd, table.data(), mapped.data(), x->numel(), ctx.pool);
         xd = mapped.data();
       }
-      for (int64_t o = 0; o < outer; ++o) {
-        uint8_t* dst = yd + o * y_row + offset;
-        if (same || !mapped.empty())
-          std::memcpy(dst, xd + o * x_row, size_t(x_row));
-        else
-          kernels::LookupU8(xd + o * x_row, table.data(), dst, x_row, ctx.num_threads);
-      }
+      // One long row (channels-first) is split inside LookupU8; many short
+      // ones (channels-last: a row is a pixel's channels) between threads here.
+      kernels::ThreadPool* pool = outer * x_row < kMinParallelBytes ? nullptr : ctx.pool;
+      kernels::ParallelFor(outer > 1 ? pool : nullptr, outer, [&](int64_t o0, int64_t o1, int) {
+        for (int64_t o = o0; o < o1; ++o) {
+          uint8_t* dst = yd + o * y_row + offset;
+          if (same || !mapped.empty())
+            std::memcpy(dst, xd + o * x_row, size_t(x_row));
+          else
+            kernels::LookupU8(xd + o * x_row, table.data(), dst, x_row, outer > 1 ? nullptr : pool);
+        }
+      });
       offset += x_row;
       continue;
     }
@@ -338,27 +347,31 @@ Status RunQfLookupTable(KernelContext& ctx) {
     if (inner == 1) {
       // Channels-last: blocks of 64 channels (16 KB of tables, one cache line
       // of each pixel) over all pixels, so the tables stay in L1.
+      // Pixels are split between threads (each byte's result is its own).
       constexpr int64_t kBlock = 64;
-      for (int64_t c0 = 0; c0 < c; c0 += kBlock) {
-        const int64_t c1 = std::min(c, c0 + kBlock);
-        for (int64_t o = 0; o < outer; ++o) {
-          const uint8_t* xr = x + o * c;
-          uint8_t* yr = yd + o * c;
-          for (int64_t ch = c0; ch < c1; ++ch) yr[ch] = table[ch << 8 | xr[ch]];
+      const bool small = outer * c < kMinParallelBytes;
+      kernels::ParallelFor(small ? nullptr : ctx.pool, outer, [&](int64_t o0, int64_t o1, int) {
+        for (int64_t c0 = 0; c0 < c; c0 += kBlock) {
+          const int64_t c1 = std::min(c, c0 + kBlock);
+          for (int64_t o = o0; o < o1; ++o) {
+            const uint8_t* xr = x + o * c;
+            uint8_t* yr = yd + o * c;
+            for (int64_t ch = c0; ch < c1; ++ch) yr[ch] = table[ch << 8 | xr[ch]];
+          }
         }
-      }
+      });
       return Status::Ok();
     }
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t ch = 0; ch < c; ++ch) {
         const int64_t off = (o * c + ch) * inner;
         const uint8_t* t = table + ch * 256;
-        if (inner >= 64 && kernels::LookupU8(x + off, t, yd + off, inner, 1)) continue;
+        if (inner >= 64 && kernels::LookupU8(x + off, t, yd + off, inner, nullptr)) continue;
         for (int64_t i = 0; i < inner; ++i) yd[off + i] = t[x[off + i]];
       }
     return Status::Ok();
   }
-  if (kernels::LookupU8(x, table, yd, y->numel(), ctx.num_threads)) return Status::Ok();
+  if (kernels::LookupU8(x, table, yd, y->numel(), ctx.pool)) return Status::Ok();
   for (int64_t i = 0; i < y->numel(); ++i) yd[i] = table[x[i]];
   return Status::Ok();
 }
@@ -405,8 +418,7 @@ Status RunQfRequantize(KernelContext& ctx) {
       const float v = float(q - px.zp) * mult;
       table[size_t(byte)] = uint8_t(RoundAddSaturate(v, py.zp, r.lo, r.hi));
     }
-    if (kernels::LookupU8(x->ptr<uint8_t>(), table.data(), y->ptr<uint8_t>(), x->numel(),
-                          ctx.num_threads))
+    if (kernels::LookupU8(x->ptr<uint8_t>(), table.data(), y->ptr<uint8_t>(), x->numel(), ctx.pool))
       return Status::Ok();
   }
   for (int64_t i = 0; i < x->numel(); ++i) {

@@ -172,7 +172,7 @@ Status RunQLinearMatMul(KernelContext& ctx) {
     c.lo = range.lo;
     c.hi = range.hi;
     c.bias = bias ? bias->ptr<int32_t>() : nullptr;
-    c.num_threads = ctx.num_threads;
+    c.pool = ctx.pool;
     // Without prepared state b is an activation (attention): packed per call.
     if (ctx.state ? kernels::RunQMatMulS8(ctx.state, c) : kernels::RunQMatMulS8Unprepared(*b, c))
       return Status::Ok();

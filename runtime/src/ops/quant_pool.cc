@@ -116,7 +116,7 @@ Status RunQLinearGlobalAveragePool(KernelContext& ctx) {
     a.n = n;
     a.c = c;
     a.iw = size;  // the window covers every pixel: one row of ih * iw
-    a.num_threads = ctx.num_threads;
+    a.pool = ctx.pool;
     if (kernels::QGlobalAvgPoolNhwcS8(a, KernelQuant(q, r), x->dtype == DType::kInt8,
                                       x->ptr<uint8_t>(), y->ptr<uint8_t>()))
       return Status::Ok();
@@ -208,7 +208,7 @@ Status RunQLinearAveragePool(KernelContext& ctx) {
       p.pad_bottom = g.pad_end[0];
     }
     p.count_include_pad = include_pad;
-    p.num_threads = ctx.num_threads;
+    p.pool = ctx.pool;
     if (kernels::QAvgPoolNhwcS8(p, KernelQuant(q, r), x->dtype == DType::kInt8, x->ptr<uint8_t>(),
                                 y->ptr<uint8_t>()))
       return Status::Ok();

@@ -268,7 +268,7 @@ Status RunQuantizeLinear(KernelContext& ctx) {
     const std::vector<int32_t> zs = ExpandZeroPoints(z, s.size());
     if (kernels::QuantizeF32ToS8(x->ptr<float>(), y->data, y->dtype == DType::kInt8, r.lo, r.hi,
                                  outer, dim, inner, s.data(), zs.data(),
-                                 l.kind == QuantLayout::kAxis, ctx.num_threads))
+                                 l.kind == QuantLayout::kAxis, ctx.pool))
       return Status::Ok();
   }
   ClearPacked(y);
@@ -336,7 +336,7 @@ Status RunDequantizeLinear(KernelContext& ctx) {
     const std::vector<int32_t> zs = ExpandZeroPoints(z, s.size());
     if (kernels::DequantizeS8ToF32(x->data, y->ptr<float>(), x->dtype == DType::kInt8, outer, dim,
                                    inner, s.data(), zs.data(), l.kind == QuantLayout::kAxis,
-                                   ctx.num_threads))
+                                   ctx.pool))
       return Status::Ok();
   }
   // (x - zp) is exact in float for every 4/8/16-bit type; the product is
@@ -402,7 +402,7 @@ Status RunDynamicQuantizeLinear(KernelContext& ctx) {
   if (Tensor* y = ctx.output(0)) {
     uint8_t* yd = y->ptr<uint8_t>();
     if (!kernels::QuantizeF32ToS8(xd, yd, /*is_signed=*/false, 0, 255, 1, 1, n, &scale, &zp,
-                                  /*per_axis=*/false, ctx.num_threads))
+                                  /*per_axis=*/false, ctx.pool))
       for (int64_t i = 0; i < n; ++i) yd[i] = uint8_t(RoundAddSaturate(xd[i] / scale, zp, 0, 255));
   }
   if (Tensor* s = ctx.output(1)) *s->ptr<float>() = scale;

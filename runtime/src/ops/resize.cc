@@ -300,7 +300,7 @@ bool IdentityAxis(const std::vector<std::vector<Tap>>& taps) {
 template <class T>
 void NearestPlanes(const Tensor& x, const std::vector<std::vector<Tap>>& rows,
                    const std::vector<int64_t>& col_src, const std::vector<char>& col_extra,
-                   bool any_col_extra, T extra, Tensor* y, int num_threads) {
+                   bool any_col_extra, T extra, Tensor* y, kernels::ThreadPool* pool) {
   const int64_t planes = x.shape[0] * x.shape[1], ih = x.shape[2], iw = x.shape[3];
   const int64_t oh = y->shape[2], ow = y->shape[3];
   auto work = [&](int64_t p0, int64_t p1) {
@@ -327,14 +327,9 @@ void NearestPlanes(const Tensor& x, const std::vector<std::vector<Tap>>& rows,
       }
     }
   };
-  int threads = int(std::min<int64_t>(std::max(num_threads, 1), planes));
-  if (planes * oh * ow < (int64_t(1) << 15)) threads = 1;
-  if (threads <= 1) {
-    work(0, planes);
-    return;
-  }
-  kernels::ParallelFor(threads,
-                       [&](int t) { work(planes * t / threads, planes * (t + 1) / threads); });
+  const bool small = planes * oh * ow < (int64_t(1) << 15);
+  kernels::ParallelFor(small ? nullptr : pool, planes,
+                       [&](int64_t p0, int64_t p1, int) { work(p0, p1); });
 }
 
 bool RunResizeFast(const KernelContext& ctx, const ResizeAttrs& r,
@@ -365,15 +360,15 @@ bool RunResizeFast(const KernelContext& ctx, const ResizeAttrs& r,
     switch (x.dtype) {
       case DType::kFloat32:
         NearestPlanes<float>(x, rows, col_src, col_extra, any_col_extra, r.extrapolation, y,
-                             ctx.num_threads);
+                             ctx.pool);
         return true;
       case DType::kInt8:
         NearestPlanes<int8_t>(x, rows, col_src, col_extra, any_col_extra, int8_t(r.extrapolation),
-                              y, ctx.num_threads);
+                              y, ctx.pool);
         return true;
       case DType::kUInt8:
         NearestPlanes<uint8_t>(x, rows, col_src, col_extra, any_col_extra, uint8_t(r.extrapolation),
-                               y, ctx.num_threads);
+                               y, ctx.pool);
         return true;
       default:
         return false;
@@ -429,7 +424,7 @@ bool RunResizeFast(const KernelContext& ctx, const ResizeAttrs& r,
   a.row_w = row_w.data();
   a.kh_max = int(kh);
   a.extrapolation = r.extrapolation;
-  a.num_threads = ctx.num_threads;
+  a.pool = ctx.pool;
   kernels::ResizeLinearF32(a, x.ptr<float>(), y->ptr<float>());
   return true;
 }

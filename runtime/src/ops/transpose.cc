@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/cpu_features.h"
+#include "kernels/thread_pool.h"
 #include "ops/shape_common.h"
 #include "ops/window_util.h"
 
@@ -121,7 +122,51 @@ void TransposeTiles(const std::vector<int64_t>& odims, const std::vector<int64_t
   } while (NextIndex(dims, &idx));
 }
 
-bool RunTransposeFast(const Tensor& x, const std::vector<int64_t>& perm, Tensor* y) {
+// Copies the simplified transpose (output dims odims, input strides istride,
+// both in elements of esize bytes) from in to out.
+void CopyTransposed(const std::vector<int64_t>& odims, const std::vector<int64_t>& istride,
+                    size_t esize, const uint8_t* in, uint8_t* out) {
+  const size_t r = odims.size();
+  if (r <= 1 || istride[r - 1] == 1) {
+    // The last axis stays last: contiguous runs (one memcpy when r <= 1).
+    const int64_t run = r == 0 ? 1 : odims[r - 1];
+    const size_t bytes = size_t(run) * esize;
+    if (r <= 1) {
+      std::memcpy(out, in, bytes);
+      return;
+    }
+    std::vector<int64_t> dims(odims.begin(), odims.end() - 1), idx(r - 1, 0);
+    do {
+      int64_t ioff = 0;
+      for (size_t i = 0; i + 1 < r; ++i) ioff += idx[i] * istride[i];
+      std::memcpy(out, in + size_t(ioff) * esize, bytes);
+      out += bytes;
+    } while (NextIndex(dims, &idx));
+    return;
+  }
+  size_t j = 0;  // the output axis that reads the input's last (contiguous) axis
+  while (istride[j] != 1) ++j;
+  switch (esize) {
+    case 1:
+      TransposeTiles(odims, istride, j, in, out);
+      break;
+    case 2:
+      TransposeTiles(odims, istride, j, reinterpret_cast<const uint16_t*>(in),
+                     reinterpret_cast<uint16_t*>(out));
+      break;
+    case 4:
+      TransposeTiles(odims, istride, j, reinterpret_cast<const uint32_t*>(in),
+                     reinterpret_cast<uint32_t*>(out));
+      break;
+    default:
+      TransposeTiles(odims, istride, j, reinterpret_cast<const uint64_t*>(in),
+                     reinterpret_cast<uint64_t*>(out));
+      break;
+  }
+}
+
+bool RunTransposeFast(const Tensor& x, const std::vector<int64_t>& perm, Tensor* y,
+                      kernels::ThreadPool* pool) {
   if (kernels::ActiveIsa() == kernels::Isa::kReference || y->numel() == 0) return false;
   const size_t esize = dtype_size(x.dtype);
   if (esize != 1 && esize != 2 && esize != 4 && esize != 8) return false;
@@ -140,42 +185,19 @@ bool RunTransposeFast(const Tensor& x, const std::vector<int64_t>& perm, Tensor*
       istride.push_back(st);
     }
   }
-  const size_t r = odims.size();
-  if (r <= 1 || istride[r - 1] == 1) {
-    // The last axis stays last: contiguous runs (one memcpy when r <= 1).
-    const int64_t run = r == 0 ? 1 : odims[r - 1];
-    const size_t bytes = size_t(run) * esize;
-    const auto* in = static_cast<const uint8_t*>(x.data);
-    auto* out = static_cast<uint8_t*>(y->data);
-    if (r <= 1) {
-      std::memcpy(out, in, bytes);
-      return true;
-    }
-    std::vector<int64_t> dims(odims.begin(), odims.end() - 1), idx(r - 1, 0);
-    do {
-      int64_t ioff = 0;
-      for (size_t i = 0; i + 1 < r; ++i) ioff += idx[i] * istride[i];
-      std::memcpy(out, in + size_t(ioff) * esize, bytes);
-      out += bytes;
-    } while (NextIndex(dims, &idx));
-    return true;
-  }
-  size_t j = 0;  // the output axis that reads the input's last (contiguous) axis
-  while (istride[j] != 1) ++j;
-  switch (esize) {
-    case 1:
-      TransposeTiles(odims, istride, j, x.ptr<uint8_t>(), y->ptr<uint8_t>());
-      break;
-    case 2:
-      TransposeTiles(odims, istride, j, x.ptr<uint16_t>(), y->ptr<uint16_t>());
-      break;
-    case 4:
-      TransposeTiles(odims, istride, j, x.ptr<uint32_t>(), y->ptr<uint32_t>());
-      break;
-    default:
-      TransposeTiles(odims, istride, j, x.ptr<uint64_t>(), y->ptr<uint64_t>());
-      break;
-  }
+  const auto* in = static_cast<const uint8_t*>(x.data);
+  auto* out = static_cast<uint8_t*>(y->data);
+  // Large tensors: the output's first axis is split between threads (every
+  // byte is only moved, so the split cannot change the result).
+  const int64_t bytes = y->numel() * int64_t(esize);
+  if (odims.size() < 2 || odims[0] < 2 || bytes < (int64_t(1) << 15)) pool = nullptr;
+  const int64_t out_step = bytes / (odims.empty() ? 1 : odims[0]);
+  kernels::ParallelFor(pool, odims.empty() ? 1 : odims[0], [&](int64_t b, int64_t e, int) {
+    if (!pool) return CopyTransposed(odims, istride, esize, in, out);
+    std::vector<int64_t> part = odims;
+    part[0] = e - b;
+    CopyTransposed(part, istride, esize, in + b * istride[0] * int64_t(esize), out + b * out_step);
+  });
   return true;
 }
 
@@ -184,7 +206,7 @@ Status RunTranspose(KernelContext& ctx) {
   Tensor* y = ctx.output(0);
   std::vector<int64_t> perm;
   QF_RETURN_IF_ERROR(GetPerm(ctx, x->rank(), &perm));
-  if (RunTransposeFast(*x, perm, y)) return Status::Ok();
+  if (RunTransposeFast(*x, perm, y, ctx.pool)) return Status::Ok();
   std::vector<int64_t> strides = ContiguousStrides(x->shape);
   std::vector<std::vector<int64_t>> offsets(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) {
