@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "converter/check/check.h"
 #include "converter/onnx_reader.h"
 #include "converter/passes/passes.h"
+#include "model_impl.h"
 #include "tests/tool/onnx_builder.h"
 
 namespace qfold {
@@ -333,6 +335,37 @@ TEST_CASE("fold_qdq: the reason reaches the .qfm for qfold inspect") {
   const Node* conv = Named(c.graph, "conv");
   REQUIRE(conv != nullptr);
   CHECK(conv->float_reason == "16-bit activations: no integer kernel");
+  // The loaded model carries it on the operator (what qfold inspect reads).
+  const auto* ops = c.model->impl()->fb->operators();
+  bool found = false;
+  for (uint32_t i = 0; i < ops->size(); ++i)
+    if (ops->Get(i)->name()->str() == "conv") {
+      REQUIRE(ops->Get(i)->float_reason() != nullptr);
+      CHECK(ops->Get(i)->float_reason()->str() == "16-bit activations: no integer kernel");
+      found = true;
+    }
+  CHECK(found);
+
+  // qfold check: a Q/DQ model whose heavy ops mostly stay float is a warning, with the reason.
+  check::Report r;
+  REQUIRE(check::CheckModel(dir.File("model.onnx"), check::CheckOptions(), &r).ok());
+  bool warned = false;
+  for (const check::Issue& i : r.issues)
+    if (i.code == "quant_mostly_float") {
+      warned = true;
+      CHECK(i.severity == check::Severity::kWarning);
+      CHECK_MESSAGE(Contains(i.message, "1 of 1"), i.message);
+      CHECK_MESSAGE(Contains(i.message, "16-bit activations"), i.message);
+    }
+  CHECK(warned);
+}
+
+TEST_CASE("qfold check: a model whose heavy ops fold has no quant_mostly_float warning") {
+  TempDir dir;
+  DedicatedPairs(dir, false);
+  check::Report r;
+  REQUIRE(check::CheckModel(dir.File("model.onnx"), check::CheckOptions(), &r).ok());
+  for (const check::Issue& i : r.issues) CHECK_MESSAGE(i.code != "quant_mostly_float", i.message);
 }
 
 }  // namespace
