@@ -445,86 +445,112 @@ class QdqFolder {
     if (hi < QMax(t)) n->attrs.SetInt("_qmax", hi);
   }
 
+  // The nodes a Conv/ConvTranspose fold reads and replaces, found by a selector
+  // without touching the graph; EmitQLinearConv is the action.
+  struct ConvGroup {
+    const char* op_type = nullptr;
+    const Node* dqx = nullptr;
+    const Node* dqw = nullptr;
+    QParams xq, wq, yq;
+    int64_t channels = 0;
+    int weight_axis = 0;  // the output-channel axis of the weight
+    size_t qk = SIZE_MAX, act_k = SIZE_MAX;
+    int32_t lo = 0, hi = 0;
+    std::vector<int32_t> bias;
+  };
+
   bool TryConv(size_t k) {
+    ConvGroup c;
+    return SelectConv(k, &c) && EmitQLinearConv(k, c);
+  }
+  bool TryConvTranspose(size_t k) {
+    ConvGroup c;
+    return SelectConvTranspose(k, &c) && EmitQLinearConv(k, c);
+  }
+
+  // Selector: false with the reason in why_ when Conv k does not fold.
+  bool SelectConv(size_t k, ConvGroup* c) {
     const Node& conv = g_.nodes[k];
-    QParams xq, wq;
-    const Node* dqx = DqOf(conv.input(0), &xq);
-    const Node* dqw = DqOf(conv.input(1), &wq, "weight");
-    if (!dqx || !dqw) return false;
-    if (!xq.per_tensor()) return Fail("input is quantized per axis");
-    const Value* w = g_.Find(dqw->input(0));
+    c->op_type = "QLinearConv";
+    c->dqx = DqOf(conv.input(0), &c->xq);
+    c->dqw = DqOf(conv.input(1), &c->wq, "weight");
+    if (!c->dqx || !c->dqw) return false;
+    if (!c->xq.per_tensor()) return Fail("input is quantized per axis");
+    const Value* w = g_.Find(c->dqw->input(0));
     if (!w || !w->is_constant() || w->shape.empty()) return Fail("weight is not a constant");
-    const int64_t m = w->shape[0];
+    c->channels = w->shape[0];
+    const QParams& wq = c->wq;
     int waxis = wq.axis < 0 ? wq.axis + int(w->shape.size()) : wq.axis;
     if (!wq.per_tensor() && waxis != 0)
       return Fail("weight axis " + std::to_string(waxis) + " != 0");
-    if (!wq.per_tensor() && int64_t(wq.scales.size()) != m)
+    if (!wq.per_tensor() && int64_t(wq.scales.size()) != c->channels)
       return Fail("weight has " + std::to_string(wq.scales.size()) + " scales for " +
-                  std::to_string(m) + " output channels");
-    return EmitQLinearConv(k, "QLinearConv", *dqx, *dqw, xq, wq, m, /*weight_axis=*/0);
-  }
-
-  // Conv and ConvTranspose after their checks: the output Q (through Relu/Clip),
-  // the int32 bias over m channels, and the integer node in place of the float one.
-  bool EmitQLinearConv(size_t k, const char* op_type, const Node& dqx, const Node& dqw,
-                       const QParams& xq, const QParams& wq, int64_t m, int weight_axis) {
-    const Node& conv = g_.nodes[k];
-    QParams yq;
-    size_t qk, act_k;
-    int32_t lo, hi;
-    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return false;
-    std::vector<int32_t> bias;
-    if (!conv.input(2).empty() && !BiasInt32(conv.input(2), xq, wq, m, &bias))
-      return Fail(
-          "bias is neither a float constant nor a dequantized int32 constant that fits "
-          "int32 at the accumulator scale");
-
-    Node q;
-    q.op_type = op_type;
-    q.name = conv.name;
-    q.attrs = conv.attrs;
-    q.inputs = {dqx.input(0),
-                xq.scale,
-                ZeroPointName(xq, conv.name + "_x"),
-                dqw.input(0),
-                wq.scale,
-                ZeroPointName(wq, conv.name + "_w"),
-                yq.scale,
-                ZeroPointName(yq, conv.name + "_y")};
-    if (!bias.empty()) q.inputs.push_back(AddInt32(conv.name + "_bias_int32", bias));
-    SetClamp(&q, lo, hi, yq.qtype);
-    SetQuant(dqx.input(0), xq, -1);
-    SetQuant(dqw.input(0), wq, weight_axis);
-    DropActivation(act_k);
-    Replace(k, std::move(q), qk, yq);
-    return true;
+                  std::to_string(c->channels) + " output channels");
+    c->weight_axis = 0;
+    return SelectConvOutput(k, c);
   }
 
   // ConvTranspose: W is [C, M/group, k...], so per-channel weights are on axis 1, which
   // is the output channel only with group 1.
-  bool TryConvTranspose(size_t k) {
+  bool SelectConvTranspose(size_t k, ConvGroup* c) {
     const Node& ct = g_.nodes[k];
-    QParams xq, wq;
-    const Node* dqx = DqOf(ct.input(0), &xq);
-    const Node* dqw = DqOf(ct.input(1), &wq, "weight");
-    if (!dqx || !dqw) return false;
-    if (!xq.per_tensor()) return Fail("input is quantized per axis");
-    const Value* w = g_.Find(dqw->input(0));
+    c->op_type = "QfQLinearConvTranspose";
+    c->dqx = DqOf(ct.input(0), &c->xq);
+    c->dqw = DqOf(ct.input(1), &c->wq, "weight");
+    if (!c->dqx || !c->dqw) return false;
+    if (!c->xq.per_tensor()) return Fail("input is quantized per axis");
+    const Value* w = g_.Find(c->dqw->input(0));
     if (!w || !w->is_constant() || w->shape.size() < 3)
       return Fail("weight is not a constant of rank >= 3");
     const int64_t group = ct.attrs.GetInt("group", 1);
     if (group <= 0) return Fail("group <= 0");
-    const int64_t m = w->shape[1] * group;
+    c->channels = w->shape[1] * group;
+    const QParams& wq = c->wq;
     int waxis = wq.axis < 0 ? wq.axis + int(w->shape.size()) : wq.axis;
     if (!wq.per_tensor() && group != 1)
       return Fail("per-channel weights with group " + std::to_string(group) + " != 1");
     if (!wq.per_tensor() && waxis != 1)
       return Fail("weight axis " + std::to_string(waxis) + " != 1");
-    if (!wq.per_tensor() && int64_t(wq.scales.size()) != m)
+    if (!wq.per_tensor() && int64_t(wq.scales.size()) != c->channels)
       return Fail("weight has " + std::to_string(wq.scales.size()) + " scales for " +
-                  std::to_string(m) + " output channels");
-    return EmitQLinearConv(k, "QfQLinearConvTranspose", *dqx, *dqw, xq, wq, m,
-                           /*weight_axis=*/1);
+                  std::to_string(c->channels) + " output channels");
+    c->weight_axis = 1;
+    return SelectConvOutput(k, c);
+  }
+
+  // The output Q (through Relu/Clip) and the int32 bias over the output channels.
+  bool SelectConvOutput(size_t k, ConvGroup* c) {
+    if (!OutputQ(k, &c->qk, &c->yq, &c->act_k, &c->lo, &c->hi)) return false;
+    const std::string& bias = g_.nodes[k].input(2);
+    if (!bias.empty() && !BiasInt32(bias, c->xq, c->wq, c->channels, &c->bias))
+      return Fail(
+          "bias is neither a float constant nor a dequantized int32 constant that fits "
+          "int32 at the accumulator scale");
+    return true;
+  }
+
+  // Action: the integer node in place of the float one.
+  bool EmitQLinearConv(size_t k, const ConvGroup& c) {
+    const Node& conv = g_.nodes[k];
+    Node q;
+    q.op_type = c.op_type;
+    q.name = conv.name;
+    q.attrs = conv.attrs;
+    q.inputs = {c.dqx->input(0),
+                c.xq.scale,
+                ZeroPointName(c.xq, conv.name + "_x"),
+                c.dqw->input(0),
+                c.wq.scale,
+                ZeroPointName(c.wq, conv.name + "_w"),
+                c.yq.scale,
+                ZeroPointName(c.yq, conv.name + "_y")};
+    if (!c.bias.empty()) q.inputs.push_back(AddInt32(conv.name + "_bias_int32", c.bias));
+    SetClamp(&q, c.lo, c.hi, c.yq.qtype);
+    SetQuant(c.dqx->input(0), c.xq, -1);
+    SetQuant(c.dqw->input(0), c.wq, c.weight_axis);
+    DropActivation(c.act_k);
+    Replace(k, std::move(q), c.qk, c.yq);
+    return true;
   }
 
   // Float A times a constant weight stored as int4/uint4 (or blocked int8):
