@@ -25,7 +25,8 @@ constexpr int kU8 = onnx::TensorProto::UINT8;
 constexpr int kI8 = onnx::TensorProto::INT8;
 constexpr int kU16 = onnx::TensorProto::UINT16;
 constexpr int kI16 = onnx::TensorProto::INT16;
-constexpr int kI4 = 22;  // by number: the generated onnx.proto may predate INT4
+constexpr int kI4 = 22;  // by number: the generated onnx.proto may predate INT4/UINT4
+constexpr int kU4 = 21;
 
 // Scalar scale `name`_s and zero point `name`_z of element type t (no zero point when
 // t is 0).
@@ -38,7 +39,7 @@ void Params(OnnxBuilder* b, const std::string& name, float s, int32_t zp, int t)
     int16_t v = int16_t(zp);
     bytes.assign(reinterpret_cast<const char*>(&v), 2);
   } else {
-    bytes.assign(1, char(uint8_t(z64 & (t == kI4 ? 0xF : 0xFF))));
+    bytes.assign(1, char(uint8_t(z64 & (t == kI4 || t == kU4 ? 0xF : 0xFF))));
   }
   b->Init(name + "_z", t, {}, bytes.data(), bytes.size());
 }
@@ -242,6 +243,53 @@ TEST_CASE("qdq dialects: com.microsoft Q/DQ of every contrib type run with ONNX 
   RunContribRoundTrip(kU16, 30000, 0, 65535);
   RunContribRoundTrip(kI16, 7, -32768, 32767);
   RunContribRoundTrip(kI4, 1, -8, 7);
+  RunContribRoundTrip(kU4, 9, 0, 15);
+}
+
+TEST_CASE(
+    "qdq dialects: a com.microsoft int4 weight DequantizeLinear feeds the weight-only MatMul") {
+  // A [4, 6] int4 weight, per column (axis 1), through the contrib DQ into MatMul: the same
+  // QfMatMulWeightQ as the standard op gives, and the same numbers as the float path.
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.AddOpset("com.microsoft", 1);
+  b.Input("a", kF32, {2, 4});
+  std::string codes;
+  for (int i = 0; i < 24; i += 2)
+    codes.push_back(char(uint8_t(((i * 5) % 16) | ((((i + 1) * 7) % 16) << 4))));
+  b.Init("w", kI4, {4, 6}, codes.data(), codes.size());
+  b.InitFloat("w_s", {6}, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f});
+  auto* dq = b.Node("DequantizeLinear", {"w", "w_s"}, {"w_dq"}, "w_dequant", "com.microsoft");
+  OnnxBuilder::AttrInt(dq, "axis", 1);
+  b.Node("MatMul", {"a", "w_dq"}, {"y"}, "matmul");
+  b.Output("y", kF32, {2, 6});
+  const std::string path = b.Write(dir);
+  std::vector<float> a = {0.5f, -1.f, 2.f, 0.25f, -0.75f, 1.5f, 0.f, -2.f};
+  std::vector<std::vector<float>> outs;
+  for (bool fold : {true, false}) {
+    ConvertOptions opts;
+    opts.fold_qdq = fold;
+    Converted c;
+    Status st = ConvertAndOpen(path, opts, &c);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    CHECK(CountOps(c.graph, "QfMatMulWeightQ") == (fold ? 1u : 0u));
+    SetFloatInput(c.session.get(), "a", {2, 4}, a);
+    REQUIRE(c.session->Run().ok());
+    outs.push_back(FloatOutput(*c.session, "y", {2, 6}));
+  }
+  // int4 codes, sign-extended, times the column scale.
+  for (int r = 0; r < 2; ++r)
+    for (int col = 0; col < 6; ++col) {
+      double want = 0;
+      for (int k = 0; k < 4; ++k) {
+        const int i = k * 6 + col;
+        int code = i % 2 == 0 ? (i * 5) % 16 : (i * 7) % 16;
+        if (code > 7) code -= 16;
+        want += double(a[size_t(r * 4 + k)]) * code * (0.1 * (col + 1));
+      }
+      CHECK(std::abs(outs[0][size_t(r * 6 + col)] - want) <= 1e-4);
+      CHECK(std::abs(outs[1][size_t(r * 6 + col)] - want) <= 1e-4);
+    }
 }
 
 TEST_CASE("qdq dialects: a float weight through QuantizeLinear folds with half-to-even rounding") {
