@@ -13,7 +13,8 @@ BatchNormalization into Conv so the Conv weights get quantized instead of a floa
 
 --ops: also writes DIR/ops/op_<name>.<variant>.onnx, tiny one-operator models (fixed-seed weights)
 quantized per-tensor and, where the operator has weights, per-channel, with uint8 and int8
-activations. Their graph output is the output of the final QuantizeLinear (the trailing
+activations; those ONNX Runtime writes as com.microsoft QLinear* ops (Add, Mul, Concat,
+AveragePool, LeakyRelu, Sigmoid) also in QOperator format. Their graph output is the output of the final QuantizeLinear (the trailing
 DequantizeLinear is cut off), so the quantized integers can be compared exactly.
 
 Calibration uses a deterministic CalibrationDataReader: NUM_CALIB_SAMPLES standard-normal inputs
@@ -96,6 +97,12 @@ VARIANTS = [
 ]
 OP_VARIANTS_PT = [VARIANTS[0], VARIANTS[1]]
 OP_VARIANTS_PC = [VARIANTS[5], VARIANTS[6]]
+# QOperator format of the one-operator models ONNX Runtime writes as com.microsoft QLinear*
+# ops (QLinearAdd, QLinearMul, QLinearConcat, QLinearAveragePool, QLinearLeakyRelu,
+# QLinearSigmoid): qfold's kernels for them against ONNX Runtime's own.
+OP_VARIANTS_QOP = [Variant("qop_pt_u8s8", False, U8, S8, fmt="qoperator"),
+                   Variant("qop_pt_s8s8", False, S8, S8, fmt="qoperator")]
+QOP_CONTRIB_OPS = ("add", "mul", "concat", "averagepool", "leakyrelu", "sigmoid")
 
 
 class RandomReader(CalibrationDataReader):
@@ -364,6 +371,8 @@ def make_ops(out_dir, tmp):
         fp32 = os.path.join(tmp, f"op_{name}.onnx")
         op_types, has_weights = build_op_model(name, fp32)
         variants = OP_VARIANTS_PT + (OP_VARIANTS_PC if has_weights else [])
+        if name in QOP_CONTRIB_OPS:
+            variants = variants + OP_VARIANTS_QOP
         for v in variants:
             dst = os.path.join(ops_dir, f"op_{name}.{v.name}.onnx")
             quantize(fp32, dst, v, seed=zlib.crc32(f"calib:{name}".encode()), op_types=op_types,
