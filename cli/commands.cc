@@ -437,7 +437,10 @@ int Inspect(const Args& args) {
   nlohmann::json j;
   j["file"] = path;
   std::map<std::string, int> op_counts, precision_counts, granularity_counts;
-  size_t const_bytes = 0, const_count = 0, quantized_tensors = 0;
+  size_t const_bytes = 0, const_count = 0, quantized_tensors = 0, qdq_ops = 0;
+  // Conv/ConvTranspose/MatMul/Gemm that stay float, and the converter's reasons.
+  int heavy_float = 0, heavy_total = 0;
+  std::map<std::string, int> heavy_reasons;
   std::vector<TensorInfo> inputs, outputs;
   if (EndsWith(path, ".onnx")) {
     conv::Graph g;
@@ -455,7 +458,7 @@ int Inspect(const Args& args) {
     }
     for (const conv::Node& n : g.nodes) {
       op_counts[n.domain.empty() ? n.op_type : n.domain + "." + n.op_type]++;
-      if (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear") quantized_tensors++;
+      if (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear") qdq_ops++;
     }
     for (const auto& kv : g.values)
       if (kv.second.is_constant()) const_bytes += kv.second.data->size(), const_count++;
@@ -477,11 +480,28 @@ int Inspect(const Args& args) {
     inputs = model->inputs();
     outputs = model->outputs();
     nlohmann::json details = nlohmann::json::array();
-    for (const OpEntry& op : m->ops) {
+    for (size_t k = 0; k < m->ops.size(); ++k) {
+      const OpEntry& op = m->ops[k];
       op_counts[op.type]++;
       OpPrecision p = ClassifyOp(*m, op);
       precision_counts[p.precision]++;
+      if (p.precision == "quantize") qdq_ops++;
       nlohmann::json d = {{"name", op.name}, {"type", op.type}, {"precision", p.precision}};
+      const auto* reason = m->fb->operators()->Get(uint32_t(k))->float_reason();
+      if (reason && p.precision == "float") d["reason"] = reason->str();
+      const bool heavy = op.type == "Conv" || op.type == "ConvTranspose" || op.type == "MatMul" ||
+                         op.type == "Gemm";
+      if (heavy || p.precision == "int8") {
+        // The integer forms of the heavy ops count toward the same share.
+        const bool int_heavy = op.type == "QLinearConv" || op.type == "QLinearMatMul" ||
+                               op.type == "QfQLinearConvTranspose" || op.type == "ConvInteger" ||
+                               op.type == "MatMulInteger";
+        if (heavy || int_heavy) heavy_total++;
+        if (heavy && p.precision == "float") {
+          heavy_float++;
+          heavy_reasons[reason ? reason->str() : "no quantized neighbours"]++;
+        }
+      }
       if (!p.granularity.empty())
         d["granularity"] = p.granularity, granularity_counts[p.granularity]++;
       // The layout the converter planned for the op's result (NHWC: channels-last inside).
@@ -508,17 +528,26 @@ int Inspect(const Args& args) {
   // user means by "runs int8".
   const int int8_ops = precision_counts["int8"] + precision_counts["int4-weight"];
   const int float_ops = precision_counts["float"];
-  const bool quantized_model = quantized_tensors > 0 || int8_ops > 0;
-  std::string warning;
+  const bool quantized_model = quantized_tensors > 0 || qdq_ops > 0 || int8_ops > 0;
+  std::vector<std::string> warnings;
   if (quantized_model && float_ops > int8_ops)
-    warning = std::to_string(float_ops) + " of " + std::to_string(float_ops + int8_ops) +
-              " operators run in float: the model is quantized but most of it is not folded "
-              "into integer kernels";
+    warnings.push_back(std::to_string(float_ops) + " of " + std::to_string(float_ops + int8_ops) +
+                       " operators run in float: the model is quantized but most of it is not "
+                       "folded into integer kernels");
+  if (quantized_model && heavy_float * 2 > heavy_total) {
+    // The most frequent reason names the pattern to fix first.
+    auto top = heavy_reasons.begin();
+    for (auto it = heavy_reasons.begin(); it != heavy_reasons.end(); ++it)
+      if (it->second > top->second) top = it;
+    warnings.push_back(std::to_string(heavy_float) + " of " + std::to_string(heavy_total) +
+                       " Conv/ConvTranspose/MatMul/Gemm run in float (most often: " + top->first +
+                       "; qfold inspect --ops lists each)");
+  }
   if (!precision_counts.empty()) {
     j["precision"] = precision_counts;
     j["granularity"] = granularity_counts;
   }
-  if (!warning.empty()) j["warnings"] = {warning};
+  if (!warnings.empty()) j["warnings"] = warnings;
   if (as_json) {
     j["inputs"] = nlohmann::json::array();
     for (const TensorInfo& t : inputs) j["inputs"].push_back(TensorJson(t));
@@ -527,7 +556,9 @@ int Inspect(const Args& args) {
     j["operators"] = op_counts;
     j["operator_count"] = total_ops;
     j["constants"] = {{"count", const_count}, {"bytes", const_bytes}};
-    j["quantization"] = {{"quantized_tensors_or_qdq_nodes", quantized_tensors}};
+    j["quantization"] = {{"quantized_tensors_or_qdq_nodes", quantized_tensors + qdq_ops},
+                         {"quantized_tensors", quantized_tensors},
+                         {"qdq_ops", qdq_ops}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -553,12 +584,14 @@ int Inspect(const Args& args) {
     std::printf("\n");
     if (HasFlag(args, "--ops"))
       for (const auto& d : j["operator_details"])
-        std::printf("  %-40s %-26s %-8s %-4s %s\n", d["name"].get<std::string>().c_str(),
+        std::printf("  %-40s %-26s %-8s %-4s %s%s%s\n", d["name"].get<std::string>().c_str(),
                     d["type"].get<std::string>().c_str(), d["precision"].get<std::string>().c_str(),
                     d.contains("layout") ? d["layout"].get<std::string>().c_str() : "",
-                    d.contains("granularity") ? d["granularity"].get<std::string>().c_str() : "");
+                    d.contains("granularity") ? d["granularity"].get<std::string>().c_str() : "",
+                    d.contains("reason") ? "  why float: " : "",
+                    d.contains("reason") ? d["reason"].get<std::string>().c_str() : "");
   }
-  if (!warning.empty()) std::printf("warning: %s\n", warning.c_str());
+  for (const std::string& w : warnings) std::printf("warning: %s\n", w.c_str());
   if (j.contains("notes"))
     for (const auto& n : j["notes"]) std::printf("note: %s\n", n.get<std::string>().c_str());
   if (j.contains("operator_details")) {
@@ -573,10 +606,20 @@ int Inspect(const Args& args) {
     if (count)
       std::printf("transposes: %d (%s%s)\n", count, names.c_str(), count > 8 ? ", ..." : "");
   }
-  std::printf("quantization: %s\n",
-              quantized_tensors
-                  ? (std::to_string(quantized_tensors) + " quantized tensors / QDQ nodes").c_str()
-                  : "none (float model)");
+  // A model with Q/DQ is quantized even when nothing folded (16-bit, unmatched patterns).
+  std::string quant_text = "none (float model)";
+  if (quantized_tensors && qdq_ops)
+    quant_text = std::to_string(quantized_tensors) + " quantized tensors, " +
+                 std::to_string(qdq_ops) + " QuantizeLinear/DequantizeLinear ops";
+  else if (quantized_tensors)
+    quant_text = std::to_string(quantized_tensors) + " quantized tensors";
+  else if (qdq_ops)
+    quant_text =
+        std::to_string(qdq_ops) + " QuantizeLinear/DequantizeLinear ops" +
+        (j["format"] == "qfm" ? " (no integer kernel folded: quantization runs emulated in "
+                                "float)"
+                              : "");
+  std::printf("quantization: %s\n", quant_text.c_str());
   return 0;
 }
 

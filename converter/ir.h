@@ -8,10 +8,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/attr.h"
 #include "qfold/dtype.h"
 #include "qfold/runtime.h"
 #include "qfold/status.h"
-#include "core/attr.h"
 
 namespace qfold {
 namespace conv {
@@ -54,6 +54,9 @@ struct Node {
   std::map<std::string, Value> tensor_attrs;
   // Attributes the converter cannot represent (graphs, strings lists...), for messages.
   std::vector<std::string> unsupported_attrs;
+  // Set by FoldQdq on an op that reads a DequantizeLinear or feeds a QuantizeLinear
+  // but stays float: the folding rule that failed ("16-bit activations: ...").
+  std::string float_reason;
 
   const std::string& input(size_t i) const {
     static const std::string kNone;

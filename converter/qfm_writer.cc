@@ -102,7 +102,8 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
     for (const Attr& a : n.attrs.all()) attrs.push_back(WriteAttr(b, a));
     ops.push_back(fb::CreateOperator(b, b.CreateString(n.op_type), b.CreateString(n.name),
                                      b.CreateVector(ins), b.CreateVector(outs),
-                                     b.CreateVector(attrs)));
+                                     b.CreateVector(attrs),
+                                     n.float_reason.empty() ? 0 : b.CreateString(n.float_reason)));
   }
   std::vector<int32_t> ins, outs;
   for (const std::string& n : g.inputs) ins.push_back(index[n]);

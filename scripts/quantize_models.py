@@ -13,7 +13,8 @@ BatchNormalization into Conv so the Conv weights get quantized instead of a floa
 
 --ops: also writes DIR/ops/op_<name>.<variant>.onnx, tiny one-operator models (fixed-seed weights)
 quantized per-tensor and, where the operator has weights, per-channel, with uint8 and int8
-activations. Their graph output is the output of the final QuantizeLinear (the trailing
+activations; those ONNX Runtime writes as com.microsoft QLinear* ops (Add, Mul, Concat,
+AveragePool, LeakyRelu, Sigmoid) also in QOperator format. Their graph output is the output of the final QuantizeLinear (the trailing
 DequantizeLinear is cut off), so the quantized integers can be compared exactly.
 
 Calibration uses a deterministic CalibrationDataReader: NUM_CALIB_SAMPLES standard-normal inputs
@@ -83,9 +84,25 @@ VARIANTS = [
     Variant("pc_u8s8_reducerange", True, U8, S8, reduce_range=True),
     Variant("qop_pc_u8s8", True, U8, S8, fmt="qoperator"),
     Variant("dyn_u8s8", False, U8, S8, fmt="dynamic"),
+    # Other producers' dialects of the same QDQ graph (docs/QDQ.md, "Dialects"):
+    # Q/DQ in domain com.microsoft; one Q -> DQ pair per consumer; 16-bit activations
+    # (ONNX Runtime writes them as com.microsoft Q/DQ below opset 21); float weights
+    # through QuantizeLinear -> DequantizeLinear as NNCF, AIMET and PyTorch exports write
+    # them (see float_weights_through_q).
+    Variant("pc_u8s8_contrib", True, U8, S8, UseQDQContribOps=True),
+    Variant("pc_u8s8_dedicated", True, U8, S8, DedicatedQDQPair=True),
+    Variant("pc_u16s8", True, QuantType.QUInt16, S8),
+    Variant("pt_s16s8_msdomain", False, QuantType.QInt16, S8, UseQDQContribOps=True),
+    Variant("pc_s8s8_qweight", True, S8, S8, fmt="qweight"),
 ]
 OP_VARIANTS_PT = [VARIANTS[0], VARIANTS[1]]
 OP_VARIANTS_PC = [VARIANTS[5], VARIANTS[6]]
+# QOperator format of the one-operator models ONNX Runtime writes as com.microsoft QLinear*
+# ops (QLinearAdd, QLinearMul, QLinearConcat, QLinearAveragePool, QLinearLeakyRelu,
+# QLinearSigmoid): qfold's kernels for them against ONNX Runtime's own.
+OP_VARIANTS_QOP = [Variant("qop_pt_u8s8", False, U8, S8, fmt="qoperator"),
+                   Variant("qop_pt_s8s8", False, S8, S8, fmt="qoperator")]
+QOP_CONTRIB_OPS = ("add", "mul", "concat", "averagepool", "leakyrelu", "sigmoid")
 
 
 class RandomReader(CalibrationDataReader):
@@ -129,6 +146,67 @@ def quantize(src, dst, variant, seed, op_types=None, dims=None, force=False):
                     op_types_to_quantize=op_types, per_channel=variant.per_channel,
                     reduce_range=variant.reduce_range, activation_type=variant.act,
                     weight_type=variant.weight, extra_options=extra)
+    if variant.fmt == "qweight":
+        float_weights_through_q(dst, seed)
+
+
+def float_weights_through_q(path, seed):
+    """Rewrites every constant 8-bit weight W_q read by a DequantizeLinear into a float
+    constant W_f followed by QuantizeLinear with the DQ's own scale, zero point and axis, the
+    form fake-quantization exports (NNCF, AIMET, PyTorch) write. W_f is chosen so that the
+    quantization rounding matters: most elements sit at the code plus a random offset within
+    (-0.45, 0.45) steps, one in eight exactly half a step off (a tie: half to even decides) and
+    one in sixty-four several steps beyond the type's range (saturation)."""
+    model = onnx.load(path)
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    rng = np.random.default_rng(seed)
+    new_nodes = []
+    for n in g.node:
+        if n.op_type != "DequantizeLinear" or n.input[0] not in inits:
+            new_nodes.append(n)
+            continue
+        w = inits[n.input[0]]
+        if w.data_type not in (TensorProto.INT8, TensorProto.UINT8) or len(n.input) < 3:
+            new_nodes.append(n)
+            continue
+        codes = numpy_helper.to_array(w).astype(np.int64)
+        scale = numpy_helper.to_array(inits[n.input[1]]).astype(np.float64)
+        zp = numpy_helper.to_array(inits[n.input[2]]).astype(np.int64)
+        axis = next((a.i for a in n.attribute if a.name == "axis"), 1)
+        if scale.size > 1:
+            shape = [1] * codes.ndim
+            shape[axis % codes.ndim] = scale.size
+            scale, zp = scale.reshape(shape), zp.reshape(shape)
+        offset = rng.uniform(-0.45, 0.45, codes.shape)
+        pick = rng.integers(0, 64, codes.shape)
+        offset[pick < 8] = np.where(rng.integers(0, 2, codes.shape) == 0, -0.5, 0.5)[pick < 8]
+        lo, hi = (-128, 127) if w.data_type == TensorProto.INT8 else (0, 255)
+        offset[pick == 63] = np.where(codes >= (lo + hi) / 2, hi + 3 - codes, lo - 3 - codes)[
+            pick == 63]
+        real = ((codes - zp + offset) * scale).astype(np.float32)
+        # A tie must be one in float32 division (as both runtimes compute x / scale); where
+        # the product rounded it away, the element keeps its exact code instead.
+        ratio = real / scale.astype(np.float32)
+        tie = np.abs(offset) == 0.5
+        exact = ratio.astype(np.float64) == (codes - zp + offset)
+        real = np.where(tie & ~exact, ((codes - zp) * scale).astype(np.float32), real)
+        fname = n.input[0] + "_float"
+        g.initializer.append(numpy_helper.from_array(real, fname))
+        q = helper.make_node("QuantizeLinear", [fname, n.input[1], n.input[2]],
+                             [n.input[0] + "_requantized"], name=n.name + "_weight_quantize")
+        if scale.size > 1:
+            q.attribute.extend([helper.make_attribute("axis", axis)])
+        n.input[0] = q.output[0]
+        new_nodes += [q, n]
+    del g.node[:]
+    g.node.extend(new_nodes)
+    used = {i for n in g.node for i in n.input}
+    keep = [t for t in g.initializer if t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, path)
 
 
 def cut_trailing_dequantize(path):
@@ -318,6 +396,8 @@ def make_ops(out_dir, tmp):
         fp32 = os.path.join(tmp, f"op_{name}.onnx")
         op_types, has_weights = build_op_model(name, fp32)
         variants = OP_VARIANTS_PT + (OP_VARIANTS_PC if has_weights else [])
+        if name in QOP_CONTRIB_OPS:
+            variants = variants + OP_VARIANTS_QOP
         for v in variants:
             dst = os.path.join(ops_dir, f"op_{name}.{v.name}.onnx")
             quantize(fp32, dst, v, seed=zlib.crc32(f"calib:{name}".encode()), op_types=op_types,

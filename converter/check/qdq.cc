@@ -315,17 +315,20 @@ void CheckCoverage(Analysis* a, const std::string& onnx_path) {
   };
   // Which nodes the converter turns into integer kernels.
   std::set<std::string> folded;
+  std::map<std::string, std::string> reasons;  // node -> why FoldQdq left it float
   bool fold_known = false;
   if (any_qdq && !onnx_path.empty()) {
     conv::Graph og;
     Status st = conv::LoadAndOptimize(onnx_path, conv::ConvertOptions(), &og);
     if (st.ok()) {
       fold_known = true;
-      static const std::set<std::string> kInt = {"QLinearConv", "QLinearMatMul", "QfMatMulWeightQ",
-                                                 "QfQLinearConvTranspose", "ConvInteger",
-                                                 "MatMulInteger"};
-      for (const Node& n : og.nodes)
+      static const std::set<std::string> kInt = {"QLinearConv",     "QLinearMatMul",
+                                                 "QfMatMulWeightQ", "QfQLinearConvTranspose",
+                                                 "ConvInteger",     "MatMulInteger"};
+      for (const Node& n : og.nodes) {
         if (kInt.count(n.op_type)) folded.insert(n.name);
+        if (!n.float_reason.empty()) reasons[n.name] = n.float_reason;
+      }
     } else if (a->report->count(Severity::kError) == 0) {
       a->Add(Severity::kInfo, "quant_coverage", nullptr, "",
              "folding analysis skipped: the converter fails: " + st.message());
@@ -369,6 +372,10 @@ void CheckCoverage(Analysis* a, const std::string& onnx_path) {
       why = "its input " + Quote(n.input(0)) + " is float (" + a->Describe(n.input(0)) +
             "), not dequantized";
       fix = "quantize the activation feeding it (QuantizeLinear -> DequantizeLinear)";
+    } else if (reasons.count(n.name)) {
+      why = "the converter's folding rule failed: " + reasons[n.name];
+      if (reasons[n.name].find("16-bit") != std::string::npos)
+        fix = "quantize activations to 8 bits (activation_type=QUInt8/QInt8) for integer kernels";
     } else {
       auto it = consumers.find(out);
       bool q_after = it != consumers.end() && it->second.size() == 1;
@@ -431,6 +438,28 @@ void CheckCoverage(Analysis* a, const std::string& onnx_path) {
     msg += fold_known ? " " + std::to_string(nf) + " fold into integer kernels"
                       : " folding not analyzed";
     a->Add(Severity::kInfo, "quant_coverage", nullptr, "", msg);
+    const int total = int(a->report->quant_ops.size());
+    if (fold_known && (total - nf) * 2 > total) {
+      // The most frequent reason names the pattern to fix first.
+      std::map<std::string, int> why;
+      for (const QuantOp& q : a->report->quant_ops)
+        if (!q.folded)
+          why[reasons.count(q.node)      ? reasons[q.node]
+              : q.granularity == "float" ? "no quantized weight or input"
+                                         : "see the quant_coverage warnings"]++;
+      auto top = why.begin();
+      for (auto it = why.begin(); it != why.end(); ++it)
+        if (it->second > top->second) top = it;
+      a->Add(Severity::kWarning, "quant_mostly_float", nullptr, "",
+             "the model carries QuantizeLinear/DequantizeLinear, but " +
+                 std::to_string(total - nf) + " of " + std::to_string(total) +
+                 " Conv/ConvTranspose/MatMul/Gemm run in float (most often: " + top->first + ")",
+             top->first.find("16-bit") != std::string::npos
+                 ? "quantize activations to 8 bits for integer kernels (16-bit runs Q/DQ "
+                   "emulated in float)"
+                 : "see the quant_coverage warnings and qfold inspect --ops on the converted "
+                   "model");
+    }
   }
 }
 

@@ -5,12 +5,19 @@
 // Patterns are matched by what feeds each op (a DQ of a per-tensor activation,
 // a DQ of a constant weight quantized on the op's channel axis), never by a
 // tensor's rank. What does not match stays a float op between explicit Q and
-// DQ nodes; `qfold inspect` reports which ops run int8.
+// DQ nodes, with the rule that failed in Node::float_reason; `qfold inspect
+// --ops` shows it and `qfold check` warns when most heavy ops stay float.
+//
+// Matching helpers return "" on success or why they failed (a reason); the
+// Try* functions keep the first reason in why_. Indexes are updated per
+// rewrite (no re-index of the whole graph), so folding stays linear.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "converter/onnx_dtype.h"
 #include "converter/passes/passes.h"
@@ -23,6 +30,9 @@ namespace {
 
 bool Is8Bit(DType t) {
   return t == DType::kInt8 || t == DType::kUInt8;
+}
+bool Is16Bit(DType t) {
+  return t == DType::kInt16 || t == DType::kUInt16;
 }
 
 int32_t QMin(DType t) {
@@ -54,6 +64,15 @@ bool ReadIntsConst(const Value* v, std::vector<int32_t>* out) {
       out->resize(n);
       for (size_t i = 0; i < n; ++i) (*out)[i] = p[i];
       return true;
+    case DType::kInt16:
+    case DType::kUInt16:
+      n = v->data->size() / 2;
+      out->resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t u = uint16_t(p[2 * i] | (p[2 * i + 1] << 8));
+        (*out)[i] = v->dtype == DType::kInt16 ? int32_t(int16_t(u)) : int32_t(u);
+      }
+      return true;
     case DType::kInt32:
       n = v->data->size() / 4;
       out->resize(n);
@@ -84,35 +103,51 @@ class QdqFolder {
   Status Run() {
     Index();
     for (size_t k = 0; k < g_.nodes.size(); ++k) {
-      if (removed_.count(k)) continue;
-      const std::string& t = g_.nodes[k].op_type;
-      if (!g_.nodes[k].domain.empty()) continue;
-      if (t == "Conv")
-        TryConv(k);
-      else if (t == "ConvTranspose")
-        TryConvTranspose(k);
-      else if (t == "MatMul")
-        TryMatMul(k) || TryWeightOnlyMatMul(k);
-      else if (t == "Gemm")
-        TryGemm(k) || TryWeightOnlyGemm(k);
-      else if (t == "Add" || t == "Mul")
-        TryBinary(k);
-      else if (t == "GlobalAveragePool" || t == "AveragePool")
-        TryPool(k);
-      else if (t == "Concat")
-        TryConcat(k);
-      else if (t == "Split")
-        TrySplit(k);
-      else if (IsLayoutOp(t))
-        TryLayout(k);
-      else if (IsLutOp(t))
-        TryLookupTable(k);
-      else if (t == "QuantizeLinear")
+      if (removed_.count(k) || !g_.nodes[k].domain.empty()) continue;
+      const std::string t = g_.nodes[k].op_type;
+      why_.clear();
+      if (t == "QuantizeLinear") {
         TryRequantize(k);
+        continue;
+      }
+      if (t == "DequantizeLinear") continue;
+      bool folded = false;
+      if (t == "Conv") {
+        folded = TryConv(k);
+      } else if (t == "ConvTranspose") {
+        folded = TryConvTranspose(k);
+      } else if (t == "MatMul" || t == "Gemm") {
+        folded = t == "MatMul" ? TryMatMul(k) : TryGemm(k);
+        // The weight-only form (float A, 4-bit B) is no integer kernel for an 8-bit
+        // pattern: its own mismatch is not the reason the 8-bit rule gave.
+        const std::string int8_why = why_;
+        if (!folded) folded = t == "MatMul" ? TryWeightOnlyMatMul(k) : TryWeightOnlyGemm(k);
+        why_ = int8_why;
+      } else if (t == "Add" || t == "Mul") {
+        folded = TryBinary(k);
+      } else if (t == "GlobalAveragePool" || t == "AveragePool") {
+        folded = TryPool(k);
+      } else if (t == "Concat") {
+        folded = TryConcat(k);
+      } else if (t == "Split") {
+        folded = TrySplit(k);
+      } else if (IsLayoutOp(t)) {
+        folded = TryLayout(k);
+      } else if (IsLutOp(t)) {
+        folded = TryLookupTable(k);
+      } else {
+        why_ = "no integer kernel for " + t;
+      }
+      if (!folded && IsFloatResult(k) && HasQdqNeighbour(k))
+        g_.nodes[k].float_reason = why_.empty() ? "no folding rule matched" : why_;
     }
     std::vector<Node> kept;
-    for (size_t k = 0; k < g_.nodes.size(); ++k)
+    for (size_t k = 0; k < g_.nodes.size(); ++k) {
       if (!removed_.count(k)) kept.push_back(std::move(g_.nodes[k]));
+      auto it = insert_after_.find(k);
+      if (it != insert_after_.end())
+        for (Node& n : it->second) kept.push_back(std::move(n));
+    }
     g_.nodes = std::move(kept);
     return Status::Ok();
   }
@@ -135,29 +170,78 @@ class QdqFolder {
   void Index() {
     producer_.clear();
     consumers_.clear();
-    for (size_t k = 0; k < g_.nodes.size(); ++k) {
-      for (const std::string& o : g_.nodes[k].outputs)
-        if (!o.empty()) producer_[o] = k;
-      for (const std::string& i : g_.nodes[k].inputs)
-        if (!i.empty()) consumers_[i].push_back(k);
-    }
+    for (size_t k = 0; k < g_.nodes.size(); ++k) IndexNode(k);
   }
 
-  // Reads a Q or DQ node's parameters; false when they are not constant or
-  // not an 8-bit integer type.
-  bool ReadQParams(const Node& n, QParams* q) {
+  // Records node k's current inputs and outputs. Entries of what a node no
+  // longer reads stay behind; Consumers() filters them.
+  void IndexNode(size_t k) {
+    for (const std::string& o : g_.nodes[k].outputs)
+      if (!o.empty()) producer_[o] = k;
+    for (const std::string& i : g_.nodes[k].inputs)
+      if (!i.empty()) consumers_[i].push_back(k);
+  }
+
+  // The live nodes reading `name`, each once.
+  std::vector<size_t> Consumers(const std::string& name) const {
+    std::vector<size_t> out;
+    auto it = consumers_.find(name);
+    if (it == consumers_.end()) return out;
+    for (size_t k : it->second) {
+      if (removed_.count(k) || std::find(out.begin(), out.end(), k) != out.end()) continue;
+      const auto& in = g_.nodes[k].inputs;
+      if (std::find(in.begin(), in.end(), name) != in.end()) out.push_back(k);
+    }
+    return out;
+  }
+
+  bool IsLiveQdq(size_t k, const char* op_type) const {
+    return !removed_.count(k) && g_.nodes[k].op_type == op_type && g_.nodes[k].domain.empty();
+  }
+
+  // Reads a DequantizeLinear or QuantizeLinear next to op k (an activation or a weight).
+  bool HasQdqNeighbour(size_t k) const {
+    for (const std::string& i : g_.nodes[k].inputs) {
+      auto it = producer_.find(i);
+      if (!i.empty() && it != producer_.end() && IsLiveQdq(it->second, "DequantizeLinear"))
+        return true;
+    }
+    for (const std::string& o : g_.nodes[k].outputs)
+      for (size_t c : Consumers(o))
+        if (IsLiveQdq(c, "QuantizeLinear")) return true;
+    return false;
+  }
+
+  // Op k computes a float result (integer ops a rewrite put here do not).
+  bool IsFloatResult(size_t k) const {
+    const Node& n = g_.nodes[k];
+    const Value* v = n.outputs.empty() ? nullptr : g_.Find(n.outputs[0]);
+    return v && dtype_is_float(v->dtype);
+  }
+
+  // Records the first reason a Try* gave up; returns false for `return Fail(...)`.
+  bool Fail(const std::string& why) {
+    if (why_.empty()) why_ = why;
+    return false;
+  }
+
+  // Reads a Q or DQ node's parameters; "" when they are constant, valid and
+  // of an 8-bit integer type, else why not.
+  std::string ReadQParams(const Node& n, QParams* q) {
     q->scale = n.input(1);
     q->zero_point = n.input(2);
-    if (!ReadFloatsConst(g_.Find(q->scale), &q->scales) || q->scales.empty()) return false;
+    if (!ReadFloatsConst(g_.Find(q->scale), &q->scales) || q->scales.empty())
+      return n.Label() + " has a non-constant or non-float32 scale";
     for (float s : q->scales)
-      if (!(s > 0) || !std::isfinite(s)) return false;
+      if (!(s > 0) || !std::isfinite(s)) return n.Label() + " has a non-positive scale";
     if (!q->zero_point.empty()) {
       const Value* zp = g_.Find(q->zero_point);
-      if (!zp || !ReadIntsConst(zp, &q->zps) || q->zps.size() != q->scales.size()) return false;
+      if (!zp || !ReadIntsConst(zp, &q->zps) || q->zps.size() != q->scales.size())
+        return n.Label() + " has a non-constant or unreadable zero point";
     }
     q->axis = int(n.attrs.GetInt("axis", 1));
     q->block_size = int(n.attrs.GetInt("block_size", 0));
-    if (q->block_size != 0) return false;
+    if (q->block_size != 0) return n.Label() + " is block-quantized";
     if (n.op_type == "DequantizeLinear") {
       const Value* x = g_.Find(n.input(0));
       q->qtype = x ? x->dtype : DType::kUndefined;
@@ -166,28 +250,53 @@ class QdqFolder {
       int64_t od = n.attrs.GetInt("output_dtype", 0);
       q->qtype = zp ? zp->dtype : od ? DTypeFromOnnx(int(od)) : DType::kUInt8;
     }
-    return Is8Bit(q->qtype);
+    if (Is8Bit(q->qtype)) return "";
+    const bool weight = g_.IsConstant(n.input(0));
+    if (Is16Bit(q->qtype))
+      return weight ? "16-bit weights: no integer kernel" : "16-bit activations: no integer kernel";
+    return std::string(dtype_name(q->qtype)) + (weight ? " weights" : " activations") +
+           ": no integer kernel";
   }
 
-  // The DQ node producing `name`, with its parameters.
-  const Node* DqOf(const std::string& name, QParams* q) {
+  // The DQ node producing `name`, with its parameters; null (and why_ set,
+  // naming `what`) when there is none or it does not qualify.
+  const Node* DqOf(const std::string& name, QParams* q, const std::string& what = "input") {
     auto it = producer_.find(name);
-    if (it == producer_.end() || removed_.count(it->second)) return nullptr;
+    if (it == producer_.end() || removed_.count(it->second)) {
+      Fail(what + " '" + name + "' is float (not dequantized)");
+      return nullptr;
+    }
     const Node& n = g_.nodes[it->second];
-    if (n.op_type != "DequantizeLinear" || !n.domain.empty()) return nullptr;
-    if (!ReadQParams(n, q)) return nullptr;
+    if (n.op_type != "DequantizeLinear" || !n.domain.empty()) {
+      Fail(what + " '" + name + "' is float (from " + n.Label() + ", not dequantized)");
+      return nullptr;
+    }
+    std::string why = ReadQParams(n, q);
+    if (!why.empty()) {
+      Fail(why);
+      return nullptr;
+    }
     return &n;
   }
 
   // The single Q consuming `name` (an op's float output), with its parameters.
   bool SoleQConsumer(const std::string& name, size_t* qk, QParams* q) {
-    if (g_.IsGraphOutput(name)) return false;
-    auto it = consumers_.find(name);
-    if (it == consumers_.end() || it->second.size() != 1) return false;
-    size_t k = it->second[0];
+    if (g_.IsGraphOutput(name))
+      return Fail("output '" + name + "' is a graph output, so no QuantizeLinear can take it");
+    std::vector<size_t> cs = Consumers(name);
+    if (cs.size() != 1) {
+      size_t qs = 0;
+      for (size_t c : cs) qs += IsLiveQdq(c, "QuantizeLinear");
+      return Fail("output is not quantized by a single QuantizeLinear (" +
+                  std::to_string(cs.size()) + " readers, " + std::to_string(qs) + " of them Q)");
+    }
+    size_t k = cs[0];
     const Node& n = g_.nodes[k];
-    if (n.op_type != "QuantizeLinear" || !n.domain.empty() || removed_.count(k)) return false;
-    if (!ReadQParams(n, q) || !q->per_tensor()) return false;
+    if (n.op_type != "QuantizeLinear" || !n.domain.empty())
+      return Fail("output feeds a float op (" + n.Label() + ")");
+    std::string why = ReadQParams(n, q);
+    if (!why.empty()) return Fail(why);
+    if (!q->per_tensor()) return Fail("output " + n.Label() + " is per-axis");
     *qk = k;
     return true;
   }
@@ -215,7 +324,7 @@ class QdqFolder {
     g_.nodes[k] = std::move(n);
     removed_.insert(qk);
     SetQuant(g_.nodes[k].outputs[0], yq, -1);
-    Index();
+    IndexNode(k);
   }
 
   // Output clamp for a Relu/Clip between the op and its Q, in the Q's domain.
@@ -255,13 +364,15 @@ class QdqFolder {
       *hi = QMax(yq->qtype);
       return true;
     }
-    auto it = consumers_.find(out);
-    if (g_.IsGraphOutput(out) || it == consumers_.end() || it->second.size() != 1) return false;
-    size_t a = it->second[0];
+    std::vector<size_t> cs = Consumers(out);
+    if (g_.IsGraphOutput(out) || cs.size() != 1) return false;
+    size_t a = cs[0];
     const Node& act = g_.nodes[a];
     if (act.op_type != "Relu" && act.op_type != "Clip") return false;
+    why_.clear();  // the activation's own output decides now
     if (!SoleQConsumer(act.outputs[0], qk, yq)) return false;
-    if (!ActivationClamp(act, *yq, lo, hi)) return false;
+    if (!ActivationClamp(act, *yq, lo, hi))
+      return Fail(act.Label() + " has non-constant or per-element bounds");
     *act_k = a;
     return true;
   }
@@ -334,68 +445,112 @@ class QdqFolder {
     if (hi < QMax(t)) n->attrs.SetInt("_qmax", hi);
   }
 
-  void TryConv(size_t k) {
-    const Node& conv = g_.nodes[k];
-    QParams xq, wq;
-    const Node* dqx = DqOf(conv.input(0), &xq);
-    const Node* dqw = DqOf(conv.input(1), &wq);
-    if (!dqx || !dqw || !xq.per_tensor()) return;
-    const Value* w = g_.Find(dqw->input(0));
-    if (!w || !w->is_constant() || w->shape.empty()) return;
-    const int64_t m = w->shape[0];
-    int waxis = wq.axis < 0 ? wq.axis + int(w->shape.size()) : wq.axis;
-    if (!wq.per_tensor() && (waxis != 0 || int64_t(wq.scales.size()) != m)) return;
-    EmitQLinearConv(k, "QLinearConv", *dqx, *dqw, xq, wq, m, /*weight_axis=*/0);
+  // The nodes a Conv/ConvTranspose fold reads and replaces, found by a selector
+  // without touching the graph; EmitQLinearConv is the action.
+  struct ConvGroup {
+    const char* op_type = nullptr;
+    const Node* dqx = nullptr;
+    const Node* dqw = nullptr;
+    QParams xq, wq, yq;
+    int64_t channels = 0;
+    int weight_axis = 0;  // the output-channel axis of the weight
+    size_t qk = SIZE_MAX, act_k = SIZE_MAX;
+    int32_t lo = 0, hi = 0;
+    std::vector<int32_t> bias;
+  };
+
+  bool TryConv(size_t k) {
+    ConvGroup c;
+    return SelectConv(k, &c) && EmitQLinearConv(k, c);
+  }
+  bool TryConvTranspose(size_t k) {
+    ConvGroup c;
+    return SelectConvTranspose(k, &c) && EmitQLinearConv(k, c);
   }
 
-  // Conv and ConvTranspose after their checks: the output Q (through Relu/Clip),
-  // the int32 bias over m channels, and the integer node in place of the float one.
-  void EmitQLinearConv(size_t k, const char* op_type, const Node& dqx, const Node& dqw,
-                       const QParams& xq, const QParams& wq, int64_t m, int weight_axis) {
+  // Selector: false with the reason in why_ when Conv k does not fold.
+  bool SelectConv(size_t k, ConvGroup* c) {
     const Node& conv = g_.nodes[k];
-    QParams yq;
-    size_t qk, act_k;
-    int32_t lo, hi;
-    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return;
-    std::vector<int32_t> bias;
-    if (!conv.input(2).empty() && !BiasInt32(conv.input(2), xq, wq, m, &bias)) return;
-
-    Node q;
-    q.op_type = op_type;
-    q.name = conv.name;
-    q.attrs = conv.attrs;
-    q.inputs = {dqx.input(0),
-                xq.scale,
-                ZeroPointName(xq, conv.name + "_x"),
-                dqw.input(0),
-                wq.scale,
-                ZeroPointName(wq, conv.name + "_w"),
-                yq.scale,
-                ZeroPointName(yq, conv.name + "_y")};
-    if (!bias.empty()) q.inputs.push_back(AddInt32(conv.name + "_bias_int32", bias));
-    SetClamp(&q, lo, hi, yq.qtype);
-    SetQuant(dqx.input(0), xq, -1);
-    SetQuant(dqw.input(0), wq, weight_axis);
-    DropActivation(act_k);
-    Replace(k, std::move(q), qk, yq);
+    c->op_type = "QLinearConv";
+    c->dqx = DqOf(conv.input(0), &c->xq);
+    c->dqw = DqOf(conv.input(1), &c->wq, "weight");
+    if (!c->dqx || !c->dqw) return false;
+    if (!c->xq.per_tensor()) return Fail("input is quantized per axis");
+    const Value* w = g_.Find(c->dqw->input(0));
+    if (!w || !w->is_constant() || w->shape.empty()) return Fail("weight is not a constant");
+    c->channels = w->shape[0];
+    const QParams& wq = c->wq;
+    int waxis = wq.axis < 0 ? wq.axis + int(w->shape.size()) : wq.axis;
+    if (!wq.per_tensor() && waxis != 0)
+      return Fail("weight axis " + std::to_string(waxis) + " != 0");
+    if (!wq.per_tensor() && int64_t(wq.scales.size()) != c->channels)
+      return Fail("weight has " + std::to_string(wq.scales.size()) + " scales for " +
+                  std::to_string(c->channels) + " output channels");
+    c->weight_axis = 0;
+    return SelectConvOutput(k, c);
   }
 
   // ConvTranspose: W is [C, M/group, k...], so per-channel weights are on axis 1, which
   // is the output channel only with group 1.
-  void TryConvTranspose(size_t k) {
+  bool SelectConvTranspose(size_t k, ConvGroup* c) {
     const Node& ct = g_.nodes[k];
-    QParams xq, wq;
-    const Node* dqx = DqOf(ct.input(0), &xq);
-    const Node* dqw = DqOf(ct.input(1), &wq);
-    if (!dqx || !dqw || !xq.per_tensor()) return;
-    const Value* w = g_.Find(dqw->input(0));
-    if (!w || !w->is_constant() || w->shape.size() < 3) return;
+    c->op_type = "QfQLinearConvTranspose";
+    c->dqx = DqOf(ct.input(0), &c->xq);
+    c->dqw = DqOf(ct.input(1), &c->wq, "weight");
+    if (!c->dqx || !c->dqw) return false;
+    if (!c->xq.per_tensor()) return Fail("input is quantized per axis");
+    const Value* w = g_.Find(c->dqw->input(0));
+    if (!w || !w->is_constant() || w->shape.size() < 3)
+      return Fail("weight is not a constant of rank >= 3");
     const int64_t group = ct.attrs.GetInt("group", 1);
-    if (group <= 0) return;
-    const int64_t m = w->shape[1] * group;
+    if (group <= 0) return Fail("group <= 0");
+    c->channels = w->shape[1] * group;
+    const QParams& wq = c->wq;
     int waxis = wq.axis < 0 ? wq.axis + int(w->shape.size()) : wq.axis;
-    if (!wq.per_tensor() && (group != 1 || waxis != 1 || int64_t(wq.scales.size()) != m)) return;
-    EmitQLinearConv(k, "QfQLinearConvTranspose", *dqx, *dqw, xq, wq, m, /*weight_axis=*/1);
+    if (!wq.per_tensor() && group != 1)
+      return Fail("per-channel weights with group " + std::to_string(group) + " != 1");
+    if (!wq.per_tensor() && waxis != 1)
+      return Fail("weight axis " + std::to_string(waxis) + " != 1");
+    if (!wq.per_tensor() && int64_t(wq.scales.size()) != c->channels)
+      return Fail("weight has " + std::to_string(wq.scales.size()) + " scales for " +
+                  std::to_string(c->channels) + " output channels");
+    c->weight_axis = 1;
+    return SelectConvOutput(k, c);
+  }
+
+  // The output Q (through Relu/Clip) and the int32 bias over the output channels.
+  bool SelectConvOutput(size_t k, ConvGroup* c) {
+    if (!OutputQ(k, &c->qk, &c->yq, &c->act_k, &c->lo, &c->hi)) return false;
+    const std::string& bias = g_.nodes[k].input(2);
+    if (!bias.empty() && !BiasInt32(bias, c->xq, c->wq, c->channels, &c->bias))
+      return Fail(
+          "bias is neither a float constant nor a dequantized int32 constant that fits "
+          "int32 at the accumulator scale");
+    return true;
+  }
+
+  // Action: the integer node in place of the float one.
+  bool EmitQLinearConv(size_t k, const ConvGroup& c) {
+    const Node& conv = g_.nodes[k];
+    Node q;
+    q.op_type = c.op_type;
+    q.name = conv.name;
+    q.attrs = conv.attrs;
+    q.inputs = {c.dqx->input(0),
+                c.xq.scale,
+                ZeroPointName(c.xq, conv.name + "_x"),
+                c.dqw->input(0),
+                c.wq.scale,
+                ZeroPointName(c.wq, conv.name + "_w"),
+                c.yq.scale,
+                ZeroPointName(c.yq, conv.name + "_y")};
+    if (!c.bias.empty()) q.inputs.push_back(AddInt32(conv.name + "_bias_int32", c.bias));
+    SetClamp(&q, c.lo, c.hi, c.yq.qtype);
+    SetQuant(c.dqx->input(0), c.xq, -1);
+    SetQuant(c.dqw->input(0), c.wq, c.weight_axis);
+    DropActivation(c.act_k);
+    Replace(k, std::move(q), c.qk, c.yq);
+    return true;
   }
 
   // Float A times a constant weight stored as int4/uint4 (or blocked int8):
@@ -431,7 +586,7 @@ class QdqFolder {
     if (block > 0) q.attrs.SetInt("block_size", block);
     q.outputs = mm.outputs;
     g_.nodes[k] = std::move(q);
-    Index();
+    IndexNode(k);
     return true;
   }
 
@@ -504,13 +659,12 @@ class QdqFolder {
       add.inputs = {mm, c};
       add.outputs = gm.outputs;
       g_.nodes[k] = std::move(q);
-      g_.nodes.insert(g_.nodes.begin() + long(k) + 1, std::move(add));
-      // Indices after k moved by one: keep removed_ consistent.
-      std::set<size_t> shifted;
-      for (size_t r : removed_) shifted.insert(r > k ? r + 1 : r);
-      removed_ = std::move(shifted);
+      // Emitted right after node k when the graph is rebuilt; nothing folds
+      // through the float Add, so it needs no index entries before that.
+      producer_.erase(add.outputs[0]);
+      insert_after_[k].push_back(std::move(add));
     }
-    Index();
+    IndexNode(k);
     return true;
   }
 
@@ -542,28 +696,30 @@ class QdqFolder {
     const Node& mm = g_.nodes[k];
     QParams aq, bq, yq;
     const Node* dqa = DqOf(mm.input(0), &aq);
-    const Node* dqb = DqOf(mm.input(1), &bq);
-    if (!dqa || !dqb || !aq.per_tensor()) return false;
+    const Node* dqb = DqOf(mm.input(1), &bq, "input B");
+    if (!dqa || !dqb) return false;
+    if (!aq.per_tensor()) return Fail("input A is quantized per axis");
     const Value* b = g_.Find(dqb->input(0));
     if (!b) return false;
     if (!bq.per_tensor()) {
       int axis = bq.axis < 0 ? bq.axis + int(b->shape.size()) : bq.axis;
-      if (!b->is_constant() || b->shape.size() != 2 || axis != 1) return false;
+      if (!b->is_constant() || b->shape.size() != 2)
+        return Fail("per-axis B is not a 2-D constant weight");
+      if (axis != 1) return Fail("weight axis " + std::to_string(axis) + " != 1");
     }
     // MatMul -> Add(bias) -> Q, as quantize_static leaves a MatMul with bias.
     std::string bias_in;
     size_t add_k = SIZE_MAX;
-    auto it = consumers_.find(mm.outputs[0]);
-    if (b->is_constant() && b->shape.size() == 2 && it != consumers_.end() &&
-        it->second.size() == 1 && !g_.IsGraphOutput(mm.outputs[0]) &&
-        g_.nodes[it->second[0]].op_type == "Add") {
-      const Node& add = g_.nodes[it->second[0]];
+    std::vector<size_t> cs = Consumers(mm.outputs[0]);
+    if (b->is_constant() && b->shape.size() == 2 && cs.size() == 1 &&
+        !g_.IsGraphOutput(mm.outputs[0]) && g_.nodes[cs[0]].op_type == "Add") {
+      const Node& add = g_.nodes[cs[0]];
       std::string other = add.input(0) == mm.outputs[0] ? add.input(1) : add.input(0);
       std::vector<int32_t> probe;
       if (IsColumnBias(other, b->shape[1], mm.outputs[0]) &&
           BiasInt32(other, aq, bq, b->shape[1], &probe)) {
         bias_in = other;
-        add_k = it->second[0];
+        add_k = cs[0];
       }
     }
     size_t qk, act_k;
@@ -602,24 +758,30 @@ class QdqFolder {
   // alpha goes into the weight scale and beta * C into the int32 bias.
   bool TryGemm(size_t k) {
     const Node& gm = g_.nodes[k];
-    if (gm.attrs.GetInt("transA", 0) != 0) return false;
+    if (gm.attrs.GetInt("transA", 0) != 0) return Fail("transA=1");
     QParams aq, bq, yq;
     const Node* dqa = DqOf(gm.input(0), &aq);
-    const Node* dqb = DqOf(gm.input(1), &bq);
-    if (!dqa || !dqb || !aq.per_tensor()) return false;
+    const Node* dqb = DqOf(gm.input(1), &bq, "input B");
+    if (!dqa || !dqb) return false;
+    if (!aq.per_tensor()) return Fail("input A is quantized per axis");
     const Value* b = g_.Find(dqb->input(0));
-    if (!b || !b->is_constant() || b->shape.size() != 2) return false;
+    if (!b || !b->is_constant() || b->shape.size() != 2)
+      return Fail("B is not a 2-D constant weight");
     const bool trans_b = gm.attrs.GetInt("transB", 0) != 0;
     const int64_t kdim = trans_b ? b->shape[1] : b->shape[0];
     const int64_t n = trans_b ? b->shape[0] : b->shape[1];
     int axis = bq.axis < 0 ? bq.axis + 2 : bq.axis;
-    if (!bq.per_tensor() && (axis != (trans_b ? 0 : 1) || int64_t(bq.scales.size()) != n))
-      return false;
+    if (!bq.per_tensor() && axis != (trans_b ? 0 : 1))
+      return Fail("weight axis " + std::to_string(axis) + " != " + (trans_b ? "0" : "1") +
+                  " (transB=" + (trans_b ? "1" : "0") + ")");
+    if (!bq.per_tensor() && int64_t(bq.scales.size()) != n)
+      return Fail("weight has " + std::to_string(bq.scales.size()) + " scales for " +
+                  std::to_string(n) + " columns");
     const double alpha = gm.attrs.GetFloat("alpha", 1.f), beta = gm.attrs.GetFloat("beta", 1.f);
-    if (!(alpha > 0)) return false;
+    if (!(alpha > 0)) return Fail("alpha <= 0");
     std::vector<int32_t> bias;
     if (!gm.input(2).empty() && !BiasInt32(gm.input(2), aq, bq, n, &bias, alpha, beta))
-      return false;
+      return Fail("C is neither a float constant nor a dequantized int32 constant per column");
     size_t qk, act_k;
     int32_t lo, hi;
     if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return false;
@@ -661,17 +823,19 @@ class QdqFolder {
     return true;
   }
 
-  void TryBinary(size_t k) {
+  bool TryBinary(size_t k) {
     const Node& n = g_.nodes[k];
     QParams aq, bq, yq;
-    const Node* dqa = DqOf(n.input(0), &aq);
-    const Node* dqb = DqOf(n.input(1), &bq);
-    if (!dqa || !dqb || !aq.per_tensor() || !bq.per_tensor()) return;
+    const Node* dqa = DqOf(n.input(0), &aq, "input A");
+    const Node* dqb = DqOf(n.input(1), &bq, "input B");
+    if (!dqa || !dqb) return false;
+    if (!aq.per_tensor() || !bq.per_tensor()) return Fail("an input is quantized per axis");
     // The output Q, possibly through a Relu/Clip (residual Add -> Relu).
     size_t qk, act_k;
     int32_t lo, hi;
-    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return;
-    if (aq.qtype != yq.qtype || bq.qtype != yq.qtype) return;
+    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return false;
+    if (aq.qtype != yq.qtype || bq.qtype != yq.qtype)
+      return Fail("inputs and output differ in signedness");
     Node q;
     q.op_type = n.op_type == "Add" ? "QLinearAdd" : "QLinearMul";
     q.domain = "com.microsoft";
@@ -687,15 +851,18 @@ class QdqFolder {
     SetClamp(&q, lo, hi, yq.qtype);
     DropActivation(act_k);
     Replace(k, std::move(q), qk, yq);
+    return true;
   }
 
-  void TryPool(size_t k) {
+  bool TryPool(size_t k) {
     const Node& n = g_.nodes[k];
     QParams xq, yq;
     const Node* dqx = DqOf(n.input(0), &xq);
-    if (!dqx || !xq.per_tensor()) return;
+    if (!dqx) return false;
+    if (!xq.per_tensor()) return Fail("input is quantized per axis");
     size_t qk;
-    if (!SoleQConsumer(n.outputs[0], &qk, &yq) || xq.qtype != yq.qtype) return;
+    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return false;
+    if (xq.qtype != yq.qtype) return Fail("input and output differ in signedness");
     Node q;
     q.op_type =
         n.op_type == "GlobalAveragePool" ? "QLinearGlobalAveragePool" : "QLinearAveragePool";
@@ -705,13 +872,22 @@ class QdqFolder {
     q.inputs = {dqx->input(0), xq.scale, ZeroPointName(xq, n.name + "_x"), yq.scale,
                 ZeroPointName(yq, n.name + "_y")};
     Replace(k, std::move(q), qk, yq);
+    return true;
   }
 
-  void TryConcat(size_t k) {
+  bool TryConcat(size_t k) {
     const Node& n = g_.nodes[k];
     QParams yq;
     size_t qk;
-    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return;
+    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return false;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      QParams xq;
+      const Node* dq = DqOf(n.inputs[i], &xq, "input " + std::to_string(i));
+      if (!dq) return false;
+      if (!xq.per_tensor()) return Fail("input " + std::to_string(i) + " is quantized per axis");
+      if (xq.qtype != yq.qtype) return Fail("inputs and output differ in signedness");
+    }
+    // Only now that every input qualifies: zero points may add constants.
     Node q;
     q.op_type = "QLinearConcat";
     q.domain = "com.microsoft";
@@ -721,26 +897,29 @@ class QdqFolder {
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       QParams xq;
       const Node* dq = DqOf(n.inputs[i], &xq);
-      if (!dq || !xq.per_tensor() || xq.qtype != yq.qtype) return;
       q.inputs.push_back(dq->input(0));
       q.inputs.push_back(xq.scale);
       q.inputs.push_back(ZeroPointName(xq, n.name + "_x" + std::to_string(i)));
     }
     Replace(k, std::move(q), qk, yq);
+    return true;
   }
 
   // Split of a DQ'd tensor whose every output is quantized with the DQ's own
   // parameters: split the integers.
-  void TrySplit(size_t k) {
+  bool TrySplit(size_t k) {
     const Node& n = g_.nodes[k];
     QParams xq;
     const Node* dqx = DqOf(n.input(0), &xq);
-    if (!dqx || !xq.per_tensor()) return;
+    if (!dqx) return false;
+    if (!xq.per_tensor()) return Fail("input is quantized per axis");
     std::vector<size_t> qs;
     for (const std::string& out : n.outputs) {
       QParams yq;
       size_t qk;
-      if (out.empty() || !SoleQConsumer(out, &qk, &yq) || !SameParams(xq, yq)) return;
+      if (out.empty()) return Fail("an output is unnamed");
+      if (!SoleQConsumer(out, &qk, &yq)) return false;
+      if (!SameParams(xq, yq)) return Fail("output '" + out + "' is quantized unlike the input");
       qs.push_back(qk);
     }
     Node moved = n;
@@ -752,7 +931,8 @@ class QdqFolder {
       SetQuant(moved.outputs[i], xq, -1);
     }
     g_.nodes[k] = std::move(moved);
-    Index();
+    IndexNode(k);
+    return true;
   }
 
   static bool SameParams(const QParams& a, const QParams& b) {
@@ -772,22 +952,25 @@ class QdqFolder {
   }
 
   // Data-movement ops run on the integers; a different output scale adds a requantize.
-  void TryLayout(size_t k) {
+  bool TryLayout(size_t k) {
     const Node& n = g_.nodes[k];
-    if (n.outputs.size() != 1) return;
-    if (n.op_type == "Resize" && n.attrs.GetString("mode", "nearest") != "nearest") return;
+    if (n.outputs.size() != 1) return Fail("more than one output");
+    if (n.op_type == "Resize" && n.attrs.GetString("mode", "nearest") != "nearest")
+      return Fail("Resize mode is not nearest");
     QParams xq, yq;
     const Node* dqx = DqOf(n.input(0), &xq);
-    if (!dqx || !xq.per_tensor()) return;
+    if (!dqx) return false;
+    if (!xq.per_tensor()) return Fail("input is quantized per axis");
     size_t qk;
-    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return;
+    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return false;
     Node moved = n;
     moved.inputs[0] = dqx->input(0);
     if (SameParams(xq, yq)) {
       Replace(k, std::move(moved), qk, yq);
-      return;
+      return true;
     }
-    if (!Is8Bit(xq.qtype) || xq.qtype != yq.qtype) return;
+    if (!Is8Bit(xq.qtype) || xq.qtype != yq.qtype)
+      return Fail("input and output differ in signedness");
     // op on x_q into a fresh value, then requantize into the Q's output.
     std::string mid = g_.UniqueName(n.outputs[0] + "_q");
     moved.outputs = {mid};
@@ -799,23 +982,27 @@ class QdqFolder {
     g_.nodes[qk] = std::move(req);  // keeps order: qk comes after k
     SetQuant(mid, xq, -1);
     SetQuant(g_.nodes[qk].outputs[0], yq, -1);
-    Index();
+    IndexNode(k);
+    IndexNode(qk);
+    return true;
   }
 
   // Unary float op between per-tensor 8-bit DQ and Q: precompute all 256
   // outputs with the op's own kernel and run a table lookup.
-  void TryLookupTable(size_t k) {
+  bool TryLookupTable(size_t k) {
     const Node& n = g_.nodes[k];
-    if (n.outputs.size() != 1) return;
+    if (n.outputs.size() != 1) return Fail("more than one output");
     QParams xq, yq;
     const Node* dqx = DqOf(n.input(0), &xq);
-    if (!dqx || !xq.per_tensor()) return;
+    if (!dqx) return false;
+    if (!xq.per_tensor()) return Fail("input is quantized per axis");
     for (size_t i = 1; i < n.inputs.size(); ++i)
-      if (!n.inputs[i].empty() && !g_.IsConstant(n.inputs[i])) return;
+      if (!n.inputs[i].empty() && !g_.IsConstant(n.inputs[i]))
+        return Fail("input " + std::to_string(i) + " is not a constant");
     size_t qk;
-    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return;
+    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return false;
     const OpDef* def = FindOp(n.op_type);
-    if (!def) return;
+    if (!def) return Fail("no kernel to tabulate");
 
     std::vector<float> xs(256), ys(256);
     for (int b = 0; b < 256; ++b) {
@@ -844,9 +1031,10 @@ class QdqFolder {
       ctx.inputs.push_back(&ins[i]);
     }
     ctx.outputs.push_back(&out);
-    if (!def->infer(ctx).ok() || out.dtype != DType::kFloat32 || out.numel() != 256) return;
+    if (!def->infer(ctx).ok() || out.dtype != DType::kFloat32 || out.numel() != 256)
+      return Fail("constant inputs broadcast the output beyond the 256 codes");
     out.data = ys.data();
-    if (!def->run(ctx).ok()) return;
+    if (!def->run(ctx).ok()) return Fail("tabulating the op failed");
     std::vector<uint8_t> table(256);
     for (int b = 0; b < 256; ++b) {
       double q = std::nearbyint(double(ys[b]) / yq.scales[0]) + yq.zp(0);
@@ -859,6 +1047,7 @@ class QdqFolder {
     lut.inputs = {dqx->input(0),
                   g_.AddConstant(n.name + "_table", yq.qtype, {256}, std::move(table))};
     Replace(k, std::move(lut), qk, yq);
+    return true;
   }
 
   // DQ -> Q with nothing between: the same parameters cancel; others requantize.
@@ -866,30 +1055,34 @@ class QdqFolder {
     const Node& qn = g_.nodes[k];
     QParams xq, yq;
     const Node* dq = DqOf(qn.input(0), &xq);
-    if (!dq || !xq.per_tensor() || !ReadQParams(qn, &yq) || !yq.per_tensor()) return;
+    if (!dq || !xq.per_tensor() || !ReadQParams(qn, &yq).empty() || !yq.per_tensor()) return;
     if (SameParams(xq, yq)) {
       // Readers of the Q output read the DQ input instead (unless it is a graph output).
       if (g_.IsGraphOutput(qn.outputs[0])) return;
       const std::string from = qn.outputs[0], to = dq->input(0);
-      for (Node& n : g_.nodes)
-        for (std::string& s : n.inputs)
+      for (size_t c : Consumers(from)) {
+        for (std::string& s : g_.nodes[c].inputs)
           if (s == from) s = to;
+        consumers_[to].push_back(c);
+      }
       g_.values.erase(from);
       removed_.insert(k);
-      Index();
       return;
     }
     Node req = Requantize(qn.name, dq->input(0), xq, yq);
     req.outputs = qn.outputs;
     g_.nodes[k] = std::move(req);
     SetQuant(g_.nodes[k].outputs[0], yq, -1);
-    Index();
+    IndexNode(k);
   }
 
   Graph& g_;
-  std::map<std::string, size_t> producer_;
-  std::map<std::string, std::vector<size_t>> consumers_;
+  std::unordered_map<std::string, size_t> producer_;
+  std::unordered_map<std::string, std::vector<size_t>> consumers_;
   std::set<size_t> removed_;
+  // Nodes a rewrite adds after node k (a float bias Add); placed when the graph is rebuilt.
+  std::map<size_t, std::vector<Node>> insert_after_;
+  std::string why_;  // the first reason the current Try* gave up
 };
 
 }  // namespace

@@ -273,6 +273,13 @@ Status NormalizeOpsets(Graph* g) {
       auto it = Rewrites().find(n.op_type);
       if (it != Rewrites().end()) QF_RETURN_IF_ERROR(it->second(g, &n, g->opset));
     }
+    // ONNX Runtime's contrib QuantizeLinear/DequantizeLinear (quantize_static with
+    // UseQDQContribOps) are the standard ops with the same inputs and `axis`; the
+    // runtime's Q/DQ implement every type they allow (int4 to uint16, int32 DQ), and
+    // a missing zero point means uint8 / 0 in both. Later passes then see one op.
+    if (n.domain == "com.microsoft" &&
+        (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear"))
+      n.domain.clear();
     if (n.domain == "com.microsoft" && n.op_type == "QGemm")
       QF_RETURN_IF_ERROR(RewriteQGemm(g, &n));
     if (n.domain == "com.microsoft" && n.op_type == "QLinearSoftmax") {

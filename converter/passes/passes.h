@@ -23,7 +23,12 @@ Status RemoveIdentities(Graph* g);
 // DequantizeLinear nodes are kept (not folded into float constants) while
 // keep_dequantize is set, so that FoldQdq can still see quantized weights.
 Status InferAndFold(Graph* g, bool fold, bool keep_dequantize = false);
+// Identical QuantizeLinear nodes on one tensor (same parameter contents and
+// attributes) become one, then identical DequantizeLinear nodes; needs a
+// topologically sorted graph.
+Status MergeDuplicateQdq(Graph* g);
 // DequantizeLinear -> op -> QuantizeLinear becomes one integer operator.
+// Ops that carry Q/DQ neighbours but stay float get Node::float_reason.
 Status FoldQdq(Graph* g);
 
 // QfQLinearConvTranspose whose kernel equals its stride (no pads, dilation,

@@ -27,7 +27,16 @@ Prints one line per model output with the numbers and qfold's operator mix from
 `qfold inspect --json` ("int8" counts operator types starting with QLinear/Qf/ConvInteger/
 MatMulInteger; "qdq" counts QuantizeLinear/DequantizeLinear; "other" the rest: float ops, or
 type-generic ones like MaxPool/Reshape that may run on int8 data), then exactly
-"N passed, M failed" (counting models); exits non-zero if any model failed.
+"N passed, M failed" (counting models); exits non-zero if any model failed. The mix also
+shows "heavy int=I/T": of the T Conv/ConvTranspose/MatMul/Gemm, I run as integer kernels.
+
+--min-integer-share REGEX=FRACTION (repeatable): models whose file name matches REGEX also
+fail when fewer than FRACTION of their Conv/ConvTranspose/MatMul/Gemm run as integer kernels
+(the QDQ dialects of other producers must fold like quantize_static's default output).
+
+Honest reporting: for a model with QuantizeLinear/DequantizeLinear, `qfold inspect` must not
+call the .qfm a float model, and when fewer than half of its Conv/ConvTranspose/MatMul/Gemm run
+integer (16-bit activations, say), it must warn and give each such op's reason in --json.
 
 --markdown FILE --section NAME replaces the lines between "<!-- compare_qdq:NAME:begin -->" and
 "<!-- compare_qdq:NAME:end -->" in FILE (appended if absent) with a table of the results.
@@ -35,6 +44,7 @@ type-generic ones like MaxPool/Reshape that may run on int8 data), then exactly
 
 import argparse
 import glob
+import json
 import os
 import re
 import shutil
@@ -47,7 +57,8 @@ import numpy as np
 import onnx
 
 from qfold_tools import (external_shape_errors, first_error_line, inspect_operators, operator_mix,
-                         random_feeds, run_ort, run_ort_optimized, run_qfold, safe_name)
+                         random_feeds, run_ort, run_ort_optimized, run_qfold, run_qfold_output,
+                         safe_name)
 
 MIN_COSINE = 0.999
 # QOperator models (QLinearConv/QLinearMatMul/MatMulInteger... in the ONNX file) have no float
@@ -62,6 +73,10 @@ QOPERATOR_TYPES = {"QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger
                    "QLinearGlobalAveragePool", "QLinearAveragePool", "QLinearSigmoid",
                    "QLinearLeakyRelu"}
 NO_WORSE_THAN_ORT_INT = False
+# Heavy operators, float and as qfold's integer kernels (weight-only int4 MatMul is float math).
+HEAVY_FLOAT_OPS = {"Conv", "ConvTranspose", "MatMul", "Gemm"}
+HEAVY_INT_OPS = {"QLinearConv", "QLinearMatMul", "QfQLinearConvTranspose", "ConvInteger",
+                 "MatMulInteger"}
 MAX_STEPS = 1
 MIN_EXACT = 0.99
 
@@ -97,6 +112,36 @@ def probe_ort_int_saturation():
     a = np.full((2, k), 255, np.uint8)
     got = sess.run(None, {"A": a})[0]
     return not np.array_equal(got, a.astype(np.int64) @ w.astype(np.int64))
+
+
+def heavy_share(ops):
+    """(integer, total) Conv/ConvTranspose/MatMul/Gemm in an `operators` map."""
+    integer = sum(n for t, n in ops.items() if t.split(".")[-1] in HEAVY_INT_OPS)
+    flt = sum(n for t, n in ops.items() if t.split(".")[-1] in HEAVY_FLOAT_OPS)
+    return integer, integer + flt
+
+
+def reporting_problem(qfold, qfm):
+    """What `qfold inspect` hides about a .qfm converted from a Q/DQ model, or None."""
+    err, text = run_qfold_output([qfold, "inspect", qfm], 120)
+    if err:
+        return err
+    if "none (float model)" in text:
+        return 'says "none (float model)" for a model with QuantizeLinear/DequantizeLinear'
+    err, out = run_qfold_output([qfold, "inspect", qfm, "--json"], 120)
+    if err:
+        return err
+    info = json.loads(out)
+    heavy = [d for d in info.get("operator_details", [])
+             if d["type"] in HEAVY_FLOAT_OPS | HEAVY_INT_OPS]
+    flt = [d for d in heavy if d["type"] in HEAVY_FLOAT_OPS and d["precision"] == "float"]
+    if heavy and 2 * len(flt) > len(heavy):
+        if not info.get("warnings"):
+            return f"{len(flt)} of {len(heavy)} heavy ops run float without a warning"
+        missing = [d["name"] for d in flt if not d.get("reason")]
+        if missing:
+            return f"no reason for float op(s) {', '.join(missing[:3])}"
+    return None
 
 
 def check_output(ref, got, ref_int=None, inexact_ref=False):
@@ -216,10 +261,32 @@ def check_model(args, path, workdir):
         return res
 
     mix = "ops n/a"
+    ok = True
     if res.ops is not None:
         integer, qdq, flt, total = operator_mix(res.ops)
-        mix = f"ops int8={integer} qdq={qdq} other={flt} total={total}"
-    ok = True
+        heavy_int, heavy_total = heavy_share(res.ops)
+        mix = (f"ops int8={integer} qdq={qdq} other={flt} total={total} "
+               f"heavy int={heavy_int}/{heavy_total}")
+        for pattern, want in args.min_integer_share:
+            if not re.search(pattern, label) or heavy_total == 0:
+                continue
+            share = heavy_int / heavy_total
+            passed = share >= want
+            print(f"{'PASS' if passed else 'FAIL'} {label}: {100 * share:.1f}% of "
+                  f"Conv/ConvTranspose/MatMul/Gemm run integer ({heavy_int}/{heavy_total}, "
+                  f"required >= {100 * want:.0f}%)")
+            if not passed:
+                ok = False
+                res.metrics.append(("integer share", f"{100 * share:.0f}% integer"))
+    elif args.min_integer_share:
+        ok = False
+        print(f"FAIL {label}: qfold inspect gave no operator map")
+    if any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node):
+        problem = reporting_problem(args.qfold, qfm)
+        if problem:
+            ok = False
+            res.metrics.append(("inspect", problem))
+            print(f"FAIL {label}: qfold inspect: {problem}")
     for name, ref, ref_int in zip(out_names, refs, refs_int):
         ref = np.asarray(ref)
         where = f"{label} output '{name}' {list(ref.shape)} {ref.dtype}"
@@ -309,12 +376,22 @@ def main():
                     help="float outputs below the cosine bar still pass when qfold is at least as "
                          "close to the literal reference as ONNX Runtime's integer kernels")
     ap.add_argument("--model", action="append", default=[], help="one model file (repeatable)")
+    ap.add_argument("--min-integer-share", action="append", default=[], metavar="REGEX=FRACTION",
+                    help="models whose file name matches REGEX fail when fewer than FRACTION "
+                         "of their Conv/ConvTranspose/MatMul/Gemm run integer (repeatable)")
     ap.add_argument("--workdir", help="where to keep inputs/outputs (default: a temp dir, removed)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per qfold command")
     ap.add_argument("--markdown", help="write a results table into this Markdown file")
     ap.add_argument("--section", default="results",
                     help="name of the --markdown section to replace (default: results)")
     args = ap.parse_args()
+    shares = []
+    for spec in args.min_integer_share:
+        pattern, sep, frac = spec.rpartition("=")
+        if not sep or not pattern:
+            ap.error(f"--min-integer-share {spec!r}: expected REGEX=FRACTION")
+        shares.append((pattern, float(frac)))
+    args.min_integer_share = shares
     global NO_WORSE_THAN_ORT_INT, ORT_INT_SATURATES
     NO_WORSE_THAN_ORT_INT = args.no_worse_than_ort_int
     ORT_INT_SATURATES = probe_ort_int_saturation()
