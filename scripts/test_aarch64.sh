@@ -2,14 +2,15 @@
 # Cross-builds the runtime, the unit tests and the C API tests/example for 64-bit
 # Arm Linux (cmake/toolchains/aarch64-linux-gnu.cmake) and runs them under
 # qemu-user:
-#   1. CPU detection and QFOLD_ISA on three CPU models: cortex-a72 (no dotprod:
-#      reference), neoverse-n1 (dotprod: neondot), max (dotprod + i8mm: neoni8mm);
+#   1. CPU detection and QFOLD_ISA on four CPU models: cortex-a53 and
+#      cortex-a72 (Armv8.0 NEON, no dotprod: neon), neoverse-n1 (dotprod:
+#      neondot), max (dotprod + i8mm: neoni8mm);
 #   2. the kernel tests (tc 'kernels:*') under -cpu max, which compare every
-#      level (reference, neondot, neoni8mm) with the reference kernels byte for
-#      byte (SetIsaForTesting loop);
-#   3. the whole unit suite at every level (QFOLD_ISA=reference, neondot,
-#      neoni8mm under -cpu max, and the dotprod-only neoverse-n1), so the op
-#      tests run through each level's prepared kernels (a few seconds each);
+#      level (reference, neon, neondot, neoni8mm) with the reference kernels
+#      byte for byte (SetIsaForTesting loop);
+#   3. the whole unit suite at every level (QFOLD_ISA=reference, neon, neondot,
+#      neoni8mm under -cpu max, the Armv8.0 cortex-a72 and the dotprod-only
+#      neoverse-n1), so the op tests run through each level's prepared kernels;
 #   4. the C API tests, and the C/C++ examples on a model converted by the
 #      host's CLI when a host build exists (BUILD_DIR of scripts/test.sh).
 # Speed is not measured: qemu emulates the vector instructions one by one.
@@ -64,8 +65,13 @@ run() {
 
 ARM_CASE=(-tc='kernels: Arm ISA levels*')  # prints the detected and compared levels
 
-# 1. Detection (HWCAP_ASIMDDP, HWCAP2_I8MM) and QFOLD_ISA, which may only lower the level.
-run detect-a72 cortex-a72 QFOLD_TEST_DETECTED_ISA=reference QFOLD_TEST_ACTIVE_ISA=reference \
+# 1. Detection (HWCAP_ASIMD, HWCAP_ASIMDDP, HWCAP2_I8MM) and QFOLD_ISA, which may only
+#    lower the level.
+for cpu in cortex-a53 cortex-a72; do
+  run "detect-${cpu#cortex-}" $cpu QFOLD_TEST_DETECTED_ISA=neon QFOLD_TEST_ACTIVE_ISA=neon \
+    -- "$UNIT" "${ARM_CASE[@]}"
+done
+run env-a72-neondot cortex-a72 QFOLD_ISA=neondot QFOLD_TEST_ACTIVE_ISA=neon \
   -- "$UNIT" "${ARM_CASE[@]}"
 run detect-n1 neoverse-n1 QFOLD_TEST_DETECTED_ISA=neondot QFOLD_TEST_ACTIVE_ISA=neondot \
   -- "$UNIT" "${ARM_CASE[@]}"
@@ -73,7 +79,7 @@ run detect-max max QFOLD_TEST_DETECTED_ISA=neoni8mm QFOLD_TEST_ACTIVE_ISA=neoni8
   -- "$UNIT" "${ARM_CASE[@]}"
 run env-n1-neoni8mm neoverse-n1 QFOLD_ISA=neoni8mm QFOLD_TEST_ACTIVE_ISA=neondot \
   -- "$UNIT" "${ARM_CASE[@]}"
-for isa in reference neondot neoni8mm; do
+for isa in reference neon neondot neoni8mm; do
   run "env-max-$isa" max QFOLD_ISA=$isa QFOLD_TEST_ACTIVE_ISA=$isa -- "$UNIT" "${ARM_CASE[@]}"
 done
 run env-max-avx2 max QFOLD_ISA=avx2 QFOLD_TEST_ACTIVE_ISA=neoni8mm -- "$UNIT" "${ARM_CASE[@]}"
@@ -82,9 +88,10 @@ run env-max-avx2 max QFOLD_ISA=avx2 QFOLD_TEST_ACTIVE_ISA=neoni8mm -- "$UNIT" "$
 run kernels-max max QFOLD_TEST_DETECTED_ISA=neoni8mm -- "$UNIT" -tc='kernels:*'
 
 # 3. The whole unit suite at every level.
-for isa in reference neondot neoni8mm; do
+for isa in reference neon neondot neoni8mm; do
   run "unit-max-$isa" max QFOLD_ISA=$isa QFOLD_TEST_ACTIVE_ISA=$isa -- "$UNIT"
 done
+run unit-a72 cortex-a72 QFOLD_TEST_ACTIVE_ISA=neon -- "$UNIT"
 run unit-n1 neoverse-n1 QFOLD_TEST_ACTIVE_ISA=neondot -- "$UNIT"
 
 # 4. C API: the model-independent checks, then the examples on a converted model.

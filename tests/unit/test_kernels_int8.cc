@@ -17,8 +17,11 @@
 #include "core/op.h"
 #include "doctest/doctest.h"
 #include "kernels/cpu_features.h"
+#include "kernels/dwconv_s8.h"
+#include "kernels/gemm_f32.h"
 #include "kernels/gemm_s8.h"
 #include "kernels/gemm_s8_avxvnni.h"
+#include "kernels/quant_s8.h"
 #include "op_harness.h"
 
 namespace qfold {
@@ -532,7 +535,8 @@ TEST_CASE("kernels: QLinearMatMul of two activations (batched b) matches the ref
   MESSAGE(runs << " fast runs compared");
 }
 
-// ---- Arm levels (kernels/gemm_s8_neon*.cc: 8x12 tiles, i8mm in 8-k blocks) ----
+// ---- Arm levels (kernels/gemm_s8_neon*.cc: Armv8.0 4x4 tiles in 16-k blocks with
+// 4-, 8- and 12-byte tails; dotprod and i8mm 8x12 tiles, i8mm in 8-k blocks) ----
 // scripts/test_aarch64.sh runs these under qemu-aarch64 on several CPU models.
 // The shapes also run at the x86 levels (other tile sizes, more coverage).
 
@@ -564,15 +568,24 @@ TEST_CASE("kernels: Arm ISA levels, detection and QFOLD_ISA") {
   }
 #if defined(__aarch64__)
   const Isa d = kernels::DetectedIsa();
-  CHECK((d == Isa::kReference || d == Isa::kNeonDot || d == Isa::kNeonI8mm));
-  // x86 levels clamp to the detected one; neondot is below neoni8mm.
+  CHECK((d == Isa::kReference || d == Isa::kNeon || d == Isa::kNeonDot || d == Isa::kNeonI8mm));
+  // x86 levels clamp to the detected one; neon < neondot < neoni8mm.
   CHECK(kernels::SetIsaForTesting(Isa::kAvx2) == d);
   if (d == Isa::kNeonI8mm) CHECK(kernels::SetIsaForTesting(Isa::kNeonDot) == Isa::kNeonDot);
   if (d == Isa::kNeonDot) CHECK(kernels::SetIsaForTesting(Isa::kNeonI8mm) == Isa::kNeonDot);
+  if (d == Isa::kNeon) CHECK(kernels::SetIsaForTesting(Isa::kNeonDot) == Isa::kNeon);
+  if (d != Isa::kReference) CHECK(kernels::SetIsaForTesting(Isa::kNeon) == Isa::kNeon);
+  CHECK(kernels::GemmS8For(Isa::kNeon)->mr == 4);
   CHECK(kernels::GemmS8For(Isa::kNeonDot)->mr == 8);
   CHECK(kernels::GemmS8For(Isa::kNeonI8mm)->nr == 12);
+  // The float, depthwise and quantize kernels need only Armv8.0 NEON.
+  CHECK(kernels::GemmF32For(Isa::kNeon) != nullptr);
+  CHECK(kernels::DwConvS8For(Isa::kNeon) != nullptr);
+  CHECK(kernels::QuantS8For(Isa::kNeon) != nullptr);
 #else
   CHECK(kernels::SetIsaForTesting(Isa::kNeonI8mm) == kernels::DetectedIsa());
+  CHECK(kernels::SetIsaForTesting(Isa::kNeon) == kernels::DetectedIsa());
+  CHECK(kernels::GemmS8For(Isa::kNeon) == nullptr);
   CHECK(kernels::GemmS8For(Isa::kNeonDot) == nullptr);
   CHECK(kernels::GemmS8For(Isa::kNeonI8mm) == nullptr);
 #endif
@@ -581,12 +594,13 @@ TEST_CASE("kernels: Arm ISA levels, detection and QFOLD_ISA") {
   MESSAGE("detected " << detected << ", active " << active << ", compared:" << list);
 }
 
-TEST_CASE("kernels: QLinearMatMul at the 8x12 tile and 8-k block edges") {
+TEST_CASE("kernels: QLinearMatMul at the Arm tile and k-block edges") {
   std::mt19937 rng(41);
   int runs = 0;
-  // K = 4 * odd and 4 * even (the i8mm tail), partial groups of 4 and 8, 16-k pack chunks.
+  // K = 4 * odd and 4 * even (the i8mm tail), partial groups of 4 and 8, 16-k pack
+  // chunks, several 16-k blocks with each tail (the Armv8.0 kernel's software pipeline).
   for (int64_t m : {1, 7, 8, 9, 16, 17}) {
-    for (int64_t k : {1, 2, 4, 5, 7, 8, 9, 12, 13, 16, 17, 20, 24, 33}) {
+    for (int64_t k : {1, 2, 4, 5, 7, 8, 9, 12, 13, 16, 17, 20, 24, 33, 44, 48, 65}) {
       for (int64_t n : {11, 12, 13, 24, 25, 37}) {
         MatMulCase c{RandomDType(rng), RandomDType(rng), RandomDType(rng), {m, k}, k, n, false,
                      rng() % 2 == 0,   rng() % 2 == 0,   rng() % 5 == 0};
@@ -597,7 +611,7 @@ TEST_CASE("kernels: QLinearMatMul at the 8x12 tile and 8-k block edges") {
   MESSAGE(runs << " fast runs compared");
 }
 
-TEST_CASE("kernels: QLinearConv at the 8x12 tile and 8-k block edges") {
+TEST_CASE("kernels: QLinearConv at the Arm tile and k-block edges") {
   std::mt19937 rng(42);
   int runs = 0;
   // Weights left: output channels are the 8-row tiles, positions the 12-column panels.

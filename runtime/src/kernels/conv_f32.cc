@@ -31,6 +31,7 @@ DwF32PlaneFn DwF32PlaneFor(Isa isa) {
       return DwF32PlaneAvx512;
 #endif
 #if defined(__aarch64__)
+    case Isa::kNeon:  // fmla only: one kernel for every Arm level
     case Isa::kNeonDot:
     case Isa::kNeonI8mm:
       return DwF32PlaneNeon;

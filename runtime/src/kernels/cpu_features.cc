@@ -70,10 +70,13 @@ Isa Detect() {
 #endif
   return DetectX86();
 #elif defined(__aarch64__) && defined(__linux__)
-  // HWCAP_ASIMDDP (AT_HWCAP bit 20): sdot/udot; HWCAP2_I8MM (AT_HWCAP2 bit 13):
-  // smmla/usmmla/usdot. The bit numbers are spelled out because older libc
-  // headers lack the names. i8mm is only used on top of dotprod.
-  if (!(getauxval(AT_HWCAP) >> 20 & 1)) return Isa::kReference;
+  // HWCAP_ASIMD (AT_HWCAP bit 1): Advanced SIMD; HWCAP_ASIMDDP (bit 20):
+  // sdot/udot; HWCAP2_I8MM (AT_HWCAP2 bit 13): smmla/usmmla/usdot. The bit
+  // numbers are spelled out because older libc headers lack the names. i8mm is
+  // only used on top of dotprod.
+  const unsigned long hwcap = getauxval(AT_HWCAP);
+  if (!(hwcap >> 1 & 1)) return Isa::kReference;
+  if (!(hwcap >> 20 & 1)) return Isa::kNeon;
   return (getauxval(AT_HWCAP2) >> 13 & 1) ? Isa::kNeonI8mm : Isa::kNeonDot;
 #else
   return Isa::kReference;
@@ -94,7 +97,7 @@ bool Usable(Isa isa) {
 }
 
 bool IsArm(Isa isa) {
-  return isa == Isa::kNeonDot || isa == Isa::kNeonI8mm;
+  return isa == Isa::kNeon || isa == Isa::kNeonDot || isa == Isa::kNeonI8mm;
 }
 
 // `want` lowered to what the CPU supports: a level of another architecture
@@ -115,6 +118,7 @@ Isa FromEnv(Isa detected) {
   if (!std::strcmp(env, "avx2")) want = Isa::kAvx2;
   if (!std::strcmp(env, "avxvnni")) want = Isa::kAvxVnni;
   if (!std::strcmp(env, "avx512vnni")) want = Isa::kAvx512Vnni;
+  if (!std::strcmp(env, "neon")) want = Isa::kNeon;
   if (!std::strcmp(env, "neondot")) want = Isa::kNeonDot;
   if (!std::strcmp(env, "neoni8mm")) want = Isa::kNeonI8mm;
   return Clamp(want, detected);
@@ -134,6 +138,8 @@ const char* IsaName(Isa isa) {
       return "avxvnni";
     case Isa::kAvx512Vnni:
       return "avx512vnni";
+    case Isa::kNeon:
+      return "neon";
     case Isa::kNeonDot:
       return "neondot";
     case Isa::kNeonI8mm:

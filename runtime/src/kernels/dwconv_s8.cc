@@ -17,7 +17,7 @@ extern const DwConvS8Kernels kDwConvS8Avx2;
 extern const DwConvS8Kernels kDwConvS8Avx512Vnni;
 #endif
 #if defined(__aarch64__)
-extern const DwConvS8Kernels kDwConvS8NeonDot;
+extern const DwConvS8Kernels kDwConvS8Neon;
 #endif
 
 const DwConvS8Kernels* DwConvS8For(Isa isa) {
@@ -30,9 +30,10 @@ const DwConvS8Kernels* DwConvS8For(Isa isa) {
       return &kDwConvS8Avx512Vnni;
 #endif
 #if defined(__aarch64__)  // runtime/CMakeLists.txt always compiles *_neon*.cc there
+    case Isa::kNeon:      // int16 products (smlal): nothing to gain from dotprod or i8mm
     case Isa::kNeonDot:
-    case Isa::kNeonI8mm:  // int16 products: nothing to gain from i8mm
-      return &kDwConvS8NeonDot;
+    case Isa::kNeonI8mm:
+      return &kDwConvS8Neon;
 #endif
     default:
       return nullptr;

@@ -29,6 +29,7 @@ const GemmF32Kernels* GemmF32For(Isa isa) {
       return &kGemmF32Avx512;
 #endif
 #if defined(__aarch64__)
+    case Isa::kNeon:  // fmla only: one kernel for every Arm level
     case Isa::kNeonDot:
     case Isa::kNeonI8mm:
       return &kGemmF32Neon;

@@ -1,7 +1,7 @@
 // Packed fp32 GEMM with a fused epilogue: the inner loops of the fast float
 // Conv/MatMul/Gemm paths (conv_f32.h, ops/matmul.cc, ops/gemm.cc). Naming
 // follows <dtype>_<op>_<isa>: gemm_f32_avx2.cc, gemm_f32_avx512vnni.cc
-// (which only needs AVX-512F), gemm_f32_neondot.cc.
+// (which only needs AVX-512F), gemm_f32_neon.cc.
 //
 // C[r][c] = epilogue(sum_k L[r][k] * R[k][c]). For convolution over NCHW the
 // weights are left (out[m][p] = W[m][:] . X[:][p]); for MatMul/Gemm A is left.

@@ -15,6 +15,7 @@ extern const GemmS8Kernels kGemmS8Avx512Vnni;
 #endif
 #if defined(__aarch64__)
 // runtime/CMakeLists.txt always compiles the *_neon*.cc files on aarch64.
+extern const GemmS8Kernels kGemmS8Neon;
 extern const GemmS8Kernels kGemmS8NeonDot;
 extern const GemmS8Kernels kGemmS8NeonI8mm;
 #endif
@@ -30,6 +31,8 @@ const GemmS8Kernels* GemmS8For(Isa isa) {
       return &kGemmS8Avx512Vnni;
 #endif
 #if defined(__aarch64__)
+    case Isa::kNeon:
+      return &kGemmS8Neon;
     case Isa::kNeonDot:
       return &kGemmS8NeonDot;
     case Isa::kNeonI8mm:

@@ -1,11 +1,13 @@
-// Pieces shared by the NEON GEMM files (gemm_s8_neondot.cc, gemm_s8_neoni8mm.cc):
-// edge-safe row loads, the 4-row [col][4] interleave, and the requantizing
-// epilogue, which computes exactly what Requantize (ops/quant_util.h) and the
-// x86 epilogues compute. Everything is in an anonymous namespace so each file,
-// compiled with its own -march, keeps its own copy.
+// Pieces shared by the NEON GEMM files (gemm_s8_neon.cc, gemm_s8_neondot.cc,
+// gemm_s8_neoni8mm.cc): edge-safe row loads, the 4-row [col][4] interleave, and
+// the requantizing epilogue, which computes exactly what Requantize
+// (ops/quant_util.h) and the x86 epilogues compute. Everything is in an
+// anonymous namespace so each file, compiled with its own -march, keeps its own
+// copy.
 //
-// Both files use 8x12 tiles (mr = 8, nr = 12) and hand the epilogue the tile
-// as acc[row][column block of 4] int32x4 vectors.
+// The dotprod and i8mm files use 8x12 tiles (kMr = 8, kNr = 12), the Armv8.0
+// file 4x4; each hands the epilogue its tile as acc[row][column block of 4]
+// int32x4 vectors.
 #pragma once
 #include <arm_neon.h>
 
@@ -56,18 +58,20 @@ inline void Interleave4(uint8x16_t r0, uint8x16_t r1, uint8x16_t r2, uint8x16_t 
   out[2] = vreinterpretq_u8_u16(vzip1q_u16(a_hi, b_hi));
 }
 
-// Up to 12 per-column values, zero past n (the caller's arrays need not be
-// padded to a multiple of 12).
-inline void LoadCols(const int32_t* p, int64_t n, int32x4_t out[3]) {
-  int32_t t[kNr] = {};
-  std::memcpy(t, p, size_t(n < kNr ? n : kNr) * sizeof(int32_t));
-  for (int j = 0; j < 3; ++j) out[j] = vld1q_s32(t + 4 * j);
+// Up to 4 * kBlocks per-column values, zero past n (the caller's arrays need
+// not be padded to a multiple of the tile width).
+template <int kBlocks>
+inline void LoadCols(const int32_t* p, int64_t n, int32x4_t (&out)[kBlocks]) {
+  int32_t t[4 * kBlocks] = {};
+  std::memcpy(t, p, size_t(n < 4 * kBlocks ? n : 4 * kBlocks) * sizeof(int32_t));
+  for (int j = 0; j < kBlocks; ++j) out[j] = vld1q_s32(t + 4 * j);
 }
 
-inline void LoadCols(const float* p, int64_t n, float32x4_t out[3]) {
-  float t[kNr] = {};
-  std::memcpy(t, p, size_t(n < kNr ? n : kNr) * sizeof(float));
-  for (int j = 0; j < 3; ++j) out[j] = vld1q_f32(t + 4 * j);
+template <int kBlocks>
+inline void LoadCols(const float* p, int64_t n, float32x4_t (&out)[kBlocks]) {
+  float t[4 * kBlocks] = {};
+  std::memcpy(t, p, size_t(n < 4 * kBlocks ? n : 4 * kBlocks) * sizeof(float));
+  for (int j = 0; j < kBlocks; ++j) out[j] = vld1q_f32(t + 4 * j);
 }
 
 // clamp(round(float(acc) * mult) + yzp, lo, hi) with lo/hi passed as lo - yzp,
@@ -90,17 +94,19 @@ inline uint8x16_t Narrow16(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
   return vreinterpretq_u8_s8(vcombine_s8(vmovn_s16(ab), vmovn_s16(cd)));
 }
 
-// Per column panel: what the epilogue reads by column.
-struct ColParams {
-  int32x4_t bias[3], wzp[3], xsum[3];
-  float32x4_t mult[3];
+// Per column panel of kBlocks * 4 columns: what the epilogue reads by column.
+template <int kBlocks>
+struct ColParamsN {
+  int32x4_t bias[kBlocks], wzp[kBlocks], xsum[kBlocks];
+  float32x4_t mult[kBlocks];
 };
+using ColParams = ColParamsN<kNr / 4>;
 
-template <bool kWeightsLeft>
-inline void LoadColParams(const GemmS8Args& a, int64_t c0, int64_t ncol, ColParams* cp) {
+template <bool kWeightsLeft, int kBlocks>
+inline void LoadColParams(const GemmS8Args& a, int64_t c0, int64_t ncol, ColParamsN<kBlocks>* cp) {
   const int32x4_t zero = vdupq_n_s32(0);
-  for (int j = 0; j < 3; ++j) cp->bias[j] = cp->wzp[j] = cp->xsum[j] = zero;
-  for (int j = 0; j < 3; ++j) cp->mult[j] = vdupq_n_f32(0.f);
+  for (int j = 0; j < kBlocks; ++j) cp->bias[j] = cp->wzp[j] = cp->xsum[j] = zero;
+  for (int j = 0; j < kBlocks; ++j) cp->mult[j] = vdupq_n_f32(0.f);
   if (kWeightsLeft) {
     if (a.wzp) LoadCols(a.xsum + c0, ncol, cp->xsum);
   } else {
@@ -111,17 +117,18 @@ inline void LoadColParams(const GemmS8Args& a, int64_t c0, int64_t ncol, ColPara
 }
 
 // Folds bias and weight zero points into the tile rows ip.. of columns
-// c0..c0+ncol, requantizes and stores the bytes.
-template <bool kWeightsLeft>
-inline void StoreTile(const GemmS8Args& a, const ColParams& cp, int64_t ip, int64_t c0, int ncol,
-                      const int32x4_t (&acc)[kMr][3]) {
+// c0..c0+ncol, requantizes and stores the bytes. kBlocks is 3 or 1.
+template <bool kWeightsLeft, int kRows, int kBlocks>
+inline void StoreTile(const GemmS8Args& a, const ColParamsN<kBlocks>& cp, int64_t ip, int64_t c0,
+                      int ncol, const int32x4_t (&acc)[kRows][kBlocks]) {
+  static_assert(kBlocks == 3 || kBlocks == 1, "12 or 4 columns");
   const float32x4_t lo = vdupq_n_f32(float(a.lo - a.yzp)), hi = vdupq_n_f32(float(a.hi - a.yzp));
   const int32x4_t yzp = vdupq_n_s32(a.yzp);
-  const int nrow = a.rows - ip < kMr ? int(a.rows - ip) : kMr;
+  const int nrow = a.rows - ip < kRows ? int(a.rows - ip) : kRows;
   for (int r = 0; r < nrow; ++r) {
     const int64_t row = ip + r;
     int32x4_t q[4];
-    for (int j = 0; j < 3; ++j) {
+    for (int j = 0; j < kBlocks; ++j) {
       int32x4_t v = acc[r][j];
       float32x4_t mult = cp.mult[j];
       if (kWeightsLeft) {
@@ -134,12 +141,13 @@ inline void StoreTile(const GemmS8Args& a, const ColParams& cp, int64_t ip, int6
       }
       q[j] = Requant(v, mult, lo, hi, yzp);
     }
-    q[3] = q[2];
+    for (int j = kBlocks; j < 4; ++j) q[j] = q[kBlocks - 1];
     const uint8x16_t bytes = Narrow16(q[0], q[1], q[2], q[3]);
     uint8_t* y = a.y + row * a.ldy + c0;
-    if (ncol == kNr) {
-      vst1_u8(y, vget_low_u8(bytes));
-      vst1q_lane_u32(reinterpret_cast<uint32_t*>(y + 8), vreinterpretq_u32_u8(bytes), 2);
+    if (ncol == 4 * kBlocks) {
+      if (kBlocks == 3) vst1_u8(y, vget_low_u8(bytes));
+      vst1q_lane_u32(reinterpret_cast<uint32_t*>(y + 4 * kBlocks - 4), vreinterpretq_u32_u8(bytes),
+                     kBlocks - 1);
     } else {
       uint8_t t[16];
       vst1q_u8(t, bytes);

@@ -17,7 +17,7 @@ extern const QuantS8Kernels kQuantS8Avx2;
 extern const QuantS8Kernels kQuantS8Avx512Vnni;
 #endif
 #if defined(__aarch64__)
-extern const QuantS8Kernels kQuantS8NeonDot;
+extern const QuantS8Kernels kQuantS8Neon;
 #endif
 
 const QuantS8Kernels* QuantS8For(Isa isa) {
@@ -30,9 +30,10 @@ const QuantS8Kernels* QuantS8For(Isa isa) {
       return &kQuantS8Avx512Vnni;
 #endif
 #if defined(__aarch64__)
+    case Isa::kNeon:  // baseline Advanced SIMD: one kernel for every Arm level
     case Isa::kNeonDot:
     case Isa::kNeonI8mm:
-      return &kQuantS8NeonDot;
+      return &kQuantS8Neon;
 #endif
     default:
       return nullptr;

@@ -176,8 +176,8 @@ void Lookup(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n) {
 
 }  // namespace
 
-extern const QuantS8Kernels kQuantS8NeonDot;
-const QuantS8Kernels kQuantS8NeonDot = {Quantize, Dequantize, Binary, Lookup};
+extern const QuantS8Kernels kQuantS8Neon;
+const QuantS8Kernels kQuantS8Neon = {Quantize, Dequantize, Binary, Lookup};
 
 }  // namespace kernels
 }  // namespace qfold
