@@ -429,9 +429,14 @@ bool RunResizeFast(const KernelContext& ctx, const ResizeAttrs& r,
   return true;
 }
 
-// The taps of every axis for resizing a tensor of shape `in` (channels-first).
-Status ResizeTaps(const KernelContext& ctx, const ResizeAttrs& r, const Shape& in,
+// The attributes, and the taps of every axis for resizing input 0 read as
+// shape `in` (channels-first).
+Status ResizeTaps(const KernelContext& ctx, const Shape& in, ResizeAttrs* attrs,
                   std::vector<std::vector<std::vector<Tap>>>* taps) {
+  QF_RETURN_IF_ERROR(ParseResizeAttrs(ctx, int(in.size()), attrs));
+  if (ctx.output(0)->numel() > 0 && ctx.input(0)->numel() == 0)
+    return ctx.Invalid("cannot resize an empty input");
+  const ResizeAttrs& r = *attrs;
   Shape out;
   std::vector<double> scales;
   bool known;
@@ -471,10 +476,8 @@ Status RunResizeChannelsFirst(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
   ResizeAttrs r;
-  QF_RETURN_IF_ERROR(ParseResizeAttrs(ctx, x->rank(), &r));
   std::vector<std::vector<std::vector<Tap>>> taps;
-  QF_RETURN_IF_ERROR(ResizeTaps(ctx, r, x->shape, &taps));
-  if (y->numel() > 0 && x->numel() == 0) return ctx.Invalid("cannot resize an empty input");
+  QF_RETURN_IF_ERROR(ResizeTaps(ctx, x->shape, &r, &taps));
   if (RunResizeFast(ctx, r, taps)) return Status::Ok();
   switch (x->dtype) {
     case DType::kFloat32:
@@ -509,10 +512,8 @@ Status RunResizeChannelsLast(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
   ResizeAttrs r;
-  QF_RETURN_IF_ERROR(ParseResizeAttrs(ctx, x->rank(), &r));
   std::vector<std::vector<std::vector<Tap>>> taps;
-  QF_RETURN_IF_ERROR(ResizeTaps(ctx, r, ChannelsFirstShape(x->shape), &taps));
-  if (y->numel() > 0 && x->numel() == 0) return ctx.Invalid("cannot resize an empty input");
+  QF_RETURN_IF_ERROR(ResizeTaps(ctx, ChannelsFirstShape(x->shape), &r, &taps));
   auto single = [](const std::vector<std::vector<Tap>>& axis) {
     for (const std::vector<Tap>& t : axis)
       if (t.size() != 1 || t[0].weight != 1.0) return false;
