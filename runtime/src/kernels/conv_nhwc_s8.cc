@@ -81,6 +81,11 @@ struct NhwcState {
   // then a padding row for taps above and below x.
   std::vector<uint8_t> padded;
   int64_t padded_w = 0;
+  // 1x1 direct convolutions with abytes = 2: each thread widens the chunk of
+  // rows it works on into its own slice (it stays in cache, instead of a
+  // widened copy of all of x going through memory), with its own pointers.
+  std::vector<uint16_t> chunk_wide;
+  std::vector<const uint8_t*> chunk_ind;
   std::vector<int32_t> xsum;      // igemm with wzp: [group][rows]
   std::vector<uint8_t> scratch;   // gemm: per thread im2col + packed rows
   std::vector<int32_t> row_sums;  // gemm: per thread
@@ -262,8 +267,9 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
   const int64_t tiles = (g.rows + mr - 1) / mr, rows_pad = tiles * mr;
   const int64_t macs = g.rows * s.m * s.kdim;
   const int64_t taps = s.ind_taps, kc4 = s.kc4;
-  PrepareIndirection(s, c, g, mr, ab);
-  if (ab == 2 && !s.row_taps) {
+  const bool chunk_widen = ab == 2 && g.direct && !s.row_taps && !s.cp.any_wzp;
+  if (!chunk_widen) PrepareIndirection(s, c, g, mr, ab);
+  if (ab == 2 && !s.row_taps && !chunk_widen) {
     // Widened once per run (a few % of the MACs' time), split like the items.
     const int64_t total = g.n * c.ih * c.iw * g.c, block = 16 * 1024;
     const int64_t blocks = (total + block - 1) / block;
@@ -302,6 +308,27 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
   const int64_t chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
   const int64_t per_chunk = s.group * s.panels, items = chunks * per_chunk;
   uint8_t* y = c.y->ptr<uint8_t>();
+  ThreadPool* const pool = PoolFor(c, macs);
+  const int64_t chunk_rows = chunk_tiles * mr, chunk_elems = chunk_rows * g.c + kWideSlack;
+  std::vector<int64_t> widened;  // per slot: the chunk its slice holds, -1 none
+  if (chunk_widen) {
+    const int threads = NumThreads(pool);
+    Grow(&s.chunk_wide, chunk_elems * threads);
+    Grow(&s.chunk_ind, chunk_rows * threads);
+    widened.assign(size_t(threads), -1);
+  }
+  // Widens chunk `chunk` into slot `slot`'s slice; its pointers, the last
+  // tile's padding rows repeating the chunk's last row.
+  auto widen_chunk = [&](int slot, int64_t chunk) {
+    uint16_t* dst = s.chunk_wide.data() + slot * chunk_elems;
+    const int64_t row0 = chunk * chunk_rows, rows = std::min(chunk_rows, g.rows - row0);
+    WidenRange(c.x->ptr<uint8_t>() + row0 * g.c, dst, rows * g.c, xmask);
+    std::fill(dst + rows * g.c, dst + rows * g.c + kWideSlack, uint16_t(0));
+    const uint8_t** ind = s.chunk_ind.data() + slot * chunk_rows;
+    for (int64_t r = 0; r < chunk_rows; ++r)
+      ind[r] = reinterpret_cast<const uint8_t*>(dst + std::min(r, rows - 1) * g.c);
+    widened[size_t(slot)] = chunk;
+  };
   IgemmS8Args base;
   base.taps = taps;
   base.kc4 = kc4;
@@ -310,11 +337,16 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
   base.lo = c.lo;
   base.hi = c.hi;
   base.ldy = s.m;
-  ForItems(PoolFor(c, macs), items, [&](int, int64_t i) {
+  ForItems(pool, items, [&](int slot, int64_t i) {
     const int64_t chunk = i / per_chunk, gr = i % per_chunk / s.panels, pn = i % s.panels;
     const int64_t row0 = chunk * chunk_tiles * mr, ch0 = gr * s.mg + pn * k.nr;
     IgemmS8Args a = base;
-    a.ind = s.ind.data() + chunk * chunk_tiles * taps * mr;
+    if (chunk_widen) {
+      if (widened[size_t(slot)] != chunk) widen_chunk(slot, chunk);
+      a.ind = s.chunk_ind.data() + slot * chunk_rows;
+    } else {
+      a.ind = s.ind.data() + chunk * chunk_tiles * taps * mr;
+    }
     a.a_offset = gr * s.cg * ab;
     a.rows = std::min(chunk_tiles * mr, g.rows - row0);
     a.w = s.packed_w.data() + (gr * s.panels + pn) * s.panel_bytes;
