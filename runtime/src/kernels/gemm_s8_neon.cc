@@ -128,14 +128,13 @@ void PackRight(const uint8_t* src, int64_t lds, int64_t k, int64_t cols, uint8_t
 }
 
 // umull/uadalp (weights left, u8 x u8) or smull/sadalp (weights right, s8 x s8)
-// for the tails and the column sums; the 16-k blocks go through MacBlock.
+// for the tails and the column sums; the 16-k blocks go through MacBlocks.
 template <bool kWeightsLeft>
 struct Mul;
 
 template <>
 struct Mul<true> {
   using Acc = uint32x4_t;
-  static Acc Add(Acc acc, uint16x8_t products) { return vpadalq_u16(acc, products); }
   static Acc Add8(Acc acc, uint8x8_t l, uint8x8_t r) { return vpadalq_u16(acc, vmull_u8(l, r)); }
   static Acc Sum16(Acc acc, uint8x16_t r) { return vpadalq_u16(acc, vpaddlq_u8(r)); }
   // -128 * colsum, modulo 2^32.
@@ -207,9 +206,9 @@ inline uint8x8_t Load4(const uint8_t* p) {
 // reloaded from the next block right after their last use (the last block
 // reloads itself rather than read past the panel); the loop counter and
 // pointer steps sit between the vector steps, where an in-order core issues
-// them alongside. Written in asm because
-// GCC's scheduler hoists all 32 multiplies and then spills or copies
-// accumulators, and the 16 accumulators as operands exceed GCC's 30.
+// them alongside. Written in asm because GCC's scheduler hoists all 32
+// multiplies and then spills or copies accumulators, and the 16 accumulators
+// as operands would exceed GCC's limit of 30.
 #define QF_MAC_STEP(MUL, MUL2, ADALP, alo, tl, ahi, th, l, r)                               \
   ADALP " " alo ".4s, " tl ".8h\n\t" MUL " " tl ".8h, " l ".8b, " r ".8b\n\t" ADALP " " ahi \
         ".4s, " th ".8h\n\t" MUL2 " " th ".8h, " l ".16b, " r ".16b\n\t"
