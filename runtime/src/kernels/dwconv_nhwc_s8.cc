@@ -171,7 +171,7 @@ std::shared_ptr<void> PrepareDwConvNhwcS8(const Tensor& w, int64_t group) {
 }
 
 bool RunDwConvNhwcS8(void* state, const QConvCall& c) {
-  if (!state || !c.x || !c.y) return false;
+  if (!state || !c.x || !c.y || c.dq_mult) return false;
   State& s = *static_cast<State*>(state);
   const Tensor& x = *c.x;
   const int rank = x.rank();
