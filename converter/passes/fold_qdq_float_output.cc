@@ -8,9 +8,7 @@
 // and the bias, then an activation into the _activation attributes, when the
 // convolution is their only producer and they its only consumer.
 //
-// Only what the fast kernels cover is rewritten: 1-D and 2-D, not depthwise
-// (the channels-last depthwise kernels have no float epilogue; a float
-// depthwise convolution is faster than the integer reference kernel).
+// Only what the fast kernels cover is rewritten: 1-D and 2-D convolutions.
 #include <cmath>
 #include <cstring>
 
@@ -163,8 +161,6 @@ class FloatOutputFolder {
     const Value* w = g_.Find(dqw->input(0));
     if (!w || !w->is_constant() || (w->shape.size() != 3 && w->shape.size() != 4)) return;
     const int64_t m = w->shape[0];
-    const int64_t group = cv.attrs.GetInt("group", 1);
-    if (w->shape[1] == 1 && group > 1 && group == m) return;  // depthwise
     dqw = Dq(cv.input(1), 0, m);
     const Node* dqx = Dq(cv.input(0), -1, 0);
     const Value* y = g_.Find(cv.outputs[0]);

@@ -4,10 +4,11 @@
 Usage: compare_float_output.py --qfold build/cli/qfold [--workdir DIR] [--keep]
 
 Builds QDQ graphs whose Conv outputs stay float, the way AIMET and NNCF export them:
-  aimet: per-channel QDQ convolutions whose outputs are also graph outputs
-         ("hidden_output", "hidden_output_1"), each re-quantized for the next layer;
-  nncf:  Conv -> Sigmoid -> Mul (SiLU), Conv -> BatchNormalization -> Q, Conv -> Add
-         (a float residual), Conv -> Relu, with quantized Conv inputs and float outputs.
+  aimet: per-channel QDQ convolutions (one depthwise) whose outputs are also graph outputs
+         ("hidden_output", "hidden_output_1", ...), each re-quantized for the next layer;
+  nncf:  Conv -> Sigmoid -> Mul (SiLU), depthwise Conv -> BatchNormalization -> Relu,
+         Conv -> BatchNormalization -> Q, Conv -> Add (a float residual), Conv -> Relu,
+         with quantized Conv inputs and float outputs.
 The reference is ONNX Runtime with all graph optimizations disabled (the literal
 DequantizeLinear -> Conv -> ... graph). qfold runs channels-last (the integer microkernels)
 and --channels-first (the exact integer reference kernel), at 1 and 2 threads.
@@ -117,9 +118,11 @@ def aimet_model():
     h0 = b.conv(x, 2 / 255, 3, 16, out="hidden_output")
     h1 = b.conv(b.qdq(h0, 0.02, 128), 0.02, 16, 24, stride=2, out="hidden_output_1")
     r = b.op("Relu", [h1])
-    y = b.conv(b.qdq(r, 0.01, 0), 0.01, 24, 32, k=1)
+    d = b.conv(b.qdq(r, 0.01, 0), 0.01, 24, 24, group=24, out="hidden_output_2")  # depthwise
+    y = b.conv(b.qdq(d, 0.01, 128), 0.01, 24, 32, k=1)
     y = b.conv(b.qdq(y, 0.02, 128, np.uint8), 0.02, 32, 32, group=2, out="output")
-    return b.model([1, 3, 20, 24], ["hidden_output", "hidden_output_1", "output"])
+    return b.model([1, 3, 20, 24], ["hidden_output", "hidden_output_1", "hidden_output_2",
+                                    "output"])
 
 
 def nncf_model():
@@ -128,7 +131,9 @@ def nncf_model():
     x = b.qdq("x", 2 / 255, 128)
     c0 = b.conv(x, 2 / 255, 3, 16, stride=2)
     silu = b.op("Mul", [c0, b.op("Sigmoid", [c0])])                 # SiLU
-    c1 = b.conv(b.qdq(silu, 0.01, 30), 0.01, 16, 24)
+    dw = b.conv(b.qdq(silu, 0.01, 30), 0.01, 16, 16, group=16)       # depthwise -> BN -> Relu
+    dw = b.op("Relu", [b.batchnorm(dw, 16)])
+    c1 = b.conv(b.qdq(dw, 0.01, 0), 0.01, 16, 24)
     bn = b.batchnorm(c1, 24)                                         # Conv -> BN -> Q
     c2 = b.conv(b.qdq(bn, 0.02, 128), 0.02, 24, 24, k=1)
     r = b.op("Relu", [c2])                                           # Conv -> Relu -> Q

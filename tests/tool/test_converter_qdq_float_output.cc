@@ -247,14 +247,18 @@ TEST_CASE("qdq float output: a Conv and activation without BatchNormalization") 
   CHECK(CountOps(r.graph, "Relu") == 0);
 }
 
-TEST_CASE("qdq float output: depthwise convolutions stay float") {
-  Case cc;
-  cc.depthwise = true;
-  cc.seed = 50;
-  Result r = RunCase(cc);
-  CheckClose(r);
-  CHECK(CountOps(r.graph, "QfConvDequant") == 0);
-  CHECK(CountOps(r.graph, "Conv") == 1);
+TEST_CASE("qdq float output: depthwise convolutions too") {
+  for (bool bn : {false, true}) {
+    Case cc;
+    cc.depthwise = true;
+    cc.batchnorm = bn;
+    cc.act = bn ? "Clip" : "";
+    cc.seed = 50 + bn;
+    Result r = RunCase(cc);
+    CheckClose(r);
+    CHECK(CountOps(r.graph, "QfConvDequant") == 1);
+    CHECK(CountOps(r.graph, "Conv") == 0);
+  }
 }
 
 }  // namespace

@@ -487,16 +487,12 @@ Status RunQfConvDequantChannelsFirst(KernelContext& ctx) {
   return Status::Ok();
 }
 
-// Channels-last, non-depthwise: the indirect GEMM microkernels of the
-// QLinearConv path with their float epilogue. Nothing to prepare otherwise.
+// Channels-last: the kernels of QLinearConv's channels-last path with their
+// float epilogue. Nothing to prepare for channels-first.
 Status PrepareQfConvDequant(KernelContext& ctx, std::shared_ptr<void>* state) {
   bool cl = false;
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
-  if (!cl) return Status::Ok();
-  auto s = std::make_shared<ChannelsLastConvState>();
-  s->kernel = kernels::PrepareQConvNhwcS8(*ctx.input(3), ctx.attr().GetInt("group", 1));
-  if (s->kernel) *state = s;
-  return Status::Ok();
+  return cl ? PrepareQLinearConv(ctx, state) : Status::Ok();
 }
 
 Status RunQfConvDequant(KernelContext& ctx) {
@@ -516,8 +512,8 @@ Status RunQfConvDequant(KernelContext& ctx) {
       return Status::Ok();
     }
   }
-  // No integer fast path here (channels-first, depthwise, NEON): the exact
-  // reference kernel, reported as such by profiling.
+  // No integer fast path here (channels-first; the packed GEMM of levels
+  // without microkernels): the exact reference kernel, reported by profiling.
   ctx.reference_path = true;
   return cl ? RunViaChannelsFirst(ctx, RunQfConvDequantChannelsFirst)
             : RunQfConvDequantChannelsFirst(ctx);
