@@ -5,8 +5,9 @@
 // float. It becomes QfConvDequant instead: the int8 kernels, then
 // y = float(acc) * x_scale * w_scale[m] + B[m] in the epilogue. A directly
 // following inference BatchNormalization folds into a per-channel multiplier
-// and the bias, then an activation into the _activation attributes, when the
-// convolution is their only producer and they its only consumer.
+// and the bias, then an activation into the _activation attributes (Relu,
+// Clip, ..., and x * Sigmoid(x) / x * HardSigmoid(x) as Swish / HardSwish),
+// when the convolution's output is read by them alone.
 //
 // Only what the fast kernels cover is rewritten: 1-D and 2-D convolutions.
 #include <cmath>
@@ -222,12 +223,48 @@ class FloatOutputFolder {
     if (bn_k != SIZE_MAX && FoldBatchNorm(g_.nodes[bn_k], m, bias, out_scale)) {
       Absorb(q, bn_k);
     }
+    if (FoldGatedActivation(q)) return;
     const size_t act_k = SoleConsumer(q->outputs[0]);
     if (act_k == SIZE_MAX || g_.nodes[act_k].outputs.size() != 1) return;
     AttrMap attrs = q->attrs;
     if (!FusedActivationAttrs(g_, g_.nodes[act_k], &attrs)) return;
     q->attrs = std::move(attrs);
     Absorb(q, act_k);
+  }
+
+  // y * Sigmoid(y) (SiLU, NNCF's YOLO-style models) or y * HardSigmoid(y)
+  // with alpha 1/6, beta 1/2 (HardSwish as exporters spell it): y read by
+  // exactly the gate and the Mul, the gate by the Mul alone.
+  bool FoldGatedActivation(Node* q) {
+    const std::string y = q->outputs[0];
+    auto it = consumers_.find(y);
+    if (g_.IsGraphOutput(y) || it == consumers_.end() || it->second.size() != 2) return false;
+    size_t gate_k = SIZE_MAX, mul_k = SIZE_MAX;
+    for (const auto& use : it->second) {
+      const Node& n = g_.nodes[use.first];
+      if (removed_[use.first] || !n.domain.empty() || n.outputs.size() != 1) return false;
+      if ((n.op_type == "Sigmoid" || n.op_type == "HardSigmoid") && use.second == 0)
+        gate_k = use.first;
+      else if (n.op_type == "Mul")
+        mul_k = use.first;
+    }
+    if (gate_k == SIZE_MAX || mul_k == SIZE_MAX) return false;
+    const Node& gate = g_.nodes[gate_k];
+    const Node& mul = g_.nodes[mul_k];
+    const std::string& gated = gate.outputs[0];
+    if (!((mul.input(0) == y && mul.input(1) == gated) ||
+          (mul.input(1) == y && mul.input(0) == gated)) ||
+        SoleConsumer(gated) != mul_k)
+      return false;
+    if (gate.op_type == "HardSigmoid" &&
+        (std::abs(gate.attrs.GetFloat("alpha", 0.2f) - 1.f / 6.f) > 1e-6f ||
+         gate.attrs.GetFloat("beta", 0.5f) != 0.5f))
+      return false;
+    q->attrs.SetString("_activation", gate.op_type == "Sigmoid" ? "Swish" : "HardSwish");
+    g_.values.erase(gated);
+    removed_[gate_k] = true;
+    Absorb(q, mul_k);
+    return true;
   }
 
   // y = (x - mean) * gamma / sqrt(var + eps) + beta = x * a + (beta - mean * a).

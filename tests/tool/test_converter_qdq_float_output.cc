@@ -119,6 +119,11 @@ Result RunCase(const Case& cc) {
   if (cc.act == "Relu") {
     b.Node("Relu", {last}, {"act_out"}, "relu0");
     rename_last("act_out");
+  } else if (cc.act == "SiLU" || cc.act == "HardSwish") {
+    auto* gate = b.Node(cc.act == "SiLU" ? "Sigmoid" : "HardSigmoid", {last}, {"gate_out"}, "gate");
+    if (cc.act == "HardSwish") OnnxBuilder::AttrFloat(gate, "alpha", 1.f / 6.f);
+    b.Node("Mul", {"gate_out", last}, {"act_out"}, "gate_mul");
+    rename_last("act_out");
   } else if (cc.act == "Clip") {
     b.InitFloat("clip_lo", {}, {-0.2f});
     b.InitFloat("clip_hi", {}, {0.6f});
@@ -166,6 +171,8 @@ Result RunCase(const Case& cc) {
                 beta[size_t(m)];
         if (cc.act == "Relu") acc = std::max(acc, 0.0);
         if (cc.act == "Clip") acc = std::min(std::max(acc, -0.2), 0.6);
+        if (cc.act == "SiLU") acc = acc / (1.0 + std::exp(-acc));
+        if (cc.act == "HardSwish") acc = acc * std::min(1.0, std::max(0.0, acc / 6.0 + 0.5));
         r.want[size_t((m * g.oh() + oy) * g.ow() + ox)] = acc;
       }
 
@@ -234,6 +241,27 @@ TEST_CASE("qdq float output: BatchNormalization and Relu/Clip fold into QfConvDe
     CHECK(q->inputs.size() == 8u);  // B and out_scale
     CHECK(q->attrs.GetString("_activation", "") == std::string(act));
   }
+}
+
+TEST_CASE("qdq float output: x * Sigmoid(x) and x * HardSigmoid(x) fold as Swish/HardSwish") {
+  uint32_t seed = 60;
+  for (const char* act : {"SiLU", "HardSwish"})
+    for (bool bn : {false, true}) {
+      CAPTURE(act);
+      CAPTURE(bn);
+      Case cc;
+      cc.act = act;
+      cc.batchnorm = bn;
+      cc.seed = seed++;
+      Result r = RunCase(cc);
+      CheckClose(r);
+      REQUIRE(CountOps(r.graph, "QfConvDequant") == 1);
+      CHECK(CountOps(r.graph, "Mul") == 0);
+      CHECK(CountOps(r.graph, "Sigmoid") + CountOps(r.graph, "HardSigmoid") == 0);
+      const Node* q = Find(r.graph, "QfConvDequant");
+      CHECK(q->attrs.GetString("_activation", "") ==
+            std::string(cc.act == "SiLU" ? "Swish" : "HardSwish"));
+    }
 }
 
 TEST_CASE("qdq float output: a Conv and activation without BatchNormalization") {

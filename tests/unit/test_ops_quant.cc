@@ -350,7 +350,7 @@ TEST_CASE("quant: QfConvDequant dequantizes the QLinearConv accumulators to floa
                                I8({2}, {3, -7}),
                                F32({2}, {0.25f, -1.f}),
                                F32({2}, {2.f, -0.5f})};
-  for (const char* act : {"", "Relu", "Clip", "Sigmoid"}) {
+  for (const char* act : {"", "Relu", "Clip", "Sigmoid", "Swish"}) {
     CAPTURE(act);
     AttrMap a = at;
     if (*act) a.SetString("_activation", act);
@@ -365,6 +365,7 @@ TEST_CASE("quant: QfConvDequant dequantizes the QLinearConv accumulators to floa
       if (std::string(act) == "Relu") want = std::max(want, 0.0);
       if (std::string(act) == "Clip") want = std::min(std::max(want, -0.5), 1.0);
       if (std::string(act) == "Sigmoid") want = 1.0 / (1.0 + std::exp(-want));
+      if (std::string(act) == "Swish") want = want / (1.0 + std::exp(-want));
       CHECK(got[size_t(i)] == doctest::Approx(want).epsilon(1e-6));
     }
   }
