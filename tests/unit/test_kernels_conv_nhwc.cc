@@ -363,8 +363,9 @@ int RunConvCase(ConvCase k) {
         call.num_threads = threads;
         if (k.float_out) {
           std::fill(yf.begin(), yf.end(), -7.f);
-          // The packed GEMM path has no float epilogue: the op's reference runs.
-          if (path == 1) {
+          // The packed GEMM path (forced, or the only one: NEON) has no float
+          // epilogue: the op's reference kernel runs instead.
+          if (path == 1 || kernels::IgemmS8Kernels(isa).empty()) {
             REQUIRE(!kernels::RunQConvNhwcS8(state.get(), call));
             continue;
           }
