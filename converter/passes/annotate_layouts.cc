@@ -13,6 +13,7 @@ namespace {
 const std::set<std::string>& SpatialOps() {
   static const std::set<std::string> ops = {"Conv",
                                             "QLinearConv",
+                                            "QfConvDequant",
                                             "ConvTranspose",
                                             "MaxPool",
                                             "AveragePool",

@@ -16,8 +16,9 @@ bool ScalarFloat(const Graph& g, const std::string& name, float* out) {
   return true;
 }
 
-// Fills the _activation attributes for `act`; false when it cannot be fused.
-bool ActivationAttrs(const Graph& g, const Node& act, AttrMap* attrs) {
+}  // namespace
+
+bool FusedActivationAttrs(const Graph& g, const Node& act, AttrMap* attrs) {
   const std::string& t = act.op_type;
   if (t == "Relu" || t == "Sigmoid" || t == "Tanh" || t == "HardSwish") {
     attrs->SetString("_activation", t);
@@ -45,7 +46,6 @@ bool ActivationAttrs(const Graph& g, const Node& act, AttrMap* attrs) {
   }
   return false;
 }
-}  // namespace
 
 Status FuseActivations(Graph* g) {
   auto consumers = BuildConsumers(*g);
@@ -64,7 +64,7 @@ Status FuseActivations(Graph* g) {
     Node& act = g->nodes[ai];
     if (!act.domain.empty() || it->second[0].second != 0 || act.outputs.size() != 1) continue;
     AttrMap fused = n.attrs;
-    if (!ActivationAttrs(*g, act, &fused)) continue;
+    if (!FusedActivationAttrs(*g, act, &fused)) continue;
     n.attrs = std::move(fused);
     g->values.erase(n.outputs[0]);
     n.outputs[0] = act.outputs[0];

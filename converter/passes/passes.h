@@ -34,6 +34,10 @@ Status FoldQdq(Graph* g);
 // QfQLinearConvTranspose whose kernel equals its stride (no pads, dilation,
 // groups) -> QLinearConv 1x1 to k*k*M channels + DepthToSpace(DCR).
 Status LowerConvTranspose(Graph* g);
+// After FoldQdq: a Conv with 8-bit DequantizeLinear inputs whose output stays
+// float becomes QfConvDequant (integer kernels, float epilogue), with a
+// directly following BatchNormalization and activation folded in.
+Status FoldQdqFloatOutput(Graph* g);
 // Chains of element-wise operators computing 8-bit results from one 8-bit
 // tensor and single-element constants become one QfLookupTable per result.
 Status CollapseBytewise(Graph* g);
@@ -41,6 +45,9 @@ Status CollapseBytewise(Graph* g);
 Status FuseConvBatchNorm(Graph* g);
 // Conv/ConvTranspose/Gemm/MatMul + Relu/Clip/... -> one node with _activation.
 Status FuseActivations(Graph* g);
+// The _activation attributes (core/activation.h) that apply `act`; false when
+// it cannot be fused (an op type or a non-constant bound it does not cover).
+bool FusedActivationAttrs(const Graph& g, const Node& act, AttrMap* attrs);
 // Applies --input-shape / --dim overrides; names the input, node and both
 // shapes when an override contradicts the model (including batch/channel swaps).
 Status ApplyInputOverrides(Graph* g, const std::map<std::string, Shape>& shapes,

@@ -248,7 +248,7 @@ class LayoutPlanner {
     return p;
   }
 
-  // QLinearConv and 8-bit pools -> channels_last = 1.
+  // Integer convolutions (QLinearConv, QfConvDequant) and 8-bit pools -> channels_last = 1.
   bool TryChannelsLast(Node& n) {
     const OpDef* def = FindNodeOp(n);
     if (!def || def->layout != LayoutRole::kChannelsLast || n.inputs.empty()) return false;
@@ -258,8 +258,11 @@ class LayoutPlanner {
     if (!x || (x->shape.size() != 3 && x->shape.size() != 4) || !Is8Bit(x->dtype)) return false;
     const size_t rank = x->shape.size();
     const Perm to_last = ToChannelsLast(rank), to_first = ToChannelsFirst(rank);
-    if (n.op_type == "QLinearConv") {
-      if (n.inputs.size() < 4 || !g_.IsConstant(n.inputs[3])) return false;
+    if (def->const_inputs) {
+      // Convolutions: their kernels are prepared from constant weights.
+      for (size_t i = 0; i < 32; ++i)
+        if ((def->const_inputs >> i & 1u) && (i >= n.inputs.size() || !g_.IsConstant(n.inputs[i])))
+          return false;
     } else {
       // A pool (or Resize, DepthToSpace) alone between channels-first ops
       // would only add Transposes.

@@ -806,7 +806,7 @@ TEST_CASE("qdq: one per-channel weight DQ shared by two Convs folds into both") 
     }
 }
 
-TEST_CASE("qdq: a Conv whose float output is also a graph output is not folded") {
+TEST_CASE("qdq: a Conv whose float output is also a graph output becomes QfConvDequant") {
   // x -> QDQ -> conv_a -> hidden_output (graph output, float)
   //                    -> Q -> DQ -> conv_b -> Q -> DQ -> hidden_output_1 (graph output)
   Rng rng(310);
@@ -846,16 +846,17 @@ TEST_CASE("qdq: a Conv whose float output is also a graph output is not folded")
   }
   CheckBoth(f, l, 1, want, yq);
   const Graph& g = f.graph;
-  CHECK(CountOps(g, "Conv") == 1);
+  CHECK(CountOps(g, "Conv") == 0);
+  CHECK(CountOps(g, "QfConvDequant") == 1);  // integer, float epilogue (fold_qdq_float_output.cc)
   CHECK(CountOps(g, "QLinearConv") == 1);
   REQUIRE(g.outputs.size() == 2);
   CHECK(g.outputs[0] == "hidden_output");
   CHECK(g.outputs[1] == "hidden_output_1");
   CHECK(DTypeOf(g, "hidden_output") == DType::kFloat32);
   CHECK(DTypeOf(g, "hidden_output_1") == DType::kFloat32);
-  const Node* conv = FindOp(g, "Conv");
+  const Node* conv = FindOp(g, "QfConvDequant");
   REQUIRE(conv != nullptr);
-  CHECK(conv->outputs[0] == "hidden_output");
+  CHECK(conv->name == "conv_a");
 }
 
 // ---- 5. requantization --------------------------------------------------------------------

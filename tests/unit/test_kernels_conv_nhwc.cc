@@ -5,6 +5,7 @@
 // dilations, asymmetric pads, groups, 1-D, batches, both 8-bit dtypes,
 // extreme zero points) at every supported level, through the microkernels
 // and through the generic GEMM path, with 1 and 2 threads: bit-identical.
+// The float-output epilogue of QfConvDequant is checked the same way.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -37,6 +38,17 @@ struct IsaGuard {
 };
 
 // ---- microkernels -------------------------------------------------------------
+
+// Bit-identical, except that any NaN equals any NaN (the kernels and the
+// scalar code may produce NaNs with different payloads, e.g. 0 * inf).
+bool SameFloats(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return false;
+  }
+  return true;
+}
 
 void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it) {
   const int mr = k.mr, nr = k.nr;
@@ -102,6 +114,14 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
   int32_t lo = yzp >= 0 ? 0 : -128, hi = lo + 255;
   if (rng() % 3 == 0) lo = std::max(lo, yzp - 10), hi = std::min(hi, yzp + 20);
   const int64_t ldy = cols + rng() % 3;
+  // Every third case the float epilogue (QfConvDequant): bias and clamp in float.
+  const bool float_out = it % 3 == 2;
+  std::vector<float> fbias(static_cast<size_t>(nr));
+  for (auto& v : fbias) v = std::uniform_real_distribution<float>(-3.f, 3.f)(rng);
+  float flo = -INFINITY, fhi = INFINITY;
+  if (float_out && rng() % 2) flo = 0.f;
+  if (float_out && rng() % 3 == 0) flo = -0.5f, fhi = 0.75f;
+  std::vector<float> yf(size_t(rows * ldy + 64), -7.f), want_f = yf;
   std::vector<uint8_t> y(size_t(rows * ldy + 64), 0xEE), want = y;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < cols; ++j) {
@@ -116,6 +136,8 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
       if (use_wzp) acc -= int64_t(wzp[size_t(j)]) * xsum[size_t(r)];
       want[size_t(r * ldy + j)] =
           uint8_t(Requantize(WrapInt32(acc), mult[size_t(j)], yzp, QRange{lo, hi}));
+      const float f = std::fma(float(WrapInt32(acc)), mult[size_t(j)], fbias[size_t(j)]);
+      want_f[size_t(r * ldy + j)] = f < flo ? flo : (f > fhi ? fhi : f);
     }
   kernels::IgemmS8Args a;
   a.ind = ind.data();
@@ -135,12 +157,23 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
   a.hi = hi;
   a.y = y.data();
   a.ldy = ldy;
+  if (float_out) {
+    a.y = nullptr;
+    a.yf = yf.data();
+    a.fbias = fbias.data();
+    a.flo = flo;
+    a.fhi = fhi;
+  }
   k.run(a);
   const std::string what = std::to_string(k.mr) + "x" + std::to_string(k.nr) +
                            " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
-                           " taps=" + std::to_string(taps) + " cg=" + std::to_string(cg);
+                           " taps=" + std::to_string(taps) + " cg=" + std::to_string(cg) +
+                           (float_out ? " float" : "");
   CAPTURE(what);
-  REQUIRE(y == want);
+  if (float_out)
+    REQUIRE(SameFloats(yf, want_f));
+  else
+    REQUIRE(y == want);
 }
 
 TEST_CASE("kernels: nhwc indirect GEMM microkernels match a scalar computation") {
@@ -166,6 +199,7 @@ struct ConvCase {
   DType xt = DType::kUInt8, wt = DType::kInt8, yt = DType::kUInt8;
   int32_t x_zp = 0, y_zp = 0;
   bool per_channel = true, wzp_nonzero = false;
+  bool float_out = false;  // QfConvDequant's float epilogue instead of requantizing
   uint32_t seed = 1;
 };
 
@@ -179,8 +213,8 @@ std::string Describe(const ConvCase& k) {
                   " pads" + std::to_string(k.pt) + "," + std::to_string(k.pl) + "," +
                   std::to_string(k.pb) + "," + std::to_string(k.pr);
   s += std::string(" x") + d(k.xt) + " w" + d(k.wt) + " y" + d(k.yt) + (k.one_d ? " 1d" : "") +
-       (k.has_bias ? " bias" : "") + (k.wzp_nonzero ? " wzp" : "") + " xzp" +
-       std::to_string(k.x_zp) + " seed" + std::to_string(k.seed);
+       (k.has_bias ? " bias" : "") + (k.wzp_nonzero ? " wzp" : "") + (k.float_out ? " float" : "") +
+       " xzp" + std::to_string(k.x_zp) + " seed" + std::to_string(k.seed);
   return s;
 }
 
@@ -222,10 +256,22 @@ int RunConvCase(ConvCase k) {
   const QRange yr = QuantRange(k.yt);
   int32_t lo = yr.lo, hi = yr.hi;
   if (k.seed % 5 == 0) lo = std::max(lo, k.y_zp);  // a fused Relu
+  // The float epilogue: multipliers as QfConvDequant forms them (a folded
+  // BatchNormalization's factor on some), a float bias, a Relu or Clip.
+  const int64_t padded = (k.m + 63) / 64 * 64 + 64;
+  std::vector<float> dq_mult(size_t(padded), 0.f), dq_bias(size_t(padded), 0.f);
+  for (int64_t m = 0; m < k.m; ++m) {
+    dq_mult[size_t(m)] = x_scale * w_scale[size_t(k.per_channel ? m : 0)];
+    if (k.seed % 2) dq_mult[size_t(m)] *= std::uniform_real_distribution<float>(-2.f, 2.f)(rng);
+    dq_bias[size_t(m)] = std::uniform_real_distribution<float>(-1.f, 1.f)(rng);
+  }
+  const float dq_lo = k.seed % 5 == 0 ? 0.f : k.seed % 7 == 0 ? -0.25f : -INFINITY;
+  const float dq_hi = k.seed % 7 == 0 ? 6.f : INFINITY;
 
   // Scalar NHWC reference (docs/NUMERICS.md).
   const int64_t ysize = k.n * oh * ow * k.m;
   std::vector<uint8_t> want(static_cast<size_t>(ysize));
+  std::vector<float> want_f(static_cast<size_t>(ysize));
   for (int64_t b = 0; b < k.n; ++b)
     for (int64_t oy = 0; oy < oh; ++oy)
       for (int64_t ox = 0; ox < ow; ++ox)
@@ -244,10 +290,12 @@ int RunConvCase(ConvCase k) {
                 acc += int64_t(xv - k.x_zp) * (wv - wz);
               }
             }
+          const size_t at = size_t(((b * oh + oy) * ow + ox) * k.m + m);
+          const float f = std::fma(float(WrapInt32(acc)), dq_mult[size_t(m)], dq_bias[size_t(m)]);
+          want_f[at] = f < dq_lo ? dq_lo : (f > dq_hi ? dq_hi : f);
           if (k.has_bias) acc += bias[size_t(m)];
           const float mult = x_scale * w_scale[size_t(k.per_channel ? m : 0)] / y_scale;
-          want[size_t(((b * oh + oy) * ow + ox) * k.m + m)] =
-              uint8_t(Requantize(WrapInt32(acc), mult, k.y_zp, QRange{lo, hi}));
+          want[at] = uint8_t(Requantize(WrapInt32(acc), mult, k.y_zp, QRange{lo, hi}));
         }
 
   Tensor wt;
@@ -259,10 +307,11 @@ int RunConvCase(ConvCase k) {
   xt.shape = k.one_d ? Shape{k.n, k.iw, k.c} : Shape{k.n, k.ih, k.iw, k.c};
   xt.data = x.data();
   std::vector<uint8_t> y(size_t(ysize + 64));
+  std::vector<float> yf(size_t(ysize + 16));
   Tensor yt;
-  yt.dtype = k.yt;
+  yt.dtype = k.float_out ? DType::kFloat32 : k.yt;
   yt.shape = k.one_d ? Shape{k.n, ow, k.m} : Shape{k.n, oh, ow, k.m};
-  yt.data = y.data();
+  yt.data = k.float_out ? static_cast<void*>(yf.data()) : static_cast<void*>(y.data());
   kernels::QConvCall call;
   call.x = &xt;
   call.y = &yt;
@@ -287,6 +336,12 @@ int RunConvCase(ConvCase k) {
   call.lo = lo;
   call.hi = hi;
   call.bias = k.has_bias ? bias.data() : nullptr;
+  if (k.float_out) {
+    call.dq_mult = dq_mult.data();
+    call.dq_bias = dq_bias.data();
+    call.dq_lo = dq_lo;
+    call.dq_hi = dq_hi;
+  }
 
   IsaGuard guard;
   int runs = 0;
@@ -307,6 +362,20 @@ int RunConvCase(ConvCase k) {
         CAPTURE(path);
         CAPTURE(threads);
         call.pool = test::TestPool(threads);
+        if (k.float_out) {
+          std::fill(yf.begin(), yf.end(), -7.f);
+          // The packed GEMM path (forced, or the only one: NEON) has no float
+          // epilogue: the op's reference kernel runs instead.
+          if (path == 1 || kernels::IgemmS8Kernels(isa).empty()) {
+            REQUIRE(!kernels::RunQConvNhwcS8(state.get(), call));
+            continue;
+          }
+          REQUIRE(kernels::RunQConvNhwcS8(state.get(), call));
+          REQUIRE(SameFloats(std::vector<float>(yf.begin(), yf.begin() + ysize), want_f));
+          for (int64_t i = ysize; i < ysize + 16; ++i) REQUIRE(yf[size_t(i)] == -7.f);
+          ++runs;
+          continue;
+        }
         std::fill(y.begin(), y.end(), uint8_t(0xEE));
         REQUIRE(kernels::RunQConvNhwcS8(state.get(), call));
         REQUIRE(std::vector<uint8_t>(y.begin(), y.begin() + ysize) == want);
@@ -370,6 +439,7 @@ ConvCase RandomCase(std::mt19937& rng, uint32_t seed) {
   k.y_zp = ZpFor(k.yt, rng);
   k.per_channel = rng() % 3 != 0;
   k.wzp_nonzero = rng() % 4 == 0;
+  k.float_out = seed % 3 == 2;
   return k;
 }
 
@@ -385,6 +455,8 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
   uint32_t seed = 1000;
   auto run = [&](ConvCase k) {
     k.seed = ++seed;
+    runs += RunConvCase(k);
+    k.float_out = true;
     runs += RunConvCase(k);
   };
   for (DType xt : {DType::kUInt8, DType::kInt8})

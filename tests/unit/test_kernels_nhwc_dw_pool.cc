@@ -2,7 +2,8 @@
 // (kernels/dwconv_nhwc_s8.h, kernels/pool_nhwc_s8.h) against scalar NHWC
 // references written here from docs/NUMERICS.md (the rounding and
 // saturation of ops/quant_util.h): every ISA level this CPU supports, 1 and
-// 2 threads, bit-identical bytes, and nothing written past the output.
+// 2 threads, bit-identical bytes, and nothing written past the output; the
+// depthwise kernels also with QfConvDequant's float epilogue.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -118,13 +119,15 @@ struct DwCase {
   bool one_d = false;
   bool xs = false, ws = true, ys = false;  // int8 (true) or uint8
   bool per_channel = true;
-  bool relu = false;  // narrowed clamp range [y_zp, hi]
+  bool relu = false;       // narrowed clamp range [y_zp, hi]
+  bool float_out = false;  // QfConvDequant's float epilogue instead of requantizing
   std::string Describe() const {
     std::ostringstream o;
     o << "n" << n << " " << ih << "x" << iw << "x" << c << " k" << kh << "x" << kw << " s" << sh
       << "," << sw << " d" << dh << "," << dw << " pads " << pt << "," << pl << "," << pb << ","
       << pr << (one_d ? " 1-D" : "") << " x" << (xs ? "s8" : "u8") << " w" << (ws ? "s8" : "u8")
-      << " y" << (ys ? "s8" : "u8") << (per_channel ? " per-channel" : "") << (relu ? " relu" : "");
+      << " y" << (ys ? "s8" : "u8") << (per_channel ? " per-channel" : "") << (relu ? " relu" : "")
+      << (float_out ? " float" : "");
     return o.str();
   }
 };
@@ -134,15 +137,20 @@ struct DwParams {
   std::vector<int32_t> w_zp, bias;
   float x_scale = 1, y_scale = 1;
   std::vector<float> w_scale;
+  // Float epilogue: per-channel multiplier and bias, padded like the op's.
+  std::vector<float> dq_mult, dq_bias;
+  float dq_lo = -INFINITY, dq_hi = INFINITY;
 };
 
 // The scalar reference: acc = sum over taps inside the input of
 // (x - x_zp) * (w - w_zp[ch]) + bias[ch] (int32, wrapping), then
 // clamp(round(float(acc) * (x_scale * w_scale[ch] / y_scale)) + y_zp).
+// With float_out: the bytes of clamp(fma(float(acc without bias),
+// dq_mult[ch], dq_bias[ch]), dq_lo, dq_hi) as floats.
 std::vector<uint8_t> DwReference(const DwCase& k, int64_t oh, int64_t ow,
                                  const std::vector<uint8_t>& x, const std::vector<uint8_t>& w,
                                  const DwParams& p) {
-  std::vector<uint8_t> y(static_cast<size_t>(k.n * oh * ow * k.c));
+  std::vector<uint8_t> y(static_cast<size_t>(k.n * oh * ow * k.c * (k.float_out ? 4 : 1)));
   const QRange r{p.lo, p.hi};
   for (int64_t b = 0; b < k.n; ++b)
     for (int64_t oy = 0; oy < oh; ++oy)
@@ -158,6 +166,12 @@ std::vector<uint8_t> DwReference(const DwCase& k, int64_t oh, int64_t ow,
               const int32_t wv = Val(w[size_t((ch * k.kh + ky) * k.kw + kx)], k.ws);
               acc += uint32_t((xv - p.x_zp) * (wv - wz));
             }
+          if (k.float_out) {
+            float f = std::fma(float(int32_t(acc)), p.dq_mult[size_t(ch)], p.dq_bias[size_t(ch)]);
+            f = f < p.dq_lo ? p.dq_lo : (f > p.dq_hi ? p.dq_hi : f);
+            std::memcpy(&y[size_t(((b * oh + oy) * ow + ox) * k.c + ch) * 4], &f, 4);
+            continue;
+          }
           acc += uint32_t(p.bias[size_t(ch)]);
           const float mult =
               p.x_scale * p.w_scale[p.w_scale.size() == 1 ? 0 : size_t(ch)] / p.y_scale;
@@ -188,6 +202,18 @@ DwParams RandomDwParams(const DwCase& k, std::mt19937& rng) {
   const QRange full = RangeOf(k.ys);
   p.lo = k.relu ? std::max(p.y_zp, full.lo) : full.lo;
   p.hi = full.hi;
+  if (k.float_out) {
+    const size_t padded = size_t((k.c + 63) / 64 * 64 + 64);
+    p.dq_mult.assign(padded, 0.f);
+    p.dq_bias.assign(padded, 0.f);
+    for (int64_t i = 0; i < k.c; ++i) {
+      p.dq_mult[size_t(i)] = p.x_scale * p.w_scale[k.per_channel ? size_t(i) : 0] *
+                             (rng() % 2 ? Uniform(rng, -2.f, 2.f) : 1.f);
+      p.dq_bias[size_t(i)] = Uniform(rng, -1.f, 1.f);
+    }
+    if (k.relu) p.dq_lo = 0.f;
+    if (rng() % 3 == 0) p.dq_lo = -0.3f, p.dq_hi = 0.8f;
+  }
   return p;
 }
 
@@ -220,8 +246,8 @@ int CheckDw(const DwCase& k, std::mt19937& rng) {
   const Tensor xt =
       MakeTensor(Dt(k.xs), k.one_d ? Shape{k.n, k.iw, k.c} : Shape{k.n, k.ih, k.iw, k.c}, x.data());
   std::vector<uint8_t> got;
-  Tensor yt =
-      MakeTensor(Dt(k.ys), k.one_d ? Shape{k.n, ow, k.c} : Shape{k.n, oh, ow, k.c}, nullptr);
+  Tensor yt = MakeTensor(k.float_out ? DType::kFloat32 : Dt(k.ys),
+                         k.one_d ? Shape{k.n, ow, k.c} : Shape{k.n, oh, ow, k.c}, nullptr);
   IsaGuard guard;
   int runs = 0;
   for (Isa isa : kernels::SupportedIsas()) {
@@ -263,11 +289,17 @@ int CheckDw(const DwCase& k, std::mt19937& rng) {
       c.hi = p.hi;
       c.bias = p.bias.data();
       c.pool = test::TestPool(threads);
+      if (k.float_out) {
+        c.dq_mult = p.dq_mult.data();
+        c.dq_bias = p.dq_bias.data();
+        c.dq_lo = p.dq_lo;
+        c.dq_hi = p.dq_hi;
+      }
       REQUIRE(kernels::RunDwConvNhwcS8(state.get(), c));
       const int64_t bad = FirstMismatch(want, got);
       CAPTURE(bad);
       if (bad >= 0 && bad < int64_t(want.size())) {
-        const int64_t ch = bad % k.c;
+        const int64_t ch = bad / (k.float_out ? 4 : 1) % k.c;
         CAPTURE(ch);
         CHECK(int(got[size_t(bad)]) == int(want[size_t(bad)]));
       }
@@ -305,6 +337,7 @@ TEST_CASE("kernels nhwc: depthwise kernel sizes, strides, dilations, pads, chann
         k.ys = rng() % 2;
         k.per_channel = rng() % 3 != 0;
         k.relu = rng() % 4 == 0;
+        k.float_out = rng() % 3 == 0;
         runs += CheckDw(k, rng);
       }
   CHECK(runs == 120 * 2 * int(FastIsas().size()));
@@ -330,6 +363,7 @@ TEST_CASE("kernels nhwc: depthwise 1-D and rectangular kernels") {
       k.xs = rng() % 2;
       k.ws = rng() % 2;
       k.ys = rng() % 2;
+      k.float_out = rng() % 2;
       CheckDw(k, rng);
     }
   // Rectangular windows (pair counts other than the specialized ones).
@@ -363,6 +397,8 @@ TEST_CASE("kernels nhwc: depthwise every dtype combination with extreme zero poi
       k.per_channel = rep % 2 == 0;
       k.relu = rep == 3;
       CheckDw(k, rng);
+      k.float_out = true;
+      CheckDw(k, rng);
     }
 }
 
@@ -379,6 +415,12 @@ TEST_CASE("kernels nhwc: depthwise large enough to split between threads") {
   k.c = 160;
   k.kh = k.kw = 5;
   k.pt = k.pl = k.pb = k.pr = 2;
+  CheckDw(k, rng);
+  k.float_out = true;
+  CheckDw(k, rng);
+  k.c = 75;
+  k.kh = k.kw = 3;
+  k.pt = k.pl = k.pb = k.pr = 1;
   CheckDw(k, rng);
 }
 

@@ -165,7 +165,7 @@ TEST_CASE("nn: Conv infer propagates unknown dims and rejects bad inputs") {
   CHECK(InferOnly("Conv", {&x, &wbad}, at, &y).code() == StatusCode::kInvalidModel);
 
   AttrMap act;
-  act.SetString("_activation", "Swish");
+  act.SetString("_activation", "Mish");  // not a fused activation
   CHECK(InferOnly("Conv", {&x, &w}, act, &y).code() == StatusCode::kUnsupported);
 
   Tensor xi = Sym(DType::kInt32, {1, 3, 8, 8});

@@ -329,6 +329,67 @@ TEST_CASE("quant: QLinearConv uint8 x, int8 w, per-channel zero points, bias, pa
         std::vector<int32_t>{1369, 9537, -7742, -4124, 3651, 10993, -8918, 5228});
 }
 
+TEST_CASE("quant: QfConvDequant dequantizes the QLinearConv accumulators to float") {
+  // The case above: ConvInteger gave acc = {1369, 9537, -7742, -4124} (channel 0)
+  // and {3651, 10993, -8918, 5228} (channel 1). y = acc * x_scale * w_scale[m] *
+  // out_scale[m] + B[m], then the activation.
+  auto x = U8({1, 2, 3, 3},
+              {11, 48, 85, 122, 159, 196, 233, 14, 51, 88, 125, 162, 199, 236, 17, 54, 91, 128});
+  auto w =
+      I8({2, 2, 2, 2}, {-123, -94, -65, -36, -7, 22, 51, 80, 109, -118, -89, -60, -31, -2, 27, 56});
+  const double acc[8] = {1369, 9537, -7742, -4124, 3651, 10993, -8918, 5228};
+  const double mult[2] = {0.02 * 0.005 * 2.0, 0.02 * 0.011 * -0.5}, bias[2] = {0.25, -1.0};
+  AttrMap at;
+  at.SetInts("pads", {1, 1, 1, 1});
+  at.SetInts("strides", {2, 2});
+  std::vector<TensorPtr> in = {x,
+                               Scalar(0.02f),
+                               U8({}, {131}),
+                               w,
+                               F32({2}, {0.005f, 0.011f}),
+                               I8({2}, {3, -7}),
+                               F32({2}, {0.25f, -1.f}),
+                               F32({2}, {2.f, -0.5f})};
+  for (const char* act : {"", "Relu", "Clip", "Sigmoid", "Swish"}) {
+    CAPTURE(act);
+    AttrMap a = at;
+    if (*act) a.SetString("_activation", act);
+    if (std::string(act) == "Clip") a.SetFloat("_act_min", -0.5f), a.SetFloat("_act_max", 1.f);
+    auto r = RunQ("QfConvDequant", in, a);
+    REQUIRE(r.status.ok());
+    CHECK(r.shape() == Shape{1, 2, 2, 2});
+    CHECK(r.outputs[0]->t.dtype == DType::kFloat32);
+    const std::vector<float> got = r.values<float>();
+    for (int i = 0; i < 8; ++i) {
+      double want = acc[i] * mult[i / 4] + bias[i / 4];
+      if (std::string(act) == "Relu") want = std::max(want, 0.0);
+      if (std::string(act) == "Clip") want = std::min(std::max(want, -0.5), 1.0);
+      if (std::string(act) == "Sigmoid") want = 1.0 / (1.0 + std::exp(-want));
+      if (std::string(act) == "Swish") want = want / (1.0 + std::exp(-want));
+      CHECK(got[size_t(i)] == doctest::Approx(want).epsilon(1e-6));
+    }
+  }
+  // Channels-last without prepared kernels: the reference through an NCHW view.
+  auto x_nhwc = U8({1, 3, 3, 2}, std::vector<uint8_t>(18));
+  for (int c = 0; c < 2; ++c)
+    for (int p = 0; p < 9; ++p) x_nhwc->storage[size_t(p * 2 + c)] = x->storage[size_t(c * 9 + p)];
+  std::vector<TensorPtr> in_cl = in;
+  in_cl[0] = x_nhwc;
+  AttrMap cl = at;
+  cl.SetInt("channels_last", 1);
+  auto r_cf = RunQ("QfConvDequant", in, at), r_cl = RunQ("QfConvDequant", in_cl, cl);
+  REQUIRE(r_cl.status.ok());
+  CHECK(r_cl.shape() == Shape{1, 2, 2, 2});
+  const std::vector<float> f_cf = r_cf.values<float>(), f_cl = r_cl.values<float>();
+  for (int c = 0; c < 2; ++c)
+    for (int p = 0; p < 4; ++p) CHECK(f_cl[size_t(p * 2 + c)] == f_cf[size_t(c * 4 + p)]);
+  // B must have one float per output channel.
+  in[6] = F32({3}, {0.f, 0.f, 0.f});
+  CHECK(RunQ("QfConvDequant", in, at).status.code() == StatusCode::kInvalidModel);
+  in[6] = I32({2}, {0, 0});
+  CHECK(RunQ("QfConvDequant", in, at).status.code() == StatusCode::kInvalidModel);
+}
+
 TEST_CASE("quant: QLinearConv requantization ties, saturation and _qmin/_qmax") {
   // 1x1 conv, x uint8 [1,1,1,4] (zp 0), w = 1, scales 1 * 1 / 2: acc/2.
   auto x = U8({1, 1, 1, 4}, {1, 3, 5, 255});

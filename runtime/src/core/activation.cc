@@ -31,6 +31,9 @@ FusedActivation FusedActivation::FromAttrs(const AttrMap& attrs, Status* status)
     a.kind = kHardSwish;
   } else if (s == "Tanh") {
     a.kind = kTanh;
+  } else if (s == "Swish") {
+    a.kind = kSwish;
+    a.alpha = attrs.GetFloat("_act_alpha", 1.f);
   } else {
     *status = Status(StatusCode::kUnsupported, "unsupported fused activation '" + s + "'");
   }
@@ -56,6 +59,8 @@ float FusedActivation::Apply(float x) const {
       return x * std::max(0.f, std::min(1.f, x / 6.f + 0.5f));
     case kTanh:
       return std::tanh(x);
+    case kSwish:  // as the unfused graph: Sigmoid, then Mul
+      return x * (1.f / (1.f + std::exp(-(alpha * x))));
   }
   return x;
 }

@@ -1,7 +1,8 @@
 // An activation fused into the preceding op (Conv, ConvTranspose, Gemm,
 // MatMul) by the converter. The node carries it as attributes:
-//   "_activation": Relu | LeakyRelu | Clip | Sigmoid | HardSigmoid | HardSwish | Tanh
-//   "_act_alpha", "_act_beta": LeakyRelu alpha, HardSigmoid alpha/beta
+//   "_activation": Relu | LeakyRelu | Clip | Sigmoid | HardSigmoid | HardSwish | Tanh |
+//                  Swish (x * sigmoid(alpha * x); SiLU with alpha 1)
+//   "_act_alpha", "_act_beta": LeakyRelu alpha, HardSigmoid alpha/beta, Swish alpha
 //   "_act_min", "_act_max": Clip bounds (absent = unbounded)
 // Kernels parse it once and apply it to their float outputs in place.
 #pragma once
@@ -13,7 +14,7 @@
 namespace qfold {
 
 struct FusedActivation {
-  enum Kind { kNone, kRelu, kLeakyRelu, kClip, kSigmoid, kHardSigmoid, kHardSwish, kTanh };
+  enum Kind { kNone, kRelu, kLeakyRelu, kClip, kSigmoid, kHardSigmoid, kHardSwish, kTanh, kSwish };
   Kind kind = kNone;
   float alpha = 0.f;
   float beta = 0.f;

@@ -9,6 +9,8 @@
 // pointer per output pixel and tap, built when the geometry or x's address
 // changes. Other levels (NEON) take the packed GEMM of gemm_s8.h
 // with the activations on the left: NHWC im2col rows, packed per block.
+// QfConvDequant's float output (QConvCall::dq_mult) has an epilogue in the
+// x86 microkernels only; elsewhere the op runs its reference kernel.
 #include "kernels/conv_nhwc_s8.h"
 
 #include <algorithm>
@@ -307,7 +309,8 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
       std::max<int64_t>(1, std::min<int64_t>(tiles, 32 * 1024 / (mr * row_bytes)));
   const int64_t chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
   const int64_t per_chunk = s.group * s.panels, items = chunks * per_chunk;
-  uint8_t* y = c.y->ptr<uint8_t>();
+  uint8_t* y = c.dq_mult ? nullptr : c.y->ptr<uint8_t>();
+  float* yf = c.dq_mult ? c.y->ptr<float>() : nullptr;
   ThreadPool* const pool = PoolFor(c, macs);
   const int64_t chunk_rows = chunk_tiles * mr, chunk_elems = chunk_rows * g.c + kWideSlack;
   std::vector<int64_t> widened;  // per slot: the chunk its slice holds, -1 none
@@ -337,6 +340,10 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
   base.lo = c.lo;
   base.hi = c.hi;
   base.ldy = s.m;
+  if (yf) {
+    base.flo = c.dq_lo;
+    base.fhi = c.dq_hi;
+  }
   ForItems(pool, items, [&](int slot, int64_t i) {
     const int64_t chunk = i / per_chunk, gr = i % per_chunk / s.panels, pn = i % s.panels;
     const int64_t row0 = chunk * chunk_tiles * mr, ch0 = gr * s.mg + pn * k.nr;
@@ -352,12 +359,17 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
     a.w = s.packed_w.data() + (gr * s.panels + pn) * s.panel_bytes;
     a.cols = std::min<int64_t>(k.nr, s.mg - pn * k.nr);
     a.bias = s.cp.bias.data() + ch0;
-    a.mult = s.cp.mult.data() + ch0;
+    a.mult = (yf ? c.dq_mult : s.cp.mult.data()) + ch0;
     if (s.cp.any_wzp) {
       a.wzp = s.cp.wzp.data() + ch0;
       a.xsum = s.xsum.data() + gr * rows_pad + row0;
     }
-    a.y = y + row0 * s.m + ch0;
+    if (yf) {
+      a.yf = yf + row0 * s.m + ch0;
+      a.fbias = c.dq_bias + ch0;
+    } else {
+      a.y = y + row0 * s.m + ch0;
+    }
     k.run(a);
   });
   return true;
@@ -535,8 +547,11 @@ bool RunQConvNhwcS8(void* state, const QConvCall& c) {
   NhwcState& s = *static_cast<NhwcState*>(state);
   const Tensor& x = *c.x;
   const Tensor& y = *c.y;
-  if ((x.rank() != 3 && x.rank() != 4) || !Is8BitType(x.dtype) || !Is8BitType(y.dtype))
+  const bool float_out = c.dq_mult != nullptr;
+  if ((x.rank() != 3 && x.rank() != 4) || !Is8BitType(x.dtype) ||
+      !(float_out ? y.dtype == DType::kFloat32 && c.dq_bias : Is8BitType(y.dtype)))
     return false;
+  if (float_out && !s.ik) return false;  // the packed GEMM has no float epilogue
   if (c.kh != s.kh || c.kw != s.kw || (x.rank() == 3 && c.ih != 1)) return false;
   if (s.row_taps && c.dw != 1) return false;  // prepared for another dilation
   Geometry g;
@@ -550,8 +565,9 @@ bool RunQConvNhwcS8(void* state, const QConvCall& c) {
   g.direct = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.pad_top == 0 &&
              c.pad_left == 0 && c.oh == c.ih && c.ow == c.iw;
   const int32_t xzp_u = x.dtype == DType::kInt8 ? c.x_zp + 128 : c.x_zp;
-  FoldChannels(s.m, s.kdim, c.bias, s.wsum, xzp_u, c.w_zp, s.w_dtype, c.x_scale, c.w_scale,
-               c.y_scale, &s.cp);
+  // Float output: only the zero-point terms are folded (no int32 bias).
+  FoldChannels(s.m, s.kdim, float_out ? nullptr : c.bias, s.wsum, xzp_u, c.w_zp, s.w_dtype,
+               c.x_scale, c.w_scale, float_out ? 1.f : c.y_scale, &s.cp);
   return s.ik ? RunIgemm(s, c, g) : RunGemm(s, c, g);
 }
 

@@ -56,6 +56,15 @@ void GenericBlock(const DwNhwcRowArgs& a, const uint8_t* const* t, int64_t off, 
     }
   }
   const float* m = a.mult + b * kV;
+  if (a.yf) {
+    const float* fb = a.fbias + b * kV;
+    float* yf = a.yf + (y - a.y);
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = std::fma(float(acc[i]), m[i], fb[i]);
+      yf[i] = f < a.flo ? a.flo : (f > a.fhi ? a.fhi : f);  // NaN passes, as in the x86 kernels
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) y[i] = RequantScalar(acc[i], m[i], a.yzp, a.lo, a.hi);
 }
 
@@ -90,10 +99,10 @@ struct State {
   bool packed = false;
   int32_t key_xzp = 0;
   std::vector<int32_t> key_wzp, key_bias;
-  std::vector<float> key_mult;
+  std::vector<float> key_mult, key_fbias;
   std::vector<int16_t> wpack;
   std::vector<int32_t> bias;
-  std::vector<float> mult;
+  std::vector<float> mult, fbias;  // fbias: the float epilogue's (QfConvDequant)
 };
 
 bool SameFloats(const std::vector<float>& a, const std::vector<float>& b) {
@@ -108,13 +117,14 @@ int64_t SlotChannel(const DwConvNhwcKernels& k, int64_t q) {
 }
 
 void Pack(State& s, const QConvCall& c, const std::vector<int32_t>& bias,
-          const std::vector<float>& mult) {
+          const std::vector<float>& mult, const std::vector<float>& fbias) {
   const DwConvNhwcKernels& k = *s.k;
   const int64_t m = s.m, taps = s.kh * s.kw, np = (taps + 1) / 2, v = k.block;
   const int64_t nfull = m / v, nb = (m + v - 1) / v;
   s.wpack.assign(size_t(nb * np * 2 * v), 0);
   s.bias.assign(size_t(nb * v), 0);
   s.mult.assign(size_t(nb * v), 0.f);
+  s.fbias.assign(fbias.empty() ? 0 : size_t(nb * v), 0.f);
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t start = (b == nfull && k.overlap_tail && m >= v) ? m - v : b * v;
     for (int64_t q = 0; q < v; ++q) {
@@ -131,6 +141,7 @@ void Pack(State& s, const QConvCall& c, const std::vector<int32_t>& bias,
       }
       s.bias[size_t(b * v + q)] = int32_t(folded);
       s.mult[size_t(b * v + q)] = mult[size_t(ch)];
+      if (!fbias.empty()) s.fbias[size_t(b * v + q)] = fbias[size_t(ch)];
     }
   }
 }
@@ -175,9 +186,11 @@ bool RunDwConvNhwcS8(void* state, const QConvCall& c) {
   State& s = *static_cast<State*>(state);
   const Tensor& x = *c.x;
   const int rank = x.rank();
+  const bool float_out = c.dq_mult != nullptr;
   if ((rank != 3 && rank != 4) || x.shape[size_t(rank - 1)] != s.m || c.kh != s.kh ||
       c.kw != s.kw || (x.dtype != DType::kInt8 && x.dtype != DType::kUInt8) ||
-      (c.y->dtype != DType::kInt8 && c.y->dtype != DType::kUInt8))
+      !(float_out ? c.y->dtype == DType::kFloat32 && c.dq_bias
+                  : c.y->dtype == DType::kInt8 || c.y->dtype == DType::kUInt8))
     return false;
   if (c.pad_top < 0 || c.pad_left < 0 || c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ih < 0 ||
       c.iw < 0 || c.oh < 0 || c.ow < 0)
@@ -189,27 +202,34 @@ bool RunDwConvNhwcS8(void* state, const QConvCall& c) {
   if (n * c.ih * c.iw * m != x.numel()) return false;
   if (n == 0 || m == 0 || c.oh == 0 || c.ow == 0) return true;
 
-  // The multipliers in float32, in the reference's order (docs/NUMERICS.md).
+  // The multipliers in float32, in the reference's order (docs/NUMERICS.md);
+  // the float epilogue's come with the call, and its int32 bias is 0.
   std::vector<int32_t> bias(size_t(m), 0);
-  std::vector<float> mult(static_cast<size_t>(m));
+  std::vector<float> mult(static_cast<size_t>(m)), fbias;
   for (int64_t ch = 0; ch < m; ++ch) {
-    if (c.bias) bias[size_t(ch)] = c.bias[ch];
-    mult[size_t(ch)] = c.x_scale * c.w_scale[c.w_scale.size() == 1 ? 0 : size_t(ch)] / c.y_scale;
+    if (c.bias && !float_out) bias[size_t(ch)] = c.bias[ch];
+    mult[size_t(ch)] =
+        float_out ? c.dq_mult[ch]
+                  : c.x_scale * c.w_scale[c.w_scale.size() == 1 ? 0 : size_t(ch)] / c.y_scale;
   }
+  if (float_out) fbias.assign(c.dq_bias, c.dq_bias + m);
   if (!s.packed || s.key_xzp != c.x_zp || s.key_wzp != c.w_zp || s.key_bias != bias ||
-      !SameFloats(s.key_mult, mult)) {
-    Pack(s, c, bias, mult);
+      !SameFloats(s.key_mult, mult) || !SameFloats(s.key_fbias, fbias)) {
+    Pack(s, c, bias, mult, fbias);
     s.packed = true;
     s.key_xzp = c.x_zp;
     s.key_wzp = c.w_zp;
     s.key_bias = bias;
     s.key_mult = mult;
+    s.key_fbias = fbias;
   }
 
   // Taps outside the input read this row of x_zp bytes (their terms vanish).
   const std::vector<uint8_t> zrow(size_t(m), uint8_t(c.x_zp));
   const uint8_t* xd = x.ptr<uint8_t>();
+  // With float output, a.y only positions the generic kernel's blocks (never written).
   uint8_t* yd = c.y->ptr<uint8_t>();
+  float* ydf = float_out ? c.y->ptr<float>() : nullptr;
   // Output columns [in0, in1) have every tap column inside the input.
   const int64_t in0 = std::min(c.ow, (c.pad_left + c.sw - 1) / c.sw);
   const int64_t last = c.iw - 1 - (s.kw - 1) * c.dw + c.pad_left;
@@ -236,6 +256,11 @@ bool RunDwConvNhwcS8(void* state, const QConvCall& c) {
     a.lo = c.lo;
     a.hi = c.hi;
     a.x_signed = x.dtype == DType::kInt8;
+    if (float_out) {
+      a.fbias = s.fbias.data();
+      a.flo = c.dq_lo;
+      a.fhi = c.dq_hi;
+    }
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / c.oh, oy = r % c.oh;
       // Fills the taps of pixels [ox0, ox1) and runs them (or only fills).
@@ -259,6 +284,7 @@ bool RunDwConvNhwcS8(void* state, const QConvCall& c) {
         a.pix_step = 0;
         a.npix = ox1 - ox0;
         a.y = yd + (r * c.ow + ox0) * m;
+        if (float_out) a.yf = ydf + (r * c.ow + ox0) * m;
         if (run && ox1 > ox0) s.k->row(a);
       };
       const int64_t iy0 = oy * c.sh - c.pad_top;

@@ -3,7 +3,8 @@
 // x [N, ih, iw, C], y [N, oh, ow, C] (1-D: [N, iw, C], ih = oh = kh = 1).
 // Vectorized across channels: every tap of an output pixel reads C
 // contiguous bytes. Bit-identical to the reference QLinearConv
-// (docs/NUMERICS.md) at every ISA level and thread count.
+// (docs/NUMERICS.md) at every ISA level and thread count, and so is the
+// float output of QfConvDequant (QConvCall::dq_mult).
 //
 // Design: per output row, an indirection buffer holds one pointer per output
 // pixel and tap (taps outside the input point at a row of x_zp bytes), taps
@@ -46,6 +47,11 @@ struct DwNhwcRowArgs {
   int32_t yzp = 0, lo = 0, hi = 0;
   bool x_signed = false;
   uint8_t* y = nullptr;  // npix * c bytes
+  // QfConvDequant's float output instead of y: clamp(fma(float(acc), mult,
+  // fbias), flo, fhi) into npix * c floats; fbias per channel block like bias.
+  float* yf = nullptr;
+  const float* fbias = nullptr;
+  float flo = 0, fhi = 0;
 };
 
 struct DwConvNhwcKernels {

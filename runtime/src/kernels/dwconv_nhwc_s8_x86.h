@@ -78,6 +78,24 @@ struct X86Avx2 {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(buf), Pack(lo, hi));
     std::memcpy(y, buf, size_t(n));
   }
+  // clamp(fma(f, m, b), lo, hi); the operand order lets NaN through.
+  static VF FmaClamp(VF f, VF m, VF b, VF lo, VF hi) {
+    return _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_fmadd_ps(f, m, b)));
+  }
+  // First n (<= kV) floats in channel order from UnpackLo/UnpackHi order:
+  // each 128-bit half holds 4 channels of the low, then the high vector.
+  static void StoreF(float* y, VF lo, VF hi, int64_t n) {
+    const VF a = _mm256_permute2f128_ps(lo, hi, 0x20), b = _mm256_permute2f128_ps(lo, hi, 0x31);
+    if (n >= kV) {
+      _mm256_storeu_ps(y, a);
+      _mm256_storeu_ps(y + 8, b);
+      return;
+    }
+    float buf[kV];
+    _mm256_storeu_ps(buf, a);
+    _mm256_storeu_ps(buf + 8, b);
+    std::memcpy(y, buf, size_t(n) * sizeof(float));
+  }
   // Byte vectors (max pool).
   static VI LoadBN(const uint8_t* p, int64_t n) {
     uint8_t buf[kBytes] = {};
@@ -142,6 +160,18 @@ struct X86Avx512 {
   static void StoreN(uint8_t* y, VI lo, VI hi, int64_t n) {
     _mm256_mask_storeu_epi8(y, Mask32(n), Pack(lo, hi));
   }
+  static VF FmaClamp(VF f, VF m, VF b, VF lo, VF hi) {
+    return _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_fmadd_ps(f, m, b)));
+  }
+  // As X86Avx2::StoreF, four 128-bit quarters per vector.
+  static void StoreF(float* y, VF lo, VF hi, int64_t n) {
+    const VI i0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const VI i1 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    const VF a = _mm512_permutex2var_ps(lo, i0, hi), b = _mm512_permutex2var_ps(lo, i1, hi);
+    const int64_t n0 = n < 16 ? n : 16, n1 = n - n0;
+    _mm512_mask_storeu_ps(y, __mmask16((uint32_t(1) << n0) - 1), a);
+    if (n1 > 0) _mm512_mask_storeu_ps(y + 16, __mmask16((uint32_t(1) << n1) - 1), b);
+  }
   static __mmask64 Mask64(int64_t n) { return __mmask64((uint64_t(1) << n) - 1); }
   static VI LoadBN(const uint8_t* p, int64_t n) { return _mm512_maskz_loadu_epi8(Mask64(n), p); }
   static void StoreB(uint8_t* y, VI v) { _mm512_storeu_si512(y, v); }
@@ -160,8 +190,13 @@ template <class Tr>
 struct Requant {
   typename Tr::VF lo, hi;
   typename Tr::VI zp;
-  Requant(int32_t yzp, int32_t qlo, int32_t qhi)
-      : lo(Tr::Set1F(float(qlo - yzp))), hi(Tr::Set1F(float(qhi - yzp))), zp(Tr::Set1(yzp)) {}
+  typename Tr::VF flo, fhi;  // the float epilogue's clamp
+  Requant(int32_t yzp, int32_t qlo, int32_t qhi, float float_lo = 0, float float_hi = 0)
+      : lo(Tr::Set1F(float(qlo - yzp))),
+        hi(Tr::Set1F(float(qhi - yzp))),
+        zp(Tr::Set1(yzp)),
+        flo(Tr::Set1F(float_lo)),
+        fhi(Tr::Set1F(float_hi)) {}
   typename Tr::VI operator()(typename Tr::VF f) const {
     return Tr::Add32(Tr::Round(Tr::Clamp(Tr::ZeroNaN(f), lo, hi)), zp);
   }
@@ -180,10 +215,11 @@ struct PartLoad {
 };
 
 // kNb packed blocks of channels starting at channel `off` of every tap; the
-// pair loop is unrolled when kNp > 0. n < kV: store only n channels.
-template <class Tr, int kNp, int kNb, class Ld>
+// pair loop is unrolled when kNp > 0. n < kV: store only n channels. The
+// results go to channel yo of a.y, or of a.yf with kF (float output).
+template <class Tr, int kNp, int kNb, bool kF, class Ld>
 inline void DwBlocks(const DwNhwcRowArgs& a, const uint8_t* const* t, int64_t off, int64_t b,
-                     const Requant<Tr>& rq, Ld load, uint8_t* y, int64_t n) {
+                     const Requant<Tr>& rq, Ld load, int64_t yo, int64_t n) {
   using VI = typename Tr::VI;
   constexpr int kV = Tr::kV;
   const int np = kNp > 0 ? kNp : a.np;
@@ -206,61 +242,70 @@ inline void DwBlocks(const DwNhwcRowArgs& a, const uint8_t* const* t, int64_t of
   }
   for (int j = 0; j < kNb; ++j) {
     const float* m = a.mult + (b + j) * kV;
+    if (kF) {
+      const float* fb = a.fbias + (b + j) * kV;
+      Tr::StoreF(a.yf + yo + j * kV,
+                 Tr::FmaClamp(Tr::ToF(acc[2 * j]), Tr::LoadF(m), Tr::LoadF(fb), rq.flo, rq.fhi),
+                 Tr::FmaClamp(Tr::ToF(acc[2 * j + 1]), Tr::LoadF(m + kV / 2),
+                              Tr::LoadF(fb + kV / 2), rq.flo, rq.fhi),
+                 n);
+      continue;
+    }
     const VI lo = rq(Tr::Mul(Tr::ToF(acc[2 * j]), Tr::LoadF(m)));
     const VI hi = rq(Tr::Mul(Tr::ToF(acc[2 * j + 1]), Tr::LoadF(m + kV / 2)));
     if (n >= kV)
-      Tr::Store(y + j * kV, lo, hi);
+      Tr::Store(a.y + yo + j * kV, lo, hi);
     else
-      Tr::StoreN(y + j * kV, lo, hi, n);
+      Tr::StoreN(a.y + yo + j * kV, lo, hi, n);
   }
 }
 
-template <class Tr, bool kS, int kNp>
+template <class Tr, bool kS, int kNp, bool kF>
 void DwRowImpl(const DwNhwcRowArgs& a) {
   constexpr int kV = Tr::kV;
   const int64_t c = a.c, nfull = c / kV, rem = c % kV;
-  const Requant<Tr> rq(a.yzp, a.lo, a.hi);
+  const Requant<Tr> rq(a.yzp, a.lo, a.hi, a.flo, a.fhi);
   for (int64_t px = 0; px < a.npix; ++px) {
     const uint8_t* const* t = a.taps + px * a.tap_stride;
     const int64_t sh = px * a.pix_step;
-    uint8_t* y = a.y + px * c;
+    const int64_t y = px * c;
     int64_t b = 0;
     // Two blocks at a time: independent accumulator chains.
     for (; b + 2 <= nfull; b += 2)
-      DwBlocks<Tr, kNp, 2>(a, t, sh + b * kV, b, rq, FullLoad<Tr, kS>(), y + b * kV, kV);
+      DwBlocks<Tr, kNp, 2, kF>(a, t, sh + b * kV, b, rq, FullLoad<Tr, kS>(), y + b * kV, kV);
     for (; b < nfull; ++b)
-      DwBlocks<Tr, kNp, 1>(a, t, sh + b * kV, b, rq, FullLoad<Tr, kS>(), y + b * kV, kV);
+      DwBlocks<Tr, kNp, 1, kF>(a, t, sh + b * kV, b, rq, FullLoad<Tr, kS>(), y + b * kV, kV);
     if (rem == 0) continue;
     if (!Tr::kMasked && c >= kV)  // the packed overlap block at c - kV
-      DwBlocks<Tr, kNp, 1>(a, t, sh + c - kV, nfull, rq, FullLoad<Tr, kS>(), y + c - kV, kV);
+      DwBlocks<Tr, kNp, 1, kF>(a, t, sh + c - kV, nfull, rq, FullLoad<Tr, kS>(), y + c - kV, kV);
     else
-      DwBlocks<Tr, kNp, 1>(a, t, sh + nfull * kV, nfull, rq, PartLoad<Tr, kS>{rem}, y + nfull * kV,
-                           rem);
+      DwBlocks<Tr, kNp, 1, kF>(a, t, sh + nfull * kV, nfull, rq, PartLoad<Tr, kS>{rem},
+                               y + nfull * kV, rem);
   }
 }
 
-template <class Tr, bool kS>
+template <class Tr, bool kS, bool kF>
 void DwRowSigned(const DwNhwcRowArgs& a) {
   switch (a.np) {
     case 1:  // 1x1, 1x2, 2x1
-      return DwRowImpl<Tr, kS, 1>(a);
+      return DwRowImpl<Tr, kS, 1, kF>(a);
     case 2:  // 1x3, 3x1, 2x2
-      return DwRowImpl<Tr, kS, 2>(a);
+      return DwRowImpl<Tr, kS, 2, kF>(a);
     case 5:  // 3x3
-      return DwRowImpl<Tr, kS, 5>(a);
+      return DwRowImpl<Tr, kS, 5, kF>(a);
     case 13:  // 5x5
-      return DwRowImpl<Tr, kS, 13>(a);
+      return DwRowImpl<Tr, kS, 13, kF>(a);
     default:
-      return DwRowImpl<Tr, kS, 0>(a);
+      return DwRowImpl<Tr, kS, 0, kF>(a);
   }
 }
 
 template <class Tr>
 void DwRow(const DwNhwcRowArgs& a) {
-  if (a.x_signed)
-    DwRowSigned<Tr, true>(a);
+  if (a.yf)
+    a.x_signed ? DwRowSigned<Tr, true, true>(a) : DwRowSigned<Tr, false, true>(a);
   else
-    DwRowSigned<Tr, false>(a);
+    a.x_signed ? DwRowSigned<Tr, true, false>(a) : DwRowSigned<Tr, false, false>(a);
 }
 
 template <class Tr>

@@ -10,9 +10,11 @@
 // where the kernel says wbytes = 2), channels and the K tail (past C/group
 // within each tap) zero-padded. The epilogue
 // adds the folded bias, subtracts wzp[ch] * xsum[pixel] and requantizes as
-// Requantize does (docs/NUMERICS.md).
+// Requantize does (docs/NUMERICS.md), or, with yf set, dequantizes to float:
+// clamp(fma(float(acc), mult[ch], fbias[ch]), flo, fhi) (QfConvDequant).
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu_features.h"
@@ -39,6 +41,12 @@ struct IgemmS8Args {
   int32_t yzp = 0, lo = 0, hi = 0;
   uint8_t* y = nullptr;  // row r, channel j at y[r * ldy + j]
   int64_t ldy = 0;
+  // Float output instead of y (yzp, lo and hi unused): row r, channel j at
+  // yf[r * ldy + j]; fbias per channel like mult. flo/fhi: a fused Relu/Clip.
+  float* yf = nullptr;
+  const float* fbias = nullptr;
+  float flo = -std::numeric_limits<float>::infinity();
+  float fhi = std::numeric_limits<float>::infinity();
 };
 
 struct IgemmS8Kernel {

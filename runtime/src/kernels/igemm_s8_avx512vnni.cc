@@ -48,6 +48,15 @@ struct V512 {
     f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
     return _mm512_add_epi32(_mm512_cvtps_epi32(f), yzp);
   }
+  // See V256Base::Dequant.
+  static F Dequant(I acc, F mult, F bias, F lo, F hi) {
+    const F f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), mult, bias);
+    return _mm512_min_ps(hi, _mm512_max_ps(lo, f));
+  }
+  static void StoreF(F v, int64_t n, float* y) {
+    const __mmask16 m = n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+    _mm512_mask_storeu_ps(y, m, v);
+  }
   static void Store(I v, int64_t n, uint8_t* y) {
     const __mmask16 m = n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
     _mm512_mask_cvtepi32_storeu_epi8(y, m, v);

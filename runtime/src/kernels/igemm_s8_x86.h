@@ -7,7 +7,8 @@
 //   Dot(acc, A, w) (w: kChPerAcc channels x 4 packed weights),
 //   Finish(acc row, out) (accumulators to kLanes channels per vector, in
 //   order), and the epilogue helpers LoadI, LoadF, Set1I, Set1F, Add, Sub,
-//   Mullo, Requant, Store(v, n, y).
+//   Mullo, Requant, Store(v, n, y), and for the float epilogue Dequant(acc,
+//   mult, bias, lo, hi) and StoreF(v, n, yf).
 // Everything is in an anonymous namespace: each ISA file compiles its own
 // copy with its own -m flags, and copies must not be merged by the linker.
 #pragma once
@@ -33,7 +34,7 @@ struct IgemmX86 {
   static constexpr int kNr = NV * V::kLanes;
   static constexpr int kNacc = kNr / V::kChPerAcc;  // accumulators per row
 
-  template <bool kXor>
+  template <bool kXor, bool kFloatOut>
   static void Tiles(const IgemmS8Args& a) {
     using I = typename V::I;
     using F = typename V::F;
@@ -43,6 +44,7 @@ struct IgemmX86 {
     const int64_t tiles = (rows + MR - 1) / MR;
     const F lo = V::Set1F(float(a.lo - a.yzp)), hi = V::Set1F(float(a.hi - a.yzp));
     const I yzp = V::Set1I(a.yzp);
+    const F flo = V::Set1F(a.flo), fhi = V::Set1F(a.fhi);
     for (int64_t t = 0; t < tiles; ++t) {
       I acc[MR][kNacc];
 #pragma GCC unroll 32
@@ -73,7 +75,6 @@ struct IgemmX86 {
       for (int r = 0; r < MR; ++r) {
         if (r >= nrow) continue;
         const int64_t row = t * MR + r;
-        uint8_t* y = a.y + row * a.ldy;
         I out[NV];
         V::Finish(acc[r], out);
 #pragma GCC unroll 16
@@ -83,18 +84,24 @@ struct IgemmX86 {
           I x = V::Add(out[v], V::LoadI(a.bias + v * V::kLanes));
           if (a.wzp)
             x = V::Sub(x, V::Mullo(V::LoadI(a.wzp + v * V::kLanes), V::Set1I(a.xsum[row])));
-          V::Store(V::Requant(x, V::LoadF(a.mult + v * V::kLanes), lo, hi, yzp), n,
-                   y + v * V::kLanes);
+          const F mult = V::LoadF(a.mult + v * V::kLanes);
+          if (kFloatOut)
+            V::StoreF(V::Dequant(x, mult, V::LoadF(a.fbias + v * V::kLanes), flo, fhi), n,
+                      a.yf + row * a.ldy + v * V::kLanes);
+          else
+            V::Store(V::Requant(x, mult, lo, hi, yzp), n, a.y + row * a.ldy + v * V::kLanes);
         }
       }
     }
   }
 
   static void Run(const IgemmS8Args& a) {
-    if (a.x_signed && V::kABytes == 1)  // widened activations are u8 values already
-      Tiles<true>(a);
+    // Widened activations are u8 values already.
+    const bool xor_x = a.x_signed && V::kABytes == 1;
+    if (a.yf)
+      xor_x ? Tiles<true, true>(a) : Tiles<false, true>(a);
     else
-      Tiles<false>(a);
+      xor_x ? Tiles<true, false>(a) : Tiles<false, false>(a);
   }
 };
 
@@ -121,6 +128,22 @@ struct V256Base {
     f = _mm256_and_ps(f, _mm256_cmp_ps(f, f, _CMP_ORD_Q));
     f = _mm256_min_ps(_mm256_max_ps(f, lo), hi);
     return _mm256_add_epi32(_mm256_cvtps_epi32(f), yzp);
+  }
+  // clamp(fma(float(acc), mult, bias), lo, hi); the operand order of max/min
+  // lets NaN through like the reference's comparisons. One fused rounding,
+  // as std::fma in the reference, whatever the compiler's contraction flags.
+  static F Dequant(I acc, F mult, F bias, F lo, F hi) {
+    const F f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), mult, bias);
+    return _mm256_min_ps(hi, _mm256_max_ps(lo, f));
+  }
+  static void StoreF(F v, int64_t n, float* y) {
+    if (n >= 8) {
+      _mm256_storeu_ps(y, v);
+    } else {
+      alignas(32) float tmp[8];
+      _mm256_store_ps(tmp, v);
+      std::memcpy(y, tmp, size_t(n) * sizeof(float));
+    }
   }
   // Low bytes of the first n lanes (values are within [-128, 255]).
   static void Store(I v, int64_t n, uint8_t* y) {

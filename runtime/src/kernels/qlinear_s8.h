@@ -32,6 +32,14 @@ struct QConvCall {
   int32_t y_zp = 0, lo = 0, hi = 0;  // output zero point and clamp range
   const int32_t* bias = nullptr;     // M values or null
   ThreadPool* pool = nullptr;        // null: the calling thread only
+  // QfConvDequant: y is float32, y = clamp(fma(float(acc), dq_mult[m],
+  // dq_bias[m]), dq_lo, dq_hi) with acc the zero-point-corrected int32 sum
+  // (y_scale, y_zp, lo, hi and bias unused). Arrays padded with readable
+  // entries to a multiple of 64 plus 64. Only RunQConvNhwcS8's microkernels
+  // cover it; other paths return false.
+  const float* dq_mult = nullptr;
+  const float* dq_bias = nullptr;
+  float dq_lo = 0, dq_hi = 0;
 };
 bool RunQConvS8(void* state, const QConvCall& call);
 

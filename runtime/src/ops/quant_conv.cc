@@ -4,12 +4,16 @@
 // over each window, skipping taps that read padding (padding holds x_zp, so
 // its term is 0). ConvInteger outputs acc; QLinearConv adds the int32 bias
 // and requantizes per docs/NUMERICS.md.
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/channel_fold.h"
 #include "kernels/conv_nhwc_s8.h"
 #include "kernels/dwconv_nhwc_s8.h"
 #include "kernels/qlinear_s8.h"
@@ -221,6 +225,16 @@ struct ChannelsLastConvState {
   std::shared_ptr<void> kernel;
 };
 
+// QfConvDequant's float epilogue: y = post(clamp(fma(float(acc), mult[m],
+// bias[m]), lo, hi)). Arrays padded like kernels::ChannelParams so the
+// microkernels may read a whole panel past the last channel.
+struct DequantEpilogue {
+  std::vector<float> mult, bias;
+  float lo = -std::numeric_limits<float>::infinity();
+  float hi = std::numeric_limits<float>::infinity();
+  FusedActivation post;  // what the clamp cannot express (Sigmoid, ...)
+};
+
 // Packs the constant weights for the SIMD kernels (kernels/qlinear_s8.h,
 // conv_nhwc_s8.h, dwconv_nhwc_s8.h); no state (reference kernel only) when
 // no fast kernel applies.
@@ -246,7 +260,8 @@ Status PrepareQLinearConv(KernelContext& ctx, std::shared_ptr<void>* state) {
 // The fast path for 1-D and 2-D convolutions with prepared weights; *done
 // stays false when the kernels do not cover the case.
 Status RunQLinearConvFast(KernelContext& ctx, float xs, const std::vector<float>& ws, float ys,
-                          int32_t yzp, QRange range, bool* done) {
+                          int32_t yzp, QRange range, bool* done,
+                          const DequantEpilogue* dq = nullptr) {
   const Tensor* x = ctx.input(0);
   const int nsp = x->rank() - 2;
   if (nsp != 1 && nsp != 2) return Status::Ok();
@@ -293,6 +308,12 @@ Status RunQLinearConvFast(KernelContext& ctx, float xs, const std::vector<float>
   c.hi = range.hi;
   c.bias = ctx.input(8) ? ctx.input(8)->ptr<int32_t>() : nullptr;
   c.pool = ctx.pool;
+  if (dq) {
+    c.dq_mult = dq->mult.data();
+    c.dq_bias = dq->bias.data();
+    c.dq_lo = dq->lo;
+    c.dq_hi = dq->hi;
+  }
   if (!cl) {
     *done = kernels::RunQConvS8(ctx.state, c);
   } else {
@@ -359,6 +380,147 @@ Status RunQLinearConv(KernelContext& ctx) {
   return RunViaChannelsFirst(ctx, RunQLinearConvChannelsFirst);
 }
 
+// ---- QfConvDequant -----------------------------------------------------------
+// QLinearConv's integer convolution with a float output, for convolutions
+// whose 8-bit inputs come through DequantizeLinear but whose output stays
+// float (converter/passes/fold_qdq_float_output.cc):
+//   y = act(fma(float(acc), x_scale * w_scale[m] (* out_scale[m]), B[m]))
+// Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, then optional
+// float B [M] and out_scale [M] (a folded BatchNormalization's multiplier;
+// B then holds the folded shift). act: the fused-activation attributes
+// (core/activation.h); Relu and Clip become the epilogue's clamp.
+
+constexpr int kDequantBias = 6, kDequantOutScale = 7;
+
+Status CheckChannelFloats(const KernelContext& ctx, int i, const char* what, int64_t m) {
+  const Tensor* t = ctx.input(i);
+  if (!t) return Status::Ok();
+  if (t->dtype != DType::kFloat32)
+    return ctx.Invalid(std::string(what) + " must be float32, got " + dtype_name(t->dtype));
+  if (t->rank_known && (t->rank() != 1 || (m >= 0 && t->shape[0] >= 0 && t->shape[0] != m)))
+    return ctx.Invalid(std::string(what) + " has shape " + ShapeToString(t->shape) +
+                       ", expected [" + std::to_string(m) + "] (one value per output channel)");
+  return Status::Ok();
+}
+
+Status InferQfConvDequantChannelsFirst(KernelContext& ctx) {
+  Tensor* y = ctx.output(0);
+  if (!ctx.input(0)) return ctx.Invalid("input x is required");
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(1), "x_scale"));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(4), "w_scale"));
+  y->dtype = DType::kFloat32;
+  int64_t m;
+  QF_RETURN_IF_ERROR(InferQConvShape(ctx, kQLinearConvInputs, &m));
+  y->dtype = DType::kFloat32;
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(1), "x_scale", 0, ""));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(4), "w_scale", m, "output channel"));
+  QF_RETURN_IF_ERROR(CheckChannelFloats(ctx, kDequantBias, "B", m));
+  QF_RETURN_IF_ERROR(CheckChannelFloats(ctx, kDequantOutScale, "out_scale", m));
+  Status st;
+  FusedActivation::FromAttrs(ctx.attr(), &st);
+  return st;
+}
+
+Status InferQfConvDequant(KernelContext& ctx) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  return cl ? InferViaChannelsFirst(ctx, InferQfConvDequantChannelsFirst)
+            : InferQfConvDequantChannelsFirst(ctx);
+}
+
+// The per-channel multipliers, bias and activation for m output channels.
+Status ReadDequantEpilogue(const KernelContext& ctx, int64_t m, DequantEpilogue* e) {
+  std::vector<float> xs, ws;
+  if (!ReadScales(ctx.input(1), &xs) || !ReadScales(ctx.input(4), &ws) || xs.size() != 1 ||
+      (ws.size() != 1 && int64_t(ws.size()) != m))
+    return ctx.Invalid("cannot read the scales");
+  const Tensor* bias = ctx.input(kDequantBias);
+  const Tensor* out_scale = ctx.input(kDequantOutScale);
+  if ((bias && bias->numel() != m) || (out_scale && out_scale->numel() != m))
+    return ctx.Invalid("B and out_scale need one value per output channel");
+  const size_t padded = size_t(kernels::RoundUpTo(m, 64) + 64);
+  e->mult.assign(padded, 0.f);
+  e->bias.assign(padded, 0.f);
+  for (int64_t c = 0; c < m; ++c) {
+    // In this order in every path, so all kernels round alike.
+    float mult = xs[0] * ws[ws.size() == 1 ? 0 : size_t(c)];
+    if (out_scale) mult *= out_scale->ptr<float>()[c];
+    e->mult[size_t(c)] = mult;
+    e->bias[size_t(c)] = bias ? bias->ptr<float>()[c] : 0.f;
+  }
+  Status st;
+  const FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
+  QF_RETURN_IF_ERROR(st);
+  e->lo = -std::numeric_limits<float>::infinity();
+  e->hi = std::numeric_limits<float>::infinity();
+  e->post = FusedActivation();
+  if (act.kind == FusedActivation::kRelu) {
+    e->lo = 0.f;
+  } else if (act.kind == FusedActivation::kClip) {
+    e->lo = act.min;
+    e->hi = act.max;
+  } else {
+    e->post = act;
+  }
+  return Status::Ok();
+}
+
+// The reference kernel: exact int32 accumulation, then the epilogue in
+// scalar float with the same fused multiply-add as the microkernels.
+Status RunQfConvDequantChannelsFirst(KernelContext& ctx) {
+  const int64_t m = ctx.input(3)->shape[0];
+  Tensor* y = ctx.output(0);
+  DequantEpilogue e;
+  QF_RETURN_IF_ERROR(ReadDequantEpilogue(ctx, m, &e));
+  std::vector<int32_t> acc;
+  QF_RETURN_IF_ERROR(ConvAccumulate(ctx, kQLinearConvInputs, &acc));
+  const int64_t planes = y->shape[0] * m;
+  const int64_t out_size = planes ? y->numel() / planes : 0;
+  float* out = y->ptr<float>();
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const size_t oc = size_t(pl % m);
+    for (int64_t j = 0; j < out_size; ++j) {
+      const int64_t i = pl * out_size + j;
+      const float v = std::fma(float(acc[size_t(i)]), e.mult[oc], e.bias[oc]);
+      out[i] = v < e.lo ? e.lo : (v > e.hi ? e.hi : v);  // NaN passes, as in the kernels
+    }
+  }
+  e.post.Apply(out, y->numel());
+  return Status::Ok();
+}
+
+// Channels-last: the kernels of QLinearConv's channels-last path with their
+// float epilogue. Nothing to prepare for channels-first.
+Status PrepareQfConvDequant(KernelContext& ctx, std::shared_ptr<void>* state) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  return cl ? PrepareQLinearConv(ctx, state) : Status::Ok();
+}
+
+Status RunQfConvDequant(KernelContext& ctx) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  if (cl && ctx.state) {
+    DequantEpilogue e;
+    QF_RETURN_IF_ERROR(ReadDequantEpilogue(ctx, ctx.input(3)->shape[0], &e));
+    std::vector<float> xs, ws;
+    ReadScales(ctx.input(1), &xs);  // checked by ReadDequantEpilogue
+    ReadScales(ctx.input(4), &ws);
+    bool done = false;
+    QF_RETURN_IF_ERROR(RunQLinearConvFast(ctx, xs[0], ws, 1.f, 0, QRange(), &done, &e));
+    if (done) {
+      Tensor* y = ctx.output(0);
+      e.post.Apply(y->ptr<float>(), y->numel());
+      return Status::Ok();
+    }
+  }
+  // No integer fast path here (channels-first; the packed GEMM of levels
+  // without microkernels): the exact reference kernel, reported by profiling.
+  ctx.reference_path = true;
+  return cl ? RunViaChannelsFirst(ctx, RunQfConvDequantChannelsFirst)
+            : RunQfConvDequantChannelsFirst(ctx);
+}
+
 // ---- ConvInteger ------------------------------------------------------------
 
 Status InferConvInteger(KernelContext& ctx) {
@@ -382,6 +544,18 @@ const OpDef& OpDef_QLinearConv() {
     OpDef d = QuantOpDef("QLinearConv", InferQLinearConv, RunQLinearConv,
                          /*min_inputs=*/8, /*max_inputs=*/9);
     d.prepare = PrepareQLinearConv;
+    d.const_inputs = 1u << 3;  // w
+    d.layout = LayoutRole::kChannelsLast;
+    return d;
+  }();
+  return def;
+}
+
+const OpDef& OpDef_QfConvDequant() {
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("QfConvDequant", InferQfConvDequant, RunQfConvDequant,
+                         /*min_inputs=*/6, /*max_inputs=*/8);
+    d.prepare = PrepareQfConvDequant;
     d.const_inputs = 1u << 3;  // w
     d.layout = LayoutRole::kChannelsLast;
     return d;

@@ -1,0 +1,314 @@
+// Integer convolutions with a float output. FoldQdq folds DQ -> Conv -> Q;
+// a Conv whose 8-bit inputs come through DequantizeLinear but whose output
+// stays float (a graph output in AIMET exports; NNCF leaves Conv outputs
+// unquantized before BatchNormalization, SiLU or a residual Add) would run
+// float. It becomes QfConvDequant instead: the int8 kernels, then
+// y = float(acc) * x_scale * w_scale[m] + B[m] in the epilogue. A directly
+// following inference BatchNormalization folds into a per-channel multiplier
+// and the bias, then an activation into the _activation attributes (Relu,
+// Clip, ..., and x * Sigmoid(x) / x * HardSigmoid(x) as Swish / HardSwish),
+// when the convolution's output is read by them alone.
+//
+// Only what the fast kernels cover is rewritten: 1-D and 2-D convolutions.
+#include <cmath>
+#include <cstring>
+
+#include "converter/passes/passes.h"
+
+namespace qfold {
+namespace conv {
+
+namespace {
+
+bool Is8Bit(DType t) {
+  return t == DType::kInt8 || t == DType::kUInt8;
+}
+
+bool ReadFloats(const Graph& g, const std::string& name, std::vector<float>* out) {
+  const Value* v = g.Find(name);
+  if (!v || !v->is_constant() || v->dtype != DType::kFloat32) return false;
+  out->resize(v->data->size() / 4);
+  if (!out->empty()) std::memcpy(out->data(), v->data->data(), v->data->size());
+  return true;
+}
+
+bool ReadInts(const Graph& g, const std::string& name, std::vector<int32_t>* out) {
+  const Value* v = g.Find(name);
+  if (!v || !v->is_constant()) return false;
+  const uint8_t* p = v->data->data();
+  const size_t bytes = v->data->size();
+  out->clear();
+  if (v->dtype == DType::kInt8)
+    for (size_t i = 0; i < bytes; ++i) out->push_back(int8_t(p[i]));
+  else if (v->dtype == DType::kUInt8)
+    for (size_t i = 0; i < bytes; ++i) out->push_back(p[i]);
+  else if (v->dtype == DType::kInt32)
+    out->resize(bytes / 4), std::memcpy(out->data(), p, bytes);
+  else
+    return false;
+  return true;
+}
+
+std::vector<uint8_t> FloatBytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+class FloatOutputFolder {
+ public:
+  explicit FloatOutputFolder(Graph* g) : g_(*g) {}
+
+  Status Run() {
+    Index();
+    for (size_t k = 0; k < g_.nodes.size(); ++k)
+      if (!removed_[k] && g_.nodes[k].op_type == "Conv" && g_.nodes[k].domain.empty()) TryConv(k);
+    std::vector<Node> kept;
+    for (size_t k = 0; k < g_.nodes.size(); ++k)
+      if (!removed_[k]) kept.push_back(std::move(g_.nodes[k]));
+    g_.nodes = std::move(kept);
+    return Status::Ok();
+  }
+
+ private:
+  void Index() {
+    producer_.clear();
+    for (size_t k = 0; k < g_.nodes.size(); ++k)
+      for (const std::string& o : g_.nodes[k].outputs)
+        if (!o.empty()) producer_[o] = k;
+    consumers_ = BuildConsumers(g_);
+    removed_.resize(g_.nodes.size(), false);
+  }
+
+  // A DequantizeLinear of 8-bit data with constant scales (positive, finite)
+  // and zero points; per tensor, or per axis `per_axis` (>= 0) with
+  // `channels` values (any number when negative).
+  const Node* Dq(const std::string& name, int per_axis, int64_t channels) {
+    auto it = producer_.find(name);
+    if (it == producer_.end() || removed_[it->second]) return nullptr;
+    const Node& n = g_.nodes[it->second];
+    if (n.op_type != "DequantizeLinear" || !n.domain.empty()) return nullptr;
+    if (n.attrs.GetInt("block_size", 0) != 0) return nullptr;
+    const Value* x = g_.Find(n.input(0));
+    if (!x || !Is8Bit(x->dtype) || !x->rank_known) return nullptr;
+    std::vector<float> scales;
+    if (!ReadFloats(g_, n.input(1), &scales) || scales.empty()) return nullptr;
+    for (float s : scales)
+      if (!(s > 0) || !std::isfinite(s)) return nullptr;
+    std::vector<int32_t> zps;
+    if (!n.input(2).empty()) {
+      const Value* zp = g_.Find(n.input(2));
+      if (!zp || zp->dtype != x->dtype || !ReadInts(g_, n.input(2), &zps) ||
+          zps.size() != scales.size())
+        return nullptr;
+    }
+    if (scales.size() != 1) {
+      int64_t axis = n.attrs.GetInt("axis", 1);
+      if (axis < 0) axis += int64_t(x->shape.size());
+      if (per_axis < 0 || axis != per_axis || (channels >= 0 && int64_t(scales.size()) != channels))
+        return nullptr;
+    }
+    return &n;
+  }
+
+  // The float bias [m]: a float constant or a DequantizeLinear of an int32
+  // constant, evaluated as ONNX Runtime's DequantizeLinear does (in float).
+  bool Bias(const std::string& name, int64_t m, std::vector<float>* out) {
+    out->assign(size_t(m), 0.f);
+    if (name.empty()) return true;
+    std::vector<float> f;
+    if (ReadFloats(g_, name, &f)) {
+      if (int64_t(f.size()) != m) return false;
+      *out = f;
+      return true;
+    }
+    auto it = producer_.find(name);
+    if (it == producer_.end()) return false;
+    const Node& dq = g_.nodes[it->second];
+    if (dq.op_type != "DequantizeLinear" || !dq.domain.empty()) return false;
+    std::vector<int32_t> q, zp;
+    std::vector<float> s;
+    const Value* qv = g_.Find(dq.input(0));
+    if (!qv || qv->dtype != DType::kInt32 || !ReadInts(g_, dq.input(0), &q) ||
+        !ReadFloats(g_, dq.input(1), &s))
+      return false;
+    if (!dq.input(2).empty() && !ReadInts(g_, dq.input(2), &zp)) return false;
+    if (int64_t(q.size()) != m || (s.size() != 1 && int64_t(s.size()) != m) ||
+        (!zp.empty() && zp.size() != s.size()))
+      return false;
+    for (int64_t c = 0; c < m; ++c) {
+      const size_t i = s.size() == 1 ? 0 : size_t(c);
+      const int32_t z = zp.empty() ? 0 : zp[i];
+      (*out)[size_t(c)] = float(q[size_t(c)] - z) * s[i];
+    }
+    return true;
+  }
+
+  // The node that alone reads `name` (not a graph output), or SIZE_MAX.
+  size_t SoleConsumer(const std::string& name) {
+    if (g_.IsGraphOutput(name)) return SIZE_MAX;
+    auto it = consumers_.find(name);
+    if (it == consumers_.end() || it->second.size() != 1 || it->second[0].second != 0)
+      return SIZE_MAX;
+    const size_t k = it->second[0].first;
+    return removed_[k] || !g_.nodes[k].domain.empty() ? SIZE_MAX : k;
+  }
+
+  void TryConv(size_t k) {
+    const Node& cv = g_.nodes[k];
+    if (cv.outputs.size() != 1 || cv.attrs.Has("_activation")) return;
+    const Node* dqw = Dq(cv.input(1), 0, -1);
+    if (!dqw) return;
+    const Value* w = g_.Find(dqw->input(0));
+    if (!w || !w->is_constant() || (w->shape.size() != 3 && w->shape.size() != 4)) return;
+    const int64_t m = w->shape[0];
+    dqw = Dq(cv.input(1), 0, m);
+    const Node* dqx = Dq(cv.input(0), -1, 0);
+    const Value* y = g_.Find(cv.outputs[0]);
+    if (!dqw || !dqx || !y || y->dtype != DType::kFloat32) return;
+    std::vector<float> bias;
+    if (!Bias(cv.input(2), m, &bias)) return;
+
+    Node q;
+    q.op_type = "QfConvDequant";
+    q.name = cv.name;
+    q.attrs = cv.attrs;
+    q.inputs = {dqx->input(0),
+                dqx->input(1),
+                ZeroPoint(*dqx, cv.name + "_x"),
+                dqw->input(0),
+                dqw->input(1),
+                ZeroPoint(*dqw, cv.name + "_w"),
+                "",
+                ""};
+    q.outputs = cv.outputs;
+    std::vector<float> out_scale;
+    FoldFollowers(&q, m, &bias, &out_scale);
+    bool any_bias = false;
+    for (float b : bias) any_bias |= b != 0.f;
+    if (any_bias)
+      q.inputs[6] = g_.AddConstant(cv.name + "_bias_f", DType::kFloat32, {m}, FloatBytes(bias));
+    if (!out_scale.empty())
+      q.inputs[7] =
+          g_.AddConstant(cv.name + "_out_scale", DType::kFloat32, {m}, FloatBytes(out_scale));
+    while (!q.inputs.empty() && q.inputs.back().empty()) q.inputs.pop_back();
+    SetQuant(*dqx, -1);
+    SetQuant(*dqw, 0);
+    g_.nodes[k] = std::move(q);
+    Index();
+  }
+
+  // Records the integer tensor's quantization (the .qfm carries it).
+  void SetQuant(const Node& dq, int axis) {
+    Value* v = g_.Find(dq.input(0));
+    if (!v || v->quant) return;
+    auto info = std::make_shared<QuantInfo>();
+    ReadFloats(g_, dq.input(1), &info->scales);
+    if (!dq.input(2).empty()) ReadInts(g_, dq.input(2), &info->zero_points);
+    info->zero_points.resize(info->scales.size(),
+                             info->zero_points.empty() ? 0 : info->zero_points[0]);
+    info->axis = info->scales.size() == 1 ? -1 : axis;
+    v->quant = info;
+  }
+
+  std::string ZeroPoint(const Node& dq, const std::string& base) {
+    if (!dq.input(2).empty()) return dq.input(2);
+    return g_.AddConstant(base + "_zero_point", g_.Find(dq.input(0))->dtype, {},
+                          std::vector<uint8_t>(1, 0));
+  }
+
+  // Folds a BatchNormalization, then an activation, reading q's output alone.
+  void FoldFollowers(Node* q, int64_t m, std::vector<float>* bias, std::vector<float>* out_scale) {
+    size_t bn_k = SoleConsumer(q->outputs[0]);
+    if (bn_k != SIZE_MAX && FoldBatchNorm(g_.nodes[bn_k], m, bias, out_scale)) {
+      Absorb(q, bn_k);
+    }
+    if (FoldGatedActivation(q)) return;
+    const size_t act_k = SoleConsumer(q->outputs[0]);
+    if (act_k == SIZE_MAX || g_.nodes[act_k].outputs.size() != 1) return;
+    AttrMap attrs = q->attrs;
+    if (!FusedActivationAttrs(g_, g_.nodes[act_k], &attrs)) return;
+    q->attrs = std::move(attrs);
+    Absorb(q, act_k);
+  }
+
+  // y * Sigmoid(y) (SiLU, NNCF's YOLO-style models) or y * HardSigmoid(y)
+  // with alpha 1/6, beta 1/2 (HardSwish as exporters spell it): y read by
+  // exactly the gate and the Mul, the gate by the Mul alone.
+  bool FoldGatedActivation(Node* q) {
+    const std::string y = q->outputs[0];
+    auto it = consumers_.find(y);
+    if (g_.IsGraphOutput(y) || it == consumers_.end() || it->second.size() != 2) return false;
+    size_t gate_k = SIZE_MAX, mul_k = SIZE_MAX;
+    for (const auto& use : it->second) {
+      const Node& n = g_.nodes[use.first];
+      if (removed_[use.first] || !n.domain.empty() || n.outputs.size() != 1) return false;
+      if ((n.op_type == "Sigmoid" || n.op_type == "HardSigmoid") && use.second == 0)
+        gate_k = use.first;
+      else if (n.op_type == "Mul")
+        mul_k = use.first;
+    }
+    if (gate_k == SIZE_MAX || mul_k == SIZE_MAX) return false;
+    const Node& gate = g_.nodes[gate_k];
+    const Node& mul = g_.nodes[mul_k];
+    const std::string& gated = gate.outputs[0];
+    if (!((mul.input(0) == y && mul.input(1) == gated) ||
+          (mul.input(1) == y && mul.input(0) == gated)) ||
+        SoleConsumer(gated) != mul_k)
+      return false;
+    if (gate.op_type == "HardSigmoid" &&
+        (std::abs(gate.attrs.GetFloat("alpha", 0.2f) - 1.f / 6.f) > 1e-6f ||
+         gate.attrs.GetFloat("beta", 0.5f) != 0.5f))
+      return false;
+    q->attrs.SetString("_activation", gate.op_type == "Sigmoid" ? "Swish" : "HardSwish");
+    g_.values.erase(gated);
+    removed_[gate_k] = true;
+    Absorb(q, mul_k);
+    return true;
+  }
+
+  // y = (x - mean) * gamma / sqrt(var + eps) + beta = x * a + (beta - mean * a).
+  bool FoldBatchNorm(const Node& bn, int64_t m, std::vector<float>* bias,
+                     std::vector<float>* out_scale) {
+    if (bn.op_type != "BatchNormalization" || bn.inputs.size() != 5 ||
+        bn.attrs.GetInt("training_mode", 0) != 0)
+      return false;
+    for (size_t i = 1; i < bn.outputs.size(); ++i)
+      if (!bn.outputs[i].empty()) return false;
+    std::vector<float> gamma, beta, mean, var;
+    if (!ReadFloats(g_, bn.inputs[1], &gamma) || !ReadFloats(g_, bn.inputs[2], &beta) ||
+        !ReadFloats(g_, bn.inputs[3], &mean) || !ReadFloats(g_, bn.inputs[4], &var))
+      return false;
+    const size_t n = size_t(m);
+    if (gamma.size() != n || beta.size() != n || mean.size() != n || var.size() != n) return false;
+    const double eps = bn.attrs.GetFloat("epsilon", 1e-5f);
+    out_scale->resize(n);
+    for (size_t c = 0; c < n; ++c) {
+      const double a = double(gamma[c]) / std::sqrt(double(var[c]) + eps);
+      (*out_scale)[c] = float(a);
+      (*bias)[c] = float((double((*bias)[c]) - mean[c]) * a + beta[c]);
+    }
+    return true;
+  }
+
+  // q takes over node k's output; k is dropped.
+  void Absorb(Node* q, size_t k) {
+    g_.values.erase(q->outputs[0]);
+    q->outputs = {g_.nodes[k].outputs[0]};
+    removed_[k] = true;
+  }
+
+  Graph& g_;
+  std::map<std::string, size_t> producer_;
+  std::unordered_map<std::string, std::vector<std::pair<size_t, size_t>>> consumers_;
+  std::vector<bool> removed_;
+};
+
+}  // namespace
+
+Status FoldQdqFloatOutput(Graph* g) {
+  return FloatOutputFolder(g).Run();
+}
+
+}  // namespace conv
+}  // namespace qfold
