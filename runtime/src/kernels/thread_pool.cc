@@ -6,8 +6,8 @@
 // raising active_ and then checking that open_ still holds the job's
 // generation; both sides use sequentially consistent operations, so either
 // the worker sees the job closed and backs out without touching it, or the
-// caller sees active_ > 0 and waits for it. A worker that was asleep or
-// descheduled for the whole job simply misses it.
+// caller sees active_ > 0 and waits for it (spinning, then blocked on done_).
+// A worker that was asleep or descheduled for the whole job simply misses it.
 #include "kernels/thread_pool.h"
 
 #include <chrono>
@@ -30,7 +30,9 @@ namespace {
 // inference runs its parallel ops back to back, with serial ops between them
 // that take a few to some tens of microseconds; a futex wake-up costs about as
 // much again, and a worker that slept is late for the start of the op.
-constexpr auto kSpinMicros = std::chrono::microseconds(200);
+constexpr auto kSpinMicros = std::chrono::microseconds(100);
+// How long the caller spins for workers still inside a job before it blocks.
+constexpr auto kCallerSpinMicros = std::chrono::microseconds(50);
 
 // The pool whose task this thread is running, and its slot there: a
 // ParallelFor on that pool from inside the task runs inline.
@@ -100,12 +102,20 @@ void ThreadPool::Run(int64_t n, int64_t grain, RangeFn call, const void* fn) {
     Drain(0);
   }
   open_.store(0);
-  // Workers still running their last chunk; a chunk is short, so spin.
-  for (int spins = 0; active_.load() != 0; ++spins) {
-    if (spins < 4096)
-      QFOLD_CPU_RELAX();
-    else
-      std::this_thread::yield();  // its thread may be waiting for this core
+  // Workers still running their last chunk. A chunk is short, so spin a
+  // little; then block, because a worker that was preempted may need this
+  // core (or this process's share of the machine) to finish.
+  if (active_.load() == 0) return;
+  const auto start = std::chrono::steady_clock::now();
+  for (int spins = 1; active_.load() != 0; ++spins) {
+    QFOLD_CPU_RELAX();
+    if (spins % 64 == 0 && std::chrono::steady_clock::now() - start > kCallerSpinMicros) {
+      std::unique_lock<std::mutex> lock(done_mu_);
+      caller_waiting_.store(true);
+      done_.wait(lock, [&] { return active_.load() == 0; });
+      caller_waiting_.store(false);
+      return;
+    }
   }
 }
 
@@ -149,7 +159,10 @@ void ThreadPool::Work(int slot) {
     seen = g;
     active_.fetch_add(1);
     if (open_.load() == g) Drain(slot);
-    active_.fetch_sub(1);
+    if (active_.fetch_sub(1) == 1 && caller_waiting_.load()) {
+      std::lock_guard<std::mutex> lock(done_mu_);
+      done_.notify_one();
+    }
   }
 }
 

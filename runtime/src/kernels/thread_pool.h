@@ -70,6 +70,10 @@ class ThreadPool {
   std::mutex sleep_mu_;
   std::condition_variable wake_;
   std::atomic<int> sleepers_{0};
+  // The caller blocks here when workers take long to leave a job.
+  std::mutex done_mu_;
+  std::condition_variable done_;
+  std::atomic<bool> caller_waiting_{false};
 };
 
 inline int NumThreads(const ThreadPool* pool) {
