@@ -36,6 +36,18 @@ namespace {
 // yielding gives it up whenever something else can run.
 constexpr auto kSpinMicros = std::chrono::microseconds(300);
 constexpr auto kPauseOnlyMicros = std::chrono::microseconds(5);
+// A spinning worker that still joins a job this late was not running: the
+// machine is busy. Spinning then only lowers this process's share of the CPU
+// (the scheduler weighs a group of threads by how many are runnable), so the
+// pool stops spinning for kQuietFor and its threads sleep as soon as idle.
+constexpr auto kLateJoin = std::chrono::microseconds(50);
+constexpr auto kQuietFor = std::chrono::milliseconds(50);
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 // How long the caller spins for workers still inside a job before it blocks.
 constexpr auto kCallerSpinMicros = std::chrono::microseconds(50);
 
@@ -97,6 +109,7 @@ void ThreadPool::Run(int64_t n, int64_t grain, RangeFn call, const void* fn) {
   chunks_ = (n + grain - 1) / grain;
   next_.store(0, std::memory_order_relaxed);
   const uint64_t gen = ++generation_;
+  published_ns_.store(NowNs(), std::memory_order_relaxed);
   open_.store(gen);
   if (sleepers_.load() > 0) {
     { std::lock_guard<std::mutex> lock(sleep_mu_); }
@@ -112,9 +125,11 @@ void ThreadPool::Run(int64_t n, int64_t grain, RangeFn call, const void* fn) {
   // core (or this process's share of the machine) to finish.
   if (active_.load() == 0) return;
   const auto start = std::chrono::steady_clock::now();
+  const bool spin = NowNs() >= quiet_until_ns_.load(std::memory_order_relaxed);
   for (int spins = 1; active_.load() != 0; ++spins) {
     QFOLD_CPU_RELAX();
-    if (spins % 64 == 0 && std::chrono::steady_clock::now() - start > kCallerSpinMicros) {
+    if (!spin ||
+        (spins % 64 == 0 && std::chrono::steady_clock::now() - start > kCallerSpinMicros)) {
       std::unique_lock<std::mutex> lock(done_mu_);
       caller_waiting_.store(true);
       done_.wait(lock, [&] { return active_.load() == 0; });
@@ -133,10 +148,11 @@ void ThreadPool::Drain(int slot) {
   }
 }
 
-uint64_t ThreadPool::WaitForJob(uint64_t seen) {
+uint64_t ThreadPool::WaitForJob(uint64_t seen, bool* spun) {
   auto ready = [&](uint64_t g) { return g != 0 && g != seen; };
   const auto start = std::chrono::steady_clock::now();
-  for (int spins = 1;; ++spins) {
+  *spun = NowNs() >= quiet_until_ns_.load(std::memory_order_relaxed);
+  for (int spins = 1; *spun; ++spins) {
     if (stop_.load(std::memory_order_relaxed)) return 0;
     const uint64_t g = open_.load(std::memory_order_relaxed);
     if (ready(g)) return g;
@@ -147,6 +163,7 @@ uint64_t ThreadPool::WaitForJob(uint64_t seen) {
       if (spent > kPauseOnlyMicros) std::this_thread::yield();
     }
   }
+  *spun = false;
   std::unique_lock<std::mutex> lock(sleep_mu_);
   sleepers_.fetch_add(1);
   uint64_t g = 0;
@@ -163,8 +180,16 @@ void ThreadPool::Work(int slot) {
   t_slot = slot;
   uint64_t seen = 0;
   for (;;) {
-    const uint64_t g = WaitForJob(seen);
+    bool spun = false;
+    const uint64_t g = WaitForJob(seen, &spun);
     if (g == 0) return;
+    if (spun) {
+      const int64_t now = NowNs();
+      if (now - published_ns_.load(std::memory_order_relaxed) >
+          std::chrono::nanoseconds(kLateJoin).count())
+        quiet_until_ns_.store(now + std::chrono::nanoseconds(kQuietFor).count(),
+                              std::memory_order_relaxed);
+    }
     seen = g;
     active_.fetch_add(1);
     if (open_.load() == g) Drain(slot);
