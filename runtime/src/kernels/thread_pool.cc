@@ -6,8 +6,8 @@
 // raising active_ and then checking that open_ still holds the job's
 // generation; both sides use sequentially consistent operations, so either
 // the worker sees the job closed and backs out without touching it, or the
-// caller sees active_ > 0 and waits for it. A worker that was asleep or
-// descheduled for the whole job simply misses it.
+// caller sees active_ > 0 and waits for it (spinning, then blocked on done_).
+// A worker that was asleep or descheduled for the whole job simply misses it.
 #include "kernels/thread_pool.h"
 
 #include <chrono>
@@ -29,8 +29,27 @@ namespace {
 // How long an idle worker spins for the next job before it sleeps. One
 // inference runs its parallel ops back to back, with serial ops between them
 // that take a few to some tens of microseconds; a futex wake-up costs about as
-// much again, and a worker that slept is late for the start of the op.
-constexpr auto kSpinMicros = std::chrono::microseconds(200);
+// much again, and a worker that slept is late for the start of the op. After
+// the first microseconds the spin yields between checks: on a loaded machine
+// (this process sharing its CPU time with other programs) a worker that only
+// pauses takes time the caller needs, and 2 threads measured slower than 1;
+// yielding gives it up whenever something else can run.
+constexpr auto kSpinMicros = std::chrono::microseconds(300);
+constexpr auto kPauseOnlyMicros = std::chrono::microseconds(5);
+// A spinning worker that still joins a job this late was not running: the
+// machine is busy. Spinning then only lowers this process's share of the CPU
+// (the scheduler weighs a group of threads by how many are runnable), so the
+// pool stops spinning for kQuietFor and its threads sleep as soon as idle.
+constexpr auto kLateJoin = std::chrono::microseconds(50);
+constexpr auto kQuietFor = std::chrono::milliseconds(50);
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+// How long the caller spins for workers still inside a job before it blocks.
+constexpr auto kCallerSpinMicros = std::chrono::microseconds(50);
 
 // The pool whose task this thread is running, and its slot there: a
 // ParallelFor on that pool from inside the task runs inline.
@@ -90,6 +109,7 @@ void ThreadPool::Run(int64_t n, int64_t grain, RangeFn call, const void* fn) {
   chunks_ = (n + grain - 1) / grain;
   next_.store(0, std::memory_order_relaxed);
   const uint64_t gen = ++generation_;
+  published_ns_.store(NowNs(), std::memory_order_relaxed);
   open_.store(gen);
   if (sleepers_.load() > 0) {
     { std::lock_guard<std::mutex> lock(sleep_mu_); }
@@ -100,12 +120,22 @@ void ThreadPool::Run(int64_t n, int64_t grain, RangeFn call, const void* fn) {
     Drain(0);
   }
   open_.store(0);
-  // Workers still running their last chunk; a chunk is short, so spin.
-  for (int spins = 0; active_.load() != 0; ++spins) {
-    if (spins < 4096)
-      QFOLD_CPU_RELAX();
-    else
-      std::this_thread::yield();  // its thread may be waiting for this core
+  // Workers still running their last chunk. A chunk is short, so spin a
+  // little; then block, because a worker that was preempted may need this
+  // core (or this process's share of the machine) to finish.
+  if (active_.load() == 0) return;
+  const auto start = std::chrono::steady_clock::now();
+  const bool spin = NowNs() >= quiet_until_ns_.load(std::memory_order_relaxed);
+  for (int spins = 1; active_.load() != 0; ++spins) {
+    QFOLD_CPU_RELAX();
+    if (!spin ||
+        (spins % 64 == 0 && std::chrono::steady_clock::now() - start > kCallerSpinMicros)) {
+      std::unique_lock<std::mutex> lock(done_mu_);
+      caller_waiting_.store(true);
+      done_.wait(lock, [&] { return active_.load() == 0; });
+      caller_waiting_.store(false);
+      return;
+    }
   }
 }
 
@@ -118,16 +148,22 @@ void ThreadPool::Drain(int slot) {
   }
 }
 
-uint64_t ThreadPool::WaitForJob(uint64_t seen) {
+uint64_t ThreadPool::WaitForJob(uint64_t seen, bool* spun) {
   auto ready = [&](uint64_t g) { return g != 0 && g != seen; };
   const auto start = std::chrono::steady_clock::now();
-  for (int spins = 1;; ++spins) {
+  *spun = NowNs() >= quiet_until_ns_.load(std::memory_order_relaxed);
+  for (int spins = 1; *spun; ++spins) {
     if (stop_.load(std::memory_order_relaxed)) return 0;
     const uint64_t g = open_.load(std::memory_order_relaxed);
     if (ready(g)) return g;
     QFOLD_CPU_RELAX();
-    if (spins % 64 == 0 && std::chrono::steady_clock::now() - start > kSpinMicros) break;
+    if (spins % 64 == 0) {
+      const auto spent = std::chrono::steady_clock::now() - start;
+      if (spent > kSpinMicros) break;
+      if (spent > kPauseOnlyMicros) std::this_thread::yield();
+    }
   }
+  *spun = false;
   std::unique_lock<std::mutex> lock(sleep_mu_);
   sleepers_.fetch_add(1);
   uint64_t g = 0;
@@ -144,12 +180,23 @@ void ThreadPool::Work(int slot) {
   t_slot = slot;
   uint64_t seen = 0;
   for (;;) {
-    const uint64_t g = WaitForJob(seen);
+    bool spun = false;
+    const uint64_t g = WaitForJob(seen, &spun);
     if (g == 0) return;
+    if (spun) {
+      const int64_t now = NowNs();
+      if (now - published_ns_.load(std::memory_order_relaxed) >
+          std::chrono::nanoseconds(kLateJoin).count())
+        quiet_until_ns_.store(now + std::chrono::nanoseconds(kQuietFor).count(),
+                              std::memory_order_relaxed);
+    }
     seen = g;
     active_.fetch_add(1);
     if (open_.load() == g) Drain(slot);
-    active_.fetch_sub(1);
+    if (active_.fetch_sub(1) == 1 && caller_waiting_.load()) {
+      std::lock_guard<std::mutex> lock(done_mu_);
+      done_.notify_one();
+    }
   }
 }
 

@@ -52,8 +52,9 @@ class ThreadPool {
   void Work(int slot);
   // Runs chunks of the open job until none is left.
   void Drain(int slot);
-  // The generation of the next job after `seen`, or 0 when stopping.
-  uint64_t WaitForJob(uint64_t seen);
+  // The generation of the next job after `seen`, or 0 when stopping;
+  // *spun tells whether it came while spinning (else after sleeping).
+  uint64_t WaitForJob(uint64_t seen, bool* spun);
 
   std::vector<std::thread> workers_;
   std::mutex caller_mu_;  // one ParallelFor at a time
@@ -70,6 +71,14 @@ class ThreadPool {
   std::mutex sleep_mu_;
   std::condition_variable wake_;
   std::atomic<int> sleepers_{0};
+  // The caller blocks here when workers take long to leave a job.
+  std::mutex done_mu_;
+  std::condition_variable done_;
+  std::atomic<bool> caller_waiting_{false};
+  // Spinning: when the last job was published, and the time until which the
+  // pool does not spin because a spinning worker came late (thread_pool.cc).
+  std::atomic<int64_t> published_ns_{0};
+  std::atomic<int64_t> quiet_until_ns_{0};
 };
 
 inline int NumThreads(const ThreadPool* pool) {

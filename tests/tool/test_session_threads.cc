@@ -1,0 +1,113 @@
+// Sessions with their own thread pools: two 2-thread sessions of one model,
+// run at the same time from two threads, give the bytes a 1-thread session
+// gives for the same inputs, and sessions are destroyed cleanly.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "converter/qfm_writer.h"
+#include "tests/tool/onnx_builder.h"
+
+namespace qfold {
+namespace conv {
+namespace test {
+namespace {
+
+constexpr int kFloat = onnx::TensorProto::FLOAT;
+constexpr int64_t kC = 16, kM = 32, kH = 48, kW = 48;
+
+// Conv 3x3 (large enough to split between threads) -> Relu -> Transpose to
+// channels-last (also split), on a float model.
+std::shared_ptr<Model> BuildModel(const TempDir& dir) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {1, kC, kH, kW});
+  b.Output("Y", kFloat, {1, kH, kW, kM});
+  std::vector<float> w(static_cast<size_t>(kM * kC * 9)), bias(static_cast<size_t>(kM));
+  for (float& v : w) v = u(rng);
+  for (float& v : bias) v = u(rng);
+  b.InitFloat("W", {kM, kC, 3, 3}, w);
+  b.InitFloat("B", {kM}, bias);
+  auto* conv = b.Node("Conv", {"X", "W", "B"}, {"C"}, "conv");
+  OnnxBuilder::AttrInts(conv, "pads", {1, 1, 1, 1});
+  b.Node("Relu", {"C"}, {"R"}, "relu");
+  auto* tr = b.Node("Transpose", {"R"}, {"Y"}, "to_nhwc");
+  OnnxBuilder::AttrInts(tr, "perm", {0, 2, 3, 1});
+  Converted c;
+  Status st = ConvertAndOpen(b.Write(dir), ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return c.model;
+}
+
+std::vector<float> Input(int seed) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  std::vector<float> x(static_cast<size_t>(kC * kH * kW));
+  for (float& v : x) v = u(rng);
+  return x;
+}
+
+std::vector<float> RunOnce(Session* s, int seed) {
+  SetFloatInput(s, "X", {1, kC, kH, kW}, Input(seed));
+  const Status st = s->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return FloatOutput(*s, "Y", {1, kH, kW, kM});
+}
+
+TEST_CASE("sessions: each owns its threads; two run at once and match one thread bit for bit") {
+  TempDir dir;
+  const std::shared_ptr<Model> model = BuildModel(dir);
+  SessionOptions one, two;
+  two.num_threads = 2;
+  std::unique_ptr<Session> s1, a, b;
+  REQUIRE(Session::Create(model, one, &s1).ok());
+  REQUIRE(Session::Create(model, two, &a).ok());
+  REQUIRE(Session::Create(model, two, &b).ok());
+  constexpr int kRuns = 12;
+  std::vector<std::vector<float>> want;
+  for (int i = 0; i < kRuns; ++i) want.push_back(RunOnce(s1.get(), i));
+  // doctest's checks are not thread-safe: the threads only record outputs.
+  std::vector<std::vector<float>> got_a(kRuns), got_b(kRuns);
+  std::vector<Status> err_a(kRuns), err_b(kRuns);
+  auto drive = [&](Session* s, std::vector<std::vector<float>>* got, std::vector<Status>* err) {
+    for (int i = 0; i < kRuns; ++i) {
+      const std::vector<float> x = Input(i);
+      Status st = s->SetInput("X", DType::kFloat32, {1, kC, kH, kW}, x.data(), x.size() * 4);
+      if (st.ok()) st = s->Run();
+      DType dt;
+      Shape shape;
+      const void* data = nullptr;
+      if (st.ok()) st = s->GetOutput("Y", &dt, &shape, &data);
+      (*err)[size_t(i)] = st;
+      if (!st.ok()) continue;
+      const float* f = static_cast<const float*>(data);
+      (*got)[size_t(i)].assign(f, f + kH * kW * kM);
+    }
+  };
+  std::thread ta(drive, a.get(), &got_a, &err_a), tb(drive, b.get(), &got_b, &err_b);
+  ta.join();
+  tb.join();
+  for (int i = 0; i < kRuns; ++i) {
+    CAPTURE(i);
+    REQUIRE_MESSAGE(err_a[size_t(i)].ok(), err_a[size_t(i)].message());
+    REQUIRE_MESSAGE(err_b[size_t(i)].ok(), err_b[size_t(i)].message());
+    const size_t bytes = want[size_t(i)].size() * 4;
+    CHECK(std::memcmp(got_a[size_t(i)].data(), want[size_t(i)].data(), bytes) == 0);
+    CHECK(std::memcmp(got_b[size_t(i)].data(), want[size_t(i)].data(), bytes) == 0);
+  }
+  // Destroyed in turn while their workers idle; the survivor still runs.
+  a.reset();
+  CHECK(RunOnce(b.get(), 3) == want[3]);
+  b.reset();
+  s1.reset();
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace conv
+}  // namespace qfold
