@@ -21,8 +21,9 @@ constexpr int kFloat = onnx::TensorProto::FLOAT;
 constexpr int64_t kC = 16, kM = 32, kH = 48, kW = 48;
 
 // Conv 3x3 (large enough to split between threads) -> Relu -> Transpose to
-// channels-last (also split), on a float model.
-std::shared_ptr<Model> BuildModel(const TempDir& dir) {
+// channels-last (also split), on a float model, converted into *c: the model
+// reads the .qfm bytes c owns, so c must outlive every session.
+void BuildModel(const TempDir& dir, Converted* c) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   OnnxBuilder b(17);
@@ -38,10 +39,8 @@ std::shared_ptr<Model> BuildModel(const TempDir& dir) {
   b.Node("Relu", {"C"}, {"R"}, "relu");
   auto* tr = b.Node("Transpose", {"R"}, {"Y"}, "to_nhwc");
   OnnxBuilder::AttrInts(tr, "perm", {0, 2, 3, 1});
-  Converted c;
-  Status st = ConvertAndOpen(b.Write(dir), ConvertOptions(), &c);
+  Status st = ConvertAndOpen(b.Write(dir), ConvertOptions(), c);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  return c.model;
 }
 
 std::vector<float> Input(int seed) {
@@ -61,7 +60,9 @@ std::vector<float> RunOnce(Session* s, int seed) {
 
 TEST_CASE("sessions: each owns its threads; two run at once and match one thread bit for bit") {
   TempDir dir;
-  const std::shared_ptr<Model> model = BuildModel(dir);
+  Converted converted;
+  BuildModel(dir, &converted);
+  const std::shared_ptr<Model> model = converted.model;
   SessionOptions one, two;
   two.num_threads = 2;
   std::unique_ptr<Session> s1, a, b;

@@ -106,7 +106,9 @@ struct State {
 };
 
 bool SameFloats(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // memcmp must not see the null data() of empty vectors, even for 0 bytes.
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // Channel of slot q (0 <= q < V) of a packed block.
