@@ -36,10 +36,10 @@ bool Is16Bit(DType t) {
 }
 
 int32_t QMin(DType t) {
-  return t == DType::kInt8 ? -128 : 0;
+  return t == DType::kInt8 ? -128 : t == DType::kInt16 ? -32768 : 0;
 }
 int32_t QMax(DType t) {
-  return t == DType::kInt8 ? 127 : 255;
+  return t == DType::kInt8 ? 127 : t == DType::kInt16 ? 32767 : t == DType::kUInt16 ? 65535 : 255;
 }
 
 bool ReadFloatsConst(const Value* v, std::vector<float>* out) {
@@ -226,8 +226,9 @@ class QdqFolder {
   }
 
   // Reads a Q or DQ node's parameters; "" when they are constant, valid and
-  // of an 8-bit integer type, else why not.
-  std::string ReadQParams(const Node& n, QParams* q) {
+  // of an 8-bit integer type (or a 16-bit activation when a16 is set: the
+  // ops with a16w8 kernels), else why not.
+  std::string ReadQParams(const Node& n, QParams* q, bool a16 = false) {
     q->scale = n.input(1);
     q->zero_point = n.input(2);
     if (!ReadFloatsConst(g_.Find(q->scale), &q->scales) || q->scales.empty())
@@ -252,6 +253,7 @@ class QdqFolder {
     }
     if (Is8Bit(q->qtype)) return "";
     const bool weight = g_.IsConstant(n.input(0));
+    if (a16 && !weight && Is16Bit(q->qtype)) return "";
     if (Is16Bit(q->qtype))
       return weight ? "16-bit weights: no integer kernel" : "16-bit activations: no integer kernel";
     return std::string(dtype_name(q->qtype)) + (weight ? " weights" : " activations") +
@@ -260,7 +262,8 @@ class QdqFolder {
 
   // The DQ node producing `name`, with its parameters; null (and why_ set,
   // naming `what`) when there is none or it does not qualify.
-  const Node* DqOf(const std::string& name, QParams* q, const std::string& what = "input") {
+  const Node* DqOf(const std::string& name, QParams* q, const std::string& what = "input",
+                   bool a16 = false) {
     auto it = producer_.find(name);
     if (it == producer_.end() || removed_.count(it->second)) {
       Fail(what + " '" + name + "' is float (not dequantized)");
@@ -271,7 +274,7 @@ class QdqFolder {
       Fail(what + " '" + name + "' is float (from " + n.Label() + ", not dequantized)");
       return nullptr;
     }
-    std::string why = ReadQParams(n, q);
+    std::string why = ReadQParams(n, q, a16);
     if (!why.empty()) {
       Fail(why);
       return nullptr;
@@ -280,7 +283,7 @@ class QdqFolder {
   }
 
   // The single Q consuming `name` (an op's float output), with its parameters.
-  bool SoleQConsumer(const std::string& name, size_t* qk, QParams* q) {
+  bool SoleQConsumer(const std::string& name, size_t* qk, QParams* q, bool a16 = false) {
     if (g_.IsGraphOutput(name))
       return Fail("output '" + name + "' is a graph output, so no QuantizeLinear can take it");
     std::vector<size_t> cs = Consumers(name);
@@ -294,7 +297,7 @@ class QdqFolder {
     const Node& n = g_.nodes[k];
     if (n.op_type != "QuantizeLinear" || !n.domain.empty())
       return Fail("output feeds a float op (" + n.Label() + ")");
-    std::string why = ReadQParams(n, q);
+    std::string why = ReadQParams(n, q, a16);
     if (!why.empty()) return Fail(why);
     if (!q->per_tensor()) return Fail("output " + n.Label() + " is per-axis");
     *qk = k;
@@ -356,10 +359,11 @@ class QdqFolder {
 
   // Finds the Q after op k's output, optionally through one Relu/Clip.
   // On success *act_k is the activation node (or SIZE_MAX) and lo/hi its clamp.
-  bool OutputQ(size_t k, size_t* qk, QParams* yq, size_t* act_k, int32_t* lo, int32_t* hi) {
+  bool OutputQ(size_t k, size_t* qk, QParams* yq, size_t* act_k, int32_t* lo, int32_t* hi,
+               bool a16 = false) {
     const std::string& out = g_.nodes[k].outputs[0];
     *act_k = SIZE_MAX;
-    if (SoleQConsumer(out, qk, yq)) {
+    if (SoleQConsumer(out, qk, yq, a16)) {
       *lo = QMin(yq->qtype);
       *hi = QMax(yq->qtype);
       return true;
@@ -370,7 +374,7 @@ class QdqFolder {
     const Node& act = g_.nodes[a];
     if (act.op_type != "Relu" && act.op_type != "Clip") return false;
     why_.clear();  // the activation's own output decides now
-    if (!SoleQConsumer(act.outputs[0], qk, yq)) return false;
+    if (!SoleQConsumer(act.outputs[0], qk, yq, a16)) return false;
     if (!ActivationClamp(act, *yq, lo, hi))
       return Fail(act.Label() + " has non-constant or per-element bounds");
     *act_k = a;
@@ -472,7 +476,7 @@ class QdqFolder {
   bool SelectConv(size_t k, ConvGroup* c) {
     const Node& conv = g_.nodes[k];
     c->op_type = "QLinearConv";
-    c->dqx = DqOf(conv.input(0), &c->xq);
+    c->dqx = DqOf(conv.input(0), &c->xq, "input", /*a16=*/true);
     c->dqw = DqOf(conv.input(1), &c->wq, "weight");
     if (!c->dqx || !c->dqw) return false;
     if (!c->xq.per_tensor()) return Fail("input is quantized per axis");
@@ -520,7 +524,9 @@ class QdqFolder {
 
   // The output Q (through Relu/Clip) and the int32 bias over the output channels.
   bool SelectConvOutput(size_t k, ConvGroup* c) {
-    if (!OutputQ(k, &c->qk, &c->yq, &c->act_k, &c->lo, &c->hi)) return false;
+    // 16-bit activations (a16w8) on QLinearConv only.
+    const bool a16 = std::string(c->op_type) == "QLinearConv";
+    if (!OutputQ(k, &c->qk, &c->yq, &c->act_k, &c->lo, &c->hi, a16)) return false;
     const std::string& bias = g_.nodes[k].input(2);
     if (!bias.empty() && !BiasInt32(bias, c->xq, c->wq, c->channels, &c->bias))
       return Fail(
@@ -695,8 +701,10 @@ class QdqFolder {
   bool TryMatMul(size_t k) {
     const Node& mm = g_.nodes[k];
     QParams aq, bq, yq;
-    const Node* dqa = DqOf(mm.input(0), &aq);
-    const Node* dqb = DqOf(mm.input(1), &bq, "input B");
+    // A may be a 16-bit activation (a16w8), and so may B when it is one too
+    // (attention); weights stay 8-bit.
+    const Node* dqa = DqOf(mm.input(0), &aq, "input", /*a16=*/true);
+    const Node* dqb = DqOf(mm.input(1), &bq, "input B", /*a16=*/true);
     if (!dqa || !dqb) return false;
     if (!aq.per_tensor()) return Fail("input A is quantized per axis");
     const Value* b = g_.Find(dqb->input(0));
@@ -725,7 +733,7 @@ class QdqFolder {
     size_t qk, act_k;
     int32_t lo, hi;
     size_t out_k = add_k == SIZE_MAX ? k : add_k;
-    if (!OutputQ(out_k, &qk, &yq, &act_k, &lo, &hi)) return false;
+    if (!OutputQ(out_k, &qk, &yq, &act_k, &lo, &hi, /*a16=*/true)) return false;
     Node q;
     q.op_type = "QLinearMatMul";
     q.name = mm.name;
@@ -760,7 +768,7 @@ class QdqFolder {
     const Node& gm = g_.nodes[k];
     if (gm.attrs.GetInt("transA", 0) != 0) return Fail("transA=1");
     QParams aq, bq, yq;
-    const Node* dqa = DqOf(gm.input(0), &aq);
+    const Node* dqa = DqOf(gm.input(0), &aq, "input", /*a16=*/true);
     const Node* dqb = DqOf(gm.input(1), &bq, "input B");
     if (!dqa || !dqb) return false;
     if (!aq.per_tensor()) return Fail("input A is quantized per axis");
@@ -784,7 +792,7 @@ class QdqFolder {
       return Fail("C is neither a float constant nor a dequantized int32 constant per column");
     size_t qk, act_k;
     int32_t lo, hi;
-    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return false;
+    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi, /*a16=*/true)) return false;
 
     std::string wname = dqb->input(0);
     if (trans_b) {

@@ -3,7 +3,9 @@
 //   acc = sum((x - x_zp) * (w - w_zp))  in int32
 // over each window, skipping taps that read padding (padding holds x_zp, so
 // its term is 0). ConvInteger outputs acc; QLinearConv adds the int32 bias
-// and requantizes per docs/NUMERICS.md.
+// and requantizes per docs/NUMERICS.md. QLinearConv also takes 16-bit
+// activations (x and/or y int16/uint16, weights 8-bit: a16w8), which
+// accumulate exactly in int64 and requantize in double (RequantizeWide).
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -14,6 +16,7 @@
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "kernels/channel_fold.h"
+#include "kernels/conv_a16_nhwc.h"
 #include "kernels/conv_nhwc_s8.h"
 #include "kernels/dwconv_nhwc_s8.h"
 #include "kernels/qlinear_s8.h"
@@ -69,14 +72,15 @@ Status ParseQConv(const KernelContext& ctx, const ConvInputs& in, int nsp, QConv
 
 // Shared shape and dtype checks; sets y's shape (dtype is the caller's).
 // *m receives W's output channel count (kUnknownDim if unknown).
-Status InferQConvShape(KernelContext& ctx, const ConvInputs& in, int64_t* m) {
+Status InferQConvShape(KernelContext& ctx, const ConvInputs& in, int64_t* m, bool a16 = false) {
   const Tensor* x = ctx.input(in.x);
   const Tensor* w = ctx.input(in.w);
   const Tensor* x_zp = ctx.input(in.x_zp);
   const Tensor* w_zp = ctx.input(in.w_zp);
   Tensor* y = ctx.output(0);
   if (!x || !w) return ctx.Invalid("inputs x and w are required");
-  if (!Is8Bit(x->dtype)) return ctx.Unsupported(std::string("x dtype ") + dtype_name(x->dtype));
+  if (!Is8Bit(x->dtype) && !(a16 && Is16Bit(x->dtype)))
+    return ctx.Unsupported(std::string("x dtype ") + dtype_name(x->dtype));
   if (!Is8Bit(w->dtype)) return ctx.Unsupported(std::string("w dtype ") + dtype_name(w->dtype));
   QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, x_zp, "x_zero_point", x->dtype));
   QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, w_zp, "w_zero_point", w->dtype));
@@ -111,11 +115,12 @@ Status InferQConvShape(KernelContext& ctx, const ConvInputs& in, int64_t* m) {
   return Status::Ok();
 }
 
-// Computes acc[n][m][out] = sum((x - x_zp) * (w - w_zp[m])) into *acc.
+// Computes acc[n][m][out] = sum((x - x_zp) * (w - w_zp[m])) into *acc,
+// exact (callers wrap to int32 where the op accumulates in int32).
 // Each group's windows are first unrolled into a column matrix of
 // (x - x_zp) values, [cg * prod(kernel)] x [prod(out)], 0 where a tap reads
 // padding; then every filter of the group is multiplied into it.
-Status ConvAccumulate(const KernelContext& ctx, const ConvInputs& in, std::vector<int32_t>* acc) {
+Status ConvAccumulate(const KernelContext& ctx, const ConvInputs& in, std::vector<int64_t>* acc) {
   const Tensor* x = ctx.input(in.x);
   const Tensor* w = ctx.input(in.w);
   const int nsp = x->rank() - 2;
@@ -166,8 +171,7 @@ Status ConvAccumulate(const KernelContext& ctx, const ConvInputs& in, std::vecto
           const int32_t* crow = col.data() + r * out_size;
           for (int64_t j = 0; j < out_size; ++j) sum[size_t(j)] += wv * crow[j];
         }
-        int32_t* arow = acc->data() + (b * m + oc) * out_size;
-        for (int64_t j = 0; j < out_size; ++j) arow[j] = WrapInt32(sum[size_t(j)]);
+        std::copy(sum.begin(), sum.end(), acc->begin() + (b * m + oc) * out_size);
       }
     }
   }
@@ -187,12 +191,13 @@ Status InferQLinearConvChannelsFirst(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(6), "y_scale"));
   // Without y_zero_point the output has x's dtype (ONNX reference behaviour).
   const DType out = y_zp ? y_zp->dtype : x->dtype;
-  if (!Is8Bit(out)) return ctx.Unsupported(std::string("y dtype ") + dtype_name(out));
+  if (!Is8Bit(out) && !Is16Bit(out))
+    return ctx.Unsupported(std::string("y dtype ") + dtype_name(out));
   y->dtype = out;
   QRange range;
   QF_RETURN_IF_ERROR(ReadClampRange(ctx, out, &range));
   int64_t m;
-  QF_RETURN_IF_ERROR(InferQConvShape(ctx, kQLinearConvInputs, &m));
+  QF_RETURN_IF_ERROR(InferQConvShape(ctx, kQLinearConvInputs, &m, /*a16=*/true));
   y->dtype = out;
   QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(1), "x_scale", 0, ""));
   QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(4), "w_scale", m, "output channel"));
@@ -222,6 +227,7 @@ Status InferQLinearConv(KernelContext& ctx) {
 // convolutions have separate kernel families.
 struct ChannelsLastConvState {
   bool depthwise = false;
+  bool a16 = false;  // 16-bit activations (conv_a16_nhwc.h)
   std::shared_ptr<void> kernel;
 };
 
@@ -243,6 +249,15 @@ Status PrepareQLinearConv(KernelContext& ctx, std::shared_ptr<void>* state) {
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
   const Tensor& w = *ctx.input(3);
   const int64_t group = ctx.attr().GetInt("group", 1);
+  // a16w8: channels-last only (the layout the converter plans).
+  if (Is16Bit(ctx.input(0)->dtype) || Is16Bit(ctx.output(0)->dtype)) {
+    if (!cl) return Status::Ok();
+    auto s = std::make_shared<ChannelsLastConvState>();
+    s->a16 = true;
+    s->kernel = kernels::PrepareQConvA16Nhwc(w, group, ReadZeroPoints(ctx.input(5)));
+    if (s->kernel) *state = s;
+    return Status::Ok();
+  }
   if (!cl) {
     *state = kernels::PrepareQConvS8(w, group);
     return Status::Ok();
@@ -318,8 +333,9 @@ Status RunQLinearConvFast(KernelContext& ctx, float xs, const std::vector<float>
     *done = kernels::RunQConvS8(ctx.state, c);
   } else {
     const auto& s = *static_cast<const ChannelsLastConvState*>(ctx.state);
-    *done = s.depthwise ? kernels::RunDwConvNhwcS8(s.kernel.get(), c)
-                        : kernels::RunQConvNhwcS8(s.kernel.get(), c);
+    *done = s.a16         ? kernels::RunQConvA16Nhwc(s.kernel.get(), c)
+            : s.depthwise ? kernels::RunDwConvNhwcS8(s.kernel.get(), c)
+                          : kernels::RunQConvNhwcS8(s.kernel.get(), c);
   }
   return Status::Ok();
 }
@@ -342,11 +358,23 @@ Status RunQLinearConvChannelsFirst(KernelContext& ctx) {
     ctx.reference_path = true;
   }
   // The reference kernel: the fallback, and the oracle of the fast path.
-  std::vector<int32_t> acc;
+  std::vector<int64_t> acc;
   QF_RETURN_IF_ERROR(ConvAccumulate(ctx, kQLinearConvInputs, &acc));
   const int64_t m = w->shape[0];
   const int64_t planes = y->shape[0] * m;
   const int64_t out_size = planes ? y->numel() / planes : 0;
+  if (Is16Bit(ctx.input(0)->dtype) || Is16Bit(y->dtype)) {
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      const int64_t oc = pl % m;
+      const double mult = WideMultiplier(xs[0], ws[ws.size() == 1 ? 0 : size_t(oc)], ys[0]);
+      const int64_t b = bias ? bias->ptr<int32_t>()[oc] : 0;
+      for (int64_t j = 0; j < out_size; ++j) {
+        const int64_t i = pl * out_size + j;
+        StoreQ(y->data, y->dtype, i, RequantizeWide(acc[size_t(i)] + b, mult, yzp, range));
+      }
+    }
+    return Status::Ok();
+  }
   for (int64_t pl = 0; pl < planes; ++pl) {
     const int64_t oc = pl % m;
     // The multiplier in float32, in exactly this order (docs/NUMERICS.md).
@@ -376,6 +404,7 @@ Status RunQLinearConv(KernelContext& ctx) {
     QF_RETURN_IF_ERROR(
         RunQLinearConvFast(ctx, xs[0], ws, ys[0], ReadZeroPoints(ctx.input(7))[0], range, &done));
     if (done) return Status::Ok();
+    ctx.reference_path = true;
   }
   return RunViaChannelsFirst(ctx, RunQLinearConvChannelsFirst);
 }
@@ -472,7 +501,7 @@ Status RunQfConvDequantChannelsFirst(KernelContext& ctx) {
   Tensor* y = ctx.output(0);
   DequantEpilogue e;
   QF_RETURN_IF_ERROR(ReadDequantEpilogue(ctx, m, &e));
-  std::vector<int32_t> acc;
+  std::vector<int64_t> acc;
   QF_RETURN_IF_ERROR(ConvAccumulate(ctx, kQLinearConvInputs, &acc));
   const int64_t planes = y->shape[0] * m;
   const int64_t out_size = planes ? y->numel() / planes : 0;
@@ -481,7 +510,7 @@ Status RunQfConvDequantChannelsFirst(KernelContext& ctx) {
     const size_t oc = size_t(pl % m);
     for (int64_t j = 0; j < out_size; ++j) {
       const int64_t i = pl * out_size + j;
-      const float v = std::fma(float(acc[size_t(i)]), e.mult[oc], e.bias[oc]);
+      const float v = std::fma(float(WrapInt32(acc[size_t(i)])), e.mult[oc], e.bias[oc]);
       out[i] = v < e.lo ? e.lo : (v > e.hi ? e.hi : v);  // NaN passes, as in the kernels
     }
   }
@@ -530,10 +559,11 @@ Status InferConvInteger(KernelContext& ctx) {
 }
 
 Status RunConvInteger(KernelContext& ctx) {
-  std::vector<int32_t> acc;
+  std::vector<int64_t> acc;
   QF_RETURN_IF_ERROR(ConvAccumulate(ctx, kConvIntegerInputs, &acc));
   Tensor* y = ctx.output(0);
-  std::copy(acc.begin(), acc.end(), y->ptr<int32_t>());
+  int32_t* out = y->ptr<int32_t>();
+  for (size_t i = 0; i < acc.size(); ++i) out[i] = WrapInt32(acc[i]);
   return Status::Ok();
 }
 

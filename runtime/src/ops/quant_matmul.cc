@@ -2,7 +2,8 @@
 // broadcasting (1-D operands promoted to matrices, leading batch dims
 // broadcast). Both accumulate acc = sum((a - a_zp) * (b - b_zp)) in int32;
 // QLinearMatMul adds the optional qfold bias (input 8) and requantizes per
-// docs/NUMERICS.md.
+// docs/NUMERICS.md. QLinearMatMul also takes a 16-bit A and/or Y (a16w8),
+// accumulated exactly in int64 and requantized in double (RequantizeWide).
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,7 +59,8 @@ Status InferMatMulShape(KernelContext& ctx, const Tensor* a, const Tensor* b, in
 }
 
 // For every output element calls emit(flat index, a matrix index, row,
-// b matrix index, column, acc) with acc = sum_k (a - azp(am, i)) * (b - bzp(bm, j)).
+// b matrix index, column, acc) with acc = sum_k (a - azp(am, i)) * (b - bzp(bm, j)),
+// exact in int64 (callers wrap where the op accumulates in int32).
 template <class AZp, class BZp, class Emit>
 void MatMulAccumulate(const Tensor& a, const Tensor& b, AZp azp, BZp bzp, Emit emit) {
   Shape as, bs;
@@ -84,17 +86,18 @@ void MatMulAccumulate(const Tensor& a, const Tensor& b, AZp azp, BZp bzp, Emit e
         for (int64_t j = 0; j < n; ++j)
           sum[size_t(j)] += av * (LoadQ(b.data, b.dtype, (bm * k + p) * n + j) - bzp(bm, j));
       }
-      for (int64_t j = 0; j < n; ++j)
-        emit((bi * m + i) * n + j, am, i, bm, j, WrapInt32(sum[size_t(j)]));
+      for (int64_t j = 0; j < n; ++j) emit((bi * m + i) * n + j, am, i, bm, j, sum[size_t(j)]);
     }
     NextIndex(batch, &pos);
   }
 }
 
-Status CheckOperands(const KernelContext& ctx, const Tensor* a, const Tensor* b) {
+Status CheckOperands(const KernelContext& ctx, const Tensor* a, const Tensor* b, bool a16 = false) {
   if (!a || !b) return ctx.Invalid("inputs a and b are required");
-  if (!Is8Bit(a->dtype)) return ctx.Unsupported(std::string("a dtype ") + dtype_name(a->dtype));
-  if (!Is8Bit(b->dtype)) return ctx.Unsupported(std::string("b dtype ") + dtype_name(b->dtype));
+  if (!Is8Bit(a->dtype) && !(a16 && Is16Bit(a->dtype)))
+    return ctx.Unsupported(std::string("a dtype ") + dtype_name(a->dtype));
+  if (!Is8Bit(b->dtype) && !(a16 && Is16Bit(b->dtype)))
+    return ctx.Unsupported(std::string("b dtype ") + dtype_name(b->dtype));
   return Status::Ok();
 }
 
@@ -106,7 +109,7 @@ Status InferQLinearMatMul(KernelContext& ctx) {
   const Tensor* y_zp = ctx.input(7);
   const Tensor* bias = ctx.input(8);
   Tensor* y = ctx.output(0);
-  QF_RETURN_IF_ERROR(CheckOperands(ctx, a, b));
+  QF_RETURN_IF_ERROR(CheckOperands(ctx, a, b, /*a16=*/true));
   QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(1), "a_scale"));
   QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(4), "b_scale"));
   QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(6), "y_scale"));
@@ -114,7 +117,8 @@ Status InferQLinearMatMul(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, ctx.input(5), "b_zero_point", b->dtype));
   // Without y_zero_point the output has a's dtype (ONNX reference behaviour).
   const DType out = y_zp ? y_zp->dtype : a->dtype;
-  if (!Is8Bit(out)) return ctx.Unsupported(std::string("y dtype ") + dtype_name(out));
+  if (!Is8Bit(out) && !Is16Bit(out))
+    return ctx.Unsupported(std::string("y dtype ") + dtype_name(out));
   QRange range;
   QF_RETURN_IF_ERROR(ReadClampRange(ctx, out, &range));
   y->dtype = out;
@@ -139,6 +143,8 @@ Status InferQLinearMatMul(KernelContext& ctx) {
 
 // Packs a constant 1-D/2-D b for the SIMD kernels (kernels/qlinear_s8.h).
 Status PrepareQLinearMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
+  if (!Is8Bit(ctx.input(0)->dtype) || !Is8Bit(ctx.input(3)->dtype) || !Is8Bit(ctx.output(0)->dtype))
+    return Status::Ok();
   *state = kernels::PrepareQMatMulS8(*ctx.input(3));
   return Status::Ok();
 }
@@ -159,7 +165,8 @@ Status RunQLinearMatMul(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(ReadClampRange(ctx, y->dtype, &range));
   // The fast path covers per-tensor a parameters with prepared b, or an
   // activation b (packed here).
-  if (as.size() == 1 && azp.size() == 1 && Is8Bit(a->dtype) && Is8Bit(b->dtype)) {
+  const bool wide = Is16Bit(a->dtype) || Is16Bit(b->dtype) || Is16Bit(y->dtype);
+  if (as.size() == 1 && azp.size() == 1 && !wide && Is8Bit(b->dtype)) {
     kernels::QMatMulCall c;
     c.a = a;
     c.y = y;
@@ -182,11 +189,16 @@ Status RunQLinearMatMul(KernelContext& ctx) {
   MatMulAccumulate(
       *a, *b, [&](int64_t, int64_t i) { return pick(azp, i); },
       [&](int64_t, int64_t j) { return pick(bzp, j); },
-      [&](int64_t yi, int64_t, int64_t i, int64_t, int64_t j, int32_t acc) {
+      [&](int64_t yi, int64_t, int64_t i, int64_t, int64_t j, int64_t acc) {
+        const int64_t b = bias ? bias->ptr<int32_t>()[j] : 0;
+        if (wide) {
+          const double mult = WideMultiplier(pick(as, i), pick(bs, j), ys[0]);
+          StoreQ(y->data, y->dtype, yi, RequantizeWide(acc + b, mult, yzp, range));
+          return;
+        }
         // The multiplier in float32, in exactly this order (docs/NUMERICS.md).
         const float mult = pick(as, i) * pick(bs, j) / ys[0];
-        if (bias) acc = WrapInt32(int64_t(acc) + bias->ptr<int32_t>()[j]);
-        StoreQ(y->data, y->dtype, yi, Requantize(acc, mult, yzp, range));
+        StoreQ(y->data, y->dtype, yi, Requantize(WrapInt32(acc + b), mult, yzp, range));
       });
   return Status::Ok();
 }
@@ -250,8 +262,8 @@ Status RunMatMulInteger(KernelContext& ctx) {
       [&](int64_t bm, int64_t j) {
         return bzp.size() == 1 ? bzp[0] : bzp[size_t(b_batched ? bm * n + j : j)];
       },
-      [&](int64_t yi, int64_t, int64_t, int64_t, int64_t, int32_t acc) {
-        y->ptr<int32_t>()[yi] = acc;
+      [&](int64_t yi, int64_t, int64_t, int64_t, int64_t, int64_t acc) {
+        y->ptr<int32_t>()[yi] = WrapInt32(acc);
       });
   return Status::Ok();
 }

@@ -212,6 +212,23 @@ inline int32_t Requantize(int32_t acc, float multiplier, int32_t zp, QRange r) {
   return RoundAddSaturate(float(acc) * multiplier, zp, r.lo, r.hi);
 }
 
+inline bool Is16Bit(DType t) {
+  return t == DType::kInt16 || t == DType::kUInt16;
+}
+
+// The multiplier of a16w8 requantization, in double, in exactly this order.
+inline double WideMultiplier(float x_scale, float w_scale, float y_scale) {
+  return double(x_scale) * double(w_scale) / double(y_scale);
+}
+
+// Requantization when an activation is 16-bit (a16w8; docs/NUMERICS.md): the
+// exact int64 accumulator (bias included) times WideMultiplier in double, so
+// no int32 wrap and no float32 rounding of a 40-bit sum:
+// clamp(nearbyint(double(acc) * multiplier) + zp, lo, hi).
+inline int32_t RequantizeWide(int64_t acc, double multiplier, int32_t zp, QRange r) {
+  return RoundAddSaturate(double(acc) * multiplier, zp, r.lo, r.hi);
+}
+
 // Wraps an int64 sum to int32 like two's-complement int32 accumulation would.
 inline int32_t WrapInt32(int64_t v) {
   return int32_t(uint32_t(uint64_t(v)));

@@ -1,0 +1,197 @@
+// a16w8 channels-last convolution driver (conv_a16_nhwc.h): weights packed
+// once into 16-column panels of int16 pairs; per run, blocks of output pixels
+// are unrolled (im2col, NHWC rows, x converted to int16 and padding taps
+// filled with the shifted zero point) into per-thread scratch, then every
+// panel is multiplied into them 4 rows at a time.
+#include "kernels/conv_a16_nhwc.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/thread_pool.h"
+
+namespace qfold {
+namespace kernels {
+
+#if defined(__x86_64__)
+extern const A16TileFn kA16TileAvx2;
+extern const A16EpilogueFn kA16EpilogueAvx2;
+#endif
+
+namespace {
+
+constexpr int64_t kPanel = 16;       // output channels per packed panel
+constexpr int64_t kRows = 4;         // output pixels per microkernel call
+constexpr int64_t kBlockRows = 32;   // output pixels unrolled per work item
+constexpr int64_t kSafeChunk = 255;  // pairs whose int32 sum cannot overflow
+
+struct A16State {
+  A16TileFn tile = nullptr;
+  A16EpilogueFn epilogue = nullptr;
+  int64_t m = 0, c = 0, kh = 1, kw = 1, k = 0, kpairs = 0, panels = 0;
+  int64_t chunk = kSafeChunk;   // pairs reduced in int32 at a time
+  std::vector<int16_t> packed;  // [panels][kpairs][16][2]
+  std::vector<int64_t> colsum;  // sum of each output channel's weights
+};
+
+int64_t RoundUp(int64_t n, int64_t m) {
+  return (n + m - 1) / m * m;
+}
+
+template <class T>
+void Unroll(const T* x, int64_t pix0, int64_t rows, const QConvCall& c, int64_t ch, int64_t kpairs,
+            int16_t pad, int16_t* dst) {
+  const int64_t ohw = c.oh * c.ow;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t p = pix0 + r;
+    const int64_t b = p / ohw, oy = (p % ohw) / c.ow, ox = p % c.ow;
+    int16_t* row = dst + r * kpairs * 2;
+    for (int64_t ky = 0; ky < c.kh; ++ky) {
+      const int64_t iy = oy * c.sh - c.pad_top + ky * c.dh;
+      for (int64_t kx = 0; kx < c.kw; ++kx, row += ch) {
+        const int64_t ix = ox * c.sw - c.pad_left + kx * c.dw;
+        if (iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw) {
+          std::fill(row, row + ch, pad);
+          continue;
+        }
+        const T* src = x + ((b * c.ih + iy) * c.iw + ix) * ch;
+        // uint16 -> int16 by flipping the sign bit (x - 32768).
+        constexpr uint16_t flip = std::is_unsigned<T>::value ? 0x8000 : 0;
+        for (int64_t i = 0; i < ch; ++i) row[i] = int16_t(uint16_t(uint16_t(src[i]) ^ flip));
+      }
+    }
+    const int64_t used = c.kh * c.kw * ch;
+    std::fill(dst + r * kpairs * 2 + used, dst + (r + 1) * kpairs * 2, int16_t(0));
+  }
+}
+
+void StoreRow(const int32_t* v, int64_t n, DType t, void* y, int64_t off) {
+  switch (t) {
+    case DType::kInt8:
+      for (int64_t i = 0; i < n; ++i) static_cast<int8_t*>(y)[off + i] = int8_t(v[i]);
+      break;
+    case DType::kUInt8:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint8_t*>(y)[off + i] = uint8_t(v[i]);
+      break;
+    case DType::kInt16:
+      for (int64_t i = 0; i < n; ++i) static_cast<int16_t*>(y)[off + i] = int16_t(v[i]);
+      break;
+    default:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(y)[off + i] = uint16_t(v[i]);
+      break;
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<void> PrepareQConvA16Nhwc(const Tensor& w, int64_t group,
+                                          const std::vector<int32_t>& w_zp) {
+  A16TileFn tile = nullptr;
+  A16EpilogueFn epilogue = nullptr;
+#if defined(__x86_64__)
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kAvx2 || isa == Isa::kAvxVnni || isa == Isa::kAvx512Vnni) {
+    tile = kA16TileAvx2;
+    epilogue = kA16EpilogueAvx2;
+  }
+#endif
+  if (!tile || group != 1 || w.rank() < 3 || w.rank() > 4) return nullptr;
+  if (w.dtype != DType::kInt8 && w.dtype != DType::kUInt8) return nullptr;
+  for (int32_t z : w_zp)
+    if (z != 0) return nullptr;
+  auto s = std::make_shared<A16State>();
+  s->tile = tile;
+  s->epilogue = epilogue;
+  s->m = w.shape[0];
+  s->c = w.shape[1];
+  s->kh = w.rank() == 4 ? w.shape[2] : 1;
+  s->kw = w.shape[w.rank() - 1];
+  s->k = s->c * s->kh * s->kw;
+  s->kpairs = (s->k + 1) / 2;
+  s->panels = RoundUp(s->m, kPanel) / kPanel;
+  s->packed.assign(size_t(s->panels * s->kpairs * kPanel * 2), 0);
+  s->colsum.assign(size_t(s->m), 0);
+  const bool u8 = w.dtype == DType::kUInt8;
+  int64_t max_abs_sum = 0;
+  for (int64_t m = 0; m < s->m; ++m) {
+    int64_t abs_sum = 0;
+    for (int64_t ci = 0; ci < s->c; ++ci)
+      for (int64_t ky = 0; ky < s->kh; ++ky)
+        for (int64_t kx = 0; kx < s->kw; ++kx) {
+          const int64_t src = ((m * s->c + ci) * s->kh + ky) * s->kw + kx;
+          const int32_t v = u8 ? w.ptr<uint8_t>()[src] : w.ptr<int8_t>()[src];
+          const int64_t k = (ky * s->kw + kx) * s->c + ci;  // NHWC unroll order
+          const int64_t panel = m / kPanel, col = m % kPanel;
+          s->packed[size_t(((panel * s->kpairs + k / 2) * kPanel + col) * 2 + k % 2)] = int16_t(v);
+          s->colsum[size_t(m)] += v;
+          abs_sum += std::abs(v);
+        }
+    max_abs_sum = std::max(max_abs_sum, abs_sum);
+  }
+  // |partial sum| <= 32768 * sum|w|: one int32 reduction when that fits.
+  if (32768 * max_abs_sum < (int64_t(1) << 31)) s->chunk = s->kpairs;
+  if (s->chunk < 1) s->chunk = 1;
+  return s;
+}
+
+bool RunQConvA16Nhwc(void* state, const QConvCall& c) {
+  if (!state || c.dq_mult) return false;
+  const auto& s = *static_cast<const A16State*>(state);
+  const DType xt = c.x->dtype, yt = c.y->dtype;
+  if (xt != DType::kInt16 && xt != DType::kUInt16) return false;
+  if (c.kh != s.kh || c.kw != s.kw) return false;
+  const int64_t ch = c.x->shape.back();
+  if (ch != s.c || c.y->shape.back() != s.m) return false;
+  const int64_t pixels = c.y->numel() / s.m;
+  if (pixels == 0) return true;
+  // The shifted zero point and, per channel, the exact correction and multiplier.
+  const int32_t xzp = xt == DType::kUInt16 ? c.x_zp - 32768 : c.x_zp;
+  const int64_t mp = s.panels * kPanel;
+  std::vector<double> corr(size_t(mp), 0.0), mult(size_t(mp), 0.0);
+  for (int64_t m = 0; m < s.m; ++m) {
+    const int64_t b = c.bias ? c.bias[m] : 0;
+    corr[size_t(m)] = double(b - int64_t(xzp) * s.colsum[size_t(m)]);
+    const float ws = c.w_scale.size() == 1 ? c.w_scale[0] : c.w_scale[size_t(m)];
+    mult[size_t(m)] = double(c.x_scale) * double(ws) / double(c.y_scale);
+  }
+  const int16_t pad = int16_t(xzp);
+  const int64_t blocks = (pixels + kBlockRows - 1) / kBlockRows;
+  const int threads = NumThreads(c.pool);
+  std::vector<std::vector<int16_t>> scratch(static_cast<size_t>(threads));
+  ParallelFor(c.pool, blocks, [&](int64_t b0, int64_t b1, int slot) {
+    std::vector<int16_t>& rows = scratch[size_t(slot)];
+    rows.resize(size_t(kBlockRows * s.kpairs * 2));
+    double dot[kRows * kPanel];
+    int32_t out[kRows * kPanel];
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t pix0 = blk * kBlockRows;
+      const int64_t n = std::min(kBlockRows, pixels - pix0);
+      if (xt == DType::kUInt16)
+        Unroll(c.x->ptr<uint16_t>(), pix0, n, c, ch, s.kpairs, pad, rows.data());
+      else
+        Unroll(c.x->ptr<int16_t>(), pix0, n, c, ch, s.kpairs, pad, rows.data());
+      for (int64_t p = 0; p < s.panels; ++p) {
+        const int16_t* panel = s.packed.data() + p * s.kpairs * kPanel * 2;
+        const int64_t cols = std::min(kPanel, s.m - p * kPanel);
+        for (int64_t r0 = 0; r0 < n; r0 += kRows) {
+          const int rcount = int(std::min(kRows, n - r0));
+          const int16_t* a[kRows];
+          for (int r = 0; r < rcount; ++r) a[r] = rows.data() + (r0 + r) * s.kpairs * 2;
+          s.tile(a, rcount, panel, s.kpairs, s.chunk, dot);
+          s.epilogue(dot, rcount, corr.data() + p * kPanel, mult.data() + p * kPanel, c.y_zp, c.lo,
+                     c.hi, out);
+          for (int r = 0; r < rcount; ++r)
+            StoreRow(out + r * kPanel, cols, yt, c.y->data, (pix0 + r0 + r) * s.m + p * kPanel);
+        }
+      }
+    }
+  });
+  return true;
+}
+
+}  // namespace kernels
+}  // namespace qfold

@@ -1,0 +1,46 @@
+// a16w8 convolution, channels-last: QLinearConv with 16-bit activations
+// (x int16/uint16, y 8- or 16-bit) and 8-bit weights, the fast path of
+// ops/quant_conv.cc. Results are bit-identical to the op's reference kernel
+// (exact int64 accumulation, RequantizeWide in double; docs/NUMERICS.md).
+//
+// The product runs on int16 pairs (vpmaddwd on AVX2): activations enter as
+// x' = x - 32768 for uint16 (a sign-bit flip), so both operands are int16 and
+//   sum((x - x_zp) * w) = sum(x' * w) - (x_zp - 32768) * sum(w).
+// One pair product is at most 2^23 in magnitude, so int32 partial sums are
+// exact over 255 pairs; longer reductions (when the weights' sizes do not
+// rule overflow out) add 255-pair int32 partial sums into double, which is
+// exact below 2^53. Requires 8-bit weights with zero point 0 (symmetric, as
+// quantizers write int8 weights) and group 1; others run the reference.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "kernels/qlinear_s8.h"
+
+namespace qfold {
+namespace kernels {
+
+// Packs W [M, C, kh, kw] (int8/uint8) with zero points w_zp (1 or M values);
+// null when the fast kernel does not apply (no SIMD level, group != 1,
+// a nonzero weight zero point).
+std::shared_ptr<void> PrepareQConvA16Nhwc(const Tensor& w, int64_t group,
+                                          const std::vector<int32_t>& w_zp);
+
+// c.x: [N, ih, iw, C] int16/uint16; c.y: [N, oh, ow, M] int8/uint8/int16/uint16
+// (1-D: ih = oh = kh = 1). x_scale * w_scale[m] / y_scale is formed in double
+// in that order. False when not covered.
+bool RunQConvA16Nhwc(void* state, const QConvCall& c);
+
+// The microkernel contract (conv_a16_nhwc_avx2.cc): rows of `a` (up to 4,
+// each kpairs * 2 int16) times one packed panel of 16 columns
+// ([kpairs][16][2] int16), giving exact sums in dot[row][col] (double),
+// reducing in int32 over at most `chunk` pairs at a time.
+using A16TileFn = void (*)(const int16_t* const* a, int rows, const int16_t* panel, int64_t kpairs,
+                           int64_t chunk, double* dot);
+// The requantization of one tile: y = clamp(nearbyint((dot + corr[n]) *
+// mult[n]) + zp, lo, hi) into out[row * 16 + n] (int32).
+using A16EpilogueFn = void (*)(const double* dot, int rows, const double* corr, const double* mult,
+                               int32_t zp, int32_t lo, int32_t hi, int32_t* out);
+
+}  // namespace kernels
+}  // namespace qfold

@@ -1,0 +1,300 @@
+// a16w8: QLinearConv and QLinearMatMul with 16-bit activations and 8-bit
+// weights. Hand-computed cases whose accumulator leaves int32 (so only exact
+// int64 accumulation gives the right answer), and random cases against
+// DequantizeLinear -> float64 convolution -> QuantizeLinear, in both layouts,
+// prepared and not, at 1 and 2 threads.
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/op.h"
+#include "doctest/doctest.h"
+#include "kernels/cpu_features.h"
+#include "op_harness.h"
+
+namespace qfold {
+namespace test {
+namespace {
+
+using TensorPtr = std::shared_ptr<OwnedTensor>;
+
+TensorPtr Scalar(float v) {
+  return F32({}, {v});
+}
+TensorPtr U16(Shape s, std::vector<uint16_t> v) {
+  return Make<uint16_t>(DType::kUInt16, std::move(s), std::move(v));
+}
+TensorPtr I16(Shape s, std::vector<int16_t> v) {
+  return Make<int16_t>(DType::kInt16, std::move(s), std::move(v));
+}
+TensorPtr I8(Shape s, std::vector<int8_t> v) {
+  return Make<int8_t>(DType::kInt8, std::move(s), std::move(v));
+}
+TensorPtr U8(Shape s, std::vector<uint8_t> v) {
+  return Make<uint8_t>(DType::kUInt8, std::move(s), std::move(v));
+}
+TensorPtr I32(Shape s, std::vector<int32_t> v) {
+  return Make<int32_t>(DType::kInt32, std::move(s), std::move(v));
+}
+
+// Infer, prepare (when `prepare` and the op has one), run; the output as int32s.
+struct Result {
+  Status status;
+  Shape shape;
+  std::vector<int32_t> values;
+  bool reference_path = false;
+  bool prepared = false;  // prepare built a fast-kernel state
+};
+
+int32_t LoadInt(const Tensor& t, int64_t i) {
+  switch (t.dtype) {
+    case DType::kInt8:
+      return t.ptr<int8_t>()[i];
+    case DType::kUInt8:
+      return t.ptr<uint8_t>()[i];
+    case DType::kInt16:
+      return t.ptr<int16_t>()[i];
+    case DType::kUInt16:
+      return t.ptr<uint16_t>()[i];
+    default:
+      return INT32_MIN;
+  }
+}
+
+Result Run(const std::string& type, const std::vector<TensorPtr>& inputs, const AttrMap& attrs,
+           bool prepare, int threads) {
+  Result r;
+  const OpDef* def = FindOp(type);
+  REQUIRE(def != nullptr);
+  std::string name = "a16";
+  KernelContext ctx;
+  ctx.op_type = &type;
+  ctx.op_name = &name;
+  ctx.attrs = &attrs;
+  ctx.pool = TestPool(threads);
+  for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
+  OwnedTensor out;
+  ctx.outputs = {&out.t};
+  r.status = def->infer(ctx);
+  if (!r.status.ok()) return r;
+  out.storage.assign(out.t.bytes() + 64, 0xCD);
+  out.t.data = out.storage.data();
+  std::shared_ptr<void> state;
+  if (prepare && def->prepare) {
+    r.status = def->prepare(ctx, &state);
+    if (!r.status.ok()) return r;
+  }
+  ctx.state = state.get();
+  r.prepared = state != nullptr;
+  r.status = def->run(ctx);
+  if (!r.status.ok()) return r;
+  for (size_t i = out.t.bytes(); i < out.storage.size(); ++i) REQUIRE(out.storage[i] == 0xCD);
+  r.shape = out.t.shape;
+  r.reference_path = ctx.reference_path;
+  for (int64_t i = 0; i < out.t.numel(); ++i) r.values.push_back(LoadInt(out.t, i));
+  return r;
+}
+
+// x uint16 [1, 64, 3, 3] all 65535 (zero point 0), w int8 [1, 64, 3, 3] all
+// -128: one output whose sum is 65535 * -128 * 576 = -4831838208, beyond
+// int32. Scales 0.5 * 0.25 / 32768 -> -4831838208 / 262144 = -18431.71875,
+// which rounds to -18432 (int16 output, zero point 0).
+TEST_CASE("a16w8 qlinearconv: a sum beyond int32 requantizes exactly") {
+  const int64_t k = 64 * 9;
+  for (bool prepare : {false, true}) {
+    CAPTURE(prepare);
+    Result r = Run("QLinearConv",
+                   {U16({1, 64, 3, 3}, std::vector<uint16_t>(size_t(k), 65535)), Scalar(0.5f),
+                    U16({}, {0}), I8({1, 64, 3, 3}, std::vector<int8_t>(size_t(k), -128)),
+                    Scalar(0.25f), I8({}, {0}), Scalar(32768.f), I16({}, {0})},
+                   AttrMap(), prepare, 1);
+    CAPTURE(r.status.message());
+    REQUIRE(r.status.ok());
+    CHECK(r.shape == Shape{1, 1, 1, 1});
+    CHECK(r.values == std::vector<int32_t>{-18432});
+  }
+}
+
+// A int16 [1, 600] all -32768 (zero point 0) times B int8 [600, 2] columns
+// {-128, 127}: sums 2516582400 and -2496921600 (both beyond int32); with
+// scales 1 * 1 / 2^17 and the bias {0, 131072} (1 at the output scale):
+// 19200 and -19050 + 1 = -19049.
+TEST_CASE("a16w8 qlinearmatmul: sums beyond int32 and the bias") {
+  std::vector<int8_t> b;
+  for (int i = 0; i < 600; ++i) {
+    b.push_back(-128);
+    b.push_back(127);
+  }
+  for (bool prepare : {false, true}) {
+    CAPTURE(prepare);
+    Result r = Run("QLinearMatMul",
+                   {I16({1, 600}, std::vector<int16_t>(600, -32768)), Scalar(1.f), I16({}, {0}),
+                    I8({600, 2}, b), Scalar(1.f), I8({}, {0}), Scalar(131072.f), I16({}, {0}),
+                    I32({2}, {0, 131072})},
+                   AttrMap(), prepare, 1);
+    CAPTURE(r.status.message());
+    REQUIRE(r.status.ok());
+    CHECK(r.values == std::vector<int32_t>{19200, -19049});
+  }
+}
+
+// Both operands 16-bit (attention's activation x activation products).
+TEST_CASE("a16 qlinearmatmul: two 16-bit activations") {
+  // a uint16 [2, 2] zp 100, b int16 [2, 2] zp -3; y uint16 zp 7, scales 1.
+  // a - zp = {{900, -100}, {0, 65435}}, b - zp = {{3, 5}, {-1000, 2}}:
+  //   row 0: {2700 + 100000, 4500 - 200} = {102700, 4300} -> clamped 65535, 4307
+  //   row 1: {-65435000, 130870} -> 0 (clamp), 65535 (clamp)
+  Result r =
+      Run("QLinearMatMul",
+          {U16({2, 2}, {1000, 0, 100, 65535}), Scalar(1.f), U16({}, {100}),
+           I16({2, 2}, {0, 2, -1003, -1}), Scalar(1.f), I16({}, {-3}), Scalar(1.f), U16({}, {7})},
+          AttrMap(), true, 1);
+  CAPTURE(r.status.message());
+  REQUIRE(r.status.ok());
+  CHECK(r.values == std::vector<int32_t>{65535, 4307, 0, 65535});
+}
+
+struct ConvCase {
+  int64_t n, c, h, w, m, kh, kw, stride, pad, group;
+  DType xt, yt;
+};
+
+// NCHW -> NHWC copy of a quantized tensor's raw elements.
+template <class T>
+std::vector<T> ToNhwc(const std::vector<T>& v, int64_t n, int64_t c, int64_t h, int64_t w) {
+  std::vector<T> out(v.size());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t i = 0; i < h * w; ++i)
+        out[size_t((b * h * w + i) * c + ch)] = v[size_t((b * c + ch) * h * w + i)];
+  return out;
+}
+
+TEST_CASE("a16w8 qlinearconv: random against DQ -> float64 conv -> Q, both layouts") {
+  const ConvCase cases[] = {
+      {1, 16, 9, 11, 24, 3, 3, 1, 1, 1, DType::kUInt16, DType::kUInt16},
+      {2, 8, 7, 7, 12, 1, 1, 1, 0, 1, DType::kInt16, DType::kInt16},
+      {1, 64, 6, 6, 8, 3, 3, 2, 1, 1, DType::kUInt16, DType::kUInt8},
+      {1, 3, 10, 10, 16, 5, 5, 2, 2, 1, DType::kInt16, DType::kUInt16},
+      {1, 12, 5, 6, 12, 3, 3, 1, 1, 12, DType::kUInt16, DType::kUInt16},  // depthwise
+      {1, 160, 4, 4, 10, 3, 3, 1, 1, 1, DType::kUInt16, DType::kInt16},   // K 1440
+  };
+  std::mt19937 rng(7);
+  for (const ConvCase& cc : cases) {
+    CAPTURE(cc.c);
+    CAPTURE(cc.m);
+    CAPTURE(cc.kh);
+    const bool xu = cc.xt == DType::kUInt16;
+    const int32_t xlo = xu ? 0 : -32768, xhi = xu ? 65535 : 32767;
+    std::uniform_int_distribution<int32_t> xd(xlo, xhi), wd(-128, 127);
+    const int64_t cg = cc.c / cc.group;
+    std::vector<int32_t> x(size_t(cc.n * cc.c * cc.h * cc.w)), w(size_t(cc.m * cg * cc.kh * cc.kw));
+    for (auto& v : x) v = xd(rng);
+    for (auto& v : w) v = wd(rng);
+    const int32_t xzp = xu ? 31000 : -1200;
+    const float xs = 0.002f, ys = 0.9f;
+    std::vector<float> wsv(size_t(cc.m));
+    std::vector<int32_t> bias(size_t(cc.m));
+    for (int64_t i = 0; i < cc.m; ++i) {
+      wsv[size_t(i)] = 0.01f + 0.003f * float(i % 7);
+      bias[size_t(i)] = int32_t(i * 997) - 5000;
+    }
+    const int32_t yzp = cc.yt == DType::kUInt16 ? 30000 : cc.yt == DType::kUInt8 ? 128 : 11;
+    const int32_t ylo = cc.yt == DType::kUInt16 || cc.yt == DType::kUInt8 ? 0 : -32768;
+    const int32_t yhi = cc.yt == DType::kUInt16 ? 65535 : cc.yt == DType::kUInt8 ? 255 : 32767;
+
+    // The literal graph in float64: DQ(x) * DQ(w) summed, + DQ(bias), then Q.
+    const int64_t oh = (cc.h + 2 * cc.pad - cc.kh) / cc.stride + 1;
+    const int64_t ow = (cc.w + 2 * cc.pad - cc.kw) / cc.stride + 1;
+    std::vector<int32_t> expect;
+    for (int64_t b = 0; b < cc.n; ++b)
+      for (int64_t oc = 0; oc < cc.m; ++oc)
+        for (int64_t oy = 0; oy < oh; ++oy)
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            const int64_t g = oc / (cc.m / cc.group);
+            double acc = double(bias[size_t(oc)]) * double(xs) * double(wsv[size_t(oc)]);
+            for (int64_t ic = 0; ic < cg; ++ic)
+              for (int64_t ky = 0; ky < cc.kh; ++ky)
+                for (int64_t kx = 0; kx < cc.kw; ++kx) {
+                  const int64_t iy = oy * cc.stride - cc.pad + ky,
+                                ix = ox * cc.stride - cc.pad + kx;
+                  if (iy < 0 || iy >= cc.h || ix < 0 || ix >= cc.w) continue;
+                  const int32_t xv = x[size_t(((b * cc.c + g * cg + ic) * cc.h + iy) * cc.w + ix)];
+                  const int32_t wv = w[size_t(((oc * cg + ic) * cc.kh + ky) * cc.kw + kx)];
+                  acc += double(xv - xzp) * double(xs) * double(wv) * double(wsv[size_t(oc)]);
+                }
+            double q = std::nearbyint(acc / double(ys)) + yzp;
+            expect.push_back(int32_t(std::min<double>(yhi, std::max<double>(ylo, q))));
+          }
+
+    auto make_x = [&](bool nhwc) {
+      std::vector<int32_t> v = nhwc ? ToNhwc(x, cc.n, cc.c, cc.h, cc.w) : x;
+      Shape s = nhwc ? Shape{cc.n, cc.h, cc.w, cc.c} : Shape{cc.n, cc.c, cc.h, cc.w};
+      if (xu) return U16(s, std::vector<uint16_t>(v.begin(), v.end()));
+      return I16(s, std::vector<int16_t>(v.begin(), v.end()));
+    };
+    TensorPtr xzp_t = xu ? U16({}, {uint16_t(xzp)}) : I16({}, {int16_t(xzp)});
+    TensorPtr yzp_t = cc.yt == DType::kUInt16  ? U16({}, {uint16_t(yzp)})
+                      : cc.yt == DType::kUInt8 ? U8({}, {uint8_t(yzp)})
+                                               : I16({}, {int16_t(yzp)});
+    TensorPtr w_t = I8({cc.m, cg, cc.kh, cc.kw}, std::vector<int8_t>(w.begin(), w.end()));
+    AttrMap attrs;
+    attrs.SetInts("pads", {cc.pad, cc.pad, cc.pad, cc.pad});
+    attrs.SetInts("strides", {cc.stride, cc.stride});
+    attrs.SetInt("group", cc.group);
+    std::vector<int32_t> oracle;  // the first run: channels-first, reference kernel
+    for (bool nhwc : {false, true}) {
+      AttrMap a = attrs;
+      if (nhwc) a.SetInt("channels_last", 1);
+      for (bool prepare : {false, true})
+        for (int threads : {1, 2}) {
+          CAPTURE(nhwc);
+          CAPTURE(prepare);
+          CAPTURE(threads);
+          Result r = Run("QLinearConv",
+                         {make_x(nhwc), Scalar(xs), xzp_t, w_t, F32({cc.m}, wsv), I8({}, {0}),
+                          Scalar(ys), yzp_t, I32({cc.m}, bias)},
+                         a, prepare, threads);
+          CAPTURE(r.status.message());
+          REQUIRE(r.status.ok());
+          // Channels-last group-1 convolutions have the SIMD kernel on x86.
+          const kernels::Isa isa = kernels::ActiveIsa();
+          const bool simd = isa == kernels::Isa::kAvx2 || isa == kernels::Isa::kAvxVnni ||
+                            isa == kernels::Isa::kAvx512Vnni;
+          CHECK(r.prepared == (prepare && nhwc && cc.group == 1 && simd));
+          // A channels-last run without the kernel transposes to the reference and says so.
+          CHECK(r.reference_path == (nhwc && !r.prepared));
+          std::vector<int32_t> got = r.values;
+          if (nhwc) {
+            // Back to NCHW order for the comparison.
+            std::vector<int32_t> cf(got.size());
+            for (int64_t b = 0; b < cc.n; ++b)
+              for (int64_t oc = 0; oc < cc.m; ++oc)
+                for (int64_t i = 0; i < oh * ow; ++i)
+                  cf[size_t((b * cc.m + oc) * oh * ow + i)] =
+                      got[size_t((b * oh * ow + i) * cc.m + oc)];
+            got = cf;
+          }
+          REQUIRE(got.size() == expect.size());
+          // Every path is bit-identical to the reference kernel.
+          if (oracle.empty()) oracle = got;
+          CHECK(got == oracle);
+          int64_t off_by_one = 0;
+          for (size_t i = 0; i < got.size(); ++i) {
+            const int32_t d = std::abs(got[i] - expect[i]);
+            REQUIRE(d <= 1);
+            off_by_one += d;
+          }
+          // The integer path is exact; only float64 rounding of the literal
+          // graph's sum can differ, at ties.
+          CHECK(off_by_one * 100 <= int64_t(got.size()));
+        }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace qfold
