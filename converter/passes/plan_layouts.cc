@@ -255,7 +255,11 @@ class LayoutPlanner {
     if (n.attrs.GetInt("channels_last", 0) != 0) return false;
     if (def->layout_channels_last && !def->layout_channels_last(n.attrs)) return false;
     const Value* x = Known(n.inputs[0]);
-    if (!x || (x->shape.size() != 3 && x->shape.size() != 4) || !Is8Bit(x->dtype)) return false;
+    // 16-bit activations: QLinearConv's a16w8 kernel is channels-last too.
+    const bool a16 = n.op_type == "QLinearConv" &&
+                     (x && (x->dtype == DType::kInt16 || x->dtype == DType::kUInt16));
+    if (!x || (x->shape.size() != 3 && x->shape.size() != 4) || !(Is8Bit(x->dtype) || a16))
+      return false;
     const size_t rank = x->shape.size();
     const Perm to_last = ToChannelsLast(rank), to_first = ToChannelsFirst(rank);
     if (def->const_inputs) {

@@ -156,6 +156,53 @@ TEST_CASE("a16 qlinearmatmul: two 16-bit activations") {
   CHECK(r.values == std::vector<int32_t>{65535, 4307, 0, 65535});
 }
 
+// The prepared kernel (rows of A as a 1x1 convolution) against the reference
+// kernel, with batch dims, a long reduction and per-column scales.
+TEST_CASE("a16w8 qlinearmatmul: prepared kernel matches the reference") {
+  std::mt19937 rng(3);
+  for (int64_t k : {7, 64, 700}) {
+    for (DType at : {DType::kUInt16, DType::kInt16}) {
+      CAPTURE(k);
+      const int64_t n = 19, rows = 6;
+      const bool au = at == DType::kUInt16;
+      std::uniform_int_distribution<int32_t> ad(au ? 0 : -32768, au ? 65535 : 32767), bd(-128, 127);
+      std::vector<int32_t> av(size_t(rows * k)), bv(size_t(k * n));
+      for (auto& v : av) v = ad(rng);
+      for (auto& v : bv) v = bd(rng);
+      TensorPtr a = au ? U16({2, 3, k}, std::vector<uint16_t>(av.begin(), av.end()))
+                       : I16({2, 3, k}, std::vector<int16_t>(av.begin(), av.end()));
+      TensorPtr azp = au ? U16({}, {40000}) : I16({}, {-77});
+      std::vector<float> bs(static_cast<size_t>(n));
+      std::vector<int32_t> bias(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) {
+        bs[size_t(j)] = 0.004f + 0.001f * float(j);
+        bias[size_t(j)] = int32_t(j * 12345) - 100000;
+      }
+      std::vector<TensorPtr> in = {a,
+                                   Scalar(0.0005f),
+                                   azp,
+                                   I8({k, n}, std::vector<int8_t>(bv.begin(), bv.end())),
+                                   F32({n}, bs),
+                                   I8({}, {0}),
+                                   Scalar(0.7f),
+                                   U16({}, {32768}),
+                                   I32({n}, bias)};
+      Result ref = Run("QLinearMatMul", in, AttrMap(), false, 1);
+      REQUIRE(ref.status.ok());
+      CHECK(ref.shape == Shape{2, 3, n});
+      for (int threads : {1, 2}) {
+        Result fast = Run("QLinearMatMul", in, AttrMap(), true, threads);
+        REQUIRE(fast.status.ok());
+        const kernels::Isa isa = kernels::ActiveIsa();
+        CHECK(fast.prepared == (isa == kernels::Isa::kAvx2 || isa == kernels::Isa::kAvxVnni ||
+                                isa == kernels::Isa::kAvx512Vnni));
+        CHECK(fast.reference_path == !fast.prepared);
+        CHECK(fast.values == ref.values);
+      }
+    }
+  }
+}
+
 struct ConvCase {
   int64_t n, c, h, w, m, kh, kw, stride, pad, group;
   DType xt, yt;

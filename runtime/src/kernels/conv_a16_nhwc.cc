@@ -24,16 +24,15 @@ extern const A16EpilogueFn kA16EpilogueAvx2;
 
 namespace {
 
-constexpr int64_t kPanel = 16;       // output channels per packed panel
-constexpr int64_t kRows = 4;         // output pixels per microkernel call
-constexpr int64_t kBlockRows = 32;   // output pixels unrolled per work item
-constexpr int64_t kSafeChunk = 255;  // pairs whose int32 sum cannot overflow
+constexpr int64_t kPanel = 16;      // output channels per packed panel
+constexpr int64_t kRows = 4;        // output pixels per microkernel call
+constexpr int64_t kBlockRows = 32;  // output pixels unrolled per work item
 
 struct A16State {
   A16TileFn tile = nullptr;
   A16EpilogueFn epilogue = nullptr;
   int64_t m = 0, c = 0, kh = 1, kw = 1, k = 0, kpairs = 0, panels = 0;
-  int64_t chunk = kSafeChunk;   // pairs reduced in int32 at a time
+  int64_t chunk = 1;            // pairs reduced in int32 at a time
   std::vector<int16_t> packed;  // [panels][kpairs][16][2]
   std::vector<int64_t> colsum;  // sum of each output channel's weights
 };
@@ -88,8 +87,12 @@ void StoreRow(const int32_t* v, int64_t n, DType t, void* y, int64_t off) {
 
 }  // namespace
 
-std::shared_ptr<void> PrepareQConvA16Nhwc(const Tensor& w, int64_t group,
-                                          const std::vector<int32_t>& w_zp) {
+namespace {
+
+// Packs m output channels of k = c * kh * kw weights, weight(m, k) in NHWC
+// unroll order; null when no SIMD level has the kernel.
+template <class WeightAt>
+std::shared_ptr<void> Pack(int64_t m_count, int64_t c, int64_t kh, int64_t kw, WeightAt weight) {
   A16TileFn tile = nullptr;
   A16EpilogueFn epilogue = nullptr;
 #if defined(__x86_64__)
@@ -99,43 +102,71 @@ std::shared_ptr<void> PrepareQConvA16Nhwc(const Tensor& w, int64_t group,
     epilogue = kA16EpilogueAvx2;
   }
 #endif
-  if (!tile || group != 1 || w.rank() < 3 || w.rank() > 4) return nullptr;
-  if (w.dtype != DType::kInt8 && w.dtype != DType::kUInt8) return nullptr;
-  for (int32_t z : w_zp)
-    if (z != 0) return nullptr;
+  if (!tile) return nullptr;
   auto s = std::make_shared<A16State>();
   s->tile = tile;
   s->epilogue = epilogue;
-  s->m = w.shape[0];
-  s->c = w.shape[1];
-  s->kh = w.rank() == 4 ? w.shape[2] : 1;
-  s->kw = w.shape[w.rank() - 1];
-  s->k = s->c * s->kh * s->kw;
+  s->m = m_count;
+  s->c = c;
+  s->kh = kh;
+  s->kw = kw;
+  s->k = c * kh * kw;
   s->kpairs = (s->k + 1) / 2;
   s->panels = RoundUp(s->m, kPanel) / kPanel;
   s->packed.assign(size_t(s->panels * s->kpairs * kPanel * 2), 0);
   s->colsum.assign(size_t(s->m), 0);
-  const bool u8 = w.dtype == DType::kUInt8;
-  int64_t max_abs_sum = 0;
+  int64_t max_abs_sum = 0, max_abs = 0;
   for (int64_t m = 0; m < s->m; ++m) {
     int64_t abs_sum = 0;
-    for (int64_t ci = 0; ci < s->c; ++ci)
-      for (int64_t ky = 0; ky < s->kh; ++ky)
-        for (int64_t kx = 0; kx < s->kw; ++kx) {
-          const int64_t src = ((m * s->c + ci) * s->kh + ky) * s->kw + kx;
-          const int32_t v = u8 ? w.ptr<uint8_t>()[src] : w.ptr<int8_t>()[src];
-          const int64_t k = (ky * s->kw + kx) * s->c + ci;  // NHWC unroll order
-          const int64_t panel = m / kPanel, col = m % kPanel;
-          s->packed[size_t(((panel * s->kpairs + k / 2) * kPanel + col) * 2 + k % 2)] = int16_t(v);
-          s->colsum[size_t(m)] += v;
-          abs_sum += std::abs(v);
-        }
+    const int64_t panel = m / kPanel, col = m % kPanel;
+    for (int64_t k = 0; k < s->k; ++k) {
+      const int32_t v = weight(m, k);
+      s->packed[size_t(((panel * s->kpairs + k / 2) * kPanel + col) * 2 + k % 2)] = int16_t(v);
+      s->colsum[size_t(m)] += v;
+      abs_sum += std::abs(v);
+      max_abs = std::max<int64_t>(max_abs, std::abs(v));
+    }
     max_abs_sum = std::max(max_abs_sum, abs_sum);
   }
-  // |partial sum| <= 32768 * sum|w|: one int32 reduction when that fits.
-  if (32768 * max_abs_sum < (int64_t(1) << 31)) s->chunk = s->kpairs;
-  if (s->chunk < 1) s->chunk = 1;
+  // A pair adds at most 2 * 32768 * max|w|, and a partial sum is at most
+  // 32768 * sum|w|: one int32 reduction over K when that fits.
+  const int64_t limit = (int64_t(1) << 31) - 1;
+  s->chunk = max_abs == 0 ? s->kpairs : limit / (2 * 32768 * max_abs);
+  if (32768 * max_abs_sum <= limit) s->chunk = s->kpairs;
+  s->chunk = std::max<int64_t>(1, s->chunk);
   return s;
+}
+
+bool AllZero(const std::vector<int32_t>& v) {
+  for (int32_t z : v)
+    if (z != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+std::shared_ptr<void> PrepareQConvA16Nhwc(const Tensor& w, int64_t group,
+                                          const std::vector<int32_t>& w_zp) {
+  if (group != 1 || w.rank() < 3 || w.rank() > 4 || !AllZero(w_zp)) return nullptr;
+  if (w.dtype != DType::kInt8 && w.dtype != DType::kUInt8) return nullptr;
+  const int64_t c = w.shape[1], kh = w.rank() == 4 ? w.shape[2] : 1, kw = w.shape[w.rank() - 1];
+  const bool u8 = w.dtype == DType::kUInt8;
+  return Pack(w.shape[0], c, kh, kw, [&](int64_t m, int64_t k) -> int32_t {
+    // k = (ky * kw + kx) * c + ci; W is [M, C, kh, kw].
+    const int64_t ci = k % c, tap = k / c;
+    const int64_t src = (m * c + ci) * kh * kw + tap;
+    return u8 ? w.ptr<uint8_t>()[src] : w.ptr<int8_t>()[src];
+  });
+}
+
+std::shared_ptr<void> PrepareQMatMulA16(const Tensor& b, const std::vector<int32_t>& b_zp) {
+  if (b.rank() != 2 || !AllZero(b_zp)) return nullptr;
+  if (b.dtype != DType::kInt8 && b.dtype != DType::kUInt8) return nullptr;
+  const int64_t k_count = b.shape[0], n = b.shape[1];
+  const bool u8 = b.dtype == DType::kUInt8;
+  return Pack(n, k_count, 1, 1, [&](int64_t m, int64_t k) -> int32_t {
+    return u8 ? b.ptr<uint8_t>()[k * n + m] : b.ptr<int8_t>()[k * n + m];
+  });
 }
 
 bool RunQConvA16Nhwc(void* state, const QConvCall& c) {

@@ -6,11 +6,11 @@
 // The product runs on int16 pairs (vpmaddwd on AVX2): activations enter as
 // x' = x - 32768 for uint16 (a sign-bit flip), so both operands are int16 and
 //   sum((x - x_zp) * w) = sum(x' * w) - (x_zp - 32768) * sum(w).
-// One pair product is at most 2^23 in magnitude, so int32 partial sums are
-// exact over 255 pairs; longer reductions (when the weights' sizes do not
-// rule overflow out) add 255-pair int32 partial sums into double, which is
-// exact below 2^53. Requires 8-bit weights with zero point 0 (symmetric, as
-// quantizers write int8 weights) and group 1; others run the reference.
+// One pair adds at most 2^23 in magnitude (int8 weights), so int32 partial
+// sums are exact over 255 pairs (128 for uint8 weights); longer reductions
+// (when the weights' sizes do not rule overflow out) add such int32 partial
+// sums into double, which is exact below 2^53. Requires 8-bit weights with zero point 0 (symmetric,
+// as quantizers write int8 weights) and group 1; others run the reference.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -25,6 +25,11 @@ namespace kernels {
 // a nonzero weight zero point).
 std::shared_ptr<void> PrepareQConvA16Nhwc(const Tensor& w, int64_t group,
                                           const std::vector<int32_t>& w_zp);
+
+// QLinearMatMul with a constant B [K, N] (zero points 0): the same kernel as
+// a 1x1 convolution over the rows of A; run it with RunQConvA16Nhwc and a call
+// whose x is A ([..., K]), y is Y ([..., N]), ih = oh = 1, iw = ow = rows.
+std::shared_ptr<void> PrepareQMatMulA16(const Tensor& b, const std::vector<int32_t>& b_zp);
 
 // c.x: [N, ih, iw, C] int16/uint16; c.y: [N, oh, ow, M] int8/uint8/int16/uint16
 // (1-D: ih = oh = kh = 1). x_scale * w_scale[m] / y_scale is formed in double

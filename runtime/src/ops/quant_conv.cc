@@ -250,7 +250,9 @@ Status PrepareQLinearConv(KernelContext& ctx, std::shared_ptr<void>* state) {
   const Tensor& w = *ctx.input(3);
   const int64_t group = ctx.attr().GetInt("group", 1);
   // a16w8: channels-last only (the layout the converter plans).
-  if (Is16Bit(ctx.input(0)->dtype) || Is16Bit(ctx.output(0)->dtype)) {
+  const Tensor* x = ctx.input(0);
+  const Tensor* y = ctx.output(0);
+  if ((x && Is16Bit(x->dtype)) || (y && Is16Bit(y->dtype))) {
     if (!cl) return Status::Ok();
     auto s = std::make_shared<ChannelsLastConvState>();
     s->a16 = true;

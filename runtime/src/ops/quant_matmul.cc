@@ -10,6 +10,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/conv_a16_nhwc.h"
 #include "kernels/qlinear_s8.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
@@ -143,8 +144,14 @@ Status InferQLinearMatMul(KernelContext& ctx) {
 
 // Packs a constant 1-D/2-D b for the SIMD kernels (kernels/qlinear_s8.h).
 Status PrepareQLinearMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
-  if (!Is8Bit(ctx.input(0)->dtype) || !Is8Bit(ctx.input(3)->dtype) || !Is8Bit(ctx.output(0)->dtype))
+  const Tensor* a = ctx.input(0);
+  const Tensor* y = ctx.output(0);
+  if ((a && Is16Bit(a->dtype)) || (y && Is16Bit(y->dtype))) {
+    // a16w8 with a constant 8-bit B: the a16 kernel as a 1x1 convolution.
+    if (a && Is16Bit(a->dtype) && Is8Bit(ctx.input(3)->dtype))
+      *state = kernels::PrepareQMatMulA16(*ctx.input(3), ReadZeroPoints(ctx.input(5)));
     return Status::Ok();
+  }
   *state = kernels::PrepareQMatMulS8(*ctx.input(3));
   return Status::Ok();
 }
@@ -166,6 +173,25 @@ Status RunQLinearMatMul(KernelContext& ctx) {
   // The fast path covers per-tensor a parameters with prepared b, or an
   // activation b (packed here).
   const bool wide = Is16Bit(a->dtype) || Is16Bit(b->dtype) || Is16Bit(y->dtype);
+  if (wide && ctx.state && as.size() == 1 && azp.size() == 1 && b->rank() == 2) {
+    // The rows of A as the pixels of a 1x1 channels-last convolution.
+    kernels::QConvCall c;
+    c.x = a;
+    c.y = y;
+    c.iw = c.ow = b->shape[1] ? y->numel() / b->shape[1] : 0;
+    c.x_zp = azp[0];
+    c.x_scale = as[0];
+    c.w_scale = bs;
+    c.y_scale = ys[0];
+    c.y_zp = yzp;
+    c.lo = range.lo;
+    c.hi = range.hi;
+    c.bias = bias ? bias->ptr<int32_t>() : nullptr;
+    c.pool = ctx.pool;
+    if (kernels::RunQConvA16Nhwc(ctx.state, c)) return Status::Ok();
+  }
+  // 16-bit activations times 16-bit activations have no SIMD kernel yet.
+  if (wide) ctx.reference_path = true;
   if (as.size() == 1 && azp.size() == 1 && !wide && Is8Bit(b->dtype)) {
     kernels::QMatMulCall c;
     c.a = a;
