@@ -17,6 +17,8 @@ Model sets (--set, default all):
   light      the ONNX model zoo's light models (ResNet-50, DenseNet-121, Inception v1/v2, ...)
              with seeded random weights, float and QDQ (scripts/make_light_models.py, cached in
              WORK/light), fed a synthetic ImageNet-normalized image.
+  a16        the light models quantized with 16-bit activations (QUInt16, per-channel int8
+             weights; ONNX Runtime runs them as float), built in WORK/light on first use.
 --models a,b keeps the models whose label or base name is listed (resnet50 selects resnet50 and
 resnet50.pc_u8s8). --quick: mobilenetv2_like and its QDQ variant, one single convolution, two
 short rounds, no probes (step 1 below): a smoke test (ctest bench_quick, < 30 s on an idle
@@ -77,7 +79,7 @@ SCRIPTS = os.path.join(REPO, "scripts")
 QDQ_SOURCES = ("mobilenetv2_like", "resnet_like", "transformer_encoder")
 QDQ_VARIANT = "pc_u8s8"
 QUICK_MODELS = ("mobilenetv2_like",)
-MODEL_SETS = ("synthetic", "ppocr", "light")
+MODEL_SETS = ("synthetic", "ppocr", "light", "a16")
 PPOCR_MODELS = ("ppocr_mobile_v2_cls", "ppocrv4_det", "ppocrv4_rec")
 ENGINES = ("qfold", "ort", "openvino", "mnn")
 ENGINE_TITLES = {"qfold": "qfold", "ort": "ORT", "openvino": "OpenVINO", "mnn": "MNN"}
@@ -742,6 +744,39 @@ def light_models(args, work, notes, log):
     return models
 
 
+A16_VARIANT = "pc_u16s8"
+
+
+def a16_models(args, work, notes, log):
+    """The light models quantized with 16-bit activations (quantize_static QUInt16, per-channel
+    int8 weights; the same calibration images as their u8 variant), built on first use."""
+    import tempfile
+    import make_light_models as light
+    names = [n for n in light.available_models()
+             if not args.models or n in args.models or f"{n}.{A16_VARIANT}" in args.models]
+    out_dir = os.path.join(work, "light")
+    manifest = light.make_light_models(out_dir, names, log=log)
+    models = []
+    for n in names:
+        e = manifest["models"].get(n)
+        if not e:
+            continue
+        dst = os.path.join(out_dir, f"{n}.{A16_VARIANT}.onnx")
+        if not os.path.exists(dst):
+            seed = zlib.crc32(f"light:{n}".encode())
+            with tempfile.TemporaryDirectory(prefix="qfold-a16-") as tmp:
+                try:
+                    light.build_qdq(os.path.join(out_dir, e["float"]), dst + ".tmp", e["input"],
+                                    e["input_shape"], seed, tmp, a16=True)
+                except Exception as ex:  # noqa: BLE001 -- reported, not fatal
+                    notes.append(f"a16 variant of {n} skipped: {type(ex).__name__}: {ex}"[:300])
+                    continue
+            os.replace(dst + ".tmp", dst)
+        feeds = (lambda e=e, n=n: light.sample_input(e, zlib.crc32(f"bench:{n}".encode())))
+        models.append(Model(f"{n}.{A16_VARIANT}", "light a16", dst, "a16w8 QDQ", n, feeds))
+    return models
+
+
 def selected(args, label):
     if not args.models:
         return True
@@ -756,6 +791,8 @@ def prepare_models(args, work, notes, log):
         models += ppocr_models(notes)
     if "light" in args.sets and not args.quick:
         models += light_models(args, work, notes, log)
+    if "a16" in args.sets and not args.quick:
+        models += a16_models(args, work, notes, log)
     return [m for m in models if selected(args, m.label)]
 
 
@@ -1242,7 +1279,8 @@ def parse_args():
                     help="smoke run: mobilenetv2_like and its QDQ variant, 1 convolution, "
                          "2 short rounds")
     ap.add_argument("--set", default="all",
-                    help="comma-separated model sets: synthetic, ppocr, light, or all")
+                    help="comma-separated model sets: synthetic, ppocr, light, a16 (the light "
+                         "models with 16-bit activations), or all")
     ap.add_argument("--models", help="comma-separated labels or base names to keep")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds per model")

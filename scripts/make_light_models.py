@@ -266,7 +266,9 @@ class _ImageReader:
         self.pos = 0
 
 
-def build_qdq(float_path, dst, input_name, shape, seed, tmp):
+def build_qdq(float_path, dst, input_name, shape, seed, tmp, a16=False):
+    """quantize_static QDQ, per-channel int8 weights; uint8 activations, or uint16 with a16
+    (the a16w8 variant scripts/bench.py's a16 set measures)."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, \
         quantize_static
     import quantize_models
@@ -274,8 +276,8 @@ def build_qdq(float_path, dst, input_name, shape, seed, tmp):
     quantize_models.preprocess(float_path, pre)
     reader = _ImageReader(input_name, synthetic_images(shape, seed, CALIB_IMAGES))
     quantize_static(pre, dst, reader, quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    calibrate_method=CalibrationMethod.MinMax)
+                    activation_type=QuantType.QUInt16 if a16 else QuantType.QUInt8,
+                    weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax)
 
 
 def ort_run(path, feeds):

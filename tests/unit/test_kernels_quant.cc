@@ -182,13 +182,20 @@ TensorPtr Zps(DType dt, Shape s, const std::vector<int32_t>& v) {
 // One QuantizeLinear or DequantizeLinear case: x of `shape`, per tensor
 // (axis < 0) or per axis; the zero point may be omitted.
 int QdqCase(bool quantize, bool is_signed, const Shape& shape, int axis, std::mt19937& rng,
-            bool odd_scales, bool f16_scale = false) {
-  const DType qt = is_signed ? DType::kInt8 : DType::kUInt8;
+            bool odd_scales, bool f16_scale = false, bool wide = false) {
+  const DType qt = wide ? (is_signed ? DType::kInt16 : DType::kUInt16)
+                        : (is_signed ? DType::kInt8 : DType::kUInt8);
   const int64_t np = axis < 0 ? 1 : shape[size_t(axis)];
   std::vector<float> sc(static_cast<size_t>(np));
   std::vector<int32_t> zp(static_cast<size_t>(np));
   for (auto& s : sc) s = RandomScale(rng, odd_scales);
-  for (auto& z : zp) z = RandomZp(is_signed, rng);
+  for (auto& z : zp) {
+    z = RandomZp(is_signed, rng);
+    // 16-bit: the 8-bit pick scaled up (extremes stay extremes), plus noise.
+    if (wide)
+      z = std::min(is_signed ? 32767 : 65535,
+                   std::max(is_signed ? -32768 : 0, z * 256 + int32_t(rng() % 256) - 128));
+  }
   const Shape pshape = axis < 0 ? Shape{} : Shape{np};
   TensorPtr scale;
   if (f16_scale) {
@@ -200,7 +207,9 @@ int QdqCase(bool quantize, bool is_signed, const Shape& shape, int axis, std::mt
   }
   // uint8 without a zero point exercises the absent input (zp 0).
   const bool omit_zp = !is_signed && rng() % 4 == 0;
-  TensorPtr z = omit_zp ? nullptr : Zps(qt, pshape, zp);
+  TensorPtr z = omit_zp ? nullptr
+                : wide  ? Make<int16_t>(qt, pshape, std::vector<int16_t>(zp.begin(), zp.end()))
+                        : Zps(qt, pshape, zp);
   AttrMap attrs;
   if (axis >= 0) attrs.SetInt("axis", rng() % 2 ? axis : axis - int64_t(shape.size()));
   TensorPtr x;
@@ -211,14 +220,20 @@ int QdqCase(bool quantize, bool is_signed, const Shape& shape, int axis, std::mt
     int64_t inner = 1;
     if (axis >= 0)
       for (size_t d = size_t(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
-    for (int64_t i = 0; i < n; ++i) xv[size_t(i)] = RandomX(rng, sc[size_t((i / inner) % np)]);
+    // 16-bit: quotients spread over the wider range too.
+    for (int64_t i = 0; i < n; ++i)
+      xv[size_t(i)] = RandomX(rng, sc[size_t((i / inner) % np)]) * (wide && i % 2 ? 200.f : 1.f);
     x = F32(shape, xv);
+  } else if (wide) {
+    std::vector<uint16_t> v(static_cast<size_t>(Numel(shape)));
+    for (auto& e : v) e = uint16_t(rng());
+    x = Make<uint16_t>(qt, shape, v);
   } else {
     x = Bytes(qt, shape, rng);
   }
   std::ostringstream what;
-  what << (is_signed ? "int8 " : "uint8 ") << ShapeStr(shape) << " axis " << axis
-       << (f16_scale ? " f16 scale" : "") << (omit_zp ? " no zp" : "");
+  what << (is_signed ? "int" : "uint") << (wide ? "16 " : "8 ") << ShapeStr(shape) << " axis "
+       << axis << (f16_scale ? " f16 scale" : "") << (omit_zp ? " no zp" : "");
   return CompareWithReference(quantize ? "QuantizeLinear" : "DequantizeLinear",
                               {x, scale, omit_zp ? nullptr : z}, attrs, what.str());
 }
@@ -270,6 +285,22 @@ TEST_CASE("kernels: DequantizeLinear per tensor and per axis matches the referen
   fast += QdqCase(false, false, {1, 64, 56, 56}, 1, rng, false);
   fast += QdqCase(false, true, {600, 257}, 1, rng, false);
   fast += QdqCase(false, false, {4, 9, 1000}, 1, rng, false, /*f16_scale=*/true);
+  MESSAGE("fast-path runs: " << fast);
+  CHECK(fast > 0);
+}
+
+TEST_CASE("kernels: 16-bit QuantizeLinear and DequantizeLinear match the reference") {
+  std::mt19937 rng(14);
+  int fast = 0;
+  for (bool q : {true, false})
+    for (bool s : {true, false}) {
+      for (int64_t n = 1; n <= 40; ++n) {
+        fast += QdqCase(q, s, {n}, -1, rng, true, false, /*wide=*/true);
+        fast += QdqCase(q, s, {2, 1 + n % 5, n}, 1, rng, true, false, true);
+      }
+      fast += QdqCase(q, s, {1, 64, 56, 56}, -1, rng, false, false, true);
+      fast += QdqCase(q, s, {600, 257}, 1, rng, false, false, true);
+    }
   MESSAGE("fast-path runs: " << fast);
   CHECK(fast > 0);
 }

@@ -3,6 +3,8 @@
 // int64 accumulation gives the right answer), and random cases against
 // DequantizeLinear -> float64 convolution -> QuantizeLinear, in both layouts,
 // prepared and not, at 1 and 2 threads.
+#include <time.h>
+
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -339,6 +341,76 @@ TEST_CASE("a16w8 qlinearconv: random against DQ -> float64 conv -> Q, both layou
           CHECK(off_by_one * 100 <= int64_t(got.size()));
         }
     }
+  }
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace qfold
+
+namespace qfold {
+namespace test {
+namespace {
+
+double CpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Thread CPU time of the prepared a16w8 channels-last convolution on ResNet-50
+// shapes (run with --no-skip; the machine's load does not enter CPU time).
+TEST_CASE("a16w8 conv benchmark" * doctest::skip()) {
+  struct Shape2 {
+    int64_t c, h, m, k, stride;
+  };
+  for (const Shape2& sh :
+       {Shape2{64, 56, 64, 3, 1}, Shape2{256, 56, 64, 1, 1}, Shape2{64, 56, 256, 1, 1},
+        Shape2{512, 7, 512, 3, 1}, Shape2{3, 224, 64, 7, 2}}) {
+    std::mt19937 rng(1);
+    std::vector<uint16_t> x(size_t(sh.c * sh.h * sh.h));
+    for (auto& v : x) v = uint16_t(rng());
+    std::vector<int8_t> w(size_t(sh.m * sh.c * sh.k * sh.k));
+    for (auto& v : w) v = int8_t(rng());
+    AttrMap a;
+    const int64_t pad = sh.k / 2;
+    a.SetInts("pads", {pad, pad, pad, pad});
+    a.SetInts("strides", {sh.stride, sh.stride});
+    a.SetInt("channels_last", 1);
+    std::vector<TensorPtr> in = {U16({1, sh.h, sh.h, sh.c}, x),
+                                 Scalar(0.01f),
+                                 U16({}, {1000}),
+                                 I8({sh.m, sh.c, sh.k, sh.k}, w),
+                                 Scalar(0.01f),
+                                 I8({}, {0}),
+                                 Scalar(1.f),
+                                 U16({}, {0})};
+    // Infer and prepare once, then time the runs alone.
+    const std::string type = "QLinearConv", name = "bench";
+    const OpDef* def = FindOp(type);
+    KernelContext ctx;
+    ctx.op_type = &type;
+    ctx.op_name = &name;
+    ctx.attrs = &a;
+    for (auto& t : in) ctx.inputs.push_back(&t->t);
+    OwnedTensor out;
+    ctx.outputs = {&out.t};
+    REQUIRE(def->infer(ctx).ok());
+    out.storage.assign(out.t.bytes(), 0);
+    out.t.data = out.storage.data();
+    std::shared_ptr<void> state;
+    REQUIRE(def->prepare(ctx, &state).ok());
+    ctx.state = state.get();
+    REQUIRE(def->run(ctx).ok());  // warm-up
+    const int reps = 10;
+    const double t0 = CpuSeconds();
+    for (int i = 0; i < reps; ++i) def->run(ctx);
+    const double t = (CpuSeconds() - t0) / reps;
+    CHECK(!ctx.reference_path);
+    const int64_t oh = (sh.h + 2 * pad - sh.k) / sh.stride + 1;
+    const double macs = double(oh * oh) * double(sh.m * sh.c * sh.k * sh.k);
+    MESSAGE(sh.c << "->" << sh.m << " k" << sh.k << " @" << sh.h << ": " << t * 1e3 << " ms, "
+                 << 2 * macs / t * 1e-9 << " GOPS");
   }
 }
 

@@ -18,8 +18,7 @@ namespace qfold {
 namespace kernels {
 
 #if defined(__x86_64__)
-extern const A16TileFn kA16TileAvx2;
-extern const A16EpilogueFn kA16EpilogueAvx2;
+extern const A16GemmFn kA16GemmAvx2;
 #endif
 
 namespace {
@@ -29,8 +28,7 @@ constexpr int64_t kRows = 4;        // output pixels per microkernel call
 constexpr int64_t kBlockRows = 32;  // output pixels unrolled per work item
 
 struct A16State {
-  A16TileFn tile = nullptr;
-  A16EpilogueFn epilogue = nullptr;
+  A16GemmFn gemm = nullptr;
   int64_t m = 0, c = 0, kh = 1, kw = 1, k = 0, kpairs = 0, panels = 0;
   int64_t chunk = 1;            // pairs reduced in int32 at a time
   std::vector<int16_t> packed;  // [panels][kpairs][16][2]
@@ -68,23 +66,6 @@ void Unroll(const T* x, int64_t pix0, int64_t rows, const QConvCall& c, int64_t 
   }
 }
 
-void StoreRow(const int32_t* v, int64_t n, DType t, void* y, int64_t off) {
-  switch (t) {
-    case DType::kInt8:
-      for (int64_t i = 0; i < n; ++i) static_cast<int8_t*>(y)[off + i] = int8_t(v[i]);
-      break;
-    case DType::kUInt8:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint8_t*>(y)[off + i] = uint8_t(v[i]);
-      break;
-    case DType::kInt16:
-      for (int64_t i = 0; i < n; ++i) static_cast<int16_t*>(y)[off + i] = int16_t(v[i]);
-      break;
-    default:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(y)[off + i] = uint16_t(v[i]);
-      break;
-  }
-}
-
 }  // namespace
 
 namespace {
@@ -93,19 +74,14 @@ namespace {
 // unroll order; null when no SIMD level has the kernel.
 template <class WeightAt>
 std::shared_ptr<void> Pack(int64_t m_count, int64_t c, int64_t kh, int64_t kw, WeightAt weight) {
-  A16TileFn tile = nullptr;
-  A16EpilogueFn epilogue = nullptr;
+  A16GemmFn gemm = nullptr;
 #if defined(__x86_64__)
   const Isa isa = ActiveIsa();
-  if (isa == Isa::kAvx2 || isa == Isa::kAvxVnni || isa == Isa::kAvx512Vnni) {
-    tile = kA16TileAvx2;
-    epilogue = kA16EpilogueAvx2;
-  }
+  if (isa == Isa::kAvx2 || isa == Isa::kAvxVnni || isa == Isa::kAvx512Vnni) gemm = kA16GemmAvx2;
 #endif
-  if (!tile) return nullptr;
+  if (!gemm) return nullptr;
   auto s = std::make_shared<A16State>();
-  s->tile = tile;
-  s->epilogue = epilogue;
+  s->gemm = gemm;
   s->m = m_count;
   s->c = c;
   s->kh = kh;
@@ -190,14 +166,22 @@ bool RunQConvA16Nhwc(void* state, const QConvCall& c) {
     mult[size_t(m)] = double(c.x_scale) * double(ws) / double(c.y_scale);
   }
   const int16_t pad = int16_t(xzp);
+  A16Output out;
+  out.type = yt == DType::kInt8    ? A16Output::kS8
+             : yt == DType::kUInt8 ? A16Output::kU8
+             : yt == DType::kInt16 ? A16Output::kS16
+                                   : A16Output::kU16;
+  out.zp = c.y_zp;
+  out.lo = c.lo;
+  out.hi = c.hi;
+  const size_t elem = yt == DType::kInt8 || yt == DType::kUInt8 ? 1 : 2;
   const int64_t blocks = (pixels + kBlockRows - 1) / kBlockRows;
   const int threads = NumThreads(c.pool);
   std::vector<std::vector<int16_t>> scratch(static_cast<size_t>(threads));
   ParallelFor(c.pool, blocks, [&](int64_t b0, int64_t b1, int slot) {
     std::vector<int16_t>& rows = scratch[size_t(slot)];
     rows.resize(size_t(kBlockRows * s.kpairs * 2));
-    double dot[kRows * kPanel];
-    int32_t out[kRows * kPanel];
+    A16Output o = out;
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t pix0 = blk * kBlockRows;
       const int64_t n = std::min(kBlockRows, pixels - pix0);
@@ -207,16 +191,19 @@ bool RunQConvA16Nhwc(void* state, const QConvCall& c) {
         Unroll(c.x->ptr<int16_t>(), pix0, n, c, ch, s.kpairs, pad, rows.data());
       for (int64_t p = 0; p < s.panels; ++p) {
         const int16_t* panel = s.packed.data() + p * s.kpairs * kPanel * 2;
-        const int64_t cols = std::min(kPanel, s.m - p * kPanel);
+        const int cols = int(std::min(kPanel, s.m - p * kPanel));
+        o.corr = corr.data() + p * kPanel;
+        o.mult = mult.data() + p * kPanel;
         for (int64_t r0 = 0; r0 < n; r0 += kRows) {
           const int rcount = int(std::min(kRows, n - r0));
           const int16_t* a[kRows];
-          for (int r = 0; r < rcount; ++r) a[r] = rows.data() + (r0 + r) * s.kpairs * 2;
-          s.tile(a, rcount, panel, s.kpairs, s.chunk, dot);
-          s.epilogue(dot, rcount, corr.data() + p * kPanel, mult.data() + p * kPanel, c.y_zp, c.lo,
-                     c.hi, out);
-          for (int r = 0; r < rcount; ++r)
-            StoreRow(out + r * kPanel, cols, yt, c.y->data, (pix0 + r0 + r) * s.m + p * kPanel);
+          void* y[kRows];
+          for (int r = 0; r < rcount; ++r) {
+            a[r] = rows.data() + (r0 + r) * s.kpairs * 2;
+            y[r] = static_cast<uint8_t*>(c.y->data) +
+                   size_t((pix0 + r0 + r) * s.m + p * kPanel) * elem;
+          }
+          s.gemm(a, rcount, panel, s.kpairs, s.chunk, o, y, cols);
         }
       }
     }

@@ -36,16 +36,23 @@ std::shared_ptr<void> PrepareQMatMulA16(const Tensor& b, const std::vector<int32
 // in that order. False when not covered.
 bool RunQConvA16Nhwc(void* state, const QConvCall& c);
 
+// The microkernel's requantization: y = clamp(nearbyint((acc + corr[n]) *
+// mult[n]) + zp, lo, hi), stored as `type`; corr and mult point at the
+// panel's first column (16 readable values).
+struct A16Output {
+  enum Type { kS8, kU8, kS16, kU16 } type = kU16;
+  const double* corr = nullptr;
+  const double* mult = nullptr;
+  int32_t zp = 0, lo = 0, hi = 0;
+};
+
 // The microkernel contract (conv_a16_nhwc_avx2.cc): rows of `a` (up to 4,
 // each kpairs * 2 int16) times one packed panel of 16 columns
-// ([kpairs][16][2] int16), giving exact sums in dot[row][col] (double),
-// reducing in int32 over at most `chunk` pairs at a time.
-using A16TileFn = void (*)(const int16_t* const* a, int rows, const int16_t* panel, int64_t kpairs,
-                           int64_t chunk, double* dot);
-// The requantization of one tile: y = clamp(nearbyint((dot + corr[n]) *
-// mult[n]) + zp, lo, hi) into out[row * 16 + n] (int32).
-using A16EpilogueFn = void (*)(const double* dot, int rows, const double* corr, const double* mult,
-                               int32_t zp, int32_t lo, int32_t hi, int32_t* out);
+// ([kpairs][16][2] int16), reducing in int32 over at most `chunk` pairs at a
+// time (exact sums beyond it in double), requantized per `o` into the first
+// `cols` elements at y[row].
+using A16GemmFn = void (*)(const int16_t* const* a, int rows, const int16_t* panel, int64_t kpairs,
+                           int64_t chunk, const A16Output& o, void* const* y, int cols);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -1,7 +1,11 @@
 // AVX2 microkernel of the a16w8 channels-last convolution (conv_a16_nhwc.h):
-// 4 rows x 16 columns, vpmaddwd on int16 pairs into int32, widened to double
-// after each chunk so long reductions stay exact.
+// up to 4 rows x 16 columns, vpmaddwd on int16 pairs into int32. When one
+// int32 reduction covers K (the weights rule overflow out) the requantization
+// runs straight from the registers; otherwise each chunk's int32 sums are
+// added into double first.
 #include <immintrin.h>
+
+#include <cstring>
 
 #include "kernels/conv_a16_nhwc.h"
 
@@ -9,24 +13,60 @@ namespace qfold {
 namespace kernels {
 namespace {
 
-// Adds the 8 int32 lanes of v to dst[0..7] (double).
-inline void AddToDouble(__m256i v, double* dst) {
-  const __m256d lo = _mm256_cvtepi32_pd(_mm256_castsi256_si128(v));
-  const __m256d hi = _mm256_cvtepi32_pd(_mm256_extracti128_si256(v, 1));
-  _mm256_storeu_pd(dst, _mm256_add_pd(_mm256_loadu_pd(dst), lo));
-  _mm256_storeu_pd(dst + 4, _mm256_add_pd(_mm256_loadu_pd(dst + 4), hi));
+// (acc + corr) * mult, rounded half to even, + zp, clamped: 4 lanes in double.
+inline __m128i Requant4(__m256d acc, const double* corr, const double* mult, __m256d zp, __m256d lo,
+                        __m256d hi) {
+  __m256d v = _mm256_mul_pd(_mm256_add_pd(acc, _mm256_loadu_pd(corr)), _mm256_loadu_pd(mult));
+  v = _mm256_round_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  v = _mm256_min_pd(_mm256_max_pd(_mm256_add_pd(v, zp), lo), hi);
+  return _mm256_cvtpd_epi32(v);
+}
+
+// Stores 16 in-range int32 values (q[0..3], 4 each) as `cols` elements of out_type.
+inline void Store16(const __m128i* q, const A16Output& o, void* dst, int cols) {
+  const __m256i lo8 = _mm256_set_m128i(q[1], q[0]), hi8 = _mm256_set_m128i(q[3], q[2]);
+  alignas(32) uint8_t buf[32];
+  size_t elem = 2;
+  __m256i w;
+  switch (o.type) {
+    case A16Output::kS16:
+    case A16Output::kS8:
+      w = _mm256_packs_epi32(lo8, hi8);
+      break;
+    default:
+      w = _mm256_packus_epi32(lo8, hi8);
+      break;
+  }
+  // The in-lane packs leave quadwords as lo8[0..3] hi8[0..3] lo8[4..7] hi8[4..7].
+  w = _mm256_permute4x64_epi64(w, 0xD8);
+  if (o.type == A16Output::kS8 || o.type == A16Output::kU8) {
+    const __m128i a = _mm256_castsi256_si128(w), b = _mm256_extracti128_si256(w, 1);
+    const __m128i bytes = o.type == A16Output::kS8 ? _mm_packs_epi16(a, b) : _mm_packus_epi16(a, b);
+    elem = 1;
+    if (cols == 16) {
+      _mm_storeu_si128(static_cast<__m128i*>(dst), bytes);
+      return;
+    }
+    _mm_store_si128(reinterpret_cast<__m128i*>(buf), bytes);
+  } else {
+    if (cols == 16) {
+      _mm256_storeu_si256(static_cast<__m256i*>(dst), w);
+      return;
+    }
+    _mm256_store_si256(reinterpret_cast<__m256i*>(buf), w);
+  }
+  std::memcpy(dst, buf, size_t(cols) * elem);
 }
 
 template <int R>
-void TileRows(const int16_t* const* a, const int16_t* panel, int64_t kpairs, int64_t chunk,
-              double* dot) {
-  for (int i = 0; i < R * 16; ++i) dot[i] = 0.0;
+void GemmRows(const int16_t* const* a, const int16_t* panel, int64_t kpairs, int64_t chunk,
+              const A16Output& o, void* const* y, int cols) {
   const int32_t* ap[4];
   for (int r = 0; r < R; ++r) ap[r] = reinterpret_cast<const int32_t*>(a[r]);
   const __m256i* bp = reinterpret_cast<const __m256i*>(panel);
-  for (int64_t k0 = 0; k0 < kpairs; k0 += chunk) {
-    const int64_t k1 = k0 + chunk < kpairs ? k0 + chunk : kpairs;
-    __m256i acc[4][2];
+  const __m256d zp = _mm256_set1_pd(o.zp), lo = _mm256_set1_pd(o.lo), hi = _mm256_set1_pd(o.hi);
+  __m256i acc[R][2];
+  auto reduce = [&](int64_t k0, int64_t k1) {
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
     for (int64_t kk = k0; kk < k1; ++kk) {
       const __m256i b0 = _mm256_loadu_si256(bp + 2 * kk);
@@ -37,44 +77,54 @@ void TileRows(const int16_t* const* a, const int16_t* panel, int64_t kpairs, int
         acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, b1));
       }
     }
+  };
+  auto lanes = [](__m256i v, int half) {
+    return _mm256_cvtepi32_pd(half ? _mm256_extracti128_si256(v, 1) : _mm256_castsi256_si128(v));
+  };
+  if (chunk >= kpairs) {
+    reduce(0, kpairs);
     for (int r = 0; r < R; ++r) {
-      AddToDouble(acc[r][0], dot + r * 16);
-      AddToDouble(acc[r][1], dot + r * 16 + 8);
+      __m128i q[4];
+      for (int i = 0; i < 4; ++i)
+        q[i] = Requant4(lanes(acc[r][i / 2], i % 2), o.corr + 4 * i, o.mult + 4 * i, zp, lo, hi);
+      Store16(q, o, y[r], cols);
     }
+    return;
+  }
+  // Long reductions: exact int32 chunks summed in double.
+  __m256d sum[R][4];
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < 4; ++i) sum[r][i] = _mm256_setzero_pd();
+  for (int64_t k0 = 0; k0 < kpairs; k0 += chunk) {
+    reduce(k0, k0 + chunk < kpairs ? k0 + chunk : kpairs);
+    for (int r = 0; r < R; ++r)
+      for (int i = 0; i < 4; ++i) sum[r][i] = _mm256_add_pd(sum[r][i], lanes(acc[r][i / 2], i % 2));
+  }
+  for (int r = 0; r < R; ++r) {
+    __m128i q[4];
+    for (int i = 0; i < 4; ++i)
+      q[i] = Requant4(sum[r][i], o.corr + 4 * i, o.mult + 4 * i, zp, lo, hi);
+    Store16(q, o, y[r], cols);
   }
 }
 
-void A16TileAvx2(const int16_t* const* a, int rows, const int16_t* panel, int64_t kpairs,
-                 int64_t chunk, double* dot) {
+void A16GemmAvx2(const int16_t* const* a, int rows, const int16_t* panel, int64_t kpairs,
+                 int64_t chunk, const A16Output& o, void* const* y, int cols) {
   switch (rows) {
     case 4:
-      return TileRows<4>(a, panel, kpairs, chunk, dot);
+      return GemmRows<4>(a, panel, kpairs, chunk, o, y, cols);
     case 3:
-      return TileRows<3>(a, panel, kpairs, chunk, dot);
+      return GemmRows<3>(a, panel, kpairs, chunk, o, y, cols);
     case 2:
-      return TileRows<2>(a, panel, kpairs, chunk, dot);
+      return GemmRows<2>(a, panel, kpairs, chunk, o, y, cols);
     default:
-      return TileRows<1>(a, panel, kpairs, chunk, dot);
+      return GemmRows<1>(a, panel, kpairs, chunk, o, y, cols);
   }
-}
-
-void A16EpilogueAvx2(const double* dot, int rows, const double* corr, const double* mult,
-                     int32_t zp, int32_t lo, int32_t hi, int32_t* out) {
-  const __m256d zpv = _mm256_set1_pd(zp), lov = _mm256_set1_pd(lo), hiv = _mm256_set1_pd(hi);
-  for (int r = 0; r < rows; ++r)
-    for (int n = 0; n < 16; n += 4) {
-      __m256d v = _mm256_add_pd(_mm256_loadu_pd(dot + r * 16 + n), _mm256_loadu_pd(corr + n));
-      v = _mm256_mul_pd(v, _mm256_loadu_pd(mult + n));
-      v = _mm256_round_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      v = _mm256_min_pd(_mm256_max_pd(_mm256_add_pd(v, zpv), lov), hiv);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * 16 + n), _mm256_cvtpd_epi32(v));
-    }
 }
 
 }  // namespace
 
-extern const A16TileFn kA16TileAvx2 = A16TileAvx2;
-extern const A16EpilogueFn kA16EpilogueAvx2 = A16EpilogueAvx2;
+extern const A16GemmFn kA16GemmAvx2 = A16GemmAvx2;
 
 }  // namespace kernels
 }  // namespace qfold

@@ -123,11 +123,15 @@ void ForAxisRuns(const AxisParams& ap, int64_t dim, int64_t begin, int64_t end, 
 
 }  // namespace
 
-bool QuantizeF32ToS8(const float* x, void* y, bool is_signed, int32_t lo, int32_t hi, int64_t outer,
-                     int64_t dim, int64_t inner, const float* scales, const int32_t* zps,
-                     bool per_axis, ThreadPool* pool) {
-  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
-  if (!k) return false;
+namespace {
+
+using QuantizeFn = decltype(QuantS8Kernels::quantize);
+using DequantizeFn = decltype(QuantS8Kernels::dequantize);
+
+bool RunQuantize(QuantizeFn fn, size_t elem, const float* x, void* y, bool is_signed, int32_t lo,
+                 int32_t hi, int64_t outer, int64_t dim, int64_t inner, const float* scales,
+                 const int32_t* zps, bool per_axis, ThreadPool* pool) {
+  if (!fn) return false;
   const int64_t n = outer * dim * inner;
   if (n <= 0) return true;
   const AxisParams ap = MakeAxisParams(dim, inner, scales, zps, per_axis);
@@ -135,17 +139,16 @@ bool QuantizeF32ToS8(const float* x, void* y, bool is_signed, int32_t lo, int32_
   ForChunks(n, pool, [&](int64_t begin, int64_t end) {
     ForAxisRuns(ap, dim, begin, end,
                 [&](int64_t b, int64_t e, const float* s, const float* z, bool pe) {
-                  k->quantize(x + b, yb + b, e - b, s, z, pe, lo, hi, is_signed);
+                  fn(x + b, yb + b * elem, e - b, s, z, pe, lo, hi, is_signed);
                 });
   });
   return true;
 }
 
-bool DequantizeS8ToF32(const void* x, float* y, bool is_signed, int64_t outer, int64_t dim,
-                       int64_t inner, const float* scales, const int32_t* zps, bool per_axis,
-                       ThreadPool* pool) {
-  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
-  if (!k) return false;
+bool RunDequantize(DequantizeFn fn, size_t elem, const void* x, float* y, bool is_signed,
+                   int64_t outer, int64_t dim, int64_t inner, const float* scales,
+                   const int32_t* zps, bool per_axis, ThreadPool* pool) {
+  if (!fn) return false;
   const int64_t n = outer * dim * inner;
   if (n <= 0) return true;
   const AxisParams ap = MakeAxisParams(dim, inner, scales, zps, per_axis);
@@ -153,10 +156,44 @@ bool DequantizeS8ToF32(const void* x, float* y, bool is_signed, int64_t outer, i
   ForChunks(n, pool, [&](int64_t begin, int64_t end) {
     ForAxisRuns(ap, dim, begin, end,
                 [&](int64_t b, int64_t e, const float* s, const float* z, bool pe) {
-                  k->dequantize(xb + b, y + b, e - b, s, z, pe, is_signed);
+                  fn(xb + b * elem, y + b, e - b, s, z, pe, is_signed);
                 });
   });
   return true;
+}
+
+}  // namespace
+
+bool QuantizeF32ToS8(const float* x, void* y, bool is_signed, int32_t lo, int32_t hi, int64_t outer,
+                     int64_t dim, int64_t inner, const float* scales, const int32_t* zps,
+                     bool per_axis, ThreadPool* pool) {
+  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+  return k && RunQuantize(k->quantize, 1, x, y, is_signed, lo, hi, outer, dim, inner, scales, zps,
+                          per_axis, pool);
+}
+
+bool QuantizeF32To16(const float* x, void* y, bool is_signed, int32_t lo, int32_t hi, int64_t outer,
+                     int64_t dim, int64_t inner, const float* scales, const int32_t* zps,
+                     bool per_axis, ThreadPool* pool) {
+  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+  return k && RunQuantize(k->quantize16, 2, x, y, is_signed, lo, hi, outer, dim, inner, scales, zps,
+                          per_axis, pool);
+}
+
+bool DequantizeS8ToF32(const void* x, float* y, bool is_signed, int64_t outer, int64_t dim,
+                       int64_t inner, const float* scales, const int32_t* zps, bool per_axis,
+                       ThreadPool* pool) {
+  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+  return k && RunDequantize(k->dequantize, 1, x, y, is_signed, outer, dim, inner, scales, zps,
+                            per_axis, pool);
+}
+
+bool Dequantize16ToF32(const void* x, float* y, bool is_signed, int64_t outer, int64_t dim,
+                       int64_t inner, const float* scales, const int32_t* zps, bool per_axis,
+                       ThreadPool* pool) {
+  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+  return k && RunDequantize(k->dequantize16, 2, x, y, is_signed, outer, dim, inner, scales, zps,
+                            per_axis, pool);
 }
 
 bool QBinaryS8(const QBinaryS8Params& p, const void* a, const std::vector<int64_t>& a_shape,

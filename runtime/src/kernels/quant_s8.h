@@ -40,6 +40,11 @@ struct QuantS8Kernels {
                  void* y, int64_t n);
   // y[i] = table[x[i]] with a 256-entry byte table.
   void (*lookup)(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n);
+  // quantize and dequantize for 16-bit (int16/uint16) elements.
+  void (*quantize16)(const float* x, void* y, int64_t n, const float* scale, const float* zpf,
+                     bool per_elem, int32_t lo, int32_t hi, bool is_signed);
+  void (*dequantize16)(const void* x, float* y, int64_t n, const float* scale, const float* zpf,
+                       bool per_elem, bool is_signed);
 };
 
 // The kernels of `isa`, nullptr for kReference (and levels of another arch).
@@ -50,8 +55,16 @@ const QuantS8Kernels* QuantS8For(Isa isa);
 bool QuantizeF32ToS8(const float* x, void* y, bool is_signed, int32_t lo, int32_t hi, int64_t outer,
                      int64_t dim, int64_t inner, const float* scales, const int32_t* zps,
                      bool per_axis, ThreadPool* pool);
+// The same for 16-bit outputs (is_signed: int16, else uint16).
+bool QuantizeF32To16(const float* x, void* y, bool is_signed, int32_t lo, int32_t hi, int64_t outer,
+                     int64_t dim, int64_t inner, const float* scales, const int32_t* zps,
+                     bool per_axis, ThreadPool* pool);
 // The inverse layout-wise: y (float32) = float(x - zp) * scale.
 bool DequantizeS8ToF32(const void* x, float* y, bool is_signed, int64_t outer, int64_t dim,
+                       int64_t inner, const float* scales, const int32_t* zps, bool per_axis,
+                       ThreadPool* pool);
+// The same for 16-bit inputs.
+bool Dequantize16ToF32(const void* x, float* y, bool is_signed, int64_t outer, int64_t dim,
                        int64_t inner, const float* scales, const int32_t* zps, bool per_axis,
                        ThreadPool* pool);
 // QLinearAdd/QLinearMul with NumPy broadcasting of a_shape and b_shape to

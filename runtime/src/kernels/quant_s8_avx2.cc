@@ -4,6 +4,7 @@
 // lanes are zeroed first and so become the zero point, like the reference.
 #include <immintrin.h>
 
+#include "kernels/quant_16_x86.h"
 #include "kernels/quant_s8.h"
 #include "kernels/quant_s8_ref.h"
 
@@ -185,7 +186,8 @@ void QuantS8LookupAvx2(const uint8_t* x, const uint8_t* table, uint8_t* y, int64
 }
 
 extern const QuantS8Kernels kQuantS8Avx2;
-const QuantS8Kernels kQuantS8Avx2 = {Quantize, Dequantize, Binary, Lookup};
+const QuantS8Kernels kQuantS8Avx2 = {Quantize, Dequantize, Binary,
+                                     Lookup,   Quantize16, Dequantize16};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -10,6 +10,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
+#include "kernels/quant_16_x86.h"
 #include "kernels/quant_s8.h"
 #include "kernels/quant_s8_ref.h"
 
@@ -161,7 +162,8 @@ void Lookup(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n) {
 }  // namespace
 
 extern const QuantS8Kernels kQuantS8Avx512Vnni;
-const QuantS8Kernels kQuantS8Avx512Vnni = {Quantize, Dequantize, Binary, Lookup};
+const QuantS8Kernels kQuantS8Avx512Vnni = {Quantize, Dequantize, Binary,
+                                           Lookup,   Quantize16, Dequantize16};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -174,10 +174,81 @@ void Lookup(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n) {
   QS8LookupScalar(x, table, y, i, n);
 }
 
+// 16-bit elements: the same quantization, narrowed to int16/uint16 (the
+// values are already within the type's range, so the narrowing is exact).
+template <bool kSigned, bool kPerElem>
+void Quantize16T(const float* x, void* y, int64_t n, const float* scale, const float* zpf,
+                 int32_t lo, int32_t hi) {
+  const int32x4_t lov = vdupq_n_s32(lo), hiv = vdupq_n_s32(hi);
+  float32x4_t s0 = vdupq_n_f32(scale[0]);
+  int32x4_t z0 = vdupq_n_s32(int32_t(zpf[0]));
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    if (kPerElem) {
+      s0 = vld1q_f32(scale + i);
+      z0 = vcvtq_s32_f32(vld1q_f32(zpf + i));
+    }
+    const int32x4_t q = Quantize4(vld1q_f32(x + i), s0, z0, lov, hiv);
+    if (kSigned)
+      vst1_s16(static_cast<int16_t*>(y) + i, vqmovn_s32(q));
+    else
+      vst1_u16(static_cast<uint16_t*>(y) + i, vqmovun_s32(q));
+  }
+  for (; i < n; ++i) {
+    const int64_t p = kPerElem ? i : 0;
+    const int32_t v = QS8RoundAddSaturate(x[i] / scale[p], int32_t(zpf[p]), lo, hi);
+    static_cast<uint16_t*>(y)[i] = uint16_t(v);  // two's complement: int16 too
+  }
+}
+
+void Quantize16(const float* x, void* y, int64_t n, const float* scale, const float* zpf,
+                bool per_elem, int32_t lo, int32_t hi, bool is_signed) {
+  if (is_signed)
+    per_elem ? Quantize16T<true, true>(x, y, n, scale, zpf, lo, hi)
+             : Quantize16T<true, false>(x, y, n, scale, zpf, lo, hi);
+  else
+    per_elem ? Quantize16T<false, true>(x, y, n, scale, zpf, lo, hi)
+             : Quantize16T<false, false>(x, y, n, scale, zpf, lo, hi);
+}
+
+template <bool kSigned, bool kPerElem>
+void Dequantize16T(const void* x, float* y, int64_t n, const float* scale, const float* zpf) {
+  float32x4_t s0 = vdupq_n_f32(scale[0]), z0 = vdupq_n_f32(zpf[0]);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    if (kPerElem) {
+      s0 = vld1q_f32(scale + i);
+      z0 = vld1q_f32(zpf + i);
+    }
+    const int32x4_t w =
+        kSigned ? vmovl_s16(vld1_s16(static_cast<const int16_t*>(x) + i))
+                : vreinterpretq_s32_u32(vmovl_u16(vld1_u16(static_cast<const uint16_t*>(x) + i)));
+    // x - zp is exact in float, so this is float(x - zp) * scale.
+    vst1q_f32(y + i, vmulq_f32(vsubq_f32(vcvtq_f32_s32(w), z0), s0));
+  }
+  for (; i < n; ++i) {
+    const int64_t p = kPerElem ? i : 0;
+    const int32_t v = kSigned ? int32_t(static_cast<const int16_t*>(x)[i])
+                              : int32_t(static_cast<const uint16_t*>(x)[i]);
+    y[i] = float(v - int32_t(zpf[p])) * scale[p];
+  }
+}
+
+void Dequantize16(const void* x, float* y, int64_t n, const float* scale, const float* zpf,
+                  bool per_elem, bool is_signed) {
+  if (is_signed)
+    per_elem ? Dequantize16T<true, true>(x, y, n, scale, zpf)
+             : Dequantize16T<true, false>(x, y, n, scale, zpf);
+  else
+    per_elem ? Dequantize16T<false, true>(x, y, n, scale, zpf)
+             : Dequantize16T<false, false>(x, y, n, scale, zpf);
+}
+
 }  // namespace
 
 extern const QuantS8Kernels kQuantS8Neon;
-const QuantS8Kernels kQuantS8Neon = {Quantize, Dequantize, Binary, Lookup};
+const QuantS8Kernels kQuantS8Neon = {Quantize, Dequantize, Binary,
+                                     Lookup,   Quantize16, Dequantize16};
 
 }  // namespace kernels
 }  // namespace qfold

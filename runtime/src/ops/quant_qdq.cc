@@ -263,12 +263,14 @@ Status RunQuantizeLinear(KernelContext& ctx) {
   const QRange r = QuantRange(y->dtype);
   // SIMD kernels for float32 -> 8-bit per tensor / per axis (bit-identical).
   int64_t outer, dim, inner;
-  if (x->dtype == DType::kFloat32 && prec == DType::kFloat32 && Is8Bit(y->dtype) &&
-      AxisView(x->shape, l, &outer, &dim, &inner) && s.size() == size_t(dim)) {
+  if (x->dtype == DType::kFloat32 && prec == DType::kFloat32 &&
+      (Is8Bit(y->dtype) || Is16Bit(y->dtype)) && AxisView(x->shape, l, &outer, &dim, &inner) &&
+      s.size() == size_t(dim)) {
     const std::vector<int32_t> zs = ExpandZeroPoints(z, s.size());
-    if (kernels::QuantizeF32ToS8(x->ptr<float>(), y->data, y->dtype == DType::kInt8, r.lo, r.hi,
-                                 outer, dim, inner, s.data(), zs.data(),
-                                 l.kind == QuantLayout::kAxis, ctx.pool))
+    const bool is_signed = y->dtype == DType::kInt8 || y->dtype == DType::kInt16;
+    const auto run = Is8Bit(y->dtype) ? kernels::QuantizeF32ToS8 : kernels::QuantizeF32To16;
+    if (run(x->ptr<float>(), y->data, is_signed, r.lo, r.hi, outer, dim, inner, s.data(), zs.data(),
+            l.kind == QuantLayout::kAxis, ctx.pool))
       return Status::Ok();
   }
   ClearPacked(y);
@@ -331,12 +333,13 @@ Status RunDequantizeLinear(KernelContext& ctx) {
   if (!ReadScales(scale, &s)) return ctx.Invalid("cannot read x_scale");
   const std::vector<int32_t> z = ReadZeroPoints(zp);
   int64_t outer, dim, inner;
-  if (Is8Bit(x->dtype) && y->dtype == DType::kFloat32 &&
+  if ((Is8Bit(x->dtype) || Is16Bit(x->dtype)) && y->dtype == DType::kFloat32 &&
       AxisView(x->shape, l, &outer, &dim, &inner) && s.size() == size_t(dim)) {
     const std::vector<int32_t> zs = ExpandZeroPoints(z, s.size());
-    if (kernels::DequantizeS8ToF32(x->data, y->ptr<float>(), x->dtype == DType::kInt8, outer, dim,
-                                   inner, s.data(), zs.data(), l.kind == QuantLayout::kAxis,
-                                   ctx.pool))
+    const bool is_signed = x->dtype == DType::kInt8 || x->dtype == DType::kInt16;
+    const auto run = Is8Bit(x->dtype) ? kernels::DequantizeS8ToF32 : kernels::Dequantize16ToF32;
+    if (run(x->data, y->ptr<float>(), is_signed, outer, dim, inner, s.data(), zs.data(),
+            l.kind == QuantLayout::kAxis, ctx.pool))
       return Status::Ok();
   }
   // (x - zp) is exact in float for every 4/8/16-bit type; the product is
