@@ -834,14 +834,15 @@ class QdqFolder {
   bool TryBinary(size_t k) {
     const Node& n = g_.nodes[k];
     QParams aq, bq, yq;
-    const Node* dqa = DqOf(n.input(0), &aq, "input A");
-    const Node* dqb = DqOf(n.input(1), &bq, "input B");
+    // 16-bit activations too (QLinearAdd/QLinearMul take int16/uint16 in qfold).
+    const Node* dqa = DqOf(n.input(0), &aq, "input A", /*a16=*/true);
+    const Node* dqb = DqOf(n.input(1), &bq, "input B", /*a16=*/true);
     if (!dqa || !dqb) return false;
     if (!aq.per_tensor() || !bq.per_tensor()) return Fail("an input is quantized per axis");
     // The output Q, possibly through a Relu/Clip (residual Add -> Relu).
     size_t qk, act_k;
     int32_t lo, hi;
-    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi)) return false;
+    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi, /*a16=*/true)) return false;
     if (aq.qtype != yq.qtype || bq.qtype != yq.qtype)
       return Fail("inputs and output differ in signedness");
     Node q;

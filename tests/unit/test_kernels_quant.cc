@@ -323,12 +323,26 @@ TEST_CASE("kernels: DynamicQuantizeLinear matches the reference") {
 }
 
 // One QLinearAdd/QLinearMul case with A of a_shape and B of b_shape.
+// 16-bit values: random over the whole range (wide) or bytes.
+TensorPtr Words(DType dt, const Shape& s, std::mt19937& rng) {
+  std::vector<uint16_t> v(static_cast<size_t>(Numel(s)));
+  for (auto& e : v) e = uint16_t(rng());
+  return Make<uint16_t>(dt, s, v);
+}
+
 int BinaryCase(bool mul, bool is_signed, const Shape& a_shape, const Shape& b_shape,
-               std::mt19937& rng, bool odd_scales) {
-  const DType qt = is_signed ? DType::kInt8 : DType::kUInt8;
-  auto scale = [&]() { return F32({}, {RandomScale(rng, odd_scales)}); };
-  auto zp = [&]() { return Zps(qt, {}, {RandomZp(is_signed, rng)}); };
-  TensorPtr a = Bytes(qt, a_shape, rng), b = Bytes(qt, b_shape, rng);
+               std::mt19937& rng, bool odd_scales, bool wide = false) {
+  const DType qt = wide ? (is_signed ? DType::kInt16 : DType::kUInt16)
+                        : (is_signed ? DType::kInt8 : DType::kUInt8);
+  auto scale = [&]() {
+    return F32({}, {RandomScale(rng, odd_scales) * (wide ? 1.f / 256.f : 1.f)});
+  };
+  auto zp = [&]() {
+    const int32_t z = RandomZp(is_signed, rng);
+    return wide ? Make<int16_t>(qt, {}, std::vector<int16_t>{int16_t(z * 256)}) : Zps(qt, {}, {z});
+  };
+  TensorPtr a = wide ? Words(qt, a_shape, rng) : Bytes(qt, a_shape, rng);
+  TensorPtr b = wide ? Words(qt, b_shape, rng) : Bytes(qt, b_shape, rng);
   TensorPtr as = scale(), az = zp(), bs = scale(), bz = zp();
   // An output scale near the typical result range, sometimes odd.
   const float sa = as->t.ptr<float>()[0], sb = bs->t.ptr<float>()[0];
@@ -345,7 +359,8 @@ int BinaryCase(bool mul, bool is_signed, const Shape& a_shape, const Shape& b_sh
   std::vector<TensorPtr> in = {a, as, az, b, bs, bz, cs, cz};
   if (!is_signed && rng() % 4 == 0) in[7] = nullptr;  // C_zero_point omitted
   std::ostringstream what;
-  what << (is_signed ? "int8 " : "uint8 ") << ShapeStr(a_shape) << " x " << ShapeStr(b_shape);
+  what << (is_signed ? "int" : "uint") << (wide ? "16 " : "8 ") << ShapeStr(a_shape) << " x "
+       << ShapeStr(b_shape);
   return CompareWithReference(mul ? "QLinearMul" : "QLinearAdd", in, AttrMap(), what.str());
 }
 
@@ -373,6 +388,24 @@ TEST_CASE("kernels: QLinearAdd/QLinearMul every broadcast pattern matches the re
       fast += BinaryCase(mul, s, {1, 64, 56, 56}, {1, 64, 56, 56}, rng, false);
       fast += BinaryCase(mul, s, {1, 64, 56, 56}, {1, 64, 1, 1}, rng, false);
       fast += BinaryCase(mul, s, {1, 1, 1, 1}, {1, 32, 67, 73}, rng, false);
+    }
+  MESSAGE("fast-path runs: " << fast);
+  CHECK(fast > 0);
+}
+
+TEST_CASE("kernels: 16-bit QLinearAdd/QLinearMul match the reference") {
+  std::mt19937 rng(15);
+  int fast = 0;
+  for (bool mul : {false, true})
+    for (bool s : {true, false}) {
+      for (int64_t n = 1; n <= 40; ++n) {
+        fast += BinaryCase(mul, s, {n}, {n}, rng, true, true);
+        fast += BinaryCase(mul, s, {n}, {}, rng, true, true);
+        const int64_t c = 1 + int64_t(rng() % 5);
+        fast += BinaryCase(mul, s, {2, c, n}, {1, c, 1}, rng, false, true);
+        fast += BinaryCase(mul, s, {c, 1}, {1, n}, rng, false, true);
+      }
+      fast += BinaryCase(mul, s, {1, 64, 56, 56}, {1, 64, 56, 56}, rng, false, true);
     }
   MESSAGE("fast-path runs: " << fast);
   CHECK(fast > 0);

@@ -101,6 +101,60 @@ void Dequantize16(const void* x, float* y, int64_t n, const float* scale, const 
              : Dequantize16T<false, false>(x, y, n, scale, zpf);
 }
 
+// One element of the 16-bit binary op, as the reference computes it.
+inline void Q16BinaryScalar(const QBinaryS8Params& p, const void* a, int a_step, const void* b,
+                            int b_step, void* y, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float va = float(Q16Load(a, i * a_step, p.is_signed) - p.a_zp) * p.a_scale;
+    const float vb = float(Q16Load(b, i * b_step, p.is_signed) - p.b_zp) * p.b_scale;
+    const float v = p.mul ? va * vb : va + vb;
+    static_cast<uint16_t*>(y)[i] = uint16_t(QS8RoundAddSaturate(v / p.c_scale, p.c_zp, p.lo, p.hi));
+  }
+}
+
+template <bool kSigned, bool kMul, bool kA, bool kB>
+void Binary16T(const QBinaryS8Params& p, const void* a, const void* b, void* y, int64_t n) {
+  if (n <= 0) return;
+  const __m256 sa = _mm256_set1_ps(p.a_scale), za = _mm256_set1_ps(float(p.a_zp));
+  const __m256 sb = _mm256_set1_ps(p.b_scale), zb = _mm256_set1_ps(float(p.b_zp));
+  const __m256 sc = _mm256_set1_ps(p.c_scale), zc = _mm256_set1_ps(float(p.c_zp));
+  const __m256 lof = _mm256_set1_ps(float(p.lo)), hif = _mm256_set1_ps(float(p.hi));
+  // A broadcast operand's real value, computed once as the scalar code does.
+  const __m256 va0 = _mm256_set1_ps(float(Q16Load(a, 0, kSigned) - p.a_zp) * p.a_scale);
+  const __m256 vb0 = _mm256_set1_ps(float(Q16Load(b, 0, kSigned) - p.b_zp) * p.b_scale);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 va = kA ? _mm256_mul_ps(_mm256_sub_ps(Q16Load8<kSigned>(a, i), za), sa) : va0;
+    const __m256 vb = kB ? _mm256_mul_ps(_mm256_sub_ps(Q16Load8<kSigned>(b, i), zb), sb) : vb0;
+    const __m256 v = kMul ? _mm256_mul_ps(va, vb) : _mm256_add_ps(va, vb);
+    Q16Store8<kSigned>(y, i, Q16Quantize8(v, sc, zc, lof, hif));
+  }
+  Q16BinaryScalar(p, a, kA ? 1 : 0, b, kB ? 1 : 0, y, i, n);
+}
+
+template <bool kSigned, bool kMul>
+void Binary16S(const QBinaryS8Params& p, const void* a, int a_step, const void* b, int b_step,
+               void* y, int64_t n) {
+  if (a_step && b_step)
+    Binary16T<kSigned, kMul, true, true>(p, a, b, y, n);
+  else if (a_step)
+    Binary16T<kSigned, kMul, true, false>(p, a, b, y, n);
+  else if (b_step)
+    Binary16T<kSigned, kMul, false, true>(p, a, b, y, n);
+  else
+    Q16BinaryScalar(p, a, 0, b, 0, y, 0, n);
+}
+
+void Binary16(const QBinaryS8Params& p, const void* a, int a_step, const void* b, int b_step,
+              void* y, int64_t n) {
+  if (p.is_signed)
+    p.mul ? Binary16S<true, true>(p, a, a_step, b, b_step, y, n)
+          : Binary16S<true, false>(p, a, a_step, b, b_step, y, n);
+  else
+    p.mul ? Binary16S<false, true>(p, a, a_step, b, b_step, y, n)
+          : Binary16S<false, false>(p, a, a_step, b, b_step, y, n);
+}
+
 }  // namespace
 }  // namespace kernels
 }  // namespace qfold

@@ -196,11 +196,15 @@ bool Dequantize16ToF32(const void* x, float* y, bool is_signed, int64_t outer, i
                             per_axis, pool);
 }
 
-bool QBinaryS8(const QBinaryS8Params& p, const void* a, const std::vector<int64_t>& a_shape,
-               const void* b, const std::vector<int64_t>& b_shape, void* y,
-               const std::vector<int64_t>& y_shape, ThreadPool* pool) {
-  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
-  if (!k) return false;
+namespace {
+
+using BinaryFn = decltype(QuantS8Kernels::binary);
+
+bool RunBinary(BinaryFn fn, int64_t elem, const QBinaryS8Params& p, const void* a,
+               const std::vector<int64_t>& a_shape, const void* b,
+               const std::vector<int64_t>& b_shape, void* y, const std::vector<int64_t>& y_shape,
+               ThreadPool* pool) {
+  if (!fn) return false;
   const int rank = int(y_shape.size());
   if (int(a_shape.size()) > rank || int(b_shape.size()) > rank) return false;
   int64_t n = 1;
@@ -253,10 +257,26 @@ bool QBinaryS8(const QBinaryS8Params& p, const void* a, const std::vector<int64_
         oa += idx * dims[size_t(i)].sa;
         ob += idx * dims[size_t(i)].sb;
       }
-      k->binary(p, ab + oa, int(in.sa), bb + ob, int(in.sb), yb + s, e - s);
+      fn(p, ab + oa * elem, int(in.sa), bb + ob * elem, int(in.sb), yb + s * elem, e - s);
     });
   });
   return true;
+}
+
+}  // namespace
+
+bool QBinaryS8(const QBinaryS8Params& p, const void* a, const std::vector<int64_t>& a_shape,
+               const void* b, const std::vector<int64_t>& b_shape, void* y,
+               const std::vector<int64_t>& y_shape, ThreadPool* pool) {
+  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+  return k && RunBinary(k->binary, 1, p, a, a_shape, b, b_shape, y, y_shape, pool);
+}
+
+bool QBinary16(const QBinaryS8Params& p, const void* a, const std::vector<int64_t>& a_shape,
+               const void* b, const std::vector<int64_t>& b_shape, void* y,
+               const std::vector<int64_t>& y_shape, ThreadPool* pool) {
+  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+  return k && RunBinary(k->binary16, 2, p, a, a_shape, b, b_shape, y, y_shape, pool);
 }
 
 bool LookupU8(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n, ThreadPool* pool) {

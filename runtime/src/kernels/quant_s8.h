@@ -45,6 +45,9 @@ struct QuantS8Kernels {
                      bool per_elem, int32_t lo, int32_t hi, bool is_signed);
   void (*dequantize16)(const void* x, float* y, int64_t n, const float* scale, const float* zpf,
                        bool per_elem, bool is_signed);
+  // binary for 16-bit elements (p.is_signed: int16, else uint16).
+  void (*binary16)(const QBinaryS8Params& p, const void* a, int a_step, const void* b, int b_step,
+                   void* y, int64_t n);
 };
 
 // The kernels of `isa`, nullptr for kReference (and levels of another arch).
@@ -70,6 +73,11 @@ bool Dequantize16ToF32(const void* x, float* y, bool is_signed, int64_t outer, i
 // QLinearAdd/QLinearMul with NumPy broadcasting of a_shape and b_shape to
 // y_shape (all known, y_shape the broadcast result).
 bool QBinaryS8(const QBinaryS8Params& p, const void* a, const std::vector<int64_t>& a_shape,
+               const void* b, const std::vector<int64_t>& b_shape, void* y,
+               const std::vector<int64_t>& y_shape, ThreadPool* pool);
+
+// The same for 16-bit A, B and C (p.is_signed: int16, else uint16).
+bool QBinary16(const QBinaryS8Params& p, const void* a, const std::vector<int64_t>& a_shape,
                const void* b, const std::vector<int64_t>& b_shape, void* y,
                const std::vector<int64_t>& y_shape, ThreadPool* pool);
 

@@ -186,8 +186,8 @@ void QuantS8LookupAvx2(const uint8_t* x, const uint8_t* table, uint8_t* y, int64
 }
 
 extern const QuantS8Kernels kQuantS8Avx2;
-const QuantS8Kernels kQuantS8Avx2 = {Quantize, Dequantize, Binary,
-                                     Lookup,   Quantize16, Dequantize16};
+const QuantS8Kernels kQuantS8Avx2 = {Quantize,   Dequantize,   Binary,  Lookup,
+                                     Quantize16, Dequantize16, Binary16};
 
 }  // namespace kernels
 }  // namespace qfold

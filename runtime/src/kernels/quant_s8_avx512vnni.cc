@@ -162,8 +162,8 @@ void Lookup(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n) {
 }  // namespace
 
 extern const QuantS8Kernels kQuantS8Avx512Vnni;
-const QuantS8Kernels kQuantS8Avx512Vnni = {Quantize, Dequantize, Binary,
-                                           Lookup,   Quantize16, Dequantize16};
+const QuantS8Kernels kQuantS8Avx512Vnni = {Quantize,   Dequantize,   Binary,  Lookup,
+                                           Quantize16, Dequantize16, Binary16};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -244,11 +244,53 @@ void Dequantize16(const void* x, float* y, int64_t n, const float* scale, const 
              : Dequantize16T<false, false>(x, y, n, scale, zpf);
 }
 
+inline int32_t Load16(const void* p, int64_t i, bool is_signed) {
+  return is_signed ? int32_t(static_cast<const int16_t*>(p)[i])
+                   : int32_t(static_cast<const uint16_t*>(p)[i]);
+}
+
+inline float32x4_t Load16x4(const void* p, int64_t i, bool is_signed) {
+  const int32x4_t w =
+      is_signed ? vmovl_s16(vld1_s16(static_cast<const int16_t*>(p) + i))
+                : vreinterpretq_s32_u32(vmovl_u16(vld1_u16(static_cast<const uint16_t*>(p) + i)));
+  return vcvtq_f32_s32(w);
+}
+
+// The 16-bit QLinearAdd/QLinearMul: the reference's float operations, 4 lanes.
+void Binary16(const QBinaryS8Params& p, const void* a, int a_step, const void* b, int b_step,
+              void* y, int64_t n) {
+  const bool sg = p.is_signed;
+  const float32x4_t sa = vdupq_n_f32(p.a_scale), za = vdupq_n_f32(float(p.a_zp));
+  const float32x4_t sb = vdupq_n_f32(p.b_scale), zb = vdupq_n_f32(float(p.b_zp));
+  const float32x4_t sc = vdupq_n_f32(p.c_scale);
+  const int32x4_t zc = vdupq_n_s32(p.c_zp), lo = vdupq_n_s32(p.lo), hi = vdupq_n_s32(p.hi);
+  const float32x4_t va0 = vdupq_n_f32(float(Load16(a, 0, sg) - p.a_zp) * p.a_scale);
+  const float32x4_t vb0 = vdupq_n_f32(float(Load16(b, 0, sg) - p.b_zp) * p.b_scale);
+  int64_t i = 0;
+  if (a_step || b_step)
+    for (; i + 4 <= n; i += 4) {
+      const float32x4_t va = a_step ? vmulq_f32(vsubq_f32(Load16x4(a, i, sg), za), sa) : va0;
+      const float32x4_t vb = b_step ? vmulq_f32(vsubq_f32(Load16x4(b, i, sg), zb), sb) : vb0;
+      const float32x4_t v = p.mul ? vmulq_f32(va, vb) : vaddq_f32(va, vb);
+      const int32x4_t q = Quantize4(v, sc, zc, lo, hi);
+      if (sg)
+        vst1_s16(static_cast<int16_t*>(y) + i, vqmovn_s32(q));
+      else
+        vst1_u16(static_cast<uint16_t*>(y) + i, vqmovun_s32(q));
+    }
+  for (; i < n; ++i) {
+    const float va = float(Load16(a, i * a_step, sg) - p.a_zp) * p.a_scale;
+    const float vb = float(Load16(b, i * b_step, sg) - p.b_zp) * p.b_scale;
+    const float v = p.mul ? va * vb : va + vb;
+    static_cast<uint16_t*>(y)[i] = uint16_t(QS8RoundAddSaturate(v / p.c_scale, p.c_zp, p.lo, p.hi));
+  }
+}
+
 }  // namespace
 
 extern const QuantS8Kernels kQuantS8Neon;
-const QuantS8Kernels kQuantS8Neon = {Quantize, Dequantize, Binary,
-                                     Lookup,   Quantize16, Dequantize16};
+const QuantS8Kernels kQuantS8Neon = {Quantize,   Dequantize,   Binary,  Lookup,
+                                     Quantize16, Dequantize16, Binary16};
 
 }  // namespace kernels
 }  // namespace qfold

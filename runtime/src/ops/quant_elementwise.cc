@@ -62,14 +62,16 @@ void CopyShape(const Tensor* x, Tensor* y) {
 
 // ---- QLinearAdd / QLinearMul ------------------------------------------------
 // Inputs: A, A_scale, A_zero_point?, B, B_scale, B_zero_point?, C_scale,
-// C_zero_point?; A, B and C share one int8/uint8 dtype; NumPy broadcasting.
+// C_zero_point?; A, B and C share one int8/uint8 dtype (qfold also takes
+// int16/uint16: 16-bit activations); NumPy broadcasting.
 
 Status InferQLinearBinary(KernelContext& ctx) {
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(3);
   Tensor* y = ctx.output(0);
   if (!a || !b) return ctx.Invalid("inputs A and B are required");
-  if (!Is8Bit(a->dtype)) return ctx.Unsupported(std::string("A dtype ") + dtype_name(a->dtype));
+  if (!Is8Bit(a->dtype) && !Is16Bit(a->dtype))
+    return ctx.Unsupported(std::string("A dtype ") + dtype_name(a->dtype));
   if (b->dtype != a->dtype) return ctx.Invalid("A and B must have the same dtype");
   QF_RETURN_IF_ERROR(CheckQParam(ctx, 1, 2, a->dtype, "A"));
   QF_RETURN_IF_ERROR(CheckQParam(ctx, 4, 5, a->dtype, "B"));
@@ -99,9 +101,10 @@ Status RunQLinearBinary(KernelContext& ctx) {
   kp.c_zp = pc.zp;
   kp.lo = r.lo;
   kp.hi = r.hi;
-  kp.is_signed = y->dtype == DType::kInt8;
+  kp.is_signed = y->dtype == DType::kInt8 || y->dtype == DType::kInt16;
   kp.mul = kMul;
-  if (kernels::QBinaryS8(kp, a->data, a->shape, b->data, b->shape, y->data, y->shape, ctx.pool))
+  const auto fast = Is8Bit(y->dtype) ? kernels::QBinaryS8 : kernels::QBinary16;
+  if (fast(kp, a->data, a->shape, b->data, b->shape, y->data, y->shape, ctx.pool))
     return Status::Ok();
   ForEachBroadcast<2>({&a->shape, &b->shape}, y->shape,
                       [&](int64_t o, const std::array<int64_t, 2>& i) {
