@@ -228,6 +228,9 @@ TEST_CASE("a16w8 qlinearconv: random against DQ -> float64 conv -> Q, both layou
       {1, 64, 6, 6, 8, 3, 3, 2, 1, 1, DType::kUInt16, DType::kUInt8},
       {1, 3, 10, 10, 16, 5, 5, 2, 2, 1, DType::kInt16, DType::kUInt16},
       {1, 12, 5, 6, 12, 3, 3, 1, 1, 12, DType::kUInt16, DType::kUInt16},  // depthwise
+      {2, 40, 9, 8, 40, 5, 5, 2, 2, 40, DType::kInt16, DType::kUInt8},    // depthwise, tail
+      {1, 32, 6, 6, 32, 3, 3, 1, 1, 32, DType::kUInt16, DType::kInt16},   // depthwise
+      {1, 8, 6, 6, 16, 3, 3, 1, 1, 4, DType::kUInt16, DType::kUInt16},    // grouped: reference
       {1, 160, 4, 4, 10, 3, 3, 1, 1, 1, DType::kUInt16, DType::kInt16},   // K 1440
   };
   std::mt19937 rng(7);
@@ -312,7 +315,8 @@ TEST_CASE("a16w8 qlinearconv: random against DQ -> float64 conv -> Q, both layou
           const kernels::Isa isa = kernels::ActiveIsa();
           const bool simd = isa == kernels::Isa::kAvx2 || isa == kernels::Isa::kAvxVnni ||
                             isa == kernels::Isa::kAvx512Vnni;
-          CHECK(r.prepared == (prepare && nhwc && cc.group == 1 && simd));
+          const bool covered = cc.group == 1 || (cc.group == cc.c && cc.m == cc.c);
+          CHECK(r.prepared == (prepare && nhwc && covered && simd));
           // A channels-last run without the kernel transposes to the reference and says so.
           CHECK(r.reference_path == (nhwc && !r.prepared));
           std::vector<int32_t> got = r.values;

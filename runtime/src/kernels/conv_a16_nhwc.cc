@@ -19,6 +19,7 @@ namespace kernels {
 
 #if defined(__x86_64__)
 extern const A16GemmFn kA16GemmAvx2;
+extern const A16DepthwiseFn kA16DepthwiseAvx2;
 #endif
 
 namespace {
@@ -29,6 +30,9 @@ constexpr int64_t kBlockRows = 32;  // output pixels unrolled per work item
 
 struct A16State {
   A16GemmFn gemm = nullptr;
+  A16DepthwiseFn depthwise = nullptr;  // set for depthwise states
+  int64_t tap_pairs = 0;               // depthwise: kh * kw taps in pairs
+  std::vector<int16_t> dw_packed;      // depthwise: [tap_pairs][channels to 16][2]
   int64_t m = 0, c = 0, kh = 1, kw = 1, k = 0, kpairs = 0, panels = 0;
   int64_t chunk = 1;            // pairs reduced in int32 at a time
   std::vector<int16_t> packed;  // [panels][kpairs][16][2]
@@ -121,10 +125,46 @@ bool AllZero(const std::vector<int32_t>& v) {
 
 }  // namespace
 
+// Depthwise weights W [C, 1, kh, kw], taps in pairs, each block of 16
+// channels in the order the microkernel's unpacklo/unpackhi produce.
+std::shared_ptr<void> PackDepthwise(const Tensor& w) {
+  A16DepthwiseFn fn = nullptr;
+#if defined(__x86_64__)
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kAvx2 || isa == Isa::kAvxVnni || isa == Isa::kAvx512Vnni) fn = kA16DepthwiseAvx2;
+#endif
+  if (!fn) return nullptr;
+  auto s = std::make_shared<A16State>();
+  s->depthwise = fn;
+  s->m = s->c = w.shape[0];
+  s->kh = w.rank() == 4 ? w.shape[2] : 1;
+  s->kw = w.shape[w.rank() - 1];
+  const int64_t taps = s->kh * s->kw;
+  // 9 taps of int8 weights cannot leave int32; refuse absurd windows.
+  if (taps * 2 * 32768 * 128 >= (int64_t(1) << 31)) return nullptr;
+  s->tap_pairs = (taps + 1) / 2;
+  s->panels = RoundUp(s->c, 16) / 16;  // corr and mult are padded to whole blocks
+  const int64_t padded = RoundUp(s->c, 16);
+  s->dw_packed.assign(size_t(s->tap_pairs * padded * 2), 0);
+  s->colsum.assign(size_t(s->c), 0);
+  const bool u8 = w.dtype == DType::kUInt8;
+  for (int64_t ch = 0; ch < s->c; ++ch)
+    for (int64_t t = 0; t < taps; ++t) {
+      const int32_t v = u8 ? w.ptr<uint8_t>()[ch * taps + t] : w.ptr<int8_t>()[ch * taps + t];
+      const int64_t j = ch % 16, base = (t / 2 * padded + ch / 16 * 16) * 2;
+      const int64_t idx = ((j >> 2) & 1) * 16 + (j >> 3) * 8 + (j & 3) * 2 + t % 2;
+      s->dw_packed[size_t(base + idx)] = int16_t(v);
+      s->colsum[size_t(ch)] += v;
+    }
+  return s;
+}
+
 std::shared_ptr<void> PrepareQConvA16Nhwc(const Tensor& w, int64_t group,
                                           const std::vector<int32_t>& w_zp) {
-  if (group != 1 || w.rank() < 3 || w.rank() > 4 || !AllZero(w_zp)) return nullptr;
+  if (w.rank() < 3 || w.rank() > 4 || !AllZero(w_zp)) return nullptr;
   if (w.dtype != DType::kInt8 && w.dtype != DType::kUInt8) return nullptr;
+  if (group > 1 && w.shape[1] == 1 && w.shape[0] == group) return PackDepthwise(w);
+  if (group != 1) return nullptr;
   const int64_t c = w.shape[1], kh = w.rank() == 4 ? w.shape[2] : 1, kw = w.shape[w.rank() - 1];
   const bool u8 = w.dtype == DType::kUInt8;
   return Pack(w.shape[0], c, kh, kw, [&](int64_t m, int64_t k) -> int32_t {
@@ -175,6 +215,33 @@ bool RunQConvA16Nhwc(void* state, const QConvCall& c) {
   out.lo = c.lo;
   out.hi = c.hi;
   const size_t elem = yt == DType::kInt8 || yt == DType::kUInt8 ? 1 : 2;
+  if (s.depthwise) {
+    // One output pixel at a time; padding taps read a row of x_zp.
+    std::vector<uint16_t> pad_row(size_t(RoundUp(ch, 16)), uint16_t(c.x_zp));
+    out.corr = corr.data();
+    out.mult = mult.data();
+    const int64_t taps = s.kh * s.kw, rows_n = pixels / c.ow;
+    const bool flip = xt == DType::kUInt16;
+    ParallelFor(c.pool, rows_n, [&](int64_t r0, int64_t r1, int) {
+      std::vector<const void*> tp(size_t(s.tap_pairs * 2), pad_row.data());
+      for (int64_t row = r0; row < r1; ++row) {
+        const int64_t b = row / c.oh, oy = row % c.oh;
+        for (int64_t ox = 0; ox < c.ow; ++ox) {
+          for (int64_t t = 0; t < taps; ++t) {
+            const int64_t iy = oy * c.sh - c.pad_top + (t / s.kw) * c.dh;
+            const int64_t ix = ox * c.sw - c.pad_left + (t % s.kw) * c.dw;
+            tp[size_t(t)] =
+                iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw
+                    ? static_cast<const void*>(pad_row.data())
+                    : static_cast<const uint16_t*>(c.x->data) + ((b * c.ih + iy) * c.iw + ix) * ch;
+          }
+          s.depthwise(tp.data(), s.tap_pairs, s.dw_packed.data(), ch, flip, out,
+                      static_cast<uint8_t*>(c.y->data) + size_t((row * c.ow + ox) * s.m) * elem);
+        }
+      }
+    });
+    return true;
+  }
   const int64_t blocks = (pixels + kBlockRows - 1) / kBlockRows;
   const int threads = NumThreads(c.pool);
   std::vector<std::vector<int16_t>> scratch(static_cast<size_t>(threads));

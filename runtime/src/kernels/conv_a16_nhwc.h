@@ -22,7 +22,8 @@ namespace kernels {
 
 // Packs W [M, C, kh, kw] (int8/uint8) with zero points w_zp (1 or M values);
 // null when the fast kernel does not apply (no SIMD level, group != 1,
-// a nonzero weight zero point).
+// a nonzero weight zero point). Depthwise convolutions (M == C == group)
+// have their own kernel (one pixel at a time, taps in pairs).
 std::shared_ptr<void> PrepareQConvA16Nhwc(const Tensor& w, int64_t group,
                                           const std::vector<int32_t>& w_zp);
 
@@ -53,6 +54,15 @@ struct A16Output {
 // `cols` elements at y[row].
 using A16GemmFn = void (*)(const int16_t* const* a, int rows, const int16_t* panel, int64_t kpairs,
                            int64_t chunk, const A16Output& o, void* const* y, int cols);
+
+// The depthwise microkernel (conv_a16_nhwc_avx2.cc): one output pixel, all
+// channels. taps: 2 * tap_pairs row pointers (int16/uint16 [channels]; the
+// padding taps point at a row of x_zp); w: [tap_pairs][channels rounded up to
+// 16][2] int16 in the kernel's interleaved order; flip: uint16 input (x is
+// read as x - 32768); corr/mult of `o` per channel (padded to 16); the
+// requantized channels go to y.
+using A16DepthwiseFn = void (*)(const void* const* taps, int64_t tap_pairs, const int16_t* w,
+                                int64_t channels, bool flip, const A16Output& o, void* y);
 
 }  // namespace kernels
 }  // namespace qfold

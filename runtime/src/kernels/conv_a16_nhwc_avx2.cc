@@ -122,9 +122,59 @@ void A16GemmAvx2(const int16_t* const* a, int rows, const int16_t* panel, int64_
   }
 }
 
+// Depthwise, one output pixel: taps in pairs, 16 channels at a time. The two
+// taps' int16 values interleave (unpacklo/hi) against weights packed in the
+// same order, so vpmaddwd adds both taps of 8 channels at once.
+void A16DepthwiseAvx2(const void* const* taps, int64_t tap_pairs, const int16_t* w,
+                      int64_t channels, bool flip, const A16Output& o, void* y) {
+  const __m256i flipv = _mm256_set1_epi16(flip ? int16_t(-32768) : 0);
+  const __m256d zp = _mm256_set1_pd(o.zp), lo = _mm256_set1_pd(o.lo), hi = _mm256_set1_pd(o.hi);
+  const size_t elem = o.type == A16Output::kS8 || o.type == A16Output::kU8 ? 1 : 2;
+  alignas(32) int16_t tail[2][16];
+  const int64_t padded = (channels + 15) / 16 * 16;
+  for (int64_t c0 = 0; c0 < channels; c0 += 16) {
+    const int cols = int(channels - c0 < 16 ? channels - c0 : 16);
+    __m256i acc_lo = _mm256_setzero_si256(), acc_hi = _mm256_setzero_si256();
+    for (int64_t tp = 0; tp < tap_pairs; ++tp) {
+      const int16_t* t0 = static_cast<const int16_t*>(taps[2 * tp]) + c0;
+      const int16_t* t1 = static_cast<const int16_t*>(taps[2 * tp + 1]) + c0;
+      if (cols < 16) {  // the last channels: no reads past the row
+        std::memcpy(tail[0], t0, size_t(cols) * 2);
+        std::memcpy(tail[1], t1, size_t(cols) * 2);
+        t0 = tail[0];
+        t1 = tail[1];
+      }
+      const __m256i a =
+          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t0)), flipv);
+      const __m256i b =
+          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t1)), flipv);
+      const __m256i* wp = reinterpret_cast<const __m256i*>(w + (tp * padded + c0) * 2);
+      // Padded weights: 32 int16 per 16 channels, whole blocks past `channels`.
+      acc_lo = _mm256_add_epi32(
+          acc_lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), _mm256_loadu_si256(wp)));
+      acc_hi = _mm256_add_epi32(
+          acc_hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), _mm256_loadu_si256(wp + 1)));
+    }
+    // Lanes of acc_lo are channels 0-3, 8-11; acc_hi 4-7, 12-15.
+    const __m256i v0 = _mm256_permute2x128_si256(acc_lo, acc_hi, 0x20);
+    const __m256i v1 = _mm256_permute2x128_si256(acc_lo, acc_hi, 0x31);
+    __m128i q[4];
+    q[0] = Requant4(_mm256_cvtepi32_pd(_mm256_castsi256_si128(v0)), o.corr + c0, o.mult + c0, zp,
+                    lo, hi);
+    q[1] = Requant4(_mm256_cvtepi32_pd(_mm256_extracti128_si256(v0, 1)), o.corr + c0 + 4,
+                    o.mult + c0 + 4, zp, lo, hi);
+    q[2] = Requant4(_mm256_cvtepi32_pd(_mm256_castsi256_si128(v1)), o.corr + c0 + 8,
+                    o.mult + c0 + 8, zp, lo, hi);
+    q[3] = Requant4(_mm256_cvtepi32_pd(_mm256_extracti128_si256(v1, 1)), o.corr + c0 + 12,
+                    o.mult + c0 + 12, zp, lo, hi);
+    Store16(q, o, static_cast<uint8_t*>(y) + size_t(c0) * elem, cols);
+  }
+}
+
 }  // namespace
 
 extern const A16GemmFn kA16GemmAvx2 = A16GemmAvx2;
+extern const A16DepthwiseFn kA16DepthwiseAvx2 = A16DepthwiseAvx2;
 
 }  // namespace kernels
 }  // namespace qfold
