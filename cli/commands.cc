@@ -381,7 +381,8 @@ OpPrecision ClassifyOp(const Model::Impl& m, const OpEntry& op) {
                                       "QfLookupTable",
                                       "ConvInteger",
                                       "MatMulInteger",
-                                      "QfQLinearConvTranspose"};
+                                      "QfQLinearConvTranspose",
+                                      "QfConvDequant"};
   OpPrecision p;
   auto numel = [&](int id) {
     int64_t n = 1;
@@ -394,7 +395,7 @@ OpPrecision ClassifyOp(const Model::Impl& m, const OpEntry& op) {
     p.precision = "quantize";
   if (op.type == "QfMatMulWeightQ") p.precision = "int4-weight";
   if (op.type == "QLinearConv" || op.type == "QLinearMatMul" ||
-      op.type == "QfQLinearConvTranspose") {
+      op.type == "QfQLinearConvTranspose" || op.type == "QfConvDequant") {
     int ws = op.inputs.size() > 4 ? op.inputs[4] : -1;
     if (ws >= 0) p.granularity = numel(ws) == 1 ? "per-tensor" : "per-channel";
   }
@@ -495,7 +496,7 @@ int Inspect(const Args& args) {
         // The integer forms of the heavy ops count toward the same share.
         const bool int_heavy = op.type == "QLinearConv" || op.type == "QLinearMatMul" ||
                                op.type == "QfQLinearConvTranspose" || op.type == "ConvInteger" ||
-                               op.type == "MatMulInteger";
+                               op.type == "MatMulInteger" || op.type == "QfConvDequant";
         if (heavy || int_heavy) heavy_total++;
         if (heavy && p.precision == "float") {
           heavy_float++;

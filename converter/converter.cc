@@ -21,6 +21,7 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
   QF_RETURN_IF_ERROR(InferAndFold(g, opts.fold_constants, /*keep_dequantize=*/true));
   QF_RETURN_IF_ERROR(MergeDuplicateQdq(g));
   if (opts.fold_qdq) {
+    QF_RETURN_IF_ERROR(SinkDequantize(g));
     QF_RETURN_IF_ERROR(FoldQdq(g));
     QF_RETURN_IF_ERROR(FoldQdqFloatOutput(g));
     QF_RETURN_IF_ERROR(RemoveDeadCode(g));

@@ -42,6 +42,12 @@ int32_t QMax(DType t) {
   return t == DType::kInt8 ? 127 : t == DType::kInt16 ? 32767 : t == DType::kUInt16 ? 65535 : 255;
 }
 
+std::vector<uint8_t> FloatBytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
 bool ReadFloatsConst(const Value* v, std::vector<float>* out) {
   if (!v || !v->is_constant() || v->dtype != DType::kFloat32) return false;
   out->resize(v->data->size() / 4);
@@ -461,6 +467,11 @@ class QdqFolder {
     size_t qk = SIZE_MAX, act_k = SIZE_MAX;
     int32_t lo = 0, hi = 0;
     std::vector<int32_t> bias;
+    // A depthwise input quantized per channel (NNCF): its scales moved into
+    // the weight scales in memory; the action writes them as constants, and
+    // the input keeps its own per-axis parameters (x_record) in the .qfm.
+    bool x_per_channel = false;
+    QParams x_record;
   };
 
   bool TryConv(size_t k) {
@@ -479,7 +490,6 @@ class QdqFolder {
     c->dqx = DqOf(conv.input(0), &c->xq, "input", /*a16=*/true);
     c->dqw = DqOf(conv.input(1), &c->wq, "weight");
     if (!c->dqx || !c->dqw) return false;
-    if (!c->xq.per_tensor()) return Fail("input is quantized per axis");
     const Value* w = g_.Find(c->dqw->input(0));
     if (!w || !w->is_constant() || w->shape.empty()) return Fail("weight is not a constant");
     c->channels = w->shape[0];
@@ -491,7 +501,32 @@ class QdqFolder {
       return Fail("weight has " + std::to_string(wq.scales.size()) + " scales for " +
                   std::to_string(c->channels) + " output channels");
     c->weight_axis = 0;
+    if (!c->xq.per_tensor() && !MoveInputScalesToWeights(conv, *w, c))
+      return Fail("input is quantized per axis");
     return SelectConvOutput(k, c);
+  }
+
+  // Depthwise (each output channel reads its own input channel): per-channel
+  // input scales multiply into the weight scales, leaving the input scale 1.
+  // Needs one zero point for all channels.
+  bool MoveInputScalesToWeights(const Node& conv, const Value& w, ConvGroup* c) {
+    const int64_t group = conv.attrs.GetInt("group", 1);
+    const Value* x = g_.Find(c->dqx->input(0));
+    if (!x || !x->rank_known || w.shape.size() < 3 || w.shape[1] != 1 || group != c->channels)
+      return false;
+    const int axis = c->xq.axis < 0 ? c->xq.axis + int(x->shape.size()) : c->xq.axis;
+    if (axis != 1 || int64_t(c->xq.scales.size()) != c->channels) return false;
+    for (size_t i = 1; i < c->xq.zps.size(); ++i)
+      if (c->xq.zps[i] != c->xq.zps[0]) return false;
+    c->x_record = c->xq;
+    c->x_per_channel = true;
+    std::vector<float> ws(size_t(c->channels));
+    for (int64_t m = 0; m < c->channels; ++m)
+      ws[size_t(m)] = c->wq.scale_at(size_t(m)) * c->xq.scales[size_t(m)];
+    c->wq.scales = ws;
+    c->xq.scales = {1.f};
+    if (!c->xq.zps.empty()) c->xq.zps = {c->xq.zps[0]};
+    return true;
   }
 
   // ConvTranspose: W is [C, M/group, k...], so per-channel weights are on axis 1, which
@@ -536,8 +571,21 @@ class QdqFolder {
   }
 
   // Action: the integer node in place of the float one.
-  bool EmitQLinearConv(size_t k, const ConvGroup& c) {
+  bool EmitQLinearConv(size_t k, ConvGroup c) {
     const Node& conv = g_.nodes[k];
+    if (c.x_per_channel) {
+      c.xq.scale = g_.AddConstant(conv.name + "_x_scale_moved", DType::kFloat32, {},
+                                  FloatBytes(c.xq.scales));
+      c.wq.scale = g_.AddConstant(conv.name + "_w_scale_times_x", DType::kFloat32,
+                                  {int64_t(c.wq.scales.size())}, FloatBytes(c.wq.scales));
+      if (!c.xq.zero_point.empty()) {
+        const Value* zp = g_.Find(c.xq.zero_point);
+        const size_t bytes = dtype_storage_bytes(zp->dtype, 1);
+        std::vector<uint8_t> first(zp->data->begin(), zp->data->begin() + long(bytes));
+        c.xq.zero_point =
+            g_.AddConstant(conv.name + "_x_zero_point_moved", zp->dtype, {}, std::move(first));
+      }
+    }
     Node q;
     q.op_type = c.op_type;
     q.name = conv.name;
@@ -552,7 +600,10 @@ class QdqFolder {
                 ZeroPointName(c.yq, conv.name + "_y")};
     if (!c.bias.empty()) q.inputs.push_back(AddInt32(conv.name + "_bias_int32", c.bias));
     SetClamp(&q, c.lo, c.hi, c.yq.qtype);
-    SetQuant(c.dqx->input(0), c.xq, -1);
+    if (c.x_per_channel)
+      SetQuant(c.dqx->input(0), c.x_record, 1);
+    else
+      SetQuant(c.dqx->input(0), c.xq, -1);
     SetQuant(c.dqw->input(0), c.wq, c.weight_axis);
     DropActivation(c.act_k);
     Replace(k, std::move(q), c.qk, c.yq);

@@ -164,6 +164,26 @@ class FloatOutputFolder {
     const int64_t m = w->shape[0];
     dqw = Dq(cv.input(1), 0, m);
     const Node* dqx = Dq(cv.input(0), -1, 0);
+    // A depthwise input quantized per channel (NNCF): its scales move into the
+    // weight scales, the input scale becomes 1 (one zero point for all).
+    const bool depthwise = w->shape[1] == 1 && cv.attrs.GetInt("group", 1) == m;
+    std::string x_scale, w_scale, x_zp;
+    if (!dqx && depthwise && (dqx = Dq(cv.input(0), 1, m)) != nullptr && dqw) {
+      std::vector<float> xs, ws;
+      std::vector<int32_t> zps;
+      ReadFloats(g_, dqx->input(1), &xs);
+      ReadFloats(g_, dqw->input(1), &ws);
+      if (!dqx->input(2).empty()) ReadInts(g_, dqx->input(2), &zps);
+      for (int32_t z : zps)
+        if (z != zps[0]) return;
+      for (int64_t c = 0; c < m; ++c) xs[size_t(c)] *= ws[ws.size() == 1 ? 0 : size_t(c)];
+      x_scale = g_.AddConstant(cv.name + "_x_scale_moved", DType::kFloat32, {},
+                               FloatBytes(std::vector<float>{1.f}));
+      w_scale = g_.AddConstant(cv.name + "_w_scale_times_x", DType::kFloat32, {m}, FloatBytes(xs));
+      const DType xt = g_.Find(dqx->input(0))->dtype;
+      x_zp = g_.AddConstant(cv.name + "_x_zero_point_moved", xt, {},
+                            std::vector<uint8_t>(1, uint8_t(zps.empty() ? 0 : zps[0])));
+    }
     const Value* y = g_.Find(cv.outputs[0]);
     if (!dqw || !dqx || !y || y->dtype != DType::kFloat32) return;
     std::vector<float> bias;
@@ -174,10 +194,10 @@ class FloatOutputFolder {
     q.name = cv.name;
     q.attrs = cv.attrs;
     q.inputs = {dqx->input(0),
-                dqx->input(1),
-                ZeroPoint(*dqx, cv.name + "_x"),
+                x_scale.empty() ? dqx->input(1) : x_scale,
+                x_zp.empty() ? ZeroPoint(*dqx, cv.name + "_x") : x_zp,
                 dqw->input(0),
-                dqw->input(1),
+                w_scale.empty() ? dqw->input(1) : w_scale,
                 ZeroPoint(*dqw, cv.name + "_w"),
                 "",
                 ""};
@@ -192,7 +212,7 @@ class FloatOutputFolder {
       q.inputs[7] =
           g_.AddConstant(cv.name + "_out_scale", DType::kFloat32, {m}, FloatBytes(out_scale));
     while (!q.inputs.empty() && q.inputs.back().empty()) q.inputs.pop_back();
-    SetQuant(*dqx, -1);
+    SetQuant(*dqx, 1);  // per tensor, or the depthwise input's channel axis
     SetQuant(*dqw, 0);
     g_.nodes[k] = std::move(q);
     Index();

@@ -27,6 +27,10 @@ Status InferAndFold(Graph* g, bool fold, bool keep_dequantize = false);
 // attributes) become one, then identical DequantizeLinear nodes; needs a
 // topologically sorted graph.
 Status MergeDuplicateQdq(Graph* g);
+// DequantizeLinear (per tensor) -> data-movement op without a QuantizeLinear
+// after it (NNCF's MaxPool) -> op on the integers -> DequantizeLinear, so the
+// consumers downstream see a dequantized input.
+Status SinkDequantize(Graph* g);
 // DequantizeLinear -> op -> QuantizeLinear becomes one integer operator.
 // Ops that carry Q/DQ neighbours but stay float get Node::float_reason.
 Status FoldQdq(Graph* g);

@@ -1,0 +1,101 @@
+// DequantizeLinear -> data-movement op (no QuantizeLinear after it) becomes
+// op -> DequantizeLinear: the op moves the integers instead of the floats.
+// NNCF and other producers quantize a MaxPool's input but not its output (a
+// max of dequantized values is the dequantized max, so they see no need);
+// without this, the Conv after the MaxPool reads a float tensor and stays
+// float. Exact for per-tensor parameters: every op here only selects or
+// reorders elements, and dequantization with a positive scale is monotone,
+// so MaxPool commutes with it too (padding never wins a max either way).
+#include <unordered_map>
+
+#include "converter/passes/passes.h"
+
+namespace qfold {
+namespace conv {
+
+namespace {
+
+bool Is8Bit(DType t) {
+  return t == DType::kInt8 || t == DType::kUInt8;
+}
+
+// Ops whose output elements are copies of input elements (data input 0),
+// with the integer dtypes their runtime kernels take.
+bool MovesElements(const Node& n, DType q) {
+  if (!n.domain.empty() || n.outputs.size() != 1) return false;
+  const std::string& t = n.op_type;
+  if (t == "Reshape" || t == "Flatten" || t == "Squeeze" || t == "Unsqueeze" || t == "Transpose" ||
+      t == "DepthToSpace" || t == "SpaceToDepth" || t == "Slice" || t == "Expand" || t == "Tile")
+    return true;
+  // Pooling and Resize have integer kernels for 8-bit types.
+  if (t == "MaxPool") return Is8Bit(q);
+  if (t == "Resize") return Is8Bit(q) && n.attrs.GetString("mode", "nearest") == "nearest";
+  return false;
+}
+
+bool PerTensorConstants(const Graph& g, const Node& dq) {
+  for (size_t i = 1; i < dq.inputs.size() && i < 3; ++i) {
+    if (dq.inputs[i].empty()) continue;
+    const Value* v = g.Find(dq.inputs[i]);
+    if (!v || !v->is_constant() || !v->rank_known) return false;
+    for (int64_t d : v->shape)
+      if (d != 1) return false;
+  }
+  return dq.attrs.GetInt("block_size", 0) == 0 && !dq.input(1).empty();
+}
+
+}  // namespace
+
+Status SinkDequantize(Graph* g) {
+  std::unordered_map<std::string, size_t> producer;  // value -> index in `out`
+  std::unordered_map<std::string, int> q_readers;    // value -> QuantizeLinear consumers
+  for (const Node& n : g->nodes)
+    if (n.domain.empty() && n.op_type == "QuantizeLinear") ++q_readers[n.input(0)];
+  std::vector<Node> out;
+  out.reserve(2 * g->nodes.size());  // `dq` below points into it
+  size_t sunk = 0;
+  for (Node& n : g->nodes) {
+    auto it = n.inputs.empty() ? producer.end() : producer.find(n.inputs[0]);
+    const Node* dq = it == producer.end() ? nullptr : &out[it->second];
+    const Value* xq = dq ? g->Find(dq->input(0)) : nullptr;
+    const Value* y = n.outputs.empty() ? nullptr : g->Find(n.outputs[0]);
+    if (dq && dq->domain.empty() && dq->op_type == "DequantizeLinear" && xq &&
+        (Is8Bit(xq->dtype) || xq->dtype == DType::kInt16 || xq->dtype == DType::kUInt16) &&
+        MovesElements(n, xq->dtype) && PerTensorConstants(*g, *dq) && y &&
+        !q_readers.count(n.outputs[0])) {
+      // The op on the integers into a fresh value, then the same DQ after it.
+      const std::string moved = g->UniqueName(n.outputs[0] + "_quantized");
+      Value& mv = g->values[moved];
+      mv.name = moved;
+      mv.dtype = xq->dtype;
+      mv.shape = y->shape;
+      mv.rank_known = y->rank_known;
+      Node after;
+      after.op_type = "DequantizeLinear";
+      after.name = n.name + "_dequantize";
+      after.inputs = {moved, dq->input(1)};
+      if (!dq->input(2).empty()) after.inputs.push_back(dq->input(2));
+      after.outputs = {n.outputs[0]};
+      n.inputs[0] = dq->input(0);
+      n.outputs[0] = moved;
+      out.push_back(std::move(n));
+      producer[moved] = out.size() - 1;
+      out.push_back(std::move(after));
+      producer[out.back().outputs[0]] = out.size() - 1;
+      ++sunk;
+      continue;
+    }
+    out.push_back(std::move(n));
+    for (const std::string& o : out.back().outputs)
+      if (!o.empty()) producer[o] = out.size() - 1;
+  }
+  g->nodes = std::move(out);
+  if (sunk)
+    g->notes.push_back(std::to_string(sunk) +
+                       " data-movement op(s) now run on quantized values (their "
+                       "DequantizeLinear moved after them)");
+  return Status::Ok();
+}
+
+}  // namespace conv
+}  // namespace qfold
