@@ -27,6 +27,13 @@ namespace {
 bool Is8Bit(DType t) {
   return t == DType::kInt8 || t == DType::kUInt8;
 }
+bool Is16Bit(DType t) {
+  return t == DType::kInt16 || t == DType::kUInt16;
+}
+// A region's results: quantized values a table can hold.
+bool IsTableDType(DType t) {
+  return Is8Bit(t) || Is16Bit(t);
+}
 
 // Operators computing output element i from input element i alone (with
 // single-element constants broadcast): the only ones a region may hold.
@@ -64,12 +71,12 @@ class Collapser {
         if (!o.empty()) sources.push_back(o);
     for (const std::string& x : sources) {
       const Value* v = g_.Find(x);
-      if (!v || v->is_constant() || !Is8Bit(v->dtype) || !v->rank_known) continue;
+      if (!v || v->is_constant() || !IsTableDType(v->dtype) || !v->rank_known) continue;
       QF_RETURN_IF_ERROR(TryCollapse(x));
     }
     if (collapsed_)
       g_.notes.push_back(std::to_string(collapsed_) +
-                         " chain(s) of element-wise 8-bit operators became lookup tables");
+                         " chain(s) of element-wise 8/16-bit operators became lookup tables");
     return Status::Ok();
   }
 
@@ -173,7 +180,8 @@ class Collapser {
         for (const std::string& in : n.inputs)
           if (!in.empty() && !g_.IsConstant(in)) inside = inside && kept.count(in);
         const Value* v = g_.Find(n.outputs[0]);
-        const bool exit = !v || !Is8Bit(v->dtype) ? read_outside(n.outputs[0], in_region) : false;
+        const bool exit =
+            !v || !IsTableDType(v->dtype) ? read_outside(n.outputs[0], in_region) : false;
         if (inside && !exit) {
           next.push_back(k);
           kept.insert(n.outputs[0]);
@@ -185,13 +193,16 @@ class Collapser {
       in_region = std::set<size_t>(region.begin(), region.end());
     }
     if (region.empty()) return Status::Ok();
+    // 16-bit sources: 65536 entries per table, so one table for the tensor.
+    const bool wide = Is16Bit(xv->dtype);
+    if (wide && per_channel) return Status::Ok();
     // One node that already is a table, or a plain requantization (one
     // multiply per element, and clearer in the graph), gains nothing.
     if (region.size() == 1 && (g_.nodes[region[0]].op_type == "QfLookupTable" ||
                                g_.nodes[region[0]].op_type == "QfRequantize"))
       return Status::Ok();
 
-    // Results read outside the region (or graph outputs) get a table: all 8-bit now.
+    // Results read outside the region (or graph outputs) get a table: all 8/16-bit now.
     std::vector<size_t> tabled;
     for (size_t k : region)
       if (read_outside(g_.nodes[k].outputs[0], in_region)) tabled.push_back(k);
@@ -206,14 +217,23 @@ class Collapser {
     };
     std::unordered_map<std::string, Computed> computed;
     Computed& src = computed[x];
-    Shape stand_in = {256};
+    const int64_t values = wide ? 65536 : 256;
+    Shape stand_in = {values};
     if (per_channel) {
       stand_in = {1, channels, 256};
       stand_in.resize(size_t(rank), 1);
     }
     const int64_t entries = Numel(stand_in);
-    src.storage.resize(size_t(entries));
-    for (int64_t i = 0; i < entries; ++i) src.storage[size_t(i)] = uint8_t(i % 256);
+    if (wide) {
+      src.storage.resize(size_t(entries) * 2);
+      for (int64_t i = 0; i < entries; ++i) {
+        src.storage[size_t(2 * i)] = uint8_t(i);  // little-endian uint16 i
+        src.storage[size_t(2 * i + 1)] = uint8_t(i >> 8);
+      }
+    } else {
+      src.storage.resize(size_t(entries));
+      for (int64_t i = 0; i < entries; ++i) src.storage[size_t(i)] = uint8_t(i % 256);
+    }
     src.t.dtype = xv->dtype;
     src.t.shape = stand_in;
     src.t.data = src.storage.data();
@@ -261,12 +281,13 @@ class Collapser {
     for (size_t k : tabled) {
       Node& n = g_.nodes[k];
       const Computed& c = computed[n.outputs[0]];
-      std::vector<uint8_t> table(c.storage.begin(), c.storage.begin() + entries);
+      const int64_t bytes = entries * (Is16Bit(c.t.dtype) ? 2 : 1);
+      std::vector<uint8_t> table(c.storage.begin(), c.storage.begin() + bytes);
       Node lut;
       lut.op_type = "QfLookupTable";
       lut.name = n.name;
       lut.outputs = n.outputs;
-      const Shape table_shape = per_channel ? Shape{channels, 256} : Shape{256};
+      const Shape table_shape = per_channel ? Shape{channels, 256} : Shape{values};
       lut.inputs = {x, g_.AddConstant(n.name + "_table", c.t.dtype, table_shape, std::move(table))};
       if (per_channel) lut.attrs.SetInt("axis", 1);
       n = std::move(lut);

@@ -472,6 +472,8 @@ class QdqFolder {
     // the input keeps its own per-axis parameters (x_record) in the .qfm.
     bool x_per_channel = false;
     QParams x_record;
+    // A ConvTranspose that lowers to QLinearConv takes 16-bit activations too.
+    bool a16 = false;
   };
 
   bool TryConv(size_t k) {
@@ -534,7 +536,15 @@ class QdqFolder {
   bool SelectConvTranspose(size_t k, ConvGroup* c) {
     const Node& ct = g_.nodes[k];
     c->op_type = "QfQLinearConvTranspose";
-    c->dqx = DqOf(ct.input(0), &c->xq);
+    // 16-bit activations where it becomes a 1x1 QLinearConv (LowerConvTranspose).
+    const Value* xv = g_.Find(ct.input(0));
+    const Value* wv = g_.Find(ct.input(1));
+    auto wq_it = producer_.find(ct.input(1));
+    const Value* wq_v =
+        wq_it == producer_.end() ? nullptr : g_.Find(g_.nodes[wq_it->second].input(0));
+    c->a16 = xv && xv->rank_known && wv && wv->rank_known && wq_v && wq_v->rank_known &&
+             ConvTransposeIsConv1x1(ct.attrs, xv->shape, wq_v->shape);
+    c->dqx = DqOf(ct.input(0), &c->xq, "input", c->a16);
     c->dqw = DqOf(ct.input(1), &c->wq, "weight");
     if (!c->dqx || !c->dqw) return false;
     if (!c->xq.per_tensor()) return Fail("input is quantized per axis");
@@ -560,7 +570,7 @@ class QdqFolder {
   // The output Q (through Relu/Clip) and the int32 bias over the output channels.
   bool SelectConvOutput(size_t k, ConvGroup* c) {
     // 16-bit activations (a16w8) on QLinearConv only.
-    const bool a16 = std::string(c->op_type) == "QLinearConv";
+    const bool a16 = std::string(c->op_type) == "QLinearConv" || c->a16;
     if (!OutputQ(k, &c->qk, &c->yq, &c->act_k, &c->lo, &c->hi, a16)) return false;
     const std::string& bias = g_.nodes[k].input(2);
     if (!bias.empty() && !BiasInt32(bias, c->xq, c->wq, c->channels, &c->bias))

@@ -38,6 +38,21 @@ std::string TiledPerChannel(Graph* g, const std::string& name, int64_t m, int64_
 
 }  // namespace
 
+bool ConvTransposeIsConv1x1(const AttrMap& attrs, const Shape& x, const Shape& w) {
+  if (x.size() != 4 || w.size() != 4) return false;
+  const int64_t c = w[0], k = w[2];
+  std::vector<int64_t> kernel = attrs.GetInts("kernel_shape");
+  if (kernel.empty()) kernel = {w[2], w[3]};
+  const std::string auto_pad = attrs.GetString("auto_pad", "NOTSET");
+  return attrs.GetInt("group", 1) == 1 && w[3] == k && k >= 2 &&
+         kernel == std::vector<int64_t>{k, k} &&
+         attrs.GetInts("strides") == std::vector<int64_t>{k, k} &&
+         AllEqual(attrs.GetInts("pads"), 0) && AllEqual(attrs.GetInts("dilations"), 1) &&
+         AllEqual(attrs.GetInts("output_padding"), 0) && !attrs.Has("output_shape") &&
+         (auto_pad == "NOTSET" || auto_pad == "VALID" || auto_pad.empty()) &&
+         (x[1] < 0 || x[1] == c);
+}
+
 Status LowerConvTranspose(Graph* g) {
   std::vector<Node> nodes;
   nodes.reserve(g->nodes.size());
@@ -57,16 +72,7 @@ Status LowerConvTranspose(Graph* g) {
       continue;
     }
     const int64_t c = w->shape[0], m = w->shape[1], k = w->shape[2];
-    std::vector<int64_t> kernel = n.attrs.GetInts("kernel_shape");
-    if (kernel.empty()) kernel = {w->shape[2], w->shape[3]};
-    const std::vector<int64_t> strides = n.attrs.GetInts("strides");
-    const std::string auto_pad = n.attrs.GetString("auto_pad", "NOTSET");
-    if (n.attrs.GetInt("group", 1) != 1 || w->shape[3] != k || k < 2 ||
-        kernel != std::vector<int64_t>{k, k} || strides != std::vector<int64_t>{k, k} ||
-        !AllEqual(n.attrs.GetInts("pads"), 0) || !AllEqual(n.attrs.GetInts("dilations"), 1) ||
-        !AllEqual(n.attrs.GetInts("output_padding"), 0) || n.attrs.Has("output_shape") ||
-        (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "") ||
-        (x->shape[1] >= 0 && x->shape[1] != c)) {
+    if (!ConvTransposeIsConv1x1(n.attrs, x->shape, w->shape)) {
       keep();
       continue;
     }

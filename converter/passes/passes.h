@@ -38,6 +38,9 @@ Status FoldQdq(Graph* g);
 // QfQLinearConvTranspose whose kernel equals its stride (no pads, dilation,
 // groups) -> QLinearConv 1x1 to k*k*M channels + DepthToSpace(DCR).
 Status LowerConvTranspose(Graph* g);
+// Whether LowerConvTranspose turns a ConvTranspose with these attributes, x
+// shape and W shape [C, M, k, k] into a 1x1 convolution (kernel == stride).
+bool ConvTransposeIsConv1x1(const AttrMap& attrs, const Shape& x, const Shape& w);
 // After FoldQdq: a Conv with 8-bit DequantizeLinear inputs whose output stays
 // float becomes QfConvDequant (integer kernels, float epilogue), with a
 // directly following BatchNormalization and activation folded in.

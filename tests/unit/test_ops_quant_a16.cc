@@ -421,3 +421,43 @@ TEST_CASE("a16w8 conv benchmark" * doctest::skip()) {
 }  // namespace
 }  // namespace test
 }  // namespace qfold
+
+namespace qfold {
+namespace test {
+namespace {
+
+// Wide tables (16-bit chains collapsed by the converter): indexed by the raw
+// 16-bit value (int16 -1 reads entry 65535); 8- and 16-bit results.
+TEST_CASE("a16 qflookuptable: 16-bit indices and results") {
+  std::vector<uint16_t> t16(65536);
+  std::vector<uint8_t> t8(65536);
+  for (size_t i = 0; i < t16.size(); ++i) {
+    t16[i] = uint16_t(65535 - i);
+    t8[i] = uint8_t(i * 7);
+  }
+  Result a = Run("QfLookupTable",
+                 {I16({4}, {0, 1, -1, -32768}), Make<uint16_t>(DType::kUInt16, {65536}, t16)},
+                 AttrMap(), false, 1);
+  REQUIRE(a.status.ok());
+  CHECK(a.values == std::vector<int32_t>{65535, 65534, 0, 32767});
+  Result b =
+      Run("QfLookupTable", {U16({3}, {2, 300, 65535}), Make<uint8_t>(DType::kUInt8, {65536}, t8)},
+          AttrMap(), false, 2);
+  REQUIRE(b.status.ok());
+  CHECK(b.values == std::vector<int32_t>{14, uint8_t(300 * 7), uint8_t(65535 * 7)});
+  // An 8-bit x with a [256] table of 16-bit results.
+  Result c =
+      Run("QfLookupTable",
+          {U8({2}, {0, 255}), Make<int16_t>(DType::kInt16, {256}, std::vector<int16_t>(256, -5))},
+          AttrMap(), false, 1);
+  REQUIRE(c.status.ok());
+  CHECK(c.values == std::vector<int32_t>{-5, -5});
+  // The table must match x's width.
+  CHECK(Run("QfLookupTable", {U16({1}, {0}), Make<uint8_t>(DType::kUInt8, {256}, t8)}, AttrMap(),
+            false, 1)
+            .status.code() == StatusCode::kInvalidModel);
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace qfold

@@ -299,16 +299,27 @@ Status RunQLinearConcat(KernelContext& ctx) {
 // int8 x value v reads entry uint8_t(v) (e.g. -1 -> 255). A table of shape
 // [C, 256] holds one table per index along x's axis `axis` (C == x.shape[axis]):
 // per-channel chains such as DequantizeLinear -> BatchNormalization -> Q.
+// Wide forms (16-bit chains): a 16-bit x reads a [65536] table by its raw
+// 16-bit value; the table (so y) may be 8- or 16-bit with either width of x.
+// Those are per tensor only.
 
 Status InferQfLookupTable(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   const Tensor* table = ctx.input(1);
   Tensor* y = ctx.output(0);
   if (!x || !table) return ctx.Invalid("inputs X and table are required");
-  if (!Is8Bit(x->dtype)) return ctx.Unsupported(std::string("X dtype ") + dtype_name(x->dtype));
-  if (!Is8Bit(table->dtype))
+  if (!Is8Bit(x->dtype) && !Is16Bit(x->dtype))
+    return ctx.Unsupported(std::string("X dtype ") + dtype_name(x->dtype));
+  if (!Is8Bit(table->dtype) && !Is16Bit(table->dtype))
     return ctx.Unsupported(std::string("table dtype ") + dtype_name(table->dtype));
-  if (table->rank_known) {
+  if (Is16Bit(x->dtype) || Is16Bit(table->dtype)) {
+    const int64_t entries = Is16Bit(x->dtype) ? 65536 : 256;
+    if (table->rank_known &&
+        (table->rank() != 1 || (table->shape[0] >= 0 && table->shape[0] != entries)))
+      return ctx.Invalid("a table for " + std::string(dtype_name(x->dtype)) +
+                         " X must have shape [" + std::to_string(entries) + "], got " +
+                         ShapeToString(table->shape));
+  } else if (table->rank_known) {
     const bool per_axis = table->rank() == 2;
     if ((table->rank() != 1 && !per_axis) ||
         (table->shape.back() >= 0 && table->shape.back() != 256))
@@ -333,9 +344,30 @@ Status InferQfLookupTable(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// y[i] = table[x[i]] for the wide forms, x and table of 1 or 2 bytes.
+template <class X, class T>
+void LookupWide(const Tensor& xt, const Tensor& tt, Tensor* y, kernels::ThreadPool* pool) {
+  const X* x = xt.ptr<X>();
+  const T* table = tt.ptr<T>();
+  T* yd = y->ptr<T>();
+  const int64_t n = y->numel();
+  kernels::ParallelFor(n < kMinParallelBytes ? nullptr : pool, n, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) yd[i] = table[x[i]];
+  });
+}
+
 Status RunQfLookupTable(KernelContext& ctx) {
   const Tensor* xt = ctx.input(0);
   const Tensor* tt = ctx.input(1);
+  if (Is16Bit(xt->dtype) || Is16Bit(tt->dtype)) {
+    // Indexed by the raw (unsigned) value; int16 -1 reads entry 65535.
+    Tensor* y = ctx.output(0);
+    const bool x16 = Is16Bit(xt->dtype), t16 = Is16Bit(tt->dtype);
+    if (x16 && t16) LookupWide<uint16_t, uint16_t>(*xt, *tt, y, ctx.pool);
+    if (x16 && !t16) LookupWide<uint16_t, uint8_t>(*xt, *tt, y, ctx.pool);
+    if (!x16 && t16) LookupWide<uint8_t, uint16_t>(*xt, *tt, y, ctx.pool);
+    return Status::Ok();
+  }
   const uint8_t* x = xt->ptr<uint8_t>();
   const uint8_t* table = tt->ptr<uint8_t>();
   Tensor* y = ctx.output(0);
