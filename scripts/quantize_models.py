@@ -94,6 +94,10 @@ VARIANTS = [
     Variant("pc_u16s8", True, QuantType.QUInt16, S8),
     Variant("pt_s16s8_msdomain", False, QuantType.QInt16, S8, UseQDQContribOps=True),
     Variant("pc_s8s8_qweight", True, S8, S8, fmt="qweight"),
+    # NNCF's post-training quantization of the ONNX model (its defaults: per-channel symmetric
+    # int8 weights, uint8 activations; Conv outputs left float; per-channel activations for
+    # depthwise convolutions; no Q/DQ after MaxPool).
+    Variant("nncf_u8s8", True, U8, S8, fmt="nncf"),
 ]
 OP_VARIANTS_PT = [VARIANTS[0], VARIANTS[1]]
 OP_VARIANTS_PC = [VARIANTS[5], VARIANTS[6]]
@@ -132,6 +136,9 @@ def preprocess(src, dst):
 def quantize(src, dst, variant, seed, op_types=None, dims=None, force=False):
     """quantize_static in QDQ format with `variant`'s options and a fixed-seed calibration set.
     force: quantize data-movement ops (Transpose, MaxPool, ...) even if their input is float."""
+    if variant.fmt == "nncf":
+        quantize_nncf(src, dst, seed, dims)
+        return
     if variant.fmt == "dynamic":
         quantize_dynamic(src, dst, per_channel=variant.per_channel, weight_type=variant.weight,
                          op_types_to_quantize=op_types)
@@ -148,6 +155,17 @@ def quantize(src, dst, variant, seed, op_types=None, dims=None, force=False):
                     weight_type=variant.weight, extra_options=extra)
     if variant.fmt == "qweight":
         float_weights_through_q(dst, seed)
+
+
+def quantize_nncf(src, dst, seed, dims=None):
+    """nncf.quantize on the ONNX model with the same fixed-seed calibration feeds."""
+    import logging
+    import nncf
+    logging.getLogger("nncf").setLevel(logging.ERROR)
+    model = onnx.load(src)
+    feeds = RandomReader(model, seed, dims).feeds
+    quantized = nncf.quantize(model, nncf.Dataset(feeds), subset_size=len(feeds))
+    onnx.save(quantized, dst)
 
 
 def float_weights_through_q(path, seed):

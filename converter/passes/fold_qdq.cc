@@ -904,8 +904,11 @@ class QdqFolder {
     size_t qk, act_k;
     int32_t lo, hi;
     if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi, /*a16=*/true)) return false;
-    if (aq.qtype != yq.qtype || bq.qtype != yq.qtype)
-      return Fail("inputs and output differ in signedness");
+    // 8-bit operands may differ in signedness (the kernel flips them); 16-bit
+    // ones must match.
+    const bool all8 = Is8Bit(aq.qtype) && Is8Bit(bq.qtype) && Is8Bit(yq.qtype);
+    if (!all8 && (aq.qtype != yq.qtype || bq.qtype != yq.qtype))
+      return Fail("16-bit inputs and output differ in dtype");
     Node q;
     q.op_type = n.op_type == "Add" ? "QLinearAdd" : "QLinearMul";
     q.domain = "com.microsoft";

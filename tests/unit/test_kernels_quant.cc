@@ -393,6 +393,35 @@ TEST_CASE("kernels: QLinearAdd/QLinearMul every broadcast pattern matches the re
   CHECK(fast > 0);
 }
 
+// NNCF mixes int8 and uint8 activations: A, B and C of different signedness.
+TEST_CASE("kernels: QLinearAdd/QLinearMul with mixed int8/uint8 operands match the reference") {
+  std::mt19937 rng(17);
+  int fast = 0;
+  for (bool mul : {false, true})
+    for (int combo = 1; combo < 7; ++combo) {
+      const DType at = combo & 1 ? DType::kInt8 : DType::kUInt8;
+      const DType bt = combo & 2 ? DType::kInt8 : DType::kUInt8;
+      const DType ct = combo & 4 ? DType::kInt8 : DType::kUInt8;
+      for (const auto& shapes :
+           {std::pair<Shape, Shape>{{1, 8, 9, 10}, {1, 8, 9, 10}},
+            std::pair<Shape, Shape>{{2, 3, 70}, {1, 3, 1}}, std::pair<Shape, Shape>{{33}, {}}}) {
+        auto zp = [&](DType t) { return Zps(t, {}, {RandomZp(t == DType::kInt8, rng)}); };
+        std::vector<TensorPtr> in = {Bytes(at, shapes.first, rng),
+                                     F32({}, {0.05f}),
+                                     zp(at),
+                                     Bytes(bt, shapes.second, rng),
+                                     F32({}, {0.03f}),
+                                     zp(bt),
+                                     F32({}, {mul ? 0.2f : 0.07f}),
+                                     zp(ct)};
+        fast += CompareWithReference(mul ? "QLinearMul" : "QLinearAdd", in, AttrMap(),
+                                     "mixed signedness " + std::to_string(combo));
+      }
+    }
+  MESSAGE("fast-path runs: " << fast);
+  CHECK(fast > 0);
+}
+
 TEST_CASE("kernels: 16-bit QLinearAdd/QLinearMul match the reference") {
   std::mt19937 rng(15);
   int fast = 0;

@@ -62,8 +62,9 @@ void CopyShape(const Tensor* x, Tensor* y) {
 
 // ---- QLinearAdd / QLinearMul ------------------------------------------------
 // Inputs: A, A_scale, A_zero_point?, B, B_scale, B_zero_point?, C_scale,
-// C_zero_point?; A, B and C share one int8/uint8 dtype (qfold also takes
-// int16/uint16: 16-bit activations); NumPy broadcasting.
+// C_zero_point?; A, B and C are int8/uint8, each its own (NNCF mixes them),
+// or all one 16-bit dtype (qfold's 16-bit activations); C's dtype is that
+// of C_zero_point (A's without it); NumPy broadcasting.
 
 Status InferQLinearBinary(KernelContext& ctx) {
   const Tensor* a = ctx.input(0);
@@ -72,11 +73,15 @@ Status InferQLinearBinary(KernelContext& ctx) {
   if (!a || !b) return ctx.Invalid("inputs A and B are required");
   if (!Is8Bit(a->dtype) && !Is16Bit(a->dtype))
     return ctx.Unsupported(std::string("A dtype ") + dtype_name(a->dtype));
-  if (b->dtype != a->dtype) return ctx.Invalid("A and B must have the same dtype");
+  const Tensor* c_zp = ctx.input(7);
+  const DType c = c_zp ? c_zp->dtype : a->dtype;
+  const bool all8 = Is8Bit(a->dtype) && Is8Bit(b->dtype) && Is8Bit(c);
+  if (!all8 && (b->dtype != a->dtype || c != a->dtype))
+    return ctx.Invalid("A, B and C must be 8-bit, or share one 16-bit dtype");
   QF_RETURN_IF_ERROR(CheckQParam(ctx, 1, 2, a->dtype, "A"));
-  QF_RETURN_IF_ERROR(CheckQParam(ctx, 4, 5, a->dtype, "B"));
-  QF_RETURN_IF_ERROR(CheckQParam(ctx, 6, 7, a->dtype, "C"));
-  y->dtype = a->dtype;
+  QF_RETURN_IF_ERROR(CheckQParam(ctx, 4, 5, b->dtype, "B"));
+  QF_RETURN_IF_ERROR(CheckQParam(ctx, 6, 7, c, "C"));
+  y->dtype = c;
   return InferBroadcastShape(ctx, {a, b}, y);
 }
 
@@ -103,9 +108,23 @@ Status RunQLinearBinary(KernelContext& ctx) {
   kp.hi = r.hi;
   kp.is_signed = y->dtype == DType::kInt8 || y->dtype == DType::kInt16;
   kp.mul = kMul;
+  // An 8-bit operand of the other signedness is the same values with the
+  // sign bit flipped and the zero point moved by 128 (exact): the kernels
+  // take one signedness.
+  std::vector<uint8_t> a_flip, b_flip;
+  const void* ad = a->data;
+  const void* bd = b->data;
+  auto flip = [&](const Tensor* t, int32_t* zp, std::vector<uint8_t>* buf) -> const void* {
+    buf->resize(size_t(t->numel()));
+    const uint8_t* src = t->ptr<uint8_t>();
+    for (size_t i = 0; i < buf->size(); ++i) (*buf)[i] = uint8_t(src[i] ^ 0x80);
+    *zp += t->dtype == DType::kInt8 ? 128 : -128;
+    return buf->data();
+  };
+  if (a->dtype != y->dtype) ad = flip(a, &kp.a_zp, &a_flip);
+  if (b->dtype != y->dtype) bd = flip(b, &kp.b_zp, &b_flip);
   const auto fast = Is8Bit(y->dtype) ? kernels::QBinaryS8 : kernels::QBinary16;
-  if (fast(kp, a->data, a->shape, b->data, b->shape, y->data, y->shape, ctx.pool))
-    return Status::Ok();
+  if (fast(kp, ad, a->shape, bd, b->shape, y->data, y->shape, ctx.pool)) return Status::Ok();
   ForEachBroadcast<2>({&a->shape, &b->shape}, y->shape,
                       [&](int64_t o, const std::array<int64_t, 2>& i) {
                         const float va = pa.Dequant(LoadQ(a->data, a->dtype, i[0]));
