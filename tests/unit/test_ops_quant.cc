@@ -584,8 +584,16 @@ TEST_CASE("quant: QLinearAdd and QLinearMul broadcast through float") {
   REQUIRE(mul.status.ok());
   // products [0, 5, 0, 15] / 2 = [0, 2.5 -> 2, 0, 7.5 -> 8].
   CHECK(Ints<uint8_t>(mul) == std::vector<int>{0, 2, 0, 8});
+  // int8 and uint8 mix (NNCF graphs): A (zero point 0) real a * 0.5 =
+  // [5, 10, 15, 20] plus B int8 {-2} at scale 1, in uint8 at scale 1 (C's dtype
+  // is A's without C_zero_point): [3, 8, 13, 18].
+  auto mixed = RunQ("QLinearAdd", {a, Scalar(0.5f), nullptr, I8({1}, {-2}), Scalar(1.f), nullptr,
+                                   Scalar(1.f), nullptr});
+  REQUIRE(mixed.status.ok());
+  CHECK(Ints<uint8_t>(mixed) == std::vector<int>{3, 8, 13, 18});
+  // 8- and 16-bit operands do not mix.
   CHECK(RunQ("QLinearAdd",
-             {a, Scalar(0.5f), nullptr, I8({1}, {0}), Scalar(1.f), nullptr, Scalar(1.f), nullptr})
+             {a, Scalar(0.5f), nullptr, I16({1}, {0}), Scalar(1.f), nullptr, Scalar(1.f), nullptr})
             .status.code() == StatusCode::kInvalidModel);
 }
 
