@@ -9,9 +9,13 @@
 // Clip, ..., and x * Sigmoid(x) / x * HardSigmoid(x) as Swish / HardSwish),
 // when the convolution's output is read by them alone.
 //
-// Only what the fast kernels cover is rewritten: 1-D and 2-D convolutions.
+// Only what the fast kernels cover is rewritten: 1-D and 2-D convolutions,
+// and MatMul/Gemm with a constant 2-D weight and a static A, which become a
+// 1x1 QfConvDequant over A's rows between two Reshapes (NNCF leaves the
+// classifier's Gemm float before its Softmax; AIMET makes it a graph output).
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "converter/passes/passes.h"
 
@@ -61,16 +65,26 @@ class FloatOutputFolder {
 
   Status Run() {
     Index();
-    for (size_t k = 0; k < g_.nodes.size(); ++k)
-      if (!removed_[k] && g_.nodes[k].op_type == "Conv" && g_.nodes[k].domain.empty()) TryConv(k);
+    for (size_t k = 0; k < g_.nodes.size(); ++k) {
+      if (removed_[k] || !g_.nodes[k].domain.empty()) continue;
+      const std::string& t = g_.nodes[k].op_type;
+      if (t == "Conv") TryConv(k);
+      if (t == "MatMul" || t == "Gemm") TryMatMul(k);
+    }
     std::vector<Node> kept;
-    for (size_t k = 0; k < g_.nodes.size(); ++k)
+    for (size_t k = 0; k < g_.nodes.size(); ++k) {
+      for (Node& n : before_[k]) kept.push_back(std::move(n));
       if (!removed_[k]) kept.push_back(std::move(g_.nodes[k]));
+      for (Node& n : after_[k]) kept.push_back(std::move(n));
+    }
     g_.nodes = std::move(kept);
     return Status::Ok();
   }
 
  private:
+  // Nodes emitted before / after node k when the graph is rebuilt.
+  std::map<size_t, std::vector<Node>> before_, after_;
+
   void Index() {
     producer_.clear();
     for (size_t k = 0; k < g_.nodes.size(); ++k)
@@ -152,6 +166,122 @@ class FloatOutputFolder {
       return SIZE_MAX;
     const size_t k = it->second[0].first;
     return removed_[k] || !g_.nodes[k].domain.empty() ? SIZE_MAX : k;
+  }
+
+  std::string Int64s(const std::string& base, const std::vector<int64_t>& v) {
+    std::vector<uint8_t> b(v.size() * 8);
+    if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+    return g_.AddConstant(base, DType::kInt64, {int64_t(v.size())}, std::move(b));
+  }
+
+  Value& NewValue(const std::string& base, DType dtype, const Shape& shape) {
+    const std::string name = g_.UniqueName(base);
+    Value& v = g_.values[name];
+    v.name = name;
+    v.dtype = dtype;
+    v.rank_known = true;
+    v.shape = shape;
+    return v;
+  }
+
+  // MatMul / Gemm (transA 0) of a per-tensor 8-bit A with static shape and a
+  // constant 8-bit B [K, N] (Gemm transB: [N, K]) quantized per tensor or per
+  // column, float output: Reshape A to [R, K, 1, 1], QfConvDequant with W [N,
+  // K, 1, 1] (Gemm's alpha in its scales, beta * C its bias), Reshape back.
+  void TryMatMul(size_t k) {
+    const Node& mm = g_.nodes[k];
+    const bool gemm = mm.op_type == "Gemm";
+    if (mm.outputs.size() != 1 || mm.attrs.Has("_activation")) return;
+    if (gemm && mm.attrs.GetInt("transA", 0) != 0) return;
+    const bool trans_b = gemm && mm.attrs.GetInt("transB", 0) != 0;
+    const Node* dqb = Dq(mm.input(1), trans_b ? 0 : 1, -1);
+    const Node* dqa = Dq(mm.input(0), -1, 0);
+    if (!dqa || !dqb) return;
+    const Value* a = g_.Find(dqa->input(0));
+    const Value* b = g_.Find(dqb->input(0));
+    const Value* y = g_.Find(mm.outputs[0]);
+    if (!b || !b->is_constant() || b->shape.size() != 2 || !y || y->dtype != DType::kFloat32 ||
+        !y->rank_known || !a->rank_known || a->shape.empty())
+      return;
+    for (int64_t d : a->shape)
+      if (d < 0) return;
+    for (int64_t d : y->shape)
+      if (d < 0) return;
+    const int64_t kdim = trans_b ? b->shape[1] : b->shape[0];
+    const int64_t n = trans_b ? b->shape[0] : b->shape[1];
+    if (a->shape.back() != kdim || kdim <= 0 || n <= 0) return;
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < a->shape.size(); ++i) rows *= a->shape[i];
+    if (rows * n != [&] {
+          int64_t e = 1;
+          for (int64_t d : y->shape) e *= d;
+          return e;
+        }())
+      return;
+    std::vector<float> ws;
+    ReadFloats(g_, dqb->input(1), &ws);
+    if (ws.size() != 1 && int64_t(ws.size()) != n) return;
+    const float alpha = gemm ? mm.attrs.GetFloat("alpha", 1.f) : 1.f;
+    const float beta = gemm ? mm.attrs.GetFloat("beta", 1.f) : 1.f;
+    if (!(alpha > 0)) return;
+    std::vector<float> bias(size_t(n), 0.f);
+    if (gemm && !mm.input(2).empty()) {
+      std::vector<float> c;
+      if (!ReadFloats(g_, mm.input(2), &c) || (c.size() != 1 && int64_t(c.size()) != n)) return;
+      const Value* cv = g_.Find(mm.input(2));
+      if (cv->shape.size() > 1 && cv->shape[0] != 1) return;  // not a row vector
+      for (int64_t j = 0; j < n; ++j) bias[size_t(j)] = beta * c[c.size() == 1 ? 0 : size_t(j)];
+    }
+    // W [N, K, 1, 1] in B's dtype; weight scales times alpha, one per column.
+    const uint8_t* src = b->data->data();
+    std::vector<uint8_t> w(size_t(n * kdim));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < kdim; ++i)
+        w[size_t(j * kdim + i)] = trans_b ? src[j * kdim + i] : src[i * n + j];
+    std::vector<float> scales(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) scales[size_t(j)] = ws[ws.size() == 1 ? 0 : size_t(j)] * alpha;
+    std::vector<int32_t> zps;
+    if (!dqb->input(2).empty()) ReadInts(g_, dqb->input(2), &zps);
+    std::vector<uint8_t> zp_bytes(size_t(n), 0);
+    for (int64_t j = 0; j < n; ++j)
+      zp_bytes[size_t(j)] = uint8_t(zps.empty() ? 0 : zps[zps.size() == 1 ? 0 : size_t(j)]);
+
+    const std::string base = mm.name.empty() ? mm.outputs[0] : mm.name;
+    Value& a4 = NewValue(dqa->input(0) + "_rows", a->dtype, {rows, kdim, 1, 1});
+    Value& y4 = NewValue(mm.outputs[0] + "_rows", DType::kFloat32, {rows, n, 1, 1});
+    const std::string a4n = a4.name, y4n = y4.name;
+    Node ra;
+    ra.op_type = "Reshape";
+    ra.name = g_.UniqueName(base + "_rows");
+    ra.inputs = {dqa->input(0), Int64s(base + "_rows_shape", {rows, kdim, 1, 1})};
+    ra.outputs = {a4n};
+    Node q;
+    q.op_type = "QfConvDequant";
+    q.name = base;
+    q.attrs.SetInts("kernel_shape", {1, 1});
+    q.inputs = {a4n,
+                dqa->input(1),
+                ZeroPoint(*dqa, base + "_x"),
+                g_.AddConstant(base + "_w_1x1", b->dtype, {n, kdim, 1, 1}, std::move(w)),
+                g_.AddConstant(base + "_w_scale", DType::kFloat32, {n}, FloatBytes(scales)),
+                g_.AddConstant(base + "_w_zero_point", b->dtype, {n}, std::move(zp_bytes))};
+    bool any_bias = false;
+    for (float v : bias) any_bias |= v != 0.f;
+    if (any_bias)
+      q.inputs.push_back(g_.AddConstant(base + "_bias_f", DType::kFloat32, {n}, FloatBytes(bias)));
+    q.outputs = {y4n};
+    Node ry;
+    ry.op_type = "Reshape";
+    ry.name = g_.UniqueName(base + "_restore");
+    ry.inputs = {y4n, Int64s(base + "_out_shape", y->shape)};
+    ry.outputs = mm.outputs;
+    SetQuant(*dqa, -1);
+    SetQuant(*dqb, trans_b ? 0 : 1);
+    if (Value* v = g_.Find(a4n)) v->quant = g_.Find(dqa->input(0))->quant;
+    before_[k].push_back(std::move(ra));
+    after_[k].push_back(std::move(ry));
+    g_.nodes[k] = std::move(q);
+    Index();
   }
 
   void TryConv(size_t k) {
