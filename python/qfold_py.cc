@@ -388,9 +388,9 @@ PYBIND11_MODULE(_qfold, m) {
       {StatusCode::kInternal, "InternalError", "A bug in qfold.", nullptr},
   };
   for (const Sub& sub : subs) {
-    py::tuple bases =
-        sub.extra_base ? py::make_tuple(py::handle(qfold::g_error_type), py::handle(sub.extra_base))
-                       : py::make_tuple(py::handle(qfold::g_error_type));
+    py::tuple bases(sub.extra_base ? 2 : 1);
+    bases[0] = py::handle(qfold::g_error_type);
+    if (sub.extra_base) bases[1] = py::handle(sub.extra_base);
     std::string qualified = std::string("qfold.") + sub.name;
     PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), sub.doc, bases.ptr(), nullptr);
     if (!type) throw py::error_already_set();
