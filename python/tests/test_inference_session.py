@@ -236,6 +236,29 @@ def conversion_is_cached_by_content():
 
 
 @test
+def conversion_notes_survive_the_cache():
+    # A float8 weight through DequantizeLinear: no integer kernel, so the converter widens it
+    # to float and says so in a note.
+    from onnx import TensorProto, helper
+    w = helper.make_tensor("w", TensorProto.FLOAT8E4M3FN, [4], [0.5, -1.0, 2.0, 0.25])
+    nodes = [helper.make_node("DequantizeLinear", ["w", "scale"], ["wf"], name="dq_w"),
+             helper.make_node("Add", ["x", "wf"], ["y"], name="add")]
+    graph = helper.make_graph(
+        nodes, "float8_weight", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [w, helper.make_tensor("scale", TensorProto.FLOAT, [], [0.5])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    path = os.path.join(TMP, "float8_weight.onnx")
+    onnx.save(m, path)
+    first = qfold.InferenceSession(path)
+    assert any("dq_w" in n and "dequantized" in n for n in first.conversion_notes), first.conversion_notes
+    second = qfold.InferenceSession(path)  # from the cache
+    assert second.conversion_notes == first.conversion_notes
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_allclose(second.run(None, {"x": x})[0], ort_session(path).run(None, {"x": x})[0])
+
+
+@test
 def cache_location_follows_the_environment():
     code = "import qfold; print(qfold.cache_dir())"
     env = dict(os.environ)
