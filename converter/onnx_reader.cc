@@ -4,9 +4,11 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include "converter/onnx_dtype.h"
@@ -124,7 +126,9 @@ Status ReadTypeProto(const onnx::TypeProto& tp, const std::string& where, Value*
       return Invalid(where + ": rank " + std::to_string(tt.shape().dim_size()) + " exceeds " +
                      std::to_string(kMaxRank));
     for (const auto& d : tt.shape().dim()) {
-      if (d.has_dim_value()) {
+      // Paddle2ONNX writes dim_value -1 for a dynamic dim (PP-OCR's classifier); ONNX
+      // Runtime reads it as unknown, and so does qfold. Other negatives are errors.
+      if (d.has_dim_value() && d.dim_value() != -1) {
         if (d.dim_value() < 0) return Invalid(where + ": negative dim " + std::to_string(d.dim_value()));
         v->shape.push_back(d.dim_value());
         v->dim_names.push_back("");
@@ -327,6 +331,57 @@ Status ReadOnnxModel(const std::string& path, Graph* g) {
     for (const auto& a : np.attribute()) QF_RETURN_IF_ERROR(ReadAttribute(a, base_dir, &n));
     g->nodes.push_back(std::move(n));
   }
+  return Status::Ok();
+}
+
+namespace {
+
+OnnxArg ArgFromValueInfo(const onnx::ValueInfoProto& vi) {
+  OnnxArg arg;
+  arg.name = vi.name();
+  if (!vi.type().has_tensor_type()) return arg;
+  const auto& tt = vi.type().tensor_type();
+  arg.elem_type = OnnxTypeName(tt.elem_type());
+  for (char& c : arg.elem_type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  arg.has_shape = tt.has_shape();
+  for (const auto& d : tt.shape().dim()) {
+    OnnxDim dim;
+    if (d.has_dim_value() && d.dim_value() >= 0)
+      dim.value = d.dim_value();
+    else if (d.has_dim_param())
+      dim.param = d.dim_param();
+    arg.dims.push_back(dim);
+  }
+  return arg;
+}
+
+}  // namespace
+
+Status ReadOnnxSignature(const std::string& path, OnnxSignature* out) {
+  std::string bytes;
+  QF_RETURN_IF_ERROR(ReadFileBytes(path, &bytes));
+  onnx::ModelProto model;
+  if (bytes.empty() || !ParseProto(bytes, &model))
+    return Invalid(path +
+                   ": not a valid ONNX model (protobuf parsing failed: truncated or not "
+                   "an .onnx file)");
+  if (!model.has_graph()) return Invalid(path + ": the model has no graph");
+  const onnx::GraphProto& gp = model.graph();
+  std::set<std::string> initializers;
+  for (const auto& init : gp.initializer()) initializers.insert(init.name());
+  *out = OnnxSignature();
+  for (const auto& in : gp.input())
+    if (!initializers.count(in.name())) out->inputs.push_back(ArgFromValueInfo(in));
+  for (const auto& o : gp.output()) out->outputs.push_back(ArgFromValueInfo(o));
+  out->producer_name = model.producer_name();
+  out->domain = model.domain();
+  out->description = model.doc_string();
+  // ONNX Runtime reports an unset model_version as INT64_MAX; so does qfold.
+  out->model_version =
+      model.has_model_version() ? model.model_version() : std::numeric_limits<int64_t>::max();
+  out->graph_name = gp.name();
+  out->graph_description = gp.doc_string();
+  for (const auto& p : model.metadata_props()) out->metadata_props.emplace_back(p.key(), p.value());
   return Status::Ok();
 }
 

@@ -1,6 +1,8 @@
 // Reading .onnx files (and ONNX TensorProto files) into the IR.
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "converter/ir.h"
 
@@ -15,6 +17,29 @@ namespace conv {
 constexpr size_t kMaxProtoBytes = size_t(2047) << 20;
 
 Status ReadOnnxModel(const std::string& path, Graph* g);
+
+// A graph input or output as the .onnx file declares it (what ONNX Runtime's
+// NodeArg reports): element type in ONNX's lower-case spelling ("float",
+// "uint8"), each dim a value, a dim_param name, or neither (value -1, no name).
+struct OnnxDim {
+  int64_t value = -1;
+  std::string param;
+};
+struct OnnxArg {
+  std::string name;
+  std::string elem_type;  // "" for non-tensor types
+  bool has_shape = false;
+  std::vector<OnnxDim> dims;
+};
+// The model's declared interface and metadata, without reading it into the IR.
+struct OnnxSignature {
+  std::vector<OnnxArg> inputs;  // initializers listed as inputs are left out
+  std::vector<OnnxArg> outputs;
+  std::string producer_name, domain, description, graph_name, graph_description;
+  int64_t model_version = 0;  // INT64_MAX when the file sets none, as ONNX Runtime reports it
+  std::vector<std::pair<std::string, std::string>> metadata_props;
+};
+Status ReadOnnxSignature(const std::string& path, OnnxSignature* out);
 
 // Decodes a TensorProto (inline or external data relative to `base_dir`).
 // `where` names the tensor's origin for messages.

@@ -1,4 +1,6 @@
-// Python module `qfold`: convert() over the converter, Session over the runtime.
+// Extension module `qfold._qfold`: convert() over the converter, Session over the
+// runtime, onnx_signature() for what an .onnx file declares. The package around it
+// (python/qfold/) adds the ONNX Runtime-compatible InferenceSession in Python.
 //
 // Arrays cross the boundary through the buffer protocol and plain numpy calls
 // (numpy.ascontiguousarray, numpy.empty) rather than pybind11/numpy.h: the
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "converter/converter.h"
+#include "converter/onnx_reader.h"
 #include "qfold/runtime.h"
 
 namespace py = pybind11;
@@ -25,8 +28,9 @@ namespace py = pybind11;
 namespace qfold {
 namespace {
 
-// qfold.Error, created at module init.
+// qfold.Error and its subclasses per status code, created at module init.
 PyObject* g_error_type = nullptr;
+PyObject* g_code_types[6] = {};
 
 const char* CodeName(StatusCode code) {
   switch (code) {
@@ -48,9 +52,11 @@ const char* CodeName(StatusCode code) {
 
 // Raises qfold.Error(message) with .code set. Needs the GIL.
 [[noreturn]] void Raise(StatusCode code, const std::string& message) {
-  py::object err = py::reinterpret_borrow<py::object>(g_error_type)(message);
+  PyObject* type = g_code_types[static_cast<int>(code)];
+  if (!type) type = g_error_type;
+  py::object err = py::reinterpret_borrow<py::object>(type)(message);
   err.attr("code") = CodeName(code);
-  PyErr_SetObject(g_error_type, err.ptr());
+  PyErr_SetObject(type, err.ptr());
   throw py::error_already_set();
 }
 
@@ -121,11 +127,11 @@ std::string FsPath(const py::object& path) {
   return py::str(py::module_::import("os").attr("fspath")(path));
 }
 
-void Convert(const py::object& onnx_path, const py::object& qfm_path,
-             const std::optional<std::map<std::string, Shape>>& input_shapes,
-             const std::optional<std::map<std::string, int64_t>>& dims,
-             const std::optional<std::map<std::string, std::string>>& input_layouts,
-             bool fold_qdq) {
+py::list Convert(const py::object& onnx_path, const py::object& qfm_path,
+                 const std::optional<std::map<std::string, Shape>>& input_shapes,
+                 const std::optional<std::map<std::string, int64_t>>& dims,
+                 const std::optional<std::map<std::string, std::string>>& input_layouts,
+                 bool fold_qdq) {
   conv::ConvertOptions opts;
   if (input_shapes) opts.input_shapes = *input_shapes;
   if (dims) opts.dims = *dims;
@@ -133,11 +139,61 @@ void Convert(const py::object& onnx_path, const py::object& qfm_path,
   opts.fold_qdq = fold_qdq;
   std::string src = FsPath(onnx_path), dst = FsPath(qfm_path);
   Status st;
+  std::vector<std::string> notes;
   {
     py::gil_scoped_release nogil;
-    st = conv::ConvertFile(src, dst, opts);
+    st = conv::ConvertFile(src, dst, opts, &notes);
   }
   ThrowIfError(st);
+  return py::cast(notes);
+}
+
+py::dict ArgDict(const conv::OnnxArg& arg) {
+  py::dict d;
+  d["name"] = arg.name;
+  d["type"] = arg.elem_type.empty() ? py::object(py::none()) : py::str(arg.elem_type);
+  if (arg.has_shape) {
+    py::list shape;
+    for (const conv::OnnxDim& dim : arg.dims) {
+      if (dim.value >= 0)
+        shape.append(dim.value);
+      else if (!dim.param.empty())
+        shape.append(dim.param);
+      else
+        shape.append(py::none());
+    }
+    d["shape"] = shape;
+  } else {
+    d["shape"] = py::none();
+  }
+  return d;
+}
+
+py::dict OnnxSignature(const py::object& onnx_path) {
+  std::string path = FsPath(onnx_path);
+  conv::OnnxSignature sig;
+  Status st;
+  {
+    py::gil_scoped_release nogil;
+    st = conv::ReadOnnxSignature(path, &sig);
+  }
+  ThrowIfError(st);
+  py::list inputs, outputs;
+  for (const conv::OnnxArg& a : sig.inputs) inputs.append(ArgDict(a));
+  for (const conv::OnnxArg& a : sig.outputs) outputs.append(ArgDict(a));
+  py::dict props;
+  for (const auto& kv : sig.metadata_props) props[py::str(kv.first)] = kv.second;
+  py::dict d;
+  d["inputs"] = inputs;
+  d["outputs"] = outputs;
+  d["producer_name"] = sig.producer_name;
+  d["domain"] = sig.domain;
+  d["description"] = sig.description;
+  d["graph_name"] = sig.graph_name;
+  d["graph_description"] = sig.graph_description;
+  d["version"] = sig.model_version;
+  d["custom_metadata_map"] = props;
+  return d;
 }
 
 struct AlignedFree {
@@ -301,9 +357,10 @@ class PySession {
 }  // namespace
 }  // namespace qfold
 
-PYBIND11_MODULE(qfold, m) {
+PYBIND11_MODULE(_qfold, m) {
   using qfold::PySession;
-  m.doc() = "qfold: convert ONNX models to .qfm and run them on the CPU";
+  using qfold::StatusCode;
+  m.doc() = "qfold's extension module: convert ONNX models to .qfm and run them on the CPU";
   m.attr("__version__") = QFOLD_VERSION_STRING;
 
   qfold::g_error_type = PyErr_NewExceptionWithDoc(
@@ -311,18 +368,58 @@ PYBIND11_MODULE(qfold, m) {
       PyExc_RuntimeError, nullptr);
   if (!qfold::g_error_type) throw py::error_already_set();
   m.attr("Error") = py::handle(qfold::g_error_type);
+  // One subclass per status code; InvalidArgument is also a ValueError, as the checks
+  // ONNX Runtime's Python layer makes (missing inputs) raise ValueError.
+  struct Sub {
+    StatusCode code;
+    const char* name;
+    const char* doc;
+    PyObject* extra_base;
+  };
+  const Sub subs[] = {
+      {StatusCode::kInvalidArgument, "InvalidArgument",
+       "Bad input to a call: unknown or missing tensor names, wrong dtype or shape.",
+       PyExc_ValueError},
+      {StatusCode::kInvalidModel, "InvalidModel", "The model file is malformed or inconsistent.",
+       nullptr},
+      {StatusCode::kUnsupported, "Unsupported",
+       "The model uses an operator, attribute or type qfold does not implement.", nullptr},
+      {StatusCode::kIoError, "IoError", "A file could not be read or written.", nullptr},
+      {StatusCode::kInternal, "InternalError", "A bug in qfold.", nullptr},
+  };
+  for (const Sub& sub : subs) {
+    py::tuple bases(sub.extra_base ? 2 : 1);
+    bases[0] = py::handle(qfold::g_error_type);
+    if (sub.extra_base) bases[1] = py::handle(sub.extra_base);
+    std::string qualified = std::string("qfold.") + sub.name;
+    PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), sub.doc, bases.ptr(), nullptr);
+    if (!type) throw py::error_already_set();
+    // Errors raised from Python (qfold.InferenceSession's checks) get .code from the class.
+    py::handle(type).attr("code") = qfold::CodeName(sub.code);
+    qfold::g_code_types[static_cast<int>(sub.code)] = type;
+    m.attr(sub.name) = py::handle(type);
+  }
 
   m.def("convert", &qfold::Convert, py::arg("onnx_path"), py::arg("qfm_path"),
         py::arg("input_shapes") = py::none(), py::arg("dims") = py::none(),
         py::arg("input_layouts") = py::none(), py::arg("fold_qdq") = true,
-        "Converts an ONNX file to .qfm; raises qfold.Error (no output file) on failure.");
+        "Converts an ONNX file to .qfm and returns the conversion's notes (list of str);\n"
+        "raises qfold.Error (and writes no output file) on failure.");
+  m.def("onnx_signature", &qfold::OnnxSignature, py::arg("onnx_path"),
+        "The inputs, outputs (name, type, shape with ints, dim names or None) and metadata an\n"
+        ".onnx file declares, as a dict; initializers listed as inputs are left out.");
 
-  py::class_<PySession>(m, "Session")
-      .def(py::init<const py::object&, int>(), py::arg("path_or_bytes"), py::arg("num_threads") = 1)
-      .def_property_readonly("inputs", &PySession::inputs)
-      .def_property_readonly("outputs", &PySession::outputs)
-      .def_property_readonly("arena_bytes", &PySession::arena_bytes)
-      .def("resize_input", &PySession::ResizeInput, py::arg("name"), py::arg("shape"))
+  py::class_<PySession>(m, "Session", "A loaded .qfm model ready to run (qfold's native API).")
+      .def(py::init<const py::object&, int>(), py::arg("path_or_bytes"), py::arg("num_threads") = 1,
+           "Loads a .qfm file (str or os.PathLike) or .qfm bytes and plans a session.")
+      .def_property_readonly("inputs", &PySession::inputs,
+                             "[{name, dtype, shape, dim_names, layout}] of the inputs")
+      .def_property_readonly("outputs", &PySession::outputs,
+                             "[{name, dtype, shape, dim_names, layout}] of the outputs")
+      .def_property_readonly("arena_bytes", &PySession::arena_bytes,
+                             "Bytes of the activation arena at the current shapes.")
+      .def("resize_input", &PySession::ResizeInput, py::arg("name"), py::arg("shape"),
+           "Re-plans for a new input shape (run() also does this by itself).")
       .def("run", &PySession::Run, py::arg("feeds"),
            "Runs with {name: array}; returns {name: array} (copies).");
 }

@@ -4,6 +4,7 @@
 #   QFOLD_SKIP_SANITIZE=1  skip the sanitizer pass (quicker local runs)
 #   QFOLD_SKIP_FUZZ=1      skip the bounded fuzzing step (clang + libFuzzer, scripts/fuzz.sh)
 #   QFOLD_SKIP_AARCH64=1   skip the aarch64 cross build and its tests under qemu
+#   QFOLD_SKIP_WHEEL=1     skip python_wheel (pip install of a clean checkout, a second full build)
 #   QFOLD_FUZZ_RUNS=N      inputs per fuzz target (default 20000, fixed seed: reproducible)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,7 +12,9 @@ source "$ROOT/scripts/setup.sh"
 
 echo "== release build"
 BUILD_DIR="$ROOT/build" QFOLD_SANITIZE=OFF build_qfold
-(cd "$ROOT/build" && ctest --output-on-failure)
+skip_wheel=()
+[ "${QFOLD_SKIP_WHEEL:-0}" = "1" ] && skip_wheel=(-E python_wheel)
+(cd "$ROOT/build" && ctest --output-on-failure "${skip_wheel[@]}")
 
 if [ "${QFOLD_SKIP_AARCH64:-0}" != "1" ]; then
   # The NEON kernels: cross-built with g++-aarch64-linux-gnu, tested under

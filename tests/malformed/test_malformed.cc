@@ -366,6 +366,23 @@ TEST_CASE("onnx: cyclic graph, duplicate producers, missing inputs") {
 
 TEST_CASE("onnx: huge and negative dims") {
   TempDir dir;
+  {  // dim_value -1 (Paddle2ONNX's dynamic dim) is an unknown dim; -2 is an error
+    auto relu_with_first_dim = [&](int64_t first, const std::string& file) {
+      OnnxBuilder b;
+      b.Input("x", onnx::TensorProto::FLOAT, {1, 3});
+      b.Output("y", onnx::TensorProto::FLOAT, {});
+      b.Node("Relu", {"x"}, {"y"}, "r");
+      auto* shape =
+          b.graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+      shape->mutable_dim(0)->set_dim_value(first);
+      return b.Write(dir, file);
+    };
+    Status st = Convert(relu_with_first_dim(-1, "minus_one.onnx"));
+    CHECK_MESSAGE(st.ok(), st.message());
+    st = Convert(relu_with_first_dim(-2, "minus_two.onnx"));
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK(Contains(st.message(), "negative dim -2"));
+  }
   {
     OnnxBuilder b;
     b.Input("x", onnx::TensorProto::FLOAT, {int64_t(1) << 40, int64_t(1) << 40});
