@@ -601,6 +601,42 @@ TEST_CASE("QuantizeLinear/DequantizeLinear: NaN, Inf and zero scales do not cras
   }
 }
 
+// ---- shapes the rank checks missed ------------------------------------------------------------
+
+TEST_CASE("integer Conv/MatMul: a weight of rank 0 or 1 is refused naming the node") {
+  // Red-team reproducer (issue 18): InferQConvShape read w.shape[0] before checking
+  // w's rank, and MatMulInteger's zero-point check indexed a rank-0 operand; convert,
+  // check, run and the Python module all crashed.
+  TempDir dir;
+  const uint8_t w_data = 5, zp = 0;
+  const float scale = 0.1f;
+  for (const std::vector<int64_t>& w_dims : {std::vector<int64_t>{}, std::vector<int64_t>{1}}) {
+    for (const char* op : {"QLinearConv", "ConvInteger", "MatMulInteger"}) {
+      CAPTURE(op);
+      CAPTURE(w_dims.size());
+      OnnxBuilder b(13);
+      b.Input("x", onnx::TensorProto::UINT8, {1, 1, 4, 4});
+      b.Init("w", onnx::TensorProto::UINT8, w_dims, &w_data, 1);
+      b.Init("zp", onnx::TensorProto::UINT8, {}, &zp, 1);
+      b.Init("s", onnx::TensorProto::FLOAT, {}, &scale, 4);
+      const bool qlinear = std::string(op) == "QLinearConv";
+      b.Output("y", qlinear ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT32, {});
+      const std::vector<std::string> inputs =
+          qlinear ? std::vector<std::string>{"x", "s", "zp", "w", "s", "zp", "s", "zp"}
+                  : std::vector<std::string>{"x", "w", "zp", "zp"};
+      b.Node(op, inputs, {"y"}, "victim_node");
+      Status st = Convert(b.Write(dir, "rank_w.onnx"));
+      // MatMul of a rank-4 x by a rank-1 w is legal ONNX; a rank-0 w never is.
+      if (std::string(op) == "MatMulInteger" && w_dims.size() == 1) {
+        CHECK(!st.ok());  // K=4 against 1 row: a mismatch, not a crash
+      } else {
+        CHECK(st.code() == StatusCode::kInvalidModel);
+      }
+      CHECK_MESSAGE(Contains(st.message(), "victim_node"), st.message());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace malformed
 }  // namespace qfold
