@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "cli/arg_parse.h"
 #include "cli/npy.h"
 #include "converter/converter.h"
 #include "converter/onnx_reader.h"
@@ -46,9 +47,9 @@ bool ParseShape(const std::string& s, Shape* out) {
   while (true) {
     size_t x = s.find_first_of("x,", pos);
     std::string tok = s.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-    if (tok.empty() || tok.size() > 12 || tok.find_first_not_of("0123456789") != std::string::npos)
-      return false;
-    out->push_back(std::stoll(tok));
+    int64_t dim = 0;
+    if (!ParseBoundedInt(tok, 0, kMaxCliDim, &dim)) return false;
+    out->push_back(dim);
     if (x == std::string::npos) return true;
     pos = x + 1;
   }
@@ -78,7 +79,9 @@ Status ReadShapesJson(const std::string& path, std::map<std::string, Shape>* sha
       }
     } else if (kv.key() == "dims" && kv.value().is_object()) {
       for (const auto& d : kv.value().items()) {
-        if (!d.value().is_number_integer()) return bad("dims." + d.key() + " must be an int");
+        // An unsigned value past INT64_MAX reads back negative: refused here too.
+        if (!d.value().is_number_integer() || d.value().get<int64_t>() < 0)
+          return bad("dims." + d.key() + " must be a non-negative int");
         (*dims)[d.key()] = d.value().get<int64_t>();
       }
     } else {
@@ -129,7 +132,9 @@ const char* kRunUsage =
     "entries are named like the inputs; their shapes may differ from the model's\n"
     "symbolic dims (the session is re-planned). Outputs are written as\n"
     "DIR/<output name>.npy (unsafe characters replaced by '_'), or summarized\n"
-    "on stdout without --output-dir.\n";
+    "on stdout without --output-dir.\n"
+    "  --threads N   kernel threads, 1..1024; more than the machine's hardware threads\n"
+    "                are clamped to that count\n";
 
 const char* kInspectUsage =
     "usage: qfold inspect MODEL.qfm|MODEL.onnx [--json] [--ops]\n"
@@ -260,9 +265,10 @@ int Run(const Args& args) {
     } else if (a == "--output-dir" || a == "-o") {
       if (!next(&out_dir)) return UsageError("run", a + " needs a directory", kRunUsage);
     } else if (a == "--threads") {
-      if (!next(&v) || v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
-        return UsageError("run", "--threads needs a positive number", kRunUsage);
-      opts.num_threads = std::stoi(v);
+      if (!next(&v) || !ParseBoundedInt(v, 1, kMaxCliThreads, &opts.num_threads))
+        return UsageError("run",
+                          "--threads needs a number from 1 to " + std::to_string(kMaxCliThreads),
+                          kRunUsage);
     } else if (!a.empty() && a[0] == '-') {
       return UsageError("run", "unknown option '" + a + "'", kRunUsage);
     } else if (model_path.empty()) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cli/arg_parse.h"
 #include "cli/commands.h"
 #include "cli/npy.h"
 
@@ -230,10 +231,8 @@ int Verify(const Args& args) {
           !(opts.threshold >= -1 && opts.threshold <= 1))
         return UsageError("verify", "--threshold needs a cosine in [-1, 1]", kVerifyUsage);
     } else if (a == "--seed") {
-      if (!next() || v.empty() || v.size() > 9 ||
-          v.find_first_not_of("0123456789") != std::string::npos)
-        return UsageError("verify", "--seed needs a number", kVerifyUsage);
-      opts.seed = uint32_t(std::stoul(v));
+      if (!next() || !ParseBoundedInt(v, 0, 0xffffffff, &opts.seed))
+        return UsageError("verify", "--seed needs a number from 0 to 4294967295", kVerifyUsage);
     } else if (a == "--report") {
       if (!next()) return UsageError("verify", "--report needs a file", kVerifyUsage);
       report = v;

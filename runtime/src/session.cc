@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include "core/shape_util.h"
 #include "kernels/thread_pool.h"
@@ -32,6 +33,14 @@ using AlignedBuffer = std::unique_ptr<uint8_t, AlignedFree>;
 AlignedBuffer AllocAligned(size_t bytes) {
   size_t rounded = (bytes + kArenaTailPad + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
   return AlignedBuffer(static_cast<uint8_t*>(std::aligned_alloc(kArenaAlign, rounded)));
+}
+
+// SessionOptions::num_threads: at least 1, at most the hardware threads (64
+// when the count is unknown).
+int ClampThreads(int requested) {
+  const unsigned hw = std::thread::hardware_concurrency();
+  const int cap = hw == 0 ? 64 : int(std::min(hw, 4096u));
+  return std::min(std::max(1, requested), cap);
 }
 }  // namespace
 
@@ -271,7 +280,7 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
   im.model = model;
   im.m = model->impl();
   im.opts = opts;
-  im.opts.num_threads = std::max(1, opts.num_threads);
+  im.opts.num_threads = ClampThreads(opts.num_threads);
   if (im.opts.num_threads > 1) im.pool.reset(new kernels::ThreadPool(im.opts.num_threads));
   im.tensors.resize(im.m->tensors.size());
   for (size_t i = 0; i < im.tensors.size(); ++i) im.tensors[i].name = im.m->tensors[i].info.name;

@@ -80,6 +80,29 @@ done
 expect_exit2 "unknown command" "unknown command" "$QFOLD" frobnicate
 expect_exit2 "convert without -o" "needs an input model" "$QFOLD" convert "$src"
 expect_exit2 "run without input data" "no data for input 'input'" "$QFOLD" run "$WORK/good.qfm"
+# Numeric options: garbage, signs, out of range and past int64 (std::stoi used to throw
+# and abort on 99999999999) are usage errors.
+for bad in 99999999999 99999999999999999999999 100000 0 -1 +2 " 2" 2x "" abc 1e3; do
+  expect_exit2 "run --threads '$bad'" "--threads" "$QFOLD" run "$WORK/good.qfm" --threads "$bad"
+  expect_exit2 "bench --threads '$bad'" "--threads" "$QFOLD" bench "$WORK/good.qfm" --threads "$bad"
+done
+for bad in 99999999999 -1 x ""; do
+  expect_exit2 "bench --iterations '$bad'" "--iterations" "$QFOLD" bench "$WORK/good.qfm" --iterations "$bad"
+  expect_exit2 "bench --warmup '$bad'" "--warmup" "$QFOLD" bench "$WORK/good.qfm" --warmup "$bad"
+  expect_exit2 "bench --seed '$bad'" "--seed" "$QFOLD" bench "$WORK/good.qfm" --seed "$bad"
+done
+for bad in 4294967296 99999999999999999999 -1 x; do
+  expect_exit2 "verify --seed '$bad'" "--seed" "$QFOLD" verify "$src" --seed "$bad"
+done
+for bad in 1x99999999999999999999 1x-3 1xx2 1x2x; do
+  expect_exit2 "run --input-shape '$bad'" "--input-shape" "$QFOLD" run "$WORK/good.qfm" --input-shape "input=$bad"
+  expect_exit2 "convert --input-shape '$bad'" "--input-shape" "$QFOLD" convert "$src" -o "$WORK/s.qfm" --input-shape "input=$bad"
+  expect_exit2 "check --input-shape '$bad'" "--input-shape" "$QFOLD" check "$src" --input-shape "input=$bad"
+done
+expect_exit2 "convert --dim huge" "--dim" "$QFOLD" convert "$src" -o "$WORK/s.qfm" --dim "N=99999999999999999999"
+printf '{"dims": {"N": 18446744073709551615}}' >"$WORK/dims.json"
+expect_exit2 "convert --input-shapes unsigned dim" "non-negative" "$QFOLD" convert "$src" -o "$WORK/s.qfm" --input-shapes "$WORK/dims.json"
+no_output "bad numeric options" "$WORK/s.qfm"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
