@@ -288,6 +288,14 @@ Status ReadOnnxModel(const std::string& path, Graph* g) {
   // IR v2 models predate opset_import; models of other domains only have no default opset.
   if (!g->opsets.count("") && model.opset_import_size() == 0) g->opsets[""] = 1;
   g->opset = g->opsets.count("") ? g->opsets[""] : 0;
+  // An opset qfold has not seen may change an op's meaning (normalize_opsets
+  // rewrites only the forms it knows): refused rather than run as if older.
+  if (g->opsets.count("") && (g->opset < 1 || g->opset > kNewestOnnxOpset))
+    return Status(g->opset < 1 ? StatusCode::kInvalidModel : StatusCode::kUnsupported,
+                  path + ": ai.onnx opset " + std::to_string(g->opset) +
+                      (g->opset < 1 ? " is invalid (opsets start at 1)"
+                                    : " is newer than the newest qfold knows (" +
+                                          std::to_string(kNewestOnnxOpset) + ")"));
   const std::string base_dir = DirName(path);
   const onnx::GraphProto& gp = model.graph();
 

@@ -637,6 +637,30 @@ TEST_CASE("integer Conv/MatMul: a weight of rank 0 or 1 is refused naming the no
   }
 }
 
+TEST_CASE("onnx: an ai.onnx opset below 1 or newer than qfold knows is refused") {
+  TempDir dir;
+  for (int64_t opset : {int64_t(0), int64_t(-3), conv::kNewestOnnxOpset + 1, int64_t(1) << 40}) {
+    CAPTURE(opset);
+    OnnxBuilder b(opset);
+    b.Input("x", onnx::TensorProto::FLOAT, {4});
+    b.Output("y", onnx::TensorProto::FLOAT, {4});
+    b.Node("Relu", {"x"}, {"y"}, "relu");
+    Status st = Convert(b.Write(dir, "opset.onnx"));
+    CHECK(st.code() == (opset < 1 ? StatusCode::kInvalidModel : StatusCode::kUnsupported));
+    CHECK_MESSAGE(Contains(st.message(), "opset.onnx"), st.message());
+    CHECK_MESSAGE(Contains(st.message(), "opset " + std::to_string(opset)), st.message());
+  }
+  for (int64_t opset : {int64_t(1), conv::kNewestOnnxOpset}) {  // the bounds themselves load
+    CAPTURE(opset);
+    OnnxBuilder b(opset);
+    b.Input("x", onnx::TensorProto::FLOAT, {4});
+    b.Output("y", onnx::TensorProto::FLOAT, {4});
+    b.Node("Relu", {"x"}, {"y"}, "relu");
+    Status st = Convert(b.Write(dir, "opset.onnx"));
+    CHECK_MESSAGE(st.ok(), st.message());
+  }
+}
+
 }  // namespace
 }  // namespace malformed
 }  // namespace qfold
