@@ -10,6 +10,7 @@
 #include "cli/npy.h"
 #include "converter/converter.h"
 #include "converter/onnx_reader.h"
+#include "core/file_io.h"
 #include "core/shape_util.h"
 #include "model_impl.h"
 #include "qfold/runtime.h"
@@ -226,6 +227,7 @@ int Run(const Args& args) {
   if (HasFlag(args, "--help") || HasFlag(args, "-h")) return std::fputs(kRunUsage, stdout), 0;
   std::string model_path, out_dir;
   std::vector<io::NpzEntry> feeds;
+  std::vector<std::string> input_files;  // never overwritten by an output
   std::map<std::string, Shape> resize;
   SessionOptions opts;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -244,12 +246,14 @@ int Run(const Args& args) {
           return UsageError("run", "--input takes NAME=FILE.npy or FILE.npz", kRunUsage);
         Status st = io::ReadNpz(v, &feeds);
         if (!st.ok()) return Fail("run", st);
+        input_files.push_back(v);
         continue;
       }
       io::NpzEntry e;
       e.name = v.substr(0, eq);
       Status st = io::ReadNpy(v.substr(eq + 1), &e.array);
       if (!st.ok()) return Fail("run", st);
+      input_files.push_back(v.substr(eq + 1));
       feeds.push_back(std::move(e));
     } else if (a == "--input-shape") {
       size_t eq;
@@ -262,6 +266,7 @@ int Run(const Args& args) {
       if (!next(&v)) return UsageError("run", "--inputs needs FILE.npz", kRunUsage);
       Status st = io::ReadNpz(v, &feeds);
       if (!st.ok()) return Fail("run", st);
+      input_files.push_back(v);
     } else if (a == "--output-dir" || a == "-o") {
       if (!next(&out_dir)) return UsageError("run", a + " needs a directory", kRunUsage);
     } else if (a == "--threads") {
@@ -278,9 +283,21 @@ int Run(const Args& args) {
     }
   }
   if (model_path.empty()) return UsageError("run", "needs a model", kRunUsage);
+  input_files.push_back(model_path);
   std::shared_ptr<Model> model;
   Status st = Model::LoadFile(model_path, &model);
   if (!st.ok()) return Fail("run", st);
+  auto output_path = [&](const TensorInfo& o) {
+    return out_dir + "/" + SafeFileName(o.name) + ".npy";
+  };
+  // Refused before running: an output file that would replace an input, a
+  // symlink, a device node or a read-only file.
+  if (!out_dir.empty()) {
+    for (const TensorInfo& o : model->outputs()) {
+      st = fileio::CheckOutputPath(output_path(o), input_files);
+      if (!st.ok()) return Fail("run", st);
+    }
+  }
   std::unique_ptr<Session> session;
   st = Session::Create(model, opts, &session);
   if (!st.ok()) return Fail("run", st);
@@ -332,8 +349,8 @@ int Run(const Args& args) {
                   ShapeToString(arr.shape).c_str());
       continue;
     }
-    std::string path = out_dir + "/" + SafeFileName(o.name) + ".npy";
-    st = io::WriteNpy(path, arr);
+    const std::string path = output_path(o);
+    st = io::WriteNpy(path, arr, input_files);
     if (!st.ok()) return Fail("run", st);
     std::printf("%s -> %s %s %s\n", o.name.c_str(), path.c_str(), dtype_name(arr.dtype),
                 ShapeToString(arr.shape).c_str());

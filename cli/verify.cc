@@ -13,6 +13,7 @@
 #include "cli/arg_parse.h"
 #include "cli/commands.h"
 #include "cli/npy.h"
+#include "core/file_io.h"
 
 namespace qfold {
 namespace cli {
@@ -40,11 +41,9 @@ const char* kVerifyUsage =
     "  --seed N           seed of the random inputs (default 1)\n"
     "  --json             machine-readable result\n";
 
-bool WriteText(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return false;
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  return std::fclose(f) == 0 && ok;
+Status WriteText(const std::string& path, const std::string& text,
+                 const std::vector<std::string>& inputs) {
+  return fileio::WriteFileAtomic(path, text.data(), text.size(), inputs);
 }
 
 // Runs ONNX Runtime: argv = MODEL INPUTS.npz OUTPUTS.npz [--all-intermediates]. Exit code 3
@@ -270,11 +269,17 @@ int Verify(const Args& args) {
       return OrtReference(onnx, inputs, per_layer, out);
     };
   }
+  if (!report.empty()) {  // a bad target is refused before the comparison runs
+    Status st = fileio::CheckOutputPath(report, {onnx, qfm});
+    if (!st.ok()) return Fail("verify", st);
+  }
   check::VerifyResult r;
   Status st = check::VerifyModel(onnx, qfm, opts, &r);
   if (!st.ok()) return Fail("verify", st);
-  if (!report.empty() && !WriteText(report, check::VerifyHtml(r, opts, "qfold verify: " + qfm)))
-    return Fail("verify", Status(StatusCode::kIoError, report + ": cannot write the report"));
+  if (!report.empty()) {
+    st = WriteText(report, check::VerifyHtml(r, opts, "qfold verify: " + qfm), {onnx, qfm});
+    if (!st.ok()) return Fail("verify", st);
+  }
   std::fputs((json ? check::VerifyJson(r, opts) : check::VerifyText(r, opts)).c_str(), stdout);
   if (!report.empty() && !json) std::printf("report: %s\n", report.c_str());
   return r.first_bad.empty() ? 0 : 1;

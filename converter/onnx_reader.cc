@@ -3,6 +3,9 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cstring>
 #include <filesystem>
@@ -11,6 +14,7 @@
 
 #include "converter/onnx_dtype.h"
 #include "converter/sha256.h"
+#include "core/file_io.h"
 #include "core/shape_util.h"
 #include "onnx.pb.h"
 
@@ -33,17 +37,15 @@ bool KnownDimsCountable(const Shape& shape) {
 }
 
 Status ReadFileBytes(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return Status(StatusCode::kIoError, path + ": cannot open");
-  std::streamoff size = f.tellg();
-  if (size < 0) return Status(StatusCode::kIoError, path + ": cannot read");
-  if (size_t(size) > kMaxProtoBytes)
+  // Regular files only (a FIFO would block, a device never end): checked first.
+  int fd = -1;
+  uint64_t size = 0;
+  QF_RETURN_IF_ERROR(fileio::OpenRegularFile(path, &fd, &size));
+  close(fd);
+  if (size > kMaxProtoBytes)
     return Invalid(path + ": " + std::to_string(size) +
                    " bytes is over the 2 GiB protobuf limit; save large weights as external data");
-  out->resize(size_t(size));
-  f.seekg(0);
-  if (size && !f.read(&(*out)[0], size)) return Status(StatusCode::kIoError, path + ": read failed");
-  return Status::Ok();
+  return fileio::ReadRegularFile(path, kMaxProtoBytes, out);
 }
 
 bool ParseProto(const std::string& bytes, google::protobuf::MessageLite* msg) {
@@ -215,9 +217,17 @@ Status ValueFromTensorProto(const onnx::TensorProto& t, const std::string& base_
     }
     std::string path;
     QF_RETURN_IF_ERROR(ResolveExternalPath(base_dir, location, where + ": tensor '" + t.name() + "'", &path));
-    std::ifstream f(path, std::ios::binary | std::ios::ate);
-    if (!f) return Status(StatusCode::kIoError, where + ": cannot open external data '" + path + "'");
-    int64_t file_size = int64_t(f.tellg());
+    int fd = -1;
+    uint64_t size = 0;
+    Status opened = fileio::OpenRegularFile(path, &fd, &size);
+    if (!opened.ok())
+      return Status(opened.code(),
+                    where + ": tensor '" + t.name() + "' external data: " + opened.message());
+    const int64_t file_size = int64_t(size);
+    struct FdCloser {
+      int fd;
+      ~FdCloser() { close(fd); }
+    } closer{fd};
     if (length < 0) length = int64_t(want);
     if (offset < 0 || length < 0 || offset > file_size || length > file_size - offset)
       return Invalid(where + ": tensor '" + t.name() + "' external data range [" +
@@ -228,9 +238,12 @@ Status ValueFromTensorProto(const onnx::TensorProto& t, const std::string& base_
                      std::to_string(length) + " bytes, shape " + ShapeToString(out->shape) +
                      " needs " + std::to_string(want));
     bytes->resize(want);
-    f.seekg(offset);
-    if (want && !f.read(reinterpret_cast<char*>(bytes->data()), std::streamsize(want)))
-      return Status(StatusCode::kIoError, where + ": reading external data failed");
+    for (size_t done = 0; done < want;) {
+      ssize_t r = pread(fd, bytes->data() + done, want - done, off_t(offset) + off_t(done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return Status(StatusCode::kIoError, where + ": reading external data failed");
+      done += size_t(r);
+    }
   } else if (t.has_raw_data()) {
     if (t.raw_data().size() != want)
       return Invalid(where + ": tensor '" + t.name() + "' has " +

@@ -3,8 +3,13 @@
 // ASan+UBSan in scripts/test.sh), and never leave a partial output file.
 // Several cases are reproducers of fuzzer findings (docs/RELIABILITY.md).
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -17,6 +22,7 @@
 #include "converter/converter.h"
 #include "converter/onnx_reader.h"
 #include "converter/qfm_writer.h"
+#include "core/file_io.h"
 #include "malformed/qfm_builder.h"
 #include "qfold/runtime.h"
 #include "tool/onnx_builder.h"
@@ -659,6 +665,128 @@ TEST_CASE("onnx: an ai.onnx opset below 1 or newer than qfold knows is refused")
     Status st = Convert(b.Write(dir, "opset.onnx"));
     CHECK_MESSAGE(st.ok(), st.message());
   }
+}
+
+// ---- files --------------------------------------------------------------------------------
+
+std::vector<std::string> DirEntries(const TempDir& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST_CASE("onnx: external data that is a FIFO is refused without blocking") {
+  // Red-team reproducer (issue 18): open() of a FIFO without a writer blocked forever.
+  TempDir dir;
+  REQUIRE(mkfifo(dir.File("w.bin").c_str(), 0644) == 0);
+  OnnxBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {4});
+  b.Output("y", onnx::TensorProto::FLOAT, {4});
+  onnx::TensorProto* w = b.graph()->add_initializer();
+  w->set_name("w_fifo");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(4);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = w->add_external_data();
+  kv->set_key("location");
+  kv->set_value("w.bin");
+  b.Node("Add", {"x", "w_fifo"}, {"y"}, "add");
+  Status st = Convert(b.Write(dir, "m.onnx"));
+  CHECK(st.code() == StatusCode::kIoError);
+  CHECK_MESSAGE(Contains(st.message(), "w_fifo"), st.message());
+  CHECK_MESSAGE(Contains(st.message(), "FIFO"), st.message());
+  std::shared_ptr<Model> model;
+  st = Model::LoadFile(dir.File("w.bin"), &model);  // a .qfm path that is a FIFO
+  CHECK(st.code() == StatusCode::kIoError);
+  CHECK_MESSAGE(Contains(st.message(), "FIFO"), st.message());
+}
+
+// Runs fn in a child process; returns its wait status.
+template <typename Fn>
+int InChild(Fn fn) {
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    fn();
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  return status;
+}
+
+TEST_CASE("WriteFileAtomic: a failed write (full disk) leaves the old file and no temp file") {
+  TempDir dir;
+  const std::string path = dir.File("out.npy");
+  WriteBytes(path, "old");
+  const int status = InChild([&] {
+    // The file size limit stands in for a full disk: write() fails with EFBIG.
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{4096, 4096};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    std::vector<uint8_t> big(1 << 16, 7);
+    Status st = fileio::WriteFileAtomic(path, big.data(), big.size());
+    _exit(st.code() == StatusCode::kIoError && Contains(st.message(), "out.npy") ? 0 : 1);
+  });
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  std::vector<uint8_t> now;
+  REQUIRE(io::ReadFileBytes(path, &now).ok());
+  CHECK(std::string(now.begin(), now.end()) == "old");
+  CHECK(DirEntries(dir) == std::vector<std::string>{"out.npy"});
+}
+
+extern "C" void RaiseTerm(int) {
+  raise(SIGTERM);
+}
+
+TEST_CASE("WriteFileAtomic: SIGTERM during the write removes the temp file") {
+  // Red-team reproducer (issue 18): a signal during convert's write left
+  // out.qfm.tmp.<pid> behind. The signal arrives mid-write deterministically:
+  // passing the file size limit raises SIGXFSZ, whose handler raises SIGTERM.
+  TempDir dir;
+  const std::string path = dir.File("out.qfm");
+  WriteBytes(path, "old");
+  const int status = InChild([&] {
+    fileio::InstallTempFileCleanup();
+    signal(SIGXFSZ, RaiseTerm);
+    rlimit lim{4096, 4096};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    std::vector<uint8_t> big(1 << 16, 7);
+    (void)fileio::WriteFileAtomic(path, big.data(), big.size());
+    _exit(3);  // not reached: the child dies of SIGTERM
+  });
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
+  CHECK(DirEntries(dir) == std::vector<std::string>{"out.qfm"});
+}
+
+TEST_CASE("CheckOutputPath: the input itself, symlinks, devices and read-only files are refused") {
+  TempDir dir;
+  const std::string in = dir.File("in.onnx");
+  WriteBytes(in, "model");
+  CHECK(fileio::CheckOutputPath(dir.File("new.qfm"), {in}).ok());
+  Status st = fileio::CheckOutputPath(dir.path() + "/./in.onnx", {in});
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(Contains(st.message(), "input file"));
+  std::filesystem::create_hard_link(in, dir.File("hard.onnx"));  // same inode, other name
+  CHECK(!fileio::CheckOutputPath(dir.File("hard.onnx"), {in}).ok());
+  std::filesystem::create_symlink(in, dir.File("link.qfm"));
+  st = fileio::CheckOutputPath(dir.File("link.qfm"));
+  CHECK(Contains(st.message(), "symbolic link"));
+  st = fileio::CheckOutputPath("/dev/null");
+  CHECK(Contains(st.message(), "character device"));
+  st = fileio::CheckOutputPath(dir.path());
+  CHECK(Contains(st.message(), "directory"));
+  WriteBytes(dir.File("ro.qfm"), "keep");
+  REQUIRE(chmod(dir.File("ro.qfm").c_str(), 0444) == 0);
+  st = fileio::WriteFileAtomic(dir.File("ro.qfm"), "new", 3);
+  CHECK(Contains(st.message(), "read-only"));
+  std::vector<uint8_t> now;
+  REQUIRE(io::ReadFileBytes(dir.File("ro.qfm"), &now).ok());
+  CHECK(std::string(now.begin(), now.end()) == "keep");
 }
 
 }  // namespace
