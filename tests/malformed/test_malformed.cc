@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -787,6 +788,92 @@ TEST_CASE("CheckOutputPath: the input itself, symlinks, devices and read-only fi
   std::vector<uint8_t> now;
   REQUIRE(io::ReadFileBytes(dir.File("ro.qfm"), &now).ok());
   CHECK(std::string(now.begin(), now.end()) == "keep");
+}
+
+// ---- window geometry ----------------------------------------------------------------------
+
+// x: 1x1x8x8 float, values 0..63 (row-major); the op under test produces y.
+std::string PoolModel(const TempDir& dir, const std::string& op, const std::string& file,
+                      const std::vector<std::pair<std::string, std::vector<int64_t>>>& attrs,
+                      const std::string& auto_pad = "") {
+  OnnxBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 1, 8, 8});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  std::vector<std::string> inputs = {"x"};
+  if (op == "Conv") {
+    b.InitFloat("w", {1, 1, 2, 2}, {1.f, 2.f, 3.f, 4.f});
+    inputs.push_back("w");
+  }
+  auto* n = b.Node(op, inputs, {"y"}, "window_node");
+  for (const auto& a : attrs) OnnxBuilder::AttrInts(n, a.first, a.second);
+  if (!auto_pad.empty()) OnnxBuilder::AttrString(n, "auto_pad", auto_pad);
+  return b.Write(dir, file);
+}
+
+TEST_CASE("pool/conv: huge strides on a small input run in bounded time and memory") {
+  // Red-team reproducers (issue 18): MaxPool strides 1e9 ended in std::bad_alloc
+  // (abort), AveragePool took 8 GB and > 60 s, strides near 2^62 overflowed an
+  // index product in the pooling driver. The first window is the whole answer.
+  TempDir dir;
+  std::vector<float> x(64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  const int64_t big = int64_t(1) << 62;
+  struct Case {
+    const char* op;
+    int64_t stride;
+    const char* auto_pad;
+    float want;
+  };
+  // Window rows 0-1, cols 0-1: values 0, 1, 8, 9.
+  for (const Case& c :
+       {Case{"MaxPool", 1000000000, "", 9.f}, Case{"MaxPool", big, "", 9.f},
+        Case{"MaxPool", big, "SAME_UPPER", 9.f}, Case{"AveragePool", 1000000000, "", 4.5f},
+        Case{"AveragePool", big, "", 4.5f},
+        Case{"Conv", big, "", 0.f * 1 + 1.f * 2 + 8.f * 3 + 9.f * 4}}) {
+    CAPTURE(c.op);
+    CAPTURE(c.stride);
+    CAPTURE(c.auto_pad);
+    std::vector<std::pair<std::string, std::vector<int64_t>>> attrs = {
+        {"strides", {c.stride, c.stride}}};
+    if (std::string(c.op) != "Conv") attrs.push_back({"kernel_shape", {2, 2}});
+    conv::test::Converted conv;
+    Status st = conv::test::ConvertAndOpen(PoolModel(dir, c.op, "pool.onnx", attrs, c.auto_pad),
+                                           conv::ConvertOptions(), &conv);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      SessionOptions opts;
+      opts.num_threads = threads;
+      std::unique_ptr<Session> s;
+      REQUIRE(Session::Create(conv.model, opts, &s).ok());
+      conv::test::SetFloatInput(s.get(), "x", {1, 1, 8, 8}, x);
+      const auto start = std::chrono::steady_clock::now();
+      st = s->Run();
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+      const float want = std::string(c.auto_pad).empty() ? c.want : 9.f;
+      CHECK(conv::test::FloatOutput(*s, "y", {1, 1, 1, 1}) == std::vector<float>{want});
+    }
+  }
+}
+
+TEST_CASE("pool/conv: geometry that overflows int64 is refused naming the node") {
+  TempDir dir;
+  const int64_t big = int64_t(1) << 62, max = std::numeric_limits<int64_t>::max();
+  const std::vector<std::vector<std::pair<std::string, std::vector<int64_t>>>> cases = {
+      {{"kernel_shape", {3, 2}}, {"dilations", {big, 1}}},        // (k - 1) * d
+      {{"kernel_shape", {2, 2}}, {"pads", {max, 0, max, 0}}},     // in + pads
+      {{"kernel_shape", {2, 2}}, {"pads", {0, 0, max - 4, 0}}}};  // in + pads
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      CAPTURE(op);
+      CAPTURE(i);
+      Status st = Convert(PoolModel(dir, op, "geo.onnx", cases[i]));
+      CHECK(st.code() == StatusCode::kInvalidModel);
+      CHECK_MESSAGE(Contains(st.message(), "window_node"), st.message());
+      CHECK_MESSAGE(Contains(st.message(), "overflows"), st.message());
+    }
+  }
 }
 
 }  // namespace
