@@ -311,7 +311,6 @@ TEST_CASE("qfm: int4 constants of odd length need exactly ceil(n/2) bytes") {
 
 // A fresh graph each time: LoadAndOptimize adds to the one it is given.
 Status Convert(const std::string& path) {
-  conv::Graph g;
   return conv::LoadAndOptimize(path, conv::ConvertOptions(), &g);
 }
 
@@ -874,6 +873,42 @@ TEST_CASE("pool/conv: geometry that overflows int64 is refused naming the node")
       CHECK_MESSAGE(Contains(st.message(), "overflows"), st.message());
     }
   }
+}
+
+// ---- soak -------------------------------------------------------------------------------------
+
+TEST_CASE("a Split with 100k outputs into a Concat converts, plans and runs in bounded time") {
+  // Red-team reproducer (issue 18): 2.8 s at 25k outputs, 49 s at 100k, from the
+  // quadratic arena planner (now a sweep beyond kGreedyPlanLimit tensors) and a
+  // quadratic consumer scan in fold_qdq. Conversion is linear but has a large
+  // constant (about 2.3 s of CPU here), so its bound only catches a quadratic
+  // return; planning and running must take under a second.
+  constexpr int64_t kParts = 100000;
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {kParts, 2});
+  b.Output("y", onnx::TensorProto::FLOAT, {kParts, 2});
+  std::vector<std::string> parts;
+  for (int64_t i = 0; i < kParts; ++i) parts.push_back("p" + std::to_string(i));
+  OnnxBuilder::AttrInt(b.Node("Split", {"x"}, parts, "split"), "axis", 0);
+  OnnxBuilder::AttrInt(b.Node("Concat", parts, {"y"}, "concat"), "axis", 0);
+  const std::string path = b.Write(dir, "split.onnx");
+  auto t0 = std::chrono::steady_clock::now();
+  conv::test::Converted c;
+  REQUIRE(conv::LoadAndOptimize(path, conv::ConvertOptions(), &c.graph).ok());
+  REQUIRE(conv::SerializeQfm(c.graph, &c.bytes).ok());
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+  REQUIRE(Model::LoadMemory(c.bytes.data(), c.bytes.size(), &c.model).ok());
+  std::vector<float> x(size_t(kParts * 2));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<Session> s;
+  REQUIRE(Session::Create(c.model, SessionOptions(), &s).ok());
+  conv::test::SetFloatInput(s.get(), "x", {kParts, 2}, x);
+  Status st = s->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+  CHECK(conv::test::FloatOutput(*s, "y", {kParts, 2}) == x);
 }
 
 }  // namespace
