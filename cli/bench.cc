@@ -12,6 +12,7 @@
 #include <random>
 #include <type_traits>
 
+#include "cli/arg_parse.h"
 #include "cli/commands.h"
 #include "cli/npy.h"
 #include "core/half.h"
@@ -35,7 +36,7 @@ const char* kBenchUsage =
     "peak RSS (getrusage and /proc/self/status VmHWM) and the model file size.\n"
     "(Linux keeps ru_maxrss across exec, so when started by a large process it\n"
     "reports at least that process's peak; VmHWM is this process's own.)\n"
-    "  --threads N          session threads (default 1)\n"
+    "  --threads N          session threads, 1..1024 (default 1; clamped to the hardware threads)\n"
     "  --warmup W           untimed runs first (default 5)\n"
     "  --iterations I       timed runs (default 50)\n"
     "  --input NAME=FILE    an input from a .npy file (shape taken from the file)\n"
@@ -47,10 +48,7 @@ const char* kBenchUsage =
     "  --json               print one JSON line instead of the text report\n";
 
 bool ParseCount(const std::string& s, int min_value, int* out) {
-  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
-    return false;
-  *out = std::stoi(s);
-  return *out >= min_value;
+  return ParseBoundedInt(s, min_value, 999999999, out);
 }
 
 // "1x3x224x224" -> {1, 3, 224, 224}; a scalar is "" (rank 0).
@@ -61,9 +59,9 @@ bool ParseShape(const std::string& s, Shape* out) {
   while (true) {
     size_t x = s.find('x', pos);
     std::string d = s.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-    if (d.empty() || d.size() > 12 || d.find_first_not_of("0123456789") != std::string::npos)
-      return false;
-    out->push_back(std::stoll(d));
+    int64_t dim = 0;
+    if (!ParseBoundedInt(d, 0, kMaxCliDim, &dim)) return false;
+    out->push_back(dim);
     if (x == std::string::npos) return true;
     pos = x + 1;
   }
@@ -176,8 +174,10 @@ int Bench(const Args& args) {
     };
     std::string v, name, value;
     if (a == "--threads") {
-      if (!next(&v) || !ParseCount(v, 1, &opts.num_threads))
-        return UsageError("bench", "--threads needs a positive number", kBenchUsage);
+      if (!next(&v) || !ParseBoundedInt(v, 1, kMaxCliThreads, &opts.num_threads))
+        return UsageError("bench",
+                          "--threads needs a number from 1 to " + std::to_string(kMaxCliThreads),
+                          kBenchUsage);
     } else if (a == "--warmup") {
       if (!next(&v) || !ParseCount(v, 0, &warmup))
         return UsageError("bench", "--warmup needs a number >= 0", kBenchUsage);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "cli/arg_parse.h"
 #include "cli/commands.h"
 #include "cli/npy.h"
 
@@ -36,9 +37,9 @@ bool ParseDims(const std::string& s, Shape* out) {
   while (p <= s.size()) {
     size_t x = s.find_first_of("x,", p);
     std::string d = s.substr(p, x == std::string::npos ? std::string::npos : x - p);
-    if (d.empty() || d.find_first_not_of("0123456789") != std::string::npos || d.size() > 15)
-      return false;
-    out->push_back(std::stoll(d));
+    int64_t dim = 0;
+    if (!ParseBoundedInt(d, 0, kMaxCliDim, &dim)) return false;
+    out->push_back(dim);
     if (x == std::string::npos) break;
     p = x + 1;
   }

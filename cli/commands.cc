@@ -6,9 +6,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "cli/arg_parse.h"
 #include "cli/npy.h"
 #include "converter/converter.h"
 #include "converter/onnx_reader.h"
+#include "core/file_io.h"
 #include "core/shape_util.h"
 #include "model_impl.h"
 #include "qfold/runtime.h"
@@ -46,9 +48,9 @@ bool ParseShape(const std::string& s, Shape* out) {
   while (true) {
     size_t x = s.find_first_of("x,", pos);
     std::string tok = s.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-    if (tok.empty() || tok.size() > 12 || tok.find_first_not_of("0123456789") != std::string::npos)
-      return false;
-    out->push_back(std::stoll(tok));
+    int64_t dim = 0;
+    if (!ParseBoundedInt(tok, 0, kMaxCliDim, &dim)) return false;
+    out->push_back(dim);
     if (x == std::string::npos) return true;
     pos = x + 1;
   }
@@ -78,7 +80,9 @@ Status ReadShapesJson(const std::string& path, std::map<std::string, Shape>* sha
       }
     } else if (kv.key() == "dims" && kv.value().is_object()) {
       for (const auto& d : kv.value().items()) {
-        if (!d.value().is_number_integer()) return bad("dims." + d.key() + " must be an int");
+        // An unsigned value past INT64_MAX reads back negative: refused here too.
+        if (!d.value().is_number_integer() || d.value().get<int64_t>() < 0)
+          return bad("dims." + d.key() + " must be a non-negative int");
         (*dims)[d.key()] = d.value().get<int64_t>();
       }
     } else {
@@ -129,7 +133,9 @@ const char* kRunUsage =
     "entries are named like the inputs; their shapes may differ from the model's\n"
     "symbolic dims (the session is re-planned). Outputs are written as\n"
     "DIR/<output name>.npy (unsafe characters replaced by '_'), or summarized\n"
-    "on stdout without --output-dir.\n";
+    "on stdout without --output-dir.\n"
+    "  --threads N   kernel threads, 1..1024; more than the machine's hardware threads\n"
+    "                are clamped to that count\n";
 
 const char* kInspectUsage =
     "usage: qfold inspect MODEL.qfm|MODEL.onnx [--json] [--ops]\n"
@@ -221,6 +227,7 @@ int Run(const Args& args) {
   if (HasFlag(args, "--help") || HasFlag(args, "-h")) return std::fputs(kRunUsage, stdout), 0;
   std::string model_path, out_dir;
   std::vector<io::NpzEntry> feeds;
+  std::vector<std::string> input_files;  // never overwritten by an output
   std::map<std::string, Shape> resize;
   SessionOptions opts;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -239,12 +246,14 @@ int Run(const Args& args) {
           return UsageError("run", "--input takes NAME=FILE.npy or FILE.npz", kRunUsage);
         Status st = io::ReadNpz(v, &feeds);
         if (!st.ok()) return Fail("run", st);
+        input_files.push_back(v);
         continue;
       }
       io::NpzEntry e;
       e.name = v.substr(0, eq);
       Status st = io::ReadNpy(v.substr(eq + 1), &e.array);
       if (!st.ok()) return Fail("run", st);
+      input_files.push_back(v.substr(eq + 1));
       feeds.push_back(std::move(e));
     } else if (a == "--input-shape") {
       size_t eq;
@@ -257,12 +266,14 @@ int Run(const Args& args) {
       if (!next(&v)) return UsageError("run", "--inputs needs FILE.npz", kRunUsage);
       Status st = io::ReadNpz(v, &feeds);
       if (!st.ok()) return Fail("run", st);
+      input_files.push_back(v);
     } else if (a == "--output-dir" || a == "-o") {
       if (!next(&out_dir)) return UsageError("run", a + " needs a directory", kRunUsage);
     } else if (a == "--threads") {
-      if (!next(&v) || v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
-        return UsageError("run", "--threads needs a positive number", kRunUsage);
-      opts.num_threads = std::stoi(v);
+      if (!next(&v) || !ParseBoundedInt(v, 1, kMaxCliThreads, &opts.num_threads))
+        return UsageError("run",
+                          "--threads needs a number from 1 to " + std::to_string(kMaxCliThreads),
+                          kRunUsage);
     } else if (!a.empty() && a[0] == '-') {
       return UsageError("run", "unknown option '" + a + "'", kRunUsage);
     } else if (model_path.empty()) {
@@ -272,9 +283,21 @@ int Run(const Args& args) {
     }
   }
   if (model_path.empty()) return UsageError("run", "needs a model", kRunUsage);
+  input_files.push_back(model_path);
   std::shared_ptr<Model> model;
   Status st = Model::LoadFile(model_path, &model);
   if (!st.ok()) return Fail("run", st);
+  auto output_path = [&](const TensorInfo& o) {
+    return out_dir + "/" + SafeFileName(o.name) + ".npy";
+  };
+  // Refused before running: an output file that would replace an input, a
+  // symlink, a device node or a read-only file.
+  if (!out_dir.empty()) {
+    for (const TensorInfo& o : model->outputs()) {
+      st = fileio::CheckOutputPath(output_path(o), input_files);
+      if (!st.ok()) return Fail("run", st);
+    }
+  }
   std::unique_ptr<Session> session;
   st = Session::Create(model, opts, &session);
   if (!st.ok()) return Fail("run", st);
@@ -326,8 +349,8 @@ int Run(const Args& args) {
                   ShapeToString(arr.shape).c_str());
       continue;
     }
-    std::string path = out_dir + "/" + SafeFileName(o.name) + ".npy";
-    st = io::WriteNpy(path, arr);
+    const std::string path = output_path(o);
+    st = io::WriteNpy(path, arr, input_files);
     if (!st.ok()) return Fail("run", st);
     std::printf("%s -> %s %s %s\n", o.name.c_str(), path.c_str(), dtype_name(arr.dtype),
                 ShapeToString(arr.shape).c_str());

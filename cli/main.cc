@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "cli/commands.h"
+#include "core/file_io.h"
 
 namespace {
 const char* kUsage =
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
     std::puts("qfold " QFOLD_VERSION_STRING);
     return 0;
   }
+  // Outputs are written to temp files and renamed: a signal must not leave one.
+  qfold::fileio::InstallTempFileCleanup();
   qfold::cli::Args args(argv + 2, argv + argc);
   std::string cmd = argv[1];
   if (cmd == "convert") return qfold::cli::Convert(args);

@@ -11,6 +11,8 @@
 #include <set>
 #include <utility>
 
+#include "core/file_io.h"
+
 // The element bytes are handed to the runtime as they are in the file (little-endian).
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #error "qfold npy I/O assumes a little-endian host"
@@ -496,33 +498,12 @@ Status OutOfMemory(const std::string& what) {
 // Files ----------------------------------------------------------------------------------------
 
 Status ReadFileBytes(const std::string& path, std::vector<uint8_t>* bytes) {
-  bytes->clear();
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return Status(StatusCode::kIoError, path + ": cannot open: " + std::strerror(errno));
-  Status st;
-  try {
-    uint8_t buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes->insert(bytes->end(), buf, buf + n);
-    if (std::ferror(f)) st = Status(StatusCode::kIoError, path + ": read error");
-  } catch (const std::bad_alloc&) {
-    st = OutOfMemory(path);
-  }
-  std::fclose(f);
-  return st;
+  return fileio::ReadRegularFile(path, std::numeric_limits<size_t>::max(), bytes);
 }
 
-Status WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return Status(StatusCode::kIoError, path + ": cannot create: " + std::strerror(errno));
-  bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  int saved = errno;
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    saved = errno;
-  }
-  if (!ok) return Status(StatusCode::kIoError, path + ": write failed: " + std::strerror(saved));
-  return Status::Ok();
+Status WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes,
+                      const std::vector<std::string>& inputs) {
+  return fileio::WriteFileAtomic(path, bytes.data(), bytes.size(), inputs);
 }
 
 // .npy -----------------------------------------------------------------------------------------
@@ -648,10 +629,11 @@ Status EncodeNpy(const NpyArray& array, const std::string& what, std::vector<uin
   return Status::Ok();
 }
 
-Status WriteNpy(const std::string& path, const NpyArray& array) {
+Status WriteNpy(const std::string& path, const NpyArray& array,
+                const std::vector<std::string>& inputs) {
   std::vector<uint8_t> bytes;
   QF_RETURN_IF_ERROR(EncodeNpy(array, path, &bytes));
-  return WriteFileBytes(path, bytes);
+  return WriteFileBytes(path, bytes, inputs);
 }
 
 // .npz -----------------------------------------------------------------------------------------
@@ -804,10 +786,11 @@ Status EncodeNpz(const std::vector<NpzEntry>& entries, const std::string& what,
   return internal::EncodeNpzWithZip64Threshold(entries, what, kU32Max, out);
 }
 
-Status WriteNpz(const std::string& path, const std::vector<NpzEntry>& entries) {
+Status WriteNpz(const std::string& path, const std::vector<NpzEntry>& entries,
+                const std::vector<std::string>& inputs) {
   std::vector<uint8_t> bytes;
   QF_RETURN_IF_ERROR(EncodeNpz(entries, path, &bytes));
-  return WriteFileBytes(path, bytes);
+  return WriteFileBytes(path, bytes, inputs);
 }
 
 }  // namespace qfold::io

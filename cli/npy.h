@@ -30,10 +30,14 @@ struct NpzEntry {
   NpyArray array;
 };
 
-// Reads the whole file into `bytes`. kIoError names the path and the OS error.
+// Reads the whole file into `bytes`; only regular files (a FIFO or device is
+// refused without blocking). kIoError names the path and the OS error.
 Status ReadFileBytes(const std::string& path, std::vector<uint8_t>* bytes);
-// Writes `bytes` to `path` (replacing it). kIoError on failure.
-Status WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes);
+// Writes `bytes` to `path` whole or not at all (temp file, fsync, rename:
+// core/file_io.h); a target that is one of `inputs`, a symlink, not a regular
+// file or read-only is refused (kInvalidArgument).
+Status WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes,
+                      const std::vector<std::string>& inputs = {});
 
 // .npy ---------------------------------------------------------------------------------------
 // `what` names the source in error messages (a path, or "archive.npz: entry.npy").
@@ -42,7 +46,8 @@ Status ReadNpy(const std::string& path, NpyArray* out);
 // Format 1.0 (2.0 if the header needs it). kInvalidArgument if `array` is inconsistent;
 // kUnsupported for dtypes numpy has no type for (bfloat16, int4).
 Status EncodeNpy(const NpyArray& array, const std::string& what, std::vector<uint8_t>* out);
-Status WriteNpy(const std::string& path, const NpyArray& array);
+Status WriteNpy(const std::string& path, const NpyArray& array,
+                const std::vector<std::string>& inputs = {});
 
 // .npz ---------------------------------------------------------------------------------------
 // Entries in archive order. Entry names must end in ".npy" and be unique.
@@ -53,7 +58,8 @@ Status ReadNpz(const std::string& path, std::vector<NpzEntry>* out);
 // offsets need them. Names must be unique and non-empty; ".npy" is appended to each.
 Status EncodeNpz(const std::vector<NpzEntry>& entries, const std::string& what,
                  std::vector<uint8_t>* out);
-Status WriteNpz(const std::string& path, const std::vector<NpzEntry>& entries);
+Status WriteNpz(const std::string& path, const std::vector<NpzEntry>& entries,
+                const std::vector<std::string>& inputs = {});
 
 // True if `bytes` start like a zip archive (an .npz) rather than an .npy.
 bool LooksLikeZip(const uint8_t* bytes, size_t size);

@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cli/arg_parse.h"
 #include "cli/commands.h"
 #include "cli/npy.h"
+#include "core/file_io.h"
 
 namespace qfold {
 namespace cli {
@@ -39,11 +41,9 @@ const char* kVerifyUsage =
     "  --seed N           seed of the random inputs (default 1)\n"
     "  --json             machine-readable result\n";
 
-bool WriteText(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return false;
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  return std::fclose(f) == 0 && ok;
+Status WriteText(const std::string& path, const std::string& text,
+                 const std::vector<std::string>& inputs) {
+  return fileio::WriteFileAtomic(path, text.data(), text.size(), inputs);
 }
 
 // Runs ONNX Runtime: argv = MODEL INPUTS.npz OUTPUTS.npz [--all-intermediates]. Exit code 3
@@ -230,10 +230,8 @@ int Verify(const Args& args) {
           !(opts.threshold >= -1 && opts.threshold <= 1))
         return UsageError("verify", "--threshold needs a cosine in [-1, 1]", kVerifyUsage);
     } else if (a == "--seed") {
-      if (!next() || v.empty() || v.size() > 9 ||
-          v.find_first_not_of("0123456789") != std::string::npos)
-        return UsageError("verify", "--seed needs a number", kVerifyUsage);
-      opts.seed = uint32_t(std::stoul(v));
+      if (!next() || !ParseBoundedInt(v, 0, 0xffffffff, &opts.seed))
+        return UsageError("verify", "--seed needs a number from 0 to 4294967295", kVerifyUsage);
     } else if (a == "--report") {
       if (!next()) return UsageError("verify", "--report needs a file", kVerifyUsage);
       report = v;
@@ -271,11 +269,17 @@ int Verify(const Args& args) {
       return OrtReference(onnx, inputs, per_layer, out);
     };
   }
+  if (!report.empty()) {  // a bad target is refused before the comparison runs
+    Status st = fileio::CheckOutputPath(report, {onnx, qfm});
+    if (!st.ok()) return Fail("verify", st);
+  }
   check::VerifyResult r;
   Status st = check::VerifyModel(onnx, qfm, opts, &r);
   if (!st.ok()) return Fail("verify", st);
-  if (!report.empty() && !WriteText(report, check::VerifyHtml(r, opts, "qfold verify: " + qfm)))
-    return Fail("verify", Status(StatusCode::kIoError, report + ": cannot write the report"));
+  if (!report.empty()) {
+    st = WriteText(report, check::VerifyHtml(r, opts, "qfold verify: " + qfm), {onnx, qfm});
+    if (!st.ok()) return Fail("verify", st);
+  }
   std::fputs((json ? check::VerifyJson(r, opts) : check::VerifyText(r, opts)).c_str(), stdout);
   if (!report.empty() && !json) std::printf("report: %s\n", report.c_str());
   return r.first_bad.empty() ? 0 : 1;

@@ -3,6 +3,7 @@
 #include "converter/onnx_reader.h"
 #include "converter/passes/passes.h"
 #include "converter/qfm_writer.h"
+#include "core/file_io.h"
 
 namespace qfold {
 namespace conv {
@@ -52,12 +53,15 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
 
 Status ConvertFile(const std::string& onnx_path, const std::string& qfm_path,
                    const ConvertOptions& opts, std::vector<std::string>* notes) {
+  // A bad target is refused before the (possibly long) conversion, and again
+  // when writing, in case it changed meanwhile.
+  QF_RETURN_IF_ERROR(fileio::CheckOutputPath(qfm_path, {onnx_path}));
   Graph g;
   QF_RETURN_IF_ERROR(LoadAndOptimize(onnx_path, opts, &g));
   if (notes) *notes = g.notes;
   std::vector<uint8_t> bytes;
   QF_RETURN_IF_ERROR(SerializeQfm(g, &bytes));
-  return WriteFileAtomic(qfm_path, bytes);
+  return WriteFileAtomic(qfm_path, bytes, {onnx_path});
 }
 
 }  // namespace conv

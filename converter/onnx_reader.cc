@@ -3,6 +3,9 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cctype>
 #include <cstring>
@@ -13,6 +16,7 @@
 
 #include "converter/onnx_dtype.h"
 #include "converter/sha256.h"
+#include "core/file_io.h"
 #include "core/shape_util.h"
 #include "onnx.pb.h"
 
@@ -35,17 +39,15 @@ bool KnownDimsCountable(const Shape& shape) {
 }
 
 Status ReadFileBytes(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return Status(StatusCode::kIoError, path + ": cannot open");
-  std::streamoff size = f.tellg();
-  if (size < 0) return Status(StatusCode::kIoError, path + ": cannot read");
-  if (size_t(size) > kMaxProtoBytes)
+  // Regular files only (a FIFO would block, a device never end): checked first.
+  int fd = -1;
+  uint64_t size = 0;
+  QF_RETURN_IF_ERROR(fileio::OpenRegularFile(path, &fd, &size));
+  close(fd);
+  if (size > kMaxProtoBytes)
     return Invalid(path + ": " + std::to_string(size) +
                    " bytes is over the 2 GiB protobuf limit; save large weights as external data");
-  out->resize(size_t(size));
-  f.seekg(0);
-  if (size && !f.read(&(*out)[0], size)) return Status(StatusCode::kIoError, path + ": read failed");
-  return Status::Ok();
+  return fileio::ReadRegularFile(path, kMaxProtoBytes, out);
 }
 
 bool ParseProto(const std::string& bytes, google::protobuf::MessageLite* msg) {
@@ -219,9 +221,17 @@ Status ValueFromTensorProto(const onnx::TensorProto& t, const std::string& base_
     }
     std::string path;
     QF_RETURN_IF_ERROR(ResolveExternalPath(base_dir, location, where + ": tensor '" + t.name() + "'", &path));
-    std::ifstream f(path, std::ios::binary | std::ios::ate);
-    if (!f) return Status(StatusCode::kIoError, where + ": cannot open external data '" + path + "'");
-    int64_t file_size = int64_t(f.tellg());
+    int fd = -1;
+    uint64_t size = 0;
+    Status opened = fileio::OpenRegularFile(path, &fd, &size);
+    if (!opened.ok())
+      return Status(opened.code(),
+                    where + ": tensor '" + t.name() + "' external data: " + opened.message());
+    const int64_t file_size = int64_t(size);
+    struct FdCloser {
+      int fd;
+      ~FdCloser() { close(fd); }
+    } closer{fd};
     if (length < 0) length = int64_t(want);
     if (offset < 0 || length < 0 || offset > file_size || length > file_size - offset)
       return Invalid(where + ": tensor '" + t.name() + "' external data range [" +
@@ -232,9 +242,12 @@ Status ValueFromTensorProto(const onnx::TensorProto& t, const std::string& base_
                      std::to_string(length) + " bytes, shape " + ShapeToString(out->shape) +
                      " needs " + std::to_string(want));
     bytes->resize(want);
-    f.seekg(offset);
-    if (want && !f.read(reinterpret_cast<char*>(bytes->data()), std::streamsize(want)))
-      return Status(StatusCode::kIoError, where + ": reading external data failed");
+    for (size_t done = 0; done < want;) {
+      ssize_t r = pread(fd, bytes->data() + done, want - done, off_t(offset) + off_t(done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return Status(StatusCode::kIoError, where + ": reading external data failed");
+      done += size_t(r);
+    }
   } else if (t.has_raw_data()) {
     if (t.raw_data().size() != want)
       return Invalid(where + ": tensor '" + t.name() + "' has " +
@@ -292,6 +305,14 @@ Status ReadOnnxModel(const std::string& path, Graph* g) {
   // IR v2 models predate opset_import; models of other domains only have no default opset.
   if (!g->opsets.count("") && model.opset_import_size() == 0) g->opsets[""] = 1;
   g->opset = g->opsets.count("") ? g->opsets[""] : 0;
+  // An opset qfold has not seen may change an op's meaning (normalize_opsets
+  // rewrites only the forms it knows): refused rather than run as if older.
+  if (g->opsets.count("") && (g->opset < 1 || g->opset > kNewestOnnxOpset))
+    return Status(g->opset < 1 ? StatusCode::kInvalidModel : StatusCode::kUnsupported,
+                  path + ": ai.onnx opset " + std::to_string(g->opset) +
+                      (g->opset < 1 ? " is invalid (opsets start at 1)"
+                                    : " is newer than the newest qfold knows (" +
+                                          std::to_string(kNewestOnnxOpset) + ")"));
   const std::string base_dir = DirName(path);
   const onnx::GraphProto& gp = model.graph();
 

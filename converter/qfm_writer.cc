@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 
+#include "core/file_io.h"
 #include "qfold/qfold_generated.h"
 
 namespace qfold {
@@ -127,28 +128,9 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
   return Status::Ok();
 }
 
-Status WriteFileAtomic(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status(StatusCode::kIoError, path + ": cannot write: " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t w = write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      int err = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return Status(StatusCode::kIoError, path + ": write failed: " + std::strerror(err));
-    }
-    done += size_t(w);
-  }
-  if (close(fd) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    unlink(tmp.c_str());
-    return Status(StatusCode::kIoError, path + ": cannot finish writing: " + std::strerror(err));
-  }
-  return Status::Ok();
+Status WriteFileAtomic(const std::string& path, const std::vector<uint8_t>& bytes,
+                       const std::vector<std::string>& inputs) {
+  return fileio::WriteFileAtomic(path, bytes.data(), bytes.size(), inputs);
 }
 
 }  // namespace conv

@@ -212,9 +212,17 @@ class QdqFolder {
       if (!i.empty() && it != producer_.end() && IsLiveQdq(it->second, "DequantizeLinear"))
         return true;
     }
-    for (const std::string& o : g_.nodes[k].outputs)
-      for (size_t c : Consumers(o))
-        if (IsLiveQdq(c, "QuantizeLinear")) return true;
+    // The cheap op-type test first: Consumers() scans each reader's inputs, and a
+    // Split with n outputs into one Concat would make that n^2 string compares.
+    for (const std::string& o : g_.nodes[k].outputs) {
+      auto it = consumers_.find(o);
+      if (o.empty() || it == consumers_.end()) continue;
+      for (size_t c : it->second) {
+        if (!IsLiveQdq(c, "QuantizeLinear")) continue;
+        const auto& in = g_.nodes[c].inputs;
+        if (std::find(in.begin(), in.end(), o) != in.end()) return true;
+      }
+    }
     return false;
   }
 

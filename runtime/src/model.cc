@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/file_io.h"
 #include "core/shape_util.h"
 #include "model_impl.h"
 
@@ -225,17 +226,13 @@ const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
 const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
 
 Status Model::LoadFile(const std::string& path, std::shared_ptr<Model>* out) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return Status(StatusCode::kIoError, path + ": cannot open: " + std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return Status(StatusCode::kIoError, path + ": not a regular file");
-  }
+  // A FIFO or device is refused without blocking (core/file_io.h).
+  int fd = -1;
+  uint64_t file_size = 0;
+  QF_RETURN_IF_ERROR(fileio::OpenRegularFile(path, &fd, &file_size));
   std::shared_ptr<Model> m(new Model);
   m->impl_->source = path;
-  size_t size = size_t(st.st_size);
+  size_t size = size_t(file_size);
   if (size > 0) {
     void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {

@@ -7,6 +7,9 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <new>
+#include <stdexcept>
+#include <thread>
 
 #include "core/shape_util.h"
 #include "kernels/thread_pool.h"
@@ -32,6 +35,29 @@ using AlignedBuffer = std::unique_ptr<uint8_t, AlignedFree>;
 AlignedBuffer AllocAligned(size_t bytes) {
   size_t rounded = (bytes + kArenaTailPad + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
   return AlignedBuffer(static_cast<uint8_t*>(std::aligned_alloc(kArenaAlign, rounded)));
+}
+
+// SessionOptions::num_threads: at least 1, at most the hardware threads (64
+// when the count is unknown).
+// Runs an op's kernel; an exception from it (std::bad_alloc from a kernel's
+// own buffers, or one forwarded from a pool worker) becomes a status naming the
+// op, so none escapes Session::Run.
+Status RunGuarded(const OpDef& def, KernelContext& ctx) {
+  try {
+    return def.run(ctx);
+  } catch (const std::bad_alloc&) {
+    return ctx.Error(StatusCode::kIoError, "out of memory");
+  } catch (const std::exception& e) {
+    return ctx.Error(StatusCode::kInternal, std::string("exception: ") + e.what());
+  } catch (...) {
+    return ctx.Error(StatusCode::kInternal, "unknown exception");
+  }
+}
+
+int ClampThreads(int requested) {
+  const unsigned hw = std::thread::hardware_concurrency();
+  const int cap = hw == 0 ? 64 : int(std::min(hw, 4096u));
+  return std::min(std::max(1, requested), cap);
 }
 }  // namespace
 
@@ -63,10 +89,10 @@ struct Session::Impl {
 
   // Runs op k, timing it when profiling.
   Status RunOp(size_t k, KernelContext& ctx) {
-    if (!opts.profile) return m->ops[k].def->run(ctx);
+    if (!opts.profile) return RunGuarded(*m->ops[k].def, ctx);
     ctx.reference_path = false;
     const auto start = std::chrono::steady_clock::now();
-    Status st = m->ops[k].def->run(ctx);
+    Status st = RunGuarded(*m->ops[k].def, ctx);
     const auto end = std::chrono::steady_clock::now();
     op_profile[k].runs += 1;
     op_profile[k].reference_runs += ctx.reference_path ? 1 : 0;
@@ -88,8 +114,9 @@ void* Session::Impl::DynamicBuffer(int tensor, size_t bytes) {
   if (!dynamic_storage[tensor] || dynamic_capacity[tensor] < bytes) {
     dynamic_bytes -= dynamic_capacity[tensor];
     dynamic_storage[tensor] = AllocAligned(bytes);
-    dynamic_capacity[tensor] = bytes;
-    dynamic_bytes += bytes;
+    // A failed allocation returns null; the caller turns that into a status.
+    dynamic_capacity[tensor] = dynamic_storage[tensor] ? bytes : 0;
+    dynamic_bytes += dynamic_capacity[tensor];
   }
   return dynamic_storage[tensor].get();
 }
@@ -112,6 +139,9 @@ Status Session::Impl::RunDynamic() {
                            " needs " + std::to_string(t->bytes()) + " bytes, more than the " +
                            std::to_string(opts.max_memory_bytes) + " a session may allocate");
       t->data = DynamicBuffer(m->ops[k].outputs[o], t->bytes());
+      if (!t->data && t->bytes() > 0)
+        return ctx.Error(StatusCode::kIoError, "out of memory for output '" + t->name + "' (" +
+                                                   std::to_string(t->bytes()) + " bytes)");
     }
     QF_RETURN_IF_ERROR(RunOp(k, ctx));
   }
@@ -210,8 +240,11 @@ Status Session::Impl::Plan() {
                              " bytes a session may allocate");
         folded_storage.push_back(AllocAligned(o->bytes()));
         o->data = folded_storage.back().get();
+        if (!o->data)
+          return ctx.Error(StatusCode::kIoError, "out of memory for " + std::to_string(o->bytes()) +
+                                                     " bytes of a value computed at plan time");
       }
-      QF_RETURN_IF_ERROR(op.def->run(ctx));
+      QF_RETURN_IF_ERROR(RunGuarded(*op.def, ctx));
       folded[k] = true;
     }
   }
@@ -219,7 +252,12 @@ Status Session::Impl::Plan() {
   if (dynamic) {
     dynamic_storage.resize(nt);
     dynamic_capacity.resize(nt, 0);
-    for (int id : m->input_ids) tensors[id].data = DynamicBuffer(id, tensors[id].bytes());
+    for (int id : m->input_ids) {
+      tensors[id].data = DynamicBuffer(id, tensors[id].bytes());
+      if (!tensors[id].data && tensors[id].bytes() > 0)
+        return Status(StatusCode::kIoError, "out of memory for input '" + tensors[id].name + "' (" +
+                                                std::to_string(tensors[id].bytes()) + " bytes)");
+    }
     planned = true;
     return Status::Ok();
   }
@@ -271,7 +309,7 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
   im.model = model;
   im.m = model->impl();
   im.opts = opts;
-  im.opts.num_threads = std::max(1, opts.num_threads);
+  im.opts.num_threads = ClampThreads(opts.num_threads);
   if (im.opts.num_threads > 1) im.pool.reset(new kernels::ThreadPool(im.opts.num_threads));
   im.tensors.resize(im.m->tensors.size());
   for (size_t i = 0; i < im.tensors.size(); ++i) im.tensors[i].name = im.m->tensors[i].info.name;

@@ -80,6 +80,64 @@ done
 expect_exit2 "unknown command" "unknown command" "$QFOLD" frobnicate
 expect_exit2 "convert without -o" "needs an input model" "$QFOLD" convert "$src"
 expect_exit2 "run without input data" "no data for input 'input'" "$QFOLD" run "$WORK/good.qfm"
+# Numeric options: garbage, signs, out of range and past int64 (std::stoi used to throw
+# and abort on 99999999999) are usage errors.
+for bad in 99999999999 99999999999999999999999 100000 0 -1 +2 " 2" 2x "" abc 1e3; do
+  expect_exit2 "run --threads '$bad'" "--threads" "$QFOLD" run "$WORK/good.qfm" --threads "$bad"
+  expect_exit2 "bench --threads '$bad'" "--threads" "$QFOLD" bench "$WORK/good.qfm" --threads "$bad"
+done
+for bad in 99999999999 -1 x ""; do
+  expect_exit2 "bench --iterations '$bad'" "--iterations" "$QFOLD" bench "$WORK/good.qfm" --iterations "$bad"
+  expect_exit2 "bench --warmup '$bad'" "--warmup" "$QFOLD" bench "$WORK/good.qfm" --warmup "$bad"
+  expect_exit2 "bench --seed '$bad'" "--seed" "$QFOLD" bench "$WORK/good.qfm" --seed "$bad"
+done
+for bad in 4294967296 99999999999999999999 -1 x; do
+  expect_exit2 "verify --seed '$bad'" "--seed" "$QFOLD" verify "$src" --seed "$bad"
+done
+for bad in 1x99999999999999999999 1x-3 1xx2 1x2x; do
+  expect_exit2 "run --input-shape '$bad'" "--input-shape" "$QFOLD" run "$WORK/good.qfm" --input-shape "input=$bad"
+  expect_exit2 "convert --input-shape '$bad'" "--input-shape" "$QFOLD" convert "$src" -o "$WORK/s.qfm" --input-shape "input=$bad"
+  expect_exit2 "check --input-shape '$bad'" "--input-shape" "$QFOLD" check "$src" --input-shape "input=$bad"
+done
+expect_exit2 "convert --dim huge" "--dim" "$QFOLD" convert "$src" -o "$WORK/s.qfm" --dim "N=99999999999999999999"
+printf '{"dims": {"N": 18446744073709551615}}' >"$WORK/dims.json"
+expect_exit2 "convert --input-shapes unsigned dim" "non-negative" "$QFOLD" convert "$src" -o "$WORK/s.qfm" --input-shapes "$WORK/dims.json"
+no_output "bad numeric options" "$WORK/s.qfm"
+
+# Files that are not regular files: refused at once (a FIFO used to block open() forever).
+mkfifo "$WORK/fifo.onnx" "$WORK/fifo.qfm" "$WORK/fifo.npy"
+expect_exit2 "convert a FIFO" "FIFO" timeout 10 "$QFOLD" convert "$WORK/fifo.onnx" -o "$WORK/f.qfm"
+expect_exit2 "run a FIFO" "FIFO" timeout 10 "$QFOLD" run "$WORK/fifo.qfm"
+expect_exit2 "inspect a FIFO" "FIFO" timeout 10 "$QFOLD" inspect "$WORK/fifo.qfm"
+expect_exit2 "a FIFO as run input" "FIFO" timeout 10 "$QFOLD" run "$WORK/good.qfm" --input "input=$WORK/fifo.npy"
+expect_exit2 "convert a directory" "directory" "$QFOLD" convert "$WORK" -o "$WORK/f.qfm"
+
+# Outputs that must not be written: the input itself, a device node, a symlink, a read-only file.
+cp "$src" "$WORK/self.onnx"
+expect_exit2 "convert -o the input" "input file" "$QFOLD" convert "$WORK/self.onnx" -o "$WORK/self.onnx"
+expect_exit2 "convert -o the input (other spelling)" "input file" "$QFOLD" convert "$WORK/self.onnx" -o "$WORK/./self.onnx"
+if cmp -s "$src" "$WORK/self.onnx"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL the input was overwritten"; fi
+expect_exit2 "convert -o /dev/null" "character device" "$QFOLD" convert "$src" -o /dev/null
+if [ -c /dev/null ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL /dev/null replaced"; fi
+: >"$WORK/target.qfm"
+ln -s "$WORK/target.qfm" "$WORK/link.qfm"
+expect_exit2 "convert -o a symlink" "symbolic link" "$QFOLD" convert "$src" -o "$WORK/link.qfm"
+if [ -L "$WORK/link.qfm" ] && [ ! -s "$WORK/target.qfm" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL the symlink or its target changed"; fi
+: >"$WORK/ro.qfm"
+chmod 444 "$WORK/ro.qfm"
+expect_exit2 "convert -o a read-only file" "read-only" "$QFOLD" convert "$src" -o "$WORK/ro.qfm"
+if [ ! -s "$WORK/ro.qfm" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL the read-only file was replaced"; fi
+expect_exit2 "verify --report a device" "character device" "$QFOLD" verify "$src" "$WORK/good.qfm" --report /dev/null
+# run --output-dir: an output named like one of the input files is refused before running.
+{ printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 64, 64), }"; head -c 49152 /dev/zero; } >"$WORK/x.npy"
+mkdir -p "$WORK/od"
+"$QFOLD" run "$WORK/good.qfm" --input "input=$WORK/x.npy" --output-dir "$WORK/od" >/dev/null || { fail=$((fail + 1)); echo "FAIL run of a good model"; }
+cp "$WORK/od/probs.npy" "$WORK/probs_before.npy"
+expect_exit2 "run output over its input" "input file" "$QFOLD" run "$WORK/good.qfm" --input "input=$WORK/od/probs.npy" --output-dir "$WORK/od"
+if cmp -s "$WORK/od/probs.npy" "$WORK/probs_before.npy"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL run overwrote its input"; fi
+# No temp file is left by any refused or finished write.
+left=$(find "$WORK" -name '*.tmp.*' | wc -l)
+if [ "$left" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $left temp files left"; fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -3,8 +3,14 @@
 // ASan+UBSan in scripts/test.sh), and never leave a partial output file.
 // Several cases are reproducers of fuzzer findings (docs/RELIABILITY.md).
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -17,6 +23,7 @@
 #include "converter/converter.h"
 #include "converter/onnx_reader.h"
 #include "converter/qfm_writer.h"
+#include "core/file_io.h"
 #include "malformed/qfm_builder.h"
 #include "qfold/runtime.h"
 #include "tool/onnx_builder.h"
@@ -304,7 +311,6 @@ TEST_CASE("qfm: int4 constants of odd length need exactly ceil(n/2) bytes") {
 
 // A fresh graph each time: LoadAndOptimize adds to the one it is given.
 Status Convert(const std::string& path) {
-  conv::Graph g;
   return conv::LoadAndOptimize(path, conv::ConvertOptions(), &g);
 }
 
@@ -616,6 +622,310 @@ TEST_CASE("QuantizeLinear/DequantizeLinear: NaN, Inf and zero scales do not cras
     MESSAGE("DequantizeLinear scale " << scale << ": "
                                       << (d.status.ok() ? "accepted" : d.status.message()));
   }
+}
+
+// ---- shapes the rank checks missed ------------------------------------------------------------
+
+TEST_CASE("integer Conv/MatMul: a weight of rank 0 or 1 is refused naming the node") {
+  // Red-team reproducer (issue 18): InferQConvShape read w.shape[0] before checking
+  // w's rank, and MatMulInteger's zero-point check indexed a rank-0 operand; convert,
+  // check, run and the Python module all crashed.
+  TempDir dir;
+  const uint8_t w_data = 5, zp = 0;
+  const float scale = 0.1f;
+  for (const std::vector<int64_t>& w_dims : {std::vector<int64_t>{}, std::vector<int64_t>{1}}) {
+    for (const char* op : {"QLinearConv", "ConvInteger", "MatMulInteger"}) {
+      CAPTURE(op);
+      CAPTURE(w_dims.size());
+      OnnxBuilder b(13);
+      b.Input("x", onnx::TensorProto::UINT8, {1, 1, 4, 4});
+      b.Init("w", onnx::TensorProto::UINT8, w_dims, &w_data, 1);
+      b.Init("zp", onnx::TensorProto::UINT8, {}, &zp, 1);
+      b.Init("s", onnx::TensorProto::FLOAT, {}, &scale, 4);
+      const bool qlinear = std::string(op) == "QLinearConv";
+      b.Output("y", qlinear ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT32, {});
+      const std::vector<std::string> inputs =
+          qlinear ? std::vector<std::string>{"x", "s", "zp", "w", "s", "zp", "s", "zp"}
+                  : std::vector<std::string>{"x", "w", "zp", "zp"};
+      b.Node(op, inputs, {"y"}, "victim_node");
+      Status st = Convert(b.Write(dir, "rank_w.onnx"));
+      // MatMul of a rank-4 x by a rank-1 w is legal ONNX; a rank-0 w never is.
+      if (std::string(op) == "MatMulInteger" && w_dims.size() == 1) {
+        CHECK(!st.ok());  // K=4 against 1 row: a mismatch, not a crash
+      } else {
+        CHECK(st.code() == StatusCode::kInvalidModel);
+      }
+      CHECK_MESSAGE(Contains(st.message(), "victim_node"), st.message());
+    }
+  }
+}
+
+TEST_CASE("onnx: an ai.onnx opset below 1 or newer than qfold knows is refused") {
+  TempDir dir;
+  for (int64_t opset : {int64_t(0), int64_t(-3), conv::kNewestOnnxOpset + 1, int64_t(1) << 40}) {
+    CAPTURE(opset);
+    OnnxBuilder b(opset);
+    b.Input("x", onnx::TensorProto::FLOAT, {4});
+    b.Output("y", onnx::TensorProto::FLOAT, {4});
+    b.Node("Relu", {"x"}, {"y"}, "relu");
+    Status st = Convert(b.Write(dir, "opset.onnx"));
+    CHECK(st.code() == (opset < 1 ? StatusCode::kInvalidModel : StatusCode::kUnsupported));
+    CHECK_MESSAGE(Contains(st.message(), "opset.onnx"), st.message());
+    CHECK_MESSAGE(Contains(st.message(), "opset " + std::to_string(opset)), st.message());
+  }
+  for (int64_t opset : {int64_t(1), conv::kNewestOnnxOpset}) {  // the bounds themselves load
+    CAPTURE(opset);
+    OnnxBuilder b(opset);
+    b.Input("x", onnx::TensorProto::FLOAT, {4});
+    b.Output("y", onnx::TensorProto::FLOAT, {4});
+    b.Node("Relu", {"x"}, {"y"}, "relu");
+    Status st = Convert(b.Write(dir, "opset.onnx"));
+    CHECK_MESSAGE(st.ok(), st.message());
+  }
+}
+
+// ---- files --------------------------------------------------------------------------------
+
+std::vector<std::string> DirEntries(const TempDir& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST_CASE("onnx: external data that is a FIFO is refused without blocking") {
+  // Red-team reproducer (issue 18): open() of a FIFO without a writer blocked forever.
+  TempDir dir;
+  REQUIRE(mkfifo(dir.File("w.bin").c_str(), 0644) == 0);
+  OnnxBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {4});
+  b.Output("y", onnx::TensorProto::FLOAT, {4});
+  onnx::TensorProto* w = b.graph()->add_initializer();
+  w->set_name("w_fifo");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(4);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = w->add_external_data();
+  kv->set_key("location");
+  kv->set_value("w.bin");
+  b.Node("Add", {"x", "w_fifo"}, {"y"}, "add");
+  Status st = Convert(b.Write(dir, "m.onnx"));
+  CHECK(st.code() == StatusCode::kIoError);
+  CHECK_MESSAGE(Contains(st.message(), "w_fifo"), st.message());
+  CHECK_MESSAGE(Contains(st.message(), "FIFO"), st.message());
+  std::shared_ptr<Model> model;
+  st = Model::LoadFile(dir.File("w.bin"), &model);  // a .qfm path that is a FIFO
+  CHECK(st.code() == StatusCode::kIoError);
+  CHECK_MESSAGE(Contains(st.message(), "FIFO"), st.message());
+}
+
+// Runs fn in a child process; returns its wait status.
+template <typename Fn>
+int InChild(Fn fn) {
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    fn();
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  return status;
+}
+
+TEST_CASE("WriteFileAtomic: a failed write (full disk) leaves the old file and no temp file") {
+  TempDir dir;
+  const std::string path = dir.File("out.npy");
+  WriteBytes(path, "old");
+  const int status = InChild([&] {
+    // The file size limit stands in for a full disk: write() fails with EFBIG.
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{4096, 4096};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    std::vector<uint8_t> big(1 << 16, 7);
+    Status st = fileio::WriteFileAtomic(path, big.data(), big.size());
+    _exit(st.code() == StatusCode::kIoError && Contains(st.message(), "out.npy") ? 0 : 1);
+  });
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  std::vector<uint8_t> now;
+  REQUIRE(io::ReadFileBytes(path, &now).ok());
+  CHECK(std::string(now.begin(), now.end()) == "old");
+  CHECK(DirEntries(dir) == std::vector<std::string>{"out.npy"});
+}
+
+extern "C" void RaiseTerm(int) {
+  raise(SIGTERM);
+}
+
+TEST_CASE("WriteFileAtomic: SIGTERM during the write removes the temp file") {
+  // Red-team reproducer (issue 18): a signal during convert's write left
+  // out.qfm.tmp.<pid> behind. The signal arrives mid-write deterministically:
+  // passing the file size limit raises SIGXFSZ, whose handler raises SIGTERM.
+  TempDir dir;
+  const std::string path = dir.File("out.qfm");
+  WriteBytes(path, "old");
+  const int status = InChild([&] {
+    fileio::InstallTempFileCleanup();
+    signal(SIGXFSZ, RaiseTerm);
+    rlimit lim{4096, 4096};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    std::vector<uint8_t> big(1 << 16, 7);
+    (void)fileio::WriteFileAtomic(path, big.data(), big.size());
+    _exit(3);  // not reached: the child dies of SIGTERM
+  });
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
+  CHECK(DirEntries(dir) == std::vector<std::string>{"out.qfm"});
+}
+
+TEST_CASE("CheckOutputPath: the input itself, symlinks, devices and read-only files are refused") {
+  TempDir dir;
+  const std::string in = dir.File("in.onnx");
+  WriteBytes(in, "model");
+  CHECK(fileio::CheckOutputPath(dir.File("new.qfm"), {in}).ok());
+  Status st = fileio::CheckOutputPath(dir.path() + "/./in.onnx", {in});
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(Contains(st.message(), "input file"));
+  std::filesystem::create_hard_link(in, dir.File("hard.onnx"));  // same inode, other name
+  CHECK(!fileio::CheckOutputPath(dir.File("hard.onnx"), {in}).ok());
+  std::filesystem::create_symlink(in, dir.File("link.qfm"));
+  st = fileio::CheckOutputPath(dir.File("link.qfm"));
+  CHECK(Contains(st.message(), "symbolic link"));
+  st = fileio::CheckOutputPath("/dev/null");
+  CHECK(Contains(st.message(), "character device"));
+  st = fileio::CheckOutputPath(dir.path());
+  CHECK(Contains(st.message(), "directory"));
+  WriteBytes(dir.File("ro.qfm"), "keep");
+  REQUIRE(chmod(dir.File("ro.qfm").c_str(), 0444) == 0);
+  st = fileio::WriteFileAtomic(dir.File("ro.qfm"), "new", 3);
+  CHECK(Contains(st.message(), "read-only"));
+  std::vector<uint8_t> now;
+  REQUIRE(io::ReadFileBytes(dir.File("ro.qfm"), &now).ok());
+  CHECK(std::string(now.begin(), now.end()) == "keep");
+}
+
+// ---- window geometry ----------------------------------------------------------------------
+
+// x: 1x1x8x8 float, values 0..63 (row-major); the op under test produces y.
+std::string PoolModel(const TempDir& dir, const std::string& op, const std::string& file,
+                      const std::vector<std::pair<std::string, std::vector<int64_t>>>& attrs,
+                      const std::string& auto_pad = "") {
+  OnnxBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 1, 8, 8});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  std::vector<std::string> inputs = {"x"};
+  if (op == "Conv") {
+    b.InitFloat("w", {1, 1, 2, 2}, {1.f, 2.f, 3.f, 4.f});
+    inputs.push_back("w");
+  }
+  auto* n = b.Node(op, inputs, {"y"}, "window_node");
+  for (const auto& a : attrs) OnnxBuilder::AttrInts(n, a.first, a.second);
+  if (!auto_pad.empty()) OnnxBuilder::AttrString(n, "auto_pad", auto_pad);
+  return b.Write(dir, file);
+}
+
+TEST_CASE("pool/conv: huge strides on a small input run in bounded time and memory") {
+  // Red-team reproducers (issue 18): MaxPool strides 1e9 ended in std::bad_alloc
+  // (abort), AveragePool took 8 GB and > 60 s, strides near 2^62 overflowed an
+  // index product in the pooling driver. The first window is the whole answer.
+  TempDir dir;
+  std::vector<float> x(64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  const int64_t big = int64_t(1) << 62;
+  struct Case {
+    const char* op;
+    int64_t stride;
+    const char* auto_pad;
+    float want;
+  };
+  // Window rows 0-1, cols 0-1: values 0, 1, 8, 9.
+  for (const Case& c :
+       {Case{"MaxPool", 1000000000, "", 9.f}, Case{"MaxPool", big, "", 9.f},
+        Case{"MaxPool", big, "SAME_UPPER", 9.f}, Case{"AveragePool", 1000000000, "", 4.5f},
+        Case{"AveragePool", big, "", 4.5f},
+        Case{"Conv", big, "", 0.f * 1 + 1.f * 2 + 8.f * 3 + 9.f * 4}}) {
+    CAPTURE(c.op);
+    CAPTURE(c.stride);
+    CAPTURE(c.auto_pad);
+    std::vector<std::pair<std::string, std::vector<int64_t>>> attrs = {
+        {"strides", {c.stride, c.stride}}};
+    if (std::string(c.op) != "Conv") attrs.push_back({"kernel_shape", {2, 2}});
+    conv::test::Converted conv;
+    Status st = conv::test::ConvertAndOpen(PoolModel(dir, c.op, "pool.onnx", attrs, c.auto_pad),
+                                           conv::ConvertOptions(), &conv);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      SessionOptions opts;
+      opts.num_threads = threads;
+      std::unique_ptr<Session> s;
+      REQUIRE(Session::Create(conv.model, opts, &s).ok());
+      conv::test::SetFloatInput(s.get(), "x", {1, 1, 8, 8}, x);
+      const auto start = std::chrono::steady_clock::now();
+      st = s->Run();
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+      const float want = std::string(c.auto_pad).empty() ? c.want : 9.f;
+      CHECK(conv::test::FloatOutput(*s, "y", {1, 1, 1, 1}) == std::vector<float>{want});
+    }
+  }
+}
+
+TEST_CASE("pool/conv: geometry that overflows int64 is refused naming the node") {
+  TempDir dir;
+  const int64_t big = int64_t(1) << 62, max = std::numeric_limits<int64_t>::max();
+  const std::vector<std::vector<std::pair<std::string, std::vector<int64_t>>>> cases = {
+      {{"kernel_shape", {3, 2}}, {"dilations", {big, 1}}},        // (k - 1) * d
+      {{"kernel_shape", {2, 2}}, {"pads", {max, 0, max, 0}}},     // in + pads
+      {{"kernel_shape", {2, 2}}, {"pads", {0, 0, max - 4, 0}}}};  // in + pads
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      CAPTURE(op);
+      CAPTURE(i);
+      Status st = Convert(PoolModel(dir, op, "geo.onnx", cases[i]));
+      CHECK(st.code() == StatusCode::kInvalidModel);
+      CHECK_MESSAGE(Contains(st.message(), "window_node"), st.message());
+      CHECK_MESSAGE(Contains(st.message(), "overflows"), st.message());
+    }
+  }
+}
+
+// ---- soak -------------------------------------------------------------------------------------
+
+TEST_CASE("a Split with 100k outputs into a Concat converts, plans and runs in bounded time") {
+  // Red-team reproducer (issue 18): 2.8 s at 25k outputs, 49 s at 100k, from the
+  // quadratic arena planner (now a sweep beyond kGreedyPlanLimit tensors) and a
+  // quadratic consumer scan in fold_qdq. Conversion is linear but has a large
+  // constant (about 2.3 s of CPU here), so its bound only catches a quadratic
+  // return; planning and running must take under a second.
+  constexpr int64_t kParts = 100000;
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {kParts, 2});
+  b.Output("y", onnx::TensorProto::FLOAT, {kParts, 2});
+  std::vector<std::string> parts;
+  for (int64_t i = 0; i < kParts; ++i) parts.push_back("p" + std::to_string(i));
+  OnnxBuilder::AttrInt(b.Node("Split", {"x"}, parts, "split"), "axis", 0);
+  OnnxBuilder::AttrInt(b.Node("Concat", parts, {"y"}, "concat"), "axis", 0);
+  const std::string path = b.Write(dir, "split.onnx");
+  auto t0 = std::chrono::steady_clock::now();
+  conv::test::Converted c;
+  REQUIRE(conv::LoadAndOptimize(path, conv::ConvertOptions(), &c.graph).ok());
+  REQUIRE(conv::SerializeQfm(c.graph, &c.bytes).ok());
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+  REQUIRE(Model::LoadMemory(c.bytes.data(), c.bytes.size(), &c.model).ok());
+  std::vector<float> x(size_t(kParts * 2));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<Session> s;
+  REQUIRE(Session::Create(c.model, SessionOptions(), &s).ok());
+  conv::test::SetFloatInput(s.get(), "x", {kParts, 2}, x);
+  Status st = s->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+  CHECK(conv::test::FloatOutput(*s, "y", {kParts, 2}) == x);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
@@ -106,6 +107,32 @@ TEST_CASE("sessions: each owns its threads; two run at once and match one thread
   CHECK(RunOnce(b.get(), 3) == want[3]);
   b.reset();
   s1.reset();
+}
+
+// Threads of this process, from /proc (Linux).
+size_t ProcessThreads() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) n += e.exists();
+  return n;
+}
+
+TEST_CASE("sessions: num_threads is clamped to the hardware threads") {
+  // Red-team reproducer (issue 18): --threads 100000 started 32k threads.
+  TempDir dir;
+  Converted converted;
+  BuildModel(dir, &converted);
+  std::unique_ptr<Session> s1, huge;
+  REQUIRE(Session::Create(converted.model, SessionOptions(), &s1).ok());
+  const std::vector<float> want = RunOnce(s1.get(), 1);
+  const size_t before = ProcessThreads();
+  SessionOptions opts;
+  opts.num_threads = 100000;
+  REQUIRE(Session::Create(converted.model, opts, &huge).ok());
+  const unsigned hw = std::thread::hardware_concurrency();
+  const size_t cap = hw == 0 ? 64 : hw;
+  // The pool starts num_threads - 1 workers; the caller is the last thread.
+  CHECK(ProcessThreads() - before <= cap - 1);
+  CHECK(RunOnce(huge.get(), 1) == want);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -163,6 +164,33 @@ TEST_CASE("thread pool: destroyed idle, spinning or asleep") {
       std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
     }
     pool.reset();
+  }
+}
+
+TEST_CASE("ThreadPool: an exception in any chunk reaches the caller; the pool still works") {
+  // Red-team reproducer (issue 18): std::bad_alloc thrown in a worker escaped
+  // the thread (std::terminate: the C API aborted, Python crashed).
+  for (int threads : {1, 2, 4}) {
+    CAPTURE(threads);
+    ThreadPool pool(threads);
+    for (int64_t bad : {int64_t(0), int64_t(37), int64_t(99)}) {
+      CAPTURE(bad);
+      std::atomic<int64_t> ran{0};
+      bool caught = false;
+      try {
+        pool.ParallelFor(100, 1, [&](int64_t b, int64_t e, int) {
+          for (int64_t i = b; i < e; ++i) {
+            if (i == bad) throw std::bad_alloc();
+            ran.fetch_add(1);
+          }
+        });
+      } catch (const std::bad_alloc&) {
+        caught = true;
+      }
+      CHECK(caught);
+      CHECK(ran.load() < 100);
+      CheckCovers(&pool, 1000, 7);  // the next job runs normally
+    }
   }
 }
 

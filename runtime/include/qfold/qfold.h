@@ -72,7 +72,8 @@ typedef struct qfold_tensor_info {
  * which ones the caller knows about. */
 typedef struct qfold_session_options {
   size_t struct_size;  /* set by qfold_session_options_init; do not change */
-  int32_t num_threads; /* threads for kernels that split work; values < 1 mean 1 */
+  int32_t num_threads; /* threads for kernels that split work; values < 1 mean 1,
+                          values above the hardware threads are clamped to them */
 } qfold_session_options;
 
 /* ---- errors and helpers ------------------------------------------------- */

@@ -47,6 +47,10 @@ class Model {
 };
 
 struct SessionOptions {
+  // Kernel threads. Values < 1 mean 1; values above the machine's hardware
+  // threads (std::thread::hardware_concurrency, or 64 when it is unknown) are
+  // clamped to that count: more threads than cores only add switching, and a
+  // hostile value must not start thousands of threads.
   int num_threads = 1;
   // Upper bound on what one session allocates (arena, plan-time values,
   // dynamic-mode buffers); planning a shape that needs more fails with a

@@ -120,6 +120,11 @@ void ThreadPool::Run(int64_t n, int64_t grain, RangeFn call, const void* fn) {
     Drain(0);
   }
   open_.store(0);
+  WaitForWorkers();
+  RethrowJobError();
+}
+
+void ThreadPool::WaitForWorkers() {
   // Workers still running their last chunk. A chunk is short, so spin a
   // little; then block, because a worker that was preempted may need this
   // core (or this process's share of the machine) to finish.
@@ -144,8 +149,26 @@ void ThreadPool::Drain(int slot) {
     const int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
     if (c >= chunks_) return;
     const int64_t b = c * grain_;
-    call_(fn_, b, std::min(n_, b + grain_), slot);
+    // An exception must not leave a worker (std::terminate) nor the caller
+    // while workers still use the job: kept, and rethrown by Run on the
+    // calling thread once every worker has left; the remaining chunks are skipped.
+    try {
+      call_(fn_, b, std::min(n_, b + grain_), slot);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu_);
+      if (!error_) error_ = std::current_exception();
+      next_.store(chunks_, std::memory_order_relaxed);
+    }
   }
+}
+
+void ThreadPool::RethrowJobError() {
+  std::exception_ptr e;
+  {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    std::swap(e, error_);
+  }
+  if (e) std::rethrow_exception(e);
 }
 
 uint64_t ThreadPool::WaitForJob(uint64_t seen, bool* spun) {

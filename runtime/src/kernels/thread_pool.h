@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -35,7 +36,9 @@ class ThreadPool {
   // takes part. Where only one thread can run (a pool without workers, or a
   // call made from inside fn, on any thread of this pool) fn gets [0, n) at
   // once, inline, with that thread's slot. One outside caller at a time:
-  // others wait for it.
+  // others wait for it. An exception thrown by fn ends the job (chunks not yet
+  // started are skipped) and is rethrown here, on the calling thread, after
+  // every worker has left it.
   template <class F>
   void ParallelFor(int64_t n, int64_t grain, const F& fn) {
     Run(
@@ -50,8 +53,13 @@ class ThreadPool {
   using RangeFn = void (*)(const void* fn, int64_t begin, int64_t end, int slot);
   void Run(int64_t n, int64_t grain, RangeFn call, const void* fn);
   void Work(int slot);
-  // Runs chunks of the open job until none is left.
+  // Runs chunks of the open job until none is left; an exception from a
+  // chunk is kept in error_ and ends the job.
   void Drain(int slot);
+  // Caller side, after Drain: waits until no worker is inside the job.
+  void WaitForWorkers();
+  // Rethrows (on the calling thread) the first exception of the job, if any.
+  void RethrowJobError();
   // The generation of the next job after `seen`, or 0 when stopping;
   // *spun tells whether it came while spinning (else after sleeping).
   uint64_t WaitForJob(uint64_t seen, bool* spun);
@@ -62,7 +70,9 @@ class ThreadPool {
   RangeFn call_ = nullptr;
   const void* fn_ = nullptr;
   int64_t n_ = 0, grain_ = 1, chunks_ = 0;
-  std::atomic<int64_t> next_{0};   // next chunk to hand out
+  std::atomic<int64_t> next_{0};  // next chunk to hand out
+  std::mutex error_mu_;
+  std::exception_ptr error_;       // first exception thrown by a chunk of the job
   std::atomic<uint64_t> open_{0};  // generation of the job on offer, 0 when none
   std::atomic<int> active_{0};     // workers inside (or checking) a job
   uint64_t generation_ = 0;        // caller side only

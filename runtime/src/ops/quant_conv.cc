@@ -84,21 +84,24 @@ Status InferQConvShape(KernelContext& ctx, const ConvInputs& in, int64_t* m, boo
   if (!Is8Bit(w->dtype)) return ctx.Unsupported(std::string("w dtype ") + dtype_name(w->dtype));
   QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, x_zp, "x_zero_point", x->dtype));
   QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, w_zp, "w_zero_point", w->dtype));
-  *m = w->rank_known ? w->shape[0] : kUnknownDim;
+  *m = kUnknownDim;
   QF_RETURN_IF_ERROR(CheckParamShape(ctx, x_zp, "x_zero_point", 0, ""));
-  QF_RETURN_IF_ERROR(CheckParamShape(ctx, w_zp, "w_zero_point", *m, "output channel"));
 
   const int rank = x->rank_known ? x->rank() : (w->rank_known ? w->rank() : -1);
   if (rank < 0) {
+    QF_RETURN_IF_ERROR(CheckParamShape(ctx, w_zp, "w_zero_point", *m, "output channel"));
     const DType dt = y->dtype;
     SetOutputsUnknown(ctx);
     y->dtype = dt;
     return Status::Ok();
   }
   if (rank < 3) return ctx.Invalid("x must have rank >= 3, got " + std::to_string(rank));
-  if (x->rank_known && w->rank_known && w->rank() != rank)
+  // w's rank is checked before its dims are read: a rank-0 w has no shape[0].
+  if (w->rank_known && w->rank() != rank)
     return ctx.Invalid("w rank " + std::to_string(w->rank()) + " differs from x rank " +
                        std::to_string(rank));
+  *m = w->rank_known ? w->shape[0] : kUnknownDim;
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, w_zp, "w_zero_point", *m, "output channel"));
   QConvParams p;
   QF_RETURN_IF_ERROR(ParseQConv(ctx, in, rank - 2, &p));
   const int64_t c = x->rank_known ? x->shape[1] : kUnknownDim;

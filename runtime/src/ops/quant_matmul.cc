@@ -238,7 +238,8 @@ Status CheckIntegerZeroPoint(const KernelContext& ctx, const Tensor* zp, const T
                              const char* what, bool is_a) {
   if (!zp) return Status::Ok();
   QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, zp, what, x->dtype));
-  if (MaybeScalar(zp) || !x->rank_known) return Status::Ok();
+  // A rank-0 x is refused by the shape inference that follows; it has no M or N axis.
+  if (MaybeScalar(zp) || !x->rank_known || x->rank() == 0) return Status::Ok();
   Shape xs = x->shape;
   if (is_a && xs.size() == 1) xs.insert(xs.begin(), 1);
   if (!is_a && xs.size() == 1) xs.push_back(1);

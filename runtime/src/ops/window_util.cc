@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "core/checked_math.h"
+
 namespace qfold {
 
 Status ReadPositiveInts(const KernelContext& ctx, const char* name, size_t n, int64_t dflt,
@@ -54,29 +56,50 @@ Status ComputeWindowGeometry(const KernelContext& ctx, const Shape& in_spatial,
     return ctx.Invalid("unknown auto_pad '" + auto_pad + "'");
   }
 
+  // Checked arithmetic (core/checked_math.h): the attributes come from the
+  // model, and every kernel indexes memory with products of these values.
+  auto overflow = [&](size_t i) {
+    return ctx.Invalid("window geometry overflows int64 on spatial axis " + std::to_string(i) +
+                       " (kernel, strides, dilations or pads too large)");
+  };
   for (size_t i = 0; i < n; ++i) {
+    int64_t dk = 0;  // kernel extent with dilation
+    if (!CheckedMulAdd(g->kernel[i] - 1, g->dilations[i], 1, &dk)) return overflow(i);
     const int64_t in = in_spatial[i];
     if (in < 0) continue;
     const int64_t s = g->strides[i];
-    const int64_t dk = (g->kernel[i] - 1) * g->dilations[i] + 1;
     if (same) {
       // Output covers ceil(in / stride) windows; padding is whatever that needs.
-      const int64_t out = (in + s - 1) / s;
-      const int64_t total = std::max<int64_t>(0, (out - 1) * s + dk - in);
+      const int64_t out = in / s + (in % s != 0 ? 1 : 0);
+      int64_t reach = 0;  // (out - 1) * s + dk
+      if (!CheckedMulAdd(std::max<int64_t>(out - 1, 0), s, dk, &reach)) return overflow(i);
+      const int64_t total = std::max<int64_t>(0, reach - in);
       const int64_t small = total / 2;
       g->pad_begin[i] = auto_pad == "SAME_UPPER" ? small : total - small;
       g->pad_end[i] = total - g->pad_begin[i];
       g->out[i] = out;
-      continue;
+    } else {
+      int64_t start_limit = 0, padded = 0, out = 0;
+      if (!CheckedAdd(in, g->pad_begin[i], &start_limit) ||
+          !CheckedAdd(start_limit, g->pad_end[i], &padded))
+        return overflow(i);
+      const int64_t span = padded - dk;  // both >= 0: cannot overflow
+      if (!CheckedAdd(ceil_mode ? -FloorDiv(-span, s) : FloorDiv(span, s), 1, &out))
+        return overflow(i);
+      int64_t last_start = 0;
+      // A product past int64 certainly starts beyond the input and its padding.
+      if (ceil_mode && out > 0 &&
+          (!CheckedMul(out - 1, s, &last_start) || last_start >= start_limit))
+        --out;
+      if (in > 0 && out <= 0)
+        return ctx.Invalid("kernel extent " + std::to_string(dk) + " exceeds padded input size " +
+                           std::to_string(padded) + " on spatial axis " + std::to_string(i));
+      g->out[i] = std::max<int64_t>(out, 0);
     }
-    const int64_t span = in + g->pad_begin[i] + g->pad_end[i] - dk;
-    int64_t out = ceil_mode ? -FloorDiv(-span, s) + 1 : FloorDiv(span, s) + 1;
-    if (ceil_mode && out > 0 && (out - 1) * s >= in + g->pad_begin[i]) --out;
-    if (in > 0 && out <= 0)
-      return ctx.Invalid("kernel extent " + std::to_string(dk) + " exceeds padded input size " +
-                         std::to_string(in + g->pad_begin[i] + g->pad_end[i]) +
-                         " on spatial axis " + std::to_string(i));
-    g->out[i] = std::max<int64_t>(out, 0);
+    // With a single window the stride is never applied; the kernels size
+    // scratch rows by the stride (phases, strided rows), so a huge stride on a
+    // small input (a 760-byte model asked for 8 GB) is reduced to 1 here.
+    if (g->out[i] <= 1) g->strides[i] = 1;
   }
   return Status::Ok();
 }
