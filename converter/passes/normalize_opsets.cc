@@ -134,6 +134,16 @@ const std::map<std::string, Rewrite>& Rewrites() {
          }
          return Status::Ok();
        }},
+      {"Dropout",
+       [](Graph*, Node* n, int64_t opset) {
+         // Opsets 7-9 typed the mask like the data; opsets before 7 had
+         // is_test, which inference ignores as ONNX Runtime does. The ratio
+         // attribute only matters in training.
+         if (opset < 10) n->attrs.SetInt("_mask_like_data", 1);
+         n->attrs.Erase("is_test");
+         n->attrs.Erase("ratio");
+         return Status::Ok();
+       }},
       {"Scatter",  // opset 9-10 name of ScatterElements
        [](Graph* g, Node* n, int64_t opset) {
          n->op_type = "ScatterElements";
