@@ -329,7 +329,16 @@ void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const flo
     a.bias = bias;
     a.bias_per_row = false;
     a.ldc = ldc;
-    kernels::GemmF32Batched(*gemm, a, {scratch->data()}, {wt.packed.data()}, {out}, pool);
+    a.left = scratch->data();
+    a.right = wt.packed.data();
+    a.c = out;
+    // A step's product is small: called directly, without the batched
+    // driver's hand-off to threads (the same sums either way).
+    if (!kernels::PoolForWork(pool, 2 * rows * wt.rows * wt.k)) {
+      gemm->gemm(a);
+      return;
+    }
+    kernels::GemmF32Batched(*gemm, a, {a.left}, {a.right}, {out}, pool);
     return;
   }
   for (int64_t i = 0; i < rows; ++i) {
