@@ -134,7 +134,11 @@ Status ParseActivations(const KernelContext& ctx, Config* cfg) {
     const FnInfo* info = nullptr;
     for (const FnInfo& f : kFns)
       if (n == f.name) info = &f;
-    if (!info) return ctx.Unsupported("activation function '" + raw + "'");
+    if (!info)
+      return ctx.Unsupported("activation function '" + raw +
+                             "' is not supported (the spec's: Relu, Tanh, Sigmoid, Affine, "
+                             "LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, "
+                             "Softsign, Softplus)");
     Activation a;
     a.fn = info->fn;
     a.alpha = info->alpha;
@@ -258,7 +262,8 @@ struct Packed {
   const kernels::GemmF32Kernels* gemm = nullptr;
   const void* w_data = nullptr;  // the tensors packed, to notice other inputs
   const void* r_data = nullptr;
-  // Per direction: W, then R (LSTM/RNN: all gates; GRU: z and r), then GRU's R_h.
+  // Per direction: W, then R (all gates; GRU without linear_before_reset: z
+  // and r), then that GRU's R_h, multiplied by r * H_{t-1} once r is known.
   std::vector<WeightT> w, r, r_h;
 };
 
@@ -289,10 +294,10 @@ void BuildPacked(const KernelContext& ctx, const Config& cfg, const kernels::Gem
     const float* rd = r->ptr<float>() + d * gh * h;
     WeightT& rt = p->r[size_t(d)];
     rt.raw = rd;
-    rt.rows = cfg.cell == Cell::kGru ? 2 * h : gh;
+    rt.rows = cfg.cell == Cell::kGru && !cfg.linear_before_reset ? 2 * h : gh;
     rt.k = h;
     Pack(gemm, &rt);
-    if (cfg.cell == Cell::kGru) {
+    if (cfg.cell == Cell::kGru && !cfg.linear_before_reset) {
       WeightT& rh = p->r_h[size_t(d)];
       rh.raw = rd + 2 * h * h;
       rh.rows = h;
@@ -421,13 +426,16 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
   const float* rb = wb ? wb + GH : nullptr;
 
   // Biases outside the recurrence: Wb + Rb, except GRU's Rb_h with
-  // linear_before_reset, which sits inside r * (...).
-  std::vector<float> in_bias(size_t(GH), 0.f), rec_bias_h;
+  // linear_before_reset, which sits inside r * (...): the step's GEMM adds it.
+  std::vector<float> in_bias(size_t(GH), 0.f), rec_bias;
   if (wb) {
     for (int64_t j = 0; j < GH; ++j) in_bias[size_t(j)] = wb[j] + rb[j];
     if (cfg.linear_before_reset) {
-      for (int64_t j = 2 * H; j < GH; ++j) in_bias[size_t(j)] = wb[j];
-      rec_bias_h.assign(rb + 2 * H, rb + GH);
+      rec_bias.assign(size_t(GH), 0.f);
+      for (int64_t j = 2 * H; j < GH; ++j) {
+        in_bias[size_t(j)] = wb[j];
+        rec_bias[size_t(j)] = rb[j];
+      }
     }
   }
   std::vector<float> scratch;
@@ -473,8 +481,8 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
     };
     // 2. Recurrent projection of every batch row (rows already finished are
     // computed too and ignored: one GEMM beats compaction at these sizes).
-    MultiplyT(p.r[size_t(d)], gemm, h_prev.data(), B, H, nullptr, rec.data(), GH, &scratch,
-              ctx.pool);
+    MultiplyT(p.r[size_t(d)], gemm, h_prev.data(), B, H,
+              rec_bias.empty() ? nullptr : rec_bias.data(), rec.data(), GH, &scratch, ctx.pool);
     if (cfg.cell == Cell::kGru) {
       // z and r first: the candidate needs r.
       for (int64_t b = 0; b < B; ++b) {
@@ -489,10 +497,11 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
           for (int64_t j = 0; j < H; ++j)
             hr[size_t(b * H + j)] = g[H + j] * h_prev[size_t(b * H + j)];
       }
-      // linear_before_reset: r * (H_{t-1} x R_h^T + Rb_h); else (r * H_{t-1}) x R_h^T.
-      MultiplyT(p.r_h[size_t(d)], gemm, cfg.linear_before_reset ? h_prev.data() : hr.data(), B, H,
-                cfg.linear_before_reset ? rec_bias_h.data() : nullptr, rh.data(), H, &scratch,
-                ctx.pool);
+      // Without linear_before_reset: (r * H_{t-1}) x R_h^T (with it, r multiplies
+      // H_{t-1} x R_h^T + Rb_h, which the step's GEMM computed with z and r).
+      if (!cfg.linear_before_reset)
+        MultiplyT(p.r_h[size_t(d)], gemm, hr.data(), B, H, nullptr, rh.data(), H, &scratch,
+                  ctx.pool);
     }
     for (int64_t b = 0; b < B; ++b) {
       const int64_t t = step_t[size_t(b)];
@@ -536,10 +545,10 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
       } else if (cfg.cell == Cell::kGru) {
         const float* gz = g;
         float* gh = g + 2 * H;
-        const float* rhb = rh.data() + b * H;
         if (cfg.linear_before_reset) {
-          for (int64_t j = 0; j < H; ++j) gh[j] = xr[2 * H + j] + g[H + j] * rhb[j];
+          for (int64_t j = 0; j < H; ++j) gh[j] = xr[2 * H + j] + g[H + j] * rr[2 * H + j];
         } else {
+          const float* rhb = rh.data() + b * H;
           for (int64_t j = 0; j < H; ++j) gh[j] = xr[2 * H + j] + rhb[j];
         }
         Clip(cfg, gh, H);
