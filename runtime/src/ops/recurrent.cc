@@ -440,9 +440,10 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
   }
   std::vector<float> scratch;
   // 1. Input projection: row i of X (T*B rows of `in`) gives row i of xw.
-  std::vector<float> xw(size_t(T * B * GH));
+  // Every element is written by the GEMM: no zeroing.
+  std::unique_ptr<float[]> xw(new float[size_t(T * B * GH)]);
   MultiplyT(p.w[size_t(d)], gemm, ctx.input(kX)->ptr<float>(), T * B, dm.in, in_bias.data(),
-            xw.data(), GH, &scratch, ctx.pool);
+            xw.get(), GH, &scratch, ctx.pool);
 
   // State, from the initial values or 0.
   std::vector<float> h_prev(size_t(B * H), 0.f), c_prev;
@@ -477,7 +478,7 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
     }
     auto xw_row = [&](int64_t b) {
       const int64_t t = step_t[size_t(b)];
-      return xw.data() + (bf ? b * T + t : t * B + b) * GH;
+      return xw.get() + (bf ? b * T + t : t * B + b) * GH;
     };
     // 2. Recurrent projection of every batch row (rows already finished are
     // computed too and ignored: one GEMM beats compaction at these sizes).
