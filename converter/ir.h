@@ -54,6 +54,9 @@ struct Node {
   std::map<std::string, Value> tensor_attrs;
   // Attributes the converter cannot represent (graphs, strings lists...), for messages.
   std::vector<std::string> unsupported_attrs;
+  // The values of STRINGS attributes (also listed in unsupported_attrs): a
+  // NormalizeOpsets rule may turn them into something the .qfm holds.
+  std::map<std::string, std::vector<std::string>> string_lists;
   // Set by FoldQdq on an op that reads a DequantizeLinear or feeds a QuantizeLinear
   // but stays float: the folding rule that failed ("16-bit activations: ...").
   std::string float_reason;

@@ -161,6 +161,10 @@ Status ReadAttribute(const onnx::AttributeProto& a, const std::string& base_dir,
       node->tensor_attrs[a.name()] = std::move(v);
       break;
     }
+    case AP::STRINGS:
+      node->string_lists[a.name()] = {a.strings().begin(), a.strings().end()};
+      node->unsupported_attrs.push_back(a.name());
+      break;
     default: node->unsupported_attrs.push_back(a.name()); break;
   }
   return Status::Ok();

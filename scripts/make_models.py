@@ -340,6 +340,71 @@ def int4_weight_mlp():
                              producer_name="qfold make_models.py")
 
 
+# Recurrent models ------------------------------------------------------------------------------
+
+def lstm_weights(g, gates, hidden, inputs, dirs, base):
+    """W, R, B initializers as PyTorch initializes recurrent layers: uniform(+-1/sqrt(hidden))."""
+    k = 1.0 / math.sqrt(hidden)
+
+    def u(shape):
+        return g.rng.uniform(-k, k, shape).astype(np.float32)
+
+    return [g.const(base + ".W", u((dirs, gates * hidden, inputs))),
+            g.const(base + ".R", u((dirs, gates * hidden, hidden))),
+            g.const(base + ".B", u((dirs, 2 * gates * hidden)))]
+
+
+def crnn_text():
+    """A CRNN text recognizer: a conv stack over a 32x100 grayscale line, the columns as a
+    sequence into a bidirectional LSTM, a per-step Gemm over 37 classes and LogSoftmax (the
+    CTC-style output captcha/OCR recognizers ship)."""
+    g = GraphBuilder("crnn_text", seed=8)
+    x = g.node("Relu", [g.conv("image", 1, 16, 3, pad=1, bias=True, base="conv1")], "relu1")
+    x = g.node("MaxPool", [x], "pool1", kernel_shape=[2, 2], strides=[2, 2])
+    x = g.node("Relu", [g.bn(g.conv(x, 16, 32, 3, pad=1, base="conv2"), 32, base="bn2")], "relu2")
+    x = g.node("MaxPool", [x], "pool2", kernel_shape=[2, 2], strides=[2, 2])
+    x = g.node("Relu", [g.bn(g.conv(x, 32, 64, 3, pad=1, base="conv3"), 64, base="bn3")], "relu3")
+    x = g.node("MaxPool", [x], "pool3", kernel_shape=[2, 1], strides=[2, 1])  # (1, 64, 4, 25)
+    # Columns become time steps: (N, C, H, W) -> (N, C*H, W) -> (W, N, C*H).
+    x = g.node("Reshape", [x, g.const("seq.shape", np.array([1, 256, 25], np.int64))], "to_seq")
+    x = g.node("Transpose", [x], "time_major", perm=[2, 0, 1])
+    y = g.node("LSTM", [x] + lstm_weights(g, 4, 64, 256, 2, "blstm"), "blstm", num_outputs=1,
+               hidden_size=64, direction="bidirectional")  # Y (25, 2, 1, 64)
+    y = g.node("Transpose", [y], "join_dirs", perm=[0, 2, 1, 3])
+    y = g.node("Reshape", [y, g.const("steps.shape", np.array([25, 128], np.int64))], "steps")
+    w = (g.rng.standard_normal((37, 128)) * 3 * math.sqrt(1.0 / 128)).astype(np.float32)
+    b = (g.rng.standard_normal(37) * 0.1).astype(np.float32)
+    y = g.node("Gemm", [y, g.const("classifier.weight", w), g.const("classifier.bias", b)],
+               "classifier", transB=1)
+    g.nodes.append(helper.make_node("LogSoftmax", [y], ["log_probs"], name="log_softmax", axis=1))
+    return g.model([helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 1, 32, 100])],
+                   [helper.make_tensor_value_info("log_probs", TensorProto.FLOAT, [25, 37])],
+                   opset=14)
+
+
+def gru_kws():
+    """A GRU keyword spotter: 49 frames of 40 MFCCs, two stacked GRUs (linear_before_reset as
+    PyTorch exports them), the last hidden state into a Gemm over 12 keywords, Softmax."""
+    g = GraphBuilder("gru_kws", seed=9)
+    x = g.node("Transpose", ["mfcc"], "time_major", perm=[1, 0, 2])  # (49, 1, 40)
+    y = g.node("GRU", [x] + lstm_weights(g, 3, 64, 40, 1, "gru1"), "gru1", num_outputs=1,
+               hidden_size=64, linear_before_reset=1)  # Y (49, 1, 1, 64)
+    y = g.node("Squeeze", [y, g.const("dir.axis", np.array([1], np.int64))], "drop_dir")
+    # Y omitted, Y_h (1, 1, 64) is also a graph output (the state a streaming caller keeps).
+    g.nodes.append(helper.make_node("GRU", [y] + lstm_weights(g, 3, 64, 64, 1, "gru2"),
+                                    ["", "state"], name="gru2", hidden_size=64,
+                                    linear_before_reset=1))
+    h = g.node("Reshape", ["state", g.const("state.shape", np.array([1, 64], np.int64))], "flat")
+    w = (g.rng.standard_normal((12, 64)) * 4 * math.sqrt(1.0 / 64)).astype(np.float32)
+    b = (g.rng.standard_normal(12) * 0.1).astype(np.float32)
+    y = g.node("Gemm", [h, g.const("fc.weight", w), g.const("fc.bias", b)], "fc", transB=1)
+    g.nodes.append(helper.make_node("Softmax", [y], ["probs"], name="softmax", axis=-1))
+    return g.model([helper.make_tensor_value_info("mfcc", TensorProto.FLOAT, [1, 49, 40])],
+                   [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, 12]),
+                    helper.make_tensor_value_info("state", TensorProto.FLOAT, [1, 1, 64])],
+                   opset=14)
+
+
 MODELS = {
     "mobilenetv2_like": (mobilenetv2_like, {}),
     "resnet_like": (resnet_like, {}),
@@ -348,6 +413,8 @@ MODELS = {
     "dynamic_convnet": (dynamic_convnet, {"batch": 2, "height": 20, "width": 24}),
     "int4_weight_mlp": (int4_weight_mlp, {}),
     "detector_stem": (detector_stem, {}),
+    "crnn_text": (crnn_text, {}),
+    "gru_kws": (gru_kws, {}),
 }
 
 NP_OF_ONNX = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}

@@ -12,9 +12,7 @@ Status CheckSupported(const Graph& g) {
     std::string type = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
     // com.microsoft contrib ops (QLinearAdd, ...) run when qfold implements them.
     bool known_domain = n.domain.empty() || n.domain == "com.microsoft";
-    // RemoveIdentities drops inference-mode Dropout; any other Dropout fails in inference.
-    bool removed_later = n.domain.empty() && n.op_type == "Dropout";
-    if (!removed_later && (!known_domain || !FindOp(n.op_type))) {
+    if (!known_domain || !FindOp(n.op_type)) {
       missing[type].push_back(n.name);
     } else if (!n.unsupported_attrs.empty()) {
       missing[type + " (graph/string-list attribute '" + n.unsupported_attrs[0] + "')"].push_back(

@@ -1,5 +1,6 @@
 // One table entry per ONNX op whose older opsets differ from the form the
 // runtime implements. The runtime kernels then only know the newest form.
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -33,6 +34,25 @@ Status ReduceAxes(Graph* g, Node* n, int64_t opset) {
   // ReduceSum took axes as an input from 13, the other reductions from 18.
   int64_t since = n->op_type == "ReduceSum" ? 13 : 18;
   if (opset < since) AttrToInput(g, n, "axes", 1);
+  return Status::Ok();
+}
+
+// LSTM/GRU/RNN: the string list `activations` becomes one comma-separated
+// string (ops/recurrent.cc splits it); the .qfm has no string lists.
+Status JoinActivations(Graph* g, Node* n, int64_t) {
+  auto it = n->string_lists.find("activations");
+  if (it == n->string_lists.end()) return Status::Ok();
+  std::string joined;
+  for (const std::string& f : it->second) {
+    if (f.empty() || f.find(',') != std::string::npos)
+      return Status(StatusCode::kInvalidModel,
+                    g->source + ": " + n->Label() + ": activation function name '" + f + "'");
+    joined += (joined.empty() ? "" : ",") + f;
+  }
+  n->attrs.SetString("activations", joined);
+  n->string_lists.erase(it);
+  auto& un = n->unsupported_attrs;
+  un.erase(std::remove(un.begin(), un.end(), "activations"), un.end());
   return Status::Ok();
 }
 
@@ -134,6 +154,19 @@ const std::map<std::string, Rewrite>& Rewrites() {
          }
          return Status::Ok();
        }},
+      {"Dropout",
+       [](Graph*, Node* n, int64_t opset) {
+         // Opsets 7-9 typed the mask like the data; opsets before 7 had
+         // is_test, which inference ignores as ONNX Runtime does. The ratio
+         // attribute only matters in training.
+         if (opset < 10) n->attrs.SetInt("_mask_like_data", 1);
+         n->attrs.Erase("is_test");
+         n->attrs.Erase("ratio");
+         return Status::Ok();
+       }},
+      {"LSTM", JoinActivations},
+      {"GRU", JoinActivations},
+      {"RNN", JoinActivations},
       {"Scatter",  // opset 9-10 name of ScatterElements
        [](Graph* g, Node* n, int64_t opset) {
          n->op_type = "ScatterElements";

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -205,7 +206,8 @@ Status Model::Impl::Parse() {
     for (int i = 0; i < op.def->min_inputs; ++i)
       if (op.inputs[i] < 0)
         return Bad(source, label + ": required input " + std::to_string(i) + " is omitted");
-    if (op.outputs.empty() || op.outputs[0] < 0)
+    // Optional outputs may be omitted, the first too (LSTM with only Y_h).
+    if (std::none_of(op.outputs.begin(), op.outputs.end(), [](int id) { return id >= 0; }))
       return Bad(source, label + ": has no output");
   }
   if (!unsupported.empty())

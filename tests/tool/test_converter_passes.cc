@@ -606,6 +606,58 @@ TEST_CASE("converter RemoveIdentities: training-mode Dropout is kept and reporte
   CHECK_MESSAGE(Contains(st.message(), "Dropout 'drop_train'"), st.message());
 }
 
+// Older exports (SqueezeNet, Inception-v1 of the model zoo) read or output the mask.
+TEST_CASE(
+    "converter Dropout: a mask that is a graph output is all true; opset 9 types it like the "
+    "data") {
+  for (int opset : {9, 13}) {
+    CAPTURE(opset);
+    TempDir dir;
+    OnnxBuilder b(opset);
+    const int mask_type = opset < 10 ? kFloat : onnx::TensorProto::BOOL;
+    b.Input("X", kFloat, {2, 2});
+    b.Output("Y", kFloat, {2, 2});
+    b.Output("mask", mask_type, {2, 2});
+    b.Node("Dropout", {"X"}, {"d", "mask"}, "n61");
+    b.Node("Neg", {"d"}, {"Y"}, "neg0");
+    Converted c;
+    Status st = ConvertAndOpen(b.Write(dir), ConvertOptions(), &c);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    SetFloatInput(c.session.get(), "X", {2, 2}, {1.f, -2.f, 0.5f, 0.f});
+    st = c.session->Run();
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    CHECK(FloatOutput(*c.session, "Y", {2, 2}) == std::vector<float>{-1.f, 2.f, -0.5f, -0.f});
+    DType dt;
+    Shape shape;
+    const void* data;
+    REQUIRE(c.session->GetOutput("mask", &dt, &shape, &data).ok());
+    CHECK(shape == Shape{2, 2});
+    if (opset < 10) {
+      REQUIRE(dt == DType::kFloat32);
+      const float* m = static_cast<const float*>(data);
+      CHECK(std::vector<float>(m, m + 4) == std::vector<float>{1.f, 1.f, 1.f, 1.f});
+    } else {
+      REQUIRE(dt == DType::kBool);
+      const uint8_t* m = static_cast<const uint8_t*>(data);
+      CHECK(std::vector<uint8_t>(m, m + 4) == std::vector<uint8_t>{1, 1, 1, 1});
+    }
+  }
+}
+
+TEST_CASE("converter Dropout: training mode with ratio 0 drops nothing and runs") {
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.Input("X", kFloat, {3});
+  b.Output("Y", kFloat, {3});
+  b.Output("mask", onnx::TensorProto::BOOL, {3});
+  const bool on = true;
+  b.Init("train", onnx::TensorProto::BOOL, {}, &on, 1);
+  b.Init("ratio", kFloat, {}, std::vector<float>{0.f}.data(), 4);
+  b.Node("Dropout", {"X", "ratio", "train"}, {"Y", "mask"}, "drop_zero");
+  std::vector<float> y = ConvertAndRun(b.Write(dir), "X", {3}, {1.f, -2.f, 0.5f}, "Y", {3});
+  CHECK(y == std::vector<float>{1.f, -2.f, 0.5f});
+}
+
 TEST_CASE("converter RemoveIdentities: Identity from a graph input to a graph output stays") {
   TempDir dir;
   OnnxBuilder b(17);

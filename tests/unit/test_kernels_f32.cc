@@ -244,6 +244,24 @@ void CheckGemm(const kernels::GemmF32Kernels& k, int64_t m, int64_t n, int64_t k
     else
       REQUIRE(std::memcmp(first.data(), c.data(), c.size() * sizeof(float)) == 0);
   }
+  // Each row alone (the single-row path of a recurrent step or a batch-1
+  // MatMul) equals that row of the whole product bit for bit.
+  for (int64_t i = 0; i < m; ++i) {
+    std::vector<float> row_lp(size_t(kernels::PackedF32Size(1, kd, k.mr)) + 1);
+    k.pack_left(left_cm ? a.data() + i : a.data() + i * kd, left_cm ? 1 : kd, left_cm ? m : 1, 1,
+                kd, row_lp.data());
+    std::vector<float> row(c0.begin() + i * n, c0.begin() + (i + 1) * n);
+    kernels::GemmF32Args one = args;
+    one.rows = 1;
+    one.left = row_lp.data();
+    one.right = rp.data();
+    one.c = row.data();
+    one.ldc = n;
+    if (args.bias && args.bias_per_row) one.bias = bias.data() + i;
+    k.gemm(one);
+    INFO("row " << i);
+    REQUIRE(std::memcmp(row.data(), first.data() + i * args.ldc, size_t(n) * sizeof(float)) == 0);
+  }
 }
 
 TEST_CASE("kernels f32: packed GEMM at tile edges matches double precision") {

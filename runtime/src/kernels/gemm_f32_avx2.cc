@@ -86,10 +86,72 @@ struct Row {
 constexpr const BlockFn* kBlocks[kMr] = {Row<1>::fns, Row<2>::fns, Row<3>::fns,
                                          Row<4>::fns, Row<5>::fns, Row<6>::fns};
 
+// One row across four full column panels: Block<1, 2> alone has two FMA
+// chains and waits on their latency (a recurrent step, a batch-1 MatMul);
+// eight chains keep the FMA units busy. Each element still sums its k in
+// order with Block's epilogue, so the results are bit-identical.
+void RowFourPanels(const GemmF32Args& a, const float* lp, const float* rp, int64_t kc, int64_t col0,
+                   bool first, bool last) {
+  constexpr int kP = 4;
+  const int64_t pstride = a.k * kNr;  // from one panel to the next
+  __m256 acc[kP][kV];
+  for (int p = 0; p < kP; ++p)
+    for (int v = 0; v < kV; ++v) acc[p][v] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 l = _mm256_set1_ps(lp[k * kMr]);
+    for (int p = 0; p < kP; ++p)
+      for (int v = 0; v < kV; ++v)
+        acc[p][v] =
+            _mm256_fmadd_ps(l, _mm256_loadu_ps(rp + p * pstride + k * kNr + 8 * v), acc[p][v]);
+  }
+  const __m256 alpha = _mm256_set1_ps(a.alpha);
+  const __m256 lo = _mm256_set1_ps(a.lo), hi = _mm256_set1_ps(a.hi), zero = _mm256_setzero_ps();
+  const bool row_bias = a.bias && a.bias_per_row;
+  const __m256 rb = row_bias ? _mm256_set1_ps(a.bias[0]) : zero;
+  for (int p = 0; p < kP; ++p)
+    for (int v = 0; v < kV; ++v) {
+      const int64_t col = col0 + p * kNr + 8 * v;
+      float* c = a.c + col;
+      __m256 x = _mm256_mul_ps(alpha, acc[p][v]);
+      if (first) {
+        if (a.accumulate) x = _mm256_add_ps(x, _mm256_loadu_ps(c));
+        if (row_bias) {
+          x = _mm256_add_ps(x, rb);
+        } else if (a.bias) {
+          x = _mm256_add_ps(x, _mm256_loadu_ps(a.bias + col));
+        }
+      } else {
+        x = _mm256_add_ps(_mm256_loadu_ps(c), x);
+      }
+      if (last) {
+        if (a.act == F32Act::kRelu) {
+          x = _mm256_max_ps(x, zero);
+        } else if (a.act == F32Act::kClamp) {
+          const __m256 below = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+          x = _mm256_blendv_ps(_mm256_min_ps(hi, x), lo, below);
+        }
+      }
+      _mm256_storeu_ps(c, x);
+    }
+}
+
 void Gemm(const GemmF32Args& a) {
   const int64_t panels = (a.cols + kNr - 1) / kNr;
   const int64_t pe = a.panel_end < 0 ? panels : a.panel_end;
-  for (int64_t jp = a.panel_begin; jp < pe; ++jp) {
+  int64_t jp0 = a.panel_begin;
+  if (a.rows == 1) {
+    // Groups of four full panels; the rest below.
+    for (; jp0 + 4 <= pe && (jp0 + 4) * kNr <= a.cols; jp0 += 4) {
+      const float* rp = a.right + jp0 * a.k * kNr;
+      int64_t k0 = 0;
+      do {
+        const int64_t kc = std::min(kKc, a.k - k0);
+        RowFourPanels(a, a.left + k0 * kMr, rp + k0 * kNr, kc, jp0 * kNr, k0 == 0, k0 + kc >= a.k);
+        k0 += kc;
+      } while (k0 < a.k);
+    }
+  }
+  for (int64_t jp = jp0; jp < pe; ++jp) {
     Tile t;
     t.col0 = jp * kNr;
     t.ncols = int(std::min<int64_t>(kNr, a.cols - t.col0));

@@ -1,0 +1,651 @@
+// LSTM, GRU and RNN (float32), every attribute of the ONNX spec (opsets 7 to
+// 22): forward, reverse and bidirectional; activations with their alpha/beta;
+// clip; input_forget (LSTM); linear_before_reset (GRU); layout 0 and 1;
+// sequence_lens; initial states; peepholes; Y, Y_h, Y_c each optional.
+//
+// One driver serves the three ops. Per direction:
+//   1. the input projection of every time step at once, X (T*B rows) x W^T
+//      plus the biases that do not depend on the state, as one GEMM;
+//   2. per step, H_{t-1} (B rows) x R^T as one GEMM, then one pass per batch
+//      row adds the projection, applies clip and the gate activations and
+//      updates the state (the gates never go back to memory in between).
+// With a SIMD level the GEMMs run on the packed fp32 kernels
+// (kernels/gemm_f32.h; W and R packed once by prepare) and sigmoid/tanh on
+// kernels/vmath.h; at QFOLD_ISA=reference on plain loops and libm, the
+// oracle. Rows of a batch whose sequence_lens ends early stop updating: their
+// Y rows past the end are 0 and Y_h/Y_c hold the state of their last step
+// (0 for a length of 0).
+// The converter turns the string-list attribute `activations` into one
+// comma-separated string (converter/passes/normalize_opsets.cc).
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/op.h"
+#include "kernels/gemm_f32.h"
+#include "kernels/vmath.h"
+
+namespace qfold {
+namespace {
+
+enum class Cell { kLstm, kGru, kRnn };
+
+int GatesOf(Cell c) {
+  return c == Cell::kLstm ? 4 : c == Cell::kGru ? 3 : 1;
+}
+// Activation functions per direction: LSTM f, g, h; GRU f, g; RNN f.
+int FuncsOf(Cell c) {
+  return c == Cell::kLstm ? 3 : c == Cell::kGru ? 2 : 1;
+}
+Cell CellOf(const std::string& type) {
+  return type == "LSTM" ? Cell::kLstm : type == "GRU" ? Cell::kGru : Cell::kRnn;
+}
+
+enum class Fn {
+  kSigmoid,
+  kTanh,
+  kRelu,
+  kAffine,
+  kLeakyRelu,
+  kThresholdedRelu,
+  kScaledTanh,
+  kHardSigmoid,
+  kElu,
+  kSoftsign,
+  kSoftplus
+};
+
+struct Activation {
+  Fn fn = Fn::kSigmoid;
+  float alpha = 0.f, beta = 0.f;
+};
+
+struct FnInfo {
+  const char* name;
+  Fn fn;
+  int params;  // how many of alpha, beta it takes
+  // Values when activation_alpha/beta run out. The spec says "as the ONNX
+  // operators", which define none for Affine and ScaledTanh; these are the
+  // ones ONNX Runtime uses (0 where it has none), so models agree with it.
+  float alpha, beta;
+};
+
+const FnInfo kFns[] = {
+    {"sigmoid", Fn::kSigmoid, 0, 0.f, 0.f},
+    {"tanh", Fn::kTanh, 0, 0.f, 0.f},
+    {"relu", Fn::kRelu, 0, 0.f, 0.f},
+    {"affine", Fn::kAffine, 2, 0.f, 0.f},
+    {"leakyrelu", Fn::kLeakyRelu, 1, 0.01f, 0.f},
+    {"thresholdedrelu", Fn::kThresholdedRelu, 1, 0.f, 0.f},
+    {"scaledtanh", Fn::kScaledTanh, 2, 0.f, 0.f},
+    {"hardsigmoid", Fn::kHardSigmoid, 2, 0.2f, 0.5f},
+    {"elu", Fn::kElu, 1, 1.f, 0.f},
+    {"softsign", Fn::kSoftsign, 0, 0.f, 0.f},
+    {"softplus", Fn::kSoftplus, 0, 0.f, 0.f},
+};
+
+// Everything infer validates and run uses.
+struct Config {
+  Cell cell = Cell::kLstm;
+  int dirs = 1;
+  bool reverse_only = false;  // direction = reverse
+  int64_t hidden = kUnknownDim;
+  bool layout_batch_first = false;  // layout = 1
+  bool has_clip = false;
+  float clip = 0.f;
+  bool input_forget = false;
+  bool linear_before_reset = false;
+  std::vector<Activation> acts;  // FuncsOf(cell) per direction
+};
+
+Status ParseActivations(const KernelContext& ctx, Config* cfg) {
+  const int per_dir = FuncsOf(cfg->cell);
+  std::vector<std::string> names;
+  const std::string joined = ctx.attr().GetString("activations", "");
+  for (size_t p = 0; p < joined.size();) {
+    size_t e = joined.find(',', p);
+    if (e == std::string::npos) e = joined.size();
+    names.push_back(joined.substr(p, e - p));
+    p = e + 1;
+  }
+  if (names.empty()) {
+    const char* dflt[3] = {"Sigmoid", "Tanh", "Tanh"};
+    if (cfg->cell == Cell::kRnn) dflt[0] = "Tanh";
+    for (int d = 0; d < cfg->dirs; ++d)
+      for (int i = 0; i < per_dir; ++i) names.push_back(dflt[i]);
+  } else if (int(names.size()) == per_dir && cfg->dirs == 2) {
+    // One direction's list for both (as ONNX Runtime accepts).
+    for (int i = 0; i < per_dir; ++i) names.push_back(names[size_t(i)]);
+  }
+  if (int(names.size()) != per_dir * cfg->dirs)
+    return ctx.Invalid("activations lists " + std::to_string(names.size()) +
+                       " functions, expected " + std::to_string(per_dir * cfg->dirs));
+  // alpha/beta are consumed in order by the functions that take them.
+  const std::vector<float> alphas = ctx.attr().GetFloats("activation_alpha");
+  const std::vector<float> betas = ctx.attr().GetFloats("activation_beta");
+  size_t ai = 0, bi = 0;
+  for (const std::string& raw : names) {
+    std::string n = raw;
+    for (char& ch : n) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    const FnInfo* info = nullptr;
+    for (const FnInfo& f : kFns)
+      if (n == f.name) info = &f;
+    if (!info)
+      return ctx.Unsupported("activation function '" + raw +
+                             "' is not supported (the spec's: Relu, Tanh, Sigmoid, Affine, "
+                             "LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, "
+                             "Softsign, Softplus)");
+    Activation a;
+    a.fn = info->fn;
+    a.alpha = info->alpha;
+    a.beta = info->beta;
+    if (info->params >= 1 && ai < alphas.size()) a.alpha = alphas[ai++];
+    if (info->params >= 2 && bi < betas.size()) a.beta = betas[bi++];
+    cfg->acts.push_back(a);
+  }
+  return Status::Ok();
+}
+
+Status ParseConfig(const KernelContext& ctx, Config* cfg) {
+  cfg->cell = CellOf(*ctx.op_type);
+  const std::string dir = ctx.attr().GetString("direction", "forward");
+  if (dir == "bidirectional") {
+    cfg->dirs = 2;
+  } else if (dir == "reverse") {
+    cfg->reverse_only = true;
+  } else if (dir != "forward") {
+    return ctx.Invalid("direction '" + dir + "' (forward, reverse or bidirectional)");
+  }
+  const int64_t layout = ctx.attr().GetInt("layout", 0);
+  if (layout != 0 && layout != 1) return ctx.Invalid("layout " + std::to_string(layout));
+  cfg->layout_batch_first = layout == 1;
+  if (const Attr* c = ctx.attr().Find("clip")) {
+    cfg->has_clip = true;
+    cfg->clip = c->f;
+    if (!(cfg->clip > 0.f)) return ctx.Invalid("clip must be positive");
+  }
+  cfg->input_forget = cfg->cell == Cell::kLstm && ctx.attr().GetInt("input_forget", 0) != 0;
+  cfg->linear_before_reset =
+      cfg->cell == Cell::kGru && ctx.attr().GetInt("linear_before_reset", 0) != 0;
+  if (ctx.attr().Has("hidden_size")) {
+    cfg->hidden = ctx.attr().GetInt("hidden_size", 0);
+    if (cfg->hidden <= 0) return ctx.Invalid("hidden_size must be positive");
+  } else if (const Tensor* r = ctx.input(2); r && r->rank_known && r->rank() == 3) {
+    cfg->hidden = r->shape[2];
+  }
+  return ParseActivations(ctx, cfg);
+}
+
+// Input indices and output indices.
+enum { kX = 0, kW, kR, kB, kSeqLens, kInitH, kInitC, kP };
+enum { kY = 0, kYh, kYc };
+
+// Checks `t` (when present and of known rank) against `want`, where -1 in
+// `want` or in t's shape matches anything.
+Status CheckShape(const KernelContext& ctx, const Tensor* t, const char* what, const Shape& want) {
+  if (!t || !t->rank_known) return Status::Ok();
+  bool ok = t->rank() == int(want.size());
+  for (size_t i = 0; ok && i < want.size(); ++i)
+    ok = t->shape[i] < 0 || want[i] < 0 || t->shape[i] == want[i];
+  if (!ok)
+    return ctx.Invalid(std::string(what) + " has shape " + ShapeToString(t->shape) + ", expected " +
+                       ShapeToString(want));
+  return Status::Ok();
+}
+
+Status InferRecurrent(KernelContext& ctx) {
+  Config cfg;
+  QF_RETURN_IF_ERROR(ParseConfig(ctx, &cfg));
+  const Tensor* x = ctx.input(kX);
+  const Tensor* w = ctx.input(kW);
+  const Tensor* r = ctx.input(kR);
+  if (!x || !w || !r) return ctx.Invalid("inputs X, W and R are required");
+  if (x->dtype != DType::kFloat32)
+    return ctx.Unsupported(std::string("dtype ") + dtype_name(x->dtype) + " (float32 only)");
+  const int last_input = cfg.cell == Cell::kLstm ? kP : kInitH;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const Tensor* t = ctx.input(i);
+    if (!t) continue;
+    if (i > last_input) return ctx.Invalid("too many inputs");
+    if (i == kSeqLens) {
+      if (t->dtype != DType::kInt32) return ctx.Invalid("sequence_lens must be int32");
+    } else if (t->dtype != DType::kFloat32) {
+      return ctx.Invalid("input " + std::to_string(i) + " must be float32 like X");
+    }
+  }
+  if (x->rank_known && x->rank() != 3) return ctx.Invalid("X must be 3-D");
+  const int64_t seq = x->rank_known ? x->shape[cfg.layout_batch_first ? 1 : 0] : kUnknownDim;
+  const int64_t batch = x->rank_known ? x->shape[cfg.layout_batch_first ? 0 : 1] : kUnknownDim;
+  const int64_t in = x->rank_known ? x->shape[2] : kUnknownDim;
+  const int64_t h = cfg.hidden;
+  const int64_t gh = h < 0 ? kUnknownDim : GatesOf(cfg.cell) * h;
+  const int64_t dirs = cfg.dirs;
+  QF_RETURN_IF_ERROR(CheckShape(ctx, w, "W", {dirs, gh, in}));
+  QF_RETURN_IF_ERROR(CheckShape(ctx, r, "R", {dirs, gh, h}));
+  QF_RETURN_IF_ERROR(CheckShape(ctx, ctx.input(kB), "B", {dirs, gh < 0 ? kUnknownDim : 2 * gh}));
+  QF_RETURN_IF_ERROR(CheckShape(ctx, ctx.input(kSeqLens), "sequence_lens", {batch}));
+  const Shape state = cfg.layout_batch_first ? Shape{batch, dirs, h} : Shape{dirs, batch, h};
+  QF_RETURN_IF_ERROR(CheckShape(ctx, ctx.input(kInitH), "initial_h", state));
+  if (cfg.cell == Cell::kLstm) {
+    QF_RETURN_IF_ERROR(CheckShape(ctx, ctx.input(kInitC), "initial_c", state));
+    QF_RETURN_IF_ERROR(CheckShape(ctx, ctx.input(kP), "P", {dirs, h < 0 ? kUnknownDim : 3 * h}));
+  }
+  if (ctx.num_outputs() > (cfg.cell == Cell::kLstm ? 3 : 2)) return ctx.Invalid("too many outputs");
+  for (int i = 0; i < ctx.num_outputs(); ++i) {
+    Tensor* o = ctx.output(i);
+    if (!o) continue;
+    o->dtype = DType::kFloat32;
+    o->rank_known = true;
+    if (i == kY)
+      o->shape = cfg.layout_batch_first ? Shape{batch, seq, dirs, h} : Shape{seq, dirs, batch, h};
+    else
+      o->shape = state;
+  }
+  return Status::Ok();
+}
+
+// ---- weights: raw for the reference, packed for the SIMD GEMM ----------------------------
+
+// A weight block of `rows` rows (output features) by k, row-major, used as
+// the right operand W^T of out = in x W^T.
+struct WeightT {
+  const float* raw = nullptr;
+  int64_t rows = 0, k = 0;
+  std::vector<float> packed;  // when the GEMM kernels are used
+};
+
+struct Packed {
+  const kernels::GemmF32Kernels* gemm = nullptr;
+  const void* w_data = nullptr;  // the tensors packed, to notice other inputs
+  const void* r_data = nullptr;
+  // Per direction: W, then R (all gates; GRU without linear_before_reset: z
+  // and r), then that GRU's R_h, multiplied by r * H_{t-1} once r is known.
+  std::vector<WeightT> w, r, r_h;
+};
+
+void Pack(const kernels::GemmF32Kernels* gemm, WeightT* wt) {
+  if (!gemm) return;
+  wt->packed.resize(size_t(kernels::PackedF32Size(wt->rows, wt->k, gemm->nr)));
+  // Right operand (k, c) = raw[c][k].
+  gemm->pack_right(wt->raw, 1, wt->k, wt->k, wt->rows, wt->packed.data());
+}
+
+void BuildPacked(const KernelContext& ctx, const Config& cfg, const kernels::GemmF32Kernels* gemm,
+                 Packed* p) {
+  const Tensor* w = ctx.input(kW);
+  const Tensor* r = ctx.input(kR);
+  const int64_t h = r->shape[2], gh = r->shape[1], in = w->shape[2];
+  p->gemm = gemm;
+  p->w_data = w->data;
+  p->r_data = r->data;
+  p->w.assign(size_t(cfg.dirs), WeightT());
+  p->r.assign(size_t(cfg.dirs), WeightT());
+  p->r_h.assign(size_t(cfg.dirs), WeightT());
+  for (int d = 0; d < cfg.dirs; ++d) {
+    WeightT& wt = p->w[size_t(d)];
+    wt.raw = w->ptr<float>() + d * gh * in;
+    wt.rows = gh;
+    wt.k = in;
+    Pack(gemm, &wt);
+    const float* rd = r->ptr<float>() + d * gh * h;
+    WeightT& rt = p->r[size_t(d)];
+    rt.raw = rd;
+    rt.rows = cfg.cell == Cell::kGru && !cfg.linear_before_reset ? 2 * h : gh;
+    rt.k = h;
+    Pack(gemm, &rt);
+    if (cfg.cell == Cell::kGru && !cfg.linear_before_reset) {
+      WeightT& rh = p->r_h[size_t(d)];
+      rh.raw = rd + 2 * h * h;
+      rh.rows = h;
+      rh.k = h;
+      Pack(gemm, &rh);
+    }
+  }
+}
+
+Status PrepareRecurrent(KernelContext& ctx, std::shared_ptr<void>* state) {
+  Config cfg;
+  QF_RETURN_IF_ERROR(ParseConfig(ctx, &cfg));
+  const kernels::GemmF32Kernels* gemm = kernels::GemmF32For(kernels::ActiveIsa());
+  if (!gemm) return Status::Ok();
+  auto p = std::make_shared<Packed>();
+  BuildPacked(ctx, cfg, gemm, p.get());
+  *state = p;
+  return Status::Ok();
+}
+
+// out[r][c] = bias[c] + sum_k in[r][k] * wt.raw[c][k], rows of `in` at stride
+// lda, of out at stride ldc; bias optional.
+void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const float* in,
+               int64_t rows, int64_t lda, const float* bias, float* out, int64_t ldc,
+               std::vector<float>* scratch, kernels::ThreadPool* pool) {
+  if (rows == 0 || wt.rows == 0) return;
+  if (gemm) {
+    scratch->resize(size_t(kernels::PackedF32Size(rows, wt.k, gemm->mr)));
+    gemm->pack_left(in, lda, 1, rows, wt.k, scratch->data());
+    kernels::GemmF32Args a;
+    a.rows = rows;
+    a.cols = wt.rows;
+    a.k = wt.k;
+    a.bias = bias;
+    a.bias_per_row = false;
+    a.ldc = ldc;
+    a.left = scratch->data();
+    a.right = wt.packed.data();
+    a.c = out;
+    // A step's product is small: called directly, without the batched
+    // driver's hand-off to threads (the same sums either way).
+    if (!kernels::PoolForWork(pool, 2 * rows * wt.rows * wt.k)) {
+      gemm->gemm(a);
+      return;
+    }
+    kernels::GemmF32Batched(*gemm, a, {a.left}, {a.right}, {out}, pool);
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* a = in + i * lda;
+    float* o = out + i * ldc;
+    for (int64_t c = 0; c < wt.rows; ++c) {
+      const float* wr = wt.raw + c * wt.k;
+      float s = 0.f;
+      for (int64_t k = 0; k < wt.k; ++k) s += a[k] * wr[k];
+      o[c] = (bias ? bias[c] : 0.f) + s;
+    }
+  }
+}
+
+// ---- gate activations ---------------------------------------------------------------------
+
+void Apply(const Activation& a, const kernels::VMathKernels& vm, float* x, int64_t n) {
+  switch (a.fn) {
+    case Fn::kSigmoid:
+      vm.sigmoid(x, x, n);
+      return;
+    case Fn::kTanh:
+      vm.tanh(x, x, n);
+      return;
+    case Fn::kRelu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.f ? x[i] : 0.f;
+      return;
+    case Fn::kAffine:
+      for (int64_t i = 0; i < n; ++i) x[i] = a.alpha * x[i] + a.beta;
+      return;
+    case Fn::kLeakyRelu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] >= 0.f ? x[i] : a.alpha * x[i];
+      return;
+    case Fn::kThresholdedRelu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] > a.alpha ? x[i] : 0.f;
+      return;
+    case Fn::kScaledTanh:
+      for (int64_t i = 0; i < n; ++i) x[i] *= a.beta;
+      vm.tanh(x, x, n);
+      for (int64_t i = 0; i < n; ++i) x[i] *= a.alpha;
+      return;
+    case Fn::kHardSigmoid:
+      for (int64_t i = 0; i < n; ++i) x[i] = std::max(0.f, std::min(1.f, a.alpha * x[i] + a.beta));
+      return;
+    case Fn::kElu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] >= 0.f ? x[i] : a.alpha * std::expm1(x[i]);
+      return;
+    case Fn::kSoftsign:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.f + std::fabs(x[i]));
+      return;
+    case Fn::kSoftplus:
+      // log(1 + e^x) without overflow for large x.
+      for (int64_t i = 0; i < n; ++i)
+        x[i] = x[i] > 0.f ? x[i] + std::log1p(std::exp(-x[i])) : std::log1p(std::exp(x[i]));
+      return;
+  }
+}
+
+void Clip(const Config& cfg, float* x, int64_t n) {
+  if (!cfg.has_clip) return;
+  for (int64_t i = 0; i < n; ++i) x[i] = std::max(-cfg.clip, std::min(cfg.clip, x[i]));
+}
+
+// ---- the driver ---------------------------------------------------------------------------
+
+struct Dims {
+  int64_t seq, batch, in, h, gh;
+};
+
+// Runs direction `d` (reverse when `reverse`) over the whole sequence.
+void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, const Packed& p,
+                  int d, bool reverse, const std::vector<int64_t>& lens) {
+  const kernels::GemmF32Kernels* gemm = p.gemm;
+  const kernels::VMathKernels& vm = kernels::VMathFor(kernels::ActiveIsa());
+  const int64_t T = dm.seq, B = dm.batch, H = dm.h, GH = dm.gh;
+  const bool bf = cfg.layout_batch_first;
+  const Activation* act = cfg.acts.data() + d * FuncsOf(cfg.cell);
+  const Tensor* bias_t = ctx.input(kB);
+  const float* wb = bias_t ? bias_t->ptr<float>() + d * 2 * GH : nullptr;
+  const float* rb = wb ? wb + GH : nullptr;
+
+  // Biases outside the recurrence: Wb + Rb, except GRU's Rb_h with
+  // linear_before_reset, which sits inside r * (...): the step's GEMM adds it.
+  std::vector<float> in_bias(size_t(GH), 0.f), rec_bias;
+  if (wb) {
+    for (int64_t j = 0; j < GH; ++j) in_bias[size_t(j)] = wb[j] + rb[j];
+    if (cfg.linear_before_reset) {
+      rec_bias.assign(size_t(GH), 0.f);
+      for (int64_t j = 2 * H; j < GH; ++j) {
+        in_bias[size_t(j)] = wb[j];
+        rec_bias[size_t(j)] = rb[j];
+      }
+    }
+  }
+  std::vector<float> scratch;
+  // 1. Input projection: row i of X (T*B rows of `in`) gives row i of xw.
+  // Every element is written by the GEMM: no zeroing.
+  std::unique_ptr<float[]> xw(new float[size_t(T * B * GH)]);
+  MultiplyT(p.w[size_t(d)], gemm, ctx.input(kX)->ptr<float>(), T * B, dm.in, in_bias.data(),
+            xw.get(), GH, &scratch, ctx.pool);
+
+  // State, from the initial values or 0.
+  std::vector<float> h_prev(size_t(B * H), 0.f), c_prev;
+  auto load_state = [&](const Tensor* init, std::vector<float>* s) {
+    if (!init) return;
+    for (int64_t b = 0; b < B; ++b)
+      std::memcpy(s->data() + b * H, init->ptr<float>() + (bf ? b * cfg.dirs + d : d * B + b) * H,
+                  size_t(H) * sizeof(float));
+  };
+  load_state(ctx.input(kInitH), &h_prev);
+  if (cfg.cell == Cell::kLstm) {
+    c_prev.assign(size_t(B * H), 0.f);
+    load_state(ctx.input(kInitC), &c_prev);
+  }
+  const Tensor* peep = cfg.cell == Cell::kLstm ? ctx.input(kP) : nullptr;
+  const float* pi = peep ? peep->ptr<float>() + d * 3 * H : nullptr;
+  const float* po = pi ? pi + H : nullptr;
+  const float* pf = pi ? pi + 2 * H : nullptr;
+
+  Tensor* y = ctx.output(kY);
+  float* yd = y ? y->ptr<float>() : nullptr;
+  std::vector<float> rec(size_t(B * GH)), gates(size_t(B * GH)), rh, hr;
+  if (cfg.cell == Cell::kGru) rh.resize(size_t(B * H));
+  if (cfg.cell == Cell::kGru && !cfg.linear_before_reset) hr.assign(size_t(B * H), 0.f);
+  std::vector<int64_t> step_t(
+      static_cast<size_t>(B));  // time index of each row this step, -1: finished
+  const int64_t max_len = lens.empty() ? T : *std::max_element(lens.begin(), lens.end());
+  for (int64_t s = 0; s < max_len; ++s) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t len = lens.empty() ? T : lens[size_t(b)];
+      step_t[size_t(b)] = s >= len ? -1 : reverse ? len - 1 - s : s;
+    }
+    auto xw_row = [&](int64_t b) {
+      const int64_t t = step_t[size_t(b)];
+      return xw.get() + (bf ? b * T + t : t * B + b) * GH;
+    };
+    // 2. Recurrent projection of every batch row (rows already finished are
+    // computed too and ignored: one GEMM beats compaction at these sizes).
+    MultiplyT(p.r[size_t(d)], gemm, h_prev.data(), B, H,
+              rec_bias.empty() ? nullptr : rec_bias.data(), rec.data(), GH, &scratch, ctx.pool);
+    if (cfg.cell == Cell::kGru) {
+      // z and r first: the candidate needs r.
+      for (int64_t b = 0; b < B; ++b) {
+        if (step_t[size_t(b)] < 0) continue;
+        const float* xr = xw_row(b);
+        const float* rr = rec.data() + b * GH;
+        float* g = gates.data() + b * GH;
+        for (int64_t j = 0; j < 2 * H; ++j) g[j] = xr[j] + rr[j];
+        Clip(cfg, g, 2 * H);
+        Apply(act[0], vm, g, 2 * H);
+        if (!cfg.linear_before_reset)
+          for (int64_t j = 0; j < H; ++j)
+            hr[size_t(b * H + j)] = g[H + j] * h_prev[size_t(b * H + j)];
+      }
+      // Without linear_before_reset: (r * H_{t-1}) x R_h^T (with it, r multiplies
+      // H_{t-1} x R_h^T + Rb_h, which the step's GEMM computed with z and r).
+      if (!cfg.linear_before_reset)
+        MultiplyT(p.r_h[size_t(d)], gemm, hr.data(), B, H, nullptr, rh.data(), H, &scratch,
+                  ctx.pool);
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t t = step_t[size_t(b)];
+      if (t < 0) continue;
+      const float* xr = xw_row(b);
+      const float* rr = rec.data() + b * GH;
+      float* g = gates.data() + b * GH;
+      float* hp = h_prev.data() + b * H;
+      if (cfg.cell == Cell::kLstm) {
+        // Gates i, o, f, c.
+        for (int64_t j = 0; j < GH; ++j) g[j] = xr[j] + rr[j];
+        float* gi = g;
+        float* go = g + H;
+        float* gf = g + 2 * H;
+        float* gc = g + 3 * H;
+        float* cp = c_prev.data() + b * H;
+        if (pi)
+          for (int64_t j = 0; j < H; ++j) {
+            gi[j] += pi[j] * cp[j];
+            gf[j] += pf[j] * cp[j];
+          }
+        Clip(cfg, gi, H);
+        Apply(act[0], vm, gi, H);
+        if (cfg.input_forget) {
+          for (int64_t j = 0; j < H; ++j) gf[j] = 1.f - gi[j];
+        } else {
+          Clip(cfg, gf, H);
+          Apply(act[0], vm, gf, H);
+        }
+        Clip(cfg, gc, H);
+        Apply(act[1], vm, gc, H);
+        for (int64_t j = 0; j < H; ++j) cp[j] = gf[j] * cp[j] + gi[j] * gc[j];
+        if (po)
+          for (int64_t j = 0; j < H; ++j) go[j] += po[j] * cp[j];
+        Clip(cfg, go, H);
+        Apply(act[0], vm, go, H);
+        // h(C_t) in gc, which is no longer needed.
+        std::memcpy(gc, cp, size_t(H) * sizeof(float));
+        Apply(act[2], vm, gc, H);
+        for (int64_t j = 0; j < H; ++j) hp[j] = go[j] * gc[j];
+      } else if (cfg.cell == Cell::kGru) {
+        const float* gz = g;
+        float* gh = g + 2 * H;
+        if (cfg.linear_before_reset) {
+          for (int64_t j = 0; j < H; ++j) gh[j] = xr[2 * H + j] + g[H + j] * rr[2 * H + j];
+        } else {
+          const float* rhb = rh.data() + b * H;
+          for (int64_t j = 0; j < H; ++j) gh[j] = xr[2 * H + j] + rhb[j];
+        }
+        Clip(cfg, gh, H);
+        Apply(act[1], vm, gh, H);
+        for (int64_t j = 0; j < H; ++j) hp[j] = (1.f - gz[j]) * gh[j] + gz[j] * hp[j];
+      } else {
+        for (int64_t j = 0; j < H; ++j) g[j] = xr[j] + rr[j];
+        Clip(cfg, g, H);
+        Apply(act[0], vm, g, H);
+        std::memcpy(hp, g, size_t(H) * sizeof(float));
+      }
+      if (yd)
+        std::memcpy(yd + (bf ? (b * T + t) * cfg.dirs + d : (t * cfg.dirs + d) * B + b) * H, hp,
+                    size_t(H) * sizeof(float));
+    }
+  }
+  // A row of length 0 has no last step: its Y_h/Y_c are 0 (as in ONNX Runtime),
+  // not the initial state.
+  for (size_t b = 0; b < lens.size(); ++b)
+    if (lens[b] == 0) {
+      std::fill(h_prev.begin() + int64_t(b) * H, h_prev.begin() + int64_t(b + 1) * H, 0.f);
+      if (!c_prev.empty())
+        std::fill(c_prev.begin() + int64_t(b) * H, c_prev.begin() + int64_t(b + 1) * H, 0.f);
+    }
+  auto store_state = [&](Tensor* out, const std::vector<float>& s) {
+    if (!out) return;
+    for (int64_t b = 0; b < B; ++b)
+      std::memcpy(out->ptr<float>() + (bf ? b * cfg.dirs + d : d * B + b) * H, s.data() + b * H,
+                  size_t(H) * sizeof(float));
+  };
+  store_state(ctx.output(kYh), h_prev);
+  if (cfg.cell == Cell::kLstm) store_state(ctx.output(kYc), c_prev);
+}
+
+Status RunRecurrent(KernelContext& ctx) {
+  Config cfg;
+  QF_RETURN_IF_ERROR(ParseConfig(ctx, &cfg));
+  const Tensor* x = ctx.input(kX);
+  const Tensor* r = ctx.input(kR);
+  Dims dm;
+  dm.seq = x->shape[cfg.layout_batch_first ? 1 : 0];
+  dm.batch = x->shape[cfg.layout_batch_first ? 0 : 1];
+  dm.in = x->shape[2];
+  dm.h = r->shape[2];
+  dm.gh = r->shape[1];
+  std::vector<int64_t> lens;
+  if (const Tensor* sl = ctx.input(kSeqLens)) {
+    for (int64_t b = 0; b < dm.batch; ++b) {
+      const int32_t v = sl->ptr<int32_t>()[b];
+      if (v < 0 || v > dm.seq)
+        return ctx.Invalid("sequence_lens[" + std::to_string(b) + "] = " + std::to_string(v) +
+                           " is outside [0, " + std::to_string(dm.seq) + "]");
+      lens.push_back(v);
+    }
+  }
+  // Steps past a row's length leave 0 in Y.
+  if (Tensor* y = ctx.output(kY); y && !lens.empty()) std::memset(y->data, 0, y->bytes());
+  const kernels::GemmF32Kernels* gemm = kernels::GemmF32For(kernels::ActiveIsa());
+  const auto* prepared = static_cast<const Packed*>(ctx.state);
+  Packed local;
+  if (!prepared || prepared->gemm != gemm || prepared->w_data != ctx.input(kW)->data ||
+      prepared->r_data != r->data) {
+    BuildPacked(ctx, cfg, gemm, &local);
+    prepared = &local;
+  }
+  for (int d = 0; d < cfg.dirs; ++d)
+    RunDirection(ctx, cfg, dm, *prepared, d, cfg.reverse_only || d == 1, lens);
+  return Status::Ok();
+}
+
+OpDef MakeRecurrentDef(const char* type, int max_inputs) {
+  OpDef d{type,
+          InferRecurrent,
+          RunRecurrent,
+          /*value_inputs=*/0,
+          /*shape_only=*/false,
+          /*min_inputs=*/3,
+          max_inputs};
+  d.prepare = PrepareRecurrent;
+  d.const_inputs = (1u << kW) | (1u << kR);
+  return d;
+}
+
+}  // namespace
+
+const OpDef& OpDef_LSTM() {
+  static const OpDef def = MakeRecurrentDef("LSTM", 8);
+  return def;
+}
+const OpDef& OpDef_GRU() {
+  static const OpDef def = MakeRecurrentDef("GRU", 6);
+  return def;
+}
+const OpDef& OpDef_RNN() {
+  static const OpDef def = MakeRecurrentDef("RNN", 6);
+  return def;
+}
+
+}  // namespace qfold
