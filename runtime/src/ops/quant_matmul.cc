@@ -9,6 +9,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/kernel_config.h"
 #include "kernels/qlinear_s8.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
@@ -139,7 +140,7 @@ Status InferQLinearMatMul(KernelContext& ctx) {
 
 // Packs a constant 1-D/2-D b for the SIMD kernels (kernels/qlinear_s8.h).
 Status PrepareQLinearMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
-  *state = kernels::PrepareQMatMulS8(*ctx.input(3));
+  *state = kernels::PrepareQMatMulS8(ctx.kernel_config(), *ctx.input(3));
   return Status::Ok();
 }
 
@@ -174,7 +175,8 @@ Status RunQLinearMatMul(KernelContext& ctx) {
     c.bias = bias ? bias->ptr<int32_t>() : nullptr;
     c.pool = ctx.pool;
     // Without prepared state b is an activation (attention): packed per call.
-    if (ctx.state ? kernels::RunQMatMulS8(ctx.state, c) : kernels::RunQMatMulS8Unprepared(*b, c))
+    if (ctx.state ? kernels::RunQMatMulS8(ctx.state, c)
+                  : kernels::RunQMatMulS8Unprepared(ctx.kernel_config(), *b, c))
       return Status::Ok();
   }
   // The reference kernel: the fallback, and the oracle of the fast path.

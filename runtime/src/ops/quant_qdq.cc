@@ -10,6 +10,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/kernel_config.h"
 #include "kernels/quant_s8.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
@@ -266,9 +267,9 @@ Status RunQuantizeLinear(KernelContext& ctx) {
   if (x->dtype == DType::kFloat32 && prec == DType::kFloat32 && Is8Bit(y->dtype) &&
       AxisView(x->shape, l, &outer, &dim, &inner) && s.size() == size_t(dim)) {
     const std::vector<int32_t> zs = ExpandZeroPoints(z, s.size());
-    if (kernels::QuantizeF32ToS8(x->ptr<float>(), y->data, y->dtype == DType::kInt8, r.lo, r.hi,
-                                 outer, dim, inner, s.data(), zs.data(),
-                                 l.kind == QuantLayout::kAxis, ctx.pool))
+    if (kernels::QuantizeF32ToS8(ctx.kernel_config(), x->ptr<float>(), y->data,
+                                 y->dtype == DType::kInt8, r.lo, r.hi, outer, dim, inner, s.data(),
+                                 zs.data(), l.kind == QuantLayout::kAxis, ctx.pool))
       return Status::Ok();
   }
   ClearPacked(y);
@@ -334,9 +335,9 @@ Status RunDequantizeLinear(KernelContext& ctx) {
   if (Is8Bit(x->dtype) && y->dtype == DType::kFloat32 &&
       AxisView(x->shape, l, &outer, &dim, &inner) && s.size() == size_t(dim)) {
     const std::vector<int32_t> zs = ExpandZeroPoints(z, s.size());
-    if (kernels::DequantizeS8ToF32(x->data, y->ptr<float>(), x->dtype == DType::kInt8, outer, dim,
-                                   inner, s.data(), zs.data(), l.kind == QuantLayout::kAxis,
-                                   ctx.pool))
+    if (kernels::DequantizeS8ToF32(ctx.kernel_config(), x->data, y->ptr<float>(),
+                                   x->dtype == DType::kInt8, outer, dim, inner, s.data(), zs.data(),
+                                   l.kind == QuantLayout::kAxis, ctx.pool))
       return Status::Ok();
   }
   // (x - zp) is exact in float for every 4/8/16-bit type; the product is
@@ -401,7 +402,8 @@ Status RunDynamicQuantizeLinear(KernelContext& ctx) {
   const int32_t zp = int32_t(std::nearbyint(zp_f));
   if (Tensor* y = ctx.output(0)) {
     uint8_t* yd = y->ptr<uint8_t>();
-    if (!kernels::QuantizeF32ToS8(xd, yd, /*is_signed=*/false, 0, 255, 1, 1, n, &scale, &zp,
+    if (!kernels::QuantizeF32ToS8(ctx.kernel_config(), xd, yd, /*is_signed=*/false, 0, 255, 1, 1, n,
+                                  &scale, &zp,
                                   /*per_axis=*/false, ctx.pool))
       for (int64_t i = 0; i < n; ++i) yd[i] = uint8_t(RoundAddSaturate(xd[i] / scale, zp, 0, 255));
   }
