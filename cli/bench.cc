@@ -32,8 +32,10 @@ const char* kBenchUsage =
     "Inputs without --input get fixed-seed random data of the model's dtype\n"
     "(float: standard normal; int8/uint8: uniform over the whole range; other\n"
     "integers: 0..9; bool: 0/1). Symbolic dims need --input-shape (or --input).\n"
-    "Reports median, p90, min and mean latency, throughput, the activation arena,\n"
-    "peak RSS (getrusage and /proc/self/status VmHWM) and the model file size.\n"
+    "Reports median, p90, min and mean latency, throughput, the kernel variant\n"
+    "of each kernel family (chosen from the CPU's features, lowered by QFOLD_ISA),\n"
+    "the activation arena, peak RSS (getrusage and /proc/self/status VmHWM) and\n"
+    "the model file size.\n"
     "(Linux keeps ru_maxrss across exec, so when started by a large process it\n"
     "reports at least that process's peak; VmHWM is this process's own.)\n"
     "  --threads N          session threads, 1..1024 (default 1; clamped to the hardware threads)\n"
@@ -315,6 +317,7 @@ int Bench(const Args& args) {
   struct stat sb;
   const int64_t model_bytes = stat(model_path.c_str(), &sb) == 0 ? sb.st_size : -1;
   const size_t arena = session->arena_bytes();
+  const std::string& kernels = session->kernels();
 
   // Per-type totals, largest first, and the nodes that took longest.
   struct TypeTime {
@@ -371,6 +374,7 @@ int Bench(const Args& args) {
     j["load_ms"] = load_ms;
     j["warmup_ms"] = warmup_ms;
     j["arena_bytes"] = arena;
+    j["kernels"] = kernels;
     j["peak_rss_bytes"] = ru_maxrss;
     j["vmhwm_bytes"] = vm_hwm;
     j["model_bytes"] = model_bytes;
@@ -395,6 +399,7 @@ int Bench(const Args& args) {
               mean);
   std::printf("throughput: %.2f inferences/s\n", throughput);
   std::printf("load + session: %.3f ms, warm-up total: %.3f ms\n", load_ms, warmup_ms);
+  std::printf("kernels: %s\n", kernels.c_str());
   std::printf("arena: %zu bytes\n", arena);
   std::printf("peak RSS: %lld bytes (getrusage), %lld bytes (VmHWM)\n",
               static_cast<long long>(ru_maxrss), static_cast<long long>(vm_hwm));

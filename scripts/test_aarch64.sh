@@ -2,12 +2,14 @@
 # Cross-builds the runtime, the unit tests and the C API tests/example for 64-bit
 # Arm Linux (cmake/toolchains/aarch64-linux-gnu.cmake) and runs them under
 # qemu-user:
-#   1. CPU detection and QFOLD_ISA on four CPU models: cortex-a53 and
+#   1. CPU feature detection and QFOLD_ISA on four CPU models: cortex-a53 and
 #      cortex-a72 (Armv8.0 NEON, no dotprod: neon), neoverse-n1 (dotprod:
-#      neondot), max (dotprod + i8mm: neoni8mm);
-#   2. the kernel tests (tc 'kernels:*') under -cpu max, which compare every
-#      level (reference, neon, neondot, neoni8mm) with the reference kernels
-#      byte for byte (SetIsaForTesting loop);
+#      neondot), max (dotprod + i8mm: neoni8mm), and the kernel variant each
+#      family picks there (QFOLD_TEST_KERNELS: "family=variant" pairs the
+#      default kernel configuration must hold);
+#   2. the kernel tests (tc 'kernels:*') under -cpu max, which compare the
+#      kernel configuration of every named feature set (reference, neon,
+#      neondot, neoni8mm) with the reference kernels byte for byte;
 #   3. the whole unit suite at every level (QFOLD_ISA=reference, neondot and
 #      neoni8mm under -cpu max, neon on the Armv8.0 cortex-a72, where a dotprod
 #      instruction would trap, and the dotprod-only neoverse-n1), so the op tests
@@ -66,24 +68,35 @@ run() {
 
 ARM_CASE=(-tc='kernels: Arm ISA levels*')  # prints the detected and compared levels
 
-# 1. Detection (HWCAP_ASIMD, HWCAP_ASIMDDP, HWCAP2_I8MM) and QFOLD_ISA, which may only
-#    lower the level.
+# 1. Detection (HWCAP_ASIMD, HWCAP_ASIMDDP, HWCAP2_I8MM...) and QFOLD_ISA, which may
+#    only remove features, and the kernels each CPU model selects.
+# The float, depthwise and quantization kernels need only Armv8.0 NEON; the int8
+# GEMM has a variant per feature set; the x86-only microkernels are absent.
+ARMV80_KERNELS="gemm_f32=neon dwconv_f32=neon gemm_s8=neon igemm_s8=reference dwconv_s8=neon"
+ARMV80_KERNELS+=" dwconv_nhwc_s8=generic pool_2d=generic quant_s8=neon portable_loops=on"
+kernels_with() { echo "${ARMV80_KERNELS/gemm_s8=neon/gemm_s8=$1}"; }
+REFERENCE_KERNELS="gemm_f32=reference gemm_s8=reference dwconv_s8=reference quant_s8=reference"
+REFERENCE_KERNELS+=" pool_2d=reference portable_loops=reference"
 for cpu in cortex-a53 cortex-a72; do
   run "detect-${cpu#cortex-}" $cpu QFOLD_TEST_DETECTED_ISA=neon QFOLD_TEST_ACTIVE_ISA=neon \
-    -- "$UNIT" "${ARM_CASE[@]}"
+    "QFOLD_TEST_KERNELS=$ARMV80_KERNELS" -- "$UNIT" "${ARM_CASE[@]}"
 done
 run env-a72-neondot cortex-a72 QFOLD_ISA=neondot QFOLD_TEST_ACTIVE_ISA=neon \
-  -- "$UNIT" "${ARM_CASE[@]}"
+  "QFOLD_TEST_KERNELS=$ARMV80_KERNELS" -- "$UNIT" "${ARM_CASE[@]}"
 run detect-n1 neoverse-n1 QFOLD_TEST_DETECTED_ISA=neondot QFOLD_TEST_ACTIVE_ISA=neondot \
-  -- "$UNIT" "${ARM_CASE[@]}"
+  "QFOLD_TEST_KERNELS=$(kernels_with neondot)" -- "$UNIT" "${ARM_CASE[@]}"
 run detect-max max QFOLD_TEST_DETECTED_ISA=neoni8mm QFOLD_TEST_ACTIVE_ISA=neoni8mm \
-  -- "$UNIT" "${ARM_CASE[@]}"
+  "QFOLD_TEST_KERNELS=$(kernels_with neoni8mm)" -- "$UNIT" "${ARM_CASE[@]}"
 run env-n1-neoni8mm neoverse-n1 QFOLD_ISA=neoni8mm QFOLD_TEST_ACTIVE_ISA=neondot \
-  -- "$UNIT" "${ARM_CASE[@]}"
+  "QFOLD_TEST_KERNELS=$(kernels_with neondot)" -- "$UNIT" "${ARM_CASE[@]}"
 for isa in reference neon neondot neoni8mm; do
-  run "env-max-$isa" max QFOLD_ISA=$isa QFOLD_TEST_ACTIVE_ISA=$isa -- "$UNIT" "${ARM_CASE[@]}"
+  want="$(kernels_with $isa)"
+  [ $isa = reference ] && want="$REFERENCE_KERNELS"
+  run "env-max-$isa" max QFOLD_ISA=$isa QFOLD_TEST_ACTIVE_ISA=$isa "QFOLD_TEST_KERNELS=$want" \
+    -- "$UNIT" "${ARM_CASE[@]}"
 done
-run env-max-avx2 max QFOLD_ISA=avx2 QFOLD_TEST_ACTIVE_ISA=neoni8mm -- "$UNIT" "${ARM_CASE[@]}"
+run env-max-avx2 max QFOLD_ISA=avx2 QFOLD_TEST_ACTIVE_ISA=neoni8mm \
+  "QFOLD_TEST_KERNELS=$(kernels_with neoni8mm)" -- "$UNIT" "${ARM_CASE[@]}"
 
 # 2. Kernel tests: every level against the reference kernels.
 run kernels-max max QFOLD_TEST_DETECTED_ISA=neoni8mm -- "$UNIT" -tc='kernels:*'

@@ -17,6 +17,7 @@
 #include "core/half.h"
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/kernel_config.h"
 
 namespace qfold {
 namespace check {
@@ -447,6 +448,7 @@ class Walker {
     std::vector<Tensor> ins(n.inputs.size()), outs(n.outputs.size());
     std::vector<std::vector<float>> widened(n.inputs.size());
     KernelContext ctx;
+    ctx.kernels = &kernels::ReferenceKernelConfig();  // results must not depend on the machine
     ctx.op_type = &n.op_type;
     ctx.op_name = &n.name;
     ctx.attrs = &n.attrs;

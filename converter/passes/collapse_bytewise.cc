@@ -19,6 +19,7 @@
 
 #include "converter/passes/passes.h"
 #include "core/op.h"
+#include "kernels/kernel_config.h"
 
 namespace qfold {
 namespace conv {
@@ -243,6 +244,7 @@ class Collapser {
       if (!def) return Status::Ok();
       std::vector<Tensor> consts(n.inputs.size());
       KernelContext ctx;
+      ctx.kernels = &kernels::ReferenceKernelConfig();  // results must not depend on the machine
       ctx.op_type = &n.op_type;
       ctx.op_name = &n.name;
       ctx.attrs = &n.attrs;

@@ -22,6 +22,7 @@
 #include "converter/onnx_dtype.h"
 #include "converter/passes/passes.h"
 #include "core/op.h"
+#include "kernels/kernel_config.h"
 
 namespace qfold {
 namespace conv {
@@ -1093,6 +1094,7 @@ class QdqFolder {
     std::vector<Tensor> ins(n.inputs.size());
     Tensor out;
     KernelContext ctx;
+    ctx.kernels = &kernels::ReferenceKernelConfig();  // results must not depend on the machine
     ctx.op_type = &n.op_type;
     ctx.op_name = &n.name;
     ctx.attrs = &n.attrs;

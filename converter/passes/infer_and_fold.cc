@@ -4,7 +4,7 @@
 #include "converter/passes/passes.h"
 #include "core/op.h"
 #include "core/shape_util.h"
-#include "kernels/cpu_features.h"
+#include "kernels/kernel_config.h"
 
 namespace qfold {
 namespace conv {
@@ -35,7 +35,7 @@ Tensor ToTensor(const Value& v) {
 Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
   // Folding runs the reference kernels: the fast float kernels sum in another
   // order on each ISA, and a .qfm should not depend on the machine that made it.
-  kernels::ScopedIsa reference_kernels(kernels::Isa::kReference);
+  const kernels::KernelConfig& reference_kernels = kernels::ReferenceKernelConfig();
   std::vector<Node> kept;
   for (Node& n : g->nodes) {
     const OpDef* def = FindOp(n.op_type);
@@ -55,6 +55,7 @@ Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
                                                      " is omitted (empty name)");
     std::vector<Tensor> ins(n.inputs.size()), outs(n.outputs.size());
     KernelContext ctx;
+    ctx.kernels = &reference_kernels;
     ctx.op_type = &n.op_type;
     ctx.op_name = &n.name;
     ctx.attrs = &n.attrs;

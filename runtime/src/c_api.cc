@@ -341,4 +341,8 @@ size_t qfold_session_arena_bytes(const qfold_session* session) {
   return session ? session->session->arena_bytes() : 0;
 }
 
+const char* qfold_session_kernels(const qfold_session* session) {
+  return session ? session->session->kernels().c_str() : "";
+}
+
 }  // extern "C"

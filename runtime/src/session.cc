@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/shape_util.h"
+#include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 #include "model_impl.h"
 #include "planner.h"
@@ -67,6 +68,9 @@ struct Session::Impl {
   SessionOptions opts;
   // num_threads - 1 workers, this session's alone (none for one thread).
   std::unique_ptr<kernels::ThreadPool> pool;
+  // Chosen once at creation; every op's KernelContext points here.
+  kernels::KernelConfig kernels;
+  std::string kernels_description;
 
   std::vector<Tensor> tensors;
   std::vector<Shape> input_shapes;  // current shape per graph input
@@ -310,6 +314,17 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
   im.m = model->impl();
   im.opts = opts;
   im.opts.num_threads = ClampThreads(opts.num_threads);
+  if (opts.kernel_isa.empty()) {
+    im.kernels = kernels::MakeKernelConfig(kernels::DefaultCpuFeatures());
+  } else {
+    kernels::Isa isa;
+    if (!kernels::ParseIsa(opts.kernel_isa.c_str(), &isa))
+      return Status(StatusCode::kInvalidArgument,
+                    "Session::Create: unknown kernel_isa '" + opts.kernel_isa +
+                        "' (reference, avx2, avxvnni, avx512vnni, neon, neondot, neoni8mm)");
+    im.kernels = kernels::KernelConfigForIsa(isa);
+  }
+  im.kernels_description = im.kernels.Describe();
   if (im.opts.num_threads > 1) im.pool.reset(new kernels::ThreadPool(im.opts.num_threads));
   im.tensors.resize(im.m->tensors.size());
   for (size_t i = 0; i < im.tensors.size(); ++i) im.tensors[i].name = im.m->tensors[i].info.name;
@@ -330,6 +345,7 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
     ctx.op_name = &op.name;
     ctx.attrs = &op.attrs;
     ctx.pool = im.pool.get();
+    ctx.kernels = &im.kernels;
     for (int id : op.inputs) ctx.inputs.push_back(id >= 0 ? &im.tensors[id] : nullptr);
     for (int id : op.outputs) ctx.outputs.push_back(id >= 0 ? &im.tensors[id] : nullptr);
   }
@@ -435,6 +451,10 @@ Status Session::GetOutput(const std::string& name, DType* dtype, Shape* shape,
 
 size_t Session::arena_bytes() const {
   return impl_->arena_size;
+}
+
+const std::string& Session::kernels() const {
+  return impl_->kernels_description;
 }
 
 std::vector<OpProfile> Session::profile() const {

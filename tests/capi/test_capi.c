@@ -84,6 +84,7 @@ static void TestWithoutModel(void) {
   EXPECT(opts.num_threads == 1 && opts.struct_size == sizeof(opts));
   EXPECT_ERROR(qfold_session_create(NULL, &opts, &s), QFOLD_INVALID_ARGUMENT, "model is NULL");
   EXPECT(qfold_model_num_inputs(NULL) == 0 && qfold_session_arena_bytes(NULL) == 0);
+  EXPECT(strcmp(qfold_session_kernels(NULL), "") == 0);
   qfold_model_free(NULL);
   qfold_session_free(NULL);
 }
@@ -161,6 +162,16 @@ static void TestModel(const char* path) {
   qfold_model_free(m); /* the session keeps the model alive */
   if (!s) return;
 
+  /* The kernels chosen at creation: a "family=variant" pair per kernel family,
+   * the same string (and pointer) for the session's whole life. */
+  const char* kernels = qfold_session_kernels(s);
+  EXPECT(strncmp(kernels, "gemm_f32=", 9) == 0);
+  EXPECT(strstr(kernels, " gemm_s8=") != NULL && strstr(kernels, " quant_s8=") != NULL);
+  EXPECT(strstr(kernels, " portable_loops=") != NULL);
+  const char* isa = getenv("QFOLD_ISA");
+  if (isa && strcmp(isa, "reference") == 0)
+    EXPECT(strstr(kernels, "=avx") == NULL && strstr(kernels, "=neon") == NULL);
+
   /* Symbolic dims not resized yet. */
   EXPECT_ERROR(qfold_session_run(s), QFOLD_INVALID_ARGUMENT, "'batch'");
   EXPECT_ERROR(qfold_session_get_output(s, "output", &dtype, &dims, &rank, &data),
@@ -213,6 +224,8 @@ static void TestModel(const char* path) {
   EXPECT_OK(qfold_session_run(s));
   EXPECT_OK(qfold_session_get_output(s, "output", &dtype, &dims, &rank, &data));
   EXPECT(rank == 4 && dims[0] == 1 && dims[1] == 4 && dims[2] == 2 && dims[3] == 2);
+  /* Re-planning and running never change the kernels. */
+  EXPECT(qfold_session_kernels(s) == kernels);
 
   qfold_session_free(s);
   free(x);

@@ -311,6 +311,7 @@ TEST_CASE("qfm: int4 constants of odd length need exactly ceil(n/2) bytes") {
 
 // A fresh graph each time: LoadAndOptimize adds to the one it is given.
 Status Convert(const std::string& path) {
+  conv::Graph g;
   return conv::LoadAndOptimize(path, conv::ConvertOptions(), &g);
 }
 

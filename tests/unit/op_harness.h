@@ -9,11 +9,25 @@
 #include <vector>
 
 #include "core/op.h"
+#include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 #include "qfold/dtype.h"
 
 namespace qfold {
 namespace test {
+
+// The kernel configuration of a named feature set (clamped to this CPU's
+// features), made once and kept for the whole run, so a KernelContext may point
+// at it. Tests that compare levels set ctx.kernels = &IsaConfig(isa).
+inline const kernels::KernelConfig& IsaConfig(kernels::Isa isa) {
+  static const std::vector<kernels::KernelConfig> configs = [] {
+    std::vector<kernels::KernelConfig> v;
+    for (int i = 0; i <= int(kernels::Isa::kNeonI8mm); ++i)
+      v.push_back(kernels::KernelConfigForIsa(kernels::Isa(i)));
+    return v;
+  }();
+  return configs[size_t(isa)];
+}
 
 struct OwnedTensor {
   Tensor t;
@@ -63,9 +77,11 @@ inline kernels::ThreadPool* TestPool(int threads) {
   return p.get();
 }
 
-// inputs: nullptr for an omitted optional input.
+// inputs: nullptr for an omitted optional input. kc: the kernels to use (null:
+// kernels::DefaultKernelConfig(), the CPU's features lowered by QFOLD_ISA).
 inline OpRun RunOp(const std::string& type, const std::vector<std::shared_ptr<OwnedTensor>>& inputs,
-                   const AttrMap& attrs = AttrMap(), int num_outputs = 1, int num_threads = 1) {
+                   const AttrMap& attrs = AttrMap(), int num_outputs = 1, int num_threads = 1,
+                   const kernels::KernelConfig* kc = nullptr) {
   OpRun r;
   const OpDef* def = FindOp(type);
   if (!def) {
@@ -78,6 +94,7 @@ inline OpRun RunOp(const std::string& type, const std::vector<std::shared_ptr<Ow
   ctx.op_name = &name;
   ctx.attrs = &attrs;
   ctx.pool = TestPool(num_threads);
+  ctx.kernels = kc;
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   for (int i = 0; i < num_outputs; ++i) {
     r.outputs.push_back(std::make_shared<OwnedTensor>());

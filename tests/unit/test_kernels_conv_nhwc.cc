@@ -29,14 +29,6 @@ namespace {
 
 using kernels::Isa;
 
-struct IsaGuard {
-  Isa saved = kernels::ActiveIsa();
-  ~IsaGuard() {
-    kernels::SetIsaForTesting(saved);
-    kernels::ForceNhwcGemmPathForTesting(false);
-  }
-};
-
 // ---- microkernels -------------------------------------------------------------
 
 // Bit-identical, except that any NaN equals any NaN (the kernels and the
@@ -182,8 +174,8 @@ TEST_CASE("kernels: nhwc indirect GEMM microkernels match a scalar computation")
   for (Isa isa : kernels::SupportedIsas()) {
     const std::string isa_name = kernels::IsaName(isa);
     CAPTURE(isa_name);
-    for (const kernels::IgemmS8Kernel* k : kernels::IgemmS8Kernels(isa)) {
-      CHECK(k->isa == isa);
+    for (const kernels::IgemmS8Kernel* k : IsaConfig(isa).igemm_s8) {
+      CHECK(std::string(k->name) == isa_name);
       for (int it = 0; it < 150; ++it, ++checked) CheckMicrokernel(*k, rng, it);
     }
   }
@@ -343,16 +335,16 @@ int RunConvCase(ConvCase k) {
     call.dq_hi = dq_hi;
   }
 
-  IsaGuard guard;
   int runs = 0;
   for (Isa isa : kernels::SupportedIsas()) {
     const std::string isa_name = kernels::IsaName(isa);
     CAPTURE(isa_name);
-    REQUIRE(kernels::SetIsaForTesting(isa) == isa);
     for (int path = 0; path < 2; ++path) {
-      kernels::ForceNhwcGemmPathForTesting(path == 1);
-      std::shared_ptr<void> state = kernels::PrepareQConvNhwcS8(wt, k.group, k.dw);
-      kernels::ForceNhwcGemmPathForTesting(false);
+      // Path 1: a configuration without the indirect microkernels takes the
+      // packed GEMM (the path of NEON) at x86 levels too.
+      kernels::KernelConfig kc = IsaConfig(isa);
+      if (path == 1) kc.igemm_s8.clear();
+      std::shared_ptr<void> state = kernels::PrepareQConvNhwcS8(kc, wt, k.group, k.dw);
       if (isa == Isa::kReference) {
         CHECK(!bool(state));
         break;
@@ -366,7 +358,7 @@ int RunConvCase(ConvCase k) {
           std::fill(yf.begin(), yf.end(), -7.f);
           // The packed GEMM path (forced, or the only one: NEON) has no float
           // epilogue: the op's reference kernel runs instead.
-          if (path == 1 || kernels::IgemmS8Kernels(isa).empty()) {
+          if (path == 1 || IsaConfig(isa).igemm_s8.empty()) {
             REQUIRE(!kernels::RunQConvNhwcS8(state.get(), call));
             continue;
           }
@@ -508,16 +500,14 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
 }
 
 TEST_CASE("kernels: nhwc conv prepare declines depthwise and the reference level") {
-  IsaGuard guard;
   std::vector<uint8_t> w(8 * 9, 1);
   Tensor wt;
   wt.dtype = DType::kInt8;
   wt.shape = {8, 1, 3, 3};
   wt.data = w.data();
-  CHECK(!bool(kernels::PrepareQConvNhwcS8(wt, 8)));
-  kernels::SetIsaForTesting(Isa::kReference);
+  CHECK(!bool(kernels::PrepareQConvNhwcS8(kernels::DefaultKernelConfig(), wt, 8)));
   wt.shape = {8, 2, 3, 3};
-  CHECK(!bool(kernels::PrepareQConvNhwcS8(wt, 4)));
+  CHECK(!bool(kernels::PrepareQConvNhwcS8(IsaConfig(Isa::kReference), wt, 4)));
 }
 
 }  // namespace
@@ -575,7 +565,7 @@ TEST_CASE("kernels: nhwc conv benchmark" * doctest::skip()) {
     c.y_zp = 128;
     c.lo = 0;
     c.hi = 255;
-    auto state = kernels::PrepareQConvNhwcS8(wt, 1);
+    auto state = kernels::PrepareQConvNhwcS8(kernels::DefaultKernelConfig(), wt, 1);
     REQUIRE(bool(state));
     const double ops = 2.0 * double(oh * oh * sh.m) * double(sh.c * sh.k * sh.k);
     std::string line = sh.name;
@@ -597,7 +587,7 @@ TEST_CASE("kernels: nhwc conv benchmark" * doctest::skip()) {
       }
       line += "  " + std::to_string(threads) + "T: " + std::to_string(ops / best * 1e-9) + " GOPS";
     }
-    const std::string msg = std::string(kernels::IsaName(kernels::ActiveIsa())) + " " + line;
+    const std::string msg = kernels::DefaultKernelConfig().Describe() + " " + line;
     MESSAGE(msg);
   }
 }

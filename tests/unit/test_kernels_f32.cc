@@ -33,11 +33,6 @@ namespace {
 using TensorPtr = std::shared_ptr<OwnedTensor>;
 using kernels::Isa;
 
-struct IsaGuard {
-  Isa saved = kernels::ActiveIsa();
-  ~IsaGuard() { kernels::SetIsaForTesting(saved); }
-};
-
 int64_t Numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -73,10 +68,12 @@ struct Runner {
   OwnedTensor out;
   static constexpr size_t kGuard = 256;
 
-  Runner(const std::string& t, const std::vector<TensorPtr>& inputs, const AttrMap& attrs)
+  Runner(const std::string& t, const std::vector<TensorPtr>& inputs, const AttrMap& attrs,
+         const kernels::KernelConfig& kc)
       : type(t) {
     def = FindOp(type);
     REQUIRE(def != nullptr);
+    ctx.kernels = &kc;
     ctx.op_type = &type;
     ctx.op_name = &name;
     ctx.attrs = &attrs;
@@ -118,20 +115,19 @@ int CompareF32(const std::string& type, const std::vector<TensorPtr>& inputs, co
                const std::vector<TensorPtr>& abs_inputs, const AttrMap& abs_attrs, float slope,
                bool expect_state, const std::string& what) {
   INFO(what);
-  IsaGuard guard;
-  kernels::SetIsaForTesting(Isa::kReference);
-  Runner ref(type, inputs, attrs);
+  const kernels::KernelConfig& reference = IsaConfig(Isa::kReference);
+  Runner ref(type, inputs, attrs, reference);
   const std::vector<float> want = ref.Run(nullptr, 1);
-  Runner mag_run(type, abs_inputs, abs_attrs);
+  Runner mag_run(type, abs_inputs, abs_attrs, reference);
   const std::vector<float> mag = mag_run.Run(nullptr, 1);
   REQUIRE(mag.size() == want.size());
   int runs = 0;
   for (Isa isa : kernels::SupportedIsas()) {
-    if (!kernels::GemmF32For(isa)) continue;
+    const kernels::KernelConfig& kc = IsaConfig(isa);
+    if (!kc.gemm_f32) continue;
     const std::string isa_name = kernels::IsaName(isa);
     CAPTURE(isa_name);
-    REQUIRE(kernels::SetIsaForTesting(isa) == isa);
-    Runner fast(type, inputs, attrs);
+    Runner fast(type, inputs, attrs, kc);
     for (bool prepared : {true, false}) {
       CAPTURE(prepared);
       std::shared_ptr<void> state;
@@ -180,8 +176,8 @@ void CheckGemm(const kernels::GemmF32Kernels& k, int64_t m, int64_t n, int64_t k
   const int act = int(rng() % 3);
   const float alpha = rng() % 2 ? 1.f : -0.75f;
   std::ostringstream what;
-  what << kernels::IsaName(k.isa) << " M" << m << " N" << n << " K" << kd << " mode " << mode
-       << " act " << act << " alpha " << alpha;
+  what << k.name << " M" << m << " N" << n << " K" << kd << " mode " << mode << " act " << act
+       << " alpha " << alpha;
   INFO(what.str());
   // Left rows with a column stride, right transposed sometimes: every packer path.
   const bool left_cm = rng() % 2, right_cm = rng() % 2;
@@ -268,7 +264,7 @@ TEST_CASE("kernels f32: packed GEMM at tile edges matches double precision") {
   std::mt19937 rng(11);
   int cases = 0;
   for (Isa isa : kernels::SupportedIsas()) {
-    const kernels::GemmF32Kernels* k = kernels::GemmF32For(isa);
+    const kernels::GemmF32Kernels* k = IsaConfig(isa).gemm_f32;
     if (!k) continue;
     const std::vector<int64_t> ms = {1, 2, k->mr - 1, k->mr, k->mr + 1, 2 * k->mr + 3, 37};
     const std::vector<int64_t> ns = {1, 7, k->nr - 1, k->nr, k->nr + 1, 2 * k->nr + 5, 100};
@@ -509,9 +505,9 @@ TEST_CASE("kernels f32: Gemm transposes, alpha, beta and C broadcasts match the 
 }
 
 TEST_CASE("kernels f32: prepare leaves no state at the reference level") {
-  IsaGuard guard;
-  kernels::SetIsaForTesting(Isa::kReference);
-  CHECK(kernels::GemmF32For(Isa::kReference) == nullptr);
+  const kernels::KernelConfig& reference = IsaConfig(Isa::kReference);
+  CHECK(reference.gemm_f32 == nullptr);
+  CHECK(kernels::GemmF32For(kernels::CpuFeatures()) == nullptr);
   std::mt19937 rng(1);
   for (const char* type : {"Conv", "MatMul", "Gemm"}) {
     auto x = RandomF32({1, 4, 5, 5}, rng);
@@ -520,7 +516,8 @@ TEST_CASE("kernels f32: prepare leaves no state at the reference level") {
     auto b = RandomF32({4, 3}, rng);
     const std::string t = type;
     AttrMap attrs;
-    Runner r(t, t == "Conv" ? std::vector<TensorPtr>{x, w} : std::vector<TensorPtr>{a, b}, attrs);
+    Runner r(t, t == "Conv" ? std::vector<TensorPtr>{x, w} : std::vector<TensorPtr>{a, b}, attrs,
+             reference);
     std::shared_ptr<void> state;
     REQUIRE(r.def->prepare(r.ctx, &state).ok());
     CHECK(state == nullptr);
@@ -554,10 +551,8 @@ void BenchConv(const char* label, int64_t c, int64_t m, int64_t group, int64_t h
   attrs.SetInts("strides", {stride, stride});
   attrs.SetInts("pads", {pad, pad, pad, pad});
   attrs.SetString("_activation", "Relu");
-  IsaGuard guard;
   for (Isa isa : kernels::SupportedIsas()) {
-    kernels::SetIsaForTesting(isa);
-    Runner r("Conv", {x, w, b}, attrs);
+    Runner r("Conv", {x, w, b}, attrs, IsaConfig(isa));
     std::shared_ptr<void> state;
     REQUIRE(r.def->prepare(r.ctx, &state).ok());
     r.Run(state.get(), 1);
@@ -575,9 +570,8 @@ void BenchConv(const char* label, int64_t c, int64_t m, int64_t group, int64_t h
 }
 
 TEST_CASE("kernels f32 speed" * doctest::skip()) {
-  IsaGuard guard;
   for (Isa isa : kernels::SupportedIsas()) {
-    const kernels::GemmF32Kernels* k = kernels::GemmF32For(isa);
+    const kernels::GemmF32Kernels* k = IsaConfig(isa).gemm_f32;
     if (!k) continue;
     for (int64_t s : {256, 512, 1024}) {
       std::mt19937 rng(3);

@@ -32,11 +32,6 @@ using TensorPtr = std::shared_ptr<OwnedTensor>;
 using kernels::Isa;
 
 // Restores the ISA level chosen at start when a test case ends.
-struct IsaGuard {
-  Isa saved = kernels::ActiveIsa();
-  ~IsaGuard() { kernels::SetIsaForTesting(saved); }
-};
-
 TensorPtr Bytes(DType dt, Shape s, std::mt19937& rng) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -109,16 +104,15 @@ int CompareWithReference(const std::string& type, const std::vector<TensorPtr>& 
   REQUIRE(st.ok());
   out.storage.assign(out.t.bytes() + 64, 0xAB);
   out.t.data = out.storage.data();
-  IsaGuard guard;
-  kernels::SetIsaForTesting(Isa::kReference);
+  ctx.kernels = &IsaConfig(Isa::kReference);
   REQUIRE(def->run(ctx).ok());  // no state, reference level: the reference kernel
   const std::vector<uint8_t> want = out.storage;
   int runs = 0;
   for (Isa isa : kernels::SupportedIsas()) {
-    if (!kernels::GemmS8For(isa)) continue;
+    if (!IsaConfig(isa).gemm_s8) continue;
     const std::string isa_name = kernels::IsaName(isa);
     CAPTURE(isa_name);
-    REQUIRE(kernels::SetIsaForTesting(isa) == isa);
+    ctx.kernels = &IsaConfig(isa);
     std::shared_ptr<void> state;
     REQUIRE(def->prepare(ctx, &state).ok());
     REQUIRE(state != nullptr);
@@ -259,18 +253,34 @@ ConvCase RandomConv(std::mt19937& rng, int kind) {
 }
 
 TEST_CASE("kernels: ISA levels") {
-  IsaGuard guard;
   const std::vector<Isa> levels = kernels::SupportedIsas();
   REQUIRE(!levels.empty());
   CHECK(levels.front() == Isa::kReference);
   CHECK(levels.back() == kernels::DetectedIsa());
-  CHECK(int(kernels::ActiveIsa()) <= int(kernels::DetectedIsa()));
-  // Forcing a level never goes above what the CPU has.
-  if (kernels::DetectedIsa() != Isa::kNeonDot)
-    CHECK(kernels::SetIsaForTesting(Isa::kAvx512Vnni) == kernels::DetectedIsa());
-  CHECK(kernels::SetIsaForTesting(Isa::kReference) == Isa::kReference);
-  CHECK(kernels::GemmS8For(Isa::kReference) == nullptr);
-  // At the reference level, prepare leaves no state: the reference kernel runs.
+  const kernels::CpuFeatures& detected = kernels::DetectedCpuFeatures();
+  // QFOLD_ISA and the named sets only ever remove features.
+  const kernels::CpuFeatures& by_default = kernels::DefaultCpuFeatures();
+  CHECK((by_default & detected) == by_default);
+  for (int i = 0; i <= int(Isa::kNeonI8mm); ++i) {
+    const kernels::CpuFeatures f = kernels::FeaturesForIsa(Isa(i));
+    CAPTURE(kernels::IsaName(Isa(i)));
+    CHECK((f & detected) == f);
+  }
+  // The top set of either architecture keeps everything the CPU has (a set of
+  // the other architecture changes nothing).
+  CHECK(kernels::FeaturesForIsa(Isa::kAvx512Vnni) == detected);
+  CHECK(kernels::FeaturesForIsa(Isa::kNeonI8mm) == detected);
+  CHECK(kernels::FeaturesForIsa(Isa::kReference) == kernels::CpuFeatures());
+  CHECK(kernels::GemmS8For(kernels::IsaFeatures(Isa::kReference)) == nullptr);
+  // The reference configuration has no fast kernel in any family.
+  const kernels::KernelConfig& reference = kernels::ReferenceKernelConfig();
+  CHECK(reference.Describe().find("=avx") == std::string::npos);
+  CHECK(reference.Describe().find("=neon") == std::string::npos);
+  CHECK(reference.Describe().find("=generic") == std::string::npos);
+  CHECK((!reference.gemm_f32 && !reference.gemm_s8 && reference.igemm_s8.empty() &&
+         !reference.dwconv_s8 && !reference.quant_s8 && !reference.pool_2d &&
+         !reference.fast_loops));
+  // With the reference configuration, prepare leaves no state: the reference kernel runs.
   std::mt19937 rng(1);
   auto w = Bytes(DType::kInt8, {4, 3, 1, 1}, rng);
   const OpDef* def = FindOp("QLinearConv");
@@ -281,10 +291,87 @@ TEST_CASE("kernels: ISA levels") {
   ctx.op_name = &name;
   ctx.attrs = &attrs;
   ctx.inputs = {nullptr, nullptr, nullptr, &w->t};
+  ctx.kernels = &reference;
   std::shared_ptr<void> state;
   REQUIRE(def->prepare(ctx, &state).ok());
   CHECK(state == nullptr);
-  MESSAGE("detected ISA: " << std::string(kernels::IsaName(kernels::DetectedIsa())));
+  MESSAGE("detected ISA: " << std::string(kernels::IsaName(kernels::DetectedIsa())) << " ("
+                           << detected.ToString()
+                           << "); default kernels: " << kernels::DefaultKernelConfig().Describe());
+}
+
+// The variant a configuration names for `family`.
+std::string Variant(const kernels::KernelConfig& kc, const std::string& family) {
+  for (const auto& fv : kc.variants)
+    if (family == fv.first) return fv.second;
+  return "missing";
+}
+
+// Selection only (no kernel runs), so CPUs this machine lacks can be named.
+TEST_CASE("kernels: each family picks its variant from the features it needs") {
+  kernels::CpuFeatures f;
+  CHECK(kernels::MakeKernelConfig(f).Describe() == kernels::ReferenceKernelConfig().Describe());
+#if defined(__x86_64__)
+  f.avx2 = f.fma = true;
+  kernels::KernelConfig kc = kernels::MakeKernelConfig(f);
+  for (const char* family : {"gemm_f32", "dwconv_f32", "gemm_s8", "igemm_s8", "dwconv_s8",
+                             "dwconv_nhwc_s8", "pool_nhwc_s8", "pool_2d", "resize_2d", "quant_s8"})
+    CHECK(Variant(kc, family) == "avx2");
+  CHECK(Variant(kc, "portable_loops") == "on");
+  // AVX-512F without VNNI (Knights Landing; AVX-512 with VNNI fused off): the
+  // float kernels use it, the int8 ones stay on AVX2.
+  f.avx512f = true;
+  kc = kernels::MakeKernelConfig(f);
+  for (const char* family : {"gemm_f32", "dwconv_f32", "pool_2d", "resize_2d"})
+    CHECK(Variant(kc, family) == "avx512f");
+  for (const char* family : {"gemm_s8", "igemm_s8", "dwconv_s8", "quant_s8"})
+    CHECK(Variant(kc, family) == "avx2");
+  CHECK(kc.gemm_f32->nr !=
+        kernels::MakeKernelConfig(kernels::IsaFeatures(Isa::kAvx2)).gemm_f32->nr);
+  // Skylake-SP: F/BW/DQ/VL, no VNNI: the quantization kernels use 512 bits.
+  f.avx512bw = f.avx512dq = f.avx512vl = true;
+  kc = kernels::MakeKernelConfig(f);
+  CHECK(Variant(kc, "quant_s8") == "avx512core");
+  CHECK(Variant(kc, "gemm_s8") == "avx2");
+  f.avx512vbmi = true;
+  CHECK(Variant(kernels::MakeKernelConfig(f), "quant_s8") == "avx512vbmi");
+  // Cascade Lake / Ice Lake: AVX-512 VNNI for every int8 family.
+  f.avx512vnni = true;
+  kc = kernels::MakeKernelConfig(f);
+  for (const char* family : {"gemm_s8", "igemm_s8", "dwconv_s8", "dwconv_nhwc_s8", "pool_nhwc_s8"})
+    CHECK(Variant(kc, family) == "avx512vnni");
+  // Sapphire Rapids has both VNNI encodings: the 512-bit kernels win.
+  f.avxvnni = true;
+  CHECK(Variant(kernels::MakeKernelConfig(f), "gemm_s8") == "avx512vnni");
+  // Alder Lake: AVX-VNNI without AVX-512.
+  kernels::CpuFeatures adl;
+  adl.avx2 = adl.fma = adl.avxvnni = true;
+  kc = kernels::MakeKernelConfig(adl);
+  CHECK(Variant(kc, "gemm_s8") == "avxvnni");
+  CHECK(Variant(kc, "igemm_s8") == "avxvnni");
+  CHECK(Variant(kc, "dwconv_s8") == "avx2");  // int16 products: nothing from vpdpbusd
+  CHECK(Variant(kc, "gemm_f32") == "avx2");
+  // Arm features mean nothing to an x86 build.
+  kernels::CpuFeatures arm;
+  arm.asimd = arm.dotprod = true;
+  CHECK(kernels::MakeKernelConfig(arm).gemm_s8 == nullptr);
+#elif defined(__aarch64__)
+  f.asimd = true;  // Cortex-A53/A72: Armv8.0
+  kernels::KernelConfig kc = kernels::MakeKernelConfig(f);
+  for (const char* family : {"gemm_f32", "dwconv_f32", "gemm_s8", "dwconv_s8", "quant_s8"})
+    CHECK(Variant(kc, family) == "neon");
+  CHECK(Variant(kc, "igemm_s8") == "reference");
+  CHECK(Variant(kc, "pool_2d") == "generic");
+  f.i8mm = true;  // i8mm is only used on top of dotprod
+  CHECK(Variant(kernels::MakeKernelConfig(f), "gemm_s8") == "neon");
+  f.i8mm = false;
+  f.fp16 = f.dotprod = true;  // Cortex-A55/A76, Neoverse N1
+  kc = kernels::MakeKernelConfig(f);
+  CHECK(Variant(kc, "gemm_s8") == "neondot");
+  CHECK(Variant(kc, "gemm_f32") == "neon");
+  f.i8mm = true;
+  CHECK(Variant(kernels::MakeKernelConfig(f), "gemm_s8") == "neoni8mm");
+#endif
 }
 
 TEST_CASE("kernels: QLinearConv 1x1 matches the reference") {
@@ -515,14 +602,13 @@ TEST_CASE("kernels: QLinearMatMul of two activations (batched b) matches the ref
     REQUIRE(def->infer(ctx).ok());
     out.storage.assign(out.t.bytes() + 64, 0xAB);
     out.t.data = out.storage.data();
-    IsaGuard guard;
-    kernels::SetIsaForTesting(Isa::kReference);
+    ctx.kernels = &IsaConfig(Isa::kReference);
     REQUIRE(def->run(ctx).ok());
     const std::vector<uint8_t> want = out.storage;
     for (Isa isa : kernels::SupportedIsas()) {
-      if (!kernels::GemmS8For(isa)) continue;
+      if (!IsaConfig(isa).gemm_s8) continue;
       CAPTURE(std::string(kernels::IsaName(isa)));
-      kernels::SetIsaForTesting(isa);
+      ctx.kernels = &IsaConfig(isa);
       for (int threads : {1, 2}) {
         ctx.pool = test::TestPool(threads);
         std::fill(out.storage.begin(), out.storage.begin() + int64_t(out.t.bytes()), 0xCD);
@@ -547,51 +633,62 @@ std::string ExpectedIsa(const char* var) {
 }
 
 TEST_CASE("kernels: Arm ISA levels, detection and QFOLD_ISA") {
-  // Before any case below changes it, ActiveIsa() is the level QFOLD_ISA chose
-  // (earlier cases restore it through IsaGuard).
-  const std::string active = kernels::IsaName(kernels::ActiveIsa());
+  // The default configuration: the detected features lowered by QFOLD_ISA.
+  const kernels::KernelConfig& by_default = kernels::DefaultKernelConfig();
+  const std::string active = kernels::IsaName(kernels::HighestIsa(by_default.features));
   const std::string want_detected = ExpectedIsa("QFOLD_TEST_DETECTED_ISA");
   const std::string want_active = ExpectedIsa("QFOLD_TEST_ACTIVE_ISA");
   const std::string detected = kernels::IsaName(kernels::DetectedIsa());
   if (!want_detected.empty()) CHECK(detected == want_detected);
   if (!want_active.empty()) CHECK(active == want_active);
-  IsaGuard guard;
+  // QFOLD_TEST_KERNELS: "family=variant ..." pairs the default configuration
+  // must hold (the kernels a CPU model selects).
+  const std::string described = " " + by_default.Describe() + " ";
+  std::istringstream want_kernels(ExpectedIsa("QFOLD_TEST_KERNELS"));
+  for (std::string pair; want_kernels >> pair;) {
+    CAPTURE(pair);
+    CAPTURE(described);
+    CHECK(described.find(" " + pair + " ") != std::string::npos);
+  }
   std::vector<std::string> names;
   for (Isa isa : kernels::SupportedIsas()) {
     names.push_back(kernels::IsaName(isa));
     if (isa == Isa::kReference) continue;
     // Every level above the reference has GEMM kernels, so the cases compare them all.
-    const kernels::GemmS8Kernels* k = kernels::GemmS8For(isa);
+    const kernels::GemmS8Kernels* k = IsaConfig(isa).gemm_s8;
     REQUIRE(k != nullptr);
-    CHECK(k->isa == isa);
-    CHECK(kernels::SetIsaForTesting(isa) == isa);
+    CHECK(std::string(k->name) == kernels::IsaName(isa));
+    CHECK(kernels::HighestIsa(kernels::FeaturesForIsa(isa)) == isa);
   }
 #if defined(__aarch64__)
   const Isa d = kernels::DetectedIsa();
   CHECK((d == Isa::kReference || d == Isa::kNeon || d == Isa::kNeonDot || d == Isa::kNeonI8mm));
-  // x86 levels clamp to the detected one; neon < neondot < neoni8mm.
-  CHECK(kernels::SetIsaForTesting(Isa::kAvx2) == d);
-  if (d == Isa::kNeonI8mm) CHECK(kernels::SetIsaForTesting(Isa::kNeonDot) == Isa::kNeonDot);
-  if (d == Isa::kNeonDot) CHECK(kernels::SetIsaForTesting(Isa::kNeonI8mm) == Isa::kNeonDot);
-  if (d == Isa::kNeon) CHECK(kernels::SetIsaForTesting(Isa::kNeonDot) == Isa::kNeon);
-  if (d != Isa::kReference) CHECK(kernels::SetIsaForTesting(Isa::kNeon) == Isa::kNeon);
-  CHECK(kernels::GemmS8For(Isa::kNeon)->mr == 4);
-  CHECK(kernels::GemmS8For(Isa::kNeonDot)->mr == 8);
-  CHECK(kernels::GemmS8For(Isa::kNeonI8mm)->nr == 12);
+  // x86 sets leave the detected features; neon < neondot < neoni8mm.
+  auto level = [](Isa isa) { return kernels::HighestIsa(kernels::FeaturesForIsa(isa)); };
+  CHECK(level(Isa::kAvx2) == d);
+  if (d == Isa::kNeonI8mm) CHECK(level(Isa::kNeonDot) == Isa::kNeonDot);
+  if (d == Isa::kNeonDot) CHECK(level(Isa::kNeonI8mm) == Isa::kNeonDot);
+  if (d == Isa::kNeon) CHECK(level(Isa::kNeonDot) == Isa::kNeon);
+  if (d != Isa::kReference) CHECK(level(Isa::kNeon) == Isa::kNeon);
+  CHECK(kernels::GemmS8For(kernels::IsaFeatures(Isa::kNeon))->mr == 4);
+  CHECK(kernels::GemmS8For(kernels::IsaFeatures(Isa::kNeonDot))->mr == 8);
+  CHECK(kernels::GemmS8For(kernels::IsaFeatures(Isa::kNeonI8mm))->nr == 12);
   // The float, depthwise and quantize kernels need only Armv8.0 NEON.
-  CHECK(kernels::GemmF32For(Isa::kNeon) != nullptr);
-  CHECK(kernels::DwConvS8For(Isa::kNeon) != nullptr);
-  CHECK(kernels::QuantS8For(Isa::kNeon) != nullptr);
+  CHECK(kernels::GemmF32For(kernels::IsaFeatures(Isa::kNeon)) != nullptr);
+  CHECK(kernels::DwConvS8For(kernels::IsaFeatures(Isa::kNeon)) != nullptr);
+  CHECK(kernels::QuantS8For(kernels::IsaFeatures(Isa::kNeon)) != nullptr);
 #else
-  CHECK(kernels::SetIsaForTesting(Isa::kNeonI8mm) == kernels::DetectedIsa());
-  CHECK(kernels::SetIsaForTesting(Isa::kNeon) == kernels::DetectedIsa());
-  CHECK(kernels::GemmS8For(Isa::kNeon) == nullptr);
-  CHECK(kernels::GemmS8For(Isa::kNeonDot) == nullptr);
-  CHECK(kernels::GemmS8For(Isa::kNeonI8mm) == nullptr);
+  CHECK(kernels::FeaturesForIsa(Isa::kNeonI8mm) == kernels::DetectedCpuFeatures());
+  CHECK(kernels::FeaturesForIsa(Isa::kNeon) == kernels::DetectedCpuFeatures());
+  CHECK(kernels::GemmS8For(kernels::IsaFeatures(Isa::kNeon)) == nullptr);
+  CHECK(kernels::GemmS8For(kernels::IsaFeatures(Isa::kNeonDot)) == nullptr);
+  CHECK(kernels::GemmS8For(kernels::IsaFeatures(Isa::kNeonI8mm)) == nullptr);
 #endif
   std::string list;
   for (const auto& n : names) list += " " + n;
-  MESSAGE("detected " << detected << ", active " << active << ", compared:" << list);
+  MESSAGE("detected " << detected << " (" << kernels::DetectedCpuFeatures().ToString()
+                      << "), active " << active << ", compared:" << list
+                      << "; default kernels: " << by_default.Describe());
 }
 
 TEST_CASE("kernels: QLinearMatMul at the Arm tile and k-block edges") {
@@ -668,11 +765,10 @@ TEST_CASE("kernels: GEMM kernels match a scalar computation at every level") {
   // pack_left/pack_right/gemm/requant_row straight through the GemmS8Kernels
   // interface: strides, xor masks, both operand orders, column-panel splits,
   // wrapping bias and zero-point terms, infinite and zero multipliers.
-  IsaGuard guard;
   std::mt19937 rng(43);
   int checked = 0;
   for (Isa isa : kernels::SupportedIsas()) {
-    const kernels::GemmS8Kernels* k = kernels::GemmS8For(isa);
+    const kernels::GemmS8Kernels* k = IsaConfig(isa).gemm_s8;
     if (!k) continue;
     const std::string isa_name = kernels::IsaName(isa);
     CAPTURE(isa_name);
@@ -927,12 +1023,12 @@ std::vector<uint8_t> GemmBytes(const kernels::GemmS8Kernels& k, const std::vecto
 }
 
 TEST_CASE("kernels: AVX-VNNI GEMM matches the AVX2 GEMM and a scalar computation") {
-  if (!__builtin_cpu_supports("avxvnni") || kernels::DetectedIsa() == Isa::kReference) {
+  if (!kernels::DetectedCpuFeatures().avxvnni || kernels::DetectedIsa() == Isa::kReference) {
     MESSAGE("no AVX-VNNI on this CPU");
     return;
   }
   const kernels::GemmS8Kernels& vnni = *kernels::GemmS8AvxVnni();
-  const kernels::GemmS8Kernels& avx2 = *kernels::GemmS8For(Isa::kAvx2);
+  const kernels::GemmS8Kernels& avx2 = *kernels::GemmS8For(kernels::IsaFeatures(Isa::kAvx2));
   std::mt19937 rng(41);
   int compared = 0;
   for (int i = 0; i < 120; ++i) {
@@ -1007,7 +1103,6 @@ TEST_CASE("kernels: AVX-VNNI GEMM matches the AVX2 GEMM and a scalar computation
 
 // Throughput of the depthwise and GEMM kernels; run with --no-skip.
 TEST_CASE("kernels: int8 depthwise and AVX-VNNI GEMM benchmark" * doctest::skip()) {
-  IsaGuard guard;
   std::mt19937 rng(51);
   const int64_t c = 144, h = 56, w = 56;
   std::vector<TensorPtr> in = {
@@ -1041,7 +1136,7 @@ TEST_CASE("kernels: int8 depthwise and AVX-VNNI GEMM benchmark" * doctest::skip(
       out.t.data = out.storage.data();
       const double ops = 2.0 * double(out.t.numel()) * double(k * k);
       for (Isa isa : kernels::SupportedIsas()) {
-        kernels::SetIsaForTesting(isa);
+        ctx.kernels = &IsaConfig(isa);
         std::shared_ptr<void> state;
         REQUIRE(def->prepare(ctx, &state).ok());
         ctx.state = state.get();
@@ -1062,7 +1157,7 @@ TEST_CASE("kernels: int8 depthwise and AVX-VNNI GEMM benchmark" * doctest::skip(
     }
   }
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avxvnni")) {
+  if (kernels::DetectedCpuFeatures().avxvnni) {
     const int64_t rows = 96, cols = 3136, kd = 576;  // a 3x3 convolution's im2col GEMM
     std::vector<uint8_t> l(size_t(rows * kd)), r(size_t(kd * cols));
     for (auto& b : l) b = uint8_t(rng());
@@ -1074,8 +1169,9 @@ TEST_CASE("kernels: int8 depthwise and AVX-VNNI GEMM benchmark" * doctest::skip(
     params.mult = mult.data();
     params.lo = 0;
     params.hi = 255;
-    const kernels::GemmS8Kernels* ks[] = {kernels::GemmS8For(Isa::kAvx2), kernels::GemmS8AvxVnni(),
-                                          kernels::GemmS8For(Isa::kAvx512Vnni)};
+    const kernels::GemmS8Kernels* ks[] = {
+        kernels::GemmS8For(kernels::IsaFeatures(Isa::kAvx2)), kernels::GemmS8AvxVnni(),
+        kernels::GemmS8For(kernels::IsaFeatures(Isa::kAvx512Vnni))};
     const char* names[] = {"avx2", "avxvnni", "avx512vnni"};
     for (int i = 0; i < 3; ++i) {
       if (!ks[i] || (i == 2 && kernels::DetectedIsa() != Isa::kAvx512Vnni)) continue;
@@ -1108,7 +1204,6 @@ TEST_CASE("kernels: int8 depthwise and AVX-VNNI GEMM benchmark" * doctest::skip(
 
 // Throughput of the GEMM convolution path on ResNet-like shapes; run with --no-skip.
 TEST_CASE("kernels: int8 GEMM convolution benchmark" * doctest::skip()) {
-  IsaGuard guard;
   std::mt19937 rng(77);
   struct Shape2 {
     int64_t c, m, h, w, k, s;
@@ -1142,8 +1237,8 @@ TEST_CASE("kernels: int8 GEMM convolution benchmark" * doctest::skip()) {
     out.t.data = out.storage.data();
     const double ops = 2.0 * double(out.t.numel()) * double(sh.c * sh.k * sh.k);
     for (Isa isa : kernels::SupportedIsas()) {
-      if (!kernels::GemmS8For(isa)) continue;
-      kernels::SetIsaForTesting(isa);
+      if (!IsaConfig(isa).gemm_s8) continue;
+      ctx.kernels = &IsaConfig(isa);
       std::shared_ptr<void> state;
       REQUIRE(def->prepare(ctx, &state).ok());
       ctx.state = state.get();

@@ -30,11 +30,6 @@ namespace {
 using kernels::Isa;
 
 // Restores the ISA level chosen at start when a test case ends.
-struct IsaGuard {
-  Isa saved = kernels::ActiveIsa();
-  ~IsaGuard() { kernels::SetIsaForTesting(saved); }
-};
-
 constexpr uint8_t kCanary = 0xAB;
 constexpr int64_t kSlack = 64;  // bytes after each output that must stay untouched
 
@@ -248,13 +243,12 @@ int CheckDw(const DwCase& k, std::mt19937& rng) {
   std::vector<uint8_t> got;
   Tensor yt = MakeTensor(k.float_out ? DType::kFloat32 : Dt(k.ys),
                          k.one_d ? Shape{k.n, ow, k.c} : Shape{k.n, oh, ow, k.c}, nullptr);
-  IsaGuard guard;
   int runs = 0;
   for (Isa isa : kernels::SupportedIsas()) {
     const std::string isa_name = kernels::IsaName(isa);
     CAPTURE(isa_name);
-    REQUIRE(kernels::SetIsaForTesting(isa) == isa);
-    std::shared_ptr<void> state = kernels::PrepareDwConvNhwcS8(wt, k.c);
+    const kernels::KernelConfig& kc = IsaConfig(isa);
+    std::shared_ptr<void> state = kernels::PrepareDwConvNhwcS8(kc, wt, k.c);
     if (isa == Isa::kReference) {
       CHECK(!state);
       continue;
@@ -426,9 +420,8 @@ TEST_CASE("kernels nhwc: depthwise large enough to split between threads") {
 
 TEST_CASE("kernels nhwc: depthwise repacks when zero points or scales change") {
   std::mt19937 rng(5);
-  IsaGuard guard;
   for (Isa isa : FastIsas()) {
-    REQUIRE(kernels::SetIsaForTesting(isa) == isa);
+    const kernels::KernelConfig& kc = IsaConfig(isa);
     DwCase k;
     k.c = 20;
     k.n = 1;
@@ -439,7 +432,7 @@ TEST_CASE("kernels nhwc: depthwise repacks when zero points or scales change") {
     const Tensor xt = MakeTensor(DType::kUInt8, Shape{1, 7, 7, k.c}, x.data());
     std::vector<uint8_t> got(size_t(oh * ow * k.c));
     Tensor yt = MakeTensor(DType::kUInt8, Shape{1, oh, ow, k.c}, got.data());
-    std::shared_ptr<void> state = kernels::PrepareDwConvNhwcS8(wt, k.c);
+    std::shared_ptr<void> state = kernels::PrepareDwConvNhwcS8(kc, wt, k.c);
     REQUIRE(state);
     for (int rep = 0; rep < 4; ++rep) {
       const DwParams p = RandomDwParams(k, rng);
@@ -577,12 +570,11 @@ void CheckPool(PoolKind kind, const PoolCase& pc, std::mt19937& rng) {
   const std::vector<uint8_t> want = kind == PoolKind::kMax   ? MaxReference(pc, x)
                                     : kind == PoolKind::kAvg ? AvgReference(pc, q, x)
                                                              : GlobalReference(pc, q, x);
-  IsaGuard guard;
   std::vector<uint8_t> got;
   for (Isa isa : kernels::SupportedIsas()) {
     const std::string isa_name = kernels::IsaName(isa);
     CAPTURE(isa_name);
-    REQUIRE(kernels::SetIsaForTesting(isa) == isa);
+    const kernels::KernelConfig& kc = IsaConfig(isa);
     for (int threads : {1, 2}) {
       CAPTURE(threads);
       kernels::PoolNhwcArgs a = a0;
@@ -590,11 +582,11 @@ void CheckPool(PoolKind kind, const PoolCase& pc, std::mt19937& rng) {
       got.assign(want.size() + kSlack, kCanary);
       bool ran = false;
       if (kind == PoolKind::kMax)
-        ran = kernels::MaxPoolNhwcS8(a, pc.is_signed, x.data(), got.data());
+        ran = kernels::MaxPoolNhwcS8(kc, a, pc.is_signed, x.data(), got.data());
       else if (kind == PoolKind::kAvg)
-        ran = kernels::QAvgPoolNhwcS8(a, q, pc.is_signed, x.data(), got.data());
+        ran = kernels::QAvgPoolNhwcS8(kc, a, q, pc.is_signed, x.data(), got.data());
       else
-        ran = kernels::QGlobalAvgPoolNhwcS8(a, q, pc.is_signed, x.data(), got.data());
+        ran = kernels::QGlobalAvgPoolNhwcS8(kc, a, q, pc.is_signed, x.data(), got.data());
       if (isa == Isa::kReference) {
         CHECK(!ran);
         break;

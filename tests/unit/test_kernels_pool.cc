@@ -28,14 +28,9 @@ namespace {
 using TensorPtr = std::shared_ptr<OwnedTensor>;
 using kernels::Isa;
 
-struct IsaGuard {
-  Isa saved = kernels::ActiveIsa();
-  ~IsaGuard() { kernels::SetIsaForTesting(saved); }
-};
-
 // RunOp with a thread count.
 OpRun RunOpThreads(const std::string& type, const std::vector<TensorPtr>& inputs,
-                   const AttrMap& attrs, int threads, int num_outputs = 1) {
+                   const AttrMap& attrs, int threads, Isa isa, int num_outputs = 1) {
   OpRun r;
   const OpDef* def = FindOp(type);
   REQUIRE(def != nullptr);
@@ -45,6 +40,7 @@ OpRun RunOpThreads(const std::string& type, const std::vector<TensorPtr>& inputs
   ctx.op_name = &name;
   ctx.attrs = &attrs;
   ctx.pool = test::TestPool(threads);
+  ctx.kernels = &IsaConfig(isa);
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   for (int i = 0; i < num_outputs; ++i) {
     r.outputs.push_back(std::make_shared<OwnedTensor>());
@@ -86,15 +82,12 @@ bool SameBits(const OpRun& a, const OpRun& b, bool nan_any) {
 bool CheckAgainstReference(const std::string& type, const std::vector<TensorPtr>& inputs,
                            const AttrMap& attrs, const std::string& what, int num_outputs = 1,
                            bool nan_any = false) {
-  IsaGuard guard;
-  kernels::SetIsaForTesting(Isa::kReference);
-  const OpRun ref = RunOpThreads(type, inputs, attrs, 1, num_outputs);
+  const OpRun ref = RunOpThreads(type, inputs, attrs, 1, Isa::kReference, num_outputs);
   if (!ref.status.ok()) return false;  // invalid geometry: nothing to compare
   for (Isa isa : kernels::SupportedIsas()) {
     if (isa == Isa::kReference) continue;
-    kernels::SetIsaForTesting(isa);
     for (int threads : {1, 2}) {
-      const OpRun got = RunOpThreads(type, inputs, attrs, threads, num_outputs);
+      const OpRun got = RunOpThreads(type, inputs, attrs, threads, isa, num_outputs);
       INFO(what, " isa=", std::string(kernels::IsaName(isa)), " threads=", threads);
       REQUIRE(got.status.ok());
       CHECK(SameBits(ref, got, nan_any));
@@ -314,7 +307,6 @@ TEST_CASE("kernels pool: large Transposes split between threads match the refere
 }
 
 TEST_CASE("kernels pool: speed" * doctest::skip()) {
-  IsaGuard guard;
   std::mt19937 rng(1);
   // Best of several runs of the calling thread's CPU time (the machine is
   // shared, so wall time is noisy); with 2 threads this is the caller's half.
@@ -397,15 +389,16 @@ TEST_CASE("kernels pool: speed" * doctest::skip()) {
     const float* x = cases[0].inputs[0]->t.ptr<float>();
     for (int threads : {1, 2}) {
       a.pool = test::TestPool(threads);
-      const double us = time_us([&] { kernels::MaxPool2dF32(a, x, y.data()); });
+      const double us = time_us([&] {
+        kernels::MaxPool2dF32(*IsaConfig(kernels::DetectedIsa()).pool_2d, a, x, y.data());
+      });
       std::printf("MaxPool2dF32 kernel only threads=%d %10.1f us\n", threads, us);
     }
   }
   for (const Case& c : cases) {
     for (Isa isa : {Isa::kReference, kernels::DetectedIsa()}) {
-      kernels::SetIsaForTesting(isa);
       for (int threads : {1, 2}) {
-        const double us = time_us([&] { RunOpThreads(c.op, c.inputs, c.at, threads); });
+        const double us = time_us([&] { RunOpThreads(c.op, c.inputs, c.at, threads, isa); });
         std::printf("%-45s %-12s threads=%d %10.1f us\n", c.name.c_str(), kernels::IsaName(isa),
                     threads, us);
       }

@@ -29,11 +29,6 @@ namespace {
 using TensorPtr = std::shared_ptr<OwnedTensor>;
 using kernels::Isa;
 
-struct IsaGuard {
-  Isa saved = kernels::ActiveIsa();
-  ~IsaGuard() { kernels::SetIsaForTesting(saved); }
-};
-
 int64_t Numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -48,10 +43,10 @@ std::string ShapeStr(const Shape& s) {
   return o.str();
 }
 
-// Runs `type` once at the active level; returns the output bytes followed by
-// a 64-byte guard zone (which must stay untouched).
+// Runs `type` once with the kernels of `isa`; returns the output bytes
+// followed by a 64-byte guard zone (which must stay untouched).
 std::vector<uint8_t> RunRaw(const std::string& type, const std::vector<TensorPtr>& inputs,
-                            const AttrMap& attrs, int threads) {
+                            const AttrMap& attrs, int threads, Isa isa) {
   const OpDef* def = FindOp(type);
   REQUIRE(def != nullptr);
   std::string name = "t";
@@ -60,6 +55,7 @@ std::vector<uint8_t> RunRaw(const std::string& type, const std::vector<TensorPtr
   ctx.op_name = &name;
   ctx.attrs = &attrs;
   ctx.pool = test::TestPool(threads);
+  ctx.kernels = &IsaConfig(isa);
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   OwnedTensor out;
   ctx.outputs = {&out.t};
@@ -79,23 +75,20 @@ std::vector<uint8_t> RunRaw(const std::string& type, const std::vector<TensorPtr
 int CompareWithReference(const std::string& type, const std::vector<TensorPtr>& inputs,
                          const AttrMap& attrs, const std::string& what) {
   INFO(type << " " << what);
-  IsaGuard guard;
-  REQUIRE(kernels::SetIsaForTesting(Isa::kReference) == Isa::kReference);
-  const std::vector<uint8_t> want = RunRaw(type, inputs, attrs, 1);
+  const std::vector<uint8_t> want = RunRaw(type, inputs, attrs, 1, Isa::kReference);
   int fast = 0;
   for (Isa isa : kernels::SupportedIsas()) {
     const std::string isa_name = kernels::IsaName(isa);
     CAPTURE(isa_name);
-    REQUIRE(kernels::SetIsaForTesting(isa) == isa);
     for (int threads : {1, 2}) {
       CAPTURE(threads);
-      const std::vector<uint8_t> got = RunRaw(type, inputs, attrs, threads);
+      const std::vector<uint8_t> got = RunRaw(type, inputs, attrs, threads, isa);
       REQUIRE(got.size() == want.size());
       size_t bad = 0;
       while (bad < want.size() && want[bad] == got[bad]) ++bad;
       CAPTURE(bad);
       REQUIRE(bad == want.size());
-      if (kernels::QuantS8For(isa)) ++fast;
+      if (IsaConfig(isa).quant_s8) ++fast;
     }
   }
   return fast;
@@ -518,7 +511,8 @@ TEST_CASE("kernels: per-channel tables and concatenation split between threads")
     a.SetInt("axis", 3);
     for (int threads : {1, 2}) {
       CAPTURE(threads);
-      const std::vector<uint8_t> y = RunRaw("QfLookupTable", {x, t}, a, threads);
+      const std::vector<uint8_t> y =
+          RunRaw("QfLookupTable", {x, t}, a, threads, kernels::DetectedIsa());
       const uint8_t* xd = x->t.ptr<uint8_t>();
       const uint8_t* td = t->t.ptr<uint8_t>();
       int64_t wrong = 0;
@@ -545,9 +539,9 @@ TEST_CASE("kernels: per-channel tables and concatenation split between threads")
   }
 }
 
-// ns per element of one op at the active level.
+// ns per element of one op with the kernels of `isa`.
 double TimeOp(const std::string& type, const std::vector<TensorPtr>& inputs, const AttrMap& attrs,
-              int threads, int64_t n) {
+              int threads, int64_t n, Isa isa) {
   const OpDef* def = FindOp(type);
   std::string name = "t";
   KernelContext ctx;
@@ -555,6 +549,7 @@ double TimeOp(const std::string& type, const std::vector<TensorPtr>& inputs, con
   ctx.op_name = &name;
   ctx.attrs = &attrs;
   ctx.pool = test::TestPool(threads);
+  ctx.kernels = &IsaConfig(isa);
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   OwnedTensor out;
   ctx.outputs = {&out.t};
@@ -576,7 +571,6 @@ double TimeOp(const std::string& type, const std::vector<TensorPtr>& inputs, con
 // Run with --no-skip: ns/element before (reference) and after (each level).
 TEST_CASE("kernels: element-wise int8 quantization benchmark" * doctest::skip()) {
   std::mt19937 rng(15);
-  IsaGuard guard;
   struct Case {
     std::string label, type;
     std::vector<TensorPtr> in;
@@ -636,11 +630,10 @@ TEST_CASE("kernels: element-wise int8 quantization benchmark" * doctest::skip())
     std::ostringstream line;
     line << c.label << ":";
     for (Isa isa : kernels::SupportedIsas()) {
-      kernels::SetIsaForTesting(isa);
       for (int threads : {1, 2}) {
         if (isa == Isa::kReference && threads == 2) continue;
         line << "  " << kernels::IsaName(isa) << "/" << threads << "t "
-             << TimeOp(c.type, c.in, c.attrs, threads, c.n) << " ns/el";
+             << TimeOp(c.type, c.in, c.attrs, threads, c.n, isa) << " ns/el";
       }
     }
     MESSAGE(line.str());

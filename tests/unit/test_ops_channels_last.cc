@@ -27,11 +27,6 @@ std::vector<uint8_t> ToChannelsLast(const std::vector<uint8_t>& v, const Shape& 
   return out;
 }
 
-struct IsaRestore {
-  kernels::Isa saved = kernels::ActiveIsa();
-  ~IsaRestore() { kernels::SetIsaForTesting(saved); }
-};
-
 // Runs `op` on x [N, C, H, W] channels-first and on its channels-last copy;
 // the second must be the first with channels moved last.
 void CheckBothLayouts(const std::string& op, DType dt, const Shape& cf,
@@ -49,11 +44,9 @@ void CheckBothLayouts(const std::string& op, DType dt, const Shape& cf,
   const std::vector<uint8_t> want = ToChannelsLast(first.values<uint8_t>(), out_cf);
   in[0] = Make<uint8_t>(dt, ChannelsLastShape(cf), ToChannelsLast(x, cf));
   attrs.SetInt("channels_last", 1);
-  IsaRestore restore;
   for (kernels::Isa isa : kernels::SupportedIsas()) {
-    kernels::SetIsaForTesting(isa);
     CAPTURE(kernels::IsaName(isa));
-    const OpRun last = RunOp(op, in, attrs);
+    const OpRun last = RunOp(op, in, attrs, 1, 1, &IsaConfig(isa));
     REQUIRE(last.status.ok());
     CHECK(last.shape() == ChannelsLastShape(out_cf));
     CHECK(last.values<uint8_t>() == want);

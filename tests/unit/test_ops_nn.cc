@@ -468,10 +468,8 @@ TEST_CASE("nn: LRN fast path against the reference kernel") {
       at.SetFloat("alpha", 0.3f);
       at.SetFloat("beta", beta);
       at.SetFloat("bias", 1.5f);
-      const kernels::Isa saved = kernels::ActiveIsa();
-      kernels::SetIsaForTesting(kernels::Isa::kReference);
-      auto ref = RunOp("LRN", {F32({2, 7, 40, 40}, x)}, at);
-      kernels::SetIsaForTesting(saved);
+      auto ref =
+          RunOp("LRN", {F32({2, 7, 40, 40}, x)}, at, 1, 1, &IsaConfig(kernels::Isa::kReference));
       REQUIRE(ref.status.ok());
       for (int threads : {1, 2}) {
         CAPTURE(beta);

@@ -13,7 +13,7 @@
 
 #include "core/op.h"
 #include "doctest/doctest.h"
-#include "kernels/cpu_features.h"
+#include "kernels/kernel_config.h"
 #include "op_harness.h"
 
 namespace qfold {
@@ -195,9 +195,7 @@ TEST_CASE("a16w8 qlinearmatmul: prepared kernel matches the reference") {
       for (int threads : {1, 2}) {
         Result fast = Run("QLinearMatMul", in, AttrMap(), true, threads);
         REQUIRE(fast.status.ok());
-        const kernels::Isa isa = kernels::ActiveIsa();
-        CHECK(fast.prepared == (isa == kernels::Isa::kAvx2 || isa == kernels::Isa::kAvxVnni ||
-                                isa == kernels::Isa::kAvx512Vnni));
+        CHECK(fast.prepared == (kernels::DefaultKernelConfig().a16 != nullptr));
         CHECK(fast.reference_path == !fast.prepared);
         CHECK(fast.values == ref.values);
       }
@@ -312,9 +310,7 @@ TEST_CASE("a16w8 qlinearconv: random against DQ -> float64 conv -> Q, both layou
           CAPTURE(r.status.message());
           REQUIRE(r.status.ok());
           // Channels-last group-1 convolutions have the SIMD kernel on x86.
-          const kernels::Isa isa = kernels::ActiveIsa();
-          const bool simd = isa == kernels::Isa::kAvx2 || isa == kernels::Isa::kAvxVnni ||
-                            isa == kernels::Isa::kAvx512Vnni;
+          const bool simd = kernels::DefaultKernelConfig().a16 != nullptr;
           const bool covered = cc.group == 1 || (cc.group == cc.c && cc.m == cc.c);
           CHECK(r.prepared == (prepare && nhwc && covered && simd));
           // A channels-last run without the kernel transposes to the reference and says so.

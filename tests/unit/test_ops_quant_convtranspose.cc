@@ -266,9 +266,9 @@ TEST_CASE("qconvtranspose: matches DQ -> ConvTranspose -> Q on random data") {
   CrossCheck<int8_t, int8_t>(DType::kInt8, DType::kInt8, 2, false, seed++);
 }
 
-// Runs the op with its prepared state (the packed-kernel path) at the ISA
-// level in effect, as a session would; the reference path has no state.
-OpRun RunPrepared(const std::vector<TensorPtr>& inputs, const AttrMap& attrs) {
+// Runs the op with its prepared state (the packed-kernel path) with the
+// kernels of `isa`, as a session would; the reference path has no state.
+OpRun RunPrepared(const std::vector<TensorPtr>& inputs, const AttrMap& attrs, kernels::Isa isa) {
   OpRun r;
   const OpDef* def = FindOp(kOp);
   std::string type = kOp, name = "test";
@@ -277,6 +277,7 @@ OpRun RunPrepared(const std::vector<TensorPtr>& inputs, const AttrMap& attrs) {
   ctx.op_name = &name;
   ctx.attrs = &attrs;
   ctx.pool = test::TestPool(2);
+  ctx.kernels = &IsaConfig(isa);
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   r.outputs.push_back(std::make_shared<OwnedTensor>());
   ctx.outputs.push_back(&r.outputs[0]->t);
@@ -290,7 +291,7 @@ OpRun RunPrepared(const std::vector<TensorPtr>& inputs, const AttrMap& attrs) {
   if (!r.status.ok()) return r;
   // Every level but the reference has kernels for these shapes: the fast
   // path must be set up, or the comparison below would test nothing.
-  CHECK((state != nullptr) == (kernels::ActiveIsa() != kernels::Isa::kReference));
+  CHECK((state != nullptr) == (isa != kernels::Isa::kReference));
   ctx.state = state.get();
   r.status = def->run(ctx);
   return r;
@@ -303,7 +304,6 @@ OpRun RunPrepared(const std::vector<TensorPtr>& inputs, const AttrMap& attrs) {
 TEST_CASE("qconvtranspose: the prepared fast path equals the reference at every ISA level") {
   std::mt19937 rng(11);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  const kernels::Isa saved = kernels::ActiveIsa();
   for (int iter = 0; iter < 60; ++iter) {
     const bool one_d = iter % 5 == 4;
     const int64_t group = iter % 4 == 1 ? 2 : (iter % 4 == 2 ? 0 : 1);  // 0: depthwise
@@ -345,13 +345,15 @@ TEST_CASE("qconvtranspose: the prepared fast path equals the reference at every 
     a.SetInt("group", g);
     const Shape xshape = one_d ? Shape{n, c, wd} : Shape{n, c, h, wd};
     const Shape wshape = one_d ? Shape{c, mg, kw} : Shape{c, mg, kh, kw};
-    const std::vector<TensorPtr> inputs = {
-        Make<uint8_t>(xt, xshape, xv),   Scalar(0.02f),
-        Make<uint8_t>(xt, {}, {uint8_t(pick(0, 255))}),
-        Make<uint8_t>(wt, wshape, wv),   F32(ps, ws),
-        Make<uint8_t>(wt, ps, wzp),      Scalar(0.05f * float(pick(1, 4))),
-        Make<uint8_t>(xt, {}, {uint8_t(pick(0, 255))}),
-        I32({m}, bv)};
+    const std::vector<TensorPtr> inputs = {Make<uint8_t>(xt, xshape, xv),
+                                           Scalar(0.02f),
+                                           Make<uint8_t>(xt, {}, {uint8_t(pick(0, 255))}),
+                                           Make<uint8_t>(wt, wshape, wv),
+                                           F32(ps, ws),
+                                           Make<uint8_t>(wt, ps, wzp),
+                                           Scalar(0.05f * float(pick(1, 4))),
+                                           Make<uint8_t>(xt, {}, {uint8_t(pick(0, 255))}),
+                                           I32({m}, bv)};
     auto ref = RunOp(kOp, inputs, a);
     if (!ref.status.ok()) {
       // A random geometry may leave no output (pads larger than the span).
@@ -361,15 +363,12 @@ TEST_CASE("qconvtranspose: the prepared fast path equals the reference at every 
     }
     for (kernels::Isa isa : kernels::SupportedIsas()) {
       CAPTURE(kernels::IsaName(isa));
-      kernels::SetIsaForTesting(isa);
-      auto fast = RunPrepared(inputs, a);
+      auto fast = RunPrepared(inputs, a, isa);
       REQUIRE(fast.status.ok());
       CHECK(fast.shape() == ref.shape());
       CHECK(fast.values<uint8_t>() == ref.values<uint8_t>());
     }
-    kernels::SetIsaForTesting(saved);
   }
-  kernels::SetIsaForTesting(saved);
 }
 
 }  // namespace

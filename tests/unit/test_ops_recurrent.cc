@@ -19,18 +19,11 @@ namespace {
 using kernels::Isa;
 using TensorPtr = std::shared_ptr<OwnedTensor>;
 
-struct IsaGuard {
-  Isa saved = kernels::ActiveIsa();
-  ~IsaGuard() { kernels::SetIsaForTesting(saved); }
-};
-
 TEST_CASE("ops: RNN with an identity activation matches the hand-computed recurrence") {
   // H_t = 2 x_t + 0.5 H_{t-1} + 1 (Affine alpha 1, beta 0), x = 1, 2, 3, H_0 = 0:
   // forward 3, 6.5, 10.25; reverse (t = 2, 1, 0) 7, 8.5, 7.25.
-  IsaGuard guard;
   for (Isa isa : kernels::SupportedIsas()) {
     CAPTURE(kernels::IsaName(isa));
-    kernels::SetIsaForTesting(isa);
     AttrMap a;
     a.SetInt("hidden_size", 1);
     a.SetString("direction", "bidirectional");
@@ -40,7 +33,7 @@ TEST_CASE("ops: RNN with an identity activation matches the hand-computed recurr
     OpRun r = RunOp("RNN",
                     {F32({3, 1, 1}, {1, 2, 3}), F32({2, 1, 1}, {2, 2}),
                      F32({2, 1, 1}, {0.5f, 0.5f}), F32({2, 2}, {1, 0, 1, 0})},
-                    a, 2);
+                    a, 2, 1, &IsaConfig(isa));
     REQUIRE_MESSAGE(r.status.ok(), r.status.message());
     CHECK(r.shape(0) == Shape{3, 2, 1, 1});
     // Y[t][dir]: forward and reverse values side by side.
@@ -57,7 +50,6 @@ std::vector<float> Random(std::mt19937& rng, int64_t n, float lo, float hi) {
 }
 
 TEST_CASE("ops: LSTM/GRU/RNN at every ISA level agree with the reference level") {
-  IsaGuard guard;
   std::mt19937 rng(14);
   const char* ops[] = {"LSTM", "GRU", "RNN"};
   for (int c = 0; c < 36; ++c) {
@@ -92,15 +84,13 @@ TEST_CASE("ops: LSTM/GRU/RNN at every ISA level agree with the reference level")
     }
     CAPTURE(op);
     CAPTURE(c);
-    kernels::SetIsaForTesting(Isa::kReference);
-    OpRun ref = RunOp(op, in, a, outs);
+    OpRun ref = RunOp(op, in, a, outs, 1, &IsaConfig(Isa::kReference));
     REQUIRE_MESSAGE(ref.status.ok(), ref.status.message());
     for (Isa isa : kernels::SupportedIsas()) {
       if (isa == Isa::kReference) continue;
       CAPTURE(kernels::IsaName(isa));
-      kernels::SetIsaForTesting(isa);
-      OpRun one = RunOp(op, in, a, outs, 1);
-      OpRun two = RunOp(op, in, a, outs, 2);
+      OpRun one = RunOp(op, in, a, outs, 1, &IsaConfig(isa));
+      OpRun two = RunOp(op, in, a, outs, 2, &IsaConfig(isa));
       REQUIRE(one.status.ok());
       REQUIRE(two.status.ok());
       for (int o = 0; o < outs; ++o) {

@@ -164,6 +164,14 @@ qfold_status qfold_session_get_output(qfold_session* session, const char* name, 
  * needs data-dependent shapes and allocates per tensor); 0 for NULL. */
 size_t qfold_session_arena_bytes(const qfold_session* session);
 
+/* The kernel variant of every kernel family the session uses, chosen once from
+ * the CPU's features (lowered by the QFOLD_ISA environment variable) when the
+ * session was created and never changed afterwards, as "family=variant" pairs
+ * separated by spaces: "gemm_f32=avx2 dwconv_f32=avx2 gemm_s8=avxvnni ...";
+ * "reference" where a family runs its reference kernel. Owned by the session,
+ * valid until qfold_session_free; "" for NULL. */
+const char* qfold_session_kernels(const qfold_session* session);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

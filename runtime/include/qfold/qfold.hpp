@@ -208,6 +208,8 @@ class Session {
     return out;
   }
   size_t arena_bytes() const noexcept { return qfold_session_arena_bytes(handle_); }
+  // The kernel variant per family, fixed at creation (qfold_session_kernels).
+  std::string kernels() const { return qfold_session_kernels(handle_); }
   qfold_session* handle() const noexcept { return handle_; }
 
  private:

@@ -59,6 +59,12 @@ struct SessionOptions {
   // Times every operator of each Run (two clock reads per op); read with
   // Session::profile(). Off by default: it costs little, but nothing is free.
   bool profile = false;
+  // Kernels from fewer CPU features than detected, for tests and comparisons:
+  // a QFOLD_ISA name (reference, avx2, avxvnni, avx512vnni, neon, neondot,
+  // neoni8mm), clamped to what the CPU has. Empty: the detected features,
+  // lowered by the QFOLD_ISA environment variable. Each kernel family picks
+  // its variant once, when the session is created (Session::kernels()).
+  std::string kernel_isa;
 };
 
 // Time spent in one operator over all Runs since the session was created
@@ -89,6 +95,10 @@ class Session {
   Status GetOutput(const std::string& name, DType* dtype, Shape* shape, const void** data) const;
 
   size_t arena_bytes() const;
+  // The kernel variant of every family this session uses, fixed at creation:
+  // "gemm_f32=avx2 dwconv_f32=avx2 gemm_s8=avxvnni ... portable_loops=on"
+  // ("reference" where a family runs its reference kernel).
+  const std::string& kernels() const;
   // Per-operator times in graph order (empty unless SessionOptions::profile);
   // operators evaluated once at plan time are not listed.
   std::vector<OpProfile> profile() const;

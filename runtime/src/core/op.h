@@ -14,7 +14,8 @@
 namespace qfold {
 namespace kernels {
 class ThreadPool;
-}
+struct KernelConfig;
+}  // namespace kernels
 
 struct KernelContext {
   const std::string* op_type = nullptr;
@@ -25,6 +26,10 @@ struct KernelContext {
   // The session's threads (kernels/thread_pool.h); null runs everything on
   // the calling thread.
   kernels::ThreadPool* pool = nullptr;
+  // The kernel variants to use (kernels/kernel_config.h): a session's own
+  // configuration, the reference one in the converter; null means
+  // kernels::DefaultKernelConfig(). Read it through kernel_config().
+  const kernels::KernelConfig* kernels = nullptr;
   // Per-op state built once by OpDef::prepare (packed weights, tables); null otherwise.
   void* state = nullptr;
   // Set by a run that fell back to its reference kernel although the op has
@@ -37,6 +42,7 @@ struct KernelContext {
   Tensor* input(int i) const { return i < num_inputs() ? inputs[i] : nullptr; }
   Tensor* output(int i) const { return i < num_outputs() ? outputs[i] : nullptr; }
   const AttrMap& attr() const { return *attrs; }
+  const kernels::KernelConfig& kernel_config() const;
 
   // "Conv '/layer1/conv': <msg>" style errors.
   Status Error(StatusCode code, const std::string& msg) const;

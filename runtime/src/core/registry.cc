@@ -4,14 +4,15 @@
 #include <cstring>
 
 #include "core/op.h"
+#include "kernels/kernel_config.h"
 
 namespace qfold {
 
 #define QF_OP(NAME) const OpDef& OpDef_##NAME();
 #include "ops/list_elementwise.inc"
 #include "ops/list_nn.inc"
-#include "ops/list_shape.inc"
 #include "ops/list_quant.inc"
+#include "ops/list_shape.inc"
 #undef QF_OP
 
 namespace {
@@ -21,8 +22,8 @@ const std::vector<const OpDef*>& AllOps() {
 #define QF_OP(NAME) &OpDef_##NAME(),
 #include "ops/list_elementwise.inc"
 #include "ops/list_nn.inc"
-#include "ops/list_shape.inc"
 #include "ops/list_quant.inc"
+#include "ops/list_shape.inc"
 #undef QF_OP
     };
     std::sort(v.begin(), v.end(),
@@ -35,9 +36,9 @@ const std::vector<const OpDef*>& AllOps() {
 
 const OpDef* FindOp(const std::string& type) {
   const auto& ops = AllOps();
-  auto it = std::lower_bound(ops.begin(), ops.end(), type, [](const OpDef* a, const std::string& t) {
-    return std::strcmp(a->type, t.c_str()) < 0;
-  });
+  auto it = std::lower_bound(
+      ops.begin(), ops.end(), type,
+      [](const OpDef* a, const std::string& t) { return std::strcmp(a->type, t.c_str()) < 0; });
   return it != ops.end() && type == (*it)->type ? *it : nullptr;
 }
 
@@ -51,6 +52,10 @@ Status KernelContext::Error(StatusCode code, const std::string& msg) const {
   std::string where = op_type ? *op_type : std::string("op");
   if (op_name && !op_name->empty()) where += " '" + *op_name + "'";
   return Status(code, where + ": " + msg);
+}
+
+const kernels::KernelConfig& KernelContext::kernel_config() const {
+  return kernels ? *kernels : kernels::DefaultKernelConfig();
 }
 
 }  // namespace qfold

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -20,7 +21,23 @@ namespace kernels {
 #if defined(__x86_64__)
 extern const A16GemmFn kA16GemmAvx2;
 extern const A16DepthwiseFn kA16DepthwiseAvx2;
+const A16Kernels kA16Avx2 = {kA16GemmAvx2, kA16DepthwiseAvx2};
 #endif
+
+const A16Kernels* A16KernelsFor(const CpuFeatures& f, const char** variant) {
+  const A16Kernels* k = nullptr;
+  const char* name = nullptr;
+#if defined(__x86_64__)
+  if (f.avx2 && f.fma) {
+    k = &kA16Avx2;
+    name = "avx2";
+  }
+#else
+  (void)f;
+#endif
+  if (variant) *variant = name;
+  return k;
+}
 
 namespace {
 
@@ -77,12 +94,9 @@ namespace {
 // Packs m output channels of k = c * kh * kw weights, weight(m, k) in NHWC
 // unroll order; null when no SIMD level has the kernel.
 template <class WeightAt>
-std::shared_ptr<void> Pack(int64_t m_count, int64_t c, int64_t kh, int64_t kw, WeightAt weight) {
-  A16GemmFn gemm = nullptr;
-#if defined(__x86_64__)
-  const Isa isa = ActiveIsa();
-  if (isa == Isa::kAvx2 || isa == Isa::kAvxVnni || isa == Isa::kAvx512Vnni) gemm = kA16GemmAvx2;
-#endif
+std::shared_ptr<void> Pack(const KernelConfig& kc, int64_t m_count, int64_t c, int64_t kh,
+                           int64_t kw, WeightAt weight) {
+  const A16GemmFn gemm = kc.a16 ? kc.a16->gemm : nullptr;
   if (!gemm) return nullptr;
   auto s = std::make_shared<A16State>();
   s->gemm = gemm;
@@ -127,12 +141,8 @@ bool AllZero(const std::vector<int32_t>& v) {
 
 // Depthwise weights W [C, 1, kh, kw], taps in pairs, each block of 16
 // channels in the order the microkernel's unpacklo/unpackhi produce.
-std::shared_ptr<void> PackDepthwise(const Tensor& w) {
-  A16DepthwiseFn fn = nullptr;
-#if defined(__x86_64__)
-  const Isa isa = ActiveIsa();
-  if (isa == Isa::kAvx2 || isa == Isa::kAvxVnni || isa == Isa::kAvx512Vnni) fn = kA16DepthwiseAvx2;
-#endif
+std::shared_ptr<void> PackDepthwise(const KernelConfig& kc, const Tensor& w) {
+  const A16DepthwiseFn fn = kc.a16 ? kc.a16->depthwise : nullptr;
   if (!fn) return nullptr;
   auto s = std::make_shared<A16State>();
   s->depthwise = fn;
@@ -159,15 +169,15 @@ std::shared_ptr<void> PackDepthwise(const Tensor& w) {
   return s;
 }
 
-std::shared_ptr<void> PrepareQConvA16Nhwc(const Tensor& w, int64_t group,
+std::shared_ptr<void> PrepareQConvA16Nhwc(const KernelConfig& kc, const Tensor& w, int64_t group,
                                           const std::vector<int32_t>& w_zp) {
   if (w.rank() < 3 || w.rank() > 4 || !AllZero(w_zp)) return nullptr;
   if (w.dtype != DType::kInt8 && w.dtype != DType::kUInt8) return nullptr;
-  if (group > 1 && w.shape[1] == 1 && w.shape[0] == group) return PackDepthwise(w);
+  if (group > 1 && w.shape[1] == 1 && w.shape[0] == group) return PackDepthwise(kc, w);
   if (group != 1) return nullptr;
   const int64_t c = w.shape[1], kh = w.rank() == 4 ? w.shape[2] : 1, kw = w.shape[w.rank() - 1];
   const bool u8 = w.dtype == DType::kUInt8;
-  return Pack(w.shape[0], c, kh, kw, [&](int64_t m, int64_t k) -> int32_t {
+  return Pack(kc, w.shape[0], c, kh, kw, [&](int64_t m, int64_t k) -> int32_t {
     // k = (ky * kw + kx) * c + ci; W is [M, C, kh, kw].
     const int64_t ci = k % c, tap = k / c;
     const int64_t src = (m * c + ci) * kh * kw + tap;
@@ -175,12 +185,13 @@ std::shared_ptr<void> PrepareQConvA16Nhwc(const Tensor& w, int64_t group,
   });
 }
 
-std::shared_ptr<void> PrepareQMatMulA16(const Tensor& b, const std::vector<int32_t>& b_zp) {
+std::shared_ptr<void> PrepareQMatMulA16(const KernelConfig& kc, const Tensor& b,
+                                        const std::vector<int32_t>& b_zp) {
   if (b.rank() != 2 || !AllZero(b_zp)) return nullptr;
   if (b.dtype != DType::kInt8 && b.dtype != DType::kUInt8) return nullptr;
   const int64_t k_count = b.shape[0], n = b.shape[1];
   const bool u8 = b.dtype == DType::kUInt8;
-  return Pack(n, k_count, 1, 1, [&](int64_t m, int64_t k) -> int32_t {
+  return Pack(kc, n, k_count, 1, 1, [&](int64_t m, int64_t k) -> int32_t {
     return u8 ? b.ptr<uint8_t>()[k * n + m] : b.ptr<int8_t>()[k * n + m];
   });
 }

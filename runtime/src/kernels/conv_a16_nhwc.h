@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/cpu_features.h"
 #include "kernels/qlinear_s8.h"
 
 namespace qfold {
@@ -24,13 +25,16 @@ namespace kernels {
 // null when the fast kernel does not apply (no SIMD level, group != 1,
 // a nonzero weight zero point). Depthwise convolutions (M == C == group)
 // have their own kernel (one pixel at a time, taps in pairs).
-std::shared_ptr<void> PrepareQConvA16Nhwc(const Tensor& w, int64_t group,
+struct KernelConfig;  // kernel_config.h
+
+std::shared_ptr<void> PrepareQConvA16Nhwc(const KernelConfig& kc, const Tensor& w, int64_t group,
                                           const std::vector<int32_t>& w_zp);
 
 // QLinearMatMul with a constant B [K, N] (zero points 0): the same kernel as
 // a 1x1 convolution over the rows of A; run it with RunQConvA16Nhwc and a call
 // whose x is A ([..., K]), y is Y ([..., N]), ih = oh = 1, iw = ow = rows.
-std::shared_ptr<void> PrepareQMatMulA16(const Tensor& b, const std::vector<int32_t>& b_zp);
+std::shared_ptr<void> PrepareQMatMulA16(const KernelConfig& kc, const Tensor& b,
+                                        const std::vector<int32_t>& b_zp);
 
 // c.x: [N, ih, iw, C] int16/uint16; c.y: [N, oh, ow, M] int8/uint8/int16/uint16
 // (1-D: ih = oh = kh = 1). x_scale * w_scale[m] / y_scale is formed in double
@@ -63,6 +67,14 @@ using A16GemmFn = void (*)(const int16_t* const* a, int rows, const int16_t* pan
 // requantized channels go to y.
 using A16DepthwiseFn = void (*)(const void* const* taps, int64_t tap_pairs, const int16_t* w,
                                 int64_t channels, bool flip, const A16Output& o, void* y);
+
+// The family's kernels (null: the ops run their reference kernels).
+struct A16Kernels {
+  A16GemmFn gemm;
+  A16DepthwiseFn depthwise;
+};
+// The variant `f` allows (AVX2: every x86 level; vpdpwssd variants are not written yet).
+const A16Kernels* A16KernelsFor(const CpuFeatures& f, const char** variant);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -15,30 +16,29 @@ namespace kernels {
 
 #if defined(__x86_64__)
 void DwF32PlaneAvx2(const DwF32Plane& a);
-void DwF32PlaneAvx512(const DwF32Plane& a);
+void DwF32PlaneAvx512F(const DwF32Plane& a);
 #endif
 #if defined(__aarch64__)
 void DwF32PlaneNeon(const DwF32Plane& a);
 #endif
 
-DwF32PlaneFn DwF32PlaneFor(Isa isa) {
-  switch (isa) {
+DwF32PlaneFn DwF32PlaneFor(const CpuFeatures& f, const char** variant) {
+  DwF32PlaneFn fn = nullptr;
+  const char* name = nullptr;
 #if defined(__x86_64__)
-    case Isa::kAvx2:
-    case Isa::kAvxVnni:  // no float gain from VNNI: the AVX2 kernel
-      return DwF32PlaneAvx2;
-    case Isa::kAvx512Vnni:
-      return DwF32PlaneAvx512;
+  if (f.avx2 && f.fma) {
+    fn = f.avx512f ? DwF32PlaneAvx512F : DwF32PlaneAvx2;
+    name = f.avx512f ? "avx512f" : "avx2";
+  }
 #endif
 #if defined(__aarch64__)
-    case Isa::kNeon:  // fmla only: one kernel for every Arm level
-    case Isa::kNeonDot:
-    case Isa::kNeonI8mm:
-      return DwF32PlaneNeon;
-#endif
-    default:
-      return nullptr;
+  if (f.asimd) {
+    fn = DwF32PlaneNeon;  // fmla only: Armv8.0 NEON
+    name = "neon";
   }
+#endif
+  if (variant) *variant = name;
+  return fn;
 }
 
 namespace {
@@ -222,13 +222,13 @@ bool RunDepthwise(const ConvF32State& s, const ConvF32Call& c) {
 
 }  // namespace
 
-std::shared_ptr<void> PrepareConvF32(const Tensor& w, int64_t group) {
-  const GemmF32Kernels* k = GemmF32For(ActiveIsa());
+std::shared_ptr<void> PrepareConvF32(const KernelConfig& kc, const Tensor& w, int64_t group) {
+  const GemmF32Kernels* k = kc.gemm_f32;
   if (!k || w.dtype != DType::kFloat32 || (w.rank() != 3 && w.rank() != 4) || group <= 0)
     return nullptr;
   auto s = std::make_shared<ConvF32State>();
   s->k = k;
-  s->dw = DwF32PlaneFor(k->isa);
+  s->dw = kc.dw_f32;
   s->m = w.shape[0];
   s->cg = w.shape[1];
   s->group = group;

@@ -22,7 +22,8 @@
 namespace qfold {
 namespace kernels {
 
-class ThreadPool;  // thread_pool.h
+class ThreadPool;     // thread_pool.h
+struct KernelConfig;  // kernel_config.h
 
 // One output plane of a depthwise convolution: for every output row oy,
 //   y[oy][ox] = act(bias + sum_{ky,kx} w[ky * kw + kx] * src[oy * sh + ky * dh][ox * sw + kx * dw])
@@ -42,11 +43,11 @@ using DwF32PlaneFn = void (*)(const DwF32Plane& a);
 constexpr int64_t kDwRowSlack = 32;
 
 // The depthwise kernel of `isa`, or nullptr.
-DwF32PlaneFn DwF32PlaneFor(Isa isa);
+DwF32PlaneFn DwF32PlaneFor(const CpuFeatures& f, const char** variant = nullptr);
 
 // Packs W [M, C/group, kw] or [M, C/group, kh, kw] (float32) for the active
 // ISA level. Returns null when no fast kernel applies.
-std::shared_ptr<void> PrepareConvF32(const Tensor& w, int64_t group);
+std::shared_ptr<void> PrepareConvF32(const KernelConfig& kc, const Tensor& w, int64_t group);
 
 // One Conv call, 1-D or 2-D (a 1-D convolution is passed as height 1).
 struct ConvF32Call {

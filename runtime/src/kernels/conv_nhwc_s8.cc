@@ -19,6 +19,7 @@
 #include "kernels/channel_fold.h"
 #include "kernels/gemm_s8.h"
 #include "kernels/igemm_s8.h"
+#include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -30,21 +31,27 @@ extern const IgemmS8Kernel kIgemmS8AvxVnni[];
 extern const IgemmS8Kernel kIgemmS8Avx512Vnni[];
 #endif
 
-std::vector<const IgemmS8Kernel*> IgemmS8Kernels(Isa isa) {
+std::vector<const IgemmS8Kernel*> IgemmS8Kernels(const CpuFeatures& f, const char** variant) {
   std::vector<const IgemmS8Kernel*> out;
 #if defined(__x86_64__)
-  const IgemmS8Kernel* t = isa == Isa::kAvx2         ? kIgemmS8Avx2
-                           : isa == Isa::kAvxVnni    ? kIgemmS8AvxVnni
-                           : isa == Isa::kAvx512Vnni ? kIgemmS8Avx512Vnni
-                                                     : nullptr;
+  const IgemmS8Kernel* t = nullptr;
+  if (f.avx2 && f.fma) {
+    if (f.avx512_core() && f.avx512vnni)
+      t = kIgemmS8Avx512Vnni;
+    else if (f.avxvnni)
+      t = kIgemmS8AvxVnni;
+    else
+      t = kIgemmS8Avx2;
+  }
   for (; t && t->run; ++t) out.push_back(t);
+#else
+  (void)f;
 #endif
+  if (variant) *variant = out.empty() ? nullptr : out[0]->name;
   return out;
 }
 
 namespace {
-
-bool g_force_gemm = false;
 
 bool Is8BitType(DType t) {
   return t == DType::kInt8 || t == DType::kUInt8;
@@ -458,11 +465,8 @@ const IgemmS8Kernel* PickKernel(const std::vector<const IgemmS8Kernel*>& ks, int
 
 }  // namespace
 
-void ForceNhwcGemmPathForTesting(bool on) {
-  g_force_gemm = on;
-}
-
-std::shared_ptr<void> PrepareQConvNhwcS8(const Tensor& w, int64_t group, int64_t dilation_w) {
+std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w, int64_t group,
+                                         int64_t dilation_w) {
   if ((w.rank() != 3 && w.rank() != 4) || !w.shape_known() || !w.data || group <= 0 ||
       !Is8BitType(w.dtype))
     return nullptr;
@@ -479,9 +483,8 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const Tensor& w, int64_t group, int64_t
   if (s->m <= 0 || s->kdim <= 0 || s->m % group) return nullptr;
   if (s->cg == 1 && group == s->m) return nullptr;  // depthwise: dwconv_nhwc_s8.h
   s->mg = s->m / group;
-  const Isa isa = ActiveIsa();
-  if (!g_force_gemm) s->ik = PickKernel(IgemmS8Kernels(isa), s->mg);
-  if (!s->ik) s->gk = GemmS8For(isa);
+  s->ik = PickKernel(kc.igemm_s8, s->mg);
+  if (!s->ik) s->gk = kc.gemm_s8;
   if (!s->ik && !s->gk) return nullptr;
   // A few input channels (first layers: RGB) would fill a dword per tap with
   // padding and spend a pointer per tap; a kernel row of them is contiguous

@@ -18,19 +18,18 @@
 namespace qfold {
 namespace kernels {
 
-// Packs W [M, C / group, kh(, kw)] (int8/uint8) for the active ISA level;
-// null when no fast kernel applies (then the op runs its reference kernel).
-// dilation_w: the convolution's dilation along the width; with 1, inputs of a
-// few channels read a whole kernel row per tap (RunQConvNhwcS8 then expects it).
-std::shared_ptr<void> PrepareQConvNhwcS8(const Tensor& w, int64_t group, int64_t dilation_w = 1);
+// Packs W [M, C / group, kh(, kw)] (int8/uint8) for kc's kernels: its
+// indirect microkernels (igemm_s8), else its packed GEMM (gemm_s8; a test
+// clears igemm_s8 to take this path on x86). Null when no fast kernel applies
+// (then the op runs its reference kernel). dilation_w: the convolution's
+// dilation along the width; with 1, inputs of a few channels read a whole
+// kernel row per tap (RunQConvNhwcS8 then expects it).
+std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w, int64_t group,
+                                         int64_t dilation_w = 1);
 
 // c.x and c.y hold NHWC tensors as described above; false when the call is
 // not covered (the op then runs its reference kernel).
 bool RunQConvNhwcS8(void* state, const QConvCall& c);
-
-// Tests: states prepared while `on` use the packed GEMM of gemm_s8.h (the
-// path of levels without indirect microkernels, e.g. NEON) at x86 levels too.
-void ForceNhwcGemmPathForTesting(bool on);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -1,7 +1,7 @@
 // cpuid/xgetbv (x86) and getauxval (Arm Linux) based detection; see cpu_features.h.
 #include "kernels/cpu_features.h"
 
-#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -16,6 +16,32 @@ namespace qfold {
 namespace kernels {
 namespace {
 
+// One table drives operator&, operator== and ToString, so a new flag is
+// added in one place.
+struct FeatureField {
+  const char* name;
+  bool CpuFeatures::*flag;
+};
+constexpr FeatureField kFields[] = {
+    {"avx2", &CpuFeatures::avx2},
+    {"fma", &CpuFeatures::fma},
+    {"avx512f", &CpuFeatures::avx512f},
+    {"avx512bw", &CpuFeatures::avx512bw},
+    {"avx512dq", &CpuFeatures::avx512dq},
+    {"avx512vl", &CpuFeatures::avx512vl},
+    {"avx512vnni", &CpuFeatures::avx512vnni},
+    {"avxvnni", &CpuFeatures::avxvnni},
+    {"avx512vbmi", &CpuFeatures::avx512vbmi},
+    {"avx512bf16", &CpuFeatures::avx512bf16},
+    {"amx", &CpuFeatures::amx},
+    {"asimd", &CpuFeatures::asimd},
+    {"fp16", &CpuFeatures::fp16},
+    {"dotprod", &CpuFeatures::dotprod},
+    {"i8mm", &CpuFeatures::i8mm},
+    {"bf16", &CpuFeatures::bf16},
+    {"sve", &CpuFeatures::sve},
+};
+
 #if defined(__x86_64__) || defined(_M_X64)
 uint64_t ReadXcr0() {
   uint32_t eax, edx;
@@ -24,109 +50,136 @@ uint64_t ReadXcr0() {
   return (uint64_t(edx) << 32) | eax;
 }
 
-// AVX-VNNI (leaf 7 subleaf 1, EAX bit 4) is not implied by AVX-512 VNNI
-// (Ice Lake has only the latter), so it is tracked apart from the level.
-bool DetectAvxVnni() {
+CpuFeatures DetectX86() {
+  CpuFeatures f;
   unsigned a, b, c, d;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = c >> 27 & 1, avx = c >> 28 & 1, fma = c >> 12 & 1;
-  if (!osxsave || !avx || !fma || (ReadXcr0() & 0x6) != 0x6) return false;
-  if (__get_cpuid_max(0, nullptr) < 7) return false;
-  __cpuid_count(7, 0, a, b, c, d);
-  if (!(b >> 5 & 1) || a < 1) return false;  // AVX2; subleaf 1 present
-  __cpuid_count(7, 1, a, b, c, d);
-  return a >> 4 & 1;
-}
-
-bool HasAvxVnni() {
-  static const bool has = DetectAvxVnni();
-  return has;
-}
-
-Isa DetectX86() {
-  unsigned a, b, c, d;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return Isa::kReference;
-  const bool osxsave = c >> 27 & 1, avx = c >> 28 & 1, fma = c >> 12 & 1;
-  if (!osxsave || !avx) return Isa::kReference;
+  if (!osxsave || !avx) return f;
   const uint64_t xcr0 = ReadXcr0();
-  if ((xcr0 & 0x6) != 0x6) return Isa::kReference;  // XMM and YMM state
-  if (__get_cpuid_max(0, nullptr) < 7) return Isa::kReference;
+  if ((xcr0 & 0x6) != 0x6) return f;  // XMM and YMM state
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
-  const bool avx2 = b >> 5 & 1;
-  if (!avx2 || !fma) return Isa::kReference;
-  const bool f = b >> 16 & 1, dq = b >> 17 & 1, bw = b >> 30 & 1, vl = b >> 31 & 1;
-  const bool vnni = c >> 11 & 1;
+  const unsigned leaf7_eax = a, ebx = b, ecx = c, edx = d;
+  f.fma = fma;
+  f.avx2 = ebx >> 5 & 1;
+  if (leaf7_eax >= 1) {
+    __cpuid_count(7, 1, a, b, c, d);
+    f.avxvnni = f.avx2 && (a >> 4 & 1);
+    f.avx512bf16 = a >> 5 & 1;  // masked below with the ZMM state
+  }
   const bool zmm_state = (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
-  if (f && dq && bw && vl && vnni && zmm_state) return Isa::kAvx512Vnni;
-  return HasAvxVnni() ? Isa::kAvxVnni : Isa::kAvx2;
+  if (zmm_state) {
+    f.avx512f = ebx >> 16 & 1;
+    f.avx512dq = ebx >> 17 & 1;
+    f.avx512bw = ebx >> 30 & 1;
+    f.avx512vl = ebx >> 31 & 1;
+    f.avx512vbmi = ecx >> 1 & 1;
+    f.avx512vnni = ecx >> 11 & 1;
+  } else {
+    f.avx512bf16 = false;
+  }
+  f.amx = (edx >> 24 & 1) && (edx >> 25 & 1);  // AMX-TILE and AMX-INT8
+  return f;
 }
 #endif
 
-Isa Detect() {
+CpuFeatures Detect() {
+  CpuFeatures f;
 #if defined(__x86_64__) || defined(_M_X64)
+  f = DetectX86();
 #if defined(QFOLD_EMULATED_X86)
-  // Verification build: SIMDe emulates the levels above AVX2, which must be real.
-  return DetectX86() >= Isa::kAvx2 ? Isa::kAvx512Vnni : DetectX86();
+  // Verification build: SIMDe emulates the VNNI kernels on top of a real AVX2.
+  if (f.avx2 && f.fma) {
+    f.avx512f = f.avx512bw = f.avx512dq = f.avx512vl = f.avx512vnni = f.avxvnni = true;
+    f.avx512vbmi = f.avx512bf16 = f.amx = false;  // not emulated
+  }
 #endif
-  return DetectX86();
 #elif defined(__aarch64__) && defined(__linux__)
-  // HWCAP_ASIMD (AT_HWCAP bit 1): Advanced SIMD; HWCAP_ASIMDDP (bit 20):
-  // sdot/udot; HWCAP2_I8MM (AT_HWCAP2 bit 13): smmla/usmmla/usdot. The bit
-  // numbers are spelled out because older libc headers lack the names. i8mm is
-  // only used on top of dotprod.
-  const unsigned long hwcap = getauxval(AT_HWCAP);
-  if (!(hwcap >> 1 & 1)) return Isa::kReference;
-  if (!(hwcap >> 20 & 1)) return Isa::kNeon;
-  return (getauxval(AT_HWCAP2) >> 13 & 1) ? Isa::kNeonI8mm : Isa::kNeonDot;
-#else
-  return Isa::kReference;
+  // AT_HWCAP bits: 1 ASIMD, 9 ASIMDHP (fp16 arithmetic), 20 ASIMDDP (dotprod),
+  // 22 SVE; AT_HWCAP2 bits: 13 I8MM, 14 BF16. Spelled out because older libc
+  // headers lack the names.
+  const unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);
+  f.asimd = hwcap >> 1 & 1;
+  if (f.asimd) {
+    f.fp16 = hwcap >> 9 & 1;
+    f.dotprod = hwcap >> 20 & 1;
+    f.sve = hwcap >> 22 & 1;
+    f.i8mm = hwcap2 >> 13 & 1;
+    f.bf16 = hwcap2 >> 14 & 1;
+  }
 #endif
-}
-
-// Whether a level below the detected one can run here: every lower level
-// can, except AVX-VNNI, which AVX-512 VNNI does not imply.
-bool Usable(Isa isa) {
-#if defined(__x86_64__) || defined(_M_X64)
-#if defined(QFOLD_EMULATED_X86)
-  if (isa == Isa::kAvxVnni) return true;
-#else
-  if (isa == Isa::kAvxVnni) return HasAvxVnni();
-#endif
-#endif
-  return true;
+  return f;
 }
 
 bool IsArm(Isa isa) {
   return isa == Isa::kNeon || isa == Isa::kNeonDot || isa == Isa::kNeonI8mm;
 }
 
-// `want` lowered to what the CPU supports: a level of another architecture
-// (or an unknown one) gives the detected level, a higher one too.
-Isa Clamp(Isa want, Isa detected) {
-  if (want == Isa::kReference) return want;
-  if (IsArm(want) != IsArm(detected)) return detected;
-  if (int(want) >= int(detected)) return detected;
-  if (want == Isa::kAvxVnni && !Usable(want)) return Isa::kAvx2;
-  return want;
+// Whether `f` has the features that define the named set (the ones its
+// kernels need; the set's other features are optional extras).
+bool Has(const CpuFeatures& f, Isa isa) {
+  const bool x86 = f.avx2 && f.fma;
+  switch (isa) {
+    case Isa::kReference:
+      return true;
+    case Isa::kAvx2:
+      return x86;
+    case Isa::kAvxVnni:
+      return x86 && f.avxvnni;
+    case Isa::kAvx512Vnni:
+      return x86 && f.avx512_core() && f.avx512vnni;
+    case Isa::kNeon:
+      return f.asimd;
+    case Isa::kNeonDot:
+      return f.asimd && f.dotprod;
+    case Isa::kNeonI8mm:
+      return f.asimd && f.dotprod && f.i8mm;
+  }
+  return false;
 }
 
-Isa FromEnv(Isa detected) {
-  const char* env = std::getenv("QFOLD_ISA");
-  if (!env || !*env) return detected;
-  Isa want = detected;
-  if (!std::strcmp(env, "reference")) want = Isa::kReference;
-  if (!std::strcmp(env, "avx2")) want = Isa::kAvx2;
-  if (!std::strcmp(env, "avxvnni")) want = Isa::kAvxVnni;
-  if (!std::strcmp(env, "avx512vnni")) want = Isa::kAvx512Vnni;
-  if (!std::strcmp(env, "neon")) want = Isa::kNeon;
-  if (!std::strcmp(env, "neondot")) want = Isa::kNeonDot;
-  if (!std::strcmp(env, "neoni8mm")) want = Isa::kNeonI8mm;
-  return Clamp(want, detected);
-}
-
-std::atomic<int> g_override{-1};
+constexpr Isa kAllIsas[] = {Isa::kReference, Isa::kAvx2,    Isa::kAvxVnni, Isa::kAvx512Vnni,
+                            Isa::kNeon,      Isa::kNeonDot, Isa::kNeonI8mm};
 
 }  // namespace
+
+CpuFeatures CpuFeatures::operator&(const CpuFeatures& o) const {
+  CpuFeatures r;
+  for (const FeatureField& field : kFields) r.*field.flag = this->*field.flag && o.*field.flag;
+  return r;
+}
+
+bool CpuFeatures::operator==(const CpuFeatures& o) const {
+  for (const FeatureField& field : kFields)
+    if (this->*field.flag != o.*field.flag) return false;
+  return true;
+}
+
+std::string CpuFeatures::ToString() const {
+  std::string s;
+  for (const FeatureField& field : kFields) {
+    if (!(this->*field.flag)) continue;
+    if (!s.empty()) s += ' ';
+    s += field.name;
+  }
+  return s.empty() ? "none" : s;
+}
+
+const CpuFeatures& DetectedCpuFeatures() {
+  static const CpuFeatures detected = Detect();
+  return detected;
+}
+
+const CpuFeatures& DefaultCpuFeatures() {
+  static const CpuFeatures features = [] {
+    const char* env = std::getenv("QFOLD_ISA");
+    Isa isa;
+    if (!env || !*env || !ParseIsa(env, &isa)) return DetectedCpuFeatures();
+    return FeaturesForIsa(isa);
+  }();
+  return features;
+}
 
 const char* IsaName(Isa isa) {
   switch (isa) {
@@ -148,30 +201,72 @@ const char* IsaName(Isa isa) {
   return "?";
 }
 
-Isa DetectedIsa() {
-  static const Isa isa = Detect();
-  return isa;
+bool ParseIsa(const char* name, Isa* isa) {
+  for (Isa i : kAllIsas) {
+    if (!std::strcmp(name, IsaName(i))) {
+      *isa = i;
+      return true;
+    }
+  }
+  return false;
 }
 
-Isa ActiveIsa() {
-  const int o = g_override.load(std::memory_order_relaxed);
-  if (o >= 0) return Isa(o);
-  static const Isa isa = FromEnv(DetectedIsa());
+CpuFeatures IsaFeatures(Isa isa) {
+  CpuFeatures f;
+  switch (isa) {
+    case Isa::kReference:
+      break;
+    case Isa::kAvx512Vnni:
+      f.avx512f = f.avx512bw = f.avx512dq = f.avx512vl = f.avx512vnni = true;
+      f.avx512vbmi = f.avx512bf16 = f.amx = f.avxvnni = true;
+      f.avx2 = f.fma = true;
+      break;
+    case Isa::kAvxVnni:
+      f.avxvnni = true;
+      f.avx2 = f.fma = true;
+      break;
+    case Isa::kAvx2:
+      f.avx2 = f.fma = true;
+      break;
+    case Isa::kNeonI8mm:
+      f.i8mm = f.bf16 = f.sve = true;
+      f.asimd = f.fp16 = f.dotprod = true;
+      break;
+    case Isa::kNeonDot:
+      f.asimd = f.fp16 = f.dotprod = true;
+      break;
+    case Isa::kNeon:
+      f.asimd = true;
+      break;
+  }
+  return f;
+}
+
+CpuFeatures FeaturesForIsa(Isa isa) {
+  const CpuFeatures& detected = DetectedCpuFeatures();
+  const bool arm_cpu = detected.asimd;
+  if (isa != Isa::kReference && IsArm(isa) != arm_cpu) return detected;
+  return detected & IsaFeatures(isa);
+}
+
+Isa HighestIsa(const CpuFeatures& f) {
+  Isa best = Isa::kReference;
+  for (Isa i : kAllIsas)
+    if (Has(f, i) && (int(i) > int(best)) && (best == Isa::kReference || IsArm(i) == IsArm(best)))
+      best = i;
+  return best;
+}
+
+Isa DetectedIsa() {
+  static const Isa isa = HighestIsa(DetectedCpuFeatures());
   return isa;
 }
 
 std::vector<Isa> SupportedIsas() {
-  const Isa d = DetectedIsa();
-  std::vector<Isa> v = {Isa::kReference};
-  for (int i = 1; i <= int(d); ++i)
-    if (IsArm(Isa(i)) == IsArm(d) && Usable(Isa(i))) v.push_back(Isa(i));
+  std::vector<Isa> v;
+  for (Isa i : kAllIsas)
+    if (Has(DetectedCpuFeatures(), i)) v.push_back(i);
   return v;
-}
-
-Isa SetIsaForTesting(Isa isa) {
-  const Isa use = Clamp(isa, DetectedIsa());
-  g_override.store(int(use), std::memory_order_relaxed);
-  return use;
 }
 
 }  // namespace kernels

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -150,24 +151,26 @@ void Pack(State& s, const QConvCall& c, const std::vector<int32_t>& bias,
 
 }  // namespace
 
-const DwConvNhwcKernels* DwConvNhwcFor(Isa isa) {
-  switch (isa) {
-    case Isa::kReference:
-      return nullptr;
-#if defined(__x86_64__)
-    case Isa::kAvx2:
-    case Isa::kAvxVnni:  // int16 products: the AVX2 kernel
-      return &kDwConvNhwcAvx2;
-    case Isa::kAvx512Vnni:
-      return &kDwConvNhwcAvx512Vnni;
-#endif
-    default:
-      return &kDwConvNhwcGeneric;
+const DwConvNhwcKernels* DwConvNhwcFor(const CpuFeatures& f, const char** variant) {
+  const DwConvNhwcKernels* k = nullptr;
+  const char* name = nullptr;
+  if (HighestIsa(f) != Isa::kReference) {
+    k = &kDwConvNhwcGeneric;  // portable loops the compiler vectorizes (NEON)
+    name = "generic";
   }
+#if defined(__x86_64__)
+  if (f.avx2 && f.fma) {  // int16 products: AVX-VNNI brings nothing, vpdpwssd does
+    const bool vnni512 = f.avx512_core() && f.avx512vnni;
+    k = vnni512 ? &kDwConvNhwcAvx512Vnni : &kDwConvNhwcAvx2;
+    name = vnni512 ? "avx512vnni" : "avx2";
+  }
+#endif
+  if (variant) *variant = name;
+  return k;
 }
 
-std::shared_ptr<void> PrepareDwConvNhwcS8(const Tensor& w, int64_t group) {
-  const DwConvNhwcKernels* k = DwConvNhwcFor(ActiveIsa());
+std::shared_ptr<void> PrepareDwConvNhwcS8(const KernelConfig& kc, const Tensor& w, int64_t group) {
+  const DwConvNhwcKernels* k = kc.dwconv_nhwc_s8;
   if (!k || (w.rank() != 3 && w.rank() != 4) || w.shape[1] != 1 || w.shape[0] != group ||
       (w.dtype != DType::kInt8 && w.dtype != DType::kUInt8) || !w.data)
     return nullptr;

@@ -25,7 +25,7 @@ namespace kernels {
 
 // Prepares W [M, 1, kh(, kw)] for `group` == M; null when not depthwise or
 // no fast kernel applies.
-std::shared_ptr<void> PrepareDwConvNhwcS8(const Tensor& w, int64_t group);
+std::shared_ptr<void> PrepareDwConvNhwcS8(const KernelConfig& kc, const Tensor& w, int64_t group);
 
 // False when the call is not covered (the op then runs its reference kernel).
 bool RunDwConvNhwcS8(void* state, const QConvCall& c);
@@ -67,8 +67,9 @@ struct DwConvNhwcKernels {
   void (*row)(const DwNhwcRowArgs& a);
 };
 
-// Kernels for `isa`; null at the reference level.
-const DwConvNhwcKernels* DwConvNhwcFor(Isa isa);
+// The variant `f` allows; null without SIMD features. *variant (if given):
+// its name or nullptr.
+const DwConvNhwcKernels* DwConvNhwcFor(const CpuFeatures& f, const char** variant = nullptr);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -20,24 +21,17 @@ extern const DwConvS8Kernels kDwConvS8Avx512Vnni;
 extern const DwConvS8Kernels kDwConvS8Neon;
 #endif
 
-const DwConvS8Kernels* DwConvS8For(Isa isa) {
-  switch (isa) {
+const DwConvS8Kernels* DwConvS8For(const CpuFeatures& f, const char** variant) {
+  const DwConvS8Kernels* k = nullptr;
 #if defined(__x86_64__)
-    case Isa::kAvx2:
-    case Isa::kAvxVnni:  // int16 products: the AVX2 kernel
-      return &kDwConvS8Avx2;
-    case Isa::kAvx512Vnni:
-      return &kDwConvS8Avx512Vnni;
+  // int16 products: AVX-VNNI's vpdpbusd brings nothing, vpdpwssd (AVX-512 VNNI) does.
+  if (f.avx2 && f.fma) k = f.avx512_core() && f.avx512vnni ? &kDwConvS8Avx512Vnni : &kDwConvS8Avx2;
 #endif
-#if defined(__aarch64__)  // runtime/CMakeLists.txt always compiles *_neon*.cc there
-    case Isa::kNeon:      // int16 products (smlal): nothing to gain from dotprod or i8mm
-    case Isa::kNeonDot:
-    case Isa::kNeonI8mm:
-      return &kDwConvS8Neon;
+#if defined(__aarch64__)            // runtime/CMakeLists.txt always compiles *_neon*.cc there
+  if (f.asimd) k = &kDwConvS8Neon;  // int16 products (smlal): nothing to gain from dotprod or i8mm
 #endif
-    default:
-      return nullptr;
-  }
+  if (variant) *variant = k ? k->name : nullptr;
+  return k;
 }
 
 namespace {
@@ -138,8 +132,8 @@ void BuildPlane(const DwConvS8Kernels& k, const QConvCall& c, const Plan& p, con
 
 }  // namespace
 
-bool PrepareDwConvS8(const Tensor& w, DwConvS8State* s) {
-  s->k = DwConvS8For(ActiveIsa());
+bool PrepareDwConvS8(const KernelConfig& kc, const Tensor& w, DwConvS8State* s) {
+  s->k = kc.dwconv_s8;
   if (!s->k || (w.rank() != 3 && w.rank() != 4) || w.shape[1] != 1) return false;
   s->w_dtype = w.dtype;
   s->m = w.shape[0];

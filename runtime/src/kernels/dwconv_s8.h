@@ -52,7 +52,7 @@ inline int32_t DwPair(int32_t a, int32_t b) {
 }
 
 struct DwConvS8Kernels {
-  Isa isa;
+  const char* name;  // the features it needs
   // dst[i] = int16(src[i]) - xzp, src int8 when is_signed else uint8.
   void (*widen_row)(const uint8_t* src, int64_t n, bool is_signed, int32_t xzp, int16_t* dst);
   // even[j] = src[2j], odd[j] = src[2j + 1] for j < n.
@@ -72,8 +72,9 @@ struct DwConvS8Kernels {
   void (*stride2)(const DwPlaneArgs& a);
 };
 
-// Kernels for `isa`, or nullptr (kReference, or not compiled for this target).
-const DwConvS8Kernels* DwConvS8For(Isa isa);
+// The variant `f` allows, or nullptr (no SIMD features, or none compiled for
+// this target); *variant (if given) receives its name or nullptr.
+const DwConvS8Kernels* DwConvS8For(const CpuFeatures& f, const char** variant = nullptr);
 
 // Prepared depthwise weights and per-call scratch (owned by QConvState).
 struct DwConvS8State {
@@ -89,7 +90,7 @@ struct DwConvS8State {
 };
 
 // Fills *s for W [M, 1, kh(, kw)]; false when no depthwise kernel applies.
-bool PrepareDwConvS8(const Tensor& w, DwConvS8State* s);
+bool PrepareDwConvS8(const KernelConfig& kc, const Tensor& w, DwConvS8State* s);
 // Runs one depthwise call (c.x has M channels); false when not covered.
 bool RunDwConvS8(DwConvS8State& s, const QConvCall& c);
 

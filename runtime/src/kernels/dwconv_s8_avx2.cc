@@ -210,7 +210,7 @@ void Split2(const int16_t* src, int64_t n, int16_t* even, int16_t* odd) {
 }  // namespace
 
 extern const DwConvS8Kernels kDwConvS8Avx2;
-const DwConvS8Kernels kDwConvS8Avx2 = {Isa::kAvx2, WidenRow, Split2, General, Stride1, Stride2};
+const DwConvS8Kernels kDwConvS8Avx2 = {"avx2", WidenRow, Split2, General, Stride1, Stride2};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -191,8 +191,8 @@ void Split2(const int16_t* src, int64_t n, int16_t* even, int16_t* odd) {
 }  // namespace
 
 extern const DwConvS8Kernels kDwConvS8Avx512Vnni;
-const DwConvS8Kernels kDwConvS8Avx512Vnni = {Isa::kAvx512Vnni, WidenRow, Split2,
-                                             General,          Stride1,  Stride2};
+const DwConvS8Kernels kDwConvS8Avx512Vnni = {"avx512vnni", WidenRow, Split2,
+                                             General,      Stride1,  Stride2};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -117,7 +117,7 @@ void Split2(const int16_t* src, int64_t n, int16_t* even, int16_t* odd) {
 }  // namespace
 
 extern const DwConvS8Kernels kDwConvS8Neon;
-const DwConvS8Kernels kDwConvS8Neon = {Isa::kNeon, WidenRow, Split2, General, nullptr, nullptr};
+const DwConvS8Kernels kDwConvS8Neon = {"neon", WidenRow, Split2, General, nullptr, nullptr};
 
 }  // namespace kernels
 }  // namespace qfold

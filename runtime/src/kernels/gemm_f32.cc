@@ -13,30 +13,22 @@ namespace kernels {
 
 #if defined(__x86_64__)
 extern const GemmF32Kernels kGemmF32Avx2;
-extern const GemmF32Kernels kGemmF32Avx512;
+extern const GemmF32Kernels kGemmF32Avx512F;
 #endif
 #if defined(__aarch64__)
 extern const GemmF32Kernels kGemmF32Neon;
 #endif
 
-const GemmF32Kernels* GemmF32For(Isa isa) {
-  switch (isa) {
+const GemmF32Kernels* GemmF32For(const CpuFeatures& f, const char** variant) {
+  const GemmF32Kernels* k = nullptr;
 #if defined(__x86_64__)
-    case Isa::kAvx2:
-    case Isa::kAvxVnni:  // no float gain from VNNI: the AVX2 kernels
-      return &kGemmF32Avx2;
-    case Isa::kAvx512Vnni:
-      return &kGemmF32Avx512;
+  if (f.avx2 && f.fma) k = f.avx512f ? &kGemmF32Avx512F : &kGemmF32Avx2;
 #endif
 #if defined(__aarch64__)
-    case Isa::kNeon:  // fmla only: one kernel for every Arm level
-    case Isa::kNeonDot:
-    case Isa::kNeonI8mm:
-      return &kGemmF32Neon;
+  if (f.asimd) k = &kGemmF32Neon;  // fmla only: Armv8.0 NEON
 #endif
-    default:
-      return nullptr;
-  }
+  if (variant) *variant = k ? k->name : nullptr;
+  return k;
 }
 
 void PackLeftF32(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t k, int mr,

@@ -47,7 +47,7 @@ struct GemmF32Args {
 };
 
 struct GemmF32Kernels {
-  Isa isa;
+  const char* name;  // the features it needs ("avx2", "avx512f", "neon")
   int mr, nr;
   // src element (r, k) at src[r * rs + k * cs]; rows x k.
   void (*pack_left)(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t k, float* dst);
@@ -56,8 +56,9 @@ struct GemmF32Kernels {
   void (*gemm)(const GemmF32Args& args);
 };
 
-// Kernels for `isa`, or nullptr (kReference, or not compiled for this target).
-const GemmF32Kernels* GemmF32For(Isa isa);
+// The variant `f` allows, or nullptr (no SIMD features, or none compiled for
+// this target); *variant (if given) receives its name or nullptr.
+const GemmF32Kernels* GemmF32For(const CpuFeatures& f, const char** variant = nullptr);
 
 // Floats of a packed operand of n rows (left) or columns (right).
 inline int64_t PackedF32Size(int64_t n, int64_t k, int tile) {

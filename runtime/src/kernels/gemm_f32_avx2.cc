@@ -183,7 +183,7 @@ void PackRight(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t cols
 }  // namespace
 
 extern const GemmF32Kernels kGemmF32Avx2;
-const GemmF32Kernels kGemmF32Avx2 = {Isa::kAvx2, kMr, kNr, PackLeft, PackRight, Gemm};
+const GemmF32Kernels kGemmF32Avx2 = {"avx2", kMr, kNr, PackLeft, PackRight, Gemm};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -130,7 +130,7 @@ void PackRight(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t cols
 }  // namespace
 
 extern const GemmF32Kernels kGemmF32Neon;
-const GemmF32Kernels kGemmF32Neon = {Isa::kNeon, kMr, kNr, PackLeft, PackRight, Gemm};
+const GemmF32Kernels kGemmF32Neon = {"neon", kMr, kNr, PackLeft, PackRight, Gemm};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -1,4 +1,4 @@
-// Picks the GEMM kernels of an ISA level; each ISA's file is compiled only
+// Picks the GEMM kernels the CPU features allow; each ISA's file is compiled only
 // for its architecture (runtime/CMakeLists.txt), with its own flags.
 #include "kernels/gemm_s8.h"
 
@@ -20,27 +20,30 @@ extern const GemmS8Kernels kGemmS8NeonDot;
 extern const GemmS8Kernels kGemmS8NeonI8mm;
 #endif
 
-const GemmS8Kernels* GemmS8For(Isa isa) {
-  switch (isa) {
+const GemmS8Kernels* GemmS8For(const CpuFeatures& f, const char** variant) {
+  const GemmS8Kernels* k = nullptr;
 #if defined(__x86_64__)
-    case Isa::kAvx2:
-      return &kGemmS8Avx2;
-    case Isa::kAvxVnni:
-      return GemmS8AvxVnni();
-    case Isa::kAvx512Vnni:
-      return &kGemmS8Avx512Vnni;
+  if (f.avx2 && f.fma) {
+    if (f.avx512_core() && f.avx512vnni)
+      k = &kGemmS8Avx512Vnni;
+    else if (f.avxvnni)
+      k = GemmS8AvxVnni();
+    else
+      k = &kGemmS8Avx2;
+  }
 #endif
 #if defined(__aarch64__)
-    case Isa::kNeon:
-      return &kGemmS8Neon;
-    case Isa::kNeonDot:
-      return &kGemmS8NeonDot;
-    case Isa::kNeonI8mm:
-      return &kGemmS8NeonI8mm;
-#endif
-    default:
-      return nullptr;
+  if (f.asimd) {
+    if (f.dotprod && f.i8mm)
+      k = &kGemmS8NeonI8mm;
+    else if (f.dotprod)
+      k = &kGemmS8NeonDot;
+    else
+      k = &kGemmS8Neon;
   }
+#endif
+  if (variant) *variant = k ? k->name : nullptr;
+  return k;
 }
 
 }  // namespace kernels

@@ -45,7 +45,7 @@ struct GemmS8Args {
 };
 
 struct GemmS8Kernels {
-  Isa isa;
+  const char* name;  // the features it needs ("avx2", "avxvnni", "neondot"...)
   int mr, nr;
   // src: rows x k bytes, row stride lds; xor_mask applied to every byte.
   void (*pack_left)(const uint8_t* src, int64_t lds, int64_t rows, int64_t k, uint8_t xor_mask,
@@ -60,8 +60,9 @@ struct GemmS8Kernels {
                       int32_t lo, int32_t hi, uint8_t* y);
 };
 
-// Kernels for `isa`, or nullptr (kReference, or not compiled for this target).
-const GemmS8Kernels* GemmS8For(Isa isa);
+// The variant `f` allows, or nullptr (no SIMD features, or none compiled for
+// this target); *variant (if given) receives its name or nullptr.
+const GemmS8Kernels* GemmS8For(const CpuFeatures& f, const char** variant = nullptr);
 
 // Bytes of a packed operand.
 inline int64_t PackedBytes(int64_t n, int64_t k, int tile) {

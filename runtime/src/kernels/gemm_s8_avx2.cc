@@ -59,7 +59,7 @@ struct Avx2Micro {
 }  // namespace
 
 extern const GemmS8Kernels kGemmS8Avx2;
-const GemmS8Kernels kGemmS8Avx2 = {Isa::kAvx2,
+const GemmS8Kernels kGemmS8Avx2 = {"avx2",
                                    Avx2Micro::kMr,
                                    Avx2Micro::kNr,
                                    PackLeftX86<Avx2Micro::kMr>,

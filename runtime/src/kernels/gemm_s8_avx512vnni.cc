@@ -142,7 +142,7 @@ void RequantRow(const int32_t* acc, int64_t n, int32_t bias, float mult, int32_t
 }  // namespace
 
 extern const GemmS8Kernels kGemmS8Avx512Vnni;
-const GemmS8Kernels kGemmS8Avx512Vnni = {Isa::kAvx512Vnni,  kMr,  kNr,       PackLeftX86<kMr>,
+const GemmS8Kernels kGemmS8Avx512Vnni = {"avx512vnni",      kMr,  kNr,       PackLeftX86<kMr>,
                                          PackRightX86<kNr>, Gemm, RequantRow};
 
 }  // namespace kernels

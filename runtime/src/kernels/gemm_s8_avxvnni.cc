@@ -42,7 +42,7 @@ struct AvxVnniMicro {
   }
 };
 
-const GemmS8Kernels kKernels = {Isa::kAvxVnni,
+const GemmS8Kernels kKernels = {"avxvnni",
                                 AvxVnniMicro::kMr,
                                 AvxVnniMicro::kNr,
                                 PackLeftX86<AvxVnniMicro::kMr>,

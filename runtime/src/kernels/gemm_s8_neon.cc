@@ -355,8 +355,7 @@ void Gemm(const GemmS8Args& a) {
 }  // namespace
 
 extern const GemmS8Kernels kGemmS8Neon;
-const GemmS8Kernels kGemmS8Neon = {Isa::kNeon, kTile, kTile,         PackLeft,
-                                   PackRight,  Gemm,  RequantRowNeon};
+const GemmS8Kernels kGemmS8Neon = {"neon", kTile, kTile, PackLeft, PackRight, Gemm, RequantRowNeon};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -188,8 +188,8 @@ void Gemm(const GemmS8Args& a) {
 }  // namespace
 
 extern const GemmS8Kernels kGemmS8NeonDot;
-const GemmS8Kernels kGemmS8NeonDot = {Isa::kNeonDot, kMr,  kNr,           PackLeft,
-                                      PackRight,     Gemm, RequantRowNeon};
+const GemmS8Kernels kGemmS8NeonDot = {"neondot", kMr,  kNr,           PackLeft,
+                                      PackRight, Gemm, RequantRowNeon};
 
 }  // namespace kernels
 }  // namespace qfold

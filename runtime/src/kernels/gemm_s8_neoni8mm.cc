@@ -181,8 +181,8 @@ void Gemm(const GemmS8Args& a) {
 }  // namespace
 
 extern const GemmS8Kernels kGemmS8NeonI8mm;
-const GemmS8Kernels kGemmS8NeonI8mm = {Isa::kNeonI8mm, kMr,  kNr,           PackLeft,
-                                       PackRight,      Gemm, RequantRowNeon};
+const GemmS8Kernels kGemmS8NeonI8mm = {"neoni8mm", kMr,  kNr,           PackLeft,
+                                       PackRight,  Gemm, RequantRowNeon};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -50,7 +50,7 @@ struct IgemmS8Args {
 };
 
 struct IgemmS8Kernel {
-  Isa isa;
+  const char* name;  // the features it needs ("avx2", "avxvnni", "avx512vnni")
   int mr, nr;
   int wbytes;  // 1: weights packed as s8; 2: as little-endian s16
   // 1: the pointers address u8/s8 activations (4 bytes per k step); 2: the
@@ -60,9 +60,10 @@ struct IgemmS8Kernel {
   void (*run)(const IgemmS8Args& args);
 };
 
-// The microkernels of an x86 level, widest panel first; empty for other
-// levels (the driver then uses GemmS8For).
-std::vector<const IgemmS8Kernel*> IgemmS8Kernels(Isa isa);
+// The x86 microkernels `f` allows, widest panel first; empty elsewhere (the
+// driver then uses the packed GEMM). *variant (if given): their name or nullptr.
+std::vector<const IgemmS8Kernel*> IgemmS8Kernels(const CpuFeatures& f,
+                                                 const char** variant = nullptr);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kernels/cpu_features.h"
+#include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 
 #define QF_POOL_NS generic
@@ -17,26 +18,12 @@ namespace kernels {
 
 #if defined(__x86_64__)
 extern const Pool2dKernels kPool2dAvx2;
-extern const Pool2dKernels kPool2dAvx512Vnni;
+extern const Pool2dKernels kPool2dAvx512F;
 #endif
 
 namespace {
 
 constexpr Pool2dKernels kPool2dGeneric = generic::MakePool2dKernels();
-
-const Pool2dKernels& KernelsFor(Isa isa) {
-  switch (isa) {
-#if defined(__x86_64__)
-    case Isa::kAvx2:
-    case Isa::kAvxVnni:
-      return kPool2dAvx2;
-    case Isa::kAvx512Vnni:
-      return kPool2dAvx512Vnni;
-#endif
-    default:  // baseline SIMD of the target (SSE2 / NEON) through the same loops
-      return kPool2dGeneric;
-  }
-}
 
 template <class T, class Fn>
 void Run(const Pool2dArgs& a, const T* x, T* y, Fn fn) {
@@ -48,17 +35,34 @@ void Run(const Pool2dArgs& a, const T* x, T* y, Fn fn) {
 
 }  // namespace
 
-void MaxPool2dF32(const Pool2dArgs& a, const float* x, float* y) {
-  Run(a, x, y, KernelsFor(ActiveIsa()).max_f32);
+const Pool2dKernels* Pool2dFor(const CpuFeatures& f, const char** variant) {
+  const Pool2dKernels* k = nullptr;
+  const char* name = nullptr;
+  if (HighestIsa(f) != Isa::kReference) {
+    k = &kPool2dGeneric;  // baseline SIMD of the target (SSE2 / NEON) through the same loops
+    name = "generic";
+  }
+#if defined(__x86_64__)
+  if (f.avx2 && f.fma) {
+    k = f.avx512f ? &kPool2dAvx512F : &kPool2dAvx2;
+    name = f.avx512f ? "avx512f" : "avx2";
+  }
+#endif
+  if (variant) *variant = name;
+  return k;
 }
-void MaxPool2dS8(const Pool2dArgs& a, const int8_t* x, int8_t* y) {
-  Run(a, x, y, KernelsFor(ActiveIsa()).max_s8);
+
+void MaxPool2dF32(const Pool2dKernels& k, const Pool2dArgs& a, const float* x, float* y) {
+  Run(a, x, y, k.max_f32);
 }
-void MaxPool2dU8(const Pool2dArgs& a, const uint8_t* x, uint8_t* y) {
-  Run(a, x, y, KernelsFor(ActiveIsa()).max_u8);
+void MaxPool2dS8(const Pool2dKernels& k, const Pool2dArgs& a, const int8_t* x, int8_t* y) {
+  Run(a, x, y, k.max_s8);
 }
-void AvgPool2dF32(const Pool2dArgs& a, const float* x, float* y) {
-  Run(a, x, y, KernelsFor(ActiveIsa()).avg_f32);
+void MaxPool2dU8(const Pool2dKernels& k, const Pool2dArgs& a, const uint8_t* x, uint8_t* y) {
+  Run(a, x, y, k.max_u8);
+}
+void AvgPool2dF32(const Pool2dKernels& k, const Pool2dArgs& a, const float* x, float* y) {
+  Run(a, x, y, k.avg_f32);
 }
 
 }  // namespace kernels

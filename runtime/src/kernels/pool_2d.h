@@ -13,10 +13,14 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu_features.h"
+
 namespace qfold {
 namespace kernels {
 
-class ThreadPool;  // thread_pool.h
+class ThreadPool;     // thread_pool.h
+struct KernelConfig;  // kernel_config.h
+struct Pool2dKernels;
 
 struct Pool2dArgs {
   int64_t planes = 0;  // N * C
@@ -30,10 +34,10 @@ struct Pool2dArgs {
 // x: planes x ih x iw, y: planes x oh x ow (contiguous). Output sizes must be
 // the ones the op inferred; a window with no tap inside the input gives
 // lowest() (max) or 0 (average), as the reference does.
-void MaxPool2dF32(const Pool2dArgs& a, const float* x, float* y);
-void MaxPool2dS8(const Pool2dArgs& a, const int8_t* x, int8_t* y);
-void MaxPool2dU8(const Pool2dArgs& a, const uint8_t* x, uint8_t* y);
-void AvgPool2dF32(const Pool2dArgs& a, const float* x, float* y);
+void MaxPool2dF32(const Pool2dKernels& k, const Pool2dArgs& a, const float* x, float* y);
+void MaxPool2dS8(const Pool2dKernels& k, const Pool2dArgs& a, const int8_t* x, int8_t* y);
+void MaxPool2dU8(const Pool2dKernels& k, const Pool2dArgs& a, const uint8_t* x, uint8_t* y);
+void AvgPool2dF32(const Pool2dKernels& k, const Pool2dArgs& a, const float* x, float* y);
 
 // Per-ISA plane kernels (pool_2d_impl.h instantiated per ISA file).
 struct Pool2dKernels {
@@ -42,6 +46,10 @@ struct Pool2dKernels {
   void (*max_u8)(const Pool2dArgs&, const uint8_t*, uint8_t*, int64_t, int64_t);
   void (*avg_f32)(const Pool2dArgs&, const float*, float*, int64_t, int64_t);
 };
+
+// The variant `f` allows; null without SIMD features. *variant (if given):
+// its name or nullptr.
+const Pool2dKernels* Pool2dFor(const CpuFeatures& f, const char** variant = nullptr);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -71,22 +72,6 @@ void GenericAvg(const PoolNhwcRowArgs& a) {
 
 constexpr PoolNhwcKernels kPoolNhwcGeneric = {GenericMax<int8_t>, GenericMax<uint8_t>,
                                               GenericAvg<int8_t>, GenericAvg<uint8_t>};
-
-const PoolNhwcKernels* KernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kReference:
-      return nullptr;
-#if defined(__x86_64__)
-    case Isa::kAvx2:
-    case Isa::kAvxVnni:
-      return &kPoolNhwcAvx2;
-    case Isa::kAvx512Vnni:
-      return &kPoolNhwcAvx512Vnni;
-#endif
-    default:
-      return &kPoolNhwcGeneric;
-  }
-}
 
 bool ValidArgs(const PoolNhwcArgs& a) {
   return a.n >= 0 && a.ih >= 0 && a.iw >= 0 && a.c >= 0 && a.oh >= 0 && a.ow >= 0 && a.kh >= 1 &&
@@ -196,8 +181,27 @@ PoolNhwcRowArgs AvgBase(const QPoolParams& q, int64_t ntaps) {
 
 }  // namespace
 
-bool MaxPoolNhwcS8(const PoolNhwcArgs& a, bool is_signed, const uint8_t* x, uint8_t* y) {
-  const PoolNhwcKernels* k = KernelsFor(ActiveIsa());
+const PoolNhwcKernels* PoolNhwcFor(const CpuFeatures& f, const char** variant) {
+  const PoolNhwcKernels* k = nullptr;
+  const char* name = nullptr;
+  if (HighestIsa(f) != Isa::kReference) {
+    k = &kPoolNhwcGeneric;  // portable loops the compiler vectorizes (NEON)
+    name = "generic";
+  }
+#if defined(__x86_64__)
+  if (f.avx2 && f.fma) {
+    const bool vnni512 = f.avx512_core() && f.avx512vnni;
+    k = vnni512 ? &kPoolNhwcAvx512Vnni : &kPoolNhwcAvx2;
+    name = vnni512 ? "avx512vnni" : "avx2";
+  }
+#endif
+  if (variant) *variant = name;
+  return k;
+}
+
+bool MaxPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, bool is_signed, const uint8_t* x,
+                   uint8_t* y) {
+  const PoolNhwcKernels* k = kc.pool_nhwc_s8;
   if (!k || !ValidArgs(a)) return false;
   // The lowest value of the dtype: max with it changes nothing, and a window
   // without taps inside gives it, as the reference does.
@@ -206,17 +210,17 @@ bool MaxPoolNhwcS8(const PoolNhwcArgs& a, bool is_signed, const uint8_t* x, uint
                      is_signed ? k->max_s8 : k->max_u8);
 }
 
-bool QAvgPoolNhwcS8(const PoolNhwcArgs& a, const QPoolParams& q, bool is_signed, const uint8_t* x,
-                    uint8_t* y) {
-  const PoolNhwcKernels* k = KernelsFor(ActiveIsa());
+bool QAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
+                    bool is_signed, const uint8_t* x, uint8_t* y) {
+  const PoolNhwcKernels* k = kc.pool_nhwc_s8;
   if (!k || !ValidArgs(a)) return false;
   return RunWindowed(a, x, y, uint8_t(q.x_zp), /*avg=*/true, AvgBase(q, a.kh * a.kw),
                      is_signed ? k->avg_s8 : k->avg_u8);
 }
 
-bool QGlobalAvgPoolNhwcS8(const PoolNhwcArgs& a, const QPoolParams& q, bool is_signed,
-                          const uint8_t* x, uint8_t* y) {
-  const PoolNhwcKernels* k = KernelsFor(ActiveIsa());
+bool QGlobalAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
+                          bool is_signed, const uint8_t* x, uint8_t* y) {
+  const PoolNhwcKernels* k = kc.pool_nhwc_s8;
   if (!k || a.n < 0 || a.ih < 0 || a.iw < 0 || a.c < 0 || a.ih * a.iw > kMaxTaps) return false;
   if (a.n * a.c == 0) return true;
   const int64_t npix = a.ih * a.iw, c = a.c;

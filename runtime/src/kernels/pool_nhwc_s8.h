@@ -11,10 +11,13 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu_features.h"
+
 namespace qfold {
 namespace kernels {
 
-class ThreadPool;  // thread_pool.h
+class ThreadPool;     // thread_pool.h
+struct KernelConfig;  // kernel_config.h
 
 struct PoolNhwcArgs {
   int64_t n = 0, ih = 1, iw = 0, c = 0, oh = 1, ow = 0;
@@ -32,12 +35,13 @@ struct QPoolParams {
 
 // is_signed: the bytes are int8 (else uint8). Each returns false when the
 // case is not covered (the op then runs its reference kernel).
-bool MaxPoolNhwcS8(const PoolNhwcArgs& a, bool is_signed, const uint8_t* x, uint8_t* y);
-bool QAvgPoolNhwcS8(const PoolNhwcArgs& a, const QPoolParams& q, bool is_signed, const uint8_t* x,
-                    uint8_t* y);
+bool MaxPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, bool is_signed, const uint8_t* x,
+                   uint8_t* y);
+bool QAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
+                    bool is_signed, const uint8_t* x, uint8_t* y);
 // Global average over the ih * iw pixels of each image: y is [N, 1, 1, C].
-bool QGlobalAvgPoolNhwcS8(const PoolNhwcArgs& a, const QPoolParams& q, bool is_signed,
-                          const uint8_t* x, uint8_t* y);
+bool QGlobalAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
+                          bool is_signed, const uint8_t* x, uint8_t* y);
 
 // ---- Internal: the per-ISA row kernels ----------------------------------
 // Every output pixel reads ntaps pointers (taps outside the input point at a
@@ -68,6 +72,10 @@ struct PoolNhwcKernels {
   void (*avg_s8)(const PoolNhwcRowArgs&);
   void (*avg_u8)(const PoolNhwcRowArgs&);
 };
+
+// The variant `f` allows; null without SIMD features. *variant (if given):
+// its name or nullptr.
+const PoolNhwcKernels* PoolNhwcFor(const CpuFeatures& f, const char** variant = nullptr);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -12,6 +12,7 @@
 #include "kernels/channel_fold.h"
 #include "kernels/dwconv_s8.h"
 #include "kernels/gemm_s8.h"
+#include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -275,8 +276,8 @@ struct QMatMulState {
 
 }  // namespace
 
-std::shared_ptr<void> PrepareQConvS8(const Tensor& w, int64_t group) {
-  const GemmS8Kernels* k = GemmS8For(ActiveIsa());
+std::shared_ptr<void> PrepareQConvS8(const KernelConfig& kc, const Tensor& w, int64_t group) {
+  const GemmS8Kernels* k = kc.gemm_s8;
   if ((w.rank() != 3 && w.rank() != 4) || !w.shape_known() || !w.data || group <= 0 ||
       (w.dtype != DType::kInt8 && w.dtype != DType::kUInt8))
     return nullptr;
@@ -292,7 +293,7 @@ std::shared_ptr<void> PrepareQConvS8(const Tensor& w, int64_t group) {
   if (s->m <= 0 || s->kdim <= 0 || s->m % group) return nullptr;
   // Depthwise has its own kernels (dwconv_s8.h), available without a GEMM.
   s->depthwise = s->cg == 1 && group == s->m;
-  if (s->depthwise) return PrepareDwConvS8(w, &s->dw) ? s : nullptr;
+  if (s->depthwise) return PrepareDwConvS8(kc, w, &s->dw) ? s : nullptr;
   if (!k) return nullptr;
   const int64_t mg = s->m / group;
   const int64_t w_panel = PackedBytes(mg, s->kdim, k->mr);
@@ -337,8 +338,8 @@ void PackMatMulB(const GemmS8Kernels* k, DType b_dtype, const uint8_t* b, int64_
       s->bsum[size_t(j)] = WrapInt32(int64_t(s->bsum[size_t(j)]) + int8_t(b[r * n + j] ^ mask));
 }
 
-std::shared_ptr<void> PrepareQMatMulS8(const Tensor& b) {
-  const GemmS8Kernels* k = GemmS8For(ActiveIsa());
+std::shared_ptr<void> PrepareQMatMulS8(const KernelConfig& kc, const Tensor& b) {
+  const GemmS8Kernels* k = kc.gemm_s8;
   if (!k || (b.rank() != 1 && b.rank() != 2) || !b.shape_known() || !b.data ||
       (b.dtype != DType::kInt8 && b.dtype != DType::kUInt8))
     return nullptr;
@@ -390,8 +391,8 @@ bool RunQMatMulS8(void* state, const QMatMulCall& c) {
   return true;
 }
 
-bool RunQMatMulS8Unprepared(const Tensor& b, const QMatMulCall& c) {
-  const GemmS8Kernels* k = GemmS8For(ActiveIsa());
+bool RunQMatMulS8Unprepared(const KernelConfig& kc, const Tensor& b, const QMatMulCall& c) {
+  const GemmS8Kernels* k = kc.gemm_s8;
   const Tensor& a = *c.a;
   if (!k || a.rank() < 2 || b.rank() < 2 || !Is8BitType(a.dtype) || !Is8BitType(b.dtype))
     return false;

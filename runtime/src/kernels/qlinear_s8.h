@@ -13,11 +13,12 @@
 namespace qfold {
 namespace kernels {
 
-class ThreadPool;  // thread_pool.h
+class ThreadPool;     // thread_pool.h
+struct KernelConfig;  // kernel_config.h
 
-// Packs W [M, C/group, kh(, kw)] (int8/uint8) for the active ISA level.
-// Returns null when no fast kernel applies (reference level, other ranks).
-std::shared_ptr<void> PrepareQConvS8(const Tensor& w, int64_t group);
+// Packs W [M, C/group, kh(, kw)] (int8/uint8) for kc's kernels. Returns
+// null when no fast kernel applies (reference configuration, other ranks).
+std::shared_ptr<void> PrepareQConvS8(const KernelConfig& kc, const Tensor& w, int64_t group);
 
 // One QLinearConv call, 1-D or 2-D (a 1-D convolution is passed as height 1).
 struct QConvCall {
@@ -44,7 +45,7 @@ struct QConvCall {
 bool RunQConvS8(void* state, const QConvCall& call);
 
 // Packs B [K, N] or [K] (int8/uint8) of QLinearMatMul; null when not applicable.
-std::shared_ptr<void> PrepareQMatMulS8(const Tensor& b);
+std::shared_ptr<void> PrepareQMatMulS8(const KernelConfig& kc, const Tensor& b);
 
 struct QMatMulCall {
   const Tensor* a = nullptr;  // [..., M, K] or [K]
@@ -62,7 +63,7 @@ bool RunQMatMulS8(void* state, const QMatMulCall& call);
 // QLinearMatMul of two activations (attention's Q.K^T and P.V): b [K, N] or
 // [..., K, N] with a's batch dims is packed batch by batch during the call,
 // into per-thread scratch. False when not covered (1-D operands, broadcast batches).
-bool RunQMatMulS8Unprepared(const Tensor& b, const QMatMulCall& call);
+bool RunQMatMulS8Unprepared(const KernelConfig& kc, const Tensor& b, const QMatMulCall& call);
 
 }  // namespace kernels
 }  // namespace qfold

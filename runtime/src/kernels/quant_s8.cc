@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -14,30 +15,35 @@ namespace kernels {
 
 #if defined(__x86_64__)
 extern const QuantS8Kernels kQuantS8Avx2;
-extern const QuantS8Kernels kQuantS8Avx512Vnni;
+extern const QuantS8Kernels kQuantS8Avx512Core;
+extern const QuantS8Kernels kQuantS8Avx512Vbmi;
 #endif
 #if defined(__aarch64__)
 extern const QuantS8Kernels kQuantS8Neon;
 #endif
 
-const QuantS8Kernels* QuantS8For(Isa isa) {
-  switch (isa) {
+const QuantS8Kernels* QuantS8For(const CpuFeatures& f, const char** variant) {
+  const QuantS8Kernels* k = nullptr;
+  const char* name = nullptr;
 #if defined(__x86_64__)
-    case Isa::kAvx2:
-    case Isa::kAvxVnni:  // no dot products here: the AVX2 kernels
-      return &kQuantS8Avx2;
-    case Isa::kAvx512Vnni:
-      return &kQuantS8Avx512Vnni;
+  if (f.avx2 && f.fma) {  // no dot products here: VNNI brings nothing
+    if (f.avx512_core()) {
+      k = f.avx512vbmi ? &kQuantS8Avx512Vbmi : &kQuantS8Avx512Core;
+      name = f.avx512vbmi ? "avx512vbmi" : "avx512core";
+    } else {
+      k = &kQuantS8Avx2;
+      name = "avx2";
+    }
+  }
 #endif
 #if defined(__aarch64__)
-    case Isa::kNeon:  // baseline Advanced SIMD: one kernel for every Arm level
-    case Isa::kNeonDot:
-    case Isa::kNeonI8mm:
-      return &kQuantS8Neon;
-#endif
-    default:
-      return nullptr;
+  if (f.asimd) {  // baseline Advanced SIMD
+    k = &kQuantS8Neon;
+    name = "neon";
   }
+#endif
+  if (variant) *variant = name;
+  return k;
 }
 
 namespace {
@@ -164,34 +170,34 @@ bool RunDequantize(DequantizeFn fn, size_t elem, const void* x, float* y, bool i
 
 }  // namespace
 
-bool QuantizeF32ToS8(const float* x, void* y, bool is_signed, int32_t lo, int32_t hi, int64_t outer,
-                     int64_t dim, int64_t inner, const float* scales, const int32_t* zps,
-                     bool per_axis, ThreadPool* pool) {
-  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+bool QuantizeF32ToS8(const KernelConfig& kc, const float* x, void* y, bool is_signed, int32_t lo,
+                     int32_t hi, int64_t outer, int64_t dim, int64_t inner, const float* scales,
+                     const int32_t* zps, bool per_axis, ThreadPool* pool) {
+  const QuantS8Kernels* k = kc.quant_s8;
   return k && RunQuantize(k->quantize, 1, x, y, is_signed, lo, hi, outer, dim, inner, scales, zps,
                           per_axis, pool);
 }
 
-bool QuantizeF32To16(const float* x, void* y, bool is_signed, int32_t lo, int32_t hi, int64_t outer,
-                     int64_t dim, int64_t inner, const float* scales, const int32_t* zps,
-                     bool per_axis, ThreadPool* pool) {
-  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+bool QuantizeF32To16(const KernelConfig& kc, const float* x, void* y, bool is_signed, int32_t lo,
+                     int32_t hi, int64_t outer, int64_t dim, int64_t inner, const float* scales,
+                     const int32_t* zps, bool per_axis, ThreadPool* pool) {
+  const QuantS8Kernels* k = kc.quant_s8;
   return k && RunQuantize(k->quantize16, 2, x, y, is_signed, lo, hi, outer, dim, inner, scales, zps,
                           per_axis, pool);
 }
 
-bool DequantizeS8ToF32(const void* x, float* y, bool is_signed, int64_t outer, int64_t dim,
-                       int64_t inner, const float* scales, const int32_t* zps, bool per_axis,
-                       ThreadPool* pool) {
-  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+bool DequantizeS8ToF32(const KernelConfig& kc, const void* x, float* y, bool is_signed,
+                       int64_t outer, int64_t dim, int64_t inner, const float* scales,
+                       const int32_t* zps, bool per_axis, ThreadPool* pool) {
+  const QuantS8Kernels* k = kc.quant_s8;
   return k && RunDequantize(k->dequantize, 1, x, y, is_signed, outer, dim, inner, scales, zps,
                             per_axis, pool);
 }
 
-bool Dequantize16ToF32(const void* x, float* y, bool is_signed, int64_t outer, int64_t dim,
-                       int64_t inner, const float* scales, const int32_t* zps, bool per_axis,
-                       ThreadPool* pool) {
-  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+bool Dequantize16ToF32(const KernelConfig& kc, const void* x, float* y, bool is_signed,
+                       int64_t outer, int64_t dim, int64_t inner, const float* scales,
+                       const int32_t* zps, bool per_axis, ThreadPool* pool) {
+  const QuantS8Kernels* k = kc.quant_s8;
   return k && RunDequantize(k->dequantize16, 2, x, y, is_signed, outer, dim, inner, scales, zps,
                             per_axis, pool);
 }
@@ -265,22 +271,25 @@ bool RunBinary(BinaryFn fn, int64_t elem, const QBinaryS8Params& p, const void* 
 
 }  // namespace
 
-bool QBinaryS8(const QBinaryS8Params& p, const void* a, const std::vector<int64_t>& a_shape,
-               const void* b, const std::vector<int64_t>& b_shape, void* y,
-               const std::vector<int64_t>& y_shape, ThreadPool* pool) {
-  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+bool QBinaryS8(const KernelConfig& kc, const QBinaryS8Params& p, const void* a,
+               const std::vector<int64_t>& a_shape, const void* b,
+               const std::vector<int64_t>& b_shape, void* y, const std::vector<int64_t>& y_shape,
+               ThreadPool* pool) {
+  const QuantS8Kernels* k = kc.quant_s8;
   return k && RunBinary(k->binary, 1, p, a, a_shape, b, b_shape, y, y_shape, pool);
 }
 
-bool QBinary16(const QBinaryS8Params& p, const void* a, const std::vector<int64_t>& a_shape,
-               const void* b, const std::vector<int64_t>& b_shape, void* y,
-               const std::vector<int64_t>& y_shape, ThreadPool* pool) {
-  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+bool QBinary16(const KernelConfig& kc, const QBinaryS8Params& p, const void* a,
+               const std::vector<int64_t>& a_shape, const void* b,
+               const std::vector<int64_t>& b_shape, void* y, const std::vector<int64_t>& y_shape,
+               ThreadPool* pool) {
+  const QuantS8Kernels* k = kc.quant_s8;
   return k && RunBinary(k->binary16, 2, p, a, a_shape, b, b_shape, y, y_shape, pool);
 }
 
-bool LookupU8(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n, ThreadPool* pool) {
-  const QuantS8Kernels* k = QuantS8For(ActiveIsa());
+bool LookupU8(const KernelConfig& kc, const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n,
+              ThreadPool* pool) {
+  const QuantS8Kernels* k = kc.quant_s8;
   if (!k) return false;
   ForChunks(n, pool, [&](int64_t begin, int64_t end) {
     k->lookup(x + begin, table, y + begin, end - begin);

@@ -14,7 +14,8 @@
 namespace qfold {
 namespace kernels {
 
-class ThreadPool;  // thread_pool.h
+class ThreadPool;     // thread_pool.h
+struct KernelConfig;  // kernel_config.h
 
 // Per-tensor parameters of QLinearAdd/QLinearMul (C is the output).
 struct QBinaryS8Params {
@@ -51,39 +52,42 @@ struct QuantS8Kernels {
 };
 
 // The kernels of `isa`, nullptr for kReference (and levels of another arch).
-const QuantS8Kernels* QuantS8For(Isa isa);
+const QuantS8Kernels* QuantS8For(const CpuFeatures& f, const char** variant = nullptr);
 
 // x (float32) laid out [outer, dim, inner]; per_axis: scales/zps have dim
 // values, one per index along dim; else one value each. zps are in [lo, hi].
-bool QuantizeF32ToS8(const float* x, void* y, bool is_signed, int32_t lo, int32_t hi, int64_t outer,
-                     int64_t dim, int64_t inner, const float* scales, const int32_t* zps,
-                     bool per_axis, ThreadPool* pool);
+bool QuantizeF32ToS8(const KernelConfig& kc, const float* x, void* y, bool is_signed, int32_t lo,
+                     int32_t hi, int64_t outer, int64_t dim, int64_t inner, const float* scales,
+                     const int32_t* zps, bool per_axis, ThreadPool* pool);
 // The same for 16-bit outputs (is_signed: int16, else uint16).
-bool QuantizeF32To16(const float* x, void* y, bool is_signed, int32_t lo, int32_t hi, int64_t outer,
-                     int64_t dim, int64_t inner, const float* scales, const int32_t* zps,
-                     bool per_axis, ThreadPool* pool);
+bool QuantizeF32To16(const KernelConfig& kc, const float* x, void* y, bool is_signed, int32_t lo,
+                     int32_t hi, int64_t outer, int64_t dim, int64_t inner, const float* scales,
+                     const int32_t* zps, bool per_axis, ThreadPool* pool);
 // The inverse layout-wise: y (float32) = float(x - zp) * scale.
-bool DequantizeS8ToF32(const void* x, float* y, bool is_signed, int64_t outer, int64_t dim,
-                       int64_t inner, const float* scales, const int32_t* zps, bool per_axis,
-                       ThreadPool* pool);
+bool DequantizeS8ToF32(const KernelConfig& kc, const void* x, float* y, bool is_signed,
+                       int64_t outer, int64_t dim, int64_t inner, const float* scales,
+                       const int32_t* zps, bool per_axis, ThreadPool* pool);
 // The same for 16-bit inputs.
-bool Dequantize16ToF32(const void* x, float* y, bool is_signed, int64_t outer, int64_t dim,
-                       int64_t inner, const float* scales, const int32_t* zps, bool per_axis,
-                       ThreadPool* pool);
+bool Dequantize16ToF32(const KernelConfig& kc, const void* x, float* y, bool is_signed,
+                       int64_t outer, int64_t dim, int64_t inner, const float* scales,
+                       const int32_t* zps, bool per_axis, ThreadPool* pool);
 // QLinearAdd/QLinearMul with NumPy broadcasting of a_shape and b_shape to
 // y_shape (all known, y_shape the broadcast result).
-bool QBinaryS8(const QBinaryS8Params& p, const void* a, const std::vector<int64_t>& a_shape,
-               const void* b, const std::vector<int64_t>& b_shape, void* y,
-               const std::vector<int64_t>& y_shape, ThreadPool* pool);
+bool QBinaryS8(const KernelConfig& kc, const QBinaryS8Params& p, const void* a,
+               const std::vector<int64_t>& a_shape, const void* b,
+               const std::vector<int64_t>& b_shape, void* y, const std::vector<int64_t>& y_shape,
+               ThreadPool* pool);
 
 // The same for 16-bit A, B and C (p.is_signed: int16, else uint16).
-bool QBinary16(const QBinaryS8Params& p, const void* a, const std::vector<int64_t>& a_shape,
-               const void* b, const std::vector<int64_t>& b_shape, void* y,
-               const std::vector<int64_t>& y_shape, ThreadPool* pool);
+bool QBinary16(const KernelConfig& kc, const QBinaryS8Params& p, const void* a,
+               const std::vector<int64_t>& a_shape, const void* b,
+               const std::vector<int64_t>& b_shape, void* y, const std::vector<int64_t>& y_shape,
+               ThreadPool* pool);
 
 // y[i] = table[x[i]] (QfLookupTable, and every 8-bit -> 8-bit op that is a
 // function of one input byte, through a table built by the scalar code).
-bool LookupU8(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n, ThreadPool* pool);
+bool LookupU8(const KernelConfig& kc, const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n,
+              ThreadPool* pool);
 
 }  // namespace kernels
 }  // namespace qfold

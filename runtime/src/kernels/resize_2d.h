@@ -10,10 +10,14 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu_features.h"
+
 namespace qfold {
 namespace kernels {
 
-class ThreadPool;  // thread_pool.h
+class ThreadPool;     // thread_pool.h
+struct KernelConfig;  // kernel_config.h
+struct ResizeKernels;
 
 // Per-axis taps in tap-major layout: entry [k * stride + o] is tap k of
 // output o; mask ~0 marks a real tap, 0 a padding one (index valid, weight
@@ -35,11 +39,15 @@ struct ResizeLinearArgs {
   ThreadPool* pool = nullptr;  // null: the calling thread only
 };
 
-void ResizeLinearF32(const ResizeLinearArgs& a, const float* x, float* y);
+void ResizeLinearF32(const ResizeKernels& k, const ResizeLinearArgs& a, const float* x, float* y);
 
 struct ResizeKernels {
   void (*linear_f32)(const ResizeLinearArgs&, const float*, float*, int64_t, int64_t);
 };
+
+// The variant `f` allows; null without SIMD features. *variant (if given):
+// its name or nullptr.
+const ResizeKernels* ResizeFor(const CpuFeatures& f, const char** variant = nullptr);
 
 }  // namespace kernels
 }  // namespace qfold

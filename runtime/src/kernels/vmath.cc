@@ -47,5 +47,11 @@ const VMathKernels& VMathFor(Isa isa) {
   }
 }
 
+const VMathKernels* VMathFor(const CpuFeatures& f, const char** variant) {
+  const VMathKernels& k = VMathFor(HighestIsa(f));
+  if (variant) *variant = k.isa == Isa::kReference ? nullptr : IsaName(k.isa);
+  return &k;
+}
+
 }  // namespace kernels
 }  // namespace qfold

@@ -28,6 +28,8 @@ struct VMathKernels {
 // The kernels of `isa`, or the reference ones when the level has none
 // (never null).
 const VMathKernels& VMathFor(Isa isa);
+// The variant `f` allows (never null: the reference one without SIMD).
+const VMathKernels* VMathFor(const CpuFeatures& f, const char** variant);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -13,6 +13,7 @@
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "kernels/conv_f32.h"
+#include "kernels/kernel_config.h"
 #include "ops/window_util.h"
 
 namespace qfold {
@@ -148,7 +149,8 @@ void Im2Col(const float* x, int64_t channels, const Shape& in, const WindowGeome
 }
 
 Status PrepareConv(KernelContext& ctx, std::shared_ptr<void>* state) {
-  *state = kernels::PrepareConvF32(*ctx.input(1), ctx.attr().GetInt("group", 1));
+  *state =
+      kernels::PrepareConvF32(ctx.kernel_config(), *ctx.input(1), ctx.attr().GetInt("group", 1));
   return Status::Ok();
 }
 

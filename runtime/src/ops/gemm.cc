@@ -13,6 +13,7 @@
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "kernels/gemm_f32.h"
+#include "kernels/kernel_config.h"
 
 namespace qfold {
 namespace {
@@ -124,7 +125,7 @@ void PackGemmB(const kernels::GemmF32Kernels& k, const Tensor& b, bool tb, GemmF
 
 Status PrepareGemm(KernelContext& ctx, std::shared_ptr<void>* state) {
   const Tensor* b = ctx.input(1);
-  const kernels::GemmF32Kernels* k = kernels::GemmF32For(kernels::ActiveIsa());
+  const kernels::GemmF32Kernels* k = ctx.kernel_config().gemm_f32;
   if (!k || b->dtype != DType::kFloat32 || b->rank() != 2) return Status::Ok();
   auto st = std::make_shared<GemmF32State>();
   PackGemmB(*k, *b, ctx.attr().GetInt("transB", 0) != 0, st.get());
@@ -139,8 +140,7 @@ bool RunGemmF32(const KernelContext& ctx, bool ta, bool tb, float alpha, float b
   const Tensor* c = ctx.input(2);
   Tensor* y = ctx.output(0);
   const auto* prepared = static_cast<const GemmF32State*>(ctx.state);
-  const kernels::GemmF32Kernels* k =
-      prepared ? prepared->k : kernels::GemmF32For(kernels::ActiveIsa());
+  const kernels::GemmF32Kernels* k = prepared ? prepared->k : ctx.kernel_config().gemm_f32;
   if (!k || a->dtype != DType::kFloat32) return false;
   GemmF32State local;
   if (!prepared || prepared->b_shape != b->shape || prepared->tb != tb) {

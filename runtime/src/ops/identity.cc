@@ -27,7 +27,8 @@ Status RunIdentity(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_Identity() {
-  static const OpDef def{"Identity", InferIdentity, RunIdentity, /*value_inputs=*/0,
+  static const OpDef def{"Identity",           InferIdentity,    RunIdentity,
+                         /*value_inputs=*/0,
                          /*shape_only=*/false, /*min_inputs=*/1, /*max_inputs=*/1};
   return def;
 }

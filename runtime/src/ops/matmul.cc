@@ -14,6 +14,7 @@
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "kernels/gemm_f32.h"
+#include "kernels/kernel_config.h"
 #include "ops/window_util.h"
 
 namespace qfold {
@@ -132,7 +133,7 @@ void PackB(const kernels::GemmF32Kernels& k, const Tensor& b, MatMulF32State* st
 
 Status PrepareMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
   const Tensor* b = ctx.input(1);
-  const kernels::GemmF32Kernels* k = kernels::GemmF32For(kernels::ActiveIsa());
+  const kernels::GemmF32Kernels* k = ctx.kernel_config().gemm_f32;
   if (!k || b->dtype != DType::kFloat32 || ctx.input(0)->dtype != DType::kFloat32 || b->rank() < 1)
     return Status::Ok();
   auto st = std::make_shared<MatMulF32State>();
@@ -147,8 +148,7 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   const Tensor* b = ctx.input(1);
   Tensor* y = ctx.output(0);
   const auto* prepared = static_cast<const MatMulF32State*>(ctx.state);
-  const kernels::GemmF32Kernels* k =
-      prepared ? prepared->k : kernels::GemmF32For(kernels::ActiveIsa());
+  const kernels::GemmF32Kernels* k = prepared ? prepared->k : ctx.kernel_config().gemm_f32;
   if (!k || a->dtype != DType::kFloat32) return false;
   MatMulF32State local;
   if (!prepared || prepared->b_shape != b->shape) {

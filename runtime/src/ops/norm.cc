@@ -9,7 +9,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
-#include "kernels/cpu_features.h"
+#include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 #include "ops/window_util.h"
 
@@ -295,7 +295,7 @@ Status RunLRN(KernelContext& ctx) {
   const int64_t plane = Product(Shape(x->shape.begin() + 2, x->shape.end()));
   // Window [ch - floor((size-1)/2), ch + ceil((size-1)/2)], clipped to the channels.
   const int64_t before = (size - 1) / 2, after = size - 1 - before;
-  if (kernels::ActiveIsa() != kernels::Isa::kReference && plane > 0) {
+  if (ctx.kernel_config().fast_loops && plane > 0) {
     // Fast path: each plane's window sums are taken plane by plane in the
     // reference's channel order (loops the compiler vectorizes), and the
     // usual exponents avoid pow: beta 0.75 is sqrt(b) * sqrt(sqrt(b)), 0.5

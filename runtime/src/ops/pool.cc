@@ -10,7 +10,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
-#include "kernels/cpu_features.h"
+#include "kernels/kernel_config.h"
 #include "kernels/pool_2d.h"
 #include "kernels/pool_nhwc_s8.h"
 #include "ops/channels_last.h"
@@ -187,8 +187,7 @@ bool RunPool2dFast(const KernelContext& ctx, PoolKind kind, const WindowGeometry
   Tensor* y = ctx.output(0);
   if (x->rank() != 4 || kind == PoolKind::kLp || ctx.output(1)) return false;
   if (kind == PoolKind::kAverage && x->dtype != DType::kFloat32) return false;
-  if (kernels::ActiveIsa() == kernels::Isa::kReference || x->numel() == 0 || y->numel() == 0)
-    return false;
+  if (!ctx.kernel_config().pool_2d || x->numel() == 0 || y->numel() == 0) return false;
   kernels::Pool2dArgs a;
   a.planes = x->shape[0] * x->shape[1];
   a.ih = x->shape[2];
@@ -210,15 +209,15 @@ bool RunPool2dFast(const KernelContext& ctx, PoolKind kind, const WindowGeometry
   switch (x->dtype) {
     case DType::kFloat32:
       if (kind == PoolKind::kMax)
-        kernels::MaxPool2dF32(a, x->ptr<float>(), y->ptr<float>());
+        kernels::MaxPool2dF32(*ctx.kernel_config().pool_2d, a, x->ptr<float>(), y->ptr<float>());
       else
-        kernels::AvgPool2dF32(a, x->ptr<float>(), y->ptr<float>());
+        kernels::AvgPool2dF32(*ctx.kernel_config().pool_2d, a, x->ptr<float>(), y->ptr<float>());
       return true;
     case DType::kInt8:
-      kernels::MaxPool2dS8(a, x->ptr<int8_t>(), y->ptr<int8_t>());
+      kernels::MaxPool2dS8(*ctx.kernel_config().pool_2d, a, x->ptr<int8_t>(), y->ptr<int8_t>());
       return true;
     case DType::kUInt8:
-      kernels::MaxPool2dU8(a, x->ptr<uint8_t>(), y->ptr<uint8_t>());
+      kernels::MaxPool2dU8(*ctx.kernel_config().pool_2d, a, x->ptr<uint8_t>(), y->ptr<uint8_t>());
       return true;
     default:
       return false;
@@ -296,7 +295,8 @@ bool RunMaxPoolChannelsLastFast(KernelContext& ctx) {
     p.pad_bottom = g.pad_end[0];
   }
   p.pool = ctx.pool;
-  return kernels::MaxPoolNhwcS8(p, x->dtype == DType::kInt8, x->ptr<uint8_t>(), y->ptr<uint8_t>());
+  return kernels::MaxPoolNhwcS8(ctx.kernel_config(), p, x->dtype == DType::kInt8, x->ptr<uint8_t>(),
+                                y->ptr<uint8_t>());
 }
 
 Status RunMaxPool(KernelContext& ctx) {

@@ -19,6 +19,7 @@
 #include "kernels/conv_a16_nhwc.h"
 #include "kernels/conv_nhwc_s8.h"
 #include "kernels/dwconv_nhwc_s8.h"
+#include "kernels/kernel_config.h"
 #include "kernels/qlinear_s8.h"
 #include "ops/channels_last.h"
 #include "ops/quant_util.h"
@@ -259,20 +260,21 @@ Status PrepareQLinearConv(KernelContext& ctx, std::shared_ptr<void>* state) {
     if (!cl) return Status::Ok();
     auto s = std::make_shared<ChannelsLastConvState>();
     s->a16 = true;
-    s->kernel = kernels::PrepareQConvA16Nhwc(w, group, ReadZeroPoints(ctx.input(5)));
+    s->kernel =
+        kernels::PrepareQConvA16Nhwc(ctx.kernel_config(), w, group, ReadZeroPoints(ctx.input(5)));
     if (s->kernel) *state = s;
     return Status::Ok();
   }
   if (!cl) {
-    *state = kernels::PrepareQConvS8(w, group);
+    *state = kernels::PrepareQConvS8(ctx.kernel_config(), w, group);
     return Status::Ok();
   }
   auto s = std::make_shared<ChannelsLastConvState>();
   s->depthwise = w.rank() >= 3 && w.shape[1] == 1 && group > 1 && w.shape[0] == group;
   const std::vector<int64_t> dilations = ctx.attr().GetInts("dilations");
   const int64_t dilation_w = dilations.empty() ? 1 : dilations.back();
-  s->kernel = s->depthwise ? kernels::PrepareDwConvNhwcS8(w, group)
-                           : kernels::PrepareQConvNhwcS8(w, group, dilation_w);
+  s->kernel = s->depthwise ? kernels::PrepareDwConvNhwcS8(ctx.kernel_config(), w, group)
+                           : kernels::PrepareQConvNhwcS8(ctx.kernel_config(), w, group, dilation_w);
   if (s->kernel) *state = s;
   return Status::Ok();
 }

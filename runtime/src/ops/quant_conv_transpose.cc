@@ -13,6 +13,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/kernel_config.h"
 #include "kernels/qlinear_s8.h"
 #include "ops/conv_transpose_geometry.h"
 #include "ops/quant_util.h"
@@ -129,7 +130,7 @@ Status PrepareQConvTranspose(KernelContext& ctx, std::shared_ptr<void>* state) {
   wc.dtype = w->dtype;
   wc.shape = rank == 4 ? Shape{m, cg, kh, kw} : Shape{m, cg, kw};
   wc.data = flipped.data();
-  std::shared_ptr<void> conv = kernels::PrepareQConvS8(wc, group);
+  std::shared_ptr<void> conv = kernels::PrepareQConvS8(ctx.kernel_config(), wc, group);
   if (!conv) return Status::Ok();
   auto s = std::make_shared<ConvTransposeFastState>();
   s->conv = std::move(conv);

@@ -13,6 +13,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/kernel_config.h"
 #include "kernels/quant_s8.h"
 #include "kernels/thread_pool.h"
 #include "ops/elementwise_util.h"
@@ -124,7 +125,8 @@ Status RunQLinearBinary(KernelContext& ctx) {
   if (a->dtype != y->dtype) ad = flip(a, &kp.a_zp, &a_flip);
   if (b->dtype != y->dtype) bd = flip(b, &kp.b_zp, &b_flip);
   const auto fast = Is8Bit(y->dtype) ? kernels::QBinaryS8 : kernels::QBinary16;
-  if (fast(kp, ad, a->shape, bd, b->shape, y->data, y->shape, ctx.pool)) return Status::Ok();
+  if (fast(ctx.kernel_config(), kp, ad, a->shape, bd, b->shape, y->data, y->shape, ctx.pool))
+    return Status::Ok();
   ForEachBroadcast<2>({&a->shape, &b->shape}, y->shape,
                       [&](int64_t o, const std::array<int64_t, 2>& i) {
                         const float va = pa.Dequant(LoadQ(a->data, a->dtype, i[0]));
@@ -174,7 +176,8 @@ Status RunQLinearUnary(KernelContext& ctx, F f) {
   const uint8_t* xd = x->ptr<uint8_t>();
   std::array<uint8_t, 256> bytes;
   for (size_t i = 0; i < 256; ++i) bytes[i] = uint8_t(table[i]);
-  if (kernels::LookupU8(xd, bytes.data(), y->ptr<uint8_t>(), x->numel(), ctx.pool))
+  if (kernels::LookupU8(ctx.kernel_config(), xd, bytes.data(), y->ptr<uint8_t>(), x->numel(),
+                        ctx.pool))
     return Status::Ok();
   for (int64_t i = 0; i < x->numel(); ++i) StoreQ(y->data, y->dtype, i, table[xd[i]]);
   return Status::Ok();
@@ -262,7 +265,7 @@ Status RunQLinearConcat(KernelContext& ctx) {
   const int64_t inner = Product(Shape(y->shape.begin() + axis + 1, y->shape.end()));
   const int64_t y_row = y->shape[size_t(axis)] * inner;
   int64_t offset = 0;  // start of this input's slab within each output row
-  const bool fast = kernels::QuantS8For(kernels::ActiveIsa()) != nullptr;
+  const bool fast = ctx.kernel_config().quant_s8 != nullptr;
   for (int i = 2; i < ctx.num_inputs(); i += 3) {
     const Tensor* x = ctx.input(i);
     QParam px;
@@ -284,7 +287,8 @@ Status RunQLinearConcat(KernelContext& ctx) {
       std::vector<uint8_t> mapped;
       if (!same && x_row < 1024 && outer > 1) {
         mapped.resize(size_t(x->numel()));
-        kernels::LookupU8(xd, table.data(), mapped.data(), x->numel(), ctx.pool);
+        kernels::LookupU8(ctx.kernel_config(), xd, table.data(), mapped.data(), x->numel(),
+                          ctx.pool);
         xd = mapped.data();
       }
       // One long row (channels-first) is split inside LookupU8; many short
@@ -296,7 +300,8 @@ Status RunQLinearConcat(KernelContext& ctx) {
           if (same || !mapped.empty())
             std::memcpy(dst, xd + o * x_row, size_t(x_row));
           else
-            kernels::LookupU8(xd + o * x_row, table.data(), dst, x_row, outer > 1 ? nullptr : pool);
+            kernels::LookupU8(ctx.kernel_config(), xd + o * x_row, table.data(), dst, x_row,
+                              outer > 1 ? nullptr : pool);
         }
       });
       offset += x_row;
@@ -420,12 +425,15 @@ Status RunQfLookupTable(KernelContext& ctx) {
       for (int64_t ch = 0; ch < c; ++ch) {
         const int64_t off = (o * c + ch) * inner;
         const uint8_t* t = table + ch * 256;
-        if (inner >= 64 && kernels::LookupU8(x + off, t, yd + off, inner, nullptr)) continue;
+        if (inner >= 64 &&
+            kernels::LookupU8(ctx.kernel_config(), x + off, t, yd + off, inner, nullptr))
+          continue;
         for (int64_t i = 0; i < inner; ++i) yd[off + i] = t[x[off + i]];
       }
     return Status::Ok();
   }
-  if (kernels::LookupU8(x, table, yd, y->numel(), ctx.pool)) return Status::Ok();
+  if (kernels::LookupU8(ctx.kernel_config(), x, table, yd, y->numel(), ctx.pool))
+    return Status::Ok();
   for (int64_t i = 0; i < y->numel(); ++i) yd[i] = table[x[i]];
   return Status::Ok();
 }
@@ -472,7 +480,8 @@ Status RunQfRequantize(KernelContext& ctx) {
       const float v = float(q - px.zp) * mult;
       table[size_t(byte)] = uint8_t(RoundAddSaturate(v, py.zp, r.lo, r.hi));
     }
-    if (kernels::LookupU8(x->ptr<uint8_t>(), table.data(), y->ptr<uint8_t>(), x->numel(), ctx.pool))
+    if (kernels::LookupU8(ctx.kernel_config(), x->ptr<uint8_t>(), table.data(), y->ptr<uint8_t>(),
+                          x->numel(), ctx.pool))
       return Status::Ok();
   }
   for (int64_t i = 0; i < x->numel(); ++i) {

@@ -11,6 +11,7 @@
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "kernels/conv_a16_nhwc.h"
+#include "kernels/kernel_config.h"
 #include "kernels/qlinear_s8.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
@@ -149,10 +150,11 @@ Status PrepareQLinearMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
   if ((a && Is16Bit(a->dtype)) || (y && Is16Bit(y->dtype))) {
     // a16w8 with a constant 8-bit B: the a16 kernel as a 1x1 convolution.
     if (a && Is16Bit(a->dtype) && Is8Bit(ctx.input(3)->dtype))
-      *state = kernels::PrepareQMatMulA16(*ctx.input(3), ReadZeroPoints(ctx.input(5)));
+      *state = kernels::PrepareQMatMulA16(ctx.kernel_config(), *ctx.input(3),
+                                          ReadZeroPoints(ctx.input(5)));
     return Status::Ok();
   }
-  *state = kernels::PrepareQMatMulS8(*ctx.input(3));
+  *state = kernels::PrepareQMatMulS8(ctx.kernel_config(), *ctx.input(3));
   return Status::Ok();
 }
 
@@ -207,7 +209,8 @@ Status RunQLinearMatMul(KernelContext& ctx) {
     c.bias = bias ? bias->ptr<int32_t>() : nullptr;
     c.pool = ctx.pool;
     // Without prepared state b is an activation (attention): packed per call.
-    if (ctx.state ? kernels::RunQMatMulS8(ctx.state, c) : kernels::RunQMatMulS8Unprepared(*b, c))
+    if (ctx.state ? kernels::RunQMatMulS8(ctx.state, c)
+                  : kernels::RunQMatMulS8Unprepared(ctx.kernel_config(), *b, c))
       return Status::Ok();
   }
   // The reference kernel: the fallback, and the oracle of the fast path.

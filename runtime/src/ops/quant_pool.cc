@@ -11,6 +11,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/kernel_config.h"
 #include "kernels/pool_nhwc_s8.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
@@ -117,8 +118,9 @@ Status RunQLinearGlobalAveragePool(KernelContext& ctx) {
     a.c = c;
     a.iw = size;  // the window covers every pixel: one row of ih * iw
     a.pool = ctx.pool;
-    if (kernels::QGlobalAvgPoolNhwcS8(a, KernelQuant(q, r), x->dtype == DType::kInt8,
-                                      x->ptr<uint8_t>(), y->ptr<uint8_t>()))
+    if (kernels::QGlobalAvgPoolNhwcS8(ctx.kernel_config(), a, KernelQuant(q, r),
+                                      x->dtype == DType::kInt8, x->ptr<uint8_t>(),
+                                      y->ptr<uint8_t>()))
       return Status::Ok();
     ctx.reference_path = true;
   }
@@ -209,8 +211,8 @@ Status RunQLinearAveragePool(KernelContext& ctx) {
     }
     p.count_include_pad = include_pad;
     p.pool = ctx.pool;
-    if (kernels::QAvgPoolNhwcS8(p, KernelQuant(q, r), x->dtype == DType::kInt8, x->ptr<uint8_t>(),
-                                y->ptr<uint8_t>()))
+    if (kernels::QAvgPoolNhwcS8(ctx.kernel_config(), p, KernelQuant(q, r), x->dtype == DType::kInt8,
+                                x->ptr<uint8_t>(), y->ptr<uint8_t>()))
       return Status::Ok();
   }
   ctx.reference_path = true;

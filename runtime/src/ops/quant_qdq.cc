@@ -10,6 +10,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/kernel_config.h"
 #include "kernels/quant_s8.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
@@ -269,8 +270,8 @@ Status RunQuantizeLinear(KernelContext& ctx) {
     const std::vector<int32_t> zs = ExpandZeroPoints(z, s.size());
     const bool is_signed = y->dtype == DType::kInt8 || y->dtype == DType::kInt16;
     const auto run = Is8Bit(y->dtype) ? kernels::QuantizeF32ToS8 : kernels::QuantizeF32To16;
-    if (run(x->ptr<float>(), y->data, is_signed, r.lo, r.hi, outer, dim, inner, s.data(), zs.data(),
-            l.kind == QuantLayout::kAxis, ctx.pool))
+    if (run(ctx.kernel_config(), x->ptr<float>(), y->data, is_signed, r.lo, r.hi, outer, dim, inner,
+            s.data(), zs.data(), l.kind == QuantLayout::kAxis, ctx.pool))
       return Status::Ok();
   }
   ClearPacked(y);
@@ -338,8 +339,8 @@ Status RunDequantizeLinear(KernelContext& ctx) {
     const std::vector<int32_t> zs = ExpandZeroPoints(z, s.size());
     const bool is_signed = x->dtype == DType::kInt8 || x->dtype == DType::kInt16;
     const auto run = Is8Bit(x->dtype) ? kernels::DequantizeS8ToF32 : kernels::Dequantize16ToF32;
-    if (run(x->data, y->ptr<float>(), is_signed, outer, dim, inner, s.data(), zs.data(),
-            l.kind == QuantLayout::kAxis, ctx.pool))
+    if (run(ctx.kernel_config(), x->data, y->ptr<float>(), is_signed, outer, dim, inner, s.data(),
+            zs.data(), l.kind == QuantLayout::kAxis, ctx.pool))
       return Status::Ok();
   }
   // (x - zp) is exact in float for every 4/8/16-bit type; the product is
@@ -404,7 +405,8 @@ Status RunDynamicQuantizeLinear(KernelContext& ctx) {
   const int32_t zp = int32_t(std::nearbyint(zp_f));
   if (Tensor* y = ctx.output(0)) {
     uint8_t* yd = y->ptr<uint8_t>();
-    if (!kernels::QuantizeF32ToS8(xd, yd, /*is_signed=*/false, 0, 255, 1, 1, n, &scale, &zp,
+    if (!kernels::QuantizeF32ToS8(ctx.kernel_config(), xd, yd, /*is_signed=*/false, 0, 255, 1, 1, n,
+                                  &scale, &zp,
                                   /*per_axis=*/false, ctx.pool))
       for (int64_t i = 0; i < n; ++i) yd[i] = uint8_t(RoundAddSaturate(xd[i] / scale, zp, 0, 255));
   }

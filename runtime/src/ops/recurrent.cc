@@ -27,6 +27,7 @@
 
 #include "core/op.h"
 #include "kernels/gemm_f32.h"
+#include "kernels/kernel_config.h"
 #include "kernels/vmath.h"
 
 namespace qfold {
@@ -310,7 +311,7 @@ void BuildPacked(const KernelContext& ctx, const Config& cfg, const kernels::Gem
 Status PrepareRecurrent(KernelContext& ctx, std::shared_ptr<void>* state) {
   Config cfg;
   QF_RETURN_IF_ERROR(ParseConfig(ctx, &cfg));
-  const kernels::GemmF32Kernels* gemm = kernels::GemmF32For(kernels::ActiveIsa());
+  const kernels::GemmF32Kernels* gemm = ctx.kernel_config().gemm_f32;
   if (!gemm) return Status::Ok();
   auto p = std::make_shared<Packed>();
   BuildPacked(ctx, cfg, gemm, p.get());
@@ -417,7 +418,7 @@ struct Dims {
 void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, const Packed& p,
                   int d, bool reverse, const std::vector<int64_t>& lens) {
   const kernels::GemmF32Kernels* gemm = p.gemm;
-  const kernels::VMathKernels& vm = kernels::VMathFor(kernels::ActiveIsa());
+  const kernels::VMathKernels& vm = *ctx.kernel_config().vmath;
   const int64_t T = dm.seq, B = dm.batch, H = dm.h, GH = dm.gh;
   const bool bf = cfg.layout_batch_first;
   const Activation* act = cfg.acts.data() + d * FuncsOf(cfg.cell);
@@ -607,7 +608,7 @@ Status RunRecurrent(KernelContext& ctx) {
   }
   // Steps past a row's length leave 0 in Y.
   if (Tensor* y = ctx.output(kY); y && !lens.empty()) std::memset(y->data, 0, y->bytes());
-  const kernels::GemmF32Kernels* gemm = kernels::GemmF32For(kernels::ActiveIsa());
+  const kernels::GemmF32Kernels* gemm = ctx.kernel_config().gemm_f32;
   const auto* prepared = static_cast<const Packed*>(ctx.state);
   Packed local;
   if (!prepared || prepared->gemm != gemm || prepared->w_data != ctx.input(kW)->data ||

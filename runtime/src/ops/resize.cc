@@ -11,7 +11,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
-#include "kernels/cpu_features.h"
+#include "kernels/kernel_config.h"
 #include "kernels/resize_2d.h"
 #include "kernels/thread_pool.h"
 #include "ops/channels_last.h"
@@ -336,7 +336,7 @@ bool RunResizeFast(const KernelContext& ctx, const ResizeAttrs& r,
                    const std::vector<std::vector<std::vector<Tap>>>& taps) {
   const Tensor& x = *ctx.input(0);
   Tensor* y = ctx.output(0);
-  if (kernels::ActiveIsa() == kernels::Isa::kReference) return false;
+  if (!ctx.kernel_config().resize_2d) return false;
   if (x.rank() != 4 || x.numel() == 0 || y->numel() == 0) return false;
   if (y->shape[0] != x.shape[0] || y->shape[1] != x.shape[1]) return false;
   if (!IdentityAxis(taps[0]) || !IdentityAxis(taps[1])) return false;
@@ -425,7 +425,7 @@ bool RunResizeFast(const KernelContext& ctx, const ResizeAttrs& r,
   a.kh_max = int(kh);
   a.extrapolation = r.extrapolation;
   a.pool = ctx.pool;
-  kernels::ResizeLinearF32(a, x.ptr<float>(), y->ptr<float>());
+  kernels::ResizeLinearF32(*ctx.kernel_config().resize_2d, a, x.ptr<float>(), y->ptr<float>());
   return true;
 }
 
@@ -521,7 +521,7 @@ Status RunResizeChannelsLast(KernelContext& ctx) {
   };
   const bool covered = x->rank() == 4 && r.mode == Mode::kNearest &&
                        (x->dtype == DType::kInt8 || x->dtype == DType::kUInt8) &&
-                       kernels::ActiveIsa() != kernels::Isa::kReference && IdentityAxis(taps[0]) &&
+                       ctx.kernel_config().fast_loops && IdentityAxis(taps[0]) &&
                        IdentityAxis(taps[1]) && single(taps[2]) && single(taps[3]);
   if (!covered) return RunViaChannelsFirst(ctx, RunResizeChannelsFirst);
   const int64_t n = x->shape[0], ih = x->shape[1], iw = x->shape[2], c = x->shape[3];

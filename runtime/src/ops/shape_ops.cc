@@ -72,8 +72,8 @@ Status InferConstantOfShape(KernelContext& ctx) {
   std::vector<int64_t> dims;
   if (!ReadInts(s, &dims)) {
     if (s->rank_known && s->shape[0] > kMaxRank)
-      return ctx.Invalid("shape has " + std::to_string(s->shape[0]) +
-                         " entries, more than rank " + std::to_string(kMaxRank));
+      return ctx.Invalid("shape has " + std::to_string(s->shape[0]) + " entries, more than rank " +
+                         std::to_string(kMaxRank));
     if (s->rank_known && s->shape[0] >= 0)
       SetOutput(y, dt, Shape(size_t(s->shape[0]), kUnknownDim));
     else

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/cpu_features.h"
+#include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 #include "ops/shape_common.h"
 #include "ops/window_util.h"
@@ -165,9 +165,9 @@ void CopyTransposed(const std::vector<int64_t>& odims, const std::vector<int64_t
   }
 }
 
-bool RunTransposeFast(const Tensor& x, const std::vector<int64_t>& perm, Tensor* y,
-                      kernels::ThreadPool* pool) {
-  if (kernels::ActiveIsa() == kernels::Isa::kReference || y->numel() == 0) return false;
+bool RunTransposeFast(const kernels::KernelConfig& kc, const Tensor& x,
+                      const std::vector<int64_t>& perm, Tensor* y, kernels::ThreadPool* pool) {
+  if (!kc.fast_loops || y->numel() == 0) return false;
   const size_t esize = dtype_size(x.dtype);
   if (esize != 1 && esize != 2 && esize != 4 && esize != 8) return false;
   // Simplified output axes: dims and input strides (elements), merging runs
@@ -206,7 +206,7 @@ Status RunTranspose(KernelContext& ctx) {
   Tensor* y = ctx.output(0);
   std::vector<int64_t> perm;
   QF_RETURN_IF_ERROR(GetPerm(ctx, x->rank(), &perm));
-  if (RunTransposeFast(*x, perm, y, ctx.pool)) return Status::Ok();
+  if (RunTransposeFast(ctx.kernel_config(), *x, perm, y, ctx.pool)) return Status::Ok();
   std::vector<int64_t> strides = ContiguousStrides(x->shape);
   std::vector<std::vector<int64_t>> offsets(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) {

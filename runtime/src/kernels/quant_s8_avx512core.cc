@@ -1,4 +1,4 @@
-// AVX-512 kernels of quant_s8.h: 16 floats per vector, tails through masked
+// AVX-512 F/BW/DQ/VL kernels of quant_s8.h: 16 floats per vector, tails through masked
 // loads and stores. Same steps as the AVX2 file: true division, round half to
 // even, NaN lanes zeroed (-> zero point), + zp and clamp in float, then
 // vpmovdb (the values are already in range, so truncation is exact).
@@ -135,8 +135,9 @@ void Binary(const QBinaryS8Params& p, const void* a, int a_step, const void* b, 
 }
 
 // 256-entry lookup with two vpermi2b (7-bit index into 128 table bytes) and
-// a blend on the index's top bit. VBMI is not part of this file's level, so
-// the function carries its own target and is used only after a CPU check.
+// a blend on the index's top bit. VBMI is not part of this file's base set,
+// so the function carries its own target; only the kQuantS8Avx512Vbmi table
+// holds it, and kernel_config.cc picks that table only on CPUs with VBMI.
 __attribute__((target("avx512vbmi"))) void LookupVbmi(const uint8_t* x, const uint8_t* table,
                                                       uint8_t* y, int64_t n) {
   const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
@@ -151,18 +152,13 @@ __attribute__((target("avx512vbmi"))) void LookupVbmi(const uint8_t* x, const ui
   }
 }
 
-void Lookup(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n) {
-  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
-  if (vbmi)
-    LookupVbmi(x, table, y, n);
-  else
-    QuantS8LookupAvx2(x, table, y, n);
-}
-
 }  // namespace
 
-extern const QuantS8Kernels kQuantS8Avx512Vnni;
-const QuantS8Kernels kQuantS8Avx512Vnni = {Quantize,   Dequantize,   Binary,  Lookup,
+extern const QuantS8Kernels kQuantS8Avx512Core;
+extern const QuantS8Kernels kQuantS8Avx512Vbmi;
+const QuantS8Kernels kQuantS8Avx512Core = {Quantize,   Dequantize,   Binary,  QuantS8LookupAvx2,
+                                           Quantize16, Dequantize16, Binary16};
+const QuantS8Kernels kQuantS8Avx512Vbmi = {Quantize,   Dequantize,   Binary,  LookupVbmi,
                                            Quantize16, Dequantize16, Binary16};
 
 }  // namespace kernels

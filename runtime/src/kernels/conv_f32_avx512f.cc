@@ -23,7 +23,7 @@ inline __mmask16 TailMask(int64_t n) {
 }
 
 inline __m512 Activate(__m512 x, const DwF32Plane& a) {
-  // Operand order matters for NaN (see gemm_f32_avx512vnni.cc).
+  // Operand order matters for NaN (see gemm_f32_avx512f.cc).
   if (a.act == F32Act::kRelu) return _mm512_max_ps(x, _mm512_setzero_ps());
   if (a.act == F32Act::kClamp) {
     const __m512 lo = _mm512_set1_ps(a.lo);
@@ -120,7 +120,7 @@ void PlaneScalar(const DwF32Plane& a) {
 
 }  // namespace
 
-void DwF32PlaneAvx512(const DwF32Plane& a) {
+void DwF32PlaneAvx512F(const DwF32Plane& a) {
   if (a.sw == 1) {
     PlaneForSize<1>(a);
   } else if (a.sw == 2) {

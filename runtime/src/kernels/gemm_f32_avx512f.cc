@@ -126,8 +126,8 @@ void PackRight(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t cols
 
 }  // namespace
 
-extern const GemmF32Kernels kGemmF32Avx512;
-const GemmF32Kernels kGemmF32Avx512 = {Isa::kAvx512Vnni, kMr, kNr, PackLeft, PackRight, Gemm};
+extern const GemmF32Kernels kGemmF32Avx512F;
+const GemmF32Kernels kGemmF32Avx512F = {"avx512f", kMr, kNr, PackLeft, PackRight, Gemm};
 
 }  // namespace kernels
 }  // namespace qfold

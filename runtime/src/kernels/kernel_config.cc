@@ -1,0 +1,70 @@
+// Builds a KernelConfig from CPU features; see kernel_config.h. Each family's
+// selector (XxxFor in the family's driver) says which features its variants need.
+#include "kernels/kernel_config.h"
+
+namespace qfold {
+namespace kernels {
+
+KernelConfig MakeKernelConfig(const CpuFeatures& f) {
+  KernelConfig c;
+  c.features = f;
+  auto add = [&c](const char* family, const char* variant) {
+    c.variants.emplace_back(family, variant ? variant : "reference");
+  };
+  const char* v = nullptr;
+  c.gemm_f32 = GemmF32For(f, &v);
+  add("gemm_f32", v);
+  c.dw_f32 = DwF32PlaneFor(f, &v);
+  add("dwconv_f32", v);
+  c.gemm_s8 = GemmS8For(f, &v);
+  add("gemm_s8", v);
+  c.igemm_s8 = IgemmS8Kernels(f, &v);
+  add("igemm_s8", v);
+  c.dwconv_s8 = DwConvS8For(f, &v);
+  add("dwconv_s8", v);
+  c.dwconv_nhwc_s8 = DwConvNhwcFor(f, &v);
+  add("dwconv_nhwc_s8", v);
+  c.pool_nhwc_s8 = PoolNhwcFor(f, &v);
+  add("pool_nhwc_s8", v);
+  c.pool_2d = Pool2dFor(f, &v);
+  add("pool_2d", v);
+  c.resize_2d = ResizeFor(f, &v);
+  add("resize_2d", v);
+  c.quant_s8 = QuantS8For(f, &v);
+  add("quant_s8", v);
+  c.a16 = A16KernelsFor(f, &v);
+  add("a16w8", v);
+  c.vmath = VMathFor(f, &v);
+  add("vmath", v);
+  c.fast_loops = HighestIsa(f) != Isa::kReference;
+  add("portable_loops", c.fast_loops ? "on" : nullptr);
+  return c;
+}
+
+std::string KernelConfig::Describe() const {
+  std::string s;
+  for (const auto& fv : variants) {
+    if (!s.empty()) s += ' ';
+    s += fv.first;
+    s += '=';
+    s += fv.second;
+  }
+  return s;
+}
+
+const KernelConfig& ReferenceKernelConfig() {
+  static const KernelConfig config = MakeKernelConfig(CpuFeatures());
+  return config;
+}
+
+const KernelConfig& DefaultKernelConfig() {
+  static const KernelConfig config = MakeKernelConfig(DefaultCpuFeatures());
+  return config;
+}
+
+KernelConfig KernelConfigForIsa(Isa isa) {
+  return MakeKernelConfig(FeaturesForIsa(isa));
+}
+
+}  // namespace kernels
+}  // namespace qfold
