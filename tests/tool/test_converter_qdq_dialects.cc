@@ -361,8 +361,9 @@ std::string ReasonFor(int xt, int64_t waxis, bool float_consumer) {
 
 TEST_CASE("fold_qdq: an op that stays float records the rule that failed") {
   CHECK(ReasonFor(kU8, 0, false) == "(folded to QLinearConv)");
-  CHECK(ReasonFor(kU16, 0, false) == "16-bit activations: no integer kernel");
-  CHECK(ReasonFor(kI16, -1, false) == "16-bit activations: no integer kernel");
+  // 16-bit activations fold too (a16w8 kernels).
+  CHECK(ReasonFor(kU16, 0, false) == "(folded to QLinearConv)");
+  CHECK(ReasonFor(kI16, -1, false) == "(folded to QLinearConv)");
   CHECK(ReasonFor(kU8, 1, false) == "weight axis 1 != 0");
   // A float consumer no longer keeps a Conv float: it runs integer with a float epilogue
   // (fold_qdq_float_output), so the reason FoldQdq recorded is gone with the Conv.
@@ -373,24 +374,24 @@ TEST_CASE("fold_qdq: the reason reaches the .qfm for qfold inspect") {
   TempDir dir;
   OnnxBuilder b(21);
   b.Input("x", kF32, {1, 4, 3, 3});
-  Params(&b, "xq", 0.02f, 100, kU16);
-  b.Node("QuantizeLinear", QIn("x", "xq", kU16), {"x_q"}, "x_quant");
-  b.Node("DequantizeLinear", QIn("x_q", "xq", kU16), {"x_dq"}, "x_dequant");
-  b.Node("Conv", {"x_dq", Weight(&b, "w", 0)}, {"y"}, "conv");
+  Params(&b, "xq", 0.02f, 100, kU8);
+  b.Node("QuantizeLinear", QIn("x", "xq", kU8), {"x_q"}, "x_quant");
+  b.Node("DequantizeLinear", QIn("x_q", "xq", kU8), {"x_dq"}, "x_dequant");
+  b.Node("Conv", {"x_dq", Weight(&b, "w", 1)}, {"y"}, "conv");
   b.Output("y", kF32, {1, 8, 3, 3});
   Converted c;
   Status st = ConvertAndOpen(b.Write(dir), ConvertOptions(), &c);
   REQUIRE_MESSAGE(st.ok(), st.message());
   const Node* conv = Named(c.graph, "conv");
   REQUIRE(conv != nullptr);
-  CHECK(conv->float_reason == "16-bit activations: no integer kernel");
+  CHECK(conv->float_reason == "weight axis 1 != 0");
   // The loaded model carries it on the operator (what qfold inspect reads).
   const auto* ops = c.model->impl()->fb->operators();
   bool found = false;
   for (uint32_t i = 0; i < ops->size(); ++i)
     if (ops->Get(i)->name()->str() == "conv") {
       REQUIRE(ops->Get(i)->float_reason() != nullptr);
-      CHECK(ops->Get(i)->float_reason()->str() == "16-bit activations: no integer kernel");
+      CHECK(ops->Get(i)->float_reason()->str() == "weight axis 1 != 0");
       found = true;
     }
   CHECK(found);
@@ -404,7 +405,7 @@ TEST_CASE("fold_qdq: the reason reaches the .qfm for qfold inspect") {
       warned = true;
       CHECK(i.severity == check::Severity::kWarning);
       CHECK_MESSAGE(Contains(i.message, "1 of 1"), i.message);
-      CHECK_MESSAGE(Contains(i.message, "16-bit activations"), i.message);
+      CHECK_MESSAGE(Contains(i.message, "weight axis 1 != 0"), i.message);
     }
   CHECK(warned);
 }

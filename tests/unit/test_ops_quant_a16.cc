@@ -228,7 +228,8 @@ TEST_CASE("a16w8 qlinearconv: random against DQ -> float64 conv -> Q, both layou
       {1, 12, 5, 6, 12, 3, 3, 1, 1, 12, DType::kUInt16, DType::kUInt16},  // depthwise
       {2, 40, 9, 8, 40, 5, 5, 2, 2, 40, DType::kInt16, DType::kUInt8},    // depthwise, tail
       {1, 32, 6, 6, 32, 3, 3, 1, 1, 32, DType::kUInt16, DType::kInt16},   // depthwise
-      {1, 8, 6, 6, 16, 3, 3, 1, 1, 4, DType::kUInt16, DType::kUInt16},    // grouped: reference
+      {1, 8, 6, 6, 16, 3, 3, 1, 1, 4, DType::kUInt16, DType::kUInt16},    // grouped
+      {2, 24, 5, 7, 60, 1, 1, 1, 0, 3, DType::kInt16, DType::kUInt8},     // grouped 1x1, tails
       {1, 160, 4, 4, 10, 3, 3, 1, 1, 1, DType::kUInt16, DType::kInt16},   // K 1440
   };
   std::mt19937 rng(7);
@@ -311,7 +312,7 @@ TEST_CASE("a16w8 qlinearconv: random against DQ -> float64 conv -> Q, both layou
           REQUIRE(r.status.ok());
           // Channels-last group-1 convolutions have the SIMD kernel on x86.
           const bool simd = kernels::DefaultKernelConfig().a16 != nullptr;
-          const bool covered = cc.group == 1 || (cc.group == cc.c && cc.m == cc.c);
+          const bool covered = true;  // group 1, depthwise and grouped
           CHECK(r.prepared == (prepare && nhwc && covered && simd));
           // A channels-last run without the kernel transposes to the reference and says so.
           CHECK(r.reference_path == (nhwc && !r.prepared));

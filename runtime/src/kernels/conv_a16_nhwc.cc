@@ -50,9 +50,11 @@ struct A16State {
   A16DepthwiseFn depthwise = nullptr;  // set for depthwise states
   int64_t tap_pairs = 0;               // depthwise: kh * kw taps in pairs
   std::vector<int16_t> dw_packed;      // depthwise: [tap_pairs][channels to 16][2]
-  int64_t m = 0, c = 0, kh = 1, kw = 1, k = 0, kpairs = 0, panels = 0;
+  // Grouped convolutions: `group` GEMMs of m / group outputs over c channels
+  // each (c is the channels per group; group 1: all of them).
+  int64_t group = 1, m = 0, c = 0, kh = 1, kw = 1, k = 0, kpairs = 0, panels = 0;
   int64_t chunk = 1;            // pairs reduced in int32 at a time
-  std::vector<int16_t> packed;  // [panels][kpairs][16][2]
+  std::vector<int16_t> packed;  // [group][panels][kpairs][16][2]
   std::vector<int64_t> colsum;  // sum of each output channel's weights
 };
 
@@ -60,9 +62,11 @@ int64_t RoundUp(int64_t n, int64_t m) {
   return (n + m - 1) / m * m;
 }
 
+// Rows of output pixels [pix0, pix0 + rows): for each tap, channels
+// [c0, c0 + cg) of the input pixel (ch channels per pixel).
 template <class T>
-void Unroll(const T* x, int64_t pix0, int64_t rows, const QConvCall& c, int64_t ch, int64_t kpairs,
-            int16_t pad, int16_t* dst) {
+void Unroll(const T* x, int64_t pix0, int64_t rows, const QConvCall& c, int64_t ch, int64_t c0,
+            int64_t cg, int64_t kpairs, int16_t pad, int16_t* dst) {
   const int64_t ohw = c.oh * c.ow;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t p = pix0 + r;
@@ -70,19 +74,19 @@ void Unroll(const T* x, int64_t pix0, int64_t rows, const QConvCall& c, int64_t 
     int16_t* row = dst + r * kpairs * 2;
     for (int64_t ky = 0; ky < c.kh; ++ky) {
       const int64_t iy = oy * c.sh - c.pad_top + ky * c.dh;
-      for (int64_t kx = 0; kx < c.kw; ++kx, row += ch) {
+      for (int64_t kx = 0; kx < c.kw; ++kx, row += cg) {
         const int64_t ix = ox * c.sw - c.pad_left + kx * c.dw;
         if (iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw) {
-          std::fill(row, row + ch, pad);
+          std::fill(row, row + cg, pad);
           continue;
         }
-        const T* src = x + ((b * c.ih + iy) * c.iw + ix) * ch;
+        const T* src = x + ((b * c.ih + iy) * c.iw + ix) * ch + c0;
         // uint16 -> int16 by flipping the sign bit (x - 32768).
         constexpr uint16_t flip = std::is_unsigned<T>::value ? 0x8000 : 0;
-        for (int64_t i = 0; i < ch; ++i) row[i] = int16_t(uint16_t(uint16_t(src[i]) ^ flip));
+        for (int64_t i = 0; i < cg; ++i) row[i] = int16_t(uint16_t(uint16_t(src[i]) ^ flip));
       }
     }
-    const int64_t used = c.kh * c.kw * ch;
+    const int64_t used = c.kh * c.kw * cg;
     std::fill(dst + r * kpairs * 2 + used, dst + (r + 1) * kpairs * 2, int16_t(0));
   }
 }
@@ -94,25 +98,27 @@ namespace {
 // Packs m output channels of k = c * kh * kw weights, weight(m, k) in NHWC
 // unroll order; null when no SIMD level has the kernel.
 template <class WeightAt>
-std::shared_ptr<void> Pack(const KernelConfig& kc, int64_t m_count, int64_t c, int64_t kh,
-                           int64_t kw, WeightAt weight) {
+std::shared_ptr<void> Pack(const KernelConfig& kc, int64_t group, int64_t m_count, int64_t c,
+                           int64_t kh, int64_t kw, WeightAt weight) {
   const A16GemmFn gemm = kc.a16 ? kc.a16->gemm : nullptr;
-  if (!gemm) return nullptr;
+  if (!gemm || group < 1 || m_count % group != 0) return nullptr;
   auto s = std::make_shared<A16State>();
   s->gemm = gemm;
+  s->group = group;
   s->m = m_count;
   s->c = c;
   s->kh = kh;
   s->kw = kw;
   s->k = c * kh * kw;
   s->kpairs = (s->k + 1) / 2;
-  s->panels = RoundUp(s->m, kPanel) / kPanel;
-  s->packed.assign(size_t(s->panels * s->kpairs * kPanel * 2), 0);
+  const int64_t mg = m_count / group;
+  s->panels = RoundUp(mg, kPanel) / kPanel;
+  s->packed.assign(size_t(group * s->panels * s->kpairs * kPanel * 2), 0);
   s->colsum.assign(size_t(s->m), 0);
   int64_t max_abs_sum = 0, max_abs = 0;
   for (int64_t m = 0; m < s->m; ++m) {
     int64_t abs_sum = 0;
-    const int64_t panel = m / kPanel, col = m % kPanel;
+    const int64_t panel = (m / mg) * s->panels + (m % mg) / kPanel, col = (m % mg) % kPanel;
     for (int64_t k = 0; k < s->k; ++k) {
       const int32_t v = weight(m, k);
       s->packed[size_t(((panel * s->kpairs + k / 2) * kPanel + col) * 2 + k % 2)] = int16_t(v);
@@ -174,10 +180,9 @@ std::shared_ptr<void> PrepareQConvA16Nhwc(const KernelConfig& kc, const Tensor& 
   if (w.rank() < 3 || w.rank() > 4 || !AllZero(w_zp)) return nullptr;
   if (w.dtype != DType::kInt8 && w.dtype != DType::kUInt8) return nullptr;
   if (group > 1 && w.shape[1] == 1 && w.shape[0] == group) return PackDepthwise(kc, w);
-  if (group != 1) return nullptr;
   const int64_t c = w.shape[1], kh = w.rank() == 4 ? w.shape[2] : 1, kw = w.shape[w.rank() - 1];
   const bool u8 = w.dtype == DType::kUInt8;
-  return Pack(kc, w.shape[0], c, kh, kw, [&](int64_t m, int64_t k) -> int32_t {
+  return Pack(kc, group, w.shape[0], c, kh, kw, [&](int64_t m, int64_t k) -> int32_t {
     // k = (ky * kw + kx) * c + ci; W is [M, C, kh, kw].
     const int64_t ci = k % c, tap = k / c;
     const int64_t src = (m * c + ci) * kh * kw + tap;
@@ -191,7 +196,7 @@ std::shared_ptr<void> PrepareQMatMulA16(const KernelConfig& kc, const Tensor& b,
   if (b.dtype != DType::kInt8 && b.dtype != DType::kUInt8) return nullptr;
   const int64_t k_count = b.shape[0], n = b.shape[1];
   const bool u8 = b.dtype == DType::kUInt8;
-  return Pack(kc, n, k_count, 1, 1, [&](int64_t m, int64_t k) -> int32_t {
+  return Pack(kc, 1, n, k_count, 1, 1, [&](int64_t m, int64_t k) -> int32_t {
     return u8 ? b.ptr<uint8_t>()[k * n + m] : b.ptr<int8_t>()[k * n + m];
   });
 }
@@ -203,12 +208,13 @@ bool RunQConvA16Nhwc(void* state, const QConvCall& c) {
   if (xt != DType::kInt16 && xt != DType::kUInt16) return false;
   if (c.kh != s.kh || c.kw != s.kw) return false;
   const int64_t ch = c.x->shape.back();
-  if (ch != s.c || c.y->shape.back() != s.m) return false;
+  if (ch != s.c * s.group || c.y->shape.back() != s.m) return false;
   const int64_t pixels = c.y->numel() / s.m;
   if (pixels == 0) return true;
   // The shifted zero point and, per channel, the exact correction and multiplier.
   const int32_t xzp = xt == DType::kUInt16 ? c.x_zp - 32768 : c.x_zp;
-  const int64_t mp = s.panels * kPanel;
+  // Padded so a group's last panel may read 16 entries.
+  const int64_t mp = std::max(s.panels * kPanel, s.m + kPanel);
   std::vector<double> corr(size_t(mp), 0.0), mult(size_t(mp), 0.0);
   for (int64_t m = 0; m < s.m; ++m) {
     const int64_t b = c.bias ? c.bias[m] : 0;
@@ -263,25 +269,28 @@ bool RunQConvA16Nhwc(void* state, const QConvCall& c) {
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t pix0 = blk * kBlockRows;
       const int64_t n = std::min(kBlockRows, pixels - pix0);
-      if (xt == DType::kUInt16)
-        Unroll(c.x->ptr<uint16_t>(), pix0, n, c, ch, s.kpairs, pad, rows.data());
-      else
-        Unroll(c.x->ptr<int16_t>(), pix0, n, c, ch, s.kpairs, pad, rows.data());
-      for (int64_t p = 0; p < s.panels; ++p) {
-        const int16_t* panel = s.packed.data() + p * s.kpairs * kPanel * 2;
-        const int cols = int(std::min(kPanel, s.m - p * kPanel));
-        o.corr = corr.data() + p * kPanel;
-        o.mult = mult.data() + p * kPanel;
-        for (int64_t r0 = 0; r0 < n; r0 += kRows) {
-          const int rcount = int(std::min(kRows, n - r0));
-          const int16_t* a[kRows];
-          void* y[kRows];
-          for (int r = 0; r < rcount; ++r) {
-            a[r] = rows.data() + (r0 + r) * s.kpairs * 2;
-            y[r] = static_cast<uint8_t*>(c.y->data) +
-                   size_t((pix0 + r0 + r) * s.m + p * kPanel) * elem;
+      const int64_t mg = s.m / s.group;
+      for (int64_t g = 0; g < s.group; ++g) {
+        if (xt == DType::kUInt16)
+          Unroll(c.x->ptr<uint16_t>(), pix0, n, c, ch, g * s.c, s.c, s.kpairs, pad, rows.data());
+        else
+          Unroll(c.x->ptr<int16_t>(), pix0, n, c, ch, g * s.c, s.c, s.kpairs, pad, rows.data());
+        for (int64_t p = 0; p < s.panels; ++p) {
+          const int16_t* panel = s.packed.data() + (g * s.panels + p) * s.kpairs * kPanel * 2;
+          const int64_t m0 = g * mg + p * kPanel;  // the panel's first output channel
+          const int cols = int(std::min(kPanel, mg - p * kPanel));
+          o.corr = corr.data() + m0;
+          o.mult = mult.data() + m0;
+          for (int64_t r0 = 0; r0 < n; r0 += kRows) {
+            const int rcount = int(std::min(kRows, n - r0));
+            const int16_t* a[kRows];
+            void* y[kRows];
+            for (int r = 0; r < rcount; ++r) {
+              a[r] = rows.data() + (r0 + r) * s.kpairs * 2;
+              y[r] = static_cast<uint8_t*>(c.y->data) + size_t((pix0 + r0 + r) * s.m + m0) * elem;
+            }
+            s.gemm(a, rcount, panel, s.kpairs, s.chunk, o, y, cols);
           }
-          s.gemm(a, rcount, panel, s.kpairs, s.chunk, o, y, cols);
         }
       }
     }

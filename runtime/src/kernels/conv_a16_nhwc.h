@@ -9,8 +9,9 @@
 // One pair adds at most 2^23 in magnitude (int8 weights), so int32 partial
 // sums are exact over 255 pairs (128 for uint8 weights); longer reductions
 // (when the weights' sizes do not rule overflow out) add such int32 partial
-// sums into double, which is exact below 2^53. Requires 8-bit weights with zero point 0 (symmetric,
-// as quantizers write int8 weights) and group 1; others run the reference.
+// sums into double, which is exact below 2^53. Requires 8-bit weights with
+// zero point 0 (symmetric, as quantizers write int8 weights); grouped
+// convolutions run one GEMM per group.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -22,8 +23,8 @@ namespace qfold {
 namespace kernels {
 
 // Packs W [M, C, kh, kw] (int8/uint8) with zero points w_zp (1 or M values);
-// null when the fast kernel does not apply (no SIMD level, group != 1,
-// a nonzero weight zero point). Depthwise convolutions (M == C == group)
+// null when the fast kernel does not apply (no SIMD level, a nonzero weight
+// zero point). Depthwise convolutions (M == C == group)
 // have their own kernel (one pixel at a time, taps in pairs).
 struct KernelConfig;  // kernel_config.h
 
