@@ -1184,13 +1184,16 @@ def write_markdown(path, results, conv, meta, args):
     hdr = ["group", "precision"] + [f"{RATIO_TITLES[e]} {t}T" for t in threads for e in peers]
     w("| " + " | ".join(hdr) + " |")
     w("|" + "---|" * len(hdr))
+    def kind(precision):
+        return "a16w8" if "a16w8" in precision else "int8" if "int8" in precision else "fp32"
+
     keys = []
     for r in results:
-        k = (r["group"], "int8" if "int8" in r["precision"] else "fp32")
+        k = (r["group"], kind(r["precision"]))
         if k not in keys:
             keys.append(k)
     for g, p in keys:
-        rs = [r for r in results if r["group"] == g and ("int8" in r["precision"]) == (p == "int8")]
+        rs = [r for r in results if r["group"] == g and kind(r["precision"]) == p]
         w("| " + " | ".join([g, p] + [gmean(r["ratios"].get(t, {}).get(e) for r in rs)
                                       for t in threads for e in peers]) + " |")
     w("")
