@@ -73,6 +73,7 @@ Status SinkDequantize(Graph* g) {
       Node after;
       after.op_type = "DequantizeLinear";
       after.name = n.name + "_dequantize";
+      after.attrs = dq->attrs;  // output_dtype and the like
       after.inputs = {moved, dq->input(1)};
       if (!dq->input(2).empty()) after.inputs.push_back(dq->input(2));
       after.outputs = {n.outputs[0]};
