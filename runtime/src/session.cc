@@ -200,7 +200,8 @@ Status Session::Impl::Plan() {
     for (Tensor* in : ctx.inputs)
       if (in && !in->data) all_known = false;
     bool value_unknown = false;
-    for (int i = 0; i < ctx.num_inputs(); ++i)
+    // The masks cover inputs 0-31; variadic ops (Concat, Sum) may have more.
+    for (int i = 0; i < ctx.num_inputs() && i < 32; ++i)
       if ((op.def->value_inputs >> i & 1) && ctx.inputs[i] && !ctx.inputs[i]->data)
         value_unknown = true;
     bool outputs_known = true;
@@ -225,7 +226,7 @@ Status Session::Impl::Plan() {
     }
     if (op.def->prepare && !op_state[k]) {
       bool consts = true;
-      for (int i = 0; i < ctx.num_inputs(); ++i)
+      for (int i = 0; i < ctx.num_inputs() && i < 32; ++i)
         if ((op.def->const_inputs >> i & 1) &&
             (!ctx.inputs[i] || !m->tensors[op.inputs[i]].const_data))
           consts = false;
