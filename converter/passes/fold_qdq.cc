@@ -160,12 +160,7 @@ class QdqFolder {
   }
 
  private:
-  static bool IsLayoutOp(const std::string& t) {
-    static const std::set<std::string> ops = {
-        "Reshape", "Transpose",    "Squeeze",      "Unsqueeze", "Flatten", "MaxPool", "Slice",
-        "Gather",  "DepthToSpace", "SpaceToDepth", "Resize",    "Expand",  "Tile"};
-    return ops.count(t) > 0;
-  }
+  static bool IsLayoutOp(const std::string& t) { return IsElementMovingOp(t); }
   static bool IsLutOp(const std::string& t) {
     static const std::set<std::string> ops = {
         "Relu",     "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish",

@@ -6,6 +6,8 @@
 // float. Exact for per-tensor parameters: every op here only selects or
 // reorders elements, and dequantization with a positive scale is monotone,
 // so MaxPool commutes with it too (padding never wins a max either way).
+#include <set>
+#include <string>
 #include <unordered_map>
 
 #include "converter/passes/passes.h"
@@ -19,18 +21,13 @@ bool Is8Bit(DType t) {
   return t == DType::kInt8 || t == DType::kUInt8;
 }
 
-// Ops whose output elements are copies of input elements (data input 0),
-// with the integer dtypes their runtime kernels take.
+// MaxPool and Resize run on the integers only where their kernels take the
+// dtype (8-bit).
 bool MovesElements(const Node& n, DType q) {
-  if (!n.domain.empty() || n.outputs.size() != 1) return false;
-  const std::string& t = n.op_type;
-  if (t == "Reshape" || t == "Flatten" || t == "Squeeze" || t == "Unsqueeze" || t == "Transpose" ||
-      t == "DepthToSpace" || t == "SpaceToDepth" || t == "Slice" || t == "Expand" || t == "Tile")
-    return true;
-  // Pooling and Resize have integer kernels for 8-bit types.
-  if (t == "MaxPool") return Is8Bit(q);
-  if (t == "Resize") return Is8Bit(q) && n.attrs.GetString("mode", "nearest") == "nearest";
-  return false;
+  if (!n.domain.empty() || n.outputs.size() != 1 || !IsElementMovingOp(n.op_type)) return false;
+  if (n.op_type == "MaxPool") return Is8Bit(q);
+  if (n.op_type == "Resize") return Is8Bit(q) && n.attrs.GetString("mode", "nearest") == "nearest";
+  return true;
 }
 
 bool PerTensorConstants(const Graph& g, const Node& dq) {
@@ -45,6 +42,13 @@ bool PerTensorConstants(const Graph& g, const Node& dq) {
 }
 
 }  // namespace
+
+bool IsElementMovingOp(const std::string& op_type) {
+  static const std::set<std::string> ops = {
+      "Reshape", "Transpose",    "Squeeze",      "Unsqueeze", "Flatten", "MaxPool", "Slice",
+      "Gather",  "DepthToSpace", "SpaceToDepth", "Resize",    "Expand",  "Tile"};
+  return ops.count(op_type) > 0;
+}
 
 Status SinkDequantize(Graph* g) {
   std::unordered_map<std::string, size_t> producer;  // value -> index in `out`

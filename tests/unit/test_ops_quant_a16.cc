@@ -312,8 +312,8 @@ TEST_CASE("a16w8 qlinearconv: random against DQ -> float64 conv -> Q, both layou
           REQUIRE(r.status.ok());
           // Channels-last group-1 convolutions have the SIMD kernel on x86.
           const bool simd = kernels::DefaultKernelConfig().a16 != nullptr;
-          const bool covered = true;  // group 1, depthwise and grouped
-          CHECK(r.prepared == (prepare && nhwc && covered && simd));
+          // Group 1, depthwise and grouped convolutions all have the kernel.
+          CHECK(r.prepared == (prepare && nhwc && simd));
           // A channels-last run without the kernel transposes to the reference and says so.
           CHECK(r.reference_path == (nhwc && !r.prepared));
           std::vector<int32_t> got = r.values;
