@@ -293,6 +293,13 @@ TEST_CASE("kernels pool: large Transposes split between threads match the refere
       {{1, 40, 33, 37}, {0, 3, 1, 2}, DType::kFloat32},      // NHWC -> NCHW, tiles
       {{3, 50, 700}, {1, 0, 2}, DType::kInt8},               // runs of memcpy
       {{2, 300, 70}, {2, 1, 0}, DType::kInt64},              // first axis from the last
+      // 128-bit tiles of every element size, with edges on both axes.
+      {{1, 144, 56, 56}, {0, 2, 3, 1}, DType::kUInt8},   // NCHW -> NHWC, 16x16 byte tiles
+      {{1, 57, 9, 133}, {0, 3, 1, 2}, DType::kInt8},     // NHWC -> NCHW, byte edges
+      {{2, 37, 19, 70}, {0, 2, 3, 1}, DType::kFloat16},  // 8x8 tiles
+      {{1, 66, 35, 3}, {0, 3, 1, 2}, DType::kFloat32},   // 4x4 tiles, 3 rows
+      {{5, 67, 130}, {0, 2, 1}, DType::kFloat32},
+      {{3, 9, 131}, {2, 1, 0}, DType::kInt64},  // 2x2 tiles
   };
   for (const Case& c : cases) {
     int64_t n = 1;

@@ -5,6 +5,7 @@
 
 #include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
+#include "kernels/transpose_tile.h"
 #include "ops/shape_common.h"
 #include "ops/window_util.h"
 
@@ -102,7 +103,9 @@ void TransposeTiles(const std::vector<int64_t>& odims, const std::vector<int64_t
         return InterleaveRows<4>(odims, istride, in, out);
     }
   }
-  constexpr int64_t kTile = 16;
+  // Blocks of kBlockA output rows (whole cache lines of each input row read),
+  // in 128-bit tiles of kN x kN elements; the edges element by element.
+  constexpr int64_t kN = 16 / int64_t(sizeof(E)), kBlockA = 64;
   do {
     int64_t ioff = 0, ooff = 0;
     for (size_t i = 0; i < r; ++i) {
@@ -111,13 +114,18 @@ void TransposeTiles(const std::vector<int64_t>& odims, const std::vector<int64_t
     }
     const E* src = in + ioff;
     E* dst = out + ooff;
-    for (int64_t a0 = 0; a0 < na; a0 += kTile) {
-      const int64_t a1 = std::min(na, a0 + kTile);
-      for (int64_t b0 = 0; b0 < nb; b0 += kTile) {
-        const int64_t b1 = std::min(nb, b0 + kTile);
-        for (int64_t a = a0; a < a1; ++a)
-          for (int64_t b = b0; b < b1; ++b) dst[a * ostride_j + b] = src[b * sl + a];
+    for (int64_t a0 = 0; a0 < na; a0 += kBlockA) {
+      const int64_t a1 = std::min(na, a0 + kBlockA);
+      int64_t b = 0;
+      for (; b + kN <= nb; b += kN) {
+        int64_t a = a0;
+        for (; a + kN <= a1; a += kN)
+          kernels::TransposeTile(src + b * sl + a, sl, dst + a * ostride_j + b, ostride_j);
+        for (; a < a1; ++a)
+          for (int64_t t = b; t < b + kN; ++t) dst[a * ostride_j + t] = src[t * sl + a];
       }
+      for (; b < nb; ++b)
+        for (int64_t a = a0; a < a1; ++a) dst[a * ostride_j + b] = src[b * sl + a];
     }
   } while (NextIndex(dims, &idx));
 }
