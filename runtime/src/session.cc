@@ -100,7 +100,10 @@ struct Session::Impl {
     const auto end = std::chrono::steady_clock::now();
     op_profile[k].runs += 1;
     op_profile[k].reference_runs += ctx.reference_path ? 1 : 0;
-    op_profile[k].total_us += std::chrono::duration<double, std::micro>(end - start).count();
+    const double us = std::chrono::duration<double, std::micro>(end - start).count();
+    OpProfile& prof = op_profile[k];
+    prof.min_us = prof.runs == 1 ? us : std::min(prof.min_us, us);
+    prof.total_us += us;
     return st;
   }
 
@@ -469,6 +472,7 @@ void Session::ResetProfile() {
   for (OpProfile& p : impl_->op_profile) {
     p.runs = 0;
     p.total_us = 0;
+    p.min_us = 0;
     p.reference_runs = 0;
   }
 }

@@ -74,6 +74,9 @@ struct OpProfile {
   std::string type;  // operator type
   int64_t runs = 0;
   double total_us = 0;
+  // The fastest single run: on a shared machine, the time least inflated by
+  // other processes (the mean counts every preemption).
+  double min_us = 0;
   // Runs that took the op's reference kernel instead of its fast kernels.
   int64_t reference_runs = 0;
 };
