@@ -621,6 +621,124 @@ TEST_CASE("kernels: QLinearMatMul of two activations (batched b) matches the ref
   MESSAGE(runs << " fast runs compared");
 }
 
+// ---- MatMulInteger / ConvInteger (dynamic quantization): the packed GEMM
+// with its int32 epilogue (GemmS8Args::y32), against the reference sums.
+
+// The reference with no state, then every level with B packed at prepare
+// (when `prepared`) or during the run, at 1 and 2 threads: identical int32s.
+int CompareInt32Op(const std::string& type, const std::vector<TensorPtr>& inputs,
+                   const AttrMap& attrs, bool prepared, const std::string& what) {
+  if (prepared) return CompareWithReference(type, inputs, attrs, what);
+  const OpDef* def = FindOp(type);
+  REQUIRE(def != nullptr);
+  std::string name = "t";
+  KernelContext ctx;
+  ctx.op_type = &type;
+  ctx.op_name = &name;
+  ctx.attrs = &attrs;
+  for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
+  OwnedTensor out;
+  ctx.outputs = {&out.t};
+  INFO(what);
+  REQUIRE(def->infer(ctx).ok());
+  out.storage.assign(out.t.bytes() + 64, 0xAB);
+  out.t.data = out.storage.data();
+  ctx.kernels = &IsaConfig(Isa::kReference);
+  REQUIRE(def->run(ctx).ok());
+  CHECK(ctx.reference_path == (out.t.numel() > 0));
+  const std::vector<uint8_t> want = out.storage;
+  int runs = 0;
+  for (Isa isa : kernels::SupportedIsas()) {
+    if (!IsaConfig(isa).gemm_s8) continue;
+    CAPTURE(std::string(kernels::IsaName(isa)));
+    ctx.kernels = &IsaConfig(isa);
+    for (int threads : {1, 2}) {
+      ctx.pool = test::TestPool(threads);
+      ctx.reference_path = false;
+      std::fill(out.storage.begin(), out.storage.begin() + int64_t(out.t.bytes()), 0xCD);
+      REQUIRE(def->run(ctx).ok());
+      CHECK(!ctx.reference_path);
+      CHECK(out.storage == want);
+      ++runs;
+    }
+  }
+  return runs;
+}
+
+TEST_CASE("kernels: MatMulInteger with constant and activation B matches the reference") {
+  std::mt19937 rng(24);
+  int runs = 0;
+  for (int i = 0; i < 60; ++i) {
+    const int64_t m = 1 + rng() % 20, k = 1 + rng() % 90, n = 1 + rng() % 40;
+    const bool prepared = i % 3 != 2, per_column = i % 4 == 1, with_zps = i % 5 != 4;
+    const DType at = RandomDType(rng), bt = RandomDType(rng);
+    Shape a_shape = i % 2 ? Shape{1 + int64_t(rng() % 3), m, k} : Shape{m, k};
+    Shape b_shape = {k, n};
+    if (!prepared && i % 2) b_shape.insert(b_shape.begin(), a_shape[0]);  // batched activations
+    std::vector<int32_t> b_zps;
+    for (int64_t j = 0; j < (per_column ? n : 1); ++j) b_zps.push_back(RandomZp(bt, rng));
+    std::vector<TensorPtr> in = {Bytes(at, a_shape, rng), Bytes(bt, b_shape, rng)};
+    if (with_zps) {
+      in.push_back(Zp(at, {}, {RandomZp(at, rng)}));
+      in.push_back(Zp(bt, per_column ? Shape{n} : Shape{}, b_zps));
+    }
+    std::ostringstream o;
+    o << "a " << dtype_name(at) << ShapeToString(a_shape) << " b " << dtype_name(bt)
+      << ShapeToString(b_shape) << (prepared ? " constant" : " activation")
+      << (per_column ? " per-column zp" : "") << (with_zps ? "" : " no zps");
+    runs += CompareInt32Op("MatMulInteger", in, AttrMap(), prepared, o.str());
+  }
+  // Large enough for two threads.
+  std::vector<TensorPtr> big = {Bytes(DType::kUInt8, {200, 512}, rng),
+                                Bytes(DType::kInt8, {512, 130}, rng), Zp(DType::kUInt8, {}, {255}),
+                                Zp(DType::kInt8, {}, {-128})};
+  runs += CompareInt32Op("MatMulInteger", big, AttrMap(), true, "large");
+  CHECK(runs > 0);
+  MESSAGE(runs << " fast runs compared");
+}
+
+TEST_CASE("kernels: ConvInteger matches the reference") {
+  std::mt19937 rng(25);
+  int runs = 0;
+  for (int i = 0; i < 40; ++i) {
+    const bool one_d = i % 5 == 3;
+    const int64_t group = i % 6 == 5 ? 2 : 1;
+    const int64_t c = group * (1 + rng() % 9), m = group * (1 + rng() % 12);
+    const int64_t kh = one_d ? 1 : 1 + rng() % 3, kw = 1 + rng() % 3;
+    const int64_t h = one_d ? 1 : kh + rng() % 12, w = kw + rng() % 14;
+    const DType xt = RandomDType(rng), wt = RandomDType(rng);
+    AttrMap attrs;
+    const int64_t s = 1 + rng() % 2, pad = rng() % 2;
+    if (one_d) {
+      attrs.SetInts("strides", {s});
+      attrs.SetInts("pads", {pad, pad});
+    } else {
+      attrs.SetInts("strides", {s, 1});
+      attrs.SetInts("pads", {pad, 0, pad, 1});
+    }
+    if (group > 1) attrs.SetInt("group", group);
+    const Shape xs = one_d ? Shape{1, c, w} : Shape{1 + int64_t(rng() % 2), c, h, w};
+    const Shape ws = one_d ? Shape{m, c / group, kw} : Shape{m, c / group, kh, kw};
+    std::vector<int32_t> w_zps;
+    const bool per_channel = i % 3 == 0;
+    for (int64_t j = 0; j < (per_channel ? m : 1); ++j) w_zps.push_back(RandomZp(wt, rng));
+    std::vector<TensorPtr> in = {Bytes(xt, xs, rng), Bytes(wt, ws, rng),
+                                 Zp(xt, {}, {RandomZp(xt, rng)}),
+                                 Zp(wt, per_channel ? Shape{m} : Shape{}, w_zps)};
+    std::ostringstream o;
+    o << "x " << dtype_name(xt) << ShapeToString(xs) << " w " << dtype_name(wt) << ShapeToString(ws)
+      << " group " << group << (per_channel ? " per-channel zp" : "");
+    runs += CompareWithReference("ConvInteger", in, attrs, o.str());
+  }
+  std::vector<TensorPtr> big = {Bytes(DType::kUInt8, {1, 64, 40, 40}, rng),
+                                Bytes(DType::kInt8, {96, 64, 3, 3}, rng),
+                                Zp(DType::kUInt8, {}, {7}), Zp(DType::kInt8, {}, {0})};
+  AttrMap pads;
+  pads.SetInts("pads", {1, 1, 1, 1});
+  runs += CompareWithReference("ConvInteger", big, pads, "large");
+  MESSAGE(runs << " fast runs compared");
+}
+
 // ---- Arm levels (kernels/gemm_s8_neon*.cc: Armv8.0 4x4 tiles in 16-k blocks with
 // 4-, 8- and 12-byte tails; dotprod and i8mm 8x12 tiles, i8mm in 8-k blocks) ----
 // scripts/test_aarch64.sh runs these under qemu-aarch64 on several CPU models.

@@ -40,6 +40,9 @@ struct GemmS8Args {
   int32_t yzp = 0, lo = 0, hi = 0;
   uint8_t* y = nullptr;  // int8 or uint8 bytes, row-major with row stride ldy
   int64_t ldy = 0;
+  // Instead of y: the int32 sums themselves (acc + bias - wzp * xsum, no
+  // requantization; MatMulInteger/ConvInteger), row-major with row stride ldy.
+  int32_t* y32 = nullptr;
   // Column-panel range to compute, for splitting the work between threads.
   int64_t panel_begin = 0, panel_end = -1;  // -1: all
 };

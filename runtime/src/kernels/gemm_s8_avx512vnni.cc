@@ -112,6 +112,12 @@ void GemmImpl(const GemmS8Args& a) {
             v1 = _mm512_sub_epi32(v1, _mm512_mullo_epi32(cz1, s));
           }
         }
+        if (a.y32) {
+          int32_t* y32 = a.y32 + row * a.ldy + c0;
+          _mm512_mask_storeu_epi32(y32, m0, v0);
+          if (m1) _mm512_mask_storeu_epi32(y32 + 16, m1, v1);
+          continue;
+        }
         uint8_t* y = a.y + row * a.ldy + c0;
         _mm512_mask_cvtepi32_storeu_epi8(y, m0, Requant(v0, mult0, lo, hi, yzp));
         if (m1) _mm512_mask_cvtepi32_storeu_epi8(y + 16, m1, Requant(v1, mult1, lo, hi, yzp));

@@ -127,7 +127,7 @@ inline void StoreTile(const GemmS8Args& a, const ColParamsN<kBlocks>& cp, int64_
   const int nrow = a.rows - ip < kRows ? int(a.rows - ip) : kRows;
   for (int r = 0; r < nrow; ++r) {
     const int64_t row = ip + r;
-    int32x4_t q[4];
+    int32x4_t q[4], sums[kBlocks];
     for (int j = 0; j < kBlocks; ++j) {
       int32x4_t v = acc[r][j];
       float32x4_t mult = cp.mult[j];
@@ -139,7 +139,14 @@ inline void StoreTile(const GemmS8Args& a, const ColParamsN<kBlocks>& cp, int64_
         v = vaddq_s32(v, cp.bias[j]);
         if (a.wzp) v = vmlsq_s32(v, cp.wzp[j], vdupq_n_s32(a.xsum[row]));
       }
+      sums[j] = v;
       q[j] = Requant(v, mult, lo, hi, yzp);
+    }
+    if (a.y32) {
+      int32_t t[4 * kBlocks];
+      for (int j = 0; j < kBlocks; ++j) vst1q_s32(t + 4 * j, sums[j]);
+      std::memcpy(a.y32 + row * a.ldy + c0, t, size_t(ncol) * sizeof(int32_t));
+      continue;
     }
     for (int j = kBlocks; j < 4; ++j) q[j] = q[kBlocks - 1];
     const uint8x16_t bytes = Narrow16(q[0], q[1], q[2], q[3]);

@@ -28,6 +28,17 @@ inline __m256i Requant(__m256i acc, __m256 mult, __m256 lo, __m256 hi, __m256i y
   return _mm256_add_epi32(_mm256_cvtps_epi32(f), yzp);
 }
 
+// Stores n <= 8 lanes (none when n <= 0).
+inline void StoreInt32(__m256i v, int64_t n, int32_t* y) {
+  if (n >= 8) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), v);
+  } else if (n > 0) {
+    alignas(32) int32_t tmp[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), v);
+    std::memcpy(y, tmp, size_t(n) * sizeof(int32_t));
+  }
+}
+
 // Stores the low byte of n <= 8 lanes (values are within [-128, 255]).
 inline void StoreBytes(__m256i v, int64_t n, uint8_t* y) {
   __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -71,7 +82,6 @@ void GemmImpl256(const GemmS8Args& a) {
       const int nrow = a.rows - ip < kMr ? int(a.rows - ip) : kMr;
       for (int r = 0; r < nrow; ++r) {
         const int64_t row = ip + r;
-        uint8_t* y = a.y + row * a.ldy + c0;
         for (int v = 0; v < 2; ++v) {
           __m256i x = acc[r][v];
           __m256 mult = cm[v];
@@ -85,7 +95,10 @@ void GemmImpl256(const GemmS8Args& a) {
             if (a.wzp)
               x = _mm256_sub_epi32(x, _mm256_mullo_epi32(cz[v], _mm256_set1_epi32(a.xsum[row])));
           }
-          StoreBytes(Requant(x, mult, lo, hi, yzp), v ? n1 : n0, y + 8 * v);
+          if (a.y32)
+            StoreInt32(x, v ? n1 : n0, a.y32 + row * a.ldy + c0 + 8 * v);
+          else
+            StoreBytes(Requant(x, mult, lo, hi, yzp), v ? n1 : n0, a.y + row * a.ldy + c0 + 8 * v);
         }
       }
     }

@@ -218,7 +218,7 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
       a.lo = c.lo;
       a.hi = c.hi;
       a.ldy = p;
-      uint8_t* y = c.y->ptr<uint8_t>() + (b * s.m + g * mg) * p;
+      const int64_t y_offset = (b * s.m + g * mg) * p;
       PaddedInput pi;
       if (!direct) pi = PadInput(xg, c, s.cg, uint8_t(c.x_zp), s.padded.data());
       // Each thread packs and multiplies its own panels, one block at a
@@ -251,7 +251,10 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
           ab.right = packed;
           ab.cols = w;
           ab.xsum = sum;
-          ab.y = y + c0;
+          if (c.int32_out)
+            ab.y32 = c.y->ptr<int32_t>() + y_offset + c0;
+          else
+            ab.y = c.y->ptr<uint8_t>() + y_offset + c0;
           k.gemm(ab);
         }
       };
@@ -315,7 +318,8 @@ bool RunQConvS8(void* state, const QConvCall& c) {
   QConvState& s = *static_cast<QConvState*>(state);
   const Tensor& x = *c.x;
   if (x.rank() != 3 && x.rank() != 4) return false;
-  if (c.dq_mult) return false;  // float output: channels-last microkernels only
+  if (c.dq_mult) return false;                   // float output: channels-last microkernels only
+  if (c.int32_out && s.depthwise) return false;  // the depthwise kernels requantize
   if (c.kh != s.kh || c.kw != s.kw || x.shape[1] != s.cg * s.group) return false;
   if (x.shape[0] == 0 || c.oh * c.ow == 0) return true;  // empty output
   return s.depthwise ? RunDwConvS8(s.dw, c) : RunConvGemm(s, c);
@@ -385,7 +389,10 @@ bool RunQMatMulS8(void* state, const QMatMulCall& c) {
   g.yzp = c.y_zp;
   g.lo = c.lo;
   g.hi = c.hi;
-  g.y = c.y->ptr<uint8_t>();
+  if (c.int32_out)
+    g.y32 = c.y->ptr<int32_t>();
+  else
+    g.y = c.y->ptr<uint8_t>();
   g.ldy = s.n;
   RunGemm(k, g, c.pool);
   return true;
@@ -417,7 +424,7 @@ bool RunQMatMulS8Unprepared(const KernelConfig& kc, const Tensor& b, const QMatM
   for (int64_t i = 0; i < batches; ++i) {
     PackMatMulB(k, b.dtype, b.ptr<uint8_t>() + i * kdim * n, kdim, n, &s);
     a_view.data = const_cast<uint8_t*>(a.ptr<uint8_t>()) + i * rows * kdim;
-    y_view.data = c.y->ptr<uint8_t>() + i * rows * n;
+    y_view.data = c.y->ptr<uint8_t>() + i * rows * n * (c.int32_out ? 4 : 1);
     if (!RunQMatMulS8(&s, batch)) return false;
   }
   return true;

@@ -41,6 +41,10 @@ struct QConvCall {
   const float* dq_mult = nullptr;
   const float* dq_bias = nullptr;
   float dq_lo = 0, dq_hi = 0;
+  // ConvInteger: y is int32, the zero-point-corrected sums with int32
+  // wraparound (scales, y_zp, lo, hi and bias unused). RunQConvS8's GEMM
+  // path only (not depthwise, not channels-last).
+  bool int32_out = false;
 };
 bool RunQConvS8(void* state, const QConvCall& call);
 
@@ -57,6 +61,9 @@ struct QMatMulCall {
   int32_t y_zp = 0, lo = 0, hi = 0;
   const int32_t* bias = nullptr;  // N values or null
   ThreadPool* pool = nullptr;     // null: the calling thread only
+  // MatMulInteger: y holds the int32 sums sum((a - a_zp) * (b - b_zp)) with
+  // int32 wraparound; the scales, y_zp, lo and hi are unused.
+  bool int32_out = false;
 };
 bool RunQMatMulS8(void* state, const QMatMulCall& call);
 

@@ -565,7 +565,56 @@ Status InferConvInteger(KernelContext& ctx) {
   return InferQConvShape(ctx, kConvIntegerInputs, &m);
 }
 
+// Packs a constant W for the channels-first GEMM path (int32 epilogue).
+Status PrepareConvInteger(KernelContext& ctx, std::shared_ptr<void>* state) {
+  *state =
+      kernels::PrepareQConvS8(ctx.kernel_config(), *ctx.input(1), ctx.attr().GetInt("group", 1));
+  return Status::Ok();
+}
+
+// The packed GEMM for 1-D and 2-D convolutions; *done stays false when the
+// kernels do not cover the case.
+Status RunConvIntegerFast(KernelContext& ctx, bool* done) {
+  const Tensor* x = ctx.input(0);
+  const int nsp = x->rank() - 2;
+  if (nsp != 1 && nsp != 2) return Status::Ok();
+  QConvParams p;
+  QF_RETURN_IF_ERROR(ParseQConv(ctx, kConvIntegerInputs, nsp, &p));
+  const WindowGeometry& g = p.geo;
+  const int a = nsp - 1;  // the last (width) axis
+  kernels::QConvCall c;
+  c.x = x;
+  c.y = ctx.output(0);
+  c.iw = x->shape[2 + a];
+  c.ow = g.out[a];
+  c.kw = g.kernel[a];
+  c.sw = g.strides[a];
+  c.dw = g.dilations[a];
+  c.pad_left = g.pad_begin[a];
+  if (nsp == 2) {
+    c.ih = x->shape[2];
+    c.oh = g.out[0];
+    c.kh = g.kernel[0];
+    c.sh = g.strides[0];
+    c.dh = g.dilations[0];
+    c.pad_top = g.pad_begin[0];
+  }
+  c.x_zp = ReadZeroPoints(ctx.input(kConvIntegerInputs.x_zp))[0];
+  c.w_zp = ReadZeroPoints(ctx.input(kConvIntegerInputs.w_zp));
+  c.w_scale = {1.f};
+  c.int32_out = true;
+  c.pool = ctx.pool;
+  *done = kernels::RunQConvS8(ctx.state, c);
+  return Status::Ok();
+}
+
 Status RunConvInteger(KernelContext& ctx) {
+  if (ctx.state) {
+    bool done = false;
+    QF_RETURN_IF_ERROR(RunConvIntegerFast(ctx, &done));
+    if (done) return Status::Ok();
+  }
+  if (ctx.output(0)->numel() > 0) ctx.reference_path = true;
   std::vector<int64_t> acc;
   QF_RETURN_IF_ERROR(ConvAccumulate(ctx, kConvIntegerInputs, &acc));
   Tensor* y = ctx.output(0);
@@ -601,8 +650,13 @@ const OpDef& OpDef_QfConvDequant() {
 }
 
 const OpDef& OpDef_ConvInteger() {
-  static const OpDef def = QuantOpDef("ConvInteger", InferConvInteger, RunConvInteger,
-                                      /*min_inputs=*/2, /*max_inputs=*/4);
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("ConvInteger", InferConvInteger, RunConvInteger,
+                         /*min_inputs=*/2, /*max_inputs=*/4);
+    d.prepare = PrepareConvInteger;
+    d.const_inputs = 1u << 1;  // w
+    return d;
+  }();
   return def;
 }
 

@@ -272,12 +272,35 @@ Status InferMatMulInteger(KernelContext& ctx) {
   return InferMatMulShape(ctx, a, b, &m, &n);
 }
 
+// A constant B (dynamic quantization's weights) is packed once.
+Status PrepareMatMulInteger(KernelContext& ctx, std::shared_ptr<void>* state) {
+  *state = kernels::PrepareQMatMulS8(ctx.kernel_config(), *ctx.input(1));
+  return Status::Ok();
+}
+
 Status RunMatMulInteger(KernelContext& ctx) {
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
   Tensor* y = ctx.output(0);
   const std::vector<int32_t> azp = ReadZeroPoints(ctx.input(2));
   const std::vector<int32_t> bzp = ReadZeroPoints(ctx.input(3));
+  // The packed GEMM covers a per-tensor a_zero_point and a scalar or
+  // per-column (1-D) b_zero_point, with B constant or an activation.
+  const bool b_zp_per_column = !ctx.input(3) || bzp.size() == 1 || ctx.input(3)->rank() == 1;
+  if (azp.size() == 1 && b_zp_per_column && y->numel() > 0) {
+    kernels::QMatMulCall c;
+    c.a = a;
+    c.y = y;
+    c.a_zp = azp[0];
+    c.b_zp = bzp;
+    c.b_scale = {1.f};
+    c.int32_out = true;
+    c.pool = ctx.pool;
+    if (ctx.state ? kernels::RunQMatMulS8(ctx.state, c)
+                  : kernels::RunQMatMulS8Unprepared(ctx.kernel_config(), *b, c))
+      return Status::Ok();
+  }
+  if (y->numel() > 0) ctx.reference_path = true;
   Shape as, bs;
   PromotedShapes(*a, *b, &as, &bs);
   const int64_t m = as[as.size() - 2], n = bs.back();
@@ -312,8 +335,13 @@ const OpDef& OpDef_QLinearMatMul() {
 }
 
 const OpDef& OpDef_MatMulInteger() {
-  static const OpDef def = QuantOpDef("MatMulInteger", InferMatMulInteger, RunMatMulInteger,
-                                      /*min_inputs=*/2, /*max_inputs=*/4);
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("MatMulInteger", InferMatMulInteger, RunMatMulInteger,
+                         /*min_inputs=*/2, /*max_inputs=*/4);
+    d.prepare = PrepareMatMulInteger;
+    d.const_inputs = 1u << 1;  // b
+    return d;
+  }();
   return def;
 }
 
