@@ -13,6 +13,8 @@
 // and MatMul/Gemm with a constant 2-D weight and a static A, which become a
 // 1x1 QfConvDequant over A's rows between two Reshapes (NNCF leaves the
 // classifier's Gemm float before its Softmax; AIMET makes it a graph output).
+// A MatMul of two 8-bit activations (attention) becomes MatMulInteger, Cast
+// and one Mul by the product of the scales.
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -70,6 +72,7 @@ class FloatOutputFolder {
       const std::string& t = g_.nodes[k].op_type;
       if (t == "Conv") TryConv(k);
       if (t == "MatMul" || t == "Gemm") TryMatMul(k);
+      if (t == "MatMul" && !removed_[k] && g_.nodes[k].op_type == "MatMul") TryActivationMatMul(k);
     }
     std::vector<Node> kept;
     for (size_t k = 0; k < g_.nodes.size(); ++k) {
@@ -281,6 +284,51 @@ class FloatOutputFolder {
     before_[k].push_back(std::move(ra));
     after_[k].push_back(std::move(ry));
     g_.nodes[k] = std::move(q);
+    Index();
+  }
+
+  // MatMul of two per-tensor 8-bit activations with a float output
+  // (attention's Q.K^T and P.V when NNCF leaves the product unquantized):
+  // MatMulInteger, Cast, and one Mul by a_scale * b_scale. The sums are
+  // exact in int32; the float graph rounds every product and partial sum.
+  void TryActivationMatMul(size_t k) {
+    const Node& mm = g_.nodes[k];
+    if (mm.outputs.size() != 1 || mm.attrs.Has("_activation")) return;
+    const Node* dqa = Dq(mm.input(0), -1, 0);
+    const Node* dqb = Dq(mm.input(1), -1, 0);
+    if (!dqa || !dqb) return;
+    const Value* b = g_.Find(dqb->input(0));
+    const Value* y = g_.Find(mm.outputs[0]);
+    if (!b || b->is_constant() || !y || y->dtype != DType::kFloat32 || !y->rank_known) return;
+    std::vector<float> sa, sb;
+    if (!ReadFloats(g_, dqa->input(1), &sa) || !ReadFloats(g_, dqb->input(1), &sb)) return;
+    const std::string base = mm.name.empty() ? mm.outputs[0] : mm.name;
+    const std::string acc = NewValue(mm.outputs[0] + "_int32", DType::kInt32, y->shape).name;
+    const std::string accf =
+        NewValue(mm.outputs[0] + "_int32_float", DType::kFloat32, y->shape).name;
+    Node mi;
+    mi.op_type = "MatMulInteger";
+    mi.name = base;
+    mi.inputs = {dqa->input(0), dqb->input(0), ZeroPoint(*dqa, base + "_a"),
+                 ZeroPoint(*dqb, base + "_b")};
+    mi.outputs = {acc};
+    Node cast;
+    cast.op_type = "Cast";
+    cast.name = g_.UniqueName(base + "_to_float");
+    cast.attrs.SetInt("to", 1);  // FLOAT
+    cast.inputs = {acc};
+    cast.outputs = {accf};
+    Node mul;
+    mul.op_type = "Mul";
+    mul.name = g_.UniqueName(base + "_scale");
+    mul.inputs = {accf, g_.AddConstant(base + "_ab_scale", DType::kFloat32, {},
+                                       FloatBytes(std::vector<float>{sa[0] * sb[0]}))};
+    mul.outputs = mm.outputs;
+    SetQuant(*dqa, -1);
+    SetQuant(*dqb, -1);
+    after_[k].push_back(std::move(cast));
+    after_[k].push_back(std::move(mul));
+    g_.nodes[k] = std::move(mi);
     Index();
   }
 
