@@ -214,7 +214,12 @@ class PySession {
     Status st;
     if (py::isinstance<py::bytes>(source) || py::isinstance<py::bytearray>(source) ||
         py::isinstance<py::memoryview>(source)) {
-      py::buffer_info bytes = py::buffer(source).request();
+      // A strided or reversed memoryview would be read past its bytes as if
+      // contiguous: tobytes() copies it in logical order first.
+      py::object contiguous = source;
+      if (py::isinstance<py::memoryview>(source) && !source.attr("c_contiguous").cast<bool>())
+        contiguous = source.attr("tobytes")();
+      py::buffer_info bytes = py::buffer(contiguous).request();
       // The model uses constants in place, so it gets an aligned copy that it outlives.
       size_ = static_cast<size_t>(bytes.size * bytes.itemsize);
       buffer_.reset(static_cast<uint8_t*>(::operator new(size_ ? size_ : 1, std::align_val_t(64))));

@@ -87,6 +87,15 @@ def session_from_bytes_and_pathlike():
     a = qfold.Session(data).run({"input": x})["probs"]
     b = qfold.Session(pathlib.Path(qfm_path), num_threads=2).run({"input": x})["probs"]
     np.testing.assert_array_equal(a, b)
+    # Memoryviews: the model's bytes in logical order, whatever the strides
+    # (a reversed view of the reversed bytes, every other byte of a spread copy).
+    reversed_bytes = np.frombuffer(data, np.uint8)[::-1].copy()
+    c = qfold.Session(memoryview(reversed_bytes)[::-1]).run({"input": x})["probs"]
+    spread = np.zeros(2 * len(data), np.uint8)
+    spread[::2] = np.frombuffer(data, np.uint8)
+    d = qfold.Session(memoryview(spread)[::2]).run({"input": x})["probs"]
+    np.testing.assert_array_equal(a, c)
+    np.testing.assert_array_equal(a, d)
 
 
 @test
