@@ -730,6 +730,32 @@ TEST_CASE("kernels: ConvInteger matches the reference") {
       << " group " << group << (per_channel ? " per-channel zp" : "");
     runs += CompareWithReference("ConvInteger", in, attrs, o.str());
   }
+  // Depthwise (the depthwise kernels' int32 stores): every kernel kind
+  // (stride 1, stride 2, general strides/dilations), widths past the vectors.
+  struct Dw {
+    int64_t c, h, w, k, s, d;
+  };
+  for (const Dw& dw : {Dw{5, 9, 37, 3, 1, 1}, Dw{3, 7, 40, 3, 2, 1}, Dw{4, 11, 70, 5, 1, 1},
+                       Dw{2, 12, 33, 3, 3, 1}, Dw{3, 13, 35, 3, 1, 2}, Dw{6, 8, 17, 7, 2, 1}}) {
+    for (const DType xt : {DType::kUInt8, DType::kInt8}) {
+      const DType wt = RandomDType(rng);
+      AttrMap attrs;
+      attrs.SetInt("group", dw.c);
+      attrs.SetInts("strides", {dw.s, dw.s});
+      attrs.SetInts("dilations", {dw.d, dw.d});
+      const int64_t pad = dw.k / 2;
+      attrs.SetInts("pads", {pad, pad, pad, pad});
+      std::vector<int32_t> w_zps;
+      for (int64_t j = 0; j < dw.c; ++j) w_zps.push_back(RandomZp(wt, rng));
+      std::vector<TensorPtr> in = {Bytes(xt, {1, dw.c, dw.h, dw.w}, rng),
+                                   Bytes(wt, {dw.c, 1, dw.k, dw.k}, rng),
+                                   Zp(xt, {}, {RandomZp(xt, rng)}), Zp(wt, {dw.c}, w_zps)};
+      runs += CompareWithReference("ConvInteger", in, attrs,
+                                   "depthwise " + std::to_string(dw.k) + "x" +
+                                       std::to_string(dw.k) + " s" + std::to_string(dw.s) + " d" +
+                                       std::to_string(dw.d) + " w" + std::to_string(dw.w));
+    }
+  }
   std::vector<TensorPtr> big = {Bytes(DType::kUInt8, {1, 64, 40, 40}, rng),
                                 Bytes(DType::kInt8, {96, 64, 3, 3}, rng),
                                 Zp(DType::kUInt8, {}, {7}), Zp(DType::kInt8, {}, {0})};

@@ -204,7 +204,10 @@ bool RunDwConvS8(DwConvS8State& s, const QConvCall& c) {
       a.w = s.wpack.data() + ch * p.nw;
       a.bias = s.bias[size_t(ch)];
       a.mult = s.mult[size_t(ch)];
-      a.y = c.y->ptr<uint8_t>() + pl * out_plane;
+      if (c.int32_out)
+        a.y32 = c.y->ptr<int32_t>() + pl * out_plane;
+      else
+        a.y = c.y->ptr<uint8_t>() + pl * out_plane;
       kernel(a);
     }
   };

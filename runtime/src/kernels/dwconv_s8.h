@@ -11,7 +11,8 @@
 // by tap), the weight pair packed in one int32. Stride 1 and 2 (dilation 1)
 // read pairs of adjacent inputs straight from the row; other strides and
 // dilations split rows into phases and interleave the two taps' inputs. The
-// kernels requantize in registers and store bytes; no int32 buffer is written.
+// kernels requantize in registers and store bytes; no int32 buffer is written
+// (except for ConvInteger, whose output is the int32 sums).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -42,6 +43,8 @@ struct DwPlaneArgs {
   float mult = 0;
   int32_t yzp = 0, lo = 0, hi = 0;
   uint8_t* y = nullptr;  // oh * ow bytes
+  // Instead of y: oh * ow int32 sums, unrequantized (ConvInteger).
+  int32_t* y32 = nullptr;
 };
 
 constexpr int64_t kDwRowAlign = 64;

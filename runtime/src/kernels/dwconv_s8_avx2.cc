@@ -34,6 +34,24 @@ inline void StoreBytes16(__m256i v, int64_t n, uint8_t* y) {
   }
 }
 
+// Int32 sums of 16 outputs, in order in lo (0..7) and hi (8..15); n <= 16 stored.
+inline void StoreInt32x16(__m256i lo, __m256i hi, int64_t n, int32_t* y) {
+  if (n >= 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + 8), hi);
+  } else {
+    alignas(32) int32_t tmp[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), lo);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 8), hi);
+    std::memcpy(y, tmp, size_t(n) * sizeof(int32_t));
+  }
+}
+
+// a holds outputs 0-3 | 8-11, b 4-7 | 12-15 (per 128-bit half): in order.
+inline void StoreInt32Halves(__m256i a, __m256i b, int64_t n, int32_t* y) {
+  StoreInt32x16(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31), n, y);
+}
+
 struct Epilogue {
   __m256 mult, lo, hi;
   __m256i yzp;
@@ -71,7 +89,7 @@ void GeneralImpl(const DwPlaneArgs& a) {
   const __m256i vb = _mm256_set1_epi32(a.bias);
   for (int64_t oy = 0; oy < a.oh; ++oy) {
     const int16_t* row = a.src + oy * a.out_row_step;
-    uint8_t* y = a.y + oy * a.ow;
+    uint8_t* y = a.y32 ? nullptr : a.y + oy * a.ow;
     for (int64_t i = 0; i < a.ow; i += 16) {
       const int16_t* s = row + i;
       __m256i acc0 = vb, acc1 = vb;
@@ -82,6 +100,10 @@ void GeneralImpl(const DwPlaneArgs& a) {
         const __m256i x0 = Load(s + oa), x1 = Load(s + ob);
         acc0 = Dot(acc0, _mm256_unpacklo_epi16(x0, x1), wp);
         acc1 = Dot(acc1, _mm256_unpackhi_epi16(x0, x1), wp);
+      }
+      if (a.y32) {
+        StoreInt32Halves(acc0, acc1, a.ow - i, a.y32 + oy * a.ow + i);
+        continue;
       }
       // The unpacks' lane permutation is undone by packing the two halves.
       StoreBytes16(_mm256_packs_epi32(requant(acc0), requant(acc1)), a.ow - i, y + i);
@@ -118,7 +140,7 @@ void Stride1Impl(const DwPlaneArgs& a) {
                                               0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
   for (int64_t oy = 0; oy < a.oh; ++oy) {
     const int16_t* row = a.src + oy * a.out_row_step;
-    uint8_t* y = a.y + oy * a.ow;
+    uint8_t* y = a.y32 ? nullptr : a.y + oy * a.ow;
     for (int64_t i = 0; i < a.ow; i += 16) {
       __m256i even = vb, odd = vb;
       const int32_t* w = a.w;
@@ -129,6 +151,11 @@ void Stride1Impl(const DwPlaneArgs& a) {
           even = Dot(even, x, _mm256_set1_epi32(w[q]));
           odd = Dot(odd, x, _mm256_set1_epi32(w[kNl + q]));
         }
+      }
+      if (a.y32) {
+        StoreInt32Halves(_mm256_unpacklo_epi32(even, odd), _mm256_unpackhi_epi32(even, odd),
+                         a.ow - i, a.y32 + oy * a.ow + i);
+        continue;
       }
       const __m256i v = _mm256_packs_epi32(requant(even), requant(odd));
       StoreBytes16(_mm256_shuffle_epi8(v, interleave), a.ow - i, y + i);
@@ -146,7 +173,7 @@ void Stride2Impl(const DwPlaneArgs& a) {
   const __m256i vb = _mm256_set1_epi32(a.bias);
   for (int64_t oy = 0; oy < a.oh; ++oy) {
     const int16_t* row = a.src + oy * a.out_row_step;
-    uint8_t* y = a.y + oy * a.ow;
+    uint8_t* y = a.y32 ? nullptr : a.y + oy * a.ow;
     for (int64_t i = 0; i < a.ow; i += 16) {
       __m256i acc0 = vb, acc1 = vb;
       const int32_t* w = a.w;
@@ -157,6 +184,10 @@ void Stride2Impl(const DwPlaneArgs& a) {
           acc0 = Dot(acc0, Load(s + 2 * q), wq);
           acc1 = Dot(acc1, Load(s + 16 + 2 * q), wq);
         }
+      }
+      if (a.y32) {
+        StoreInt32x16(acc0, acc1, a.ow - i, a.y32 + oy * a.ow + i);
+        continue;
       }
       // packs works per 128-bit lane: order the 64-bit quarters 0, 2, 1, 3.
       const __m256i v = _mm256_packs_epi32(requant(acc0), requant(acc1));

@@ -28,6 +28,21 @@ inline __mmask32 TailMask32(int64_t n) {
   return n >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << n) - 1);
 }
 
+// Int32 sums of 32 outputs, in order in lo (0..15) and hi (16..31); n <= 32 stored.
+inline void StoreInt32x32(__m512i lo, __m512i hi, int64_t n, int32_t* y) {
+  const __mmask32 m = TailMask32(n);
+  _mm512_mask_storeu_epi32(y, __mmask16(m), lo);
+  _mm512_mask_storeu_epi32(y + 16, __mmask16(m >> 16), hi);
+}
+
+// a holds outputs 8L + 0..3 in its 128-bit lane L, b 8L + 4..7: in order.
+inline void StoreInt32Lanes(__m512i a, __m512i b, int64_t n, int32_t* y) {
+  const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  StoreInt32x32(_mm512_permutex2var_epi64(a, first, b), _mm512_permutex2var_epi64(a, second, b), n,
+                y);
+}
+
 struct Epilogue {
   __m512 mult, lo, hi;
   __m512i yzp;
@@ -58,7 +73,7 @@ void GeneralImpl(const DwPlaneArgs& a) {
   const __m512i vb = _mm512_set1_epi32(a.bias);
   for (int64_t oy = 0; oy < a.oh; ++oy) {
     const int16_t* row = a.src + oy * a.out_row_step;
-    uint8_t* y = a.y + oy * a.ow;
+    uint8_t* y = a.y32 ? nullptr : a.y + oy * a.ow;
     for (int64_t i = 0; i < a.ow; i += 32) {
       const int16_t* s = row + i;
       __m512i acc0 = vb, acc1 = vb;
@@ -69,6 +84,10 @@ void GeneralImpl(const DwPlaneArgs& a) {
         const __m512i x0 = _mm512_loadu_si512(s + oa), x1 = _mm512_loadu_si512(s + ob);
         acc0 = _mm512_dpwssd_epi32(acc0, _mm512_unpacklo_epi16(x0, x1), wp);
         acc1 = _mm512_dpwssd_epi32(acc1, _mm512_unpackhi_epi16(x0, x1), wp);
+      }
+      if (a.y32) {
+        StoreInt32Lanes(acc0, acc1, a.ow - i, a.y32 + oy * a.ow + i);
+        continue;
       }
       // The unpacks' lane permutation is undone by packing the two halves;
       // results lie in [-128, 255], so vpmovwb's truncation keeps the byte.
@@ -107,7 +126,7 @@ void Stride1Impl(const DwPlaneArgs& a) {
       _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15));
   for (int64_t oy = 0; oy < a.oh; ++oy) {
     const int16_t* row = a.src + oy * a.out_row_step;
-    uint8_t* y = a.y + oy * a.ow;
+    uint8_t* y = a.y32 ? nullptr : a.y + oy * a.ow;
     for (int64_t i = 0; i < a.ow; i += 32) {
       __m512i even = vb, odd = vb;
       const int32_t* w = a.w;
@@ -118,6 +137,11 @@ void Stride1Impl(const DwPlaneArgs& a) {
           even = _mm512_dpwssd_epi32(even, x, _mm512_set1_epi32(w[q]));
           odd = _mm512_dpwssd_epi32(odd, x, _mm512_set1_epi32(w[kNl + q]));
         }
+      }
+      if (a.y32) {
+        StoreInt32Lanes(_mm512_unpacklo_epi32(even, odd), _mm512_unpackhi_epi32(even, odd),
+                        a.ow - i, a.y32 + oy * a.ow + i);
+        continue;
       }
       const __m512i v = _mm512_packs_epi32(requant(even), requant(odd));
       _mm512_mask_cvtepi16_storeu_epi8(y + i, TailMask32(a.ow - i),
@@ -138,7 +162,7 @@ void Stride2Impl(const DwPlaneArgs& a) {
   const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
   for (int64_t oy = 0; oy < a.oh; ++oy) {
     const int16_t* row = a.src + oy * a.out_row_step;
-    uint8_t* y = a.y + oy * a.ow;
+    uint8_t* y = a.y32 ? nullptr : a.y + oy * a.ow;
     for (int64_t i = 0; i < a.ow; i += 32) {
       __m512i acc0 = vb, acc1 = vb;
       const int32_t* w = a.w;
@@ -149,6 +173,10 @@ void Stride2Impl(const DwPlaneArgs& a) {
           acc0 = _mm512_dpwssd_epi32(acc0, _mm512_loadu_si512(s + 2 * q), wq);
           acc1 = _mm512_dpwssd_epi32(acc1, _mm512_loadu_si512(s + 32 + 2 * q), wq);
         }
+      }
+      if (a.y32) {
+        StoreInt32x32(acc0, acc1, a.ow - i, a.y32 + oy * a.ow + i);
+        continue;
       }
       const __m512i v = _mm512_packs_epi32(requant(acc0), requant(acc1));
       _mm512_mask_cvtepi16_storeu_epi8(y + i, TailMask32(a.ow - i),

@@ -44,7 +44,7 @@ void GeneralImpl(const DwPlaneArgs& a) {
   const int32x4_t yzp = vdupq_n_s32(a.yzp), bias = vdupq_n_s32(a.bias);
   for (int64_t oy = 0; oy < a.oh; ++oy) {
     const int16_t* row = a.src + oy * a.out_row_step;
-    uint8_t* y = a.y + oy * a.ow;
+    uint8_t* y = a.y32 ? nullptr : a.y + oy * a.ow;
     for (int64_t i = 0; i < a.ow; i += 16) {
       int32x4_t acc[4] = {bias, bias, bias, bias};
       for (int p = 0; p < np; ++p) {
@@ -52,6 +52,17 @@ void GeneralImpl(const DwPlaneArgs& a) {
         const int16_t w0 = int16_t(uint16_t(wp)), w1 = int16_t(uint16_t(wp >> 16));
         Tap(row + a.off[2 * p] + i, w0, acc);
         if (w1) Tap(row + a.off[2 * p + 1] + i, w1, acc);  // 0: lone last tap (or a 0 weight)
+      }
+      if (a.y32) {  // ConvInteger: the sums, in order
+        int32_t* y32 = a.y32 + oy * a.ow + i;
+        if (a.ow - i >= 16) {
+          for (int j = 0; j < 4; ++j) vst1q_s32(y32 + 4 * j, acc[j]);
+        } else {
+          int32_t tmp[16];
+          for (int j = 0; j < 4; ++j) vst1q_s32(tmp + 4 * j, acc[j]);
+          std::memcpy(y32, tmp, size_t(a.ow - i) * sizeof(int32_t));
+        }
+        continue;
       }
       const uint8x16_t b = vcombine_u8(
           Bytes8(Requant(acc[0], mult, lo, hi, yzp), Requant(acc[1], mult, lo, hi, yzp)),

@@ -318,8 +318,7 @@ bool RunQConvS8(void* state, const QConvCall& c) {
   QConvState& s = *static_cast<QConvState*>(state);
   const Tensor& x = *c.x;
   if (x.rank() != 3 && x.rank() != 4) return false;
-  if (c.dq_mult) return false;                   // float output: channels-last microkernels only
-  if (c.int32_out && s.depthwise) return false;  // the depthwise kernels requantize
+  if (c.dq_mult) return false;  // float output: channels-last microkernels only
   if (c.kh != s.kh || c.kw != s.kw || x.shape[1] != s.cg * s.group) return false;
   if (x.shape[0] == 0 || c.oh * c.ow == 0) return true;  // empty output
   return s.depthwise ? RunDwConvS8(s.dw, c) : RunConvGemm(s, c);

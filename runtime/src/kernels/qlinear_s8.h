@@ -42,8 +42,8 @@ struct QConvCall {
   const float* dq_bias = nullptr;
   float dq_lo = 0, dq_hi = 0;
   // ConvInteger: y is int32, the zero-point-corrected sums with int32
-  // wraparound (scales, y_zp, lo, hi and bias unused). RunQConvS8's GEMM
-  // path only (not depthwise, not channels-last).
+  // wraparound (scales, y_zp, lo, hi and bias unused). RunQConvS8 only (not
+  // channels-last).
   bool int32_out = false;
 };
 bool RunQConvS8(void* state, const QConvCall& call);
