@@ -227,6 +227,13 @@ class LayoutPlanner {
       const std::string outer = graph_output ? out : other;
       AddValueLike(inner, original, inner_from_outer);
       AddValueLike(outer, original, Perm(IdentityPerm(inner_from_outer.size())));
+      if (graph_output) {
+        // The model's own layout, as annotate_layouts recorded it.
+        Value& v = g_.values[outer];
+        v.layout = original.layout;
+        v.batch_axis = original.batch_axis;
+        v.channel_axis = original.channel_axis;
+      }
       if (!graph_output) rename_[out] = outer;
       Node t;
       t.op_type = "Transpose";

@@ -22,6 +22,7 @@
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "doctest/doctest.h"
+#include "kernels/conv_f32_nhwc.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm_f32.h"
 #include "op_harness.h"
@@ -122,10 +123,19 @@ int CompareF32(const std::string& type, const std::vector<TensorPtr>& inputs, co
   const std::vector<float> mag = mag_run.Run(nullptr, 1);
   REQUIRE(mag.size() == want.size());
   int runs = 0;
-  for (Isa isa : kernels::SupportedIsas()) {
-    const kernels::KernelConfig& kc = IsaConfig(isa);
-    if (!kc.gemm_f32) continue;
-    const std::string isa_name = kernels::IsaName(isa);
+  // Each ISA level, and the highest with the portable channels-last kernels
+  // in place of its own (what Arm and pre-AVX2 x86 run).
+  std::vector<std::pair<std::string, kernels::KernelConfig>> configs;
+  for (Isa isa : kernels::SupportedIsas())
+    if (IsaConfig(isa).gemm_f32) configs.emplace_back(kernels::IsaName(isa), IsaConfig(isa));
+  if (!configs.empty() && configs.back().second.conv_nhwc_f32 != kernels::ConvNhwcF32Portable()) {
+    configs.push_back(configs.back());
+    configs.back().first += " + portable conv_nhwc_f32";
+    configs.back().second.conv_nhwc_f32 = kernels::ConvNhwcF32Portable();
+  }
+  for (const auto& named : configs) {
+    const kernels::KernelConfig& kc = named.second;
+    const std::string& isa_name = named.first;
     CAPTURE(isa_name);
     Runner fast(type, inputs, attrs, kc);
     for (bool prepared : {true, false}) {

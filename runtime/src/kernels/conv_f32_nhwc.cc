@@ -90,33 +90,44 @@ inline const float* TapPointer(const ConvNhwcF32Call& c, const float* xb, int64_
   return xb + (iy * c.iw + ix) * c.c;
 }
 
+// Work unit: a block of tiles of mr pixels. Within it the loop runs over
+// weight panels outside and tiles inside, so one panel ([K][nr], 30 KiB for
+// K = 480) stays in L1 while the block's pixels pass over it, instead of
+// every tile streaming all M x K weights from L2 or beyond.
 void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const ConvNhwcF32Kernels& k = *s.k;
   const int64_t pixels = c.oh * c.ow, taps = s.kh * s.kw, mg = s.m / s.group;
   const int64_t panels = (mg + k.nr - 1) / k.nr, panel_size = taps * s.cg * k.nr;
   const int64_t tiles = (pixels + k.mr - 1) / k.mr;
+  // Blocks of up to 8 tiles, smaller when that leaves threads without work
+  // (the sums do not depend on the blocking).
+  const int64_t threads = NumThreads(c.pool);
+  const int64_t block = std::max<int64_t>(1, std::min<int64_t>(8, tiles * c.n / (4 * threads)));
+  const int64_t blocks = (tiles + block - 1) / block;
+  const int64_t tile_ptrs = taps * k.mr;
   auto work = [&](int64_t begin, int64_t end, int) {
-    if (int64_t(tl_ptrs.size()) < taps * k.mr) tl_ptrs.resize(size_t(taps * k.mr));
+    if (int64_t(tl_ptrs.size()) < block * tile_ptrs) tl_ptrs.resize(size_t(block * tile_ptrs));
     const float** ptrs = tl_ptrs.data();
     const float* zeros = Zeros(s.cg);
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t b = u / tiles, p0 = u % tiles * k.mr;
-      const int64_t rows = std::min<int64_t>(k.mr, pixels - p0);
+      const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
       const float* xb = c.x + b * c.ih * c.iw * c.c;
-      float* yt = c.y + (b * pixels + p0) * s.m;
+      float* yb = c.y + b * pixels * s.m;
       for (int64_t g = 0; g < s.group; ++g) {
         const float* xg = xb + g * s.cg;
-        for (int64_t r = 0; r < k.mr; ++r) {
-          // Rows past the end repeat the last pixel; the kernel does not store them.
-          const int64_t p = p0 + std::min(r, rows - 1), oy = p / c.ow, ox = p % c.ow;
-          for (int64_t ky = 0; ky < s.kh; ++ky)
-            for (int64_t kx = 0; kx < s.kw; ++kx)
-              ptrs[(ky * s.kw + kx) * k.mr + r] = TapPointer(c, xg, oy, ox, ky, kx, zeros);
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t p0 = t * k.mr, rows = std::min<int64_t>(k.mr, pixels - p0);
+          const float** tp = ptrs + (t - t0) * tile_ptrs;
+          for (int64_t r = 0; r < k.mr; ++r) {
+            // Rows past the end repeat the last pixel; the kernel does not store them.
+            const int64_t p = p0 + std::min(r, rows - 1), oy = p / c.ow, ox = p % c.ow;
+            for (int64_t ky = 0; ky < s.kh; ++ky)
+              for (int64_t kx = 0; kx < s.kw; ++kx)
+                tp[(ky * s.kw + kx) * k.mr + r] = TapPointer(c, xg, oy, ox, ky, kx, zeros);
+          }
         }
         for (int64_t pn = 0; pn < panels; ++pn) {
           IgemmF32Args a;
-          a.a = ptrs;
-          a.rows = rows;
           a.taps = taps;
           a.c = s.cg;
           a.w = s.w.data() + g * s.group_stride + pn * panel_size;
@@ -125,15 +136,23 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           a.act = c.act;
           a.lo = c.lo;
           a.hi = c.hi;
-          a.y = yt + g * mg + pn * k.nr;
           a.ldy = s.m;
-          k.igemm(a);
+          for (int64_t t = t0; t < t1; ++t) {
+            const int64_t p0 = t * k.mr;
+            a.a = ptrs + (t - t0) * tile_ptrs;
+            a.rows = std::min<int64_t>(k.mr, pixels - p0);
+            a.y = yb + p0 * s.m + g * mg + pn * k.nr;
+            k.igemm(a);
+          }
         }
       }
-      if (c.post) c.post->Apply(yt, rows * s.m);
+      if (c.post) {
+        const int64_t p0 = t0 * k.mr, p1 = std::min(pixels, t1 * k.mr);
+        c.post->Apply(yb + p0 * s.m, (p1 - p0) * s.m);
+      }
     }
   };
-  ParallelFor(PoolForWork(c.pool, 2 * c.n * pixels * s.m * taps * s.cg), c.n * tiles, work);
+  ParallelFor(PoolForWork(c.pool, 2 * c.n * pixels * s.m * taps * s.cg), c.n * blocks, work);
 }
 
 void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
@@ -180,6 +199,10 @@ const ConvNhwcF32Kernels* ConvNhwcF32For(const CpuFeatures& f, const char** vari
 #endif
   if (variant) *variant = k ? k->name : nullptr;
   return k;
+}
+
+const ConvNhwcF32Kernels* ConvNhwcF32Portable() {
+  return &kConvNhwcF32Portable;
 }
 
 std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,

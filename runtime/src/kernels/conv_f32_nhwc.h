@@ -73,6 +73,9 @@ struct ConvNhwcF32Kernels {
 // runs its channels-first reference kernel between transposes).
 const ConvNhwcF32Kernels* ConvNhwcF32For(const CpuFeatures& f, const char** variant = nullptr);
 
+// The plain C++ variant (tests run it on x86 too).
+const ConvNhwcF32Kernels* ConvNhwcF32Portable();
+
 // Packs W [M, C/group, kh, kw] for `k`; null when W is not a 4-D float32
 // tensor or group does not divide M.
 std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,
