@@ -412,30 +412,38 @@ Status RunGlobalPool(KernelContext& ctx, PoolKind kind) {
   return Status::Ok();
 }
 
-Status InferGlobalPoolLayout(KernelContext& ctx, PoolKind kind,
-                             Status (*infer_channels_first)(KernelContext&)) {
-  bool cl = false;
-  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
-  return cl ? InferViaChannelsFirst(ctx, infer_channels_first) : InferGlobalPool(ctx, kind);
-}
-
-Status InferGlobalMaxPool(KernelContext& ctx) {
+Status InferGlobalMaxPoolChannelsFirst(KernelContext& ctx) {
   return InferGlobalPool(ctx, PoolKind::kMax);
-}
-Status RunGlobalMaxPool(KernelContext& ctx) {
-  return RunGlobalPool(ctx, PoolKind::kMax);
 }
 Status InferGlobalAveragePoolChannelsFirst(KernelContext& ctx) {
   return InferGlobalPool(ctx, PoolKind::kAverage);
 }
+Status InferGlobalLpPoolChannelsFirst(KernelContext& ctx) {
+  return InferGlobalPool(ctx, PoolKind::kLp);
+}
+
+// Every global pool reads channels_last (RunGlobalPool does), so shapes and
+// kernels always agree; the planner sets it on GlobalAveragePool only.
+Status InferGlobalPoolLayout(KernelContext& ctx, Status (*infer_channels_first)(KernelContext&)) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  return cl ? InferViaChannelsFirst(ctx, infer_channels_first) : infer_channels_first(ctx);
+}
+
+Status InferGlobalMaxPool(KernelContext& ctx) {
+  return InferGlobalPoolLayout(ctx, InferGlobalMaxPoolChannelsFirst);
+}
+Status RunGlobalMaxPool(KernelContext& ctx) {
+  return RunGlobalPool(ctx, PoolKind::kMax);
+}
 Status InferGlobalAveragePool(KernelContext& ctx) {
-  return InferGlobalPoolLayout(ctx, PoolKind::kAverage, InferGlobalAveragePoolChannelsFirst);
+  return InferGlobalPoolLayout(ctx, InferGlobalAveragePoolChannelsFirst);
 }
 Status RunGlobalAveragePool(KernelContext& ctx) {
   return RunGlobalPool(ctx, PoolKind::kAverage);
 }
 Status InferGlobalLpPool(KernelContext& ctx) {
-  return InferGlobalPool(ctx, PoolKind::kLp);
+  return InferGlobalPoolLayout(ctx, InferGlobalLpPoolChannelsFirst);
 }
 Status RunGlobalLpPool(KernelContext& ctx) {
   return RunGlobalPool(ctx, PoolKind::kLp);
