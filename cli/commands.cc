@@ -122,8 +122,8 @@ const char* kConvertUsage =
     "  --no-fuse           do not fuse BatchNormalization and activations\n"
     "  --no-fold-qdq       keep QuantizeLinear/DequantizeLinear as separate float ops\n"
     "  --channels-first    keep every operator in the model's own layout (by default quantized\n"
-    "                      convolutions and pools run channels-last inside; inputs and outputs\n"
-    "                      keep their shapes either way)\n";
+    "                      and 2-D float convolutions and pools run channels-last inside; inputs\n"
+    "                      and outputs keep their shapes either way)\n";
 
 const char* kRunUsage =
     "usage: qfold run MODEL.qfm [--input NAME=FILE.npy ...] [--inputs FILE.npz]\n"

@@ -13,7 +13,7 @@ struct ConvertOptions {
   bool fold_constants = true;
   bool fuse = true;
   bool fold_qdq = true;       // QDQ patterns -> integer operators
-  bool channels_last = true;  // quantized convolutions run channels-last inside
+  bool channels_last = true;  // quantized and 2-D float convolutions run channels-last inside
   // Input-shape overrides: whole shapes by input name, and symbolic dims by
   // their ONNX dim_param name ("batch" -> 4). Applied before anything else.
   std::map<std::string, Shape> input_shapes;

@@ -395,6 +395,7 @@ Status VerifyModel(const std::string& onnx_path, const std::string& qfm_path,
   conv::ConvertOptions ropts;
   ropts.fold_qdq = false;
   ropts.fuse = false;
+  ropts.channels_last = false;  // the literal graph, float convolutions included
   Graph rg;
   QF_RETURN_IF_ERROR(conv::LoadAndOptimize(onnx_path, ropts, &rg));
   Loaded ref, cand;

@@ -1,7 +1,7 @@
-// Layout planning: quantized convolutions and pools run channels-last inside
-// the model, where the C bytes of a pixel are contiguous and an int8 kernel
-// broadcasts them straight from the activation tensor. External shapes never
-// change: graph inputs and outputs keep the model's layout.
+// Layout planning: quantized and 2-D float convolutions and pools run
+// channels-last inside the model, where the C values of a pixel are
+// contiguous and a kernel broadcasts them straight from the activation tensor. External shapes
+// never change: graph inputs and outputs keep the model's layout.
 //
 // One forward pass over the topologically sorted nodes:
 // - an op with LayoutRole::kChannelsLast (and, where the op has the hook,
@@ -227,6 +227,13 @@ class LayoutPlanner {
       const std::string outer = graph_output ? out : other;
       AddValueLike(inner, original, inner_from_outer);
       AddValueLike(outer, original, Perm(IdentityPerm(inner_from_outer.size())));
+      if (graph_output) {
+        // The model's own layout, as annotate_layouts recorded it.
+        Value& v = g_.values[outer];
+        v.layout = original.layout;
+        v.batch_axis = original.batch_axis;
+        v.channel_axis = original.channel_axis;
+      }
       if (!graph_output) rename_[out] = outer;
       Node t;
       t.op_type = "Transpose";
@@ -248,7 +255,8 @@ class LayoutPlanner {
     return p;
   }
 
-  // Integer convolutions (QLinearConv, QfConvDequant) and 8-bit pools -> channels_last = 1.
+  // Integer convolutions (QLinearConv, QfConvDequant), 8-bit pools and the
+  // float ops with OpDef::layout_float -> channels_last = 1.
   bool TryChannelsLast(Node& n) {
     const OpDef* def = FindNodeOp(n);
     if (!def || def->layout != LayoutRole::kChannelsLast || n.inputs.empty()) return false;
@@ -258,7 +266,10 @@ class LayoutPlanner {
     // 16-bit activations: QLinearConv's a16w8 kernel is channels-last too.
     const bool a16 = n.op_type == "QLinearConv" &&
                      (x && (x->dtype == DType::kInt16 || x->dtype == DType::kUInt16));
-    if (!x || (x->shape.size() != 3 && x->shape.size() != 4) || !(Is8Bit(x->dtype) || a16))
+    // Float: 2-D ops whose channels-last kernel takes float32 (Conv, nearest
+    // Resize, GlobalAveragePool); the others would run between transposes.
+    const bool f32 = x && x->dtype == DType::kFloat32 && def->layout_float && x->shape.size() == 4;
+    if (!x || (x->shape.size() != 3 && x->shape.size() != 4) || !(Is8Bit(x->dtype) || a16 || f32))
       return false;
     const size_t rank = x->shape.size();
     const Perm to_last = ToChannelsLast(rank), to_first = ToChannelsFirst(rank);
@@ -267,6 +278,8 @@ class LayoutPlanner {
       for (size_t i = 0; i < 32; ++i)
         if ((def->const_inputs >> i & 1u) && (i >= n.inputs.size() || !g_.IsConstant(n.inputs[i])))
           return false;
+      const Value* w = n.inputs.size() > 1 ? Known(n.inputs[1]) : nullptr;
+      if (f32 && (!w || w->shape.size() != 4)) return false;
     } else {
       // A pool (or Resize, DepthToSpace) alone between channels-first ops
       // would only add Transposes.

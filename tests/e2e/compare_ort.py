@@ -4,6 +4,7 @@
 Usage:
   compare_ort.py --qfold build/cli/qfold --model models/a.onnx [--model models/b.onnx ...]
                  [--rtol 1e-4] [--atol 0] [--dim batch=1 --dim height=32] [--workdir DIR]
+                 [--require-float-channels-last]
 
 For each model: deterministic random inputs (seeded by the model file name) are fed to ONNX
 Runtime with all graph optimizations disabled (so the reference is the literal graph), saved to
@@ -21,6 +22,7 @@ non-zero if any model failed.
 """
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -32,7 +34,7 @@ import onnx
 from onnx import TensorProto
 
 from qfold_tools import (DEFAULT_OTHER_DIM, concrete_shape, external_shape_errors, graph_inputs,
-                         random_input, run_ort, run_qfold, safe_name)
+                         random_input, run_ort, run_qfold, run_qfold_output, safe_name)
 
 DEFAULT_RTOL = 1e-4
 DEFAULT_RTOL_HALF = 2e-3
@@ -106,6 +108,9 @@ def check_model(args, model_path, dims, stem):
         if err:
             print(f"FAIL {label}: qfold {cmd[1]} failed, {err}")
             return False
+    if args.require_float_channels_last and not float_channels_last_convs(args, qfm):
+        print(f"FAIL {label}: no float Conv runs channels-last in the converted model")
+        return False
     shape_errors = external_shape_errors(args.qfold, qfm, onnx.load(model_path))
     for e in shape_errors:
         print(f"FAIL {label}: external shape changed: {e}")
@@ -146,6 +151,16 @@ def check_model(args, model_path, dims, stem):
     return ok
 
 
+def float_channels_last_convs(args, qfm):
+    """How many float Conv operators of `qfm` run channels-last, per `qfold inspect --json`."""
+    err, out = run_qfold_output([args.qfold, "inspect", qfm, "--json"], args.timeout)
+    if err:
+        return 0
+    details = json.loads(out).get("operator_details", [])
+    return sum(1 for d in details if d.get("type") == "Conv" and d.get("precision") == "float"
+               and d.get("layout") == "NHWC")
+
+
 def parse_dims(items):
     dims = {}
     for item in items:
@@ -172,6 +187,8 @@ def main():
                          f"batch=1, others {DEFAULT_OTHER_DIM})")
     ap.add_argument("--workdir", help="where to keep inputs/outputs (default: a temp dir, removed)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per qfold command")
+    ap.add_argument("--require-float-channels-last", action="store_true",
+                    help="fail a model unless some float Conv of it runs channels-last")
     ap.add_argument("--strict-dtype", action="store_true",
                     help="fail when qfold's output dtype differs from onnxruntime's")
     args = ap.parse_args()

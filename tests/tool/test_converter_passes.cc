@@ -377,8 +377,11 @@ TEST_CASE("converter fusion: Conv -> BatchNormalization -> Relu becomes one Conv
   for (float& v : x) v = ux(rng);
 
   Graph fused, plain;
-  std::vector<float> y_fused = ConvertAndRun(path, "X", {1, 2, 5, 5}, x, "Y", {1, 3, 5, 5}, &fused);
-  ConvertOptions no_fuse;
+  ConvertOptions channels_first;  // no layout Transposes around the one Conv
+  channels_first.channels_last = false;
+  std::vector<float> y_fused =
+      ConvertAndRun(path, "X", {1, 2, 5, 5}, x, "Y", {1, 3, 5, 5}, &fused, channels_first);
+  ConvertOptions no_fuse = channels_first;
   no_fuse.fuse = false;
   std::vector<float> y_plain =
       ConvertAndRun(path, "X", {1, 2, 5, 5}, x, "Y", {1, 3, 5, 5}, &plain, no_fuse);

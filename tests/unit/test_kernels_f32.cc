@@ -22,6 +22,7 @@
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "doctest/doctest.h"
+#include "kernels/conv_f32_nhwc.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm_f32.h"
 #include "op_harness.h"
@@ -122,10 +123,19 @@ int CompareF32(const std::string& type, const std::vector<TensorPtr>& inputs, co
   const std::vector<float> mag = mag_run.Run(nullptr, 1);
   REQUIRE(mag.size() == want.size());
   int runs = 0;
-  for (Isa isa : kernels::SupportedIsas()) {
-    const kernels::KernelConfig& kc = IsaConfig(isa);
-    if (!kc.gemm_f32) continue;
-    const std::string isa_name = kernels::IsaName(isa);
+  // Each ISA level, and the highest with the portable channels-last kernels
+  // in place of its own (what Arm and pre-AVX2 x86 run).
+  std::vector<std::pair<std::string, kernels::KernelConfig>> configs;
+  for (Isa isa : kernels::SupportedIsas())
+    if (IsaConfig(isa).gemm_f32) configs.emplace_back(kernels::IsaName(isa), IsaConfig(isa));
+  if (!configs.empty() && configs.back().second.conv_nhwc_f32 != kernels::ConvNhwcF32Portable()) {
+    configs.push_back(configs.back());
+    configs.back().first += " + portable conv_nhwc_f32";
+    configs.back().second.conv_nhwc_f32 = kernels::ConvNhwcF32Portable();
+  }
+  for (const auto& named : configs) {
+    const kernels::KernelConfig& kc = named.second;
+    const std::string& isa_name = named.first;
     CAPTURE(isa_name);
     Runner fast(type, inputs, attrs, kc);
     for (bool prepared : {true, false}) {
@@ -291,7 +301,8 @@ TEST_CASE("kernels f32: packed GEMM at tile edges matches double precision") {
 struct ConvCase {
   int64_t n, c, m, group, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
   bool one_d, bias;
-  int act;  // 0 none, 1 Relu, 2 Clip, 3 HardSwish, 4 Clip with only a max
+  int act;                     // 0 none, 1 Relu, 2 Clip, 3 HardSwish, 4 Clip with only a max
+  bool channels_last = false;  // X [N, H, W, C]: the kernels of conv_f32_nhwc.h
 };
 
 std::string Describe(const ConvCase& k) {
@@ -299,7 +310,7 @@ std::string Describe(const ConvCase& k) {
   o << "N" << k.n << " C" << k.c << " M" << k.m << " g" << k.group << " HxW " << k.h << "x" << k.w
     << " k " << k.kh << "x" << k.kw << " s " << k.sh << "," << k.sw << " d " << k.dh << "," << k.dw
     << " pads " << k.pt << "," << k.pl << "," << k.pb << "," << k.pr << (k.one_d ? " 1-D" : "")
-    << (k.bias ? " bias" : "") << " act " << k.act;
+    << (k.bias ? " bias" : "") << " act " << k.act << (k.channels_last ? " NHWC" : "");
   return o.str();
 }
 
@@ -340,6 +351,12 @@ int RunConvCase(const ConvCase& k, std::mt19937& rng) {
     attrs.SetInts("strides", {k.sh, k.sw});
     attrs.SetInts("dilations", {k.dh, k.dw});
     attrs.SetInts("pads", {k.pt, k.pl, k.pb, k.pr});
+  }
+  if (k.channels_last) {
+    // The reference runs channels-last convolutions channels-first between
+    // transposes, so it stays the oracle.
+    xs = Shape{k.n, k.h, k.w, k.c};
+    attrs.SetInt("channels_last", 1);
   }
   AttrMap abs_attrs = attrs;
   SetActivation(k.act, &attrs);
@@ -435,6 +452,46 @@ TEST_CASE("kernels f32: Conv pointwise, tile edges and thread splits match the r
   MESSAGE(runs << " fast Conv runs compared");
 }
 
+ConvCase ChannelsLast(ConvCase k) {
+  k.channels_last = true;
+  k.one_d = false;
+  return k;
+}
+
+TEST_CASE("kernels f32: channels-last Conv KxK, 1x1, groups at tile edges matches the reference") {
+  std::mt19937 rng(31);
+  int runs = 0;
+  for (int i = 0; i < 60; ++i)
+    runs += RunConvCase(ChannelsLast(RandomConv(rng, false, false)), rng);
+  // n, c, m, group, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, one_d, bias, act
+  const ConvCase cases[] = {
+      {1, 32, 40, 1, 20, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 1},  // 1x1, threads
+      {2, 24, 17, 1, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 2},    // 49 pixels
+      {1, 96, 24, 1, 17, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 0},  // M = 16 + 8
+      {1, 3, 16, 1, 33, 31, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 4},   // RGB stem
+      {1, 300, 5, 1, 6, 6, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 3},    // long K
+      {1, 8, 8, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 0},      // 1x1 image
+      {1, 6, 12, 2, 10, 10, 3, 3, 1, 2, 2, 1, 3, 3, 0, 0, false, true, 1},   // groups, big pads
+      {1, 2, 3, 1, 2, 2, 3, 3, 1, 1, 1, 1, 2, 2, 2, 2, false, false, 0},     // mostly padding
+  };
+  for (const ConvCase& k : cases) runs += RunConvCase(ChannelsLast(k), rng);
+  MESSAGE(runs << " fast channels-last Conv runs compared");
+}
+
+TEST_CASE("kernels f32: channels-last depthwise Conv matches the reference") {
+  std::mt19937 rng(32);
+  int runs = 0;
+  for (int i = 0; i < 40; ++i) runs += RunConvCase(ChannelsLast(RandomConv(rng, true, false)), rng);
+  const ConvCase cases[] = {
+      {1, 96, 96, 96, 20, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 2},  // 3 x 32 channels
+      {1, 45, 45, 45, 21, 21, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, false, true, 3},  // 32 + 13
+      {2, 7, 7, 7, 9, 9, 3, 3, 3, 3, 2, 2, 4, 0, 4, 0, false, false, 1},      // tail only
+      {1, 16, 32, 16, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 0},    // multiplier 2
+  };
+  for (const ConvCase& k : cases) runs += RunConvCase(ChannelsLast(k), rng);
+  MESSAGE(runs << " fast channels-last Conv runs compared");
+}
+
 // ---- MatMul and Gemm -----------------------------------------------------------
 
 int RunMatMulCase(const Shape& as, const Shape& bs, int act, std::mt19937& rng) {
@@ -522,6 +579,13 @@ TEST_CASE("kernels f32: prepare leaves no state at the reference level") {
     REQUIRE(r.def->prepare(r.ctx, &state).ok());
     CHECK(state == nullptr);
   }
+  CHECK(reference.conv_nhwc_f32 == nullptr);
+  AttrMap cl;
+  cl.SetInt("channels_last", 1);
+  Runner r("Conv", {RandomF32({1, 5, 5, 4}, rng), RandomF32({3, 4, 1, 1}, rng)}, cl, reference);
+  std::shared_ptr<void> state;
+  REQUIRE(r.def->prepare(r.ctx, &state).ok());
+  CHECK(state == nullptr);
 }
 
 // ---- speed (skipped by default: qfold_unit_tests -tc='*f32 speed*' -ns) --------

@@ -318,13 +318,14 @@ TEST_CASE("kernels: each family picks its variant from the features it needs") {
                              "dwconv_nhwc_s8", "pool_nhwc_s8", "pool_2d", "resize_2d", "quant_s8"})
     CHECK(Variant(kc, family) == "avx2");
   CHECK(Variant(kc, "portable_loops") == "on");
+  CHECK(Variant(kc, "conv_nhwc_f32") == "avx2");
   // AVX-512F without VNNI (Knights Landing; AVX-512 with VNNI fused off): the
   // float kernels use it, the int8 ones stay on AVX2.
   f.avx512f = true;
   kc = kernels::MakeKernelConfig(f);
   for (const char* family : {"gemm_f32", "dwconv_f32", "pool_2d", "resize_2d"})
     CHECK(Variant(kc, family) == "avx512f");
-  for (const char* family : {"gemm_s8", "igemm_s8", "dwconv_s8", "quant_s8"})
+  for (const char* family : {"gemm_s8", "igemm_s8", "dwconv_s8", "quant_s8", "conv_nhwc_f32"})
     CHECK(Variant(kc, family) == "avx2");
   CHECK(kc.gemm_f32->nr !=
         kernels::MakeKernelConfig(kernels::IsaFeatures(Isa::kAvx2)).gemm_f32->nr);
@@ -362,6 +363,7 @@ TEST_CASE("kernels: each family picks its variant from the features it needs") {
     CHECK(Variant(kc, family) == "neon");
   CHECK(Variant(kc, "igemm_s8") == "reference");
   CHECK(Variant(kc, "pool_2d") == "generic");
+  CHECK(Variant(kc, "conv_nhwc_f32") == "portable");
   f.i8mm = true;  // i8mm is only used on top of dotprod
   CHECK(Variant(kernels::MakeKernelConfig(f), "gemm_s8") == "neon");
   f.i8mm = false;

@@ -1,7 +1,8 @@
 // Data-movement ops with a channels-last variant (set by the converter's
-// layout planning): DepthToSpace and 8-bit nearest Resize on [N, H, W, C]
-// must give the channels-first op's result with the channels moved last,
-// at every ISA level (the reference level takes the channels-first wrapper).
+// layout planning): DepthToSpace, 8-bit and float nearest Resize and the
+// global pools on [N, H, W, C] must give the channels-first op's result,
+// bit for bit, with the channels moved last, at every ISA level (the
+// reference level takes the channels-first wrapper).
 #include <functional>
 #include <random>
 #include <string>
@@ -16,10 +17,11 @@ namespace qfold {
 namespace test {
 namespace {
 
-// [N, C, H, W] -> [N, H, W, C] of one-byte elements.
-std::vector<uint8_t> ToChannelsLast(const std::vector<uint8_t>& v, const Shape& cf) {
+// [N, C, H, W] -> [N, H, W, C].
+template <class T>
+std::vector<T> ToChannelsLast(const std::vector<T>& v, const Shape& cf) {
   const int64_t n = cf[0], c = cf[1], s = cf[2] * cf[3];
-  std::vector<uint8_t> out(v.size());
+  std::vector<T> out(v.size());
   for (int64_t b = 0; b < n; ++b)
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t p = 0; p < s; ++p)
@@ -28,28 +30,31 @@ std::vector<uint8_t> ToChannelsLast(const std::vector<uint8_t>& v, const Shape& 
 }
 
 // Runs `op` on x [N, C, H, W] channels-first and on its channels-last copy;
-// the second must be the first with channels moved last.
+// the second must be the first with channels moved last. T is uint8_t for
+// 8-bit data (dt says which), float for float32.
+template <class T = uint8_t>
 void CheckBothLayouts(const std::string& op, DType dt, const Shape& cf,
                       std::vector<std::shared_ptr<OwnedTensor>> params, AttrMap attrs,
                       const std::string& what) {
   CAPTURE(what);
   std::mt19937 rng(uint32_t(std::hash<std::string>()(what)));
-  std::vector<uint8_t> x(size_t(cf[0] * cf[1] * cf[2] * cf[3]));
-  for (uint8_t& v : x) v = uint8_t(rng());
-  std::vector<std::shared_ptr<OwnedTensor>> in = {Make<uint8_t>(dt, cf, x)};
+  std::uniform_real_distribution<float> u(-4.f, 4.f);
+  std::vector<T> x(size_t(cf[0] * cf[1] * cf[2] * cf[3]));
+  for (T& v : x) v = dt == DType::kFloat32 ? T(u(rng)) : T(rng());
+  std::vector<std::shared_ptr<OwnedTensor>> in = {Make<T>(dt, cf, x)};
   in.insert(in.end(), params.begin(), params.end());
   const OpRun first = RunOp(op, in, attrs);
   REQUIRE(first.status.ok());
   const Shape out_cf = first.shape();
-  const std::vector<uint8_t> want = ToChannelsLast(first.values<uint8_t>(), out_cf);
-  in[0] = Make<uint8_t>(dt, ChannelsLastShape(cf), ToChannelsLast(x, cf));
+  const std::vector<T> want = ToChannelsLast(first.values<T>(), out_cf);
+  in[0] = Make<T>(dt, ChannelsLastShape(cf), ToChannelsLast(x, cf));
   attrs.SetInt("channels_last", 1);
   for (kernels::Isa isa : kernels::SupportedIsas()) {
     CAPTURE(kernels::IsaName(isa));
     const OpRun last = RunOp(op, in, attrs, 1, 1, &IsaConfig(isa));
     REQUIRE(last.status.ok());
     CHECK(last.shape() == ChannelsLastShape(out_cf));
-    CHECK(last.values<uint8_t>() == want);
+    CHECK(last.values<T>() == want);
   }
 }
 
@@ -90,6 +95,29 @@ TEST_CASE("channels-last nearest Resize of 8-bit data matches NCHW") {
                    {nullptr, nullptr, I64({4}, {1, 3, 9, 5})}, a, "sizes");
   CheckBothLayouts("Resize", DType::kUInt8, {1, 3, 4, 4}, {nullptr, F32({4}, {1, 2, 1, 1})}, a,
                    "channels resized");
+}
+
+TEST_CASE("channels-last nearest Resize of float data matches NCHW") {
+  AttrMap a;
+  a.SetString("mode", "nearest");
+  CheckBothLayouts<float>("Resize", DType::kFloat32, {1, 24, 10, 10},
+                          {nullptr, F32({4}, {1, 1, 2, 2})}, a, "x2 (PP-OCR det neck)");
+  a.SetString("coordinate_transformation_mode", "half_pixel");
+  CheckBothLayouts<float>("Resize", DType::kFloat32, {2, 5, 7, 3},
+                          {nullptr, F32({4}, {1, 1, 1.5f, 2.5f})}, a, "half_pixel");
+  CheckBothLayouts<float>("Resize", DType::kFloat32, {1, 3, 4, 4},
+                          {nullptr, F32({4}, {1, 2, 1, 1})}, a, "float channels resized");
+}
+
+TEST_CASE("channels-last global pools (float; 8-bit max) match NCHW") {
+  for (const char* op : {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"})
+    for (const Shape& s : {Shape{1, 96, 10, 10}, Shape{2, 7, 3, 5}, Shape{1, 1, 1, 1}}) {
+      const std::string what = std::string(op) + " " + ShapeToString(s);
+      CheckBothLayouts<float>(op, DType::kFloat32, s, {}, AttrMap(), what + " float");
+      if (std::string(op) != "GlobalMaxPool") continue;  // the only one taking 8-bit data
+      CheckBothLayouts(op, DType::kUInt8, s, {}, AttrMap(), what + " uint8");
+      CheckBothLayouts(op, DType::kInt8, s, {}, AttrMap(), what + " int8");
+    }
 }
 
 }  // namespace

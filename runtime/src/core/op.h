@@ -98,6 +98,9 @@ struct OpDef {
   // kChannelsLast: whether a node with these attributes has a channels-last
   // kernel worth planning for (null: always).
   bool (*layout_channels_last)(const AttrMap& attrs) = nullptr;
+  // kChannelsLast: whether 4-D float32 data has a channels-last kernel too
+  // (otherwise only 8-bit data, and QLinearConv's 16-bit, is planned so).
+  bool layout_float = false;
 };
 constexpr int kNoDefaultAxis = -1000;
 

@@ -16,6 +16,8 @@ KernelConfig MakeKernelConfig(const CpuFeatures& f) {
   add("gemm_f32", v);
   c.dw_f32 = DwF32PlaneFor(f, &v);
   add("dwconv_f32", v);
+  c.conv_nhwc_f32 = ConvNhwcF32For(f, &v);
+  add("conv_nhwc_f32", v);
   c.gemm_s8 = GemmS8For(f, &v);
   add("gemm_s8", v);
   c.igemm_s8 = IgemmS8Kernels(f, &v);

@@ -10,6 +10,7 @@
 
 #include "kernels/conv_a16_nhwc.h"
 #include "kernels/conv_f32.h"
+#include "kernels/conv_f32_nhwc.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dwconv_nhwc_s8.h"
 #include "kernels/dwconv_s8.h"
@@ -30,7 +31,8 @@ namespace kernels {
 struct KernelConfig {
   CpuFeatures features;  // what the variants were chosen from
   const GemmF32Kernels* gemm_f32 = nullptr;
-  DwF32PlaneFn dw_f32 = nullptr;  // float depthwise planes (conv_f32.h)
+  DwF32PlaneFn dw_f32 = nullptr;                      // float depthwise planes (conv_f32.h)
+  const ConvNhwcF32Kernels* conv_nhwc_f32 = nullptr;  // channels-last float Conv
   const GemmS8Kernels* gemm_s8 = nullptr;
   // x86 channels-last convolution microkernels, widest panel first; empty
   // elsewhere (the driver then uses gemm_s8).

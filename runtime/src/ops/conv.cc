@@ -4,6 +4,10 @@
 // multiplies it by the group's filters. With constant weights, prepare packs
 // them for the SIMD kernels (kernels/conv_f32.h), which run 1-D and 2-D
 // convolutions; the reference kernel stays the fallback and the oracle.
+// channels_last = 1 (set by the converter's layout planning for 2-D float
+// convolutions with constant weights): X [N, H, W, C] and Y [N, OH, OW, M]
+// run on kernels/conv_f32_nhwc.h; without it, between transposes on the
+// channels-first kernels.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -13,7 +17,9 @@
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "kernels/conv_f32.h"
+#include "kernels/conv_f32_nhwc.h"
 #include "kernels/kernel_config.h"
+#include "ops/channels_last.h"
 #include "ops/window_util.h"
 
 namespace qfold {
@@ -61,7 +67,7 @@ Status ParseConv(const KernelContext& ctx, int nsp, ConvParams* p, bool* kernel_
   return ComputeWindowGeometry(ctx, in_spatial, kernel, /*ceil_mode=*/false, &p->geo);
 }
 
-Status InferConv(KernelContext& ctx) {
+Status InferConvChannelsFirst(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   const Tensor* w = ctx.input(1);
   const Tensor* b = ctx.input(2);
@@ -149,6 +155,13 @@ void Im2Col(const float* x, int64_t channels, const Shape& in, const WindowGeome
 }
 
 Status PrepareConv(KernelContext& ctx, std::shared_ptr<void>* state) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  const int64_t group = ctx.attr().GetInt("group", 1);
+  if (cl) {
+    *state = kernels::PrepareConvNhwcF32(ctx.kernel_config().conv_nhwc_f32, *ctx.input(1), group);
+    return Status::Ok();
+  }
   *state =
       kernels::PrepareConvF32(ctx.kernel_config(), *ctx.input(1), ctx.attr().GetInt("group", 1));
   return Status::Ok();
@@ -187,7 +200,7 @@ bool RunConvFast(const KernelContext& ctx, const ConvParams& p) {
   return kernels::RunConvF32(ctx.state, c);
 }
 
-Status RunConv(KernelContext& ctx) {
+Status RunConvChannelsFirst(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   const Tensor* w = ctx.input(1);
   const Tensor* b = ctx.input(2);
@@ -241,6 +254,56 @@ Status RunConv(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// The channels-last kernels, for a 2-D convolution with prepared weights;
+// false when they do not cover the case.
+bool RunConvChannelsLastFast(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  if (!ctx.state || x->rank() != 4) return false;
+  Tensor x_cf = *x;
+  x_cf.shape = ChannelsFirstShape(x->shape);
+  KernelContext cf = ctx;
+  cf.inputs[0] = &x_cf;
+  ConvParams p;
+  bool kernel_known;
+  if (!ParseConv(cf, 2, &p, &kernel_known).ok() || !kernel_known) return false;
+  const WindowGeometry& g = p.geo;
+  kernels::ConvNhwcF32Call c;
+  c.x = x->ptr<float>();
+  c.y = ctx.output(0)->ptr<float>();
+  c.bias = ctx.input(2) ? ctx.input(2)->ptr<float>() : nullptr;
+  c.n = x->shape[0];
+  c.ih = x->shape[1];
+  c.iw = x->shape[2];
+  c.c = x->shape[3];
+  c.oh = g.out[0];
+  c.ow = g.out[1];
+  c.kh = g.kernel[0];
+  c.kw = g.kernel[1];
+  c.sh = g.strides[0];
+  c.sw = g.strides[1];
+  c.dh = g.dilations[0];
+  c.dw = g.dilations[1];
+  c.pad_top = g.pad_begin[0];
+  c.pad_left = g.pad_begin[1];
+  c.act = kernels::EpilogueFor(p.act, &c.lo, &c.hi, &c.post);
+  c.pool = ctx.pool;
+  return kernels::RunConvNhwcF32(ctx.state, c);
+}
+
+Status InferConv(KernelContext& ctx) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  return cl ? InferViaChannelsFirst(ctx, InferConvChannelsFirst) : InferConvChannelsFirst(ctx);
+}
+
+Status RunConv(KernelContext& ctx) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  if (!cl) return RunConvChannelsFirst(ctx);
+  if (RunConvChannelsLastFast(ctx)) return Status::Ok();
+  return RunViaChannelsFirst(ctx, RunConvChannelsFirst);
+}
+
 }  // namespace
 
 const OpDef& OpDef_Conv() {
@@ -254,6 +317,10 @@ const OpDef& OpDef_Conv() {
             /*max_inputs=*/3};
     d.prepare = PrepareConv;
     d.const_inputs = 1u << 1;  // W
+    // Float 2-D convolutions have channels-last kernels (the planner checks
+    // the rank and that W is constant).
+    d.layout = LayoutRole::kChannelsLast;
+    d.layout_float = true;
     return d;
   }();
   return def;

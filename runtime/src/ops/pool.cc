@@ -338,50 +338,73 @@ Status InferGlobalPool(KernelContext& ctx, PoolKind kind) {
   return Status::Ok();
 }
 
+// One output value per (batch, channel): `at(b, ch, i)` is the i-th of the
+// `size` spatial values in the reference's order, so both layouts sum the
+// same values in the same order.
 template <class T>
-void GlobalPoolKernel(const Tensor& x, PoolKind kind, double p, Tensor* y) {
-  const int64_t planes = x.shape[0] * x.shape[1];
-  const int64_t size = Product(Shape(x.shape.begin() + 2, x.shape.end()));
-  for (int64_t plane = 0; plane < planes; ++plane) {
-    const T* xp = x.ptr<T>() + plane * size;
-    double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
-    for (int64_t i = 0; i < size; ++i) {
-      const double v = double(xp[i]);
-      if (kind == PoolKind::kMax) {
-        if (v > acc || std::isnan(v)) acc = v;
-      } else if (kind == PoolKind::kAverage) {
-        acc += v;
-      } else {
-        acc += std::pow(std::fabs(v), p);
+void GlobalPoolKernel(const Tensor& x, PoolKind kind, double p, bool channels_last, Tensor* y) {
+  const int64_t n = x.shape[0], c = channels_last ? x.shape.back() : x.shape[1];
+  const int64_t size = n * c != 0 ? x.numel() / (n * c) : 0;
+  const double init = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+  std::vector<double> acc(static_cast<size_t>(c));
+  auto add = [&](double& a, double v) {
+    if (kind == PoolKind::kMax) {
+      if (v > a || std::isnan(v)) a = v;
+    } else if (kind == PoolKind::kAverage) {
+      a += v;
+    } else {
+      a += std::pow(std::fabs(v), p);
+    }
+  };
+  const T* xd = x.ptr<T>();
+  for (int64_t b = 0; b < n; ++b) {
+    std::fill(acc.begin(), acc.end(), init);
+    if (channels_last) {
+      // Pixel by pixel: each channel still sees its values in spatial order.
+      for (int64_t i = 0; i < size; ++i) {
+        const T* px = xd + (b * size + i) * c;
+        for (int64_t ch = 0; ch < c; ++ch) add(acc[size_t(ch)], double(px[ch]));
+      }
+    } else {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const T* xp = xd + (b * c + ch) * size;
+        for (int64_t i = 0; i < size; ++i) add(acc[size_t(ch)], double(xp[i]));
       }
     }
-    T r;
-    if (kind == PoolKind::kMax)
-      r = size > 0 ? T(acc) : std::numeric_limits<T>::lowest();
-    else if (kind == PoolKind::kAverage)
-      r = size > 0 ? T(acc / double(size)) : T(0);
-    else
-      r = T(std::pow(acc, 1.0 / p));
-    y->ptr<T>()[plane] = r;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const double a = acc[size_t(ch)];
+      T r;
+      if (kind == PoolKind::kMax)
+        r = size > 0 ? T(a) : std::numeric_limits<T>::lowest();
+      else if (kind == PoolKind::kAverage)
+        r = size > 0 ? T(a / double(size)) : T(0);
+      else
+        r = T(std::pow(a, 1.0 / p));
+      y->ptr<T>()[b * c + ch] = r;
+    }
   }
 }
 
+// channels_last = 1 (set by the layout planning between channels-last ops):
+// x [N, spatial..., C], y [N, 1..., C].
 Status RunGlobalPool(KernelContext& ctx, PoolKind kind) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
   const double p = double(ctx.attr().GetInt("p", 2));
   switch (x->dtype) {
     case DType::kFloat32:
-      GlobalPoolKernel<float>(*x, kind, p, y);
+      GlobalPoolKernel<float>(*x, kind, p, cl, y);
       break;
     case DType::kFloat64:
-      GlobalPoolKernel<double>(*x, kind, p, y);
+      GlobalPoolKernel<double>(*x, kind, p, cl, y);
       break;
     case DType::kInt8:
-      GlobalPoolKernel<int8_t>(*x, kind, p, y);
+      GlobalPoolKernel<int8_t>(*x, kind, p, cl, y);
       break;
     case DType::kUInt8:
-      GlobalPoolKernel<uint8_t>(*x, kind, p, y);
+      GlobalPoolKernel<uint8_t>(*x, kind, p, cl, y);
       break;
     default:
       return ctx.Unsupported(std::string("dtype ") + dtype_name(x->dtype));
@@ -389,20 +412,38 @@ Status RunGlobalPool(KernelContext& ctx, PoolKind kind) {
   return Status::Ok();
 }
 
-Status InferGlobalMaxPool(KernelContext& ctx) {
+Status InferGlobalMaxPoolChannelsFirst(KernelContext& ctx) {
   return InferGlobalPool(ctx, PoolKind::kMax);
+}
+Status InferGlobalAveragePoolChannelsFirst(KernelContext& ctx) {
+  return InferGlobalPool(ctx, PoolKind::kAverage);
+}
+Status InferGlobalLpPoolChannelsFirst(KernelContext& ctx) {
+  return InferGlobalPool(ctx, PoolKind::kLp);
+}
+
+// Every global pool reads channels_last (RunGlobalPool does), so shapes and
+// kernels always agree; the planner sets it on GlobalAveragePool only.
+Status InferGlobalPoolLayout(KernelContext& ctx, Status (*infer_channels_first)(KernelContext&)) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  return cl ? InferViaChannelsFirst(ctx, infer_channels_first) : infer_channels_first(ctx);
+}
+
+Status InferGlobalMaxPool(KernelContext& ctx) {
+  return InferGlobalPoolLayout(ctx, InferGlobalMaxPoolChannelsFirst);
 }
 Status RunGlobalMaxPool(KernelContext& ctx) {
   return RunGlobalPool(ctx, PoolKind::kMax);
 }
 Status InferGlobalAveragePool(KernelContext& ctx) {
-  return InferGlobalPool(ctx, PoolKind::kAverage);
+  return InferGlobalPoolLayout(ctx, InferGlobalAveragePoolChannelsFirst);
 }
 Status RunGlobalAveragePool(KernelContext& ctx) {
   return RunGlobalPool(ctx, PoolKind::kAverage);
 }
 Status InferGlobalLpPool(KernelContext& ctx) {
-  return InferGlobalPool(ctx, PoolKind::kLp);
+  return InferGlobalPoolLayout(ctx, InferGlobalLpPoolChannelsFirst);
 }
 Status RunGlobalLpPool(KernelContext& ctx) {
   return RunGlobalPool(ctx, PoolKind::kLp);
@@ -432,7 +473,17 @@ const OpDef& OpDef_MaxPool() {
 QF_POOL_OPDEF(AveragePool)
 QF_POOL_OPDEF(LpPool)
 QF_POOL_OPDEF(GlobalMaxPool)
-QF_POOL_OPDEF(GlobalAveragePool)
+const OpDef& OpDef_GlobalAveragePool() {
+  static const OpDef def = [] {
+    OpDef d{"GlobalAveragePool", InferGlobalAveragePool, RunGlobalAveragePool, 0, false, 1, 1};
+    // Channels-last for 8-bit and float data alike (the squeeze-and-excite
+    // blocks between channels-last convolutions).
+    d.layout = LayoutRole::kChannelsLast;
+    d.layout_float = true;
+    return d;
+  }();
+  return def;
+}
 QF_POOL_OPDEF(GlobalLpPool)
 #undef QF_POOL_OPDEF
 

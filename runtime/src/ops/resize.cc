@@ -504,10 +504,10 @@ Status RunResizeChannelsFirst(KernelContext& ctx) {
   return Status::Ok();
 }
 
-// channels_last = 1 (set by the layout planning for 8-bit nearest resizes): x
-// [N, H, W, C], y [N, OH, OW, C], the scales and sizes those of the
-// channels-first view. Nearest over H and W copies whole pixels: C bytes from
-// the source pixel the reference picks (the same taps).
+// channels_last = 1 (set by the layout planning for 8-bit and float nearest
+// resizes): x [N, H, W, C], y [N, OH, OW, C], the scales and sizes those of
+// the channels-first view. Nearest over H and W copies whole pixels: the C
+// values of the source pixel the reference picks (the same taps).
 Status RunResizeChannelsLast(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
@@ -519,28 +519,31 @@ Status RunResizeChannelsLast(KernelContext& ctx) {
       if (t.size() != 1 || t[0].weight != 1.0) return false;
     return true;
   };
-  const bool covered = x->rank() == 4 && r.mode == Mode::kNearest &&
-                       (x->dtype == DType::kInt8 || x->dtype == DType::kUInt8) &&
-                       ctx.kernel_config().fast_loops && IdentityAxis(taps[0]) &&
-                       IdentityAxis(taps[1]) && single(taps[2]) && single(taps[3]);
+  const bool covered =
+      x->rank() == 4 && r.mode == Mode::kNearest &&
+      (x->dtype == DType::kInt8 || x->dtype == DType::kUInt8 || x->dtype == DType::kFloat32) &&
+      ctx.kernel_config().fast_loops && IdentityAxis(taps[0]) && IdentityAxis(taps[1]) &&
+      single(taps[2]) && single(taps[3]);
   if (!covered) return RunViaChannelsFirst(ctx, RunResizeChannelsFirst);
-  const int64_t n = x->shape[0], ih = x->shape[1], iw = x->shape[2], c = x->shape[3];
+  const int64_t n = x->shape[0], ih = x->shape[1], iw = x->shape[2];
   const int64_t oh = y->shape[1], ow = y->shape[2];
+  const size_t pixel = dtype_storage_bytes(x->dtype, x->shape[3]);
   const uint8_t* xd = x->ptr<uint8_t>();
   uint8_t* yd = y->ptr<uint8_t>();
-  const size_t row = size_t(ow * c);
+  const size_t row = size_t(ow) * pixel;
   for (int64_t b = 0; b < n; ++b)
     for (int64_t o = 0; o < oh; ++o) {
-      uint8_t* yr = yd + size_t((b * oh + o) * ow * c);
+      uint8_t* yr = yd + size_t(b * oh + o) * row;
       const int64_t src_row = taps[2][size_t(o)][0].index;
       // Same source row as the previous output row: copy that row.
       if (o > 0 && taps[2][size_t(o - 1)][0].index == src_row) {
         std::memcpy(yr, yr - row, row);
         continue;
       }
-      const uint8_t* xr = xd + size_t((b * ih + src_row) * iw * c);
+      const uint8_t* xr = xd + size_t((b * ih + src_row) * iw) * pixel;
       for (int64_t col = 0; col < ow; ++col)
-        std::memcpy(yr + col * c, xr + taps[3][size_t(col)][0].index * c, size_t(c));
+        std::memcpy(yr + size_t(col) * pixel, xr + size_t(taps[3][size_t(col)][0].index) * pixel,
+                    pixel);
     }
   return Status::Ok();
 }
@@ -571,6 +574,7 @@ const OpDef& OpDef_Resize() {
             /*max_inputs=*/4};
     // 8-bit data is only resized by nearest, which copies pixels channels-last.
     d.layout = LayoutRole::kChannelsLast;
+    d.layout_float = true;
     d.layout_channels_last = [](const AttrMap& a) {
       return a.GetString("mode", "nearest") == "nearest";
     };

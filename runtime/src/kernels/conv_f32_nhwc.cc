@@ -1,0 +1,257 @@
+// Channels-last fp32 convolution driver (conv_f32_nhwc.h) and the portable
+// microkernels, used where no ISA-specific variant exists (NEON, x86 without
+// AVX2). Threads split the output into tiles of whole output rows
+// (depthwise) or mr pixels (GEMM), each tile computed by the same kernel
+// calls whatever the thread count.
+#include "kernels/conv_f32_nhwc.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/thread_pool.h"
+
+namespace qfold {
+namespace kernels {
+
+#if defined(__x86_64__)
+extern const ConvNhwcF32Kernels kConvNhwcF32Avx2;
+#endif
+
+namespace {
+
+inline float Activate(float v, F32Act act, float lo, float hi) {
+  if (act == F32Act::kRelu) return v > 0.f ? v : 0.f;
+  if (act == F32Act::kClamp) return v < lo ? lo : (v > hi ? hi : v);
+  return v;
+}
+
+constexpr int kPortableMr = 4, kPortableNr = 8;
+
+void IgemmPortable(const IgemmF32Args& p) {
+  float acc[kPortableMr][kPortableNr] = {};
+  for (int64_t t = 0; t < p.taps; ++t) {
+    const float* w = p.w + t * p.c * kPortableNr;
+    for (int r = 0; r < kPortableMr; ++r) {
+      const float* a = p.a[t * kPortableMr + r];
+      for (int64_t ch = 0; ch < p.c; ++ch)
+        for (int j = 0; j < kPortableNr; ++j) acc[r][j] += a[ch] * w[ch * kPortableNr + j];
+    }
+  }
+  for (int64_t r = 0; r < p.rows; ++r)
+    for (int64_t j = 0; j < p.cols; ++j)
+      p.y[r * p.ldy + j] = Activate(acc[r][j] + (p.bias ? p.bias[j] : 0.f), p.act, p.lo, p.hi);
+}
+
+void DwPortable(const DwNhwcF32Args& p) {
+  std::vector<float> acc(size_t(p.c));
+  for (int64_t px = 0; px < p.pixels; ++px) {
+    std::fill(acc.begin(), acc.end(), 0.f);
+    for (int64_t t = 0; t < p.taps; ++t) {
+      const float* a = p.a[px * p.taps + t];
+      const float* w = p.w + t * p.c;
+      for (int64_t ch = 0; ch < p.c; ++ch) acc[size_t(ch)] += a[ch] * w[ch];
+    }
+    float* y = p.y + px * p.ldy;
+    for (int64_t ch = 0; ch < p.c; ++ch)
+      y[ch] = Activate(acc[size_t(ch)] + (p.bias ? p.bias[ch] : 0.f), p.act, p.lo, p.hi);
+  }
+}
+
+const ConvNhwcF32Kernels kConvNhwcF32Portable = {"portable", kPortableMr, kPortableNr,
+                                                 IgemmPortable, DwPortable};
+
+struct ConvNhwcF32State {
+  const ConvNhwcF32Kernels* k = nullptr;
+  int64_t m = 0, cg = 0, group = 1, kh = 1, kw = 1;
+  bool depthwise = false;  // one input and one output channel per group
+  // GEMM: per group, ceil(m / group / nr) panels of [kh * kw * cg][nr];
+  // depthwise: [kh * kw][m].
+  std::vector<float> w;
+  int64_t group_stride = 0;  // floats per group in w
+};
+
+// Per-thread scratch: the tap pointers of a tile and a row of zeros for
+// taps in the padding.
+thread_local std::vector<const float*> tl_ptrs;
+thread_local std::vector<float> tl_zeros;
+
+const float* Zeros(int64_t n) {
+  if (int64_t(tl_zeros.size()) < n) tl_zeros.assign(size_t(n), 0.f);
+  return tl_zeros.data();
+}
+
+// Pointer to the input values tap (ky, kx) of output pixel (oy, ox) reads,
+// or `zeros` in the padding.
+inline const float* TapPointer(const ConvNhwcF32Call& c, const float* xb, int64_t oy, int64_t ox,
+                               int64_t ky, int64_t kx, const float* zeros) {
+  const int64_t iy = oy * c.sh - c.pad_top + ky * c.dh;
+  const int64_t ix = ox * c.sw - c.pad_left + kx * c.dw;
+  if (iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw) return zeros;
+  return xb + (iy * c.iw + ix) * c.c;
+}
+
+// Work unit: a block of tiles of mr pixels. Within it the loop runs over
+// weight panels outside and tiles inside, so one panel ([K][nr], 30 KiB for
+// K = 480) stays in L1 while the block's pixels pass over it, instead of
+// every tile streaming all M x K weights from L2 or beyond.
+void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  const ConvNhwcF32Kernels& k = *s.k;
+  const int64_t pixels = c.oh * c.ow, taps = s.kh * s.kw, mg = s.m / s.group;
+  const int64_t panels = (mg + k.nr - 1) / k.nr, panel_size = taps * s.cg * k.nr;
+  const int64_t tiles = (pixels + k.mr - 1) / k.mr;
+  // Blocks of up to 8 tiles, smaller when that leaves threads without work
+  // (the sums do not depend on the blocking).
+  const int64_t threads = NumThreads(c.pool);
+  const int64_t block = std::max<int64_t>(1, std::min<int64_t>(8, tiles * c.n / (4 * threads)));
+  const int64_t blocks = (tiles + block - 1) / block;
+  const int64_t tile_ptrs = taps * k.mr;
+  auto work = [&](int64_t begin, int64_t end, int) {
+    if (int64_t(tl_ptrs.size()) < block * tile_ptrs) tl_ptrs.resize(size_t(block * tile_ptrs));
+    const float** ptrs = tl_ptrs.data();
+    const float* zeros = Zeros(s.cg);
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
+      const float* xb = c.x + b * c.ih * c.iw * c.c;
+      float* yb = c.y + b * pixels * s.m;
+      for (int64_t g = 0; g < s.group; ++g) {
+        const float* xg = xb + g * s.cg;
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t p0 = t * k.mr, rows = std::min<int64_t>(k.mr, pixels - p0);
+          const float** tp = ptrs + (t - t0) * tile_ptrs;
+          for (int64_t r = 0; r < k.mr; ++r) {
+            // Rows past the end repeat the last pixel; the kernel does not store them.
+            const int64_t p = p0 + std::min(r, rows - 1), oy = p / c.ow, ox = p % c.ow;
+            for (int64_t ky = 0; ky < s.kh; ++ky)
+              for (int64_t kx = 0; kx < s.kw; ++kx)
+                tp[(ky * s.kw + kx) * k.mr + r] = TapPointer(c, xg, oy, ox, ky, kx, zeros);
+          }
+        }
+        for (int64_t pn = 0; pn < panels; ++pn) {
+          IgemmF32Args a;
+          a.taps = taps;
+          a.c = s.cg;
+          a.w = s.w.data() + g * s.group_stride + pn * panel_size;
+          a.cols = std::min<int64_t>(k.nr, mg - pn * k.nr);
+          a.bias = c.bias ? c.bias + g * mg + pn * k.nr : nullptr;
+          a.act = c.act;
+          a.lo = c.lo;
+          a.hi = c.hi;
+          a.ldy = s.m;
+          for (int64_t t = t0; t < t1; ++t) {
+            const int64_t p0 = t * k.mr;
+            a.a = ptrs + (t - t0) * tile_ptrs;
+            a.rows = std::min<int64_t>(k.mr, pixels - p0);
+            a.y = yb + p0 * s.m + g * mg + pn * k.nr;
+            k.igemm(a);
+          }
+        }
+      }
+      if (c.post) {
+        const int64_t p0 = t0 * k.mr, p1 = std::min(pixels, t1 * k.mr);
+        c.post->Apply(yb + p0 * s.m, (p1 - p0) * s.m);
+      }
+    }
+  };
+  ParallelFor(PoolForWork(c.pool, 2 * c.n * pixels * s.m * taps * s.cg), c.n * blocks, work);
+}
+
+void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  const ConvNhwcF32Kernels& k = *s.k;
+  const int64_t taps = s.kh * s.kw;
+  auto work = [&](int64_t begin, int64_t end, int) {
+    if (int64_t(tl_ptrs.size()) < taps * c.ow) tl_ptrs.resize(size_t(taps * c.ow));
+    const float** ptrs = tl_ptrs.data();
+    const float* zeros = Zeros(c.c);
+    for (int64_t u = begin; u < end; ++u) {  // one output row
+      const int64_t b = u / c.oh, oy = u % c.oh;
+      const float* xb = c.x + b * c.ih * c.iw * c.c;
+      for (int64_t ox = 0; ox < c.ow; ++ox)
+        for (int64_t ky = 0; ky < s.kh; ++ky)
+          for (int64_t kx = 0; kx < s.kw; ++kx)
+            ptrs[ox * taps + ky * s.kw + kx] = TapPointer(c, xb, oy, ox, ky, kx, zeros);
+      DwNhwcF32Args a;
+      a.a = ptrs;
+      a.pixels = c.ow;
+      a.taps = taps;
+      a.c = c.c;
+      a.w = s.w.data();
+      a.bias = c.bias;
+      a.act = c.act;
+      a.lo = c.lo;
+      a.hi = c.hi;
+      a.y = c.y + u * c.ow * s.m;
+      a.ldy = s.m;
+      k.dw(a);
+      if (c.post) c.post->Apply(a.y, c.ow * s.m);
+    }
+  };
+  ParallelFor(PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * s.m * taps), c.n * c.oh, work);
+}
+
+}  // namespace
+
+const ConvNhwcF32Kernels* ConvNhwcF32For(const CpuFeatures& f, const char** variant) {
+  const ConvNhwcF32Kernels* k = nullptr;
+  if (HighestIsa(f) != Isa::kReference) k = &kConvNhwcF32Portable;
+#if defined(__x86_64__)
+  // AVX-512 machines use it too: no AVX-512F variant yet.
+  if (f.avx2 && f.fma) k = &kConvNhwcF32Avx2;
+#endif
+  if (variant) *variant = k ? k->name : nullptr;
+  return k;
+}
+
+const ConvNhwcF32Kernels* ConvNhwcF32Portable() {
+  return &kConvNhwcF32Portable;
+}
+
+std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,
+                                         int64_t group) {
+  if (!k || w.dtype != DType::kFloat32 || w.rank() != 4 || group <= 0) return nullptr;
+  auto s = std::make_shared<ConvNhwcF32State>();
+  s->k = k;
+  s->m = w.shape[0];
+  s->cg = w.shape[1];
+  s->group = group;
+  s->kh = w.shape[2];
+  s->kw = w.shape[3];
+  const int64_t taps = s->kh * s->kw;
+  if (s->m <= 0 || s->m % group != 0 || s->cg <= 0 || taps <= 0) return nullptr;
+  const int64_t mg = s->m / group;
+  const float* wd = w.ptr<float>();  // [m][cg][kh][kw]
+  s->depthwise = s->cg == 1 && mg == 1;
+  if (s->depthwise) {
+    s->w.resize(size_t(taps * s->m));
+    for (int64_t oc = 0; oc < s->m; ++oc)
+      for (int64_t t = 0; t < taps; ++t) s->w[size_t(t * s->m + oc)] = wd[oc * taps + t];
+    return s;
+  }
+  const int64_t panels = (mg + k->nr - 1) / k->nr, kdim = taps * s->cg;
+  s->group_stride = panels * kdim * k->nr;
+  s->w.assign(size_t(s->group_stride * group), 0.f);
+  for (int64_t g = 0; g < group; ++g)
+    for (int64_t j = 0; j < mg; ++j) {
+      const int64_t oc = g * mg + j;
+      float* panel = s->w.data() + g * s->group_stride + j / k->nr * kdim * k->nr + j % k->nr;
+      // Reduction index (tap, channel): the order the kernels walk X's taps.
+      for (int64_t ch = 0; ch < s->cg; ++ch)
+        for (int64_t t = 0; t < taps; ++t)
+          panel[(t * s->cg + ch) * k->nr] = wd[(oc * s->cg + ch) * taps + t];
+    }
+  return s;
+}
+
+bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& c) {
+  if (!state) return false;
+  const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
+  if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return false;
+  if (c.n == 0 || c.oh * c.ow == 0) return true;  // empty output
+  if (s.depthwise)
+    RunDepthwise(s, c);
+  else
+    RunIgemm(s, c);
+  return true;
+}
+
+}  // namespace kernels
+}  // namespace qfold

@@ -1,0 +1,99 @@
+// Channels-last fp32 convolution (2-D): x [N, H, W, C], y [N, OH, OW, M],
+// for Conv nodes the converter's layout planning marked channels_last = 1.
+//
+// Every convolution but depthwise runs as an indirect GEMM: the weights are
+// packed once into panels of nr output channels, [kh * kw * C/group][nr],
+// and the microkernel reads the activations in place through one pointer
+// per (output pixel, kernel tap) to the tap's C/group input values (a zero
+// row where the tap reads padding). No im2col copy is made, which is what
+// keeps convolutions with few output channels (a K x K conv to 24 channels)
+// from spending more time packing than multiplying; a 1x1 convolution is a
+// plain GEMM on the [pixels x C] activation tensor.
+// Depthwise (one input and one output channel per group) vectorizes across
+// channels with weights packed [kh * kw][C].
+//
+// Every output element sums its taps in the same order (tap-major, then
+// channel) in one accumulator started at 0, then adds the bias and applies
+// the epilogue activation, whatever the tile or thread that computes it:
+// results are identical for every thread count.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "core/activation.h"
+#include "core/tensor.h"
+#include "kernels/cpu_features.h"
+#include "kernels/gemm_f32.h"
+
+namespace qfold {
+namespace kernels {
+
+class ThreadPool;     // thread_pool.h
+struct KernelConfig;  // kernel_config.h
+
+// One tile of the indirect GEMM: `rows` (<= mr) output pixels by one panel
+// of `cols` (<= nr) output channels.
+//   y[r * ldy + j] = act(bias[j] + sum_{t < taps, ch < c} a[t * mr + r][ch] * w[(t * c + ch) * nr +
+//   j])
+// a holds taps * mr pointers; rows past `rows` must still point at c
+// readable floats (the driver repeats a valid row). w is zero past `cols`.
+struct IgemmF32Args {
+  const float* const* a = nullptr;
+  int64_t rows = 0, taps = 0, c = 0;
+  const float* w = nullptr;
+  int64_t cols = 0;
+  const float* bias = nullptr;  // cols values, or null
+  F32Act act = F32Act::kNone;
+  float lo = 0.f, hi = 0.f;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+
+// `pixels` output pixels of a depthwise convolution:
+//   y[p * ldy + ch] = act(bias[ch] + sum_{t < taps} a[p * taps + t][ch] * w[t * c + ch])
+struct DwNhwcF32Args {
+  const float* const* a = nullptr;
+  int64_t pixels = 0, taps = 0, c = 0;
+  const float* w = nullptr;
+  const float* bias = nullptr;  // c values, or null
+  F32Act act = F32Act::kNone;
+  float lo = 0.f, hi = 0.f;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+
+struct ConvNhwcF32Kernels {
+  const char* name;  // the features it needs ("avx2" = AVX2 + FMA; "portable")
+  int mr, nr;
+  void (*igemm)(const IgemmF32Args& args);
+  void (*dw)(const DwNhwcF32Args& args);
+};
+
+// The variant `f` allows, or nullptr without any SIMD feature (the op then
+// runs its channels-first reference kernel between transposes).
+const ConvNhwcF32Kernels* ConvNhwcF32For(const CpuFeatures& f, const char** variant = nullptr);
+
+// The plain C++ variant (tests run it on x86 too).
+const ConvNhwcF32Kernels* ConvNhwcF32Portable();
+
+// Packs W [M, C/group, kh, kw] for `k`; null when W is not a 4-D float32
+// tensor or group does not divide M.
+std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,
+                                         int64_t group);
+
+struct ConvNhwcF32Call {
+  const float* x = nullptr;     // [n, ih, iw, c]
+  float* y = nullptr;           // [n, oh, ow, m]
+  const float* bias = nullptr;  // m values or null
+  int64_t n = 1, c = 1, ih = 1, iw = 1, oh = 1, ow = 1;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pad_top = 0, pad_left = 0;
+  F32Act act = F32Act::kNone;  // fused into the epilogue
+  float lo = 0.f, hi = 0.f;
+  const FusedActivation* post = nullptr;  // other activations, applied after; may be null
+  ThreadPool* pool = nullptr;             // null: the calling thread only
+};
+// False when the prepared weights do not match the call's C or kernel size.
+bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& call);
+
+}  // namespace kernels
+}  // namespace qfold

@@ -1,0 +1,156 @@
+// AVX2+FMA channels-last fp32 convolution microkernels (conv_f32_nhwc.h).
+// Indirect GEMM: 6 pixels x 16 channels, 12 ymm accumulators, the
+// activations broadcast straight from the tap pointers (no packing). A
+// panel of at most 8 channels (the last of M = 24, say) runs on one vector.
+// Depthwise: 4 vectors of 8 channels per pixel accumulate over the taps.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/conv_f32_nhwc.h"
+
+namespace qfold {
+namespace kernels {
+namespace {
+
+constexpr int kMr = 6, kNr = 16;
+
+// Lane i enabled when i < n.
+inline __m256i TailMask(int64_t n) {
+  const int32_t k = int32_t(std::max<int64_t>(0, std::min<int64_t>(8, n)));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+inline __m256 Activate(__m256 x, F32Act act, float lo_v, float hi_v) {
+  // Operand order matters for NaN (see gemm_f32_avx2.cc).
+  if (act == F32Act::kRelu) return _mm256_max_ps(x, _mm256_setzero_ps());
+  if (act == F32Act::kClamp) {
+    const __m256 lo = _mm256_set1_ps(lo_v);
+    const __m256 below = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    return _mm256_blendv_ps(_mm256_min_ps(_mm256_set1_ps(hi_v), x), lo, below);
+  }
+  return x;
+}
+
+// The accumulators are named variables, not an array: GCC keeps an array
+// indexed across the tap loop in memory too, storing it every step.
+template <int V>
+void IgemmTile(const IgemmF32Args& p) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  const float* w = p.w;
+  for (int64_t t = 0; t < p.taps; ++t) {
+    const float* const* a = p.a + t * kMr;
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
+    for (int64_t ch = 0; ch < p.c; ++ch, w += kNr) {
+      const __m256 b0 = _mm256_loadu_ps(w);
+      const __m256 b1 = V == 2 ? _mm256_loadu_ps(w + 8) : b0;
+      __m256 l = _mm256_broadcast_ss(a0 + ch);
+      c00 = _mm256_fmadd_ps(l, b0, c00);
+      if (V == 2) c01 = _mm256_fmadd_ps(l, b1, c01);
+      l = _mm256_broadcast_ss(a1 + ch);
+      c10 = _mm256_fmadd_ps(l, b0, c10);
+      if (V == 2) c11 = _mm256_fmadd_ps(l, b1, c11);
+      l = _mm256_broadcast_ss(a2 + ch);
+      c20 = _mm256_fmadd_ps(l, b0, c20);
+      if (V == 2) c21 = _mm256_fmadd_ps(l, b1, c21);
+      l = _mm256_broadcast_ss(a3 + ch);
+      c30 = _mm256_fmadd_ps(l, b0, c30);
+      if (V == 2) c31 = _mm256_fmadd_ps(l, b1, c31);
+      l = _mm256_broadcast_ss(a4 + ch);
+      c40 = _mm256_fmadd_ps(l, b0, c40);
+      if (V == 2) c41 = _mm256_fmadd_ps(l, b1, c41);
+      l = _mm256_broadcast_ss(a5 + ch);
+      c50 = _mm256_fmadd_ps(l, b0, c50);
+      if (V == 2) c51 = _mm256_fmadd_ps(l, b1, c51);
+    }
+  }
+  const __m256 acc[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                              {c30, c31}, {c40, c41}, {c50, c51}};
+  __m256i m[V];
+  __m256 bias[V];
+  for (int v = 0; v < V; ++v) {
+    m[v] = TailMask(p.cols - 8 * v);
+    bias[v] = p.bias ? _mm256_maskload_ps(p.bias + 8 * v, m[v]) : _mm256_setzero_ps();
+  }
+  for (int r = 0; r < kMr && r < p.rows; ++r)
+    for (int v = 0; v < V; ++v)
+      _mm256_maskstore_ps(p.y + r * p.ldy + 8 * v, m[v],
+                          Activate(_mm256_add_ps(acc[r][v], bias[v]), p.act, p.lo, p.hi));
+}
+
+void IgemmAvx2(const IgemmF32Args& p) {
+  if (p.cols <= 8)
+    IgemmTile<1>(p);
+  else
+    IgemmTile<2>(p);
+}
+
+// Channels [ch, ch + 8 * U) of one pixel; with Tail, the last vector masked
+// to `tail` lanes.
+template <int U, bool Tail>
+inline void DwBlock(const DwNhwcF32Args& p, const float* const* a, int64_t ch, int64_t tail,
+                    float* y) {
+  const __m256i last = TailMask(Tail ? tail : 8);
+  auto load = [&](const float* src, int u) {
+    return Tail && u == U - 1 ? _mm256_maskload_ps(src, last) : _mm256_loadu_ps(src);
+  };
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  const float* w = p.w + ch;
+  for (int64_t t = 0; t < p.taps; ++t, w += p.c) {
+    const float* x = a[t] + ch;
+    acc0 = _mm256_fmadd_ps(load(x, 0), load(w, 0), acc0);
+    if (U > 1) acc1 = _mm256_fmadd_ps(load(x + 8, 1), load(w + 8, 1), acc1);
+    if (U > 2) acc2 = _mm256_fmadd_ps(load(x + 16, 2), load(w + 16, 2), acc2);
+    if (U > 3) acc3 = _mm256_fmadd_ps(load(x + 24, 3), load(w + 24, 3), acc3);
+  }
+  const __m256 acc[4] = {acc0, acc1, acc2, acc3};
+  for (int u = 0; u < U; ++u) {
+    const __m256 b = p.bias ? load(p.bias + ch + 8 * u, u) : _mm256_setzero_ps();
+    const __m256 v = Activate(_mm256_add_ps(acc[u], b), p.act, p.lo, p.hi);
+    if (Tail && u == U - 1)
+      _mm256_maskstore_ps(y + ch + 8 * u, last, v);
+    else
+      _mm256_storeu_ps(y + ch + 8 * u, v);
+  }
+}
+
+template <bool Tail>
+void DwRest(const DwNhwcF32Args& p, const float* const* a, int64_t ch, int64_t vectors,
+            int64_t tail, float* y) {
+  switch (vectors) {
+    case 3:
+      DwBlock<3, Tail>(p, a, ch, tail, y);
+      break;
+    case 2:
+      DwBlock<2, Tail>(p, a, ch, tail, y);
+      break;
+    case 1:
+      DwBlock<1, Tail>(p, a, ch, tail, y);
+      break;
+    default:
+      break;
+  }
+}
+
+void DwAvx2(const DwNhwcF32Args& p) {
+  const int64_t tail = p.c % 8;
+  for (int64_t px = 0; px < p.pixels; ++px) {
+    const float* const* a = p.a + px * p.taps;
+    float* y = p.y + px * p.ldy;
+    int64_t ch = 0;
+    for (; ch + 32 <= p.c; ch += 32) DwBlock<4, false>(p, a, ch, 8, y);
+    const int64_t vectors = (p.c - ch + 7) / 8;
+    if (tail)
+      DwRest<true>(p, a, ch, vectors, tail, y);
+    else
+      DwRest<false>(p, a, ch, vectors, 8, y);
+  }
+}
+
+}  // namespace
+
+extern const ConvNhwcF32Kernels kConvNhwcF32Avx2 = {"avx2", kMr, kNr, IgemmAvx2, DwAvx2};
+
+}  // namespace kernels
+}  // namespace qfold
