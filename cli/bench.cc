@@ -26,7 +26,7 @@ namespace {
 const char* kBenchUsage =
     "usage: qfold bench MODEL.qfm [--threads N] [--warmup W] [--iterations I]\n"
     "                   [--input NAME=FILE.npy ...] [--input-shape NAME=1x3x224x224 ...]\n"
-    "                   [--seed S] [--profile] [--json]\n"
+    "                   [--bind-state OUT=IN ...] [--seed S] [--profile] [--json]\n"
     "\n"
     "Times Session::Run: W warm-up runs, then I timed runs on the same inputs.\n"
     "Inputs without --input get fixed-seed random data of the model's dtype\n"
@@ -43,6 +43,8 @@ const char* kBenchUsage =
     "  --iterations I       timed runs (default 50)\n"
     "  --input NAME=FILE    an input from a .npy file (shape taken from the file)\n"
     "  --input-shape NAME=DxDx..  resize an input (ResizeInput) before filling it\n"
+    "  --bind-state OUT=IN  streaming state: each run reads the state the previous run\n"
+    "                       returned in OUT (zeros at first), so one run is one step\n"
     "  --seed S             seed of the random inputs (default 0)\n"
     "  --profile            time every operator during the timed runs and list the time\n"
     "                       per operator type and the slowest nodes (adds two clock\n"
@@ -199,6 +201,10 @@ int Bench(const Args& args) {
         return UsageError("bench", "--input-shape needs NAME=DIMS like input=1x3x224x224",
                           kBenchUsage);
       input_shapes.emplace_back(name, shape);
+    } else if (a == "--bind-state") {
+      if (!next(&v) || !SplitAssign(v, &name, &value))
+        return UsageError("bench", "--bind-state needs OUTPUT=INPUT", kBenchUsage);
+      opts.state_bindings.emplace_back(name, value);
     } else if (a == "--json") {
       as_json = true;
     } else if (a == "--profile") {
@@ -254,7 +260,13 @@ int Bench(const Args& args) {
   for (const TensorInfo& in : model->inputs()) {
     InputReport r{in.name, in.dtype, in.shape, "random"};
     auto file = files.find(in.name);
-    if (file != files.end()) {
+    const std::pair<std::string, std::string>* binding = nullptr;
+    for (const auto& b : opts.state_bindings)
+      if (b.second == in.name) binding = &b;
+    if (binding && file == files.end()) {
+      // Each timed run reads the state the previous one returned.
+      r.source = "state from '" + binding->first + "'";
+    } else if (file != files.end()) {
       const io::NpyArray& arr = file->second;
       r.source = "";
       for (const auto& kv : input_files)

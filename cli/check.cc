@@ -17,6 +17,7 @@ namespace {
 
 const char* kCheckUsage =
     "usage: qfold check MODEL.onnx [--input-shape NAME=1x3x224x224 ...] [--dim NAME=VALUE ...]\n"
+    "                   [--const NAME=VALUE ...]\n"
     "                   [--data FILE.npz|NAME=FILE.npy ...] [--json] [--strict]\n"
     "\n"
     "Finds what would break on device and reports every problem at once, by node\n"
@@ -25,6 +26,7 @@ const char* kCheckUsage =
     "data. Exit code: 0 clean, 1 warnings with --strict, 2 errors.\n"
     "  --input-shape NAME=DIMS  set a graph input's shape (dims separated by 'x')\n"
     "  --dim NAME=VALUE         set a symbolic dim (ONNX dim_param) everywhere\n"
+    "  --const NAME=VALUE       bind an input to a constant, as qfold convert --const\n"
     "  --data FILE.npz          sample/calibration data; arrays named like the inputs\n"
     "  --data NAME=FILE.npy     one input's data\n"
     "  --json                   machine-readable report (schema: docs/CHECK.md)\n"
@@ -75,6 +77,11 @@ int Check(const Args& args) {
       json = true;
     } else if (a == "--strict") {
       strict = true;
+    } else if (a == "--const") {
+      size_t eq;
+      if (!next() || (eq = v.find('=')) == std::string::npos || eq == 0)
+        return UsageError("check", a + " needs NAME=VALUE", kCheckUsage);
+      opts.consts[v.substr(0, eq)] = v.substr(eq + 1);
     } else if (a == "--input-shape" || a == "--dim") {
       size_t eq;
       if (!next() || (eq = v.find('=')) == std::string::npos || eq == 0)

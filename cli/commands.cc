@@ -108,7 +108,8 @@ const char* kConvertUsage =
     "usage: qfold convert MODEL.onnx -o MODEL.qfm [--input-shape NAME=1x3x224x224 ...]\n"
     "                     [--dim NAME=N ...] [--input-shapes FILE.json] [--input-layout "
     "NAME=NHWC]\n"
-    "                     [--no-fold] [--no-fuse] [--no-fold-qdq] [--channels-first]\n"
+    "                     [--const NAME=VALUE ...] [--no-fold] [--no-fuse] [--no-fold-qdq]\n"
+    "                     [--channels-first]\n"
     "\n"
     "Converts an ONNX model to qfold's .qfm format. Every unsupported operator is\n"
     "listed at once; on any error no output file is written.\n"
@@ -118,6 +119,9 @@ const char* kConvertUsage =
     "  --dim NAME=N        set a symbolic dim (ONNX dim_param, e.g. batch=4) wherever it appears\n"
     "  --input-shapes FILE JSON: {\"inputs\": {\"x\": [1,3,224,224]}, \"dims\": {\"batch\": 1}}\n"
     "  --input-layout NAME=NHWC  the input takes NHWC data (the model stays NCHW inside)\n"
+    "  --const NAME=VALUE  bind an input to a constant (\"16000\", or \"1,2,3\" for a small\n"
+    "                      tensor; the input's dtype and declared shape); it is no longer an\n"
+    "                      input, and each If it decides keeps only the branch taken\n"
     "  --no-fold           keep constant subgraphs as operators\n"
     "  --no-fuse           do not fuse BatchNormalization and activations\n"
     "  --no-fold-qdq       keep QuantizeLinear/DequantizeLinear as separate float ops\n"
@@ -128,6 +132,7 @@ const char* kConvertUsage =
 const char* kRunUsage =
     "usage: qfold run MODEL.qfm [--input NAME=FILE.npy ...] [--inputs FILE.npz]\n"
     "                 [--input-shape NAME=1x3x320x320 ...] [--output-dir DIR] [--threads N]\n"
+    "                 [--bind-state OUT=IN ...] [--steps N]\n"
     "\n"
     "Runs a model. Inputs come from .npy files (one per input) or an .npz whose\n"
     "entries are named like the inputs; their shapes may differ from the model's\n"
@@ -135,7 +140,12 @@ const char* kRunUsage =
     "DIR/<output name>.npy (unsafe characters replaced by '_'), or summarized\n"
     "on stdout without --output-dir.\n"
     "  --threads N   kernel threads, 1..1024; more than the machine's hardware threads\n"
-    "                are clamped to that count\n";
+    "                are clamped to that count\n"
+    "  --bind-state OUT=IN  streaming state: after each step output OUT becomes input IN\n"
+    "                (zeros at first; data given for IN is the initial state)\n"
+    "  --steps N     run N steps (chunks) in one session: an input whose data has an extra\n"
+    "                leading axis of N takes one slice per step, others the same data; each\n"
+    "                output is written with a leading axis of N\n";
 
 const char* kInspectUsage =
     "usage: qfold inspect MODEL.qfm|MODEL.onnx [--json] [--ops]\n"
@@ -169,7 +179,7 @@ int Convert(const Args& args) {
       out = args[++i];
     } else if (a == "--no-fold") {
       opts.fold_constants = false;
-    } else if (a == "--input-shape" || a == "--dim" || a == "--input-layout") {
+    } else if (a == "--input-shape" || a == "--dim" || a == "--input-layout" || a == "--const") {
       if (i + 1 >= args.size())
         return UsageError("convert", a + " needs NAME=VALUE", kConvertUsage);
       const std::string& v = args[++i];
@@ -179,6 +189,8 @@ int Convert(const Args& args) {
       std::string name = v.substr(0, eq), value = v.substr(eq + 1);
       if (a == "--input-layout") {
         opts.input_layouts[name] = value;
+      } else if (a == "--const") {
+        opts.consts[name] = value;
       } else if (a == "--dim") {
         Shape one;
         if (!ParseShape(value, &one) || one.size() != 1)
@@ -230,6 +242,7 @@ int Run(const Args& args) {
   std::vector<std::string> input_files;  // never overwritten by an output
   std::map<std::string, Shape> resize;
   SessionOptions opts;
+  int steps = 1;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto next = [&](std::string* v) {
@@ -269,6 +282,14 @@ int Run(const Args& args) {
       input_files.push_back(v);
     } else if (a == "--output-dir" || a == "-o") {
       if (!next(&out_dir)) return UsageError("run", a + " needs a directory", kRunUsage);
+    } else if (a == "--bind-state") {
+      size_t eq;
+      if (!next(&v) || (eq = v.find('=')) == std::string::npos || eq == 0 || eq + 1 == v.size())
+        return UsageError("run", "--bind-state takes OUTPUT=INPUT", kRunUsage);
+      opts.state_bindings.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+    } else if (a == "--steps") {
+      if (!next(&v) || !ParseBoundedInt(v, 1, 1000000, &steps))
+        return UsageError("run", "--steps needs a number from 1 to 1000000", kRunUsage);
     } else if (a == "--threads") {
       if (!next(&v) || !ParseBoundedInt(v, 1, kMaxCliThreads, &opts.num_threads))
         return UsageError("run",
@@ -306,25 +327,6 @@ int Run(const Args& args) {
     st = session->ResizeInput(kv.first, kv.second);
     if (!st.ok()) return Fail("run", st);
   }
-  for (const TensorInfo& in : model->inputs()) {
-    const io::NpzEntry* feed = nullptr;
-    for (const io::NpzEntry& e : feeds)
-      if (e.name == in.name) feed = &e;
-    if (!feed)
-      return Fail("run",
-                  Status(StatusCode::kInvalidArgument,
-                         "no data for input '" + in.name + "' " + DimsToString(in) + " " +
-                             dtype_name(in.dtype) + ": pass --input " + in.name + "=FILE.npy"));
-    auto rs = resize.find(in.name);
-    if (rs != resize.end() && rs->second != feed->array.shape)
-      return Fail("run", Status(StatusCode::kInvalidArgument,
-                                "input '" + in.name + "': data has shape " +
-                                    ShapeToString(feed->array.shape) + ", --input-shape gives " +
-                                    ShapeToString(rs->second)));
-    st = session->SetInput(in.name, feed->array.dtype, feed->array.shape, feed->array.data.data(),
-                           feed->array.data.size());
-    if (!st.ok()) return Fail("run", st);
-  }
   for (const io::NpzEntry& e : feeds) {
     bool known = false;
     for (const TensorInfo& in : model->inputs()) known = known || in.name == e.name;
@@ -332,27 +334,89 @@ int Run(const Args& args) {
       return Fail("run", Status(StatusCode::kInvalidArgument,
                                 "the model has no input named '" + e.name + "'"));
   }
-  st = session->Run();
-  if (!st.ok()) return Fail("run", st);
-  if (!out_dir.empty()) mkdir(out_dir.c_str(), 0755);
-  for (const TensorInfo& o : model->outputs()) {
-    io::NpyArray arr;
-    const void* data = nullptr;
-    st = session->GetOutput(o.name, &arr.dtype, &arr.shape, &data);
+  auto bound = [&](const std::string& name) {
+    for (const auto& b : opts.state_bindings)
+      if (b.second == name) return true;
+    return false;
+  };
+  // Per input: its data, and whether each step takes one slice of it.
+  struct StepFeed {
+    const TensorInfo* info;
+    const io::NpzEntry* feed;
+    bool sliced;
+    Shape shape;  // of one step
+  };
+  std::vector<StepFeed> step_feeds;
+  for (const TensorInfo& in : model->inputs()) {
+    const io::NpzEntry* feed = nullptr;
+    for (const io::NpzEntry& e : feeds)
+      if (e.name == in.name) feed = &e;
+    if (!feed && bound(in.name)) continue;  // carried state, zeros at first
+    if (!feed)
+      return Fail("run",
+                  Status(StatusCode::kInvalidArgument,
+                         "no data for input '" + in.name + "' " + DimsToString(in) + " " +
+                             dtype_name(in.dtype) + ": pass --input " + in.name + "=FILE.npy"));
+    StepFeed f{&in, feed, false, feed->array.shape};
+    if (steps > 1 && !bound(in.name) && dtype_size(feed->array.dtype) > 0 &&
+        feed->array.shape.size() == in.shape.size() + 1 && feed->array.shape[0] == steps) {
+      f.sliced = true;
+      f.shape.erase(f.shape.begin());
+    }
+    auto rs = resize.find(in.name);
+    if (rs != resize.end() && rs->second != f.shape)
+      return Fail("run",
+                  Status(StatusCode::kInvalidArgument,
+                         "input '" + in.name + "': data has shape " + ShapeToString(f.shape) +
+                             ", --input-shape gives " + ShapeToString(rs->second)));
+    step_feeds.push_back(f);
+  }
+  std::vector<io::NpyArray> results(model->outputs().size());
+  for (int step = 0; step < steps; ++step) {
+    for (const StepFeed& f : step_feeds) {
+      if (step > 0 && (bound(f.info->name) || !f.sliced)) continue;  // already set
+      const std::vector<uint8_t>& all = f.feed->array.data;
+      const size_t bytes = f.sliced ? all.size() / size_t(steps) : all.size();
+      st = session->SetInput(f.info->name, f.feed->array.dtype, f.shape,
+                             all.data() + (f.sliced ? size_t(step) * bytes : 0), bytes);
+      if (!st.ok()) return Fail("run", st);
+    }
+    st = session->Run();
     if (!st.ok()) return Fail("run", st);
-    int64_t n = 1;
-    for (int64_t d : arr.shape) n *= d;
-    const uint8_t* p = static_cast<const uint8_t*>(data);
-    arr.data.assign(p, p + dtype_storage_bytes(arr.dtype, n));
+    for (size_t o = 0; o < results.size(); ++o) {
+      io::NpyArray& arr = results[o];
+      const void* data = nullptr;
+      Shape shape;
+      st = session->GetOutput(model->outputs()[o].name, &arr.dtype, &shape, &data);
+      if (!st.ok()) return Fail("run", st);
+      if (step > 0 && Shape(arr.shape.begin() + 1, arr.shape.end()) != shape)
+        return Fail("run",
+                    Status(StatusCode::kInvalidArgument,
+                           "output '" + model->outputs()[o].name + "' changes shape from " +
+                               ShapeToString(Shape(arr.shape.begin() + 1, arr.shape.end())) +
+                               " to " + ShapeToString(shape) + " at step " + std::to_string(step)));
+      arr.shape = shape;
+      arr.shape.insert(arr.shape.begin(), step + 1);
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      const uint8_t* p = static_cast<const uint8_t*>(data);
+      arr.data.insert(arr.data.end(), p, p + dtype_storage_bytes(arr.dtype, n));
+    }
+  }
+  if (!out_dir.empty()) mkdir(out_dir.c_str(), 0755);
+  for (size_t o = 0; o < results.size(); ++o) {
+    const TensorInfo& info = model->outputs()[o];
+    io::NpyArray& arr = results[o];
+    if (steps == 1) arr.shape.erase(arr.shape.begin());  // no step axis
     if (out_dir.empty()) {
-      std::printf("%s: %s %s\n", o.name.c_str(), dtype_name(arr.dtype),
+      std::printf("%s: %s %s\n", info.name.c_str(), dtype_name(arr.dtype),
                   ShapeToString(arr.shape).c_str());
       continue;
     }
-    const std::string path = output_path(o);
+    const std::string path = output_path(info);
     st = io::WriteNpy(path, arr, input_files);
     if (!st.ok()) return Fail("run", st);
-    std::printf("%s -> %s %s %s\n", o.name.c_str(), path.c_str(), dtype_name(arr.dtype),
+    std::printf("%s -> %s %s %s\n", info.name.c_str(), path.c_str(), dtype_name(arr.dtype),
                 ShapeToString(arr.shape).c_str());
   }
   std::printf("arena: %zu bytes\n", session->arena_bytes());

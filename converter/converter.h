@@ -20,6 +20,9 @@ struct ConvertOptions {
   std::map<std::string, int64_t> dims;
   // "NHWC" for an input whose data comes channels-last into an NCHW model.
   std::map<std::string, std::string> input_layouts;
+  // --const NAME=VALUE: inputs bound to constants ("16000", "0.5,1"), dtype
+  // from the model; If nodes they decide are folded to the branch taken.
+  std::map<std::string, std::string> consts;
 };
 
 // Reads, normalizes, checks support, infers and optimizes. On success `g` holds

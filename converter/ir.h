@@ -43,6 +43,8 @@ struct Value {
   bool is_constant() const { return data != nullptr; }
 };
 
+struct Graph;
+
 struct Node {
   std::string op_type;
   std::string domain;  // "" for the default ONNX domain
@@ -57,6 +59,10 @@ struct Node {
   // The values of STRINGS attributes (also listed in unsupported_attrs): a
   // NormalizeOpsets rule may turn them into something the .qfm holds.
   std::map<std::string, std::vector<std::string>> string_lists;
+  // GRAPH attributes (If's then_branch/else_branch, Loop's and Scan's body), also
+  // listed in unsupported_attrs: FoldIfs inlines an If's taken branch; the .qfm
+  // holds no subgraphs. A subgraph's nodes may read values of enclosing graphs.
+  std::map<std::string, std::shared_ptr<Graph>> subgraphs;
   // Set by FoldQdq on an op that reads a DequantizeLinear or feeds a QuantizeLinear
   // but stays float: the folding rule that failed ("16-bit activations: ...").
   std::string float_reason;

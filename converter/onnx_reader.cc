@@ -146,7 +146,11 @@ Status ReadTypeProto(const onnx::TypeProto& tp, const std::string& where, Value*
   return Status::Ok();
 }
 
-Status ReadAttribute(const onnx::AttributeProto& a, const std::string& base_dir, Node* node) {
+Status ReadGraphBody(const onnx::GraphProto& gp, const std::string& path,
+                     const std::string& base_dir, bool subgraph, Graph* g);
+
+Status ReadAttribute(const onnx::AttributeProto& a, const std::string& base_dir, const Graph& outer,
+                     Node* node) {
   const std::string where = node->Label() + " attribute '" + a.name() + "'";
   using AP = onnx::AttributeProto;
   switch (a.type()) {
@@ -159,6 +163,17 @@ Status ReadAttribute(const onnx::AttributeProto& a, const std::string& base_dir,
       Value v;
       QF_RETURN_IF_ERROR(ValueFromTensorProto(a.t(), base_dir, where, &v));
       node->tensor_attrs[a.name()] = std::move(v);
+      break;
+    }
+    case AP::GRAPH: {
+      auto sub = std::make_shared<Graph>();
+      sub->source = outer.source;
+      sub->opset = outer.opset;
+      sub->opsets = outer.opsets;
+      QF_RETURN_IF_ERROR(
+          ReadGraphBody(a.g(), outer.source, base_dir, /*subgraph=*/true, sub.get()));
+      node->subgraphs[a.name()] = std::move(sub);
+      node->unsupported_attrs.push_back(a.name());
       break;
     }
     case AP::STRINGS:
@@ -317,22 +332,32 @@ Status ReadOnnxModel(const std::string& path, Graph* g) {
                       (g->opset < 1 ? " is invalid (opsets start at 1)"
                                     : " is newer than the newest qfold knows (" +
                                           std::to_string(kNewestOnnxOpset) + ")"));
-  const std::string base_dir = DirName(path);
-  const onnx::GraphProto& gp = model.graph();
+  return ReadGraphBody(model.graph(), path, DirName(path), /*subgraph=*/false, g);
+}
 
+namespace {
+
+// The graph's initializers, inputs, outputs and nodes. A subgraph (a GRAPH
+// attribute) is read the same way, except that an input type qfold cannot hold
+// (a Loop body's sequence) stays undefined: only FoldIfs reads subgraphs, and
+// an If branch has no inputs.
+Status ReadGraphBody(const onnx::GraphProto& gp, const std::string& path,
+                     const std::string& base_dir, bool subgraph, Graph* g) {
+  const std::string scope = subgraph ? path + ": subgraph '" + gp.name() + "'" : path;
   for (const auto& init : gp.initializer()) {
     Value v;
-    QF_RETURN_IF_ERROR(ValueFromTensorProto(init, base_dir, path + ": initializer", &v));
-    if (v.name.empty()) return Invalid(path + ": an initializer has no name");
+    QF_RETURN_IF_ERROR(ValueFromTensorProto(init, base_dir, scope + ": initializer", &v));
+    if (v.name.empty()) return Invalid(scope + ": an initializer has no name");
     g->values[v.name] = std::move(v);
   }
   if (gp.sparse_initializer_size() > 0)
-    return Status(StatusCode::kUnsupported, path + ": sparse initializers are not supported");
+    return Status(StatusCode::kUnsupported, scope + ": sparse initializers are not supported");
   for (const auto& in : gp.input()) {
     if (g->IsConstant(in.name())) continue;  // old exporters list initializers as inputs
     Value v;
     v.name = in.name();
-    QF_RETURN_IF_ERROR(ReadTypeProto(in.type(), path + ": graph input '" + in.name() + "'", &v));
+    Status st = ReadTypeProto(in.type(), scope + ": graph input '" + in.name() + "'", &v);
+    if (!st.ok() && !subgraph) return st;
     g->values[v.name] = std::move(v);
     g->inputs.push_back(in.name());
   }
@@ -353,13 +378,11 @@ Status ReadOnnxModel(const std::string& path, Graph* g) {
     n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(k) : np.name();
     n.inputs.assign(np.input().begin(), np.input().end());
     n.outputs.assign(np.output().begin(), np.output().end());
-    for (const auto& a : np.attribute()) QF_RETURN_IF_ERROR(ReadAttribute(a, base_dir, &n));
+    for (const auto& a : np.attribute()) QF_RETURN_IF_ERROR(ReadAttribute(a, base_dir, *g, &n));
     g->nodes.push_back(std::move(n));
   }
   return Status::Ok();
 }
-
-namespace {
 
 OnnxArg ArgFromValueInfo(const onnx::ValueInfoProto& vi) {
   OnnxArg arg;

@@ -131,8 +131,26 @@ py::list Convert(const py::object& onnx_path, const py::object& qfm_path,
                  const std::optional<std::map<std::string, Shape>>& input_shapes,
                  const std::optional<std::map<std::string, int64_t>>& dims,
                  const std::optional<std::map<std::string, std::string>>& input_layouts,
-                 bool fold_qdq) {
+                 bool fold_qdq, const std::optional<py::dict>& consts) {
   conv::ConvertOptions opts;
+  if (consts) {
+    // A value may be a str ("16000"), a number, a bool or a sequence/array of them.
+    py::module_ np = py::module_::import("numpy");
+    for (auto item : *consts) {
+      std::string text;
+      if (py::isinstance<py::str>(item.second)) {
+        text = py::str(item.second);
+      } else {
+        py::list flat = np.attr("asarray")(item.second).attr("ravel")().attr("tolist")();
+        for (auto x : flat) {
+          std::string one = py::isinstance<py::bool_>(x) ? (x.cast<bool>() ? "1" : "0")
+                                                         : std::string(py::str(py::repr(x)));
+          text += (text.empty() ? "" : ",") + one;
+        }
+      }
+      opts.consts[py::str(item.first)] = text;
+    }
+  }
   if (input_shapes) opts.input_shapes = *input_shapes;
   if (dims) opts.dims = *dims;
   if (input_layouts) opts.input_layouts = *input_layouts;
@@ -210,7 +228,8 @@ struct Feed {
 
 class PySession {
  public:
-  PySession(const py::object& source, int num_threads) {
+  PySession(const py::object& source, int num_threads,
+            const std::optional<std::map<std::string, std::string>>& state_bindings) {
     Status st;
     if (py::isinstance<py::bytes>(source) || py::isinstance<py::bytearray>(source) ||
         py::isinstance<py::memoryview>(source)) {
@@ -234,6 +253,11 @@ class PySession {
     ThrowIfError(st);
     SessionOptions opts;
     opts.num_threads = num_threads;
+    if (state_bindings)
+      for (const auto& kv : *state_bindings) {
+        opts.state_bindings.emplace_back(kv.first, kv.second);
+        bound_inputs_.push_back(kv.second);
+      }
     {
       py::gil_scoped_release nogil;
       st = Session::Create(model_, opts, &session_);
@@ -249,6 +273,12 @@ class PySession {
 
   py::list inputs() const { return InfoList(model_->inputs()); }
   py::list outputs() const { return InfoList(model_->outputs()); }
+
+  void ResetState() {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
+    session_->ResetState();
+  }
 
   size_t arena_bytes() {
     py::gil_scoped_release nogil;
@@ -326,6 +356,8 @@ class PySession {
     for (const TensorInfo& t : infos) {
       bool given = false;
       for (const Feed& f : prepared) given = given || f.name == t.name;
+      // A state input carries the previous run's state unless given.
+      for (const std::string& b : bound_inputs_) given = given || b == t.name;
       if (!given) Raise(StatusCode::kInvalidArgument, "input '" + t.name + "' is not given");
     }
     return prepared;
@@ -356,7 +388,8 @@ class PySession {
   size_t size_ = 0;
   std::shared_ptr<Model> model_;
   std::unique_ptr<Session> session_;
-  std::mutex mu_;  // Session is not thread-safe and run() drops the GIL
+  std::vector<std::string> bound_inputs_;  // inputs bound by state_bindings
+  std::mutex mu_;                          // Session is not thread-safe and run() drops the GIL
 };
 
 }  // namespace
@@ -408,15 +441,25 @@ PYBIND11_MODULE(_qfold, m) {
   m.def("convert", &qfold::Convert, py::arg("onnx_path"), py::arg("qfm_path"),
         py::arg("input_shapes") = py::none(), py::arg("dims") = py::none(),
         py::arg("input_layouts") = py::none(), py::arg("fold_qdq") = true,
+        py::arg("consts") = py::none(),
         "Converts an ONNX file to .qfm and returns the conversion's notes (list of str);\n"
-        "raises qfold.Error (and writes no output file) on failure.");
+        "raises qfold.Error (and writes no output file) on failure. consts binds inputs to\n"
+        "constants ({'sr': 16000}), as qfold convert --const.");
   m.def("onnx_signature", &qfold::OnnxSignature, py::arg("onnx_path"),
         "The inputs, outputs (name, type, shape with ints, dim names or None) and metadata an\n"
         ".onnx file declares, as a dict; initializers listed as inputs are left out.");
 
   py::class_<PySession>(m, "Session", "A loaded .qfm model ready to run (qfold's native API).")
-      .def(py::init<const py::object&, int>(), py::arg("path_or_bytes"), py::arg("num_threads") = 1,
-           "Loads a .qfm file (str or os.PathLike) or .qfm bytes and plans a session.")
+      .def(py::init<const py::object&, int,
+                    const std::optional<std::map<std::string, std::string>>&>(),
+           py::arg("path_or_bytes"), py::arg("num_threads") = 1,
+           py::arg("state_bindings") = py::none(),
+           "Loads a .qfm file (str or os.PathLike) or .qfm bytes and plans a session.\n"
+           "state_bindings {output: input}: after each run the output's value becomes the\n"
+           "input's (streaming state); a bound input starts at zeros and may be left out of\n"
+           "run()'s feeds (given, it overrides the carried state).")
+      .def("reset_state", &PySession::ResetState,
+           "Zeros the inputs bound by state_bindings (a new stream).")
       .def_property_readonly("inputs", &PySession::inputs,
                              "[{name, dtype, shape, dim_names, layout}] of the inputs")
       .def_property_readonly("outputs", &PySession::outputs,

@@ -39,6 +39,7 @@ struct DataInfo {
 struct CheckOptions {
   std::map<std::string, Shape> input_shapes;  // --input-shape NAME=1x3x224x224
   std::map<std::string, int64_t> dims;        // --dim NAME=VALUE (ONNX dim_param)
+  std::map<std::string, std::string> consts;  // --const NAME=VALUE (as qfold convert)
   std::vector<DataInfo> data;                 // --data
   bool analyze_folding = true;                // run the converter to see which quantized ops fold
 };

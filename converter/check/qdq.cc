@@ -319,7 +319,9 @@ void CheckCoverage(Analysis* a, const std::string& onnx_path) {
   bool fold_known = false;
   if (any_qdq && !onnx_path.empty()) {
     conv::Graph og;
-    Status st = conv::LoadAndOptimize(onnx_path, conv::ConvertOptions(), &og);
+    conv::ConvertOptions copts;
+    copts.consts = a->opts->consts;  // a model with an If converts only with them
+    Status st = conv::LoadAndOptimize(onnx_path, copts, &og);
     if (st.ok()) {
       fold_known = true;
       static const std::set<std::string> kInt = {

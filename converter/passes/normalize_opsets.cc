@@ -298,6 +298,8 @@ Status ConstantNodeToValue(Graph* g, const Node& n) {
 Status NormalizeOpsets(Graph* g) {
   std::vector<Node> kept;
   for (Node& n : g->nodes) {
+    // Subgraphs first, so that FoldIfs inlines nodes already normalized.
+    for (auto& sub : n.subgraphs) QF_RETURN_IF_ERROR(NormalizeOpsets(sub.second.get()));
     if (n.domain.empty() && n.op_type == "Constant" && n.unsupported_attrs.empty()) {
       QF_RETURN_IF_ERROR(ConstantNodeToValue(g, n));
       continue;

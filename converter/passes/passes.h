@@ -63,6 +63,13 @@ bool FusedActivationAttrs(const Graph& g, const Node& act, AttrMap* attrs);
 // shapes when an override contradicts the model (including batch/channel swaps).
 Status ApplyInputOverrides(Graph* g, const std::map<std::string, Shape>& shapes,
                            const std::map<std::string, int64_t>& dims);
+// --const NAME=VALUE: the input becomes a constant of its own dtype ("16000",
+// "1,2,3"), with the declared shape (one unknown dim taken from the count).
+Status BindInputConsts(Graph* g, const std::map<std::string, std::string>& consts);
+// Replaces each If whose condition folds to a constant by its taken branch,
+// nested Ifs too; an If that stays dynamic is an error naming the graph inputs
+// its condition depends on (and `dynamic_if`, when given, receives its name).
+Status FoldIfs(Graph* g, std::string* dynamic_if = nullptr);
 // --input-layout NAME=NHWC: the input takes NHWC data; a Transpose restores NCHW.
 Status ApplyInputLayouts(Graph* g, const std::map<std::string, std::string>& layouts);
 // DequantizeLinear of float8 constants (widened on reading) -> float Sub/Mul.

@@ -35,9 +35,12 @@ def convert(
     dims: Optional[Mapping[str, int]] = None,
     input_layouts: Optional[Mapping[str, str]] = None,
     fold_qdq: bool = True,
+    consts: Optional[Mapping[str, Union[str, int, float, bool, Sequence[Union[int, float]],
+                                        np.ndarray]]] = None,
 ) -> List[str]:
     """Converts an ONNX file to .qfm and returns the conversion's notes; raises qfold.Error
-    (and writes no output file) on failure."""
+    (and writes no output file) on failure. consts binds graph inputs to constants
+    ({'sr': 16000}, as qfold convert --const): Ifs they decide keep only the branch taken."""
 
 class OnnxArgInfo(TypedDict):
     name: str
@@ -71,7 +74,13 @@ class Session:
     threads are serialized."""
 
     def __init__(self, path_or_bytes: Union[_Path, bytes, bytearray, memoryview],
-                 num_threads: int = 1) -> None: ...
+                 num_threads: int = 1,
+                 state_bindings: Optional[Mapping[str, str]] = None) -> None:
+        """state_bindings {output: input}: after each run the output's value becomes the
+        input's (streaming state); a bound input starts at zeros and may be left out of run()'s
+        feeds (given, it overrides the carried state)."""
+    def reset_state(self) -> None:
+        """Zeros the inputs bound by state_bindings (a new stream)."""
     @property
     def inputs(self) -> List[TensorInfo]: ...
     @property

@@ -232,6 +232,8 @@ void qfold_session_options_init(qfold_session_options* opts) {
   if (!opts) return;
   opts->struct_size = sizeof(qfold_session_options);
   opts->num_threads = 1;
+  opts->num_state_bindings = 0;
+  opts->state_bindings = nullptr;
 }
 
 qfold_status qfold_session_create(qfold_model* model, const qfold_session_options* opts,
@@ -248,6 +250,16 @@ qfold_status qfold_session_create(qfold_model* model, const qfold_session_option
       // Read only the fields the caller's header version has.
       if (opts->struct_size >= offsetof(qfold_session_options, num_threads) + sizeof(int32_t))
         o.num_threads = opts->num_threads < 1 ? 1 : int(opts->num_threads);
+      if (opts->struct_size >=
+              offsetof(qfold_session_options, state_bindings) + sizeof(opts->state_bindings) &&
+          opts->num_state_bindings > 0) {
+        if (!opts->state_bindings) return NullArg(fn, "opts->state_bindings");
+        for (size_t i = 0; i < opts->num_state_bindings; ++i) {
+          const qfold_state_binding& b = opts->state_bindings[i];
+          if (!b.output || !b.input) return NullArg(fn, "opts->state_bindings[i].output/input");
+          o.state_bindings.emplace_back(b.output, b.input);
+        }
+      }
     }
     std::unique_ptr<qfold_session> h(new qfold_session);
     h->model = model->model;
@@ -255,6 +267,14 @@ qfold_status qfold_session_create(qfold_model* model, const qfold_session_option
     if (!st.ok()) return FromStatus(fn, st);
     h->output_shapes.resize(h->model->outputs().size());
     *out = h.release();
+    return QFOLD_OK;
+  });
+}
+
+qfold_status qfold_session_reset_state(qfold_session* session) {
+  static const char* fn = "qfold_session_reset_state";
+  return Guard(fn, [&] {
+    if (session) session->session->ResetState();
     return QFOLD_OK;
   });
 }

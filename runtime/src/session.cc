@@ -90,6 +90,8 @@ struct Session::Impl {
   size_t arena_size = 0;
   bool planned = false;
   std::vector<OpProfile> op_profile;  // per op, when opts.profile
+  // SessionOptions::state_bindings as (output tensor, input tensor) ids.
+  std::vector<std::pair<int, int>> state_bindings;
 
   // Runs op k, timing it when profiling.
   Status RunOp(size_t k, KernelContext& ctx) {
@@ -113,6 +115,8 @@ struct Session::Impl {
     return -1;
   }
   Status Plan();
+  Status PlanKeepingState();
+  Status CopyState();
   Status RunDynamic();
   void* DynamicBuffer(int tensor, size_t bytes);
 };
@@ -281,6 +285,9 @@ Status Session::Impl::Plan() {
       if (id >= 0) first[id] = std::min(first[id], k), last[id] = std::max(last[id], k);
   }
   for (int id : m->output_ids) last[id] = nops;
+  // A state input is written from its output after the last op: no other
+  // tensor (the output included) may share its memory.
+  for (const auto& b : state_bindings) last[b.second] = nops;
   std::vector<BufferRequest> requests;
   std::vector<int> request_tensor;
   for (size_t i = 0; i < nt; ++i) {
@@ -303,6 +310,46 @@ Status Session::Impl::Plan() {
   for (size_t r = 0; r < requests.size(); ++r)
     tensors[request_tensor[r]].data = arena.get() + offsets[r];
   planned = true;
+  return Status::Ok();
+}
+
+// Plan() with the bound state inputs' values carried over (zeros when new or
+// when their size changed): re-planning for another input's shape must not
+// restart the stream.
+Status Session::Impl::PlanKeepingState() {
+  std::vector<std::vector<uint8_t>> saved(state_bindings.size());
+  if (planned)
+    for (size_t i = 0; i < state_bindings.size(); ++i) {
+      const Tensor& t = tensors[state_bindings[i].second];
+      if (t.data)
+        saved[i].assign(static_cast<const uint8_t*>(t.data),
+                        static_cast<const uint8_t*>(t.data) + t.bytes());
+    }
+  QF_RETURN_IF_ERROR(Plan());
+  for (size_t i = 0; i < state_bindings.size(); ++i) {
+    Tensor& t = tensors[state_bindings[i].second];
+    if (!t.data) continue;
+    if (saved[i].size() == t.bytes())
+      std::memcpy(t.data, saved[i].data(), saved[i].size());
+    else
+      std::memset(t.data, 0, t.bytes());
+  }
+  return Status::Ok();
+}
+
+// After a Run: each bound output's value becomes its input's.
+Status Session::Impl::CopyState() {
+  for (const auto& b : state_bindings) {
+    const Tensor& out = tensors[b.first];
+    Tensor& in = tensors[b.second];
+    if (b.first == b.second) continue;
+    if (out.shape != in.shape)
+      return Status(StatusCode::kInvalidArgument,
+                    "state binding: output '" + out.name + "' has shape " +
+                        ShapeToString(out.shape) + ", its input '" + in.name + "' " +
+                        ShapeToString(in.shape) + "; resize the input to the state's shape");
+    if (in.bytes()) std::memcpy(in.data, out.data, in.bytes());
+  }
   return Status::Ok();
 }
 
@@ -353,11 +400,40 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
     for (int id : op.inputs) ctx.inputs.push_back(id >= 0 ? &im.tensors[id] : nullptr);
     for (int id : op.outputs) ctx.outputs.push_back(id >= 0 ? &im.tensors[id] : nullptr);
   }
+  for (const auto& binding : opts.state_bindings) {
+    const std::string& out_name = binding.first;
+    const std::string& in_name = binding.second;
+    const std::string what = "state binding '" + out_name + "' -> '" + in_name + "': ";
+    int out_idx = -1, in_idx = im.InputIndex(in_name);
+    for (size_t i = 0; i < im.m->outputs.size(); ++i)
+      if (im.m->outputs[i].name == out_name) out_idx = int(i);
+    if (out_idx < 0)
+      return Status(StatusCode::kInvalidArgument,
+                    what + "the model has no output named '" + out_name + "'");
+    if (in_idx < 0)
+      return Status(StatusCode::kInvalidArgument,
+                    what + "the model has no input named '" + in_name + "'");
+    const TensorInfo& o = im.m->outputs[size_t(out_idx)];
+    const TensorInfo& i = im.m->inputs[size_t(in_idx)];
+    bool same_shape = o.shape.size() == i.shape.size();
+    for (size_t d = 0; same_shape && d < o.shape.size(); ++d)
+      same_shape = o.shape[d] < 0 || i.shape[d] < 0 || o.shape[d] == i.shape[d];
+    if (o.dtype != i.dtype || !same_shape)
+      return Status(StatusCode::kInvalidArgument,
+                    what + "the output is " + dtype_name(o.dtype) + " " + ShapeToString(o.shape) +
+                        ", the input " + dtype_name(i.dtype) + " " + ShapeToString(i.shape));
+    const int in_id = im.m->input_ids[size_t(in_idx)];
+    for (const auto& b : im.state_bindings)
+      if (b.second == in_id)
+        return Status(StatusCode::kInvalidArgument,
+                      what + "input '" + in_name + "' is already bound to an output");
+    im.state_bindings.emplace_back(im.m->output_ids[size_t(out_idx)], in_id);
+  }
   // A model with symbolic input dims is planned once the caller resizes it.
   bool concrete = true;
   for (const Shape& shape : im.input_shapes)
     for (int64_t d : shape) concrete = concrete && d >= 0;
-  if (concrete) QF_RETURN_IF_ERROR(im.Plan());
+  if (concrete) QF_RETURN_IF_ERROR(im.PlanKeepingState());
   *out = std::move(s);
   return Status::Ok();
 }
@@ -397,7 +473,7 @@ Status Session::ResizeInput(const std::string& name, const Shape& shape) {
   }
   if (im.planned && im.input_shapes[idx] == shape) return Status::Ok();
   im.input_shapes[idx] = shape;
-  Status st = im.Plan();
+  Status st = im.PlanKeepingState();
   if (!st.ok()) im.planned = false;
   return st;
 }
@@ -425,15 +501,27 @@ Status Session::SetInput(const std::string& name, DType dtype, const Shape& shap
 Status Session::Run() {
   Impl& im = *impl_;
   if (!im.planned) {
-    Status st = im.Plan();
+    Status st = im.PlanKeepingState();
     if (!st.ok()) return st;
   }
-  if (im.dynamic) return im.RunDynamic();
-  for (size_t k = 0; k < im.contexts.size(); ++k) {
-    if (im.folded[k]) continue;
-    QF_RETURN_IF_ERROR(im.RunOp(k, im.contexts[k]));
+  if (im.dynamic) {
+    QF_RETURN_IF_ERROR(im.RunDynamic());
+  } else {
+    for (size_t k = 0; k < im.contexts.size(); ++k) {
+      if (im.folded[k]) continue;
+      QF_RETURN_IF_ERROR(im.RunOp(k, im.contexts[k]));
+    }
   }
-  return Status::Ok();
+  return im.CopyState();
+}
+
+void Session::ResetState() {
+  Impl& im = *impl_;
+  if (!im.planned) return;  // planning zeros them
+  for (const auto& b : im.state_bindings) {
+    Tensor& t = im.tensors[b.second];
+    if (t.data && t.bytes()) std::memset(t.data, 0, t.bytes());
+  }
 }
 
 Status Session::GetOutput(const std::string& name, DType* dtype, Shape* shape,

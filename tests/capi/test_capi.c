@@ -1,9 +1,11 @@
 /* Tests of the C API, written in C99 against qfold/qfold.h only.
- *   test_capi [dynamic_convnet.qfm]
+ *   test_capi [dynamic_convnet.qfm [vad_like_16k.qfm]]
  * Without an argument only the model-independent checks run (runtime-only builds
  * have no converter to make a .qfm). The .qfm is models/dynamic_convnet.onnx
  * converted by the CLI: input [batch,3,height,width] -> Conv, Relu, 2x nearest
- * Resize, Conv -> output [batch,4,2*height,2*width]. */
+ * Resize, Conv -> output [batch,4,2*height,2*width]. The second .qfm is
+ * models/streaming/vad_like.onnx converted with --const sr=16000: input [1,512],
+ * state [2,1,64] -> output [1,1], stateN [2,1,64]. */
 #define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen */
 #include <pthread.h>
 #include <stdio.h>
@@ -231,12 +233,91 @@ static void TestModel(const char* path) {
   free(x);
 }
 
+/* Runs `steps` chunks; with `bound` the session carries the state, otherwise the
+ * caller copies stateN into state as a caller without bindings would. */
+static void RunChunks(qfold_model* m, int bound, int steps, float* probs) {
+  static const int64_t chunk_dims[2] = {1, 512}, state_dims[3] = {2, 1, 64};
+  qfold_session_options o;
+  qfold_state_binding b;
+  qfold_session* s = NULL;
+  float x[512], state[128];
+  int k, i;
+  qfold_session_options_init(&o);
+  b.output = "stateN";
+  b.input = "state";
+  if (bound) {
+    o.num_state_bindings = 1;
+    o.state_bindings = &b;
+  }
+  memset(state, 0, sizeof(state));
+  EXPECT_OK(qfold_session_create(m, &o, &s));
+  if (!s) return;
+  for (k = 0; k < steps; ++k) {
+    const void* data = NULL;
+    for (i = 0; i < 512; ++i) x[i] = (float)((i * 37 + k * 11) % 23 - 11) / 20.0f;
+    EXPECT_OK(
+        qfold_session_set_input(s, "input", QFOLD_DTYPE_FLOAT32, chunk_dims, 2, x, sizeof(x)));
+    if (!bound)
+      EXPECT_OK(qfold_session_set_input(s, "state", QFOLD_DTYPE_FLOAT32, state_dims, 3, state,
+                                        sizeof(state)));
+    EXPECT_OK(qfold_session_run(s));
+    EXPECT_OK(qfold_session_get_output(s, "output", NULL, NULL, NULL, &data));
+    probs[k] = data ? *(const float*)data : -1.0f;
+    EXPECT_OK(qfold_session_get_output(s, "stateN", NULL, NULL, NULL, &data));
+    if (data) memcpy(state, data, sizeof(state));
+  }
+  if (bound) {
+    /* A new stream: the first chunk gives the first result again. */
+    const void* data = NULL;
+    EXPECT_OK(qfold_session_reset_state(s));
+    for (i = 0; i < 512; ++i) x[i] = (float)((i * 37) % 23 - 11) / 20.0f;
+    EXPECT_OK(
+        qfold_session_set_input(s, "input", QFOLD_DTYPE_FLOAT32, chunk_dims, 2, x, sizeof(x)));
+    EXPECT_OK(qfold_session_run(s));
+    EXPECT_OK(qfold_session_get_output(s, "output", NULL, NULL, NULL, &data));
+    EXPECT(data && *(const float*)data == probs[0]);
+  }
+  qfold_session_free(s);
+}
+
+static void TestStateBinding(const char* path) {
+  qfold_model* m = NULL;
+  qfold_session* s = NULL;
+  qfold_session_options o;
+  qfold_state_binding bad;
+  float carried[4], copied[4];
+  int k;
+  EXPECT_OK(qfold_model_load_file(path, &m));
+  if (!m) return;
+  RunChunks(m, 1, 4, carried);
+  RunChunks(m, 0, 4, copied);
+  /* The same kernels on the same values: bit-identical, and the state matters. */
+  for (k = 0; k < 4; ++k) EXPECT(carried[k] == copied[k]);
+  EXPECT(carried[0] != carried[3] || carried[1] != carried[2]);
+
+  qfold_session_options_init(&o);
+  o.num_state_bindings = 1;
+  o.state_bindings = &bad;
+  bad.output = "stateN";
+  bad.input = "input";
+  EXPECT_ERROR(qfold_session_create(m, &o, &s), QFOLD_INVALID_ARGUMENT,
+               "state binding 'stateN' -> 'input'");
+  bad.output = "nope";
+  bad.input = "state";
+  EXPECT_ERROR(qfold_session_create(m, &o, &s), QFOLD_INVALID_ARGUMENT, "no output named 'nope'");
+  o.state_bindings = NULL;
+  EXPECT_ERROR(qfold_session_create(m, &o, &s), QFOLD_INVALID_ARGUMENT, "state_bindings");
+  EXPECT(s == NULL);
+  qfold_model_free(m);
+}
+
 int main(int argc, char** argv) {
   TestWithoutModel();
   if (argc > 1) {
     TestTruncated(argv[1]);
     TestModel(argv[1]);
   }
+  if (argc > 2) TestStateBinding(argv[2]);
   if (g_failures) {
     fprintf(stderr, "%d check(s) failed\n", g_failures);
     return 1;

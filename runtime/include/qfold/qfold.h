@@ -70,10 +70,24 @@ typedef struct qfold_tensor_info {
 /* Session settings. Always call qfold_session_options_init first, then change
  * fields: new fields are only ever appended, and struct_size tells the library
  * which ones the caller knows about. */
+/* Streaming state: after each run, `output`'s value becomes `input`'s (see
+ * qfold_session_options.state_bindings). */
+typedef struct qfold_state_binding {
+  const char* output;
+  const char* input;
+} qfold_state_binding;
+
 typedef struct qfold_session_options {
   size_t struct_size;  /* set by qfold_session_options_init; do not change */
   int32_t num_threads; /* threads for kernels that split work; values < 1 mean 1,
                           values above the hardware threads are clamped to them */
+  /* num_state_bindings pairs binding a returned state to a state input of the same
+   * dtype and shape: chunk after chunk runs without the caller copying the state.
+   * A bound input starts at zeros and need not be set; qfold_session_set_input
+   * still overrides it, qfold_session_reset_state zeros it. The strings are read
+   * by qfold_session_create only. Defaults: 0 and NULL. */
+  size_t num_state_bindings;
+  const qfold_state_binding* state_bindings;
 } qfold_session_options;
 
 /* ---- errors and helpers ------------------------------------------------- */
@@ -159,6 +173,10 @@ qfold_status qfold_session_run(qfold_session* session);
  * until the next qfold_session_run, resize_input, set_input or session_free. */
 qfold_status qfold_session_get_output(qfold_session* session, const char* name, qfold_dtype* dtype,
                                       const int64_t** dims, size_t* rank, const void** data);
+
+/* Zeros every input bound by qfold_session_options.state_bindings (a new stream);
+ * a no-op for a NULL session or one without bindings. */
+qfold_status qfold_session_reset_state(qfold_session* session);
 
 /* Bytes of the planned activation arena (0 before planning or when the model
  * needs data-dependent shapes and allocates per tensor); 0 for NULL. */

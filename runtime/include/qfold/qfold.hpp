@@ -171,6 +171,20 @@ class Session {
     opts.num_threads = num_threads;
     Check(qfold_session_create(model.handle(), &opts, &handle_));
   }
+  // Streaming: {output, input} pairs; after each Run the output becomes the input
+  // (qfold_session_options.state_bindings).
+  Session(const Model& model,
+          const std::vector<std::pair<std::string, std::string>>& state_bindings,
+          int num_threads = 1) {
+    std::vector<qfold_state_binding> bindings;
+    for (const auto& b : state_bindings) bindings.push_back({b.first.c_str(), b.second.c_str()});
+    qfold_session_options opts;
+    qfold_session_options_init(&opts);
+    opts.num_threads = num_threads;
+    opts.num_state_bindings = bindings.size();
+    opts.state_bindings = bindings.data();
+    Check(qfold_session_create(model.handle(), &opts, &handle_));
+  }
 
   Session(Session&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
   Session& operator=(Session&& other) noexcept {
@@ -199,6 +213,8 @@ class Session {
     SetInput(name, DTypeOf<T>::value, dims, values.data(), values.size() * sizeof(T));
   }
   void Run() { Check(qfold_session_run(handle_)); }
+  // Zeros the inputs bound by state_bindings (a new stream).
+  void ResetState() { Check(qfold_session_reset_state(handle_)); }
   Output GetOutput(const std::string& name) const {
     Output out;
     const int64_t* dims = nullptr;

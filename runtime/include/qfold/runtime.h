@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "qfold/dtype.h"
@@ -65,6 +66,13 @@ struct SessionOptions {
   // lowered by the QFOLD_ISA environment variable. Each kernel family picks
   // its variant once, when the session is created (Session::kernels()).
   std::string kernel_isa;
+  // Streaming state: {output, input} pairs binding a model's returned state to
+  // its state input (same dtype and shape). After each successful Run the
+  // output's value becomes the input's, so chunk after chunk runs without the
+  // caller copying it. A bound input starts at zeros, keeps its value across
+  // re-plans of other inputs, is zeroed again by ResetState, and SetInput still
+  // overrides it (to restore a saved state).
+  std::vector<std::pair<std::string, std::string>> state_bindings;
 };
 
 // Time spent in one operator over all Runs since the session was created
@@ -97,6 +105,8 @@ class Session {
   // Valid until the next Run/Resize.
   Status GetOutput(const std::string& name, DType* dtype, Shape* shape, const void** data) const;
 
+  // Zeros every input bound by SessionOptions::state_bindings (a new stream).
+  void ResetState();
   size_t arena_bytes() const;
   // The kernel variant of every family this session uses, fixed at creation:
   // "gemm_f32=avx2 dwconv_f32=avx2 gemm_s8=avxvnni ... portable_loops=on"
