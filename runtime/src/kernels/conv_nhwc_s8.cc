@@ -4,13 +4,14 @@
 //   acc = sum(xu * ws) - wzp_s * sum(xu) + [B - xzp_u * sum(ws) + K * xzp_u * wzp_s]
 // where padding taps read a row of x_zp bytes, so K is always the full window.
 //
-// x86 levels run the indirect GEMM microkernels (igemm_s8.h) straight on x
-// (AVX2: on a copy widened to u16 once per run, see igemm_s8_avx2.cc): one
-// pointer per output pixel and tap, built when the geometry or x's address
-// changes. Other levels (NEON) take the packed GEMM of gemm_s8.h
-// with the activations on the left: NHWC im2col rows, packed per block.
-// QfConvDequant's float output (QConvCall::dq_mult) has an epilogue in the
-// x86 microkernels only; elsewhere the op runs its reference kernel.
+// x86 and Arm NEON levels run the indirect GEMM microkernels (igemm_s8.h)
+// straight on x (AVX2: on a copy widened to u16 once per run, see
+// igemm_s8_avx2.cc): one pointer per output pixel and tap, built when the
+// geometry or x's address changes. A configuration without them takes the
+// packed GEMM of gemm_s8.h with the activations on the left: NHWC im2col
+// rows, packed per block. QfConvDequant's float output (QConvCall::dq_mult)
+// has an epilogue in the microkernels only; without them the op runs its
+// reference kernel.
 #include "kernels/conv_nhwc_s8.h"
 
 #include <algorithm>
@@ -29,6 +30,9 @@ namespace kernels {
 extern const IgemmS8Kernel kIgemmS8Avx2[];
 extern const IgemmS8Kernel kIgemmS8AvxVnni[];
 extern const IgemmS8Kernel kIgemmS8Avx512Vnni[];
+#elif defined(__aarch64__)
+extern const IgemmS8Kernel kIgemmS8Neon[];
+extern const IgemmS8Kernel kIgemmS8NeonDot[];
 #endif
 
 std::vector<const IgemmS8Kernel*> IgemmS8Kernels(const CpuFeatures& f, const char** variant) {
@@ -43,6 +47,10 @@ std::vector<const IgemmS8Kernel*> IgemmS8Kernels(const CpuFeatures& f, const cha
     else
       t = kIgemmS8Avx2;
   }
+  for (; t && t->run; ++t) out.push_back(t);
+#elif defined(__aarch64__)
+  const IgemmS8Kernel* t = nullptr;
+  if (f.asimd) t = f.dotprod ? kIgemmS8NeonDot : kIgemmS8Neon;
   for (; t && t->run; ++t) out.push_back(t);
 #else
   (void)f;
@@ -506,21 +514,24 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
     s->panels = (s->mg + nr - 1) / nr;
     s->panel_bytes = taps_packed * s->kc4 * nr * 4 * wb;
     s->packed_w.assign(size_t(s->group * s->panels * s->panel_bytes), 0);
-    uint8_t* dst = s->packed_w.data();
+    const bool k_major = s->ik->k_major;
     for (int64_t gr = 0; gr < group; ++gr)
       for (int64_t pn = 0; pn < s->panels; ++pn)
         for (int64_t t = 0; t < taps_packed; ++t)
           for (int64_t q = 0; q < s->kc4; ++q)
             for (int j = 0; j < nr; ++j)
-              for (int i = 0; i < 4; ++i, dst += wb) {
+              for (int i = 0; i < 4; ++i) {
                 const int64_t ch = pn * nr + j, k = 4 * q + i;
                 if (ch >= s->mg || k >= s->tap_c) continue;
+                const int64_t step = ((gr * s->panels + pn) * taps_packed + t) * s->kc4 + q;
+                uint8_t* d =
+                    s->packed_w.data() + (step * 4 * nr + (k_major ? i * nr + j : j * 4 + i)) * wb;
                 // Row taps: k runs over (kx, channel) of kernel row t.
                 const int64_t ci = k % s->cg, tap = s->row_taps ? t * s->kw + k / s->cg : t;
                 const int16_t v =
                     int8_t(src[((gr * s->mg + ch) * s->cg + ci) * s->taps + tap] ^ mask);
-                dst[0] = uint8_t(v);
-                if (wb == 2) dst[1] = uint8_t(uint16_t(v) >> 8);
+                d[0] = uint8_t(v);
+                if (wb == 2) d[1] = uint8_t(uint16_t(v) >> 8);
               }
   } else {
     // [kdim][mg] per group, k = tap * cg + channel: the order of NHWC im2col rows.

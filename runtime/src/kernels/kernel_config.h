@@ -32,8 +32,8 @@ struct KernelConfig {
   const GemmF32Kernels* gemm_f32 = nullptr;
   DwF32PlaneFn dw_f32 = nullptr;  // float depthwise planes (conv_f32.h)
   const GemmS8Kernels* gemm_s8 = nullptr;
-  // x86 channels-last convolution microkernels, widest panel first; empty
-  // elsewhere (the driver then uses gemm_s8).
+  // Channels-last convolution microkernels (x86, Arm NEON), widest panel
+  // first; empty without SIMD (the driver then uses gemm_s8).
   std::vector<const IgemmS8Kernel*> igemm_s8;
   const DwConvS8Kernels* dwconv_s8 = nullptr;
   const DwConvNhwcKernels* dwconv_nhwc_s8 = nullptr;
