@@ -1,8 +1,8 @@
-// The epilogue of the Arm indirect GEMM microkernels (igemm_s8.h), shared by
-// igemm_s8_neon.cc and igemm_s8_neondot.cc: int32 accumulators of 4
-// channels to requantized bytes or to QfConvDequant's floats, exactly as the
-// reference does (docs/NUMERICS.md). In an anonymous namespace: each file
-// compiles its own copy with its own -march flags.
+// The epilogue of the Arm int8 kernels (igemm_s8_neon.cc, igemm_s8_neondot.cc,
+// dwconv_nhwc_s8_neon.cc): int32 accumulators of 4 channels to requantized
+// bytes or to QfConvDequant's floats, exactly as the reference does
+// (docs/NUMERICS.md). In an anonymous namespace: each file compiles its own
+// copy with its own -march flags.
 #pragma once
 #include <arm_neon.h>
 
@@ -21,6 +21,29 @@ inline uint32_t LoadU32(const uint8_t* p) {
   return v;
 }
 
+// clamp(round(float(acc) * mult)) + yzp as int16 lanes (in [-128, 255]): NaN
+// to 0 (the zero point); the float clamp to the integer bounds lo - yzp and
+// hi - yzp equals the reference's clamp after rounding; fcvtns rounds half to
+// even like nearbyint.
+inline int16x4_t Requant4(int32x4_t acc, float32x4_t mult, float32x4_t lo, float32x4_t hi,
+                          int32x4_t yzp) {
+  float32x4_t f = vmulq_f32(vcvtq_f32_s32(acc), mult);
+  f = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(f), vceqq_f32(f, f)));
+  f = vminq_f32(vmaxq_f32(f, lo), hi);
+  return vmovn_s32(vaddq_s32(vcvtnq_s32_f32(f), yzp));
+}
+
+// clamp(fma(float(acc), mult, bias), lo, hi) with one rounding like std::fma;
+// the comparisons select like the reference's (NaN passes, -0 stays -0 where
+// FMAX would give +0).
+inline float32x4_t Dequant4(int32x4_t acc, float32x4_t mult, float32x4_t bias, float32x4_t lo,
+                            float32x4_t hi) {
+  float32x4_t f = vfmaq_f32(bias, vcvtq_f32_s32(acc), mult);
+  f = vbslq_f32(vcltq_f32(f, lo), lo, f);
+  return vbslq_f32(vcgtq_f32(f, hi), hi, f);
+}
+
+// The igemm microkernels' epilogue (igemm_s8.h arguments).
 struct ArmEpilogue {
   float32x4_t lo, hi, flo, fhi;
   int32x4_t yzp;
@@ -39,39 +62,24 @@ struct ArmEpilogue {
       x[v] = vaddq_s32(acc[v], vld1q_s32(a.bias + 4 * v));  // wraps like WrapInt32
       if (a.wzp) x[v] = vmlsq_s32(x[v], vld1q_s32(a.wzp + 4 * v), vdupq_n_s32(a.xsum[row]));
     }
+    const size_t n = size_t(a.cols < 4 * kNv ? a.cols : 4 * kNv);
     if (a.yf) {
-      float* y = a.yf + row * a.ldy;
       float out[4 * kNv];
-      for (int v = 0; v < kNv; ++v) {
-        // One rounding like std::fma; the comparisons select like the
-        // reference's (NaN passes, -0 stays -0 where FMAX would give +0).
-        float32x4_t f =
-            vfmaq_f32(vld1q_f32(a.fbias + 4 * v), vcvtq_f32_s32(x[v]), vld1q_f32(a.mult + 4 * v));
-        f = vbslq_f32(vcltq_f32(f, flo), flo, f);
-        f = vbslq_f32(vcgtq_f32(f, fhi), fhi, f);
-        vst1q_f32(out + 4 * v, f);
-      }
-      std::memcpy(y, out, size_t(a.cols < 4 * kNv ? a.cols : 4 * kNv) * sizeof(float));
+      for (int v = 0; v < kNv; ++v)
+        vst1q_f32(out + 4 * v,
+                  Dequant4(x[v], vld1q_f32(a.mult + 4 * v), vld1q_f32(a.fbias + 4 * v), flo, fhi));
+      std::memcpy(a.yf + row * a.ldy, out, n * sizeof(float));
       return;
     }
-    // clamp(round(float(acc) * mult)) + yzp: NaN to 0 (the zero point), the
-    // float clamp to the integer bounds equals the reference's clamp after
-    // rounding; fcvtns rounds half to even like nearbyint.
-    int16x8_t h[(kNv + 1) / 2];
-    for (int v = 0; v < kNv; ++v) {
-      float32x4_t f = vmulq_f32(vcvtq_f32_s32(x[v]), vld1q_f32(a.mult + 4 * v));
-      f = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(f), vceqq_f32(f, f)));
-      f = vminq_f32(vmaxq_f32(f, lo), hi);
-      const int16x4_t r = vmovn_s32(vaddq_s32(vcvtnq_s32_f32(f), yzp));  // in [-128, 255]
-      if (v % 2 == 0)
-        h[v / 2] = vcombine_s16(r, r);
-      else
-        h[v / 2] = vcombine_s16(vget_low_s16(h[v / 2]), r);
+    static_assert(kNv % 2 == 0, "panels of 8 channels");
+    uint8_t out[4 * kNv];
+    for (int v = 0; v < kNv; v += 2) {
+      const int16x8_t h =
+          vcombine_s16(Requant4(x[v], vld1q_f32(a.mult + 4 * v), lo, hi, yzp),
+                       Requant4(x[v + 1], vld1q_f32(a.mult + 4 * v + 4), lo, hi, yzp));
+      vst1_u8(out + 4 * v, vmovn_u16(vreinterpretq_u16_s16(h)));  // the low bytes
     }
-    uint8_t out[4 * kNv + 4];
-    for (int v = 0; v < (kNv + 1) / 2; ++v)
-      vst1_u8(out + 8 * v, vmovn_u16(vreinterpretq_u16_s16(h[v])));  // low bytes
-    std::memcpy(a.y + row * a.ldy, out, size_t(a.cols < 4 * kNv ? a.cols : 4 * kNv));
+    std::memcpy(a.y + row * a.ldy, out, n);
   }
 };
 
