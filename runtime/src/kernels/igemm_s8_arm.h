@@ -1,5 +1,5 @@
 // The epilogue of the Arm int8 kernels (igemm_s8_neon.cc, igemm_s8_neondot.cc,
-// dwconv_nhwc_s8_neon.cc): int32 accumulators of 4 channels to requantized
+// dwconv_nhwc_s8_neon.cc, pool_nhwc_s8_neon.cc): int32 accumulators of 4 channels to requantized
 // bytes or to QfConvDequant's floats, exactly as the reference does
 // (docs/NUMERICS.md). In an anonymous namespace: each file compiles its own
 // copy with its own -march flags.
@@ -21,16 +21,20 @@ inline uint32_t LoadU32(const uint8_t* p) {
   return v;
 }
 
-// clamp(round(float(acc) * mult)) + yzp as int16 lanes (in [-128, 255]): NaN
-// to 0 (the zero point); the float clamp to the integer bounds lo - yzp and
-// hi - yzp equals the reference's clamp after rounding; fcvtns rounds half to
-// even like nearbyint.
-inline int16x4_t Requant4(int32x4_t acc, float32x4_t mult, float32x4_t lo, float32x4_t hi,
-                          int32x4_t yzp) {
-  float32x4_t f = vmulq_f32(vcvtq_f32_s32(acc), mult);
+// clamp(round(f)) + yzp as int16 lanes (in [-128, 255]), as RoundAddSaturate
+// on a float: NaN to 0 (the zero point); the float clamp to the integer
+// bounds lo - yzp and hi - yzp equals the reference's clamp after rounding;
+// fcvtns rounds half to even like nearbyint.
+inline int16x4_t RoundClamp4(float32x4_t f, float32x4_t lo, float32x4_t hi, int32x4_t yzp) {
   f = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(f), vceqq_f32(f, f)));
   f = vminq_f32(vmaxq_f32(f, lo), hi);
   return vmovn_s32(vaddq_s32(vcvtnq_s32_f32(f), yzp));
+}
+
+// Requantize: RoundClamp4(float(acc) * mult).
+inline int16x4_t Requant4(int32x4_t acc, float32x4_t mult, float32x4_t lo, float32x4_t hi,
+                          int32x4_t yzp) {
+  return RoundClamp4(vmulq_f32(vcvtq_f32_s32(acc), mult), lo, hi, yzp);
 }
 
 // clamp(fma(float(acc), mult, bias), lo, hi) with one rounding like std::fma;
