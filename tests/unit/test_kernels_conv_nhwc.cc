@@ -75,8 +75,7 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
       ind[size_t((r / mr * taps + t) * mr + r % mr)] =
           ab == 2 ? reinterpret_cast<const uint8_t*>(wide[b].data()) : bufs[b].data();
     }
-  // Weights [col][tap][cg] s8, packed [tap][kc4][nr][4] (k_major: [tap][kc4][4][nr])
-  // with zero padding.
+  // Weights [col][tap][cg] s8, packed [tap][kc4][nr][4] with zero padding.
   std::vector<int8_t> w(size_t(cols * taps * cg));
   for (auto& v : w) v = int8_t(rng());
   if (it % 7 == 0) std::fill(w.begin(), w.end(), int8_t(-128));
@@ -86,9 +85,7 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
     for (int64_t t = 0; t < taps; ++t)
       for (int64_t c = 0; c < cg; ++c) {
         const int16_t v = w[size_t((j * taps + t) * cg + c)];
-        const int64_t at = k.k_major ? ((t * kc4 + c / 4) * 4 + c % 4) * nr + j
-                                     : ((t * kc4 + c / 4) * nr + j) * 4 + c % 4;
-        uint8_t* d = &packed[size_t(at * wb)];
+        uint8_t* d = &packed[size_t((((t * kc4 + c / 4) * nr + j) * 4 + c % 4) * wb)];
         d[0] = uint8_t(v);
         if (wb == 2) d[1] = uint8_t(uint16_t(v) >> 8);
       }

@@ -514,24 +514,21 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
     s->panels = (s->mg + nr - 1) / nr;
     s->panel_bytes = taps_packed * s->kc4 * nr * 4 * wb;
     s->packed_w.assign(size_t(s->group * s->panels * s->panel_bytes), 0);
-    const bool k_major = s->ik->k_major;
+    uint8_t* dst = s->packed_w.data();
     for (int64_t gr = 0; gr < group; ++gr)
       for (int64_t pn = 0; pn < s->panels; ++pn)
         for (int64_t t = 0; t < taps_packed; ++t)
           for (int64_t q = 0; q < s->kc4; ++q)
             for (int j = 0; j < nr; ++j)
-              for (int i = 0; i < 4; ++i) {
+              for (int i = 0; i < 4; ++i, dst += wb) {
                 const int64_t ch = pn * nr + j, k = 4 * q + i;
                 if (ch >= s->mg || k >= s->tap_c) continue;
-                const int64_t step = ((gr * s->panels + pn) * taps_packed + t) * s->kc4 + q;
-                uint8_t* d =
-                    s->packed_w.data() + (step * 4 * nr + (k_major ? i * nr + j : j * 4 + i)) * wb;
                 // Row taps: k runs over (kx, channel) of kernel row t.
                 const int64_t ci = k % s->cg, tap = s->row_taps ? t * s->kw + k / s->cg : t;
                 const int16_t v =
                     int8_t(src[((gr * s->mg + ch) * s->cg + ci) * s->taps + tap] ^ mask);
-                d[0] = uint8_t(v);
-                if (wb == 2) d[1] = uint8_t(uint16_t(v) >> 8);
+                dst[0] = uint8_t(v);
+                if (wb == 2) dst[1] = uint8_t(uint16_t(v) >> 8);
               }
   } else {
     // [kdim][mg] per group, k = tap * cg + channel: the order of NHWC im2col rows.

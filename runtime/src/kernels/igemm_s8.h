@@ -7,10 +7,8 @@
 // weights of each of nr channels, accumulating exactly in int32 (wraparound).
 //
 // Packed weights of one panel (nr channels): [tap][kc4][nr][4] s8 (or s16
-// where the kernel says wbytes = 2), or [tap][kc4][4][nr] where it says
-// k_major (NEON's multiply-accumulate by lane wants the channels of one k
-// contiguous), channels and the K tail (past C/group within each tap)
-// zero-padded. The epilogue
+// where the kernel says wbytes = 2), channels and the K tail (past C/group
+// within each tap) zero-padded. The epilogue
 // adds the folded bias, subtracts wzp[ch] * xsum[pixel] and requantizes as
 // Requantize does (docs/NUMERICS.md), or, with yf set, dequantizes to float:
 // clamp(fma(float(acc), mult[ch], fbias[ch]), flo, fhi) (QfConvDequant).
@@ -60,7 +58,6 @@ struct IgemmS8Kernel {
   // is then ignored), 8 bytes per k step, and a_offset counts bytes.
   int abytes;
   void (*run)(const IgemmS8Args& args);
-  bool k_major = false;  // weights packed [tap][kc4][4][nr] instead of [tap][kc4][nr][4]
 };
 
 // The microkernels `f` allows, widest panel first; empty without them (the

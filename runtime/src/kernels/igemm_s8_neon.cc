@@ -1,12 +1,17 @@
 // Armv8.0 NEON indirect GEMM microkernels (igemm_s8.h) for cores without
-// dotprod (Cortex-A53/A55r0/A57/A72/A73). No int8 multiply-accumulate that is
-// both exact and u8 x s8 exists there, so both operands are widened to int16
-// (uxtl for the u8 activations, sxtl for the s8 weights, exact) and
-// smlal/smlal2 by lane accumulate 4 products into int32 lanes each, wrapping
-// like the reference. The weights are packed k-major ([tap][kc4][4][nr]):
-// per k, the nr channels are one vector multiplied by one activation lane.
-// Per 8 k of 4 rows x 16 channels: 4 activation loads + 4 uxtl (+ 4 eor for
-// int8 input), 8 weight loads + 16 sxtl, 128 smlal (4 MACs each).
+// dotprod (Cortex-A53/A55r0/A57/A72/A73). The widest exact int8 multiply
+// there is smull: 8 byte pairs to 16-bit products (|-128 * -128| fits), which
+// sadalp adds pairwise into int32 lanes, exact and wrapping like the
+// reference. smull is s8 x s8 and the activations u8, so as in the dotprod
+// kernel they are flipped (a ^ 0x80 = a - 128; raw int8 input already is)
+// and 128 * sum(w) per channel, from one pass over the panel per call, seeds
+// the sums: sum(a * w) = sum((a - 128) * w) + 128 * sum(w) modulo 2^32.
+// The weights keep the common packing [tap][kc4][nr][4]: one 16-byte vector
+// is 4 channels x 4 k, multiplied with a row's 4 bytes broadcast 4 times
+// (smull + smull2, then two sadalp: 16 MACs in 4 instructions, the multiplies
+// on one ASIMD pipe and the adds on the other on a Cortex-A72). The int32
+// lanes hold 2 partial sums per channel, added with addp in the epilogue.
+// 4x8 tiles: 16 accumulators, 2 weight vectors, 4 activation vectors.
 #include <arm_neon.h>
 
 #include <cstdint>
@@ -19,112 +24,72 @@ namespace {
 
 template <int MR, int NR>
 struct IgemmNeon {
-  static constexpr int kNv = NR / 4;  // int32x4 accumulators per row
+  static constexpr int kNw = NR / 4;  // weight vectors (4 channels x 4 k) per k step
+  static constexpr int kNv = NR / 4;  // output vectors per row
 
-  static constexpr int kH = NR / 8;  // int16x8 weight vectors per k
-
-  static inline void Widen(int16x8_t (&wv)[kH], const int8_t* w) {
-#pragma GCC unroll 4
-    for (int h = 0; h < kH; ++h) wv[h] = vmovl_s8(vld1_s8(w + 8 * h));
-  }
-
-  // acc[r] += wv (the NR widened weights of one k) * x[r][kL], for every row.
-  template <int kL, class X>
-  static inline void Mac(int32x4_t (&acc)[MR][kNv], const int16x8_t (&wv)[kH], const X (&x)[MR]) {
-#pragma GCC unroll 4
-    for (int h = 0; h < kH; ++h) {
-#pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) {
-        if constexpr (sizeof(X) == 16) {
-          acc[r][2 * h] = vmlal_laneq_s16(acc[r][2 * h], vget_low_s16(wv[h]), x[r], kL);
-          acc[r][2 * h + 1] = vmlal_high_laneq_s16(acc[r][2 * h + 1], wv[h], x[r], kL);
-        } else {
-          acc[r][2 * h] = vmlal_lane_s16(acc[r][2 * h], vget_low_s16(wv[h]), x[r], kL);
-          acc[r][2 * h + 1] = vmlal_high_lane_s16(acc[r][2 * h + 1], wv[h], x[r], kL);
-        }
-      }
-    }
-  }
-
-  template <bool kXor>
+  template <bool kFlip>
   static void Tiles(const IgemmS8Args& a) {
     const int64_t rows = a.rows, taps = a.taps, kc4 = a.kc4, a_offset = a.a_offset;
     const int64_t tiles = (rows + MR - 1) / MR;
     const ArmEpilogue ep(a);
-    const uint8x8_t flip = vdup_n_u8(kXor ? 0x80 : 0);
+    const int8x16_t flip = vdupq_n_s8(kFlip ? int8_t(-128) : 0);
+    const int8_t* w0 = reinterpret_cast<const int8_t*>(a.w);
+    // 128 * the sum of each channel's weights over the panel (wrapping).
+    int32_t wsum[NR];
+    {
+      int32x4_t sum[kNw];
+      for (int u = 0; u < kNw; ++u) sum[u] = vdupq_n_s32(0);
+      for (int64_t s = 0; s < taps * kc4; ++s)
+        for (int u = 0; u < kNw; ++u)
+          sum[u] = vpadalq_s16(sum[u], vpaddlq_s8(vld1q_s8(w0 + (s * kNw + u) * 16)));
+      for (int u = 0; u < kNw; ++u) vst1q_s32(wsum + 4 * u, vshlq_n_s32(sum[u], 7));
+    }
     for (int64_t t = 0; t < tiles; ++t) {
-      int32x4_t acc[MR][kNv];
+      // acc[r][2u]: channels 4u, 4u + 1 (two partial sums each); [2u + 1]: 4u + 2, 4u + 3.
+      int32x4_t acc[MR][2 * kNw];
 #pragma GCC unroll 8
       for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
-        for (int v = 0; v < kNv; ++v) acc[r][v] = vdupq_n_s32(0);
+        for (int v = 0; v < 2 * kNw; ++v) acc[r][v] = vdupq_n_s32(0);
       const uint8_t* const* ind = a.ind + t * taps * MR;
-      const int8_t* w = reinterpret_cast<const int8_t*>(a.w);
+      const int8_t* w = w0;
       for (int64_t tap = 0; tap < taps; ++tap, ind += MR) {
         const uint8_t* p[MR];
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r) p[r] = ind[r] + a_offset;
-        int64_t q = 0;
-        // 8 k per step: one 8-byte load and uxtl per row.
-        for (; q + 2 <= kc4; q += 2, w += 8 * NR) {
-          int16x8_t w0[kH], w1[kH], w2[kH], w3[kH], w4[kH], w5[kH], w6[kH], w7[kH];
-          Widen(w0, w);
-          int16x8_t x[MR];
+        for (int64_t q = 0; q < kc4; ++q, w += 16 * kNw) {
+          int8x16_t wv[kNw];
+#pragma GCC unroll 8
+          for (int u = 0; u < kNw; ++u) wv[u] = vld1q_s8(w + 16 * u);
 #pragma GCC unroll 8
           for (int r = 0; r < MR; ++r) {
-            uint8x8_t b = vld1_u8(p[r] + 4 * q);
-            if (kXor) b = veor_u8(b, flip);
-            x[r] = vreinterpretq_s16_u16(vmovl_u8(b));
-          }
-          // The next k's weights are loaded and widened while this k's
-          // multiply-accumulates run: an in-order core (Cortex-A53) would
-          // otherwise wait for each load and sxtl.
-          Widen(w1, w + NR);
-          Mac<0>(acc, w0, x);
-          Widen(w2, w + 2 * NR);
-          Mac<1>(acc, w1, x);
-          Widen(w3, w + 3 * NR);
-          Mac<2>(acc, w2, x);
-          Widen(w4, w + 4 * NR);
-          Mac<3>(acc, w3, x);
-          Widen(w5, w + 5 * NR);
-          Mac<4>(acc, w4, x);
-          Widen(w6, w + 6 * NR);
-          Mac<5>(acc, w5, x);
-          Widen(w7, w + 7 * NR);
-          Mac<6>(acc, w6, x);
-          Mac<7>(acc, w7, x);
-        }
-        if (q < kc4) {  // the last 4 k: only 4 bytes per row are readable
-          int16x8_t w0[kH], w1[kH], w2[kH], w3[kH];
-          Widen(w0, w);
-          int16x4_t x[MR];
+            const int8x16_t x =
+                veorq_s8(vreinterpretq_s8_u32(vdupq_n_u32(LoadU32(p[r] + 4 * q))), flip);
 #pragma GCC unroll 8
-          for (int r = 0; r < MR; ++r) {
-            uint8x8_t b = vreinterpret_u8_u32(vdup_n_u32(LoadU32(p[r] + 4 * q)));
-            if (kXor) b = veor_u8(b, flip);
-            x[r] = vget_low_s16(vreinterpretq_s16_u16(vmovl_u8(b)));
+            for (int u = 0; u < kNw; ++u) {
+              acc[r][2 * u] =
+                  vpadalq_s16(acc[r][2 * u], vmull_s8(vget_low_s8(wv[u]), vget_low_s8(x)));
+              acc[r][2 * u + 1] = vpadalq_s16(acc[r][2 * u + 1], vmull_high_s8(wv[u], x));
+            }
           }
-          Widen(w1, w + NR);
-          Mac<0>(acc, w0, x);
-          Widen(w2, w + 2 * NR);
-          Mac<1>(acc, w1, x);
-          Widen(w3, w + 3 * NR);
-          Mac<2>(acc, w2, x);
-          Mac<3>(acc, w3, x);
-          w += 4 * NR;
         }
       }
       // Constant row indices (unrolled), so acc stays in registers.
       const int64_t nrow = rows - t * MR;
 #pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r)
-        if (r < nrow) ep.Store(a, t * MR + r, acc[r]);
+      for (int r = 0; r < MR; ++r) {
+        if (r >= nrow) continue;
+        int32x4_t out[kNv];
+        for (int u = 0; u < kNv; ++u)
+          out[u] = vaddq_s32(vpaddq_s32(acc[r][2 * u], acc[r][2 * u + 1]), vld1q_s32(wsum + 4 * u));
+        ep.Store(a, t * MR + r, out);
+      }
     }
   }
 
+  // Raw int8 activations are a - 128 already; u8 ones are flipped.
   static void Run(const IgemmS8Args& a) {
-    a.x_signed ? Tiles<true>(a) : Tiles<false>(a);
+    a.x_signed ? Tiles<false>(a) : Tiles<true>(a);
   }
 };
 
@@ -132,8 +97,7 @@ struct IgemmNeon {
 
 extern const IgemmS8Kernel kIgemmS8Neon[];
 const IgemmS8Kernel kIgemmS8Neon[] = {
-    {"neon", 4, 16, 1, 1, IgemmNeon<4, 16>::Run, /*k_major=*/true},
-    {"neon", 4, 8, 1, 1, IgemmNeon<4, 8>::Run, /*k_major=*/true},
+    {"neon", 4, 8, 1, 1, IgemmNeon<4, 8>::Run},
     {"", 0, 0, 0, 0, nullptr},
 };
 

@@ -103,8 +103,8 @@ struct IgemmNeonDot {
 
 extern const IgemmS8Kernel kIgemmS8NeonDot[];
 const IgemmS8Kernel kIgemmS8NeonDot[] = {
-    {"neondot", 4, 16, 1, 1, IgemmNeonDot<4, 16>::Run, /*k_major=*/false},
-    {"neondot", 4, 8, 1, 1, IgemmNeonDot<4, 8>::Run, /*k_major=*/false},
+    {"neondot", 4, 16, 1, 1, IgemmNeonDot<4, 16>::Run},
+    {"neondot", 4, 8, 1, 1, IgemmNeonDot<4, 8>::Run},
     {"", 0, 0, 0, 0, nullptr},
 };
 
