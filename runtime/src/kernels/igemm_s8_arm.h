@@ -15,10 +15,10 @@ namespace qfold {
 namespace kernels {
 namespace {
 
-inline uint32_t LoadU32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);  // the rows are byte-aligned
-  return v;
+// The 4 bytes at p (any alignment: rows are byte-aligned) in every 32-bit lane.
+typedef uint32_t UnalignedU32 __attribute__((aligned(1), may_alias));
+inline uint32x4_t Bcast4(const uint8_t* p) {
+  return vdupq_n_u32(*reinterpret_cast<const UnalignedU32*>(p));
 }
 
 // clamp(round(f)) + yzp as int16 lanes (in [-128, 255]), as RoundAddSaturate

@@ -63,8 +63,7 @@ struct IgemmNeon {
           for (int u = 0; u < kNw; ++u) wv[u] = vld1q_s8(w + 16 * u);
 #pragma GCC unroll 8
           for (int r = 0; r < MR; ++r) {
-            const int8x16_t x =
-                veorq_s8(vreinterpretq_s8_u32(vdupq_n_u32(LoadU32(p[r] + 4 * q))), flip);
+            const int8x16_t x = veorq_s8(vreinterpretq_s8_u32(Bcast4(p[r] + 4 * q)), flip);
 #pragma GCC unroll 8
             for (int u = 0; u < kNw; ++u) {
               acc[r][2 * u] =

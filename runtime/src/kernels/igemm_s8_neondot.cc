@@ -81,7 +81,7 @@ struct IgemmNeonDot {
           int8x16_t x[MR];
 #pragma GCC unroll 8
           for (int r = 0; r < MR; ++r)
-            x[r] = veorq_s8(vreinterpretq_s8_u32(vdupq_n_u32(LoadU32(p[r] + 4 * q))), flip);
+            x[r] = veorq_s8(vreinterpretq_s8_u32(Bcast4(p[r] + 4 * q)), flip);
           Dot4<0>(acc, w, x);
         }
       }
