@@ -4,13 +4,14 @@
 //   acc = sum(xu * ws) - wzp_s * sum(xu) + [B - xzp_u * sum(ws) + K * xzp_u * wzp_s]
 // where padding taps read a row of x_zp bytes, so K is always the full window.
 //
-// x86 levels run the indirect GEMM microkernels (igemm_s8.h) straight on x
-// (AVX2: on a copy widened to u16 once per run, see igemm_s8_avx2.cc): one
-// pointer per output pixel and tap, built when the geometry or x's address
-// changes. Other levels (NEON) take the packed GEMM of gemm_s8.h
-// with the activations on the left: NHWC im2col rows, packed per block.
-// QfConvDequant's float output (QConvCall::dq_mult) has an epilogue in the
-// x86 microkernels only; elsewhere the op runs its reference kernel.
+// x86 and Arm NEON levels run the indirect GEMM microkernels (igemm_s8.h)
+// straight on x (AVX2: on a copy widened to u16 once per run, see
+// igemm_s8_avx2.cc): one pointer per output pixel and tap, built when the
+// geometry or x's address changes. A configuration without them takes the
+// packed GEMM of gemm_s8.h with the activations on the left: NHWC im2col
+// rows, packed per block. QfConvDequant's float output (QConvCall::dq_mult)
+// has an epilogue in the microkernels only; without them the op runs its
+// reference kernel.
 #include "kernels/conv_nhwc_s8.h"
 
 #include <algorithm>
@@ -29,6 +30,9 @@ namespace kernels {
 extern const IgemmS8Kernel kIgemmS8Avx2[];
 extern const IgemmS8Kernel kIgemmS8AvxVnni[];
 extern const IgemmS8Kernel kIgemmS8Avx512Vnni[];
+#elif defined(__aarch64__)
+extern const IgemmS8Kernel kIgemmS8Neon[];
+extern const IgemmS8Kernel kIgemmS8NeonDot[];
 #endif
 
 std::vector<const IgemmS8Kernel*> IgemmS8Kernels(const CpuFeatures& f, const char** variant) {
@@ -43,6 +47,10 @@ std::vector<const IgemmS8Kernel*> IgemmS8Kernels(const CpuFeatures& f, const cha
     else
       t = kIgemmS8Avx2;
   }
+  for (; t && t->run; ++t) out.push_back(t);
+#elif defined(__aarch64__)
+  const IgemmS8Kernel* t = nullptr;
+  if (f.asimd) t = f.dotprod ? kIgemmS8NeonDot : kIgemmS8Neon;
   for (; t && t->run; ++t) out.push_back(t);
 #else
   (void)f;

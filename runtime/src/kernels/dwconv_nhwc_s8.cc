@@ -20,6 +20,8 @@ namespace kernels {
 #if defined(__x86_64__)
 extern const DwConvNhwcKernels kDwConvNhwcAvx2;
 extern const DwConvNhwcKernels kDwConvNhwcAvx512Vnni;
+#elif defined(__aarch64__)
+extern const DwConvNhwcKernels kDwConvNhwcNeon;
 #endif
 
 namespace {
@@ -163,6 +165,11 @@ const DwConvNhwcKernels* DwConvNhwcFor(const CpuFeatures& f, const char** varian
     const bool vnni512 = f.avx512_core() && f.avx512vnni;
     k = vnni512 ? &kDwConvNhwcAvx512Vnni : &kDwConvNhwcAvx2;
     name = vnni512 ? "avx512vnni" : "avx2";
+  }
+#elif defined(__aarch64__)
+  if (f.asimd) {
+    k = &kDwConvNhwcNeon;
+    name = "neon";
   }
 #endif
   if (variant) *variant = name;

@@ -50,7 +50,7 @@ struct IgemmS8Args {
 };
 
 struct IgemmS8Kernel {
-  const char* name;  // the features it needs ("avx2", "avxvnni", "avx512vnni")
+  const char* name;  // the features it needs ("avx2", "avxvnni", "avx512vnni", "neon", "neondot")
   int mr, nr;
   int wbytes;  // 1: weights packed as s8; 2: as little-endian s16
   // 1: the pointers address u8/s8 activations (4 bytes per k step); 2: the
@@ -60,7 +60,7 @@ struct IgemmS8Kernel {
   void (*run)(const IgemmS8Args& args);
 };
 
-// The x86 microkernels `f` allows, widest panel first; empty elsewhere (the
+// The microkernels `f` allows, widest panel first; empty without them (the
 // driver then uses the packed GEMM). *variant (if given): their name or nullptr.
 std::vector<const IgemmS8Kernel*> IgemmS8Kernels(const CpuFeatures& f,
                                                  const char** variant = nullptr);

@@ -34,8 +34,8 @@ struct KernelConfig {
   DwF32PlaneFn dw_f32 = nullptr;                      // float depthwise planes (conv_f32.h)
   const ConvNhwcF32Kernels* conv_nhwc_f32 = nullptr;  // channels-last float Conv
   const GemmS8Kernels* gemm_s8 = nullptr;
-  // x86 channels-last convolution microkernels, widest panel first; empty
-  // elsewhere (the driver then uses gemm_s8).
+  // Channels-last convolution microkernels (x86, Arm NEON), widest panel
+  // first; empty without SIMD (the driver then uses gemm_s8).
   std::vector<const IgemmS8Kernel*> igemm_s8;
   const DwConvS8Kernels* dwconv_s8 = nullptr;
   const DwConvNhwcKernels* dwconv_nhwc_s8 = nullptr;

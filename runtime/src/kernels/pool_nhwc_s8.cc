@@ -21,6 +21,8 @@ namespace kernels {
 #if defined(__x86_64__)
 extern const PoolNhwcKernels kPoolNhwcAvx2;
 extern const PoolNhwcKernels kPoolNhwcAvx512Vnni;
+#elif defined(__aarch64__)
+extern const PoolNhwcKernels kPoolNhwcNeon;
 #endif
 
 namespace {
@@ -193,6 +195,11 @@ const PoolNhwcKernels* PoolNhwcFor(const CpuFeatures& f, const char** variant) {
     const bool vnni512 = f.avx512_core() && f.avx512vnni;
     k = vnni512 ? &kPoolNhwcAvx512Vnni : &kPoolNhwcAvx2;
     name = vnni512 ? "avx512vnni" : "avx2";
+  }
+#elif defined(__aarch64__)
+  if (f.asimd) {
+    k = &kPoolNhwcNeon;
+    name = "neon";
   }
 #endif
   if (variant) *variant = name;
