@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/kernel_config.h"
+
 namespace qfold {
 
 FusedActivation FusedActivation::FromAttrs(const AttrMap& attrs, Status* status) {
@@ -67,7 +69,17 @@ float FusedActivation::Apply(float x) const {
 
 void FusedActivation::Apply(float* data, int64_t n) const {
   if (kind == kNone) return;
-  for (int64_t i = 0; i < n; ++i) data[i] = Apply(data[i]);
+  const kernels::VMathKernels& vm = vmath ? *vmath : *kernels::DefaultKernelConfig().vmath;
+  switch (kind) {
+    case kSigmoid:
+      return vm.sigmoid(data, data, n);
+    case kTanh:
+      return vm.tanh(data, data, n);
+    case kSwish:
+      return vm.swish(data, data, n, alpha);
+    default:
+      for (int64_t i = 0; i < n; ++i) data[i] = Apply(data[i]);
+  }
 }
 
 }  // namespace qfold
