@@ -1,4 +1,6 @@
-// Activations spelled as several elementwise nodes become one node (one pass
+// A Conv followed by Mul and Add by constants per output channel (or scalars:
+// the "learnable affine" blocks of PP-LCNet) folds them into its weights and
+// bias. Activations spelled as several elementwise nodes become one node (one pass
 // over memory, the vectorized kernel): x * Sigmoid(x) (SiLU, also with
 // Sigmoid(alpha * x)) -> Swish, x * HardSigmoid(x) with alpha 1/6, beta 1/2
 // and x * Clip(x + 3, 0, 6) / 6 -> HardSwish, 0.5 x (1 + Erf(x / sqrt2)) -> Gelu.
@@ -247,7 +249,104 @@ class GatedActivationMatcher {
   std::vector<bool> removed_;
 };
 
+// A constant float32 per-output-channel vector of a Conv whose output has
+// rank `rank` and `m` channels: one element, or m elements along axis 1 (a
+// shape such as [1,m,1,1] or [m,1,1]) that broadcasting does not widen.
+bool ChannelConst(const Graph& g, const std::string& name, int rank, int64_t m,
+                  std::vector<float>* out) {
+  const Value* v = g.Find(name);
+  if (!v || !v->is_constant() || v->dtype != DType::kFloat32 || int(v->shape.size()) > rank)
+    return false;
+  const int64_t n = int64_t(v->data->size() / 4);
+  if (n != 1) {
+    if (n != m) return false;
+    const int off = rank - int(v->shape.size());
+    for (int i = 0; i < int(v->shape.size()); ++i)
+      if (v->shape[size_t(i)] != (i + off == 1 ? m : 1)) return false;
+  }
+  std::vector<float> vals(static_cast<size_t>(n));
+  std::memcpy(vals.data(), v->data->data(), size_t(n) * 4);
+  for (float f : vals)
+    if (!std::isfinite(f)) return false;
+  out->assign(size_t(m), vals[0]);
+  if (n == m) *out = vals;
+  return true;
+}
+
 }  // namespace
+
+Status FuseConvAffine(Graph* g) {
+  auto consumers = BuildConsumers(*g);
+  std::vector<bool> removed(g->nodes.size(), false);
+  for (size_t k = 0; k < g->nodes.size(); ++k) {
+    Node& cv = g->nodes[k];
+    if (removed[k] || cv.op_type != "Conv" || !cv.domain.empty() || cv.outputs.size() != 1 ||
+        cv.attrs.Has("_activation"))
+      continue;
+    const Value* w = g->Find(cv.input(1));
+    if (!w || !w->is_constant() || w->dtype != DType::kFloat32 || w->shape.size() < 3) continue;
+    const int64_t m = w->shape[0];
+    const int rank = int(w->shape.size());
+    std::vector<float> scale(size_t(m), 1.f), bias(size_t(m), 0.f);
+    if (!cv.input(2).empty()) {
+      const Value* b = g->Find(cv.input(2));
+      if (!b || !b->is_constant() || b->dtype != DType::kFloat32 ||
+          int64_t(b->data->size()) != m * 4)
+        continue;
+      std::memcpy(bias.data(), b->data->data(), size_t(m) * 4);
+    }
+    // Follow Mul/Add by channel constants while each value has one reader.
+    std::string out = cv.outputs[0];
+    std::vector<size_t> chain;
+    for (;;) {
+      auto it = consumers.find(out);
+      if (g->IsGraphOutput(out) || it == consumers.end() || it->second.size() != 1) break;
+      const size_t nk = it->second[0].first;
+      const Node& n = g->nodes[nk];
+      if (removed[nk] || !n.domain.empty() || n.outputs.size() != 1 || n.inputs.size() != 2 ||
+          (n.op_type != "Mul" && n.op_type != "Add"))
+        break;
+      const std::string& other = n.inputs[0] == out ? n.inputs[1] : n.inputs[0];
+      std::vector<float> c;
+      if (other == out || !ChannelConst(*g, other, rank, m, &c)) break;
+      for (int64_t o = 0; o < m; ++o) {
+        if (n.op_type == "Mul") {
+          scale[size_t(o)] *= c[size_t(o)];
+          bias[size_t(o)] *= c[size_t(o)];
+        } else {
+          bias[size_t(o)] += c[size_t(o)];
+        }
+      }
+      chain.push_back(nk);
+      out = n.outputs[0];
+    }
+    if (chain.empty()) continue;
+    std::vector<float> weights(w->data->size() / 4);
+    std::memcpy(weights.data(), w->data->data(), w->data->size());
+    const size_t per_oc = weights.size() / size_t(m);
+    for (int64_t o = 0; o < m; ++o)
+      for (size_t i = 0; i < per_oc; ++i) weights[size_t(o) * per_oc + i] *= scale[size_t(o)];
+    std::vector<uint8_t> wb(weights.size() * 4), bb(size_t(m) * 4);
+    std::memcpy(wb.data(), weights.data(), wb.size());
+    std::memcpy(bb.data(), bias.data(), bb.size());
+    const Shape wshape = w->shape;
+    cv.inputs.resize(3);
+    cv.inputs[1] =
+        g->AddConstant(cv.name + "_affine_weight", DType::kFloat32, wshape, std::move(wb));
+    cv.inputs[2] = g->AddConstant(cv.name + "_affine_bias", DType::kFloat32, {m}, std::move(bb));
+    g->values.erase(cv.outputs[0]);
+    for (size_t c : chain) {
+      removed[c] = true;
+      if (g->nodes[c].outputs[0] != out) g->values.erase(g->nodes[c].outputs[0]);
+    }
+    cv.outputs[0] = out;
+  }
+  std::vector<Node> kept;
+  for (size_t k = 0; k < g->nodes.size(); ++k)
+    if (!removed[k]) kept.push_back(std::move(g->nodes[k]));
+  g->nodes = std::move(kept);
+  return Status::Ok();
+}
 
 Status FuseGatedActivations(Graph* g) {
   GatedActivationMatcher(g).Run();
@@ -289,6 +388,7 @@ bool FusedActivationAttrs(const Graph& g, const Node& act, AttrMap* attrs) {
 }
 
 Status FuseActivations(Graph* g) {
+  QF_RETURN_IF_ERROR(FuseConvAffine(g));
   QF_RETURN_IF_ERROR(FuseGatedActivations(g));
   auto consumers = BuildConsumers(*g);
   std::vector<bool> removed(g->nodes.size(), false);

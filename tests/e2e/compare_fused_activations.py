@@ -6,8 +6,9 @@ Usage: compare_fused_activations.py --qfold build/cli/qfold [--workdir DIR] [--k
 Builds small float graphs with the spellings exporters use: x * Sigmoid(x) (SiLU, also with
 Sigmoid(alpha * x) and the Mul's inputs swapped), x * HardSigmoid(x) (alpha 1/6),
 x * Clip(x + 3, 0, 6) / 6 (and * (1/6)), 0.5 x (1 + Erf(x / sqrt2)) in both orders, and
-these after a Conv (fused into it); plus graphs that must not fuse (the Sigmoid also a graph
-output, a HardSigmoid with another alpha). The reference is ONNX Runtime with all graph
+these after a Conv (fused into it), Conv -> Mul -> Add by scalar or per-channel constants
+(folded into the Conv's weights and bias); plus graphs that must not fuse (a Mul by a spatial
+constant, the Sigmoid also a graph output, a HardSigmoid with another alpha). The reference is ONNX Runtime with all graph
 optimizations disabled (the literal graph). Criteria per model: every output within
 1e-5 * max|ort| of ONNX Runtime (inputs up to |x| = 12, both signs), and the operators of
 `qfold inspect --json` exactly the expected ones (fewer nodes than the ONNX graph where
@@ -87,6 +88,25 @@ def cases(rng):
         N("Add", ["c", "three"], ["a"]), N("Clip", ["a", "zero", "six"], ["cl"]),
         N("Mul", ["c", "cl"], ["m"]), N("Div", ["m", "six"], ["y"])],
         inits + [const("three", 3.0), const("zero", 0.0), const("six", 6.0)]), {"Conv": 1}))
+    # Conv -> Mul -> Add by scalars (PP-LCNet's affine blocks) -> HardSwish: all one Conv.
+    nodes, inits = conv_front(rng)
+    out.append(("conv_affine_hardswish", model("conv_affine_hardswish", nodes + [
+        N("Mul", ["c", "s"], ["cs"]), N("Add", ["cs", "t"], ["ct"]),
+        N("Add", ["ct", "three"], ["a"]), N("Clip", ["a", "zero", "six"], ["cl"]),
+        N("Mul", ["ct", "cl"], ["m"]), N("Div", ["m", "six"], ["y"])],
+        inits + [const("s", [0.8]), const("t", [0.3]), const("three", 3.0), const("zero", 0.0),
+                 const("six", 6.0)]), {"Conv": 1}))
+    nodes, inits = conv_front(rng)
+    out.append(("conv_channel_affine", model("conv_channel_affine", nodes + [
+        N("Mul", ["sc", "c"], ["cs"]), N("Add", ["cs", "t"], ["y"])],
+        inits + [const("sc", rng.standard_normal((1, 8, 1, 1))),
+                 const("t", rng.standard_normal((8, 1, 1)))]), {"Conv": 1}))
+    # Must stay unfused: a Mul by a spatial (not per-channel) constant, the gate also a graph
+    # output, a HardSigmoid whose alpha is not 1/6.
+    nodes, inits = conv_front(rng)
+    out.append(("conv_spatial_mul", model("conv_spatial_mul", nodes + [
+        N("Mul", ["c", "sp"], ["y"])], inits + [const("sp", rng.standard_normal((1, 1, 9, 11)))]),
+        {"Conv": 1, "Mul": 1}))
     # Must stay unfused: the gate is also a graph output; HardSigmoid's alpha is not 1/6.
     out.append(("silu_gate_is_output", model("silu_gate_is_output", [
         N("Sigmoid", ["x"], ["s"]), N("Mul", ["x", "s"], ["y"])], [], outputs=("y", "s")),
