@@ -77,6 +77,26 @@ void FusedActivation::Apply(float* data, int64_t n) const {
       return vm.tanh(data, data, n);
     case kSwish:
       return vm.swish(data, data, n, alpha);
+    // The rest as loops of their own (the compiler vectorizes them), not a
+    // switch per element: convolutions call this once per output row.
+    case kRelu:
+      for (int64_t i = 0; i < n; ++i) data[i] = data[i] > 0.f ? data[i] : 0.f;
+      return;
+    case kLeakyRelu:
+      for (int64_t i = 0; i < n; ++i) data[i] = data[i] >= 0.f ? data[i] : alpha * data[i];
+      return;
+    case kClip:
+      for (int64_t i = 0; i < n; ++i)
+        data[i] = data[i] < min ? min : (data[i] > max ? max : data[i]);
+      return;
+    case kHardSigmoid:
+      for (int64_t i = 0; i < n; ++i)
+        data[i] = std::max(0.f, std::min(1.f, alpha * data[i] + beta));
+      return;
+    case kHardSwish:
+      for (int64_t i = 0; i < n; ++i)
+        data[i] = data[i] * std::max(0.f, std::min(1.f, data[i] / 6.f + 0.5f));
+      return;
     default:
       for (int64_t i = 0; i < n; ++i) data[i] = Apply(data[i]);
   }
