@@ -56,6 +56,12 @@ Status CollapseBytewise(Graph* g);
 Status FuseConvBatchNorm(Graph* g);
 // Conv/ConvTranspose/Gemm/MatMul + Relu/Clip/... -> one node with _activation.
 Status FuseActivations(Graph* g);
+// x * Sigmoid(x) -> Swish, x * HardSigmoid(x) and x * Clip(x + 3, 0, 6) / 6 ->
+// HardSwish, the Erf spelling of GELU -> Gelu (FuseActivations runs it first).
+Status FuseGatedActivations(Graph* g);
+// Conv followed by Mul/Add by per-output-channel (or scalar) constants -> one
+// Conv with scaled weights and shifted bias (FuseActivations runs it first).
+Status FuseConvAffine(Graph* g);
 // The _activation attributes (core/activation.h) that apply `act`; false when
 // it cannot be fused (an op type or a non-constant bound it does not cover).
 bool FusedActivationAttrs(const Graph& g, const Node& act, AttrMap* attrs);

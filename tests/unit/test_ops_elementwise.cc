@@ -1,6 +1,7 @@
 // Unit tests for the elementwise, activation, cast, comparison, softmax and
 // reduction ops. Expected values are hand-computed unless a comment says they
 // came from onnxruntime 1.32 (CPU provider).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -92,6 +93,82 @@ TEST_CASE("elementwise: Sub broadcasts both ways and scalars") {
   CHECK(t.values<float>() == std::vector<float>{4});
 }
 
+// The run-merging broadcast of Add/Sub/Mul/Div against an index computed per
+// element here: every pair of shapes from a set with size-1 dims, missing
+// leading dims and scalars in every position (contiguous runs, a repeated
+// value on either side, odometer carries over several outer dims).
+TEST_CASE("elementwise: arithmetic broadcast over many shape pairs matches per-element indexing") {
+  const std::vector<Shape> shapes = {{},           {1},          {5},          {3, 1},
+                                     {1, 5},       {3, 5},       {2, 3, 5},    {2, 1, 5},
+                                     {1, 3, 1},    {2, 3, 1},    {2, 1, 3, 5}, {1, 4, 1, 1},
+                                     {2, 4, 3, 5}, {1, 4, 3, 1}, {2, 1, 1, 5}};
+  const char* ops[] = {"Add", "Sub", "Mul", "Div"};
+  auto fill = [](const Shape& s, float seed) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = seed + 0.25f * float(i % 7) + float(i) * 0.01f;
+    return v;
+  };
+  int checked = 0;
+  for (const Shape& sa : shapes) {
+    for (const Shape& sb : shapes) {
+      // Broadcast shape, or skip incompatible pairs.
+      const size_t r = std::max(sa.size(), sb.size());
+      Shape sy(r);
+      bool ok = true;
+      for (size_t i = 0; i < r; ++i) {
+        const int64_t da = i + sa.size() >= r ? sa[i + sa.size() - r] : 1;
+        const int64_t db = i + sb.size() >= r ? sb[i + sb.size() - r] : 1;
+        if (da != db && da != 1 && db != 1) ok = false;
+        sy[i] = std::max(da, db);
+      }
+      if (!ok) continue;
+      const std::vector<float> va = fill(sa, 1.f), vb = fill(sb, 2.f);
+      for (const char* op : ops) {
+        CAPTURE(op);
+        auto res = RunOp(op, {F32(sa, va), F32(sb, vb)});
+        REQUIRE(res.status.ok());
+        REQUIRE(res.shape() == sy);
+        const std::vector<float> got = res.values<float>();
+        int64_t n = 1;
+        for (int64_t d : sy) n *= d;
+        for (int64_t o = 0; o < n; ++o) {
+          // Per-element index into a and b from y's coordinates.
+          int64_t rem = o, ia = 0, ib = 0, mul_a = 1, mul_b = 1;
+          for (size_t i = r; i-- > 0;) {
+            const int64_t c = rem % sy[i];
+            rem /= sy[i];
+            if (i + sa.size() >= r) {
+              const int64_t d = sa[i + sa.size() - r];
+              ia += (d == 1 ? 0 : c) * mul_a;
+              mul_a *= d;
+            }
+            if (i + sb.size() >= r) {
+              const int64_t d = sb[i + sb.size() - r];
+              ib += (d == 1 ? 0 : c) * mul_b;
+              mul_b *= d;
+            }
+          }
+          const float u = va[size_t(ia)], v = vb[size_t(ib)];
+          const std::string o_name = op;
+          const float want = o_name == "Add"   ? u + v
+                             : o_name == "Sub" ? u - v
+                             : o_name == "Mul" ? u * v
+                                               : u / v;
+          if (got[size_t(o)] != want) {
+            CAPTURE(o);
+            CHECK(got[size_t(o)] == want);
+            break;
+          }
+        }
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 300);
+}
+
 TEST_CASE("elementwise: Add on int8 wraps, Mul on int32") {
   auto r = RunOp("Add", {Typed<int8_t>(DType::kInt8, {2}, {120, -5}),
                          Typed<int8_t>(DType::kInt8, {2}, {10, 3})});
@@ -145,6 +222,28 @@ TEST_CASE("elementwise: binary ops reject mixed and unsupported dtypes") {
   auto legacy = RunOp("Add", {F32({2, 3}, std::vector<float>(6)), F32({2}, {1, 2})},
                       Ints({{"broadcast", 1}, {"axis", 0}}));
   CHECK(legacy.status.code() == StatusCode::kUnsupported);
+}
+
+TEST_CASE("elementwise: Pow by a scalar 2 squares, bit for bit as pow in double") {
+  std::vector<float> x = {0.f,   -0.f,   1.5f, -3.25f, 1e-30f, -1e-23f,
+                          3e19f, -2e38f, kInf, -kInf,  kNaN};
+  for (int i = 0; i < 40; ++i)
+    x.push_back(std::ldexp(1.f + 0.0371f * float(i), i - 20) * (i % 2 ? -1.f : 1.f));
+  const Shape s{int64_t(x.size())};
+  for (const bool f64_exponent : {false, true}) {
+    auto r = f64_exponent ? RunOp("Pow", {F32(s, x), Typed<double>(DType::kFloat64, {}, {2.0})})
+                          : RunOp("Pow", {F32(s, x), F32({1}, {2.f})});
+    REQUIRE(r.status.ok());
+    const std::vector<float> got = r.values<float>();
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = float(std::pow(double(x[i]), 2.0));
+      CAPTURE(x[i]);
+      if (std::isnan(want))
+        CHECK(std::isnan(got[i]));
+      else
+        CHECK(got[i] == want);
+    }
+  }
 }
 
 TEST_CASE("elementwise: Pow with mixed base and exponent types") {

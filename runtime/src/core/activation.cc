@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/kernel_config.h"
+
 namespace qfold {
 
 FusedActivation FusedActivation::FromAttrs(const AttrMap& attrs, Status* status) {
@@ -67,7 +69,37 @@ float FusedActivation::Apply(float x) const {
 
 void FusedActivation::Apply(float* data, int64_t n) const {
   if (kind == kNone) return;
-  for (int64_t i = 0; i < n; ++i) data[i] = Apply(data[i]);
+  const kernels::VMathKernels& vm = vmath ? *vmath : *kernels::DefaultKernelConfig().vmath;
+  switch (kind) {
+    case kSigmoid:
+      return vm.sigmoid(data, data, n);
+    case kTanh:
+      return vm.tanh(data, data, n);
+    case kSwish:
+      return vm.swish(data, data, n, alpha);
+    // The rest as loops of their own (the compiler vectorizes them), not a
+    // switch per element: convolutions call this once per output row.
+    case kRelu:
+      for (int64_t i = 0; i < n; ++i) data[i] = data[i] > 0.f ? data[i] : 0.f;
+      return;
+    case kLeakyRelu:
+      for (int64_t i = 0; i < n; ++i) data[i] = data[i] >= 0.f ? data[i] : alpha * data[i];
+      return;
+    case kClip:
+      for (int64_t i = 0; i < n; ++i)
+        data[i] = data[i] < min ? min : (data[i] > max ? max : data[i]);
+      return;
+    case kHardSigmoid:
+      for (int64_t i = 0; i < n; ++i)
+        data[i] = std::max(0.f, std::min(1.f, alpha * data[i] + beta));
+      return;
+    case kHardSwish:
+      for (int64_t i = 0; i < n; ++i)
+        data[i] = data[i] * std::max(0.f, std::min(1.f, data[i] / 6.f + 0.5f));
+      return;
+    default:
+      for (int64_t i = 0; i < n; ++i) data[i] = Apply(data[i]);
+  }
 }
 
 }  // namespace qfold

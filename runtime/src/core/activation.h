@@ -4,7 +4,8 @@
 //                  Swish (x * sigmoid(alpha * x); SiLU with alpha 1)
 //   "_act_alpha", "_act_beta": LeakyRelu alpha, HardSigmoid alpha/beta, Swish alpha
 //   "_act_min", "_act_max": Clip bounds (absent = unbounded)
-// Kernels parse it once and apply it to their float outputs in place.
+// Kernels parse it once and apply it to their float outputs in place;
+// Sigmoid, Tanh and Swish through the vectorized kernels of kernels/vmath.h.
 #pragma once
 #include <cstdint>
 
@@ -12,6 +13,9 @@
 #include "qfold/status.h"
 
 namespace qfold {
+namespace kernels {
+struct VMathKernels;
+}
 
 struct FusedActivation {
   enum Kind { kNone, kRelu, kLeakyRelu, kClip, kSigmoid, kHardSigmoid, kHardSwish, kTanh, kSwish };
@@ -20,6 +24,9 @@ struct FusedActivation {
   float beta = 0.f;
   float min = 0.f;  // Clip bounds; +-infinity when unbounded
   float max = 0.f;
+  // The vectorized kernels Apply(data, n) uses: an op sets its session's;
+  // null means the process default (kernels::DefaultKernelConfig()).
+  const kernels::VMathKernels* vmath = nullptr;
 
   // kNone when "_activation" is absent. An unknown name sets *status to
   // kUnsupported (the message names it) and returns kNone.

@@ -1,8 +1,9 @@
-// Reference sigmoid/tanh (libm, the oracle of the SIMD variants) and the
+// Reference vmath kernels (libm, the oracle of the SIMD variants) and the
 // choice of variant per ISA level.
 #include "kernels/vmath.h"
 
 #include <cmath>
+#include <limits>
 
 namespace qfold {
 namespace kernels {
@@ -24,7 +25,63 @@ void TanhRef(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
 }
 
-const VMathKernels kVMathRef = {Isa::kReference, SigmoidRef, TanhRef};
+void ExpRef(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+}
+
+void LogRef(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::log(x[i]);
+}
+
+void ErfRef(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::erf(x[i]);
+}
+
+// Gelu in double, through erfc and a sigmoid: the literal float formula
+// 0.5 x (1 + erf(x / sqrt2)) loses all its bits to cancellation for negative x.
+void GeluRef(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    y[i] = v < -40 ? -0.f : float(0.5 * v * std::erfc(-v * 0.70710678118654752));
+  }
+}
+
+void GeluTanhRef(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    const double w2 = 1.5957691216057308 * (v + 0.044715 * v * v * v);  // 2 tanh's argument
+    y[i] = v < -40 ? -0.f : float(v / (1.0 + std::exp(-w2)));
+  }
+}
+
+// In double: in float, sigmoid(alpha x) goes subnormal (and loses its bits)
+// where x sigmoid(alpha x) is still a normal float.
+void SwishRef(const float* x, float* y, int64_t n, float alpha) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    y[i] = float(v / (1.0 + std::exp(-double(alpha * x[i]))));
+  }
+}
+
+float MaxRef(const float* x, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] > m) m = x[i];
+  return m;
+}
+
+float ExpShiftSumRef(const float* x, float* y, int64_t n, float shift) {
+  float sum = 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = std::exp(x[i] - shift);
+    sum += y[i];
+  }
+  return sum;
+}
+
+const VMathKernels kVMathRef = {Isa::kReference, SigmoidRef, TanhRef,       ExpRef,
+                                LogRef,          ErfRef,     GeluRef,       GeluTanhRef,
+                                SwishRef,        MaxRef,     ExpShiftSumRef};
 
 }  // namespace
 

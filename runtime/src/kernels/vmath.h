@@ -1,14 +1,16 @@
-// Vectorized transcendental functions over float arrays: the gate
-// activations of the recurrent ops (ops/recurrent.cc). Naming follows
-// <dtype>_<op>_<isa>: vmath.cc holds the reference (libm) and the choice of
-// level, vmath_avx2.cc and vmath_neon.cc the SIMD variants, which share one
-// algorithm (vmath_impl.h) written over a small vector trait.
+// Vectorized transcendental functions over float arrays: the float unary ops
+// (Exp, Log, Erf, Sigmoid, Tanh, Gelu, Swish), Softmax, the activations fused
+// into Conv/Gemm/MatMul (core/activation.h) and the recurrent gates. Naming
+// follows <dtype>_<op>_<isa>: vmath.cc holds the reference (libm) and the
+// choice of level, vmath_avx2.cc and vmath_neon.cc the SIMD variants, which
+// share one algorithm (vmath_impl.h) written over a small vector trait.
 //
 // Error of the SIMD variants against the exact function, measured by the unit
-// test "kernels: vmath" over a dense sweep of inputs (docs/NUMERICS.md):
-//   sigmoid, tanh: at most a few ulp relative where |y| >= FLT_MIN; sigmoid
-//   below -87.34 (exact result under FLT_MIN) returns at most FLT_MIN.
-// NaN in gives NaN out; +-inf give the limits.
+// test "kernels: vmath" over a dense sweep of inputs (docs/NUMERICS.md): at
+// most a few ulp relative where the exact result is at least FLT_MIN (exp and
+// sigmoid underflow gradually below it), absolute below 2e-7 elsewhere.
+// NaN in gives NaN out; +-inf give the limits (log(+inf) = inf, log(0) = -inf,
+// log(x < 0) = NaN, gelu(-inf) = -0).
 #pragma once
 #include <cstdint>
 
@@ -17,12 +19,24 @@
 namespace qfold {
 namespace kernels {
 
+// y may alias x in every function.
 struct VMathKernels {
   Isa isa;
-  // y[i] = 1 / (1 + exp(-x[i])); y may alias x.
-  void (*sigmoid)(const float* x, float* y, int64_t n);
-  // y[i] = tanh(x[i]); y may alias x.
+  void (*sigmoid)(const float* x, float* y, int64_t n);  // 1 / (1 + exp(-x))
   void (*tanh)(const float* x, float* y, int64_t n);
+  void (*exp)(const float* x, float* y, int64_t n);
+  void (*log)(const float* x, float* y, int64_t n);
+  void (*erf)(const float* x, float* y, int64_t n);
+  // x Phi(x) = 0.5 x (1 + erf(x / sqrt2)), without its cancellation for x < 0.
+  void (*gelu)(const float* x, float* y, int64_t n);
+  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as x sigmoid(2 tanh's argument).
+  void (*gelu_tanh)(const float* x, float* y, int64_t n);
+  // x sigmoid(alpha x) (SiLU with alpha 1).
+  void (*swish)(const float* x, float* y, int64_t n, float alpha);
+  // max(x[0..n)), NaN ignored; -inf for n = 0.
+  float (*max)(const float* x, int64_t n);
+  // y = exp(x - shift); returns the sum of y (Softmax's numerator and denominator).
+  float (*exp_shift_sum)(const float* x, float* y, int64_t n, float shift);
 };
 
 // The kernels of `isa`, or the reference ones when the level has none

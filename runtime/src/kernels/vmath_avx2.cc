@@ -1,4 +1,4 @@
-// AVX2+FMA sigmoid/tanh (vmath.h): the shared algorithm over 8-lane vectors.
+// AVX2+FMA vmath kernels (vmath.h): the shared algorithm over 8-lane vectors.
 #include <immintrin.h>
 
 #include "kernels/vmath.h"
@@ -29,7 +29,16 @@ struct V8 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
   }
   static F Less(F a, F b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static F Equal(F a, F b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
   static F IsNan(F a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
+  static F Exponent(F a) {
+    const __m256i bits = _mm256_srli_epi32(_mm256_castps_si256(a), 23);
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(bits, _mm256_set1_epi32(127)));
+  }
+  static F Mantissa(F a) {
+    const __m256i bits = _mm256_and_si256(_mm256_castps_si256(a), _mm256_set1_epi32(0x007fffff));
+    return _mm256_castsi256_ps(_mm256_or_si256(bits, _mm256_set1_epi32(0x3f800000)));
+  }
   static F Select(F mask, F a, F b) { return _mm256_blendv_ps(b, a, mask); }
   static F CopySign(F mag, F sgn) {
     const F sign = _mm256_set1_ps(-0.f);
@@ -37,17 +46,13 @@ struct V8 {
   }
 };
 
-void Sigmoid(const float* x, float* y, int64_t n) {
-  vmath::Map<V8, vmath::Sigmoid<V8>>(x, y, n);
-}
-void Tanh(const float* x, float* y, int64_t n) {
-  vmath::Map<V8, vmath::Tanh<V8>>(x, y, n);
-}
+using K = vmath::Kernels<V8>;
 
 }  // namespace
 
 extern const VMathKernels kVMathAvx2;
-const VMathKernels kVMathAvx2 = {Isa::kAvx2, Sigmoid, Tanh};
+const VMathKernels kVMathAvx2 = {Isa::kAvx2, K::Sigmoid,  K::Tanh,  K::Exp, K::Log,        K::Erf,
+                                 K::Gelu,    K::GeluTanh, K::Swish, K::Max, K::ExpShiftSum};
 
 }  // namespace kernels
 }  // namespace qfold

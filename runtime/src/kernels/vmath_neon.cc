@@ -1,4 +1,4 @@
-// NEON sigmoid/tanh (vmath.h): the shared algorithm over 4-lane vectors
+// NEON vmath kernels (vmath.h): the shared algorithm over 4-lane vectors
 // (Armv8.0 Advanced SIMD: fmla, frintn, fdiv).
 #include <arm_neon.h>
 
@@ -30,22 +30,27 @@ struct V4 {
     return vreinterpretq_f32_s32(vshlq_n_s32(e, 23));
   }
   static F Less(F a, F b) { return vreinterpretq_f32_u32(vcltq_f32(a, b)); }
+  static F Equal(F a, F b) { return vreinterpretq_f32_u32(vceqq_f32(a, b)); }
+  static F Exponent(F a) {
+    const int32x4_t bits = vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_f32(a), 23));
+    return vcvtq_f32_s32(vsubq_s32(bits, vdupq_n_s32(127)));
+  }
+  static F Mantissa(F a) {
+    const uint32x4_t bits = vandq_u32(vreinterpretq_u32_f32(a), vdupq_n_u32(0x007fffffu));
+    return vreinterpretq_f32_u32(vorrq_u32(bits, vdupq_n_u32(0x3f800000u)));
+  }
   static F IsNan(F a) { return vreinterpretq_f32_u32(vmvnq_u32(vceqq_f32(a, a))); }
   static F Select(F mask, F a, F b) { return vbslq_f32(vreinterpretq_u32_f32(mask), a, b); }
   static F CopySign(F mag, F sgn) { return vbslq_f32(vdupq_n_u32(0x80000000u), sgn, mag); }
 };
 
-void Sigmoid(const float* x, float* y, int64_t n) {
-  vmath::Map<V4, vmath::Sigmoid<V4>>(x, y, n);
-}
-void Tanh(const float* x, float* y, int64_t n) {
-  vmath::Map<V4, vmath::Tanh<V4>>(x, y, n);
-}
+using K = vmath::Kernels<V4>;
 
 }  // namespace
 
 extern const VMathKernels kVMathNeon;
-const VMathKernels kVMathNeon = {Isa::kNeon, Sigmoid, Tanh};
+const VMathKernels kVMathNeon = {Isa::kNeon, K::Sigmoid,  K::Tanh,  K::Exp, K::Log,        K::Erf,
+                                 K::Gelu,    K::GeluTanh, K::Swish, K::Max, K::ExpShiftSum};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "core/op.h"
 #include "core/shape_util.h"
@@ -120,14 +121,80 @@ Status InferSameTypeBinary(KernelContext& ctx) {
   return InferBroadcastShape(ctx, {a, b}, y);
 }
 
+// y = Fn(a, b) with broadcasting, as runs of contiguous output elements: y's
+// dims (size-1 dims dropped) merged wherever both inputs step through them
+// alike, so the innermost run reads each input either contiguously or as one
+// repeated value. Plain loops the compiler vectorizes, instead of an index
+// computation per element: same shapes, a tensor and a scalar, a [1,C,1,1]
+// scale over [N,C,H,W] (runs of H*W) or a [C] bias over [N,C] (runs of C).
+template <class T, class Fn>
+void ArithRuns(const Tensor& a, const Tensor& b, Tensor& y) {
+  const int64_t total = y.numel();
+  if (total == 0) return;
+  const int r = y.rank();
+  std::vector<int64_t> dims, sa, sb;  // innermost first
+  auto stride_of = [&](const Shape& s, int i, int64_t* acc) {
+    const int j = i - (r - int(s.size()));
+    if (j < 0 || s[size_t(j)] == 1) return int64_t(0);
+    const int64_t st = *acc;
+    *acc *= s[size_t(j)];
+    return st;
+  };
+  int64_t acc_a = 1, acc_b = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    const int64_t d = y.shape[size_t(i)];
+    const int64_t ta = stride_of(a.shape, i, &acc_a), tb = stride_of(b.shape, i, &acc_b);
+    if (d == 1) continue;
+    if (!dims.empty() && ta == sa.back() * dims.back() && tb == sb.back() * dims.back()) {
+      dims.back() *= d;  // contiguous with the inner dim (or broadcast alike): one dim
+    } else {
+      dims.push_back(d);
+      sa.push_back(ta);
+      sb.push_back(tb);
+    }
+  }
+  const T* pa = a.ptr<T>();
+  const T* pb = b.ptr<T>();
+  T* py = y.ptr<T>();
+  if (dims.empty()) {  // every dim 1
+    py[0] = Fn::template Apply<T>(pa[0], pb[0]);
+    return;
+  }
+  const int64_t run = dims[0];
+  const bool a_run = sa[0] != 0, b_run = sb[0] != 0;
+  std::vector<int64_t> pos(dims.size(), 0);
+  int64_t oa = 0, ob = 0;
+  for (int64_t o = 0; o < total; o += run) {
+    const T* ra = pa + oa;
+    const T* rb = pb + ob;
+    T* ry = py + o;
+    if (a_run && b_run) {
+      for (int64_t i = 0; i < run; ++i) ry[i] = Fn::template Apply<T>(ra[i], rb[i]);
+    } else if (a_run) {
+      const T v = rb[0];
+      for (int64_t i = 0; i < run; ++i) ry[i] = Fn::template Apply<T>(ra[i], v);
+    } else {
+      const T u = ra[0];
+      for (int64_t i = 0; i < run; ++i) ry[i] = Fn::template Apply<T>(u, rb[i]);
+    }
+    // Next run: the odometer over the outer dims.
+    for (size_t d = 1; d < dims.size(); ++d) {
+      oa += sa[d];
+      ob += sb[d];
+      if (++pos[d] < dims[d]) break;
+      oa -= sa[d] * dims[d];
+      ob -= sb[d] * dims[d];
+      pos[d] = 0;
+    }
+  }
+}
+
 template <class Fn>
 Status RunArith(KernelContext& ctx) {
   const Tensor& a = *ctx.input(0);
   const Tensor& b = *ctx.input(1);
   Tensor& y = *ctx.output(0);
-  QF_DISPATCH_NUMERIC(
-      a.dtype, return UnsupportedDType(ctx, a.dtype),
-      BinaryLoop<T, T, T>(a, b, y, [](T u, T v) { return Fn::template Apply<T>(u, v); }));
+  QF_DISPATCH_NUMERIC(a.dtype, return UnsupportedDType(ctx, a.dtype), ArithRuns<T, Fn>(a, b, y));
   return Status::Ok();
 }
 
@@ -212,9 +279,33 @@ Status RunPowBase(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// x^2 for a float32 base and one float exponent equal to 2 (the variance of
+// decomposed LayerNorms): x * x, which is bit-identical to pow in double
+// rounded to float (the double product of two floats is exact).
+bool RunSquareF32(KernelContext& ctx) {
+  const Tensor& a = *ctx.input(0);
+  const Tensor& b = *ctx.input(1);
+  Tensor& y = *ctx.output(0);
+  if (a.dtype != DType::kFloat32 || b.numel() != 1 || a.shape != y.shape) return false;
+  double e;
+  if (b.dtype == DType::kFloat32)
+    e = b.ptr<float>()[0];
+  else if (b.dtype == DType::kFloat64)
+    e = b.ptr<double>()[0];
+  else
+    return false;
+  if (e != 2.0) return false;
+  const float* x = a.ptr<float>();
+  float* py = y.ptr<float>();
+  const int64_t n = y.numel();
+  for (int64_t i = 0; i < n; ++i) py[i] = x[i] * x[i];
+  return true;
+}
+
 Status RunPow(KernelContext& ctx) {
   switch (ctx.input(0)->dtype) {
     case DType::kFloat32:
+      if (RunSquareF32(ctx)) return Status::Ok();
       return RunPowBase<float>(ctx);
     case DType::kFloat64:
       return RunPowBase<double>(ctx);

@@ -205,7 +205,8 @@ Status RunMatMul(KernelContext& ctx) {
   Tensor* y = ctx.output(0);
   if (a->dtype == DType::kFloat32) {
     Status st;
-    const FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
+    FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
+    act.vmath = ctx.kernel_config().vmath;
     if (RunMatMulF32(ctx, act)) return Status::Ok();
   }
   QF_DISPATCH_NUMERIC(a->dtype,
@@ -213,7 +214,9 @@ Status RunMatMul(KernelContext& ctx) {
                       MatMulKernel<T>(*a, *b, y));
   if (y->dtype == DType::kFloat32) {
     Status st;
-    FusedActivation::FromAttrs(ctx.attr(), &st).Apply(y->ptr<float>(), y->numel());
+    FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
+    act.vmath = ctx.kernel_config().vmath;
+    act.Apply(y->ptr<float>(), y->numel());
   }
   return Status::Ok();
 }

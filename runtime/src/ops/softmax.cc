@@ -8,6 +8,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/kernel_config.h"
 #include "ops/elementwise_util.h"
 
 namespace qfold {
@@ -77,6 +78,24 @@ void SoftmaxLoop(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, Kind
   }
 }
 
+// float32 groups of contiguous elements (the last axis, or the 2-D view):
+// the vectorized max and exp of kernels/vmath.h.
+void SoftmaxRowsF32(const kernels::VMathKernels& vm, const float* x, float* y, int64_t outer,
+                    int64_t n, Kind kind) {
+  for (int64_t o = 0; o < outer; ++o) {
+    const float* xr = x + o * n;
+    float* yr = y + o * n;
+    const float mx = vm.max(xr, n);
+    const float sum = vm.exp_shift_sum(xr, yr, n, mx);
+    if (kind == Kind::kSoftmax) {
+      for (int64_t k = 0; k < n; ++k) yr[k] /= sum;
+    } else {
+      const float log_sum = std::log(sum);
+      for (int64_t k = 0; k < n; ++k) yr[k] = xr[k] - mx - log_sum;
+    }
+  }
+}
+
 template <Kind kKind>
 Status RunSoftmax(KernelContext& ctx) {
   const Tensor& x = *ctx.input(0);
@@ -93,7 +112,9 @@ Status RunSoftmax(KernelContext& ctx) {
     else
       inner *= x.shape[i];
   }
-  if (x.dtype == DType::kFloat32)
+  if (x.dtype == DType::kFloat32 && inner == 1 && kKind != Kind::kHardmax)
+    SoftmaxRowsF32(*ctx.kernel_config().vmath, x.ptr<float>(), y.ptr<float>(), outer, n, kKind);
+  else if (x.dtype == DType::kFloat32)
     SoftmaxLoop(x.ptr<float>(), y.ptr<float>(), outer, n, inner, kKind);
   else if (x.dtype == DType::kFloat64)
     SoftmaxLoop(x.ptr<double>(), y.ptr<double>(), outer, n, inner, kKind);

@@ -9,6 +9,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/kernel_config.h"
 #include "ops/elementwise_util.h"
 
 namespace qfold {
@@ -217,6 +218,43 @@ struct GeluF : NoAttrs {
   }
 };
 
+// float32 through the session's vectorized kernels (kernels/vmath.h) where
+// the op has one: false leaves it to the scalar functor.
+template <class F>
+bool MapVMath(const F&, const kernels::VMathKernels&, const float*, float*, int64_t) {
+  return false;
+}
+bool MapVMath(const SigmoidF&, const kernels::VMathKernels& k, const float* x, float* y,
+              int64_t n) {
+  k.sigmoid(x, y, n);
+  return true;
+}
+bool MapVMath(const TanhF&, const kernels::VMathKernels& k, const float* x, float* y, int64_t n) {
+  k.tanh(x, y, n);
+  return true;
+}
+bool MapVMath(const ExpF&, const kernels::VMathKernels& k, const float* x, float* y, int64_t n) {
+  k.exp(x, y, n);
+  return true;
+}
+bool MapVMath(const LogF&, const kernels::VMathKernels& k, const float* x, float* y, int64_t n) {
+  k.log(x, y, n);
+  return true;
+}
+bool MapVMath(const ErfF&, const kernels::VMathKernels& k, const float* x, float* y, int64_t n) {
+  k.erf(x, y, n);
+  return true;
+}
+bool MapVMath(const GeluF& f, const kernels::VMathKernels& k, const float* x, float* y, int64_t n) {
+  (f.tanh_approx ? k.gelu_tanh : k.gelu)(x, y, n);
+  return true;
+}
+bool MapVMath(const SwishF& f, const kernels::VMathKernels& k, const float* x, float* y,
+              int64_t n) {
+  k.swish(x, y, n, f.alpha);
+  return true;
+}
+
 template <class T, class F>
 void MapUnary(const F& f, const Tensor& x, Tensor& y) {
   const T* px = x.ptr<T>();
@@ -249,12 +287,14 @@ Status RunUnary(KernelContext& ctx) {
   const Tensor& x = *ctx.input(0);
   Tensor& y = *ctx.output(0);
   if constexpr (kTypes == Types::kFloat) {
-    if (x.dtype == DType::kFloat32)
-      MapUnary<float>(f, x, y);
-    else if (x.dtype == DType::kFloat64)
+    if (x.dtype == DType::kFloat32) {
+      if (!MapVMath(f, *ctx.kernel_config().vmath, x.ptr<float>(), y.ptr<float>(), x.numel()))
+        MapUnary<float>(f, x, y);
+    } else if (x.dtype == DType::kFloat64) {
       MapUnary<double>(f, x, y);
-    else
+    } else {
       return UnsupportedDType(ctx, x.dtype);
+    }
   } else {
     QF_DISPATCH_NUMERIC(x.dtype, return UnsupportedDType(ctx, x.dtype), MapUnary<T>(f, x, y));
   }
