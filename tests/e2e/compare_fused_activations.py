@@ -150,7 +150,9 @@ def main():
                 rel = float(np.max(np.abs(got.astype(np.float64) - r))) / scale
                 if got.shape != r.shape or not rel < RTOL:
                     problems.append(f"output {n}: max rel {rel:.3e} (shape {got.shape} vs {r.shape})")
-            ops = inspect_operators(args.qfold, qfm)
+            # The layout planner's Transposes (a float Conv runs channels-last
+            # between the model's NCHW input and output) are not what is counted.
+            ops = {k: v for k, v in inspect_operators(args.qfold, qfm).items() if k != "Transpose"}
             if ops != want_ops:
                 problems.append(f"operators {ops}, expected {want_ops}")
         onnx_nodes = len(m.graph.node)
