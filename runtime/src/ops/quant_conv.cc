@@ -279,6 +279,26 @@ Status PrepareQLinearConv(KernelContext& ctx, std::shared_ptr<void>* state) {
   return Status::Ok();
 }
 
+// The kernels' window geometry of a 1-D (height 1) or 2-D convolution from
+// its channels-first input shape.
+void SetCallGeometry(const WindowGeometry& g, const Shape& x_cf, int nsp, kernels::QConvCall* c) {
+  const int a = nsp - 1;  // the last (width) axis
+  c->iw = x_cf[size_t(2 + a)];
+  c->ow = g.out[a];
+  c->kw = g.kernel[a];
+  c->sw = g.strides[a];
+  c->dw = g.dilations[a];
+  c->pad_left = g.pad_begin[a];
+  if (nsp == 2) {
+    c->ih = x_cf[2];
+    c->oh = g.out[0];
+    c->kh = g.kernel[0];
+    c->sh = g.strides[0];
+    c->dh = g.dilations[0];
+    c->pad_top = g.pad_begin[0];
+  }
+}
+
 // The fast path for 1-D and 2-D convolutions with prepared weights; *done
 // stays false when the kernels do not cover the case.
 Status RunQLinearConvFast(KernelContext& ctx, float xs, const std::vector<float>& ws, float ys,
@@ -301,25 +321,10 @@ Status RunQLinearConvFast(KernelContext& ctx, float xs, const std::vector<float>
   ctx.inputs[0] = x_real;
   QF_RETURN_IF_ERROR(parsed);
   x = &x_cf;
-  const WindowGeometry& g = p.geo;
-  const int a = nsp - 1;  // the last (width) axis
   kernels::QConvCall c;
   c.x = ctx.input(0);
   c.y = ctx.output(0);
-  c.iw = x->shape[2 + a];
-  c.ow = g.out[a];
-  c.kw = g.kernel[a];
-  c.sw = g.strides[a];
-  c.dw = g.dilations[a];
-  c.pad_left = g.pad_begin[a];
-  if (nsp == 2) {
-    c.ih = x->shape[2];
-    c.oh = g.out[0];
-    c.kh = g.kernel[0];
-    c.sh = g.strides[0];
-    c.dh = g.dilations[0];
-    c.pad_top = g.pad_begin[0];
-  }
+  SetCallGeometry(p.geo, x->shape, nsp, &c);
   c.x_zp = ReadZeroPoints(ctx.input(2))[0];
   c.w_zp = ReadZeroPoints(ctx.input(5));
   c.x_scale = xs;
@@ -580,25 +585,10 @@ Status RunConvIntegerFast(KernelContext& ctx, bool* done) {
   if (nsp != 1 && nsp != 2) return Status::Ok();
   QConvParams p;
   QF_RETURN_IF_ERROR(ParseQConv(ctx, kConvIntegerInputs, nsp, &p));
-  const WindowGeometry& g = p.geo;
-  const int a = nsp - 1;  // the last (width) axis
   kernels::QConvCall c;
   c.x = x;
   c.y = ctx.output(0);
-  c.iw = x->shape[2 + a];
-  c.ow = g.out[a];
-  c.kw = g.kernel[a];
-  c.sw = g.strides[a];
-  c.dw = g.dilations[a];
-  c.pad_left = g.pad_begin[a];
-  if (nsp == 2) {
-    c.ih = x->shape[2];
-    c.oh = g.out[0];
-    c.kh = g.kernel[0];
-    c.sh = g.strides[0];
-    c.dh = g.dilations[0];
-    c.pad_top = g.pad_begin[0];
-  }
+  SetCallGeometry(p.geo, x->shape, nsp, &c);
   c.x_zp = ReadZeroPoints(ctx.input(kConvIntegerInputs.x_zp))[0];
   c.w_zp = ReadZeroPoints(ctx.input(kConvIntegerInputs.w_zp));
   c.w_scale = {1.f};
