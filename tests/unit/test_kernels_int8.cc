@@ -85,8 +85,10 @@ float RandomYScale(std::mt19937& rng, float xs, float ws, int64_t k) {
 // Runs `type` with the reference kernel, then with the fast kernels of every
 // supported level (and 1 and 2 threads); all outputs must be byte-identical.
 // Returns the number of fast-path runs compared.
+// prepared = false: no prepare (a weight input that is an activation), the
+// kernels pack it during the run.
 int CompareWithReference(const std::string& type, const std::vector<TensorPtr>& inputs,
-                         const AttrMap& attrs, const std::string& what) {
+                         const AttrMap& attrs, const std::string& what, bool prepared = true) {
   const OpDef* def = FindOp(type);
   REQUIRE(def != nullptr);
   REQUIRE(bool(def->prepare));
@@ -114,15 +116,19 @@ int CompareWithReference(const std::string& type, const std::vector<TensorPtr>& 
     CAPTURE(isa_name);
     ctx.kernels = &IsaConfig(isa);
     std::shared_ptr<void> state;
-    REQUIRE(def->prepare(ctx, &state).ok());
-    REQUIRE(state != nullptr);
+    if (prepared) {
+      REQUIRE(def->prepare(ctx, &state).ok());
+      REQUIRE(state != nullptr);
+    }
     for (int threads : {1, 2}) {
       CAPTURE(threads);
       ctx.state = state.get();
       ctx.pool = test::TestPool(threads);
       std::fill(out.storage.begin(), out.storage.end(), 0xCD);
       std::fill(out.storage.begin() + int64_t(out.t.bytes()), out.storage.end(), 0xAB);
+      ctx.reference_path = false;
       REQUIRE(def->run(ctx).ok());
+      CHECK(!ctx.reference_path);  // the fast kernels ran, not a silent fallback
       size_t bad = 0;
       while (bad < want.size() && want[bad] == out.storage[bad]) ++bad;
       CAPTURE(bad);
@@ -629,47 +635,6 @@ TEST_CASE("kernels: QLinearMatMul of two activations (batched b) matches the ref
 // ---- MatMulInteger / ConvInteger (dynamic quantization): the packed GEMM
 // with its int32 epilogue (GemmS8Args::y32), against the reference sums.
 
-// The reference with no state, then every level with B packed at prepare
-// (when `prepared`) or during the run, at 1 and 2 threads: identical int32s.
-int CompareInt32Op(const std::string& type, const std::vector<TensorPtr>& inputs,
-                   const AttrMap& attrs, bool prepared, const std::string& what) {
-  if (prepared) return CompareWithReference(type, inputs, attrs, what);
-  const OpDef* def = FindOp(type);
-  REQUIRE(def != nullptr);
-  std::string name = "t";
-  KernelContext ctx;
-  ctx.op_type = &type;
-  ctx.op_name = &name;
-  ctx.attrs = &attrs;
-  for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
-  OwnedTensor out;
-  ctx.outputs = {&out.t};
-  INFO(what);
-  REQUIRE(def->infer(ctx).ok());
-  out.storage.assign(out.t.bytes() + 64, 0xAB);
-  out.t.data = out.storage.data();
-  ctx.kernels = &IsaConfig(Isa::kReference);
-  REQUIRE(def->run(ctx).ok());
-  CHECK(ctx.reference_path == (out.t.numel() > 0));
-  const std::vector<uint8_t> want = out.storage;
-  int runs = 0;
-  for (Isa isa : kernels::SupportedIsas()) {
-    if (!IsaConfig(isa).gemm_s8) continue;
-    CAPTURE(std::string(kernels::IsaName(isa)));
-    ctx.kernels = &IsaConfig(isa);
-    for (int threads : {1, 2}) {
-      ctx.pool = test::TestPool(threads);
-      ctx.reference_path = false;
-      std::fill(out.storage.begin(), out.storage.begin() + int64_t(out.t.bytes()), 0xCD);
-      REQUIRE(def->run(ctx).ok());
-      CHECK(!ctx.reference_path);
-      CHECK(out.storage == want);
-      ++runs;
-    }
-  }
-  return runs;
-}
-
 TEST_CASE("kernels: MatMulInteger with constant and activation B matches the reference") {
   std::mt19937 rng(24);
   int runs = 0;
@@ -691,13 +656,13 @@ TEST_CASE("kernels: MatMulInteger with constant and activation B matches the ref
     o << "a " << dtype_name(at) << ShapeToString(a_shape) << " b " << dtype_name(bt)
       << ShapeToString(b_shape) << (prepared ? " constant" : " activation")
       << (per_column ? " per-column zp" : "") << (with_zps ? "" : " no zps");
-    runs += CompareInt32Op("MatMulInteger", in, AttrMap(), prepared, o.str());
+    runs += CompareWithReference("MatMulInteger", in, AttrMap(), o.str(), prepared);
   }
   // Large enough for two threads.
   std::vector<TensorPtr> big = {Bytes(DType::kUInt8, {200, 512}, rng),
                                 Bytes(DType::kInt8, {512, 130}, rng), Zp(DType::kUInt8, {}, {255}),
                                 Zp(DType::kInt8, {}, {-128})};
-  runs += CompareInt32Op("MatMulInteger", big, AttrMap(), true, "large");
+  runs += CompareWithReference("MatMulInteger", big, AttrMap(), "large");
   CHECK(runs > 0);
   MESSAGE(runs << " fast runs compared");
 }
