@@ -459,6 +459,20 @@ TEST_CASE("kernels: QfLookupTable, QfRequantize, QLinearLeakyRelu/Sigmoid match 
       fast += CompareWithReference("QLinearLeakyRelu", un, alpha, what);
       fast += CompareWithReference("QLinearSigmoid", un, AttrMap(), what);
     }
+  // Per-channel tables over channels-last data: channel counts around the
+  // 8-lane vectors and the 64-channel blocks; the last channel's top entries
+  // (the end of the table) are read on purpose.
+  for (int64_t c : {1, 3, 8, 9, 16, 31, 64, 65, 70, 200})
+    for (int64_t pixels : {1, 5, 33}) {
+      const TensorPtr x = Bytes(DType::kUInt8, {1, pixels, c}, rng);
+      uint8_t* xd = x->t.ptr<uint8_t>();
+      for (int64_t p = 0; p < pixels; ++p) xd[p * c + c - 1] = uint8_t(253 + p % 3);
+      AttrMap axis;
+      axis.SetInt("axis", 2);
+      fast += CompareWithReference("QfLookupTable", {x, Bytes(DType::kInt8, {c, 256}, rng)}, axis,
+                                   std::to_string(pixels) + " pixels x " + std::to_string(c) +
+                                       " channels, per-channel tables");
+    }
   // 16-bit QfRequantize keeps the reference loop; still compared.
   const std::vector<uint16_t> x16 = {0, 1, 65535, 32768, 1234};
   CompareWithReference("QfRequantize",

@@ -297,5 +297,24 @@ bool LookupU8(const KernelConfig& kc, const uint8_t* x, const uint8_t* table, ui
   return true;
 }
 
+bool LookupChannelsU8(const KernelConfig& kc, const uint8_t* x, const uint8_t* table, uint8_t* y,
+                      int64_t pixels, int64_t channels, ThreadPool* pool) {
+  const QuantS8Kernels* k = kc.quant_s8;
+  if (!k || !k->lookup_channels) return false;
+  // Blocks of 64 channels (16 KB of tables stay in L1) over the pixels of a
+  // thread's range; each byte's result is its own, so any split gives the
+  // same bytes.
+  constexpr int64_t kChannelBlock = 64;
+  const int64_t grain = std::max<int64_t>(1, kBlock / std::max<int64_t>(1, channels));
+  if (pixels * channels < kMinParallel) pool = nullptr;
+  ParallelFor(pool, (pixels + grain - 1) / grain, [&](int64_t b, int64_t e, int) {
+    const int64_t p0 = b * grain, p1 = std::min(pixels, e * grain);
+    for (int64_t c0 = 0; c0 < channels; c0 += kChannelBlock)
+      k->lookup_channels(x + p0 * channels, table, y + p0 * channels, p1 - p0, channels, c0,
+                         std::min(channels, c0 + kChannelBlock));
+  });
+  return true;
+}
+
 }  // namespace kernels
 }  // namespace qfold

@@ -49,6 +49,12 @@ struct QuantS8Kernels {
   // binary for 16-bit elements (p.is_signed: int16, else uint16).
   void (*binary16)(const QBinaryS8Params& p, const void* a, int a_step, const void* b, int b_step,
                    void* y, int64_t n);
+  // Channels-last lookup with one 256-entry table per channel: for pixels
+  // [0, pixels) and channels [c0, c1), y[p * channels + ch] =
+  // table[ch * 256 + x[p * channels + ch]] (table holds channels * 256
+  // bytes). Null where the level has no vector form (the caller loops).
+  void (*lookup_channels)(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t pixels,
+                          int64_t channels, int64_t c0, int64_t c1);
 };
 
 // The kernels of `isa`, nullptr for kReference (and levels of another arch).
@@ -88,6 +94,11 @@ bool QBinary16(const KernelConfig& kc, const QBinaryS8Params& p, const void* a,
 // function of one input byte, through a table built by the scalar code).
 bool LookupU8(const KernelConfig& kc, const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n,
               ThreadPool* pool);
+// Per-channel tables over a channels-last tensor of `pixels` x `channels`
+// bytes (see QuantS8Kernels::lookup_channels); false when the level has no
+// kernel for it.
+bool LookupChannelsU8(const KernelConfig& kc, const uint8_t* x, const uint8_t* table, uint8_t* y,
+                      int64_t pixels, int64_t channels, ThreadPool* pool);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -4,6 +4,8 @@
 // lanes are zeroed first and so become the zero point, like the reference.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "kernels/quant_16_x86.h"
 #include "kernels/quant_s8.h"
 #include "kernels/quant_s8_ref.h"
@@ -178,7 +180,45 @@ void Lookup(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n) {
   QS8LookupScalar(x, table, y, i, n);
 }
 
+// Per-channel tables (channels-last): 8 channels of a pixel per vpgatherdd,
+// each lane reading the dword at its entry ch * 256 + x. The dword of the
+// table's last 3 entries would reach past its end, so such lanes read the
+// last in-bounds dword and shift their byte down instead.
+void LookupChannels(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t pixels,
+                    int64_t channels, int64_t c0, int64_t c1) {
+  const int* base = reinterpret_cast<const int*>(table);
+  const __m256i last = _mm256_set1_epi32(int32_t(channels * 256 - 4));
+  const __m256i lane_rows = _mm256_setr_epi32(0, 256, 512, 768, 1024, 1280, 1536, 1792);
+  const __m256i byte = _mm256_set1_epi32(0xff);
+  const int64_t cv = c0 + (c1 - c0) / 8 * 8;
+  for (int64_t p = 0; p < pixels; ++p) {
+    const uint8_t* xr = x + p * channels;
+    uint8_t* yr = y + p * channels;
+    int64_t ch = c0;
+    for (; ch < cv; ch += 8) {
+      int64_t xv;
+      std::memcpy(&xv, xr + ch, 8);
+      const __m256i idx =
+          _mm256_add_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(xv)),
+                           _mm256_add_epi32(lane_rows, _mm256_set1_epi32(int32_t(ch * 256))));
+      const __m256i safe = _mm256_min_epi32(idx, last);
+      const __m256i shift = _mm256_slli_epi32(_mm256_sub_epi32(idx, safe), 3);
+      const __m256i v =
+          _mm256_and_si256(_mm256_srlv_epi32(_mm256_i32gather_epi32(base, safe, 1), shift), byte);
+      const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(yr + ch), _mm_packus_epi16(w, w));
+    }
+    for (; ch < c1; ++ch) yr[ch] = table[ch << 8 | xr[ch]];
+  }
+}
+
 }  // namespace
+
+// Used by the AVX-512 levels (every AVX-512 CPU has AVX2's gathers).
+void QuantS8LookupChannelsAvx2(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t pixels,
+                               int64_t channels, int64_t c0, int64_t c1) {
+  LookupChannels(x, table, y, pixels, channels, c0, c1);
+}
 
 // Used by the AVX-512 level on CPUs without VBMI.
 void QuantS8LookupAvx2(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n) {
@@ -186,8 +226,8 @@ void QuantS8LookupAvx2(const uint8_t* x, const uint8_t* table, uint8_t* y, int64
 }
 
 extern const QuantS8Kernels kQuantS8Avx2;
-const QuantS8Kernels kQuantS8Avx2 = {Quantize,   Dequantize,   Binary,  Lookup,
-                                     Quantize16, Dequantize16, Binary16};
+const QuantS8Kernels kQuantS8Avx2 = {Quantize,   Dequantize,   Binary,   Lookup,
+                                     Quantize16, Dequantize16, Binary16, LookupChannels};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -18,6 +18,8 @@ namespace qfold {
 namespace kernels {
 
 void QuantS8LookupAvx2(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n);
+void QuantS8LookupChannelsAvx2(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t pixels,
+                               int64_t channels, int64_t c0, int64_t c1);
 
 namespace {
 
@@ -156,10 +158,12 @@ __attribute__((target("avx512vbmi"))) void LookupVbmi(const uint8_t* x, const ui
 
 extern const QuantS8Kernels kQuantS8Avx512Core;
 extern const QuantS8Kernels kQuantS8Avx512Vbmi;
-const QuantS8Kernels kQuantS8Avx512Core = {Quantize,   Dequantize,   Binary,  QuantS8LookupAvx2,
-                                           Quantize16, Dequantize16, Binary16};
-const QuantS8Kernels kQuantS8Avx512Vbmi = {Quantize,   Dequantize,   Binary,  LookupVbmi,
-                                           Quantize16, Dequantize16, Binary16};
+const QuantS8Kernels kQuantS8Avx512Core = {
+    Quantize,   Dequantize,   Binary,   QuantS8LookupAvx2,
+    Quantize16, Dequantize16, Binary16, QuantS8LookupChannelsAvx2};
+const QuantS8Kernels kQuantS8Avx512Vbmi = {
+    Quantize,   Dequantize,   Binary,   LookupVbmi,
+    Quantize16, Dequantize16, Binary16, QuantS8LookupChannelsAvx2};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -404,6 +404,8 @@ Status RunQfLookupTable(KernelContext& ctx) {
     for (int d = int(axis) + 1; d < xt->rank(); ++d) inner *= xt->shape[size_t(d)];
     const int64_t outer = c && inner ? xt->numel() / (c * inner) : 0;
     if (inner == 1) {
+      if (kernels::LookupChannelsU8(ctx.kernel_config(), x, table, yd, outer, c, ctx.pool))
+        return Status::Ok();
       // Channels-last: blocks of 64 channels (16 KB of tables, one cache line
       // of each pixel) over all pixels, so the tables stay in L1.
       // Pixels are split between threads (each byte's result is its own).
