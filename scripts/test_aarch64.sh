@@ -75,7 +75,8 @@ ARM_CASE=(-tc='kernels: Arm ISA levels*')  # prints the detected and compared le
 # microkernels one for Armv8.0 (smlal) and one for dotprod (sdot; i8mm CPUs
 # use it too).
 ARMV80_KERNELS="gemm_f32=neon dwconv_f32=neon gemm_s8=neon igemm_s8=neon dwconv_s8=neon"
-ARMV80_KERNELS+=" dwconv_nhwc_s8=neon pool_nhwc_s8=neon pool_2d=generic quant_s8=neon portable_loops=on"
+ARMV80_KERNELS+=" dwconv_nhwc_s8=neon pool_nhwc_s8=neon pool_2d=generic quant_s8=neon a16w8=neon"
+ARMV80_KERNELS+=" portable_loops=on"
 kernels_with() {
   local k="${ARMV80_KERNELS/ gemm_s8=neon/ gemm_s8=$1}"
   [ "$1" != neon ] && k="${k/igemm_s8=neon/igemm_s8=neondot}"

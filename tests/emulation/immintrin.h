@@ -81,6 +81,7 @@ static inline void EmuMaskCvtEpi32StoreEpi8(void* p, uint16_t m, simde__m512i a)
   for (int k = 0; k < 16; ++k) if (m >> k & 1) static_cast<int8_t*>(p)[k] = int8_t(s[k]);
 }
 #define _mm512_mask_storeu_epi16(p, m, a) EmuMaskStoreBytes<32>(p, m, a, 2)
+#define _mm512_mask_storeu_epi32(p, m, a) EmuMaskStoreBytes<16>(p, m, a, 4)
 #define _mm256_mask_storeu_epi8(p, m, a) EmuMaskStoreBytes<32>(p, m, a, 1)
 #define _mm512_maskz_loadu_epi32(m, p) EmuMaskzLoadBytes<16, simde__m512i>(m, p, 4)
 #define _mm256_maskz_loadu_epi8(m, p) EmuMaskzLoadBytes<32, simde__m256i>(m, p, 1)

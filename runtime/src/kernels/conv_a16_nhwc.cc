@@ -23,6 +23,11 @@ extern const A16GemmFn kA16GemmAvx2;
 extern const A16DepthwiseFn kA16DepthwiseAvx2;
 const A16Kernels kA16Avx2 = {kA16GemmAvx2, kA16DepthwiseAvx2};
 #endif
+#if defined(__aarch64__)
+extern const A16GemmFn kA16GemmNeon;
+extern const A16DepthwiseFn kA16DepthwiseNeon;
+const A16Kernels kA16Neon = {kA16GemmNeon, kA16DepthwiseNeon};
+#endif
 
 const A16Kernels* A16KernelsFor(const CpuFeatures& f, const char** variant) {
   const A16Kernels* k = nullptr;
@@ -31,6 +36,11 @@ const A16Kernels* A16KernelsFor(const CpuFeatures& f, const char** variant) {
   if (f.avx2 && f.fma) {
     k = &kA16Avx2;
     name = "avx2";
+  }
+#elif defined(__aarch64__)
+  if (f.asimd) {  // smlal on plain Armv8.0 NEON
+    k = &kA16Neon;
+    name = "neon";
   }
 #else
   (void)f;

@@ -52,7 +52,7 @@ struct A16Output {
   int32_t zp = 0, lo = 0, hi = 0;
 };
 
-// The microkernel contract (conv_a16_nhwc_avx2.cc): rows of `a` (up to 4,
+// The microkernel contract (conv_a16_nhwc_avx2.cc, _neon.cc): rows of `a` (up to 4,
 // each kpairs * 2 int16) times one packed panel of 16 columns
 // ([kpairs][16][2] int16), reducing in int32 over at most `chunk` pairs at a
 // time (exact sums beyond it in double), requantized per `o` into the first
@@ -74,7 +74,8 @@ struct A16Kernels {
   A16GemmFn gemm;
   A16DepthwiseFn depthwise;
 };
-// The variant `f` allows (AVX2: every x86 level; vpdpwssd variants are not written yet).
+// The variant `f` allows (AVX2: every x86 level; NEON: every Arm level;
+// vpdpwssd variants are not written yet).
 const A16Kernels* A16KernelsFor(const CpuFeatures& f, const char** variant);
 
 }  // namespace kernels
