@@ -21,7 +21,9 @@ namespace kernels {
 #if defined(__x86_64__)
 extern const A16GemmFn kA16GemmAvx2;
 extern const A16DepthwiseFn kA16DepthwiseAvx2;
+extern const A16GemmFn kA16GemmAvx512Vnni;
 const A16Kernels kA16Avx2 = {kA16GemmAvx2, kA16DepthwiseAvx2};
+const A16Kernels kA16Avx512Vnni = {kA16GemmAvx512Vnni, kA16DepthwiseAvx2};
 #endif
 #if defined(__aarch64__)
 extern const A16GemmFn kA16GemmNeon;
@@ -34,8 +36,9 @@ const A16Kernels* A16KernelsFor(const CpuFeatures& f, const char** variant) {
   const char* name = nullptr;
 #if defined(__x86_64__)
   if (f.avx2 && f.fma) {
-    k = &kA16Avx2;
-    name = "avx2";
+    const bool vnni = f.avx512_core() && f.avx512vnni;
+    k = vnni ? &kA16Avx512Vnni : &kA16Avx2;
+    name = vnni ? "avx512vnni" : "avx2";
   }
 #elif defined(__aarch64__)
   if (f.asimd) {  // smlal on plain Armv8.0 NEON

@@ -74,8 +74,8 @@ struct A16Kernels {
   A16GemmFn gemm;
   A16DepthwiseFn depthwise;
 };
-// The variant `f` allows (AVX2: every x86 level; NEON: every Arm level;
-// vpdpwssd variants are not written yet).
+// The variant `f` allows: avx512vnni (vpdpwssd GEMM, AVX2 depthwise), avx2,
+// neon (every Arm level).
 const A16Kernels* A16KernelsFor(const CpuFeatures& f, const char** variant);
 
 }  // namespace kernels
