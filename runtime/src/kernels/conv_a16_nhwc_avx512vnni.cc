@@ -3,7 +3,8 @@
 // row's broadcast int16 pair times all 16 columns into one accumulator whose
 // lanes are the columns in order (no pair reduction at the end, unlike the
 // AVX2 kernel's madd + add). Same exact int32 chunks and double
-// requantization as the other levels; the depthwise kernel stays AVX2's.
+// requantization (the 256-bit epilogue shared with AVX2) as the other levels;
+// the depthwise kernel stays AVX2's.
 #include <immintrin.h>
 
 #include <cstring>
@@ -15,39 +16,24 @@
 #endif
 
 #include "kernels/conv_a16_nhwc.h"
+#include "kernels/conv_a16_nhwc_x86.h"
 
 namespace qfold {
 namespace kernels {
 namespace {
 
-// (acc + corr) * mult, rounded half to even, + zp, clamped: 8 lanes in double.
-inline __m256i Requant8(__m512d acc, const double* corr, const double* mult, __m512d zp, __m512d lo,
-                        __m512d hi) {
-  __m512d v = _mm512_mul_pd(_mm512_add_pd(acc, _mm512_loadu_pd(corr)), _mm512_loadu_pd(mult));
-  v = _mm512_roundscale_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  v = _mm512_min_pd(_mm512_max_pd(_mm512_add_pd(v, zp), lo), hi);
-  return _mm512_cvtpd_epi32(v);
-}
-
-// Requantizes 16 column sums (two halves of 8 doubles) and stores `cols`.
-inline void Store16(__m512d s0, __m512d s1, const A16Output& o, void* dst, int cols) {
-  const __m512d zp = _mm512_set1_pd(o.zp), lo = _mm512_set1_pd(o.lo), hi = _mm512_set1_pd(o.hi);
-  const __m512i q = _mm512_inserti64x4(
-      _mm512_castsi256_si512(Requant8(s0, o.corr, o.mult, zp, lo, hi)),
-      Requant8(s1, o.corr + 8, o.mult + 8, zp, lo, hi), 1);
-  const __mmask16 m = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1);
-  // In range for the type after the clamp: the truncating stores keep the value.
-  if (o.type == A16Output::kS8 || o.type == A16Output::kU8)
-    _mm512_mask_cvtepi32_storeu_epi8(dst, m, q);
-  else
-    _mm512_mask_cvtepi32_storeu_epi16(dst, m, q);
-}
-
-inline __m512d Low8(__m512i v) {
-  return _mm512_cvtepi32_pd(_mm512_castsi512_si256(v));
-}
-inline __m512d High8(__m512i v) {
-  return _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(v, 1));
+// The 4 int32 quarters of a row's 16 column sums, as doubles.
+inline __m256d Quarter(__m512i v, int i) {
+  switch (i) {
+    case 0:
+      return _mm256_cvtepi32_pd(_mm512_extracti32x4_epi32(v, 0));
+    case 1:
+      return _mm256_cvtepi32_pd(_mm512_extracti32x4_epi32(v, 1));
+    case 2:
+      return _mm256_cvtepi32_pd(_mm512_extracti32x4_epi32(v, 2));
+    default:
+      return _mm256_cvtepi32_pd(_mm512_extracti32x4_epi32(v, 3));
+  }
 }
 
 template <int R>
@@ -65,22 +51,32 @@ void GemmRows(const int16_t* const* a, const int16_t* panel, int64_t kpairs, int
       }
     }
   };
+  const __m256d zp = _mm256_set1_pd(o.zp), lo = _mm256_set1_pd(o.lo), hi = _mm256_set1_pd(o.hi);
   if (chunk >= kpairs) {
     reduce(0, kpairs);
-    for (int r = 0; r < R; ++r) Store16(Low8(acc[r]), High8(acc[r]), o, y[r], cols);
+    for (int r = 0; r < R; ++r) {
+      __m128i q[4];
+      for (int i = 0; i < 4; ++i)
+        q[i] = Requant4(Quarter(acc[r], i), o.corr + 4 * i, o.mult + 4 * i, zp, lo, hi);
+      Store16(q, o, y[r], cols);
+    }
     return;
   }
   // Long reductions: exact int32 chunks summed in double.
-  __m512d sum[R][2];
-  for (int r = 0; r < R; ++r) sum[r][0] = sum[r][1] = _mm512_setzero_pd();
+  __m256d sum[R][4];
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < 4; ++i) sum[r][i] = _mm256_setzero_pd();
   for (int64_t k0 = 0; k0 < kpairs; k0 += chunk) {
     reduce(k0, k0 + chunk < kpairs ? k0 + chunk : kpairs);
-    for (int r = 0; r < R; ++r) {
-      sum[r][0] = _mm512_add_pd(sum[r][0], Low8(acc[r]));
-      sum[r][1] = _mm512_add_pd(sum[r][1], High8(acc[r]));
-    }
+    for (int r = 0; r < R; ++r)
+      for (int i = 0; i < 4; ++i) sum[r][i] = _mm256_add_pd(sum[r][i], Quarter(acc[r], i));
   }
-  for (int r = 0; r < R; ++r) Store16(sum[r][0], sum[r][1], o, y[r], cols);
+  for (int r = 0; r < R; ++r) {
+    __m128i q[4];
+    for (int i = 0; i < 4; ++i)
+      q[i] = Requant4(sum[r][i], o.corr + 4 * i, o.mult + 4 * i, zp, lo, hi);
+    Store16(q, o, y[r], cols);
+  }
 }
 
 void A16GemmAvx512Vnni(const int16_t* const* a, int rows, const int16_t* panel, int64_t kpairs,

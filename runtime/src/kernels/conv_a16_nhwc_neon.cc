@@ -18,8 +18,8 @@ inline void Requant16(const double* sum, const A16Output& o, void* dst, int cols
   const float64x2_t zp = vdupq_n_f64(o.zp), lo = vdupq_n_f64(o.lo), hi = vdupq_n_f64(o.hi);
   int32_t q[16];
   for (int i = 0; i < 16; i += 2) {
-    float64x2_t v = vmulq_f64(vaddq_f64(vld1q_f64(sum + i), vld1q_f64(o.corr + i)),
-                              vld1q_f64(o.mult + i));
+    float64x2_t v =
+        vmulq_f64(vaddq_f64(vld1q_f64(sum + i), vld1q_f64(o.corr + i)), vld1q_f64(o.mult + i));
     v = vrndnq_f64(v);  // half to even, like nearbyint
     v = vminq_f64(vmaxq_f64(vaddq_f64(v, zp), lo), hi);
     vst1_s32(q + i, vmovn_s64(vcvtq_s64_f64(v)));
