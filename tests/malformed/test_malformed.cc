@@ -874,6 +874,122 @@ TEST_CASE("pool/conv: huge strides on a small input run in bounded time and memo
   }
 }
 
+// x: 1xCx8x8 float, every channel 0..63; pads and strides `big` on both axes,
+// so three windows per axis: one in the begin padding, one at the origin, one
+// in the end padding. Conv weights are 1, 2, 3, 4 per (output, input) channel;
+// `qdq` wraps the op in QuantizeLinear/DequantizeLinear (scale 1, zero point 0:
+// exact) so the converter makes it an integer op.
+std::string HugePadModel(const TempDir& dir, const std::string& op, int64_t channels, int64_t group,
+                         bool qdq, int64_t big) {
+  OnnxBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, channels, 8, 8});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  std::string x = "x";
+  if (qdq) {
+    b.InitFloat("one", {}, {1.f});
+    const uint8_t zero = 0;
+    b.Init("zp", onnx::TensorProto::UINT8, {}, &zero, 1);
+    b.Node("QuantizeLinear", {"x", "one", "zp"}, {"xq"}, "qx");
+    b.Node("DequantizeLinear", {"xq", "one", "zp"}, {"xd"}, "dqx");
+    x = "xd";
+  }
+  std::vector<std::string> inputs = {x};
+  if (op == "Conv") {
+    const int64_t m = group, cg = channels / group;
+    std::vector<float> w;
+    for (int64_t i = 0; i < m * cg; ++i) w.insert(w.end(), {1.f, 2.f, 3.f, 4.f});
+    if (qdq) {
+      std::vector<int8_t> wq(w.begin(), w.end());
+      b.Init("wq", onnx::TensorProto::INT8, {m, cg, 2, 2}, wq.data(), wq.size());
+      const int8_t wzero = 0;
+      b.Init("wz", onnx::TensorProto::INT8, {}, &wzero, 1);
+      b.Node("DequantizeLinear", {"wq", "one", "wz"}, {"w"}, "dqw");
+    } else {
+      b.InitFloat("w", {m, cg, 2, 2}, w);
+    }
+    inputs.push_back("w");
+  }
+  auto* n = b.Node(op, inputs, {qdq ? "c" : "y"}, "window_node");
+  OnnxBuilder::AttrInts(n, "pads", {big, big, big, big});
+  OnnxBuilder::AttrInts(n, "strides", {big, big});
+  if (op == "Conv") {
+    OnnxBuilder::AttrInt(n, "group", group);
+  } else {
+    OnnxBuilder::AttrInts(n, "kernel_shape", {2, 2});
+  }
+  if (qdq) {
+    b.Node("QuantizeLinear", {"c", "one", "zp"}, {"cq"}, "qc");
+    b.Node("DequantizeLinear", {"cq", "one", "zp"}, {"y"}, "dqc");
+  }
+  return b.Write(dir, "hugepad.onnx");
+}
+
+long PeakRssKb() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+TEST_CASE("pool/conv: huge pads with several output windows run in bounded time and memory") {
+  // Pads are not limited to less than the kernel, so a huge stride can still
+  // leave several windows (here three per axis, two of them in padding). The
+  // scratch that grows with the stride (pooling phases) or with the covered
+  // padded plane (NCHW depthwise, int8 im2col) asked for up to 10^19 bytes
+  // (std::bad_alloc: "out of memory") or, with pads of a few thousand,
+  // hundreds of MB to compute nine outputs. Bounded now (kernels/padded_plane.h,
+  // pool_2d_impl.h); the centre window reads rows 0-1, cols 0-1: 0, 1, 8, 9.
+  TempDir dir;
+  struct Case {
+    const char* op;
+    int64_t channels, group;
+    bool qdq;
+    float want;
+  };
+  const float conv_want = 0.f * 1 + 1.f * 2 + 8.f * 3 + 9.f * 4;
+  const Case cases[] = {{"MaxPool", 1, 1, false, 9.f},        {"AveragePool", 1, 1, false, 4.5f},
+                        {"MaxPool", 1, 1, true, 9.f},         {"Conv", 2, 2, false, conv_want},
+                        {"Conv", 2, 1, false, 2 * conv_want}, {"Conv", 2, 2, true, conv_want},
+                        {"Conv", 2, 1, true, 2 * conv_want}};
+  for (int64_t big : {int64_t(1000000000), int64_t(6000)}) {
+    for (const Case& c : cases) {
+      for (bool channels_last : {true, false}) {
+        const std::string op = c.op;
+        CAPTURE(big);
+        CAPTURE(op);
+        CAPTURE(c.group);
+        CAPTURE(c.qdq);
+        CAPTURE(channels_last);
+        conv::ConvertOptions copts;
+        copts.channels_last = channels_last;
+        conv::test::Converted conv;
+        Status st = conv::test::ConvertAndOpen(
+            HugePadModel(dir, c.op, c.channels, c.group, c.qdq, big), copts, &conv);
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        const int64_t m = std::string(c.op) == "Conv" ? c.group : c.channels;
+        std::vector<float> x;
+        for (int64_t ch = 0; ch < c.channels; ++ch)
+          for (int i = 0; i < 64; ++i) x.push_back(float(i));
+        for (int threads : {1, 2}) {
+          CAPTURE(threads);
+          SessionOptions opts;
+          opts.num_threads = threads;
+          std::unique_ptr<Session> s;
+          REQUIRE(Session::Create(conv.model, opts, &s).ok());
+          conv::test::SetFloatInput(s.get(), "x", {1, c.channels, 8, 8}, x);
+          const long rss_before = PeakRssKb();
+          const auto start = std::chrono::steady_clock::now();
+          st = s->Run();
+          REQUIRE_MESSAGE(st.ok(), st.message());
+          CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+          CHECK(PeakRssKb() - rss_before < 64 * 1024);
+          const std::vector<float> y = conv::test::FloatOutput(*s, "y", {1, m, 3, 3});
+          for (int64_t ch = 0; ch < m; ++ch) CHECK(y[size_t(ch * 9 + 4)] == c.want);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("pool/conv: geometry that overflows int64 is refused naming the node") {
   TempDir dir;
   const int64_t big = int64_t(1) << 62, max = std::numeric_limits<int64_t>::max();

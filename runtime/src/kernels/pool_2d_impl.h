@@ -155,8 +155,11 @@ void MaxPlanes(const Pool2dArgs& a, const T* x, T* y, int64_t p0, int64_t p1) {
   const int64_t hstride = RoundVec<T>(cols.first + nint_v > a.ow ? cols.first + nint_v : a.ow);
   std::unique_ptr<T[]> hbuf = Array<T>(a.ih * hstride);
   // Interior windows as phases (SplitPhases) padded to whole vectors: phase
-  // reads go up to (k - 1) * d / s + nint_v.
-  const int64_t s = a.sw;
+  // reads go up to (k - 1) * d / s + nint_v. The stride only separates
+  // interior windows: with one (or none) it is never applied, and huge pads
+  // can put several windows around a single interior one with any stride, so
+  // the phases (s of them) would grow with it.
+  const int64_t s = nint > 1 ? a.sw : 1;
   const int64_t avail = nint > 0 ? a.iw - cols.start[size_t(cols.first)] : 0;
   const int64_t plen = RoundVec<T>(avail / s + 1 + (a.kw - 1) * a.dw / s + nint_v);
   std::unique_ptr<T[]> phases = Array<T>(plen * s);
@@ -283,7 +286,10 @@ void AvgPlanes(const Pool2dArgs& a, const float* x, float* y, int64_t p0, int64_
   const Axis cols = MakeAxis(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, a.pad_right);
   const int64_t nint = cols.last - cols.first;
   std::unique_ptr<double[]> acc = Array<double>(a.ow);
-  std::unique_ptr<float[]> phases = Array<float>(a.iw + 4 * a.sw);
+  // RowSumInterior splits phases only for strides 2 to 4 (at most avail + 4
+  // values); larger strides read the row in place, so the stride, which huge
+  // pads leave unbounded, never sizes this buffer.
+  std::unique_ptr<float[]> phases = Array<float>(a.iw + 16);
   std::unique_ptr<const float*[]> src = Array<const float*>(a.kw);
   for (int64_t p = p0; p < p1; ++p) {
     const float* xp = x + p * a.ih * a.iw;
