@@ -231,9 +231,12 @@ Status Model::Impl::Parse() {
     for (int i = 0; i < op.def->min_inputs; ++i)
       if (op.inputs[i] < 0)
         return Bad(source, label + ": required input " + std::to_string(i) + " is omitted");
-    // Optional outputs may be omitted, the first too (LSTM with only Y_h).
+    // Optional outputs may be omitted, the first only where the op allows it
+    // (LSTM with only Y_h).
     if (std::none_of(op.outputs.begin(), op.outputs.end(), [](int id) { return id >= 0; }))
       return Bad(source, label + ": has no output");
+    if (!op.def->output0_optional && op.outputs[0] < 0)
+      return Bad(source, label + ": required output 0 is omitted");
   }
   if (!unsupported.empty())
     return Status(StatusCode::kUnsupported,

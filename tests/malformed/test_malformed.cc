@@ -766,6 +766,47 @@ TEST_CASE("integer Conv/MatMul: a weight of rank 0 or 1 is refused naming the no
   }
 }
 
+TEST_CASE("a node whose required output 0 is omitted is refused naming it") {
+  // Fuzzer finding (fuzz_convert_run, ONNX mutator): MatMul with output ""
+  // (an omitted optional output) reached InferMatMul, which writes output 0:
+  // null dereference in convert. The loader had the same gap (output -1 next
+  // to a present one). Only ops whose output 0 is optional in ONNX (LSTM, GRU,
+  // RNN: Y) may omit it.
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.Input("a", onnx::TensorProto::FLOAT, {2, 3});
+  b.InitFloat("c", {3, 2}, {1, 2, 3, 4, 5, 6});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  b.Node("MatMul", {"a", "c"}, {""}, "victim_node");
+  b.Node("Relu", {"a"}, {"y"}, "relu");
+  Status st = Convert(b.Write(dir, "no_output.onnx"));
+  CHECK(st.code() == StatusCode::kInvalidModel);
+  CHECK_MESSAGE(Contains(st.message(), "victim_node"), st.message());
+  CHECK_MESSAGE(Contains(st.message(), "output 0"), st.message());
+
+  // .qfm: Relu with outputs [-1, y].
+  QModel m;
+  int x = m.Tensor("x", {1, 4}), y = m.Tensor("y", {1, 4});
+  m.Op("Relu", "victim_node", {x}, {-1, y});
+  m.inputs = {x};
+  m.outputs = {y};
+  st = LoadAndRun(m.Bytes());
+  CHECK(st.code() == StatusCode::kInvalidModel);
+  CHECK_MESSAGE(Contains(st.message(), "victim_node"), st.message());
+
+  // LSTM with only Y_h still converts and loads.
+  OnnxBuilder l(13);
+  l.Input("x", onnx::TensorProto::FLOAT, {2, 1, 3});
+  l.InitFloat("w", {1, 8, 3}, std::vector<float>(24, 0.1f));
+  l.InitFloat("r", {1, 8, 2}, std::vector<float>(16, 0.1f));
+  l.Output("h", onnx::TensorProto::FLOAT, {});
+  auto* lstm = l.Node("LSTM", {"x", "w", "r"}, {"", "h"}, "lstm");
+  OnnxBuilder::AttrInt(lstm, "hidden_size", 2);
+  conv::test::Converted c;
+  st = conv::test::ConvertAndOpen(l.Write(dir, "lstm.onnx"), conv::ConvertOptions(), &c);
+  CHECK_MESSAGE(st.ok(), st.message());
+}
+
 TEST_CASE("onnx: an ai.onnx opset below 1 or newer than qfold knows is refused") {
   TempDir dir;
   for (int64_t opset : {int64_t(0), int64_t(-3), conv::kNewestOnnxOpset + 1, int64_t(1) << 40}) {
@@ -1090,6 +1131,78 @@ TEST_CASE("pool/conv: huge pads with several output windows run in bounded time 
           const std::vector<float> y = conv::test::FloatOutput(*s, "y", {1, m, 3, 3});
           for (int64_t ch = 0; ch < m; ++ch) CHECK(y[size_t(ch * 9 + 4)] == c.want);
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("pool: a kernel of INT64_MAX taps under SAME padding runs in bounded time") {
+  // Fuzzer finding (fuzz_capi, .qfm mutator): AveragePool with kernel_shape
+  // [INT64_MAX, 2], strides 2^62 and auto_pad SAME_UPPER is valid geometry
+  // (pads of ~2^62 on each side, one window), but every pooling path looped
+  // over all kernel taps to find the ones inside the input: a hang. Taps are
+  // computed in O(1) now (kernels/window_taps.h) and the count_include_pad
+  // divisor saturates instead of overflowing. The window covers rows 0-7,
+  // cols 0-1: max 57, mean 28.5; counting the padding, about 0.
+  TempDir dir;
+  const int64_t big = int64_t(1) << 62, max = std::numeric_limits<int64_t>::max();
+  std::vector<float> x(64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  struct Case {
+    const char* op;
+    int64_t include_pad;
+    bool qdq;
+    float want;
+  };
+  for (const Case& c : {Case{"MaxPool", 0, false, 57.f}, Case{"AveragePool", 0, false, 28.5f},
+                        Case{"AveragePool", 1, false, 0.f}, Case{"AveragePool", 0, true, 28.f},
+                        Case{"AveragePool", 1, true, 0.f}}) {
+    for (bool channels_last : {true, false}) {
+      const std::string op = c.op;
+      CAPTURE(op);
+      CAPTURE(c.include_pad);
+      CAPTURE(c.qdq);
+      CAPTURE(channels_last);
+      OnnxBuilder b(13);
+      b.Input("x", onnx::TensorProto::FLOAT, {1, 1, 8, 8});
+      b.Output("y", onnx::TensorProto::FLOAT, {});
+      std::string in = "x", out = "y";
+      if (c.qdq) {
+        b.InitFloat("one", {}, {1.f});
+        const uint8_t zero = 0;
+        b.Init("zp", onnx::TensorProto::UINT8, {}, &zero, 1);
+        b.Node("QuantizeLinear", {"x", "one", "zp"}, {"xq"}, "qx");
+        b.Node("DequantizeLinear", {"xq", "one", "zp"}, {"xd"}, "dqx");
+        in = "xd";
+        out = "p";
+      }
+      auto* n = b.Node(op, {in}, {out}, "window_node");
+      OnnxBuilder::AttrInts(n, "kernel_shape", {max, 2});
+      OnnxBuilder::AttrInts(n, "strides", {big, big});
+      OnnxBuilder::AttrString(n, "auto_pad", "SAME_UPPER");
+      if (op == "AveragePool") OnnxBuilder::AttrInt(n, "count_include_pad", c.include_pad);
+      if (c.qdq) {
+        b.Node("QuantizeLinear", {"p", "one", "zp"}, {"pq"}, "qp");
+        b.Node("DequantizeLinear", {"pq", "one", "zp"}, {"y"}, "dqp");
+      }
+      conv::ConvertOptions copts;
+      copts.channels_last = channels_last;
+      conv::test::Converted conv;
+      Status st = conv::test::ConvertAndOpen(b.Write(dir, "bigkernel.onnx"), copts, &conv);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      for (int threads : {1, 2}) {
+        CAPTURE(threads);
+        SessionOptions opts;
+        opts.num_threads = threads;
+        std::unique_ptr<Session> s;
+        REQUIRE(Session::Create(conv.model, opts, &s).ok());
+        conv::test::SetFloatInput(s.get(), "x", {1, 1, 8, 8}, x);
+        const auto start = std::chrono::steady_clock::now();
+        st = s->Run();
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+        const std::vector<float> y = conv::test::FloatOutput(*s, "y", {1, 1, 1, 1});
+        CHECK(std::fabs(y[0] - c.want) < 1e-6f);
       }
     }
   }
