@@ -14,7 +14,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SECS="${1:-600}"
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_qfm_loader fuzz_onnx_reader fuzz_shape_inference fuzz_npy)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_qfm_loader fuzz_onnx_reader fuzz_shape_inference fuzz_npy
+  fuzz_convert_run fuzz_capi)
 BUILD="$ROOT/build-fuzz"
 
 if ! command -v clang++ >/dev/null; then
@@ -41,8 +42,8 @@ fi
 
 seed_dir() {
   case "$1" in
-    fuzz_qfm_loader) echo qfm ;;
-    fuzz_onnx_reader) echo onnx ;;
+    fuzz_qfm_loader | fuzz_capi) echo qfm ;;
+    fuzz_onnx_reader | fuzz_convert_run) echo onnx ;;
     fuzz_shape_inference) echo shape ;;
     fuzz_npy) echo npy ;;
   esac

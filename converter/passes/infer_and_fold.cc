@@ -53,6 +53,10 @@ Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
         return Status(StatusCode::kInvalidModel, g->source + ": " + n.Label() +
                                                      ": required input " + std::to_string(i) +
                                                      " is omitted (empty name)");
+    // Kernels write output 0 unless the op says it may be omitted.
+    if (!def->output0_optional && (n.outputs.empty() || n.outputs[0].empty()))
+      return Status(StatusCode::kInvalidModel,
+                    g->source + ": " + n.Label() + ": required output 0 is omitted (empty name)");
     std::vector<Tensor> ins(n.inputs.size()), outs(n.outputs.size());
     KernelContext ctx;
     ctx.kernels = &reference_kernels;

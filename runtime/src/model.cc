@@ -36,15 +36,32 @@ void ReadAttr(const fb::Attribute* a, AttrMap* out) {
   Attr attr;
   attr.name = a->name() ? a->name()->str() : "";
   switch (a->type()) {
-    case fb::AttrType::INT: attr.kind = Attr::kInt; break;
-    case fb::AttrType::FLOAT: attr.kind = Attr::kFloat; break;
-    case fb::AttrType::INTS: attr.kind = Attr::kInts; break;
-    case fb::AttrType::FLOATS: attr.kind = Attr::kFloats; break;
-    case fb::AttrType::STRING: attr.kind = Attr::kString; break;
+    case fb::AttrType::INT:
+      attr.kind = Attr::kInt;
+      break;
+    case fb::AttrType::FLOAT:
+      attr.kind = Attr::kFloat;
+      break;
+    case fb::AttrType::INTS:
+      attr.kind = Attr::kInts;
+      break;
+    case fb::AttrType::FLOATS:
+      attr.kind = Attr::kFloats;
+      break;
+    case fb::AttrType::STRING:
+      attr.kind = Attr::kString;
+      break;
   }
   attr.i = a->i();
   attr.f = a->f();
-  if (a->ints()) attr.ints.assign(a->ints()->begin(), a->ints()->end());
+  // The Verifier checks a vector's length word (4-byte alignment), not that
+  // 8-byte elements are 8-byte aligned: a hand-made file can misalign them, so
+  // they are copied as bytes (little-endian, as flatbuffers stores them).
+  if (a->ints()) {
+    attr.ints.resize(a->ints()->size());
+    if (!attr.ints.empty())
+      std::memcpy(attr.ints.data(), a->ints()->Data(), attr.ints.size() * sizeof(int64_t));
+  }
   if (a->floats()) attr.floats.assign(a->floats()->begin(), a->floats()->end());
   if (a->s()) attr.s = a->s()->str();
   out->Set(std::move(attr));
@@ -61,8 +78,9 @@ Status Model::Impl::Parse() {
   if (size >= FLATBUFFERS_MAX_BUFFER_SIZE)
     return Bad(source, "file too large for a flatbuffer (" + std::to_string(size) + " bytes)");
   if (size < 8 || !fb::ModelBufferHasIdentifier(base))
-    return Bad(source, "not a qfold model (missing file identifier 'QFM1'); was it made by "
-                       "'qfold convert'?");
+    return Bad(source,
+               "not a qfold model (missing file identifier 'QFM1'); was it made by "
+               "'qfold convert'?");
   flatbuffers::Verifier::Options vopts;
   vopts.max_tables = 1u << 24;
   flatbuffers::Verifier verifier(base, size, vopts);
@@ -110,8 +128,7 @@ Status Model::Impl::Parse() {
       int64_t n = 0;
       if (!CheckedNumel(known, &n) || n > kMaxTensorElements)
         return Bad(source, TensorLabel(fb, int(i)) + " has shape " + ShapeToString(e.info.shape) +
-                               ", more than " + std::to_string(kMaxTensorElements) +
-                               " elements");
+                               ", more than " + std::to_string(kMaxTensorElements) + " elements");
     }
     if (t->buffer() != 0) {
       if (t->buffer() >= nb)
@@ -128,6 +145,14 @@ Status Model::Impl::Parse() {
         return Bad(source, TensorLabel(fb, int(i)) + " has " + std::to_string(have) +
                                " bytes of data, its dtype and shape need " + std::to_string(want));
       e.const_data = b->data() ? b->data()->data() : nullptr;
+      // Kernels read constants in place as their element type; the writer puts
+      // every buffer at a 64-byte boundary (schema: force_align), a hand-made
+      // file may not.
+      const size_t offset = b->data() ? size_t(b->data()->data() - base) : 0;
+      if (want != 0 && offset % kAlign != 0)
+        return Bad(source, TensorLabel(fb, int(i)) + ": constant data at file offset " +
+                               std::to_string(offset) + " is not " + std::to_string(kAlign) +
+                               "-byte aligned");
       if (want == 0) e.const_data = base;  // any non-null pointer marks "known, empty"
       producer[i] = -1;
     }
@@ -137,8 +162,8 @@ Status Model::Impl::Parse() {
                       const char* what) -> Status {
     for (int32_t id : *ids) {
       if (id < 0 || size_t(id) >= nt)
-        return Bad(source, std::string("graph ") + what + " index " + std::to_string(id) +
-                               " out of range");
+        return Bad(source,
+                   std::string("graph ") + what + " index " + std::to_string(id) + " out of range");
       out->push_back(id);
     }
     return Status::Ok();
@@ -206,15 +231,19 @@ Status Model::Impl::Parse() {
     for (int i = 0; i < op.def->min_inputs; ++i)
       if (op.inputs[i] < 0)
         return Bad(source, label + ": required input " + std::to_string(i) + " is omitted");
-    // Optional outputs may be omitted, the first too (LSTM with only Y_h).
+    // Optional outputs may be omitted, the first only where the op allows it
+    // (LSTM with only Y_h).
     if (std::none_of(op.outputs.begin(), op.outputs.end(), [](int id) { return id >= 0; }))
       return Bad(source, label + ": has no output");
+    if (!op.def->output0_optional && op.outputs[0] < 0)
+      return Bad(source, label + ": required output 0 is omitted");
   }
   if (!unsupported.empty())
     return Status(StatusCode::kUnsupported,
                   source + ": operators this runtime does not support: " + unsupported);
   for (int id : output_ids)
-    if (producer[id] == -2) return Bad(source, "graph output " + TensorLabel(fb, id) + " is never produced");
+    if (producer[id] == -2)
+      return Bad(source, "graph output " + TensorLabel(fb, id) + " is never produced");
 
   for (int id : input_ids) inputs.push_back(tensors[id].info);
   for (int id : output_ids) outputs.push_back(tensors[id].info);
@@ -224,8 +253,12 @@ Status Model::Impl::Parse() {
 Model::Model() : impl_(new Impl) {}
 Model::~Model() = default;
 
-const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
-const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
+const std::vector<TensorInfo>& Model::inputs() const {
+  return impl_->inputs;
+}
+const std::vector<TensorInfo>& Model::outputs() const {
+  return impl_->outputs;
+}
 
 Status Model::LoadFile(const std::string& path, std::shared_ptr<Model>* out) {
   // A FIFO or device is refused without blocking (core/file_io.h).

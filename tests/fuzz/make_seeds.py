@@ -78,6 +78,94 @@ def tiny_models():
     return models
 
 
+def reproducers():
+    """Every model-file reproducer of docs/RELIABILITY.md (issue 18's classes and the earlier
+    fuzzer findings), small: CI's bounded fuzzing step replays them before it mutates."""
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+    big, max64 = 1 << 62, (1 << 63) - 1
+    models = {}
+
+    def make(name, nodes, inputs, outputs, inits=(), opset=17):
+        g = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
+                              producer_name="qfold-fuzz-repro")
+        m.ir_version = 8
+        models["repro_" + name] = m.SerializeToString()
+
+    x = helper.make_tensor_value_info("x", f, [1, 1, 8, 8])
+    x2 = helper.make_tensor_value_info("x", f, [1, 2, 8, 8])
+    y = helper.make_tensor_value_info("y", f, None)
+    yi = helper.make_tensor_value_info("y", TensorProto.INT32, None)
+    u8 = lambda n, v: numpy_helper.from_array(np.array(v, np.uint8), n)
+    s1 = numpy_helper.from_array(np.array(1.0, np.float32), "s")
+
+    # Rank-0 integer weights and zero points (segfault in convert, check, run).
+    xq = helper.make_tensor_value_info("xq", TensorProto.UINT8, [1, 1, 8, 8])
+    make("qlinearconv_rank0_weight", [helper.make_node(
+        "QLinearConv", ["xq", "s", "z", "w", "s", "z", "s", "z"], ["yq"], name="qconv")],
+        [xq], [helper.make_tensor_value_info("yq", TensorProto.UINT8, None)],
+        [s1, u8("z", 0), u8("w", 3)])
+    make("convinteger_rank0_weight", [helper.make_node("ConvInteger", ["xq", "w"], ["y"],
+                                                       name="convint")],
+         [xq], [yi], [u8("w", 3)])
+    make("matmulinteger_rank0_weight", [helper.make_node(
+        "MatMulInteger", ["xq", "w", "z", "z"], ["y"], name="mmint")], [xq], [yi],
+        [u8("w", 3), u8("z", 0)])
+
+    # Window geometry: strides near 2^62 overflowed an index product, 1e9 strides sized
+    # scratch by the stride; pads as large as the stride leave several windows.
+    for op in ("MaxPool", "AveragePool"):
+        for tag, attrs in (("stride_2p62", dict(strides=[big, big])),
+                           ("stride_1e9", dict(strides=[10**9, 10**9])),
+                           ("same_upper_2p62", dict(strides=[big, big], auto_pad="SAME_UPPER")),
+                           ("huge_pads", dict(strides=[10**9] * 2, pads=[10**9] * 4)),
+                           ("dilation_overflow", dict(dilations=[big, 1])),
+                           ("pads_overflow", dict(pads=[max64, 0, max64, 0]))):
+            make(f"{op.lower()}_{tag}", [helper.make_node(op, ["x"], ["y"], kernel_shape=[2, 2],
+                                                          name="pool", **attrs)], [x], [y])
+    w = numpy_helper.from_array(np.ones((2, 1, 2, 2), np.float32), "w")
+    make("conv_stride_2p62", [helper.make_node("Conv", ["x", "w"], ["y"], strides=[big, big],
+                                               group=2, name="conv")], [x2], [y], [w])
+    make("conv_huge_pads", [helper.make_node("Conv", ["x", "w"], ["y"], strides=[10**9] * 2,
+                                             pads=[10**9] * 4, group=2, name="conv")], [x2], [y], [w])
+
+    # Opsets qfold does not know.
+    relu = [helper.make_node("Relu", ["x"], ["y"])]
+    make("opset_0", relu, [x], [y], opset=0)
+    make("opset_1e12", relu, [x], [y], opset=10**12)
+
+    # A Split into many outputs (the planner was quadratic; past its greedy limit here).
+    n = 2100
+    parts = [f"p{i}" for i in range(n)]
+    make("split_many_outputs", [
+        helper.make_node("Split", ["v", "sizes"], parts, axis=0),
+        helper.make_node("Concat", parts, ["y"], axis=0)],
+        [helper.make_tensor_value_info("v", f, [n])], [y],
+        [numpy_helper.from_array(np.ones(n, np.int64), "sizes")])
+
+    # Earlier fuzzer findings (docs/RELIABILITY.md, "operators").
+    scalar = lambda name, v, dt=np.int64: numpy_helper.from_array(np.array(v, dt), name)
+    make("range_int64_extremes", [helper.make_node("Range", ["a", "b", "d"], ["y"])], [],
+         [helper.make_tensor_value_info("y", i64, None)],
+         [scalar("a", -(1 << 63)), scalar("b", max64), scalar("d", 1)])
+    make("reshape_overflow", [helper.make_node("Reshape", ["x", "shape"], ["y"])], [x], [y],
+         [numpy_helper.from_array(np.array([204800, max64, -1], np.int64), "shape")])
+    make("pad_int64_max", [helper.make_node("Pad", ["x", "pads"], ["y"])], [x], [y],
+         [numpy_helper.from_array(np.array([0, 0, 0, max64, 0, 0, 0, 0], np.int64), "pads")])
+    make("onehot_nan_depth", [helper.make_node("OneHot", ["idx", "depth", "vals"], ["y"])],
+         [helper.make_tensor_value_info("idx", i64, [3])], [y],
+         [scalar("depth", np.nan, np.float32),
+          numpy_helper.from_array(np.array([0, 1], np.float32), "vals")])
+    make("constantofshape_2p60", [helper.make_node("ConstantOfShape", ["shape"], ["y"])], [], [y],
+         [numpy_helper.from_array(np.array([1 << 30, 1 << 30], np.int64), "shape")])
+    for tag, scale in (("nan", np.nan), ("inf", np.inf), ("zero", 0.0), ("negative", -1.0)):
+        make(f"quantize_scale_{tag}", [
+            helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+            helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])], [x], [y],
+            [scalar("s", scale, np.float32), u8("z", 3)])
+    return models
+
+
 def write_npy(out):
     arrays = {
         "f32": np.arange(6, dtype=np.float32).reshape(2, 3),
@@ -112,15 +200,20 @@ def main():
     dirs = {k: args.out / k for k in ("onnx", "qfm", "npy", "shape")}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
-    for name, data in tiny_models().items():
+    for name, data in {**tiny_models(), **reproducers()}.items():
         (dirs["onnx"] / f"{name}.onnx").write_bytes(data)
     if args.models and not args.tiny_only:
         for m in sorted(args.models.glob("*.onnx")):
             shutil.copyfile(m, dirs["onnx"] / m.name)
     if args.qfold:
         for m in sorted(dirs["onnx"].glob("*.onnx")):
-            subprocess.run([args.qfold, "convert", str(m), "-o", str(dirs["qfm"] / (m.stem + ".qfm"))],
+            qfm = dirs["qfm"] / (m.stem + ".qfm")
+            subprocess.run([args.qfold, "convert", str(m), "-o", str(qfm)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            # The repository keeps small seeds only (the Split reproducer's .qfm is
+            # ~140 KB; its .onnx stays and converts in fuzz_convert_run).
+            if args.tiny_only and qfm.exists() and qfm.stat().st_size > 64 * 1024:
+                qfm.unlink()
     write_npy(dirs["npy"])
     # fuzz_shape_inference: op index, attribute count, inputs... any bytes are valid.
     for i in range(8):

@@ -310,6 +310,111 @@ TEST_CASE("qfm: int4 constants of odd length need exactly ceil(n/2) bytes") {
 // ---- .onnx files ------------------------------------------------------------------------------
 
 // A fresh graph each time: LoadAndOptimize adds to the one it is given.
+// Built by hand so that 8-byte values start at `parity` mod 8 in the file
+// (0 or 4; the Verifier checks only the 4-byte length word before them).
+// constant == false: x[2,3] float -> Transpose(perm = [1, 0]) -> y[3,2], the
+// perm values at `parity`. constant == true: y = x[3] + c[3], int64, c's data
+// at `parity` (never 64-byte aligned at 4).
+std::vector<uint8_t> MisalignedModel(int parity, bool constant) {
+  for (int extra = 0; extra < 4; ++extra) {
+    flatbuffers::FlatBufferBuilder b;
+    // Built back to front: words pushed first end up after the vector, moving
+    // it relative to the end of the buffer, to which alignment is measured.
+    for (int k = 0; k < extra; ++k) b.PushElement<uint32_t>(0);
+    std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+    flatbuffers::Offset<flatbuffers::Vector<int64_t>> perm;
+    if (constant) {
+      const int64_t ones[3] = {1, 1, 1};
+      buffers.push_back(fb::CreateBuffer(
+          b, b.CreateVector(reinterpret_cast<const uint8_t*>(ones), sizeof(ones))));
+    } else {
+      b.StartVector(2, 4);                          // 4-byte elements: only 4-byte alignment
+      for (int64_t v : {int64_t(0), int64_t(1)}) {  // back to front: [1, 0]
+        b.PushElement<uint32_t>(uint32_t(uint64_t(v) >> 32));
+        b.PushElement<uint32_t>(uint32_t(v));
+      }
+      perm = flatbuffers::Offset<flatbuffers::Vector<int64_t>>(b.EndVector(2));
+    }
+    buffers.insert(buffers.begin(), fb::CreateBuffer(b));
+    std::vector<flatbuffers::Offset<fb::Tensor>> ts;
+    auto tensor = [&](const char* name, fb::DType dt, std::vector<int64_t> dims, uint32_t buf) {
+      std::vector<flatbuffers::Offset<fb::Dim>> ds;
+      for (int64_t d : dims) ds.push_back(fb::CreateDim(b, d));
+      ts.push_back(fb::CreateTensor(b, b.CreateString(name), dt, b.CreateVector(ds),
+                                    fb::Layout::PLAIN, 0, buf));
+    };
+    std::vector<flatbuffers::Offset<fb::Operator>> os;
+    std::vector<int32_t> outputs;
+    if (constant) {
+      tensor("x", fb::DType::INT64, {3}, 0);
+      tensor("c", fb::DType::INT64, {3}, 1);
+      tensor("y", fb::DType::INT64, {3}, 0);
+      os.push_back(fb::CreateOperator(b, b.CreateString("Add"), b.CreateString("add"),
+                                      b.CreateVector(std::vector<int32_t>{0, 1}),
+                                      b.CreateVector(std::vector<int32_t>{2})));
+      outputs = {2};
+    } else {
+      tensor("x", fb::DType::FLOAT32, {2, 3}, 0);
+      tensor("y", fb::DType::FLOAT32, {3, 2}, 0);
+      std::vector<flatbuffers::Offset<fb::Attribute>> attrs{
+          fb::CreateAttribute(b, b.CreateString("perm"), fb::AttrType::INTS, 0, 0, perm)};
+      os.push_back(fb::CreateOperator(b, b.CreateString("Transpose"), b.CreateString("tr"),
+                                      b.CreateVector(std::vector<int32_t>{0}),
+                                      b.CreateVector(std::vector<int32_t>{1}),
+                                      b.CreateVectorOfSortedTables(&attrs)));
+      outputs = {1};
+    }
+    auto model =
+        fb::CreateModel(b, 1, 1, b.CreateVector(ts), b.CreateVector(buffers), b.CreateVector(os),
+                        b.CreateVector(std::vector<int32_t>{0}), b.CreateVector(outputs));
+    fb::FinishModelBuffer(b, model);
+    std::vector<uint8_t> bytes(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+    const fb::Model* m = fb::GetModel(bytes.data());
+    const uint8_t* values = constant ? m->buffers()->Get(1)->data()->Data()
+                                     : m->operators()->Get(0)->attributes()->Get(0)->ints()->Data();
+    if (size_t(values - bytes.data()) % 8 == size_t(parity)) return bytes;
+  }
+  FAIL("no padding gave the wanted alignment");
+  return {};
+}
+
+// A 64-byte aligned copy (used in place), so the in-file offsets are the
+// in-memory alignment.
+Status LoadAligned(const std::vector<uint8_t>& bytes, std::vector<uint8_t>* storage,
+                   std::shared_ptr<Model>* model) {
+  storage->assign(bytes.size() + 64, 0);
+  uint8_t* at = storage->data() + (64 - reinterpret_cast<uintptr_t>(storage->data()) % 64) % 64;
+  std::memcpy(at, bytes.data(), bytes.size());
+  return Model::LoadMemory(at, bytes.size(), model);
+}
+
+TEST_CASE("qfm: misaligned 8-byte attribute values are read, misaligned constants refused") {
+  // Fuzzer finding (fuzz_capi, structure-aware .qfm mutator): an INTS
+  // attribute whose int64 values sat at 4 mod 8 passed the flatbuffers
+  // Verifier and was read with misaligned 8-byte loads (UBSan: "load of
+  // misaligned address"; the ASan+UBSan pass runs this). Copied as bytes now.
+  for (int parity : {0, 4}) {
+    CAPTURE(parity);
+    std::vector<uint8_t> storage;
+    std::shared_ptr<Model> model;
+    Status st = LoadAligned(MisalignedModel(parity, false), &storage, &model);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::unique_ptr<Session> s;
+    REQUIRE(Session::Create(model, SessionOptions(), &s).ok());
+    conv::test::SetFloatInput(s.get(), "x", {2, 3}, {0, 1, 2, 3, 4, 5});
+    REQUIRE(s->Run().ok());
+    CHECK(conv::test::FloatOutput(*s, "y", {3, 2}) == std::vector<float>{0, 3, 1, 4, 2, 5});
+  }
+  // Kernels read constants in place as their element type; data off the
+  // 64-byte alignment the writer guarantees is refused, naming the tensor.
+  std::vector<uint8_t> storage;
+  std::shared_ptr<Model> model;
+  Status st = LoadAligned(MisalignedModel(4, true), &storage, &model);
+  CHECK(st.code() == StatusCode::kInvalidModel);
+  CHECK_MESSAGE(Contains(st.message(), "tensor 'c'"), st.message());
+  CHECK_MESSAGE(Contains(st.message(), "aligned"), st.message());
+}
+
 Status Convert(const std::string& path) {
   conv::Graph g;
   return conv::LoadAndOptimize(path, conv::ConvertOptions(), &g);
@@ -661,6 +766,47 @@ TEST_CASE("integer Conv/MatMul: a weight of rank 0 or 1 is refused naming the no
   }
 }
 
+TEST_CASE("a node whose required output 0 is omitted is refused naming it") {
+  // Fuzzer finding (fuzz_convert_run, ONNX mutator): MatMul with output ""
+  // (an omitted optional output) reached InferMatMul, which writes output 0:
+  // null dereference in convert. The loader had the same gap (output -1 next
+  // to a present one). Only ops whose output 0 is optional in ONNX (LSTM, GRU,
+  // RNN: Y) may omit it.
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.Input("a", onnx::TensorProto::FLOAT, {2, 3});
+  b.InitFloat("c", {3, 2}, {1, 2, 3, 4, 5, 6});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  b.Node("MatMul", {"a", "c"}, {""}, "victim_node");
+  b.Node("Relu", {"a"}, {"y"}, "relu");
+  Status st = Convert(b.Write(dir, "no_output.onnx"));
+  CHECK(st.code() == StatusCode::kInvalidModel);
+  CHECK_MESSAGE(Contains(st.message(), "victim_node"), st.message());
+  CHECK_MESSAGE(Contains(st.message(), "output 0"), st.message());
+
+  // .qfm: Relu with outputs [-1, y].
+  QModel m;
+  int x = m.Tensor("x", {1, 4}), y = m.Tensor("y", {1, 4});
+  m.Op("Relu", "victim_node", {x}, {-1, y});
+  m.inputs = {x};
+  m.outputs = {y};
+  st = LoadAndRun(m.Bytes());
+  CHECK(st.code() == StatusCode::kInvalidModel);
+  CHECK_MESSAGE(Contains(st.message(), "victim_node"), st.message());
+
+  // LSTM with only Y_h still converts and loads.
+  OnnxBuilder l(13);
+  l.Input("x", onnx::TensorProto::FLOAT, {2, 1, 3});
+  l.InitFloat("w", {1, 8, 3}, std::vector<float>(24, 0.1f));
+  l.InitFloat("r", {1, 8, 2}, std::vector<float>(16, 0.1f));
+  l.Output("h", onnx::TensorProto::FLOAT, {});
+  auto* lstm = l.Node("LSTM", {"x", "w", "r"}, {"", "h"}, "lstm");
+  OnnxBuilder::AttrInt(lstm, "hidden_size", 2);
+  conv::test::Converted c;
+  st = conv::test::ConvertAndOpen(l.Write(dir, "lstm.onnx"), conv::ConvertOptions(), &c);
+  CHECK_MESSAGE(st.ok(), st.message());
+}
+
 TEST_CASE("onnx: an ai.onnx opset below 1 or newer than qfold knows is refused") {
   TempDir dir;
   for (int64_t opset : {int64_t(0), int64_t(-3), conv::kNewestOnnxOpset + 1, int64_t(1) << 40}) {
@@ -870,6 +1016,194 @@ TEST_CASE("pool/conv: huge strides on a small input run in bounded time and memo
       CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
       const float want = std::string(c.auto_pad).empty() ? c.want : 9.f;
       CHECK(conv::test::FloatOutput(*s, "y", {1, 1, 1, 1}) == std::vector<float>{want});
+    }
+  }
+}
+
+// x: 1xCx8x8 float, every channel 0..63; pads and strides `big` on both axes,
+// so three windows per axis: one in the begin padding, one at the origin, one
+// in the end padding. Conv weights are 1, 2, 3, 4 per (output, input) channel;
+// `qdq` wraps the op in QuantizeLinear/DequantizeLinear (scale 1, zero point 0:
+// exact) so the converter makes it an integer op.
+std::string HugePadModel(const TempDir& dir, const std::string& op, int64_t channels, int64_t group,
+                         bool qdq, int64_t big) {
+  OnnxBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, channels, 8, 8});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  std::string x = "x";
+  if (qdq) {
+    b.InitFloat("one", {}, {1.f});
+    const uint8_t zero = 0;
+    b.Init("zp", onnx::TensorProto::UINT8, {}, &zero, 1);
+    b.Node("QuantizeLinear", {"x", "one", "zp"}, {"xq"}, "qx");
+    b.Node("DequantizeLinear", {"xq", "one", "zp"}, {"xd"}, "dqx");
+    x = "xd";
+  }
+  std::vector<std::string> inputs = {x};
+  if (op == "Conv") {
+    const int64_t m = group, cg = channels / group;
+    std::vector<float> w;
+    for (int64_t i = 0; i < m * cg; ++i) w.insert(w.end(), {1.f, 2.f, 3.f, 4.f});
+    if (qdq) {
+      std::vector<int8_t> wq(w.begin(), w.end());
+      b.Init("wq", onnx::TensorProto::INT8, {m, cg, 2, 2}, wq.data(), wq.size());
+      const int8_t wzero = 0;
+      b.Init("wz", onnx::TensorProto::INT8, {}, &wzero, 1);
+      b.Node("DequantizeLinear", {"wq", "one", "wz"}, {"w"}, "dqw");
+    } else {
+      b.InitFloat("w", {m, cg, 2, 2}, w);
+    }
+    inputs.push_back("w");
+  }
+  auto* n = b.Node(op, inputs, {qdq ? "c" : "y"}, "window_node");
+  OnnxBuilder::AttrInts(n, "pads", {big, big, big, big});
+  OnnxBuilder::AttrInts(n, "strides", {big, big});
+  if (op == "Conv") {
+    OnnxBuilder::AttrInt(n, "group", group);
+  } else {
+    OnnxBuilder::AttrInts(n, "kernel_shape", {2, 2});
+  }
+  if (qdq) {
+    b.Node("QuantizeLinear", {"c", "one", "zp"}, {"cq"}, "qc");
+    b.Node("DequantizeLinear", {"cq", "one", "zp"}, {"y"}, "dqc");
+  }
+  return b.Write(dir, "hugepad.onnx");
+}
+
+long PeakRssKb() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+TEST_CASE("pool/conv: huge pads with several output windows run in bounded time and memory") {
+  // Pads are not limited to less than the kernel, so a huge stride can still
+  // leave several windows (here three per axis, two of them in padding). The
+  // scratch that grows with the stride (pooling phases) or with the covered
+  // padded plane (NCHW depthwise, int8 im2col) asked for up to 10^19 bytes
+  // (std::bad_alloc: "out of memory") or, with pads of a few thousand,
+  // hundreds of MB to compute nine outputs. Bounded now (kernels/padded_plane.h,
+  // pool_2d_impl.h); the centre window reads rows 0-1, cols 0-1: 0, 1, 8, 9.
+  TempDir dir;
+  struct Case {
+    const char* op;
+    int64_t channels, group;
+    bool qdq;
+    float want;
+  };
+  const float conv_want = 0.f * 1 + 1.f * 2 + 8.f * 3 + 9.f * 4;
+  const Case cases[] = {{"MaxPool", 1, 1, false, 9.f},        {"AveragePool", 1, 1, false, 4.5f},
+                        {"MaxPool", 1, 1, true, 9.f},         {"Conv", 2, 2, false, conv_want},
+                        {"Conv", 2, 1, false, 2 * conv_want}, {"Conv", 2, 2, true, conv_want},
+                        {"Conv", 2, 1, true, 2 * conv_want}};
+  for (int64_t big : {int64_t(1000000000), int64_t(6000)}) {
+    for (const Case& c : cases) {
+      for (bool channels_last : {true, false}) {
+        const std::string op = c.op;
+        CAPTURE(big);
+        CAPTURE(op);
+        CAPTURE(c.group);
+        CAPTURE(c.qdq);
+        CAPTURE(channels_last);
+        conv::ConvertOptions copts;
+        copts.channels_last = channels_last;
+        conv::test::Converted conv;
+        Status st = conv::test::ConvertAndOpen(
+            HugePadModel(dir, c.op, c.channels, c.group, c.qdq, big), copts, &conv);
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        const int64_t m = std::string(c.op) == "Conv" ? c.group : c.channels;
+        std::vector<float> x;
+        for (int64_t ch = 0; ch < c.channels; ++ch)
+          for (int i = 0; i < 64; ++i) x.push_back(float(i));
+        for (int threads : {1, 2}) {
+          CAPTURE(threads);
+          SessionOptions opts;
+          opts.num_threads = threads;
+          std::unique_ptr<Session> s;
+          REQUIRE(Session::Create(conv.model, opts, &s).ok());
+          conv::test::SetFloatInput(s.get(), "x", {1, c.channels, 8, 8}, x);
+          const long rss_before = PeakRssKb();
+          const auto start = std::chrono::steady_clock::now();
+          st = s->Run();
+          REQUIRE_MESSAGE(st.ok(), st.message());
+          CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+          CHECK(PeakRssKb() - rss_before < 64 * 1024);
+          const std::vector<float> y = conv::test::FloatOutput(*s, "y", {1, m, 3, 3});
+          for (int64_t ch = 0; ch < m; ++ch) CHECK(y[size_t(ch * 9 + 4)] == c.want);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("pool: a kernel of INT64_MAX taps under SAME padding runs in bounded time") {
+  // Fuzzer finding (fuzz_capi, .qfm mutator): AveragePool with kernel_shape
+  // [INT64_MAX, 2], strides 2^62 and auto_pad SAME_UPPER is valid geometry
+  // (pads of ~2^62 on each side, one window), but every pooling path looped
+  // over all kernel taps to find the ones inside the input: a hang. Taps are
+  // computed in O(1) now (kernels/window_taps.h) and the count_include_pad
+  // divisor saturates instead of overflowing. The window covers rows 0-7,
+  // cols 0-1: max 57, mean 28.5; counting the padding, about 0.
+  TempDir dir;
+  const int64_t big = int64_t(1) << 62, max = std::numeric_limits<int64_t>::max();
+  std::vector<float> x(64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  struct Case {
+    const char* op;
+    int64_t include_pad;
+    bool qdq;
+    float want;
+  };
+  for (const Case& c : {Case{"MaxPool", 0, false, 57.f}, Case{"AveragePool", 0, false, 28.5f},
+                        Case{"AveragePool", 1, false, 0.f}, Case{"AveragePool", 0, true, 28.f},
+                        Case{"AveragePool", 1, true, 0.f}}) {
+    for (bool channels_last : {true, false}) {
+      const std::string op = c.op;
+      CAPTURE(op);
+      CAPTURE(c.include_pad);
+      CAPTURE(c.qdq);
+      CAPTURE(channels_last);
+      OnnxBuilder b(13);
+      b.Input("x", onnx::TensorProto::FLOAT, {1, 1, 8, 8});
+      b.Output("y", onnx::TensorProto::FLOAT, {});
+      std::string in = "x", out = "y";
+      if (c.qdq) {
+        b.InitFloat("one", {}, {1.f});
+        const uint8_t zero = 0;
+        b.Init("zp", onnx::TensorProto::UINT8, {}, &zero, 1);
+        b.Node("QuantizeLinear", {"x", "one", "zp"}, {"xq"}, "qx");
+        b.Node("DequantizeLinear", {"xq", "one", "zp"}, {"xd"}, "dqx");
+        in = "xd";
+        out = "p";
+      }
+      auto* n = b.Node(op, {in}, {out}, "window_node");
+      OnnxBuilder::AttrInts(n, "kernel_shape", {max, 2});
+      OnnxBuilder::AttrInts(n, "strides", {big, big});
+      OnnxBuilder::AttrString(n, "auto_pad", "SAME_UPPER");
+      if (op == "AveragePool") OnnxBuilder::AttrInt(n, "count_include_pad", c.include_pad);
+      if (c.qdq) {
+        b.Node("QuantizeLinear", {"p", "one", "zp"}, {"pq"}, "qp");
+        b.Node("DequantizeLinear", {"pq", "one", "zp"}, {"y"}, "dqp");
+      }
+      conv::ConvertOptions copts;
+      copts.channels_last = channels_last;
+      conv::test::Converted conv;
+      Status st = conv::test::ConvertAndOpen(b.Write(dir, "bigkernel.onnx"), copts, &conv);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      for (int threads : {1, 2}) {
+        CAPTURE(threads);
+        SessionOptions opts;
+        opts.num_threads = threads;
+        std::unique_ptr<Session> s;
+        REQUIRE(Session::Create(conv.model, opts, &s).ok());
+        conv::test::SetFloatInput(s.get(), "x", {1, 1, 8, 8}, x);
+        const auto start = std::chrono::steady_clock::now();
+        st = s->Run();
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+        const std::vector<float> y = conv::test::FloatOutput(*s, "y", {1, 1, 1, 1});
+        CHECK(std::fabs(y[0] - c.want) < 1e-6f);
+      }
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/kernel_config.h"
+#include "kernels/padded_plane.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -167,8 +168,10 @@ bool RunConvGemm(const ConvF32State& s, const ConvF32Call& c) {
 
 bool RunDepthwise(const ConvF32State& s, const ConvF32Call& c) {
   const int64_t mg = s.m / s.group, taps = s.kh * s.kw;
-  const int64_t ph = (c.oh - 1) * c.sh + (c.kh - 1) * c.dh + 1;
-  const int64_t pw = (c.ow - 1) * c.sw + (c.kw - 1) * c.dw + 1;
+  int64_t ph = 0, pw = 0;
+  if (!CoveredExtent(c.oh, c.sh, c.kh, c.dh, &ph) || !CoveredExtent(c.ow, c.sw, c.kw, c.dw, &pw) ||
+      !PaddedPlaneFits(ph, pw + kDwRowSlack, c.ih * c.iw, c.oh * c.ow, taps))
+    return false;  // huge pads: the reference kernel (padded_plane.h)
   const int64_t stride = pw + kDwRowSlack;
   const int64_t units = c.n * s.m;
   auto work = [&](int64_t begin, int64_t end, int) {

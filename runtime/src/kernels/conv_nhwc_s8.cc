@@ -21,6 +21,7 @@
 #include "kernels/gemm_s8.h"
 #include "kernels/igemm_s8.h"
 #include "kernels/kernel_config.h"
+#include "kernels/padded_plane.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -565,6 +566,10 @@ bool RunQConvNhwcS8(void* state, const QConvCall& c) {
   if (float_out && !s.ik) return false;  // the packed GEMM has no float epilogue
   if (c.kh != s.kh || c.kw != s.kw || (x.rank() == 3 && c.ih != 1)) return false;
   if (s.row_taps && c.dw != 1) return false;  // prepared for another dilation
+  // The row-tap copy is as wide as the padded row: huge pads take the
+  // reference kernel instead (padded_plane.h).
+  if (s.row_taps && !PaddedPlaneFits(c.ih, PaddedWidth(s, c), c.ih * c.iw, c.oh * c.ow, s.taps))
+    return false;
   Geometry g;
   g.n = x.shape[0];
   g.c = x.shape.back();

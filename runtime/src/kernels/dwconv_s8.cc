@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/kernel_config.h"
+#include "kernels/padded_plane.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -152,6 +153,11 @@ bool RunDwConvS8(DwConvS8State& s, const QConvCall& c) {
       c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1)
     return false;
   const DwConvS8Kernels& k = *s.k;
+  int64_t rows = 0, cols = 0;
+  if (!CoveredExtent(c.oh, c.sh, c.kh, c.dh, &rows) ||
+      !CoveredExtent(c.ow, c.sw, c.kw, c.dw, &cols) ||
+      !PaddedPlaneFits(rows, cols, c.ih * c.iw, c.oh * c.ow, c.kh * c.kw))
+    return false;  // huge pads: the reference kernel (padded_plane.h)
   const Plan p = MakePlan(k, c);
   const int64_t m = s.m;
   if (p.kind == Kind::kGeneral) {

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "kernels/pool_2d.h"
+#include "kernels/window_taps.h"
 
 namespace qfold {
 namespace kernels {
@@ -42,21 +43,13 @@ Axis MakeAxis(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t 
   bool seen_interior = false;
   for (int64_t o = 0; o < out; ++o) {
     const int64_t st = o * s - pad_begin;
-    int64_t lo = k, hi = 0, padded = 0;
-    for (int64_t t = 0; t < k; ++t) {
-      const int64_t pos = st + t * d;
-      if (pos >= 0 && pos < in) {
-        if (t < lo) lo = t;
-        hi = t + 1;
-      }
-      if (pos < in + pad_end) ++padded;
-    }
-    if (hi == 0) lo = 0;
+    const WindowTaps w = TapsOfWindow(st, k, d, in, pad_end);
     ax.start[size_t(o)] = st;
-    ax.lo[size_t(o)] = lo;
-    ax.hi[size_t(o)] = hi;
-    ax.padded[size_t(o)] = padded;
-    const bool interior = st >= 0 && st + (k - 1) * d < in;
+    ax.lo[size_t(o)] = w.lo;
+    ax.hi[size_t(o)] = w.hi;
+    ax.padded[size_t(o)] = w.padded;
+    // (k - 1) * d fits (window_util.cc checks it), st + (k - 1) * d may not.
+    const bool interior = st >= 0 && (k - 1) * d < in - st;
     if (interior && !seen_interior) {
       ax.first = o;
       seen_interior = true;
@@ -155,16 +148,24 @@ void MaxPlanes(const Pool2dArgs& a, const T* x, T* y, int64_t p0, int64_t p1) {
   const int64_t hstride = RoundVec<T>(cols.first + nint_v > a.ow ? cols.first + nint_v : a.ow);
   std::unique_ptr<T[]> hbuf = Array<T>(a.ih * hstride);
   // Interior windows as phases (SplitPhases) padded to whole vectors: phase
-  // reads go up to (k - 1) * d / s + nint_v.
-  const int64_t s = a.sw;
+  // reads go up to (k - 1) * d / s + nint_v. The stride only separates
+  // interior windows: with one (or none) it is never applied, and huge pads
+  // can put several windows around a single interior one with any stride, so
+  // the phases (s of them) would grow with it.
+  const int64_t s = nint > 1 ? a.sw : 1;
   const int64_t avail = nint > 0 ? a.iw - cols.start[size_t(cols.first)] : 0;
-  const int64_t plen = RoundVec<T>(avail / s + 1 + (a.kw - 1) * a.dw / s + nint_v);
+  const int64_t plen = nint > 0 ? RoundVec<T>(avail / s + 1 + (a.kw - 1) * a.dw / s + nint_v) : 1;
   std::unique_ptr<T[]> phases = Array<T>(plen * s);
-  std::unique_ptr<const T*[]> src = Array<const T*>(a.kw > a.kh ? a.kw : a.kh);
+  // Tap pointers: row taps inside the input (at most ih), column taps of
+  // interior windows (all inside: at most iw). Huge kernels that only huge pads
+  // make legal never size these.
+  const int64_t row_taps = a.kh < a.ih ? a.kh : a.ih;
+  const int64_t col_taps = nint > 0 ? a.kw : 0;
+  std::unique_ptr<const T*[]> src = Array<const T*>(row_taps > col_taps ? row_taps : col_taps);
   // Where each column tap starts in the phases (divisions hoisted out of the
   // loops), and whether some output column has no tap at all.
-  std::unique_ptr<const T*[]> col_src = Array<const T*>(a.kw);
-  for (int64_t t = 0; t < a.kw; ++t)
+  std::unique_ptr<const T*[]> col_src = Array<const T*>(col_taps);
+  for (int64_t t = 0; t < col_taps; ++t)
     col_src[size_t(t)] = phases.get() + ((t * a.dw) % s) * plen + (t * a.dw) / s;
   bool empty_cols = false;
   for (int64_t c = 0; c < a.ow; ++c) empty_cols |= cols.lo[size_t(c)] == cols.hi[size_t(c)];
@@ -283,8 +284,12 @@ void AvgPlanes(const Pool2dArgs& a, const float* x, float* y, int64_t p0, int64_
   const Axis cols = MakeAxis(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, a.pad_right);
   const int64_t nint = cols.last - cols.first;
   std::unique_ptr<double[]> acc = Array<double>(a.ow);
-  std::unique_ptr<float[]> phases = Array<float>(a.iw + 4 * a.sw);
-  std::unique_ptr<const float*[]> src = Array<const float*>(a.kw);
+  // RowSumInterior splits phases only for strides 2 to 4 (at most avail + 4
+  // values); larger strides read the row in place, so the stride, which huge
+  // pads leave unbounded, never sizes this buffer.
+  std::unique_ptr<float[]> phases = Array<float>(a.iw + 16);
+  // Column taps of interior windows only (all inside the input: kw <= iw).
+  std::unique_ptr<const float*[]> src = Array<const float*>(nint > 0 ? a.kw : 0);
   for (int64_t p = p0; p < p1; ++p) {
     const float* xp = x + p * a.ih * a.iw;
     float* yp = y + p * a.oh * a.ow;
@@ -324,7 +329,7 @@ void AvgPlanes(const Pool2dArgs& a, const float* x, float* y, int64_t p0, int64_
       const int64_t rcount = rhi - rlo, rpadded = rows.padded[size_t(o)];
       for (int64_t c = 0; c < a.ow; ++c) {
         const int64_t div = a.count_include_pad
-                                ? rpadded * cols.padded[size_t(c)]
+                                ? SaturatingCount(rpadded, cols.padded[size_t(c)])
                                 : rcount * (cols.hi[size_t(c)] - cols.lo[size_t(c)]);
         yr[c] = div > 0 ? float(acc[c] / double(div)) : 0.f;
       }

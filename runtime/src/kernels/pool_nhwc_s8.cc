@@ -29,6 +29,7 @@ namespace {
 
 // int32 sums of up to this many taps cannot overflow (255 * 2^23 < 2^31).
 constexpr int64_t kMaxTaps = int64_t(1) << 23;
+constexpr int64_t kMaxRowTaps = int64_t(1) << 22;
 
 template <class T>
 void GenericMax(const PoolNhwcRowArgs& a) {
@@ -78,7 +79,11 @@ constexpr PoolNhwcKernels kPoolNhwcGeneric = {GenericMax<int8_t>, GenericMax<uin
 bool ValidArgs(const PoolNhwcArgs& a) {
   return a.n >= 0 && a.ih >= 0 && a.iw >= 0 && a.c >= 0 && a.oh >= 0 && a.ow >= 0 && a.kh >= 1 &&
          a.kw >= 1 && a.sh >= 1 && a.sw >= 1 && a.dh >= 1 && a.dw >= 1 && a.pad_top >= 0 &&
-         a.pad_left >= 0 && a.pad_bottom >= 0 && a.pad_right >= 0 && a.kh * a.kw <= kMaxTaps;
+         a.pad_left >= 0 && a.pad_bottom >= 0 && a.pad_right >= 0 && a.kh <= kMaxTaps &&
+         a.kw <= kMaxTaps / a.kh &&
+         // One output row's tap pointers (per thread): huge kernels that only
+         // huge pads make legal take the reference kernel instead.
+         a.ow <= kMaxRowTaps / (a.kh * a.kw);
 }
 
 // Taps of output o along one axis inside the input, and inside input plus

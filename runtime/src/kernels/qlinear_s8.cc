@@ -13,6 +13,7 @@
 #include "kernels/dwconv_s8.h"
 #include "kernels/gemm_s8.h"
 #include "kernels/kernel_config.h"
+#include "kernels/padded_plane.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -182,6 +183,11 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
   // already are the im2col matrix.
   const bool direct = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.pad_top == 0 &&
                       c.pad_left == 0 && c.oh == c.ih && c.ow == c.iw;
+  int64_t padded_rows = 0, padded_cols = 0;
+  if (!CoveredExtent(c.oh, c.sh, c.kh, c.dh, &padded_rows) ||
+      !CoveredExtent(c.ow, c.sw, c.kw, c.dw, &padded_cols) ||
+      !PaddedPlaneFits(padded_rows, padded_cols, plane, p, c.kh * c.kw))
+    return false;  // huge pads: the reference kernel (padded_plane.h)
   const int64_t panels = (p + k.nr - 1) / k.nr;
   const int64_t block = std::min(BlockCols(kdim, k.nr), panels * k.nr);
   const int64_t k4 = (kdim + 3) / 4;
@@ -198,8 +204,7 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
   const int64_t grain =
       std::max<int64_t>(1, std::min(block_panels, panels / (4 * int64_t(threads))));
   Resize(&s.scratch, slice * threads);
-  const int64_t padded_bytes =
-      ((c.oh - 1) * c.sh + (c.kh - 1) * c.dh + 1) * ((c.ow - 1) * c.sw + (c.kw - 1) * c.dw + 1);
+  const int64_t padded_bytes = padded_rows * padded_cols;
   if (!direct) Resize(&s.padded, s.cg * padded_bytes + kSlack);
   if (s.cp.any_wzp) Resize(&s.xsum, sum_slice * threads);
   const int64_t w_panel = PackedBytes(mg, kdim, k.mr);

@@ -13,6 +13,7 @@
 #include "kernels/kernel_config.h"
 #include "kernels/pool_2d.h"
 #include "kernels/pool_nhwc_s8.h"
+#include "kernels/window_taps.h"
 #include "ops/channels_last.h"
 #include "ops/window_util.h"
 
@@ -88,18 +89,11 @@ struct AxisWindow {
 AxisWindow MakeAxisWindow(const WindowGeometry& g, size_t a, int64_t o, int64_t in) {
   AxisWindow w;
   w.start = o * g.strides[a] - g.pad_begin[a];
-  w.lo = g.kernel[a];
-  w.hi = 0;
-  w.padded_taps = 0;
-  for (int64_t k = 0; k < g.kernel[a]; ++k) {
-    const int64_t pos = w.start + k * g.dilations[a];
-    if (pos >= 0 && pos < in) {
-      w.lo = std::min(w.lo, k);
-      w.hi = k + 1;
-    }
-    if (pos < in + g.pad_end[a]) ++w.padded_taps;
-  }
-  if (w.hi == 0) w.lo = 0;  // empty range
+  const kernels::WindowTaps t =
+      kernels::TapsOfWindow(w.start, g.kernel[a], g.dilations[a], in, g.pad_end[a]);
+  w.lo = t.lo;
+  w.hi = t.hi;
+  w.padded_taps = t.padded;
   return w;
 }
 
@@ -135,7 +129,7 @@ void PoolKernel(const KernelContext& ctx, PoolKind kind, const WindowGeometry& g
       w[a] = &axis_windows[a][size_t(o[a])];
       range[a] = w[a]->hi - w[a]->lo;
       count *= range[a];
-      padded_count *= w[a]->padded_taps;
+      padded_count = kernels::SaturatingCount(padded_count, w[a]->padded_taps);
     }
     for (int64_t plane = 0; plane < planes; ++plane) {
       const T* xp = x->ptr<T>() + plane * in_size;

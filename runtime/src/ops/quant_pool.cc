@@ -13,6 +13,7 @@
 #include "core/shape_util.h"
 #include "kernels/kernel_config.h"
 #include "kernels/pool_nhwc_s8.h"
+#include "kernels/window_taps.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
 
@@ -216,28 +217,32 @@ Status RunQLinearAveragePool(KernelContext& ctx) {
       return Status::Ok();
   }
   ctx.reference_path = true;
-  std::vector<int64_t> o(nsp, 0), tap(nsp, 0);
+  // Only the taps inside the input are visited (kernels/window_taps.h): the
+  // kernel may have far more, all in padding.
+  std::vector<int64_t> o(nsp, 0), tap(nsp, 0), start(nsp), range(nsp);
+  std::vector<kernels::WindowTaps> w(nsp);
   for (int64_t j = 0; j < out_size; ++j) {
+    int64_t count = 1, padded = 1;
+    for (size_t a = 0; a < nsp; ++a) {
+      start[a] = o[a] * g.strides[a] - g.pad_begin[a];
+      w[a] = kernels::TapsOfWindow(start[a], g.kernel[a], g.dilations[a], in[a], g.pad_end[a]);
+      range[a] = w[a].hi - w[a].lo;
+      count *= range[a];
+      // With ceil_mode a window may reach past the end padding; those taps never count.
+      padded = kernels::SaturatingCount(padded, w[a].padded);
+    }
     for (int64_t b = 0; b < n; ++b)
       for (int64_t ch = 0; ch < c; ++ch) {
-        int64_t sum = 0, count = 0, padded = 0;
-        std::fill(tap.begin(), tap.end(), 0);
-        do {
-          int64_t off = 0;
-          bool inside = true, in_padded = true;
-          for (size_t a = 0; a < nsp; ++a) {
-            const int64_t pos = o[a] * g.strides[a] - g.pad_begin[a] + tap[a] * g.dilations[a];
-            if (pos < 0 || pos >= in[a]) inside = false;
-            // With ceil_mode a window may reach past the end padding; those
-            // taps never count.
-            if (pos >= in[a] + g.pad_end[a]) in_padded = false;
-            off += pos * in_strides[a];
-          }
-          if (in_padded) ++padded;
-          if (!inside) continue;
-          ++count;
-          sum += LoadQ(x->data, x->dtype, Offset(cl, b, ch, off, c, in_size)) - q.x_zp;
-        } while (NextIndex(g.kernel, &tap));
+        int64_t sum = 0;
+        if (count > 0) {
+          std::fill(tap.begin(), tap.end(), 0);
+          do {
+            int64_t off = 0;
+            for (size_t a = 0; a < nsp; ++a)
+              off += (start[a] + (w[a].lo + tap[a]) * g.dilations[a]) * in_strides[a];
+            sum += LoadQ(x->data, x->dtype, Offset(cl, b, ch, off, c, in_size)) - q.x_zp;
+          } while (NextIndex(range, &tap));
+        }
         StoreQ(y->data, y->dtype, Offset(cl, b, ch, j, c, out_size),
                AverageToQ(sum, include_pad ? padded : count, q, r));
       }

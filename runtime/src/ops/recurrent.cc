@@ -631,6 +631,7 @@ OpDef MakeRecurrentDef(const char* type, int max_inputs) {
           max_inputs};
   d.prepare = PrepareRecurrent;
   d.const_inputs = (1u << kW) | (1u << kR);
+  d.output0_optional = true;  // only Y_h (or Y_c) may be wanted
   return d;
 }
 
