@@ -16,6 +16,7 @@
 #include "kernels/conv_a16_nhwc.h"
 #include "kernels/kernel_config.h"
 #include "kernels/qlinear_s8.h"
+#include "kernels/qmatmul_a16a16.h"
 #include "kernels/quant_s8.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
@@ -96,6 +97,43 @@ void MatMulAccumulate(const Tensor& a, const Tensor& b, AZp azp, BZp bzp, Emit e
     }
     NextIndex(batch, &pos);
   }
+}
+
+// QLinearMatMul through kernels::MatMulA16A16 for 2-D b, or b with a's batch
+// dims (no broadcasting); false when not covered (the caller runs the reference).
+bool QMatMulA16A16(KernelContext& ctx, const Tensor& a, const Tensor& b, int32_t azp,
+                   const std::vector<int32_t>& bzp, float a_scale, const std::vector<float>& bs,
+                   float y_scale, int32_t yzp, QRange range, const Tensor* bias) {
+  if (a.rank() < 2 || b.rank() < 2 || !ctx.kernel_config().a16a16) return false;
+  const int64_t k = b.shape[size_t(b.rank() - 2)], n = b.shape.back();
+  if (a.shape.back() != k || (bzp.size() != 1 && int64_t(bzp.size()) != n)) return false;
+  if (b.rank() > 2) {
+    if (a.rank() != b.rank()) return false;
+    for (int d = 0; d + 2 < a.rank(); ++d)
+      if (a.shape[size_t(d)] != b.shape[size_t(d)]) return false;
+  }
+  const int64_t batches = b.rank() > 2 ? b.numel() / std::max<int64_t>(k * n, 1) : 1;
+  if (batches == 0 || n == 0) return true;
+  const int64_t rows = a.numel() / std::max<int64_t>(k, 1) / batches;
+  Tensor* y = ctx.output(0);
+  std::vector<int64_t> acc(size_t(rows * n));
+  std::vector<double> mult(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j)
+    mult[size_t(j)] = WideMultiplier(a_scale, bs[bs.size() == 1 ? 0 : size_t(j)], y_scale);
+  const size_t a_bytes = dtype_storage_bytes(a.dtype, 1), b_bytes = dtype_storage_bytes(b.dtype, 1);
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    if (!kernels::MatMulA16A16(ctx.kernel_config(), a.ptr<uint8_t>() + bi * rows * k * a_bytes,
+                               a.dtype, azp, rows, k, b.ptr<uint8_t>() + bi * k * n * b_bytes,
+                               b.dtype, bzp, n, acc.data(), ctx.pool))
+      return false;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t sum = acc[size_t(i * n + j)] + (bias ? bias->ptr<int32_t>()[j] : 0);
+        StoreQ(y->data, y->dtype, (bi * rows + i) * n + j,
+               RequantizeWide(sum, mult[size_t(j)], yzp, range));
+      }
+  }
+  return true;
 }
 
 Status CheckOperands(const KernelContext& ctx, const Tensor* a, const Tensor* b, bool a16 = false) {
@@ -196,7 +234,11 @@ Status RunQLinearMatMul(KernelContext& ctx) {
     c.pool = ctx.pool;
     if (kernels::RunQConvA16Nhwc(ctx.state, c)) return Status::Ok();
   }
-  // 16-bit activations times 16-bit activations have no SIMD kernel yet.
+  // 16-bit A times an activation B (a16 x a16), or what the a16w8 path left:
+  // exact int64 sums on int16 pairs, then the reference's requantization.
+  if (wide && as.size() == 1 && azp.size() == 1 &&
+      QMatMulA16A16(ctx, *a, *b, azp[0], bzp, as[0], bs, ys[0], yzp, range, bias))
+    return Status::Ok();
   if (wide) ctx.reference_path = true;
   if (as.size() == 1 && azp.size() == 1 && !wide && Is8Bit(b->dtype)) {
     kernels::QMatMulCall c;
