@@ -106,15 +106,16 @@ bool QMatMulA16A16(KernelContext& ctx, const Tensor& a, const Tensor& b, int32_t
                    float y_scale, int32_t yzp, QRange range, const Tensor* bias) {
   if (a.rank() < 2 || b.rank() < 2 || !ctx.kernel_config().a16a16) return false;
   const int64_t k = b.shape[size_t(b.rank() - 2)], n = b.shape.back();
-  if (a.shape.back() != k || (bzp.size() != 1 && int64_t(bzp.size()) != n)) return false;
+  // K = 0 (rows of A not countable from its size) is left to the reference.
+  if (k <= 0 || a.shape.back() != k || (bzp.size() != 1 && int64_t(bzp.size()) != n)) return false;
   if (b.rank() > 2) {
     if (a.rank() != b.rank()) return false;
     for (int d = 0; d + 2 < a.rank(); ++d)
       if (a.shape[size_t(d)] != b.shape[size_t(d)]) return false;
   }
   const int64_t batches = b.rank() > 2 ? b.numel() / std::max<int64_t>(k * n, 1) : 1;
-  if (batches == 0 || n == 0) return true;
-  const int64_t rows = a.numel() / std::max<int64_t>(k, 1) / batches;
+  if (batches == 0 || n == 0) return true;  // an empty output
+  const int64_t rows = a.numel() / k / batches;
   Tensor* y = ctx.output(0);
   std::vector<int64_t> acc(size_t(rows * n));
   std::vector<double> mult(static_cast<size_t>(n));
