@@ -468,6 +468,9 @@ OpPrecision ClassifyOp(const Model::Impl& m, const OpEntry& op) {
                                       "QfLookupTable",
                                       "ConvInteger",
                                       "MatMulInteger",
+                                      "MatMulIntegerToFloat",
+                                      "DynamicQuantizeMatMul",
+                                      "DynamicQuantizeLSTM",
                                       "QfQLinearConvTranspose",
                                       "QfConvDequant"};
   OpPrecision p;
@@ -583,7 +586,9 @@ int Inspect(const Args& args) {
         // The integer forms of the heavy ops count toward the same share.
         const bool int_heavy = op.type == "QLinearConv" || op.type == "QLinearMatMul" ||
                                op.type == "QfQLinearConvTranspose" || op.type == "ConvInteger" ||
-                               op.type == "MatMulInteger" || op.type == "QfConvDequant";
+                               op.type == "MatMulInteger" || op.type == "QfConvDequant" ||
+                               op.type == "MatMulIntegerToFloat" ||
+                               op.type == "DynamicQuantizeMatMul";
         if (heavy || int_heavy) heavy_total++;
         if (heavy && p.precision == "float") {
           heavy_float++;

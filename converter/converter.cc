@@ -34,6 +34,7 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
   QF_RETURN_IF_ERROR(InferAndFold(g, opts.fold_constants));
   if (opts.fold_qdq) QF_RETURN_IF_ERROR(CollapseBytewise(g));
   if (opts.fuse) {
+    QF_RETURN_IF_ERROR(FuseDynamicMatMul(g));
     QF_RETURN_IF_ERROR(FuseConvBatchNorm(g));
     QF_RETURN_IF_ERROR(FuseActivations(g));
   }

@@ -325,8 +325,9 @@ void CheckCoverage(Analysis* a, const std::string& onnx_path) {
     if (st.ok()) {
       fold_known = true;
       static const std::set<std::string> kInt = {
-          "QLinearConv", "QLinearMatMul", "QfMatMulWeightQ", "QfQLinearConvTranspose",
-          "ConvInteger", "MatMulInteger", "QfConvDequant"};
+          "QLinearConv",          "QLinearMatMul", "QfMatMulWeightQ", "QfQLinearConvTranspose",
+          "ConvInteger",          "MatMulInteger", "QfConvDequant",   "MatMulIntegerToFloat",
+          "DynamicQuantizeMatMul"};
       for (const Node& n : og.nodes) {
         if (kInt.count(n.op_type)) folded.insert(n.name);
         if (!n.float_reason.empty()) reasons[n.name] = n.float_reason;

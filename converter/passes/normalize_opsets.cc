@@ -167,7 +167,8 @@ const std::map<std::string, Rewrite>& Rewrites() {
       {"LSTM", JoinActivations},
       {"GRU", JoinActivations},
       {"RNN", JoinActivations},
-      {"Scatter",  // opset 9-10 name of ScatterElements
+      {"DynamicQuantizeLSTM", JoinActivations},  // com.microsoft
+      {"Scatter",                                // opset 9-10 name of ScatterElements
        [](Graph* g, Node* n, int64_t opset) {
          n->op_type = "ScatterElements";
          return Status::Ok();

@@ -52,6 +52,10 @@ Status FoldQdqFloatOutput(Graph* g);
 // Chains of element-wise operators computing 8-bit results from one 8-bit
 // tensor and single-element constants become one QfLookupTable per result.
 Status CollapseBytewise(Graph* g);
+// Dynamic quantization's DynamicQuantizeLinear -> MatMulInteger -> Cast ->
+// Mul(a_scale * b_scale) [-> Add bias] -> DynamicQuantizeMatMul, or
+// MatMulIntegerToFloat when the quantized input has other readers.
+Status FuseDynamicMatMul(Graph* g);
 // Conv + BatchNormalization -> Conv with adjusted weights and bias.
 Status FuseConvBatchNorm(Graph* g);
 // Conv/ConvTranspose/Gemm/MatMul + Relu/Clip/... -> one node with _activation.

@@ -76,7 +76,8 @@ NO_WORSE_THAN_ORT_INT = False
 # Heavy operators, float and as qfold's integer kernels (weight-only int4 MatMul is float math).
 HEAVY_FLOAT_OPS = {"Conv", "ConvTranspose", "MatMul", "Gemm"}
 HEAVY_INT_OPS = {"QLinearConv", "QLinearMatMul", "QfQLinearConvTranspose", "ConvInteger",
-                 "MatMulInteger", "QfConvDequant"}
+                 "MatMulInteger", "QfConvDequant", "MatMulIntegerToFloat",
+                 "DynamicQuantizeMatMul"}
 MAX_STEPS = 1
 MIN_EXACT = 0.99
 

@@ -15,7 +15,8 @@ DEFAULT_DIMS = {"batch": 1, "batch_size": 1, "N": 1}
 DEFAULT_OTHER_DIM = 32
 
 # Operator types qfold runs in integer arithmetic (as listed by `qfold inspect --json`).
-INTEGER_OP_PREFIXES = ("QLinear", "Qf", "ConvInteger", "MatMulInteger")
+INTEGER_OP_PREFIXES = ("QLinear", "Qf", "ConvInteger", "MatMulInteger", "DynamicQuantizeMatMul",
+                       "DynamicQuantizeLSTM")
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear")
 
 

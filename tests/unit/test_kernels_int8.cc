@@ -667,6 +667,106 @@ TEST_CASE("kernels: MatMulInteger with constant and activation B matches the ref
   MESSAGE(runs << " fast runs compared");
 }
 
+// MatMulIntegerToFloat / DynamicQuantizeMatMul: the int32 GEMM with the
+// float epilogue (QMatMulCall::dq_mult) against the reference, bit for bit.
+TEST_CASE("kernels: MatMulIntegerToFloat and DynamicQuantizeMatMul match the reference") {
+  std::mt19937 rng(26);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  auto floats = [&](Shape s, float offset) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = normal(rng) + offset;
+    return F32(std::move(s), v);
+  };
+  int runs = 0;
+  for (int i = 0; i < 40; ++i) {
+    const int64_t m = 1 + rng() % 20, k = 1 + rng() % 90, n = 1 + rng() % 40;
+    const bool per_column = i % 2, bias = i % 3 != 0;
+    const DType at = RandomDType(rng), bt = RandomDType(rng);
+    const Shape a_shape = i % 4 == 1 ? Shape{2, m, k} : Shape{m, k};
+    std::vector<int32_t> b_zps;
+    std::vector<float> b_scales;
+    for (int64_t j = 0; j < (per_column ? n : 1); ++j) {
+      b_zps.push_back(RandomZp(bt, rng));
+      b_scales.push_back(0.001f + float(rng() % 1000) * 1e-4f);
+    }
+    const Shape pshape = per_column ? Shape{n} : Shape{};
+    TensorPtr b = Bytes(bt, {k, n}, rng);
+    TensorPtr bias_t = bias ? floats({n}, 0.f) : nullptr;
+    std::ostringstream o;
+    o << "a " << dtype_name(at) << ShapeToString(a_shape) << " b " << dtype_name(bt) << " n " << n
+      << (per_column ? " per-column" : "") << (bias ? " bias" : "");
+    std::vector<TensorPtr> in = {Bytes(at, a_shape, rng),
+                                 b,
+                                 F32({}, {0.0173f}),
+                                 F32(pshape, b_scales),
+                                 Zp(at, {}, {RandomZp(at, rng)}),
+                                 Zp(bt, pshape, b_zps),
+                                 bias_t};
+    if (!bias) in.pop_back();
+    runs += CompareWithReference("MatMulIntegerToFloat", in, AttrMap(), o.str());
+    // The same weights behind a float A that the op quantizes itself (offset:
+    // zero points away from the middle).
+    std::vector<TensorPtr> dyn = {floats(a_shape, float(int(rng() % 5) - 2)), b,
+                                  F32(pshape, b_scales), Zp(bt, pshape, b_zps), bias_t};
+    if (!bias) dyn.pop_back();
+    runs += CompareWithReference("DynamicQuantizeMatMul", dyn, AttrMap(), o.str() + " dynamic");
+  }
+  // Large enough for two threads.
+  std::vector<TensorPtr> big = {floats({200, 512}, 0.5f), Bytes(DType::kInt8, {512, 130}, rng),
+                                F32({130}, std::vector<float>(130, 0.01f)),
+                                Zp(DType::kInt8, {130}, std::vector<int32_t>(130, 3)),
+                                floats({130}, 0.f)};
+  runs += CompareWithReference("DynamicQuantizeMatMul", big, AttrMap(), "large");
+  CHECK(runs > 0);
+  MESSAGE(runs << " fast runs compared");
+}
+
+// The reference of MatMulIntegerToFloat against the chain it replaces, computed
+// here: DynamicQuantizeLinear, integer sums, Cast, Mul by float(a_scale *
+// b_scale), Add bias, each rounded to float32.
+TEST_CASE(
+    "quant: DynamicQuantizeMatMul equals DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul -> "
+    "Add") {
+  std::mt19937 rng(27);
+  std::normal_distribution<float> normal(0.3f, 1.5f);
+  const int64_t m = 7, k = 33, n = 9;
+  std::vector<float> a(static_cast<size_t>(m * k)), bias(static_cast<size_t>(n)),
+      b_scale(static_cast<size_t>(n));
+  for (float& x : a) x = normal(rng);
+  for (float& x : bias) x = normal(rng);
+  for (float& x : b_scale) x = 0.002f + float(rng() % 100) * 1e-4f;
+  std::vector<int8_t> b(static_cast<size_t>(k * n));
+  for (int8_t& x : b) x = int8_t(rng());
+  std::vector<int8_t> b_zp(static_cast<size_t>(n));
+  for (int8_t& x : b_zp) x = int8_t(int(rng() % 11) - 5);
+  auto aq = RunOp("DynamicQuantizeLinear", {F32({m, k}, a)}, AttrMap(), 3);
+  REQUIRE(aq.status.ok());
+  const std::vector<uint8_t> q = aq.values<uint8_t>(0);
+  const float a_scale = aq.values<float>(1)[0];
+  const int32_t a_zp = aq.values<uint8_t>(2)[0];
+  for (const kernels::KernelConfig* kc :
+       {&IsaConfig(Isa::kReference), &kernels::DefaultKernelConfig()}) {
+    auto r = RunOp("DynamicQuantizeMatMul",
+                   {F32({m, k}, a), Make<int8_t>(DType::kInt8, {k, n}, b), F32({n}, b_scale),
+                    Make<int8_t>(DType::kInt8, {n}, b_zp), F32({n}, bias)},
+                   AttrMap(), 1, 1, kc);
+    REQUIRE(r.status.ok());
+    const std::vector<float> y = r.values<float>();
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        int32_t acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += (int32_t(q[size_t(i * k + p)]) - a_zp) * (b[size_t(p * n + j)] - b_zp[size_t(j)]);
+        const float mult = a_scale * b_scale[size_t(j)];
+        volatile float scaled = float(acc) * mult;  // rounded before the Add, as the graph does
+        const float want = scaled + bias[size_t(j)];
+        CHECK(y[size_t(i * n + j)] == want);
+      }
+  }
+}
+
 TEST_CASE("kernels: ConvInteger matches the reference") {
   std::mt19937 rng(25);
   int runs = 0;

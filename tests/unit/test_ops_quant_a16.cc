@@ -15,6 +15,7 @@
 #include "doctest/doctest.h"
 #include "kernels/kernel_config.h"
 #include "op_harness.h"
+#include "ops/quant_util.h"
 
 namespace qfold {
 namespace test {
@@ -201,6 +202,77 @@ TEST_CASE("a16w8 qlinearmatmul: prepared kernel matches the reference") {
       }
     }
   }
+}
+
+// a16 x a16 on the int16-pair kernel (kernels/qmatmul_a16a16.h) against the
+// reference kernel, bit for bit: every mix of int16/uint16 operands (and an
+// 8-bit B), reductions across the kernel's 128-pair chunks and odd, extreme
+// values (all -32768 or 65535 rows) where a pair product leaves int32, batch
+// dims, per-column b zero points, 8- and 16-bit outputs, 1 and 2 threads.
+TEST_CASE("a16 qlinearmatmul: the a16 x a16 kernel matches the reference") {
+  const kernels::KernelConfig& fast_kc = kernels::DefaultKernelConfig();
+  if (!fast_kc.a16a16) {
+    MESSAGE("no a16 x a16 kernel at this ISA level");
+    return;
+  }
+  std::mt19937 rng(11);
+  int cases = 0;
+  for (int i = 0; i < 36; ++i) {
+    const DType at = i % 2 ? DType::kUInt16 : DType::kInt16;
+    const DType bt = i % 9 == 4 ? DType::kUInt8 : (i / 2) % 2 ? DType::kUInt16 : DType::kInt16;
+    const DType yt = i % 3 == 0 ? DType::kUInt8 : i % 3 == 1 ? DType::kInt16 : DType::kUInt16;
+    const int64_t ks[] = {1, 2, 7, 255, 256, 257, 700};
+    const int64_t k = ks[i % 7], m = 1 + rng() % 9, n = 1 + rng() % 21;
+    const bool batched = i % 4 == 3, per_column = i % 5 == 2, extreme = i % 6 == 5;
+    auto values = [&](DType t, int64_t count) {
+      std::vector<int32_t> v(static_cast<size_t>(count));
+      const QRange r = QuantRange(t);
+      for (auto& x : v)
+        x = extreme ? (t == DType::kUInt16 || t == DType::kUInt8 ? r.hi : r.lo)
+                    : r.lo + int32_t(rng() % uint32_t(int64_t(r.hi) - r.lo + 1));
+      return v;
+    };
+    auto tensor = [&](DType t, Shape s, const std::vector<int32_t>& v) -> TensorPtr {
+      switch (t) {
+        case DType::kUInt16:
+          return U16(std::move(s), std::vector<uint16_t>(v.begin(), v.end()));
+        case DType::kInt16:
+          return I16(std::move(s), std::vector<int16_t>(v.begin(), v.end()));
+        default:
+          return U8(std::move(s), std::vector<uint8_t>(v.begin(), v.end()));
+      }
+    };
+    const int64_t batch = batched ? 2 : 1;
+    const Shape as = batched ? Shape{batch, m, k} : Shape{m, k};
+    const Shape bs = batched ? Shape{batch, k, n} : Shape{k, n};
+    std::vector<int32_t> bzp = values(bt, per_column ? n : 1);
+    std::vector<float> b_scale(static_cast<size_t>(per_column ? n : 1));
+    for (float& v : b_scale) v = 1e-4f * float(1 + rng() % 50);
+    std::vector<TensorPtr> in = {tensor(at, as, values(at, batch * m * k)),
+                                 Scalar(0.002f),
+                                 tensor(at, {}, values(at, 1)),
+                                 tensor(bt, bs, values(bt, batch * k * n)),
+                                 F32(per_column ? Shape{n} : Shape{}, b_scale),
+                                 tensor(bt, per_column ? Shape{n} : Shape{}, bzp),
+                                 Scalar(i % 3 == 0 ? 50.f : 0.9f),
+                                 tensor(yt, {}, values(yt, 1))};
+    CAPTURE(i);
+    CAPTURE(k);
+    const OpRun ref =
+        RunOp("QLinearMatMul", in, AttrMap(), 1, 1, &kernels::ReferenceKernelConfig());
+    REQUIRE(ref.status.ok());
+    std::vector<int32_t> want;
+    for (int64_t e = 0; e < ref.outputs[0]->t.numel(); ++e)
+      want.push_back(LoadInt(ref.outputs[0]->t, e));
+    for (int threads : {1, 2}) {
+      const Result fast = Run("QLinearMatMul", in, AttrMap(), true, threads);
+      REQUIRE(fast.status.ok());
+      CHECK(!fast.reference_path);  // the kernel ran, not a silent fallback
+      CHECK(fast.values == want);
+    }
+    ++cases;
+  }
+  MESSAGE(cases << " a16 x a16 cases compared");
 }
 
 struct ConvCase {

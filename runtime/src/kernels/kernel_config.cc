@@ -36,6 +36,8 @@ KernelConfig MakeKernelConfig(const CpuFeatures& f) {
   add("quant_s8", v);
   c.a16 = A16KernelsFor(f, &v);
   add("a16w8", v);
+  c.a16a16 = A16A16KernelsFor(f, &v);
+  add("a16a16", v);
   c.vmath = VMathFor(f, &v);
   add("vmath", v);
   c.fast_loops = HighestIsa(f) != Isa::kReference;

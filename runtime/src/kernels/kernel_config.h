@@ -19,6 +19,7 @@
 #include "kernels/igemm_s8.h"
 #include "kernels/pool_2d.h"
 #include "kernels/pool_nhwc_s8.h"
+#include "kernels/qmatmul_a16a16.h"
 #include "kernels/quant_s8.h"
 #include "kernels/resize_2d.h"
 #include "kernels/vmath.h"
@@ -43,7 +44,8 @@ struct KernelConfig {
   const Pool2dKernels* pool_2d = nullptr;
   const ResizeKernels* resize_2d = nullptr;
   const QuantS8Kernels* quant_s8 = nullptr;
-  const A16Kernels* a16 = nullptr;  // 16-bit activations x 8-bit weights
+  const A16Kernels* a16 = nullptr;        // 16-bit activations x 8-bit weights
+  const A16A16Kernels* a16a16 = nullptr;  // 16-bit activations x 16-bit activations
   // Vectorized sigmoid/tanh (never null once made: the reference loops without SIMD).
   const VMathKernels* vmath = nullptr;
   // The ops' portable fast loops (tiled Transpose, LRN window sums,

@@ -51,6 +51,43 @@ void RunGemm(const GemmS8Kernels& k, GemmS8Args args, ThreadPool* pool) {
   });
 }
 
+}  // namespace
+
+void DequantizeColumns(float* y, int64_t rows, int64_t ld, int64_t c0, int64_t c1,
+                       const float* mult, const float* bias) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = y + r * ld;
+    const int32_t* acc = reinterpret_cast<const int32_t*>(row);
+    for (int64_t j = c0; j < c1; ++j) {
+      // Rounded product, then the bias (compiled with -ffp-contract=off).
+      const float scaled = float(acc[j]) * mult[j];
+      row[j] = bias ? scaled + bias[j] : scaled;
+    }
+  }
+}
+
+namespace {
+
+// RunGemm with args.y32 aliasing a float output: each column panel is
+// computed, then dequantized in place while it is still in cache.
+void RunGemmToFloat(const GemmS8Kernels& k, GemmS8Args args, const float* mult, const float* bias,
+                    ThreadPool* pool) {
+  const int64_t panels = (args.cols + k.nr - 1) / k.nr;
+  const int64_t work = args.rows * args.cols * args.k4;
+  if (work < (int64_t(1) << 18)) pool = nullptr;
+  float* y = reinterpret_cast<float*>(args.y32);
+  ParallelFor(pool, panels, [&](int64_t b, int64_t e, int) {
+    GemmS8Args a = args;
+    for (int64_t p = b; p < e; ++p) {
+      a.panel_begin = p;
+      a.panel_end = p + 1;
+      k.gemm(a);
+      DequantizeColumns(y, args.rows, args.ldy, p * k.nr, std::min(args.cols, (p + 1) * k.nr), mult,
+                        bias);
+    }
+  });
+}
+
 // ---- convolution -------------------------------------------------------------
 
 struct QConvState {
@@ -393,11 +430,15 @@ bool RunQMatMulS8(void* state, const QMatMulCall& c) {
   g.yzp = c.y_zp;
   g.lo = c.lo;
   g.hi = c.hi;
-  if (c.int32_out)
+  if (c.int32_out || c.dq_mult)
     g.y32 = c.y->ptr<int32_t>();
   else
     g.y = c.y->ptr<uint8_t>();
   g.ldy = s.n;
+  if (c.dq_mult) {
+    RunGemmToFloat(k, g, c.dq_mult, c.dq_bias, c.pool);
+    return true;
+  }
   RunGemm(k, g, c.pool);
   return true;
 }

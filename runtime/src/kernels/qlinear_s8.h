@@ -64,7 +64,18 @@ struct QMatMulCall {
   // MatMulInteger: y holds the int32 sums sum((a - a_zp) * (b - b_zp)) with
   // int32 wraparound; the scales, y_zp, lo and hi are unused.
   bool int32_out = false;
+  // MatMulIntegerToFloat (dynamic quantization): y is float32,
+  // y = float(acc) * dq_mult[j] + dq_bias[j] (a product, then a sum: the
+  // roundings of the unfused Cast -> Mul -> Add), acc as for int32_out.
+  // dq_mult has N values, dq_bias N values or null. Prepared B only.
+  const float* dq_mult = nullptr;
+  const float* dq_bias = nullptr;
 };
+
+// The float epilogue of QMatMulCall::dq_mult over columns [c0, c1) of `rows`
+// rows: y holds the int32 sums on entry (in place, row stride ld).
+void DequantizeColumns(float* y, int64_t rows, int64_t ld, int64_t c0, int64_t c1,
+                       const float* mult, const float* bias);
 bool RunQMatMulS8(void* state, const QMatMulCall& call);
 
 // QLinearMatMul of two activations (attention's Q.K^T and P.V): b [K, N] or

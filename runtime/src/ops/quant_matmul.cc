@@ -4,6 +4,9 @@
 // QLinearMatMul adds the optional qfold bias (input 8) and requantizes per
 // docs/NUMERICS.md. QLinearMatMul also takes a 16-bit A and/or Y (a16w8),
 // accumulated exactly in int64 and requantized in double (RequantizeWide).
+// MatMulIntegerToFloat (com.microsoft; also what the converter fuses
+// quantize_dynamic's MatMulInteger -> Cast -> Mul(a_scale * b_scale) [-> Add
+// bias] into) dequantizes the int32 sums in the GEMM epilogue.
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +16,8 @@
 #include "kernels/conv_a16_nhwc.h"
 #include "kernels/kernel_config.h"
 #include "kernels/qlinear_s8.h"
+#include "kernels/qmatmul_a16a16.h"
+#include "kernels/quant_s8.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
 
@@ -92,6 +97,44 @@ void MatMulAccumulate(const Tensor& a, const Tensor& b, AZp azp, BZp bzp, Emit e
     }
     NextIndex(batch, &pos);
   }
+}
+
+// QLinearMatMul through kernels::MatMulA16A16 for 2-D b, or b with a's batch
+// dims (no broadcasting); false when not covered (the caller runs the reference).
+bool QMatMulA16A16(KernelContext& ctx, const Tensor& a, const Tensor& b, int32_t azp,
+                   const std::vector<int32_t>& bzp, float a_scale, const std::vector<float>& bs,
+                   float y_scale, int32_t yzp, QRange range, const Tensor* bias) {
+  if (a.rank() < 2 || b.rank() < 2 || !ctx.kernel_config().a16a16) return false;
+  const int64_t k = b.shape[size_t(b.rank() - 2)], n = b.shape.back();
+  // K = 0 (rows of A not countable from its size) is left to the reference.
+  if (k <= 0 || a.shape.back() != k || (bzp.size() != 1 && int64_t(bzp.size()) != n)) return false;
+  if (b.rank() > 2) {
+    if (a.rank() != b.rank()) return false;
+    for (int d = 0; d + 2 < a.rank(); ++d)
+      if (a.shape[size_t(d)] != b.shape[size_t(d)]) return false;
+  }
+  const int64_t batches = b.rank() > 2 ? b.numel() / std::max<int64_t>(k * n, 1) : 1;
+  if (batches == 0 || n == 0) return true;  // an empty output
+  const int64_t rows = a.numel() / k / batches;
+  Tensor* y = ctx.output(0);
+  std::vector<int64_t> acc(size_t(rows * n));
+  std::vector<double> mult(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j)
+    mult[size_t(j)] = WideMultiplier(a_scale, bs[bs.size() == 1 ? 0 : size_t(j)], y_scale);
+  const size_t a_bytes = dtype_storage_bytes(a.dtype, 1), b_bytes = dtype_storage_bytes(b.dtype, 1);
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    if (!kernels::MatMulA16A16(ctx.kernel_config(), a.ptr<uint8_t>() + bi * rows * k * a_bytes,
+                               a.dtype, azp, rows, k, b.ptr<uint8_t>() + bi * k * n * b_bytes,
+                               b.dtype, bzp, n, acc.data(), ctx.pool))
+      return false;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t sum = acc[size_t(i * n + j)] + (bias ? bias->ptr<int32_t>()[j] : 0);
+        StoreQ(y->data, y->dtype, (bi * rows + i) * n + j,
+               RequantizeWide(sum, mult[size_t(j)], yzp, range));
+      }
+  }
+  return true;
 }
 
 Status CheckOperands(const KernelContext& ctx, const Tensor* a, const Tensor* b, bool a16 = false) {
@@ -192,7 +235,11 @@ Status RunQLinearMatMul(KernelContext& ctx) {
     c.pool = ctx.pool;
     if (kernels::RunQConvA16Nhwc(ctx.state, c)) return Status::Ok();
   }
-  // 16-bit activations times 16-bit activations have no SIMD kernel yet.
+  // 16-bit A times an activation B (a16 x a16), or what the a16w8 path left:
+  // exact int64 sums on int16 pairs, then the reference's requantization.
+  if (wide && as.size() == 1 && azp.size() == 1 &&
+      QMatMulA16A16(ctx, *a, *b, azp[0], bzp, as[0], bs, ys[0], yzp, range, bias))
+    return Status::Ok();
   if (wide) ctx.reference_path = true;
   if (as.size() == 1 && azp.size() == 1 && !wide && Is8Bit(b->dtype)) {
     kernels::QMatMulCall c;
@@ -321,7 +368,169 @@ Status RunMatMulInteger(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// ---- MatMulIntegerToFloat ---------------------------------------------------
+
+// Inputs: A, B, a_scale, b_scale, a_zero_point, b_zero_point, bias (ONNX
+// Runtime's com.microsoft schema). y = float(acc) * (a_scale * b_scale[j]) +
+// bias[j], each step rounded to float32 like the unfused Cast -> Mul -> Add.
+enum { kMitfA = 0, kMitfB, kMitfAScale, kMitfBScale, kMitfAZp, kMitfBZp, kMitfBias };
+
+Status InferMatMulIntegerToFloat(KernelContext& ctx) {
+  const Tensor* a = ctx.input(kMitfA);
+  const Tensor* b = ctx.input(kMitfB);
+  QF_RETURN_IF_ERROR(CheckOperands(ctx, a, b));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(kMitfAScale), "a_scale"));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(kMitfBScale), "b_scale"));
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, ctx.input(kMitfAZp), "a_zero_point", a->dtype));
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, ctx.input(kMitfBZp), "b_zero_point", b->dtype));
+  ctx.output(0)->dtype = DType::kFloat32;
+  int64_t m, n;
+  QF_RETURN_IF_ERROR(InferMatMulShape(ctx, a, b, &m, &n));
+  // A is quantized per tensor (dynamic quantization); B per tensor or per column.
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(kMitfAScale), "a_scale", 0, ""));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(kMitfAZp), "a_zero_point", 0, ""));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(kMitfBScale), "b_scale", n, "column of b"));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(kMitfBZp), "b_zero_point", n, "column of b"));
+  if (const Tensor* bias = ctx.input(kMitfBias)) {
+    if (bias->dtype != DType::kFloat32)
+      return ctx.Invalid(std::string("bias must be float32, got ") + dtype_name(bias->dtype));
+    if (bias->rank_known &&
+        (bias->rank() != 1 || (n >= 0 && bias->shape[0] >= 0 && bias->shape[0] != n)))
+      return ctx.Invalid("bias shape " + ShapeToString(bias->shape) + ", expected [" +
+                         std::to_string(n) + "]");
+  }
+  return Status::Ok();
+}
+
+Status PrepareMatMulIntegerToFloat(KernelContext& ctx, std::shared_ptr<void>* state) {
+  *state = kernels::PrepareQMatMulS8(ctx.kernel_config(), *ctx.input(kMitfB));
+  return Status::Ok();
+}
+
+// y = float(acc) * (a_scale * b_scale[j]) + bias[j] for a per-tensor
+// quantized A (any 8-bit dtype, zero point azp).
+Status DequantizedProduct(KernelContext& ctx, const Tensor& a, float a_scale, int32_t azp,
+                          const Tensor* b_scale, const Tensor* b_zp, const Tensor* bias_t) {
+  const Tensor* b = ctx.input(kMitfB);
+  Tensor* y = ctx.output(0);
+  std::vector<float> bs;
+  if (!ReadScales(b_scale, &bs) || bs.empty()) return ctx.Invalid("cannot read b_scale");
+  const std::vector<int32_t> bzp = ReadZeroPoints(b_zp);
+  const int64_t n = b->rank() == 1 ? 1 : b->shape.back();
+  // The multiplier in float32 as the literal graph's Mul(a_scale, b_scale) computes it.
+  std::vector<float> mult(size_t(std::max<int64_t>(n, 1)));
+  for (int64_t j = 0; j < n; ++j) mult[size_t(j)] = a_scale * bs[bs.size() == 1 ? 0 : size_t(j)];
+  const float* bias = bias_t ? bias_t->ptr<float>() : nullptr;
+  if (y->numel() == 0) return Status::Ok();
+  if (ctx.state) {
+    kernels::QMatMulCall c;
+    c.a = &a;
+    c.y = y;
+    c.a_zp = azp;
+    c.b_zp = bzp;
+    c.b_scale = {1.f};
+    c.dq_mult = mult.data();
+    c.dq_bias = bias;
+    c.pool = ctx.pool;
+    if (kernels::RunQMatMulS8(ctx.state, c)) return Status::Ok();
+  }
+  ctx.reference_path = true;
+  float* yd = y->ptr<float>();
+  MatMulAccumulate(
+      a, *b, [&](int64_t, int64_t) { return azp; },
+      [&](int64_t, int64_t j) { return bzp.size() == 1 ? bzp[0] : bzp[size_t(j)]; },
+      [&](int64_t yi, int64_t, int64_t, int64_t, int64_t j, int64_t acc) {
+        // Rounded product, then the bias (quant_*.cc build with -ffp-contract=off).
+        const float scaled = float(WrapInt32(acc)) * mult[size_t(j)];
+        yd[yi] = bias ? scaled + bias[j] : scaled;
+      });
+  return Status::Ok();
+}
+
+Status RunMatMulIntegerToFloat(KernelContext& ctx) {
+  std::vector<float> as;
+  if (!ReadScales(ctx.input(kMitfAScale), &as) || as.size() != 1)
+    return ctx.Invalid("cannot read a_scale");
+  return DequantizedProduct(ctx, *ctx.input(kMitfA), as[0], ReadZeroPoints(ctx.input(kMitfAZp))[0],
+                            ctx.input(kMitfBScale), ctx.input(kMitfBZp), ctx.input(kMitfBias));
+}
+
+// ---- DynamicQuantizeMatMul --------------------------------------------------
+
+// com.microsoft DynamicQuantizeMatMul: A (float32) quantized to uint8 as
+// DynamicQuantizeLinear does, then MatMulIntegerToFloat. Inputs: A, B,
+// b_scale, b_zero_point, bias. The converter also fuses quantize_dynamic's
+// DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul [-> Add] into it.
+enum { kDqmA = 0, kDqmB, kDqmBScale, kDqmBZp, kDqmBias };
+
+Status InferDynamicQuantizeMatMul(KernelContext& ctx) {
+  const Tensor* a = ctx.input(kDqmA);
+  const Tensor* b = ctx.input(kDqmB);
+  if (!a || !b) return ctx.Invalid("inputs A and B are required");
+  if (a->dtype != DType::kFloat32)
+    return ctx.Unsupported(std::string("A dtype ") + dtype_name(a->dtype) + " (float32 only)");
+  if (!Is8Bit(b->dtype)) return ctx.Unsupported(std::string("B dtype ") + dtype_name(b->dtype));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(kDqmBScale), "b_scale"));
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, ctx.input(kDqmBZp), "b_zero_point", b->dtype));
+  ctx.output(0)->dtype = DType::kFloat32;
+  int64_t m, n;
+  QF_RETURN_IF_ERROR(InferMatMulShape(ctx, a, b, &m, &n));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(kDqmBScale), "b_scale", n, "column of b"));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(kDqmBZp), "b_zero_point", n, "column of b"));
+  if (const Tensor* bias = ctx.input(kDqmBias)) {
+    if (bias->dtype != DType::kFloat32)
+      return ctx.Invalid(std::string("bias must be float32, got ") + dtype_name(bias->dtype));
+    if (bias->rank_known &&
+        (bias->rank() != 1 || (n >= 0 && bias->shape[0] >= 0 && bias->shape[0] != n)))
+      return ctx.Invalid("bias shape " + ShapeToString(bias->shape) + ", expected [" +
+                         std::to_string(n) + "]");
+  }
+  return Status::Ok();
+}
+
+Status RunDynamicQuantizeMatMul(KernelContext& ctx) {
+  const Tensor* a = ctx.input(kDqmA);
+  const int64_t count = a->numel();
+  float scale;
+  int32_t zp;
+  DynamicQuantParams(a->ptr<float>(), count, &scale, &zp);
+  // The quantized A lives only during the call.
+  std::vector<uint8_t> q(size_t(std::max<int64_t>(count, 1)));
+  if (!kernels::QuantizeF32ToS8(ctx.kernel_config(), a->ptr<float>(), q.data(),
+                                /*is_signed=*/false, 0, 255, 1, 1, count, &scale, &zp,
+                                /*per_axis=*/false, ctx.pool))
+    for (int64_t i = 0; i < count; ++i)
+      q[size_t(i)] = uint8_t(RoundAddSaturate(a->ptr<float>()[i] / scale, zp, 0, 255));
+  Tensor aq = *a;
+  aq.dtype = DType::kUInt8;
+  aq.data = q.data();
+  return DequantizedProduct(ctx, aq, scale, zp, ctx.input(kDqmBScale), ctx.input(kDqmBZp),
+                            ctx.input(kDqmBias));
+}
+
 }  // namespace
+
+const OpDef& OpDef_MatMulIntegerToFloat() {
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("MatMulIntegerToFloat", InferMatMulIntegerToFloat, RunMatMulIntegerToFloat,
+                         /*min_inputs=*/4, /*max_inputs=*/7);
+    d.prepare = PrepareMatMulIntegerToFloat;
+    d.const_inputs = 1u << kMitfB;
+    return d;
+  }();
+  return def;
+}
+
+const OpDef& OpDef_DynamicQuantizeMatMul() {
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("DynamicQuantizeMatMul", InferDynamicQuantizeMatMul,
+                         RunDynamicQuantizeMatMul, /*min_inputs=*/3, /*max_inputs=*/5);
+    d.prepare = PrepareMatMulIntegerToFloat;  // B is input 1 in both
+    d.const_inputs = 1u << kDqmB;
+    return d;
+  }();
+  return def;
+}
 
 const OpDef& OpDef_QLinearMatMul() {
   static const OpDef def = [] {

@@ -395,14 +395,9 @@ Status RunDynamicQuantizeLinear(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   const float* xd = x->ptr<float>();
   const int64_t n = x->numel();
-  float lo = 0.f, hi = 0.f;  // the range always includes 0
-  for (int64_t i = 0; i < n; ++i) {
-    lo = std::min(lo, xd[i]);
-    hi = std::max(hi, xd[i]);
-  }
-  const float scale = (hi == lo ? 1.f : hi - lo) / 255.f;
-  const float zp_f = std::min(255.f, std::max(0.f, 0.f - lo / scale));
-  const int32_t zp = int32_t(std::nearbyint(zp_f));
+  float scale;
+  int32_t zp;
+  DynamicQuantParams(xd, n, &scale, &zp);
   if (Tensor* y = ctx.output(0)) {
     uint8_t* yd = y->ptr<uint8_t>();
     if (!kernels::QuantizeF32ToS8(ctx.kernel_config(), xd, yd, /*is_signed=*/false, 0, 255, 1, 1, n,

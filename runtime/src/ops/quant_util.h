@@ -234,6 +234,24 @@ inline int32_t WrapInt32(int64_t v) {
   return int32_t(uint32_t(uint64_t(v)));
 }
 
+// DynamicQuantizeLinear's parameters for n floats: uint8 over the range
+// extended to include 0, scale = (max == min ? 1 : max - min) / 255,
+// zp = nearbyint(clamp(-min / scale, 0, 255)). Also the activation
+// quantization of MatMulIntegerToFloat's fused form and DynamicQuantizeLSTM.
+// DynamicQuantRange: the same from a range [lo, hi] that includes 0.
+inline void DynamicQuantRange(float lo, float hi, float* scale, int32_t* zp) {
+  *scale = (hi == lo ? 1.f : hi - lo) / 255.f;
+  *zp = int32_t(std::nearbyint(std::min(255.f, std::max(0.f, 0.f - lo / *scale))));
+}
+inline void DynamicQuantParams(const float* x, int64_t n, float* scale, int32_t* zp) {
+  float lo = 0.f, hi = 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  DynamicQuantRange(lo, hi, scale, zp);
+}
+
 // OpDef of a quantized op (none reads input values for shapes).
 inline OpDef QuantOpDef(const char* type, Status (*infer)(KernelContext&),
                         Status (*run)(KernelContext&), int min_inputs, int max_inputs) {

@@ -17,6 +17,16 @@
 // (0 for a length of 0).
 // The converter turns the string-list attribute `activations` into one
 // comma-separated string (converter/passes/normalize_opsets.cc).
+//
+// com.microsoft DynamicQuantizeLSTM (ONNX Runtime's quantize_dynamic of an
+// LSTM) is the LSTM with 8-bit W [dirs, in, 4H] and R [dirs, H, 4H] (already
+// transposed), their scales and zero points per tensor ([dirs]) or per gate
+// column ([dirs, 4H]) as inputs 8-11. Both GEMMs are integer, as ONNX Runtime
+// computes them: the input projection quantizes X (all time steps at once,
+// uint8 with DynamicQuantizeLinear's parameters), each step quantizes
+// H_{t-1} the same way (over the batch rows still running), and the int32
+// sums are dequantized by a_scale * w_scale[column] in the GEMM epilogue
+// (kernels/qlinear_s8.h); gates and state stay float.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -28,7 +38,10 @@
 #include "core/op.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/kernel_config.h"
+#include "kernels/qlinear_s8.h"
+#include "kernels/quant_s8.h"
 #include "kernels/vmath.h"
+#include "ops/quant_util.h"
 
 namespace qfold {
 namespace {
@@ -43,7 +56,8 @@ int FuncsOf(Cell c) {
   return c == Cell::kLstm ? 3 : c == Cell::kGru ? 2 : 1;
 }
 Cell CellOf(const std::string& type) {
-  return type == "LSTM" ? Cell::kLstm : type == "GRU" ? Cell::kGru : Cell::kRnn;
+  if (type == "LSTM" || type == "DynamicQuantizeLSTM") return Cell::kLstm;
+  return type == "GRU" ? Cell::kGru : Cell::kRnn;
 }
 
 enum class Fn {
@@ -92,6 +106,7 @@ const FnInfo kFns[] = {
 // Everything infer validates and run uses.
 struct Config {
   Cell cell = Cell::kLstm;
+  bool quantized = false;  // DynamicQuantizeLSTM
   int dirs = 1;
   bool reverse_only = false;  // direction = reverse
   int64_t hidden = kUnknownDim;
@@ -153,6 +168,7 @@ Status ParseActivations(const KernelContext& ctx, Config* cfg) {
 
 Status ParseConfig(const KernelContext& ctx, Config* cfg) {
   cfg->cell = CellOf(*ctx.op_type);
+  cfg->quantized = *ctx.op_type == "DynamicQuantizeLSTM";
   const std::string dir = ctx.attr().GetString("direction", "forward");
   if (dir == "bidirectional") {
     cfg->dirs = 2;
@@ -176,13 +192,13 @@ Status ParseConfig(const KernelContext& ctx, Config* cfg) {
     cfg->hidden = ctx.attr().GetInt("hidden_size", 0);
     if (cfg->hidden <= 0) return ctx.Invalid("hidden_size must be positive");
   } else if (const Tensor* r = ctx.input(2); r && r->rank_known && r->rank() == 3) {
-    cfg->hidden = r->shape[2];
+    cfg->hidden = r->shape[cfg->quantized ? 1 : 2];
   }
   return ParseActivations(ctx, cfg);
 }
 
 // Input indices and output indices.
-enum { kX = 0, kW, kR, kB, kSeqLens, kInitH, kInitC, kP };
+enum { kX = 0, kW, kR, kB, kSeqLens, kInitH, kInitC, kP, kWScale, kWZp, kRScale, kRZp };
 enum { kY = 0, kYh, kYc };
 
 // Checks `t` (when present and of known rank) against `want`, where -1 in
@@ -198,6 +214,34 @@ Status CheckShape(const KernelContext& ctx, const Tensor* t, const char* what, c
   return Status::Ok();
 }
 
+// DynamicQuantizeLSTM's W [dirs, in, 4H], R [dirs, H, 4H] and their scales
+// and zero points ([dirs] or [dirs, 4H], each zero point of its weight's dtype).
+Status CheckQuantizedWeights(const KernelContext& ctx, int64_t dirs, int64_t gh, int64_t in,
+                             int64_t h) {
+  QF_RETURN_IF_ERROR(CheckShape(ctx, ctx.input(kW), "W", {dirs, in, gh}));
+  QF_RETURN_IF_ERROR(CheckShape(ctx, ctx.input(kR), "R", {dirs, h, gh}));
+  const char* names[] = {"W_scale", "W_zero_point", "R_scale", "R_zero_point"};
+  for (int i = kWScale; i <= kRZp; ++i) {
+    const Tensor* t = ctx.input(i);
+    const char* what = names[i - kWScale];
+    if (!t) {
+      if (i == kWScale || i == kRScale) return ctx.Invalid(std::string(what) + " is required");
+      continue;
+    }
+    if (i == kWScale || i == kRScale) {
+      if (t->dtype != DType::kFloat32) return ctx.Invalid(std::string(what) + " must be float32");
+    } else {
+      const Tensor* weight = ctx.input(i == kWZp ? kW : kR);
+      QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, t, what, weight->dtype));
+    }
+    if (t->rank_known && t->rank() == 1)
+      QF_RETURN_IF_ERROR(CheckShape(ctx, t, what, {dirs}));
+    else
+      QF_RETURN_IF_ERROR(CheckShape(ctx, t, what, {dirs, gh}));
+  }
+  return Status::Ok();
+}
+
 Status InferRecurrent(KernelContext& ctx) {
   Config cfg;
   QF_RETURN_IF_ERROR(ParseConfig(ctx, &cfg));
@@ -207,12 +251,16 @@ Status InferRecurrent(KernelContext& ctx) {
   if (!x || !w || !r) return ctx.Invalid("inputs X, W and R are required");
   if (x->dtype != DType::kFloat32)
     return ctx.Unsupported(std::string("dtype ") + dtype_name(x->dtype) + " (float32 only)");
-  const int last_input = cfg.cell == Cell::kLstm ? kP : kInitH;
+  const int last_input = cfg.quantized ? kRZp : cfg.cell == Cell::kLstm ? kP : kInitH;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     const Tensor* t = ctx.input(i);
     if (!t) continue;
     if (i > last_input) return ctx.Invalid("too many inputs");
-    if (i == kSeqLens) {
+    if (cfg.quantized && (i == kW || i == kR || i == kWZp || i == kRZp)) {
+      if (!Is8Bit(t->dtype))
+        return ctx.Invalid("input " + std::to_string(i) + " must be int8 or uint8, got " +
+                           dtype_name(t->dtype));
+    } else if (i == kSeqLens) {
       if (t->dtype != DType::kInt32) return ctx.Invalid("sequence_lens must be int32");
     } else if (t->dtype != DType::kFloat32) {
       return ctx.Invalid("input " + std::to_string(i) + " must be float32 like X");
@@ -225,8 +273,12 @@ Status InferRecurrent(KernelContext& ctx) {
   const int64_t h = cfg.hidden;
   const int64_t gh = h < 0 ? kUnknownDim : GatesOf(cfg.cell) * h;
   const int64_t dirs = cfg.dirs;
-  QF_RETURN_IF_ERROR(CheckShape(ctx, w, "W", {dirs, gh, in}));
-  QF_RETURN_IF_ERROR(CheckShape(ctx, r, "R", {dirs, gh, h}));
+  if (cfg.quantized) {
+    QF_RETURN_IF_ERROR(CheckQuantizedWeights(ctx, dirs, gh, in, h));
+  } else {
+    QF_RETURN_IF_ERROR(CheckShape(ctx, w, "W", {dirs, gh, in}));
+    QF_RETURN_IF_ERROR(CheckShape(ctx, r, "R", {dirs, gh, h}));
+  }
   QF_RETURN_IF_ERROR(CheckShape(ctx, ctx.input(kB), "B", {dirs, gh < 0 ? kUnknownDim : 2 * gh}));
   QF_RETURN_IF_ERROR(CheckShape(ctx, ctx.input(kSeqLens), "sequence_lens", {batch}));
   const Shape state = cfg.layout_batch_first ? Shape{batch, dirs, h} : Shape{dirs, batch, h};
@@ -259,9 +311,21 @@ struct WeightT {
   std::vector<float> packed;  // when the GEMM kernels are used
 };
 
+// A DynamicQuantizeLSTM weight of one direction: B [k, n] of out = in x B.
+struct QWeight {
+  std::shared_ptr<void> packed;  // kernels::PrepareQMatMulS8; null: reference loops
+  const void* raw = nullptr;
+  DType dtype = DType::kInt8;
+  int64_t k = 0, n = 0;
+  std::vector<float> scale;  // 1 or n values
+  std::vector<int32_t> zp;   // 1 or n values
+};
+
 struct Packed {
   const kernels::GemmF32Kernels* gemm = nullptr;
-  const void* w_data = nullptr;  // the tensors packed, to notice other inputs
+  const kernels::GemmS8Kernels* gemm_s8 = nullptr;  // DynamicQuantizeLSTM
+  std::vector<QWeight> qw, qr;                      // DynamicQuantizeLSTM, per direction
+  const void* w_data = nullptr;                     // the tensors packed, to notice other inputs
   const void* r_data = nullptr;
   // Per direction: W, then R (all gates; GRU without linear_before_reset: z
   // and r), then that GRU's R_h, multiplied by r * H_{t-1} once r is known.
@@ -308,9 +372,65 @@ void BuildPacked(const KernelContext& ctx, const Config& cfg, const kernels::Gem
   }
 }
 
+// Direction d's slice of a [dirs, ...] scale or zero-point tensor.
+template <class T>
+std::vector<T> DirectionParams(const std::vector<T>& all, const Tensor* t, int d) {
+  if (!t) return {T(0)};
+  if (t->rank() == 1) return {all[size_t(d)]};
+  const int64_t per = t->shape[1];
+  return std::vector<T>(all.begin() + d * per, all.begin() + (d + 1) * per);
+}
+
+// Packs W and R per direction (prepare: they are constants; the scales and
+// zero points may not be, and are read per run by SetQuantParams).
+void BuildQuantized(const KernelContext& ctx, const Config& cfg, Packed* p) {
+  const kernels::KernelConfig& kc = ctx.kernel_config();
+  p->gemm_s8 = kc.gemm_s8;
+  p->w_data = ctx.input(kW)->data;
+  p->r_data = ctx.input(kR)->data;
+  for (int which = 0; which < 2; ++which) {
+    const Tensor* w = ctx.input(which ? kR : kW);
+    std::vector<QWeight>& out = which ? p->qr : p->qw;
+    out.assign(size_t(cfg.dirs), QWeight());
+    for (int d = 0; d < cfg.dirs; ++d) {
+      QWeight& q = out[size_t(d)];
+      q.k = w->shape[1];
+      q.n = w->shape[2];
+      q.dtype = w->dtype;
+      q.raw = w->ptr<uint8_t>() + d * q.k * q.n;
+      Tensor view;
+      view.dtype = w->dtype;
+      view.shape = {q.k, q.n};
+      view.data = const_cast<void*>(q.raw);
+      q.packed = kernels::PrepareQMatMulS8(kc, view);
+    }
+  }
+}
+
+void SetQuantParams(const KernelContext& ctx, const Config& cfg, Packed* p) {
+  std::vector<float> scales;
+  for (int which = 0; which < 2; ++which) {
+    const Tensor* st = ctx.input(which ? kRScale : kWScale);
+    const Tensor* zt = ctx.input(which ? kRZp : kWZp);
+    ReadScales(st, &scales);
+    const std::vector<int32_t> zps = ReadZeroPoints(zt);
+    for (int d = 0; d < cfg.dirs; ++d) {
+      QWeight& q = (which ? p->qr : p->qw)[size_t(d)];
+      q.scale = DirectionParams(scales, st, d);
+      q.zp = DirectionParams(zps, zt, d);
+    }
+  }
+}
+
 Status PrepareRecurrent(KernelContext& ctx, std::shared_ptr<void>* state) {
   Config cfg;
   QF_RETURN_IF_ERROR(ParseConfig(ctx, &cfg));
+  if (cfg.quantized) {
+    auto p = std::make_shared<Packed>();
+    BuildQuantized(ctx, cfg, p.get());
+    *state = p;
+    return Status::Ok();
+  }
   const kernels::GemmF32Kernels* gemm = ctx.kernel_config().gemm_f32;
   if (!gemm) return Status::Ok();
   auto p = std::make_shared<Packed>();
@@ -357,6 +477,76 @@ void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const flo
       o[c] = (bias ? bias[c] : 0.f) + s;
     }
   }
+}
+
+// out[r][c] = float(acc) * (a_scale * w.scale[c]) + bias[c] (bias optional),
+// acc = sum_k (q[r][k] - a_zp) * (B[k][c] - w.zp[c]) where q is `in` (rows
+// contiguous rows of w.k floats) quantized to uint8 with DynamicQuantizeLinear's
+// parameters. Rows whose `row_active` entry is negative (a finished sequence)
+// are left out of the range; their results are ignored by the caller.
+struct QScratch {
+  std::vector<uint8_t> q;
+  std::vector<float> mult;
+};
+
+void MultiplyQ(const QWeight& w, const kernels::KernelConfig& kc, const float* in, int64_t rows,
+               const int64_t* row_active, const float* bias, float* out, QScratch* s,
+               kernels::ThreadPool* pool) {
+  if (rows == 0 || w.n == 0) return;
+  const int64_t count = rows * w.k;
+  float lo = 0.f, hi = 0.f;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (row_active && row_active[r] < 0) continue;
+    for (int64_t i = r * w.k; i < (r + 1) * w.k; ++i) {
+      lo = std::min(lo, in[i]);
+      hi = std::max(hi, in[i]);
+    }
+  }
+  float a_scale;
+  int32_t a_zp;
+  DynamicQuantRange(lo, hi, &a_scale, &a_zp);
+  s->q.resize(size_t(count));
+  if (!kernels::QuantizeF32ToS8(kc, in, s->q.data(), /*is_signed=*/false, 0, 255, 1, 1, count,
+                                &a_scale, &a_zp, /*per_axis=*/false, pool))
+    for (int64_t i = 0; i < count; ++i)
+      s->q[size_t(i)] = uint8_t(RoundAddSaturate(in[i] / a_scale, a_zp, 0, 255));
+  s->mult.resize(size_t(w.n));
+  for (int64_t j = 0; j < w.n; ++j)
+    s->mult[size_t(j)] = a_scale * w.scale[w.scale.size() == 1 ? 0 : size_t(j)];
+  if (w.packed) {
+    Tensor a, y;
+    a.dtype = DType::kUInt8;
+    a.shape = {rows, w.k};
+    a.data = s->q.data();
+    y.dtype = DType::kFloat32;
+    y.shape = {rows, w.n};
+    y.data = out;
+    kernels::QMatMulCall c;
+    c.a = &a;
+    c.y = &y;
+    c.a_zp = a_zp;
+    c.b_zp = w.zp;
+    c.b_scale = {1.f};
+    c.dq_mult = s->mult.data();
+    c.dq_bias = bias;
+    c.pool = pool;
+    if (kernels::RunQMatMulS8(w.packed.get(), c)) return;
+  }
+  // The reference: int32 sums (wrapping like the kernels) into `out`, then the
+  // kernels' own epilogue, so both round alike.
+  int32_t* acc = reinterpret_cast<int32_t*>(out);
+  std::vector<int64_t> sum(size_t(w.n));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::fill(sum.begin(), sum.end(), 0);
+    for (int64_t k = 0; k < w.k; ++k) {
+      const int64_t a = int64_t(s->q[size_t(r * w.k + k)]) - a_zp;
+      for (int64_t j = 0; j < w.n; ++j)
+        sum[size_t(j)] +=
+            a * (LoadQ(w.raw, w.dtype, k * w.n + j) - w.zp[w.zp.size() == 1 ? 0 : size_t(j)]);
+    }
+    for (int64_t j = 0; j < w.n; ++j) acc[r * w.n + j] = WrapInt32(sum[size_t(j)]);
+  }
+  kernels::DequantizeColumns(out, rows, w.n, 0, w.n, s->mult.data(), bias);
 }
 
 // ---- gate activations ---------------------------------------------------------------------
@@ -440,11 +630,27 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
     }
   }
   std::vector<float> scratch;
+  QScratch qscratch;
   // 1. Input projection: row i of X (T*B rows of `in`) gives row i of xw.
   // Every element is written by the GEMM: no zeroing.
   std::unique_ptr<float[]> xw(new float[size_t(T * B * GH)]);
-  MultiplyT(p.w[size_t(d)], gemm, ctx.input(kX)->ptr<float>(), T * B, dm.in, in_bias.data(),
-            xw.get(), GH, &scratch, ctx.pool);
+  if (cfg.quantized) {
+    // ONNX Runtime quantizes the time steps up to the longest sequence (all
+    // of them without sequence_lens); time-major rows of later steps are left
+    // out of the range.
+    const int64_t max_len = lens.empty() ? T : *std::max_element(lens.begin(), lens.end());
+    std::vector<int64_t> active;
+    if (!bf && max_len < T) {
+      active.assign(size_t(T * B), 0);
+      std::fill(active.begin() + max_len * B, active.end(), -1);
+    }
+    MultiplyQ(p.qw[size_t(d)], ctx.kernel_config(), ctx.input(kX)->ptr<float>(), T * B,
+              active.empty() ? nullptr : active.data(), in_bias.data(), xw.get(), &qscratch,
+              ctx.pool);
+  } else {
+    MultiplyT(p.w[size_t(d)], gemm, ctx.input(kX)->ptr<float>(), T * B, dm.in, in_bias.data(),
+              xw.get(), GH, &scratch, ctx.pool);
+  }
 
   // State, from the initial values or 0.
   std::vector<float> h_prev(size_t(B * H), 0.f), c_prev;
@@ -483,8 +689,12 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
     };
     // 2. Recurrent projection of every batch row (rows already finished are
     // computed too and ignored: one GEMM beats compaction at these sizes).
-    MultiplyT(p.r[size_t(d)], gemm, h_prev.data(), B, H,
-              rec_bias.empty() ? nullptr : rec_bias.data(), rec.data(), GH, &scratch, ctx.pool);
+    if (cfg.quantized)
+      MultiplyQ(p.qr[size_t(d)], ctx.kernel_config(), h_prev.data(), B, step_t.data(), nullptr,
+                rec.data(), &qscratch, ctx.pool);
+    else
+      MultiplyT(p.r[size_t(d)], gemm, h_prev.data(), B, H,
+                rec_bias.empty() ? nullptr : rec_bias.data(), rec.data(), GH, &scratch, ctx.pool);
     if (cfg.cell == Cell::kGru) {
       // z and r first: the candidate needs r.
       for (int64_t b = 0; b < B; ++b) {
@@ -594,8 +804,8 @@ Status RunRecurrent(KernelContext& ctx) {
   dm.seq = x->shape[cfg.layout_batch_first ? 1 : 0];
   dm.batch = x->shape[cfg.layout_batch_first ? 0 : 1];
   dm.in = x->shape[2];
-  dm.h = r->shape[2];
-  dm.gh = r->shape[1];
+  dm.h = r->shape[cfg.quantized ? 1 : 2];
+  dm.gh = r->shape[cfg.quantized ? 2 : 1];
   std::vector<int64_t> lens;
   if (const Tensor* sl = ctx.input(kSeqLens)) {
     for (int64_t b = 0; b < dm.batch; ++b) {
@@ -611,9 +821,19 @@ Status RunRecurrent(KernelContext& ctx) {
   const kernels::GemmF32Kernels* gemm = ctx.kernel_config().gemm_f32;
   const auto* prepared = static_cast<const Packed*>(ctx.state);
   Packed local;
-  if (!prepared || prepared->gemm != gemm || prepared->w_data != ctx.input(kW)->data ||
-      prepared->r_data != r->data) {
-    BuildPacked(ctx, cfg, gemm, &local);
+  if (!prepared || prepared->w_data != ctx.input(kW)->data || prepared->r_data != r->data ||
+      (cfg.quantized ? prepared->gemm_s8 != ctx.kernel_config().gemm_s8 || prepared->qw.empty()
+                     : prepared->gemm != gemm)) {
+    if (cfg.quantized)
+      BuildQuantized(ctx, cfg, &local);
+    else
+      BuildPacked(ctx, cfg, gemm, &local);
+    prepared = &local;
+  }
+  if (cfg.quantized) {
+    // The packed weights are shared; the parameters are this run's.
+    if (prepared != &local) local = *prepared;
+    SetQuantParams(ctx, cfg, &local);
     prepared = &local;
   }
   for (int d = 0; d < cfg.dirs; ++d)
@@ -643,6 +863,10 @@ const OpDef& OpDef_LSTM() {
 }
 const OpDef& OpDef_GRU() {
   static const OpDef def = MakeRecurrentDef("GRU", 6);
+  return def;
+}
+const OpDef& OpDef_DynamicQuantizeLSTM() {
+  static const OpDef def = MakeRecurrentDef("DynamicQuantizeLSTM", 12);
   return def;
 }
 const OpDef& OpDef_RNN() {
