@@ -712,6 +712,17 @@ int Inspect(const Args& args) {
         (j["format"] == "qfm" ? " (no integer kernel folded: quantization runs emulated in "
                                 "float)"
                               : "");
+  // Dynamic quantization (quantize_dynamic) leaves no quantized tensors: its
+  // integer operators quantize their float inputs at run time.
+  int dynamic_ops = 0;
+  for (const char* t : {"DynamicQuantizeLinear", "DynamicQuantizeMatMul", "DynamicQuantizeLSTM",
+                        "MatMulIntegerToFloat"}) {
+    auto it = op_counts.find(t);
+    if (it != op_counts.end()) dynamic_ops += it->second;
+  }
+  if (!quantized_tensors && !qdq_ops && dynamic_ops)
+    quant_text = "dynamic (" + std::to_string(int8_ops) +
+                 " integer operators, activations quantized at run time)";
   std::printf("quantization: %s\n", quant_text.c_str());
   return 0;
 }

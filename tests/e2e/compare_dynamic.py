@@ -22,12 +22,15 @@ LSTM, classifier), and LSTM test models built here: bidirectional with bias, seq
 initial states and peepholes; forward with a batch of three.
 Also a GRU + LSTM model whose W and R are int8 initializers behind DequantizeLinear: converted
 with the weights dequantized to float at conversion (no DequantizeLinear left), within 1e-5.
+And malformed DynamicQuantizeLSTM / DynamicQuantizeMatMul nodes: exit code 2, the node and the
+input named, no output file.
 
 Prints one line per output; exits non-zero on any failure.
 """
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import zlib
@@ -166,6 +169,47 @@ VARIANTS = ((False, QuantType.QInt8), (True, QuantType.QInt8), (False, QuantType
             (True, QuantType.QUInt8))
 
 
+def check_bad_inputs(args, tmp):
+    """Malformed contrib nodes: exit code 2, a message naming the node and the input, no file."""
+    D, I, H, N = 1, 8, 4, 6
+    cases = []
+    inits = [numpy_helper.from_array(np.zeros([D, I, 4 * H], np.int8), "W"),
+             numpy_helper.from_array(np.zeros([D, H, 4 * H], np.int8), "R"),
+             numpy_helper.from_array(np.ones([3], np.float32), "ws"),  # not [dirs] or [dirs, 4H]
+             numpy_helper.from_array(np.zeros([D], np.int8), "wz"),
+             numpy_helper.from_array(np.ones([D], np.float32), "rs"),
+             numpy_helper.from_array(np.zeros([D], np.int8), "rz")]
+    node = helper.make_node("DynamicQuantizeLSTM", ["X", "W", "R", "", "", "", "", "", "ws", "wz",
+                                                    "rs", "rz"], ["Y"], name="bad_lstm",
+                            domain="com.microsoft", hidden_size=H)
+    cases.append(("bad_lstm", "W_scale", node, [5, 1, I], inits))
+    inits = [numpy_helper.from_array(np.zeros([I, N], np.int8), "B"),
+             numpy_helper.from_array(np.ones([N], np.float32), "bs"),
+             numpy_helper.from_array(np.zeros([N], np.int8), "bz"),
+             numpy_helper.from_array(np.ones([N + 1], np.float32), "bias")]  # one too many
+    node = helper.make_node("DynamicQuantizeMatMul", ["X", "B", "bs", "bz", "bias"], ["Y"],
+                            name="bad_matmul", domain="com.microsoft")
+    cases.append(("bad_matmul", "bias", node, [3, I], inits))
+    ok = True
+    for name, what, node, x_shape, inits in cases:
+        graph = helper.make_graph(
+            [node], name, [helper.make_tensor_value_info("X", TensorProto.FLOAT, x_shape)],
+            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14),
+                                                        helper.make_opsetid("com.microsoft", 1)])
+        model.ir_version = 8
+        src, qfm = os.path.join(tmp, name + ".onnx"), os.path.join(tmp, name + ".qfm")
+        onnx.save(model, src)
+        proc = subprocess.run([args.qfold, "convert", src, "-o", qfm], capture_output=True,
+                              text=True, timeout=120)
+        passed = (proc.returncode == 2 and f"'{name}'" in proc.stderr and what in proc.stderr
+                  and not os.path.exists(qfm))
+        ok = ok and passed
+        print(f"{'PASS' if passed else 'FAIL'} {name}: exit {proc.returncode}, "
+              f"{proc.stderr.strip()}")
+    return ok
+
+
 def check(args, src, per_channel, weight_type, tmp):
     wname = "s8" if weight_type == QuantType.QInt8 else "u8"
     label = f"{os.path.basename(src)} {'per-channel' if per_channel else 'per-tensor'} {wname}"
@@ -263,7 +307,8 @@ def main():
             path = os.path.join(tmp, name + ".onnx")
             lstm_model(path, seed, bidir, batch, lens)
             srcs.append(path)
-        ok = check_qdq_recurrent(args, tmp)
+        ok = check_bad_inputs(args, tmp)
+        ok = check_qdq_recurrent(args, tmp) and ok
         for src in srcs:
             for per_channel, weight_type in VARIANTS:
                 ok = check(args, src, per_channel, weight_type, tmp) and ok

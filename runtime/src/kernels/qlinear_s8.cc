@@ -57,10 +57,11 @@ void DequantizeColumns(float* y, int64_t rows, int64_t ld, int64_t c0, int64_t c
                        const float* mult, const float* bias) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = y + r * ld;
-    const int32_t* acc = reinterpret_cast<const int32_t*>(row);
     for (int64_t j = c0; j < c1; ++j) {
+      int32_t acc;  // the int32 the GEMM stored in this float's place
+      std::memcpy(&acc, row + j, sizeof(acc));
       // Rounded product, then the bias (compiled with -ffp-contract=off).
-      const float scaled = float(acc[j]) * mult[j];
+      const float scaled = float(acc) * mult[j];
       row[j] = bias ? scaled + bias[j] : scaled;
     }
   }
