@@ -30,6 +30,7 @@ Prints one line per output; exits non-zero on any failure.
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -215,7 +216,11 @@ def check(args, src, per_channel, weight_type, tmp):
     label = f"{os.path.basename(src)} {'per-channel' if per_channel else 'per-tensor'} {wname}"
     stem = os.path.splitext(os.path.basename(src))[0] + ("_pc" if per_channel else "_pt") + wname
     dyn = os.path.join(tmp, stem + ".dyn.onnx")
-    quantize_dynamic(src, dyn, per_channel=per_channel, weight_type=weight_type,
+    # quantize_dynamic writes "<input>-inferred.onnx" beside its input and deletes it: from a
+    # private copy, so it never touches models/ or races the other variant of this test.
+    private = os.path.join(tmp, stem + ".src.onnx")
+    shutil.copyfile(src, private)
+    quantize_dynamic(private, dyn, per_channel=per_channel, weight_type=weight_type,
                      reduce_range=True)
     model = onnx.load(dyn)
     onnx_ops = {}
