@@ -36,11 +36,21 @@ void ReadAttr(const fb::Attribute* a, AttrMap* out) {
   Attr attr;
   attr.name = a->name() ? a->name()->str() : "";
   switch (a->type()) {
-    case fb::AttrType::INT: attr.kind = Attr::kInt; break;
-    case fb::AttrType::FLOAT: attr.kind = Attr::kFloat; break;
-    case fb::AttrType::INTS: attr.kind = Attr::kInts; break;
-    case fb::AttrType::FLOATS: attr.kind = Attr::kFloats; break;
-    case fb::AttrType::STRING: attr.kind = Attr::kString; break;
+    case fb::AttrType::INT:
+      attr.kind = Attr::kInt;
+      break;
+    case fb::AttrType::FLOAT:
+      attr.kind = Attr::kFloat;
+      break;
+    case fb::AttrType::INTS:
+      attr.kind = Attr::kInts;
+      break;
+    case fb::AttrType::FLOATS:
+      attr.kind = Attr::kFloats;
+      break;
+    case fb::AttrType::STRING:
+      attr.kind = Attr::kString;
+      break;
   }
   attr.i = a->i();
   attr.f = a->f();
@@ -61,8 +71,9 @@ Status Model::Impl::Parse() {
   if (size >= FLATBUFFERS_MAX_BUFFER_SIZE)
     return Bad(source, "file too large for a flatbuffer (" + std::to_string(size) + " bytes)");
   if (size < 8 || !fb::ModelBufferHasIdentifier(base))
-    return Bad(source, "not a qfold model (missing file identifier 'QFM1'); was it made by "
-                       "'qfold convert'?");
+    return Bad(source,
+               "not a qfold model (missing file identifier 'QFM1'); was it made by "
+               "'qfold convert'?");
   flatbuffers::Verifier::Options vopts;
   vopts.max_tables = 1u << 24;
   flatbuffers::Verifier verifier(base, size, vopts);
@@ -110,8 +121,7 @@ Status Model::Impl::Parse() {
       int64_t n = 0;
       if (!CheckedNumel(known, &n) || n > kMaxTensorElements)
         return Bad(source, TensorLabel(fb, int(i)) + " has shape " + ShapeToString(e.info.shape) +
-                               ", more than " + std::to_string(kMaxTensorElements) +
-                               " elements");
+                               ", more than " + std::to_string(kMaxTensorElements) + " elements");
     }
     if (t->buffer() != 0) {
       if (t->buffer() >= nb)
@@ -137,8 +147,8 @@ Status Model::Impl::Parse() {
                       const char* what) -> Status {
     for (int32_t id : *ids) {
       if (id < 0 || size_t(id) >= nt)
-        return Bad(source, std::string("graph ") + what + " index " + std::to_string(id) +
-                               " out of range");
+        return Bad(source,
+                   std::string("graph ") + what + " index " + std::to_string(id) + " out of range");
       out->push_back(id);
     }
     return Status::Ok();
@@ -160,10 +170,57 @@ Status Model::Impl::Parse() {
                                  " share the name '" + tensors[(*ids)[a]].info.name + "'");
 
   std::string unsupported;
-  ops.resize(fb->operators()->size());
-  for (size_t k = 0; k < ops.size(); ++k) {
-    const fb::Operator* o = fb->operators()->Get(uint32_t(k));
-    OpEntry& op = ops[k];
+  QF_RETURN_IF_ERROR(ParseOps(fb->operators(), -1, &producer, &ops, &unsupported));
+  if (fb->subgraphs()) {
+    subgraphs.resize(fb->subgraphs()->size());
+    for (size_t gi = 0; gi < subgraphs.size(); ++gi) {
+      const fb::Graph* fg = fb->subgraphs()->Get(uint32_t(gi));
+      GraphEntry& ge = subgraphs[gi];
+      ge.name = fg->name() ? fg->name()->str() : "subgraph " + std::to_string(gi);
+      if (!fg->operators() || !fg->inputs() || !fg->outputs())
+        return Bad(source, "subgraph '" + ge.name + "' lacks operators, inputs or outputs");
+      // A subgraph starts from the constants and its own inputs only.
+      std::vector<int> sub_producer(nt, -2);
+      for (size_t i = 0; i < nt; ++i)
+        if (tensors[i].const_data) sub_producer[i] = -1;
+      QF_RETURN_IF_ERROR(check_io(fg->inputs(), &ge.input_ids, "input"));
+      QF_RETURN_IF_ERROR(check_io(fg->outputs(), &ge.output_ids, "output"));
+      for (int id : ge.input_ids) {
+        if (sub_producer[id] == -1)
+          return Bad(source, "subgraph '" + ge.name + "': " + TensorLabel(fb, id) +
+                                 " is both input and constant, or listed twice");
+        sub_producer[id] = -1;
+      }
+      QF_RETURN_IF_ERROR(ParseOps(fg->operators(), int(gi), &sub_producer, &ge.ops, &unsupported));
+      for (int id : ge.output_ids)
+        if (sub_producer[id] == -2)
+          return Bad(source, "subgraph '" + ge.name + "': output " + TensorLabel(fb, id) +
+                                 " is never produced");
+    }
+  }
+  if (!unsupported.empty())
+    return Status(StatusCode::kUnsupported,
+                  source + ": operators this runtime does not support: " + unsupported);
+  for (int id : output_ids)
+    if (producer[id] == -2)
+      return Bad(source, "graph output " + TensorLabel(fb, id) + " is never produced");
+
+  for (int id : input_ids) inputs.push_back(tensors[id].info);
+  for (int id : output_ids) outputs.push_back(tensors[id].info);
+  return Status::Ok();
+}
+
+Status Model::Impl::ParseOps(const flatbuffers::Vector<flatbuffers::Offset<fb::Operator>>* fb_ops,
+                             int graph, std::vector<int>* producer_ptr, std::vector<OpEntry>* out,
+                             std::string* unsupported_ptr) {
+  std::vector<int>& producer = *producer_ptr;
+  std::string& unsupported = *unsupported_ptr;
+  const size_t nt = tensors.size();
+  const size_t num_graphs = fb->subgraphs() ? fb->subgraphs()->size() : 0;
+  out->resize(fb_ops->size());
+  for (size_t k = 0; k < out->size(); ++k) {
+    const fb::Operator* o = fb_ops->Get(uint32_t(k));
+    OpEntry& op = (*out)[k];
     op.type = o->type() ? o->type()->str() : "";
     op.name = o->name() ? o->name()->str() : "";
     std::string label = op.type + " '" + op.name + "'";
@@ -209,23 +266,28 @@ Status Model::Impl::Parse() {
     // Optional outputs may be omitted, the first too (LSTM with only Y_h).
     if (std::none_of(op.outputs.begin(), op.outputs.end(), [](int id) { return id >= 0; }))
       return Bad(source, label + ": has no output");
+    // Graph attributes index later subgraphs only, so nesting cannot recurse.
+    for (const char* attr : {"then_branch", "else_branch", "body"}) {
+      const Attr* a = op.def->has_subgraphs ? op.attrs.Find(attr) : nullptr;
+      if (!a) continue;
+      if (a->kind != Attr::kInt || a->i <= graph || a->i >= int64_t(num_graphs))
+        return Bad(source, label + ": attribute '" + attr + "' names subgraph " +
+                               std::to_string(a->i) + ", not one of the " +
+                               std::to_string(num_graphs) + " subgraphs after this graph");
+    }
   }
-  if (!unsupported.empty())
-    return Status(StatusCode::kUnsupported,
-                  source + ": operators this runtime does not support: " + unsupported);
-  for (int id : output_ids)
-    if (producer[id] == -2) return Bad(source, "graph output " + TensorLabel(fb, id) + " is never produced");
-
-  for (int id : input_ids) inputs.push_back(tensors[id].info);
-  for (int id : output_ids) outputs.push_back(tensors[id].info);
   return Status::Ok();
 }
 
 Model::Model() : impl_(new Impl) {}
 Model::~Model() = default;
 
-const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
-const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
+const std::vector<TensorInfo>& Model::inputs() const {
+  return impl_->inputs;
+}
+const std::vector<TensorInfo>& Model::outputs() const {
+  return impl_->outputs;
+}
 
 Status Model::LoadFile(const std::string& path, std::shared_ptr<Model>* out) {
   // A FIFO or device is refused without blocking (core/file_io.h).
