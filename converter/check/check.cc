@@ -220,6 +220,20 @@ std::string FoldConstsAndIfs(Analysis* a) {
                   "(qfold convert and qfold check take it) so that one branch is kept"
                 : "");
   }
+  // The values subgraphs read become inputs of their If/Loop/Scan, as when
+  // converting; a Loop that nothing bounds is explained here, not in the runtime.
+  st = conv::CaptureOuterValues(&a->g);
+  if (!st.ok()) {
+    const conv::Node* node = nullptr;
+    for (const conv::Node& n : a->g.nodes)
+      if (st.message().find(n.Label() + ":") != std::string::npos) node = &n;
+    const bool unbounded = st.message().find("unbounded loop") != std::string::npos;
+    a->Add(Severity::kError, unbounded ? "dynamic_loop" : "invalid_subgraph", node, "",
+           st.message(),
+           unbounded ? "give the Loop a trip count M (the most iterations it may run); the "
+                       "condition may still end it earlier"
+                     : "");
+  }
   // Folding inlined nodes: the producer map is rebuilt.
   a->producer.clear();
   for (size_t k = 0; k < a->g.nodes.size(); ++k)

@@ -127,15 +127,12 @@ Status InferIf(Graph* g, Node* n, bool fold) {
       return Invalid(*g, *n,
                      which + " is " + dtype_name(t.dtype) + " in then_branch but " +
                          dtype_name(e.dtype) + " in else_branch");
-    if (t.rank_known && e.rank_known && t.shape.size() != e.shape.size())
-      return Invalid(*g, *n,
-                     which + " has rank " + std::to_string(t.shape.size()) + " in then_branch " +
-                         ShapeToString(t.shape) + " but rank " + std::to_string(e.shape.size()) +
-                         " in else_branch " + ShapeToString(e.shape));
+    // Declared output ranks must agree (fold_ifs checks them); inferred ones
+    // may differ, as ONNX allows: the output's rank is then known when running.
     if (n->outputs[i].empty()) continue;
     Value& v = g->values[n->outputs[i]];
     v.name = n->outputs[i];
-    const bool rank = t.rank_known && e.rank_known;
+    const bool rank = t.rank_known && e.rank_known && t.shape.size() == e.shape.size();
     SetType(&v, t.dtype, rank, rank ? Merge(t.shape, e.shape) : Shape());
   }
   return Status::Ok();

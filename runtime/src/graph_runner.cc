@@ -115,6 +115,14 @@ const Tensor& GraphRunner::output(int i) const {
   return tensors_[size_t(output_slots_[size_t(i)])];
 }
 
+Tensor GraphRunner::planned_output(int i) const {
+  Tensor t = output(i);
+  t.data = nullptr;
+  if (dynamic_)
+    for (int64_t& d : t.shape) d = kUnknownDim;
+  return t;
+}
+
 bool GraphRunner::OutputPassesInput(int i, int j) const {
   int s = output_slots_[size_t(i)];
   const int want = input_slots_[size_t(j)];

@@ -62,6 +62,9 @@ class GraphRunner {
   // Output i: after Plan its dtype and shape (dims may be unknown in dynamic
   // mode), after Run its value too, valid until the next Plan or Run.
   const Tensor& output(int i) const;
+  // Output i as planned, without data: dims unknown in dynamic mode (those of
+  // its last run are no promise for the next).
+  Tensor planned_output(int i) const;
   // Whether output `i` is a copy of input `j` (Identity chains included): a
   // Loop whose condition output passes its condition input on runs M times.
   bool OutputPassesInput(int i, int j) const;

@@ -129,12 +129,12 @@ def vad_checks(qfold_bin, vad, tmp, rtol, chunks=8):
               not np.allclose(outs_by_rate[16000], outs_by_rate[8000]), "same outputs")
 
     # Without --const the If stays and picks its branch per run from the sr input.
-    qfm = os.path.join(tmp, "vad_dynamic.qfm")
-    p = cli(qfold_bin, "convert", vad, "-o", qfm)
-    check("vad without --const: converts, the If kept", p.returncode == 0 and os.path.exists(qfm),
-          f"exit {p.returncode}: {p.stderr}")
+    dyn_qfm = os.path.join(tmp, "vad_dynamic.qfm")
+    p = cli(qfold_bin, "convert", vad, "-o", dyn_qfm)
+    check("vad without --const: converts, the If kept",
+          p.returncode == 0 and os.path.exists(dyn_qfm), f"exit {p.returncode}: {p.stderr}")
     if p.returncode == 0:
-        sess = qfold.Session(qfm, state_bindings={"stateN": "state"})
+        sess = qfold.Session(dyn_qfm, state_bindings={"stateN": "state"})
         for sr in (16000, 8000):
             sess.reset_state()
             got = np.stack([sess.run({"input": audio[k], "sr": np.array(sr, np.int64)})["output"]
@@ -144,6 +144,7 @@ def vad_checks(qfold_bin, vad, tmp, rtol, chunks=8):
             check(f"vad sr={sr} chosen at run time: as the folded model (max rel {err:.2g})",
                   err < rtol, f"{err:.3g}")
     # Errors: no output file, exit 2, the input named.
+    qfm = os.path.join(tmp, "vad_bad.qfm")
     p = cli(qfold_bin, "convert", vad, "-o", qfm, "--const", "rate=16000")
     check("--const naming a missing input: exit 2, no file",
           p.returncode == 2 and "'rate', which is not a graph input" in p.stderr

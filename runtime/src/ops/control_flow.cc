@@ -120,16 +120,23 @@ Status InferIf(KernelContext& ctx) {
   const int taken = cond->data ? (*static_cast<const uint8_t*>(cond->data) ? 0 : 1) : -1;
   for (int o = 0; o < ctx.num_outputs(); ++o) {
     Tensor* out = ctx.output(o);
-    const Tensor& t = st.runners[0]->output(o);
-    const Tensor& e = st.runners[1]->output(o);
-    if (t.dtype != e.dtype || t.rank() != e.rank())
+    const Tensor t = st.runners[0]->planned_output(o);
+    const Tensor e = st.runners[1]->planned_output(o);
+    if (t.dtype != e.dtype)
       return ctx.Invalid("output " + std::to_string(o) + " is " + dtype_name(t.dtype) + " " +
                          ShapeToString(t.shape) + " in then_branch but " + dtype_name(e.dtype) +
                          " " + ShapeToString(e.shape) + " in else_branch");
     if (!out) continue;
     out->dtype = t.dtype;
     out->rank_known = true;
-    out->shape = taken == 0 ? t.shape : taken == 1 ? e.shape : MergeShapes(t.shape, e.shape);
+    if (taken >= 0) {
+      out->shape = taken == 0 ? t.shape : e.shape;
+    } else if (t.rank() == e.rank()) {
+      out->shape = MergeShapes(t.shape, e.shape);
+    } else {  // ONNX lets branches differ in rank: known once the condition is
+      out->rank_known = false;
+      out->shape.clear();
+    }
   }
   return Status::Ok();
 }
@@ -211,7 +218,7 @@ Status InferLoop(KernelContext& ctx) {
   }
   for (int o = 0; o < ctx.num_outputs(); ++o) {
     Tensor* out = ctx.output(o);
-    const Tensor& v = body.output(1 + o);
+    const Tensor v = body.planned_output(1 + o);
     if (o < n) {
       const Tensor& init = *ctx.input(2 + o);
       if (v.dtype != init.dtype)
@@ -423,7 +430,7 @@ Status InferScan(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(body.Plan(ScanBodyInputs(ctx, s)));
   for (int o = 0; o < ctx.num_outputs(); ++o) {
     Tensor* out = ctx.output(o);
-    const Tensor& v = body.output(o);
+    const Tensor v = body.planned_output(o);
     if (!out) continue;
     out->dtype = v.dtype;
     out->rank_known = true;
