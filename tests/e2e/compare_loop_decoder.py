@@ -9,6 +9,8 @@ Usage: PYTHONPATH=<dir with qfold*.so> compare_loop_decoder.py --qfold build/cli
   and runs all 16 steps otherwise: tokens and output shapes equal, logits and state within
   --rtol (max |qfold - ort| / max |ort|).
 - `qfold inspect` lists the body subgraph.
+- A Loop whose carried value grows every iteration (Concat; the body re-planned per shape)
+  reading a value of the enclosing graph, at 0, 1 and 4 iterations, against ONNX Runtime.
 - Bad input, each with exit code 2, an error naming the Loop and no output file: the Loop
   without its trip count (unbounded: its condition comes from the body), the body reading a
   value no graph defines; `qfold check` reports the unbounded loop as dynamic_loop.
@@ -29,6 +31,8 @@ import time
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import TensorProto as T
+from onnx import helper
 
 import qfold
 
@@ -95,6 +99,49 @@ def bad_model_checks(qfold_bin, model_path, tmp):
           and not os.path.exists(qfm), f"exit {p.returncode}: {p.stderr}")
 
 
+def growing_loop_checks(qfold_bin, tmp):
+    body = helper.make_graph([
+        helper.make_node("Unsqueeze", ["i", "axis0"], ["i1"]),
+        helper.make_node("Cast", ["i1"], ["f"], to=T.FLOAT),
+        helper.make_node("Mul", ["f", "scale"], ["step"]),  # 'scale': the enclosing graph's
+        helper.make_node("Concat", ["acc_in", "step"], ["acc_out"], axis=0),
+        helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        helper.make_node("ReduceSum", ["acc_out"], ["total"], keepdims=0),
+    ], "body", [helper.make_tensor_value_info("i", T.INT64, []),
+                helper.make_tensor_value_info("cond_in", T.BOOL, []),
+                helper.make_tensor_value_info("acc_in", T.FLOAT, [None])],
+        [helper.make_tensor_value_info("cond_out", T.BOOL, []),
+         helper.make_tensor_value_info("acc_out", T.FLOAT, [None]),
+         helper.make_tensor_value_info("total", T.FLOAT, [])],
+        [helper.make_tensor("axis0", T.INT64, [1], [0])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "go", "acc0"], ["acc", "totals"], name="grow", body=body)],
+        "grow", [helper.make_tensor_value_info("M", T.INT64, []),
+                 helper.make_tensor_value_info("scale", T.FLOAT, [1]),
+                 helper.make_tensor_value_info("acc0", T.FLOAT, [2])],
+        [helper.make_tensor_value_info("acc", T.FLOAT, [None]),
+         helper.make_tensor_value_info("totals", T.FLOAT, [None])],
+        [helper.make_tensor("go", T.BOOL, [], [1])])
+    path = os.path.join(tmp, "grow.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    qfm = os.path.join(tmp, "grow.qfm")
+    p = cli(qfold_bin, "convert", path, "-o", qfm)
+    check("growing Loop: convert", p.returncode == 0, p.stderr)
+    if p.returncode:
+        return
+    with open(path, "rb") as f:
+        ref = ort_session(f.read())
+    sess = qfold.Session(qfm)
+    for m in (0, 1, 4):
+        feeds = {"M": np.array(m, np.int64), "scale": np.array([0.5], np.float32),
+                 "acc0": np.array([1, 2], np.float32)}
+        want = ref.run(None, feeds)
+        got = sess.run(feeds)
+        ok = all(np.array_equal(w, got[k]) for w, k in zip(want, ("acc", "totals")))
+        check(f"growing Loop, M={m}: acc {got['acc'].tolist()}", ok,
+              f"{[list(w) for w in want]} vs {[list(got[k]) for k in ('acc', 'totals')]}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--qfold", required=True)
@@ -131,6 +178,7 @@ def main():
                   f"tokens {got['tokens'].ravel()} vs {want['tokens'].ravel()}, err {err:.3g}")
         check("the end token stops the loop early for some inputs, not for others",
               min(lengths) < 16 and max(lengths) == 16, str(sorted(lengths)))
+        growing_loop_checks(args.qfold, tmp)
         bad_model_checks(args.qfold, args.model, tmp)
         if args.bench:
             enc = np.random.default_rng(0).standard_normal((1, 32)).astype(np.float32)
