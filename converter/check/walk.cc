@@ -413,7 +413,10 @@ class Walker {
       conv::Node copy = n;
       Status st = conv::InferSubgraphNode(&g_, &copy, /*fold=*/false);
       if (!st.ok()) {
-        a_.Add(Severity::kError, "invalid_subgraph", &n, "", st.message());
+        // Said once: capturing the subgraph's values may have found it already.
+        bool said = false;
+        for (const Issue& i : a_.report->issues) said = said || i.message == st.message();
+        if (!said) a_.Add(Severity::kError, "invalid_subgraph", &n, "", st.message());
         SetUnknown(k);
         return;
       }

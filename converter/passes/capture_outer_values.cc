@@ -60,7 +60,7 @@ Status CheckNode(const Graph& g, const Node& n) {
 Status Capture(Graph* g, std::vector<const Graph*>* scopes) {
   scopes->push_back(g);
   for (Node& n : g->nodes) {
-    if (!IsControlFlowNode(n) || n.subgraphs.empty()) continue;
+    if (!IsControlFlowNode(n)) continue;
     QF_RETURN_IF_ERROR(CheckNode(*g, n));
     std::vector<std::string> captured;
     for (auto& kv : n.subgraphs) {

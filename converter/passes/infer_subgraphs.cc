@@ -235,6 +235,11 @@ Status InferScan(Graph* g, Node* n, bool fold) {
 }  // namespace
 
 Status InferSubgraphNode(Graph* g, Node* n, bool fold) {
+  for (const char* attr : {"then_branch", "else_branch", "body"}) {
+    const bool needed = (n->op_type == "If") == (std::string(attr) != "body");
+    if (needed && !n->subgraphs.count(attr))
+      return Invalid(*g, *n, std::string("has no graph attribute '") + attr + "'");
+  }
   if (n->op_type == "If") return InferIf(g, n, fold);
   if (n->op_type == "Loop") return InferLoop(g, n, fold);
   return InferScan(g, n, fold);

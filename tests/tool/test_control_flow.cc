@@ -188,6 +188,20 @@ TEST_CASE("control flow conversion errors name the node") {
   CHECK(st.code() == StatusCode::kInvalidModel);
   CHECK(Contains(st.message(), "Loop 'accumulate': subgraph 'body' reads 'nowhere'"));
 
+  // A Loop without its body: an error, not an exception.
+  {
+    TempDir d;
+    OnnxBuilder b(17);
+    b.Input("M", kInt64, {});
+    b.Input("x", kFloat, {2});
+    b.Output("y", kFloat, {2});
+    b.Node("Loop", {"M", "", "x"}, {"y"}, "bodiless");
+    Graph gb;
+    st = LoadAndOptimize(b.Write(d), ConvertOptions(), &gb);
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK(Contains(st.message(), "Loop 'bodiless': has no graph attribute 'body'"));
+  }
+
   // Branches whose declared outputs differ in dtype and in rank (inferred ranks
   // may differ, as ONNX allows: backend test affine_grid_3d_..._expanded).
   for (bool rank : {false, true}) {
