@@ -604,6 +604,27 @@ int Inspect(const Args& args) {
       details.push_back(d);
     }
     j["operator_details"] = details;
+    // If branches and Loop/Scan bodies (format 3), each with its operators.
+    for (size_t gi = 0; gi < m->subgraphs.size(); ++gi) {
+      const GraphEntry& ge = m->subgraphs[gi];
+      std::map<std::string, int> counts;
+      for (const OpEntry& op : ge.ops) counts[op.type]++;
+      std::string used_by;
+      auto find_user = [&](const std::vector<OpEntry>& ops) {
+        for (const OpEntry& op : ops)
+          for (const char* attr : {"then_branch", "else_branch", "body"})
+            if (op.def && op.def->has_subgraphs && op.attrs.Find(attr) &&
+                op.attrs.GetInt(attr, -1) == int64_t(gi))
+              used_by = op.type + " '" + op.name + "' " + attr;
+      };
+      find_user(m->ops);
+      for (const GraphEntry& other : m->subgraphs) find_user(other.ops);
+      j["subgraphs"].push_back({{"index", gi},
+                                {"used_by", used_by},
+                                {"inputs", ge.input_ids.size()},
+                                {"outputs", ge.output_ids.size()},
+                                {"operators", counts}});
+    }
     for (size_t i = 0; i < m->tensors.size(); ++i) {
       const TensorEntry& t = m->tensors[i];
       if (t.const_data) {
@@ -669,6 +690,17 @@ int Inspect(const Args& args) {
                 DimsToString(t).c_str(), LayoutName(t.layout));
   std::printf("operators: %d\n", total_ops);
   for (const auto& kv : op_counts) std::printf("  %-24s %d\n", kv.first.c_str(), kv.second);
+  if (j.contains("subgraphs")) {
+    std::printf("subgraphs: %zu\n", j["subgraphs"].size());
+    for (const auto& sg : j["subgraphs"]) {
+      std::string ops;
+      for (const auto& kv : sg["operators"].items())
+        ops += (ops.empty() ? "" : ", ") + kv.key() + " " + std::to_string(kv.value().get<int>());
+      std::printf("  #%d %s: %d in, %d out; %s\n", sg["index"].get<int>(),
+                  sg["used_by"].get<std::string>().c_str(), sg["inputs"].get<int>(),
+                  sg["outputs"].get<int>(), ops.c_str());
+    }
+  }
   std::printf("constants: %zu tensors, %zu bytes\n", const_count, const_bytes);
   if (!precision_counts.empty()) {
     std::printf("precision:");

@@ -109,5 +109,9 @@ Status VerifyGraph(Graph* g) {
   return Status::Ok();
 }
 
+bool IsControlFlowNode(const Node& n) {
+  return n.domain.empty() && (n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan");
+}
+
 }  // namespace conv
 }  // namespace qfold

@@ -59,9 +59,10 @@ struct Node {
   // The values of STRINGS attributes (also listed in unsupported_attrs): a
   // NormalizeOpsets rule may turn them into something the .qfm holds.
   std::map<std::string, std::vector<std::string>> string_lists;
-  // GRAPH attributes (If's then_branch/else_branch, Loop's and Scan's body), also
-  // listed in unsupported_attrs: FoldIfs inlines an If's taken branch; the .qfm
-  // holds no subgraphs. A subgraph's nodes may read values of enclosing graphs.
+  // GRAPH attributes (If's then_branch/else_branch, Loop's and Scan's body;
+  // listed in unsupported_attrs on other ops). FoldIfs inlines an If's taken
+  // branch when its condition is constant; CaptureOuterValues turns the
+  // enclosing values a subgraph reads into inputs of the node and the subgraph.
   std::map<std::string, std::shared_ptr<Graph>> subgraphs;
   // Set by FoldQdq on an op that reads a DequantizeLinear or feeds a QuantizeLinear
   // but stays float: the folding rule that failed ("16-bit activations: ...").
@@ -107,6 +108,9 @@ struct Graph {
                           std::vector<uint8_t> bytes);
   std::string AddInt64Constant(const std::string& base, const std::vector<int64_t>& v);
 };
+
+// If, Loop and Scan of the default domain: nodes that run subgraphs.
+bool IsControlFlowNode(const Node& n);
 
 // Consumers of every value: name -> list of (node index, input slot).
 std::unordered_map<std::string, std::vector<std::pair<size_t, size_t>>> BuildConsumers(

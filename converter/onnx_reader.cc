@@ -173,7 +173,8 @@ Status ReadAttribute(const onnx::AttributeProto& a, const std::string& base_dir,
       QF_RETURN_IF_ERROR(
           ReadGraphBody(a.g(), outer.source, base_dir, /*subgraph=*/true, sub.get()));
       node->subgraphs[a.name()] = std::move(sub);
-      node->unsupported_attrs.push_back(a.name());
+      // If/Loop/Scan run their subgraphs (capture_outer_values.cc); elsewhere a graph is foreign.
+      if (!IsControlFlowNode(*node)) node->unsupported_attrs.push_back(a.name());
       break;
     }
     case AP::STRINGS:
@@ -339,8 +340,8 @@ namespace {
 
 // The graph's initializers, inputs, outputs and nodes. A subgraph (a GRAPH
 // attribute) is read the same way, except that an input type qfold cannot hold
-// (a Loop body's sequence) stays undefined: only FoldIfs reads subgraphs, and
-// an If branch has no inputs.
+// (a Loop body's sequence) stays undefined: such a body is refused when its
+// types are inferred (infer_subgraphs.cc).
 Status ReadGraphBody(const onnx::GraphProto& gp, const std::string& path,
                      const std::string& base_dir, bool subgraph, Graph* g) {
   const std::string scope = subgraph ? path + ": subgraph '" + gp.name() + "'" : path;

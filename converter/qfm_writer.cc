@@ -47,68 +47,110 @@ flatbuffers::Offset<fb::Attribute> WriteAttr(flatbuffers::FlatBufferBuilder& b, 
 }
 }  // namespace
 
+namespace {
+// Subgraphs of If/Loop/Scan in pre-order, so a nested one comes after the graph
+// holding it (the reader relies on that to refuse cycles).
+void CollectSubgraphs(const Graph& g, std::vector<const Graph*>* list,
+                      std::map<const Graph*, int>* index) {
+  for (const Node& n : g.nodes) {
+    if (!IsControlFlowNode(n)) continue;
+    for (const auto& kv : n.subgraphs) {
+      (*index)[kv.second.get()] = int(list->size());
+      list->push_back(kv.second.get());
+      CollectSubgraphs(*kv.second, list, index);
+    }
+  }
+}
+}  // namespace
+
 Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
   flatbuffers::FlatBufferBuilder b(1 << 16);
-  std::map<std::string, int> index;
-  std::vector<std::string> order;
-  auto use = [&](const std::string& name) {
-    if (name.empty() || index.count(name)) return;
-    index[name] = int(order.size());
-    order.push_back(name);
-  };
-  for (const std::string& n : g.inputs) use(n);
-  for (const Node& n : g.nodes) {
-    for (const std::string& s : n.inputs) use(s);
-    for (const std::string& s : n.outputs) use(s);
-  }
-  for (const std::string& n : g.outputs) use(n);
-
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
   buffers.push_back(fb::CreateBuffer(b));
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
-  for (const std::string& name : order) {
-    const Value* v = g.Find(name);
-    if (!v || v->dtype == DType::kUndefined)
-      return Status(StatusCode::kInternal, g.source + ": value '" + name + "' has no type");
-    uint32_t buffer = 0;
-    if (v->is_constant()) {
-      b.ForceVectorAlignment(v->data->size(), 1, kConstAlign);
-      auto data = b.CreateVector(v->data->data(), v->data->size());
-      buffer = uint32_t(buffers.size());
-      buffers.push_back(fb::CreateBuffer(b, data));
+  std::vector<const Graph*> subgraphs;
+  std::map<const Graph*, int> subgraph_index;
+  CollectSubgraphs(g, &subgraphs, &subgraph_index);
+
+  struct Written {
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Operator>>> ops;
+    flatbuffers::Offset<flatbuffers::Vector<int32_t>> ins, outs;
+  };
+  // Each graph's names index the one tensor table; a subgraph's names are its own.
+  auto write_graph = [&](const Graph& gr, Written* w) -> Status {
+    std::map<std::string, int> index;
+    std::vector<std::string> order;
+    auto use = [&](const std::string& name) {
+      if (name.empty() || index.count(name)) return;
+      index[name] = int(tensors.size() + order.size());
+      order.push_back(name);
+    };
+    for (const std::string& n : gr.inputs) use(n);
+    for (const Node& n : gr.nodes) {
+      for (const std::string& s : n.inputs) use(s);
+      for (const std::string& s : n.outputs) use(s);
     }
-    std::vector<flatbuffers::Offset<fb::Dim>> dims;
-    for (size_t d = 0; d < v->shape.size(); ++d) {
-      const std::string& dn = d < v->dim_names.size() ? v->dim_names[d] : std::string();
-      dims.push_back(fb::CreateDim(b, v->shape[d], dn.empty() ? 0 : b.CreateString(dn)));
+    for (const std::string& n : gr.outputs) use(n);
+    for (const std::string& name : order) {
+      const Value* v = gr.Find(name);
+      if (!v || v->dtype == DType::kUndefined)
+        return Status(StatusCode::kInternal, gr.source + ": value '" + name + "' has no type");
+      uint32_t buffer = 0;
+      if (v->is_constant()) {
+        b.ForceVectorAlignment(v->data->size(), 1, kConstAlign);
+        auto data = b.CreateVector(v->data->data(), v->data->size());
+        buffer = uint32_t(buffers.size());
+        buffers.push_back(fb::CreateBuffer(b, data));
+      }
+      std::vector<flatbuffers::Offset<fb::Dim>> dims;
+      for (size_t d = 0; d < v->shape.size(); ++d) {
+        const std::string& dn = d < v->dim_names.size() ? v->dim_names[d] : std::string();
+        dims.push_back(fb::CreateDim(b, v->shape[d], dn.empty() ? 0 : b.CreateString(dn)));
+      }
+      flatbuffers::Offset<fb::Quantization> quant = 0;
+      if (v->quant)
+        quant = fb::CreateQuantization(b, b.CreateVector(v->quant->scales),
+                                       b.CreateVector(v->quant->zero_points), v->quant->axis,
+                                       v->quant->block_size);
+      fb::Layout layout = v->layout == Value::Layout::kNCHW   ? fb::Layout::NCHW
+                          : v->layout == Value::Layout::kNHWC ? fb::Layout::NHWC
+                                                              : fb::Layout::PLAIN;
+      tensors.push_back(fb::CreateTensor(b, b.CreateString(name), fb::DType(int8_t(v->dtype)),
+                                         b.CreateVector(dims), layout, quant, buffer, v->batch_axis,
+                                         v->channel_axis));
     }
-    flatbuffers::Offset<fb::Quantization> quant = 0;
-    if (v->quant)
-      quant = fb::CreateQuantization(b, b.CreateVector(v->quant->scales),
-                                     b.CreateVector(v->quant->zero_points), v->quant->axis,
-                                     v->quant->block_size);
-    fb::Layout layout = v->layout == Value::Layout::kNCHW   ? fb::Layout::NCHW
-                        : v->layout == Value::Layout::kNHWC ? fb::Layout::NHWC
-                                                            : fb::Layout::PLAIN;
-    tensors.push_back(fb::CreateTensor(b, b.CreateString(name), fb::DType(int8_t(v->dtype)),
-                                       b.CreateVector(dims), layout, quant, buffer, v->batch_axis,
-                                       v->channel_axis));
-  }
-  std::vector<flatbuffers::Offset<fb::Operator>> ops;
-  for (const Node& n : g.nodes) {
+    std::vector<flatbuffers::Offset<fb::Operator>> ops;
+    for (const Node& n : gr.nodes) {
+      std::vector<int32_t> ins, outs;
+      for (const std::string& s : n.inputs) ins.push_back(s.empty() ? -1 : index[s]);
+      for (const std::string& s : n.outputs) outs.push_back(s.empty() ? -1 : index[s]);
+      AttrMap attrs = n.attrs;
+      if (IsControlFlowNode(n))
+        for (const auto& kv : n.subgraphs) attrs.SetInt(kv.first, subgraph_index[kv.second.get()]);
+      std::vector<flatbuffers::Offset<fb::Attribute>> fattrs;
+      for (const Attr& a : attrs.all()) fattrs.push_back(WriteAttr(b, a));
+      ops.push_back(
+          fb::CreateOperator(b, b.CreateString(n.op_type), b.CreateString(n.name),
+                             b.CreateVector(ins), b.CreateVector(outs), b.CreateVector(fattrs),
+                             n.float_reason.empty() ? 0 : b.CreateString(n.float_reason)));
+    }
     std::vector<int32_t> ins, outs;
-    for (const std::string& s : n.inputs) ins.push_back(s.empty() ? -1 : index[s]);
-    for (const std::string& s : n.outputs) outs.push_back(s.empty() ? -1 : index[s]);
-    std::vector<flatbuffers::Offset<fb::Attribute>> attrs;
-    for (const Attr& a : n.attrs.all()) attrs.push_back(WriteAttr(b, a));
-    ops.push_back(fb::CreateOperator(b, b.CreateString(n.op_type), b.CreateString(n.name),
-                                     b.CreateVector(ins), b.CreateVector(outs),
-                                     b.CreateVector(attrs),
-                                     n.float_reason.empty() ? 0 : b.CreateString(n.float_reason)));
+    for (const std::string& n : gr.inputs) ins.push_back(index[n]);
+    for (const std::string& n : gr.outputs) outs.push_back(index[n]);
+    w->ops = b.CreateVector(ops);
+    w->ins = b.CreateVector(ins);
+    w->outs = b.CreateVector(outs);
+    return Status::Ok();
+  };
+  Written main_graph;
+  QF_RETURN_IF_ERROR(write_graph(g, &main_graph));
+  std::vector<flatbuffers::Offset<fb::Graph>> graphs;
+  for (size_t i = 0; i < subgraphs.size(); ++i) {
+    Written w;
+    QF_RETURN_IF_ERROR(write_graph(*subgraphs[i], &w));
+    graphs.push_back(
+        fb::CreateGraph(b, b.CreateString("subgraph " + std::to_string(i)), w.ops, w.ins, w.outs));
   }
-  std::vector<int32_t> ins, outs;
-  for (const std::string& n : g.inputs) ins.push_back(index[n]);
-  for (const std::string& n : g.outputs) outs.push_back(index[n]);
   std::vector<flatbuffers::Offset<flatbuffers::String>> notes;
   for (const std::string& n : g.notes) notes.push_back(b.CreateString(n));
   auto meta =
@@ -116,13 +158,14 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
                          b.CreateString(g.sha256), b.CreateString(g.source), b.CreateVector(notes));
   // Version 2: operators may carry channels_last = 1 (converter's layout
   // planning); a version-1 reader would ignore it and compute garbage, so
-  // such files require reader 2. Files without it stay readable by version 1.
+  // such files require reader 2. Version 3: subgraphs (If/Loop/Scan), which a
+  // version-2 reader refuses by name. Files without either stay readable by 1.
   bool channels_last = false;
   for (const Node& n : g.nodes) channels_last |= n.attrs.GetInt("channels_last", 0) != 0;
-  const uint32_t min_reader = channels_last ? 2 : 1;
-  auto model =
-      fb::CreateModel(b, 2, min_reader, b.CreateVector(tensors), b.CreateVector(buffers),
-                      b.CreateVector(ops), b.CreateVector(ins), b.CreateVector(outs), meta);
+  const uint32_t min_reader = !graphs.empty() ? 3 : channels_last ? 2 : 1;
+  auto model = fb::CreateModel(b, 3, min_reader, b.CreateVector(tensors), b.CreateVector(buffers),
+                               main_graph.ops, main_graph.ins, main_graph.outs, meta,
+                               graphs.empty() ? 0 : b.CreateVector(graphs));
   fb::FinishModelBuffer(b, model);
   out->assign(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
   return Status::Ok();

@@ -337,7 +337,8 @@ class PySession {
               "no input named '" + name + "'; the model's inputs are " + names);
       }
       // A no-op for C-contiguous arrays; copies anything else (views, lists).
-      py::object arr = np.attr("ascontiguousarray")(item.second);
+      // (Not ascontiguousarray: it turns a 0-d array, a scalar input, into 1-d.)
+      py::object arr = np.attr("asarray")(item.second, py::arg("order") = "C");
       py::object dt = arr.attr("dtype");
       std::string given = py::str(dt.attr("name"));
       const char* want = NumpyName(info->dtype);

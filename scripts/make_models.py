@@ -405,6 +405,63 @@ def gru_kws():
                    opset=14)
 
 
+def loop_decoder():
+    """A greedy decoder: a Loop of at most 16 steps carrying a GRU state and the last token; each
+    step embeds the token, adds a projection of the encoder vector (read from the enclosing
+    graph), runs one GRU step and a MatMul to 40 logits, and picks the ArgMax; the loop stops
+    after emitting the end token 4. Scan outputs: the logits and tokens of every step."""
+    g = GraphBuilder("loop_decoder", seed=21)
+    hidden, embed, vocab, steps = 64, 32, 40, 16
+    wi = g.he((32, hidden), 32)
+    h0 = g.node("Tanh", [g.node("MatMul", ["enc", g.const("init.weight", wi)], "init")], "h0")
+    h0 = g.node("Reshape", [h0, g.const("h0.shape", np.array([1, 1, hidden], np.int64))], "h0_3d")
+    enc_proj = g.node("MatMul", ["enc", g.const("enc_proj.weight", g.he((32, embed), 32))],
+                      "enc_proj")
+    # The body has its own builder: its names and initializers live in the subgraph.
+    b = GraphBuilder("step", seed=22)
+    b.rng = g.rng
+    emb = (g.rng.standard_normal((vocab, embed)) * 0.5).astype(np.float32)
+    x = b.node("Gather", [b.const("embedding", emb), "token_in"], "embed", axis=0)  # (1, E)
+    x = b.node("Add", [x, enc_proj], "with_context")
+    x = b.node("Reshape", [x, b.const("x.shape", np.array([1, 1, embed], np.int64))], "x_3d")
+    b.nodes.append(helper.make_node("GRU", [x] + lstm_weights(b, 3, hidden, embed, 1, "cell")
+                                    + ["", "h_in"], ["", "h_out"], name="cell",
+                                    hidden_size=hidden, linear_before_reset=1))
+    h = b.node("Reshape", ["h_out", b.const("h.shape", np.array([1, hidden], np.int64))], "h_2d")
+    wo = (g.rng.standard_normal((hidden, vocab)) * 2 * math.sqrt(1.0 / hidden)).astype(np.float32)
+    b.nodes.append(helper.make_node("Gemm", [h, b.const("out.weight", wo),
+                                             b.const("out.bias", np.zeros(vocab, np.float32))],
+                                    ["logits"], name="out"))
+    b.nodes.append(helper.make_node("ArgMax", ["logits"], ["token_out"], name="pick", axis=1,
+                                    keepdims=0))
+    end = b.node("Equal", ["token_out", b.const("eos", np.array([4], np.int64))], "is_end")
+    keep = b.node("Not", [end], "keep")
+    b.nodes.append(helper.make_node("Squeeze", [keep], ["cond_out"], name="cond"))
+    b.nodes.append(helper.make_node("Identity", ["token_out"], ["token_scan"], name="emit"))
+    body = helper.make_graph(
+        b.nodes, "step",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [1, 1, hidden]),
+         helper.make_tensor_value_info("token_in", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [1, 1, hidden]),
+         helper.make_tensor_value_info("token_out", TensorProto.INT64, [1]),
+         helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, vocab]),
+         helper.make_tensor_value_info("token_scan", TensorProto.INT64, [1])],
+        b.initializers)
+    g.nodes.append(helper.make_node(
+        "Loop", [g.const("max_steps", np.array(steps, np.int64)),
+                 g.const("start", np.array(True)), h0, g.const("bos", np.array([1], np.int64))],
+        ["state", "last_token", "step_logits", "tokens"], name="decode", body=body))
+    return g.model([helper.make_tensor_value_info("enc", TensorProto.FLOAT, [1, 32])],
+                   [helper.make_tensor_value_info("step_logits", TensorProto.FLOAT,
+                                                  ["steps", 1, vocab]),
+                    helper.make_tensor_value_info("tokens", TensorProto.INT64, ["steps", 1]),
+                    helper.make_tensor_value_info("state", TensorProto.FLOAT, [1, 1, hidden])],
+                   opset=14)
+
+
 MODELS = {
     "mobilenetv2_like": (mobilenetv2_like, {}),
     "resnet_like": (resnet_like, {}),
@@ -415,6 +472,7 @@ MODELS = {
     "detector_stem": (detector_stem, {}),
     "crnn_text": (crnn_text, {}),
     "gru_kws": (gru_kws, {}),
+    "loop_decoder": (loop_decoder, {}),
 }
 
 NP_OF_ONNX = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}

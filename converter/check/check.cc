@@ -203,29 +203,37 @@ void ReportReadError(const Status& st, Analysis* a) {
                   : "");
 }
 
-// --const, then If folding as the converter does it; returns the name of an
-// If that stays dynamic ("" when none).
-std::string FoldConstsAndIfs(Analysis* a) {
+// --const, then If folding and subgraph captures as the converter does them.
+void FoldConstsAndIfs(Analysis* a) {
   Status st = conv::BindInputConsts(&a->g, a->opts->consts);
   if (!st.ok()) a->Add(Severity::kError, "invalid_argument", nullptr, "", st.message());
-  std::string dynamic_if;
-  st = conv::FoldIfs(&a->g, &dynamic_if);
+  // An If whose condition stays dynamic is kept (it runs at run time).
+  st = conv::FoldIfs(&a->g);
   if (!st.ok()) {
     const conv::Node* node = nullptr;
     for (const conv::Node& n : a->g.nodes)
-      if (!dynamic_if.empty() && n.name == dynamic_if) node = &n;
-    a->Add(Severity::kError, node ? "dynamic_if" : "invalid_if", node,
-           node ? node->input(0) : std::string(), st.message(),
-           node ? "bind the graph input(s) the condition depends on with --const NAME=VALUE "
-                  "(qfold convert and qfold check take it) so that one branch is kept"
-                : "");
+      if (n.op_type == "If" && st.message().find(n.Label() + ":") != std::string::npos) node = &n;
+    a->Add(Severity::kError, "invalid_if", node, "", st.message());
+  }
+  // The values subgraphs read become inputs of their If/Loop/Scan, as when
+  // converting; a Loop that nothing bounds is explained here, not in the runtime.
+  st = conv::CaptureOuterValues(&a->g);
+  if (!st.ok()) {
+    const conv::Node* node = nullptr;
+    for (const conv::Node& n : a->g.nodes)
+      if (st.message().find(n.Label() + ":") != std::string::npos) node = &n;
+    const bool unbounded = st.message().find("unbounded loop") != std::string::npos;
+    a->Add(Severity::kError, unbounded ? "dynamic_loop" : "invalid_subgraph", node, "",
+           st.message(),
+           unbounded ? "give the Loop a trip count M (the most iterations it may run); the "
+                       "condition may still end it earlier"
+                     : "");
   }
   // Folding inlined nodes: the producer map is rebuilt.
   a->producer.clear();
   for (size_t k = 0; k < a->g.nodes.size(); ++k)
     for (const std::string& o : a->g.nodes[k].outputs)
       if (!o.empty()) a->producer[o] = k;
-  return dynamic_if;
 }
 
 }  // namespace
@@ -255,17 +263,10 @@ Status CheckModel(const std::string& onnx_path, const CheckOptions& opts, Report
     for (const std::string& o : a.g.nodes[k].outputs)
       if (!o.empty()) a.producer[o] = k;
   ApplyInputShapes(&a);
-  const std::string dynamic_if = FoldConstsAndIfs(&a);
+  FoldConstsAndIfs(&a);
   WalkGraph(&a);
   CheckQdq(&a);
   CheckCoverage(&a, opts.analyze_folding ? onnx_path : "");
-  // The dynamic If is said once, as dynamic_if, not again as an unsupported op.
-  out->issues.erase(std::remove_if(out->issues.begin(), out->issues.end(),
-                                   [&](const Issue& i) {
-                                     return !dynamic_if.empty() && i.node == dynamic_if &&
-                                            i.code == "unsupported_op";
-                                   }),
-                    out->issues.end());
   // A Q/DQ node's own inference failure repeats what the QDQ checks say more precisely.
   std::set<std::string> qdq_nodes;
   for (const Issue& i : out->issues)

@@ -14,6 +14,7 @@
 
 #include "converter/check/internal.h"
 #include "converter/onnx_dtype.h"
+#include "converter/passes/passes.h"
 #include "core/half.h"
 #include "core/op.h"
 #include "core/shape_util.h"
@@ -406,6 +407,27 @@ class Walker {
              "replace it with supported operators before converting (qfold has " +
                  std::to_string(SupportedOps().size()) + " op types)");
       SetUnknown(k);
+      return;
+    }
+    if (def->has_subgraphs) {  // If/Loop/Scan: typed through their subgraphs
+      conv::Node copy = n;
+      Status st = conv::InferSubgraphNode(&g_, &copy, /*fold=*/false);
+      if (!st.ok()) {
+        // Said once: capturing the subgraph's values may have found it already.
+        bool said = false;
+        for (const Issue& i : a_.report->issues) said = said || i.message == st.message();
+        if (!said) a_.Add(Severity::kError, "invalid_subgraph", &n, "", st.message());
+        SetUnknown(k);
+        return;
+      }
+      // A Loop whose count only running tells: its scan outputs are sized then.
+      const conv::Value* m = In(n, 0);
+      if (n.op_type == "Loop" && m && !m->is_constant())
+        a_.Add(Severity::kInfo, "dynamic_loop", &n, n.input(0),
+               n.Label() + ": its trip count '" + n.input(0) +
+                   "' comes from data, so its scan outputs are sized while it runs (the "
+                   "session runs in dynamic mode); --const " +
+                   n.input(0) + "=N would fix it if it is a graph input");
       return;
     }
     const int n_in = int(n.inputs.size());

@@ -6,9 +6,13 @@
 namespace qfold {
 namespace conv {
 
-Status CheckSupported(const Graph& g) {
-  std::map<std::string, std::vector<std::string>> missing;  // op type -> node names
+namespace {
+// Subgraphs of If/Loop/Scan too: their nodes run as well.
+void CollectMissing(const Graph& g, std::map<std::string, std::vector<std::string>>* missing_ptr) {
+  auto& missing = *missing_ptr;
   for (const Node& n : g.nodes) {
+    if (IsControlFlowNode(n))
+      for (const auto& sub : n.subgraphs) CollectMissing(*sub.second, missing_ptr);
     std::string type = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
     // com.microsoft contrib ops (QLinearAdd, ...) run when qfold implements them.
     bool known_domain = n.domain.empty() || n.domain == "com.microsoft";
@@ -19,6 +23,12 @@ Status CheckSupported(const Graph& g) {
           n.name);
     }
   }
+}
+}  // namespace
+
+Status CheckSupported(const Graph& g) {
+  std::map<std::string, std::vector<std::string>> missing;  // op type -> node names
+  CollectMissing(g, &missing);
   if (missing.empty()) return Status::Ok();
   size_t count = 0;
   std::string msg;
@@ -29,9 +39,9 @@ Status CheckSupported(const Graph& g) {
       msg += (i ? ", '" : "'") + kv.second[i] + "'";
     if (kv.second.size() > 5) msg += ", ...";
   }
-  return Status(StatusCode::kUnsupported, g.source + ": " + std::to_string(count) +
-                                              " node(s) use operators qfold does not support:" +
-                                              msg);
+  return Status(StatusCode::kUnsupported,
+                g.source + ": " + std::to_string(count) +
+                    " node(s) use operators qfold does not support:" + msg);
 }
 
 }  // namespace conv

@@ -1,7 +1,7 @@
 // If folding: an If whose condition is constant once the input overrides
 // (--const, --input-shape) are applied and what they determine is folded
-// becomes the nodes of the branch it takes. The .qfm holds no subgraphs, so an
-// If that stays dynamic is refused with the inputs its condition depends on.
+// becomes the nodes of the branch it takes. An If that stays dynamic is kept;
+// the runtime plans both branches and runs the one its condition picks.
 #include <algorithm>
 #include <set>
 
@@ -183,10 +183,11 @@ Status FoldIfs(Graph* g, std::string* dynamic_if) {
   auto is_if = [](const Node& n) { return n.domain.empty() && n.op_type == "If"; };
   // Graphs without an If keep their order and their first error as before.
   if (std::none_of(g->nodes.begin(), g->nodes.end(), is_if)) return Status::Ok();
+  std::set<std::string> dynamic;  // Ifs kept
   for (;;) {
     QF_RETURN_IF_ERROR(VerifyGraph(g));
     size_t k = 0;
-    while (k < g->nodes.size() && !is_if(g->nodes[k])) ++k;
+    while (k < g->nodes.size() && (!is_if(g->nodes[k]) || dynamic.count(g->nodes[k].name))) ++k;
     if (k == g->nodes.size()) return Status::Ok();
     const Node& n = g->nodes[k];
     auto then_it = n.subgraphs.find("then_branch"), else_it = n.subgraphs.find("else_branch");
@@ -201,22 +202,10 @@ Status FoldIfs(Graph* g, std::string* dynamic_if) {
     std::string why;
     QF_RETURN_IF_ERROR(EvaluateCondition(*g, k, &constant, &taken, &inputs, &why));
     if (!constant) {
-      if (dynamic_if) *dynamic_if = n.name;
-      std::string msg = g->source + ": " + n.Label() + ": its condition '" + n.input(0) +
-                        "' is not known at conversion, and qfold runs one branch of an If, " +
-                        "chosen when converting; ";
-      if (inputs.empty()) {
-        msg += "it depends on no graph input" + (why.empty() ? "" : " (" + why + ")");
-      } else {
-        std::string list, example;
-        for (const std::string& in : inputs) {
-          list += (list.empty() ? "'" : ", '") + in + "'";
-          if (example.empty()) example = "--const " + in + "=VALUE";
-        }
-        msg += "it depends on graph input(s) " + list + ": fix them with " + example +
-               " (or their shapes with --input-shape)";
-      }
-      return Status(StatusCode::kUnsupported, msg);
+      // Stays an If: both branches are converted and chosen at run time.
+      if (dynamic_if && dynamic_if->empty()) *dynamic_if = n.name;
+      dynamic.insert(n.name);
+      continue;
     }
     // Keep the taken branch alive past the erase of its If.
     std::shared_ptr<Graph> branch = taken ? then_it->second : else_it->second;

@@ -82,6 +82,11 @@ Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
       outs[i].name = n.outputs[i];
       ctx.outputs.push_back(n.outputs[i].empty() ? nullptr : &outs[i]);
     }
+    if (def->has_subgraphs) {  // If/Loop/Scan: inferred through their subgraphs, never folded
+      QF_RETURN_IF_ERROR(InferSubgraphNode(g, &n, fold));
+      kept.push_back(std::move(n));
+      continue;
+    }
     Status st = def->infer(ctx);
     if (!st.ok()) return Status(st.code(), g->source + ": " + st.message());
 

@@ -77,9 +77,17 @@ Status ApplyInputOverrides(Graph* g, const std::map<std::string, Shape>& shapes,
 // "1,2,3"), with the declared shape (one unknown dim taken from the count).
 Status BindInputConsts(Graph* g, const std::map<std::string, std::string>& consts);
 // Replaces each If whose condition folds to a constant by its taken branch,
-// nested Ifs too; an If that stays dynamic is an error naming the graph inputs
-// its condition depends on (and `dynamic_if`, when given, receives its name).
+// nested Ifs too; an If that stays dynamic is kept (it runs both branches'
+// plans at run time) and `dynamic_if`, when given, receives the first one's name.
 Status FoldIfs(Graph* g, std::string* dynamic_if = nullptr);
+// Every If/Loop/Scan subgraph's reads of enclosing values become extra node
+// and subgraph inputs (attribute captured_inputs); enclosing constants are
+// copied in. Errors name the node: a value no enclosing graph defines, a Loop
+// without trip count whose condition comes from data (unbounded).
+Status CaptureOuterValues(Graph* g);
+// InferAndFold's step for an If/Loop/Scan node: types its subgraphs' inputs
+// from the node's, infers (with `fold`, folds) them and sets the node's outputs.
+Status InferSubgraphNode(Graph* g, Node* n, bool fold);
 // --input-layout NAME=NHWC: the input takes NHWC data; a Transpose restores NCHW.
 Status ApplyInputLayouts(Graph* g, const std::map<std::string, std::string>& layouts);
 // DequantizeLinear of float8 constants (widened on reading) -> float Sub/Mul.

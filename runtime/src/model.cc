@@ -185,10 +185,57 @@ Status Model::Impl::Parse() {
                                  " share the name '" + tensors[(*ids)[a]].info.name + "'");
 
   std::string unsupported;
-  ops.resize(fb->operators()->size());
-  for (size_t k = 0; k < ops.size(); ++k) {
-    const fb::Operator* o = fb->operators()->Get(uint32_t(k));
-    OpEntry& op = ops[k];
+  QF_RETURN_IF_ERROR(ParseOps(fb->operators(), -1, &producer, &ops, &unsupported));
+  if (fb->subgraphs()) {
+    subgraphs.resize(fb->subgraphs()->size());
+    for (size_t gi = 0; gi < subgraphs.size(); ++gi) {
+      const fb::Graph* fg = fb->subgraphs()->Get(uint32_t(gi));
+      GraphEntry& ge = subgraphs[gi];
+      ge.name = fg->name() ? fg->name()->str() : "subgraph " + std::to_string(gi);
+      if (!fg->operators() || !fg->inputs() || !fg->outputs())
+        return Bad(source, "subgraph '" + ge.name + "' lacks operators, inputs or outputs");
+      // A subgraph starts from the constants and its own inputs only.
+      std::vector<int> sub_producer(nt, -2);
+      for (size_t i = 0; i < nt; ++i)
+        if (tensors[i].const_data) sub_producer[i] = -1;
+      QF_RETURN_IF_ERROR(check_io(fg->inputs(), &ge.input_ids, "input"));
+      QF_RETURN_IF_ERROR(check_io(fg->outputs(), &ge.output_ids, "output"));
+      for (int id : ge.input_ids) {
+        if (sub_producer[id] == -1)
+          return Bad(source, "subgraph '" + ge.name + "': " + TensorLabel(fb, id) +
+                                 " is both input and constant, or listed twice");
+        sub_producer[id] = -1;
+      }
+      QF_RETURN_IF_ERROR(ParseOps(fg->operators(), int(gi), &sub_producer, &ge.ops, &unsupported));
+      for (int id : ge.output_ids)
+        if (sub_producer[id] == -2)
+          return Bad(source, "subgraph '" + ge.name + "': output " + TensorLabel(fb, id) +
+                                 " is never produced");
+    }
+  }
+  if (!unsupported.empty())
+    return Status(StatusCode::kUnsupported,
+                  source + ": operators this runtime does not support: " + unsupported);
+  for (int id : output_ids)
+    if (producer[id] == -2)
+      return Bad(source, "graph output " + TensorLabel(fb, id) + " is never produced");
+
+  for (int id : input_ids) inputs.push_back(tensors[id].info);
+  for (int id : output_ids) outputs.push_back(tensors[id].info);
+  return Status::Ok();
+}
+
+Status Model::Impl::ParseOps(const flatbuffers::Vector<flatbuffers::Offset<fb::Operator>>* fb_ops,
+                             int graph, std::vector<int>* producer_ptr, std::vector<OpEntry>* out,
+                             std::string* unsupported_ptr) {
+  std::vector<int>& producer = *producer_ptr;
+  std::string& unsupported = *unsupported_ptr;
+  const size_t nt = tensors.size();
+  const size_t num_graphs = fb->subgraphs() ? fb->subgraphs()->size() : 0;
+  out->resize(fb_ops->size());
+  for (size_t k = 0; k < out->size(); ++k) {
+    const fb::Operator* o = fb_ops->Get(uint32_t(k));
+    OpEntry& op = (*out)[k];
     op.type = o->type() ? o->type()->str() : "";
     op.name = o->name() ? o->name()->str() : "";
     std::string label = op.type + " '" + op.name + "'";
@@ -237,16 +284,16 @@ Status Model::Impl::Parse() {
       return Bad(source, label + ": has no output");
     if (!op.def->output0_optional && op.outputs[0] < 0)
       return Bad(source, label + ": required output 0 is omitted");
+    // Graph attributes index later subgraphs only, so nesting cannot recurse.
+    for (const char* attr : {"then_branch", "else_branch", "body"}) {
+      const Attr* a = op.def->has_subgraphs ? op.attrs.Find(attr) : nullptr;
+      if (!a) continue;
+      if (a->kind != Attr::kInt || a->i <= graph || a->i >= int64_t(num_graphs))
+        return Bad(source, label + ": attribute '" + attr + "' names subgraph " +
+                               std::to_string(a->i) + ", not one of the " +
+                               std::to_string(num_graphs) + " subgraphs after this graph");
+    }
   }
-  if (!unsupported.empty())
-    return Status(StatusCode::kUnsupported,
-                  source + ": operators this runtime does not support: " + unsupported);
-  for (int id : output_ids)
-    if (producer[id] == -2)
-      return Bad(source, "graph output " + TensorLabel(fb, id) + " is never produced");
-
-  for (int id : input_ids) inputs.push_back(tensors[id].info);
-  for (int id : output_ids) outputs.push_back(tensors[id].info);
   return Status::Ok();
 }
 

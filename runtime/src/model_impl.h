@@ -13,7 +13,7 @@ namespace qfold {
 
 // The newest format this reader understands; files whose min_reader_version
 // exceeds it are refused.
-constexpr uint32_t kReaderVersion = 2;
+constexpr uint32_t kReaderVersion = 3;
 
 struct OpEntry {
   const OpDef* def = nullptr;
@@ -22,6 +22,13 @@ struct OpEntry {
   AttrMap attrs;
   std::vector<int> inputs;   // -1: omitted
   std::vector<int> outputs;  // -1: omitted
+};
+
+// A subgraph of an If/Loop/Scan (Model.subgraphs); its ops address Model's tensors.
+struct GraphEntry {
+  std::string name;
+  std::vector<OpEntry> ops;
+  std::vector<int> input_ids, output_ids;
 };
 
 struct TensorEntry {
@@ -43,9 +50,17 @@ struct Model::Impl {
   std::vector<OpEntry> ops;
   std::vector<int> input_ids, output_ids;
   std::vector<TensorInfo> inputs, outputs;
+  std::vector<GraphEntry> subgraphs;
 
   ~Impl();
   Status Parse();
+
+ private:
+  // Reads one graph's operators; `producer` holds -1 for the values the graph
+  // starts with (constants, its inputs) and -2 for the others. `graph` is the
+  // subgraph index (-1: the main graph): nested subgraphs must come later.
+  Status ParseOps(const flatbuffers::Vector<flatbuffers::Offset<fb::Operator>>* fb_ops, int graph,
+                  std::vector<int>* producer, std::vector<OpEntry>* out, std::string* unsupported);
 };
 
 }  // namespace qfold

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/shape_util.h"
+#include "graph_runner.h"
 #include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 #include "model_impl.h"
@@ -90,6 +91,8 @@ struct Session::Impl {
   size_t arena_size = 0;
   bool planned = false;
   std::vector<OpProfile> op_profile;  // per op, when opts.profile
+  // The model, kernels and threads, for the runners of If/Loop/Scan subgraphs.
+  SubgraphEnv subgraph_env;
   // SessionOptions::state_bindings as (output tensor, input tensor) ids.
   std::vector<std::pair<int, int>> state_bindings;
 
@@ -137,7 +140,12 @@ Status Session::Impl::RunDynamic() {
     if (folded[k]) continue;
     KernelContext& ctx = contexts[k];
     QF_RETURN_IF_ERROR(m->ops[k].def->infer(ctx));
-    for (size_t o = 0; o < ctx.outputs.size(); ++o) {
+    // A Loop stopped by its condition sizes its outputs while running.
+    bool known = true;
+    for (Tensor* t : ctx.outputs)
+      if (t && !t->shape_known()) known = false;
+    ctx.op_allocates_outputs = m->ops[k].def->sizes_outputs && !known;
+    for (size_t o = 0; o < ctx.outputs.size() && !ctx.op_allocates_outputs; ++o) {
       Tensor* t = ctx.outputs[o];
       if (!t) continue;
       int64_t n = 0;
@@ -214,7 +222,7 @@ Status Session::Impl::Plan() {
     bool outputs_known = true;
     for (Tensor* o : ctx.outputs)
       if (o && !o->shape_known()) outputs_known = false;
-    if (!outputs_known && value_unknown) {
+    if (!outputs_known && (value_unknown || op.def->sizes_outputs)) {
       dynamic = true;
       break;
     }
@@ -389,6 +397,10 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
       im.op_profile[k].type = im.m->ops[k].type;
     }
   }
+  im.subgraph_env.model = im.m;
+  im.subgraph_env.kernels = &im.kernels;
+  im.subgraph_env.pool = im.pool.get();
+  im.subgraph_env.max_memory_bytes = im.opts.max_memory_bytes;
   for (size_t k = 0; k < im.m->ops.size(); ++k) {
     const OpEntry& op = im.m->ops[k];
     KernelContext& ctx = im.contexts[k];
@@ -397,8 +409,14 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
     ctx.attrs = &op.attrs;
     ctx.pool = im.pool.get();
     ctx.kernels = &im.kernels;
+    ctx.subgraphs = &im.subgraph_env;
     for (int id : op.inputs) ctx.inputs.push_back(id >= 0 ? &im.tensors[id] : nullptr);
     for (int id : op.outputs) ctx.outputs.push_back(id >= 0 ? &im.tensors[id] : nullptr);
+    // If/Loop/Scan infer through their subgraphs: their runners come first.
+    if (op.def->has_subgraphs) {
+      QF_RETURN_IF_ERROR(op.def->prepare(ctx, &im.op_state[k]));
+      ctx.state = im.op_state[k].get();
+    }
   }
   for (const auto& binding : opts.state_bindings) {
     const std::string& out_name = binding.first;
@@ -542,7 +560,12 @@ Status Session::GetOutput(const std::string& name, DType* dtype, Shape* shape,
 }
 
 size_t Session::arena_bytes() const {
-  return impl_->arena_size;
+  size_t n = impl_->arena_size;
+  // Each If/Loop/Scan subgraph has its own arena (planned with it).
+  for (size_t k = 0; k < impl_->m->ops.size(); ++k)
+    if (impl_->m->ops[k].def->has_subgraphs && impl_->op_state[k])
+      n += static_cast<const ControlFlowState*>(impl_->op_state[k].get())->arena_bytes();
+  return n;
 }
 
 const std::string& Session::kernels() const {

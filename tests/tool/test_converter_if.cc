@@ -1,11 +1,13 @@
 // If folding and --const, on hand-built graphs with hand-computed results:
 // branch names that collide with the enclosing graph's, a nested If reading a
-// renamed branch value, and the refusals (dynamic condition, bad --const).
+// renamed branch value, the same model with its Ifs run at run time, and the
+// refusals (bad --const).
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
+#include "model_impl.h"
 #include "tests/tool/onnx_builder.h"
 
 namespace qfold {
@@ -128,18 +130,40 @@ TEST_CASE("fold_ifs: colliding branch names are renamed, nested Ifs read the bra
   }
 }
 
-TEST_CASE("fold_ifs: a dynamic If names the inputs its condition depends on") {
+void SetBoolInput(Session* s, const std::string& name, bool v) {
+  const uint8_t byte = v ? 1 : 0;
+  Status st = s->SetInput(name, DType::kBool, {}, &byte, 1);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+}
+
+TEST_CASE("runtime If: conditions known only when running pick the branch per run") {
   TempDir dir;
   const std::string path = CollidingModel(dir);
-  Graph g;
-  ConvertOptions opts;
-  opts.consts["c"] = "1";  // the nested If on 'd' stays dynamic
-  Status st = LoadAndOptimize(path, opts, &g);
-  REQUIRE_FALSE(st.ok());
-  CHECK(st.code() == StatusCode::kUnsupported);
-  CHECK(Contains(st.message(), "If 'top_if/nested_if'"));
-  CHECK(Contains(st.message(), "graph input(s) 'd'"));
-  CHECK(Contains(st.message(), "--const d=VALUE"));
+  Converted c;
+  Status st = ConvertAndOpen(path, ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(CountOps(c.graph, "If") == 1);  // the nested one lives in then_branch
+  CHECK(c.model->impl()->subgraphs.size() == 4);
+  const std::vector<float> x = {1.f, -2.f};
+  struct Case {
+    bool c, d;
+    std::vector<float> y;
+  };
+  // As the folded cases: then/then (x + 11) * (x + 10), then/else 11, else 3x.
+  const Case cases[] = {{true, true, {12.f * 11.f, 9.f * 8.f}},
+                        {true, false, {11.f, 11.f}},
+                        {false, true, {3.f, -6.f}},
+                        {false, false, {3.f, -6.f}}};
+  for (const Case& k : cases) {
+    CAPTURE(k.c);
+    CAPTURE(k.d);
+    SetBoolInput(c.session.get(), "c", k.c);
+    SetBoolInput(c.session.get(), "d", k.d);
+    CHECK(RunY(&c, "y", x) == k.y);
+    CHECK(FloatOutput(*c.session, "t", {2}) == std::vector<float>{2.f, -4.f});
+  }
+  // Each branch's arena is counted with the session's.
+  CHECK(c.session->arena_bytes() > 0);
 }
 
 TEST_CASE("bind_input_consts: values parse as the input's dtype and fit its shape") {

@@ -16,6 +16,7 @@ namespace kernels {
 class ThreadPool;
 struct KernelConfig;
 }  // namespace kernels
+struct SubgraphEnv;  // graph_runner.h
 
 struct KernelContext {
   const std::string* op_type = nullptr;
@@ -35,6 +36,13 @@ struct KernelContext {
   // Set by a run that fell back to its reference kernel although the op has
   // fast kernels (an uncovered case); profiling reports it (qfold bench --profile).
   bool reference_path = false;
+  // Runtime only: what If/Loop/Scan need to run their subgraphs (the model,
+  // kernels, threads, memory limit); null in the converter.
+  const SubgraphEnv* subgraphs = nullptr;
+  // Set by the session in dynamic mode for ops with OpDef::sizes_outputs: run
+  // sets the outputs' shapes and points their data at buffers the op owns
+  // (a Loop's scan outputs are sized by the iterations it runs).
+  bool op_allocates_outputs = false;
 
   int num_inputs() const { return int(inputs.size()); }
   int num_outputs() const { return int(outputs.size()); }
@@ -104,6 +112,14 @@ struct OpDef {
   // kChannelsLast: whether 4-D float32 data has a channels-last kernel too
   // (otherwise only 8-bit data, and QLinearConv's 16-bit, is planned so).
   bool layout_float = false;
+  // If/Loop/Scan: reads subgraphs (INT attributes then_branch/else_branch/body
+  // index Model.subgraphs). The session calls prepare before the first infer,
+  // which builds the subgraphs' runners; the converter infers such ops itself
+  // (converter/passes/infer_subgraphs.cc).
+  bool has_subgraphs = false;
+  // The output shapes may be known only after running (see
+  // KernelContext::op_allocates_outputs); the session then runs in dynamic mode.
+  bool sizes_outputs = false;
 };
 constexpr int kNoDefaultAxis = -1000;
 

@@ -1,0 +1,125 @@
+// Runs one subgraph of a model (an If branch, a Loop or Scan body) for the
+// control-flow ops. It is planned like a session: shapes inferred from its
+// input shapes, what depends only on constants and shapes evaluated at plan
+// time, one arena for the rest from lifetimes, and a dynamic mode when a shape
+// depends on data. The plan is kept while the input shapes stay the same, so
+// a Loop re-plans only when a carried value changes shape.
+#pragma once
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "core/op.h"
+#include "model_impl.h"
+
+namespace qfold {
+
+// What a control-flow op needs to build runners for its subgraphs.
+struct SubgraphEnv {
+  const Model::Impl* model = nullptr;
+  const kernels::KernelConfig* kernels = nullptr;
+  kernels::ThreadPool* pool = nullptr;
+  size_t max_memory_bytes = SIZE_MAX;
+};
+
+// A 64-byte aligned buffer with 64 bytes of tail padding (kernels' SIMD
+// over-reads), grown on demand.
+class OwnedBuffer {
+ public:
+  // Null when the allocation failed (bytes > 0).
+  void* Reserve(size_t bytes);
+  // Grows to at least `bytes`, keeping the first `keep` bytes.
+  void* Grow(size_t bytes, size_t keep);
+  void* data() const { return data_.get(); }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t capacity_ = 0;
+};
+
+class GraphRunner {
+ public:
+  // Builds the contexts (and the runners of nested control-flow ops); `label`
+  // ("Loop 'decode' body") prefixes its messages.
+  static Status Create(const SubgraphEnv& env, int graph_index, const std::string& label,
+                       std::unique_ptr<GraphRunner>* out);
+  ~GraphRunner();
+
+  const GraphEntry& graph() const { return *graph_; }
+  const std::string& label() const { return label_; }
+  int num_inputs() const { return int(graph_->input_ids.size()); }
+  int num_outputs() const { return int(graph_->output_ids.size()); }
+  // Infers and plans for these inputs' dtypes and shapes (their data is not
+  // read); keeps the previous plan when they have not changed.
+  Status Plan(const std::vector<const Tensor*>& inputs);
+  // Runs on the inputs' data, planning first when their shapes changed.
+  Status Run(const std::vector<const Tensor*>& inputs);
+  // Output i: after Plan its dtype and shape (dims may be unknown in dynamic
+  // mode), after Run its value too, valid until the next Plan or Run.
+  const Tensor& output(int i) const;
+  // Output i as planned, without data: dims unknown in dynamic mode (those of
+  // its last run are no promise for the next).
+  Tensor planned_output(int i) const;
+  // Whether output `i` is a copy of input `j` (Identity chains included): a
+  // Loop whose condition output passes its condition input on runs M times.
+  bool OutputPassesInput(int i, int j) const;
+  // This plan's arena plus those of the nested subgraphs, planned so far.
+  size_t arena_bytes() const;
+
+ private:
+  GraphRunner() = default;
+  Status RunDynamic();
+  Status CheckShapes(KernelContext& ctx, size_t budget_used) const;
+
+  const SubgraphEnv* env_ = nullptr;
+  const GraphEntry* graph_ = nullptr;
+  std::string label_;
+  std::vector<Tensor> tensors_;  // local slots
+  std::vector<int> input_slots_, output_slots_;
+  std::vector<std::vector<int>> op_in_slots_, op_out_slots_;
+  std::vector<KernelContext> contexts_;
+  std::vector<std::shared_ptr<void>> op_state_;
+  std::vector<bool> folded_;
+  std::vector<Shape> planned_shapes_;
+  std::vector<DType> planned_dtypes_;
+  bool planned_ = false;
+  bool dynamic_ = false;
+  std::vector<OwnedBuffer> folded_storage_;
+  std::vector<OwnedBuffer> dynamic_storage_;  // per slot, dynamic mode
+  OwnedBuffer arena_;
+  size_t arena_size_ = 0;
+};
+
+// The state of an If/Loop/Scan op (OpDef::prepare): its subgraphs' runners
+// and the buffers it keeps between iterations and runs.
+struct ControlFlowState {
+  std::vector<std::unique_ptr<GraphRunner>> runners;
+  // Loop/Scan: loop-carried values, double-buffered (an iteration's outputs
+  // may be another carried value's inputs, so they are written apart).
+  std::vector<OwnedBuffer> carried[2];
+  std::vector<Tensor> carried_tensors[2];
+  // Scan slices of the current iteration; the iteration counter and condition.
+  std::vector<OwnedBuffer> slices;
+  std::vector<Tensor> slice_tensors;
+  int64_t iteration = 0;
+  bool condition = true;
+  Tensor iteration_tensor, condition_tensor;
+  // Outputs the op sizes itself (dynamic mode).
+  std::vector<OwnedBuffer> outputs;
+
+  size_t arena_bytes() const {
+    size_t n = 0;
+    for (const auto& r : runners) n += r ? r->arena_bytes() : 0;
+    return n;
+  }
+};
+
+// The runner for the subgraph named by attribute `attr` of a control-flow op.
+Status MakeSubgraphRunner(KernelContext& ctx, const char* attr, std::unique_ptr<GraphRunner>* out);
+
+}  // namespace qfold
