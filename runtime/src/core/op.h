@@ -90,9 +90,6 @@ struct OpDef {
   bool shape_only = false;
   int min_inputs = 1;
   int max_inputs = 1;
-  // Whether output 0 may be omitted (ONNX: LSTM/GRU/RNN's Y). Elsewhere infer
-  // and run write output 0, so the loader and the converter refuse a node without it.
-  bool output0_optional = false;
   // Optional: builds state that stays valid across runs and input resizes
   // (e.g. weights packed for a SIMD kernel). Called once per session, after
   // the first successful infer, only when every input in `const_inputs` is a
@@ -120,6 +117,10 @@ struct OpDef {
   // The output shapes may be known only after running (see
   // KernelContext::op_allocates_outputs); the session then runs in dynamic mode.
   bool sizes_outputs = false;
+  // Whether output 0 may be omitted (ONNX: LSTM/GRU/RNN's Y). Elsewhere infer
+  // and run write output 0, so the loader and the converter refuse a node without it.
+  // (Last, like the other flags, so positional initializers of the fields above stay valid.)
+  bool output0_optional = false;
 };
 constexpr int kNoDefaultAxis = -1000;
 
