@@ -492,6 +492,44 @@ TEST_CASE("kernels f32: channels-last depthwise Conv matches the reference") {
   MESSAGE(runs << " fast channels-last Conv runs compared");
 }
 
+// ---- ConvTranspose ---------------------------------------------------------------
+
+TEST_CASE("kernels f32: ConvTranspose on the packed GEMM matches the reference") {
+  std::mt19937 rng(51);
+  auto pick = [&](std::initializer_list<int64_t> v) { return *(v.begin() + rng() % v.size()); };
+  int runs = 0;
+  for (int i = 0; i < 30; ++i) {
+    // i == 0: the PP-OCR detector's upsampling (2x2, stride 2, no pads).
+    const int64_t group = i == 0 ? 1 : pick({1, 1, 2, 3});
+    const int64_t c = group * (i == 0 ? 24 : pick({1, 5, 8, 17})),
+                  mg = i == 0 ? 24 : pick({1, 3, 8, 9});
+    const int64_t kh = i == 0 ? 2 : pick({1, 2, 3, 4}), kw = i == 0 ? 2 : pick({1, 2, 3});
+    const int64_t s = i == 0 ? 2 : pick({1, 2, 3}), d = i == 0 ? 1 : pick({1, 1, 2});
+    const int64_t p = i == 0 ? 0 : pick({0, 0, 1}), op = s > 1 && d == 1 ? pick({0, 1}) : 0;
+    const int64_t n = pick({1, 1, 2}), h = 1 + rng() % 9, w = 1 + rng() % 23;
+    std::ostringstream what;
+    what << "ConvTranspose n" << n << " c" << c << " m" << mg * group << " g" << group << " " << h
+         << "x" << w << " k" << kh << "x" << kw << " s" << s << " d" << d << " p" << p << " op"
+         << op;
+    AttrMap attrs;
+    attrs.SetInt("group", group);
+    attrs.SetInts("strides", {s, s});
+    attrs.SetInts("dilations", {d, d});
+    attrs.SetInts("pads", {p, p, p, p});
+    attrs.SetInts("output_padding", {op, op});
+    AttrMap abs_attrs = attrs;
+    const int act = int(rng() % 5);
+    SetActivation(act, &attrs);
+    std::vector<TensorPtr> in = {RandomF32({n, c, h, w}, rng), RandomF32({c, mg, kh, kw}, rng)};
+    if (rng() % 2) in.push_back(RandomF32({mg * group}, rng));
+    std::vector<TensorPtr> abs_in;
+    for (auto& t : in) abs_in.push_back(Abs(t));
+    runs += CompareF32("ConvTranspose", in, attrs, abs_in, abs_attrs, act == 3 ? 2.f : 1.f,
+                       /*expect_state=*/true, what.str());
+  }
+  MESSAGE(runs << " fast ConvTranspose runs compared");
+}
+
 // ---- MatMul and Gemm -----------------------------------------------------------
 
 int RunMatMulCase(const Shape& as, const Shape& bs, int act, std::mt19937& rng) {
@@ -566,15 +604,18 @@ TEST_CASE("kernels f32: prepare leaves no state at the reference level") {
   CHECK(reference.gemm_f32 == nullptr);
   CHECK(kernels::GemmF32For(kernels::CpuFeatures()) == nullptr);
   std::mt19937 rng(1);
-  for (const char* type : {"Conv", "MatMul", "Gemm"}) {
+  for (const char* type : {"Conv", "ConvTranspose", "MatMul", "Gemm"}) {
     auto x = RandomF32({1, 4, 5, 5}, rng);
     auto w = RandomF32({3, 4, 1, 1}, rng);
     auto a = RandomF32({2, 4}, rng);
     auto b = RandomF32({4, 3}, rng);
     const std::string t = type;
     AttrMap attrs;
-    Runner r(t, t == "Conv" ? std::vector<TensorPtr>{x, w} : std::vector<TensorPtr>{a, b}, attrs,
-             reference);
+    const bool conv = t == "Conv" || t == "ConvTranspose";
+    Runner r(t,
+             conv ? std::vector<TensorPtr>{x, t == "Conv" ? w : RandomF32({4, 3, 1, 1}, rng)}
+                  : std::vector<TensorPtr>{a, b},
+             attrs, reference);
     std::shared_ptr<void> state;
     REQUIRE(r.def->prepare(r.ctx, &state).ok());
     CHECK(state == nullptr);
