@@ -47,7 +47,7 @@ void DwPortable(const DwNhwcF32Args& p) {
   for (int64_t px = 0; px < p.pixels; ++px) {
     std::fill(acc.begin(), acc.end(), 0.f);
     for (int64_t t = 0; t < p.taps; ++t) {
-      const float* a = p.a[px * p.taps + t];
+      const float* a = p.a_step ? p.a[t] + px * p.a_step : p.a[px * p.taps + t];
       const float* w = p.w + t * p.c;
       for (int64_t ch = 0; ch < p.c; ++ch) acc[size_t(ch)] += a[ch] * w[ch];
     }
@@ -155,34 +155,64 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   ParallelFor(PoolForWork(c.pool, 2 * c.n * pixels * s.m * taps * s.cg), c.n * blocks, work);
 }
 
+// One output row at a time. Inside the row, where every tap of a window is
+// within the row's width, consecutive windows are sw * c floats apart: those
+// pixels go to the kernel as one run of fixed-step pointers, so a pointer
+// per (pixel, tap) is built only for the few pixels at the left and right
+// edges (building them for every pixel cost more than the 3x3 sums over 16
+// channels).
 void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const ConvNhwcF32Kernels& k = *s.k;
   const int64_t taps = s.kh * s.kw;
+  // Output columns [in_lo, in_hi) read only columns inside the input.
+  const int64_t in_lo = std::min(c.ow, (c.pad_left + c.sw - 1) / c.sw);
+  const int64_t last_ix = c.iw - 1 + c.pad_left - (s.kw - 1) * c.dw;
+  const int64_t in_hi = std::max(in_lo, std::min(c.ow, last_ix < 0 ? 0 : last_ix / c.sw + 1));
+  const int64_t run = in_hi - in_lo;
+  // Rows in the padding read zeros at every step of the run.
+  const int64_t zeros_size = c.c + std::max<int64_t>(0, run - 1) * c.sw * c.c;
   auto work = [&](int64_t begin, int64_t end, int) {
     if (int64_t(tl_ptrs.size()) < taps * c.ow) tl_ptrs.resize(size_t(taps * c.ow));
     const float** ptrs = tl_ptrs.data();
-    const float* zeros = Zeros(c.c);
+    const float* zeros = Zeros(zeros_size);
+    DwNhwcF32Args a;
+    a.taps = taps;
+    a.c = c.c;
+    a.w = s.w.data();
+    a.bias = c.bias;
+    a.act = c.act;
+    a.lo = c.lo;
+    a.hi = c.hi;
+    a.ldy = s.m;
     for (int64_t u = begin; u < end; ++u) {  // one output row
       const int64_t b = u / c.oh, oy = u % c.oh;
       const float* xb = c.x + b * c.ih * c.iw * c.c;
-      for (int64_t ox = 0; ox < c.ow; ++ox)
+      float* y = c.y + u * c.ow * s.m;
+      auto edge = [&](int64_t ox0, int64_t ox1) {
+        if (ox0 >= ox1) return;
+        for (int64_t ox = ox0; ox < ox1; ++ox)
+          for (int64_t ky = 0; ky < s.kh; ++ky)
+            for (int64_t kx = 0; kx < s.kw; ++kx)
+              ptrs[(ox - ox0) * taps + ky * s.kw + kx] = TapPointer(c, xb, oy, ox, ky, kx, zeros);
+        a.a = ptrs;
+        a.a_step = 0;
+        a.pixels = ox1 - ox0;
+        a.y = y + ox0 * s.m;
+        k.dw(a);
+      };
+      edge(0, in_lo);
+      if (run > 0) {
         for (int64_t ky = 0; ky < s.kh; ++ky)
           for (int64_t kx = 0; kx < s.kw; ++kx)
-            ptrs[ox * taps + ky * s.kw + kx] = TapPointer(c, xb, oy, ox, ky, kx, zeros);
-      DwNhwcF32Args a;
-      a.a = ptrs;
-      a.pixels = c.ow;
-      a.taps = taps;
-      a.c = c.c;
-      a.w = s.w.data();
-      a.bias = c.bias;
-      a.act = c.act;
-      a.lo = c.lo;
-      a.hi = c.hi;
-      a.y = c.y + u * c.ow * s.m;
-      a.ldy = s.m;
-      k.dw(a);
-      if (c.post) c.post->Apply(a.y, c.ow * s.m);
+            ptrs[ky * s.kw + kx] = TapPointer(c, xb, oy, in_lo, ky, kx, zeros);
+        a.a = ptrs;
+        a.a_step = c.sw * c.c;
+        a.pixels = run;
+        a.y = y + in_lo * s.m;
+        k.dw(a);
+      }
+      edge(in_hi, c.ow);
+      if (c.post) c.post->Apply(y, c.ow * s.m);
     }
   };
   ParallelFor(PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * s.m * taps), c.n * c.oh, work);

@@ -51,8 +51,12 @@ struct IgemmF32Args {
 
 // `pixels` output pixels of a depthwise convolution:
 //   y[p * ldy + ch] = act(bias[ch] + sum_{t < taps} a[p * taps + t][ch] * w[t * c + ch])
+// or, with a_step != 0 (a run of pixels whose windows are a fixed step
+// apart, as inside a row), a holds the first pixel's taps only:
+//   y[p * ldy + ch] = act(bias[ch] + sum_{t < taps} a[t][p * a_step + ch] * w[t * c + ch])
 struct DwNhwcF32Args {
   const float* const* a = nullptr;
+  int64_t a_step = 0;
   int64_t pixels = 0, taps = 0, c = 0;
   const float* w = nullptr;
   const float* bias = nullptr;  // c values, or null

@@ -103,8 +103,8 @@ void IgemmAvx2(const IgemmF32Args& p) {
 // Channels [ch, ch + 8 * U) of one pixel; with Tail, the last vector masked
 // to `tail` lanes.
 template <int U, bool Tail>
-inline void DwBlock(const DwNhwcF32Args& p, const float* const* a, int64_t ch, int64_t tail,
-                    float* y) {
+inline void DwBlock(const DwNhwcF32Args& p, const float* const* a, int64_t off, int64_t ch,
+                    int64_t tail, float* y) {
   const __m256i last = TailMask(Tail ? tail : 8);
   auto load = [&](const float* src, int u) {
     return Tail && u == U - 1 ? _mm256_maskload_ps(src, last) : _mm256_loadu_ps(src);
@@ -112,7 +112,7 @@ inline void DwBlock(const DwNhwcF32Args& p, const float* const* a, int64_t ch, i
   __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
   const float* w = p.w + ch;
   for (int64_t t = 0; t < p.taps; ++t, w += p.c) {
-    const float* x = a[t] + ch;
+    const float* x = a[t] + off + ch;
     acc0 = _mm256_fmadd_ps(load(x, 0), load(w, 0), acc0);
     if (U > 1) acc1 = _mm256_fmadd_ps(load(x + 8, 1), load(w + 8, 1), acc1);
     if (U > 2) acc2 = _mm256_fmadd_ps(load(x + 16, 2), load(w + 16, 2), acc2);
@@ -130,17 +130,17 @@ inline void DwBlock(const DwNhwcF32Args& p, const float* const* a, int64_t ch, i
 }
 
 template <bool Tail>
-void DwRest(const DwNhwcF32Args& p, const float* const* a, int64_t ch, int64_t vectors,
+void DwRest(const DwNhwcF32Args& p, const float* const* a, int64_t off, int64_t ch, int64_t vectors,
             int64_t tail, float* y) {
   switch (vectors) {
     case 3:
-      DwBlock<3, Tail>(p, a, ch, tail, y);
+      DwBlock<3, Tail>(p, a, off, ch, tail, y);
       break;
     case 2:
-      DwBlock<2, Tail>(p, a, ch, tail, y);
+      DwBlock<2, Tail>(p, a, off, ch, tail, y);
       break;
     case 1:
-      DwBlock<1, Tail>(p, a, ch, tail, y);
+      DwBlock<1, Tail>(p, a, off, ch, tail, y);
       break;
     default:
       break;
@@ -150,15 +150,16 @@ void DwRest(const DwNhwcF32Args& p, const float* const* a, int64_t ch, int64_t v
 void DwAvx2(const DwNhwcF32Args& p) {
   const int64_t tail = p.c % 8;
   for (int64_t px = 0; px < p.pixels; ++px) {
-    const float* const* a = p.a + px * p.taps;
+    const float* const* a = p.a_step ? p.a : p.a + px * p.taps;
+    const int64_t off = px * p.a_step;
     float* y = p.y + px * p.ldy;
     int64_t ch = 0;
-    for (; ch + 32 <= p.c; ch += 32) DwBlock<4, false>(p, a, ch, 8, y);
+    for (; ch + 32 <= p.c; ch += 32) DwBlock<4, false>(p, a, off, ch, 8, y);
     const int64_t vectors = (p.c - ch + 7) / 8;
     if (tail)
-      DwRest<true>(p, a, ch, vectors, tail, y);
+      DwRest<true>(p, a, off, ch, vectors, tail, y);
     else
-      DwRest<false>(p, a, ch, vectors, 8, y);
+      DwRest<false>(p, a, off, ch, vectors, 8, y);
   }
 }
 
