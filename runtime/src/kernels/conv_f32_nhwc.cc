@@ -90,15 +90,30 @@ inline const float* TapPointer(const ConvNhwcF32Call& c, const float* xb, int64_
   return xb + (iy * c.iw + ix) * c.c;
 }
 
+// Output columns [*lo, *hi) whose windows lie inside the input's width.
+void InteriorColumns(const ConvNhwcF32Call& c, int64_t kw, int64_t* lo, int64_t* hi) {
+  *lo = std::min(c.ow, (c.pad_left + c.sw - 1) / c.sw);
+  const int64_t last_ix = c.iw - 1 + c.pad_left - (kw - 1) * c.dw;
+  *hi = std::max(*lo, std::min(c.ow, last_ix < 0 ? 0 : last_ix / c.sw + 1));
+}
+
 // Work unit: a block of tiles of mr pixels. Within it the loop runs over
 // weight panels outside and tiles inside, so one panel ([K][nr], 30 KiB for
 // K = 480) stays in L1 while the block's pixels pass over it, instead of
 // every tile streaming all M x K weights from L2 or beyond.
+// Row taps: without groups or dilation, the kw taps of a window row are kw * c
+// consecutive floats when the row lies inside the width, so a tile whose
+// pixels all have such windows runs kh taps of kw * c channels: the same sums
+// in the same order (tap-major, then channel), with the kernel's inner loop
+// kw times longer (an RGB stem's 3 channels per tap left it mostly overhead).
 void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const ConvNhwcF32Kernels& k = *s.k;
   const int64_t pixels = c.oh * c.ow, taps = s.kh * s.kw, mg = s.m / s.group;
   const int64_t panels = (mg + k.nr - 1) / k.nr, panel_size = taps * s.cg * k.nr;
   const int64_t tiles = (pixels + k.mr - 1) / k.mr;
+  const bool row_taps = s.group == 1 && s.kw > 1 && c.dw == 1;
+  int64_t in_lo = 0, in_hi = 0;
+  if (row_taps) InteriorColumns(c, s.kw, &in_lo, &in_hi);
   // Blocks of up to 8 tiles, smaller when that leaves threads without work
   // (the sums do not depend on the blocking).
   const int64_t threads = NumThreads(c.pool);
@@ -108,7 +123,8 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   auto work = [&](int64_t begin, int64_t end, int) {
     if (int64_t(tl_ptrs.size()) < block * tile_ptrs) tl_ptrs.resize(size_t(block * tile_ptrs));
     const float** ptrs = tl_ptrs.data();
-    const float* zeros = Zeros(s.cg);
+    const float* zeros = Zeros(s.kw * s.cg);
+    bool merged[8];
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
       const float* xb = c.x + b * c.ih * c.iw * c.c;
@@ -118,9 +134,20 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t p0 = t * k.mr, rows = std::min<int64_t>(k.mr, pixels - p0);
           const float** tp = ptrs + (t - t0) * tile_ptrs;
+          bool& row = merged[t - t0];
+          row = row_taps;
+          for (int64_t r = 0; r < rows && row; ++r) {
+            const int64_t ox = (p0 + r) % c.ow;
+            row = ox >= in_lo && ox < in_hi;
+          }
           for (int64_t r = 0; r < k.mr; ++r) {
             // Rows past the end repeat the last pixel; the kernel does not store them.
             const int64_t p = p0 + std::min(r, rows - 1), oy = p / c.ow, ox = p % c.ow;
+            if (row) {
+              for (int64_t ky = 0; ky < s.kh; ++ky)
+                tp[ky * k.mr + r] = TapPointer(c, xg, oy, ox, ky, 0, zeros);
+              continue;
+            }
             for (int64_t ky = 0; ky < s.kh; ++ky)
               for (int64_t kx = 0; kx < s.kw; ++kx)
                 tp[(ky * s.kw + kx) * k.mr + r] = TapPointer(c, xg, oy, ox, ky, kx, zeros);
@@ -128,8 +155,6 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         }
         for (int64_t pn = 0; pn < panels; ++pn) {
           IgemmF32Args a;
-          a.taps = taps;
-          a.c = s.cg;
           a.w = s.w.data() + g * s.group_stride + pn * panel_size;
           a.cols = std::min<int64_t>(k.nr, mg - pn * k.nr);
           a.bias = c.bias ? c.bias + g * mg + pn * k.nr : nullptr;
@@ -139,6 +164,9 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           a.ldy = s.m;
           for (int64_t t = t0; t < t1; ++t) {
             const int64_t p0 = t * k.mr;
+            const bool row = merged[t - t0];
+            a.taps = row ? s.kh : taps;
+            a.c = row ? s.kw * s.cg : s.cg;
             a.a = ptrs + (t - t0) * tile_ptrs;
             a.rows = std::min<int64_t>(k.mr, pixels - p0);
             a.y = yb + p0 * s.m + g * mg + pn * k.nr;
@@ -164,10 +192,8 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
 void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const ConvNhwcF32Kernels& k = *s.k;
   const int64_t taps = s.kh * s.kw;
-  // Output columns [in_lo, in_hi) read only columns inside the input.
-  const int64_t in_lo = std::min(c.ow, (c.pad_left + c.sw - 1) / c.sw);
-  const int64_t last_ix = c.iw - 1 + c.pad_left - (s.kw - 1) * c.dw;
-  const int64_t in_hi = std::max(in_lo, std::min(c.ow, last_ix < 0 ? 0 : last_ix / c.sw + 1));
+  int64_t in_lo, in_hi;
+  InteriorColumns(c, s.kw, &in_lo, &in_hi);
   const int64_t run = in_hi - in_lo;
   // Rows in the padding read zeros at every step of the run.
   const int64_t zeros_size = c.c + std::max<int64_t>(0, run - 1) * c.sw * c.c;
