@@ -478,6 +478,42 @@ TEST_CASE("kernels f32: channels-last Conv KxK, 1x1, groups at tile edges matche
   MESSAGE(runs << " fast channels-last Conv runs compared");
 }
 
+// Winograd F(2x2, 3x3): 3x3 stride 1 with C >= 32, M >= 16 (WinogradWorthIt).
+TEST_CASE("kernels f32: channels-last Winograd 3x3 matches the reference") {
+  std::mt19937 rng(33);
+  int runs = 0;
+  // n, c, m, group, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, one_d, bias, act
+  const ConvCase cases[] = {
+      {1, 32, 32, 1, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 0},      // even, same pads
+      {2, 37, 19, 1, 9, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},      // odd, channel tails
+      {1, 96, 24, 1, 30, 31, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 4},    // many blocks
+      {1, 40, 40, 1, 6, 11, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, false, false, 2},    // no pads
+      {1, 33, 48, 1, 5, 5, 3, 3, 1, 1, 1, 1, 2, 0, 1, 2, false, true, 3},      // uneven pads
+      {1, 64, 17, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 0},      // one pixel
+      {1, 128, 128, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},  // ResNet stage
+  };
+  for (const ConvCase& k : cases) {
+    runs += RunConvCase(ChannelsLast(k), rng);
+    // The case takes the Winograd path on every variant that has one.
+    for (const kernels::ConvNhwcF32Kernels* variant :
+         {kernels::ConvNhwcF32Portable(),
+          kernels::ConvNhwcF32For(kernels::DetectedCpuFeatures())}) {
+      if (!variant) continue;
+      CAPTURE(variant->name);
+      auto w = RandomF32({k.m, k.c, 3, 3}, rng);
+      auto state = kernels::PrepareConvNhwcF32(variant, w->t, 1);
+      REQUIRE(state);
+      kernels::ConvNhwcF32Call call;
+      call.c = k.c;
+      call.kh = call.kw = 3;
+      CHECK(std::string(kernels::ConvNhwcF32Method(state.get(), call)) == "winograd");
+      call.sw = 2;
+      CHECK(std::string(kernels::ConvNhwcF32Method(state.get(), call)) == "igemm");
+    }
+  }
+  MESSAGE(runs << " fast channels-last Winograd Conv runs compared");
+}
+
 TEST_CASE("kernels f32: channels-last depthwise Conv matches the reference") {
   std::mt19937 rng(32);
   int runs = 0;

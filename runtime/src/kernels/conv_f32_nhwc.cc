@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/conv_f32_nhwc_winograd.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -57,8 +58,18 @@ void DwPortable(const DwNhwcF32Args& p) {
   }
 }
 
-const ConvNhwcF32Kernels kConvNhwcF32Portable = {"portable", kPortableMr, kPortableNr,
-                                                 IgemmPortable, DwPortable};
+void WinogradInputPortable(const float* const* d, int64_t c, float* v, int64_t v_stride) {
+  WinogradInputScalar(d, 0, c, v, v_stride);
+}
+
+void WinogradOutputPortable(const float* m, int64_t m_stride, int64_t c, const float* bias,
+                            F32Act act, float lo, float hi, float* const* y) {
+  WinogradOutputScalar(m, m_stride, 0, c, bias, act, lo, hi, y);
+}
+
+const ConvNhwcF32Kernels kConvNhwcF32Portable = {
+    "portable", kPortableMr,           kPortableNr,           IgemmPortable,
+    DwPortable, WinogradInputPortable, WinogradOutputPortable};
 
 struct ConvNhwcF32State {
   const ConvNhwcF32Kernels* k = nullptr;
@@ -68,7 +79,18 @@ struct ConvNhwcF32State {
   // depthwise: [kh * kw][m].
   std::vector<float> w;
   int64_t group_stride = 0;  // floats per group in w
+  // Winograd F(2x2, 3x3) filters, when WinogradWorthIt: per transform
+  // position xi, panels of [cg][nr] as w's.
+  std::vector<float> winograd_u;
 };
+
+// The cost model: Winograd does 16 / 36 of the direct multiplications, but
+// its transforms read and write every input and output value about four
+// times and its 16 GEMMs stream 16 / 9 as many filter values. That pays off
+// once the GEMMs are long enough in both channel counts.
+bool WinogradWorthIt(int64_t c, int64_t m) {
+  return c >= 32 && m >= 16 && c + m <= 768;
+}
 
 // Per-thread scratch: the tap pointers of a tile and a row of zeros for
 // taps in the padding.
@@ -183,6 +205,82 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   ParallelFor(PoolForWork(c.pool, 2 * c.n * pixels * s.m * taps * s.cg), c.n * blocks, work);
 }
 
+// Winograd F(2x2, 3x3), stride 1, no dilation, no groups. Work unit: a
+// block of tiles; per block the 16 transformed patches [16][tiles][c] and
+// GEMM outputs [16][tiles][m] stay in this thread's scratch (sized to fit
+// L2), then the output transform writes the block's pixels.
+thread_local std::vector<float> tl_winograd;
+
+void RunWinograd(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  const ConvNhwcF32Kernels& k = *s.k;
+  const int64_t th = (c.oh + 1) / 2, tw = (c.ow + 1) / 2, tiles = th * tw;
+  const int64_t ch = s.cg, m = s.m, panels = (m + k.nr - 1) / k.nr;
+  // Tiles per block: a multiple of mr, the block's scratch near 256 KiB.
+  const int64_t fit = (64 * 1024) / (16 * (ch + m)) / k.mr * k.mr;
+  const int64_t block = std::max<int64_t>(k.mr, std::min<int64_t>(8 * k.mr, fit));
+  const int64_t blocks = (tiles + block - 1) / block;
+  auto work = [&](int64_t begin, int64_t end, int) {
+    const size_t v_size = size_t(16 * block * ch), m_size = size_t(16 * block * m);
+    if (tl_winograd.size() < v_size + m_size) tl_winograd.resize(v_size + m_size);
+    float* v = tl_winograd.data();
+    float* mb = v + v_size;
+    const int64_t groups = (block + k.mr - 1) / k.mr;
+    if (int64_t(tl_ptrs.size()) < groups * k.mr) tl_ptrs.resize(size_t(groups * k.mr));
+    const float** gp = tl_ptrs.data();
+    const float* zeros = Zeros(ch);
+    const float* d[16];
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
+      const int64_t nt = t1 - t0;
+      const float* xb = c.x + b * c.ih * c.iw * c.c;
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t iy0 = t / tw * 2 - c.pad_top, ix0 = t % tw * 2 - c.pad_left;
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) {
+            const int64_t iy = iy0 + i, ix = ix0 + j;
+            d[i * 4 + j] =
+                iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw ? zeros : xb + (iy * c.iw + ix) * c.c;
+          }
+        k.winograd_in(d, ch, v + (t - t0) * ch, block * ch);
+      }
+      for (int xi = 0; xi < 16; ++xi) {
+        const float* vx = v + xi * block * ch;
+        // Rows past the block's end repeat its last tile; the kernel does not store them.
+        for (int64_t r = 0; r < groups * k.mr; ++r) gp[r] = vx + std::min(r, nt - 1) * ch;
+        for (int64_t pn = 0; pn < panels; ++pn) {
+          IgemmF32Args a;
+          a.taps = 1;
+          a.c = ch;
+          a.w = s.winograd_u.data() + (xi * panels + pn) * ch * k.nr;
+          a.cols = std::min<int64_t>(k.nr, m - pn * k.nr);
+          a.ldy = m;
+          for (int64_t g0 = 0; g0 < nt; g0 += k.mr) {
+            a.a = gp + g0;
+            a.rows = std::min<int64_t>(k.mr, nt - g0);
+            a.y = mb + (xi * block + g0) * m + pn * k.nr;
+            k.igemm(a);
+          }
+        }
+      }
+      float* yb = c.y + b * c.oh * c.ow * m;
+      float* y[4];
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t oy0 = t / tw * 2, ox0 = t % tw * 2;
+        for (int a = 0; a < 2; ++a)
+          for (int e = 0; e < 2; ++e) {
+            const int64_t oy = oy0 + a, ox = ox0 + e;
+            y[a * 2 + e] = oy < c.oh && ox < c.ow ? yb + (oy * c.ow + ox) * m : nullptr;
+          }
+        k.winograd_out(mb + (t - t0) * m, block * m, m, c.bias, c.act, c.lo, c.hi, y);
+        if (c.post)
+          for (float* p : y)
+            if (p) c.post->Apply(p, m);
+      }
+    }
+  };
+  ParallelFor(PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * m * 9 * ch), c.n * blocks, work);
+}
+
 // One output row at a time. Inside the row, where every tap of a window is
 // within the row's width, consecutive windows are sw * c floats apart: those
 // pixels go to the kernel as one run of fixed-step pointers, so a pointer
@@ -294,6 +392,25 @@ std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tens
         for (int64_t t = 0; t < taps; ++t)
           panel[(t * s->cg + ch) * k->nr] = wd[(oc * s->cg + ch) * taps + t];
     }
+  if (group == 1 && s->kh == 3 && s->kw == 3 && WinogradWorthIt(s->cg, s->m)) {
+    // U = G g G^T per (output, input) channel pair, in double then rounded once.
+    static const double kG[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
+    s->winograd_u.assign(size_t(16 * panels * s->cg * k->nr), 0.f);
+    for (int64_t oc = 0; oc < s->m; ++oc)
+      for (int64_t ch = 0; ch < s->cg; ++ch) {
+        const float* g = wd + (oc * s->cg + ch) * 9;
+        double gg[4][3];  // G g
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 3; ++j)
+            gg[i][j] = kG[i][0] * g[j] + kG[i][1] * g[3 + j] + kG[i][2] * g[6 + j];
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) {
+            const double u = gg[i][0] * kG[j][0] + gg[i][1] * kG[j][1] + gg[i][2] * kG[j][2];
+            s->winograd_u[size_t(((i * 4 + j) * panels + oc / k->nr) * s->cg * k->nr + ch * k->nr +
+                                 oc % k->nr)] = float(u);
+          }
+      }
+  }
   return s;
 }
 
@@ -302,11 +419,21 @@ bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& c) {
   const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
   if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return false;
   if (c.n == 0 || c.oh * c.ow == 0) return true;  // empty output
-  if (s.depthwise)
+  const char* method = ConvNhwcF32Method(state, c);
+  if (method[0] == 'd')
     RunDepthwise(s, c);
+  else if (method[0] == 'w')
+    RunWinograd(s, c);
   else
     RunIgemm(s, c);
   return true;
+}
+
+const char* ConvNhwcF32Method(const void* state, const ConvNhwcF32Call& c) {
+  const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
+  if (s.depthwise) return "depthwise";
+  if (!s.winograd_u.empty() && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1) return "winograd";
+  return "igemm";
 }
 
 }  // namespace kernels

@@ -12,10 +12,17 @@
 // Depthwise (one input and one output channel per group) vectorizes across
 // channels with weights packed [kh * kw][C].
 //
+// 3x3 stride-1 convolutions with enough channels (WinogradWorthIt) run as
+// Winograd F(2x2, 3x3): 16 multiplications per 2x2 output tile and channel
+// pair instead of 36, through 16 GEMMs on the same microkernel; the filters
+// are transformed at prepare. docs/NUMERICS.md bounds the difference from the
+// direct sums.
+//
 // Every output element sums its taps in the same order (tap-major, then
-// channel) in one accumulator started at 0, then adds the bias and applies
-// the epilogue activation, whatever the tile or thread that computes it:
-// results are identical for every thread count.
+// channel; for Winograd the same transforms and channel order) in one
+// accumulator started at 0, then adds the bias and applies the epilogue
+// activation, whatever the tile or thread that computes it: results are
+// identical for every thread count.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -71,6 +78,13 @@ struct ConvNhwcF32Kernels {
   int mr, nr;
   void (*igemm)(const IgemmF32Args& args);
   void (*dw)(const DwNhwcF32Args& args);
+  // Winograd F(2x2, 3x3) transforms of c channels of one tile
+  // (conv_f32_nhwc_winograd.h). In: d holds the 4x4 patch's pixel pointers,
+  // row-major; writes v[xi * v_stride + ch]. Out: reads m[xi * m_stride + ch],
+  // writes act(bias + Y) to y[0..3] (the 2x2 tile, row-major; null: outside).
+  void (*winograd_in)(const float* const* d, int64_t c, float* v, int64_t v_stride);
+  void (*winograd_out)(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
+                       float lo, float hi, float* const* y);
 };
 
 // The variant `f` allows, or nullptr without any SIMD feature (the op then
@@ -98,6 +112,10 @@ struct ConvNhwcF32Call {
 };
 // False when the prepared weights do not match the call's C or kernel size.
 bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& call);
+
+// How RunConvNhwcF32 computes `call`: "depthwise", "winograd" or "igemm"
+// (for tests and diagnostics).
+const char* ConvNhwcF32Method(const void* state, const ConvNhwcF32Call& call);
 
 }  // namespace kernels
 }  // namespace qfold

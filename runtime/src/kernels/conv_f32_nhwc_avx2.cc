@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "kernels/conv_f32_nhwc.h"
+#include "kernels/conv_f32_nhwc_winograd.h"
 
 namespace qfold {
 namespace kernels {
@@ -163,9 +164,58 @@ void DwAvx2(const DwNhwcF32Args& p) {
   }
 }
 
+// The transforms 8 channels at a time, the rest by the scalar code (the
+// same operations in the same order, so the same values).
+void WinogradInputAvx2(const float* const* d, int64_t c, float* v, int64_t v_stride) {
+  int64_t ch = 0;
+  for (; ch + 8 <= c; ch += 8) {
+    __m256 t[4][4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256 d0 = _mm256_loadu_ps(d[j] + ch), d1 = _mm256_loadu_ps(d[4 + j] + ch);
+      const __m256 d2 = _mm256_loadu_ps(d[8 + j] + ch), d3 = _mm256_loadu_ps(d[12 + j] + ch);
+      t[0][j] = _mm256_sub_ps(d0, d2);
+      t[1][j] = _mm256_add_ps(d1, d2);
+      t[2][j] = _mm256_sub_ps(d2, d1);
+      t[3][j] = _mm256_sub_ps(d1, d3);
+    }
+    for (int i = 0; i < 4; ++i) {
+      _mm256_storeu_ps(v + (i * 4 + 0) * v_stride + ch, _mm256_sub_ps(t[i][0], t[i][2]));
+      _mm256_storeu_ps(v + (i * 4 + 1) * v_stride + ch, _mm256_add_ps(t[i][1], t[i][2]));
+      _mm256_storeu_ps(v + (i * 4 + 2) * v_stride + ch, _mm256_sub_ps(t[i][2], t[i][1]));
+      _mm256_storeu_ps(v + (i * 4 + 3) * v_stride + ch, _mm256_sub_ps(t[i][1], t[i][3]));
+    }
+  }
+  WinogradInputScalar(d, ch, c, v, v_stride);
+}
+
+void WinogradOutputAvx2(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
+                        float lo, float hi, float* const* y) {
+  int64_t ch = 0;
+  for (; ch + 8 <= c; ch += 8) {
+    __m256 s[2][4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256 m0 = _mm256_loadu_ps(m + j * m_stride + ch);
+      const __m256 m1 = _mm256_loadu_ps(m + (4 + j) * m_stride + ch);
+      const __m256 m2 = _mm256_loadu_ps(m + (8 + j) * m_stride + ch);
+      const __m256 m3 = _mm256_loadu_ps(m + (12 + j) * m_stride + ch);
+      s[0][j] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
+      s[1][j] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+    }
+    const __m256 b = bias ? _mm256_loadu_ps(bias + ch) : _mm256_setzero_ps();
+    for (int a = 0; a < 2; ++a) {
+      const __m256 y0 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s[a][0], s[a][1]), s[a][2]), b);
+      const __m256 y1 = _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(s[a][1], s[a][2]), s[a][3]), b);
+      if (y[a * 2]) _mm256_storeu_ps(y[a * 2] + ch, Activate(y0, act, lo, hi));
+      if (y[a * 2 + 1]) _mm256_storeu_ps(y[a * 2 + 1] + ch, Activate(y1, act, lo, hi));
+    }
+  }
+  WinogradOutputScalar(m, m_stride, ch, c, bias, act, lo, hi, y);
+}
+
 }  // namespace
 
-extern const ConvNhwcF32Kernels kConvNhwcF32Avx2 = {"avx2", kMr, kNr, IgemmAvx2, DwAvx2};
+extern const ConvNhwcF32Kernels kConvNhwcF32Avx2 = {
+    "avx2", kMr, kNr, IgemmAvx2, DwAvx2, WinogradInputAvx2, WinogradOutputAvx2};
 
 }  // namespace kernels
 }  // namespace qfold
