@@ -303,6 +303,7 @@ struct ConvCase {
   bool one_d, bias;
   int act;                     // 0 none, 1 Relu, 2 Clip, 3 HardSwish, 4 Clip with only a max
   bool channels_last = false;  // X [N, H, W, C]: the kernels of conv_f32_nhwc.h
+  bool residual = false;       // a fourth input of Y's shape, added before the activation
 };
 
 std::string Describe(const ConvCase& k) {
@@ -310,7 +311,8 @@ std::string Describe(const ConvCase& k) {
   o << "N" << k.n << " C" << k.c << " M" << k.m << " g" << k.group << " HxW " << k.h << "x" << k.w
     << " k " << k.kh << "x" << k.kw << " s " << k.sh << "," << k.sw << " d " << k.dh << "," << k.dw
     << " pads " << k.pt << "," << k.pl << "," << k.pb << "," << k.pr << (k.one_d ? " 1-D" : "")
-    << (k.bias ? " bias" : "") << " act " << k.act << (k.channels_last ? " NHWC" : "");
+    << (k.bias ? " bias" : "") << " act " << k.act << (k.channels_last ? " NHWC" : "")
+    << (k.residual ? " residual" : "");
   return o.str();
 }
 
@@ -361,7 +363,13 @@ int RunConvCase(const ConvCase& k, std::mt19937& rng) {
   AttrMap abs_attrs = attrs;
   SetActivation(k.act, &attrs);
   std::vector<TensorPtr> in = {RandomF32(xs, rng), RandomF32(ws, rng)};
-  if (k.bias) in.push_back(RandomF32({k.m}, rng));
+  if (k.bias || k.residual) in.push_back(k.bias ? RandomF32({k.m}, rng) : nullptr);
+  if (k.residual) {
+    const int64_t oh = (k.h + k.pt + k.pb - (k.kh - 1) * k.dh - 1) / k.sh + 1;
+    const int64_t ow = (k.w + k.pl + k.pr - (k.kw - 1) * k.dw - 1) / k.sw + 1;
+    in.push_back(
+        RandomF32(k.channels_last ? Shape{k.n, oh, ow, k.m} : Shape{k.n, k.m, oh, ow}, rng));
+  }
   std::vector<TensorPtr> abs_in;
   for (auto& t : in) abs_in.push_back(Abs(t));
   return CompareF32("Conv", in, attrs, abs_in, abs_attrs, k.act == 3 ? 2.f : 1.f,
@@ -512,6 +520,29 @@ TEST_CASE("kernels f32: channels-last Winograd 3x3 matches the reference") {
     }
   }
   MESSAGE(runs << " fast channels-last Winograd Conv runs compared");
+}
+
+// The converter's FuseConvResidual: Y = act(conv + B + R), on the igemm and
+// Winograd epilogues (channels-last) and the generic path (channels-first).
+TEST_CASE("kernels f32: Conv with a fused residual input matches the reference") {
+  std::mt19937 rng(34);
+  int runs = 0;
+  // n, c, m, group, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, one_d, bias, act
+  const ConvCase cases[] = {
+      {1, 32, 40, 1, 9, 9, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 1},   // 1x1, M tail
+      {2, 16, 24, 1, 7, 8, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, 0},  // no bias
+      {1, 3, 16, 1, 11, 13, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 2},  // KxK row taps
+      {1, 64, 64, 1, 9, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},  // Winograd
+      {1, 37, 19, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 3},   // Winograd tails
+      {1, 6, 12, 2, 10, 10, 3, 3, 1, 2, 2, 1, 3, 3, 0, 0, false, true, 4},  // groups
+      {1, 8, 8, 8, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},     // depthwise
+  };
+  for (ConvCase k : cases) {
+    k.residual = true;
+    runs += RunConvCase(k, rng);
+    runs += RunConvCase(ChannelsLast(k), rng);
+  }
+  MESSAGE(runs << " fast Conv runs with a residual compared");
 }
 
 TEST_CASE("kernels f32: channels-last depthwise Conv matches the reference") {

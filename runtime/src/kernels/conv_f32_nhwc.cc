@@ -39,8 +39,11 @@ void IgemmPortable(const IgemmF32Args& p) {
     }
   }
   for (int64_t r = 0; r < p.rows; ++r)
-    for (int64_t j = 0; j < p.cols; ++j)
-      p.y[r * p.ldy + j] = Activate(acc[r][j] + (p.bias ? p.bias[j] : 0.f), p.act, p.lo, p.hi);
+    for (int64_t j = 0; j < p.cols; ++j) {
+      float v = acc[r][j] + (p.bias ? p.bias[j] : 0.f);
+      if (p.residual) v += p.residual[r * p.ldy + j];
+      p.y[r * p.ldy + j] = Activate(v, p.act, p.lo, p.hi);
+    }
 }
 
 void DwPortable(const DwNhwcF32Args& p) {
@@ -63,8 +66,9 @@ void WinogradInputPortable(const float* const* d, int64_t c, float* v, int64_t v
 }
 
 void WinogradOutputPortable(const float* m, int64_t m_stride, int64_t c, const float* bias,
-                            F32Act act, float lo, float hi, float* const* y) {
-  WinogradOutputScalar(m, m_stride, 0, c, bias, act, lo, hi, y);
+                            F32Act act, float lo, float hi, const float* const* res,
+                            float* const* y) {
+  WinogradOutputScalar(m, m_stride, 0, c, bias, act, lo, hi, res, y);
 }
 
 const ConvNhwcF32Kernels kConvNhwcF32Portable = {
@@ -156,6 +160,7 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
       const float* xb = c.x + b * c.ih * c.iw * c.c;
       float* yb = c.y + b * pixels * s.m;
+      const float* rb = c.residual ? c.residual + b * pixels * s.m : nullptr;
       for (int64_t g = 0; g < s.group; ++g) {
         const float* xg = xb + g * s.cg;
         for (int64_t t = t0; t < t1; ++t) {
@@ -197,6 +202,7 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
             a.a = ptrs + (t - t0) * tile_ptrs;
             a.rows = std::min<int64_t>(k.mr, pixels - p0);
             a.y = yb + p0 * s.m + g * mg + pn * k.nr;
+            a.residual = rb ? rb + p0 * s.m + g * mg + pn * k.nr : nullptr;
             k.igemm(a);
           }
         }
@@ -268,15 +274,20 @@ void RunWinograd(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         }
       }
       float* yb = c.y + b * c.oh * c.ow * m;
+      const float* rb = c.residual ? c.residual + b * c.oh * c.ow * m : nullptr;
       float* y[4];
+      const float* res[4] = {};
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t oy0 = t / tw * 2, ox0 = t % tw * 2;
         for (int a = 0; a < 2; ++a)
           for (int e = 0; e < 2; ++e) {
             const int64_t oy = oy0 + a, ox = ox0 + e;
-            y[a * 2 + e] = oy < c.oh && ox < c.ow ? yb + (oy * c.ow + ox) * m : nullptr;
+            const bool inside = oy < c.oh && ox < c.ow;
+            y[a * 2 + e] = inside ? yb + (oy * c.ow + ox) * m : nullptr;
+            if (rb) res[a * 2 + e] = inside ? rb + (oy * c.ow + ox) * m : nullptr;
           }
-        k.winograd_out(mb + (t - t0) * m, block * m, m, c.bias, c.act, c.lo, c.hi, y);
+        k.winograd_out(mb + (t - t0) * m, block * m, m, c.bias, c.act, c.lo, c.hi,
+                       rb ? res : nullptr, y);
         if (c.post)
           for (float* p : y)
             if (p) c.post->Apply(p, m);
@@ -423,6 +434,7 @@ bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& c) {
   if (!state) return false;
   const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
   if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return false;
+  if (s.depthwise && c.residual) return false;
   if (c.n == 0 || c.oh * c.ow == 0) return true;  // empty output
   const char* method = ConvNhwcF32Method(state, c);
   if (method[0] == 'd')

@@ -41,7 +41,7 @@ struct KernelConfig;  // kernel_config.h
 // One tile of the indirect GEMM: `rows` (<= mr) output pixels by one panel
 // of `cols` (<= nr) output channels.
 //   y[r * ldy + j] = act(bias[j] + sum_{t < taps, ch < c} a[t * mr + r][ch] * w[(t * c + ch) * nr +
-//   j])
+//   j] + residual[r * ldy + j])
 // a holds taps * mr pointers; rows past `rows` must still point at c
 // readable floats (the driver repeats a valid row). w is zero past `cols`.
 struct IgemmF32Args {
@@ -49,7 +49,8 @@ struct IgemmF32Args {
   int64_t rows = 0, taps = 0, c = 0;
   const float* w = nullptr;
   int64_t cols = 0;
-  const float* bias = nullptr;  // cols values, or null
+  const float* bias = nullptr;      // cols values, or null
+  const float* residual = nullptr;  // laid out as y, or null
   F32Act act = F32Act::kNone;
   float lo = 0.f, hi = 0.f;
   float* y = nullptr;
@@ -81,10 +82,11 @@ struct ConvNhwcF32Kernels {
   // Winograd F(2x2, 3x3) transforms of c channels of one tile
   // (conv_f32_nhwc_winograd.h). In: d holds the 4x4 patch's pixel pointers,
   // row-major; writes v[xi * v_stride + ch]. Out: reads m[xi * m_stride + ch],
-  // writes act(bias + Y) to y[0..3] (the 2x2 tile, row-major; null: outside).
+  // writes act(bias + Y + r) to y[0..3] (the 2x2 tile, row-major; null:
+  // outside), r from res[0..3] (res itself may be null: no residual).
   void (*winograd_in)(const float* const* d, int64_t c, float* v, int64_t v_stride);
   void (*winograd_out)(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
-                       float lo, float hi, float* const* y);
+                       float lo, float hi, const float* const* res, float* const* y);
 };
 
 // The variant `f` allows, or nullptr without any SIMD feature (the op then
@@ -103,6 +105,9 @@ struct ConvNhwcF32Call {
   const float* x = nullptr;     // [n, ih, iw, c]
   float* y = nullptr;           // [n, oh, ow, m]
   const float* bias = nullptr;  // m values or null
+  // [n, oh, ow, m] added before the activation (the converter's fused
+  // residual Add), or null; not supported by depthwise (the call fails).
+  const float* residual = nullptr;
   int64_t n = 1, c = 1, ih = 1, iw = 1, oh = 1, ow = 1;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pad_top = 0, pad_left = 0;
   F32Act act = F32Act::kNone;  // fused into the epilogue

@@ -89,9 +89,11 @@ void IgemmTile(const IgemmF32Args& p) {
     bias[v] = p.bias ? LoadPart(p.bias + 8 * v, m[v], full[v]) : _mm256_setzero_ps();
   }
   for (int r = 0; r < kMr && r < p.rows; ++r)
-    for (int v = 0; v < V; ++v)
-      StorePart(p.y + r * p.ldy + 8 * v, m[v], full[v],
-                Activate(_mm256_add_ps(acc[r][v], bias[v]), p.act, p.lo, p.hi));
+    for (int v = 0; v < V; ++v) {
+      __m256 x = _mm256_add_ps(acc[r][v], bias[v]);
+      if (p.residual) x = _mm256_add_ps(x, LoadPart(p.residual + r * p.ldy + 8 * v, m[v], full[v]));
+      StorePart(p.y + r * p.ldy + 8 * v, m[v], full[v], Activate(x, p.act, p.lo, p.hi));
+    }
 }
 
 void IgemmAvx2(const IgemmF32Args& p) {
@@ -189,7 +191,7 @@ void WinogradInputAvx2(const float* const* d, int64_t c, float* v, int64_t v_str
 }
 
 void WinogradOutputAvx2(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
-                        float lo, float hi, float* const* y) {
+                        float lo, float hi, const float* const* res, float* const* y) {
   int64_t ch = 0;
   for (; ch + 8 <= c; ch += 8) {
     __m256 s[2][4];
@@ -203,13 +205,17 @@ void WinogradOutputAvx2(const float* m, int64_t m_stride, int64_t c, const float
     }
     const __m256 b = bias ? _mm256_loadu_ps(bias + ch) : _mm256_setzero_ps();
     for (int a = 0; a < 2; ++a) {
-      const __m256 y0 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s[a][0], s[a][1]), s[a][2]), b);
-      const __m256 y1 = _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(s[a][1], s[a][2]), s[a][3]), b);
-      if (y[a * 2]) _mm256_storeu_ps(y[a * 2] + ch, Activate(y0, act, lo, hi));
-      if (y[a * 2 + 1]) _mm256_storeu_ps(y[a * 2 + 1] + ch, Activate(y1, act, lo, hi));
+      __m256 v[2] = {_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s[a][0], s[a][1]), s[a][2]), b),
+                     _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(s[a][1], s[a][2]), s[a][3]), b)};
+      for (int e = 0; e < 2; ++e) {
+        float* out = y[a * 2 + e];
+        if (!out) continue;
+        if (res) v[e] = _mm256_add_ps(v[e], _mm256_loadu_ps(res[a * 2 + e] + ch));
+        _mm256_storeu_ps(out + ch, Activate(v[e], act, lo, hi));
+      }
     }
   }
-  WinogradOutputScalar(m, m_stride, ch, c, bias, act, lo, hi, y);
+  WinogradOutputScalar(m, m_stride, ch, c, bias, act, lo, hi, res, y);
 }
 
 }  // namespace

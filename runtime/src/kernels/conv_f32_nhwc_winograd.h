@@ -45,11 +45,11 @@ inline float WinogradActivate(float v, F32Act act, float lo, float hi) {
   return v;
 }
 
-// y[a * 2 + b][ch] = act(bias[ch] + (A^T M A)[a][b]) for ch in [ch0, ch1),
+// y[a * 2 + b][ch] = act(bias[ch] + (A^T M A)[a][b] (+ res[a * 2 + b][ch])) for ch in [ch0, ch1),
 // M[xi] at m[xi * m_stride]; a null y[k] (outside the output) is skipped.
 inline void WinogradOutputScalar(const float* m, int64_t m_stride, int64_t ch0, int64_t ch1,
                                  const float* bias, F32Act act, float lo, float hi,
-                                 float* const* y) {
+                                 const float* const* res, float* const* y) {
   for (int64_t ch = ch0; ch < ch1; ++ch) {
     float s[2][4];
     for (int j = 0; j < 4; ++j) {
@@ -60,9 +60,13 @@ inline void WinogradOutputScalar(const float* m, int64_t m_stride, int64_t ch0, 
     }
     const float b = bias ? bias[ch] : 0.f;
     for (int a = 0; a < 2; ++a) {
-      if (y[a * 2]) y[a * 2][ch] = WinogradActivate(s[a][0] + s[a][1] + s[a][2] + b, act, lo, hi);
-      if (y[a * 2 + 1])
-        y[a * 2 + 1][ch] = WinogradActivate(s[a][1] - s[a][2] - s[a][3] + b, act, lo, hi);
+      float v[2] = {s[a][0] + s[a][1] + s[a][2] + b, s[a][1] - s[a][2] - s[a][3] + b};
+      for (int e = 0; e < 2; ++e) {
+        float* out = y[a * 2 + e];
+        if (!out) continue;
+        if (res) v[e] += res[a * 2 + e][ch];
+        out[ch] = WinogradActivate(v[e], act, lo, hi);
+      }
     }
   }
 }
