@@ -51,6 +51,11 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
     QF_RETURN_IF_ERROR(CommuteReshapeTransposes(g));
     QF_RETURN_IF_ERROR(VerifyGraph(g));
     QF_RETURN_IF_ERROR(InferAndFold(g, false));
+    if (opts.fuse) {
+      QF_RETURN_IF_ERROR(FuseConvResidual(g));
+      QF_RETURN_IF_ERROR(VerifyGraph(g));
+      QF_RETURN_IF_ERROR(InferAndFold(g, false));
+    }
   }
   return Status::Ok();
 }

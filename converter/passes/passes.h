@@ -66,6 +66,9 @@ Status FuseGatedActivations(Graph* g);
 // Conv followed by Mul/Add by per-output-channel (or scalar) constants -> one
 // Conv with scaled weights and shifted bias (FuseActivations runs it first).
 Status FuseConvAffine(Graph* g);
+// Channels-last float Conv -> Add of a same-shape tensor (-> activation) ->
+// one Conv with the addend as its fourth input (after layout planning).
+Status FuseConvResidual(Graph* g);
 // The _activation attributes (core/activation.h) that apply `act`; false when
 // it cannot be fused (an op type or a non-constant bound it does not cover).
 bool FusedActivationAttrs(const Graph& g, const Node& act, AttrMap* attrs);

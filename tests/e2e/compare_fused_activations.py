@@ -7,7 +7,8 @@ Builds small float graphs with the spellings exporters use: x * Sigmoid(x) (SiLU
 Sigmoid(alpha * x) and the Mul's inputs swapped), x * HardSigmoid(x) (alpha 1/6),
 x * Clip(x + 3, 0, 6) / 6 (and * (1/6)), 0.5 x (1 + Erf(x / sqrt2)) in both orders, and
 these after a Conv (fused into it), Conv -> Mul -> Add by scalar or per-channel constants
-(folded into the Conv's weights and bias); plus graphs that must not fuse (a Mul by a spatial
+(folded into the Conv's weights and bias), a residual Add (+ Relu) after a Conv (its epilogue
+adds it); plus graphs that must not fuse (a Mul by a spatial
 constant, the Sigmoid also a graph output, a HardSigmoid with another alpha). The reference is ONNX Runtime with all graph
 optimizations disabled (the literal graph). Criteria per model: every output within
 1e-5 * max|ort| of ONNX Runtime (inputs up to |x| = 12, both signs), and the operators of
@@ -101,6 +102,22 @@ def cases(rng):
         N("Mul", ["sc", "c"], ["cs"]), N("Add", ["cs", "t"], ["y"])],
         inits + [const("sc", rng.standard_normal((1, 8, 1, 1))),
                  const("t", rng.standard_normal((8, 1, 1)))]), {"Conv": 1}))
+    # A residual Add (and the Relu after it) joins the second Conv's epilogue
+    # (FuseConvResidual); not when the Conv's output has another reader.
+    def two_convs():
+        nodes, inits = conv_front(rng)
+        w2 = const("w2", rng.standard_normal((8, 8, 3, 3)) * 0.3)
+        return nodes + [N("Conv", ["c", "w2"], ["c2"], pads=[1, 1, 1, 1])], inits + [w2]
+    nodes, inits = two_convs()
+    out.append(("conv_residual_relu", model("conv_residual_relu", nodes + [
+        N("Add", ["c2", "c"], ["r"]), N("Relu", ["r"], ["y"])], inits), {"Conv": 2}))
+    nodes, inits = two_convs()
+    out.append(("conv_residual_swapped", model("conv_residual_swapped", nodes + [
+        N("Add", ["c", "c2"], ["y"])], inits), {"Conv": 2}))
+    nodes, inits = two_convs()
+    out.append(("conv_residual_shared", model("conv_residual_shared", nodes + [
+        N("Add", ["c2", "c"], ["r"]), N("Relu", ["r"], ["y"])], inits, outputs=("y", "c2")),
+        {"Conv": 2, "Add": 1, "Relu": 1}))
     # Must stay unfused: a Mul by a spatial (not per-channel) constant, the gate also a graph
     # output, a HardSigmoid whose alpha is not 1/6.
     nodes, inits = conv_front(rng)

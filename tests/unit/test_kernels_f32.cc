@@ -303,6 +303,7 @@ struct ConvCase {
   bool one_d, bias;
   int act;                     // 0 none, 1 Relu, 2 Clip, 3 HardSwish, 4 Clip with only a max
   bool channels_last = false;  // X [N, H, W, C]: the kernels of conv_f32_nhwc.h
+  bool residual = false;       // a fourth input of Y's shape, added before the activation
 };
 
 std::string Describe(const ConvCase& k) {
@@ -310,7 +311,8 @@ std::string Describe(const ConvCase& k) {
   o << "N" << k.n << " C" << k.c << " M" << k.m << " g" << k.group << " HxW " << k.h << "x" << k.w
     << " k " << k.kh << "x" << k.kw << " s " << k.sh << "," << k.sw << " d " << k.dh << "," << k.dw
     << " pads " << k.pt << "," << k.pl << "," << k.pb << "," << k.pr << (k.one_d ? " 1-D" : "")
-    << (k.bias ? " bias" : "") << " act " << k.act << (k.channels_last ? " NHWC" : "");
+    << (k.bias ? " bias" : "") << " act " << k.act << (k.channels_last ? " NHWC" : "")
+    << (k.residual ? " residual" : "");
   return o.str();
 }
 
@@ -361,7 +363,13 @@ int RunConvCase(const ConvCase& k, std::mt19937& rng) {
   AttrMap abs_attrs = attrs;
   SetActivation(k.act, &attrs);
   std::vector<TensorPtr> in = {RandomF32(xs, rng), RandomF32(ws, rng)};
-  if (k.bias) in.push_back(RandomF32({k.m}, rng));
+  if (k.bias || k.residual) in.push_back(k.bias ? RandomF32({k.m}, rng) : nullptr);
+  if (k.residual) {
+    const int64_t oh = (k.h + k.pt + k.pb - (k.kh - 1) * k.dh - 1) / k.sh + 1;
+    const int64_t ow = (k.w + k.pl + k.pr - (k.kw - 1) * k.dw - 1) / k.sw + 1;
+    in.push_back(
+        RandomF32(k.channels_last ? Shape{k.n, oh, ow, k.m} : Shape{k.n, k.m, oh, ow}, rng));
+  }
   std::vector<TensorPtr> abs_in;
   for (auto& t : in) abs_in.push_back(Abs(t));
   return CompareF32("Conv", in, attrs, abs_in, abs_attrs, k.act == 3 ? 2.f : 1.f,
@@ -478,6 +486,65 @@ TEST_CASE("kernels f32: channels-last Conv KxK, 1x1, groups at tile edges matche
   MESSAGE(runs << " fast channels-last Conv runs compared");
 }
 
+// Winograd F(2x2, 3x3): 3x3 stride 1 with C >= 32, M >= 16 (WinogradWorthIt).
+TEST_CASE("kernels f32: channels-last Winograd 3x3 matches the reference") {
+  std::mt19937 rng(33);
+  int runs = 0;
+  // n, c, m, group, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, one_d, bias, act
+  const ConvCase cases[] = {
+      {1, 32, 32, 1, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 0},      // even, same pads
+      {2, 37, 19, 1, 9, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},      // odd, channel tails
+      {1, 96, 24, 1, 30, 31, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 4},    // many blocks
+      {1, 40, 40, 1, 6, 11, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, false, false, 2},    // no pads
+      {1, 33, 48, 1, 5, 5, 3, 3, 1, 1, 1, 1, 2, 0, 1, 2, false, true, 3},      // uneven pads
+      {1, 64, 17, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 0},      // one pixel
+      {1, 128, 128, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},  // ResNet stage
+  };
+  for (const ConvCase& k : cases) {
+    runs += RunConvCase(ChannelsLast(k), rng);
+    // The case takes the Winograd path on every variant that has one.
+    for (const kernels::ConvNhwcF32Kernels* variant :
+         {kernels::ConvNhwcF32Portable(),
+          kernels::ConvNhwcF32For(kernels::DetectedCpuFeatures())}) {
+      if (!variant) continue;
+      CAPTURE(variant->name);
+      auto w = RandomF32({k.m, k.c, 3, 3}, rng);
+      auto state = kernels::PrepareConvNhwcF32(variant, w->t, 1);
+      REQUIRE(state);
+      kernels::ConvNhwcF32Call call;
+      call.c = k.c;
+      call.kh = call.kw = 3;
+      CHECK(std::string(kernels::ConvNhwcF32Method(state.get(), call)) == "winograd");
+      call.sw = 2;
+      CHECK(std::string(kernels::ConvNhwcF32Method(state.get(), call)) == "igemm");
+    }
+  }
+  MESSAGE(runs << " fast channels-last Winograd Conv runs compared");
+}
+
+// The converter's FuseConvResidual: Y = act(conv + B + R), on the igemm and
+// Winograd epilogues (channels-last) and the generic path (channels-first).
+TEST_CASE("kernels f32: Conv with a fused residual input matches the reference") {
+  std::mt19937 rng(34);
+  int runs = 0;
+  // n, c, m, group, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, one_d, bias, act
+  const ConvCase cases[] = {
+      {1, 32, 40, 1, 9, 9, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 1},   // 1x1, M tail
+      {2, 16, 24, 1, 7, 8, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, 0},  // no bias
+      {1, 3, 16, 1, 11, 13, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 2},  // KxK row taps
+      {1, 64, 64, 1, 9, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},  // Winograd
+      {1, 37, 19, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 3},   // Winograd tails
+      {1, 6, 12, 2, 10, 10, 3, 3, 1, 2, 2, 1, 3, 3, 0, 0, false, true, 4},  // groups
+      {1, 8, 8, 8, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},     // depthwise
+  };
+  for (ConvCase k : cases) {
+    k.residual = true;
+    runs += RunConvCase(k, rng);
+    runs += RunConvCase(ChannelsLast(k), rng);
+  }
+  MESSAGE(runs << " fast Conv runs with a residual compared");
+}
+
 TEST_CASE("kernels f32: channels-last depthwise Conv matches the reference") {
   std::mt19937 rng(32);
   int runs = 0;
@@ -490,6 +557,44 @@ TEST_CASE("kernels f32: channels-last depthwise Conv matches the reference") {
   };
   for (const ConvCase& k : cases) runs += RunConvCase(ChannelsLast(k), rng);
   MESSAGE(runs << " fast channels-last Conv runs compared");
+}
+
+// ---- ConvTranspose ---------------------------------------------------------------
+
+TEST_CASE("kernels f32: ConvTranspose on the packed GEMM matches the reference") {
+  std::mt19937 rng(51);
+  auto pick = [&](std::initializer_list<int64_t> v) { return *(v.begin() + rng() % v.size()); };
+  int runs = 0;
+  for (int i = 0; i < 30; ++i) {
+    // i == 0: the PP-OCR detector's upsampling (2x2, stride 2, no pads).
+    const int64_t group = i == 0 ? 1 : pick({1, 1, 2, 3});
+    const int64_t c = group * (i == 0 ? 24 : pick({1, 5, 8, 17})),
+                  mg = i == 0 ? 24 : pick({1, 3, 8, 9});
+    const int64_t kh = i == 0 ? 2 : pick({1, 2, 3, 4}), kw = i == 0 ? 2 : pick({1, 2, 3});
+    const int64_t s = i == 0 ? 2 : pick({1, 2, 3}), d = i == 0 ? 1 : pick({1, 1, 2});
+    const int64_t p = i == 0 ? 0 : pick({0, 0, 1}), op = s > 1 && d == 1 ? pick({0, 1}) : 0;
+    const int64_t n = pick({1, 1, 2}), h = 1 + rng() % 9, w = 1 + rng() % 23;
+    std::ostringstream what;
+    what << "ConvTranspose n" << n << " c" << c << " m" << mg * group << " g" << group << " " << h
+         << "x" << w << " k" << kh << "x" << kw << " s" << s << " d" << d << " p" << p << " op"
+         << op;
+    AttrMap attrs;
+    attrs.SetInt("group", group);
+    attrs.SetInts("strides", {s, s});
+    attrs.SetInts("dilations", {d, d});
+    attrs.SetInts("pads", {p, p, p, p});
+    attrs.SetInts("output_padding", {op, op});
+    AttrMap abs_attrs = attrs;
+    const int act = int(rng() % 5);
+    SetActivation(act, &attrs);
+    std::vector<TensorPtr> in = {RandomF32({n, c, h, w}, rng), RandomF32({c, mg, kh, kw}, rng)};
+    if (rng() % 2) in.push_back(RandomF32({mg * group}, rng));
+    std::vector<TensorPtr> abs_in;
+    for (auto& t : in) abs_in.push_back(Abs(t));
+    runs += CompareF32("ConvTranspose", in, attrs, abs_in, abs_attrs, act == 3 ? 2.f : 1.f,
+                       /*expect_state=*/true, what.str());
+  }
+  MESSAGE(runs << " fast ConvTranspose runs compared");
 }
 
 // ---- MatMul and Gemm -----------------------------------------------------------
@@ -566,15 +671,18 @@ TEST_CASE("kernels f32: prepare leaves no state at the reference level") {
   CHECK(reference.gemm_f32 == nullptr);
   CHECK(kernels::GemmF32For(kernels::CpuFeatures()) == nullptr);
   std::mt19937 rng(1);
-  for (const char* type : {"Conv", "MatMul", "Gemm"}) {
+  for (const char* type : {"Conv", "ConvTranspose", "MatMul", "Gemm"}) {
     auto x = RandomF32({1, 4, 5, 5}, rng);
     auto w = RandomF32({3, 4, 1, 1}, rng);
     auto a = RandomF32({2, 4}, rng);
     auto b = RandomF32({4, 3}, rng);
     const std::string t = type;
     AttrMap attrs;
-    Runner r(t, t == "Conv" ? std::vector<TensorPtr>{x, w} : std::vector<TensorPtr>{a, b}, attrs,
-             reference);
+    const bool conv = t == "Conv" || t == "ConvTranspose";
+    Runner r(t,
+             conv ? std::vector<TensorPtr>{x, t == "Conv" ? w : RandomF32({4, 3, 1, 1}, rng)}
+                  : std::vector<TensorPtr>{a, b},
+             attrs, reference);
     std::shared_ptr<void> state;
     REQUIRE(r.def->prepare(r.ctx, &state).ok());
     CHECK(state == nullptr);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/conv_f32_nhwc_winograd.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -38,8 +39,11 @@ void IgemmPortable(const IgemmF32Args& p) {
     }
   }
   for (int64_t r = 0; r < p.rows; ++r)
-    for (int64_t j = 0; j < p.cols; ++j)
-      p.y[r * p.ldy + j] = Activate(acc[r][j] + (p.bias ? p.bias[j] : 0.f), p.act, p.lo, p.hi);
+    for (int64_t j = 0; j < p.cols; ++j) {
+      float v = acc[r][j] + (p.bias ? p.bias[j] : 0.f);
+      if (p.residual) v += p.residual[r * p.ldy + j];
+      p.y[r * p.ldy + j] = Activate(v, p.act, p.lo, p.hi);
+    }
 }
 
 void DwPortable(const DwNhwcF32Args& p) {
@@ -47,7 +51,7 @@ void DwPortable(const DwNhwcF32Args& p) {
   for (int64_t px = 0; px < p.pixels; ++px) {
     std::fill(acc.begin(), acc.end(), 0.f);
     for (int64_t t = 0; t < p.taps; ++t) {
-      const float* a = p.a[px * p.taps + t];
+      const float* a = p.a_step ? p.a[t] + px * p.a_step : p.a[px * p.taps + t];
       const float* w = p.w + t * p.c;
       for (int64_t ch = 0; ch < p.c; ++ch) acc[size_t(ch)] += a[ch] * w[ch];
     }
@@ -57,8 +61,19 @@ void DwPortable(const DwNhwcF32Args& p) {
   }
 }
 
-const ConvNhwcF32Kernels kConvNhwcF32Portable = {"portable", kPortableMr, kPortableNr,
-                                                 IgemmPortable, DwPortable};
+void WinogradInputPortable(const float* const* d, int64_t c, float* v, int64_t v_stride) {
+  WinogradInputScalar(d, 0, c, v, v_stride);
+}
+
+void WinogradOutputPortable(const float* m, int64_t m_stride, int64_t c, const float* bias,
+                            F32Act act, float lo, float hi, const float* const* res,
+                            float* const* y) {
+  WinogradOutputScalar(m, m_stride, 0, c, bias, act, lo, hi, res, y);
+}
+
+const ConvNhwcF32Kernels kConvNhwcF32Portable = {
+    "portable", kPortableMr,           kPortableNr,           IgemmPortable,
+    DwPortable, WinogradInputPortable, WinogradOutputPortable};
 
 struct ConvNhwcF32State {
   const ConvNhwcF32Kernels* k = nullptr;
@@ -68,7 +83,18 @@ struct ConvNhwcF32State {
   // depthwise: [kh * kw][m].
   std::vector<float> w;
   int64_t group_stride = 0;  // floats per group in w
+  // Winograd F(2x2, 3x3) filters, when WinogradWorthIt: per transform
+  // position xi, panels of [cg][nr] as w's.
+  std::vector<float> winograd_u;
 };
+
+// The cost model: Winograd does 16 / 36 of the direct multiplications, but
+// its transforms read and write every input and output value about four
+// times and its 16 GEMMs stream 16 / 9 as many filter values. That pays off
+// once the GEMMs are long enough in both channel counts.
+bool WinogradWorthIt(int64_t c, int64_t m) {
+  return c >= 32 && m >= 16 && c + m <= 768;
+}
 
 // Per-thread scratch: the tap pointers of a tile and a row of zeros for
 // taps in the padding.
@@ -90,37 +116,70 @@ inline const float* TapPointer(const ConvNhwcF32Call& c, const float* xb, int64_
   return xb + (iy * c.iw + ix) * c.c;
 }
 
+// Output columns [*lo, *hi) whose windows lie inside the input's width.
+void InteriorColumns(const ConvNhwcF32Call& c, int64_t kw, int64_t* lo, int64_t* hi) {
+  *lo = std::min(c.ow, (c.pad_left + c.sw - 1) / c.sw);
+  const int64_t last_ix = c.iw - 1 + c.pad_left - (kw - 1) * c.dw;
+  *hi = std::max(*lo, std::min(c.ow, last_ix < 0 ? 0 : last_ix / c.sw + 1));
+}
+
 // Work unit: a block of tiles of mr pixels. Within it the loop runs over
 // weight panels outside and tiles inside, so one panel ([K][nr], 30 KiB for
 // K = 480) stays in L1 while the block's pixels pass over it, instead of
 // every tile streaming all M x K weights from L2 or beyond.
+// Row taps: without groups or dilation, the kw taps of a window row are kw * c
+// consecutive floats when the row lies inside the width, so a tile whose
+// pixels all have such windows runs kh taps of kw * c channels: the same sums
+// in the same order (tap-major, then channel), with the kernel's inner loop
+// kw times longer (an RGB stem's 3 channels per tap left it mostly overhead).
 void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const ConvNhwcF32Kernels& k = *s.k;
   const int64_t pixels = c.oh * c.ow, taps = s.kh * s.kw, mg = s.m / s.group;
   const int64_t panels = (mg + k.nr - 1) / k.nr, panel_size = taps * s.cg * k.nr;
   const int64_t tiles = (pixels + k.mr - 1) / k.mr;
+  const bool row_taps = s.group == 1 && s.kw > 1 && c.dw == 1;
+  int64_t in_lo = 0, in_hi = 0;
+  if (row_taps) InteriorColumns(c, s.kw, &in_lo, &in_hi);
   // Blocks of up to 8 tiles, smaller when that leaves threads without work
-  // (the sums do not depend on the blocking).
+  // (the sums do not depend on the blocking). One thread takes up to 16 tiles
+  // in one block: a 7x7 output (9 tiles) then reads its weights once, not
+  // once per block (4 MiB for a 1x1 512 -> 2048, beyond L2).
   const int64_t threads = NumThreads(c.pool);
-  const int64_t block = std::max<int64_t>(1, std::min<int64_t>(8, tiles * c.n / (4 * threads)));
+  const int64_t block =
+      threads == 1 && tiles * c.n <= 16
+          ? tiles
+          : std::max<int64_t>(1, std::min<int64_t>(8, tiles * c.n / (4 * threads)));
   const int64_t blocks = (tiles + block - 1) / block;
   const int64_t tile_ptrs = taps * k.mr;
   auto work = [&](int64_t begin, int64_t end, int) {
     if (int64_t(tl_ptrs.size()) < block * tile_ptrs) tl_ptrs.resize(size_t(block * tile_ptrs));
     const float** ptrs = tl_ptrs.data();
-    const float* zeros = Zeros(s.cg);
+    const float* zeros = Zeros(s.kw * s.cg);
+    bool merged[16];
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
       const float* xb = c.x + b * c.ih * c.iw * c.c;
       float* yb = c.y + b * pixels * s.m;
+      const float* rb = c.residual ? c.residual + b * pixels * s.m : nullptr;
       for (int64_t g = 0; g < s.group; ++g) {
         const float* xg = xb + g * s.cg;
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t p0 = t * k.mr, rows = std::min<int64_t>(k.mr, pixels - p0);
           const float** tp = ptrs + (t - t0) * tile_ptrs;
+          bool& row = merged[t - t0];
+          row = row_taps;
+          for (int64_t r = 0; r < rows && row; ++r) {
+            const int64_t ox = (p0 + r) % c.ow;
+            row = ox >= in_lo && ox < in_hi;
+          }
           for (int64_t r = 0; r < k.mr; ++r) {
             // Rows past the end repeat the last pixel; the kernel does not store them.
             const int64_t p = p0 + std::min(r, rows - 1), oy = p / c.ow, ox = p % c.ow;
+            if (row) {
+              for (int64_t ky = 0; ky < s.kh; ++ky)
+                tp[ky * k.mr + r] = TapPointer(c, xg, oy, ox, ky, 0, zeros);
+              continue;
+            }
             for (int64_t ky = 0; ky < s.kh; ++ky)
               for (int64_t kx = 0; kx < s.kw; ++kx)
                 tp[(ky * s.kw + kx) * k.mr + r] = TapPointer(c, xg, oy, ox, ky, kx, zeros);
@@ -128,8 +187,6 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         }
         for (int64_t pn = 0; pn < panels; ++pn) {
           IgemmF32Args a;
-          a.taps = taps;
-          a.c = s.cg;
           a.w = s.w.data() + g * s.group_stride + pn * panel_size;
           a.cols = std::min<int64_t>(k.nr, mg - pn * k.nr);
           a.bias = c.bias ? c.bias + g * mg + pn * k.nr : nullptr;
@@ -139,9 +196,13 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           a.ldy = s.m;
           for (int64_t t = t0; t < t1; ++t) {
             const int64_t p0 = t * k.mr;
+            const bool row = merged[t - t0];
+            a.taps = row ? s.kh : taps;
+            a.c = row ? s.kw * s.cg : s.cg;
             a.a = ptrs + (t - t0) * tile_ptrs;
             a.rows = std::min<int64_t>(k.mr, pixels - p0);
             a.y = yb + p0 * s.m + g * mg + pn * k.nr;
+            a.residual = rb ? rb + p0 * s.m + g * mg + pn * k.nr : nullptr;
             k.igemm(a);
           }
         }
@@ -155,34 +216,143 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   ParallelFor(PoolForWork(c.pool, 2 * c.n * pixels * s.m * taps * s.cg), c.n * blocks, work);
 }
 
+// Winograd F(2x2, 3x3), stride 1, no dilation, no groups. Work unit: a
+// block of tiles; per block the 16 transformed patches [16][tiles][c] and
+// GEMM outputs [16][tiles][m] stay in this thread's scratch (sized to fit
+// L2), then the output transform writes the block's pixels.
+thread_local std::vector<float> tl_winograd;
+
+void RunWinograd(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  const ConvNhwcF32Kernels& k = *s.k;
+  const int64_t th = (c.oh + 1) / 2, tw = (c.ow + 1) / 2, tiles = th * tw;
+  const int64_t ch = s.cg, m = s.m, panels = (m + k.nr - 1) / k.nr;
+  // Tiles per block: a multiple of mr, the block's scratch near 256 KiB.
+  const int64_t fit = (64 * 1024) / (16 * (ch + m)) / k.mr * k.mr;
+  const int64_t block = std::max<int64_t>(k.mr, std::min<int64_t>(8 * k.mr, fit));
+  const int64_t blocks = (tiles + block - 1) / block;
+  auto work = [&](int64_t begin, int64_t end, int) {
+    const size_t v_size = size_t(16 * block * ch), m_size = size_t(16 * block * m);
+    if (tl_winograd.size() < v_size + m_size) tl_winograd.resize(v_size + m_size);
+    float* v = tl_winograd.data();
+    float* mb = v + v_size;
+    const int64_t groups = (block + k.mr - 1) / k.mr;
+    if (int64_t(tl_ptrs.size()) < groups * k.mr) tl_ptrs.resize(size_t(groups * k.mr));
+    const float** gp = tl_ptrs.data();
+    const float* zeros = Zeros(ch);
+    const float* d[16];
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
+      const int64_t nt = t1 - t0;
+      const float* xb = c.x + b * c.ih * c.iw * c.c;
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t iy0 = t / tw * 2 - c.pad_top, ix0 = t % tw * 2 - c.pad_left;
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) {
+            const int64_t iy = iy0 + i, ix = ix0 + j;
+            d[i * 4 + j] =
+                iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw ? zeros : xb + (iy * c.iw + ix) * c.c;
+          }
+        k.winograd_in(d, ch, v + (t - t0) * ch, block * ch);
+      }
+      for (int xi = 0; xi < 16; ++xi) {
+        const float* vx = v + xi * block * ch;
+        // Rows past the block's end repeat its last tile; the kernel does not store them.
+        for (int64_t r = 0; r < groups * k.mr; ++r) gp[r] = vx + std::min(r, nt - 1) * ch;
+        for (int64_t pn = 0; pn < panels; ++pn) {
+          IgemmF32Args a;
+          a.taps = 1;
+          a.c = ch;
+          a.w = s.winograd_u.data() + (xi * panels + pn) * ch * k.nr;
+          a.cols = std::min<int64_t>(k.nr, m - pn * k.nr);
+          a.ldy = m;
+          for (int64_t g0 = 0; g0 < nt; g0 += k.mr) {
+            a.a = gp + g0;
+            a.rows = std::min<int64_t>(k.mr, nt - g0);
+            a.y = mb + (xi * block + g0) * m + pn * k.nr;
+            k.igemm(a);
+          }
+        }
+      }
+      float* yb = c.y + b * c.oh * c.ow * m;
+      const float* rb = c.residual ? c.residual + b * c.oh * c.ow * m : nullptr;
+      float* y[4];
+      const float* res[4] = {};
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t oy0 = t / tw * 2, ox0 = t % tw * 2;
+        for (int a = 0; a < 2; ++a)
+          for (int e = 0; e < 2; ++e) {
+            const int64_t oy = oy0 + a, ox = ox0 + e;
+            const bool inside = oy < c.oh && ox < c.ow;
+            y[a * 2 + e] = inside ? yb + (oy * c.ow + ox) * m : nullptr;
+            if (rb) res[a * 2 + e] = inside ? rb + (oy * c.ow + ox) * m : nullptr;
+          }
+        k.winograd_out(mb + (t - t0) * m, block * m, m, c.bias, c.act, c.lo, c.hi,
+                       rb ? res : nullptr, y);
+        if (c.post)
+          for (float* p : y)
+            if (p) c.post->Apply(p, m);
+      }
+    }
+  };
+  ParallelFor(PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * m * 9 * ch), c.n * blocks, work);
+}
+
+// One output row at a time. Inside the row, where every tap of a window is
+// within the row's width, consecutive windows are sw * c floats apart: those
+// pixels go to the kernel as one run of fixed-step pointers, so a pointer
+// per (pixel, tap) is built only for the few pixels at the left and right
+// edges (building them for every pixel cost more than the 3x3 sums over 16
+// channels).
 void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const ConvNhwcF32Kernels& k = *s.k;
   const int64_t taps = s.kh * s.kw;
+  int64_t in_lo, in_hi;
+  InteriorColumns(c, s.kw, &in_lo, &in_hi);
+  const int64_t run = in_hi - in_lo;
+  // Rows in the padding read zeros at every step of the run.
+  const int64_t zeros_size = c.c + std::max<int64_t>(0, run - 1) * c.sw * c.c;
   auto work = [&](int64_t begin, int64_t end, int) {
     if (int64_t(tl_ptrs.size()) < taps * c.ow) tl_ptrs.resize(size_t(taps * c.ow));
     const float** ptrs = tl_ptrs.data();
-    const float* zeros = Zeros(c.c);
+    const float* zeros = Zeros(zeros_size);
+    DwNhwcF32Args a;
+    a.taps = taps;
+    a.c = c.c;
+    a.w = s.w.data();
+    a.bias = c.bias;
+    a.act = c.act;
+    a.lo = c.lo;
+    a.hi = c.hi;
+    a.ldy = s.m;
     for (int64_t u = begin; u < end; ++u) {  // one output row
       const int64_t b = u / c.oh, oy = u % c.oh;
       const float* xb = c.x + b * c.ih * c.iw * c.c;
-      for (int64_t ox = 0; ox < c.ow; ++ox)
+      float* y = c.y + u * c.ow * s.m;
+      auto edge = [&](int64_t ox0, int64_t ox1) {
+        if (ox0 >= ox1) return;
+        for (int64_t ox = ox0; ox < ox1; ++ox)
+          for (int64_t ky = 0; ky < s.kh; ++ky)
+            for (int64_t kx = 0; kx < s.kw; ++kx)
+              ptrs[(ox - ox0) * taps + ky * s.kw + kx] = TapPointer(c, xb, oy, ox, ky, kx, zeros);
+        a.a = ptrs;
+        a.a_step = 0;
+        a.pixels = ox1 - ox0;
+        a.y = y + ox0 * s.m;
+        k.dw(a);
+      };
+      edge(0, in_lo);
+      if (run > 0) {
         for (int64_t ky = 0; ky < s.kh; ++ky)
           for (int64_t kx = 0; kx < s.kw; ++kx)
-            ptrs[ox * taps + ky * s.kw + kx] = TapPointer(c, xb, oy, ox, ky, kx, zeros);
-      DwNhwcF32Args a;
-      a.a = ptrs;
-      a.pixels = c.ow;
-      a.taps = taps;
-      a.c = c.c;
-      a.w = s.w.data();
-      a.bias = c.bias;
-      a.act = c.act;
-      a.lo = c.lo;
-      a.hi = c.hi;
-      a.y = c.y + u * c.ow * s.m;
-      a.ldy = s.m;
-      k.dw(a);
-      if (c.post) c.post->Apply(a.y, c.ow * s.m);
+            ptrs[ky * s.kw + kx] = TapPointer(c, xb, oy, in_lo, ky, kx, zeros);
+        a.a = ptrs;
+        a.a_step = c.sw * c.c;
+        a.pixels = run;
+        a.y = y + in_lo * s.m;
+        k.dw(a);
+      }
+      edge(in_hi, c.ow);
+      if (c.post) c.post->Apply(y, c.ow * s.m);
     }
   };
   ParallelFor(PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * s.m * taps), c.n * c.oh, work);
@@ -238,6 +408,25 @@ std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tens
         for (int64_t t = 0; t < taps; ++t)
           panel[(t * s->cg + ch) * k->nr] = wd[(oc * s->cg + ch) * taps + t];
     }
+  if (group == 1 && s->kh == 3 && s->kw == 3 && WinogradWorthIt(s->cg, s->m)) {
+    // U = G g G^T per (output, input) channel pair, in double then rounded once.
+    static const double kG[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
+    s->winograd_u.assign(size_t(16 * panels * s->cg * k->nr), 0.f);
+    for (int64_t oc = 0; oc < s->m; ++oc)
+      for (int64_t ch = 0; ch < s->cg; ++ch) {
+        const float* g = wd + (oc * s->cg + ch) * 9;
+        double gg[4][3];  // G g
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 3; ++j)
+            gg[i][j] = kG[i][0] * g[j] + kG[i][1] * g[3 + j] + kG[i][2] * g[6 + j];
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) {
+            const double u = gg[i][0] * kG[j][0] + gg[i][1] * kG[j][1] + gg[i][2] * kG[j][2];
+            s->winograd_u[size_t(((i * 4 + j) * panels + oc / k->nr) * s->cg * k->nr + ch * k->nr +
+                                 oc % k->nr)] = float(u);
+          }
+      }
+  }
   return s;
 }
 
@@ -245,12 +434,23 @@ bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& c) {
   if (!state) return false;
   const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
   if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return false;
+  if (s.depthwise && c.residual) return false;
   if (c.n == 0 || c.oh * c.ow == 0) return true;  // empty output
-  if (s.depthwise)
+  const char* method = ConvNhwcF32Method(state, c);
+  if (method[0] == 'd')
     RunDepthwise(s, c);
+  else if (method[0] == 'w')
+    RunWinograd(s, c);
   else
     RunIgemm(s, c);
   return true;
+}
+
+const char* ConvNhwcF32Method(const void* state, const ConvNhwcF32Call& c) {
+  const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
+  if (s.depthwise) return "depthwise";
+  if (!s.winograd_u.empty() && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1) return "winograd";
+  return "igemm";
 }
 
 }  // namespace kernels

@@ -12,10 +12,17 @@
 // Depthwise (one input and one output channel per group) vectorizes across
 // channels with weights packed [kh * kw][C].
 //
+// 3x3 stride-1 convolutions with enough channels (WinogradWorthIt) run as
+// Winograd F(2x2, 3x3): 16 multiplications per 2x2 output tile and channel
+// pair instead of 36, through 16 GEMMs on the same microkernel; the filters
+// are transformed at prepare. docs/NUMERICS.md bounds the difference from the
+// direct sums.
+//
 // Every output element sums its taps in the same order (tap-major, then
-// channel) in one accumulator started at 0, then adds the bias and applies
-// the epilogue activation, whatever the tile or thread that computes it:
-// results are identical for every thread count.
+// channel; for Winograd the same transforms and channel order) in one
+// accumulator started at 0, then adds the bias and applies the epilogue
+// activation, whatever the tile or thread that computes it: results are
+// identical for every thread count.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -34,7 +41,7 @@ struct KernelConfig;  // kernel_config.h
 // One tile of the indirect GEMM: `rows` (<= mr) output pixels by one panel
 // of `cols` (<= nr) output channels.
 //   y[r * ldy + j] = act(bias[j] + sum_{t < taps, ch < c} a[t * mr + r][ch] * w[(t * c + ch) * nr +
-//   j])
+//   j] + residual[r * ldy + j])
 // a holds taps * mr pointers; rows past `rows` must still point at c
 // readable floats (the driver repeats a valid row). w is zero past `cols`.
 struct IgemmF32Args {
@@ -42,7 +49,8 @@ struct IgemmF32Args {
   int64_t rows = 0, taps = 0, c = 0;
   const float* w = nullptr;
   int64_t cols = 0;
-  const float* bias = nullptr;  // cols values, or null
+  const float* bias = nullptr;      // cols values, or null
+  const float* residual = nullptr;  // laid out as y, or null
   F32Act act = F32Act::kNone;
   float lo = 0.f, hi = 0.f;
   float* y = nullptr;
@@ -51,8 +59,12 @@ struct IgemmF32Args {
 
 // `pixels` output pixels of a depthwise convolution:
 //   y[p * ldy + ch] = act(bias[ch] + sum_{t < taps} a[p * taps + t][ch] * w[t * c + ch])
+// or, with a_step != 0 (a run of pixels whose windows are a fixed step
+// apart, as inside a row), a holds the first pixel's taps only:
+//   y[p * ldy + ch] = act(bias[ch] + sum_{t < taps} a[t][p * a_step + ch] * w[t * c + ch])
 struct DwNhwcF32Args {
   const float* const* a = nullptr;
+  int64_t a_step = 0;
   int64_t pixels = 0, taps = 0, c = 0;
   const float* w = nullptr;
   const float* bias = nullptr;  // c values, or null
@@ -67,6 +79,14 @@ struct ConvNhwcF32Kernels {
   int mr, nr;
   void (*igemm)(const IgemmF32Args& args);
   void (*dw)(const DwNhwcF32Args& args);
+  // Winograd F(2x2, 3x3) transforms of c channels of one tile
+  // (conv_f32_nhwc_winograd.h). In: d holds the 4x4 patch's pixel pointers,
+  // row-major; writes v[xi * v_stride + ch]. Out: reads m[xi * m_stride + ch],
+  // writes act(bias + Y + r) to y[0..3] (the 2x2 tile, row-major; null:
+  // outside), r from res[0..3] (res itself may be null: no residual).
+  void (*winograd_in)(const float* const* d, int64_t c, float* v, int64_t v_stride);
+  void (*winograd_out)(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
+                       float lo, float hi, const float* const* res, float* const* y);
 };
 
 // The variant `f` allows, or nullptr without any SIMD feature (the op then
@@ -85,6 +105,9 @@ struct ConvNhwcF32Call {
   const float* x = nullptr;     // [n, ih, iw, c]
   float* y = nullptr;           // [n, oh, ow, m]
   const float* bias = nullptr;  // m values or null
+  // [n, oh, ow, m] added before the activation (the converter's fused
+  // residual Add), or null; not supported by depthwise (the call fails).
+  const float* residual = nullptr;
   int64_t n = 1, c = 1, ih = 1, iw = 1, oh = 1, ow = 1;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pad_top = 0, pad_left = 0;
   F32Act act = F32Act::kNone;  // fused into the epilogue
@@ -94,6 +117,10 @@ struct ConvNhwcF32Call {
 };
 // False when the prepared weights do not match the call's C or kernel size.
 bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& call);
+
+// How RunConvNhwcF32 computes `call`: "depthwise", "winograd" or "igemm"
+// (for tests and diagnostics).
+const char* ConvNhwcF32Method(const void* state, const ConvNhwcF32Call& call);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "kernels/conv_f32_nhwc.h"
+#include "kernels/conv_f32_nhwc_winograd.h"
 
 namespace qfold {
 namespace kernels {
@@ -19,6 +20,18 @@ constexpr int kMr = 6, kNr = 16;
 inline __m256i TailMask(int64_t n) {
   const int32_t k = int32_t(std::max<int64_t>(0, std::min<int64_t>(8, n)));
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// Masked moves only for a partial vector: on AMD Zen a vmaskmovps store costs
+// about ten times a plain one (see gemm_f32_avx2.cc).
+inline __m256 LoadPart(const float* p, __m256i mask, bool full) {
+  return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
+}
+inline void StorePart(float* p, __m256i mask, bool full, __m256 x) {
+  if (full)
+    _mm256_storeu_ps(p, x);
+  else
+    _mm256_maskstore_ps(p, mask, x);
 }
 
 inline __m256 Activate(__m256 x, F32Act act, float lo_v, float hi_v) {
@@ -68,15 +81,19 @@ void IgemmTile(const IgemmF32Args& p) {
   const __m256 acc[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                               {c30, c31}, {c40, c41}, {c50, c51}};
   __m256i m[V];
+  bool full[V];
   __m256 bias[V];
   for (int v = 0; v < V; ++v) {
     m[v] = TailMask(p.cols - 8 * v);
-    bias[v] = p.bias ? _mm256_maskload_ps(p.bias + 8 * v, m[v]) : _mm256_setzero_ps();
+    full[v] = p.cols - 8 * v >= 8;
+    bias[v] = p.bias ? LoadPart(p.bias + 8 * v, m[v], full[v]) : _mm256_setzero_ps();
   }
   for (int r = 0; r < kMr && r < p.rows; ++r)
-    for (int v = 0; v < V; ++v)
-      _mm256_maskstore_ps(p.y + r * p.ldy + 8 * v, m[v],
-                          Activate(_mm256_add_ps(acc[r][v], bias[v]), p.act, p.lo, p.hi));
+    for (int v = 0; v < V; ++v) {
+      __m256 x = _mm256_add_ps(acc[r][v], bias[v]);
+      if (p.residual) x = _mm256_add_ps(x, LoadPart(p.residual + r * p.ldy + 8 * v, m[v], full[v]));
+      StorePart(p.y + r * p.ldy + 8 * v, m[v], full[v], Activate(x, p.act, p.lo, p.hi));
+    }
 }
 
 void IgemmAvx2(const IgemmF32Args& p) {
@@ -89,8 +106,8 @@ void IgemmAvx2(const IgemmF32Args& p) {
 // Channels [ch, ch + 8 * U) of one pixel; with Tail, the last vector masked
 // to `tail` lanes.
 template <int U, bool Tail>
-inline void DwBlock(const DwNhwcF32Args& p, const float* const* a, int64_t ch, int64_t tail,
-                    float* y) {
+inline void DwBlock(const DwNhwcF32Args& p, const float* const* a, int64_t off, int64_t ch,
+                    int64_t tail, float* y) {
   const __m256i last = TailMask(Tail ? tail : 8);
   auto load = [&](const float* src, int u) {
     return Tail && u == U - 1 ? _mm256_maskload_ps(src, last) : _mm256_loadu_ps(src);
@@ -98,7 +115,7 @@ inline void DwBlock(const DwNhwcF32Args& p, const float* const* a, int64_t ch, i
   __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
   const float* w = p.w + ch;
   for (int64_t t = 0; t < p.taps; ++t, w += p.c) {
-    const float* x = a[t] + ch;
+    const float* x = a[t] + off + ch;
     acc0 = _mm256_fmadd_ps(load(x, 0), load(w, 0), acc0);
     if (U > 1) acc1 = _mm256_fmadd_ps(load(x + 8, 1), load(w + 8, 1), acc1);
     if (U > 2) acc2 = _mm256_fmadd_ps(load(x + 16, 2), load(w + 16, 2), acc2);
@@ -116,17 +133,17 @@ inline void DwBlock(const DwNhwcF32Args& p, const float* const* a, int64_t ch, i
 }
 
 template <bool Tail>
-void DwRest(const DwNhwcF32Args& p, const float* const* a, int64_t ch, int64_t vectors,
+void DwRest(const DwNhwcF32Args& p, const float* const* a, int64_t off, int64_t ch, int64_t vectors,
             int64_t tail, float* y) {
   switch (vectors) {
     case 3:
-      DwBlock<3, Tail>(p, a, ch, tail, y);
+      DwBlock<3, Tail>(p, a, off, ch, tail, y);
       break;
     case 2:
-      DwBlock<2, Tail>(p, a, ch, tail, y);
+      DwBlock<2, Tail>(p, a, off, ch, tail, y);
       break;
     case 1:
-      DwBlock<1, Tail>(p, a, ch, tail, y);
+      DwBlock<1, Tail>(p, a, off, ch, tail, y);
       break;
     default:
       break;
@@ -136,21 +153,75 @@ void DwRest(const DwNhwcF32Args& p, const float* const* a, int64_t ch, int64_t v
 void DwAvx2(const DwNhwcF32Args& p) {
   const int64_t tail = p.c % 8;
   for (int64_t px = 0; px < p.pixels; ++px) {
-    const float* const* a = p.a + px * p.taps;
+    const float* const* a = p.a_step ? p.a : p.a + px * p.taps;
+    const int64_t off = px * p.a_step;
     float* y = p.y + px * p.ldy;
     int64_t ch = 0;
-    for (; ch + 32 <= p.c; ch += 32) DwBlock<4, false>(p, a, ch, 8, y);
+    for (; ch + 32 <= p.c; ch += 32) DwBlock<4, false>(p, a, off, ch, 8, y);
     const int64_t vectors = (p.c - ch + 7) / 8;
     if (tail)
-      DwRest<true>(p, a, ch, vectors, tail, y);
+      DwRest<true>(p, a, off, ch, vectors, tail, y);
     else
-      DwRest<false>(p, a, ch, vectors, 8, y);
+      DwRest<false>(p, a, off, ch, vectors, 8, y);
   }
+}
+
+// The transforms 8 channels at a time, the rest by the scalar code (the
+// same operations in the same order, so the same values).
+void WinogradInputAvx2(const float* const* d, int64_t c, float* v, int64_t v_stride) {
+  int64_t ch = 0;
+  for (; ch + 8 <= c; ch += 8) {
+    __m256 t[4][4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256 d0 = _mm256_loadu_ps(d[j] + ch), d1 = _mm256_loadu_ps(d[4 + j] + ch);
+      const __m256 d2 = _mm256_loadu_ps(d[8 + j] + ch), d3 = _mm256_loadu_ps(d[12 + j] + ch);
+      t[0][j] = _mm256_sub_ps(d0, d2);
+      t[1][j] = _mm256_add_ps(d1, d2);
+      t[2][j] = _mm256_sub_ps(d2, d1);
+      t[3][j] = _mm256_sub_ps(d1, d3);
+    }
+    for (int i = 0; i < 4; ++i) {
+      _mm256_storeu_ps(v + (i * 4 + 0) * v_stride + ch, _mm256_sub_ps(t[i][0], t[i][2]));
+      _mm256_storeu_ps(v + (i * 4 + 1) * v_stride + ch, _mm256_add_ps(t[i][1], t[i][2]));
+      _mm256_storeu_ps(v + (i * 4 + 2) * v_stride + ch, _mm256_sub_ps(t[i][2], t[i][1]));
+      _mm256_storeu_ps(v + (i * 4 + 3) * v_stride + ch, _mm256_sub_ps(t[i][1], t[i][3]));
+    }
+  }
+  WinogradInputScalar(d, ch, c, v, v_stride);
+}
+
+void WinogradOutputAvx2(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
+                        float lo, float hi, const float* const* res, float* const* y) {
+  int64_t ch = 0;
+  for (; ch + 8 <= c; ch += 8) {
+    __m256 s[2][4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256 m0 = _mm256_loadu_ps(m + j * m_stride + ch);
+      const __m256 m1 = _mm256_loadu_ps(m + (4 + j) * m_stride + ch);
+      const __m256 m2 = _mm256_loadu_ps(m + (8 + j) * m_stride + ch);
+      const __m256 m3 = _mm256_loadu_ps(m + (12 + j) * m_stride + ch);
+      s[0][j] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
+      s[1][j] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+    }
+    const __m256 b = bias ? _mm256_loadu_ps(bias + ch) : _mm256_setzero_ps();
+    for (int a = 0; a < 2; ++a) {
+      __m256 v[2] = {_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s[a][0], s[a][1]), s[a][2]), b),
+                     _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(s[a][1], s[a][2]), s[a][3]), b)};
+      for (int e = 0; e < 2; ++e) {
+        float* out = y[a * 2 + e];
+        if (!out) continue;
+        if (res) v[e] = _mm256_add_ps(v[e], _mm256_loadu_ps(res[a * 2 + e] + ch));
+        _mm256_storeu_ps(out + ch, Activate(v[e], act, lo, hi));
+      }
+    }
+  }
+  WinogradOutputScalar(m, m_stride, ch, c, bias, act, lo, hi, res, y);
 }
 
 }  // namespace
 
-extern const ConvNhwcF32Kernels kConvNhwcF32Avx2 = {"avx2", kMr, kNr, IgemmAvx2, DwAvx2};
+extern const ConvNhwcF32Kernels kConvNhwcF32Avx2 = {
+    "avx2", kMr, kNr, IgemmAvx2, DwAvx2, WinogradInputAvx2, WinogradOutputAvx2};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -8,6 +8,9 @@
 // convolutions with constant weights): X [N, H, W, C] and Y [N, OH, OW, M]
 // run on kernels/conv_f32_nhwc.h; without it, between transposes on the
 // channels-first kernels.
+// A fourth input R (qfold's own, from the converter's FuseConvResidual: a
+// residual Add folded into the Conv) has Y's shape and layout and is added
+// before the activation: Y = act(conv(X, W) + B + R).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -285,22 +288,68 @@ bool RunConvChannelsLastFast(KernelContext& ctx) {
   c.dw = g.dilations[1];
   c.pad_top = g.pad_begin[0];
   c.pad_left = g.pad_begin[1];
+  c.residual = ctx.input(3) ? ctx.input(3)->ptr<float>() : nullptr;
   c.act = kernels::EpilogueFor(p.act, &c.lo, &c.hi, &c.post);
   c.pool = ctx.pool;
   return kernels::RunConvNhwcF32(ctx.state, c);
 }
 
+// Equal ranks, and equal dims where both are known.
+bool ShapesMayMatch(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] >= 0 && b[i] >= 0 && a[i] != b[i]) return false;
+  return true;
+}
+
 Status InferConv(KernelContext& ctx) {
   bool cl = false;
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
-  return cl ? InferViaChannelsFirst(ctx, InferConvChannelsFirst) : InferConvChannelsFirst(ctx);
+  QF_RETURN_IF_ERROR(cl ? InferViaChannelsFirst(ctx, InferConvChannelsFirst)
+                        : InferConvChannelsFirst(ctx));
+  const Tensor* r = ctx.input(3);
+  const Tensor* y = ctx.output(0);
+  if (r && (r->dtype != DType::kFloat32 ||
+            (r->rank_known && y->rank_known && !ShapesMayMatch(r->shape, y->shape))))
+    return ctx.Invalid("the residual input must be float32 of Y's shape " +
+                       ShapeToString(y->shape) + ", got " + ShapeToString(r->shape));
+  return Status::Ok();
+}
+
+// Without a kernel that adds the residual in its epilogue: the convolution
+// without its activation, then Y += R, then the activation (the unfused
+// graph's operations in its order).
+Status RunConvWithResidual(KernelContext& ctx, bool cl) {
+  const Tensor* r = ctx.input(3);
+  Tensor* y = ctx.output(0);
+  if (r->shape != y->shape)
+    return ctx.Invalid("the residual input " + ShapeToString(r->shape) + " differs from Y's " +
+                       ShapeToString(y->shape));
+  Status st;
+  FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
+  if (!st.ok()) return ctx.Error(st.code(), st.message());
+  act.vmath = ctx.kernel_config().vmath;
+  AttrMap plain = ctx.attr();
+  plain.Erase("_activation");
+  KernelContext conv = ctx;
+  conv.attrs = &plain;
+  conv.inputs.resize(3);
+  QF_RETURN_IF_ERROR(cl ? RunViaChannelsFirst(conv, RunConvChannelsFirst)
+                        : RunConvChannelsFirst(conv));
+  ctx.reference_path = ctx.reference_path || conv.reference_path;
+  float* yd = y->ptr<float>();
+  const float* rd = r->ptr<float>();
+  for (int64_t i = 0, n = y->numel(); i < n; ++i) yd[i] += rd[i];
+  act.Apply(yd, y->numel());
+  return Status::Ok();
 }
 
 Status RunConv(KernelContext& ctx) {
   bool cl = false;
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  if (cl && RunConvChannelsLastFast(ctx)) return Status::Ok();
+  if (ctx.input(3)) return RunConvWithResidual(ctx, cl);
   if (!cl) return RunConvChannelsFirst(ctx);
-  if (RunConvChannelsLastFast(ctx)) return Status::Ok();
   return RunViaChannelsFirst(ctx, RunConvChannelsFirst);
 }
 
@@ -314,7 +363,7 @@ const OpDef& OpDef_Conv() {
             /*value_inputs=*/0,
             /*shape_only=*/false,
             /*min_inputs=*/2,
-            /*max_inputs=*/3};
+            /*max_inputs=*/4};  // 4: the fused residual
     d.prepare = PrepareConv;
     d.const_inputs = 1u << 1;  // W
     // Float 2-D convolutions have channels-last kernels (the planner checks

@@ -3,14 +3,19 @@
 // auto_pad, an optional bias and the converter's fused activation. The
 // reference kernel multiplies each group's filters by the input (giving one
 // column per input position and one row per output channel and kernel tap),
-// then scatters the columns into the output (col2im).
+// then scatters the columns into the output (col2im). With constant float
+// weights the product runs on the packed GEMM (kernels/gemm_f32.h), W packed
+// once at prepare; the column scatter is the same.
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/gemm_f32.h"
+#include "kernels/kernel_config.h"
 #include "ops/conv_transpose_geometry.h"
 #include "ops/window_util.h"
 
@@ -106,6 +111,67 @@ void Col2Im(const float* col, int64_t channels, const Shape& in, const WindowGeo
   }
 }
 
+// Each group's W^T ([mg * taps] x cg), packed as the GEMM's left operand.
+struct ConvTransposeF32State {
+  const kernels::GemmF32Kernels* k = nullptr;
+  Shape w_shape;
+  int64_t group = 1;
+  int64_t stride = 0;  // floats per packed group
+  std::vector<float> packed;
+};
+
+Status PrepareConvTranspose(KernelContext& ctx, std::shared_ptr<void>* state) {
+  const Tensor* w = ctx.input(1);
+  const kernels::GemmF32Kernels* k = ctx.kernel_config().gemm_f32;
+  const int64_t group = ctx.attr().GetInt("group", 1);
+  if (!k || w->dtype != DType::kFloat32 || w->rank() < 3 || group <= 0 || w->shape[0] % group != 0)
+    return Status::Ok();
+  auto st = std::make_shared<ConvTransposeF32State>();
+  st->k = k;
+  st->w_shape = w->shape;
+  st->group = group;
+  const int64_t cg = w->shape[0] / group;
+  const int64_t rows = w->numel() / std::max<int64_t>(1, w->shape[0]);
+  st->stride = kernels::PackedF32Size(rows, cg, k->mr);
+  st->packed.resize(size_t(st->stride * group));
+  // W_g[ci][r] is element (r, ci) of the left operand: row stride 1, column stride rows.
+  for (int64_t g = 0; g < group; ++g)
+    k->pack_left(w->ptr<float>() + g * cg * rows, 1, rows, rows, cg,
+                 st->packed.data() + g * st->stride);
+  *state = st;
+  return Status::Ok();
+}
+
+// col[(i, g)] = W_g^T x X_(i, g) for every batch entry and group on the
+// packed GEMM; false when W was not prepared for this shape.
+bool ColumnsOnGemm(const KernelContext& ctx, int64_t n, int64_t c, int64_t in_size, int64_t rows,
+                   std::vector<float>* cols) {
+  const auto* st = static_cast<const ConvTransposeF32State*>(ctx.state);
+  if (!st || st->w_shape != ctx.input(1)->shape) return false;
+  const kernels::GemmF32Kernels& k = *st->k;
+  const int64_t cg = c / st->group, batches = n * st->group;
+  const int64_t right_stride = kernels::PackedF32Size(in_size, cg, k.nr);
+  std::vector<float> right(size_t(right_stride * batches));
+  cols->resize(size_t(rows * in_size * batches));
+  std::vector<const float*> lefts, rights;
+  std::vector<float*> outs;
+  const float* xd = ctx.input(0)->ptr<float>();
+  for (int64_t b = 0; b < batches; ++b) {
+    // X_(i, g) is [cg] x [in_size], row-major, at channel block b of X.
+    k.pack_right(xd + b * cg * in_size, in_size, 1, cg, in_size, right.data() + b * right_stride);
+    lefts.push_back(st->packed.data() + b % st->group * st->stride);
+    rights.push_back(right.data() + b * right_stride);
+    outs.push_back(cols->data() + b * rows * in_size);
+  }
+  kernels::GemmF32Args proto;
+  proto.rows = rows;
+  proto.cols = in_size;
+  proto.k = cg;
+  proto.ldc = in_size;
+  kernels::GemmF32Batched(k, proto, lefts, rights, outs, ctx.pool);
+  return true;
+}
+
 Status RunConvTranspose(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   const Tensor* w = ctx.input(1);
@@ -119,11 +185,24 @@ Status RunConvTranspose(KernelContext& ctx) {
   const int64_t cg = c / p.group, mg = m / p.group;
   const int64_t in_size = Product(in), out_size = Product(g.out);
   const int64_t rows = mg * Product(g.kernel);  // W's row length per input channel
+  float* yd = y->ptr<float>();
+  std::vector<float> cols;
+  if (in_size > 0 && out_size > 0 && ColumnsOnGemm(ctx, n, c, in_size, rows, &cols)) {
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t oc = 0; oc < m; ++oc)
+        std::fill(yd + (i * m + oc) * out_size, yd + (i * m + oc + 1) * out_size,
+                  b ? b->ptr<float>()[oc] : 0.f);
+      for (int64_t grp = 0; grp < p.group; ++grp)
+        Col2Im(cols.data() + (i * p.group + grp) * rows * in_size, mg, in, g,
+               yd + (i * m + grp * mg) * out_size);
+    }
+    p.act.Apply(yd, y->numel());
+    return Status::Ok();
+  }
   std::vector<float> col(static_cast<size_t>(rows * in_size));
 
   const float* xd = x->ptr<float>();
   const float* wd = w->ptr<float>();
-  float* yd = y->ptr<float>();
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t oc = 0; oc < m; ++oc)
       std::fill(yd + (i * m + oc) * out_size, yd + (i * m + oc + 1) * out_size,
@@ -218,9 +297,14 @@ Status ParseConvTransposeGeometry(const KernelContext& ctx, const Tensor* w,
 }
 
 const OpDef& OpDef_ConvTranspose() {
-  static const OpDef def{"ConvTranspose",    InferConvTranspose,   RunConvTranspose,
-                         /*value_inputs=*/0, /*shape_only=*/false, /*min_inputs=*/2,
-                         /*max_inputs=*/3};
+  static const OpDef def = [] {
+    OpDef d{"ConvTranspose",    InferConvTranspose,   RunConvTranspose,
+            /*value_inputs=*/0, /*shape_only=*/false, /*min_inputs=*/2,
+            /*max_inputs=*/3};
+    d.prepare = PrepareConvTranspose;
+    d.const_inputs = 1u << 1;  // W
+    return d;
+  }();
   return def;
 }
 
