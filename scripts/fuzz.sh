@@ -65,7 +65,7 @@ for t in "${TARGETS[@]}"; do
     [ "$t" = fuzz_convert_run ] && runs=$((runs / 10 > 0 ? runs / 10 : 1))
     bound=(-runs="$runs" -seed=1)
   fi
-  echo "== $t for ${QFOLD_FUZZ_RUNS:+$runs runs, seed 1}${QFOLD_FUZZ_RUNS:-${SECS}s}"
+  if [ -n "${QFOLD_FUZZ_RUNS:-}" ]; then echo "== $t for $runs runs, seed 1"; else echo "== $t for ${SECS}s"; fi
   (cd "$BUILD/logs/$t" && rm -f fuzz-0.log &&
     ASAN_OPTIONS=abort_on_error=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$BUILD/tests/fuzz/$t" -jobs=1 "${bound[@]}" -timeout=20 \
