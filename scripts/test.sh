@@ -2,6 +2,7 @@
 # Installs what is missing, builds, and runs the whole test suite: once in a
 # release build, once under AddressSanitizer + UndefinedBehaviorSanitizer.
 #   QFOLD_SKIP_SANITIZE=1  skip the sanitizer pass (quicker local runs)
+#   QFOLD_SKIP_TSAN=1      skip the ThreadSanitizer step (the threaded tests only)
 #   QFOLD_SKIP_FUZZ=1      skip the bounded fuzzing step (clang + libFuzzer, scripts/fuzz.sh)
 #   QFOLD_SKIP_AARCH64=1   skip the aarch64 cross build and its tests under qemu
 #   QFOLD_SKIP_WHEEL=1     skip python_wheel (pip install of a clean checkout, a second full build)
@@ -30,6 +31,19 @@ if [ "${QFOLD_SKIP_SANITIZE:-0}" != "1" ]; then
   # python_wheel builds its own release wheel; once (above) is enough.
   (cd "$ROOT/build-asan" && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -E python_wheel)
+fi
+
+if [ "${QFOLD_SKIP_TSAN:-0}" != "1" ]; then
+  # ThreadSanitizer on the tests that run threads against each other (the thread
+  # pool's, two multi-threaded sessions of one model at once, conversions during
+  # running sessions): only their target is built, which keeps the step to a few
+  # minutes on 2 cores (docs/RELIABILITY.md has the measurement).
+  echo "== ThreadSanitizer build (threaded tests)"
+  cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DQFOLD_SANITIZE=thread -DQFOLD_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build "$ROOT/build-tsan" -j "$(nproc 2>/dev/null || echo 2)" --target qfold_thread_tests
+  (cd "$ROOT/build-tsan" && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --output-on-failure -R '^threads_tsan$')
 fi
 
 if [ "${QFOLD_SKIP_FUZZ:-0}" != "1" ]; then

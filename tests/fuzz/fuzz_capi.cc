@@ -26,7 +26,7 @@ namespace {
 bool FitsInLimit(const std::shared_ptr<qfold::Model>& model,
                  const std::vector<qfold_fuzz::Feed>& feeds) {
   qfold::SessionOptions opts;
-  opts.max_memory_bytes = size_t(256) << 20;
+  opts.max_memory_bytes = size_t(32) << 20;  // as fuzz_inputs.h RunOnce
   std::unique_ptr<qfold::Session> session;
   if (!qfold::Session::Create(model, opts, &session).ok()) return false;
   for (const qfold_fuzz::Feed& f : feeds) {

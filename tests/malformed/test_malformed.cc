@@ -1208,6 +1208,42 @@ TEST_CASE("pool: a kernel of INT64_MAX taps under SAME padding runs in bounded t
   }
 }
 
+TEST_CASE("pool: an empty batch with 5e8 windows on one axis allocates nothing") {
+  // Fuzzer finding (fuzz_capi): AveragePool with pads 1e9 and stride 4 on
+  // rows has 5e8 output rows; with a batch of 0 the output is empty (and
+  // within every limit), but the reference kernel still built a window table
+  // per output row: a 1 GiB allocation for nothing. Empty outputs return first.
+  TempDir dir;
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    CAPTURE(op);
+    OnnxBuilder b(13);
+    b.Input("x", onnx::TensorProto::FLOAT, {-1, 1, 8, 8}, "N");
+    b.Output("y", onnx::TensorProto::FLOAT, {});
+    auto* n = b.Node(op, {"x"}, {"y"}, "window_node");
+    const int64_t big = 1000000000;
+    OnnxBuilder::AttrInts(n, "kernel_shape", {2, 1});
+    OnnxBuilder::AttrInts(n, "pads", {big, big, big + 2, big});
+    OnnxBuilder::AttrInts(n, "strides", {4, big});
+    conv::test::Converted conv;
+    Status st =
+        conv::test::ConvertAndOpen(b.Write(dir, "empty.onnx"), conv::ConvertOptions(), &conv);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    for (int threads : {1, 2}) {
+      SessionOptions opts;
+      opts.num_threads = threads;
+      opts.max_memory_bytes = size_t(64) << 20;
+      std::unique_ptr<Session> s;
+      REQUIRE(Session::Create(conv.model, opts, &s).ok());
+      conv::test::SetFloatInput(s.get(), "x", {0, 1, 8, 8}, {});
+      const long rss_before = PeakRssKb();
+      st = s->Run();
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      CHECK(PeakRssKb() - rss_before < 64 * 1024);
+      conv::test::FloatOutput(*s, "y", {0, 1, 500000003, 3});
+    }
+  }
+}
+
 TEST_CASE("pool/conv: geometry that overflows int64 is refused naming the node") {
   TempDir dir;
   const int64_t big = int64_t(1) << 62, max = std::numeric_limits<int64_t>::max();
