@@ -375,6 +375,18 @@ Status RunMatMulInteger(KernelContext& ctx) {
 // bias[j], each step rounded to float32 like the unfused Cast -> Mul -> Add.
 enum { kMitfA = 0, kMitfB, kMitfAScale, kMitfBScale, kMitfAZp, kMitfBZp, kMitfBias };
 
+// The optional float bias of the dynamically quantized MatMuls: [n] float32.
+Status CheckFloatBias(KernelContext& ctx, const Tensor* bias, int64_t n) {
+  if (!bias) return Status::Ok();
+  if (bias->dtype != DType::kFloat32)
+    return ctx.Invalid(std::string("bias must be float32, got ") + dtype_name(bias->dtype));
+  if (bias->rank_known &&
+      (bias->rank() != 1 || (n >= 0 && bias->shape[0] >= 0 && bias->shape[0] != n)))
+    return ctx.Invalid("bias shape " + ShapeToString(bias->shape) + ", expected [" +
+                       std::to_string(n) + "]");
+  return Status::Ok();
+}
+
 Status InferMatMulIntegerToFloat(KernelContext& ctx) {
   const Tensor* a = ctx.input(kMitfA);
   const Tensor* b = ctx.input(kMitfB);
@@ -391,15 +403,7 @@ Status InferMatMulIntegerToFloat(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(kMitfAZp), "a_zero_point", 0, ""));
   QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(kMitfBScale), "b_scale", n, "column of b"));
   QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(kMitfBZp), "b_zero_point", n, "column of b"));
-  if (const Tensor* bias = ctx.input(kMitfBias)) {
-    if (bias->dtype != DType::kFloat32)
-      return ctx.Invalid(std::string("bias must be float32, got ") + dtype_name(bias->dtype));
-    if (bias->rank_known &&
-        (bias->rank() != 1 || (n >= 0 && bias->shape[0] >= 0 && bias->shape[0] != n)))
-      return ctx.Invalid("bias shape " + ShapeToString(bias->shape) + ", expected [" +
-                         std::to_string(n) + "]");
-  }
-  return Status::Ok();
+  return CheckFloatBias(ctx, ctx.input(kMitfBias), n);
 }
 
 Status PrepareMatMulIntegerToFloat(KernelContext& ctx, std::shared_ptr<void>* state) {
@@ -477,15 +481,7 @@ Status InferDynamicQuantizeMatMul(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(InferMatMulShape(ctx, a, b, &m, &n));
   QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(kDqmBScale), "b_scale", n, "column of b"));
   QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(kDqmBZp), "b_zero_point", n, "column of b"));
-  if (const Tensor* bias = ctx.input(kDqmBias)) {
-    if (bias->dtype != DType::kFloat32)
-      return ctx.Invalid(std::string("bias must be float32, got ") + dtype_name(bias->dtype));
-    if (bias->rank_known &&
-        (bias->rank() != 1 || (n >= 0 && bias->shape[0] >= 0 && bias->shape[0] != n)))
-      return ctx.Invalid("bias shape " + ShapeToString(bias->shape) + ", expected [" +
-                         std::to_string(n) + "]");
-  }
-  return Status::Ok();
+  return CheckFloatBias(ctx, ctx.input(kDqmBias), n);
 }
 
 Status RunDynamicQuantizeMatMul(KernelContext& ctx) {
