@@ -71,15 +71,14 @@ ARM_CASE=(-tc='kernels: Arm ISA levels*')  # prints the detected and compared le
 # 1. Detection (HWCAP_ASIMD, HWCAP_ASIMDDP, HWCAP2_I8MM...) and QFOLD_ISA, which may
 #    only remove features, and the kernels each CPU model selects.
 # The float, depthwise and quantization kernels need only Armv8.0 NEON; the int8
-# GEMM has a variant per feature set, the channels-last convolution
-# microkernels one for Armv8.0 (smlal) and one for dotprod (sdot; i8mm CPUs
-# use it too).
+# GEMM and the channels-last convolution microkernels have a variant per
+# feature set (smlal, sdot, usmmla).
 ARMV80_KERNELS="gemm_f32=neon dwconv_f32=neon gemm_s8=neon igemm_s8=neon dwconv_s8=neon"
 ARMV80_KERNELS+=" dwconv_nhwc_s8=neon pool_nhwc_s8=neon pool_2d=generic quant_s8=neon a16w8=neon"
 ARMV80_KERNELS+=" portable_loops=on"
 kernels_with() {
   local k="${ARMV80_KERNELS/ gemm_s8=neon/ gemm_s8=$1}"
-  [ "$1" != neon ] && k="${k/igemm_s8=neon/igemm_s8=neondot}"
+  k="${k/igemm_s8=neon/igemm_s8=$1}"
   echo "$k"
 }
 REFERENCE_KERNELS="gemm_f32=reference gemm_s8=reference igemm_s8=reference dwconv_s8=reference"

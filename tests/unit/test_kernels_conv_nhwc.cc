@@ -75,17 +75,17 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
       ind[size_t((r / mr * taps + t) * mr + r % mr)] =
           ab == 2 ? reinterpret_cast<const uint8_t*>(wide[b].data()) : bufs[b].data();
     }
-  // Weights [col][tap][cg] s8, packed [tap][kc4][nr][4] with zero padding.
+  // Weights [col][tap][cg] s8, packed as the kernel groups k, with zero padding.
   std::vector<int8_t> w(size_t(cols * taps * cg));
   for (auto& v : w) v = int8_t(rng());
   if (it % 7 == 0) std::fill(w.begin(), w.end(), int8_t(-128));
   const int wb = k.wbytes;
-  std::vector<uint8_t> packed(size_t(taps * kc4 * nr * 4 * wb), 0);
+  std::vector<uint8_t> packed(size_t(kernels::IgemmPanelElems(k, taps, kc4) * wb), 0);
   for (int64_t j = 0; j < cols; ++j)
     for (int64_t t = 0; t < taps; ++t)
       for (int64_t c = 0; c < cg; ++c) {
         const int16_t v = w[size_t((j * taps + t) * cg + c)];
-        uint8_t* d = &packed[size_t((((t * kc4 + c / 4) * nr + j) * 4 + c % 4) * wb)];
+        uint8_t* d = &packed[size_t(kernels::IgemmPackedIndex(k, kc4, t, c, j) * wb)];
         d[0] = uint8_t(v);
         if (wb == 2) d[1] = uint8_t(uint16_t(v) >> 8);
       }
@@ -175,8 +175,7 @@ TEST_CASE("kernels: nhwc indirect GEMM microkernels match a scalar computation")
     const std::string isa_name = kernels::IsaName(isa);
     CAPTURE(isa_name);
     for (const kernels::IgemmS8Kernel* k : IsaConfig(isa).igemm_s8) {
-      // The i8mm level has no microkernel of its own: it runs the dotprod ones.
-      CHECK(std::string(k->name) == (isa_name == "neoni8mm" ? "neondot" : isa_name));
+      CHECK(std::string(k->name) == isa_name);
       for (int it = 0; it < 150; ++it, ++checked) CheckMicrokernel(*k, rng, it);
     }
   }

@@ -34,6 +34,7 @@ extern const IgemmS8Kernel kIgemmS8Avx512Vnni[];
 #elif defined(__aarch64__)
 extern const IgemmS8Kernel kIgemmS8Neon[];
 extern const IgemmS8Kernel kIgemmS8NeonDot[];
+extern const IgemmS8Kernel kIgemmS8NeonI8mm[];
 #endif
 
 std::vector<const IgemmS8Kernel*> IgemmS8Kernels(const CpuFeatures& f, const char** variant) {
@@ -51,7 +52,8 @@ std::vector<const IgemmS8Kernel*> IgemmS8Kernels(const CpuFeatures& f, const cha
   for (; t && t->run; ++t) out.push_back(t);
 #elif defined(__aarch64__)
   const IgemmS8Kernel* t = nullptr;
-  if (f.asimd) t = f.dotprod ? kIgemmS8NeonDot : kIgemmS8Neon;
+  if (f.asimd)
+    t = f.i8mm && f.dotprod ? kIgemmS8NeonI8mm : f.dotprod ? kIgemmS8NeonDot : kIgemmS8Neon;
   for (; t && t->run; ++t) out.push_back(t);
 #else
   (void)f;
@@ -511,26 +513,28 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
   const uint8_t mask = w.dtype == DType::kUInt8 ? 0x80 : 0;  // to s8
   const uint8_t* src = w.ptr<uint8_t>();                     // [m][cg][taps]
   if (s->ik) {
-    const int nr = s->ik->nr, wb = s->ik->wbytes;
-    s->panels = (s->mg + nr - 1) / nr;
-    s->panel_bytes = taps_packed * s->kc4 * nr * 4 * wb;
+    const IgemmS8Kernel& k = *s->ik;
+    const int wb = k.wbytes;
+    s->panels = (s->mg + k.nr - 1) / k.nr;
+    s->panel_bytes = IgemmPanelElems(k, taps_packed, s->kc4) * wb;
     s->packed_w.assign(size_t(s->group * s->panels * s->panel_bytes), 0);
-    uint8_t* dst = s->packed_w.data();
     for (int64_t gr = 0; gr < group; ++gr)
-      for (int64_t pn = 0; pn < s->panels; ++pn)
+      for (int64_t pn = 0; pn < s->panels; ++pn) {
+        uint8_t* panel = s->packed_w.data() + (gr * s->panels + pn) * s->panel_bytes;
         for (int64_t t = 0; t < taps_packed; ++t)
-          for (int64_t q = 0; q < s->kc4; ++q)
-            for (int j = 0; j < nr; ++j)
-              for (int i = 0; i < 4; ++i, dst += wb) {
-                const int64_t ch = pn * nr + j, k = 4 * q + i;
-                if (ch >= s->mg || k >= s->tap_c) continue;
-                // Row taps: k runs over (kx, channel) of kernel row t.
-                const int64_t ci = k % s->cg, tap = s->row_taps ? t * s->kw + k / s->cg : t;
-                const int16_t v =
-                    int8_t(src[((gr * s->mg + ch) * s->cg + ci) * s->taps + tap] ^ mask);
-                dst[0] = uint8_t(v);
-                if (wb == 2) dst[1] = uint8_t(uint16_t(v) >> 8);
-              }
+          for (int j = 0; j < k.nr; ++j)
+            for (int64_t kk = 0; kk < s->tap_c; ++kk) {
+              const int64_t ch = pn * k.nr + j;
+              if (ch >= s->mg) continue;
+              // Row taps: kk runs over (kx, channel) of kernel row t.
+              const int64_t ci = kk % s->cg, tap = s->row_taps ? t * s->kw + kk / s->cg : t;
+              const int16_t v =
+                  int8_t(src[((gr * s->mg + ch) * s->cg + ci) * s->taps + tap] ^ mask);
+              uint8_t* dst = panel + IgemmPackedIndex(k, s->kc4, t, kk, j) * wb;
+              dst[0] = uint8_t(v);
+              if (wb == 2) dst[1] = uint8_t(uint16_t(v) >> 8);
+            }
+      }
   } else {
     // [kdim][mg] per group, k = tap * cg + channel: the order of NHWC im2col rows.
     s->group_bytes = RoundUpTo(PackedBytes(s->mg, s->kdim, s->gk->nr), 64);

@@ -7,8 +7,8 @@
 // weights of each of nr channels, accumulating exactly in int32 (wraparound).
 //
 // Packed weights of one panel (nr channels): [tap][kc4][nr][4] s8 (or s16
-// where the kernel says wbytes = 2), channels and the K tail (past C/group
-// within each tap) zero-padded. The epilogue
+// where the kernel says wbytes = 2; i8mm groups 8 k, see kgroup), channels
+// and the K tail (past C/group within each tap) zero-padded. The epilogue
 // adds the folded bias, subtracts wzp[ch] * xsum[pixel] and requantizes as
 // Requantize does (docs/NUMERICS.md), or, with yf set, dequantizes to float:
 // clamp(fma(float(acc), mult[ch], fbias[ch]), flo, fhi) (QfConvDequant).
@@ -58,7 +58,23 @@ struct IgemmS8Kernel {
   // is then ignored), 8 bytes per k step, and a_offset counts bytes.
   int abytes;
   void (*run)(const IgemmS8Args& args);
+  // k per packed group: 4 ([tap][kc4][nr][4], the unit of vpdpbusd/sdot) or 8
+  // ([tap][ceil(kc4 / 2)][nr][8], i8mm: 16 bytes hold 8 k of two channels).
+  int kgroup;
 };
+
+// Where packed panel weights go (in elements of wbytes): k index kk of a
+// tap's 4 * kc4 (zero-padded), channel j of the panel, tap t.
+inline int64_t IgemmPackedIndex(const IgemmS8Kernel& k, int64_t kc4, int64_t t, int64_t kk,
+                                int64_t j) {
+  const int64_t g = k.kgroup, groups = (4 * kc4 + g - 1) / g;
+  return ((t * groups + kk / g) * k.nr + j) * g + kk % g;
+}
+// Elements of one packed panel.
+inline int64_t IgemmPanelElems(const IgemmS8Kernel& k, int64_t taps, int64_t kc4) {
+  const int64_t g = k.kgroup;
+  return taps * ((4 * kc4 + g - 1) / g) * k.nr * g;
+}
 
 // The microkernels `f` allows, widest panel first; empty without them (the
 // driver then uses the packed GEMM). *variant (if given): their name or nullptr.

@@ -49,8 +49,8 @@ struct VAvx2 : V256Base {
 
 extern const IgemmS8Kernel kIgemmS8Avx2[];
 const IgemmS8Kernel kIgemmS8Avx2[] = {
-    {"avx2", 6, 8, 2, 2, IgemmX86<VAvx2, 6, 1>::Run},
-    {"", 0, 0, 0, 0, nullptr},
+    {"avx2", 6, 8, 2, 2, IgemmX86<VAvx2, 6, 1>::Run, 4},
+    {"", 0, 0, 0, 0, nullptr, 0},
 };
 
 }  // namespace kernels

@@ -67,10 +67,10 @@ struct V512 {
 
 extern const IgemmS8Kernel kIgemmS8Avx512Vnni[];
 const IgemmS8Kernel kIgemmS8Avx512Vnni[] = {
-    {"avx512vnni", 6, 64, 1, 1, IgemmX86<V512, 6, 4>::Run},
-    {"avx512vnni", 8, 32, 1, 1, IgemmX86<V512, 8, 2>::Run},
-    {"avx512vnni", 8, 16, 1, 1, IgemmX86<V512, 8, 1>::Run},
-    {"", 0, 0, 0, 0, nullptr},
+    {"avx512vnni", 6, 64, 1, 1, IgemmX86<V512, 6, 4>::Run, 4},
+    {"avx512vnni", 8, 32, 1, 1, IgemmX86<V512, 8, 2>::Run, 4},
+    {"avx512vnni", 8, 16, 1, 1, IgemmX86<V512, 8, 1>::Run, 4},
+    {"", 0, 0, 0, 0, nullptr, 0},
 };
 
 }  // namespace kernels

@@ -30,9 +30,9 @@ struct VAvxVnni : V256Base {
 
 extern const IgemmS8Kernel kIgemmS8AvxVnni[];
 const IgemmS8Kernel kIgemmS8AvxVnni[] = {
-    {"avxvnni", 3, 32, 1, 1, IgemmX86<VAvxVnni, 3, 4>::Run},
-    {"avxvnni", 6, 16, 1, 1, IgemmX86<VAvxVnni, 6, 2>::Run},
-    {"", 0, 0, 0, 0, nullptr},
+    {"avxvnni", 3, 32, 1, 1, IgemmX86<VAvxVnni, 3, 4>::Run, 4},
+    {"avxvnni", 6, 16, 1, 1, IgemmX86<VAvxVnni, 6, 2>::Run, 4},
+    {"", 0, 0, 0, 0, nullptr, 0},
 };
 
 }  // namespace kernels

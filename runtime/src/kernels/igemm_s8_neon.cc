@@ -96,8 +96,8 @@ struct IgemmNeon {
 
 extern const IgemmS8Kernel kIgemmS8Neon[];
 const IgemmS8Kernel kIgemmS8Neon[] = {
-    {"neon", 4, 8, 1, 1, IgemmNeon<4, 8>::Run},
-    {"", 0, 0, 0, 0, nullptr},
+    {"neon", 4, 8, 1, 1, IgemmNeon<4, 8>::Run, 4},
+    {"", 0, 0, 0, 0, nullptr, 0},
 };
 
 }  // namespace kernels

@@ -103,9 +103,9 @@ struct IgemmNeonDot {
 
 extern const IgemmS8Kernel kIgemmS8NeonDot[];
 const IgemmS8Kernel kIgemmS8NeonDot[] = {
-    {"neondot", 4, 16, 1, 1, IgemmNeonDot<4, 16>::Run},
-    {"neondot", 4, 8, 1, 1, IgemmNeonDot<4, 8>::Run},
-    {"", 0, 0, 0, 0, nullptr},
+    {"neondot", 4, 16, 1, 1, IgemmNeonDot<4, 16>::Run, 4},
+    {"neondot", 4, 8, 1, 1, IgemmNeonDot<4, 8>::Run, 4},
+    {"", 0, 0, 0, 0, nullptr, 0},
 };
 
 }  // namespace kernels
