@@ -160,14 +160,8 @@ class QdqFolder {
   }
 
  private:
-  static bool IsLayoutOp(const std::string& t) { return IsElementMovingOp(t); }
-  static bool IsLutOp(const std::string& t) {
-    static const std::set<std::string> ops = {
-        "Relu",     "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish",
-        "Gelu",     "Erf",       "Exp",     "Elu",  "Selu",        "Softplus",
-        "Softsign", "Mish",      "Swish",   "Clip", "Neg",         "Abs"};
-    return ops.count(t) > 0;
-  }
+  static bool IsLayoutOp(const std::string& t) { return HasTraits(t, kTraitMovesElements); }
+  static bool IsLutOp(const std::string& t) { return HasTraits(t, kTraitUnaryLut); }
 
   void Index() {
     producer_.clear();
