@@ -11,6 +11,7 @@
 #include "converter/converter.h"
 #include "converter/onnx_reader.h"
 #include "core/file_io.h"
+#include "core/op.h"
 #include "core/shape_util.h"
 #include "model_impl.h"
 #include "qfold/runtime.h"
@@ -456,31 +457,13 @@ struct OpPrecision {
 };
 
 OpPrecision ClassifyOp(const Model::Impl& m, const OpEntry& op) {
-  static const char* kIntegerOps[] = {"QLinearConv",
-                                      "QLinearMatMul",
-                                      "QLinearAdd",
-                                      "QLinearMul",
-                                      "QLinearGlobalAveragePool",
-                                      "QLinearAveragePool",
-                                      "QLinearConcat",
-                                      "QLinearLeakyRelu",
-                                      "QLinearSigmoid",
-                                      "QfLookupTable",
-                                      "ConvInteger",
-                                      "MatMulInteger",
-                                      "MatMulIntegerToFloat",
-                                      "DynamicQuantizeMatMul",
-                                      "DynamicQuantizeLSTM",
-                                      "QfQLinearConvTranspose",
-                                      "QfConvDequant"};
   OpPrecision p;
   auto numel = [&](int id) {
     int64_t n = 1;
     for (int64_t d : m.tensors[id].info.shape) n *= d;
     return n;
   };
-  for (const char* t : kIntegerOps)
-    if (op.type == t) p.precision = "int8";
+  if (HasTraits(op.type, kTraitIntegerKernel)) p.precision = "int8";
   if (op.type == "QuantizeLinear" || op.type == "DequantizeLinear" || op.type == "QfRequantize")
     p.precision = "quantize";
   if (op.type == "QfMatMulWeightQ") p.precision = "int4-weight";
@@ -580,15 +563,11 @@ int Inspect(const Args& args) {
       nlohmann::json d = {{"name", op.name}, {"type", op.type}, {"precision", p.precision}};
       const auto* reason = m->fb->operators()->Get(uint32_t(k))->float_reason();
       if (reason && p.precision == "float") d["reason"] = reason->str();
-      const bool heavy = op.type == "Conv" || op.type == "ConvTranspose" || op.type == "MatMul" ||
-                         op.type == "Gemm";
+      const bool heavy =
+          HasTraits(op.type, kTraitMatrixProduct) && !HasTraits(op.type, kTraitIntegerKernel);
       if (heavy || p.precision == "int8") {
         // The integer forms of the heavy ops count toward the same share.
-        const bool int_heavy = op.type == "QLinearConv" || op.type == "QLinearMatMul" ||
-                               op.type == "QfQLinearConvTranspose" || op.type == "ConvInteger" ||
-                               op.type == "MatMulInteger" || op.type == "QfConvDequant" ||
-                               op.type == "MatMulIntegerToFloat" ||
-                               op.type == "DynamicQuantizeMatMul";
+        const bool int_heavy = HasTraits(op.type, kTraitMatrixProduct | kTraitIntegerKernel);
         if (heavy || int_heavy) heavy_total++;
         if (heavy && p.precision == "float") {
           heavy_float++;

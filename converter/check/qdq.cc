@@ -9,6 +9,7 @@
 #include "converter/check/internal.h"
 #include "converter/converter.h"
 #include "converter/onnx_dtype.h"
+#include "core/op.h"
 
 namespace qfold {
 namespace check {
@@ -324,12 +325,8 @@ void CheckCoverage(Analysis* a, const std::string& onnx_path) {
     Status st = conv::LoadAndOptimize(onnx_path, copts, &og);
     if (st.ok()) {
       fold_known = true;
-      static const std::set<std::string> kInt = {
-          "QLinearConv",          "QLinearMatMul", "QfMatMulWeightQ", "QfQLinearConvTranspose",
-          "ConvInteger",          "MatMulInteger", "QfConvDequant",   "MatMulIntegerToFloat",
-          "DynamicQuantizeMatMul"};
       for (const Node& n : og.nodes) {
-        if (kInt.count(n.op_type)) folded.insert(n.name);
+        if (HasTraits(n.op_type, kTraitMatrixProduct | kTraitIntegerKernel)) folded.insert(n.name);
         if (!n.float_reason.empty()) reasons[n.name] = n.float_reason;
       }
     } else if (a->report->count(Severity::kError) == 0) {

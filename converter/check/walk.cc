@@ -30,34 +30,6 @@ using conv::Value;
 
 constexpr size_t kMaxFoldedBytes = size_t(16) << 20;
 
-const std::set<std::string>& BroadcastOps() {
-  static const std::set<std::string> ops = {"Add",
-                                            "Sub",
-                                            "Mul",
-                                            "Div",
-                                            "Pow",
-                                            "Mod",
-                                            "Equal",
-                                            "Less",
-                                            "Greater",
-                                            "LessOrEqual",
-                                            "GreaterOrEqual",
-                                            "And",
-                                            "Or",
-                                            "Xor",
-                                            "BitShift",
-                                            "BitwiseAnd",
-                                            "BitwiseOr",
-                                            "BitwiseXor",
-                                            "Where",
-                                            "Max",
-                                            "Min",
-                                            "Sum",
-                                            "Mean",
-                                            "PRelu"};
-  return ops;
-}
-
 // Ops whose (listed) inputs must all have one dtype.
 bool SameTypeInputs(const Node& n, std::vector<size_t>* idx) {
   static const std::set<std::string> all = {
@@ -449,7 +421,7 @@ class Walker {
     for (const std::string& in : n.inputs)
       any_guessed = any_guessed || (!in.empty() && Guessed(in));
     bool ok = CheckTypes(n);
-    if (ok && BroadcastOps().count(n.op_type)) {
+    if (ok && HasTraits(n.op_type, kTraitBroadcasting)) {
       std::vector<size_t> idx;
       for (size_t i = 0; i < n.inputs.size(); ++i)
         if (!n.inputs[i].empty()) idx.push_back(i);
@@ -596,7 +568,7 @@ class Walker {
       for (DimOrigin& d : org) d.text = "computed by " + n.Label();
       const Value* x = In(n, 0);
       const std::string& t = n.op_type;
-      if (BroadcastOps().count(t) && out == n.outputs[0]) {
+      if (HasTraits(t, kTraitBroadcasting) && out == n.outputs[0]) {
         for (int i = 0; i < r; ++i) {
           bool done = false;
           for (size_t j = 0; j < n.inputs.size() && !done; ++j) {

@@ -1,33 +1,14 @@
 // Graph inputs and outputs record their layout as their consumers and
 // producers imply it: a Conv reads NCHW; a Transpose(0,3,1,2) in front of it
 // means the input itself is NHWC. External shapes are never changed here.
-#include <set>
 
 #include "converter/passes/passes.h"
+#include "core/op.h"
 
 namespace qfold {
 namespace conv {
 
 namespace {
-
-const std::set<std::string>& SpatialOps() {
-  static const std::set<std::string> ops = {"Conv",
-                                            "QLinearConv",
-                                            "QfConvDequant",
-                                            "ConvTranspose",
-                                            "MaxPool",
-                                            "AveragePool",
-                                            "GlobalAveragePool",
-                                            "GlobalMaxPool",
-                                            "QLinearGlobalAveragePool",
-                                            "QLinearAveragePool",
-                                            "BatchNormalization",
-                                            "InstanceNormalization",
-                                            "Resize",
-                                            "DepthToSpace",
-                                            "SpaceToDepth"};
-  return ops;
-}
 
 void Mark(Value* v, Value::Layout layout, int batch, int channel) {
   v->layout = layout;
@@ -40,7 +21,7 @@ const Node* SpatialProducer(const Graph& g, const std::string& name, int depth =
   if (depth > 4) return nullptr;
   for (const Node& n : g.nodes) {
     if (n.outputs.empty() || n.outputs[0] != name) continue;
-    if (SpatialOps().count(n.op_type)) return &n;
+    if (HasTraits(n.op_type, kTraitSpatial)) return &n;
     if (n.op_type == "DequantizeLinear" || n.op_type == "QuantizeLinear" || n.op_type == "Cast")
       return SpatialProducer(g, n.input(0), depth + 1);
     if (n.op_type == "Transpose") return &n;

@@ -36,21 +36,6 @@ bool IsTableDType(DType t) {
   return Is8Bit(t) || Is16Bit(t);
 }
 
-// Operators computing output element i from input element i alone (with
-// single-element constants broadcast): the only ones a region may hold.
-const std::set<std::string>& PointwiseOps() {
-  static const std::set<std::string> ops = {
-      // Integer operators of folded QDQ graphs.
-      "QLinearAdd", "QLinearMul", "QLinearLeakyRelu", "QLinearSigmoid", "QfLookupTable",
-      "QfRequantize", "QuantizeLinear", "DequantizeLinear",
-      // Float operators between a DequantizeLinear and a QuantizeLinear.
-      "Add", "Sub", "Mul", "Div", "Min", "Max", "Clip", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu",
-      "Celu", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Softplus", "Softsign", "Mish", "Gelu",
-      "Erf", "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Pow", "Floor", "Ceil", "Round",
-      "Sign", "Cast", "ThresholdedRelu", "Shrink", "BatchNormalization"};
-  return ops;
-}
-
 int64_t Numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -91,7 +76,7 @@ class Collapser {
   // [C, 1, ...] right-aligned to axis 1, BatchNormalization's [C] parameters,
   // per-axis Q/DQ along axis 1.
   bool Pointwise(const Node& n, int rank, int64_t channels, bool* per_channel) const {
-    if (!PointwiseOps().count(n.op_type) || n.outputs.size() != 1 || n.outputs[0].empty())
+    if (!HasTraits(n.op_type, kTraitPointwise) || n.outputs.size() != 1 || n.outputs[0].empty())
       return false;
     const bool qdq = n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear";
     if (qdq && n.attrs.GetInt("block_size", 0) != 0) return false;
@@ -134,7 +119,7 @@ class Collapser {
     if (uses == consumers_.end()) return Status::Ok();
     bool any = false;
     for (const auto& use : uses->second)
-      any = any || PointwiseOps().count(g_.nodes[use.first].op_type) > 0;
+      any = any || HasTraits(g_.nodes[use.first].op_type, kTraitPointwise);
     if (!any) return Status::Ok();
     const Value* xv = g_.Find(x);
     const int rank = int(xv->shape.size());

@@ -8,9 +8,12 @@
 // DQ nodes, with the rule that failed in Node::float_reason; `qfold inspect
 // --ops` shows it and `qfold check` warns when most heavy ops stay float.
 //
-// Matching helpers return "" on success or why they failed (a reason); the
-// Try* functions keep the first reason in why_. Indexes are updated per
-// rewrite (no re-index of the whole graph), so folding stays linear.
+// One table of rules (QdqFolder::Rules) binds the float ops, by type or by an
+// OpDef trait, to a selector and an action. A selector finds the node group a
+// rewrite needs without changing the graph, or records why it does not match
+// (the first reason is kept in why_); the action rewrites the group. Matching
+// helpers return "" on success or the reason. Indexes are updated per rewrite
+// (no re-index of the whole graph), so folding stays linear.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -118,33 +121,19 @@ class QdqFolder {
         continue;
       }
       if (t == "DequantizeLinear") continue;
-      bool folded = false;
-      if (t == "Conv") {
-        folded = TryConv(k);
-      } else if (t == "ConvTranspose") {
-        folded = TryConvTranspose(k);
-      } else if (t == "MatMul" || t == "Gemm") {
-        folded = t == "MatMul" ? TryMatMul(k) : TryGemm(k);
-        // The weight-only form (float A, 4-bit B) is no integer kernel for an 8-bit
-        // pattern: its own mismatch is not the reason the 8-bit rule gave.
-        const std::string int8_why = why_;
-        if (!folded) folded = t == "MatMul" ? TryWeightOnlyMatMul(k) : TryWeightOnlyGemm(k);
-        why_ = int8_why;
-      } else if (t == "Add" || t == "Mul") {
-        folded = TryBinary(k);
-      } else if (t == "GlobalAveragePool" || t == "AveragePool") {
-        folded = TryPool(k);
-      } else if (t == "Concat") {
-        folded = TryConcat(k);
-      } else if (t == "Split") {
-        folded = TrySplit(k);
-      } else if (IsLayoutOp(t)) {
-        folded = TryLayout(k);
-      } else if (IsLutOp(t)) {
-        folded = TryLookupTable(k);
-      } else {
-        why_ = "no integer kernel for " + t;
+      // The rules for op k in table order; the first whose selector matches rewrites.
+      bool folded = false, has_rule = false;
+      for (const Rule& rule : Rules()) {
+        if (rule.op_type ? t != rule.op_type : !HasTraits(t, rule.traits)) continue;
+        has_rule = true;
+        Group m;
+        if ((this->*rule.select)(k, &m)) {
+          (this->*rule.act)(k, m);
+          folded = true;
+          break;
+        }
       }
+      if (!has_rule) why_ = "no integer kernel for " + t;
       if (!folded && IsFloatResult(k) && HasQdqNeighbour(k))
         g_.nodes[k].float_reason = why_.empty() ? "no folding rule matched" : why_;
     }
@@ -160,13 +149,72 @@ class QdqFolder {
   }
 
  private:
-  static bool IsLayoutOp(const std::string& t) { return IsElementMovingOp(t); }
-  static bool IsLutOp(const std::string& t) {
-    static const std::set<std::string> ops = {
-        "Relu",     "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish",
-        "Gelu",     "Erf",       "Exp",     "Elu",  "Selu",        "Softplus",
-        "Softsign", "Mish",      "Swish",   "Clip", "Neg",         "Abs"};
-    return ops.count(t) > 0;
+  // What a rule's selector found: the nodes its rewrite reads and replaces and
+  // their quantization, gathered without changing the graph (only the reason
+  // in why_ is written); the rule's action rewrites from it. Each rule fills
+  // the fields it needs.
+  struct Group {
+    const char* op_type = nullptr;  // the integer op the action emits
+    const Node* dqx = nullptr;      // DQ of the data input (A)
+    const Node* dqw = nullptr;      // DQ of the weight or of the second input (B)
+    QParams xq, wq, yq;
+    int64_t channels = 0;
+    int weight_axis = 0;                     // the output-channel axis of the weight
+    size_t qk = SIZE_MAX, act_k = SIZE_MAX;  // the output Q; a Relu/Clip before it
+    int32_t lo = 0, hi = 0;                  // the output clamp of that Relu/Clip
+    std::vector<int32_t> bias;
+    // Conv: a depthwise input quantized per channel (NNCF): its scales moved
+    // into the weight scales in memory; the action writes them as constants,
+    // and the input keeps its own per-axis parameters (x_record) in the .qfm.
+    bool x_per_channel = false;
+    QParams x_record;
+    // A ConvTranspose that lowers to QLinearConv takes 16-bit activations too.
+    bool a16 = false;
+    // MatMul: the Add after it whose constant is the bias.
+    size_t add_k = SIZE_MAX;
+    // Concat: each input's DQ and parameters. Split: each output's Q.
+    std::vector<std::pair<const Node*, QParams>> inputs;
+    std::vector<size_t> output_qs;
+    // Unary op as a table: the output code of each of the 256 input codes.
+    std::vector<uint8_t> table;
+    // Weight-only MatMul/Gemm: the packed weight's block size (0: none).
+    int64_t block = 0;
+  };
+
+  // Selector: true when node k and its neighbours match the rule, with what
+  // the action needs in *m; else false, with the reason (if any) in why_.
+  using Selector = bool (QdqFolder::*)(size_t k, Group* m);
+  // Action: the rewrite of a group the selector matched.
+  using Action = void (QdqFolder::*)(size_t k, Group& m);
+  struct Rule {
+    const char* op_type;  // the float op it folds; nullptr: any op with `traits`
+    unsigned traits;
+    Selector select;
+    Action act;
+  };
+
+  // Tried in order; for a node the first rule whose selector matches rewrites
+  // it, and the reason kept for a node left float is the first one a selector gave.
+  static const std::vector<Rule>& Rules() {
+    static const std::vector<Rule> rules = {
+        {"Conv", 0, &QdqFolder::SelectConv, &QdqFolder::EmitQLinearConv},
+        {"ConvTranspose", 0, &QdqFolder::SelectConvTranspose, &QdqFolder::EmitQLinearConv},
+        {"MatMul", 0, &QdqFolder::SelectMatMul, &QdqFolder::EmitMatMul},
+        {"Gemm", 0, &QdqFolder::SelectGemm, &QdqFolder::EmitGemm},
+        // The weight-only forms (float A, 4-bit B) give no reason: their own
+        // mismatch is not why an 8-bit pattern stayed float.
+        {"MatMul", 0, &QdqFolder::SelectWeightOnlyMatMul, &QdqFolder::EmitWeightOnlyMatMul},
+        {"Gemm", 0, &QdqFolder::SelectWeightOnlyGemm, &QdqFolder::EmitWeightOnlyGemm},
+        {"Add", 0, &QdqFolder::SelectBinary, &QdqFolder::EmitBinary},
+        {"Mul", 0, &QdqFolder::SelectBinary, &QdqFolder::EmitBinary},
+        {"GlobalAveragePool", 0, &QdqFolder::SelectPool, &QdqFolder::EmitPool},
+        {"AveragePool", 0, &QdqFolder::SelectPool, &QdqFolder::EmitPool},
+        {"Concat", 0, &QdqFolder::SelectConcat, &QdqFolder::EmitConcat},
+        {"Split", 0, &QdqFolder::SelectSplit, &QdqFolder::EmitSplit},
+        {nullptr, kTraitMovesElements, &QdqFolder::SelectLayout, &QdqFolder::EmitLayout},
+        {nullptr, kTraitUnaryLut, &QdqFolder::SelectLookupTable, &QdqFolder::EmitLookupTable},
+    };
+    return rules;
   }
 
   void Index() {
@@ -229,7 +277,7 @@ class QdqFolder {
     return v && dtype_is_float(v->dtype);
   }
 
-  // Records the first reason a Try* gave up; returns false for `return Fail(...)`.
+  // Records the first reason a selector gave up; returns false for `return Fail(...)`.
   bool Fail(const std::string& why) {
     if (why_.empty()) why_ = why;
     return false;
@@ -459,38 +507,8 @@ class QdqFolder {
     if (hi < QMax(t)) n->attrs.SetInt("_qmax", hi);
   }
 
-  // The nodes a Conv/ConvTranspose fold reads and replaces, found by a selector
-  // without touching the graph; EmitQLinearConv is the action.
-  struct ConvGroup {
-    const char* op_type = nullptr;
-    const Node* dqx = nullptr;
-    const Node* dqw = nullptr;
-    QParams xq, wq, yq;
-    int64_t channels = 0;
-    int weight_axis = 0;  // the output-channel axis of the weight
-    size_t qk = SIZE_MAX, act_k = SIZE_MAX;
-    int32_t lo = 0, hi = 0;
-    std::vector<int32_t> bias;
-    // A depthwise input quantized per channel (NNCF): its scales moved into
-    // the weight scales in memory; the action writes them as constants, and
-    // the input keeps its own per-axis parameters (x_record) in the .qfm.
-    bool x_per_channel = false;
-    QParams x_record;
-    // A ConvTranspose that lowers to QLinearConv takes 16-bit activations too.
-    bool a16 = false;
-  };
-
-  bool TryConv(size_t k) {
-    ConvGroup c;
-    return SelectConv(k, &c) && EmitQLinearConv(k, c);
-  }
-  bool TryConvTranspose(size_t k) {
-    ConvGroup c;
-    return SelectConvTranspose(k, &c) && EmitQLinearConv(k, c);
-  }
-
   // Selector: false with the reason in why_ when Conv k does not fold.
-  bool SelectConv(size_t k, ConvGroup* c) {
+  bool SelectConv(size_t k, Group* c) {
     const Node& conv = g_.nodes[k];
     c->op_type = "QLinearConv";
     c->dqx = DqOf(conv.input(0), &c->xq, "input", /*a16=*/true);
@@ -515,7 +533,7 @@ class QdqFolder {
   // Depthwise (each output channel reads its own input channel): per-channel
   // input scales multiply into the weight scales, leaving the input scale 1.
   // Needs one zero point for all channels.
-  bool MoveInputScalesToWeights(const Node& conv, const Value& w, ConvGroup* c) {
+  bool MoveInputScalesToWeights(const Node& conv, const Value& w, Group* c) {
     const int64_t group = conv.attrs.GetInt("group", 1);
     const Value* x = g_.Find(c->dqx->input(0));
     if (!x || !x->rank_known || w.shape.size() < 3 || w.shape[1] != 1 || group != c->channels)
@@ -537,7 +555,7 @@ class QdqFolder {
 
   // ConvTranspose: W is [C, M/group, k...], so per-channel weights are on axis 1, which
   // is the output channel only with group 1.
-  bool SelectConvTranspose(size_t k, ConvGroup* c) {
+  bool SelectConvTranspose(size_t k, Group* c) {
     const Node& ct = g_.nodes[k];
     c->op_type = "QfQLinearConvTranspose";
     // 16-bit activations where it becomes a 1x1 QLinearConv (LowerConvTranspose).
@@ -572,7 +590,7 @@ class QdqFolder {
   }
 
   // The output Q (through Relu/Clip) and the int32 bias over the output channels.
-  bool SelectConvOutput(size_t k, ConvGroup* c) {
+  bool SelectConvOutput(size_t k, Group* c) {
     // 16-bit activations (a16w8) on QLinearConv only.
     const bool a16 = std::string(c->op_type) == "QLinearConv" || c->a16;
     if (!OutputQ(k, &c->qk, &c->yq, &c->act_k, &c->lo, &c->hi, a16)) return false;
@@ -585,7 +603,7 @@ class QdqFolder {
   }
 
   // Action: the integer node in place of the float one.
-  bool EmitQLinearConv(size_t k, ConvGroup c) {
+  void EmitQLinearConv(size_t k, Group& c) {
     const Node& conv = g_.nodes[k];
     if (c.x_per_channel) {
       c.xq.scale = g_.AddConstant(conv.name + "_x_scale_moved", DType::kFloat32, {},
@@ -621,12 +639,11 @@ class QdqFolder {
     SetQuant(c.dqw->input(0), c.wq, c.weight_axis);
     DropActivation(c.act_k);
     Replace(k, std::move(q), c.qk, c.yq);
-    return true;
   }
 
   // Float A times a constant weight stored as int4/uint4 (or blocked int8):
   // the weight stays packed and is dequantized block by block while running.
-  bool TryWeightOnlyMatMul(size_t k) {
+  bool SelectWeightOnlyMatMul(size_t k, Group* m) {
     const Node& mm = g_.nodes[k];
     auto it = producer_.find(mm.input(1));
     if (it == producer_.end() || removed_.count(it->second)) return false;
@@ -649,23 +666,30 @@ class QdqFolder {
     // Supported: per tensor, per column (axis 1, [N]) or blocks along K (axis 0).
     if (block > 0 ? axis != 0 : (scale_n != 1 && (axis != 1 || scale_n != b->shape[1])))
       return false;
+    m->dqw = &dq;
+    m->block = block;
+    return true;
+  }
+
+  void EmitWeightOnlyMatMul(size_t k, Group& m) {
+    const Node& mm = g_.nodes[k];
+    const Node& dq = *m.dqw;
     Node q;
     q.op_type = "QfMatMulWeightQ";
     q.name = mm.name;
     q.inputs = {mm.input(0), dq.input(0), dq.input(1)};
     if (!dq.input(2).empty()) q.inputs.push_back(dq.input(2));
-    if (block > 0) q.attrs.SetInt("block_size", block);
+    if (m.block > 0) q.attrs.SetInt("block_size", m.block);
     q.outputs = mm.outputs;
     g_.nodes[k] = std::move(q);
     IndexNode(k);
-    return true;
   }
 
   // Gemm with float A and a 4-bit (or blocked 8-bit) constant B: the MatMul
   // form above, with transB applied to the packed weight at conversion and
   // beta * C added in float after it.
-  bool TryWeightOnlyGemm(size_t k) {
-    Node& gm = g_.nodes[k];
+  bool SelectWeightOnlyGemm(size_t k, Group* m) {
+    const Node& gm = g_.nodes[k];
     if (gm.attrs.GetInt("transA", 0) != 0 || gm.attrs.GetFloat("alpha", 1.f) != 1.f) return false;
     auto it = producer_.find(gm.input(1));
     if (it == producer_.end() || removed_.count(it->second)) return false;
@@ -679,30 +703,49 @@ class QdqFolder {
     if (!gm.input(2).empty()) {
       const Value* c = g_.Find(gm.input(2));
       if (!c || c->dtype != DType::kFloat32) return false;
+      // beta * C is computed here, so C must be a constant.
+      if (gm.attrs.GetFloat("beta", 1.f) != 1.f && !c->is_constant()) return false;
     }
-    std::string w = dq.input(0), s = dq.input(1), zp = dq.input(2);
+    const Value* sv = g_.Find(dq.input(1));
+    const Value* zv = dq.input(2).empty() ? nullptr : g_.Find(dq.input(2));
+    Shape s_shape = sv->shape, w_shape = b->shape;
     int64_t axis = dq.attrs.GetInt("axis", 1);
     if (axis < 0) axis += 2;
     if (gm.attrs.GetInt("transB", 0) != 0) {
-      // [N, K] with blocks along K (axis 1) -> [K, N] with blocks along axis 0.
+      // The action transposes [N, K] (blocks along K, axis 1) to [K, N]
+      // (blocks along axis 0); 2-D scales and zero points with it.
+      std::swap(w_shape[0], w_shape[1]);
+      if (s_shape.size() == 2) {
+        if (!sv->is_constant()) return false;
+        std::swap(s_shape[0], s_shape[1]);
+      }
+      if (zv && zv->shape.size() == 2 && !zv->is_constant()) return false;
+      axis = 1 - axis;
+    }
+    int64_t scale_n = 1;
+    for (int64_t d : s_shape) scale_n *= d;
+    if (block > 0 ? axis != 0 : (scale_n != 1 && (axis != 1 || scale_n != w_shape[1])))
+      return false;
+    m->dqw = &dq;
+    m->block = block;
+    return true;
+  }
+
+  void EmitWeightOnlyGemm(size_t k, Group& m) {
+    Node& gm = g_.nodes[k];
+    const Node& dq = *m.dqw;
+    std::string w = dq.input(0), s = dq.input(1), zp = dq.input(2);
+    if (gm.attrs.GetInt("transB", 0) != 0) {
       w = TransposeConstant(w);
       if (g_.Find(s)->shape.size() == 2) s = TransposeConstant(s);
       if (!zp.empty() && g_.Find(zp)->shape.size() == 2) zp = TransposeConstant(zp);
-      if (w.empty() || s.empty() || (!dq.input(2).empty() && zp.empty())) return false;
-      axis = 1 - axis;
     }
-    const Value* sv = g_.Find(s);
-    int64_t scale_n = 1;
-    for (int64_t d : sv->shape) scale_n *= d;
-    const Value* wv = g_.Find(w);
-    if (block > 0 ? axis != 0 : (scale_n != 1 && (axis != 1 || scale_n != wv->shape[1])))
-      return false;
     Node q;
     q.op_type = "QfMatMulWeightQ";
     q.name = gm.name;
     q.inputs = {gm.input(0), w, s};
     if (!zp.empty()) q.inputs.push_back(zp);
-    if (block > 0) q.attrs.SetInt("block_size", block);
+    if (m.block > 0) q.attrs.SetInt("block_size", m.block);
     const float beta = gm.attrs.GetFloat("beta", 1.f);
     if (gm.input(2).empty()) {
       q.outputs = gm.outputs;
@@ -714,7 +757,6 @@ class QdqFolder {
       std::string c = gm.input(2);
       if (beta != 1.f) {
         const Value* cv = g_.Find(c);
-        if (!cv->is_constant()) return false;
         std::vector<uint8_t> bytes = *cv->data;
         for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
           float f;
@@ -736,7 +778,6 @@ class QdqFolder {
       insert_after_[k].push_back(std::move(add));
     }
     IndexNode(k);
-    return true;
   }
 
   // A 2-D constant transposed (sub-byte types unpacked and repacked); "" when
@@ -763,86 +804,76 @@ class QdqFolder {
 
   // MatMul whose B is a per-tensor activation or a constant weight quantized
   // per tensor or per column (axis 1 of a 2-D weight).
-  bool TryMatMul(size_t k) {
+  bool SelectMatMul(size_t k, Group* m) {
     const Node& mm = g_.nodes[k];
-    QParams aq, bq, yq;
     // A may be a 16-bit activation (a16w8), and so may B when it is one too
     // (attention); weights stay 8-bit.
-    const Node* dqa = DqOf(mm.input(0), &aq, "input", /*a16=*/true);
-    const Node* dqb = DqOf(mm.input(1), &bq, "input B", /*a16=*/true);
-    if (!dqa || !dqb) return false;
-    if (!aq.per_tensor()) return Fail("input A is quantized per axis");
-    const Value* b = g_.Find(dqb->input(0));
+    m->dqx = DqOf(mm.input(0), &m->xq, "input", /*a16=*/true);
+    m->dqw = DqOf(mm.input(1), &m->wq, "input B", /*a16=*/true);
+    if (!m->dqx || !m->dqw) return false;
+    if (!m->xq.per_tensor()) return Fail("input A is quantized per axis");
+    const Value* b = g_.Find(m->dqw->input(0));
     if (!b) return false;
-    if (!bq.per_tensor()) {
-      int axis = bq.axis < 0 ? bq.axis + int(b->shape.size()) : bq.axis;
+    if (!m->wq.per_tensor()) {
+      int axis = m->wq.axis < 0 ? m->wq.axis + int(b->shape.size()) : m->wq.axis;
       if (!b->is_constant() || b->shape.size() != 2)
         return Fail("per-axis B is not a 2-D constant weight");
       if (axis != 1) return Fail("weight axis " + std::to_string(axis) + " != 1");
     }
     // MatMul -> Add(bias) -> Q, as quantize_static leaves a MatMul with bias.
-    std::string bias_in;
-    size_t add_k = SIZE_MAX;
     std::vector<size_t> cs = Consumers(mm.outputs[0]);
     if (b->is_constant() && b->shape.size() == 2 && cs.size() == 1 &&
         !g_.IsGraphOutput(mm.outputs[0]) && g_.nodes[cs[0]].op_type == "Add") {
       const Node& add = g_.nodes[cs[0]];
       std::string other = add.input(0) == mm.outputs[0] ? add.input(1) : add.input(0);
-      std::vector<int32_t> probe;
       if (IsColumnBias(other, b->shape[1], mm.outputs[0]) &&
-          BiasInt32(other, aq, bq, b->shape[1], &probe)) {
-        bias_in = other;
-        add_k = cs[0];
-      }
+          BiasInt32(other, m->xq, m->wq, b->shape[1], &m->bias))
+        m->add_k = cs[0];
     }
-    size_t qk, act_k;
-    int32_t lo, hi;
-    size_t out_k = add_k == SIZE_MAX ? k : add_k;
-    if (!OutputQ(out_k, &qk, &yq, &act_k, &lo, &hi, /*a16=*/true)) return false;
+    const size_t out_k = m->add_k == SIZE_MAX ? k : m->add_k;
+    return OutputQ(out_k, &m->qk, &m->yq, &m->act_k, &m->lo, &m->hi, /*a16=*/true);
+  }
+
+  void EmitMatMul(size_t k, Group& m) {
+    const Node& mm = g_.nodes[k];
     Node q;
     q.op_type = "QLinearMatMul";
     q.name = mm.name;
-    q.inputs = {dqa->input(0),
-                aq.scale,
-                ZeroPointName(aq, mm.name + "_a"),
-                dqb->input(0),
-                bq.scale,
-                ZeroPointName(bq, mm.name + "_b"),
-                yq.scale,
-                ZeroPointName(yq, mm.name + "_y")};
-    if (!bias_in.empty()) {
-      std::vector<int32_t> bias;
-      BiasInt32(bias_in, aq, bq, b->shape[1], &bias);
-      q.inputs.push_back(AddInt32(mm.name + "_bias_int32", bias));
+    q.inputs = {m.dqx->input(0),
+                m.xq.scale,
+                ZeroPointName(m.xq, mm.name + "_a"),
+                m.dqw->input(0),
+                m.wq.scale,
+                ZeroPointName(m.wq, mm.name + "_b"),
+                m.yq.scale,
+                ZeroPointName(m.yq, mm.name + "_y")};
+    if (m.add_k != SIZE_MAX) q.inputs.push_back(AddInt32(mm.name + "_bias_int32", m.bias));
+    SetClamp(&q, m.lo, m.hi, m.yq.qtype);
+    SetQuant(m.dqx->input(0), m.xq, -1);
+    SetQuant(m.dqw->input(0), m.wq, 1);
+    DropActivation(m.act_k);
+    if (m.add_k != SIZE_MAX) {
+      g_.values.erase(g_.nodes[m.add_k].outputs[0]);
+      removed_.insert(m.add_k);
     }
-    SetClamp(&q, lo, hi, yq.qtype);
-    SetQuant(dqa->input(0), aq, -1);
-    SetQuant(dqb->input(0), bq, 1);
-    DropActivation(act_k);
-    if (add_k != SIZE_MAX) {
-      g_.values.erase(g_.nodes[add_k].outputs[0]);
-      removed_.insert(add_k);
-    }
-    Replace(k, std::move(q), qk, yq);
-    return true;
+    Replace(k, std::move(q), m.qk, m.yq);
   }
 
   // Gemm becomes QLinearMatMul: transB is applied to the constant weight,
   // alpha goes into the weight scale and beta * C into the int32 bias.
-  bool TryGemm(size_t k) {
+  bool SelectGemm(size_t k, Group* m) {
     const Node& gm = g_.nodes[k];
     if (gm.attrs.GetInt("transA", 0) != 0) return Fail("transA=1");
-    QParams aq, bq, yq;
-    const Node* dqa = DqOf(gm.input(0), &aq, "input", /*a16=*/true);
-    const Node* dqb = DqOf(gm.input(1), &bq, "input B");
-    if (!dqa || !dqb) return false;
-    if (!aq.per_tensor()) return Fail("input A is quantized per axis");
-    const Value* b = g_.Find(dqb->input(0));
+    m->dqx = DqOf(gm.input(0), &m->xq, "input", /*a16=*/true);
+    m->dqw = DqOf(gm.input(1), &m->wq, "input B");
+    if (!m->dqx || !m->dqw) return false;
+    if (!m->xq.per_tensor()) return Fail("input A is quantized per axis");
+    const Value* b = g_.Find(m->dqw->input(0));
     if (!b || !b->is_constant() || b->shape.size() != 2)
       return Fail("B is not a 2-D constant weight");
     const bool trans_b = gm.attrs.GetInt("transB", 0) != 0;
-    const int64_t kdim = trans_b ? b->shape[1] : b->shape[0];
     const int64_t n = trans_b ? b->shape[0] : b->shape[1];
+    const QParams& bq = m->wq;
     int axis = bq.axis < 0 ? bq.axis + 2 : bq.axis;
     if (!bq.per_tensor() && axis != (trans_b ? 0 : 1))
       return Fail("weight axis " + std::to_string(axis) + " != " + (trans_b ? "0" : "1") +
@@ -852,14 +883,21 @@ class QdqFolder {
                   std::to_string(n) + " columns");
     const double alpha = gm.attrs.GetFloat("alpha", 1.f), beta = gm.attrs.GetFloat("beta", 1.f);
     if (!(alpha > 0)) return Fail("alpha <= 0");
-    std::vector<int32_t> bias;
-    if (!gm.input(2).empty() && !BiasInt32(gm.input(2), aq, bq, n, &bias, alpha, beta))
+    if (!gm.input(2).empty() && !BiasInt32(gm.input(2), m->xq, bq, n, &m->bias, alpha, beta))
       return Fail("C is neither a float constant nor a dequantized int32 constant per column");
-    size_t qk, act_k;
-    int32_t lo, hi;
-    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi, /*a16=*/true)) return false;
+    return OutputQ(k, &m->qk, &m->yq, &m->act_k, &m->lo, &m->hi, /*a16=*/true);
+  }
 
-    std::string wname = dqb->input(0);
+  // transB is applied to the constant weight, alpha goes into the weight scale.
+  void EmitGemm(size_t k, Group& m) {
+    const Node& gm = g_.nodes[k];
+    const Value* b = g_.Find(m.dqw->input(0));
+    const bool trans_b = gm.attrs.GetInt("transB", 0) != 0;
+    const int64_t kdim = trans_b ? b->shape[1] : b->shape[0];
+    const int64_t n = trans_b ? b->shape[0] : b->shape[1];
+    const double alpha = gm.attrs.GetFloat("alpha", 1.f);
+    QParams& bq = m.wq;
+    std::string wname = m.dqw->input(0);
     if (trans_b) {
       std::vector<uint8_t> t(b->data->size());
       for (int64_t r = 0; r < n; ++r)
@@ -879,137 +917,142 @@ class QdqFolder {
     Node q;
     q.op_type = "QLinearMatMul";
     q.name = gm.name;
-    q.inputs = {dqa->input(0),
-                aq.scale,
-                ZeroPointName(aq, gm.name + "_a"),
+    q.inputs = {m.dqx->input(0),
+                m.xq.scale,
+                ZeroPointName(m.xq, gm.name + "_a"),
                 wname,
                 scale,
                 ZeroPointName(bq, gm.name + "_b"),
-                yq.scale,
-                ZeroPointName(yq, gm.name + "_y")};
-    if (!bias.empty()) q.inputs.push_back(AddInt32(gm.name + "_bias_int32", bias));
-    SetClamp(&q, lo, hi, yq.qtype);
-    SetQuant(dqa->input(0), aq, -1);
+                m.yq.scale,
+                ZeroPointName(m.yq, gm.name + "_y")};
+    if (!m.bias.empty()) q.inputs.push_back(AddInt32(gm.name + "_bias_int32", m.bias));
+    SetClamp(&q, m.lo, m.hi, m.yq.qtype);
+    SetQuant(m.dqx->input(0), m.xq, -1);
     SetQuant(wname, bq, 1);
-    DropActivation(act_k);
-    Replace(k, std::move(q), qk, yq);
+    DropActivation(m.act_k);
+    Replace(k, std::move(q), m.qk, m.yq);
+  }
+
+  // Add/Mul of two per-tensor quantized inputs.
+  bool SelectBinary(size_t k, Group* m) {
+    const Node& n = g_.nodes[k];
+    // 16-bit activations too (QLinearAdd/QLinearMul take int16/uint16 in qfold).
+    m->dqx = DqOf(n.input(0), &m->xq, "input A", /*a16=*/true);
+    m->dqw = DqOf(n.input(1), &m->wq, "input B", /*a16=*/true);
+    if (!m->dqx || !m->dqw) return false;
+    if (!m->xq.per_tensor() || !m->wq.per_tensor()) return Fail("an input is quantized per axis");
+    // The output Q, possibly through a Relu/Clip (residual Add -> Relu).
+    if (!OutputQ(k, &m->qk, &m->yq, &m->act_k, &m->lo, &m->hi, /*a16=*/true)) return false;
+    // 8-bit operands may differ in signedness (the kernel flips them); 16-bit
+    // ones must match.
+    const bool all8 = Is8Bit(m->xq.qtype) && Is8Bit(m->wq.qtype) && Is8Bit(m->yq.qtype);
+    if (!all8 && (m->xq.qtype != m->yq.qtype || m->wq.qtype != m->yq.qtype))
+      return Fail("16-bit inputs and output differ in dtype");
     return true;
   }
 
-  bool TryBinary(size_t k) {
+  void EmitBinary(size_t k, Group& m) {
     const Node& n = g_.nodes[k];
-    QParams aq, bq, yq;
-    // 16-bit activations too (QLinearAdd/QLinearMul take int16/uint16 in qfold).
-    const Node* dqa = DqOf(n.input(0), &aq, "input A", /*a16=*/true);
-    const Node* dqb = DqOf(n.input(1), &bq, "input B", /*a16=*/true);
-    if (!dqa || !dqb) return false;
-    if (!aq.per_tensor() || !bq.per_tensor()) return Fail("an input is quantized per axis");
-    // The output Q, possibly through a Relu/Clip (residual Add -> Relu).
-    size_t qk, act_k;
-    int32_t lo, hi;
-    if (!OutputQ(k, &qk, &yq, &act_k, &lo, &hi, /*a16=*/true)) return false;
-    // 8-bit operands may differ in signedness (the kernel flips them); 16-bit
-    // ones must match.
-    const bool all8 = Is8Bit(aq.qtype) && Is8Bit(bq.qtype) && Is8Bit(yq.qtype);
-    if (!all8 && (aq.qtype != yq.qtype || bq.qtype != yq.qtype))
-      return Fail("16-bit inputs and output differ in dtype");
     Node q;
     q.op_type = n.op_type == "Add" ? "QLinearAdd" : "QLinearMul";
     q.domain = "com.microsoft";
     q.name = n.name;
-    q.inputs = {dqa->input(0),
-                aq.scale,
-                ZeroPointName(aq, n.name + "_a"),
-                dqb->input(0),
-                bq.scale,
-                ZeroPointName(bq, n.name + "_b"),
-                yq.scale,
-                ZeroPointName(yq, n.name + "_y")};
-    SetClamp(&q, lo, hi, yq.qtype);
-    DropActivation(act_k);
-    Replace(k, std::move(q), qk, yq);
+    q.inputs = {m.dqx->input(0),
+                m.xq.scale,
+                ZeroPointName(m.xq, n.name + "_a"),
+                m.dqw->input(0),
+                m.wq.scale,
+                ZeroPointName(m.wq, n.name + "_b"),
+                m.yq.scale,
+                ZeroPointName(m.yq, n.name + "_y")};
+    SetClamp(&q, m.lo, m.hi, m.yq.qtype);
+    DropActivation(m.act_k);
+    Replace(k, std::move(q), m.qk, m.yq);
+  }
+
+  bool SelectPool(size_t k, Group* m) {
+    const Node& n = g_.nodes[k];
+    m->dqx = DqOf(n.input(0), &m->xq);
+    if (!m->dqx) return false;
+    if (!m->xq.per_tensor()) return Fail("input is quantized per axis");
+    if (!SoleQConsumer(n.outputs[0], &m->qk, &m->yq)) return false;
+    if (m->xq.qtype != m->yq.qtype) return Fail("input and output differ in signedness");
     return true;
   }
 
-  bool TryPool(size_t k) {
+  void EmitPool(size_t k, Group& m) {
     const Node& n = g_.nodes[k];
-    QParams xq, yq;
-    const Node* dqx = DqOf(n.input(0), &xq);
-    if (!dqx) return false;
-    if (!xq.per_tensor()) return Fail("input is quantized per axis");
-    size_t qk;
-    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return false;
-    if (xq.qtype != yq.qtype) return Fail("input and output differ in signedness");
     Node q;
     q.op_type =
         n.op_type == "GlobalAveragePool" ? "QLinearGlobalAveragePool" : "QLinearAveragePool";
     q.domain = "com.microsoft";
     q.name = n.name;
     q.attrs = n.attrs;
-    q.inputs = {dqx->input(0), xq.scale, ZeroPointName(xq, n.name + "_x"), yq.scale,
-                ZeroPointName(yq, n.name + "_y")};
-    Replace(k, std::move(q), qk, yq);
-    return true;
+    q.inputs = {m.dqx->input(0), m.xq.scale, ZeroPointName(m.xq, n.name + "_x"), m.yq.scale,
+                ZeroPointName(m.yq, n.name + "_y")};
+    Replace(k, std::move(q), m.qk, m.yq);
   }
 
-  bool TryConcat(size_t k) {
+  bool SelectConcat(size_t k, Group* m) {
     const Node& n = g_.nodes[k];
-    QParams yq;
-    size_t qk;
-    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return false;
+    if (!SoleQConsumer(n.outputs[0], &m->qk, &m->yq)) return false;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       QParams xq;
       const Node* dq = DqOf(n.inputs[i], &xq, "input " + std::to_string(i));
       if (!dq) return false;
       if (!xq.per_tensor()) return Fail("input " + std::to_string(i) + " is quantized per axis");
-      if (xq.qtype != yq.qtype) return Fail("inputs and output differ in signedness");
+      if (xq.qtype != m->yq.qtype) return Fail("inputs and output differ in signedness");
+      m->inputs.emplace_back(dq, xq);
     }
-    // Only now that every input qualifies: zero points may add constants.
+    return true;
+  }
+
+  void EmitConcat(size_t k, Group& m) {
+    const Node& n = g_.nodes[k];
     Node q;
     q.op_type = "QLinearConcat";
     q.domain = "com.microsoft";
     q.name = n.name;
     q.attrs = n.attrs;
-    q.inputs = {yq.scale, ZeroPointName(yq, n.name + "_y")};
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      QParams xq;
-      const Node* dq = DqOf(n.inputs[i], &xq);
+    q.inputs = {m.yq.scale, ZeroPointName(m.yq, n.name + "_y")};
+    for (size_t i = 0; i < m.inputs.size(); ++i) {
+      const auto& [dq, xq] = m.inputs[i];
       q.inputs.push_back(dq->input(0));
       q.inputs.push_back(xq.scale);
       q.inputs.push_back(ZeroPointName(xq, n.name + "_x" + std::to_string(i)));
     }
-    Replace(k, std::move(q), qk, yq);
-    return true;
+    Replace(k, std::move(q), m.qk, m.yq);
   }
 
   // Split of a DQ'd tensor whose every output is quantized with the DQ's own
   // parameters: split the integers.
-  bool TrySplit(size_t k) {
+  bool SelectSplit(size_t k, Group* m) {
     const Node& n = g_.nodes[k];
-    QParams xq;
-    const Node* dqx = DqOf(n.input(0), &xq);
-    if (!dqx) return false;
-    if (!xq.per_tensor()) return Fail("input is quantized per axis");
-    std::vector<size_t> qs;
+    m->dqx = DqOf(n.input(0), &m->xq);
+    if (!m->dqx) return false;
+    if (!m->xq.per_tensor()) return Fail("input is quantized per axis");
     for (const std::string& out : n.outputs) {
       QParams yq;
       size_t qk;
       if (out.empty()) return Fail("an output is unnamed");
       if (!SoleQConsumer(out, &qk, &yq)) return false;
-      if (!SameParams(xq, yq)) return Fail("output '" + out + "' is quantized unlike the input");
-      qs.push_back(qk);
+      if (!SameParams(m->xq, yq)) return Fail("output '" + out + "' is quantized unlike the input");
+      m->output_qs.push_back(qk);
     }
-    Node moved = n;
-    moved.inputs[0] = dqx->input(0);
-    for (size_t i = 0; i < qs.size(); ++i) {
+    return true;
+  }
+
+  void EmitSplit(size_t k, Group& m) {
+    Node moved = g_.nodes[k];
+    moved.inputs[0] = m.dqx->input(0);
+    for (size_t i = 0; i < m.output_qs.size(); ++i) {
       g_.values.erase(moved.outputs[i]);
-      moved.outputs[i] = g_.nodes[qs[i]].outputs[0];
-      removed_.insert(qs[i]);
-      SetQuant(moved.outputs[i], xq, -1);
+      moved.outputs[i] = g_.nodes[m.output_qs[i]].outputs[0];
+      removed_.insert(m.output_qs[i]);
+      SetQuant(moved.outputs[i], m.xq, -1);
     }
     g_.nodes[k] = std::move(moved);
     IndexNode(k);
-    return true;
   }
 
   static bool SameParams(const QParams& a, const QParams& b) {
@@ -1029,55 +1072,57 @@ class QdqFolder {
   }
 
   // Data-movement ops run on the integers; a different output scale adds a requantize.
-  bool TryLayout(size_t k) {
+  bool SelectLayout(size_t k, Group* m) {
     const Node& n = g_.nodes[k];
     if (n.outputs.size() != 1) return Fail("more than one output");
     if (n.op_type == "Resize" && n.attrs.GetString("mode", "nearest") != "nearest")
       return Fail("Resize mode is not nearest");
-    QParams xq, yq;
-    const Node* dqx = DqOf(n.input(0), &xq);
-    if (!dqx) return false;
-    if (!xq.per_tensor()) return Fail("input is quantized per axis");
-    size_t qk;
-    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return false;
-    Node moved = n;
-    moved.inputs[0] = dqx->input(0);
-    if (SameParams(xq, yq)) {
-      Replace(k, std::move(moved), qk, yq);
-      return true;
-    }
-    if (!Is8Bit(xq.qtype) || xq.qtype != yq.qtype)
+    m->dqx = DqOf(n.input(0), &m->xq);
+    if (!m->dqx) return false;
+    if (!m->xq.per_tensor()) return Fail("input is quantized per axis");
+    if (!SoleQConsumer(n.outputs[0], &m->qk, &m->yq)) return false;
+    if (!SameParams(m->xq, m->yq) && (!Is8Bit(m->xq.qtype) || m->xq.qtype != m->yq.qtype))
       return Fail("input and output differ in signedness");
+    return true;
+  }
+
+  void EmitLayout(size_t k, Group& m) {
+    const Node& n = g_.nodes[k];
+    Node moved = n;
+    moved.inputs[0] = m.dqx->input(0);
+    if (SameParams(m.xq, m.yq)) {
+      Replace(k, std::move(moved), m.qk, m.yq);
+      return;
+    }
     // op on x_q into a fresh value, then requantize into the Q's output.
     std::string mid = g_.UniqueName(n.outputs[0] + "_q");
     moved.outputs = {mid};
     g_.values[mid].name = mid;
-    Node req = Requantize(n.name + "_requantize", mid, xq, yq);
-    req.outputs = {g_.nodes[qk].outputs[0]};
+    Node req = Requantize(n.name + "_requantize", mid, m.xq, m.yq);
+    req.outputs = {g_.nodes[m.qk].outputs[0]};
     g_.values.erase(n.outputs[0]);
     g_.nodes[k] = std::move(moved);
-    g_.nodes[qk] = std::move(req);  // keeps order: qk comes after k
-    SetQuant(mid, xq, -1);
-    SetQuant(g_.nodes[qk].outputs[0], yq, -1);
+    g_.nodes[m.qk] = std::move(req);  // keeps order: qk comes after k
+    SetQuant(mid, m.xq, -1);
+    SetQuant(g_.nodes[m.qk].outputs[0], m.yq, -1);
     IndexNode(k);
-    IndexNode(qk);
-    return true;
+    IndexNode(m.qk);
   }
 
   // Unary float op between per-tensor 8-bit DQ and Q: precompute all 256
   // outputs with the op's own kernel and run a table lookup.
-  bool TryLookupTable(size_t k) {
+  bool SelectLookupTable(size_t k, Group* m) {
     const Node& n = g_.nodes[k];
     if (n.outputs.size() != 1) return Fail("more than one output");
-    QParams xq, yq;
-    const Node* dqx = DqOf(n.input(0), &xq);
-    if (!dqx) return false;
+    QParams& xq = m->xq;
+    const QParams& yq = m->yq;
+    m->dqx = DqOf(n.input(0), &xq);
+    if (!m->dqx) return false;
     if (!xq.per_tensor()) return Fail("input is quantized per axis");
     for (size_t i = 1; i < n.inputs.size(); ++i)
       if (!n.inputs[i].empty() && !g_.IsConstant(n.inputs[i]))
         return Fail("input " + std::to_string(i) + " is not a constant");
-    size_t qk;
-    if (!SoleQConsumer(n.outputs[0], &qk, &yq)) return false;
+    if (!SoleQConsumer(n.outputs[0], &m->qk, &m->yq)) return false;
     const OpDef* def = FindOp(n.op_type);
     if (!def) return Fail("no kernel to tabulate");
 
@@ -1113,19 +1158,23 @@ class QdqFolder {
       return Fail("constant inputs broadcast the output beyond the 256 codes");
     out.data = ys.data();
     if (!def->run(ctx).ok()) return Fail("tabulating the op failed");
-    std::vector<uint8_t> table(256);
+    m->table.resize(256);
     for (int b = 0; b < 256; ++b) {
       double q = std::nearbyint(double(ys[b]) / yq.scales[0]) + yq.zp(0);
       q = std::max<double>(QMin(yq.qtype), std::min<double>(QMax(yq.qtype), q));
-      table[b] = uint8_t(int32_t(q));
+      m->table[b] = uint8_t(int32_t(q));
     }
+    return true;
+  }
+
+  void EmitLookupTable(size_t k, Group& m) {
+    const Node& n = g_.nodes[k];
     Node lut;
     lut.op_type = "QfLookupTable";
     lut.name = n.name;
-    lut.inputs = {dqx->input(0),
-                  g_.AddConstant(n.name + "_table", yq.qtype, {256}, std::move(table))};
-    Replace(k, std::move(lut), qk, yq);
-    return true;
+    lut.inputs = {m.dqx->input(0),
+                  g_.AddConstant(n.name + "_table", m.yq.qtype, {256}, std::move(m.table))};
+    Replace(k, std::move(lut), m.qk, m.yq);
   }
 
   // DQ -> Q with nothing between: the same parameters cancel; others requantize.
@@ -1160,7 +1209,7 @@ class QdqFolder {
   std::set<size_t> removed_;
   // Nodes a rewrite adds after node k (a float bias Add); placed when the graph is rebuilt.
   std::map<size_t, std::vector<Node>> insert_after_;
-  std::string why_;  // the first reason the current Try* gave up
+  std::string why_;  // the first reason a selector for the current node gave up
 };
 
 }  // namespace

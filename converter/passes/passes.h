@@ -31,10 +31,6 @@ Status MergeDuplicateQdq(Graph* g);
 // after it (NNCF's MaxPool) -> op on the integers -> DequantizeLinear, so the
 // consumers downstream see a dequantized input.
 Status SinkDequantize(Graph* g);
-// Ops whose outputs are copies of elements of their first input (MaxPool and
-// nearest Resize select among them): DQ -> op -> Q folds into the op on the
-// integers, and a DQ may move below them.
-bool IsElementMovingOp(const std::string& op_type);
 // DequantizeLinear -> op -> QuantizeLinear becomes one integer operator.
 // Ops that carry Q/DQ neighbours but stay float get Node::float_reason.
 Status FoldQdq(Graph* g);

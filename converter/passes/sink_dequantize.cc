@@ -6,11 +6,11 @@
 // float. Exact for per-tensor parameters: every op here only selects or
 // reorders elements, and dequantization with a positive scale is monotone,
 // so MaxPool commutes with it too (padding never wins a max either way).
-#include <set>
 #include <string>
 #include <unordered_map>
 
 #include "converter/passes/passes.h"
+#include "core/op.h"
 
 namespace qfold {
 namespace conv {
@@ -24,7 +24,8 @@ bool Is8Bit(DType t) {
 // MaxPool and Resize run on the integers only where their kernels take the
 // dtype (8-bit).
 bool MovesElements(const Node& n, DType q) {
-  if (!n.domain.empty() || n.outputs.size() != 1 || !IsElementMovingOp(n.op_type)) return false;
+  if (!n.domain.empty() || n.outputs.size() != 1 || !HasTraits(n.op_type, kTraitMovesElements))
+    return false;
   if (n.op_type == "MaxPool") return Is8Bit(q);
   if (n.op_type == "Resize") return Is8Bit(q) && n.attrs.GetString("mode", "nearest") == "nearest";
   return true;
@@ -42,13 +43,6 @@ bool PerTensorConstants(const Graph& g, const Node& dq) {
 }
 
 }  // namespace
-
-bool IsElementMovingOp(const std::string& op_type) {
-  static const std::set<std::string> ops = {
-      "Reshape", "Transpose",    "Squeeze",      "Unsqueeze", "Flatten", "MaxPool", "Slice",
-      "Gather",  "DepthToSpace", "SpaceToDepth", "Resize",    "Expand",  "Tile"};
-  return ops.count(op_type) > 0;
-}
 
 Status SinkDequantize(Graph* g) {
   std::unordered_map<std::string, size_t> producer;  // value -> index in `out`

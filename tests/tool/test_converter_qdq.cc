@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/op.h"
 #include "core/tensor.h"
 #include "tests/tool/onnx_builder.h"
 
@@ -1165,6 +1166,87 @@ TEST_CASE("qdq: Sigmoid and HardSwish -> QfLookupTable, exact on all 256 codes")
   RunLutCase("Sigmoid", {0.05f, -3, kI8}, {1.f / 256.f, -128, kI8}, SigmoidRef);
   RunLutCase("HardSwish", {0.05f, 0, kI8}, {0.0271f, -100, kI8}, HardSwishRef);
   RunLutCase("HardSwish", {0.047f, 140, kU8}, {0.0271f, 20, kU8}, HardSwishRef);
+}
+
+// The ops whose OpDef has kTraitUnaryLut, each with its ONNX definition at
+// default attributes written out here in double precision (Clip with constant
+// bounds), the output scale fitted to the function's range over the input codes.
+struct LutReference {
+  const char* op;
+  double (*fn)(double);
+};
+double SoftplusRef(double x) {
+  return std::log1p(std::exp(x));
+}
+const LutReference kLutReferences[] = {
+    {"Relu", [](double x) { return std::max(0.0, x); }},
+    {"LeakyRelu", [](double x) { return x < 0 ? 0.01 * x : x; }},
+    {"Sigmoid", SigmoidRef},
+    {"Tanh", [](double x) { return std::tanh(x); }},
+    {"HardSigmoid", [](double x) { return std::max(0.0, std::min(1.0, 0.2 * x + 0.5)); }},
+    {"HardSwish", HardSwishRef},
+    {"Gelu", [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }},
+    {"Erf", [](double x) { return std::erf(x); }},
+    {"Exp", [](double x) { return std::exp(x); }},
+    {"Elu", [](double x) { return x < 0 ? std::expm1(x) : x; }},
+    {"Selu",
+     [](double x) {
+       return 1.05070102214813232421875 * (x > 0 ? x : 1.67326319217681884765625 * std::expm1(x));
+     }},
+    {"Softplus", SoftplusRef},
+    {"Softsign", [](double x) { return x / (1.0 + std::abs(x)); }},
+    {"Mish", [](double x) { return x * std::tanh(SoftplusRef(x)); }},
+    {"Swish", [](double x) { return x * SigmoidRef(x); }},
+    {"Clip", [](double x) { return std::max(-0.75, std::min(1.5, x)); }},
+    {"Neg", [](double x) { return -x; }},
+    {"Abs", [](double x) { return std::abs(x); }},
+};
+
+// A wrong kTraitUnaryLut shows as a wrong table (or none): DQ -> op -> Q must
+// become one QfLookupTable that matches the reference on every input code.
+TEST_CASE("qdq: every op with the unary lookup-table trait becomes a table matching ONNX") {
+  std::vector<std::string> traited, referenced;
+  for (const std::string& t : SupportedOps())
+    if (HasTraits(t, kTraitUnaryLut)) traited.push_back(t);
+  for (const LutReference& r : kLutReferences) referenced.push_back(r.op);
+  std::sort(referenced.begin(), referenced.end());
+  REQUIRE(traited == referenced);  // a new trait needs its reference here
+
+  for (const LutReference& r : kLutReferences) {
+    for (int t : {kU8, kI8}) {
+      CAPTURE(r.op);
+      CAPTURE(t);
+      const QP xq{0.03f, t == kU8 ? 131 : -3, t};
+      std::vector<int32_t> codes(256);
+      for (int32_t i = 0; i < 256; ++i) codes[size_t(i)] = QMinOf(t) + (i * 37 + 11) % 256;
+      std::vector<double> yr = DequantizeAll(codes, xq);
+      for (double& v : yr) v = r.fn(v);
+      const double lo = std::min(0.0, *std::min_element(yr.begin(), yr.end()));
+      const double hi = std::max(0.0, *std::max_element(yr.begin(), yr.end()));
+      const float ys = float((hi - lo) / 255.0);
+      const QP yq{ys, QMinOf(t) + int32_t(std::nearbyint(-lo / ys)), t};
+      TempDir dir;
+      OnnxBuilder b(17);
+      b.Input("x", kF32, {256});
+      b.Output("y", kF32, {256});
+      std::vector<std::string> ins = {QDQ(&b, "x", "xin", xq)};
+      if (std::string(r.op) == "Clip") {
+        b.InitFloat("clip_min", {}, {-0.75f});
+        b.InitFloat("clip_max", {}, {1.5f});
+        ins.insert(ins.end(), {"clip_min", "clip_max"});
+      }
+      b.Node(r.op, ins, {"act"}, "act0");
+      Q(&b, "act", "yout", yq);
+      DQ(&b, "yout", "y");
+      const std::string path = b.Write(dir);
+      std::vector<float> x(256);
+      for (size_t i = 0; i < 256; ++i) x[i] = float(codes[i] - xq.zp) * xq.s;
+      RunResult f = ConvertRun(path, true, {{"x", {256}, x}}, {{"y", {256}}});
+      CHECK(CountOps(f.graph, "QfLookupTable") == 1);
+      CHECK(CountOps(f.graph, r.op) == 0);
+      CheckCodes(f.outs[0], QuantizeAll(yr, yq), yq, "table");
+    }
+  }
 }
 
 // A PP-LCNet-style chain on one activation: a learnable scale and shift

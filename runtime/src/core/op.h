@@ -75,6 +75,34 @@ inline bool EveryInput(int /*index*/, int /*num_inputs*/) {
   return true;
 }
 
+// What the converter may assume about an op, kept on its OpDef (OpDef::traits)
+// so that passes ask the op instead of keeping lists of names.
+enum OpTrait : unsigned {
+  // Output elements are copies of input elements (Reshape, Transpose, Gather,
+  // MaxPool, nearest Resize ...): quantized values pass through unchanged, so
+  // a DequantizeLinear can move past it and a Q/DQ pair around it folds away.
+  kTraitMovesElements = 1u << 0,
+  // A float function of one tensor, element by element, whose other inputs
+  // are constant parameters (Clip's bounds): between DequantizeLinear and
+  // QuantizeLinear it becomes a table over the quantized values (QfLookupTable).
+  kTraitUnaryLut = 1u << 1,
+  // Output element i depends on input element i alone (other inputs broadcast
+  // single values): a region of such ops between quantized values collapses
+  // to one table (converter/passes/collapse_bytewise.cc).
+  kTraitPointwise = 1u << 2,
+  // All its present inputs broadcast against each other the numpy way (not
+  // QLinearAdd: its scales and zero points are separate per-tensor inputs).
+  kTraitBroadcasting = 1u << 3,
+  // Reads input 0 as N, C, spatial axes (NCHW), so graph inputs and outputs
+  // next to it are images.
+  kTraitSpatial = 1u << 4,
+  // A matrix product: Conv, ConvTranspose, MatMul, Gemm and their integer
+  // forms; the heavy ops whose integer share check/inspect report.
+  kTraitMatrixProduct = 1u << 5,
+  // Computes on integer data with integer kernels (what folded QDQ becomes).
+  kTraitIntegerKernel = 1u << 6,
+};
+
 struct OpDef {
   const char* type;
   // Validates attributes and input dtypes/shapes, then sets every present
@@ -121,11 +149,21 @@ struct OpDef {
   // and run write output 0, so the loader and the converter refuse a node without it.
   // (Last, like the other flags, so positional initializers of the fields above stay valid.)
   bool output0_optional = false;
+  // OpTrait bits.
+  unsigned traits = 0;
 };
+
+// `def` with `traits` set: lets positional OpDef initializers add traits.
+inline OpDef WithTraits(OpDef def, unsigned traits) {
+  def.traits = traits;
+  return def;
+}
 constexpr int kNoDefaultAxis = -1000;
 
 // nullptr when the op type is not supported.
 const OpDef* FindOp(const std::string& type);
+// Whether op `type` has every bit of `traits`; false for unsupported types.
+bool HasTraits(const std::string& type, unsigned traits);
 // Every supported op type, sorted.
 std::vector<std::string> SupportedOps();
 

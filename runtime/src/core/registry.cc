@@ -42,6 +42,11 @@ const OpDef* FindOp(const std::string& type) {
   return it != ops.end() && type == (*it)->type ? *it : nullptr;
 }
 
+bool HasTraits(const std::string& type, unsigned traits) {
+  const OpDef* d = FindOp(type);
+  return d && (d->traits & traits) == traits;
+}
+
 std::vector<std::string> SupportedOps() {
   std::vector<std::string> out;
   for (const OpDef* d : AllOps()) out.push_back(d->type);

@@ -176,6 +176,7 @@ const OpDef& OpDef_Cast() {
   static const OpDef def = [] {
     OpDef d{"Cast", InferCast, CastRun, 0, false, 1, 1};
     d.layout = LayoutRole::kElementwise;
+    d.traits = kTraitPointwise;
     return d;
   }();
   return def;

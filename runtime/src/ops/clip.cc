@@ -62,6 +62,7 @@ const OpDef& OpDef_Clip() {
   static const OpDef def = [] {
     OpDef d{"Clip", InferClip, RunClip, 0, false, 1, 3};
     d.layout = LayoutRole::kElementwise;
+    d.traits = kTraitUnaryLut | kTraitPointwise;
     return d;
   }();
   return def;

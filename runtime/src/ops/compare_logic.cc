@@ -209,10 +209,12 @@ Status RunWhere(KernelContext& ctx) {
 
 }  // namespace
 
-#define QF_DEF(NAME, INFER, RUN, NIN)                              \
-  const OpDef& OpDef_##NAME() {                                    \
-    static const OpDef def{#NAME, INFER, RUN, 0, false, NIN, NIN}; \
-    return def;                                                    \
+// All of them broadcast their inputs.
+#define QF_DEF(NAME, INFER, RUN, NIN)                                            \
+  const OpDef& OpDef_##NAME() {                                                  \
+    static const OpDef def =                                                     \
+        WithTraits({#NAME, INFER, RUN, 0, false, NIN, NIN}, kTraitBroadcasting); \
+    return def;                                                                  \
   }
 
 QF_DEF(Equal, InferCompare<true>, RunCompare<EqualFn>, 2)

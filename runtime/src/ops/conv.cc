@@ -370,6 +370,7 @@ const OpDef& OpDef_Conv() {
     // the rank and that W is constant).
     d.layout = LayoutRole::kChannelsLast;
     d.layout_float = true;
+    d.traits = kTraitMatrixProduct | kTraitSpatial;
     return d;
   }();
   return def;

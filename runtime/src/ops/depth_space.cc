@@ -141,15 +141,17 @@ const OpDef& OpDef_DepthToSpace() {
     // Channels-last when its input comes channels-last (DCR: row copies).
     d.layout = LayoutRole::kChannelsLast;
     d.layout_channels_last = [](const AttrMap& a) { return a.GetString("mode", "DCR") == "DCR"; };
+    d.traits = kTraitMovesElements | kTraitSpatial;
     return d;
   }();
   return def;
 }
 
 const OpDef& OpDef_SpaceToDepth() {
-  static const OpDef def{"SpaceToDepth",       InferSpaceToDepth, RunSpaceToDepth,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false, /*min_inputs=*/1,  /*max_inputs=*/1};
+  static const OpDef def = WithTraits({"SpaceToDepth", InferSpaceToDepth, RunSpaceToDepth,
+                                       /*value_inputs=*/0,
+                                       /*shape_only=*/false, /*min_inputs=*/1, /*max_inputs=*/1},
+                                      kTraitMovesElements | kTraitSpatial);
   return def;
 }
 

@@ -102,12 +102,14 @@ Status RunTile(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_Expand() {
-  static const OpDef def{"Expand", InferExpand, RunExpand, 1u << 1, false, 2, 2};
+  static const OpDef def =
+      WithTraits({"Expand", InferExpand, RunExpand, 1u << 1, false, 2, 2}, kTraitMovesElements);
   return def;
 }
 
 const OpDef& OpDef_Tile() {
-  static const OpDef def{"Tile", InferTile, RunTile, 1u << 1, false, 2, 2};
+  static const OpDef def =
+      WithTraits({"Tile", InferTile, RunTile, 1u << 1, false, 2, 2}, kTraitMovesElements);
   return def;
 }
 

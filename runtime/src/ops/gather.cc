@@ -189,7 +189,8 @@ Status RunGatherND(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_Gather() {
-  static const OpDef def{"Gather", InferGather, RunGather, 0, false, 2, 2};
+  static const OpDef def =
+      WithTraits({"Gather", InferGather, RunGather, 0, false, 2, 2}, kTraitMovesElements);
   return def;
 }
 

@@ -234,6 +234,7 @@ const OpDef& OpDef_MatMul() {
             /*max_inputs=*/2};
     d.prepare = PrepareMatMul;
     d.const_inputs = 1u << 1;  // B
+    d.traits = kTraitMatrixProduct;
     return d;
   }();
   return def;

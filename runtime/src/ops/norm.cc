@@ -347,17 +347,20 @@ Status RunLRN(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_BatchNormalization() {
-  static const OpDef def{"BatchNormalization", InferBatchNormalization, RunBatchNormalization,
-                         /*value_inputs=*/0,   /*shape_only=*/false,    /*min_inputs=*/5,
-                         /*max_inputs=*/5};
+  static const OpDef def =
+      WithTraits({"BatchNormalization", InferBatchNormalization, RunBatchNormalization,
+                  /*value_inputs=*/0, /*shape_only=*/false, /*min_inputs=*/5,
+                  /*max_inputs=*/5},
+                 kTraitSpatial | kTraitPointwise);
   return def;
 }
 
 const OpDef& OpDef_InstanceNormalization() {
-  static const OpDef def{"InstanceNormalization",  InferInstanceNormalization,
-                         RunInstanceNormalization, /*value_inputs=*/0,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/3,         /*max_inputs=*/3};
+  static const OpDef def = WithTraits({"InstanceNormalization", InferInstanceNormalization,
+                                       RunInstanceNormalization, /*value_inputs=*/0,
+                                       /*shape_only=*/false,
+                                       /*min_inputs=*/3, /*max_inputs=*/3},
+                                      kTraitSpatial);
   return def;
 }
 

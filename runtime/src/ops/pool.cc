@@ -449,28 +449,28 @@ Status RunGlobalLpPool(KernelContext& ctx) {
 
 }  // namespace
 
-#define QF_POOL_OPDEF(NAME)                      \
-  const OpDef& OpDef_##NAME() {                  \
-    static const OpDef def{#NAME,                \
-                           Infer##NAME,          \
-                           Run##NAME,            \
-                           /*value_inputs=*/0,   \
-                           /*shape_only=*/false, \
-                           /*min_inputs=*/1,     \
-                           /*max_inputs=*/1};    \
-    return def;                                  \
+#define QF_POOL_OPDEF(NAME, TRAITS)                                                          \
+  const OpDef& OpDef_##NAME() {                                                              \
+    static const OpDef def =                                                                 \
+        WithTraits({#NAME, Infer##NAME, Run##NAME, /*value_inputs=*/0, /*shape_only=*/false, \
+                    /*min_inputs=*/1, /*max_inputs=*/1},                                     \
+                   TRAITS);                                                                  \
+    return def;                                                                              \
   }
 const OpDef& OpDef_MaxPool() {
   static const OpDef def = [] {
     OpDef d{"MaxPool", InferMaxPool, RunMaxPool, 0, false, 1, 1};
     d.layout = LayoutRole::kChannelsLast;
+    d.traits = kTraitMovesElements | kTraitSpatial;
     return d;
   }();
   return def;
 }
-QF_POOL_OPDEF(AveragePool)
-QF_POOL_OPDEF(LpPool)
-QF_POOL_OPDEF(GlobalMaxPool)
+QF_POOL_OPDEF(AveragePool, kTraitSpatial)
+// LpPool and GlobalLpPool read NCHW as well; without kTraitSpatial as long as
+// the layouts of graph inputs and outputs next to them stay unlabelled.
+QF_POOL_OPDEF(LpPool, 0)
+QF_POOL_OPDEF(GlobalMaxPool, kTraitSpatial)
 const OpDef& OpDef_GlobalAveragePool() {
   static const OpDef def = [] {
     OpDef d{"GlobalAveragePool", InferGlobalAveragePool, RunGlobalAveragePool, 0, false, 1, 1};
@@ -478,11 +478,12 @@ const OpDef& OpDef_GlobalAveragePool() {
     // blocks between channels-last convolutions).
     d.layout = LayoutRole::kChannelsLast;
     d.layout_float = true;
+    d.traits = kTraitSpatial;
     return d;
   }();
   return def;
 }
-QF_POOL_OPDEF(GlobalLpPool)
+QF_POOL_OPDEF(GlobalLpPool, 0)
 #undef QF_POOL_OPDEF
 
 }  // namespace qfold

@@ -622,6 +622,7 @@ const OpDef& OpDef_QLinearConv() {
     d.prepare = PrepareQLinearConv;
     d.const_inputs = 1u << 3;  // w
     d.layout = LayoutRole::kChannelsLast;
+    d.traits = kTraitMatrixProduct | kTraitSpatial | kTraitIntegerKernel;
     return d;
   }();
   return def;
@@ -634,6 +635,7 @@ const OpDef& OpDef_QfConvDequant() {
     d.prepare = PrepareQfConvDequant;
     d.const_inputs = 1u << 3;  // w
     d.layout = LayoutRole::kChannelsLast;
+    d.traits = kTraitMatrixProduct | kTraitSpatial | kTraitIntegerKernel;
     return d;
   }();
   return def;
@@ -645,6 +647,8 @@ const OpDef& OpDef_ConvInteger() {
                          /*min_inputs=*/2, /*max_inputs=*/4);
     d.prepare = PrepareConvInteger;
     d.const_inputs = 1u << 1;  // w
+    // Not kTraitSpatial, like QfQLinearConvTranspose (quant_conv_transpose.cc).
+    d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
     return d;
   }();
   return def;

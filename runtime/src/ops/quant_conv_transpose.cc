@@ -293,6 +293,9 @@ const OpDef& OpDef_QfQLinearConvTranspose() {
                          /*min_inputs=*/8, /*max_inputs=*/9);
     d.prepare = PrepareQConvTranspose;
     d.const_inputs = 1u << 3;  // w
+    // Not kTraitSpatial: its graph outputs were never labelled NCHW (the float
+    // ConvTranspose's are); labelling them would change converted models.
+    d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
     return d;
   }();
   return def;

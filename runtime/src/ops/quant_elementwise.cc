@@ -504,28 +504,33 @@ bool ConcatDataInputs(int index, int /*num_inputs*/) {
   return index >= 2 && (index - 2) % 3 == 0;
 }
 
-#define QF_QUANT_OPDEF(NAME, INFER, MIN_IN, MAX_IN, LAYOUT, DATA_INPUTS, DEFAULT_AXIS) \
-  const OpDef& OpDef_##NAME() {                                                        \
-    static const OpDef def = [] {                                                      \
-      OpDef d = QuantOpDef(#NAME, INFER, Run##NAME, MIN_IN, MAX_IN);                   \
-      d.layout = LAYOUT;                                                               \
-      d.layout_input = DATA_INPUTS;                                                    \
-      d.layout_default_axis = DEFAULT_AXIS;                                            \
-      return d;                                                                        \
-    }();                                                                               \
-    return def;                                                                        \
+#define QF_QUANT_OPDEF(NAME, INFER, MIN_IN, MAX_IN, LAYOUT, DATA_INPUTS, DEFAULT_AXIS, TRAITS) \
+  const OpDef& OpDef_##NAME() {                                                                \
+    static const OpDef def = [] {                                                              \
+      OpDef d = QuantOpDef(#NAME, INFER, Run##NAME, MIN_IN, MAX_IN);                           \
+      d.layout = LAYOUT;                                                                       \
+      d.layout_input = DATA_INPUTS;                                                            \
+      d.layout_default_axis = DEFAULT_AXIS;                                                    \
+      d.traits = TRAITS;                                                                       \
+      return d;                                                                                \
+    }();                                                                                       \
+    return def;                                                                                \
   }
-QF_QUANT_OPDEF(QLinearAdd, InferQLinearBinary, 7, 8, LayoutRole::kElementwise, BinaryDataInputs, 1)
-QF_QUANT_OPDEF(QLinearMul, InferQLinearBinary, 7, 8, LayoutRole::kElementwise, BinaryDataInputs, 1)
+QF_QUANT_OPDEF(QLinearAdd, InferQLinearBinary, 7, 8, LayoutRole::kElementwise, BinaryDataInputs, 1,
+               kTraitIntegerKernel | kTraitPointwise)
+QF_QUANT_OPDEF(QLinearMul, InferQLinearBinary, 7, 8, LayoutRole::kElementwise, BinaryDataInputs, 1,
+               kTraitIntegerKernel | kTraitPointwise)
 QF_QUANT_OPDEF(QLinearLeakyRelu, InferQLinearUnary, 4, 5, LayoutRole::kElementwise, FirstInputOnly,
-               1)
-QF_QUANT_OPDEF(QLinearSigmoid, InferQLinearUnary, 4, 5, LayoutRole::kElementwise, FirstInputOnly, 1)
+               1, kTraitIntegerKernel | kTraitPointwise)
+QF_QUANT_OPDEF(QLinearSigmoid, InferQLinearUnary, 4, 5, LayoutRole::kElementwise, FirstInputOnly, 1,
+               kTraitIntegerKernel | kTraitPointwise)
 QF_QUANT_OPDEF(QLinearConcat, InferQLinearConcat, 5, 2 + 3 * 4096, LayoutRole::kAxis,
-               ConcatDataInputs, 1)
+               ConcatDataInputs, 1, kTraitIntegerKernel)
 // A single table has no axis; a [C, 256] table's axis follows the layout.
 QF_QUANT_OPDEF(QfLookupTable, InferQfLookupTable, 2, 2, LayoutRole::kAxis, FirstInputOnly,
-               kNoDefaultAxis)
-QF_QUANT_OPDEF(QfRequantize, InferQfRequantize, 5, 5, LayoutRole::kElementwise, FirstInputOnly, 1)
+               kNoDefaultAxis, kTraitIntegerKernel | kTraitPointwise)
+QF_QUANT_OPDEF(QfRequantize, InferQfRequantize, 5, 5, LayoutRole::kElementwise, FirstInputOnly, 1,
+               kTraitPointwise)
 #undef QF_QUANT_OPDEF
 
 }  // namespace qfold

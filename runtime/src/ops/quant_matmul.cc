@@ -512,6 +512,7 @@ const OpDef& OpDef_MatMulIntegerToFloat() {
                          /*min_inputs=*/4, /*max_inputs=*/7);
     d.prepare = PrepareMatMulIntegerToFloat;
     d.const_inputs = 1u << kMitfB;
+    d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
     return d;
   }();
   return def;
@@ -523,6 +524,7 @@ const OpDef& OpDef_DynamicQuantizeMatMul() {
                          RunDynamicQuantizeMatMul, /*min_inputs=*/3, /*max_inputs=*/5);
     d.prepare = PrepareMatMulIntegerToFloat;  // B is input 1 in both
     d.const_inputs = 1u << kDqmB;
+    d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
     return d;
   }();
   return def;
@@ -534,6 +536,7 @@ const OpDef& OpDef_QLinearMatMul() {
                          /*min_inputs=*/8, /*max_inputs=*/9);
     d.prepare = PrepareQLinearMatMul;
     d.const_inputs = 1u << 3;  // b
+    d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
     return d;
   }();
   return def;
@@ -545,6 +548,7 @@ const OpDef& OpDef_MatMulInteger() {
                          /*min_inputs=*/2, /*max_inputs=*/4);
     d.prepare = PrepareMatMulInteger;
     d.const_inputs = 1u << 1;  // b
+    d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
     return d;
   }();
   return def;

@@ -258,6 +258,7 @@ const OpDef& OpDef_QLinearGlobalAveragePool() {
     OpDef d = QuantOpDef("QLinearGlobalAveragePool", InferQLinearGlobalAveragePool,
                          RunQLinearGlobalAveragePool, /*min_inputs=*/4, /*max_inputs=*/5);
     d.layout = LayoutRole::kChannelsLast;
+    d.traits = kTraitSpatial | kTraitIntegerKernel;
     return d;
   }();
   return def;
@@ -268,6 +269,7 @@ const OpDef& OpDef_QLinearAveragePool() {
     OpDef d = QuantOpDef("QLinearAveragePool", InferQLinearAveragePool, RunQLinearAveragePool,
                          /*min_inputs=*/4, /*max_inputs=*/5);
     d.layout = LayoutRole::kChannelsLast;
+    d.traits = kTraitSpatial | kTraitIntegerKernel;
     return d;
   }();
   return def;

@@ -419,6 +419,7 @@ const OpDef& OpDef_QuantizeLinear() {
     OpDef d = QuantOpDef("QuantizeLinear", InferQuantizeLinear, RunQuantizeLinear,
                          /*min_inputs=*/2, /*max_inputs=*/3);
     d.layout = LayoutRole::kAxis;
+    d.traits = kTraitPointwise;
     return d;
   }();
   return def;
@@ -429,6 +430,7 @@ const OpDef& OpDef_DequantizeLinear() {
     OpDef d = QuantOpDef("DequantizeLinear", InferDequantizeLinear, RunDequantizeLinear,
                          /*min_inputs=*/2, /*max_inputs=*/3);
     d.layout = LayoutRole::kAxis;
+    d.traits = kTraitPointwise;
     return d;
   }();
   return def;

@@ -130,8 +130,10 @@ Status RunQfMatMulWeightQ(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_QfMatMulWeightQ() {
-  static const OpDef def = QuantOpDef("QfMatMulWeightQ", InferQfMatMulWeightQ, RunQfMatMulWeightQ,
-                                      /*min_inputs=*/3, /*max_inputs=*/4);
+  static const OpDef def =
+      WithTraits(QuantOpDef("QfMatMulWeightQ", InferQfMatMulWeightQ, RunQfMatMulWeightQ,
+                            /*min_inputs=*/3, /*max_inputs=*/4),
+                 kTraitMatrixProduct | kTraitIntegerKernel);
   return def;
 }
 

@@ -866,7 +866,8 @@ const OpDef& OpDef_GRU() {
   return def;
 }
 const OpDef& OpDef_DynamicQuantizeLSTM() {
-  static const OpDef def = MakeRecurrentDef("DynamicQuantizeLSTM", 12);
+  static const OpDef def =
+      WithTraits(MakeRecurrentDef("DynamicQuantizeLSTM", 12), kTraitIntegerKernel);
   return def;
 }
 const OpDef& OpDef_RNN() {

@@ -229,28 +229,30 @@ Status InferUnsqueeze(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_Reshape() {
-  static const OpDef def{"Reshape",
-                         InferReshape,
-                         RunCopy,
-                         /*value_inputs=*/1u << 1,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/2,
-                         /*max_inputs=*/2};
+  static const OpDef def = WithTraits({"Reshape", InferReshape, RunCopy,
+                                       /*value_inputs=*/1u << 1,
+                                       /*shape_only=*/false,
+                                       /*min_inputs=*/2,
+                                       /*max_inputs=*/2},
+                                      kTraitMovesElements);
   return def;
 }
 
 const OpDef& OpDef_Flatten() {
-  static const OpDef def{"Flatten", InferFlatten, RunCopy, 0, false, 1, 1};
+  static const OpDef def =
+      WithTraits({"Flatten", InferFlatten, RunCopy, 0, false, 1, 1}, kTraitMovesElements);
   return def;
 }
 
 const OpDef& OpDef_Squeeze() {
-  static const OpDef def{"Squeeze", InferSqueeze, RunCopy, 1u << 1, false, 1, 2};
+  static const OpDef def =
+      WithTraits({"Squeeze", InferSqueeze, RunCopy, 1u << 1, false, 1, 2}, kTraitMovesElements);
   return def;
 }
 
 const OpDef& OpDef_Unsqueeze() {
-  static const OpDef def{"Unsqueeze", InferUnsqueeze, RunCopy, 1u << 1, false, 2, 2};
+  static const OpDef def =
+      WithTraits({"Unsqueeze", InferUnsqueeze, RunCopy, 1u << 1, false, 2, 2}, kTraitMovesElements);
   return def;
 }
 

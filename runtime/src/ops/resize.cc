@@ -578,6 +578,7 @@ const OpDef& OpDef_Resize() {
     d.layout_channels_last = [](const AttrMap& a) {
       return a.GetString("mode", "nearest") == "nearest";
     };
+    d.traits = kTraitMovesElements | kTraitSpatial;
     return d;
   }();
   return def;

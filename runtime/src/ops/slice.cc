@@ -164,7 +164,8 @@ Status RunSlice(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_Slice() {
-  static const OpDef def{"Slice", InferSlice, RunSlice, 0x1eu, false, 3, 5};
+  static const OpDef def =
+      WithTraits({"Slice", InferSlice, RunSlice, 0x1eu, false, 3, 5}, kTraitMovesElements);
   return def;
 }
 

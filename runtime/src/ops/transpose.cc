@@ -229,7 +229,8 @@ Status RunTranspose(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_Transpose() {
-  static const OpDef def{"Transpose", InferTranspose, RunTranspose, 0, false, 1, 1};
+  static const OpDef def =
+      WithTraits({"Transpose", InferTranspose, RunTranspose, 0, false, 1, 1}, kTraitMovesElements);
   return def;
 }
 

@@ -355,54 +355,60 @@ Status RunNot(KernelContext& ctx) {
 
 }  // namespace
 
-#define QF_UNARY_DEF(NAME, TYPES)                                                           \
+// TRAITS (core/op.h): kTraitUnaryLut on the activations QDQ graphs carry
+// between DequantizeLinear and QuantizeLinear; kTraitPointwise where the
+// byte-wise collapse (converter/passes/collapse_bytewise.cc) has been tried.
+// The trigonometric ops are point-wise too but have neither: no quantized
+// model seen so far uses them, and no test covers them as tables.
+#define QF_UNARY_DEF(NAME, TYPES, TRAITS)                                                   \
   const OpDef& OpDef_##NAME() {                                                             \
     static const OpDef def = [] {                                                           \
       OpDef d{#NAME, InferUnary<NAME##F, TYPES>, RunUnary<NAME##F, TYPES>, 0, false, 1, 1}; \
       d.layout = LayoutRole::kElementwise;                                                  \
+      d.traits = TRAITS;                                                                    \
       return d;                                                                             \
     }();                                                                                    \
     return def;                                                                             \
   }
 
-QF_UNARY_DEF(Relu, Types::kSignedNumeric)
-QF_UNARY_DEF(Neg, Types::kSignedNumeric)
-QF_UNARY_DEF(Abs, Types::kNumeric)
-QF_UNARY_DEF(Sign, Types::kNumeric)
-QF_UNARY_DEF(LeakyRelu, Types::kFloat)
-QF_UNARY_DEF(Sigmoid, Types::kFloat)
-QF_UNARY_DEF(Tanh, Types::kFloat)
-QF_UNARY_DEF(HardSigmoid, Types::kFloat)
-QF_UNARY_DEF(HardSwish, Types::kFloat)
-QF_UNARY_DEF(Erf, Types::kFloat)
-QF_UNARY_DEF(Gelu, Types::kFloat)
-QF_UNARY_DEF(Exp, Types::kFloat)
-QF_UNARY_DEF(Log, Types::kFloat)
-QF_UNARY_DEF(Sqrt, Types::kFloat)
-QF_UNARY_DEF(Reciprocal, Types::kFloat)
-QF_UNARY_DEF(Floor, Types::kFloat)
-QF_UNARY_DEF(Ceil, Types::kFloat)
-QF_UNARY_DEF(Round, Types::kFloat)
-QF_UNARY_DEF(Sin, Types::kFloat)
-QF_UNARY_DEF(Cos, Types::kFloat)
-QF_UNARY_DEF(Tan, Types::kFloat)
-QF_UNARY_DEF(Asin, Types::kFloat)
-QF_UNARY_DEF(Acos, Types::kFloat)
-QF_UNARY_DEF(Atan, Types::kFloat)
-QF_UNARY_DEF(Sinh, Types::kFloat)
-QF_UNARY_DEF(Cosh, Types::kFloat)
-QF_UNARY_DEF(Asinh, Types::kFloat)
-QF_UNARY_DEF(Acosh, Types::kFloat)
-QF_UNARY_DEF(Atanh, Types::kFloat)
-QF_UNARY_DEF(Elu, Types::kFloat)
-QF_UNARY_DEF(Selu, Types::kFloat)
-QF_UNARY_DEF(Celu, Types::kFloat)
-QF_UNARY_DEF(Softplus, Types::kFloat)
-QF_UNARY_DEF(Softsign, Types::kFloat)
-QF_UNARY_DEF(Mish, Types::kFloat)
-QF_UNARY_DEF(ThresholdedRelu, Types::kFloat)
-QF_UNARY_DEF(Shrink, Types::kFloat)
-QF_UNARY_DEF(Swish, Types::kFloat)
+QF_UNARY_DEF(Relu, Types::kSignedNumeric, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(Neg, Types::kSignedNumeric, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(Abs, Types::kNumeric, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(Sign, Types::kNumeric, kTraitPointwise)
+QF_UNARY_DEF(LeakyRelu, Types::kFloat, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(Sigmoid, Types::kFloat, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(Tanh, Types::kFloat, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(HardSigmoid, Types::kFloat, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(HardSwish, Types::kFloat, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(Erf, Types::kFloat, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(Gelu, Types::kFloat, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(Exp, Types::kFloat, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(Log, Types::kFloat, kTraitPointwise)
+QF_UNARY_DEF(Sqrt, Types::kFloat, kTraitPointwise)
+QF_UNARY_DEF(Reciprocal, Types::kFloat, kTraitPointwise)
+QF_UNARY_DEF(Floor, Types::kFloat, kTraitPointwise)
+QF_UNARY_DEF(Ceil, Types::kFloat, kTraitPointwise)
+QF_UNARY_DEF(Round, Types::kFloat, kTraitPointwise)
+QF_UNARY_DEF(Sin, Types::kFloat, 0)
+QF_UNARY_DEF(Cos, Types::kFloat, 0)
+QF_UNARY_DEF(Tan, Types::kFloat, 0)
+QF_UNARY_DEF(Asin, Types::kFloat, 0)
+QF_UNARY_DEF(Acos, Types::kFloat, 0)
+QF_UNARY_DEF(Atan, Types::kFloat, 0)
+QF_UNARY_DEF(Sinh, Types::kFloat, 0)
+QF_UNARY_DEF(Cosh, Types::kFloat, 0)
+QF_UNARY_DEF(Asinh, Types::kFloat, 0)
+QF_UNARY_DEF(Acosh, Types::kFloat, 0)
+QF_UNARY_DEF(Atanh, Types::kFloat, 0)
+QF_UNARY_DEF(Elu, Types::kFloat, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(Selu, Types::kFloat, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(Celu, Types::kFloat, kTraitPointwise)
+QF_UNARY_DEF(Softplus, Types::kFloat, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(Softsign, Types::kFloat, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(Mish, Types::kFloat, kTraitUnaryLut | kTraitPointwise)
+QF_UNARY_DEF(ThresholdedRelu, Types::kFloat, kTraitPointwise)
+QF_UNARY_DEF(Shrink, Types::kFloat, kTraitPointwise)
+QF_UNARY_DEF(Swish, Types::kFloat, kTraitUnaryLut | kTraitPointwise)
 #undef QF_UNARY_DEF
 
 const OpDef& OpDef_IsNaN() {
