@@ -471,6 +471,7 @@ OpPrecision ClassifyOp(const Model::Impl& m, const OpEntry& op) {
                                       "MatMulIntegerToFloat",
                                       "DynamicQuantizeMatMul",
                                       "DynamicQuantizeLSTM",
+                                      "QfLSTMInteger",
                                       "QfQLinearConvTranspose",
                                       "QfConvDequant"};
   OpPrecision p;

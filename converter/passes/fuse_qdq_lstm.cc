@@ -7,7 +7,10 @@
 // of [dirs, 4H, k], one row scale shared by the directions) maps onto these
 // exactly; blocked or other axes stay float (the weights are then
 // dequantized at conversion, as before). X and H_{t-1} are quantized at run
-// time (docs/NUMERICS.md, "Recurrent layers").
+// time (docs/NUMERICS.md, "Recurrent layers"), except an X that is itself a
+// DequantizeLinear with one constant scale (static activation quantization):
+// then the node is QfLSTMInteger reading the 8-bit X, whose input projection
+// is exact integer arithmetic.
 #include <cstring>
 
 #include "converter/passes/passes.h"
@@ -103,6 +106,28 @@ class QdqLstmFuser {
     return g_.AddConstant(v.name + "_dirs", v.dtype, shape, std::move(out));
   }
 
+  // `name` as a DequantizeLinear of an 8-bit tensor with one constant scale
+  // and zero point: its inputs (the zero point may be "").
+  bool MatchStaticX(const std::string& name, std::vector<std::string>* dq_inputs) const {
+    auto it = producer_.find(name);
+    if (it == producer_.end()) return false;
+    const Node& dq = g_.nodes[it->second];
+    if (dq.op_type != "DequantizeLinear" || !dq.domain.empty() || dq.inputs.size() < 2 ||
+        dq.attrs.GetInt("block_size", 0) != 0 || dq.attrs.GetInt("output_dtype", 1) != 1)
+      return false;
+    const Value* q = g_.Find(dq.input(0));
+    const Value* scale = g_.Find(dq.input(1));
+    const Value* zp = dq.input(2).empty() ? nullptr : g_.Find(dq.input(2));
+    if (!q || !Is8Bit(q->dtype) || !scale || !scale->is_constant() ||
+        scale->dtype != DType::kFloat32 || Numel(scale->shape) != 1)
+      return false;
+    if (!dq.input(2).empty() &&
+        (!zp || !zp->is_constant() || zp->dtype != q->dtype || Numel(zp->shape) != 1))
+      return false;
+    *dq_inputs = {dq.input(0), dq.input(1), dq.input(2)};
+    return true;
+  }
+
   void TryFuse(Node* n) {
     if (n->inputs.size() < 3) return;
     const Value* x = g_.Find(n->input(0));
@@ -125,9 +150,18 @@ class QdqLstmFuser {
       inputs.push_back(PerDirection(*q->scale, dirs, q->per_row));
       inputs.push_back(q->zp ? PerDirection(*q->zp, dirs, q->per_row) : "");
     }
+    std::vector<std::string> static_x;
+    if (MatchStaticX(n->input(0), &static_x)) {
+      inputs[0] = static_x[0];
+      inputs.push_back(static_x[1]);
+      inputs.push_back(static_x[2]);
+      n->op_type = "QfLSTMInteger";
+      n->domain.clear();
+    } else {
+      n->op_type = "DynamicQuantizeLSTM";
+      n->domain = "com.microsoft";
+    }
     while (inputs.back().empty()) inputs.pop_back();
-    n->op_type = "DynamicQuantizeLSTM";
-    n->domain = "com.microsoft";
     n->inputs = std::move(inputs);
     n->float_reason.clear();
     // The DequantizeLinear nodes, now unread unless shared, go with dead code.
