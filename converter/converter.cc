@@ -27,6 +27,7 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
   if (opts.fold_qdq) {
     QF_RETURN_IF_ERROR(SinkDequantize(g));
     QF_RETURN_IF_ERROR(FoldQdq(g));
+    QF_RETURN_IF_ERROR(FuseQdqLstm(g));
     QF_RETURN_IF_ERROR(FoldQdqFloatOutput(g));
     QF_RETURN_IF_ERROR(RemoveDeadCode(g));
     QF_RETURN_IF_ERROR(LowerConvTranspose(g));

@@ -34,6 +34,10 @@ Status SinkDequantize(Graph* g);
 // DequantizeLinear -> op -> QuantizeLinear becomes one integer operator.
 // Ops that carry Q/DQ neighbours but stay float get Node::float_reason.
 Status FoldQdq(Graph* g);
+// After FoldQdq: an LSTM whose W and R are DequantizeLinear of 8-bit constants
+// (per tensor or per gate row) -> DynamicQuantizeLSTM on the integers, or
+// QfLSTMInteger when X is a DequantizeLinear with one constant scale.
+Status FuseQdqLstm(Graph* g);
 
 // QfQLinearConvTranspose whose kernel equals its stride (no pads, dilation,
 // groups) -> QLinearConv 1x1 to k*k*M channels + DepthToSpace(DCR).

@@ -290,6 +290,90 @@ TEST_CASE("qfm: missing and out-of-range inputs") {
   }
 }
 
+// Format 3: If/Loop/Scan attributes index Model.subgraphs. An index out of
+// range, negative, or naming the graph that holds the operator (or one before
+// it, which could recurse) is refused at load naming the node and the
+// attribute, as kInvalidModel (`qfold run` exits 2).
+TEST_CASE("qfm: subgraph indices out of range, negative or recursive") {
+  {  // the unmodified model: both branches run
+    std::vector<uint8_t> bytes = IfModel().Bytes();
+    Status st = LoadAndRun(bytes);
+    CHECK_MESSAGE(st.ok(), st.message());
+  }
+  struct Case {
+    const char* what;
+    const char* attr;
+    int64_t index;
+  };
+  const Case cases[] = {
+      {"out of range", "then_branch", 2},
+      {"far out of range", "else_branch", int64_t(1) << 40},
+      {"INT64_MAX", "then_branch", INT64_MAX},
+      {"negative", "else_branch", -1},
+      {"INT64_MIN", "then_branch", INT64_MIN},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    QModel m = IfModel();
+    for (auto& a : m.ops[0].int_attrs)
+      if (a.first == c.attr) a.second = c.index;
+    std::vector<uint8_t> bytes = m.Bytes();
+    std::shared_ptr<Model> model;
+    Status st = Model::LoadMemory(bytes.data(), bytes.size(), &model);
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK(Contains(st.message(), "If 'pick'"));
+    CHECK(Contains(st.message(), std::string("'") + c.attr + "'"));
+  }
+  {  // a branch whose If names the branch itself
+    QModel m = IfModel();
+    QGraph& then = m.subgraphs[0];
+    int cond = 0, inner = m.Tensor("inner_y", {1, 4});
+    then.inputs.push_back(cond);
+    then.ops.push_back({"If",
+                        "self",
+                        {cond, then.ops[0].outputs[0]},
+                        {inner},
+                        {{"then_branch", 0}, {"else_branch", 1}, {"captured_inputs", 1}}});
+    then.outputs = {inner};
+    m.ops[0].inputs.push_back(cond);
+    m.ops[0].int_attrs[2].second = 2;  // captured_inputs: x and cond
+    std::vector<uint8_t> bytes = m.Bytes();
+    std::shared_ptr<Model> model;
+    Status st = Model::LoadMemory(bytes.data(), bytes.size(), &model);
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK(Contains(st.message(), "If 'self'"));
+    CHECK(Contains(st.message(), "'then_branch'"));
+  }
+  {  // else (1) holds an If naming then (0): 0 -> 1 -> 0 could recurse
+    QModel m = IfModel();
+    QGraph& other = m.subgraphs[1];
+    int cond = 0, inner = m.Tensor("inner_y", {1, 4});
+    other.inputs.push_back(cond);
+    other.ops.push_back({"If",
+                         "back",
+                         {cond, other.ops[0].outputs[0]},
+                         {inner},
+                         {{"then_branch", 0}, {"else_branch", 0}, {"captured_inputs", 1}}});
+    other.outputs = {inner};
+    m.ops[0].inputs.push_back(cond);
+    m.ops[0].int_attrs[2].second = 2;
+    std::vector<uint8_t> bytes = m.Bytes();
+    std::shared_ptr<Model> model;
+    Status st = Model::LoadMemory(bytes.data(), bytes.size(), &model);
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK(Contains(st.message(), "If 'back'"));
+  }
+  {  // a missing branch attribute: refused when the session prepares the If
+    QModel m = IfModel();
+    m.ops[0].int_attrs.erase(m.ops[0].int_attrs.begin());
+    std::vector<uint8_t> bytes = m.Bytes();
+    Status st = LoadAndRun(bytes);
+    CHECK(!st.ok());
+    CHECK(st.code() != StatusCode::kInternal);
+    CHECK(Contains(st.message(), "then_branch"));
+  }
+}
+
 TEST_CASE("qfm: int4 constants of odd length need exactly ceil(n/2) bytes") {
   for (size_t have : {size_t(1), size_t(3)}) {
     CAPTURE(have);

@@ -27,6 +27,13 @@
 // H_{t-1} the same way (over the batch rows still running), and the int32
 // sums are dequantized by a_scale * w_scale[column] in the GEMM epilogue
 // (kernels/qlinear_s8.h); gates and state stay float.
+//
+// QfLSTMInteger (qfold-internal) is DynamicQuantizeLSTM whose X arrives
+// quantized with a static scale (the converter's form of a QDQ LSTM whose X
+// is a DequantizeLinear output): X int8/uint8, inputs 12 X_scale and 13
+// X_zero_point (one value each). Its input projection is exact, the int32
+// sums of (x - x_zp) * (w - w_zp) scaled by x_scale * w_scale[column]; the
+// recurrent GEMM quantizes H_{t-1} as DynamicQuantizeLSTM does.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -56,7 +63,8 @@ int FuncsOf(Cell c) {
   return c == Cell::kLstm ? 3 : c == Cell::kGru ? 2 : 1;
 }
 Cell CellOf(const std::string& type) {
-  if (type == "LSTM" || type == "DynamicQuantizeLSTM") return Cell::kLstm;
+  if (type == "LSTM" || type == "DynamicQuantizeLSTM" || type == "QfLSTMInteger")
+    return Cell::kLstm;
   return type == "GRU" ? Cell::kGru : Cell::kRnn;
 }
 
@@ -106,7 +114,8 @@ const FnInfo kFns[] = {
 // Everything infer validates and run uses.
 struct Config {
   Cell cell = Cell::kLstm;
-  bool quantized = false;  // DynamicQuantizeLSTM
+  bool quantized = false;  // DynamicQuantizeLSTM, QfLSTMInteger
+  bool static_x = false;   // QfLSTMInteger: X quantized, X_scale and X_zero_point inputs
   int dirs = 1;
   bool reverse_only = false;  // direction = reverse
   int64_t hidden = kUnknownDim;
@@ -168,7 +177,8 @@ Status ParseActivations(const KernelContext& ctx, Config* cfg) {
 
 Status ParseConfig(const KernelContext& ctx, Config* cfg) {
   cfg->cell = CellOf(*ctx.op_type);
-  cfg->quantized = *ctx.op_type == "DynamicQuantizeLSTM";
+  cfg->static_x = *ctx.op_type == "QfLSTMInteger";
+  cfg->quantized = cfg->static_x || *ctx.op_type == "DynamicQuantizeLSTM";
   const std::string dir = ctx.attr().GetString("direction", "forward");
   if (dir == "bidirectional") {
     cfg->dirs = 2;
@@ -198,7 +208,22 @@ Status ParseConfig(const KernelContext& ctx, Config* cfg) {
 }
 
 // Input indices and output indices.
-enum { kX = 0, kW, kR, kB, kSeqLens, kInitH, kInitC, kP, kWScale, kWZp, kRScale, kRZp };
+enum {
+  kX = 0,
+  kW,
+  kR,
+  kB,
+  kSeqLens,
+  kInitH,
+  kInitC,
+  kP,
+  kWScale,
+  kWZp,
+  kRScale,
+  kRZp,
+  kXScale,
+  kXZp
+};
 enum { kY = 0, kYh, kYc };
 
 // Checks `t` (when present and of known rank) against `want`, where -1 in
@@ -242,6 +267,24 @@ Status CheckQuantizedWeights(const KernelContext& ctx, int64_t dirs, int64_t gh,
   return Status::Ok();
 }
 
+// QfLSTMInteger's X (8-bit), X_scale (float32) and X_zero_point (X's dtype),
+// one value each.
+Status CheckStaticX(const KernelContext& ctx) {
+  const Tensor* x = ctx.input(kX);
+  const Tensor* scale = ctx.input(kXScale);
+  const Tensor* zp = ctx.input(kXZp);
+  if (!Is8Bit(x->dtype))
+    return ctx.Invalid(std::string("X must be int8 or uint8, got ") + dtype_name(x->dtype));
+  if (!scale) return ctx.Invalid("X_scale is required");
+  if (scale->dtype != DType::kFloat32) return ctx.Invalid("X_scale must be float32");
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, zp, "X_zero_point", x->dtype));
+  for (const Tensor* t : {scale, zp})
+    if (t && t->rank_known && t->numel() != 1)
+      return ctx.Invalid(std::string(t == scale ? "X_scale" : "X_zero_point") +
+                         " must hold one value, has shape " + ShapeToString(t->shape));
+  return Status::Ok();
+}
+
 Status InferRecurrent(KernelContext& ctx) {
   Config cfg;
   QF_RETURN_IF_ERROR(ParseConfig(ctx, &cfg));
@@ -249,13 +292,20 @@ Status InferRecurrent(KernelContext& ctx) {
   const Tensor* w = ctx.input(kW);
   const Tensor* r = ctx.input(kR);
   if (!x || !w || !r) return ctx.Invalid("inputs X, W and R are required");
-  if (x->dtype != DType::kFloat32)
+  if (cfg.static_x) {
+    QF_RETURN_IF_ERROR(CheckStaticX(ctx));
+  } else if (x->dtype != DType::kFloat32) {
     return ctx.Unsupported(std::string("dtype ") + dtype_name(x->dtype) + " (float32 only)");
-  const int last_input = cfg.quantized ? kRZp : cfg.cell == Cell::kLstm ? kP : kInitH;
+  }
+  const int last_input = cfg.static_x              ? kXZp
+                         : cfg.quantized           ? kRZp
+                         : cfg.cell == Cell::kLstm ? kP
+                                                   : kInitH;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     const Tensor* t = ctx.input(i);
     if (!t) continue;
     if (i > last_input) return ctx.Invalid("too many inputs");
+    if (i == kX || i == kXScale || i == kXZp) continue;  // checked above
     if (cfg.quantized && (i == kW || i == kR || i == kWZp || i == kRZp)) {
       if (!Is8Bit(t->dtype))
         return ctx.Invalid("input " + std::to_string(i) + " must be int8 or uint8, got " +
@@ -479,45 +529,25 @@ void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const flo
   }
 }
 
-// out[r][c] = float(acc) * (a_scale * w.scale[c]) + bias[c] (bias optional),
-// acc = sum_k (q[r][k] - a_zp) * (B[k][c] - w.zp[c]) where q is `in` (rows
-// contiguous rows of w.k floats) quantized to uint8 with DynamicQuantizeLinear's
-// parameters. Rows whose `row_active` entry is negative (a finished sequence)
-// are left out of the range; their results are ignored by the caller.
 struct QScratch {
   std::vector<uint8_t> q;
   std::vector<float> mult;
 };
 
-void MultiplyQ(const QWeight& w, const kernels::KernelConfig& kc, const float* in, int64_t rows,
-               const int64_t* row_active, const float* bias, float* out, QScratch* s,
-               kernels::ThreadPool* pool) {
+// out as MultiplyQ's (below) from `q`, rows of w.k values of dtype a_dtype
+// already quantized with a_scale and a_zp.
+void MultiplyQuantized(const QWeight& w, const void* q, DType a_dtype, int64_t rows, float a_scale,
+                       int32_t a_zp, const float* bias, float* out, QScratch* s,
+                       kernels::ThreadPool* pool) {
   if (rows == 0 || w.n == 0) return;
-  const int64_t count = rows * w.k;
-  float lo = 0.f, hi = 0.f;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (row_active && row_active[r] < 0) continue;
-    for (int64_t i = r * w.k; i < (r + 1) * w.k; ++i) {
-      lo = std::min(lo, in[i]);
-      hi = std::max(hi, in[i]);
-    }
-  }
-  float a_scale;
-  int32_t a_zp;
-  DynamicQuantRange(lo, hi, &a_scale, &a_zp);
-  s->q.resize(size_t(count));
-  if (!kernels::QuantizeF32ToS8(kc, in, s->q.data(), /*is_signed=*/false, 0, 255, 1, 1, count,
-                                &a_scale, &a_zp, /*per_axis=*/false, pool))
-    for (int64_t i = 0; i < count; ++i)
-      s->q[size_t(i)] = uint8_t(RoundAddSaturate(in[i] / a_scale, a_zp, 0, 255));
   s->mult.resize(size_t(w.n));
   for (int64_t j = 0; j < w.n; ++j)
     s->mult[size_t(j)] = a_scale * w.scale[w.scale.size() == 1 ? 0 : size_t(j)];
   if (w.packed) {
     Tensor a, y;
-    a.dtype = DType::kUInt8;
+    a.dtype = a_dtype;
     a.shape = {rows, w.k};
-    a.data = s->q.data();
+    a.data = const_cast<void*>(q);
     y.dtype = DType::kFloat32;
     y.shape = {rows, w.n};
     y.data = out;
@@ -539,7 +569,7 @@ void MultiplyQ(const QWeight& w, const kernels::KernelConfig& kc, const float* i
   for (int64_t r = 0; r < rows; ++r) {
     std::fill(sum.begin(), sum.end(), 0);
     for (int64_t k = 0; k < w.k; ++k) {
-      const int64_t a = int64_t(s->q[size_t(r * w.k + k)]) - a_zp;
+      const int64_t a = int64_t(LoadQ(q, a_dtype, r * w.k + k)) - a_zp;
       for (int64_t j = 0; j < w.n; ++j)
         sum[size_t(j)] +=
             a * (LoadQ(w.raw, w.dtype, k * w.n + j) - w.zp[w.zp.size() == 1 ? 0 : size_t(j)]);
@@ -547,6 +577,35 @@ void MultiplyQ(const QWeight& w, const kernels::KernelConfig& kc, const float* i
     for (int64_t j = 0; j < w.n; ++j) acc[r * w.n + j] = WrapInt32(sum[size_t(j)]);
   }
   kernels::DequantizeColumns(out, rows, w.n, 0, w.n, s->mult.data(), bias);
+}
+
+// out[r][c] = float(acc) * (a_scale * w.scale[c]) + bias[c] (bias optional),
+// acc = sum_k (q[r][k] - a_zp) * (B[k][c] - w.zp[c]) where q is `in` (rows
+// contiguous rows of w.k floats) quantized to uint8 with DynamicQuantizeLinear's
+// parameters. Rows whose `row_active` entry is negative (a finished sequence)
+// are left out of the range; their results are ignored by the caller.
+void MultiplyQ(const QWeight& w, const kernels::KernelConfig& kc, const float* in, int64_t rows,
+               const int64_t* row_active, const float* bias, float* out, QScratch* s,
+               kernels::ThreadPool* pool) {
+  if (rows == 0 || w.n == 0) return;
+  const int64_t count = rows * w.k;
+  float lo = 0.f, hi = 0.f;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (row_active && row_active[r] < 0) continue;
+    for (int64_t i = r * w.k; i < (r + 1) * w.k; ++i) {
+      lo = std::min(lo, in[i]);
+      hi = std::max(hi, in[i]);
+    }
+  }
+  float a_scale;
+  int32_t a_zp;
+  DynamicQuantRange(lo, hi, &a_scale, &a_zp);
+  s->q.resize(size_t(count));
+  if (!kernels::QuantizeF32ToS8(kc, in, s->q.data(), /*is_signed=*/false, 0, 255, 1, 1, count,
+                                &a_scale, &a_zp, /*per_axis=*/false, pool))
+    for (int64_t i = 0; i < count; ++i)
+      s->q[size_t(i)] = uint8_t(RoundAddSaturate(in[i] / a_scale, a_zp, 0, 255));
+  MultiplyQuantized(w, s->q.data(), DType::kUInt8, rows, a_scale, a_zp, bias, out, s, pool);
 }
 
 // ---- gate activations ---------------------------------------------------------------------
@@ -634,7 +693,14 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
   // 1. Input projection: row i of X (T*B rows of `in`) gives row i of xw.
   // Every element is written by the GEMM: no zeroing.
   std::unique_ptr<float[]> xw(new float[size_t(T * B * GH)]);
-  if (cfg.quantized) {
+  if (cfg.static_x) {
+    const Tensor* x = ctx.input(kX);
+    std::vector<float> x_scale;
+    ReadScales(ctx.input(kXScale), &x_scale);
+    MultiplyQuantized(p.qw[size_t(d)], x->data, x->dtype, T * B, x_scale[0],
+                      ReadZeroPoints(ctx.input(kXZp))[0], in_bias.data(), xw.get(), &qscratch,
+                      ctx.pool);
+  } else if (cfg.quantized) {
     // ONNX Runtime quantizes the time steps up to the longest sequence (all
     // of them without sequence_lens); time-major rows of later steps are left
     // out of the range.
@@ -868,6 +934,10 @@ const OpDef& OpDef_GRU() {
 const OpDef& OpDef_DynamicQuantizeLSTM() {
   static const OpDef def =
       WithTraits(MakeRecurrentDef("DynamicQuantizeLSTM", 12), kTraitIntegerKernel);
+  return def;
+}
+const OpDef& OpDef_QfLSTMInteger() {
+  static const OpDef def = WithTraits(MakeRecurrentDef("QfLSTMInteger", 14), kTraitIntegerKernel);
   return def;
 }
 const OpDef& OpDef_RNN() {
