@@ -3,7 +3,8 @@
 // within the bounds docs/NUMERICS.md states (scaled by the row length through
 // the accumulation depth k); then the ops that use them (LayerNormalization,
 // Softmax, ReduceSum/Mean/SumSquare) against their reference kernels, at one
-// and two threads, including the shapes that must fall back.
+// and two threads, including the shapes that must fall back; and the
+// vectorized unary ops split between threads.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -240,6 +241,23 @@ TEST_CASE(
           CHECK(bad == 0);
         }
       }
+    }
+  }
+  // The vectorized unary ops split their elements between threads: the same
+  // bits at 1 and 2 threads (a partial last chunk included).
+  {
+    std::mt19937 urng(15);
+    auto x = F32({2, 96, 261}, Normal(&urng, 2 * 96 * 261, 0.f, 3.f));
+    const kernels::KernelConfig& kc = kernels::DefaultKernelConfig();
+    for (const char* op : {"Gelu", "Erf", "Sigmoid", "Tanh", "Exp"}) {
+      CAPTURE(op);
+      const OpRun one = RunOp(op, {x}, AttrMap(), 1, 1, &kc);
+      const OpRun two = RunOp(op, {x}, AttrMap(), 1, 2, &kc);
+      REQUIRE(one.status.ok());
+      REQUIRE(two.status.ok());
+      CHECK(one.values<float>() == two.values<float>());
+      const OpRun ref = RunOp(op, {x}, AttrMap(), 1, 1, &kernels::ReferenceKernelConfig());
+      CHECK(MaxRel(two.values<float>(), ref.values<float>()) < 1e-6);
     }
   }
   // An empty row: ReduceMean is 0/0 as in the reference, ReduceSum 0.
