@@ -38,6 +38,7 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
   if (opts.fuse) {
     QF_RETURN_IF_ERROR(FuseDynamicMatMul(g));
     QF_RETURN_IF_ERROR(FuseConvBatchNorm(g));
+    QF_RETURN_IF_ERROR(FuseMatMulBias(g));
     QF_RETURN_IF_ERROR(FuseActivations(g));
   }
   QF_RETURN_IF_ERROR(CancelTransposes(g));

@@ -58,6 +58,9 @@ Status CollapseBytewise(Graph* g);
 Status FuseDynamicMatMul(Graph* g);
 // Conv + BatchNormalization -> Conv with adjusted weights and bias.
 Status FuseConvBatchNorm(Graph* g);
+// Float MatMul + Add of a constant per-column bias -> MatMul with the bias as
+// a third input (before FuseActivations, so an activation after it fuses too).
+Status FuseMatMulBias(Graph* g);
 // Conv/ConvTranspose/Gemm/MatMul + Relu/Clip/... -> one node with _activation.
 Status FuseActivations(Graph* g);
 // x * Sigmoid(x) -> Swish, x * HardSigmoid(x) and x * Clip(x + 3, 0, 6) / 6 ->

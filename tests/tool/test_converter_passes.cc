@@ -454,6 +454,55 @@ TEST_CASE("converter fusion: Gemm + Clip(0, 6) fuses with its bounds") {
   CHECK(g.nodes[0].attrs.GetFloat("_act_max", -1.f) == 6.f);
 }
 
+TEST_CASE("converter fusion: MatMul + Add of a column bias + Relu becomes one MatMul") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {1, 2, 3});
+  b.Output("Y", kFloat, {1, 2, 2});
+  b.InitFloat("W", {3, 2}, {1.f, 0.f, 0.f, 1.f, 1.f, 1.f});
+  b.InitFloat("bias", {1, 1, 2}, {0.5f, -10.f});
+  b.Node("MatMul", {"X", "W"}, {"mm"}, "mm0");
+  b.Node("Add", {"bias", "mm"}, {"sum"}, "add0");  // the bias first: either order fuses
+  b.Node("Relu", {"sum"}, {"Y"}, "relu0");
+  Graph g;
+  // Rows [1, 2, 3] and [4, 5, 6]: x W = [4, 5] and [10, 11]; + bias = [4.5, -5], [10.5, 1].
+  std::vector<float> y =
+      ConvertAndRun(b.Write(dir), "X", {1, 2, 3}, {1, 2, 3, 4, 5, 6}, "Y", {1, 2, 2}, &g);
+  CHECK(y == std::vector<float>{4.5f, 0.f, 10.5f, 1.f});
+  REQUIRE(g.nodes.size() == 1);
+  CHECK(g.nodes[0].op_type == "MatMul");
+  REQUIRE(g.nodes[0].inputs.size() == 3);
+  CHECK(ConstFloats(g, g.nodes[0].inputs[2]) == std::vector<float>{0.5f, -10.f});
+  CHECK(g.Find(g.nodes[0].inputs[2])->shape == Shape{2});
+  CHECK(g.nodes[0].attrs.GetString("_activation") == "Relu");
+}
+
+TEST_CASE("converter fusion: a row bias, or a MatMul read twice, keeps its Add") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {2, 2});
+  b.Output("Y", kFloat, {2, 2});
+  b.Output("Z", kFloat, {2, 2});
+  b.InitFloat("W", {2, 2}, {1.f, 2.f, 3.f, 4.f});
+  b.InitFloat("rows", {2, 1}, {100.f, 200.f});  // per row: not the epilogue's per-column bias
+  b.InitFloat("cols", {2}, {1.f, 2.f});
+  b.Node("MatMul", {"X", "W"}, {"a"}, "mm_rows");
+  b.Node("Add", {"a", "rows"}, {"Y"}, "add_rows");
+  b.Node("MatMul", {"X", "W"}, {"c"}, "mm_shared");
+  b.Node("Add", {"c", "cols"}, {"d"}, "add_cols");
+  b.Node("Mul", {"c", "d"}, {"Z"}, "mul");  // c has a second reader
+  Graph g;
+  // [1, 0] x W = [1, 2]; [0, 1] x W = [3, 4].
+  std::vector<float> y = ConvertAndRun(b.Write(dir), "X", {2, 2}, {1, 0, 0, 1}, "Y", {2, 2}, &g);
+  CHECK(y == std::vector<float>{101.f, 102.f, 203.f, 204.f});
+  int adds = 0;
+  for (const Node& n : g.nodes) {
+    adds += n.op_type == "Add";
+    if (n.op_type == "MatMul") CHECK(n.inputs.size() == 2);
+  }
+  CHECK(adds == 2);
+}
+
 // ---- RemoveIdentities -----------------------------------------------------------------------
 
 // ---- CommuteReshapeTransposes ---------------------------------------------------------------

@@ -599,13 +599,18 @@ TEST_CASE("kernels f32: ConvTranspose on the packed GEMM matches the reference")
 
 // ---- MatMul and Gemm -----------------------------------------------------------
 
-int RunMatMulCase(const Shape& as, const Shape& bs, int act, std::mt19937& rng) {
+// bias: the converter's fused per-column bias (third input, N values).
+int RunMatMulCase(const Shape& as, const Shape& bs, int act, std::mt19937& rng, bool bias = false) {
   std::ostringstream what;
-  what << "MatMul A " << ShapeToString(as) << " B " << ShapeToString(bs) << " act " << act;
+  what << "MatMul A " << ShapeToString(as) << " B " << ShapeToString(bs) << " act " << act
+       << " bias " << bias;
   AttrMap attrs, abs_attrs;
   SetActivation(act, &attrs);
   std::vector<TensorPtr> in = {RandomF32(as, rng), RandomF32(bs, rng)};
-  return CompareF32("MatMul", in, attrs, {Abs(in[0]), Abs(in[1])}, abs_attrs, act == 3 ? 2.f : 1.f,
+  if (bias) in.push_back(RandomF32({bs.back()}, rng));
+  std::vector<TensorPtr> abs_in;
+  for (auto& t : in) abs_in.push_back(Abs(t));
+  return CompareF32("MatMul", in, attrs, abs_in, abs_attrs, act == 3 ? 2.f : 1.f,
                     /*expect_state=*/true, what.str());
 }
 
@@ -623,7 +628,28 @@ TEST_CASE("kernels f32: MatMul tile edges, batches and 1-D operands match the re
   runs += RunMatMulCase({4, 10, 30}, {30}, 0, rng);           // 1-D B
   runs += RunMatMulCase({64, 700}, {700, 70}, 3, rng);        // K > kc, threads
   runs += RunMatMulCase({200, 64}, {64, 3}, 1, rng);          // rows split
+  // The fused bias: tile edges, batches, threads, with and without an activation.
+  for (int64_t n : {1, 7, 16, 17, 50})
+    runs += RunMatMulCase({9, 40}, {40, n}, int(rng() % 5), rng, /*bias=*/true);
+  runs += RunMatMulCase({2, 3, 7, 20}, {3, 20, 50}, 1, rng, true);
+  runs += RunMatMulCase({1, 128, 64}, {64, 96}, 0, rng, true);
+  runs += RunMatMulCase({64, 700}, {700, 70}, 3, rng, true);
   MESSAGE(runs << " fast MatMul runs compared");
+}
+
+TEST_CASE("kernels f32: a fused MatMul bias of the wrong shape or dtype is refused") {
+  std::mt19937 rng(32);
+  auto a = RandomF32({3, 4}, rng);
+  auto b = RandomF32({4, 5}, rng);
+  for (const Shape& bad : {Shape{4}, Shape{1, 5}, Shape{}}) {
+    CAPTURE(ShapeToString(bad));
+    const OpRun r = RunOp("MatMul", {a, b, RandomF32(bad, rng)});
+    CHECK(r.status.code() == StatusCode::kInvalidModel);
+    CHECK(r.status.message().find("fused bias") != std::string::npos);
+  }
+  auto b1 = RandomF32({4}, rng);  // 1-D B: Y has no column axis
+  CHECK(RunOp("MatMul", {a, b1, RandomF32({1}, rng)}).status.code() == StatusCode::kInvalidModel);
+  CHECK(RunOp("MatMul", {a, b, RandomF32({5}, rng)}).status.ok());
 }
 
 int RunGemmCase(int64_t m, int64_t kd, int64_t n, bool ta, bool tb, float alpha, float beta,

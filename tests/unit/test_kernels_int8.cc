@@ -320,8 +320,9 @@ TEST_CASE("kernels: each family picks its variant from the features it needs") {
 #if defined(__x86_64__)
   f.avx2 = f.fma = true;
   kernels::KernelConfig kc = kernels::MakeKernelConfig(f);
-  for (const char* family : {"gemm_f32", "dwconv_f32", "gemm_s8", "igemm_s8", "dwconv_s8",
-                             "dwconv_nhwc_s8", "pool_nhwc_s8", "pool_2d", "resize_2d", "quant_s8"})
+  for (const char* family :
+       {"gemm_f32", "dwconv_f32", "gemm_s8", "igemm_s8", "dwconv_s8", "dwconv_nhwc_s8",
+        "pool_nhwc_s8", "pool_2d", "resize_2d", "quant_s8", "rowops_f32"})
     CHECK(Variant(kc, family) == "avx2");
   CHECK(Variant(kc, "portable_loops") == "on");
   CHECK(Variant(kc, "conv_nhwc_f32") == "avx2");

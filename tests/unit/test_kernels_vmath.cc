@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -200,6 +201,38 @@ TEST_CASE("kernels: vmath exp/log/erf/gelu/silu error over a dense sweep at ever
       CHECK(e.ulp <= c.max_ulp);
       CHECK(e.wrong_inf == 0);
       CHECK(e.tiny_abs <= double(std::numeric_limits<float>::min()));
+    }
+  }
+}
+
+// Erf and Gelu skip a branch when no lane of a vector needs it: every element
+// must come out the same whatever its neighbours, so a vector of mixed ranges
+// (small, middle, far tail, NaN, inf) equals each element computed alone.
+TEST_CASE("kernels: vmath erf/gelu lanes do not depend on their neighbours") {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> range(-12.f, 12.f);
+  std::vector<float> x(4096);
+  for (size_t i = 0; i < x.size(); ++i) {
+    // Runs of small values with an occasional large one, and plain mixtures.
+    const float v = range(rng);
+    x[i] = (i / 64) % 2 ? v : (rng() % 16 ? v / 12.f : v);
+  }
+  x[100] = std::numeric_limits<float>::quiet_NaN();
+  x[200] = std::numeric_limits<float>::infinity();
+  x[300] = -std::numeric_limits<float>::infinity();
+  for (Isa isa : kernels::SupportedIsas()) {
+    CAPTURE(kernels::IsaName(isa));
+    const kernels::VMathKernels& k = kernels::VMathFor(isa);
+    for (auto fn : {k.erf, k.gelu}) {
+      std::vector<float> together(x.size());
+      fn(x.data(), together.data(), int64_t(x.size()));
+      int differ = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        float alone;
+        fn(&x[i], &alone, 1);
+        differ += std::memcmp(&alone, &together[i], 4) != 0;
+      }
+      CHECK(differ == 0);
     }
   }
 }

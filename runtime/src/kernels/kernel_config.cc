@@ -40,6 +40,8 @@ KernelConfig MakeKernelConfig(const CpuFeatures& f) {
   add("a16a16", v);
   c.vmath = VMathFor(f, &v);
   add("vmath", v);
+  c.rowops_f32 = RowOpsF32For(f, &v);
+  add("rowops_f32", v);
   c.fast_loops = HighestIsa(f) != Isa::kReference;
   add("portable_loops", c.fast_loops ? "on" : nullptr);
   return c;

@@ -22,6 +22,7 @@
 #include "kernels/qmatmul_a16a16.h"
 #include "kernels/quant_s8.h"
 #include "kernels/resize_2d.h"
+#include "kernels/rowops_f32.h"
 #include "kernels/vmath.h"
 
 namespace qfold {
@@ -48,6 +49,8 @@ struct KernelConfig {
   const A16A16Kernels* a16a16 = nullptr;  // 16-bit activations x 16-bit activations
   // Vectorized sigmoid/tanh (never null once made: the reference loops without SIMD).
   const VMathKernels* vmath = nullptr;
+  // Float row kernels (LayerNormalization, row sums, Softmax's scaling).
+  const RowOpsF32Kernels* rowops_f32 = nullptr;
   // The ops' portable fast loops (tiled Transpose, LRN window sums,
   // channels-last nearest Resize); off only without any SIMD feature, so the
   // reference configuration runs every op's reference kernel.

@@ -39,6 +39,7 @@ struct V8 {
     const __m256i bits = _mm256_and_si256(_mm256_castps_si256(a), _mm256_set1_epi32(0x007fffff));
     return _mm256_castsi256_ps(_mm256_or_si256(bits, _mm256_set1_epi32(0x3f800000)));
   }
+  static bool All(F mask) { return _mm256_movemask_ps(mask) == 0xff; }
   static F Select(F mask, F a, F b) { return _mm256_blendv_ps(b, a, mask); }
   static F CopySign(F mag, F sgn) {
     const F sign = _mm256_set1_ps(-0.f);

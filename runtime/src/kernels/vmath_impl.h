@@ -31,8 +31,8 @@
 // V provides: type F, Load/Store, Set, Add, Sub, Mul, Div, Fma(a, b, c) = a*b + c,
 // Min, Max, Abs, Round (to nearest), Pow2(n) (2^n for integral float n in
 // [-126, 127]), Less(a, b), Equal(a, b) and IsNan(a) masks, Select(mask, a, b),
-// CopySign(mag, sgn), Exponent(x) (the unbiased exponent of a normal positive x,
-// as float) and Mantissa(x) (its significand in [1, 2)).
+// CopySign(mag, sgn), All(mask) (every lane set), Exponent(x) (the unbiased exponent of a normal
+// positive x, as float) and Mantissa(x) (its significand in [1, 2)).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -152,6 +152,10 @@ inline typename V::F ErfcLarge(typename V::F z, typename V::F hi, typename V::F 
                                typename V::F* scaled) {
   using F = typename V::F;
   // R on [0.875, 2.25] in u = (2z - 3.125) / 1.375.
+  // Each fit is evaluated only when a lane needs it (the lanes' results do not
+  // depend on their neighbours): activations rarely reach z = 2.25.
+  const F below = V::Less(z, V::Set(2.25f));
+  const bool all_below = V::All(below);
   const F u = V::Fma(z, V::Set(1.45454545f), V::Set(-2.27272727f));
   F a = V::Set(-2.233178520327783e-06f);
   a = V::Fma(a, u, V::Set(1.045642875396879e-05f));
@@ -163,18 +167,21 @@ inline typename V::F ErfcLarge(typename V::F z, typename V::F hi, typename V::F 
   a = V::Fma(a, u, V::Set(3.321723639965057e-02f));
   a = V::Fma(a, u, V::Set(-1.062031164765358e-01f));
   a = V::Fma(a, u, V::Set(3.116486072540283e-01f));
-  // (1/z) G(1/z) on [2.25, 11], G in v = (2t - 0.5353535) / 0.3535354, t = 1/z.
-  const F t = V::Div(V::Set(1.f), z);
-  const F v = V::Fma(t, V::Set(5.65714286f), V::Set(-1.51428571f));
-  F g = V::Set(-5.280479626890155e-07f);
-  g = V::Fma(g, v, V::Set(1.098125812859507e-05f));
-  g = V::Fma(g, v, V::Set(-4.002155765192583e-05f));
-  g = V::Fma(g, v, V::Set(-4.844544309889898e-05f));
-  g = V::Fma(g, v, V::Set(1.197121338918805e-03f));
-  g = V::Fma(g, v, V::Set(-4.881274886429310e-03f));
-  g = V::Fma(g, v, V::Set(-2.212667837738991e-02f));
-  g = V::Fma(g, v, V::Set(5.458351969718933e-01f));
-  const F r = V::Select(V::Less(z, V::Set(2.25f)), a, V::Mul(t, g));
+  F r = a;
+  if (!all_below) {
+    // (1/z) G(1/z) on [2.25, 11], G in v = (2t - 0.5353535) / 0.3535354, t = 1/z.
+    const F t = V::Div(V::Set(1.f), z);
+    const F v = V::Fma(t, V::Set(5.65714286f), V::Set(-1.51428571f));
+    F g = V::Set(-5.280479626890155e-07f);
+    g = V::Fma(g, v, V::Set(1.098125812859507e-05f));
+    g = V::Fma(g, v, V::Set(-4.002155765192583e-05f));
+    g = V::Fma(g, v, V::Set(-4.844544309889898e-05f));
+    g = V::Fma(g, v, V::Set(1.197121338918805e-03f));
+    g = V::Fma(g, v, V::Set(-4.881274886429310e-03f));
+    g = V::Fma(g, v, V::Set(-2.212667837738991e-02f));
+    g = V::Fma(g, v, V::Set(5.458351969718933e-01f));
+    r = V::Select(below, a, V::Mul(t, g));
+  }
   const F c = V::Mul(V::Fma(lo, V::Set(-1.f), V::Set(1.f)), r);
   F e;
   *scaled = ExpFullTimes<V>(V::Sub(V::Set(0.f), hi), V::Mul(m, c), &e);
@@ -189,10 +196,12 @@ inline typename V::F Erf(typename V::F x) {
   const F hi = V::Mul(a, a);
   const F lo = V::Fma(a, a, V::Sub(V::Set(0.f), hi));
   const F small = V::Mul(a, ErfSmallOverX<V>(hi));
+  const F is_small = V::Less(a, V::Set(0.875f));
+  if (V::All(is_small)) return V::CopySign(small, x);  // no NaN: Min gave it 4
   F unused;
   const F large =
       V::Sub(V::Set(1.f), ErfcLarge<V>(V::Max(a, V::Set(0.875f)), hi, lo, V::Set(1.f), &unused));
-  const F y = V::CopySign(V::Select(V::Less(a, V::Set(0.875f)), small, large), x);
+  const F y = V::CopySign(V::Select(is_small, small, large), x);
   return V::Select(V::IsNan(x), x, y);
 }
 
@@ -251,18 +260,20 @@ inline typename V::F Gelu(typename V::F x) {
   const F small = V::Mul(V::Mul(z, V::Set(0.5f)), ErfSmallOverX<V>(hi));
   // x below -16 (Phi under 1e-57): -0, not -inf * 0.
   const F xc = V::Max(x, V::Set(-16.f));
+  const F neg = V::Less(x, V::Set(0.f));
+  const F half = V::Set(0.5f);
+  const F phi_small = V::Select(neg, V::Sub(half, small), V::Add(half, small));
+  const F y_small = V::Mul(xc, phi_small);
+  const F is_small = V::Less(z, V::Set(0.875f));
+  if (V::All(is_small)) return y_small;  // no NaN: Min gave it 16
   // Large z: erfc(z) / 2, and x erfc(z) / 2 rounded once (it is the result
   // for x < 0, and normal where erfc(z) is already subnormal).
   F x_half_erfc;
   const F half_erfc = V::Mul(
       ErfcLarge<V>(V::Max(z, V::Set(0.875f)), hi, lo, V::Mul(xc, V::Set(0.5f)), &x_half_erfc),
       V::Set(0.5f));
-  const F neg = V::Less(x, V::Set(0.f));
-  const F half = V::Set(0.5f);
-  const F phi_small = V::Select(neg, V::Sub(half, small), V::Add(half, small));
-  const F y_small = V::Mul(xc, phi_small);
   const F y_large = V::Select(neg, x_half_erfc, V::Mul(xc, V::Sub(V::Set(1.f), half_erfc)));
-  const F y = V::Select(V::Less(z, V::Set(0.875f)), y_small, y_large);
+  const F y = V::Select(is_small, y_small, y_large);
   return V::Select(V::IsNan(x), x, y);
 }
 

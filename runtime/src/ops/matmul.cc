@@ -4,6 +4,10 @@
 // (kernels/gemm_f32.h) when the ISA level has one: a constant B is packed
 // once by prepare, otherwise per run. The reference kernel stays the
 // fallback and the oracle (QFOLD_ISA=reference).
+// A third input (qfold's own, from the converter's FuseMatMulBias: the Add of
+// a per-column bias folded into the MatMul) holds N floats added to every row
+// of Y before the activation, in the GEMM's epilogue (in the reference after
+// the product is rounded, as the separate Add did).
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -56,6 +60,14 @@ Status InferMatMul(KernelContext& ctx) {
   y->shape = batch;
   if (a->rank() > 1) y->shape.push_back(as[as.size() - 2]);
   if (b->rank() > 1) y->shape.push_back(bs.back());
+  if (const Tensor* bias = ctx.input(2)) {
+    if (a->dtype != DType::kFloat32 || bias->dtype != DType::kFloat32)
+      return ctx.Invalid("the fused bias needs float32 A, B and bias");
+    if (b->rank() < 2 || !bias->rank_known || bias->rank() != 1 ||
+        (bias->shape[0] >= 0 && bs.back() >= 0 && bias->shape[0] != bs.back()))
+      return ctx.Invalid("the fused bias " + ShapeToString(bias->shape) +
+                         " must be 1-D with one value per column of B " + ShapeToString(b->shape));
+  }
   return Status::Ok();
 }
 
@@ -188,6 +200,10 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
     }
   }
   kernels::GemmF32Args proto;
+  if (const Tensor* bias = ctx.input(2)) {
+    proto.bias = bias->ptr<float>();
+    proto.bias_per_row = false;
+  }
   proto.rows = m;
   proto.cols = n;
   proto.k = kd;
@@ -212,6 +228,11 @@ Status RunMatMul(KernelContext& ctx) {
   QF_DISPATCH_NUMERIC(a->dtype,
                       return ctx.Unsupported(std::string("dtype ") + dtype_name(a->dtype)),
                       MatMulKernel<T>(*a, *b, y));
+  if (const Tensor* bias = ctx.input(2)) {  // float32 (inference checked)
+    const int64_t n = bias->numel();
+    float* yd = y->ptr<float>();
+    for (int64_t i = 0; n > 0 && i < y->numel(); ++i) yd[i] += bias->ptr<float>()[i % n];
+  }
   if (y->dtype == DType::kFloat32) {
     Status st;
     FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
@@ -231,7 +252,7 @@ const OpDef& OpDef_MatMul() {
             /*value_inputs=*/0,
             /*shape_only=*/false,
             /*min_inputs=*/2,
-            /*max_inputs=*/2};
+            /*max_inputs=*/3};  // 3: the fused bias
     d.prepare = PrepareMatMul;
     d.const_inputs = 1u << 1;  // B
     d.traits = kTraitMatrixProduct;

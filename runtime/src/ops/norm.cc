@@ -187,6 +187,27 @@ Status RunLayerNormalization(KernelContext& ctx) {
   const Shape norm(x->shape.begin() + axis, x->shape.end());
   const int64_t size = Product(norm);
   const int64_t rows = size > 0 ? x->numel() / size : 0;
+  const kernels::RowOpsF32Kernels* rk = ctx.kernel_config().rowops_f32;
+  // Scale and B with every normalized value (no broadcast) lie along the row.
+  if (rk && size > 0 && scale->numel() == size && (!bias || bias->numel() == size)) {
+    const float* xd = x->ptr<float>();
+    float* yd = y->ptr<float>();
+    const float* sd = scale->ptr<float>();
+    const float* bd = bias ? bias->ptr<float>() : nullptr;
+    float* md = mean_out ? mean_out->ptr<float>() : nullptr;
+    float* id = inv_out ? inv_out->ptr<float>() : nullptr;
+    const float feps = float(eps);
+    const bool small = rows * size < (int64_t(1) << 15);
+    kernels::ParallelFor(small ? nullptr : ctx.pool, rows, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float m, inv;
+        rk->layer_norm(xd + r * size, yd + r * size, size, sd, bd, feps, &m, &inv);
+        if (md) md[r] = m;
+        if (id) id[r] = inv;
+      }
+    });
+    return Status::Ok();
+  }
   // Scale/B strides over the normalized dims (0 on broadcast axes).
   BroadcastIndexer bidx({scale->shape, bias ? bias->shape : Shape()}, norm);
   std::vector<int64_t> s_off(static_cast<size_t>(size)), b_off(static_cast<size_t>(size));

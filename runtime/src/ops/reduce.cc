@@ -9,6 +9,8 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/kernel_config.h"
+#include "kernels/thread_pool.h"
 #include "ops/elementwise_util.h"
 
 namespace qfold {
@@ -184,6 +186,41 @@ void ReduceTyped(const Tensor& x, const std::vector<bool>& mask, Tensor& y) {
   }
 }
 
+// True when the reduced axes are the last ones (at least one): each output
+// element is then the reduction of one contiguous row.
+bool ReducesTrailingAxes(const std::vector<bool>& mask) {
+  size_t first = mask.size();
+  while (first > 0 && mask[first - 1]) --first;
+  if (first == mask.size()) return false;
+  for (size_t i = 0; i < first; ++i)
+    if (mask[i]) return false;
+  return true;
+}
+
+// float32 Sum/Mean/SumSquare over trailing axes with the row kernels (float
+// accumulation, kernels/rowops_f32.h), rows split between threads.
+template <Red kRed>
+void ReduceRowsF32(const kernels::RowOpsF32Kernels& rk, kernels::ThreadPool* pool, const Tensor& x,
+                   Tensor& y) {
+  const int64_t rows = y.numel();
+  const int64_t n = rows > 0 ? x.numel() / rows : 0;
+  const float* px = x.ptr<float>();
+  float* py = y.ptr<float>();
+  const bool small = rows * n < (int64_t(1) << 15);
+  kernels::ParallelFor(small ? nullptr : pool, rows, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* row = px + r * n;
+      if constexpr (kRed == Red::kSumSquare) {
+        py[r] = rk.sum_squares(row, n);
+      } else {
+        const float sum = rk.sum(row, n);
+        // Mean over an empty row is 0/0 as in the reference.
+        py[r] = kRed == Red::kMean ? float(double(sum) / double(n)) : sum;
+      }
+    }
+  });
+}
+
 template <Red kRed>
 Status RunReduce(KernelContext& ctx) {
   const Tensor& x = *ctx.input(0);
@@ -192,6 +229,13 @@ Status RunReduce(KernelContext& ctx) {
   bool known;
   QF_RETURN_IF_ERROR(ReducedAxes(ctx, x.rank(), &mask, &known));
   if (!known) return ctx.Invalid("axes value is unknown at run time");
+  if constexpr (kRed == Red::kSum || kRed == Red::kMean || kRed == Red::kSumSquare) {
+    const kernels::RowOpsF32Kernels* rk = ctx.kernel_config().rowops_f32;
+    if (rk && x.dtype == DType::kFloat32 && ReducesTrailingAxes(mask)) {
+      ReduceRowsF32<kRed>(*rk, ctx.pool, x, y);
+      return Status::Ok();
+    }
+  }
   QF_DISPATCH_ALL(x.dtype, return UnsupportedDType(ctx, x.dtype), ReduceTyped<T, kRed>(x, mask, y));
   return Status::Ok();
 }

@@ -9,6 +9,7 @@
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "kernels/kernel_config.h"
+#include "kernels/thread_pool.h"
 #include "ops/elementwise_util.h"
 
 namespace qfold {
@@ -79,21 +80,31 @@ void SoftmaxLoop(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, Kind
 }
 
 // float32 groups of contiguous elements (the last axis, or the 2-D view):
-// the vectorized max and exp of kernels/vmath.h.
-void SoftmaxRowsF32(const kernels::VMathKernels& vm, const float* x, float* y, int64_t outer,
-                    int64_t n, Kind kind) {
-  for (int64_t o = 0; o < outer; ++o) {
-    const float* xr = x + o * n;
-    float* yr = y + o * n;
-    const float mx = vm.max(xr, n);
-    const float sum = vm.exp_shift_sum(xr, yr, n, mx);
-    if (kind == Kind::kSoftmax) {
-      for (int64_t k = 0; k < n; ++k) yr[k] /= sum;
-    } else {
-      const float log_sum = std::log(sum);
-      for (int64_t k = 0; k < n; ++k) yr[k] = xr[k] - mx - log_sum;
+// the vectorized max and exp of kernels/vmath.h; with row kernels, Softmax
+// multiplies by 1/sum (one more rounding than dividing, 1 ulp) in vectors,
+// and rows are split between threads.
+void SoftmaxRowsF32(const kernels::KernelConfig& kc, kernels::ThreadPool* pool, const float* x,
+                    float* y, int64_t outer, int64_t n, Kind kind) {
+  const kernels::VMathKernels& vm = *kc.vmath;
+  const kernels::RowOpsF32Kernels* rk = kc.rowops_f32;
+  auto rows = [&](int64_t o0, int64_t o1, int) {
+    for (int64_t o = o0; o < o1; ++o) {
+      const float* xr = x + o * n;
+      float* yr = y + o * n;
+      const float mx = vm.max(xr, n);
+      const float sum = vm.exp_shift_sum(xr, yr, n, mx);
+      if (kind == Kind::kSoftmax && rk) {
+        rk->scale(yr, yr, n, 1.f / sum);
+      } else if (kind == Kind::kSoftmax) {
+        for (int64_t k = 0; k < n; ++k) yr[k] /= sum;
+      } else {
+        const float log_sum = std::log(sum);
+        for (int64_t k = 0; k < n; ++k) yr[k] = xr[k] - mx - log_sum;
+      }
     }
-  }
+  };
+  const bool small = !rk || outer * n < (int64_t(1) << 15);
+  kernels::ParallelFor(small ? nullptr : pool, outer, rows);
 }
 
 template <Kind kKind>
@@ -113,7 +124,7 @@ Status RunSoftmax(KernelContext& ctx) {
       inner *= x.shape[i];
   }
   if (x.dtype == DType::kFloat32 && inner == 1 && kKind != Kind::kHardmax)
-    SoftmaxRowsF32(*ctx.kernel_config().vmath, x.ptr<float>(), y.ptr<float>(), outer, n, kKind);
+    SoftmaxRowsF32(ctx.kernel_config(), ctx.pool, x.ptr<float>(), y.ptr<float>(), outer, n, kKind);
   else if (x.dtype == DType::kFloat32)
     SoftmaxLoop(x.ptr<float>(), y.ptr<float>(), outer, n, inner, kKind);
   else if (x.dtype == DType::kFloat64)

@@ -10,6 +10,7 @@
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "kernels/kernel_config.h"
+#include "kernels/thread_pool.h"
 #include "ops/elementwise_util.h"
 
 namespace qfold {
@@ -288,8 +289,23 @@ Status RunUnary(KernelContext& ctx) {
   Tensor& y = *ctx.output(0);
   if constexpr (kTypes == Types::kFloat) {
     if (x.dtype == DType::kFloat32) {
-      if (!MapVMath(f, *ctx.kernel_config().vmath, x.ptr<float>(), y.ptr<float>(), x.numel()))
+      const kernels::VMathKernels& vm = *ctx.kernel_config().vmath;
+      // A zero-length call only asks whether the op has a vector kernel.
+      if (MapVMath(f, vm, nullptr, nullptr, 0)) {
+        // Chunks of whole vectors between threads: a lane's result never
+        // depends on its neighbours, so any split gives the same bits.
+        constexpr int64_t kChunk = 4096;
+        const int64_t n = x.numel(), chunks = (n + kChunk - 1) / kChunk;
+        const float* px = x.ptr<float>();
+        float* py = y.ptr<float>();
+        kernels::ParallelFor(chunks > 1 ? ctx.pool : nullptr, chunks,
+                             [&](int64_t c0, int64_t c1, int) {
+                               const int64_t b = c0 * kChunk, e = std::min(n, c1 * kChunk);
+                               MapVMath(f, vm, px + b, py + b, e - b);
+                             });
+      } else {
         MapUnary<float>(f, x, y);
+      }
     } else if (x.dtype == DType::kFloat64) {
       MapUnary<double>(f, x, y);
     } else {

@@ -1,0 +1,37 @@
+// AVX2+FMA row kernels (rowops_f32.h): the shared algorithm over 8-lane vectors.
+#include <immintrin.h>
+
+#include "kernels/rowops_f32.h"
+#include "kernels/rowops_f32_impl.h"
+
+namespace qfold {
+namespace kernels {
+namespace {
+
+struct V8 {
+  using F = __m256;
+  static constexpr int kLanes = 8;
+  static F Load(const float* p) { return _mm256_loadu_ps(p); }
+  static void Store(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static F Set(float v) { return _mm256_set1_ps(v); }
+  static F Add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static float HorizontalSum(F v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+};
+
+using K = rowops::Kernels<V8>;
+
+}  // namespace
+
+extern const RowOpsF32Kernels kRowOpsF32Avx2;
+const RowOpsF32Kernels kRowOpsF32Avx2 = {V8::kLanes, K::Sum, K::SumSquares, K::LayerNorm, K::Scale};
+
+}  // namespace kernels
+}  // namespace qfold

@@ -1,0 +1,85 @@
+// The algorithm of rowops_f32.h over a vector trait V; included only by the
+// per-ISA files, which compile it with their flags.
+//
+// V provides: type F, kLanes, Load/Store, Set, Add, Sub, Mul, Fma(a, b, c) =
+// a*b + c, and HorizontalSum(v) (a pairwise tree over the lanes).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace qfold {
+namespace kernels {
+namespace rowops {
+
+template <class V>
+struct Kernels {
+  using F = typename V::F;
+  static constexpr int kL = V::kLanes;
+
+  // Sum of map(x[i]); the last vector is padded with `pad`, where map must give 0.
+  template <class Map>
+  static float Reduce(const float* x, int64_t n, float pad, const Map& map) {
+    F a0 = V::Set(0.f), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 4 * kL <= n; i += 4 * kL) {
+      a0 = V::Add(a0, map(V::Load(x + i)));
+      a1 = V::Add(a1, map(V::Load(x + i + kL)));
+      a2 = V::Add(a2, map(V::Load(x + i + 2 * kL)));
+      a3 = V::Add(a3, map(V::Load(x + i + 3 * kL)));
+    }
+    F* acc[4] = {&a0, &a1, &a2, &a3};
+    for (int a = 0; i < n; i += kL, ++a) {
+      float buf[kL];
+      std::fill(buf, buf + kL, pad);
+      std::copy(x + i, x + std::min<int64_t>(n, i + kL), buf);
+      *acc[a] = V::Add(*acc[a], map(V::Load(buf)));
+    }
+    return V::HorizontalSum(V::Add(V::Add(a0, a1), V::Add(a2, a3)));
+  }
+
+  static float Sum(const float* x, int64_t n) {
+    return Reduce(x, n, 0.f, [](F v) { return v; });
+  }
+
+  static float SumSquares(const float* x, int64_t n) {
+    return Reduce(x, n, 0.f, [](F v) { return V::Mul(v, v); });
+  }
+
+  static void LayerNorm(const float* x, float* y, int64_t n, const float* scale, const float* bias,
+                        float eps, float* mean_out, float* inv_out) {
+    const float mean = n > 0 ? Sum(x, n) / float(n) : 0.f;
+    const F vm = V::Set(mean);
+    // Padded with the mean itself, whose squared deviation is exactly 0.
+    const float sq = Reduce(x, n, mean, [vm](F v) {
+      const F d = V::Sub(v, vm);
+      return V::Mul(d, d);
+    });
+    const float var = n > 0 ? sq / float(n) : 0.f;
+    const float inv = float(1.0 / std::sqrt(double(var) + double(eps)));
+    const F vi = V::Set(inv);
+    int64_t i = 0;
+    for (; i + kL <= n; i += kL) {
+      const F d = V::Sub(V::Load(x + i), vm);
+      const F a = V::Mul(vi, V::Load(scale + i));
+      V::Store(y + i, bias ? V::Fma(d, a, V::Load(bias + i)) : V::Mul(d, a));
+    }
+    for (; i < n; ++i) {
+      const float a = inv * scale[i];
+      y[i] = bias ? std::fma(x[i] - mean, a, bias[i]) : (x[i] - mean) * a;
+    }
+    *mean_out = mean;
+    *inv_out = inv;
+  }
+
+  static void Scale(const float* x, float* y, int64_t n, float s) {
+    const F vs = V::Set(s);
+    int64_t i = 0;
+    for (; i + kL <= n; i += kL) V::Store(y + i, V::Mul(V::Load(x + i), vs));
+    for (; i < n; ++i) y[i] = x[i] * s;
+  }
+};
+
+}  // namespace rowops
+}  // namespace kernels
+}  // namespace qfold
