@@ -62,41 +62,42 @@ struct Avx2Micro {
 
   // Few unsigned activation rows by the signed weights (the one-row GEMV of
   // an LSTM step or a batch-1 MatMul): the weights are used as packed, with
-  // no widening. Each activation byte a = lo + 128 * hi (lo 7 bits, hi 1 bit),
-  // so vpmaddubsw(lo, w) is exact (|2 * 127 * 128| < 2^15) and is widened by
-  // vpmaddwd with ones; vpmaddubsw(hi, w) pairs lie in [-256, 254] and are
-  // summed in 16 bits over up to 128 k groups before one vpmaddwd by 128.
+  // no widening. Each activation byte a = lo + 16 * hi with 4-bit halves, so
+  // vpmaddubsw(lo or hi, w) pairs are exact and lie in [-3840, 3810]: eight
+  // k groups of them still fit 16 bits, and one vpmaddwd (by 1 or 16) per
+  // eight groups widens them to the int32 sums.
   template <int kRows>
   __attribute__((always_inline)) static void AccumulateFewRows(const uint8_t* lp, const uint8_t* rp,
                                                                int64_t k4, __m256i (&acc)[kMr][2]) {
-    constexpr int64_t kHiBlock = 128;  // 128 * 256 = 2^15: the int16 hi sums cannot overflow
-    const __m256i ones = _mm256_set1_epi16(1), x128 = _mm256_set1_epi16(128);
-    const __m256i low7 = _mm256_set1_epi8(0x7f), bit0 = _mm256_set1_epi8(1);
+    constexpr int64_t kBlock = 8;  // 8 * 3840 < 2^15
+    const __m256i ones = _mm256_set1_epi16(1), x16 = _mm256_set1_epi16(16);
+    const __m256i nibble = _mm256_set1_epi8(0x0f);
     for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-    for (int64_t q0 = 0; q0 < k4; q0 += kHiBlock) {
-      const int64_t q1 = k4 - q0 < kHiBlock ? k4 : q0 + kHiBlock;
-      __m256i hi_sum[kRows][2];
-      for (int r = 0; r < kRows; ++r) hi_sum[r][0] = hi_sum[r][1] = _mm256_setzero_si256();
-      for (int64_t q = q0; q < q1; ++q, lp += 4 * kMr, rp += 4 * kNr) {
-        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp));
-        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp + 32));
+    for (int64_t q0 = 0; q0 < k4; q0 += kBlock) {
+      const int64_t n = k4 - q0 < kBlock ? k4 - q0 : kBlock;
+      __m256i lo_sum[kRows][2], hi_sum[kRows][2];
+      for (int r = 0; r < kRows; ++r)
+        for (int v = 0; v < 2; ++v) lo_sum[r][v] = hi_sum[r][v] = _mm256_setzero_si256();
+      for (int64_t q = 0; q < n; ++q, lp += 4 * kMr, rp += 4 * kNr) {
+        const __m256i w[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp)),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp + 32))};
         for (int r = 0; r < kRows; ++r) {
           int32_t l;
           std::memcpy(&l, lp + 4 * r, 4);
           const __m256i a = _mm256_set1_epi32(l);
-          const __m256i lo = _mm256_and_si256(a, low7);
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(a, 7), bit0);
-          acc[r][0] =
-              _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, w0), ones));
-          acc[r][1] =
-              _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, w1), ones));
-          hi_sum[r][0] = _mm256_add_epi16(hi_sum[r][0], _mm256_maddubs_epi16(hi, w0));
-          hi_sum[r][1] = _mm256_add_epi16(hi_sum[r][1], _mm256_maddubs_epi16(hi, w1));
+          const __m256i lo = _mm256_and_si256(a, nibble);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(a, 4), nibble);
+          for (int v = 0; v < 2; ++v) {
+            lo_sum[r][v] = _mm256_add_epi16(lo_sum[r][v], _mm256_maddubs_epi16(lo, w[v]));
+            hi_sum[r][v] = _mm256_add_epi16(hi_sum[r][v], _mm256_maddubs_epi16(hi, w[v]));
+          }
         }
       }
       for (int r = 0; r < kRows; ++r)
         for (int v = 0; v < 2; ++v)
-          acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_madd_epi16(hi_sum[r][v], x128));
+          acc[r][v] =
+              _mm256_add_epi32(acc[r][v], _mm256_add_epi32(_mm256_madd_epi16(lo_sum[r][v], ones),
+                                                           _mm256_madd_epi16(hi_sum[r][v], x16)));
     }
   }
 };
