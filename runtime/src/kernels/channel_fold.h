@@ -3,6 +3,7 @@
 // the channel folded into the bias, as docs/NUMERICS.md derives, with int32
 // wraparound like the reference's accumulators.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -29,26 +30,37 @@ struct ChannelParams {
 
 // For n channels with k-long dot products: wsum holds each channel's sum of
 // the shifted (s8) weights, xzp_u the activation zero point shifted to u8;
-// uint8 weights' zero points are shifted to s8 here.
+// uint8 weights' zero points are shifted to s8 here. Without `with_mult`
+// (a float epilogue with its own multipliers) cp->mult is left zero. Runs
+// before every GEMM (once per step of a recurrent layer), so the arrays keep
+// their storage and the loops carry no per-channel branches.
 inline void FoldChannels(int64_t n, int64_t k, const int32_t* bias,
                          const std::vector<int32_t>& wsum, int32_t xzp_u,
                          const std::vector<int32_t>& wzp, DType w_dtype, float x_scale,
-                         const std::vector<float>& w_scale, float y_scale, ChannelParams* cp) {
-  const int64_t padded = RoundUpTo(n, 64) + 64;
-  cp->bias.assign(size_t(padded), 0);
-  cp->wzp.assign(size_t(padded), 0);
-  cp->mult.assign(size_t(padded), 0.f);
-  cp->any_wzp = false;
-  for (int64_t c = 0; c < n; ++c) {
-    const int32_t z = wzp.size() == 1 ? wzp[0] : wzp[size_t(c)];
-    const int32_t wz = w_dtype == DType::kUInt8 ? z - 128 : z;
-    cp->wzp[size_t(c)] = wz;
-    cp->any_wzp |= wz != 0;
-    cp->bias[size_t(c)] = WrapInt32(int64_t(bias ? bias[c] : 0) - int64_t(xzp_u) * wsum[size_t(c)] +
-                                    int64_t(WrapInt32(k * xzp_u)) * wz);
-    // The multiplier in float32, in the reference's order (docs/NUMERICS.md).
-    cp->mult[size_t(c)] = x_scale * w_scale[w_scale.size() == 1 ? 0 : size_t(c)] / y_scale;
+                         const std::vector<float>& w_scale, float y_scale, ChannelParams* cp,
+                         bool with_mult = true) {
+  const size_t padded = size_t(RoundUpTo(n, 64) + 64), un = size_t(n);
+  for (auto* v : {&cp->bias, &cp->wzp}) {
+    v->resize(padded);
+    std::fill(v->begin() + int64_t(un), v->end(), 0);
   }
+  cp->mult.assign(padded, 0.f);
+  const int32_t shift = w_dtype == DType::kUInt8 ? 128 : 0;
+  int32_t any = 0;
+  for (size_t c = 0; c < un; ++c) {
+    const int32_t wz = (wzp.size() == 1 ? wzp[0] : wzp[c]) - shift;
+    cp->wzp[c] = wz;
+    any |= wz;
+  }
+  cp->any_wzp = any != 0;
+  const int64_t kz = WrapInt32(k * xzp_u);
+  for (size_t c = 0; c < un; ++c)
+    cp->bias[c] =
+        WrapInt32(int64_t(bias ? bias[c] : 0) - int64_t(xzp_u) * wsum[c] + kz * cp->wzp[c]);
+  if (!with_mult) return;
+  // The multiplier in float32, in the reference's order (docs/NUMERICS.md).
+  for (size_t c = 0; c < un; ++c)
+    cp->mult[c] = x_scale * w_scale[w_scale.size() == 1 ? 0 : c] / y_scale;
 }
 
 }  // namespace kernels

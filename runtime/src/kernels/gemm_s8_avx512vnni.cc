@@ -21,14 +21,16 @@ namespace {
 
 constexpr int kMr = 8, kNr = 32;
 
-template <bool kWeightsLeft>
+// The first kRows rows of a left panel (stride kMr rows): a partial last row
+// tile, or all rows when there are few (a one-row GEMV), without the empty ones.
+template <bool kWeightsLeft, int kRows>
 __attribute__((always_inline)) inline void Accumulate(const uint8_t* lp, const uint8_t* rp,
                                                       int64_t k4, __m512i (&acc)[kMr][2]) {
-  for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+  for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
   for (int64_t q = 0; q < k4; ++q, lp += 4 * kMr, rp += 4 * kNr) {
     const __m512i r0 = _mm512_loadu_si512(rp);
     const __m512i r1 = _mm512_loadu_si512(rp + 64);
-    for (int r = 0; r < kMr; ++r) {
+    for (int r = 0; r < kRows; ++r) {
       int32_t l;
       std::memcpy(&l, lp + 4 * r, 4);
       const __m512i lb = _mm512_set1_epi32(l);
@@ -41,6 +43,17 @@ __attribute__((always_inline)) inline void Accumulate(const uint8_t* lp, const u
       }
     }
   }
+}
+
+// Accumulate<kWeightsLeft, n> with n = rows (1..kMr) chosen at run time.
+template <bool kWeightsLeft, int kRows = kMr>
+__attribute__((always_inline)) inline void AccumulateRows(int rows, const uint8_t* lp,
+                                                          const uint8_t* rp, int64_t k4,
+                                                          __m512i (&acc)[kMr][2]) {
+  if constexpr (kRows > 1) {
+    if (rows < kRows) return AccumulateRows<kWeightsLeft, kRows - 1>(rows, lp, rp, k4, acc);
+  }
+  Accumulate<kWeightsLeft, kRows>(lp, rp, k4, acc);
 }
 
 // clamp(round(float(acc) * mult) + yzp): clamping in float before the
@@ -87,8 +100,8 @@ void GemmImpl(const GemmS8Args& a) {
     }
     for (int64_t ip = 0; ip < a.rows; ip += kMr) {
       __m512i acc[kMr][2];
-      Accumulate<kWeightsLeft>(a.left + ip * a.k4 * 4, rp, a.k4, acc);
       const int nrow = a.rows - ip < kMr ? int(a.rows - ip) : kMr;
+      AccumulateRows<kWeightsLeft>(nrow, a.left + ip * a.k4 * 4, rp, a.k4, acc);
       for (int r = 0; r < nrow; ++r) {
         const int64_t row = ip + r;
         __m512i v0 = acc[r][0], v1 = acc[r][1];

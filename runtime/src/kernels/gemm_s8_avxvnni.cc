@@ -19,14 +19,14 @@ namespace {
 struct AvxVnniMicro {
   static constexpr int kMr = 6, kNr = 16;
 
-  template <bool kWeightsLeft>
+  template <bool kWeightsLeft, int kRows>
   __attribute__((always_inline)) static void Accumulate(const uint8_t* lp, const uint8_t* rp,
                                                         int64_t k4, __m256i (&acc)[kMr][2]) {
-    for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
     for (int64_t q = 0; q < k4; ++q, lp += 4 * kMr, rp += 4 * kNr) {
       const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp));
       const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp + 32));
-      for (int r = 0; r < kMr; ++r) {
+      for (int r = 0; r < kRows; ++r) {
         int32_t l;
         std::memcpy(&l, lp + 4 * r, 4);
         const __m256i lb = _mm256_set1_epi32(l);

@@ -3,9 +3,14 @@
 // loop, the epilogue (zero-point terms, requantization, byte stores) and
 // requant_row. Each file supplies its microkernel as
 //   struct Micro { static constexpr int kMr, kNr;
-//                  template <bool kWeightsLeft> static void Accumulate(
+//                  template <bool kWeightsLeft, int kRows> static void Accumulate(
 //                      const uint8_t* lp, const uint8_t* rp, int64_t k4,
 //                      __m256i (&acc)[kMr][2]); };
+// which fills acc[0..kRows) from the first kRows rows of a left panel (the
+// panel keeps its kMr-row stride). kRows < kMr is the last, partial row tile,
+// and the whole product when there are few rows (one-row GEMV: the recurrent
+// step of an LSTM at batch 1, a decoder's MatMul), so its empty rows cost
+// nothing.
 // Everything is in an anonymous namespace: each ISA file compiles its own
 // copy with its own -m flags, and copies must not be merged by the linker.
 #pragma once
@@ -52,6 +57,17 @@ inline void StoreBytes(__m256i v, int64_t n, uint8_t* y) {
   }
 }
 
+// Micro::Accumulate<kWeightsLeft, n> with n = rows (1..kMr) chosen at run time.
+template <class Micro, bool kWeightsLeft, int kRows = Micro::kMr>
+__attribute__((always_inline)) inline void AccumulateRows(int rows, const uint8_t* lp,
+                                                          const uint8_t* rp, int64_t k4,
+                                                          __m256i (&acc)[Micro::kMr][2]) {
+  if constexpr (kRows > 1) {
+    if (rows < kRows) return AccumulateRows<Micro, kWeightsLeft, kRows - 1>(rows, lp, rp, k4, acc);
+  }
+  Micro::template Accumulate<kWeightsLeft, kRows>(lp, rp, k4, acc);
+}
+
 template <class Micro, bool kWeightsLeft>
 void GemmImpl256(const GemmS8Args& a) {
   constexpr int kMr = Micro::kMr, kNr = Micro::kNr;
@@ -78,8 +94,8 @@ void GemmImpl256(const GemmS8Args& a) {
     }
     for (int64_t ip = 0; ip < a.rows; ip += kMr) {
       __m256i acc[kMr][2];
-      Micro::template Accumulate<kWeightsLeft>(a.left + ip * a.k4 * 4, rp, a.k4, acc);
       const int nrow = a.rows - ip < kMr ? int(a.rows - ip) : kMr;
+      AccumulateRows<Micro, kWeightsLeft>(nrow, a.left + ip * a.k4 * 4, rp, a.k4, acc);
       for (int r = 0; r < nrow; ++r) {
         const int64_t row = ip + r;
         for (int v = 0; v < 2; ++v) {

@@ -405,7 +405,7 @@ bool RunQMatMulS8(void* state, const QMatMulCall& c) {
   if (rows == 0) return true;
   const uint8_t amask = ShiftMask(a.dtype);
   FoldChannels(s.n, s.kdim, c.bias, s.bsum, ActivationZp(c.a_zp, a.dtype), c.b_zp, s.b_dtype,
-               c.a_scale, c.b_scale, c.y_scale, &s.cp);
+               c.a_scale, c.b_scale, c.y_scale, &s.cp, /*with_mult=*/!c.dq_mult);
   Resize(&s.packed_a, PackedBytes(rows, s.kdim, k.mr));
   k.pack_left(a.ptr<uint8_t>(), s.kdim, rows, s.kdim, amask, s.packed_a.data());
   if (s.cp.any_wzp) {
