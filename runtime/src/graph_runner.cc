@@ -70,7 +70,9 @@ Status PlanGraphArena(const ArenaGraph& g, const std::vector<bool>& folded, size
   // Scratch first, so that an op whose scratch alone is too much is named.
   std::vector<size_t> scratch(size_t(nops), 0);
   size_t kept = 0;
-  int largest = -1;  // the op with the most run scratch, for the message
+  // The op with the most scratch (run and kept), for the message.
+  int largest = -1;
+  size_t largest_bytes = 0;
   for (int k = 0; k < nops; ++k) {
     KernelContext& ctx = contexts[size_t(k)];
     ClearScratch(ctx);
@@ -82,7 +84,10 @@ Status PlanGraphArena(const ArenaGraph& g, const std::vector<bool>& folded, size
       return ScratchOverLimit(ctx, needs, limit);
     kept += needs.kept;
     scratch[size_t(k)] = needs.run;
-    if (needs.run && (largest < 0 || needs.run > scratch[size_t(largest)])) largest = k;
+    if (needs.run + needs.kept > largest_bytes) {
+      largest = k;
+      largest_bytes = needs.run + needs.kept;
+    }
   }
   // Lifetimes in op steps.
   const size_t nt = tensors.size();
@@ -118,8 +123,8 @@ Status PlanGraphArena(const ArenaGraph& g, const std::vector<bool>& folded, size
     std::string msg = prefix + "activations need an arena of " + std::to_string(size) + " bytes";
     if (largest >= 0) {
       const KernelContext& ctx = contexts[size_t(largest)];
-      msg += " (with kernel scratch, the most " + std::to_string(scratch[size_t(largest)]) +
-             " bytes for " + *ctx.op_type + " '" + *ctx.op_name + "')";
+      msg += " (kernel scratch included; the most, " + std::to_string(largest_bytes) +
+             " bytes run and kept, for " + *ctx.op_type + " '" + *ctx.op_name + "')";
     }
     if (used || kept)
       msg += " plus " + std::to_string(used + kept) +
