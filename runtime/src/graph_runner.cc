@@ -48,6 +48,126 @@ void* OwnedBuffer::Grow(size_t bytes, size_t keep) {
   return data_.get();
 }
 
+namespace {
+// "needs 5 MB of kernel scratch" style message for an op over the limit.
+Status ScratchOverLimit(const KernelContext& ctx, const ScratchNeeds& needs, size_t limit) {
+  return ctx.Invalid(
+      "needs " + std::to_string(needs.run) + " bytes of kernel scratch" +
+      (needs.kept ? " and keeps " + std::to_string(needs.kept) + " across runs" : "") +
+      ", more than the " + std::to_string(limit) + " bytes a session may allocate");
+}
+}  // namespace
+
+Status PlanGraphArena(const ArenaGraph& g, const std::vector<bool>& folded, size_t limit,
+                      size_t used, const std::string& label, OwnedBuffer* arena, size_t* arena_size,
+                      size_t* kept_bytes) {
+  std::vector<Tensor>& tensors = *g.tensors;
+  std::vector<KernelContext>& contexts = *g.contexts;
+  const int nops = int(g.defs.size());
+  const size_t budget = limit - std::min(limit, used);
+  *arena_size = 0;
+  *kept_bytes = 0;
+  // Scratch first, so that an op whose scratch alone is too much is named.
+  std::vector<size_t> scratch(size_t(nops), 0);
+  size_t kept = 0;
+  // The op with the most scratch (run and kept), for the message.
+  int largest = -1;
+  size_t largest_bytes = 0;
+  for (int k = 0; k < nops; ++k) {
+    KernelContext& ctx = contexts[size_t(k)];
+    ClearScratch(ctx);
+    if (folded[size_t(k)] || !g.defs[size_t(k)]->scratch) continue;
+    ScratchNeeds needs;
+    QF_RETURN_IF_ERROR(g.defs[size_t(k)]->scratch(ctx, &needs));
+    ctx.scratch_planned = true;
+    if (needs.run > budget || needs.kept > budget - std::min(budget, kept + needs.run))
+      return ScratchOverLimit(ctx, needs, limit);
+    kept += needs.kept;
+    scratch[size_t(k)] = needs.run;
+    if (needs.run + needs.kept > largest_bytes) {
+      largest = k;
+      largest_bytes = needs.run + needs.kept;
+    }
+  }
+  // Lifetimes in op steps.
+  const size_t nt = tensors.size();
+  std::vector<int> first(nt, INT_MAX), last(nt, -1);
+  for (int id : g.live_from_start)
+    first[size_t(id)] = -1, last[size_t(id)] = std::max(last[size_t(id)], -1);
+  for (int k = 0; k < nops; ++k) {
+    if (folded[size_t(k)]) continue;
+    for (int id : *g.op_inputs[size_t(k)])
+      if (id >= 0) last[size_t(id)] = std::max(last[size_t(id)], k);
+    for (int id : *g.op_outputs[size_t(k)])
+      if (id >= 0)
+        first[size_t(id)] = std::min(first[size_t(id)], k),
+        last[size_t(id)] = std::max(last[size_t(id)], k);
+  }
+  for (int id : g.live_to_end) last[size_t(id)] = nops;
+  std::vector<BufferRequest> requests;
+  std::vector<int> owner;  // tensor id, or -1 - op for an op's scratch
+  for (size_t i = 0; i < nt; ++i) {
+    if (tensors[i].data || first[i] == INT_MAX) continue;
+    requests.push_back({tensors[i].bytes(), first[i], last[i]});
+    owner.push_back(int(i));
+  }
+  for (int k = 0; k < nops; ++k)
+    if (scratch[size_t(k)]) {
+      requests.push_back({scratch[size_t(k)], k, k});
+      owner.push_back(-1 - k);
+    }
+  std::vector<size_t> offsets;
+  const size_t size = PlanArena(requests, kAlign, &offsets);
+  const std::string prefix = label.empty() ? "" : label + ": ";
+  if (size > budget - std::min(budget, kept)) {
+    std::string msg = prefix + "activations need an arena of " + std::to_string(size) + " bytes";
+    if (largest >= 0) {
+      const KernelContext& ctx = contexts[size_t(largest)];
+      msg += " (kernel scratch included; the most, " + std::to_string(largest_bytes) +
+             " bytes run and kept, for " + *ctx.op_type + " '" + *ctx.op_name + "')";
+    }
+    if (used || kept)
+      msg += " plus " + std::to_string(used + kept) +
+             " bytes of values computed at plan time and kept kernel scratch";
+    return Status(StatusCode::kInvalidModel, msg + ", more than the " + std::to_string(limit) +
+                                                 " bytes a session may allocate");
+  }
+  uint8_t* base = static_cast<uint8_t*>(arena->Reserve(size));
+  if (!base)
+    return Status(StatusCode::kIoError,
+                  prefix + "cannot allocate an arena of " + std::to_string(size) + " bytes");
+  for (size_t r = 0; r < requests.size(); ++r) {
+    if (owner[r] >= 0) {
+      tensors[size_t(owner[r])].data = base + offsets[r];
+    } else {
+      KernelContext& ctx = contexts[size_t(-1 - owner[r])];
+      ctx.scratch = base + offsets[r];
+      ctx.scratch_size = requests[r].bytes;
+    }
+  }
+  *arena_size = size;
+  *kept_bytes = kept;
+  return Status::Ok();
+}
+
+Status ReserveDynamicScratch(const OpDef& def, KernelContext& ctx, size_t limit, size_t used,
+                             OwnedBuffer* buffer) {
+  ClearScratch(ctx);
+  if (!def.scratch) return Status::Ok();
+  ScratchNeeds needs;
+  QF_RETURN_IF_ERROR(def.scratch(ctx, &needs));
+  const size_t budget = limit - std::min(limit, used);
+  if (needs.run > budget || needs.kept > budget - needs.run)
+    return ScratchOverLimit(ctx, needs, limit);
+  ctx.scratch = buffer->Reserve(needs.run);
+  if (!ctx.scratch)
+    return ctx.Error(StatusCode::kIoError,
+                     "out of memory for " + std::to_string(needs.run) + " bytes of kernel scratch");
+  ctx.scratch_size = needs.run;
+  ctx.scratch_planned = true;
+  return Status::Ok();
+}
+
 Status MakeSubgraphRunner(KernelContext& ctx, const char* attr, std::unique_ptr<GraphRunner>* out) {
   if (!ctx.subgraphs || !ctx.subgraphs->model)
     return ctx.Unsupported("runs subgraphs only inside a session");
@@ -107,6 +227,16 @@ Status GraphRunner::Create(const SubgraphEnv& env, int graph_index, const std::s
       ctx.state = r->op_state_[k].get();
     }
   }
+  ArenaGraph& ag = r->arena_graph_;
+  ag.tensors = &r->tensors_;
+  ag.contexts = &r->contexts_;
+  for (size_t k = 0; k < g.ops.size(); ++k) {
+    ag.defs.push_back(g.ops[k].def);
+    ag.op_inputs.push_back(&r->op_in_slots_[k]);
+    ag.op_outputs.push_back(&r->op_out_slots_[k]);
+  }
+  // Inputs belong to the caller (not planned); outputs live to the end.
+  ag.live_to_end = r->output_slots_;
   *out = std::move(r);
   return Status::Ok();
 }
@@ -138,7 +268,7 @@ bool GraphRunner::OutputPassesInput(int i, int j) const {
 }
 
 size_t GraphRunner::arena_bytes() const {
-  size_t n = arena_size_;
+  size_t n = arena_size_ + kept_bytes_;
   for (size_t k = 0; k < graph_->ops.size(); ++k)
     if (graph_->ops[k].def->has_subgraphs && op_state_[k])
       n += static_cast<const ControlFlowState*>(op_state_[k].get())->arena_bytes();
@@ -175,6 +305,7 @@ Status GraphRunner::Plan(const std::vector<const Tensor*>& inputs) {
   dynamic_ = false;
   folded_storage_.clear();
   arena_size_ = 0;
+  kept_bytes_ = 0;
   planned_shapes_.clear();
   planned_dtypes_.clear();
   const Model::Impl& m = *env_->model;
@@ -217,6 +348,7 @@ Status GraphRunner::Plan(const std::vector<const Tensor*>& inputs) {
   for (int k = 0; k < nops; ++k) {
     const OpEntry& op = g.ops[size_t(k)];
     KernelContext& ctx = contexts_[size_t(k)];
+    ClearScratch(ctx);  // folded ops run before the arena exists
     QF_RETURN_IF_ERROR(op.def->infer(ctx));
     bool all_known = true, value_unknown = false, outputs_known = true;
     for (Tensor* in : ctx.inputs)
@@ -265,39 +397,8 @@ Status GraphRunner::Plan(const std::vector<const Tensor*>& inputs) {
     planned_ = true;
     return Status::Ok();
   }
-  // Lifetimes in op steps; inputs belong to the caller, outputs live to the end.
-  const size_t ns = tensors_.size();
-  std::vector<int> first(ns, INT_MAX), last(ns, -1);
-  for (int k = 0; k < nops; ++k) {
-    if (folded_[size_t(k)]) continue;
-    for (int s : op_in_slots_[size_t(k)])
-      if (s >= 0) last[size_t(s)] = std::max(last[size_t(s)], k);
-    for (int s : op_out_slots_[size_t(k)])
-      if (s >= 0)
-        first[size_t(s)] = std::min(first[size_t(s)], k),
-        last[size_t(s)] = std::max(last[size_t(s)], k);
-  }
-  for (int s : output_slots_) last[size_t(s)] = nops;
-  std::vector<BufferRequest> requests;
-  std::vector<int> request_slot;
-  for (size_t s = 0; s < ns; ++s) {
-    if (tensors_[s].data || first[s] == INT_MAX) continue;
-    requests.push_back({tensors_[s].bytes(), first[s], last[s]});
-    request_slot.push_back(int(s));
-  }
-  std::vector<size_t> offsets;
-  arena_size_ = PlanArena(requests, kAlign, &offsets);
-  if (arena_size_ > env_->max_memory_bytes - std::min(env_->max_memory_bytes, folded_bytes))
-    return Status(StatusCode::kInvalidModel,
-                  label_ + ": activations need an arena of " + std::to_string(arena_size_) +
-                      " bytes, more than the " + std::to_string(env_->max_memory_bytes) +
-                      " bytes a session may allocate");
-  uint8_t* base = static_cast<uint8_t*>(arena_.Reserve(arena_size_));
-  if (!base && arena_size_)
-    return Status(StatusCode::kIoError, label_ + ": cannot allocate an arena of " +
-                                            std::to_string(arena_size_) + " bytes");
-  for (size_t r = 0; r < requests.size(); ++r)
-    tensors_[size_t(request_slot[r])].data = base + offsets[r];
+  QF_RETURN_IF_ERROR(PlanGraphArena(arena_graph_, folded_, env_->max_memory_bytes, folded_bytes,
+                                    label_, &arena_, &arena_size_, &kept_bytes_));
   planned_ = true;
   return Status::Ok();
 }
@@ -325,6 +426,8 @@ Status GraphRunner::RunDynamic() {
           return ctx.Error(StatusCode::kIoError, "out of memory for output '" + t->name + "'");
       }
     }
+    QF_RETURN_IF_ERROR(
+        ReserveDynamicScratch(def, ctx, env_->max_memory_bytes, used, &dynamic_scratch_));
     QF_RETURN_IF_ERROR(RunCaught(def, ctx));
   }
   return Status::Ok();

@@ -33,6 +33,10 @@ class OwnedBuffer {
   void* Grow(size_t bytes, size_t keep);
   void* data() const { return data_.get(); }
   size_t capacity() const { return capacity_; }
+  void Release() {
+    data_.reset();
+    capacity_ = 0;
+  }
 
  private:
   struct Free {
@@ -41,6 +45,39 @@ class OwnedBuffer {
   std::unique_ptr<uint8_t, Free> data_;
   size_t capacity_ = 0;
 };
+
+// One graph's ops and tensors as PlanGraphArena sees them: a session's
+// (model tensor ids) or a subgraph runner's (local slots).
+struct ArenaGraph {
+  std::vector<Tensor>* tensors = nullptr;                      // those with data are not planned
+  std::vector<KernelContext>* contexts = nullptr;              // per op
+  std::vector<const OpDef*> defs;                              // per op
+  std::vector<const std::vector<int>*> op_inputs, op_outputs;  // tensor per slot, -1 omitted
+  std::vector<int> live_from_start;  // written before the first op (a session's inputs)
+  std::vector<int> live_to_end;      // read after the last op (outputs, state inputs)
+};
+
+// Asks every op that runs (not `folded`) for its scratch (OpDef::scratch),
+// then places the tensors without data by their lifetimes in op steps and
+// each op's run scratch at its own step in one arena; refuses a plan whose
+// arena, kept scratch and `used` bytes exceed `limit` (an op whose scratch
+// alone does is named); then allocates the arena and points the tensors and
+// the contexts' scratch into it. `label` prefixes messages (a subgraph's).
+Status PlanGraphArena(const ArenaGraph& g, const std::vector<bool>& folded, size_t limit,
+                      size_t used, const std::string& label, OwnedBuffer* arena, size_t* arena_size,
+                      size_t* kept_bytes);
+
+// Dynamic mode: the op's scratch in `buffer` (one for every op, grown to the
+// largest), refused when it would take the memory past `limit` - `used`.
+Status ReserveDynamicScratch(const OpDef& def, KernelContext& ctx, size_t limit, size_t used,
+                             OwnedBuffer* buffer);
+
+// Clears what a previous plan left in the context (before infer or folding).
+inline void ClearScratch(KernelContext& ctx) {
+  ctx.scratch = nullptr;
+  ctx.scratch_size = 0;
+  ctx.scratch_planned = false;
+}
 
 class GraphRunner {
  public:
@@ -68,7 +105,8 @@ class GraphRunner {
   // Whether output `i` is a copy of input `j` (Identity chains included): a
   // Loop whose condition output passes its condition input on runs M times.
   bool OutputPassesInput(int i, int j) const;
-  // This plan's arena plus those of the nested subgraphs, planned so far.
+  // This plan's arena and kept kernel scratch plus those of the nested
+  // subgraphs, planned so far.
   size_t arena_bytes() const;
 
  private:
@@ -91,8 +129,11 @@ class GraphRunner {
   bool dynamic_ = false;
   std::vector<OwnedBuffer> folded_storage_;
   std::vector<OwnedBuffer> dynamic_storage_;  // per slot, dynamic mode
+  OwnedBuffer dynamic_scratch_;
   OwnedBuffer arena_;
   size_t arena_size_ = 0;
+  size_t kept_bytes_ = 0;  // ScratchNeeds::kept of the planned ops
+  ArenaGraph arena_graph_;
 };
 
 // The state of an If/Loop/Scan op (OpDef::prepare): its subgraphs' runners

@@ -16,7 +16,6 @@
 #include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 #include "model_impl.h"
-#include "planner.h"
 
 namespace qfold {
 
@@ -87,8 +86,11 @@ struct Session::Impl {
   std::vector<size_t> dynamic_capacity;
   size_t dynamic_bytes = 0;  // sum of dynamic_capacity
   size_t folded_bytes = 0;   // sum of folded_storage sizes
-  AlignedBuffer arena;
+  OwnedBuffer arena;
   size_t arena_size = 0;
+  size_t kept_bytes = 0;  // ScratchNeeds::kept of the planned ops
+  OwnedBuffer dynamic_scratch;
+  ArenaGraph arena_graph;
   bool planned = false;
   std::vector<OpProfile> op_profile;  // per op, when opts.profile
   // The model, kernels and threads, for the runners of If/Loop/Scan subgraphs.
@@ -162,6 +164,8 @@ Status Session::Impl::RunDynamic() {
         return ctx.Error(StatusCode::kIoError, "out of memory for output '" + t->name + "' (" +
                                                    std::to_string(t->bytes()) + " bytes)");
     }
+    QF_RETURN_IF_ERROR(ReserveDynamicScratch(*m->ops[k].def, ctx, opts.max_memory_bytes,
+                                             dynamic_bytes, &dynamic_scratch));
     QF_RETURN_IF_ERROR(RunOp(k, ctx));
   }
   return Status::Ok();
@@ -172,8 +176,9 @@ Status Session::Impl::Plan() {
   dynamic = false;
   folded_storage.clear();
   folded_bytes = 0;
-  arena.reset();
+  arena.Release();
   arena_size = 0;
+  kept_bytes = 0;
   const size_t nt = m->tensors.size();
   for (size_t i = 0; i < nt; ++i) {
     Tensor& t = tensors[i];
@@ -210,6 +215,7 @@ Status Session::Impl::Plan() {
   for (int k = 0; k < nops; ++k) {
     const OpEntry& op = m->ops[k];
     KernelContext& ctx = contexts[k];
+    ClearScratch(ctx);  // folded ops run before the arena exists
     QF_RETURN_IF_ERROR(op.def->infer(ctx));
     bool all_known = true;
     for (Tensor* in : ctx.inputs)
@@ -282,41 +288,8 @@ Status Session::Impl::Plan() {
     return Status::Ok();
   }
 
-  // Lifetimes in op steps; graph inputs are written at step -1, outputs read at the end.
-  std::vector<int> first(nt, INT32_MAX), last(nt, -1);
-  for (int id : m->input_ids) first[id] = -1, last[id] = std::max(last[id], -1);
-  for (int k = 0; k < nops; ++k) {
-    if (folded[k]) continue;
-    for (int id : m->ops[k].inputs)
-      if (id >= 0) last[id] = std::max(last[id], k);
-    for (int id : m->ops[k].outputs)
-      if (id >= 0) first[id] = std::min(first[id], k), last[id] = std::max(last[id], k);
-  }
-  for (int id : m->output_ids) last[id] = nops;
-  // A state input is written from its output after the last op: no other
-  // tensor (the output included) may share its memory.
-  for (const auto& b : state_bindings) last[b.second] = nops;
-  std::vector<BufferRequest> requests;
-  std::vector<int> request_tensor;
-  for (size_t i = 0; i < nt; ++i) {
-    if (tensors[i].data || first[i] == INT32_MAX) continue;
-    requests.push_back({tensors[i].bytes(), first[i], last[i]});
-    request_tensor.push_back(int(i));
-  }
-  std::vector<size_t> offsets;
-  arena_size = PlanArena(requests, kArenaAlign, &offsets);
-  if (arena_size > opts.max_memory_bytes - std::min(opts.max_memory_bytes, folded_bytes))
-    return Status(StatusCode::kInvalidModel,
-                  "activations need an arena of " + std::to_string(arena_size) + " bytes (plus " +
-                      std::to_string(folded_bytes) +
-                      " bytes of values computed at plan time), more than the " +
-                      std::to_string(opts.max_memory_bytes) + " bytes a session may allocate");
-  arena = AllocAligned(arena_size);
-  if (!arena)
-    return Status(StatusCode::kInternal,
-                  "cannot allocate an arena of " + std::to_string(arena_size) + " bytes");
-  for (size_t r = 0; r < requests.size(); ++r)
-    tensors[request_tensor[r]].data = arena.get() + offsets[r];
+  QF_RETURN_IF_ERROR(PlanGraphArena(arena_graph, folded, opts.max_memory_bytes, folded_bytes,
+                                    std::string(), &arena, &arena_size, &kept_bytes));
   planned = true;
   return Status::Ok();
 }
@@ -418,6 +391,17 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
       ctx.state = im.op_state[k].get();
     }
   }
+  ArenaGraph& ag = im.arena_graph;
+  ag.tensors = &im.tensors;
+  ag.contexts = &im.contexts;
+  for (const OpEntry& op : im.m->ops) {
+    ag.defs.push_back(op.def);
+    ag.op_inputs.push_back(&op.inputs);
+    ag.op_outputs.push_back(&op.outputs);
+  }
+  // Graph inputs are written before the first op, outputs read after the last.
+  ag.live_from_start = im.m->input_ids;
+  ag.live_to_end = im.m->output_ids;
   for (const auto& binding : opts.state_bindings) {
     const std::string& out_name = binding.first;
     const std::string& in_name = binding.second;
@@ -446,6 +430,9 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
         return Status(StatusCode::kInvalidArgument,
                       what + "input '" + in_name + "' is already bound to an output");
     im.state_bindings.emplace_back(im.m->output_ids[size_t(out_idx)], in_id);
+    // Written from its output after the last op: no other tensor (the output
+    // included) may share its memory.
+    ag.live_to_end.push_back(in_id);
   }
   // A model with symbolic input dims is planned once the caller resizes it.
   bool concrete = true;
@@ -560,7 +547,7 @@ Status Session::GetOutput(const std::string& name, DType* dtype, Shape* shape,
 }
 
 size_t Session::arena_bytes() const {
-  size_t n = impl_->arena_size;
+  size_t n = impl_->arena_size + impl_->kept_bytes;
   // Each If/Loop/Scan subgraph has its own arena (planned with it).
   for (size_t k = 0; k < impl_->m->ops.size(); ++k)
     if (impl_->m->ops[k].def->has_subgraphs && impl_->op_state[k])

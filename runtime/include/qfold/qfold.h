@@ -178,8 +178,9 @@ qfold_status qfold_session_get_output(qfold_session* session, const char* name, 
  * a no-op for a NULL session or one without bindings. */
 qfold_status qfold_session_reset_state(qfold_session* session);
 
-/* Bytes of the planned activation arena (0 before planning or when the model
- * needs data-dependent shapes and allocates per tensor); 0 for NULL. */
+/* Bytes of the planned activation arena, kernel scratch included (0 before
+ * planning or when the model needs data-dependent shapes and allocates per
+ * tensor); 0 for NULL. */
 size_t qfold_session_arena_bytes(const qfold_session* session);
 
 /* The kernel variant of every kernel family the session uses, chosen once from

@@ -18,6 +18,18 @@ struct KernelConfig;
 }  // namespace kernels
 struct SubgraphEnv;  // graph_runner.h
 
+// Memory an op's run needs beyond its inputs and outputs (OpDef::scratch).
+struct ScratchNeeds {
+  // Alive only while the op runs: planned in the session's arena beside the
+  // activations (ops that run at different steps share it) and handed over as
+  // KernelContext::scratch. Per-thread scratch is counted for every thread.
+  size_t run = 0;
+  // Held by the op's prepared state across runs for these shapes (an
+  // indirection buffer reused while the input's address stays): not in the
+  // arena, but counted with it against SessionOptions::max_memory_bytes.
+  size_t kept = 0;
+};
+
 struct KernelContext {
   const std::string* op_type = nullptr;
   const std::string* op_name = nullptr;  // ONNX node name, for messages
@@ -43,6 +55,13 @@ struct KernelContext {
   // sets the outputs' shapes and points their data at buffers the op owns
   // (a Loop's scan outputs are sized by the iterations it runs).
   bool op_allocates_outputs = false;
+  // Runtime only: the scratch planned for this op (OpDef::scratch), 64-byte
+  // aligned, valid during run. scratch_planned is false where nothing was
+  // planned (the converter, ops evaluated at plan time): kernels then
+  // allocate their own (kernels/scratch.h).
+  void* scratch = nullptr;
+  size_t scratch_size = 0;
+  bool scratch_planned = false;
 
   int num_inputs() const { return int(inputs.size()); }
   int num_outputs() const { return int(outputs.size()); }
@@ -151,6 +170,10 @@ struct OpDef {
   bool output0_optional = false;
   // OpTrait bits.
   unsigned traits = 0;
+  // Optional: the scratch run will need for the current shapes, state and
+  // threads (called after infer and prepare, before run). The session plans
+  // it and refuses the model at plan time when it exceeds the memory limit.
+  Status (*scratch)(KernelContext& ctx, ScratchNeeds* needs) = nullptr;
 };
 
 // `def` with `traits` set: lets positional OpDef initializers add traits.

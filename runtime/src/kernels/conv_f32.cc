@@ -54,12 +54,10 @@ struct ConvF32State {
   std::vector<float> w;         // depthwise: raw weights [m][kh * kw]
 };
 
-// Scratch per thread: packed panels and padded planes of any session.
-thread_local std::vector<float> tl_scratch;
-
-float* Scratch(int64_t n) {
-  if (int64_t(tl_scratch.size()) < n) tl_scratch.resize(size_t(n));
-  return tl_scratch.data();
+// Per-thread slices of floats (a packed panel or a padded plane) of the
+// call's scratch, each a multiple of 64 bytes.
+size_t SliceBytes(int64_t floats) {
+  return (size_t(floats) * sizeof(float) + 63) / 64 * 64;
 }
 
 // Output columns [lo, hi) whose tap at offset t (= kx * dw - pad_left) lands
@@ -128,17 +126,24 @@ void PackConvPanel(const float* x, const ConvF32Call& c, int64_t cg, int64_t j0,
   }
 }
 
+ThreadPool* GemmPool(const ConvF32State& s, const ConvF32Call& c) {
+  return PoolForWork(c.pool, 2 * c.n * s.m * c.oh * c.ow * s.kdim);
+}
+
 bool RunConvGemm(const ConvF32State& s, const ConvF32Call& c) {
   const GemmF32Kernels& k = *s.k;
   const int64_t p = c.oh * c.ow, mg = s.m / s.group, plane = c.ih * c.iw;
   // Segments of a panel: at most one per output row it touches.
   if (k.nr / c.ow + 2 > 64) return false;
+  ThreadPool* const pool = GemmPool(s, c);
+  const size_t slice = SliceBytes(s.kdim * k.nr);
+  const ScratchRegion region(c.scratch, slice * size_t(NumThreads(pool)));
   const bool pointwise = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.pad_top == 0 &&
                          c.pad_left == 0 && c.oh == c.ih && c.ow == c.iw;
   const int64_t panels = (p + k.nr - 1) / k.nr;
   const int64_t units = c.n * s.group * panels;
-  auto work = [&](int64_t begin, int64_t end, int) {
-    float* panel = Scratch(s.kdim * k.nr);
+  auto work = [&](int64_t begin, int64_t end, int slot) {
+    float* panel = region.at<float>(size_t(slot) * slice);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t jp = u % panels, g = u / panels % s.group, b = u / panels / s.group;
       const int64_t j0 = jp * k.nr, ncols = std::min<int64_t>(k.nr, p - j0);
@@ -162,20 +167,32 @@ bool RunConvGemm(const ConvF32State& s, const ConvF32Call& c) {
         for (int64_t r = 0; r < mg; ++r) c.post->Apply(a.c + r * p, ncols);
     }
   };
-  ParallelFor(PoolForWork(c.pool, 2 * c.n * s.m * p * s.kdim), units, work);
+  ParallelFor(pool, units, work);
   return true;
+}
+
+// The padded plane's rows and columns; false for huge pads (the reference
+// kernel then runs, padded_plane.h).
+bool DepthwisePlane(const ConvF32State& s, const ConvF32Call& c, int64_t* ph, int64_t* pw) {
+  return CoveredExtent(c.oh, c.sh, c.kh, c.dh, ph) && CoveredExtent(c.ow, c.sw, c.kw, c.dw, pw) &&
+         PaddedPlaneFits(*ph, *pw + kDwRowSlack, c.ih * c.iw, c.oh * c.ow, s.kh * s.kw);
+}
+
+ThreadPool* DepthwisePool(const ConvF32State& s, const ConvF32Call& c) {
+  return PoolForWork(c.pool, 2 * c.n * s.m * c.oh * c.ow * s.kh * s.kw);
 }
 
 bool RunDepthwise(const ConvF32State& s, const ConvF32Call& c) {
   const int64_t mg = s.m / s.group, taps = s.kh * s.kw;
   int64_t ph = 0, pw = 0;
-  if (!CoveredExtent(c.oh, c.sh, c.kh, c.dh, &ph) || !CoveredExtent(c.ow, c.sw, c.kw, c.dw, &pw) ||
-      !PaddedPlaneFits(ph, pw + kDwRowSlack, c.ih * c.iw, c.oh * c.ow, taps))
-    return false;  // huge pads: the reference kernel (padded_plane.h)
+  if (!DepthwisePlane(s, c, &ph, &pw)) return false;
   const int64_t stride = pw + kDwRowSlack;
+  ThreadPool* const pool = DepthwisePool(s, c);
+  const size_t slice = SliceBytes(ph * stride);
+  const ScratchRegion region(c.scratch, slice * size_t(NumThreads(pool)));
   const int64_t units = c.n * s.m;
-  auto work = [&](int64_t begin, int64_t end, int) {
-    float* pl = Scratch(ph * stride);
+  auto work = [&](int64_t begin, int64_t end, int slot) {
+    float* pl = region.at<float>(size_t(slot) * slice);
     int64_t loaded = -1;  // input plane currently in pl
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / s.m, oc = u % s.m;
@@ -219,7 +236,7 @@ bool RunDepthwise(const ConvF32State& s, const ConvF32Call& c) {
       if (c.post) c.post->Apply(c.y + u * c.oh * c.ow, c.oh * c.ow);
     }
   };
-  ParallelFor(PoolForWork(c.pool, 2 * units * c.oh * c.ow * taps), units, work);
+  ParallelFor(pool, units, work);
   return true;
 }
 
@@ -252,6 +269,17 @@ std::shared_ptr<void> PrepareConvF32(const KernelConfig& kc, const Tensor& w, in
                    s->packed_w.data() + g * s->group_stride);
   }
   return s;
+}
+
+size_t ConvF32Scratch(const void* state, const ConvF32Call& c) {
+  if (!state) return 0;
+  const ConvF32State& s = *static_cast<const ConvF32State*>(state);
+  if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return 0;
+  if (c.n == 0 || c.oh * c.ow == 0) return 0;
+  if (!s.depthwise) return SliceBytes(s.kdim * s.k->nr) * size_t(NumThreads(GemmPool(s, c)));
+  int64_t ph = 0, pw = 0;
+  if (!DepthwisePlane(s, c, &ph, &pw)) return 0;
+  return SliceBytes(ph * (pw + kDwRowSlack)) * size_t(NumThreads(DepthwisePool(s, c)));
 }
 
 bool RunConvF32(void* state, const ConvF32Call& c) {

@@ -18,6 +18,7 @@
 #include "core/activation.h"
 #include "core/tensor.h"
 #include "kernels/gemm_f32.h"
+#include "kernels/scratch.h"
 
 namespace qfold {
 namespace kernels {
@@ -60,8 +61,13 @@ struct ConvF32Call {
   float lo = 0.f, hi = 0.f;
   const FusedActivation* post = nullptr;  // other activations, applied after; may be null
   ThreadPool* pool = nullptr;             // null: the calling thread only
+  ScratchSpan scratch;                    // KernelContext::scratch
 };
+// Its scratch (a packed panel or a padded plane per thread) is call.scratch
+// when planned (ConvF32Scratch), else allocated here.
 bool RunConvF32(void* state, const ConvF32Call& call);
+// The scratch bytes RunConvF32(state, call) uses (shapes and pool only).
+size_t ConvF32Scratch(const void* state, const ConvF32Call& call);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/conv_f32_nhwc_winograd.h"
+#include "kernels/scratch.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -96,15 +97,51 @@ bool WinogradWorthIt(int64_t c, int64_t m) {
   return c >= 32 && m >= 16 && c + m <= 768;
 }
 
-// Per-thread scratch: the tap pointers of a tile and a row of zeros for
-// taps in the padding.
-thread_local std::vector<const float*> tl_ptrs;
-thread_local std::vector<float> tl_zeros;
+// A call's scratch: a row of zeros for taps in the padding (read by every
+// thread), then per thread the tap pointers of its tiles and Winograd's
+// transformed blocks.
+struct CallScratch {
+  int64_t zeros = 0, ptrs = 0, floats = 0;  // counts; ptrs and floats per thread
+  size_t Slice() const {
+    ScratchLayout l;
+    l.Add(size_t(ptrs) * sizeof(const float*));
+    l.Add(size_t(floats) * sizeof(float));
+    return l.total();
+  }
+  size_t Bytes(int threads) const {
+    ScratchLayout l;
+    l.Add(size_t(zeros) * sizeof(float));
+    l.Add(Slice() * size_t(threads));
+    return l.total();
+  }
+};
 
-const float* Zeros(int64_t n) {
-  if (int64_t(tl_zeros.size()) < n) tl_zeros.assign(size_t(n), 0.f);
-  return tl_zeros.data();
-}
+// The call's parts in `region`; the zeros are written here, every run (other
+// ops use the same memory in between).
+class CallParts {
+ public:
+  CallParts(const ScratchSpan& span, const CallScratch& cs, int threads)
+      : cs_(cs), region_(span, cs.Bytes(threads)) {
+    ScratchLayout l;
+    l.Add(size_t(cs.zeros) * sizeof(float));
+    slices_ = region_.data() + l.total();
+    float* z = region_.at<float>(0);
+    std::fill(z, z + cs.zeros, 0.f);
+  }
+  const float* zeros() const { return region_.at<float>(0); }
+  const float** ptrs(int slot) const {
+    return reinterpret_cast<const float**>(slices_ + size_t(slot) * cs_.Slice());
+  }
+  float* floats(int slot) const {
+    const size_t at = (size_t(cs_.ptrs) * sizeof(const float*) + 63) / 64 * 64;
+    return reinterpret_cast<float*>(slices_ + size_t(slot) * cs_.Slice() + at);
+  }
+
+ private:
+  CallScratch cs_;
+  ScratchRegion region_;
+  uint8_t* slices_ = nullptr;
+};
 
 // Pointer to the input values tap (ky, kx) of output pixel (oy, ox) reads,
 // or `zeros` in the padding.
@@ -132,6 +169,26 @@ void InteriorColumns(const ConvNhwcF32Call& c, int64_t kw, int64_t* lo, int64_t*
 // pixels all have such windows runs kh taps of kw * c channels: the same sums
 // in the same order (tap-major, then channel), with the kernel's inner loop
 // kw times longer (an RGB stem's 3 channels per tap left it mostly overhead).
+// Tiles per work unit of RunIgemm: up to 8, fewer when that leaves threads
+// without work (the sums do not depend on the blocking). One thread takes up
+// to 16 tiles in one block: a 7x7 output (9 tiles) then reads its weights
+// once, not once per block (4 MiB for a 1x1 512 -> 2048, beyond L2).
+int64_t IgemmBlock(const ConvNhwcF32Call& c, int64_t tiles) {
+  const int64_t threads = NumThreads(c.pool);
+  return threads == 1 && tiles * c.n <= 16
+             ? tiles
+             : std::max<int64_t>(1, std::min<int64_t>(8, tiles * c.n / (4 * threads)));
+}
+
+ThreadPool* IgemmPool(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  return PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * s.m * s.kh * s.kw * s.cg);
+}
+
+CallScratch IgemmScratch(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  const int64_t tiles = (c.oh * c.ow + s.k->mr - 1) / s.k->mr;
+  return {s.kw * s.cg, IgemmBlock(c, tiles) * s.kh * s.kw * s.k->mr, 0};
+}
+
 void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const ConvNhwcF32Kernels& k = *s.k;
   const int64_t pixels = c.oh * c.ow, taps = s.kh * s.kw, mg = s.m / s.group;
@@ -140,21 +197,14 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const bool row_taps = s.group == 1 && s.kw > 1 && c.dw == 1;
   int64_t in_lo = 0, in_hi = 0;
   if (row_taps) InteriorColumns(c, s.kw, &in_lo, &in_hi);
-  // Blocks of up to 8 tiles, smaller when that leaves threads without work
-  // (the sums do not depend on the blocking). One thread takes up to 16 tiles
-  // in one block: a 7x7 output (9 tiles) then reads its weights once, not
-  // once per block (4 MiB for a 1x1 512 -> 2048, beyond L2).
-  const int64_t threads = NumThreads(c.pool);
-  const int64_t block =
-      threads == 1 && tiles * c.n <= 16
-          ? tiles
-          : std::max<int64_t>(1, std::min<int64_t>(8, tiles * c.n / (4 * threads)));
+  const int64_t block = IgemmBlock(c, tiles);
   const int64_t blocks = (tiles + block - 1) / block;
+  ThreadPool* const pool = IgemmPool(s, c);
+  const CallParts parts(c.scratch, IgemmScratch(s, c), NumThreads(pool));
   const int64_t tile_ptrs = taps * k.mr;
-  auto work = [&](int64_t begin, int64_t end, int) {
-    if (int64_t(tl_ptrs.size()) < block * tile_ptrs) tl_ptrs.resize(size_t(block * tile_ptrs));
-    const float** ptrs = tl_ptrs.data();
-    const float* zeros = Zeros(s.kw * s.cg);
+  auto work = [&](int64_t begin, int64_t end, int slot) {
+    const float** ptrs = parts.ptrs(slot);
+    const float* zeros = parts.zeros();
     bool merged[16];
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
@@ -213,32 +263,43 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
       }
     }
   };
-  ParallelFor(PoolForWork(c.pool, 2 * c.n * pixels * s.m * taps * s.cg), c.n * blocks, work);
+  ParallelFor(pool, c.n * blocks, work);
 }
 
 // Winograd F(2x2, 3x3), stride 1, no dilation, no groups. Work unit: a
 // block of tiles; per block the 16 transformed patches [16][tiles][c] and
 // GEMM outputs [16][tiles][m] stay in this thread's scratch (sized to fit
 // L2), then the output transform writes the block's pixels.
-thread_local std::vector<float> tl_winograd;
+// Tiles per block: a multiple of mr, the block's scratch near 256 KiB.
+int64_t WinogradBlock(const ConvNhwcF32State& s) {
+  const int64_t mr = s.k->mr, fit = (64 * 1024) / (16 * (s.cg + s.m)) / mr * mr;
+  return std::max<int64_t>(mr, std::min<int64_t>(8 * mr, fit));
+}
+
+ThreadPool* WinogradPool(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  return PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * s.m * 9 * s.cg);
+}
+
+CallScratch WinogradScratch(const ConvNhwcF32State& s) {
+  const int64_t block = WinogradBlock(s), mr = s.k->mr;
+  return {s.cg, (block + mr - 1) / mr * mr, 16 * block * (s.cg + s.m)};
+}
 
 void RunWinograd(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const ConvNhwcF32Kernels& k = *s.k;
   const int64_t th = (c.oh + 1) / 2, tw = (c.ow + 1) / 2, tiles = th * tw;
   const int64_t ch = s.cg, m = s.m, panels = (m + k.nr - 1) / k.nr;
-  // Tiles per block: a multiple of mr, the block's scratch near 256 KiB.
-  const int64_t fit = (64 * 1024) / (16 * (ch + m)) / k.mr * k.mr;
-  const int64_t block = std::max<int64_t>(k.mr, std::min<int64_t>(8 * k.mr, fit));
+  const int64_t block = WinogradBlock(s);
   const int64_t blocks = (tiles + block - 1) / block;
-  auto work = [&](int64_t begin, int64_t end, int) {
-    const size_t v_size = size_t(16 * block * ch), m_size = size_t(16 * block * m);
-    if (tl_winograd.size() < v_size + m_size) tl_winograd.resize(v_size + m_size);
-    float* v = tl_winograd.data();
+  ThreadPool* const pool = WinogradPool(s, c);
+  const CallParts parts(c.scratch, WinogradScratch(s), NumThreads(pool));
+  auto work = [&](int64_t begin, int64_t end, int slot) {
+    const size_t v_size = size_t(16 * block * ch);
+    float* v = parts.floats(slot);
     float* mb = v + v_size;
     const int64_t groups = (block + k.mr - 1) / k.mr;
-    if (int64_t(tl_ptrs.size()) < groups * k.mr) tl_ptrs.resize(size_t(groups * k.mr));
-    const float** gp = tl_ptrs.data();
-    const float* zeros = Zeros(ch);
+    const float** gp = parts.ptrs(slot);
+    const float* zeros = parts.zeros();
     const float* d[16];
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
@@ -294,7 +355,7 @@ void RunWinograd(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
       }
     }
   };
-  ParallelFor(PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * m * 9 * ch), c.n * blocks, work);
+  ParallelFor(pool, c.n * blocks, work);
 }
 
 // One output row at a time. Inside the row, where every tap of a window is
@@ -303,18 +364,29 @@ void RunWinograd(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
 // per (pixel, tap) is built only for the few pixels at the left and right
 // edges (building them for every pixel cost more than the 3x3 sums over 16
 // channels).
+ThreadPool* DepthwisePool(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  return PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * s.m * s.kh * s.kw);
+}
+
+CallScratch DepthwiseScratch(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  int64_t in_lo, in_hi;
+  InteriorColumns(c, s.kw, &in_lo, &in_hi);
+  // Rows in the padding read zeros at every step of the run.
+  const int64_t run = in_hi - in_lo;
+  return {c.c + std::max<int64_t>(0, run - 1) * c.sw * c.c, s.kh * s.kw * c.ow, 0};
+}
+
 void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const ConvNhwcF32Kernels& k = *s.k;
   const int64_t taps = s.kh * s.kw;
   int64_t in_lo, in_hi;
   InteriorColumns(c, s.kw, &in_lo, &in_hi);
   const int64_t run = in_hi - in_lo;
-  // Rows in the padding read zeros at every step of the run.
-  const int64_t zeros_size = c.c + std::max<int64_t>(0, run - 1) * c.sw * c.c;
-  auto work = [&](int64_t begin, int64_t end, int) {
-    if (int64_t(tl_ptrs.size()) < taps * c.ow) tl_ptrs.resize(size_t(taps * c.ow));
-    const float** ptrs = tl_ptrs.data();
-    const float* zeros = Zeros(zeros_size);
+  ThreadPool* const pool = DepthwisePool(s, c);
+  const CallParts parts(c.scratch, DepthwiseScratch(s, c), NumThreads(pool));
+  auto work = [&](int64_t begin, int64_t end, int slot) {
+    const float** ptrs = parts.ptrs(slot);
+    const float* zeros = parts.zeros();
     DwNhwcF32Args a;
     a.taps = taps;
     a.c = c.c;
@@ -355,7 +427,7 @@ void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
       if (c.post) c.post->Apply(y, c.ow * s.m);
     }
   };
-  ParallelFor(PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * s.m * taps), c.n * c.oh, work);
+  ParallelFor(pool, c.n * c.oh, work);
 }
 
 }  // namespace
@@ -444,6 +516,17 @@ bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& c) {
   else
     RunIgemm(s, c);
   return true;
+}
+
+size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& c) {
+  if (!state) return 0;
+  const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
+  if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return 0;
+  if (c.n == 0 || c.oh * c.ow == 0) return 0;
+  const char* method = ConvNhwcF32Method(state, c);
+  if (method[0] == 'd') return DepthwiseScratch(s, c).Bytes(NumThreads(DepthwisePool(s, c)));
+  if (method[0] == 'w') return WinogradScratch(s).Bytes(NumThreads(WinogradPool(s, c)));
+  return IgemmScratch(s, c).Bytes(NumThreads(IgemmPool(s, c)));
 }
 
 const char* ConvNhwcF32Method(const void* state, const ConvNhwcF32Call& c) {

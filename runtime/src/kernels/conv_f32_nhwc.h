@@ -31,6 +31,7 @@
 #include "core/tensor.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm_f32.h"
+#include "kernels/scratch.h"
 
 namespace qfold {
 namespace kernels {
@@ -114,9 +115,14 @@ struct ConvNhwcF32Call {
   float lo = 0.f, hi = 0.f;
   const FusedActivation* post = nullptr;  // other activations, applied after; may be null
   ThreadPool* pool = nullptr;             // null: the calling thread only
+  ScratchSpan scratch;                    // KernelContext::scratch
 };
 // False when the prepared weights do not match the call's C or kernel size.
+// Its scratch (tap pointers, a row of zeros, Winograd's blocks, per thread)
+// is call.scratch when planned (ConvNhwcF32Scratch), else allocated here.
 bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& call);
+// The scratch bytes RunConvNhwcF32(state, call) uses (shapes and pool only).
+size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& call);
 
 // How RunConvNhwcF32 computes `call`: "depthwise", "winograd" or "igemm"
 // (for tests and diagnostics).

@@ -22,6 +22,7 @@
 #include "kernels/igemm_s8.h"
 #include "kernels/kernel_config.h"
 #include "kernels/padded_plane.h"
+#include "kernels/scratch.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -68,11 +69,6 @@ bool Is8BitType(DType t) {
   return t == DType::kInt8 || t == DType::kUInt8;
 }
 
-template <class T>
-void Grow(std::vector<T>* v, int64_t n) {
-  if (int64_t(v->size()) < n) v->resize(size_t(n));
-}
-
 struct NhwcState {
   const IgemmS8Kernel* ik = nullptr;  // x86 microkernel, or
   const GemmS8Kernels* gk = nullptr;  // the packed GEMM (activations left)
@@ -93,22 +89,25 @@ struct NhwcState {
   std::vector<uint8_t> zero;  // x_zp bytes, for padding taps
   std::vector<uint8_t> tail;  // copy of x's last pixels (4-byte reads past x's end)
   int64_t tail_bytes = 0;
+  int64_t padded_w = 0;
+  // The call's scratch (NhwcScratch), set by every run. The indirection
+  // pointers into wide or padded stay valid while their address does (the
+  // session's arena keeps it from run to run; the key holds it).
   // Kernels with abytes = 2: x widened to u16 (xor-ed to u8 values), then
   // kWideSlack zeros (reads past the last pixel), then the padding row.
-  std::vector<uint16_t> wide;
+  uint16_t* wide = nullptr;
   // Row taps: x padded left and right with x_zp (xor-ed to u8 values; u16
   // when abytes = 2, else in `padded`), rows of padded_w pixels, then slack,
   // then a padding row for taps above and below x.
-  std::vector<uint8_t> padded;
-  int64_t padded_w = 0;
+  uint8_t* padded = nullptr;
   // 1x1 direct convolutions with abytes = 2: each thread widens the chunk of
   // rows it works on into its own slice (it stays in cache, instead of a
   // widened copy of all of x going through memory), with its own pointers.
-  std::vector<uint16_t> chunk_wide;
-  std::vector<const uint8_t*> chunk_ind;
-  std::vector<int32_t> xsum;      // igemm with wzp: [group][rows]
-  std::vector<uint8_t> scratch;   // gemm: per thread im2col + packed rows
-  std::vector<int32_t> row_sums;  // gemm: per thread
+  uint16_t* chunk_wide = nullptr;
+  const uint8_t** chunk_ind = nullptr;
+  int32_t* xsum = nullptr;      // igemm with wzp: [group][rows]
+  uint8_t* scratch = nullptr;   // gemm: per thread im2col + packed rows
+  int32_t* row_sums = nullptr;  // gemm: per thread
 };
 
 constexpr int64_t kWideSlack = 32;
@@ -133,8 +132,7 @@ int64_t PaddedWidth(const NhwcState& s, const QConvCall& c) {
 void BuildRowTapIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr,
                             int abytes) {
   const int64_t pw = s.padded_w, row = pw * g.c;
-  const uint8_t* base =
-      abytes == 2 ? reinterpret_cast<const uint8_t*>(s.wide.data()) : s.padded.data();
+  const uint8_t* base = abytes == 2 ? reinterpret_cast<const uint8_t*>(s.wide) : s.padded;
   const uint8_t* zero = base + (g.n * c.ih * row + kRowSlack) * abytes;
   const int64_t tiles = (g.rows + mr - 1) / mr, p = c.oh * c.ow;
   s.ind.assign(size_t(tiles * s.ind_taps * mr), nullptr);
@@ -174,8 +172,8 @@ void BuildIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int m
   const uint8_t* zero = nullptr;
   int64_t tail_start = total;
   if (abytes == 2) {
-    x = reinterpret_cast<const uint8_t*>(s.wide.data());
-    zero = reinterpret_cast<const uint8_t*>(s.wide.data() + total + kWideSlack);
+    x = reinterpret_cast<const uint8_t*>(s.wide);
+    zero = reinterpret_cast<const uint8_t*>(s.wide + total + kWideSlack);
     s.tail_bytes = 0;
   } else {
     const int64_t tail_pixels = s.cg % 4 ? std::min<int64_t>(pixels_in, 4) : 0;
@@ -206,21 +204,22 @@ void BuildIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int m
   }
 }
 
+// Elements of the widened or padded copy of x (wide or padded), 0 when the
+// call reads x in place.
+int64_t CopyElements(const NhwcState& s, const QConvCall& c, const Geometry& g, int abytes) {
+  if (s.row_taps) {
+    const int64_t row = PaddedWidth(s, c) * g.c;
+    return g.n * c.ih * row + kRowSlack + row + kRowSlack;
+  }
+  return abytes == 2 ? g.n * c.ih * c.iw * g.c + kWideSlack + g.c + kWideSlack : 0;
+}
+
 void PrepareIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr, int abytes) {
   const int64_t total = g.n * c.ih * c.iw * g.c;
-  if (s.row_taps) {
-    s.padded_w = PaddedWidth(s, c);
-    const int64_t row = s.padded_w * g.c, n = g.n * c.ih * row + kRowSlack + row + kRowSlack;
-    if (abytes == 2)
-      Grow(&s.wide, n);
-    else
-      Grow(&s.padded, n);
-  } else if (abytes == 2) {
-    Grow(&s.wide, total + kWideSlack + g.c + kWideSlack);
-  }
+  if (s.row_taps) s.padded_w = PaddedWidth(s, c);
   std::vector<int64_t> key = {int64_t(reinterpret_cast<uintptr_t>(c.x->data)),
-                              int64_t(reinterpret_cast<uintptr_t>(s.wide.data())),
-                              int64_t(reinterpret_cast<uintptr_t>(s.padded.data())),
+                              int64_t(reinterpret_cast<uintptr_t>(s.wide)),
+                              int64_t(reinterpret_cast<uintptr_t>(s.padded)),
                               abytes,
                               g.n,
                               g.c,
@@ -242,13 +241,13 @@ void PrepareIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int
   const uint8_t xmask = c.x->dtype == DType::kInt8 ? 0x80 : 0;
   if (s.row_taps) {
     if (abytes == 2)
-      FillRowTapInput(s, c, g, s.wide.data());
+      FillRowTapInput(s, c, g, s.wide);
     else
-      FillRowTapInput(s, c, g, s.padded.data());
+      FillRowTapInput(s, c, g, s.padded);
     return;
   }
   if (abytes == 2) {
-    uint16_t* w = s.wide.data();
+    uint16_t* w = s.wide;
     std::fill(w + total, w + total + kWideSlack, uint16_t(0));
     std::fill(w + total + kWideSlack, w + total + kWideSlack + g.c + kWideSlack,
               uint16_t(uint8_t(c.x_zp) ^ xmask));
@@ -279,28 +278,91 @@ void ForItems(ThreadPool* pool, int64_t n, const F& fn) {
   });
 }
 
-bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
+constexpr size_t kNoPart = SIZE_MAX;
+
+// How one call runs and where its scratch goes, computed alike for the
+// session's request (QConvNhwcS8Scratch) and for the run.
+struct NhwcPlan {
+  bool any_wzp = false;
+  ThreadPool* pool = nullptr;  // null when not worth splitting
+  int threads = 1;
+  // igemm
+  int64_t tiles = 0, rows_pad = 0, chunk_tiles = 0, chunk_rows = 0, chunk_elems = 0;
+  bool chunk_widen = false;
+  // gemm: rows per block, im2col bytes per block, bytes per thread
+  int64_t block = 0, tile_bytes = 0, slice = 0;
+  ScratchLayout layout;
+  size_t copy = kNoPart, chunk_wide = kNoPart, chunk_ind = kNoPart, xsum = kNoPart;
+  size_t gemm = kNoPart, row_sums = kNoPart;
+  size_t kept = 0;  // the indirection buffer and padding rows the state keeps
+};
+
+bool AnyWeightZeroPoint(const NhwcState& s, const QConvCall& c) {
+  for (int32_t z : c.w_zp)
+    if ((s.w_dtype == DType::kUInt8 ? z - 128 : z) != 0) return true;
+  return false;
+}
+
+void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPlan* p) {
+  p->any_wzp = AnyWeightZeroPoint(s, c);
+  p->pool = PoolFor(c, g.rows * s.m * s.kdim);
+  p->threads = NumThreads(p->pool);
+  const size_t ptr = sizeof(const uint8_t*);
+  if (s.ik) {
+    const int mr = s.ik->mr, ab = s.ik->abytes;
+    p->tiles = (g.rows + mr - 1) / mr;
+    p->rows_pad = p->tiles * mr;
+    p->chunk_widen = ab == 2 && g.direct && !s.row_taps && !p->any_wzp;
+    // Chunks of pixel tiles whose activations stay in cache while every
+    // panel of every group passes over them.
+    const int64_t row_bytes = std::max<int64_t>(1, s.ind_taps * s.kc4 * 4 * ab);
+    p->chunk_tiles =
+        std::max<int64_t>(1, std::min<int64_t>(p->tiles, 32 * 1024 / (mr * row_bytes)));
+    p->chunk_rows = p->chunk_tiles * mr;
+    p->chunk_elems = p->chunk_rows * g.c + kWideSlack;
+    if (p->chunk_widen) {
+      p->chunk_wide = p->layout.Add(size_t(p->chunk_elems * p->threads) * sizeof(uint16_t));
+      p->chunk_ind = p->layout.Add(size_t(p->chunk_rows * p->threads) * ptr);
+    } else {
+      const int64_t copy = CopyElements(s, c, g, ab);
+      if (copy) p->copy = p->layout.Add(size_t(copy * ab));
+      p->kept = size_t(p->tiles * s.ind_taps * mr) * ptr;
+      if (!copy) p->kept += size_t(5 * g.c + 128);  // zero and tail
+    }
+    if (p->any_wzp) p->xsum = p->layout.Add(size_t(s.group * p->rows_pad) * sizeof(int32_t));
+    return;
+  }
+  const GemmS8Kernels& k = *s.gk;
+  // Row blocks of about 64 KB of im2col bytes, a multiple of the tile height.
+  p->block =
+      std::min(RoundUpTo(g.rows, k.mr), std::max<int64_t>(1, 64 * 1024 / (s.kdim * k.mr)) * k.mr);
+  p->tile_bytes = g.direct ? 0 : RoundUpTo(p->block * s.kdim, 64);
+  p->slice = p->tile_bytes + RoundUpTo(PackedBytes(p->block, s.kdim, k.mr), 64);
+  p->gemm = p->layout.Add(size_t(p->slice * p->threads));
+  if (p->any_wzp) p->row_sums = p->layout.Add(size_t(p->block * p->threads) * sizeof(int32_t));
+  if (!g.direct) p->kept = size_t(g.rows * s.taps) * ptr + size_t(5 * g.c + 128);
+}
+
+bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPlan& p) {
   const IgemmS8Kernel& k = *s.ik;
   const int mr = k.mr, ab = k.abytes;
   const bool x_signed = c.x->dtype == DType::kInt8;
   const uint8_t xmask = x_signed ? 0x80 : 0;
-  const int64_t tiles = (g.rows + mr - 1) / mr, rows_pad = tiles * mr;
-  const int64_t macs = g.rows * s.m * s.kdim;
-  const int64_t taps = s.ind_taps, kc4 = s.kc4;
-  const bool chunk_widen = ab == 2 && g.direct && !s.row_taps && !s.cp.any_wzp;
+  const int64_t tiles = p.tiles, rows_pad = p.rows_pad;
+  const int64_t taps = s.ind_taps;
+  const bool chunk_widen = p.chunk_widen;
   if (!chunk_widen) PrepareIndirection(s, c, g, mr, ab);
   if (ab == 2 && !s.row_taps && !chunk_widen) {
     // Widened once per run (a few % of the MACs' time), split like the items.
     const int64_t total = g.n * c.ih * c.iw * g.c, block = 16 * 1024;
     const int64_t blocks = (total + block - 1) / block;
     const uint8_t* x = c.x->ptr<uint8_t>();
-    ForItems(PoolFor(c, macs), blocks, [&](int, int64_t i) {
+    ForItems(p.pool, blocks, [&](int, int64_t i) {
       const int64_t b = i * block;
-      WidenRange(x + b, s.wide.data() + b, std::min(block, total - b), xmask);
+      WidenRange(x + b, s.wide + b, std::min(block, total - b), xmask);
     });
   }
   if (s.cp.any_wzp) {
-    Grow(&s.xsum, s.group * rows_pad);
     for (int64_t gr = 0; gr < s.group; ++gr) {
       for (int64_t r = 0; r < rows_pad; ++r) {
         const uint8_t* const* ptr = s.ind.data() + r / mr * taps * mr + r % mr;
@@ -320,39 +382,30 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
       }
     }
   }
-  // Chunks of pixel tiles whose activations stay in cache while every panel
-  // of every group passes over them.
-  const int64_t row_bytes = std::max<int64_t>(1, taps * kc4 * 4 * ab);
-  const int64_t chunk_tiles =
-      std::max<int64_t>(1, std::min<int64_t>(tiles, 32 * 1024 / (mr * row_bytes)));
+  const int64_t chunk_tiles = p.chunk_tiles;
   const int64_t chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
   const int64_t per_chunk = s.group * s.panels, items = chunks * per_chunk;
   uint8_t* y = c.dq_mult ? nullptr : c.y->ptr<uint8_t>();
   float* yf = c.dq_mult ? c.y->ptr<float>() : nullptr;
-  ThreadPool* const pool = PoolFor(c, macs);
-  const int64_t chunk_rows = chunk_tiles * mr, chunk_elems = chunk_rows * g.c + kWideSlack;
+  ThreadPool* const pool = p.pool;
+  const int64_t chunk_rows = p.chunk_rows, chunk_elems = p.chunk_elems;
   std::vector<int64_t> widened;  // per slot: the chunk its slice holds, -1 none
-  if (chunk_widen) {
-    const int threads = NumThreads(pool);
-    Grow(&s.chunk_wide, chunk_elems * threads);
-    Grow(&s.chunk_ind, chunk_rows * threads);
-    widened.assign(size_t(threads), -1);
-  }
+  if (chunk_widen) widened.assign(size_t(p.threads), -1);
   // Widens chunk `chunk` into slot `slot`'s slice; its pointers, the last
   // tile's padding rows repeating the chunk's last row.
   auto widen_chunk = [&](int slot, int64_t chunk) {
-    uint16_t* dst = s.chunk_wide.data() + slot * chunk_elems;
+    uint16_t* dst = s.chunk_wide + slot * chunk_elems;
     const int64_t row0 = chunk * chunk_rows, rows = std::min(chunk_rows, g.rows - row0);
     WidenRange(c.x->ptr<uint8_t>() + row0 * g.c, dst, rows * g.c, xmask);
     std::fill(dst + rows * g.c, dst + rows * g.c + kWideSlack, uint16_t(0));
-    const uint8_t** ind = s.chunk_ind.data() + slot * chunk_rows;
+    const uint8_t** ind = s.chunk_ind + slot * chunk_rows;
     for (int64_t r = 0; r < chunk_rows; ++r)
       ind[r] = reinterpret_cast<const uint8_t*>(dst + std::min(r, rows - 1) * g.c);
     widened[size_t(slot)] = chunk;
   };
   IgemmS8Args base;
   base.taps = taps;
-  base.kc4 = kc4;
+  base.kc4 = s.kc4;
   base.x_signed = x_signed && !s.row_taps;
   base.yzp = c.y_zp;
   base.lo = c.lo;
@@ -368,7 +421,7 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
     IgemmS8Args a = base;
     if (chunk_widen) {
       if (widened[size_t(slot)] != chunk) widen_chunk(slot, chunk);
-      a.ind = s.chunk_ind.data() + slot * chunk_rows;
+      a.ind = s.chunk_ind + slot * chunk_rows;
     } else {
       a.ind = s.ind.data() + chunk * chunk_tiles * taps * mr;
     }
@@ -380,7 +433,7 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
     a.mult = (yf ? c.dq_mult : s.cp.mult.data()) + ch0;
     if (s.cp.any_wzp) {
       a.wzp = s.cp.wzp.data() + ch0;
-      a.xsum = s.xsum.data() + gr * rows_pad + row0;
+      a.xsum = s.xsum + gr * rows_pad + row0;
     }
     if (yf) {
       a.yf = yf + row0 * s.m + ch0;
@@ -393,28 +446,20 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
   return true;
 }
 
-bool RunGemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
+bool RunGemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPlan& p) {
   const GemmS8Kernels& k = *s.gk;
   if (!g.direct) PrepareIndirection(s, c, g, 1, 1);
   const uint8_t xmask = c.x->dtype == DType::kInt8 ? 0x80 : 0;
   const int64_t kdim = s.kdim;
-  // Row blocks of about 64 KB of im2col bytes, a multiple of the tile height.
-  const int64_t block =
-      std::min(RoundUpTo(g.rows, k.mr), std::max<int64_t>(1, 64 * 1024 / (kdim * k.mr)) * k.mr);
+  const int64_t block = p.block, tile_bytes = p.tile_bytes, slice = p.slice;
   const int64_t blocks = (g.rows + block - 1) / block, items = blocks * s.group;
-  ThreadPool* pool = PoolFor(c, g.rows * s.m * kdim);
-  const int threads = NumThreads(pool);
-  const int64_t tile_bytes = g.direct ? 0 : RoundUpTo(block * kdim, 64);
-  const int64_t slice = tile_bytes + RoundUpTo(PackedBytes(block, kdim, k.mr), 64) + 64;
-  Grow(&s.scratch, slice * threads);
-  if (s.cp.any_wzp) Grow(&s.row_sums, block * threads);
+  ThreadPool* pool = p.pool;
   const uint8_t* x = c.x->ptr<uint8_t>();
   uint8_t* y = c.y->ptr<uint8_t>();
   ForItems(pool, items, [&](int t, int64_t i) {
     const int64_t gr = i % s.group, row0 = i / s.group * block;
     const int64_t nrows = std::min(block, g.rows - row0);
-    uint8_t* base = s.scratch.data() + t * slice;
-    base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+    uint8_t* base = s.scratch + t * slice;  // 64-byte aligned: slice is a multiple of 64
     const uint8_t* src = x + row0 * g.c + gr * s.cg;
     int64_t lds = g.c;
     if (!g.direct) {
@@ -431,7 +476,7 @@ bool RunGemm(NhwcState& s, const QConvCall& c, const Geometry& g) {
     k.pack_left(src, lds, nrows, kdim, xmask, packed);
     int32_t* sums = nullptr;
     if (s.cp.any_wzp) {
-      sums = s.row_sums.data() + t * block;
+      sums = s.row_sums + t * block;
       for (int64_t r = 0; r < nrows; ++r) {
         int32_t sum = 0;
         for (int64_t j = 0; j < kdim; ++j) sum += src[r * lds + j] ^ xmask;
@@ -559,13 +604,18 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
   return s;
 }
 
-bool RunQConvNhwcS8(void* state, const QConvCall& c) {
-  NhwcState& s = *static_cast<NhwcState*>(state);
+namespace {
+
+// Checks that the prepared kernels cover the call and sets its geometry;
+// false sends the op to its reference kernel. The output's dtype and
+// epilogue are checked only with `check_output` (the scratch request is made
+// without the epilogue's arrays).
+bool CallGeometry(const NhwcState& s, const QConvCall& c, bool check_output, Geometry* g) {
   const Tensor& x = *c.x;
   const Tensor& y = *c.y;
   const bool float_out = c.dq_mult != nullptr;
-  if ((x.rank() != 3 && x.rank() != 4) || !Is8BitType(x.dtype) ||
-      !(float_out ? y.dtype == DType::kFloat32 && c.dq_bias : Is8BitType(y.dtype)))
+  if ((x.rank() != 3 && x.rank() != 4) || !Is8BitType(x.dtype)) return false;
+  if (check_output && !(float_out ? y.dtype == DType::kFloat32 && c.dq_bias : Is8BitType(y.dtype)))
     return false;
   if (float_out && !s.ik) return false;  // the packed GEMM has no float epilogue
   if (c.kh != s.kh || c.kw != s.kw || (x.rank() == 3 && c.ih != 1)) return false;
@@ -574,21 +624,55 @@ bool RunQConvNhwcS8(void* state, const QConvCall& c) {
   // reference kernel instead (padded_plane.h).
   if (s.row_taps && !PaddedPlaneFits(c.ih, PaddedWidth(s, c), c.ih * c.iw, c.oh * c.ow, s.taps))
     return false;
-  Geometry g;
-  g.n = x.shape[0];
-  g.c = x.shape.back();
-  if (g.c != s.cg * s.group || x.numel() != g.n * c.ih * c.iw * g.c ||
-      y.numel() != g.n * c.oh * c.ow * s.m)
+  g->n = x.shape[0];
+  g->c = x.shape.back();
+  if (g->c != s.cg * s.group || x.numel() != g->n * c.ih * c.iw * g->c ||
+      y.numel() != g->n * c.oh * c.ow * s.m)
     return false;
-  g.rows = g.n * c.oh * c.ow;
+  g->rows = g->n * c.oh * c.ow;
+  g->direct = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.pad_top == 0 &&
+              c.pad_left == 0 && c.oh == c.ih && c.ow == c.iw;
+  return true;
+}
+
+}  // namespace
+
+ScratchNeeds QConvNhwcS8Scratch(const void* state, const QConvCall& c) {
+  const NhwcState& s = *static_cast<const NhwcState*>(state);
+  Geometry g;
+  ScratchNeeds needs;
+  if (!CallGeometry(s, c, /*check_output=*/false, &g) || g.rows == 0) return needs;
+  NhwcPlan p;
+  PlanCall(s, c, g, &p);
+  needs.run = p.layout.total();
+  needs.kept = p.kept;
+  return needs;
+}
+
+bool RunQConvNhwcS8(void* state, const QConvCall& c) {
+  NhwcState& s = *static_cast<NhwcState*>(state);
+  Geometry g;
+  if (!CallGeometry(s, c, /*check_output=*/true, &g)) return false;
   if (g.rows == 0) return true;  // empty output
-  g.direct = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.pad_top == 0 &&
-             c.pad_left == 0 && c.oh == c.ih && c.ow == c.iw;
+  const Tensor& x = *c.x;
+  const bool float_out = c.dq_mult != nullptr;
   const int32_t xzp_u = x.dtype == DType::kInt8 ? c.x_zp + 128 : c.x_zp;
   // Float output: only the zero-point terms are folded (no int32 bias).
   FoldChannels(s.m, s.kdim, float_out ? nullptr : c.bias, s.wsum, xzp_u, c.w_zp, s.w_dtype,
                c.x_scale, c.w_scale, float_out ? 1.f : c.y_scale, &s.cp);
-  return s.ik ? RunIgemm(s, c, g) : RunGemm(s, c, g);
+  NhwcPlan p;
+  PlanCall(s, c, g, &p);
+  const ScratchRegion region(c.scratch, p.layout.total());
+  auto part = [&](size_t offset) { return offset == kNoPart ? nullptr : region.data() + offset; };
+  const bool wide_copy = s.ik && s.ik->abytes == 2;
+  s.wide = wide_copy ? reinterpret_cast<uint16_t*>(part(p.copy)) : nullptr;
+  s.padded = wide_copy ? nullptr : part(p.copy);
+  s.chunk_wide = reinterpret_cast<uint16_t*>(part(p.chunk_wide));
+  s.chunk_ind = reinterpret_cast<const uint8_t**>(part(p.chunk_ind));
+  s.xsum = reinterpret_cast<int32_t*>(part(p.xsum));
+  s.scratch = part(p.gemm);
+  s.row_sums = reinterpret_cast<int32_t*>(part(p.row_sums));
+  return s.ik ? RunIgemm(s, c, g, p) : RunGemm(s, c, g, p);
 }
 
 }  // namespace kernels

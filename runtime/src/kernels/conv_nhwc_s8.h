@@ -13,6 +13,7 @@
 #pragma once
 #include <memory>
 
+#include "core/op.h"
 #include "kernels/qlinear_s8.h"
 
 namespace qfold {
@@ -28,8 +29,15 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
                                          int64_t dilation_w = 1);
 
 // c.x and c.y hold NHWC tensors as described above; false when the call is
-// not covered (the op then runs its reference kernel).
+// not covered (the op then runs its reference kernel). Its scratch: the
+// widened (u16) or padded copy of x, per-thread slices, zero-point sums;
+// c.scratch when planned (QConvNhwcS8Scratch), else allocated for the call.
 bool RunQConvNhwcS8(void* state, const QConvCall& c);
+
+// The scratch RunQConvNhwcS8(state, c) uses (c's geometry, tensors' shapes,
+// w_zp and pool; not its data): `kept` is the indirection buffer the state
+// holds while x's address stays.
+ScratchNeeds QConvNhwcS8Scratch(const void* state, const QConvCall& c);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/scratch.h"
 
 namespace qfold {
 namespace kernels {
@@ -33,6 +34,7 @@ struct QConvCall {
   int32_t y_zp = 0, lo = 0, hi = 0;  // output zero point and clamp range
   const int32_t* bias = nullptr;     // M values or null
   ThreadPool* pool = nullptr;        // null: the calling thread only
+  ScratchSpan scratch;               // KernelContext::scratch (RunQConvNhwcS8)
   // QfConvDequant: y is float32, y = clamp(fma(float(acc), dq_mult[m],
   // dq_bias[m]), dq_lo, dq_hi) with acc the zero-point-corrected int32 sum
   // (y_scale, y_zp, lo, hi and bias unused). Arrays padded with readable

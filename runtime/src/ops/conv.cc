@@ -170,15 +170,15 @@ Status PrepareConv(KernelContext& ctx, std::shared_ptr<void>* state) {
   return Status::Ok();
 }
 
-// The fast path for 1-D and 2-D convolutions with prepared weights; false
-// when the kernels do not cover the case.
-bool RunConvFast(const KernelContext& ctx, const ConvParams& p) {
+// The channels-first kernels' call for a 1-D or 2-D convolution; false for
+// other ranks.
+bool MakeConvF32Call(const KernelContext& ctx, const ConvParams& p, kernels::ConvF32Call* call) {
+  kernels::ConvF32Call& c = *call;
   const Tensor* x = ctx.input(0);
   const int nsp = x->rank() - 2;
   if (nsp != 1 && nsp != 2) return false;
   const WindowGeometry& g = p.geo;
   const int a = nsp - 1;  // the last (width) axis
-  kernels::ConvF32Call c;
   c.x = x->ptr<float>();
   c.y = ctx.output(0)->ptr<float>();
   c.bias = ctx.input(2) ? ctx.input(2)->ptr<float>() : nullptr;
@@ -200,7 +200,15 @@ bool RunConvFast(const KernelContext& ctx, const ConvParams& p) {
   }
   c.act = kernels::EpilogueFor(p.act, &c.lo, &c.hi, &c.post);
   c.pool = ctx.pool;
-  return kernels::RunConvF32(ctx.state, c);
+  c.scratch = {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
+  return true;
+}
+
+// The fast path for 1-D and 2-D convolutions with prepared weights; false
+// when the kernels do not cover the case.
+bool RunConvFast(const KernelContext& ctx, const ConvParams& p) {
+  kernels::ConvF32Call c;
+  return MakeConvF32Call(ctx, p, &c) && kernels::RunConvF32(ctx.state, c);
 }
 
 Status RunConvChannelsFirst(KernelContext& ctx) {
@@ -257,20 +265,21 @@ Status RunConvChannelsFirst(KernelContext& ctx) {
   return Status::Ok();
 }
 
-// The channels-last kernels, for a 2-D convolution with prepared weights;
-// false when they do not cover the case.
-bool RunConvChannelsLastFast(KernelContext& ctx) {
+// The channels-last kernels' call for a 2-D convolution; false when they do
+// not cover the case. `p` keeps the epilogue's activation the call points to.
+bool MakeConvNhwcF32Call(const KernelContext& ctx, ConvParams* params,
+                         kernels::ConvNhwcF32Call* call) {
+  kernels::ConvNhwcF32Call& c = *call;
+  ConvParams& p = *params;
   const Tensor* x = ctx.input(0);
   if (!ctx.state || x->rank() != 4) return false;
   Tensor x_cf = *x;
   x_cf.shape = ChannelsFirstShape(x->shape);
   KernelContext cf = ctx;
   cf.inputs[0] = &x_cf;
-  ConvParams p;
   bool kernel_known;
   if (!ParseConv(cf, 2, &p, &kernel_known).ok() || !kernel_known) return false;
   const WindowGeometry& g = p.geo;
-  kernels::ConvNhwcF32Call c;
   c.x = x->ptr<float>();
   c.y = ctx.output(0)->ptr<float>();
   c.bias = ctx.input(2) ? ctx.input(2)->ptr<float>() : nullptr;
@@ -291,7 +300,36 @@ bool RunConvChannelsLastFast(KernelContext& ctx) {
   c.residual = ctx.input(3) ? ctx.input(3)->ptr<float>() : nullptr;
   c.act = kernels::EpilogueFor(p.act, &c.lo, &c.hi, &c.post);
   c.pool = ctx.pool;
-  return kernels::RunConvNhwcF32(ctx.state, c);
+  c.scratch = {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
+  return true;
+}
+
+// The channels-last kernels, for a 2-D convolution with prepared weights;
+// false when they do not cover the case.
+bool RunConvChannelsLastFast(KernelContext& ctx) {
+  ConvParams p;
+  kernels::ConvNhwcF32Call c;
+  return MakeConvNhwcF32Call(ctx, &p, &c) && kernels::RunConvNhwcF32(ctx.state, c);
+}
+
+// OpDef::scratch: the fast kernels' per-thread buffers (the reference kernel's
+// im2col buffer is its own: it runs only where the kernels do not).
+Status ConvScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  if (!ctx.state) return Status::Ok();
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  ConvParams p;
+  if (cl) {
+    kernels::ConvNhwcF32Call c;
+    if (MakeConvNhwcF32Call(ctx, &p, &c)) needs->run = kernels::ConvNhwcF32Scratch(ctx.state, c);
+    return Status::Ok();
+  }
+  const int nsp = ctx.input(0)->rank() - 2;
+  bool kernel_known;
+  if (nsp < 1 || !ParseConv(ctx, nsp, &p, &kernel_known).ok()) return Status::Ok();
+  kernels::ConvF32Call c;
+  if (MakeConvF32Call(ctx, p, &c)) needs->run = kernels::ConvF32Scratch(ctx.state, c);
+  return Status::Ok();
 }
 
 // Equal ranks, and equal dims where both are known.
@@ -365,6 +403,7 @@ const OpDef& OpDef_Conv() {
             /*min_inputs=*/2,
             /*max_inputs=*/4};  // 4: the fused residual
     d.prepare = PrepareConv;
+    d.scratch = ConvScratch;
     d.const_inputs = 1u << 1;  // W
     // Float 2-D convolutions have channels-last kernels (the planner checks
     // the rank and that W is constant).

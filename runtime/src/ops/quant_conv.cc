@@ -299,34 +299,58 @@ void SetCallGeometry(const WindowGeometry& g, const Shape& x_cf, int nsp, kernel
   }
 }
 
-// The fast path for 1-D and 2-D convolutions with prepared weights; *done
-// stays false when the kernels do not cover the case.
-Status RunQLinearConvFast(KernelContext& ctx, float xs, const std::vector<float>& ws, float ys,
-                          int32_t yzp, QRange range, bool* done,
-                          const DequantEpilogue* dq = nullptr) {
+// The kernels' call for a 1-D or 2-D convolution (geometry, tensors, zero
+// points, threads, scratch); *ok false for other ranks.
+Status MakeQConvCall(KernelContext& ctx, kernels::QConvCall* c, bool* cl, bool* ok) {
+  *ok = false;
   const Tensor* x = ctx.input(0);
   const int nsp = x->rank() - 2;
   if (nsp != 1 && nsp != 2) return Status::Ok();
-  bool cl = false;
-  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, cl));
   // Geometry from a channels-first view; the kernels get the real tensors.
   // Swapped in place, not copied: this runs on every inference.
   Tensor x_cf;
   x_cf.dtype = x->dtype;
-  x_cf.shape = cl ? ChannelsFirstShape(x->shape) : x->shape;
+  x_cf.shape = *cl ? ChannelsFirstShape(x->shape) : x->shape;
   Tensor* const x_real = ctx.inputs[0];
   ctx.inputs[0] = &x_cf;
   QConvParams p;
   const Status parsed = ParseQConv(ctx, kQLinearConvInputs, nsp, &p);
   ctx.inputs[0] = x_real;
   QF_RETURN_IF_ERROR(parsed);
-  x = &x_cf;
+  c->x = ctx.input(0);
+  c->y = ctx.output(0);
+  SetCallGeometry(p.geo, x_cf.shape, nsp, c);
+  c->x_zp = ReadZeroPoints(ctx.input(2))[0];
+  c->w_zp = ReadZeroPoints(ctx.input(5));
+  c->pool = ctx.pool;
+  c->scratch = {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
+  *ok = true;
+  return Status::Ok();
+}
+
+// QLinearConv's and QfConvDequant's scratch (OpDef::scratch): the
+// channels-last 8-bit kernels' (the others allocate none per run).
+Status QConvScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  if (!ctx.state) return Status::Ok();
   kernels::QConvCall c;
-  c.x = ctx.input(0);
-  c.y = ctx.output(0);
-  SetCallGeometry(p.geo, x->shape, nsp, &c);
-  c.x_zp = ReadZeroPoints(ctx.input(2))[0];
-  c.w_zp = ReadZeroPoints(ctx.input(5));
+  bool cl = false, ok = false;
+  QF_RETURN_IF_ERROR(MakeQConvCall(ctx, &c, &cl, &ok));
+  if (!ok || !cl) return Status::Ok();
+  const auto& s = *static_cast<const ChannelsLastConvState*>(ctx.state);
+  if (!s.a16 && !s.depthwise) *needs = kernels::QConvNhwcS8Scratch(s.kernel.get(), c);
+  return Status::Ok();
+}
+
+// The fast path for 1-D and 2-D convolutions with prepared weights; *done
+// stays false when the kernels do not cover the case.
+Status RunQLinearConvFast(KernelContext& ctx, float xs, const std::vector<float>& ws, float ys,
+                          int32_t yzp, QRange range, bool* done,
+                          const DequantEpilogue* dq = nullptr) {
+  kernels::QConvCall c;
+  bool cl = false, ok = false;
+  QF_RETURN_IF_ERROR(MakeQConvCall(ctx, &c, &cl, &ok));
+  if (!ok) return Status::Ok();
   c.x_scale = xs;
   c.w_scale = ws;
   c.y_scale = ys;
@@ -334,7 +358,6 @@ Status RunQLinearConvFast(KernelContext& ctx, float xs, const std::vector<float>
   c.lo = range.lo;
   c.hi = range.hi;
   c.bias = ctx.input(8) ? ctx.input(8)->ptr<int32_t>() : nullptr;
-  c.pool = ctx.pool;
   if (dq) {
     c.dq_mult = dq->mult.data();
     c.dq_bias = dq->bias.data();
@@ -620,6 +643,7 @@ const OpDef& OpDef_QLinearConv() {
     OpDef d = QuantOpDef("QLinearConv", InferQLinearConv, RunQLinearConv,
                          /*min_inputs=*/8, /*max_inputs=*/9);
     d.prepare = PrepareQLinearConv;
+    d.scratch = QConvScratch;
     d.const_inputs = 1u << 3;  // w
     d.layout = LayoutRole::kChannelsLast;
     d.traits = kTraitMatrixProduct | kTraitSpatial | kTraitIntegerKernel;
@@ -633,6 +657,7 @@ const OpDef& OpDef_QfConvDequant() {
     OpDef d = QuantOpDef("QfConvDequant", InferQfConvDequant, RunQfConvDequant,
                          /*min_inputs=*/6, /*max_inputs=*/8);
     d.prepare = PrepareQfConvDequant;
+    d.scratch = QConvScratch;
     d.const_inputs = 1u << 3;  // w
     d.layout = LayoutRole::kChannelsLast;
     d.traits = kTraitMatrixProduct | kTraitSpatial | kTraitIntegerKernel;
