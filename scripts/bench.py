@@ -4,7 +4,7 @@ one process, and writes docs/BENCHMARKS.md.
 
 Usage:
   python scripts/bench.py [--qfold build/cli/qfold] [--out docs/BENCHMARKS.md] [--quick]
-                          [--set synthetic,ppocr,light|all] [--models a,b] [--threads 1,2]
+                          [--set synthetic,ppocr,light,recurrent|all] [--models a,b] [--threads 1,2]
                           [--rounds R] [--round-seconds S] [--warmup W] [--work DIR]
                           [--no-openvino] [--no-mnn] [--no-conv] [--note TEXT]
 
@@ -19,6 +19,15 @@ Model sets (--set, default all):
              WORK/light), fed a synthetic ImageNet-normalized image.
   a16        the light models quantized with 16-bit activations (QUInt16, per-channel int8
              weights; ONNX Runtime runs them as float), built in WORK/light on first use.
+  recurrent  the recurrent and control-flow models of models/ (crnn_text, gru_kws,
+             loop_decoder; also in synthetic, measured once when both sets are chosen) and
+             models/streaming/vad_like.onnx as one streaming step: sr = 16000, its state bound
+             (stateN -> state) so that each run continues the stream. qfold binds it in the
+             session (SessionOptions::state_bindings); ONNX Runtime and OpenVINO get the
+             previous run's stateN as the next run's state from Python, inside the timed call.
+             Twice: `vad_like` keeps the If (chosen per run), `vad_like.sr16k` is converted with
+             --const sr=16000 (the If folded; ONNX Runtime runs the same ONNX file). MNN's
+             runner binds no state: it skips these.
 --models a,b keeps the models whose label or base name is listed (resnet50 selects resnet50 and
 resnet50.pc_u8s8). --quick: mobilenetv2_like and its QDQ variant, one single convolution, two
 short rounds, no probes (step 1 below): a smoke test (ctest bench_quick, < 30 s on an idle
@@ -79,7 +88,8 @@ SCRIPTS = os.path.join(REPO, "scripts")
 QDQ_SOURCES = ("mobilenetv2_like", "resnet_like", "transformer_encoder")
 QDQ_VARIANT = "pc_u8s8"
 QUICK_MODELS = ("mobilenetv2_like",)
-MODEL_SETS = ("synthetic", "ppocr", "light", "a16")
+MODEL_SETS = ("synthetic", "ppocr", "light", "a16", "recurrent")
+RECURRENT_MODELS = ("crnn_text", "gru_kws", "loop_decoder")
 PPOCR_MODELS = ("ppocr_mobile_v2_cls", "ppocrv4_det", "ppocrv4_rec")
 ENGINES = ("qfold", "ort", "openvino", "mnn")
 ENGINE_TITLES = {"qfold": "qfold", "ort": "ORT", "openvino": "OpenVINO", "mnn": "MNN"}
@@ -190,6 +200,9 @@ class Runner:
     def first_output(self):
         raise NotImplementedError
 
+    def reset(self):
+        """Starts a new stream (models with bound state; a no-op for the others)."""
+
     def timed_runs(self, k, rewarm=True):
         """k timed inferences, after one untimed one when rewarm (it re-warms the caches the
         other engines' turns evicted: it matters for short runs only); returns seconds per run."""
@@ -207,13 +220,22 @@ class QfoldModuleRunner(Runner):
     def __init__(self, spec, feeds):
         sys.path.insert(0, spec["qfold_module_dir"])
         import qfold
-        self.sess = qfold.Session(spec["qfm"], num_threads=spec["threads"])
-        self.feeds = feeds
+        bindings = spec.get("state_bindings") or {}
+        self.sess = qfold.Session(spec["qfm"], num_threads=spec["threads"],
+                                  state_bindings=bindings or None)
+        # The session feeds the bound inputs itself; inputs bound by --const are gone.
+        names = {i["name"] for i in self.sess.inputs}
+        self.feeds = {k: v for k, v in feeds.items() if k in names and k not in bindings.values()}
+        self.spec_bound = bool(bindings)
         self.info = {"api": "Python module", "arena_bytes": self.sess.arena_bytes}
         self.out_name = self.sess.outputs[0]["name"]
 
     def run(self):
         self.out = self.sess.run(self.feeds)
+
+    def reset(self):
+        if self.spec_bound:
+            self.sess.reset_state()
 
     def first_output(self):
         self.run()
@@ -228,10 +250,15 @@ class QfoldCliRunner(Runner):
         self.spec = spec
         self.npys = []
         d = os.path.dirname(spec["feeds"])
+        bindings = spec.get("state_bindings") or {}
         for i, (name, arr) in enumerate(feeds.items()):
+            if name in bindings.values() or name in spec.get("const_inputs", ()):
+                continue
             p = os.path.join(d, f"qfold_input{i}.npy")
             np.save(p, arr)
             self.npys += ["--input", f"{name}={p}"]
+        for out, inp in bindings.items():
+            self.npys += ["--bind-state", f"{out}={inp}"]
         self.info = {"api": "qfold bench CLI (round medians)"}
 
     def _bench(self, warmup, iterations):
@@ -273,11 +300,20 @@ class OrtRunner(Runner):
         opts.log_severity_level = 3
         self.sess = ort.InferenceSession(spec["onnx"], opts, providers=["CPUExecutionProvider"])
         self.names = [o.name for o in self.sess.get_outputs()]
-        self.feeds = feeds
+        self.feeds = dict(feeds)
+        self.initial = dict(feeds)
+        # (index of the output, input it feeds) per bound state
+        self.bound = [(self.names.index(o), i)
+                      for o, i in (spec.get("state_bindings") or {}).items()]
         self.info = {"version": ort.__version__}
 
     def run(self):
         self.out = self.sess.run(self.names, self.feeds)
+        for k, name in self.bound:
+            self.feeds[name] = self.out[k]
+
+    def reset(self):
+        self.feeds = dict(self.initial)
 
     def first_output(self):
         self.run()
@@ -292,7 +328,10 @@ class OpenVinoRunner(Runner):
                   "NUM_STREAMS": 1}
         self.compiled = core.compile_model(spec["onnx"], "CPU", config)
         self.request = self.compiled.create_infer_request()
-        self.feeds = feeds
+        self.feeds = dict(feeds)
+        self.initial = dict(feeds)
+        self.bound = [(self.compiled.output(o), i)
+                      for o, i in (spec.get("state_bindings") or {}).items()]
         self.info = {"version": ov.__version__.split("-")[0],
                      "precision": self.compiled.get_property(
                          "INFERENCE_PRECISION_HINT").get_type_name(),
@@ -315,6 +354,11 @@ class OpenVinoRunner(Runner):
 
     def run(self):
         self.out = self.request.infer(self.feeds)
+        for port, name in self.bound:
+            self.feeds[name] = np.array(self.out[port])
+
+    def reset(self):
+        self.feeds = dict(self.initial)
 
     def first_output(self):
         self.run()
@@ -324,6 +368,8 @@ class OpenVinoRunner(Runner):
 class MnnRunner(Runner):
     def __init__(self, spec, feeds):
         import MNN
+        if spec.get("state_bindings"):
+            raise RuntimeError("streaming state is not bound in the MNN runner")
         self.MNN = MNN
         self.interp = MNN.Interpreter(spec["mnn"])
         self.sess = self.interp.createSession({"backend": "CPU", "numThread": spec["threads"],
@@ -436,6 +482,8 @@ def measure_child(specs_by_threads, plan, conn):
                     time.sleep(TURN_PAUSE_S)
                     times[e].append(runners[e].timed_runs(plan["iterations"][e],
                                                           plan["rewarm"][e]))
+            for r in runners.values():
+                r.reset()  # the same first step for every engine, however many it ran
             outputs = ({e: np.asarray(r.first_output()) for e, r in runners.items()}
                        if threads == specs_by_threads[0][0] else {})
             conn.send({"threads": threads, "times": times, "orders": orders, "outputs": outputs,
@@ -677,9 +725,12 @@ class Model:
     """One benchmark model: label, group, ONNX path, precision, float counterpart label, and
     an optional feeds builder (default: fixed-seed standard normal inputs)."""
 
-    def __init__(self, label, group, path, precision, float_of=None, feeds=None):
+    def __init__(self, label, group, path, precision, float_of=None, feeds=None,
+                 state_bindings=None, convert_args=()):
         self.label, self.group, self.path = label, group, path
         self.precision, self.float_of, self.feeds = precision, float_of, feeds
+        # {output: input}: one run is one streaming step; extra `qfold convert` arguments
+        self.state_bindings, self.convert_args = state_bindings or {}, list(convert_args)
 
 
 def synthetic_models(args, work):
@@ -777,6 +828,25 @@ def a16_models(args, work, notes, log):
     return models
 
 
+def vad_step_feeds():
+    """One 512-sample chunk at 16 kHz (fixed seed), sr = 16000, the state at zeros."""
+    rng = np.random.default_rng(zlib.crc32(b"bench:vad_like"))
+    return {"input": (0.1 * rng.standard_normal((1, 512))).astype(np.float32),
+            "sr": np.array(16000, np.int64), "state": np.zeros((2, 1, 64), np.float32)}
+
+
+def recurrent_models():
+    models = [Model(n, "recurrent", os.path.join(REPO, "models", n + ".onnx"), "fp32")
+              for n in RECURRENT_MODELS]
+    vad = os.path.join(REPO, "models", "streaming", "vad_like.onnx")
+    bind = {"stateN": "state"}
+    models.append(Model("vad_like", "recurrent", vad, "fp32", feeds=vad_step_feeds,
+                        state_bindings=bind))
+    models.append(Model("vad_like.sr16k", "recurrent", vad, "fp32", feeds=vad_step_feeds,
+                        state_bindings=bind, convert_args=["--const", "sr=16000"]))
+    return models
+
+
 def selected(args, label):
     if not args.models:
         return True
@@ -793,6 +863,9 @@ def prepare_models(args, work, notes, log):
         models += light_models(args, work, notes, log)
     if "a16" in args.sets and not args.quick:
         models += a16_models(args, work, notes, log)
+    if "recurrent" in args.sets and not args.quick:
+        have = {m.label for m in models}
+        models += [m for m in recurrent_models() if m.label not in have]
     return [m for m in models if selected(args, m.label)]
 
 
@@ -843,11 +916,15 @@ def bench_model(args, model, work, engines, ctx, log):
     np.savez(feeds_npz, **feeds)
     res["inputs"] = {k: f"{v.dtype} {'x'.join(map(str, v.shape))}" for k, v in feeds.items()}
     base = {"onnx": model.path, "feeds": feeds_npz, "qfold_cli": args.qfold,
-            "qfold_module_dir": ctx["qfold_module_dir"], "threads": args.threads[0]}
+            "qfold_module_dir": ctx["qfold_module_dir"], "threads": args.threads[0],
+            "state_bindings": model.state_bindings,
+            "const_inputs": [a.split("=")[0] for p, a in zip(model.convert_args,
+                                                             model.convert_args[1:])
+                             if p == "--const"]}
     failed = {}  # engine -> error, for every thread count
 
     qfm = os.path.join(mdir, "model.qfm")
-    rc, out, err = sh([args.qfold, "convert", model.path, "-o", qfm], 900)
+    rc, out, err = sh([args.qfold, "convert", model.path, "-o", qfm] + model.convert_args, 900)
     if rc == 0:
         base["qfm"] = qfm
         res["qfm_bytes"] = os.path.getsize(qfm)
@@ -1283,7 +1360,7 @@ def parse_args():
                          "2 short rounds")
     ap.add_argument("--set", default="all",
                     help="comma-separated model sets: synthetic, ppocr, light, a16 (the light "
-                         "models with 16-bit activations), or all")
+                         "models with 16-bit activations), recurrent, or all")
     ap.add_argument("--models", help="comma-separated labels or base names to keep")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds per model")

@@ -436,6 +436,38 @@ TEST_CASE("kernels f32: Conv 1-D matches the reference") {
   MESSAGE(runs << " fast Conv runs compared");
 }
 
+TEST_CASE("kernels f32: Conv of one input channel into many filters matches the reference") {
+  // An audio front end (the VAD model's 1-D filter banks) and its 2-D
+  // counterpart: one group, one input channel, so the GEMM path (not the
+  // per-channel plane kernel) runs them.
+  std::mt19937 rng(25);
+  int runs = 0;
+  for (int64_t kw : {32, 16, 3}) {
+    ConvCase k{};
+    k.n = 1;
+    k.c = 1;
+    k.group = 1;
+    k.m = 32;
+    k.one_d = true;
+    k.h = k.kh = k.sh = k.dh = k.dw = 1;
+    k.kw = kw;
+    k.sw = kw / 4 + 1;
+    k.pl = k.pr = kw * 3 / 8;
+    k.w = 512;
+    k.bias = true;
+    k.act = 1;
+    runs += RunConvCase(k, rng);
+    k.one_d = false;
+    k.h = 9;
+    k.kh = 3;
+    k.pt = k.pb = 1;
+    k.w = 40;
+    runs += RunConvCase(k, rng);
+  }
+  MESSAGE(runs << " fast Conv runs compared");
+  CHECK(runs >= 6);  // each case ran on the fast path at least once
+}
+
 TEST_CASE("kernels f32: Conv pointwise, tile edges and thread splits match the reference") {
   std::mt19937 rng(24);
   int runs = 0;

@@ -35,6 +35,9 @@ void PackLeftF32(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t
                  float* dst) {
   for (int64_t p = 0; p < rows; p += mr) {
     const int64_t h = std::min<int64_t>(mr, rows - p);
+    // A partial panel's missing rows are 0: zeroed as one block first (per k,
+    // they are a few floats, which compilers turn into one memset call each).
+    if (h < mr) std::fill(dst, dst + k * mr, 0.f);
     if (cs == 1) {
       // Row-major source: walk each row contiguously, scatter with stride mr.
       for (int64_t r = 0; r < h; ++r) {
@@ -45,8 +48,6 @@ void PackLeftF32(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t
       for (int64_t kk = 0; kk < k; ++kk)
         for (int64_t r = 0; r < h; ++r) dst[kk * mr + r] = src[(p + r) * rs + kk * cs];
     }
-    for (int64_t kk = 0; kk < k && h < mr; ++kk)
-      for (int64_t r = h; r < mr; ++r) dst[kk * mr + r] = 0.f;
     dst += k * mr;
   }
 }
