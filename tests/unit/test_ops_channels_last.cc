@@ -3,9 +3,7 @@
 // global pools on [N, H, W, C] must give the channels-first op's result,
 // bit for bit, with the channels moved last, at every ISA level (the
 // reference level takes the channels-first wrapper).
-#include <cstring>
 #include <functional>
-#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -120,66 +118,6 @@ TEST_CASE("channels-last global pools (float; 8-bit max) match NCHW") {
       CheckBothLayouts(op, DType::kUInt8, s, {}, AttrMap(), what + " uint8");
       CheckBothLayouts(op, DType::kInt8, s, {}, AttrMap(), what + " int8");
     }
-}
-
-TEST_CASE("channels-last float MaxPool matches NCHW (pads, strides, dilations, ceil_mode)") {
-  struct Case {
-    Shape cf;
-    std::vector<int64_t> kernel, strides, pads, dilations;
-    int64_t ceil;
-  };
-  const Case cases[] = {{{1, 16, 32, 100}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 0},
-                        {{2, 17, 9, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
-                        {{1, 64, 8, 25}, {2, 1}, {2, 1}, {0, 0, 0, 0}, {1, 1}, 0},
-                        {{1, 5, 10, 12}, {3, 2}, {1, 3}, {2, 0, 1, 1}, {2, 1}, 1},
-                        {{1, 33, 7, 7}, {7, 7}, {1, 1}, {3, 3, 3, 3}, {1, 1}, 0}};
-  for (const Case& k : cases) {
-    AttrMap a;
-    a.SetInts("kernel_shape", k.kernel);
-    a.SetInts("strides", k.strides);
-    a.SetInts("pads", k.pads);
-    a.SetInts("dilations", k.dilations);
-    a.SetInt("ceil_mode", k.ceil);
-    CheckBothLayouts<float>("MaxPool", DType::kFloat32, k.cf, {}, a, ShapeToString(k.cf));
-  }
-}
-
-TEST_CASE("channels-last float MaxPool keeps the reference's NaN, -0 and -inf, bit for bit") {
-  // [1, 3, 4, 4]: channel 0 has NaNs (one a different payload) in some
-  // windows, channel 1 mixes -0 and +0, channel 2 is -inf but one value.
-  const Shape cf = {1, 3, 4, 4};
-  std::vector<float> x(48, 0.f);
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  float nan2;
-  const uint32_t bits = 0x7fc00123u;
-  std::memcpy(&nan2, &bits, 4);
-  for (int i = 0; i < 16; ++i) {
-    x[size_t(i)] = float(i % 5) - 2.f;
-    x[size_t(16 + i)] = i % 2 ? -0.f : 0.f;
-    x[size_t(32 + i)] = -std::numeric_limits<float>::infinity();
-  }
-  x[1] = nan;
-  x[4] = nan2;
-  x[10] = nan2;
-  x[32 + 15] = 3.f;
-  AttrMap a;
-  a.SetInts("kernel_shape", {2, 2});
-  a.SetInts("strides", {1, 1});
-  a.SetInts("pads", {1, 1, 0, 0});
-  std::vector<std::shared_ptr<OwnedTensor>> in = {Make<float>(DType::kFloat32, cf, x)};
-  const OpRun first = RunOp("MaxPool", in, a);
-  REQUIRE(first.status.ok());
-  const std::vector<float> want = ToChannelsLast(first.values<float>(), first.shape());
-  in[0] = Make<float>(DType::kFloat32, ChannelsLastShape(cf), ToChannelsLast(x, cf));
-  a.SetInt("channels_last", 1);
-  for (kernels::Isa isa : kernels::SupportedIsas()) {
-    CAPTURE(kernels::IsaName(isa));
-    const OpRun last = RunOp("MaxPool", in, a, 1, 1, &IsaConfig(isa));
-    REQUIRE(last.status.ok());
-    const std::vector<float> got = last.values<float>();
-    REQUIRE(got.size() == want.size());
-    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
-  }
 }
 
 }  // namespace

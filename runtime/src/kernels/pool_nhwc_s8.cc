@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -74,27 +73,6 @@ void GenericAvg(const PoolNhwcRowArgs& a) {
   }
 }
 
-// Float max, as the reference op: a NaN tap replaces the maximum (the last
-// NaN wins), -0 and +0 keep the first. Padding taps read -inf, which never
-// changes it. c and the offsets are in bytes, as for the 8-bit kernels.
-void MaxRowF32(const PoolNhwcRowArgs& a) {
-  const int64_t c = a.c / int64_t(sizeof(float));
-  for (int64_t px = 0; px < a.npix; ++px) {
-    const uint8_t* const* t = a.taps + px * a.tap_stride;
-    const int64_t off = a.xoff + px * a.pix_step;
-    float* y = reinterpret_cast<float*>(a.y + px * a.ystride);
-    const float* x0 = reinterpret_cast<const float*>(t[0] + off);
-    for (int64_t i = 0; i < c; ++i) y[i] = x0[i];
-    for (int64_t k = 1; k < a.ntaps; ++k) {
-      const float* xk = reinterpret_cast<const float*>(t[k] + off);
-      for (int64_t i = 0; i < c; ++i) {
-        const float v = xk[i];
-        y[i] = v > y[i] || v != v ? v : y[i];
-      }
-    }
-  }
-}
-
 constexpr PoolNhwcKernels kPoolNhwcGeneric = {GenericMax<int8_t>, GenericMax<uint8_t>,
                                               GenericAvg<int8_t>, GenericAvg<uint8_t>};
 
@@ -124,15 +102,14 @@ void AxisCounts(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_
 
 // Windowed pools: each output row of each image through `fn`; `avg`
 // fills the divisors (count_include_pad per a).
-// `fill_row` (a.c bytes) is what taps outside the input read.
-bool RunWindowed(const PoolNhwcArgs& a, const uint8_t* x, uint8_t* y,
-                 const std::vector<uint8_t>& fill_row, bool avg, PoolNhwcRowArgs base,
-                 void (*fn)(const PoolNhwcRowArgs&)) {
+bool RunWindowed(const PoolNhwcArgs& a, const uint8_t* x, uint8_t* y, uint8_t fill, bool avg,
+                 PoolNhwcRowArgs base, void (*fn)(const PoolNhwcRowArgs&)) {
   if (a.n * a.oh * a.ow * a.c == 0) return true;
   const int64_t ntaps = a.kh * a.kw, c = a.c;
   std::vector<int64_t> rin, rpad, cin, cpad;
   AxisCounts(a.ih, a.oh, a.kh, a.sh, a.dh, a.pad_top, a.pad_bottom, &rin, &rpad);
   AxisCounts(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, a.pad_right, &cin, &cpad);
+  const std::vector<uint8_t> fill_row(size_t(c), fill);
   // Output columns [in0, in1) have every tap column inside the input.
   const int64_t in0 = std::min(a.ow, (a.pad_left + a.sw - 1) / a.sw);
   const int64_t last = a.iw - 1 - (a.kw - 1) * a.dw + a.pad_left;
@@ -241,37 +218,16 @@ bool MaxPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, bool is_signed
   // The lowest value of the dtype: max with it changes nothing, and a window
   // without taps inside gives it, as the reference does.
   const uint8_t lowest = is_signed ? uint8_t(0x80) : uint8_t(0);
-  return RunWindowed(a, x, y, std::vector<uint8_t>(size_t(a.c), lowest), /*avg=*/false,
-                     PoolNhwcRowArgs(), is_signed ? k->max_s8 : k->max_u8);
+  return RunWindowed(a, x, y, lowest, /*avg=*/false, PoolNhwcRowArgs(),
+                     is_signed ? k->max_s8 : k->max_u8);
 }
 
 bool QAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
                     bool is_signed, const uint8_t* x, uint8_t* y) {
   const PoolNhwcKernels* k = kc.pool_nhwc_s8;
   if (!k || !ValidArgs(a)) return false;
-  return RunWindowed(a, x, y, std::vector<uint8_t>(size_t(a.c), uint8_t(q.x_zp)), /*avg=*/true,
-                     AvgBase(q, a.kh * a.kw), is_signed ? k->avg_s8 : k->avg_u8);
-}
-
-bool MaxPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y) {
-  // At the reference level the op's own kernel runs.
-  if (!kc.pool_nhwc_s8 || !ValidArgs(a) || a.c > std::numeric_limits<int64_t>::max() / 4)
-    return false;
-  // A window without a tap inside the input gives the lowest float in the
-  // reference, -inf here: left to it (only pads as large as the window make one).
-  std::vector<int64_t> rin, rpad, cin, cpad;
-  AxisCounts(a.ih, a.oh, a.kh, a.sh, a.dh, a.pad_top, a.pad_bottom, &rin, &rpad);
-  AxisCounts(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, a.pad_right, &cin, &cpad);
-  for (const std::vector<int64_t>* v : {&rin, &cin})
-    if (std::find(v->begin(), v->end(), 0) != v->end()) return false;
-  PoolNhwcArgs bytes = a;
-  bytes.c = a.c * int64_t(sizeof(float));
-  std::vector<uint8_t> fill(size_t(bytes.c));
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < fill.size(); i += sizeof(float))
-    std::memcpy(fill.data() + i, &neg_inf, sizeof(float));
-  return RunWindowed(bytes, reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y),
-                     fill, /*avg=*/false, PoolNhwcRowArgs(), MaxRowF32);
+  return RunWindowed(a, x, y, uint8_t(q.x_zp), /*avg=*/true, AvgBase(q, a.kh * a.kw),
+                     is_signed ? k->avg_s8 : k->avg_u8);
 }
 
 bool QGlobalAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,

@@ -37,10 +37,6 @@ struct QPoolParams {
 // case is not covered (the op then runs its reference kernel).
 bool MaxPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, bool is_signed, const uint8_t* x,
                    uint8_t* y);
-// Float MaxPool on the same driver (x, y float32 [N, ih, iw, C]), bit-identical
-// to the reference op; false where not covered (reference level, a window
-// with no tap inside the input).
-bool MaxPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y);
 bool QAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
                     bool is_signed, const uint8_t* x, uint8_t* y);
 // Global average over the ih * iw pixels of each image: y is [N, 1, 1, C].

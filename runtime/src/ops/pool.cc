@@ -253,7 +253,7 @@ Status RunMaxPoolChannelsFirst(KernelContext& ctx) {
   return RunPool(ctx, PoolKind::kMax);
 }
 
-// channels_last = 1 (set by the converter's layout planning): 8-bit or float data
+// channels_last = 1 (set by the converter's layout planning): 8-bit data
 // without the Indices output, [N, spatial..., C].
 Status InferMaxPool(KernelContext& ctx) {
   bool cl = false;
@@ -267,8 +267,7 @@ bool RunMaxPoolChannelsLastFast(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
   const int nsp = x->rank() - 2;
-  if ((nsp != 1 && nsp != 2) ||
-      (x->dtype != DType::kInt8 && x->dtype != DType::kUInt8 && x->dtype != DType::kFloat32))
+  if ((nsp != 1 && nsp != 2) || (x->dtype != DType::kInt8 && x->dtype != DType::kUInt8))
     return false;
   WindowGeometry g;
   const Shape cf = ChannelsFirstShape(x->shape);
@@ -294,8 +293,6 @@ bool RunMaxPoolChannelsLastFast(KernelContext& ctx) {
     p.pad_bottom = g.pad_end[0];
   }
   p.pool = ctx.pool;
-  if (x->dtype == DType::kFloat32)
-    return kernels::MaxPoolNhwcF32(ctx.kernel_config(), p, x->ptr<float>(), y->ptr<float>());
   return kernels::MaxPoolNhwcS8(ctx.kernel_config(), p, x->dtype == DType::kInt8, x->ptr<uint8_t>(),
                                 y->ptr<uint8_t>());
 }
@@ -464,9 +461,6 @@ const OpDef& OpDef_MaxPool() {
   static const OpDef def = [] {
     OpDef d{"MaxPool", InferMaxPool, RunMaxPool, 0, false, 1, 1};
     d.layout = LayoutRole::kChannelsLast;
-    // Float too: between channels-last float convolutions (a CRNN's conv
-    // stack) it saves a Transpose on each side.
-    d.layout_float = true;
     d.traits = kTraitMovesElements | kTraitSpatial;
     return d;
   }();
