@@ -216,15 +216,23 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t p0 = t * k.mr, rows = std::min<int64_t>(k.mr, pixels - p0);
           const float** tp = ptrs + (t - t0) * tile_ptrs;
+          // The tile's pixels (oy, ox), stepped without a division per pixel
+          // (64-bit divisions cost more than a small channel count's FMAs).
+          // Rows past the end repeat the last pixel; the kernel does not store them.
+          int64_t pix_y[16], pix_x[16];
+          for (int64_t r = 0, oy = p0 / c.ow, ox = p0 % c.ow; r < k.mr; ++r) {
+            pix_y[r] = oy;
+            pix_x[r] = ox;
+            if (r + 1 < rows && ++ox == c.ow) {
+              ox = 0;
+              ++oy;
+            }
+          }
           bool& row = merged[t - t0];
           row = row_taps;
-          for (int64_t r = 0; r < rows && row; ++r) {
-            const int64_t ox = (p0 + r) % c.ow;
-            row = ox >= in_lo && ox < in_hi;
-          }
+          for (int64_t r = 0; r < rows && row; ++r) row = pix_x[r] >= in_lo && pix_x[r] < in_hi;
           for (int64_t r = 0; r < k.mr; ++r) {
-            // Rows past the end repeat the last pixel; the kernel does not store them.
-            const int64_t p = p0 + std::min(r, rows - 1), oy = p / c.ow, ox = p % c.ow;
+            const int64_t oy = pix_y[r], ox = pix_x[r];
             if (row) {
               for (int64_t ky = 0; ky < s.kh; ++ky)
                 tp[ky * k.mr + r] = TapPointer(c, xg, oy, ox, ky, 0, zeros);
