@@ -696,6 +696,89 @@ TEST_CASE(
   }
 }
 
+// ---- TopK ---------------------------------------------------------------------------------
+
+std::vector<int64_t> Int64Output(const Session& s, const std::string& name, const Shape& want) {
+  DType dt = DType::kUndefined;
+  Shape shape;
+  const void* data = nullptr;
+  Status st = s.GetOutput(name, &dt, &shape, &data);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  REQUIRE(dt == DType::kInt64);
+  REQUIRE(shape == want);
+  const int64_t* p = static_cast<const int64_t*>(data);
+  size_t n = 1;
+  for (int64_t d : shape) n *= size_t(d);
+  return std::vector<int64_t>(p, p + n);
+}
+
+TEST_CASE("converter NormalizeOpsets: opset-9 TopK k attribute becomes input 1") {
+  TempDir dir;
+  OnnxBuilder b(9);
+  b.Input("X", kFloat, {2, 4});
+  b.Output("V", kFloat, {2, 3});
+  b.Output("I", onnx::TensorProto::INT64, {2, 3});
+  auto* n = b.Node("TopK", {"X"}, {"V", "I"}, "topk0");
+  OnnxBuilder::AttrInt(n, "k", 3);
+  Converted c;
+  Status st = ConvertAndOpen(b.Write(dir), ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const Node* topk = FindNode(c.graph, "TopK");
+  REQUIRE(topk != nullptr);
+  CHECK_FALSE(topk->attrs.Has("k"));
+  CHECK(ConstInts(c.graph, topk->input(1)) == std::vector<int64_t>{3});
+  // Ties: the lower index first.
+  SetFloatInput(c.session.get(), "X", {2, 4}, {2.f, 7.f, 2.f, 2.f, -1.f, 0.f, 5.f, 0.f});
+  st = c.session->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(FloatOutput(*c.session, "V", {2, 3}) == std::vector<float>{7.f, 2.f, 2.f, 5.f, 0.f, 0.f});
+  CHECK(Int64Output(*c.session, "I", {2, 3}) == std::vector<int64_t>{1, 0, 2, 2, 1, 3});
+}
+
+// A constant k that is negative or exceeds the axis is refused at conversion,
+// naming the node; a k given at run time is refused by Run.
+TEST_CASE("converter TopK: a bad k names the node") {
+  for (int64_t k : {5, -1}) {
+    CAPTURE(k);
+    TempDir dir;
+    OnnxBuilder b(11);
+    b.Input("X", kFloat, {2, 4});
+    b.Output("V", kFloat, {2, -1});
+    b.Output("I", onnx::TensorProto::INT64, {2, -1});
+    b.InitInt64("k", {1}, {k});
+    b.Node("TopK", {"X", "k"}, {"V", "I"}, "bad_topk");
+    const std::string out = dir.File("model.qfm");
+    Status st = ConvertFile(b.Write(dir), out, ConvertOptions());
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK_MESSAGE(Contains(st.message(), "TopK 'bad_topk'"), st.message());
+    CHECK_MESSAGE(Contains(st.message(), k < 0 ? "must not be negative" : "larger than the axis"),
+                  st.message());
+    CHECK_FALSE(FileExists(out));
+  }
+  TempDir dir;
+  OnnxBuilder b(11);
+  b.Input("X", kFloat, {2, 4});
+  b.Input("k", onnx::TensorProto::INT64, {1});
+  b.Output("V", kFloat, {2, -1});
+  b.Output("I", onnx::TensorProto::INT64, {2, -1});
+  b.Node("TopK", {"X", "k"}, {"V", "I"}, "runtime_topk");
+  Converted c;
+  Status st = ConvertAndOpen(b.Write(dir), ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  SetFloatInput(c.session.get(), "X", {2, 4}, Iota(8));
+  for (int64_t k : {9, -2}) {
+    REQUIRE(c.session->SetInput("k", DType::kInt64, {1}, &k, 8).ok());
+    st = c.session->Run();
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK_MESSAGE(Contains(st.message(), "TopK 'runtime_topk'"), st.message());
+  }
+  const int64_t k = 2;
+  REQUIRE(c.session->SetInput("k", DType::kInt64, {1}, &k, 8).ok());
+  st = c.session->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(FloatOutput(*c.session, "V", {2, 2}) == std::vector<float>{3.f, 2.f, 7.f, 6.f});
+}
+
 TEST_CASE("converter Dropout: training mode with ratio 0 drops nothing and runs") {
   TempDir dir;
   OnnxBuilder b(13);
