@@ -496,6 +496,47 @@ def ranking_ops():
                     helper.make_tensor_value_info("positive_at", i64, [2, "count"])],
                    opset=13)
 
+
+# Static sequences: split into sequences and taken apart again, as exports write them ------------
+
+def static_sequences():
+    """x (2, 6, 4) split into sequences three ways (chunks of one along axis 1, sizes [2, 4],
+    chunks of 4 with a shorter last one) and along axis 2 without keepdims; elements picked by
+    SequenceAt (a negative position too), rebuilt with SequenceConstruct, SequenceInsert and
+    SequenceErase, joined by ConcatFromSequence (new_axis 0 and 1), and counted by
+    SequenceLength. Every length is known at conversion, so qfold lowers it all to
+    Split/Squeeze/Unsqueeze/Concat (converter/passes/lower_sequences.cc)."""
+    g = GraphBuilder("static_sequences", seed=29)
+
+    def const_i64(base, v):
+        return g.const(base, np.array(v, np.int64))
+
+    steps = g.node("SplitToSequence", ["x"], "steps", axis=1)
+    g.nodes.append(helper.make_node("SequenceAt", [steps, const_i64("last", -1)], ["last_step"],
+                                    name="last_step"))
+    g.nodes.append(helper.make_node("SequenceLength", [steps], ["count"], name="count"))
+    halves = g.node("SplitToSequence", ["x", const_i64("sizes", [2, 4])], "halves", axis=1)
+    fours = g.node("SplitToSequence", ["x", const_i64("four", 4)], "fours", axis=1)
+    columns = g.node("SplitToSequence", ["x"], "columns", axis=2, keepdims=0)
+    g.nodes.append(helper.make_node("ConcatFromSequence", [columns], ["stacked"], name="stacked",
+                                    axis=1, new_axis=1))
+    first4 = g.node("SequenceAt", [fours, const_i64("zero", 0)], "first4")
+    rest = g.node("Neg", [g.node("SequenceAt", [fours, const_i64("one", 1)], "rest")], "neg_rest")
+    second = g.node("Relu", [g.node("SequenceAt", [halves, const_i64("one_", 1)], "second")],
+                    "relu_second")
+    pair = g.node("SequenceConstruct", [first4, second, first4], "pair")
+    three = g.node("SequenceInsert", [pair, rest, const_i64("at1", 1)], "insert")
+    kept = g.node("SequenceErase", [three], "erase_last")
+    g.nodes.append(helper.make_node("ConcatFromSequence", [kept], ["joined"], name="joined",
+                                    axis=1))
+    f = TensorProto.FLOAT
+    return g.model([helper.make_tensor_value_info("x", f, [2, 6, 4])],
+                   [helper.make_tensor_value_info("last_step", f, [2, 1, 4]),
+                    helper.make_tensor_value_info("count", TensorProto.INT64, []),
+                    helper.make_tensor_value_info("stacked", f, [2, 4, 6]),
+                    helper.make_tensor_value_info("joined", f, [2, 10, 4])],
+                   opset=13)
+
 MODELS = {
     "mobilenetv2_like": (mobilenetv2_like, {}),
     "resnet_like": (resnet_like, {}),
@@ -508,6 +549,7 @@ MODELS = {
     "gru_kws": (gru_kws, {}),
     "loop_decoder": (loop_decoder, {}),
     "ranking_ops": (ranking_ops, {"n": 12}),
+    "static_sequences": (static_sequences, {}),
 }
 
 NP_OF_ONNX = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}
