@@ -17,6 +17,8 @@ namespace conv {
 
 namespace {
 
+constexpr int64_t kMaxLength = 1 << 16;  // tensors in one lowered sequence
+
 bool IsSequenceOp(const Node& n) {
   static const std::set<std::string> ops = {
       "SequenceConstruct", "SequenceEmpty", "SplitToSequence", "SequenceInsert",
@@ -289,6 +291,9 @@ class Lowering {
     const int64_t dim = shape[size_t(axis)];
     std::vector<int64_t> sizes;
     if (split_given && !split_scalar) {
+      if (int64_t(split.size()) > kMaxLength)
+        return Refuse(n, "split has " + std::to_string(split.size()) + " values, more than " +
+                             std::to_string(kMaxLength));
       sizes = split;
     } else {
       if (dim < 0)
@@ -299,6 +304,11 @@ class Lowering {
                              "--dim");
       const int64_t chunk = split_scalar ? split[0] : 1;
       if (chunk <= 0) return Invalid(n, "split must be positive, it is " + std::to_string(chunk));
+      // Each element becomes a graph value: a huge count is a malformed model, not a plan.
+      if ((dim + chunk - 1) / chunk > kMaxLength)
+        return Refuse(n, "sequence '" + out + "' would hold " +
+                             std::to_string((dim + chunk - 1) / chunk) + " tensors, more than " +
+                             std::to_string(kMaxLength));
       for (int64_t at = 0; at < dim; at += chunk) sizes.push_back(std::min(chunk, dim - at));
     }
     StaticSequence s{{}, n.Label()};
