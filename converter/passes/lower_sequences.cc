@@ -48,10 +48,10 @@ class Lowering {
  public:
   explicit Lowering(Graph* g) : g_(g) { CollectNames(*g, &used_); }
 
+  // Leaves the graph as it was on failure (only unused constants added), so
+  // `qfold check` can go on analysing it.
   Status Run() {
-    std::vector<Node> nodes = std::move(g_->nodes);
-    g_->nodes.clear();
-    for (Node& n : nodes) {
+    for (const Node& n : g_->nodes) {
       if (IsSequenceOp(n)) {
         QF_RETURN_IF_ERROR(Lower(n));
         continue;
@@ -64,12 +64,13 @@ class Lowering {
         if (sub_names.count(kv.first))
           return Refuse(n,
                         "a subgraph reads sequence '" + kv.first + "'" + From(kv.first) + NoType());
-      g_->nodes.push_back(std::move(n));
+      lowered_.push_back(n);
     }
     for (const std::string& out : g_->outputs)
       if (seqs_.count(out))
         return Status(StatusCode::kUnsupported, g_->source + ": graph output '" + out +
                                                     "' is a sequence" + From(out) + NoType());
+    g_->nodes = std::move(lowered_);
     return Status::Ok();
   }
 
@@ -161,9 +162,9 @@ class Lowering {
       return true;
     }
     std::set<std::string> need{name};
-    std::vector<bool> keep(g_->nodes.size(), false);
-    for (size_t k = g_->nodes.size(); k-- > 0;) {
-      const Node& p = g_->nodes[k];
+    std::vector<bool> keep(lowered_.size(), false);
+    for (size_t k = lowered_.size(); k-- > 0;) {
+      const Node& p = lowered_[k];
       bool needed = false;
       for (const std::string& o : p.outputs) needed = needed || (!o.empty() && need.count(o));
       if (!needed) continue;
@@ -180,8 +181,8 @@ class Lowering {
       if (const Value* nv = g_->Find(n)) scratch.values[n] = *nv;
     for (const std::string& in : g_->inputs)
       if (const Value* iv = g_->Find(in)) scratch.values[in] = *iv;
-    for (size_t k = 0; k < g_->nodes.size(); ++k)
-      if (keep[k]) scratch.nodes.push_back(g_->nodes[k]);
+    for (size_t k = 0; k < lowered_.size(); ++k)
+      if (keep[k]) scratch.nodes.push_back(lowered_[k]);
     Status st = InferAndFold(&scratch, /*fold=*/true);
     const Value* r = scratch.Find(name);
     if (!st.ok() || !r || !r->rank_known) {
@@ -236,7 +237,7 @@ class Lowering {
       if (pos < 0) pos += len;
       if (op == "SequenceAt") {
         Node id = MakeNode("Identity", n.name, {seq->elements[size_t(pos)]}, {out});
-        g_->nodes.push_back(std::move(id));
+        lowered_.push_back(std::move(id));
         return Status::Ok();
       }
       StaticSequence s{seq->elements, n.Label()};
@@ -246,7 +247,7 @@ class Lowering {
     }
     if (op == "SequenceLength") {
       std::string c = Int64Constant(n.name + "_length", {len}, /*scalar=*/true);
-      g_->nodes.push_back(MakeNode("Identity", n.name, {c}, {out}));
+      lowered_.push_back(MakeNode("Identity", n.name, {c}, {out}));
       return Status::Ok();
     }
     // ConcatFromSequence
@@ -259,13 +260,13 @@ class Lowering {
       std::string axes = Int64Constant(n.name + "_axes", {axis}, /*scalar=*/false);
       for (std::string& p : parts) {
         std::string u = NewName(p + "_unsqueezed");
-        g_->nodes.push_back(MakeNode("Unsqueeze", n.name + "_unsqueeze", {p, axes}, {u}));
+        lowered_.push_back(MakeNode("Unsqueeze", n.name + "_unsqueeze", {p, axes}, {u}));
         p = u;
       }
     }
     Node concat = MakeNode("Concat", n.name, parts, {out});
     concat.attrs.SetInt("axis", axis);
-    g_->nodes.push_back(std::move(concat));
+    lowered_.push_back(std::move(concat));
     return Status::Ok();
   }
 
@@ -304,12 +305,12 @@ class Lowering {
                              "--dim");
       const int64_t chunk = split_scalar ? split[0] : 1;
       if (chunk <= 0) return Invalid(n, "split must be positive, it is " + std::to_string(chunk));
+      const int64_t count = dim / chunk + (dim % chunk != 0);
       // Each element becomes a graph value: a huge count is a malformed model, not a plan.
-      if ((dim + chunk - 1) / chunk > kMaxLength)
-        return Refuse(n, "sequence '" + out + "' would hold " +
-                             std::to_string((dim + chunk - 1) / chunk) + " tensors, more than " +
-                             std::to_string(kMaxLength));
-      for (int64_t at = 0; at < dim; at += chunk) sizes.push_back(std::min(chunk, dim - at));
+      if (count > kMaxLength)
+        return Refuse(n, "sequence '" + out + "' would hold " + std::to_string(count) +
+                             " tensors, more than " + std::to_string(kMaxLength));
+      for (int64_t i = 0; i < count; ++i) sizes.push_back(std::min(chunk, dim - i * chunk));
     }
     StaticSequence s{{}, n.Label()};
     if (!sizes.empty()) {
@@ -319,13 +320,13 @@ class Lowering {
       Node sp = MakeNode("Split", n.name,
                          {x, Int64Constant(n.name + "_split", sizes, /*scalar=*/false)}, pieces);
       sp.attrs.SetInt("axis", axis);
-      g_->nodes.push_back(std::move(sp));
+      lowered_.push_back(std::move(sp));
       // Without a split input each piece has length 1, and keepdims = 0 drops that axis.
       if (!split_given && !keepdims) {
         std::string axes = Int64Constant(n.name + "_axes", {int64_t(axis)}, /*scalar=*/false);
         for (std::string& p : pieces) {
           std::string q = NewName(p + "_squeezed");
-          g_->nodes.push_back(MakeNode("Squeeze", n.name + "_squeeze", {p, axes}, {q}));
+          lowered_.push_back(MakeNode("Squeeze", n.name + "_squeeze", {p, axes}, {q}));
           p = q;
         }
       }
@@ -338,6 +339,7 @@ class Lowering {
   Graph* g_;
   std::set<std::string> used_;
   std::map<std::string, StaticSequence> seqs_;
+  std::vector<Node> lowered_;  // the graph's nodes so far, sequence ops replaced
 };
 
 }  // namespace
