@@ -105,11 +105,13 @@ class Lowering {
     used_.insert(name);
     return name;
   }
+  // The node that takes a sequence op's place keeps its name (messages then
+  // name the ONNX node); helpers around it get new names.
   Node MakeNode(const std::string& op, const std::string& base, std::vector<std::string> inputs,
-                std::vector<std::string> outputs) {
+                std::vector<std::string> outputs, bool replaces = false) {
     Node m;
     m.op_type = op;
-    m.name = NewName(base);
+    m.name = replaces ? base : NewName(base);
     m.inputs = std::move(inputs);
     m.outputs = std::move(outputs);
     return m;
@@ -236,7 +238,8 @@ class Lowering {
                               " tensors");
       if (pos < 0) pos += len;
       if (op == "SequenceAt") {
-        Node id = MakeNode("Identity", n.name, {seq->elements[size_t(pos)]}, {out});
+        Node id =
+            MakeNode("Identity", n.name, {seq->elements[size_t(pos)]}, {out}, /*replaces=*/true);
         lowered_.push_back(std::move(id));
         return Status::Ok();
       }
@@ -247,7 +250,7 @@ class Lowering {
     }
     if (op == "SequenceLength") {
       std::string c = Int64Constant(n.name + "_length", {len}, /*scalar=*/true);
-      lowered_.push_back(MakeNode("Identity", n.name, {c}, {out}));
+      lowered_.push_back(MakeNode("Identity", n.name, {c}, {out}, /*replaces=*/true));
       return Status::Ok();
     }
     // ConcatFromSequence
@@ -264,7 +267,7 @@ class Lowering {
         p = u;
       }
     }
-    Node concat = MakeNode("Concat", n.name, parts, {out});
+    Node concat = MakeNode("Concat", n.name, parts, {out}, /*replaces=*/true);
     concat.attrs.SetInt("axis", axis);
     lowered_.push_back(std::move(concat));
     return Status::Ok();
@@ -317,8 +320,9 @@ class Lowering {
       std::vector<std::string> pieces;
       for (size_t i = 0; i < sizes.size(); ++i)
         pieces.push_back(NewName(out + "_" + std::to_string(i)));
-      Node sp = MakeNode("Split", n.name,
-                         {x, Int64Constant(n.name + "_split", sizes, /*scalar=*/false)}, pieces);
+      Node sp =
+          MakeNode("Split", n.name, {x, Int64Constant(n.name + "_split", sizes, /*scalar=*/false)},
+                   pieces, /*replaces=*/true);
       sp.attrs.SetInt("axis", axis);
       lowered_.push_back(std::move(sp));
       // Without a split input each piece has length 1, and keepdims = 0 drops that axis.
