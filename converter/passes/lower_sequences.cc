@@ -19,12 +19,16 @@ namespace {
 
 constexpr int64_t kMaxLength = 1 << 16;  // tensors in one lowered sequence
 
+}  // namespace
+
 bool IsSequenceOp(const Node& n) {
   static const std::set<std::string> ops = {
       "SequenceConstruct", "SequenceEmpty", "SplitToSequence", "SequenceInsert",
       "SequenceErase",     "SequenceAt",    "SequenceLength",  "ConcatFromSequence"};
   return n.domain.empty() && ops.count(n.op_type);
 }
+
+namespace {
 
 // The tensors of one sequence, and the node that built it (for messages).
 struct StaticSequence {

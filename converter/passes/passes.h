@@ -92,6 +92,8 @@ Status FoldIfs(Graph* g, std::string* dynamic_if = nullptr);
 // become Identity/Concat (and Split, Squeeze, Unsqueeze). Any other use of a
 // sequence, or a length that depends on data, is refused naming the node.
 Status LowerSequences(Graph* g);
+// The ops LowerSequences lowers (default domain).
+bool IsSequenceOp(const Node& n);
 // Every If/Loop/Scan subgraph's reads of enclosing values become extra node
 // and subgraph inputs (attribute captured_inputs); enclosing constants are
 // copied in. Errors name the node: a value no enclosing graph defines, a Loop
