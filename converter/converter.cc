@@ -14,6 +14,7 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
   QF_RETURN_IF_ERROR(ApplyInputOverrides(g, opts.input_shapes, opts.dims));
   QF_RETURN_IF_ERROR(BindInputConsts(g, opts.consts));
   QF_RETURN_IF_ERROR(FoldIfs(g));
+  QF_RETURN_IF_ERROR(LowerSequences(g));
   QF_RETURN_IF_ERROR(CaptureOuterValues(g));
   QF_RETURN_IF_ERROR(ApplyInputLayouts(g, opts.input_layouts));
   QF_RETURN_IF_ERROR(DequantizeWidenedConstants(g));

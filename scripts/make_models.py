@@ -462,6 +462,81 @@ def loop_decoder():
                    opset=14)
 
 
+
+# Ranking ops: TopK with a k read from the input's shape, ReverseSequence, NonZero -----------------
+
+def ranking_ops():
+    """Scores of shape (2, n): rounded to halves, so TopK sees ties (the lower index must come
+    first). k = n // 2 comes from Shape, so it is a constant once n is fixed at conversion
+    (`--dim n=12`) and computed at plan time otherwise. The 3 smallest per row, each row reversed
+    over its first k (row 0) or 3 (row 1) entries, and the positions of scores above 1 (NonZero:
+    a count known only at run time)."""
+    g = GraphBuilder("ranking_ops", seed=23)
+    q = g.node("Floor", [g.node("Mul", ["scores", g.const("two", np.array(2.0, np.float32))],
+                                "double")], "rounded")
+    n = g.node("Gather", [g.node("Shape", ["scores"], "shape"),
+                          g.const("axis1", np.array([1], np.int64))], "n", axis=0)
+    k = g.node("Div", [n, g.const("half", np.array(2, np.int64))], "k")
+    g.nodes.append(helper.make_node("TopK", [q, k], ["top_values", "top_indices"], name="top",
+                                    axis=-1))
+    g.nodes.append(helper.make_node("TopK", [q, g.const("three", np.array([3], np.int64))],
+                                    ["bottom_values", "bottom_indices"], name="bottom", axis=1,
+                                    largest=0))
+    lens = g.node("Concat", [k, g.const("row1_len", np.array([3], np.int64))], "lens", axis=0)
+    g.nodes.append(helper.make_node("ReverseSequence", ["scores", lens], ["reversed"],
+                                    name="reverse", batch_axis=0, time_axis=1))
+    above = g.node("Greater", [q, g.const("one", np.array(1.0, np.float32))], "above")
+    g.nodes.append(helper.make_node("NonZero", [above], ["positive_at"], name="where"))
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+    return g.model([helper.make_tensor_value_info("scores", f, [2, "n"])],
+                   [helper.make_tensor_value_info("top_values", f, [2, "k"]),
+                    helper.make_tensor_value_info("top_indices", i64, [2, "k"]),
+                    helper.make_tensor_value_info("bottom_indices", i64, [2, 3]),
+                    helper.make_tensor_value_info("reversed", f, [2, "n"]),
+                    helper.make_tensor_value_info("positive_at", i64, [2, "count"])],
+                   opset=13)
+
+
+# Static sequences: split into sequences and taken apart again, as exports write them ------------
+
+def static_sequences():
+    """x (2, 6, 4) split into sequences three ways (chunks of one along axis 1, sizes [2, 4],
+    chunks of 4 with a shorter last one) and along axis 2 without keepdims; elements picked by
+    SequenceAt (a negative position too), rebuilt with SequenceConstruct, SequenceInsert and
+    SequenceErase, joined by ConcatFromSequence (new_axis 0 and 1), and counted by
+    SequenceLength. Every length is known at conversion, so qfold lowers it all to
+    Split/Squeeze/Unsqueeze/Concat (converter/passes/lower_sequences.cc)."""
+    g = GraphBuilder("static_sequences", seed=29)
+
+    def const_i64(base, v):
+        return g.const(base, np.array(v, np.int64))
+
+    steps = g.node("SplitToSequence", ["x"], "steps", axis=1)
+    g.nodes.append(helper.make_node("SequenceAt", [steps, const_i64("last", -1)], ["last_step"],
+                                    name="last_step"))
+    g.nodes.append(helper.make_node("SequenceLength", [steps], ["count"], name="count"))
+    halves = g.node("SplitToSequence", ["x", const_i64("sizes", [2, 4])], "halves", axis=1)
+    fours = g.node("SplitToSequence", ["x", const_i64("four", 4)], "fours", axis=1)
+    columns = g.node("SplitToSequence", ["x"], "columns", axis=2, keepdims=0)
+    g.nodes.append(helper.make_node("ConcatFromSequence", [columns], ["stacked"], name="stacked",
+                                    axis=1, new_axis=1))
+    first4 = g.node("SequenceAt", [fours, const_i64("zero", 0)], "first4")
+    rest = g.node("Neg", [g.node("SequenceAt", [fours, const_i64("one", 1)], "rest")], "neg_rest")
+    second = g.node("Relu", [g.node("SequenceAt", [halves, const_i64("one_", 1)], "second")],
+                    "relu_second")
+    pair = g.node("SequenceConstruct", [first4, second, first4], "pair")
+    three = g.node("SequenceInsert", [pair, rest, const_i64("at1", 1)], "insert")
+    kept = g.node("SequenceErase", [three], "erase_last")
+    g.nodes.append(helper.make_node("ConcatFromSequence", [kept], ["joined"], name="joined",
+                                    axis=1))
+    f = TensorProto.FLOAT
+    return g.model([helper.make_tensor_value_info("x", f, [2, 6, 4])],
+                   [helper.make_tensor_value_info("last_step", f, [2, 1, 4]),
+                    helper.make_tensor_value_info("count", TensorProto.INT64, []),
+                    helper.make_tensor_value_info("stacked", f, [2, 4, 6]),
+                    helper.make_tensor_value_info("joined", f, [2, 10, 4])],
+                   opset=13)
+
 MODELS = {
     "mobilenetv2_like": (mobilenetv2_like, {}),
     "resnet_like": (resnet_like, {}),
@@ -473,6 +548,8 @@ MODELS = {
     "crnn_text": (crnn_text, {}),
     "gru_kws": (gru_kws, {}),
     "loop_decoder": (loop_decoder, {}),
+    "ranking_ops": (ranking_ops, {"n": 12}),
+    "static_sequences": (static_sequences, {}),
 }
 
 NP_OF_ONNX = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}
@@ -506,11 +583,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="models", help="output directory (default: models)")
     ap.add_argument("--no-run", action="store_true", help="skip the onnxruntime smoke run")
+    ap.add_argument("--only", action="append", default=[], metavar="NAME",
+                    help="build only this model (repeatable; default: all)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
     failed = False
     for name, (build, dims) in MODELS.items():
+        if args.only and name not in args.only:
+            continue
         model = build()
         onnx.checker.check_model(model, full_check=True)
         path = os.path.join(args.out, name + ".onnx")

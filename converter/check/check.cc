@@ -215,6 +215,21 @@ void FoldConstsAndIfs(Analysis* a) {
       if (n.op_type == "If" && st.message().find(n.Label() + ":") != std::string::npos) node = &n;
     a->Add(Severity::kError, "invalid_if", node, "", st.message());
   }
+  // Sequences whose lengths are known become tensors, as when converting; the
+  // graph is left as it was when one cannot.
+  st = conv::LowerSequences(&a->g);
+  if (!st.ok()) {
+    const conv::Node* node = nullptr;
+    for (const conv::Node& n : a->g.nodes)
+      if (st.message().find(n.Label() + ":") != std::string::npos) node = &n;
+    const bool dynamic = st.code() == StatusCode::kUnsupported;
+    a->Add(Severity::kError, dynamic ? "dynamic_sequence" : "invalid_sequence", node, "",
+           st.message(),
+           dynamic ? "qfold runs sequences only when their lengths are known at conversion and "
+                     "the graph that builds them takes them apart (SequenceAt, SequenceLength, "
+                     "ConcatFromSequence); fix the dims they depend on with --dim/--input-shape"
+                   : "");
+  }
   // The values subgraphs read become inputs of their If/Loop/Scan, as when
   // converting; a Loop that nothing bounds is explained here, not in the runtime.
   st = conv::CaptureOuterValues(&a->g);

@@ -25,6 +25,12 @@ namespace check {
 
 namespace {
 
+bool HasSequenceIssue(const Report& r) {
+  for (const Issue& i : r.issues)
+    if (i.code == "dynamic_sequence" || i.code == "invalid_sequence") return true;
+  return false;
+}
+
 using conv::Node;
 using conv::Value;
 
@@ -367,6 +373,12 @@ class Walker {
       return;
     }
     const OpDef* def = FindOp(n.op_type);
+    // A sequence op left in the graph was refused by LowerSequences, whose
+    // dynamic_sequence issue says why; "not supported" would be wrong.
+    if (!def && default_domain && conv::IsSequenceOp(n) && HasSequenceIssue(*a_.report)) {
+      SetUnknown(k);
+      return;
+    }
     if (!def || !(default_domain || n.domain == "com.microsoft") || !n.unsupported_attrs.empty()) {
       std::string what = !def ? "operator " +
                                     (default_domain ? n.op_type : n.domain + "." + n.op_type) +

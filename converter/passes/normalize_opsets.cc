@@ -173,6 +173,17 @@ const std::map<std::string, Rewrite>& Rewrites() {
          n->op_type = "ScatterElements";
          return Status::Ok();
        }},
+      {"TopK",
+       [](Graph* g, Node* n, int64_t opset) {
+         // Opset 1 had k as an attribute; from 10 it is a 1-D input.
+         if (opset < 10 && n->attrs.Has("k")) {
+           std::string k = g->AddInt64Constant(n->name + "_k", {n->attrs.GetInt("k", 0)});
+           n->attrs.Erase("k");
+           n->inputs.resize(2);
+           n->inputs[1] = k;
+         }
+         return Status::Ok();
+       }},
       {"Softmax",
        [](Graph* g, Node* n, int64_t opset) {
          if (opset < 13) n->attrs.SetInt("_coerce_2d", 1);

@@ -86,6 +86,14 @@ Status BindInputConsts(Graph* g, const std::map<std::string, std::string>& const
 // nested Ifs too; an If that stays dynamic is kept (it runs both branches'
 // plans at run time) and `dynamic_if`, when given, receives the first one's name.
 Status FoldIfs(Graph* g, std::string* dynamic_if = nullptr);
+// Sequences of the main graph whose length is known at conversion
+// (SequenceConstruct, SequenceEmpty, SplitToSequence, SequenceInsert/Erase)
+// become lists of tensors; SequenceAt, SequenceLength and ConcatFromSequence
+// become Identity/Concat (and Split, Squeeze, Unsqueeze). Any other use of a
+// sequence, or a length that depends on data, is refused naming the node.
+Status LowerSequences(Graph* g);
+// The ops LowerSequences lowers (default domain).
+bool IsSequenceOp(const Node& n);
 // Every If/Loop/Scan subgraph's reads of enclosing values become extra node
 // and subgraph inputs (attribute captured_inputs); enclosing constants are
 // copied in. Errors name the node: a value no enclosing graph defines, a Loop

@@ -4,7 +4,7 @@
 Usage:
   compare_ort.py --qfold build/cli/qfold --model models/a.onnx [--model models/b.onnx ...]
                  [--rtol 1e-4] [--atol 0] [--dim batch=1 --dim height=32] [--workdir DIR]
-                 [--require-float-channels-last]
+                 [--require-float-channels-last] [--convert-dims] [--expect-static OUTPUT ...]
 
 For each model: deterministic random inputs (seeded by the model file name) are fed to ONNX
 Runtime with all graph optimizations disabled (so the reference is the literal graph), saved to
@@ -16,6 +16,9 @@ name's UTF-8 bytes replaced by '_', and '_' prepended to an empty name or one st
 '.'). An output passes when
   max|qfold - ort| / max(max|ort|, 1e-6) < rtol   or   max|qfold - ort| <= atol (if atol > 0).
 The default rtol is 1e-4, or 2e-3 for models with float16/bfloat16 inputs or outputs.
+--convert-dims also passes each --dim to `qfold convert`, so the model is converted for those
+sizes (shape chains fold to constants); --expect-static OUTPUT then fails a model whose .qfm
+leaves a dim of that output symbolic (shape inference did not resolve it at conversion).
 
 Prints one line per model output, then exactly "N passed, M failed" (counting models); exits
 non-zero if any model failed.
@@ -102,7 +105,11 @@ def check_model(args, model_path, dims, stem):
         input_args += ["--input", f"{name}={path}"]
 
     qfm = os.path.join(workdir, "model.qfm")
-    for cmd in ([args.qfold, "convert", model_path, "-o", qfm],
+    convert_dims = []
+    if args.convert_dims:
+        for name, value in dims.items():
+            convert_dims += ["--dim", f"{name}={value}"]
+    for cmd in ([args.qfold, "convert", model_path, "-o", qfm] + convert_dims,
                 [args.qfold, "run", qfm] + input_args + ["--output-dir", outdir]):
         err = run_qfold(cmd, args.timeout)
         if err:
@@ -111,9 +118,14 @@ def check_model(args, model_path, dims, stem):
     if args.require_float_channels_last and not float_channels_last_convs(args, qfm):
         print(f"FAIL {label}: no float Conv runs channels-last in the converted model")
         return False
-    shape_errors = external_shape_errors(args.qfold, qfm, onnx.load(model_path))
+    shape_errors = external_shape_errors(args.qfold, qfm, onnx.load(model_path),
+                                         fixed_dims=dims if args.convert_dims else None)
     for e in shape_errors:
         print(f"FAIL {label}: external shape changed: {e}")
+    static_errors = static_output_errors(args.qfold, qfm, args.expect_static)
+    for e in static_errors:
+        print(f"FAIL {label}: {e}")
+    shape_errors += static_errors
     if shape_errors:
         return False
 
@@ -149,6 +161,24 @@ def check_model(args, model_path, dims, stem):
         print(f"{'PASS' if passed else 'FAIL'} {where} {list(ref.shape)} {ref.dtype}: "
               f"max_abs={max_abs:.3e} max_rel={max_rel:.3e} (rtol {rtol:g}){note}")
     return ok
+
+
+def static_output_errors(qfold, qfm, names):
+    """One message per output in `names` whose .qfm shape keeps a symbolic dim."""
+    if not names:
+        return []
+    err, out = run_qfold_output([qfold, "inspect", qfm, "--json"], 120)
+    if err:
+        return [err]
+    shapes = {t["name"]: t["shape"] for t in json.loads(out).get("outputs", [])}
+    errors = []
+    for name in names:
+        if name not in shapes:
+            errors.append(f"no output '{name}' in the .qfm")
+        elif not all(isinstance(d, int) for d in shapes[name]):
+            errors.append(f"output '{name}' has shape {shapes[name]} after conversion, "
+                          "expected every dim known")
+    return errors
 
 
 def float_channels_last_convs(args, qfm):
@@ -189,6 +219,10 @@ def main():
     ap.add_argument("--timeout", type=float, default=600, help="seconds per qfold command")
     ap.add_argument("--require-float-channels-last", action="store_true",
                     help="fail a model unless some float Conv of it runs channels-last")
+    ap.add_argument("--convert-dims", action="store_true",
+                    help="pass the --dim values to `qfold convert` too")
+    ap.add_argument("--expect-static", action="append", default=[], metavar="OUTPUT",
+                    help="fail unless this output's shape is fully known in the .qfm (repeatable)")
     ap.add_argument("--strict-dtype", action="store_true",
                     help="fail when qfold's output dtype differs from onnxruntime's")
     args = ap.parse_args()

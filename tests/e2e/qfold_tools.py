@@ -136,9 +136,11 @@ def inspect_operators(qfold, qfm_path, timeout=120):
     return ops if isinstance(ops, dict) else None
 
 
-def external_shape_errors(qfold, qfm_path, model, timeout=120):
+def external_shape_errors(qfold, qfm_path, model, timeout=120, fixed_dims=None):
     """Differences between the model's declared graph inputs/outputs and the .qfm's: the
-    converter may change layouts inside, never the shapes, names or dtypes users feed."""
+    converter may change layouts inside, never the shapes, names or dtypes users feed.
+    fixed_dims: symbolic dims set at conversion (`qfold convert --dim`), expected as values."""
+    fixed_dims = fixed_dims or {}
     err, out = run_qfold_output([qfold, "inspect", qfm_path, "--json"], timeout)
     if err:
         return [err]
@@ -152,7 +154,10 @@ def external_shape_errors(qfold, qfm_path, model, timeout=120):
             continue
         want = []
         for d in vi.type.tensor_type.shape.dim:
-            want.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?"))
+            if d.HasField("dim_value"):
+                want.append(d.dim_value)
+            else:
+                want.append(fixed_dims.get(d.dim_param, d.dim_param or "?"))
         got = t["shape"]
         # Outputs' symbolic dims may be resolved by inference; inputs must stay as declared.
         is_input = any(vi.name == i.name for i in graph_inputs(model))

@@ -60,6 +60,29 @@ void InitBytes(OnnxBuilder* b, const std::string& name, int type, const std::vec
   b->Init(name, type, dims, s.data(), s.size());
 }
 
+TEST_CASE("check sequences: a length no option fixes is dynamic_sequence; --dim lowers it") {
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.Input("X", kF32, {2, -1}, "T");
+  b.Output("Y", kF32, {2, 1});
+  b.InitInt64("last", {}, {-1});
+  OnnxBuilder::AttrInt(b.Node("SplitToSequence", {"X"}, {"seq"}, "split_seq"), "axis", 1);
+  b.Node("SequenceAt", {"seq", "last"}, {"Y"}, "pick_last");
+  const std::string path = b.Write(dir);
+  check::Report r = Run(path);
+  std::vector<check::Issue> found = WithCode(r, "dynamic_sequence");
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].node == "split_seq");
+  CHECK_MESSAGE(found[0].message.find("axis 1 of input 'X'") != std::string::npos,
+                found[0].message);
+  CHECK(WithCode(r, "unsupported_op").empty());  // dynamic_sequence says why
+  check::CheckOptions opts;
+  opts.dims["T"] = 5;
+  r = Run(path, opts);
+  CHECK(WithCode(r, "dynamic_sequence").empty());
+  CHECK(WithCode(r, "unsupported_op").empty());
+}
+
 TEST_CASE("check broadcast: names both dims, their origins and a working input shape") {
   TempDir dir;
   OnnxBuilder b(17);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -694,6 +695,200 @@ TEST_CASE(
       CHECK(std::vector<uint8_t>(m, m + 4) == std::vector<uint8_t>{1, 1, 1, 1});
     }
   }
+}
+
+// ---- TopK ---------------------------------------------------------------------------------
+
+std::vector<int64_t> Int64Output(const Session& s, const std::string& name, const Shape& want) {
+  DType dt = DType::kUndefined;
+  Shape shape;
+  const void* data = nullptr;
+  Status st = s.GetOutput(name, &dt, &shape, &data);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  REQUIRE(dt == DType::kInt64);
+  REQUIRE(shape == want);
+  const int64_t* p = static_cast<const int64_t*>(data);
+  size_t n = 1;
+  for (int64_t d : shape) n *= size_t(d);
+  return std::vector<int64_t>(p, p + n);
+}
+
+TEST_CASE("converter NormalizeOpsets: opset-9 TopK k attribute becomes input 1") {
+  TempDir dir;
+  OnnxBuilder b(9);
+  b.Input("X", kFloat, {2, 4});
+  b.Output("V", kFloat, {2, 3});
+  b.Output("I", onnx::TensorProto::INT64, {2, 3});
+  auto* n = b.Node("TopK", {"X"}, {"V", "I"}, "topk0");
+  OnnxBuilder::AttrInt(n, "k", 3);
+  Converted c;
+  Status st = ConvertAndOpen(b.Write(dir), ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const Node* topk = FindNode(c.graph, "TopK");
+  REQUIRE(topk != nullptr);
+  CHECK_FALSE(topk->attrs.Has("k"));
+  CHECK(ConstInts(c.graph, topk->input(1)) == std::vector<int64_t>{3});
+  // Ties: the lower index first.
+  SetFloatInput(c.session.get(), "X", {2, 4}, {2.f, 7.f, 2.f, 2.f, -1.f, 0.f, 5.f, 0.f});
+  st = c.session->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(FloatOutput(*c.session, "V", {2, 3}) == std::vector<float>{7.f, 2.f, 2.f, 5.f, 0.f, 0.f});
+  CHECK(Int64Output(*c.session, "I", {2, 3}) == std::vector<int64_t>{1, 0, 2, 2, 1, 3});
+}
+
+// A constant k that is negative or exceeds the axis is refused at conversion,
+// naming the node; a k given at run time is refused by Run.
+TEST_CASE("converter TopK: a bad k names the node") {
+  for (int64_t k : {5, -1}) {
+    CAPTURE(k);
+    TempDir dir;
+    OnnxBuilder b(11);
+    b.Input("X", kFloat, {2, 4});
+    b.Output("V", kFloat, {2, -1});
+    b.Output("I", onnx::TensorProto::INT64, {2, -1});
+    b.InitInt64("k", {1}, {k});
+    b.Node("TopK", {"X", "k"}, {"V", "I"}, "bad_topk");
+    const std::string out = dir.File("model.qfm");
+    Status st = ConvertFile(b.Write(dir), out, ConvertOptions());
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK_MESSAGE(Contains(st.message(), "TopK 'bad_topk'"), st.message());
+    CHECK_MESSAGE(Contains(st.message(), k < 0 ? "must not be negative" : "larger than the axis"),
+                  st.message());
+    CHECK_FALSE(FileExists(out));
+  }
+  TempDir dir;
+  OnnxBuilder b(11);
+  b.Input("X", kFloat, {2, 4});
+  b.Input("k", onnx::TensorProto::INT64, {1});
+  b.Output("V", kFloat, {2, -1});
+  b.Output("I", onnx::TensorProto::INT64, {2, -1});
+  b.Node("TopK", {"X", "k"}, {"V", "I"}, "runtime_topk");
+  Converted c;
+  Status st = ConvertAndOpen(b.Write(dir), ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  SetFloatInput(c.session.get(), "X", {2, 4}, Iota(8));
+  for (int64_t k : {9, -2}) {
+    REQUIRE(c.session->SetInput("k", DType::kInt64, {1}, &k, 8).ok());
+    st = c.session->Run();
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK_MESSAGE(Contains(st.message(), "TopK 'runtime_topk'"), st.message());
+  }
+  const int64_t k = 2;
+  REQUIRE(c.session->SetInput("k", DType::kInt64, {1}, &k, 8).ok());
+  st = c.session->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(FloatOutput(*c.session, "V", {2, 2}) == std::vector<float>{3.f, 2.f, 7.f, 6.f});
+}
+
+// ---- LowerSequences ---------------------------------------------------------------------------
+
+// Y = SequenceAt(SplitToSequence(X, axis 1), -1) + ConcatFromSequence of the same pieces
+// reversed by SequenceConstruct: X's last column plus nothing else needs a runtime sequence.
+OnnxBuilder SplitAtModel(const std::vector<int64_t>& x_dims) {
+  OnnxBuilder b(13);
+  b.Input("X", kFloat, x_dims, "T");
+  b.Output("Y", kFloat, {2, 1});
+  b.InitInt64("last", {}, {-1});
+  OnnxBuilder::AttrInt(b.Node("SplitToSequence", {"X"}, {"seq"}, "split_seq"), "axis", 1);
+  b.Node("SequenceAt", {"seq", "last"}, {"Y"}, "pick_last");
+  return b;
+}
+
+TEST_CASE("converter LowerSequences: SplitToSequence -> SequenceAt becomes Split") {
+  TempDir dir;
+  Graph g;
+  std::vector<float> y =
+      ConvertAndRun(SplitAtModel({2, 3}).Write(dir), "X", {2, 3}, Iota(6), "Y", {2, 1}, &g);
+  CHECK(y == std::vector<float>{2.f, 5.f});
+  CHECK(CountOps(g, "Split") == 1);
+  CHECK(FindNode(g, "SplitToSequence") == nullptr);
+  CHECK(FindNode(g, "SequenceAt") == nullptr);
+}
+
+TEST_CASE("converter LowerSequences: a length that depends on a symbolic dim needs --dim") {
+  TempDir dir;
+  const std::string path = SplitAtModel({2, -1}).Write(dir);
+  Graph g;
+  Status st = LoadAndOptimize(path, ConvertOptions(), &g);
+  CHECK(st.code() == StatusCode::kUnsupported);
+  CHECK_MESSAGE(Contains(st.message(), "SplitToSequence 'split_seq'"), st.message());
+  CHECK_MESSAGE(Contains(st.message(), "--dim"), st.message());
+  ConvertOptions opts;
+  opts.dims["T"] = 4;
+  Converted c;
+  st = ConvertAndOpen(path, opts, &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  SetFloatInput(c.session.get(), "X", {2, 4}, Iota(8));
+  st = c.session->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(FloatOutput(*c.session, "Y", {2, 1}) == std::vector<float>{3.f, 7.f});
+}
+
+TEST_CASE("converter LowerSequences: sequences it cannot lower are refused naming the node") {
+  struct Case {
+    const char* what;
+    std::function<void(OnnxBuilder*)> build;
+    StatusCode code;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"position out of range",
+       [](OnnxBuilder* b) {
+         b->InitInt64("pos", {}, {3});
+         b->Node("SequenceConstruct", {"X", "X"}, {"seq"}, "pair");
+         b->Node("SequenceAt", {"seq", "pos"}, {"Y"}, "pick");
+       },
+       StatusCode::kInvalidModel, "SequenceAt 'pick': position 3 is outside [-2, 1]"},
+      {"position from data",
+       [](OnnxBuilder* b) {
+         b->Input("P", onnx::TensorProto::INT64, {});
+         b->Node("SequenceConstruct", {"X", "X"}, {"seq"}, "pair");
+         b->Node("SequenceAt", {"seq", "P"}, {"Y"}, "pick");
+       },
+       StatusCode::kUnsupported, "SequenceAt 'pick': position 'P' is not a constant"},
+      {"sequence read by another op",
+       [](OnnxBuilder* b) {
+         b->Node("SequenceConstruct", {"X"}, {"seq"}, "single");
+         b->Node("Identity", {"seq"}, {"Y"}, "copy");
+       },
+       StatusCode::kUnsupported,
+       "Identity 'copy': reads sequence 'seq' (built by "
+       "SequenceConstruct 'single')"},
+      {"empty ConcatFromSequence",
+       [](OnnxBuilder* b) {
+         b->Node("SequenceEmpty", {}, {"seq"}, "none");
+         OnnxBuilder::AttrInt(b->Node("ConcatFromSequence", {"seq"}, {"Y"}, "join"), "axis", 0);
+       },
+       StatusCode::kInvalidModel, "ConcatFromSequence 'join': sequence 'seq' is empty"},
+  };
+  for (const Case& tc : cases) {
+    CAPTURE(tc.what);
+    TempDir dir;
+    OnnxBuilder b(13);
+    b.Input("X", kFloat, {2});
+    b.Output("Y", kFloat, {2});
+    tc.build(&b);
+    const std::string out = dir.File("model.qfm");
+    Status st = ConvertFile(b.Write(dir), out, ConvertOptions());
+    CHECK(st.code() == tc.code);
+    CHECK_MESSAGE(Contains(st.message(), tc.expect), st.message());
+    CHECK_FALSE(FileExists(out));
+  }
+  // A sequence as a graph output.
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.Input("X", kFloat, {2});
+  b.Output("Y", kFloat, {2});
+  b.Node("SequenceConstruct", {"X"}, {"S"}, "wrap");
+  b.Node("Neg", {"X"}, {"Y"}, "neg0");
+  b.graph()->add_output()->set_name("S");
+  Graph g;
+  Status st = LoadAndOptimize(b.Write(dir), ConvertOptions(), &g);
+  CHECK(st.code() == StatusCode::kUnsupported);
+  CHECK_MESSAGE(Contains(st.message(),
+                         "graph output 'S' is a sequence (built by "
+                         "SequenceConstruct 'wrap')"),
+                st.message());
 }
 
 TEST_CASE("converter Dropout: training mode with ratio 0 drops nothing and runs") {

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <climits>
+#include <cmath>
+#include <limits>
 
 #include "op_harness.h"
 
@@ -512,6 +514,91 @@ TEST_CASE("shape: Trilu") {
   REQUIRE(r.status.ok());
   CHECK(r.values<int32_t>() == std::vector<int32_t>{0, 2, 3, 0, 0, 6, 0, 2, 3, 0, 0, 6});
   CHECK(!RunOp("Trilu", {F32({3}, Iota(3))}).status.ok());
+}
+
+// ---------------- TopK / ReverseSequence / NonZero ----------------
+
+TEST_CASE("shape: TopK") {
+  // Ties keep the lower index first, for largest and for smallest.
+  auto x = F32({2, 4}, {1, 3, 3, 2, 5, 5, 5, 0});
+  auto r = RunOp("TopK", {x, I64({1}, {2})}, AttrMap(), 2);
+  REQUIRE(r.status.ok());
+  CHECK(r.shape(0) == Shape{2, 2});
+  CHECK(r.values<float>(0) == std::vector<float>{3, 3, 5, 5});
+  CHECK(r.values<int64_t>(1) == std::vector<int64_t>{1, 2, 0, 1});
+  r = RunOp("TopK", {x, I64({1}, {3})}, Int("largest", 0), 2);
+  REQUIRE(r.status.ok());
+  CHECK(r.values<float>(0) == std::vector<float>{1, 2, 3, 0, 5, 5});
+  CHECK(r.values<int64_t>(1) == std::vector<int64_t>{0, 3, 1, 3, 0, 1});
+  // axis 0 of a [3, 2] int32 tensor: columns are sorted independently.
+  r = RunOp("TopK", {I32({3, 2}, {4, 9, 7, 9, 7, 1}), I64({1}, {2})}, Int("axis", 0), 2);
+  REQUIRE(r.status.ok());
+  CHECK(r.values<int32_t>(0) == std::vector<int32_t>{7, 9, 7, 9});
+  CHECK(r.values<int64_t>(1) == std::vector<int64_t>{1, 0, 2, 1});
+  // NaN counts as larger than every number.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  r = RunOp("TopK", {F32({4}, {1, nan, 2, 3}), I64({1}, {2})}, AttrMap(), 2);
+  REQUIRE(r.status.ok());
+  CHECK(std::isnan(r.values<float>(0)[0]));
+  CHECK(r.values<int64_t>(1) == std::vector<int64_t>{1, 3});
+  r = RunOp("TopK", {F32({4}, {1, nan, 2, 3}), I64({1}, {2})}, Int("largest", 0), 2);
+  CHECK(r.values<int64_t>(1) == std::vector<int64_t>{0, 2});
+  // k = 0 gives empty outputs; a k past the axis or negative names the node.
+  r = RunOp("TopK", {x, I64({1}, {0})}, AttrMap(), 2);
+  REQUIRE(r.status.ok());
+  CHECK(r.shape(1) == Shape{2, 0});
+  r = RunOp("TopK", {x, I64({1}, {5})}, AttrMap(), 2);
+  CHECK(r.status.code() == StatusCode::kInvalidModel);
+  CHECK(r.status.message().find("TopK 'test'") != std::string::npos);
+  CHECK(r.status.message().find("larger than the axis") != std::string::npos);
+  CHECK(!RunOp("TopK", {x, I64({1}, {-1})}, AttrMap(), 2).status.ok());
+  CHECK(!RunOp("TopK", {x, I64({2}, {1, 1})}, AttrMap(), 2).status.ok());
+  CHECK(!RunOp("TopK", {x, I64({1}, {1})}, Int("axis", 2), 2).status.ok());
+  // An unknown k leaves the axis unknown.
+  auto inf = Infer("TopK", {x, Sym(DType::kInt64, {1})}, AttrMap(), 2);
+  REQUIRE(inf.status.ok());
+  CHECK(inf.outputs[1].shape == Shape{2, kUnknownDim});
+  CHECK(inf.outputs[1].dtype == DType::kInt64);
+}
+
+TEST_CASE("shape: ReverseSequence") {
+  // time_axis 1, batch_axis 0: row b reverses its first lens[b] entries.
+  AttrMap a;
+  a.SetInt("time_axis", 1);
+  a.SetInt("batch_axis", 0);
+  auto x = F32({3, 4, 2}, Iota(24));
+  auto r = RunOp("ReverseSequence", {x, I64({3}, {4, 1, 2})}, a);
+  REQUIRE(r.status.ok());
+  CHECK(r.values<float>() == std::vector<float>{6,  7,  4,  5,  2,  3,  0,  1,  8,  9,  10, 11,
+                                                12, 13, 14, 15, 18, 19, 16, 17, 20, 21, 22, 23});
+  // Defaults: time_axis 0, batch_axis 1.
+  r = RunOp("ReverseSequence", {I32({3, 2}, {1, 2, 3, 4, 5, 6}), I64({2}, {3, 0})});
+  REQUIRE(r.status.ok());
+  CHECK(r.values<int32_t>() == std::vector<int32_t>{5, 2, 3, 4, 1, 6});
+  CHECK(!RunOp("ReverseSequence", {x, I64({3}, {4, 5, 2})}, a).status.ok());
+  CHECK(!RunOp("ReverseSequence", {x, I64({2}, {1, 1})}, a).status.ok());
+  CHECK(!RunOp("ReverseSequence", {x, I64({4}, {1, 1, 1, 1})}, Int("time_axis", 2)).status.ok());
+}
+
+TEST_CASE("shape: NonZero") {
+  auto r = RunOp("NonZero", {F32({2, 3}, {0, 1.5f, -0.f, 2, 0, 3})});
+  REQUIRE(r.status.ok());
+  CHECK(r.shape() == Shape{2, 3});
+  CHECK(r.values<int64_t>() == std::vector<int64_t>{0, 1, 1, 1, 0, 2});
+  r = RunOp("NonZero", {Make<uint8_t>(DType::kBool, {4}, {0, 1, 1, 0})});
+  REQUIRE(r.status.ok());
+  CHECK(r.values<int64_t>() == std::vector<int64_t>{1, 2});
+  // A scalar counts as one element (ONNX Runtime's shape [1, count]).
+  r = RunOp("NonZero", {F32({}, {7})});
+  REQUIRE(r.status.ok());
+  CHECK(r.shape() == Shape{1, 1});
+  r = RunOp("NonZero", {I32({2, 2}, {0, 0, 0, 0})});
+  REQUIRE(r.status.ok());
+  CHECK(r.shape() == Shape{2, 0});
+  // Without data the count is unknown until run time.
+  auto inf = Infer("NonZero", {Sym(DType::kFloat32, {2, 5})});
+  REQUIRE(inf.status.ok());
+  CHECK(inf.outputs[0].shape == Shape{2, kUnknownDim});
 }
 
 TEST_CASE("shape: ScatterElements") {
