@@ -122,6 +122,23 @@ TEST_CASE("channels-last global pools (float; 8-bit max) match NCHW") {
     }
 }
 
+TEST_CASE("channels-last float BatchNormalization matches NCHW") {
+  for (const Shape& s : {Shape{1, 96, 7, 7}, Shape{2, 37, 5, 6}, Shape{1, 130, 3, 2}}) {
+    const int64_t c = s[1];
+    const size_t nc = static_cast<size_t>(c);
+    std::vector<float> scale(nc), bias(nc), mean(nc), var(nc);
+    for (int64_t i = 0; i < c; ++i) {
+      scale[size_t(i)] = 0.5f + 0.01f * float(i);
+      bias[size_t(i)] = 0.1f * float(i % 7) - 0.3f;
+      mean[size_t(i)] = 0.05f * float(i % 11) - 0.2f;
+      var[size_t(i)] = 0.3f + 0.02f * float(i % 13);
+    }
+    CheckBothLayouts<float>("BatchNormalization", DType::kFloat32, s,
+                            {F32({c}, scale), F32({c}, bias), F32({c}, mean), F32({c}, var)},
+                            AttrMap(), "BatchNormalization " + ShapeToString(s));
+  }
+}
+
 // Float MaxPool/AveragePool: the channels-last kernels against the
 // channels-first reference kernel, bit for bit (NaN, infinities and signed
 // zeros in the data), at every ISA level and 1 and 2 threads.
