@@ -1,11 +1,11 @@
 // A Conv followed by Mul and Add by constants per output channel (or scalars:
 // the "learnable affine" blocks of PP-LCNet) folds them into its weights and
-// bias. Activations spelled as several elementwise nodes become one node (one pass
-// over memory, the vectorized kernel): x * Sigmoid(x) (SiLU, also with
-// Sigmoid(alpha * x)) -> Swish, x * HardSigmoid(x) with alpha 1/6, beta 1/2
-// and x * Clip(x + 3, 0, 6) / 6 -> HardSwish, 0.5 x (1 + Erf(x / sqrt2)) -> Gelu.
-// Then a linear op followed by a pointwise activation becomes one node with
-// the activation applied to its output in the same pass over memory.
+// bias; a BatchNormalization followed by them into its scale and B. Activations spelled as several
+// elementwise nodes become one node (one pass over memory, the vectorized kernel): x * Sigmoid(x)
+// (SiLU, also with Sigmoid(alpha * x)) -> Swish, x * HardSigmoid(x) with alpha 1/6, beta 1/2 and x
+// * Clip(x + 3, 0, 6) / 6 -> HardSwish, 0.5 x (1 + Erf(x / sqrt2)) -> Gelu. Then a linear op (or
+// BatchNormalization) followed by a pointwise activation becomes one node with the activation
+// applied to its output in the same pass over memory.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -273,6 +273,67 @@ bool ChannelConst(const Graph& g, const std::string& name, int rank, int64_t m,
   return true;
 }
 
+// Follows Mul/Add by channel constants from `out` while each value has one
+// reader, folding them into y = x * scale + bias (both m-vectors). Returns
+// the chain's nodes; *out becomes its last value.
+std::vector<size_t> CollectChannelAffine(
+    const Graph& g,
+    const std::unordered_map<std::string, std::vector<std::pair<size_t, size_t>>>& consumers,
+    const std::vector<bool>& removed, int rank, int64_t m, std::string* out,
+    std::vector<float>* scale, std::vector<float>* bias) {
+  std::vector<size_t> chain;
+  for (;;) {
+    auto it = consumers.find(*out);
+    if (g.IsGraphOutput(*out) || it == consumers.end() || it->second.size() != 1) break;
+    const size_t nk = it->second[0].first;
+    const Node& n = g.nodes[nk];
+    if (removed[nk] || !n.domain.empty() || n.outputs.size() != 1 || n.inputs.size() != 2 ||
+        (n.op_type != "Mul" && n.op_type != "Add"))
+      break;
+    const std::string& other = n.inputs[0] == *out ? n.inputs[1] : n.inputs[0];
+    std::vector<float> c;
+    if (other == *out || !ChannelConst(g, other, rank, m, &c)) break;
+    for (int64_t o = 0; o < m; ++o) {
+      if (n.op_type == "Mul") {
+        (*scale)[size_t(o)] *= c[size_t(o)];
+        (*bias)[size_t(o)] *= c[size_t(o)];
+      } else {
+        (*bias)[size_t(o)] += c[size_t(o)];
+      }
+    }
+    chain.push_back(nk);
+    *out = n.outputs[0];
+  }
+  return chain;
+}
+
+bool FloatVector(const Graph& g, const std::string& name, int64_t m, std::vector<float>* out) {
+  const Value* v = g.Find(name);
+  if (!v || !v->is_constant() || v->dtype != DType::kFloat32 || int64_t(v->data->size()) != m * 4)
+    return false;
+  out->resize(size_t(m));
+  std::memcpy(out->data(), v->data->data(), size_t(m) * 4);
+  return true;
+}
+
+std::string FloatConstant(Graph* g, const std::string& name, const Shape& shape,
+                          const std::vector<float>& v) {
+  std::vector<uint8_t> bytes(v.size() * 4);
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  return g->AddConstant(name, DType::kFloat32, shape, std::move(bytes));
+}
+
+// The chain's nodes are removed and the node writes the chain's last value.
+void TakeOverChain(Graph* g, Node* n, const std::vector<size_t>& chain, const std::string& out,
+                   std::vector<bool>* removed) {
+  g->values.erase(n->outputs[0]);
+  for (size_t c : chain) {
+    (*removed)[c] = true;
+    if (g->nodes[c].outputs[0] != out) g->values.erase(g->nodes[c].outputs[0]);
+  }
+  n->outputs[0] = out;
+}
+
 }  // namespace
 
 Status FuseConvAffine(Graph* g) {
@@ -280,66 +341,51 @@ Status FuseConvAffine(Graph* g) {
   std::vector<bool> removed(g->nodes.size(), false);
   for (size_t k = 0; k < g->nodes.size(); ++k) {
     Node& cv = g->nodes[k];
-    if (removed[k] || cv.op_type != "Conv" || !cv.domain.empty() || cv.outputs.size() != 1 ||
-        cv.attrs.Has("_activation"))
+    if (removed[k] || !cv.domain.empty() || cv.outputs.size() != 1 || cv.attrs.Has("_activation"))
       continue;
+    if (cv.op_type == "BatchNormalization") {
+      // Inference BatchNormalization, y = (x - mean) * scale / sqrt(var + eps) + B:
+      // a following x * c + d folds into scale * c and B * c + d (DenseNet's
+      // pre-activation blocks).
+      const Value* x = g->Find(cv.input(0));
+      const Value* sc = g->Find(cv.input(1));
+      if (!x || x->shape.size() < 2 || !sc || sc->shape.size() != 1 || cv.inputs.size() != 5)
+        continue;
+      const int64_t m = sc->shape[0];
+      std::vector<float> scale, bias, unused;
+      if (!FloatVector(*g, cv.input(1), m, &scale) || !FloatVector(*g, cv.input(2), m, &bias) ||
+          !FloatVector(*g, cv.input(3), m, &unused) || !FloatVector(*g, cv.input(4), m, &unused))
+        continue;
+      std::string out = cv.outputs[0];
+      const std::vector<size_t> chain = CollectChannelAffine(
+          *g, consumers, removed, int(x->shape.size()), m, &out, &scale, &bias);
+      if (chain.empty()) continue;
+      cv.inputs[1] = FloatConstant(g, cv.name + "_affine_scale", {m}, scale);
+      cv.inputs[2] = FloatConstant(g, cv.name + "_affine_bias", {m}, bias);
+      TakeOverChain(g, &cv, chain, out, &removed);
+      continue;
+    }
+    if (cv.op_type != "Conv") continue;
     const Value* w = g->Find(cv.input(1));
     if (!w || !w->is_constant() || w->dtype != DType::kFloat32 || w->shape.size() < 3) continue;
     const int64_t m = w->shape[0];
     const int rank = int(w->shape.size());
     std::vector<float> scale(size_t(m), 1.f), bias(size_t(m), 0.f);
-    if (!cv.input(2).empty()) {
-      const Value* b = g->Find(cv.input(2));
-      if (!b || !b->is_constant() || b->dtype != DType::kFloat32 ||
-          int64_t(b->data->size()) != m * 4)
-        continue;
-      std::memcpy(bias.data(), b->data->data(), size_t(m) * 4);
-    }
-    // Follow Mul/Add by channel constants while each value has one reader.
+    if (!cv.input(2).empty() && !FloatVector(*g, cv.input(2), m, &bias)) continue;
     std::string out = cv.outputs[0];
-    std::vector<size_t> chain;
-    for (;;) {
-      auto it = consumers.find(out);
-      if (g->IsGraphOutput(out) || it == consumers.end() || it->second.size() != 1) break;
-      const size_t nk = it->second[0].first;
-      const Node& n = g->nodes[nk];
-      if (removed[nk] || !n.domain.empty() || n.outputs.size() != 1 || n.inputs.size() != 2 ||
-          (n.op_type != "Mul" && n.op_type != "Add"))
-        break;
-      const std::string& other = n.inputs[0] == out ? n.inputs[1] : n.inputs[0];
-      std::vector<float> c;
-      if (other == out || !ChannelConst(*g, other, rank, m, &c)) break;
-      for (int64_t o = 0; o < m; ++o) {
-        if (n.op_type == "Mul") {
-          scale[size_t(o)] *= c[size_t(o)];
-          bias[size_t(o)] *= c[size_t(o)];
-        } else {
-          bias[size_t(o)] += c[size_t(o)];
-        }
-      }
-      chain.push_back(nk);
-      out = n.outputs[0];
-    }
+    const std::vector<size_t> chain =
+        CollectChannelAffine(*g, consumers, removed, rank, m, &out, &scale, &bias);
     if (chain.empty()) continue;
     std::vector<float> weights(w->data->size() / 4);
     std::memcpy(weights.data(), w->data->data(), w->data->size());
     const size_t per_oc = weights.size() / size_t(m);
     for (int64_t o = 0; o < m; ++o)
       for (size_t i = 0; i < per_oc; ++i) weights[size_t(o) * per_oc + i] *= scale[size_t(o)];
-    std::vector<uint8_t> wb(weights.size() * 4), bb(size_t(m) * 4);
-    std::memcpy(wb.data(), weights.data(), wb.size());
-    std::memcpy(bb.data(), bias.data(), bb.size());
     const Shape wshape = w->shape;
     cv.inputs.resize(3);
-    cv.inputs[1] =
-        g->AddConstant(cv.name + "_affine_weight", DType::kFloat32, wshape, std::move(wb));
-    cv.inputs[2] = g->AddConstant(cv.name + "_affine_bias", DType::kFloat32, {m}, std::move(bb));
-    g->values.erase(cv.outputs[0]);
-    for (size_t c : chain) {
-      removed[c] = true;
-      if (g->nodes[c].outputs[0] != out) g->values.erase(g->nodes[c].outputs[0]);
-    }
-    cv.outputs[0] = out;
+    cv.inputs[1] = FloatConstant(g, cv.name + "_affine_weight", wshape, weights);
+    cv.inputs[2] = FloatConstant(g, cv.name + "_affine_bias", {m}, bias);
+    TakeOverChain(g, &cv, chain, out, &removed);
   }
   std::vector<Node> kept;
   for (size_t k = 0; k < g->nodes.size(); ++k)
@@ -395,7 +441,7 @@ Status FuseActivations(Graph* g) {
   for (size_t k = 0; k < g->nodes.size(); ++k) {
     Node& n = g->nodes[k];
     if (n.op_type != "Conv" && n.op_type != "ConvTranspose" && n.op_type != "Gemm" &&
-        n.op_type != "MatMul")
+        n.op_type != "MatMul" && n.op_type != "BatchNormalization")
       continue;
     if (n.outputs.size() != 1 || n.attrs.Has("_activation")) continue;
     const Value* out = g->Find(n.outputs[0]);

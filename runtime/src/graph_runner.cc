@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 #include <new>
+#include <numeric>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -104,10 +105,29 @@ Status PlanGraphArena(const ArenaGraph& g, const std::vector<bool>& folded, size
         last[size_t(id)] = std::max(last[size_t(id)], k);
   }
   for (int id : g.live_to_end) last[size_t(id)] = nops;
+  // Views (OpDef::output0_views_input0) share their input's buffer when both
+  // are activations written by ops here: one request for the group, alive
+  // from the first write to the last read of any member. No op writes a value
+  // after its producer, so sharing never changes what a reader sees.
+  std::vector<int> group(nt);
+  std::iota(group.begin(), group.end(), 0);
+  for (int k = 0; k < nops; ++k) {
+    if (folded[size_t(k)] || !g.defs[size_t(k)]->output0_views_input0) continue;
+    const std::vector<int>& ins = *g.op_inputs[size_t(k)];
+    const std::vector<int>& outs = *g.op_outputs[size_t(k)];
+    if (ins.empty() || outs.empty() || ins[0] < 0 || outs[0] < 0) continue;
+    const size_t in = size_t(ins[0]), out = size_t(outs[0]);
+    if (tensors[in].data || tensors[out].data || first[in] < 0 || first[in] == INT_MAX ||
+        first[out] != k || tensors[in].bytes() != tensors[out].bytes())
+      continue;
+    group[out] = group[in];  // inputs precede outputs: group[in] is its root
+  }
+  for (size_t i = 0; i < nt; ++i)
+    if (group[i] != int(i)) last[size_t(group[i])] = std::max(last[size_t(group[i])], last[i]);
   std::vector<BufferRequest> requests;
   std::vector<int> owner;  // tensor id, or -1 - op for an op's scratch
   for (size_t i = 0; i < nt; ++i) {
-    if (tensors[i].data || first[i] == INT_MAX) continue;
+    if (tensors[i].data || first[i] == INT_MAX || group[i] != int(i)) continue;
     requests.push_back({tensors[i].bytes(), first[i], last[i]});
     owner.push_back(int(i));
   }
@@ -145,6 +165,8 @@ Status PlanGraphArena(const ArenaGraph& g, const std::vector<bool>& folded, size
       ctx.scratch_size = requests[r].bytes;
     }
   }
+  for (size_t i = 0; i < nt; ++i)
+    if (group[i] != int(i)) tensors[i].data = tensors[size_t(group[i])].data;
   *arena_size = size;
   *kept_bytes = kept;
   return Status::Ok();

@@ -978,3 +978,61 @@ TEST_CASE("converter WidenHalfFloats: an fp16 Add keeps fp16 at the boundary") {
 }  // namespace test
 }  // namespace conv
 }  // namespace qfold
+
+namespace qfold {
+namespace conv {
+namespace test {
+namespace {
+
+// Reshape/Flatten/Squeeze/Unsqueeze share their input's buffer in the arena
+// (OpDef::output0_views_input0). The shared buffer must live until the last
+// reader of any view: here the views of `a` are read after several other
+// tensors of the same size were written, which a planner that ended the group
+// at `a`'s own last read would place over it.
+TEST_CASE("arena: views share their input's buffer and live as long as their last reader") {
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.Input("x", kFloat, {2, 3, 4});
+  b.Output("v", kFloat, {6, 4});  // a view that is also a graph output
+  b.Output("y", kFloat, {24});
+  b.Output("r", kFloat, {4, 6});  // a view of the graph input: copied
+  const int64_t to_6x4[] = {6, 4}, to_4x6[] = {4, 6}, flat[] = {24}, axes[] = {0};
+  b.Init("s64", kInt64, {2}, to_6x4, sizeof(to_6x4));
+  b.Init("s46", kInt64, {2}, to_4x6, sizeof(to_4x6));
+  b.Init("s24", kInt64, {1}, flat, sizeof(flat));
+  b.Init("ax", kInt64, {1}, axes, sizeof(axes));
+  b.Node("Relu", {"x"}, {"a"}, "relu");
+  b.Node("Reshape", {"a", "s64"}, {"v"}, "view_a");
+  b.Node("Unsqueeze", {"v", "ax"}, {"u"}, "view_v");
+  b.Node("Neg", {"a"}, {"n1"}, "neg1");
+  b.Node("Abs", {"n1"}, {"n2"}, "abs");
+  b.Node("Neg", {"n2"}, {"n3"}, "neg2");
+  b.Node("Flatten", {"n3"}, {"f3"}, "view_n3");
+  b.Node("Reshape", {"u", "s24"}, {"uf"}, "view_u");
+  b.Node("Reshape", {"f3", "s24"}, {"f3f"}, "view_f3");
+  b.Node("Sub", {"uf", "f3f"}, {"y"}, "sub");  // relu(x) - (-|-relu(x)|) = 2 relu(x)
+  b.Node("Reshape", {"x", "s46"}, {"r"}, "view_x");
+  Converted c;
+  Status st = ConvertAndOpen(b.Write(dir), ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  for (int run = 0; run < 3; ++run) {
+    std::vector<float> x(24);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 7 + size_t(run)) % 11) - 5.f;
+    SetFloatInput(c.session.get(), "x", {2, 3, 4}, x);
+    st = c.session->Run();
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::vector<float> relu(24), twice(24);
+    for (size_t i = 0; i < x.size(); ++i) {
+      relu[i] = x[i] > 0 ? x[i] : 0.f;
+      twice[i] = 2 * relu[i];
+    }
+    CHECK(FloatOutput(*c.session, "v", {6, 4}) == relu);
+    CHECK(FloatOutput(*c.session, "y", {24}) == twice);
+    CHECK(FloatOutput(*c.session, "r", {4, 6}) == x);
+  }
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace conv
+}  // namespace qfold

@@ -3,7 +3,9 @@
 // global pools on [N, H, W, C] must give the channels-first op's result,
 // bit for bit, with the channels moved last, at every ISA level (the
 // reference level takes the channels-first wrapper).
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -118,6 +120,103 @@ TEST_CASE("channels-last global pools (float; 8-bit max) match NCHW") {
       CheckBothLayouts(op, DType::kUInt8, s, {}, AttrMap(), what + " uint8");
       CheckBothLayouts(op, DType::kInt8, s, {}, AttrMap(), what + " int8");
     }
+}
+
+TEST_CASE("channels-last float BatchNormalization matches NCHW") {
+  for (const Shape& s : {Shape{1, 96, 7, 7}, Shape{2, 37, 5, 6}, Shape{1, 130, 3, 2}}) {
+    const int64_t c = s[1];
+    const size_t nc = static_cast<size_t>(c);
+    std::vector<float> scale(nc), bias(nc), mean(nc), var(nc);
+    for (int64_t i = 0; i < c; ++i) {
+      scale[size_t(i)] = 0.5f + 0.01f * float(i);
+      bias[size_t(i)] = 0.1f * float(i % 7) - 0.3f;
+      mean[size_t(i)] = 0.05f * float(i % 11) - 0.2f;
+      var[size_t(i)] = 0.3f + 0.02f * float(i % 13);
+    }
+    CheckBothLayouts<float>("BatchNormalization", DType::kFloat32, s,
+                            {F32({c}, scale), F32({c}, bias), F32({c}, mean), F32({c}, var)},
+                            AttrMap(), "BatchNormalization " + ShapeToString(s));
+  }
+}
+
+// Float MaxPool/AveragePool: the channels-last kernels against the
+// channels-first reference kernel, bit for bit (NaN, infinities and signed
+// zeros in the data), at every ISA level and 1 and 2 threads.
+void CheckFloatPool(const std::string& op, const Shape& cf, AttrMap attrs, uint32_t seed) {
+  const std::string what = op + " " + ShapeToString(cf) + " seed " + std::to_string(seed);
+  CAPTURE(what);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-4.f, 4.f);
+  std::vector<float> x(size_t(cf[0] * cf[1] * cf[2] * cf[3]));
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), -0.f, 0.f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()};
+  for (float& v : x) v = rng() % 50 == 0 ? specials[rng() % 5] : u(rng);
+  std::vector<std::shared_ptr<OwnedTensor>> in = {Make<float>(DType::kFloat32, cf, x)};
+  const OpRun first = RunOp(op, in, attrs, 1, 1, &IsaConfig(kernels::Isa::kReference));
+  REQUIRE(first.status.ok());
+  const Shape out_cf = first.shape();
+  const std::vector<float> want = ToChannelsLast(first.values<float>(), out_cf);
+  in[0] = Make<float>(DType::kFloat32, ChannelsLastShape(cf), ToChannelsLast(x, cf));
+  attrs.SetInt("channels_last", 1);
+  for (kernels::Isa isa : kernels::SupportedIsas())
+    for (int threads : {1, 2}) {
+      const std::string isa_name = kernels::IsaName(isa);
+      CAPTURE(isa_name);
+      CAPTURE(threads);
+      const OpRun last = RunOp(op, in, attrs, 1, threads, &IsaConfig(isa));
+      REQUIRE(last.status.ok());
+      REQUIRE(last.shape() == ChannelsLastShape(out_cf));
+      const std::vector<float> got = last.values<float>();
+      REQUIRE(got.size() == want.size());
+      size_t bad = 0;
+      while (bad < got.size() && std::memcmp(&got[bad], &want[bad], sizeof(float)) == 0) ++bad;
+      CAPTURE(bad);
+      if (bad < got.size()) CHECK(got[bad] == want[bad]);
+      REQUIRE(bad == got.size());
+    }
+}
+
+TEST_CASE("channels-last float MaxPool and AveragePool match the NCHW reference bit for bit") {
+  // kernel, stride, dilation, pads (t, l, b, r), ceil_mode, count_include_pad
+  struct G {
+    int64_t k[2], s[2], d[2], p[4];
+    int ceil, include_pad;
+  };
+  const G geoms[] = {
+      {{3, 3}, {2, 2}, {1, 1}, {0, 0, 0, 0}, 1, 0},  // SqueezeNet
+      {{3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 0, 0},  // ResNet stem
+      {{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 0, 1},  // Inception branch pool
+      {{3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 0, 1},  // ShuffleNet
+      {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}, 0, 0}, {{1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 0, 0},
+      {{5, 3}, {1, 2}, {1, 1}, {2, 1, 2, 0}, 1, 1}, {{3, 3}, {1, 1}, {2, 2}, {2, 2, 2, 2}, 0, 0},
+      {{7, 7}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 0, 0},  // a window as large as the input
+      {{2, 2}, {3, 3}, {1, 1}, {2, 2, 2, 2}, 0, 0},  // windows with no tap inside
+  };
+  uint32_t seed = 1;
+  for (const char* op : {"MaxPool", "AveragePool"})
+    for (const G& g : geoms)
+      for (int64_t c : {1, 3, 8, 13, 16, 37, 64}) {
+        if (std::string(op) == "MaxPool" && g.include_pad) continue;
+        AttrMap a;
+        a.SetInts("kernel_shape", {g.k[0], g.k[1]});
+        a.SetInts("strides", {g.s[0], g.s[1]});
+        a.SetInts("pads", {g.p[0], g.p[1], g.p[2], g.p[3]});
+        a.SetInt("ceil_mode", g.ceil);
+        if (std::string(op) == "MaxPool")
+          a.SetInts("dilations", {g.d[0], g.d[1]});
+        else if (g.d[0] != 1)
+          continue;  // AveragePool's dilations are opset 19
+        if (g.include_pad) a.SetInt("count_include_pad", 1);
+        CheckFloatPool(op, {2, c, 7, 9}, a, seed++);
+      }
+  // Large enough to be split between threads.
+  AttrMap a;
+  a.SetInts("kernel_shape", {3, 3});
+  a.SetInts("strides", {2, 2});
+  a.SetInts("pads", {1, 1, 1, 1});
+  CheckFloatPool("MaxPool", {1, 48, 56, 56}, a, 99);
+  CheckFloatPool("AveragePool", {1, 48, 56, 56}, a, 100);
 }
 
 }  // namespace

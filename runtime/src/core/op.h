@@ -174,6 +174,10 @@ struct OpDef {
   // threads (called after infer and prepare, before run). The session plans
   // it and refuses the model at plan time when it exceeds the memory limit.
   Status (*scratch)(KernelContext& ctx, ScratchNeeds* needs) = nullptr;
+  // Output 0 holds input 0's bytes unchanged (Reshape and its kin): the
+  // planner may give both one buffer, and run then copies nothing (it must
+  // skip the copy when the pointers are equal).
+  bool output0_views_input0 = false;
 };
 
 // `def` with `traits` set: lets positional OpDef initializers add traits.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -73,8 +74,48 @@ void GenericAvg(const PoolNhwcRowArgs& a) {
   }
 }
 
+// The reference's float max step: a later tap replaces the maximum only when
+// it is larger, or NaN.
+inline float MaxStepF32(float acc, float v) {
+  return (v > acc || v != v) ? v : acc;
+}
+
+void GenericMaxF32(const PoolNhwcRowArgs& a) {
+  for (int64_t px = 0; px < a.npix; ++px) {
+    const uint8_t* const* t = a.taps + px * a.tap_stride;
+    const int64_t off = a.xoff + px * a.pix_step;
+    float* y = reinterpret_cast<float*>(a.y + px * a.ystride);
+    const float* x0 = reinterpret_cast<const float*>(t[0] + off);
+    for (int64_t i = 0; i < a.c; ++i) y[i] = x0[i];
+    for (int64_t k = 1; k < a.ntaps; ++k) {
+      const float* xk = reinterpret_cast<const float*>(t[k] + off);
+      for (int64_t i = 0; i < a.c; ++i) y[i] = MaxStepF32(y[i], xk[i]);
+    }
+  }
+}
+
+void GenericAvgF32(const PoolNhwcRowArgs& a) {
+  constexpr int64_t kBlock = 16;
+  for (int64_t px = 0; px < a.npix; ++px) {
+    const uint8_t* const* t = a.taps + px * a.tap_stride;
+    const int64_t off = a.xoff + px * a.pix_step;
+    float* y = reinterpret_cast<float*>(a.y + px * a.ystride);
+    const double div = double(a.div[px]);
+    for (int64_t c0 = 0; c0 < a.c; c0 += kBlock) {
+      const int64_t n = std::min(kBlock, a.c - c0);
+      double s[kBlock] = {};
+      for (int64_t k = 0; k < a.ntaps; ++k) {
+        const float* xk = reinterpret_cast<const float*>(t[k] + off) + c0;
+        for (int64_t i = 0; i < n; ++i) s[i] += double(xk[i]);
+      }
+      for (int64_t i = 0; i < n; ++i) y[c0 + i] = div > 0 ? float(s[i] / div) : 0.f;
+    }
+  }
+}
+
 constexpr PoolNhwcKernels kPoolNhwcGeneric = {GenericMax<int8_t>, GenericMax<uint8_t>,
-                                              GenericAvg<int8_t>, GenericAvg<uint8_t>};
+                                              GenericAvg<int8_t>, GenericAvg<uint8_t>,
+                                              GenericMaxF32,      GenericAvgF32};
 
 bool ValidArgs(const PoolNhwcArgs& a) {
   return a.n >= 0 && a.ih >= 0 && a.iw >= 0 && a.c >= 0 && a.oh >= 0 && a.ow >= 0 && a.kh >= 1 &&
@@ -101,21 +142,24 @@ void AxisCounts(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_
 }
 
 // Windowed pools: each output row of each image through `fn`; `avg`
-// fills the divisors (count_include_pad per a).
-bool RunWindowed(const PoolNhwcArgs& a, const uint8_t* x, uint8_t* y, uint8_t fill, bool avg,
-                 PoolNhwcRowArgs base, void (*fn)(const PoolNhwcRowArgs&)) {
+// fills the divisors (count_include_pad per a). Elements of `esize` bytes;
+// `fill` is one element's bytes.
+bool RunWindowed(const PoolNhwcArgs& a, int64_t esize, const uint8_t* x, uint8_t* y,
+                 const void* fill, bool avg, PoolNhwcRowArgs base,
+                 void (*fn)(const PoolNhwcRowArgs&)) {
   if (a.n * a.oh * a.ow * a.c == 0) return true;
-  const int64_t ntaps = a.kh * a.kw, c = a.c;
+  const int64_t ntaps = a.kh * a.kw, c = a.c, pixel_bytes = c * esize;
   std::vector<int64_t> rin, rpad, cin, cpad;
   AxisCounts(a.ih, a.oh, a.kh, a.sh, a.dh, a.pad_top, a.pad_bottom, &rin, &rpad);
   AxisCounts(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, a.pad_right, &cin, &cpad);
-  const std::vector<uint8_t> fill_row(size_t(c), fill);
+  std::vector<uint8_t> fill_row(static_cast<size_t>(pixel_bytes));
+  for (int64_t i = 0; i < c; ++i) std::memcpy(fill_row.data() + i * esize, fill, size_t(esize));
   // Output columns [in0, in1) have every tap column inside the input.
   const int64_t in0 = std::min(a.ow, (a.pad_left + a.sw - 1) / a.sw);
   const int64_t last = a.iw - 1 - (a.kw - 1) * a.dw + a.pad_left;
   const int64_t in1 = std::max(in0, last < 0 ? 0 : std::min(a.ow, last / a.sw + 1));
   const int64_t rows = a.n * a.oh;
-  ThreadPool* pool = rows * a.ow * c * ntaps < (int64_t(1) << 16) ? nullptr : a.pool;
+  ThreadPool* pool = rows * a.ow * pixel_bytes * ntaps < (int64_t(1) << 16) ? nullptr : a.pool;
   auto work = [&](int64_t r0, int64_t r1, int) {
     std::vector<const uint8_t*> ind(static_cast<size_t>(a.ow * ntaps));
     std::vector<float> div(static_cast<size_t>(a.ow));
@@ -124,7 +168,7 @@ bool RunWindowed(const PoolNhwcArgs& a, const uint8_t* x, uint8_t* y, uint8_t fi
     r.ntaps = ntaps;
     r.c = c;
     r.xoff = 0;
-    r.ystride = c;
+    r.ystride = pixel_bytes;
     r.scratch = scratch.data();
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t b = row / a.oh, oy = row % a.oh;
@@ -141,10 +185,10 @@ bool RunWindowed(const PoolNhwcArgs& a, const uint8_t* x, uint8_t* y, uint8_t fi
           for (int64_t ky = 0; ky < a.kh; ++ky) {
             const int64_t iy = oy * a.sh - a.pad_top + ky * a.dh;
             const bool row_in = iy >= 0 && iy < a.ih;
-            const uint8_t* xr = row_in ? x + (b * a.ih + iy) * a.iw * c : nullptr;
+            const uint8_t* xr = row_in ? x + (b * a.ih + iy) * a.iw * pixel_bytes : nullptr;
             for (int64_t kx = 0; kx < a.kw; ++kx) {
               const int64_t ix = ox * a.sw - a.pad_left + kx * a.dw;
-              *p++ = row_in && ix >= 0 && ix < a.iw ? xr + ix * c : fill_row.data();
+              *p++ = row_in && ix >= 0 && ix < a.iw ? xr + ix * pixel_bytes : fill_row.data();
             }
           }
         r.taps = ind.data();
@@ -152,7 +196,7 @@ bool RunWindowed(const PoolNhwcArgs& a, const uint8_t* x, uint8_t* y, uint8_t fi
         r.pix_step = 0;
         r.npix = ox1 - ox0;
         r.div = div.data() + ox0;
-        r.y = y + (row * a.ow + ox0) * c;
+        r.y = y + (row * a.ow + ox0) * pixel_bytes;
         if (run && ox1 > ox0) fn(r);
       };
       const int64_t iy0 = oy * a.sh - a.pad_top;
@@ -161,7 +205,7 @@ bool RunWindowed(const PoolNhwcArgs& a, const uint8_t* x, uint8_t* y, uint8_t fi
         pixels(0, in0, true);
         pixels(in0, in0 + 1, false);
         r.tap_stride = 0;
-        r.pix_step = a.sw * c;
+        r.pix_step = a.sw * pixel_bytes;
         r.npix = in1 - in0;
         fn(r);
         pixels(in1, a.ow, true);
@@ -218,7 +262,7 @@ bool MaxPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, bool is_signed
   // The lowest value of the dtype: max with it changes nothing, and a window
   // without taps inside gives it, as the reference does.
   const uint8_t lowest = is_signed ? uint8_t(0x80) : uint8_t(0);
-  return RunWindowed(a, x, y, lowest, /*avg=*/false, PoolNhwcRowArgs(),
+  return RunWindowed(a, 1, x, y, &lowest, /*avg=*/false, PoolNhwcRowArgs(),
                      is_signed ? k->max_s8 : k->max_u8);
 }
 
@@ -226,8 +270,44 @@ bool QAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolPa
                     bool is_signed, const uint8_t* x, uint8_t* y) {
   const PoolNhwcKernels* k = kc.pool_nhwc_s8;
   if (!k || !ValidArgs(a)) return false;
-  return RunWindowed(a, x, y, uint8_t(q.x_zp), /*avg=*/true, AvgBase(q, a.kh * a.kw),
+  const uint8_t zp = uint8_t(q.x_zp);
+  return RunWindowed(a, 1, x, y, &zp, /*avg=*/true, AvgBase(q, a.kh * a.kw),
                      is_signed ? k->avg_s8 : k->avg_u8);
+}
+
+// A window without taps inside the input: lowest() (max) or 0 (average) in
+// the reference, whatever fills its taps here; such windows exist only with
+// pads of a whole kernel, and are set after the run.
+void SetEmptyWindows(const PoolNhwcArgs& a, float value, float* y) {
+  std::vector<int64_t> rin, rpad, cin, cpad;
+  AxisCounts(a.ih, a.oh, a.kh, a.sh, a.dh, a.pad_top, a.pad_bottom, &rin, &rpad);
+  AxisCounts(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, a.pad_right, &cin, &cpad);
+  for (int64_t b = 0; b < a.n; ++b)
+    for (int64_t oy = 0; oy < a.oh; ++oy)
+      for (int64_t ox = 0; ox < a.ow; ++ox)
+        if (rin[size_t(oy)] == 0 || cin[size_t(ox)] == 0)
+          std::fill_n(y + ((b * a.oh + oy) * a.ow + ox) * a.c, a.c, value);
+}
+
+bool MaxPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y) {
+  const PoolNhwcKernels* k = kc.pool_nhwc_s8;
+  if (!k || !ValidArgs(a)) return false;
+  // -inf never replaces the running maximum (taps outside the input skip).
+  const float fill = -std::numeric_limits<float>::infinity();
+  RunWindowed(a, 4, reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y), &fill,
+              /*avg=*/false, PoolNhwcRowArgs(), k->max_f32);
+  SetEmptyWindows(a, std::numeric_limits<float>::lowest(), y);
+  return true;
+}
+
+bool AvgPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y) {
+  const PoolNhwcKernels* k = kc.pool_nhwc_s8;
+  if (!k || !ValidArgs(a)) return false;
+  // + 0.0 leaves a double sum that starts at +0.0 unchanged.
+  const float fill = 0.f;
+  // The row kernels write 0 where the divisor is 0 (no tap counted).
+  return RunWindowed(a, 4, reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y),
+                     &fill, /*avg=*/true, PoolNhwcRowArgs(), k->avg_f32);
 }
 
 bool QGlobalAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,

@@ -1,7 +1,11 @@
-// Channels-last 8-bit pooling: MaxPool, QLinearAveragePool and
-// QLinearGlobalAveragePool on x [N, ih, iw, C] -> y [N, oh, ow, C]
-// (1-D: ih = oh = kh = 1), vectorized across channels. Bit-identical to the
-// reference ops (ops/pool.cc, ops/quant_pool.cc): MaxPool keeps the maximum
+// Channels-last pooling: 8-bit MaxPool, QLinearAveragePool and
+// QLinearGlobalAveragePool, float32 MaxPool and AveragePool, on
+// x [N, ih, iw, C] -> y [N, oh, ow, C] (1-D: ih = oh = kh = 1), vectorized
+// across channels. Bit-identical to the reference ops (ops/pool.cc,
+// ops/quant_pool.cc). Float: MaxPool keeps the first maximum in row-major tap
+// order, a NaN tap replacing it (the reference's "v > acc || isnan(v)"),
+// AveragePool adds the taps in row-major order into a double and divides in
+// double, as the reference does. 8-bit: MaxPool keeps the maximum
 // of the taps inside the input (a window with none gives the dtype's lowest
 // value); the average pools compute
 //   y = saturate(nearbyint((x_scale * float(sum(x - x_zp)) / float(count)) / y_scale) + y_zp)
@@ -40,13 +44,19 @@ bool MaxPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, bool is_signed
 bool QAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
                     bool is_signed, const uint8_t* x, uint8_t* y);
 // Global average over the ih * iw pixels of each image: y is [N, 1, 1, C].
+// Float32 (the same geometry rules; a window without taps inside the input
+// gives lowest() for max and 0 for the average, as the reference does).
+bool MaxPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y);
+bool AvgPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y);
 bool QGlobalAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
                           bool is_signed, const uint8_t* x, uint8_t* y);
 
 // ---- Internal: the per-ISA row kernels ----------------------------------
 // Every output pixel reads ntaps pointers (taps outside the input point at a
-// row of fill bytes: the dtype's lowest value for max, x_zp for the
-// averages, so no tap is skipped and every tap is a full vector load).
+// row of fill values: the dtype's lowest value for 8-bit max, -inf for float
+// max, x_zp for the 8-bit averages, +0.0 for the float average, so no tap is
+// skipped and every tap is a full vector load). Offsets and strides are in
+// bytes, channel counts in elements.
 
 struct PoolNhwcRowArgs {
   // Pixel p reads taps[p * tap_stride + i] + p * pix_step (tap_stride ntaps
@@ -54,8 +64,8 @@ struct PoolNhwcRowArgs {
   const uint8_t* const* taps = nullptr;
   int64_t tap_stride = 0, pix_step = 0;
   int64_t ntaps = 0, npix = 0;
-  int64_t c = 0;         // channels to compute, from channel xoff of each tap
-  int64_t xoff = 0;      // channel offset added to every tap pointer
+  int64_t c = 0;         // channels to compute, from byte xoff of each tap
+  int64_t xoff = 0;      // byte offset of the first channel, added to every tap
   uint8_t* y = nullptr;  // output of pixel p at y + p * ystride (channel xoff)
   int64_t ystride = 0;
   // Averages only.
@@ -71,6 +81,8 @@ struct PoolNhwcKernels {
   void (*max_u8)(const PoolNhwcRowArgs&);
   void (*avg_s8)(const PoolNhwcRowArgs&);
   void (*avg_u8)(const PoolNhwcRowArgs&);
+  void (*max_f32)(const PoolNhwcRowArgs&);
+  void (*avg_f32)(const PoolNhwcRowArgs&);  // div: the count; sums in double
 };
 
 // The variant `f` allows; null without SIMD features. *variant (if given):

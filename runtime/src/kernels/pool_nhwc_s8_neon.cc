@@ -131,11 +131,92 @@ void AvgRow(const PoolNhwcRowArgs& a) {
   }
 }
 
+// Float: 4 channels per vector. Max: the reference's step ("x > m or x is
+// NaN" selects x) as a compare and a bit select; the average widens each tap
+// to double (two float64x2 per vector), adds in tap order, divides in double
+// and rounds to float once. The last C % 4 channels go through scalar code.
+inline float32x4_t MaxStep4(float32x4_t m, float32x4_t x) {
+  const uint32x4_t take = vorrq_u32(vcgtq_f32(x, m), vmvnq_u32(vceqq_f32(x, x)));
+  return vbslq_f32(take, x, m);
+}
+
+inline const float* TapF(const uint8_t* tap, int64_t off) {
+  return reinterpret_cast<const float*>(tap + off);
+}
+
+void MaxRowF32(const PoolNhwcRowArgs& a) {
+  const int64_t c = a.c;
+  for (int64_t px = 0; px < a.npix; ++px) {
+    const uint8_t* const* t = a.taps + px * a.tap_stride;
+    float* y = reinterpret_cast<float*>(a.y + px * a.ystride);
+    const int64_t x0 = a.xoff + px * a.pix_step;
+    int64_t i = 0;
+    for (; i + 8 <= c; i += 8) {
+      const float* p = TapF(t[0], x0) + i;
+      float32x4_t m0 = vld1q_f32(p), m1 = vld1q_f32(p + 4);
+      for (int64_t k = 1; k < a.ntaps; ++k) {
+        const float* q = TapF(t[k], x0) + i;
+        m0 = MaxStep4(m0, vld1q_f32(q));
+        m1 = MaxStep4(m1, vld1q_f32(q + 4));
+      }
+      vst1q_f32(y + i, m0);
+      vst1q_f32(y + i + 4, m1);
+    }
+    for (; i + 4 <= c; i += 4) {
+      float32x4_t m = vld1q_f32(TapF(t[0], x0) + i);
+      for (int64_t k = 1; k < a.ntaps; ++k) m = MaxStep4(m, vld1q_f32(TapF(t[k], x0) + i));
+      vst1q_f32(y + i, m);
+    }
+    for (; i < c; ++i) {
+      float m = TapF(t[0], x0)[i];
+      for (int64_t k = 1; k < a.ntaps; ++k) {
+        const float v = TapF(t[k], x0)[i];
+        if (v > m || v != v) m = v;
+      }
+      y[i] = m;
+    }
+  }
+}
+
+void AvgRowF32(const PoolNhwcRowArgs& a) {
+  const int64_t c = a.c;
+  for (int64_t px = 0; px < a.npix; ++px) {
+    const uint8_t* const* t = a.taps + px * a.tap_stride;
+    float* y = reinterpret_cast<float*>(a.y + px * a.ystride);
+    const int64_t x0 = a.xoff + px * a.pix_step;
+    if (!(a.div[px] > 0)) {  // no tap counted: 0, as the reference
+      for (int64_t i = 0; i < c; ++i) y[i] = 0.f;
+      continue;
+    }
+    const double d = double(a.div[px]);
+    const float64x2_t div = vdupq_n_f64(d);
+    int64_t i = 0;
+    for (; i + 8 <= c; i += 8) {
+      float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0, s2 = s0, s3 = s0;
+      for (int64_t k = 0; k < a.ntaps; ++k) {
+        const float* q = TapF(t[k], x0) + i;
+        const float32x4_t v0 = vld1q_f32(q), v1 = vld1q_f32(q + 4);
+        s0 = vaddq_f64(s0, vcvt_f64_f32(vget_low_f32(v0)));
+        s1 = vaddq_f64(s1, vcvt_high_f64_f32(v0));
+        s2 = vaddq_f64(s2, vcvt_f64_f32(vget_low_f32(v1)));
+        s3 = vaddq_f64(s3, vcvt_high_f64_f32(v1));
+      }
+      vst1q_f32(y + i, vcvt_high_f32_f64(vcvt_f32_f64(vdivq_f64(s0, div)), vdivq_f64(s1, div)));
+      vst1q_f32(y + i + 4, vcvt_high_f32_f64(vcvt_f32_f64(vdivq_f64(s2, div)), vdivq_f64(s3, div)));
+    }
+    for (; i < c; ++i) {
+      double s = 0.0;
+      for (int64_t k = 0; k < a.ntaps; ++k) s += double(TapF(t[k], x0)[i]);
+      y[i] = float(s / d);
+    }
+  }
+}
+
 }  // namespace
 
 extern const PoolNhwcKernels kPoolNhwcNeon;
-constexpr PoolNhwcKernels kPoolNhwcNeon = {MaxRow<true>, MaxRow<false>, AvgRow<true>,
-                                           AvgRow<false>};
+constexpr PoolNhwcKernels kPoolNhwcNeon = {MaxRow<true>,  MaxRow<false>, AvgRow<true>,
+                                           AvgRow<false>, MaxRowF32,     AvgRowF32};
 
 }  // namespace kernels
 }  // namespace qfold

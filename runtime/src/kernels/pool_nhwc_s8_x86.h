@@ -7,7 +7,15 @@
 // partial sums widened to int32, then the reference's float32 steps one by
 // one, ((x_scale * float(sum)) / count) / y_scale, each a single IEEE
 // operation (no fused multiply-add can arise), so the bytes are identical.
+//
+// Float (8 channels per __m256 at both levels): max via max_ps, which is
+// "x > m ? x : m", the reference's step, with a NaN tap blended in; the
+// average adds each tap, widened to double, in tap order, divides in double
+// and rounds to float once, as the reference does. Tails of C % 8 channels
+// use masked loads and stores.
 #pragma once
+#include <immintrin.h>
+
 #include "kernels/dwconv_nhwc_s8_x86.h"
 #include "kernels/pool_nhwc_s8.h"
 
@@ -100,9 +108,110 @@ void AvgRow(const PoolNhwcRowArgs& a) {
   }
 }
 
+inline __m256i TailMask(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(n)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+inline __m256 MaxStep8(__m256 m, __m256 x) {
+  return _mm256_blendv_ps(_mm256_max_ps(x, m), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+inline const float* TapF(const uint8_t* tap, int64_t off) {
+  return reinterpret_cast<const float*>(tap + off);
+}
+
+inline void MaxRowF32(const PoolNhwcRowArgs& a) {
+  const int64_t c = a.c;
+  const __m256i tail = TailMask(c % 8);
+  for (int64_t px = 0; px < a.npix; ++px) {
+    const uint8_t* const* t = a.taps + px * a.tap_stride;
+    float* y = reinterpret_cast<float*>(a.y + px * a.ystride);
+    const int64_t x0 = a.xoff + px * a.pix_step;
+    int64_t i = 0;
+    for (; i + 32 <= c; i += 32) {
+      const float* p = TapF(t[0], x0) + i;
+      __m256 m0 = _mm256_loadu_ps(p), m1 = _mm256_loadu_ps(p + 8);
+      __m256 m2 = _mm256_loadu_ps(p + 16), m3 = _mm256_loadu_ps(p + 24);
+      for (int64_t k = 1; k < a.ntaps; ++k) {
+        const float* q = TapF(t[k], x0) + i;
+        m0 = MaxStep8(m0, _mm256_loadu_ps(q));
+        m1 = MaxStep8(m1, _mm256_loadu_ps(q + 8));
+        m2 = MaxStep8(m2, _mm256_loadu_ps(q + 16));
+        m3 = MaxStep8(m3, _mm256_loadu_ps(q + 24));
+      }
+      _mm256_storeu_ps(y + i, m0);
+      _mm256_storeu_ps(y + i + 8, m1);
+      _mm256_storeu_ps(y + i + 16, m2);
+      _mm256_storeu_ps(y + i + 24, m3);
+    }
+    for (; i + 8 <= c; i += 8) {
+      __m256 m = _mm256_loadu_ps(TapF(t[0], x0) + i);
+      for (int64_t k = 1; k < a.ntaps; ++k) m = MaxStep8(m, _mm256_loadu_ps(TapF(t[k], x0) + i));
+      _mm256_storeu_ps(y + i, m);
+    }
+    if (i < c) {
+      __m256 m = _mm256_maskload_ps(TapF(t[0], x0) + i, tail);
+      for (int64_t k = 1; k < a.ntaps; ++k)
+        m = MaxStep8(m, _mm256_maskload_ps(TapF(t[k], x0) + i, tail));
+      _mm256_maskstore_ps(y + i, tail, m);
+    }
+  }
+}
+
+// sum += the 8 floats at p widened to double, lanes 0-3 into lo, 4-7 into hi.
+inline void AddWidened(__m256 v, __m256d* lo, __m256d* hi) {
+  *lo = _mm256_add_pd(*lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  *hi = _mm256_add_pd(*hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+inline __m256 Divide(__m256d lo, __m256d hi, __m256d div) {
+  return _mm256_set_m128(_mm256_cvtpd_ps(_mm256_div_pd(hi, div)),
+                         _mm256_cvtpd_ps(_mm256_div_pd(lo, div)));
+}
+
+inline void AvgRowF32(const PoolNhwcRowArgs& a) {
+  const int64_t c = a.c;
+  const __m256i tail = TailMask(c % 8);
+  for (int64_t px = 0; px < a.npix; ++px) {
+    const uint8_t* const* t = a.taps + px * a.tap_stride;
+    float* y = reinterpret_cast<float*>(a.y + px * a.ystride);
+    const int64_t x0 = a.xoff + px * a.pix_step;
+    if (!(a.div[px] > 0)) {  // no tap counted: 0, as the reference
+      for (int64_t i = 0; i < c; ++i) y[i] = 0.f;
+      continue;
+    }
+    const __m256d div = _mm256_set1_pd(double(a.div[px]));
+    int64_t i = 0;
+    for (; i + 16 <= c; i += 16) {
+      __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+      for (int64_t k = 0; k < a.ntaps; ++k) {
+        const float* q = TapF(t[k], x0) + i;
+        AddWidened(_mm256_loadu_ps(q), &s0, &s1);
+        AddWidened(_mm256_loadu_ps(q + 8), &s2, &s3);
+      }
+      _mm256_storeu_ps(y + i, Divide(s0, s1, div));
+      _mm256_storeu_ps(y + i + 8, Divide(s2, s3, div));
+    }
+    for (; i + 8 <= c; i += 8) {
+      __m256d s0 = _mm256_setzero_pd(), s1 = s0;
+      for (int64_t k = 0; k < a.ntaps; ++k)
+        AddWidened(_mm256_loadu_ps(TapF(t[k], x0) + i), &s0, &s1);
+      _mm256_storeu_ps(y + i, Divide(s0, s1, div));
+    }
+    if (i < c) {
+      __m256d s0 = _mm256_setzero_pd(), s1 = s0;
+      for (int64_t k = 0; k < a.ntaps; ++k)
+        AddWidened(_mm256_maskload_ps(TapF(t[k], x0) + i, tail), &s0, &s1);
+      _mm256_maskstore_ps(y + i, tail, Divide(s0, s1, div));
+    }
+  }
+}
+
 template <class Tr>
 constexpr PoolNhwcKernels MakePoolNhwcKernels() {
-  return {MaxRow<Tr, true>, MaxRow<Tr, false>, AvgRow<Tr, true>, AvgRow<Tr, false>};
+  return {MaxRow<Tr, true>,  MaxRow<Tr, false>, AvgRow<Tr, true>,
+          AvgRow<Tr, false>, MaxRowF32,         AvgRowF32};
 }
 
 }  // namespace

@@ -7,10 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
+#include "ops/channels_last.h"
 #include "ops/window_util.h"
 
 namespace qfold {
@@ -53,7 +55,7 @@ void Moments(const float* x, int64_t n, double eps, double* mean, double* inv_st
 
 // ---- BatchNormalization -------------------------------------------------
 
-Status InferBatchNormalization(KernelContext& ctx) {
+Status InferBatchNormalizationChannelsFirst(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   QF_RETURN_IF_ERROR(RequireFloat32(ctx));
   if (ctx.attr().GetInt("training_mode", 0) != 0)
@@ -72,6 +74,41 @@ Status InferBatchNormalization(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// channels_last = 1 (set by the converter's layout planning between
+// channels-last ops): X is [N, spatial..., C].
+Status InferBatchNormalization(KernelContext& ctx) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  Status st;
+  FusedActivation::FromAttrs(ctx.attr(), &st);
+  QF_RETURN_IF_ERROR(st);
+  return cl ? InferViaChannelsFirst(ctx, InferBatchNormalizationChannelsFirst)
+            : InferBatchNormalizationChannelsFirst(ctx);
+}
+
+// The same float operations per element as the channels-first loop, so both
+// layouts give the same bits: pixel by pixel, channels in blocks whose
+// multipliers sit on the stack.
+void BatchNormChannelsLast(const Tensor& x, const float* scale, const float* bias,
+                           const float* mean, const float* var, float eps,
+                           const FusedActivation& act, Tensor* y) {
+  const int64_t c = x.shape.back(), pixels = c > 0 ? x.numel() / c : 0;
+  constexpr int64_t kBlock = 64;
+  float a[kBlock];
+  for (int64_t c0 = 0; c0 < c; c0 += kBlock) {
+    const int64_t nc = std::min(kBlock, c - c0);
+    for (int64_t i = 0; i < nc; ++i) a[i] = scale[c0 + i] / std::sqrt(var[c0 + i] + eps);
+    const float* m = mean + c0;
+    const float* b = bias + c0;
+    for (int64_t p = 0; p < pixels; ++p) {
+      const float* xp = x.ptr<float>() + p * c + c0;
+      float* yp = y->ptr<float>() + p * c + c0;
+      for (int64_t i = 0; i < nc; ++i) yp[i] = (xp[i] - m[i]) * a[i] + b[i];
+      if (act.active()) act.Apply(yp, nc);
+    }
+  }
+}
+
 Status RunBatchNormalization(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
@@ -80,6 +117,17 @@ Status RunBatchNormalization(KernelContext& ctx) {
   const float* mean = ctx.input(3)->ptr<float>();
   const float* var = ctx.input(4)->ptr<float>();
   const float eps = ctx.attr().GetFloat("epsilon", 1e-5f);
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  // An activation the converter fused (DenseNet's BatchNormalization + Relu).
+  Status st;
+  FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
+  QF_RETURN_IF_ERROR(st);
+  act.vmath = ctx.kernel_config().vmath;
+  if (cl) {
+    BatchNormChannelsLast(*x, scale, bias, mean, var, eps, act, y);
+    return Status::Ok();
+  }
   const int64_t n = x->shape[0], c = x->shape[1];
   const int64_t size = Product(Shape(x->shape.begin() + 2, x->shape.end()));
   for (int64_t i = 0; i < n; ++i)
@@ -89,6 +137,7 @@ Status RunBatchNormalization(KernelContext& ctx) {
       const float* xp = x->ptr<float>() + (i * c + ch) * size;
       float* yp = y->ptr<float>() + (i * c + ch) * size;
       for (int64_t j = 0; j < size; ++j) yp[j] = (xp[j] - mean[ch]) * a + bias[ch];
+      if (act.active()) act.Apply(yp, size);
     }
   return Status::Ok();
 }
@@ -368,11 +417,17 @@ Status RunLRN(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_BatchNormalization() {
-  static const OpDef def =
-      WithTraits({"BatchNormalization", InferBatchNormalization, RunBatchNormalization,
-                  /*value_inputs=*/0, /*shape_only=*/false, /*min_inputs=*/5,
-                  /*max_inputs=*/5},
-                 kTraitSpatial | kTraitPointwise);
+  static const OpDef def = [] {
+    OpDef d = WithTraits({"BatchNormalization", InferBatchNormalization, RunBatchNormalization,
+                          /*value_inputs=*/0, /*shape_only=*/false, /*min_inputs=*/5,
+                          /*max_inputs=*/5},
+                         kTraitSpatial | kTraitPointwise);
+    // Between channels-last ops (DenseNet's pre-activation blocks after a
+    // Concat) it runs channels-last instead of between two Transposes.
+    d.layout = LayoutRole::kChannelsLast;
+    d.layout_float = true;
+    return d;
+  }();
   return def;
 }
 

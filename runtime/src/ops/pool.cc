@@ -253,48 +253,62 @@ Status RunMaxPoolChannelsFirst(KernelContext& ctx) {
   return RunPool(ctx, PoolKind::kMax);
 }
 
-// channels_last = 1 (set by the converter's layout planning): 8-bit data
-// without the Indices output, [N, spatial..., C].
-Status InferMaxPool(KernelContext& ctx) {
+// channels_last = 1 (set by the converter's layout planning): 8-bit or
+// float32 data without the Indices output, [N, spatial..., C].
+Status InferChannelsLastPool(KernelContext& ctx, Status (*infer_channels_first)(KernelContext&)) {
   bool cl = false;
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
-  if (!cl) return InferMaxPoolChannelsFirst(ctx);
+  if (!cl) return infer_channels_first(ctx);
   if (ctx.output(1)) return ctx.Invalid("channels_last MaxPool has no Indices output");
-  return InferViaChannelsFirst(ctx, InferMaxPoolChannelsFirst);
+  return InferViaChannelsFirst(ctx, infer_channels_first);
+}
+
+// The geometry of a channels-last 1-D or 2-D pool for kernels/pool_nhwc_s8.h.
+bool ChannelsLastPoolArgs(const KernelContext& ctx, PoolKind kind, kernels::PoolNhwcArgs* p) {
+  const Tensor* x = ctx.input(0);
+  const int nsp = x->rank() - 2;
+  if (nsp != 1 && nsp != 2) return false;
+  WindowGeometry g;
+  const Shape cf = ChannelsFirstShape(x->shape);
+  if (!ParsePool(ctx, kind, Shape(cf.begin() + 2, cf.end()), &g).ok()) return false;
+  const int a = nsp - 1;
+  p->n = x->shape[0];
+  p->c = x->shape.back();
+  p->iw = cf[size_t(2 + a)];
+  p->ow = g.out[size_t(a)];
+  p->kw = g.kernel[size_t(a)];
+  p->sw = g.strides[size_t(a)];
+  p->dw = g.dilations[size_t(a)];
+  p->pad_left = g.pad_begin[size_t(a)];
+  p->pad_right = g.pad_end[size_t(a)];
+  if (nsp == 2) {
+    p->ih = cf[2];
+    p->oh = g.out[0];
+    p->kh = g.kernel[0];
+    p->sh = g.strides[0];
+    p->dh = g.dilations[0];
+    p->pad_top = g.pad_begin[0];
+    p->pad_bottom = g.pad_end[0];
+  }
+  p->count_include_pad = ctx.attr().GetInt("count_include_pad", 0) != 0;
+  p->pool = ctx.pool;
+  return true;
 }
 
 bool RunMaxPoolChannelsLastFast(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
-  const int nsp = x->rank() - 2;
-  if ((nsp != 1 && nsp != 2) || (x->dtype != DType::kInt8 && x->dtype != DType::kUInt8))
-    return false;
-  WindowGeometry g;
-  const Shape cf = ChannelsFirstShape(x->shape);
-  if (!ParsePool(ctx, PoolKind::kMax, Shape(cf.begin() + 2, cf.end()), &g).ok()) return false;
-  const int a = nsp - 1;
   kernels::PoolNhwcArgs p;
-  p.n = x->shape[0];
-  p.c = x->shape.back();
-  p.iw = cf[size_t(2 + a)];
-  p.ow = g.out[size_t(a)];
-  p.kw = g.kernel[size_t(a)];
-  p.sw = g.strides[size_t(a)];
-  p.dw = g.dilations[size_t(a)];
-  p.pad_left = g.pad_begin[size_t(a)];
-  p.pad_right = g.pad_end[size_t(a)];
-  if (nsp == 2) {
-    p.ih = cf[2];
-    p.oh = g.out[0];
-    p.kh = g.kernel[0];
-    p.sh = g.strides[0];
-    p.dh = g.dilations[0];
-    p.pad_top = g.pad_begin[0];
-    p.pad_bottom = g.pad_end[0];
-  }
-  p.pool = ctx.pool;
+  if (!ChannelsLastPoolArgs(ctx, PoolKind::kMax, &p)) return false;
+  if (x->dtype == DType::kFloat32)
+    return kernels::MaxPoolNhwcF32(ctx.kernel_config(), p, x->ptr<float>(), y->ptr<float>());
+  if (x->dtype != DType::kInt8 && x->dtype != DType::kUInt8) return false;
   return kernels::MaxPoolNhwcS8(ctx.kernel_config(), p, x->dtype == DType::kInt8, x->ptr<uint8_t>(),
                                 y->ptr<uint8_t>());
+}
+
+Status InferMaxPool(KernelContext& ctx) {
+  return InferChannelsLastPool(ctx, InferMaxPoolChannelsFirst);
 }
 
 Status RunMaxPool(KernelContext& ctx) {
@@ -304,11 +318,26 @@ Status RunMaxPool(KernelContext& ctx) {
   if (RunMaxPoolChannelsLastFast(ctx)) return Status::Ok();
   return RunViaChannelsFirst(ctx, RunMaxPoolChannelsFirst);
 }
-Status InferAveragePool(KernelContext& ctx) {
+
+Status InferAveragePoolChannelsFirst(KernelContext& ctx) {
   return InferPool(ctx, PoolKind::kAverage);
 }
-Status RunAveragePool(KernelContext& ctx) {
+Status RunAveragePoolChannelsFirst(KernelContext& ctx) {
   return RunPool(ctx, PoolKind::kAverage);
+}
+Status InferAveragePool(KernelContext& ctx) {
+  return InferChannelsLastPool(ctx, InferAveragePoolChannelsFirst);
+}
+Status RunAveragePool(KernelContext& ctx) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  if (!cl) return RunAveragePoolChannelsFirst(ctx);
+  const Tensor* x = ctx.input(0);
+  kernels::PoolNhwcArgs p;
+  if (x->dtype == DType::kFloat32 && ChannelsLastPoolArgs(ctx, PoolKind::kAverage, &p) &&
+      kernels::AvgPoolNhwcF32(ctx.kernel_config(), p, x->ptr<float>(), ctx.output(0)->ptr<float>()))
+    return Status::Ok();
+  return RunViaChannelsFirst(ctx, RunAveragePoolChannelsFirst);
 }
 Status InferLpPool(KernelContext& ctx) {
   return InferPool(ctx, PoolKind::kLp);
@@ -461,12 +490,23 @@ const OpDef& OpDef_MaxPool() {
   static const OpDef def = [] {
     OpDef d{"MaxPool", InferMaxPool, RunMaxPool, 0, false, 1, 1};
     d.layout = LayoutRole::kChannelsLast;
+    d.layout_float = true;
     d.traits = kTraitMovesElements | kTraitSpatial;
     return d;
   }();
   return def;
 }
-QF_POOL_OPDEF(AveragePool, kTraitSpatial)
+const OpDef& OpDef_AveragePool() {
+  static const OpDef def = [] {
+    OpDef d{"AveragePool", InferAveragePool, RunAveragePool, 0, false, 1, 1};
+    // Float only (8-bit averages are QLinearAveragePool).
+    d.layout = LayoutRole::kChannelsLast;
+    d.layout_float = true;
+    d.traits = kTraitSpatial;
+    return d;
+  }();
+  return def;
+}
 // LpPool and GlobalLpPool read NCHW as well; without kTraitSpatial as long as
 // the layouts of graph inputs and outputs next to them stay unlabelled.
 QF_POOL_OPDEF(LpPool, 0)

@@ -1,5 +1,6 @@
 // Reshape, Flatten, Squeeze, Unsqueeze: the data is unchanged, only the shape
-// differs, so every run is a plain byte copy.
+// differs, so a run is a plain byte copy, or nothing when the planner gave the
+// output the input's buffer (OpDef::output0_views_input0).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -228,31 +229,34 @@ Status InferUnsqueeze(KernelContext& ctx) {
 
 }  // namespace
 
+// A view of input 0: the planner may share its buffer (RunCopy then copies nothing).
+OpDef View(OpDef def) {
+  def.traits = kTraitMovesElements;
+  def.output0_views_input0 = true;
+  return def;
+}
+
 const OpDef& OpDef_Reshape() {
-  static const OpDef def = WithTraits({"Reshape", InferReshape, RunCopy,
-                                       /*value_inputs=*/1u << 1,
-                                       /*shape_only=*/false,
-                                       /*min_inputs=*/2,
-                                       /*max_inputs=*/2},
-                                      kTraitMovesElements);
+  static const OpDef def = View({"Reshape", InferReshape, RunCopy,
+                                 /*value_inputs=*/1u << 1,
+                                 /*shape_only=*/false,
+                                 /*min_inputs=*/2,
+                                 /*max_inputs=*/2});
   return def;
 }
 
 const OpDef& OpDef_Flatten() {
-  static const OpDef def =
-      WithTraits({"Flatten", InferFlatten, RunCopy, 0, false, 1, 1}, kTraitMovesElements);
+  static const OpDef def = View({"Flatten", InferFlatten, RunCopy, 0, false, 1, 1});
   return def;
 }
 
 const OpDef& OpDef_Squeeze() {
-  static const OpDef def =
-      WithTraits({"Squeeze", InferSqueeze, RunCopy, 1u << 1, false, 1, 2}, kTraitMovesElements);
+  static const OpDef def = View({"Squeeze", InferSqueeze, RunCopy, 1u << 1, false, 1, 2});
   return def;
 }
 
 const OpDef& OpDef_Unsqueeze() {
-  static const OpDef def =
-      WithTraits({"Unsqueeze", InferUnsqueeze, RunCopy, 1u << 1, false, 2, 2}, kTraitMovesElements);
+  static const OpDef def = View({"Unsqueeze", InferUnsqueeze, RunCopy, 1u << 1, false, 2, 2});
   return def;
 }
 
