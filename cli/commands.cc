@@ -110,7 +110,7 @@ const char* kConvertUsage =
     "                     [--dim NAME=N ...] [--input-shapes FILE.json] [--input-layout "
     "NAME=NHWC]\n"
     "                     [--const NAME=VALUE ...] [--no-fold] [--no-fuse] [--no-fold-qdq]\n"
-    "                     [--channels-first]\n"
+    "                     [--channels-first] [--widen-fp16-weights]\n"
     "\n"
     "Converts an ONNX model to qfold's .qfm format. Every unsupported operator is\n"
     "listed at once; on any error no output file is written.\n"
@@ -128,7 +128,10 @@ const char* kConvertUsage =
     "  --no-fold-qdq       keep QuantizeLinear/DequantizeLinear as separate float ops\n"
     "  --channels-first    keep every operator in the model's own layout (by default quantized\n"
     "                      and 2-D float convolutions and pools run channels-last inside; inputs\n"
-    "                      and outputs keep their shapes either way)\n";
+    "                      and outputs keep their shapes either way)\n"
+    "  --widen-fp16-weights  store an fp16 model's Conv/ConvTranspose/Gemm/MatMul weights as\n"
+    "                      float32 (twice the size; the runtime then skips widening them when\n"
+    "                      it loads the model); by default they stay float16 in the .qfm\n";
 
 const char* kRunUsage =
     "usage: qfold run MODEL.qfm [--input NAME=FILE.npy ...] [--inputs FILE.npz]\n"
@@ -216,6 +219,8 @@ int Convert(const Args& args) {
       opts.fuse = false;
     } else if (a == "--channels-first") {
       opts.channels_last = false;
+    } else if (a == "--widen-fp16-weights") {
+      opts.keep_float16_weights = false;
     } else if (!a.empty() && a[0] == '-') {
       return UsageError("convert", "unknown option '" + a + "'", kConvertUsage);
     } else if (in.empty()) {
@@ -512,6 +517,7 @@ int Inspect(const Args& args) {
   j["file"] = path;
   std::map<std::string, int> op_counts, precision_counts, granularity_counts;
   size_t const_bytes = 0, const_count = 0, quantized_tensors = 0, qdq_ops = 0;
+  std::map<std::string, size_t> const_bytes_by_dtype;  // bytes in the file, per stored dtype
   // Conv/ConvTranspose/MatMul/Gemm that stay float, and the converter's reasons.
   int heavy_float = 0, heavy_total = 0;
   std::map<std::string, int> heavy_reasons;
@@ -535,7 +541,11 @@ int Inspect(const Args& args) {
       if (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear") qdq_ops++;
     }
     for (const auto& kv : g.values)
-      if (kv.second.is_constant()) const_bytes += kv.second.data->size(), const_count++;
+      if (kv.second.is_constant()) {
+        const_bytes += kv.second.data->size();
+        const_bytes_by_dtype[dtype_name(kv.second.dtype)] += kv.second.data->size();
+        const_count++;
+      }
   } else {
     std::shared_ptr<Model> model;
     Status st = Model::LoadFile(path, &model);
@@ -609,7 +619,11 @@ int Inspect(const Args& args) {
       if (t.const_data) {
         int64_t n = 1;
         for (int64_t d : t.info.shape) n *= d;
-        const_bytes += dtype_storage_bytes(t.info.dtype, n);
+        // As stored in the file: float16 weights are widened when the model loads.
+        const DType stored = DType(int(m->fb->tensors()->Get(uint32_t(i))->dtype()));
+        const size_t bytes = dtype_storage_bytes(stored, n);
+        const_bytes += bytes;
+        const_bytes_by_dtype[dtype_name(stored)] += bytes;
         const_count++;
       }
       if (m->fb->tensors()->Get(uint32_t(i))->quant()) quantized_tensors++;
@@ -648,7 +662,8 @@ int Inspect(const Args& args) {
     for (const TensorInfo& t : outputs) j["outputs"].push_back(TensorJson(t));
     j["operators"] = op_counts;
     j["operator_count"] = total_ops;
-    j["constants"] = {{"count", const_count}, {"bytes", const_bytes}};
+    j["constants"] = {
+        {"count", const_count}, {"bytes", const_bytes}, {"bytes_by_dtype", const_bytes_by_dtype}};
     j["quantization"] = {{"quantized_tensors_or_qdq_nodes", quantized_tensors + qdq_ops},
                          {"quantized_tensors", quantized_tensors},
                          {"qdq_ops", qdq_ops}};
@@ -680,7 +695,16 @@ int Inspect(const Args& args) {
                   sg["outputs"].get<int>(), ops.c_str());
     }
   }
-  std::printf("constants: %zu tensors, %zu bytes\n", const_count, const_bytes);
+  std::printf("constants: %zu tensors, %zu bytes", const_count, const_bytes);
+  if (!const_bytes_by_dtype.empty()) {  // float16 weights show as such
+    const char* sep = " (";
+    for (const auto& kv : const_bytes_by_dtype) {
+      std::printf("%s%s %zu", sep, kv.first.c_str(), kv.second);
+      sep = ", ";
+    }
+    std::printf(")");
+  }
+  std::printf("\n");
   if (!precision_counts.empty()) {
     std::printf("precision:");
     for (const auto& kv : precision_counts) std::printf(" %s %d", kv.first.c_str(), kv.second);

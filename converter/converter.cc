@@ -70,6 +70,9 @@ Status ConvertFile(const std::string& onnx_path, const std::string& qfm_path,
   QF_RETURN_IF_ERROR(fileio::CheckOutputPath(qfm_path, {onnx_path}));
   Graph g;
   QF_RETURN_IF_ERROR(LoadAndOptimize(onnx_path, opts, &g));
+  // Last, after every pass that computes on constants: the IR stays float32
+  // for them (and for check/verify, which reuse LoadAndOptimize).
+  if (opts.keep_float16_weights) QF_RETURN_IF_ERROR(NarrowHalfWeights(&g));
   if (notes) *notes = g.notes;
   std::vector<uint8_t> bytes;
   QF_RETURN_IF_ERROR(SerializeQfm(g, &bytes));

@@ -14,6 +14,10 @@ struct ConvertOptions {
   bool fuse = true;
   bool fold_qdq = true;       // QDQ patterns -> integer operators
   bool channels_last = true;  // quantized and 2-D float convolutions run channels-last inside
+  // An fp16 model's weights (constants of ops with kTraitHalfWeights) stay
+  // float16 in the .qfm (half the bytes; the runtime widens them at load to
+  // the same float32 values). false: store them as float32.
+  bool keep_float16_weights = true;
   // Input-shape overrides: whole shapes by input name, and symbolic dims by
   // their ONNX dim_param name ("batch" -> 4). Applied before anything else.
   std::map<std::string, Shape> input_shapes;

@@ -87,6 +87,8 @@ struct Graph {
   std::vector<std::string> outputs;
   // What the conversion did that a user should know (printed by `qfold convert`).
   std::vector<std::string> notes;
+  // The ONNX model stored float16 constants (WidenHalfFloats widened them).
+  bool had_float16_constants = false;
 
   Value* Find(const std::string& name) {
     auto it = values.find(name);

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/file_io.h"
+#include "core/op.h"
 #include "qfold/qfold_generated.h"
 
 namespace qfold {
@@ -159,11 +160,20 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
   // Version 2: operators may carry channels_last = 1 (converter's layout
   // planning); a version-1 reader would ignore it and compute garbage, so
   // such files require reader 2. Version 3: subgraphs (If/Loop/Scan), which a
-  // version-2 reader refuses by name. Files without either stay readable by 1.
-  bool channels_last = false;
-  for (const Node& n : g.nodes) channels_last |= n.attrs.GetInt("channels_last", 0) != 0;
-  const uint32_t min_reader = !graphs.empty() ? 3 : channels_last ? 2 : 1;
-  auto model = fb::CreateModel(b, 3, min_reader, b.CreateVector(tensors), b.CreateVector(buffers),
+  // version-2 reader refuses by name. Files without these stay readable by 1.
+  // Version 4: float16 weights of ops with kTraitHalfWeights, which the
+  // reader widens; a version-3 reader would refuse them as a dtype mismatch.
+  bool channels_last = false, half_weights = false;
+  for (const Node& n : g.nodes) {
+    channels_last |= n.attrs.GetInt("channels_last", 0) != 0;
+    if (!HasTraits(n.op_type, kTraitHalfWeights)) continue;
+    for (const std::string& s : n.inputs) {
+      const Value* v = g.Find(s);
+      half_weights |= v && v->is_constant() && v->dtype == DType::kFloat16;
+    }
+  }
+  const uint32_t min_reader = half_weights ? 4 : !graphs.empty() ? 3 : channels_last ? 2 : 1;
+  auto model = fb::CreateModel(b, 4, min_reader, b.CreateVector(tensors), b.CreateVector(buffers),
                                main_graph.ops, main_graph.ins, main_graph.outs, meta,
                                graphs.empty() ? 0 : b.CreateVector(graphs));
   fb::FinishModelBuffer(b, model);

@@ -15,6 +15,12 @@ Status NormalizeOpsets(Graph* g);
 Status CheckSupported(const Graph& g);
 // fp16/bf16 weights and compute become fp32; the model's boundary keeps its dtypes.
 Status WidenHalfFloats(Graph* g);
+// For a model whose ONNX file had float16 constants (Graph::had_float16_constants):
+// float32 constants read only by ops with kTraitHalfWeights (Conv, ConvTranspose,
+// Gemm, MatMul) become float16 again where every value converts back exactly
+// (weights changed by folding, e.g. BatchNormalization, stay float32). The
+// runtime widens them at load, so results are bit-identical. Runs last.
+Status NarrowHalfWeights(Graph* g);
 // Drops Identity and inference-mode Dropout, keeping graph output names.
 Status RemoveIdentities(Graph* g);
 // Infers every value's dtype and shape with the runtime's op definitions and

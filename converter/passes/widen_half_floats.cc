@@ -11,7 +11,9 @@ namespace qfold {
 namespace conv {
 
 namespace {
-bool IsHalf(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
+bool IsHalf(DType t) {
+  return t == DType::kFloat16 || t == DType::kBFloat16;
+}
 
 std::shared_ptr<const std::vector<uint8_t>> WidenData(DType t, const std::vector<uint8_t>& in) {
   size_t n = in.size() / 2;
@@ -54,6 +56,7 @@ Status WidenHalfFloats(Graph* g) {
     if (!IsHalf(v.dtype)) continue;
     any = true;
     if (v.is_constant()) {
+      g->had_float16_constants |= v.dtype == DType::kFloat16;
       v.data = WidenData(v.dtype, *v.data);
       v.dtype = DType::kFloat32;
     }

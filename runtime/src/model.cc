@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "core/file_io.h"
 #include "core/shape_util.h"
+#include "kernels/half_f32.h"
 #include "model_impl.h"
 
 namespace qfold {
@@ -220,8 +222,55 @@ Status Model::Impl::Parse() {
     if (producer[id] == -2)
       return Bad(source, "graph output " + TensorLabel(fb, id) + " is never produced");
 
+  QF_RETURN_IF_ERROR(WidenHalfWeights());
   for (int id : input_ids) inputs.push_back(tensors[id].info);
   for (int id : output_ids) outputs.push_back(tensors[id].info);
+  return Status::Ok();
+}
+
+Status Model::Impl::WidenHalfWeights() {
+  const size_t nt = tensors.size();
+  std::vector<bool> widen(nt, false);
+  bool any = false;
+  for (size_t i = 0; i < nt; ++i) {
+    widen[i] = tensors[i].const_data && tensors[i].info.dtype == DType::kFloat16;
+    any = any || widen[i];
+  }
+  if (!any) return Status::Ok();
+  auto keep_unless_half_weights = [&](const std::vector<OpEntry>& list) {
+    for (const OpEntry& op : list)
+      if (!(op.def->traits & kTraitHalfWeights))
+        for (int id : op.inputs)
+          if (id >= 0) widen[size_t(id)] = false;
+  };
+  keep_unless_half_weights(ops);
+  for (const GraphEntry& ge : subgraphs) {
+    keep_unless_half_weights(ge.ops);
+    for (int id : ge.output_ids) widen[size_t(id)] = false;
+  }
+  for (int id : output_ids) widen[size_t(id)] = false;  // the caller asked for float16
+
+  const kernels::HalfToF32Fn to_f32 = kernels::HalfToF32For(kernels::DefaultCpuFeatures());
+  for (size_t i = 0; i < nt; ++i) {
+    if (!widen[i]) continue;
+    TensorEntry& e = tensors[i];
+    int64_t n = 0;
+    CheckedNumel(e.info.shape, &n);  // Parse checked the shape
+    e.info.dtype = DType::kFloat32;
+    if (n == 0) continue;  // const_data stays the non-null "empty" marker
+    const size_t bytes = size_t(n) * sizeof(float);
+    std::unique_ptr<uint8_t[]> block(new (std::nothrow) uint8_t[bytes + kAlign]);
+    if (!block)
+      return Status(StatusCode::kIoError, source + ": out of memory widening the float16 " +
+                                              TensorLabel(fb, int(i)) + " (" +
+                                              std::to_string(bytes) + " bytes)");
+    const uintptr_t p = reinterpret_cast<uintptr_t>(block.get());
+    float* dst = reinterpret_cast<float*>(block.get() + (kAlign - p % kAlign) % kAlign);
+    to_f32(static_cast<const uint16_t*>(e.const_data), dst, size_t(n));
+    e.const_data = dst;
+    widened.push_back(std::move(block));
+    widened_bytes += bytes;
+  }
   return Status::Ok();
 }
 

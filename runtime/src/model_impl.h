@@ -1,6 +1,7 @@
 // Internal view of a loaded model, shared by Model and Session.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,7 @@ namespace qfold {
 
 // The newest format this reader understands; files whose min_reader_version
 // exceeds it are refused.
-constexpr uint32_t kReaderVersion = 3;
+constexpr uint32_t kReaderVersion = 4;
 
 struct OpEntry {
   const OpDef* def = nullptr;
@@ -51,6 +52,10 @@ struct Model::Impl {
   std::vector<int> input_ids, output_ids;
   std::vector<TensorInfo> inputs, outputs;
   std::vector<GraphEntry> subgraphs;
+  // float32 copies of float16 weights (WidenHalfWeights), 64-byte aligned
+  // inside each over-allocated block; TensorEntry::const_data points there.
+  std::vector<std::unique_ptr<uint8_t[]>> widened;
+  size_t widened_bytes = 0;
 
   ~Impl();
   Status Parse();
@@ -61,6 +66,10 @@ struct Model::Impl {
   // subgraph index (-1: the main graph): nested subgraphs must come later.
   Status ParseOps(const flatbuffers::Vector<flatbuffers::Offset<fb::Operator>>* fb_ops, int graph,
                   std::vector<int>* producer, std::vector<OpEntry>* out, std::string* unsupported);
+  // float16 constants read only by ops with kTraitHalfWeights (the weights a
+  // converter kept as float16) become float32 copies, once per model, so the
+  // ops see the values of the widened model; any other float16 constant stays.
+  Status WidenHalfWeights();
 };
 
 }  // namespace qfold

@@ -120,6 +120,10 @@ enum OpTrait : unsigned {
   kTraitMatrixProduct = 1u << 5,
   // Computes on integer data with integer kernels (what folded QDQ becomes).
   kTraitIntegerKernel = 1u << 6,
+  // Its float16 constant inputs (weights, bias) are widened to float32 once
+  // when the model loads, so the converter may store them as float16 (half
+  // the file) and the op still computes on the same float32 values.
+  kTraitHalfWeights = 1u << 7,
 };
 
 struct OpDef {

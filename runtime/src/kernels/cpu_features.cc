@@ -25,6 +25,7 @@ struct FeatureField {
 constexpr FeatureField kFields[] = {
     {"avx2", &CpuFeatures::avx2},
     {"fma", &CpuFeatures::fma},
+    {"f16c", &CpuFeatures::f16c},
     {"avx512f", &CpuFeatures::avx512f},
     {"avx512bw", &CpuFeatures::avx512bw},
     {"avx512dq", &CpuFeatures::avx512dq},
@@ -54,7 +55,7 @@ CpuFeatures DetectX86() {
   CpuFeatures f;
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
-  const bool osxsave = c >> 27 & 1, avx = c >> 28 & 1, fma = c >> 12 & 1;
+  const bool osxsave = c >> 27 & 1, avx = c >> 28 & 1, fma = c >> 12 & 1, f16c = c >> 29 & 1;
   if (!osxsave || !avx) return f;
   const uint64_t xcr0 = ReadXcr0();
   if ((xcr0 & 0x6) != 0x6) return f;  // XMM and YMM state
@@ -62,6 +63,7 @@ CpuFeatures DetectX86() {
   __cpuid_count(7, 0, a, b, c, d);
   const unsigned leaf7_eax = a, ebx = b, ecx = c, edx = d;
   f.fma = fma;
+  f.f16c = f16c;
   f.avx2 = ebx >> 5 & 1;
   if (leaf7_eax >= 1) {
     __cpuid_count(7, 1, a, b, c, d);
@@ -219,14 +221,14 @@ CpuFeatures IsaFeatures(Isa isa) {
     case Isa::kAvx512Vnni:
       f.avx512f = f.avx512bw = f.avx512dq = f.avx512vl = f.avx512vnni = true;
       f.avx512vbmi = f.avx512bf16 = f.amx = f.avxvnni = true;
-      f.avx2 = f.fma = true;
+      f.avx2 = f.fma = f.f16c = true;
       break;
     case Isa::kAvxVnni:
       f.avxvnni = true;
-      f.avx2 = f.fma = true;
+      f.avx2 = f.fma = f.f16c = true;
       break;
     case Isa::kAvx2:
-      f.avx2 = f.fma = true;
+      f.avx2 = f.fma = f.f16c = true;
       break;
     case Isa::kNeonI8mm:
       f.i8mm = f.bf16 = f.sve = true;

@@ -18,6 +18,7 @@ struct CpuFeatures {
   // x86-64 (each AVX-512 flag only when the OS saves the ZMM state)
   bool avx2 = false;
   bool fma = false;
+  bool f16c = false;  // vcvtph2ps/vcvtps2ph (every AVX2 CPU has it; checked anyway)
   bool avx512f = false;
   bool avx512bw = false;
   bool avx512dq = false;

@@ -409,7 +409,7 @@ const OpDef& OpDef_Conv() {
     // the rank and that W is constant).
     d.layout = LayoutRole::kChannelsLast;
     d.layout_float = true;
-    d.traits = kTraitMatrixProduct | kTraitSpatial;
+    d.traits = kTraitMatrixProduct | kTraitSpatial | kTraitHalfWeights;
     return d;
   }();
   return def;

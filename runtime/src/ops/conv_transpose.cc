@@ -303,7 +303,7 @@ const OpDef& OpDef_ConvTranspose() {
             /*max_inputs=*/3};
     d.prepare = PrepareConvTranspose;
     d.const_inputs = 1u << 1;  // W
-    d.traits = kTraitMatrixProduct | kTraitSpatial;
+    d.traits = kTraitMatrixProduct | kTraitSpatial | kTraitHalfWeights;
     return d;
   }();
   return def;

@@ -237,7 +237,7 @@ const OpDef& OpDef_Gemm() {
             /*max_inputs=*/3};
     d.prepare = PrepareGemm;
     d.const_inputs = 1u << 1;  // B
-    d.traits = kTraitMatrixProduct;
+    d.traits = kTraitMatrixProduct | kTraitHalfWeights;
     return d;
   }();
   return def;

@@ -255,7 +255,7 @@ const OpDef& OpDef_MatMul() {
             /*max_inputs=*/3};  // 3: the fused bias
     d.prepare = PrepareMatMul;
     d.const_inputs = 1u << 1;  // B
-    d.traits = kTraitMatrixProduct;
+    d.traits = kTraitMatrixProduct | kTraitHalfWeights;
     return d;
   }();
   return def;
