@@ -24,9 +24,9 @@ using kernels::Isa;
 
 constexpr double kU = 1.0 / (1 << 24);  // float unit roundoff
 
-// Row lengths around the vector, 4-vector and tail boundaries of both 4 and 8 lanes.
-const int64_t kLengths[] = {0,  1,  3,  4,  5,  7,   8,   9,   15,  16,  17,   31,
-                            32, 33, 63, 64, 65, 100, 255, 256, 257, 768, 1000, 4099};
+// Row lengths around the vector, 4-vector and tail boundaries of 4, 8 and 16 lanes.
+const int64_t kLengths[] = {0,  1,  3,  4,   5,   7,   8,   9,   15,  16,  17,  31,   32,  33,
+                            63, 64, 65, 100, 127, 128, 129, 255, 256, 257, 768, 1000, 4099};
 
 std::vector<float> Normal(std::mt19937* rng, int64_t n, float mean, float stddev) {
   std::normal_distribution<float> d(mean, stddev);

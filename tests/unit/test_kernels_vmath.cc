@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -243,9 +244,9 @@ TEST_CASE("kernels: vmath tails, NaN and infinities") {
     CAPTURE(kernels::IsaName(isa));
     const kernels::VMathKernels& k = kernels::VMathFor(isa);
     const kernels::VMathKernels& ref = kernels::VMathFor(Isa::kReference);
-    // Every length up to two vectors and a tail: each element as the
+    // Every length up to two 16-lane vectors and a tail: each element as the
     // reference computes it alone, within the documented bound.
-    for (int n = 1; n <= 19; ++n) {
+    for (int n = 1; n <= 35; ++n) {
       const size_t len = size_t(n);
       std::vector<float> x(len), y(len, -7.f), r(len);
       for (int i = 0; i < n; ++i) x[size_t(i)] = 0.37f * float(i) - 3.1f;
@@ -265,7 +266,7 @@ TEST_CASE("kernels: vmath tails, NaN and infinities") {
     const std::pair<Fn, Fn> pairs[] = {
         {k.exp, ref.exp}, {k.erf, ref.erf}, {k.gelu, ref.gelu}, {k.gelu_tanh, ref.gelu_tanh}};
     for (const auto& fr : pairs) {
-      for (int n = 1; n <= 19; ++n) {
+      for (int n = 1; n <= 35; ++n) {
         const size_t len = static_cast<size_t>(n);
         std::vector<float> x(len), want(len);
         for (int i = 0; i < n; ++i) x[size_t(i)] = 0.37f * float(i) - 3.1f;
@@ -276,7 +277,7 @@ TEST_CASE("kernels: vmath tails, NaN and infinities") {
                 1e-6f * (1 + std::fabs(want[size_t(i)])));
       }
     }
-    for (int n = 1; n <= 19; ++n) {
+    for (int n = 1; n <= 35; ++n) {
       const size_t len = static_cast<size_t>(n);
       std::vector<float> x(len), y(len), want(len);
       for (int i = 0; i < n; ++i) x[size_t(i)] = 0.37f * float(i) + 0.01f;
@@ -335,6 +336,43 @@ TEST_CASE("kernels: vmath tails, NaN and infinities") {
     CHECK(t[3] == 0.f);
     CHECK(std::signbit(t[3]));
   }
+}
+
+TEST_CASE("kernels: vmath AVX-512 variant equals the AVX2 variant bit for bit") {
+  // Same operations lane for lane (vmath_avx512f.cc): every function over a
+  // sweep with NaN, infinities, subnormals and lengths that leave tails.
+  kernels::CpuFeatures f512 = kernels::DetectedCpuFeatures();
+  if (!(f512.avx512f && f512.avx2 && f512.fma)) return;
+  kernels::CpuFeatures f256 = f512;
+  f256.avx512f = false;
+  const kernels::VMathKernels* a = kernels::VMathFor(f512, nullptr);
+  const kernels::VMathKernels* b = kernels::VMathFor(f256, nullptr);
+  REQUIRE(std::string(a->name) == "avx512f");
+  REQUIRE(std::string(b->name) == "avx2");
+  std::vector<float> xs = Sweep(100.f, 4099);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {std::numeric_limits<float>::quiet_NaN(), inf, -inf, 0.f, -0.f, 1e-40f, -1e-40f})
+    xs.push_back(v);
+  const int64_t n = int64_t(xs.size()) - 5;  // not a multiple of 8 or 16
+  using Fn = void (*)(const float*, float*, int64_t);
+  const std::pair<Fn, Fn> fns[] = {{a->sigmoid, b->sigmoid},
+                                   {a->tanh, b->tanh},
+                                   {a->exp, b->exp},
+                                   {a->log, b->log},
+                                   {a->erf, b->erf},
+                                   {a->gelu, b->gelu},
+                                   {a->gelu_tanh, b->gelu_tanh}};
+  for (const auto& fn : fns) {
+    std::vector<float> ya(xs.size(), 7.f), yb(xs.size(), 7.f);
+    fn.first(xs.data(), ya.data(), n);
+    fn.second(xs.data(), yb.data(), n);
+    CHECK(std::memcmp(ya.data(), yb.data(), ya.size() * sizeof(float)) == 0);
+  }
+  std::vector<float> ya(xs.size()), yb(xs.size());
+  a->swish(xs.data(), ya.data(), n, 1.f);
+  b->swish(xs.data(), yb.data(), n, 1.f);
+  CHECK(std::memcmp(ya.data(), yb.data(), ya.size() * sizeof(float)) == 0);
+  CHECK(a->max(xs.data(), n) == b->max(xs.data(), n));
 }
 
 }  // namespace

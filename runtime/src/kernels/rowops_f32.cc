@@ -6,6 +6,7 @@ namespace kernels {
 
 #if defined(__x86_64__)
 extern const RowOpsF32Kernels kRowOpsF32Avx2;
+extern const RowOpsF32Kernels kRowOpsF32Avx512f;
 #endif
 #if defined(__aarch64__)
 extern const RowOpsF32Kernels kRowOpsF32Neon;
@@ -15,9 +16,9 @@ const RowOpsF32Kernels* RowOpsF32For(const CpuFeatures& f, const char** variant)
   const RowOpsF32Kernels* k = nullptr;
   const char* name = nullptr;
 #if defined(__x86_64__)
-  if (f.avx2 && f.fma) {  // 256-bit FMA is all they need: AVX-512 machines use it too
-    k = &kRowOpsF32Avx2;
-    name = "avx2";
+  if (f.avx2 && f.fma) {
+    k = f.avx512f ? &kRowOpsF32Avx512f : &kRowOpsF32Avx2;
+    name = f.avx512f ? "avx512f" : "avx2";
   }
 #endif
 #if defined(__aarch64__)

@@ -1,9 +1,9 @@
 // Float32 row kernels of transformer blocks: LayerNormalization over the last
 // axes, sums of rows (ReduceSum/ReduceMean/ReduceSumSquare over trailing
 // axes) and the scaling pass of Softmax. One algorithm (rowops_f32_impl.h)
-// over a vector trait, instantiated by rowops_f32_avx2.cc (8 lanes) and
-// rowops_f32_neon.cc (4 lanes); without SIMD the ops run their reference loops
-// (statistics in double, ops/norm.cc and ops/reduce.cc), which are the oracle.
+// over a vector trait, instantiated by rowops_f32_avx2.cc (8 lanes),
+// rowops_f32_avx512f.cc (16) and rowops_f32_neon.cc (4 lanes); without SIMD the ops run their
+// reference loops (statistics in double, ops/norm.cc and ops/reduce.cc), which are the oracle.
 //
 // Sums accumulate in float, in 4 vector accumulators (lane j of accumulator a
 // takes elements i = j (mod lanes), (i / lanes) = a (mod 4)), a zero-padded

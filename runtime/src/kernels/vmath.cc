@@ -10,6 +10,7 @@ namespace kernels {
 
 #if defined(__x86_64__)
 extern const VMathKernels kVMathAvx2;
+extern const VMathKernels kVMathAvx512f;
 #endif
 #if defined(__aarch64__)
 extern const VMathKernels kVMathNeon;
@@ -79,35 +80,26 @@ float ExpShiftSumRef(const float* x, float* y, int64_t n, float shift) {
   return sum;
 }
 
-const VMathKernels kVMathRef = {Isa::kReference, SigmoidRef, TanhRef,       ExpRef,
-                                LogRef,          ErfRef,     GeluRef,       GeluTanhRef,
-                                SwishRef,        MaxRef,     ExpShiftSumRef};
+const VMathKernels kVMathRef = {"reference", SigmoidRef,  TanhRef,  ExpRef, LogRef,        ErfRef,
+                                GeluRef,     GeluTanhRef, SwishRef, MaxRef, ExpShiftSumRef};
 
 }  // namespace
 
 const VMathKernels& VMathFor(Isa isa) {
-  switch (isa) {
-#if defined(__x86_64__)
-    case Isa::kAvx2:  // 256-bit FMA is all they need: one variant for every x86 level
-    case Isa::kAvxVnni:
-    case Isa::kAvx512Vnni:
-      return kVMathAvx2;
-#endif
-#if defined(__aarch64__)
-    case Isa::kNeon:
-    case Isa::kNeonDot:
-    case Isa::kNeonI8mm:
-      return kVMathNeon;
-#endif
-    default:
-      return kVMathRef;
-  }
+  return *VMathFor(IsaFeatures(isa), nullptr);
 }
 
 const VMathKernels* VMathFor(const CpuFeatures& f, const char** variant) {
-  const VMathKernels& k = VMathFor(HighestIsa(f));
-  if (variant) *variant = k.isa == Isa::kReference ? nullptr : IsaName(k.isa);
-  return &k;
+  const VMathKernels* k = &kVMathRef;
+#if defined(__x86_64__)
+  if (f.avx2 && f.fma) k = f.avx512f ? &kVMathAvx512f : &kVMathAvx2;
+#endif
+#if defined(__aarch64__)
+  if (f.asimd) k = &kVMathNeon;
+#endif
+  (void)f;
+  if (variant) *variant = k == &kVMathRef ? nullptr : k->name;
+  return k;
 }
 
 }  // namespace kernels

@@ -2,8 +2,9 @@
 // (Exp, Log, Erf, Sigmoid, Tanh, Gelu, Swish), Softmax, the activations fused
 // into Conv/Gemm/MatMul (core/activation.h) and the recurrent gates. Naming
 // follows <dtype>_<op>_<isa>: vmath.cc holds the reference (libm) and the
-// choice of level, vmath_avx2.cc and vmath_neon.cc the SIMD variants, which
-// share one algorithm (vmath_impl.h) written over a small vector trait.
+// choice of variant, vmath_avx2.cc, vmath_avx512f.cc and vmath_neon.cc the SIMD
+// variants, which share one algorithm (vmath_impl.h) written over a small
+// vector trait.
 //
 // Error of the SIMD variants against the exact function, measured by the unit
 // test "kernels: vmath" over a dense sweep of inputs (docs/NUMERICS.md): at
@@ -21,7 +22,7 @@ namespace kernels {
 
 // y may alias x in every function.
 struct VMathKernels {
-  Isa isa;
+  const char* name;  // the features it needs ("avx2" = AVX2 + FMA), or "reference"
   void (*sigmoid)(const float* x, float* y, int64_t n);  // 1 / (1 + exp(-x))
   void (*tanh)(const float* x, float* y, int64_t n);
   void (*exp)(const float* x, float* y, int64_t n);
@@ -39,8 +40,8 @@ struct VMathKernels {
   float (*exp_shift_sum)(const float* x, float* y, int64_t n, float shift);
 };
 
-// The kernels of `isa`, or the reference ones when the level has none
-// (never null).
+// The kernels the named feature set `isa` allows (the reference ones when it
+// has no SIMD; never null).
 const VMathKernels& VMathFor(Isa isa);
 // The variant `f` allows (never null: the reference one without SIMD).
 const VMathKernels* VMathFor(const CpuFeatures& f, const char** variant);

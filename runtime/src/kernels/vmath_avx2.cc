@@ -52,8 +52,8 @@ using K = vmath::Kernels<V8>;
 }  // namespace
 
 extern const VMathKernels kVMathAvx2;
-const VMathKernels kVMathAvx2 = {Isa::kAvx2, K::Sigmoid,  K::Tanh,  K::Exp, K::Log,        K::Erf,
-                                 K::Gelu,    K::GeluTanh, K::Swish, K::Max, K::ExpShiftSum};
+const VMathKernels kVMathAvx2 = {"avx2",  K::Sigmoid,  K::Tanh,  K::Exp, K::Log,        K::Erf,
+                                 K::Gelu, K::GeluTanh, K::Swish, K::Max, K::ExpShiftSum};
 
 }  // namespace kernels
 }  // namespace qfold

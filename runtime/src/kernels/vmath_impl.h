@@ -30,7 +30,8 @@
 //
 // V provides: type F, Load/Store, Set, Add, Sub, Mul, Div, Fma(a, b, c) = a*b + c,
 // Min, Max, Abs, Round (to nearest), Pow2(n) (2^n for integral float n in
-// [-126, 127]), Less(a, b), Equal(a, b) and IsNan(a) masks, Select(mask, a, b),
+// [-126, 127]), Less(a, b), Equal(a, b) and IsNan(a) masks (of a type of the
+// trait's choice: a vector, or an AVX-512 mask register), Select(mask, a, b),
 // CopySign(mag, sgn), All(mask) (every lane set), Exponent(x) (the unbiased exponent of a normal
 // positive x, as float) and Mantissa(x) (its significand in [1, 2)).
 #pragma once
@@ -106,11 +107,11 @@ inline typename V::F ExpFull(typename V::F x) {
 template <class V>
 inline typename V::F Log(typename V::F x) {
   using F = typename V::F;
-  const F tiny = V::Less(x, V::Set(std::numeric_limits<float>::min()));
+  const auto tiny = V::Less(x, V::Set(std::numeric_limits<float>::min()));
   const F xs = V::Select(tiny, V::Mul(x, V::Set(8388608.f)), x);  // 2^23
   F e = V::Sub(V::Exponent(xs), V::Select(tiny, V::Set(23.f), V::Set(0.f)));
   F m = V::Mantissa(xs);
-  const F big = V::Less(V::Set(1.41421356f), m);
+  const auto big = V::Less(V::Set(1.41421356f), m);
   m = V::Select(big, V::Mul(m, V::Set(0.5f)), m);
   e = V::Select(big, V::Add(e, V::Set(1.f)), e);
   const F f = V::Sub(m, V::Set(1.f));                         // exact (Sterbenz)
@@ -154,7 +155,7 @@ inline typename V::F ErfcLarge(typename V::F z, typename V::F hi, typename V::F 
   // R on [0.875, 2.25] in u = (2z - 3.125) / 1.375.
   // Each fit is evaluated only when a lane needs it (the lanes' results do not
   // depend on their neighbours): activations rarely reach z = 2.25.
-  const F below = V::Less(z, V::Set(2.25f));
+  const auto below = V::Less(z, V::Set(2.25f));
   const bool all_below = V::All(below);
   const F u = V::Fma(z, V::Set(1.45454545f), V::Set(-2.27272727f));
   F a = V::Set(-2.233178520327783e-06f);
@@ -196,7 +197,7 @@ inline typename V::F Erf(typename V::F x) {
   const F hi = V::Mul(a, a);
   const F lo = V::Fma(a, a, V::Sub(V::Set(0.f), hi));
   const F small = V::Mul(a, ErfSmallOverX<V>(hi));
-  const F is_small = V::Less(a, V::Set(0.875f));
+  const auto is_small = V::Less(a, V::Set(0.875f));
   if (V::All(is_small)) return V::CopySign(small, x);  // no NaN: Min gave it 4
   F unused;
   const F large =
@@ -260,11 +261,11 @@ inline typename V::F Gelu(typename V::F x) {
   const F small = V::Mul(V::Mul(z, V::Set(0.5f)), ErfSmallOverX<V>(hi));
   // x below -16 (Phi under 1e-57): -0, not -inf * 0.
   const F xc = V::Max(x, V::Set(-16.f));
-  const F neg = V::Less(x, V::Set(0.f));
+  const auto neg = V::Less(x, V::Set(0.f));
   const F half = V::Set(0.5f);
   const F phi_small = V::Select(neg, V::Sub(half, small), V::Add(half, small));
   const F y_small = V::Mul(xc, phi_small);
-  const F is_small = V::Less(z, V::Set(0.875f));
+  const auto is_small = V::Less(z, V::Set(0.875f));
   if (V::All(is_small)) return y_small;  // no NaN: Min gave it 16
   // Large z: erfc(z) / 2, and x erfc(z) / 2 rounded once (it is the result
   // for x < 0, and normal where erfc(z) is already subnormal).

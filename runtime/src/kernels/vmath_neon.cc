@@ -50,8 +50,8 @@ using K = vmath::Kernels<V4>;
 }  // namespace
 
 extern const VMathKernels kVMathNeon;
-const VMathKernels kVMathNeon = {Isa::kNeon, K::Sigmoid,  K::Tanh,  K::Exp, K::Log,        K::Erf,
-                                 K::Gelu,    K::GeluTanh, K::Swish, K::Max, K::ExpShiftSum};
+const VMathKernels kVMathNeon = {"neon",  K::Sigmoid,  K::Tanh,  K::Exp, K::Log,        K::Erf,
+                                 K::Gelu, K::GeluTanh, K::Swish, K::Max, K::ExpShiftSum};
 
 }  // namespace kernels
 }  // namespace qfold
