@@ -300,6 +300,9 @@ TEST_CASE("kernels pool: large Transposes split between threads match the refere
       {{1, 66, 35, 3}, {0, 3, 1, 2}, DType::kFloat32},   // 4x4 tiles, 3 rows
       {{5, 67, 130}, {0, 2, 1}, DType::kFloat32},
       {{3, 9, 131}, {2, 1, 0}, DType::kInt64},  // 2x2 tiles
+      // NHWC -> NCHW split between threads in whole tiles (channels, not a multiple of 32).
+      {{1, 56, 56, 144}, {0, 3, 1, 2}, DType::kUInt8},
+      {{1, 23, 31, 100}, {0, 3, 1, 2}, DType::kFloat16},
   };
   for (const Case& c : cases) {
     int64_t n = 1;

@@ -199,9 +199,15 @@ bool RunTransposeFast(const kernels::KernelConfig& kc, const Tensor& x,
   // byte is only moved, so the split cannot change the result).
   const int64_t bytes = y->numel() * int64_t(esize);
   if (odims.size() < 2 || odims[0] < 2 || bytes < (int64_t(1) << 15)) pool = nullptr;
-  const int64_t out_step = bytes / (odims.empty() ? 1 : odims[0]);
-  kernels::ParallelFor(pool, odims.empty() ? 1 : odims[0], [&](int64_t b, int64_t e, int) {
+  const int64_t rows = odims.empty() ? 1 : odims[0], out_step = bytes / rows;
+  // When the split axis is the one the 16-byte tiles run along (it reads the
+  // input's contiguous axis: NHWC -> NCHW), ranges hold whole tiles: ranges
+  // of a few channels would all take TransposeTiles' element-wise edge path.
+  const bool tiled_split = odims.size() >= 2 && istride[0] == 1 && istride.back() != 1;
+  const int64_t unit = tiled_split ? 16 / int64_t(esize) : 1;
+  kernels::ParallelFor(pool, (rows + unit - 1) / unit, [&](int64_t ub, int64_t ue, int) {
     if (!pool) return CopyTransposed(odims, istride, esize, in, out);
+    const int64_t b = ub * unit, e = std::min(rows, ue * unit);
     std::vector<int64_t> part = odims;
     part[0] = e - b;
     CopyTransposed(part, istride, esize, in + b * istride[0] * int64_t(esize), out + b * out_step);
