@@ -591,6 +591,64 @@ TEST_CASE("kernels f32: channels-last depthwise Conv matches the reference") {
   MESSAGE(runs << " fast channels-last Conv runs compared");
 }
 
+// The AVX-512F tiles (12 pixels x 32 channels, one vector for a panel of at
+// most 16 channels, masked channel tails) and the AVX2 ones (6 x 16): M
+// across the 8/16/32/48 boundaries, pixel counts around multiples of 6 and
+// 12, groups, residual and activations, Winograd, depthwise channel tails.
+// CompareF32 runs every ISA level; this also checks the highest one reaches
+// its own variant.
+TEST_CASE("kernels f32: channels-last Conv at the AVX-512 tile edges matches the reference") {
+  const kernels::KernelConfig& top = IsaConfig(kernels::SupportedIsas().back());
+  const std::string top_name = top.conv_nhwc_f32 ? top.conv_nhwc_f32->name : "none";
+  MESSAGE("conv_nhwc_f32 at " << std::string(kernels::IsaName(kernels::SupportedIsas().back()))
+                              << ": " << top_name);
+  if (kernels::DetectedCpuFeatures().avx512f) CHECK(top_name == "avx512f");
+  std::mt19937 rng(35);
+  int runs = 0;
+  const int64_t sides[][2] = {{1, 1}, {1, 11}, {3, 4}, {1, 13}, {1, 23}, {5, 5}, {6, 6}, {37, 1}};
+  for (int64_t m = 1; m <= 80; ++m) {
+    const int64_t* hw = sides[m % 8];
+    ConvCase k{};
+    k.n = m % 7 == 0 ? 2 : 1;
+    k.c = 1 + m % 9;
+    k.m = m;
+    k.group = 1;
+    k.h = hw[0];
+    k.w = hw[1];
+    k.kh = k.kw = k.sh = k.sw = k.dh = k.dw = 1;
+    k.bias = m % 3 != 0;
+    k.act = int(m % 5);
+    k.residual = m % 4 == 1;
+    runs += RunConvCase(ChannelsLast(k), rng);
+  }
+  // n, c, m, group, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, one_d, bias, act
+  ConvCase cases[] = {
+      {1, 16, 48, 1, 13, 11, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 1},   // 3 vectors, row taps
+      {1, 24, 49, 1, 9, 14, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, false, true, 2},    // 48 + 1
+      {1, 8, 80, 2, 10, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 4},     // groups of 40
+      {2, 12, 66, 3, 7, 8, 5, 5, 1, 1, 2, 2, 2, 2, 2, 2, false, false, 3},    // groups of 22
+      {1, 3, 33, 1, 31, 29, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, false, true, 1},    // stem, 32 + 1
+      {1, 33, 49, 1, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},    // Winograd 48 + 1
+      {1, 64, 80, 1, 13, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, 2},   // Winograd 64 + 16
+      {2, 47, 17, 1, 10, 10, 3, 3, 1, 1, 1, 1, 0, 1, 2, 1, false, true, 3},   // Winograd 16 + 1
+      {1, 80, 80, 80, 9, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 2},   // dw 64 + 16
+      {1, 65, 65, 65, 11, 10, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 1},  // dw 64 + 1
+      {1, 100, 100, 100, 7, 9, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, false, true, 0},  // dw 64 + 36
+      {2, 15, 15, 15, 6, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, 4},   // dw 15
+      {1, 31, 31, 31, 5, 40, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, false, true, 3},    // dw 16 + 15
+      {1, 63, 63, 63, 6, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},     // dw 48 + 15
+      {1, 29, 29, 29, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 0},     // dw 24 + 5
+  };
+  for (ConvCase& k : cases) {
+    runs += RunConvCase(ChannelsLast(k), rng);
+    if (k.group != k.c) {  // depthwise takes no residual
+      k.residual = true;
+      runs += RunConvCase(ChannelsLast(k), rng);
+    }
+  }
+  MESSAGE(runs << " fast channels-last Conv runs compared");
+}
+
 // ---- ConvTranspose ---------------------------------------------------------------
 
 TEST_CASE("kernels f32: ConvTranspose on the packed GEMM matches the reference") {

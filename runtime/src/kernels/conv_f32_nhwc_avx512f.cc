@@ -1,0 +1,241 @@
+// AVX-512F channels-last fp32 convolution microkernels (conv_f32_nhwc.h).
+// Indirect GEMM: 12 pixels x 32 channels, 24 zmm accumulators (enough
+// independent FMA chains for two FMA pipes of latency 4), the activations
+// broadcast straight from the tap pointers. A panel of at most 16 channels
+// (the last of M = 48, say) runs on one vector; partial vectors use masks,
+// cheap on every AVX-512 CPU (unlike AVX2's vmaskmovps on AMD).
+// Depthwise: 4 vectors of 16 channels per pixel accumulate over the taps.
+// Winograd transforms: 16 channels per vector, the channel tail masked (the
+// same operations in the same order as the scalar code, so the same values).
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/conv_f32_nhwc.h"
+#include "kernels/conv_f32_nhwc_winograd.h"
+
+// GCC 12 flags the _mm512_undefined_* operands inside its own intrinsics
+// as maybe-uninitialized (a false positive).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace qfold {
+namespace kernels {
+namespace {
+
+constexpr int kMr = 12, kNr = 32;
+
+// Lane i enabled when i < n.
+inline __mmask16 TailMask(int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+inline __m512 Activate(__m512 x, F32Act act, float lo_v, float hi_v) {
+  // Operand order matters for NaN: max/min return the second operand.
+  if (act == F32Act::kRelu) return _mm512_max_ps(x, _mm512_setzero_ps());
+  if (act == F32Act::kClamp) {
+    // x < lo ? lo : min(hi, x), exactly the reference even when lo > hi.
+    const __m512 lo = _mm512_set1_ps(lo_v);
+    const __mmask16 below = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    return _mm512_mask_blend_ps(below, _mm512_min_ps(_mm512_set1_ps(hi_v), x), lo);
+  }
+  return x;
+}
+
+// The accumulators are named variables, not an array: GCC keeps an array
+// indexed across the tap loop in memory (see conv_f32_nhwc_avx2.cc).
+#define QFOLD_ROW(R)                         \
+  l = _mm512_set1_ps(a##R[ch]);              \
+  c##R##0 = _mm512_fmadd_ps(l, b0, c##R##0); \
+  if (V == 2) c##R##1 = _mm512_fmadd_ps(l, b1, c##R##1);
+
+template <int V>
+void IgemmTile(const IgemmF32Args& p) {
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00, c81 = c00;
+  __m512 c90 = c00, c91 = c00, cA0 = c00, cA1 = c00, cB0 = c00, cB1 = c00;
+  const float* w = p.w;
+  for (int64_t t = 0; t < p.taps; ++t) {
+    const float* const* a = p.a + t * kMr;
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
+    const float *a6 = a[6], *a7 = a[7], *a8 = a[8], *a9 = a[9], *aA = a[10], *aB = a[11];
+    for (int64_t ch = 0; ch < p.c; ++ch, w += kNr) {
+      const __m512 b0 = _mm512_loadu_ps(w);
+      const __m512 b1 = V == 2 ? _mm512_loadu_ps(w + 16) : b0;
+      __m512 l;
+      QFOLD_ROW(0)
+      QFOLD_ROW(1)
+      QFOLD_ROW(2)
+      QFOLD_ROW(3)
+      QFOLD_ROW(4)
+      QFOLD_ROW(5)
+      QFOLD_ROW(6)
+      QFOLD_ROW(7)
+      QFOLD_ROW(8)
+      QFOLD_ROW(9)
+      QFOLD_ROW(A)
+      QFOLD_ROW(B)
+    }
+  }
+  const __m512 acc[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
+                              {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71},
+                              {c80, c81}, {c90, c91}, {cA0, cA1}, {cB0, cB1}};
+  __mmask16 m[V];
+  __m512 bias[V];
+  for (int v = 0; v < V; ++v) {
+    m[v] = TailMask(p.cols - 16 * v);
+    bias[v] = p.bias ? _mm512_maskz_loadu_ps(m[v], p.bias + 16 * v) : _mm512_setzero_ps();
+  }
+  for (int r = 0; r < kMr && r < p.rows; ++r)
+    for (int v = 0; v < V; ++v) {
+      __m512 x = _mm512_add_ps(acc[r][v], bias[v]);
+      if (p.residual)
+        x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m[v], p.residual + r * p.ldy + 16 * v));
+      _mm512_mask_storeu_ps(p.y + r * p.ldy + 16 * v, m[v], Activate(x, p.act, p.lo, p.hi));
+    }
+}
+#undef QFOLD_ROW
+
+void IgemmAvx512(const IgemmF32Args& p) {
+  if (p.cols <= 16)
+    IgemmTile<1>(p);
+  else
+    IgemmTile<2>(p);
+}
+
+// Channels [ch, ch + 16 * U) of one pixel; with Tail, the last vector masked
+// to `last`.
+template <int U, bool Tail>
+inline void DwBlock(const DwNhwcF32Args& p, const float* const* a, int64_t off, int64_t ch,
+                    __mmask16 last, float* y) {
+  auto load = [&](const float* src, int u) {
+    return Tail && u == U - 1 ? _mm512_maskz_loadu_ps(last, src) : _mm512_loadu_ps(src);
+  };
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  const float* w = p.w + ch;
+  for (int64_t t = 0; t < p.taps; ++t, w += p.c) {
+    const float* x = a[t] + off + ch;
+    acc0 = _mm512_fmadd_ps(load(x, 0), load(w, 0), acc0);
+    if (U > 1) acc1 = _mm512_fmadd_ps(load(x + 16, 1), load(w + 16, 1), acc1);
+    if (U > 2) acc2 = _mm512_fmadd_ps(load(x + 32, 2), load(w + 32, 2), acc2);
+    if (U > 3) acc3 = _mm512_fmadd_ps(load(x + 48, 3), load(w + 48, 3), acc3);
+  }
+  const __m512 acc[4] = {acc0, acc1, acc2, acc3};
+  for (int u = 0; u < U; ++u) {
+    const __m512 b = p.bias ? load(p.bias + ch + 16 * u, u) : _mm512_setzero_ps();
+    const __m512 v = Activate(_mm512_add_ps(acc[u], b), p.act, p.lo, p.hi);
+    if (Tail && u == U - 1)
+      _mm512_mask_storeu_ps(y + ch + 16 * u, last, v);
+    else
+      _mm512_storeu_ps(y + ch + 16 * u, v);
+  }
+}
+
+template <bool Tail>
+void DwRest(const DwNhwcF32Args& p, const float* const* a, int64_t off, int64_t ch, int64_t vectors,
+            __mmask16 last, float* y) {
+  switch (vectors) {
+    case 4:  // C % 64 > 48: a partial fourth vector
+      DwBlock<4, Tail>(p, a, off, ch, last, y);
+      break;
+    case 3:
+      DwBlock<3, Tail>(p, a, off, ch, last, y);
+      break;
+    case 2:
+      DwBlock<2, Tail>(p, a, off, ch, last, y);
+      break;
+    case 1:
+      DwBlock<1, Tail>(p, a, off, ch, last, y);
+      break;
+    default:
+      break;
+  }
+}
+
+void DwAvx512(const DwNhwcF32Args& p) {
+  const int64_t tail = p.c % 16;
+  const __mmask16 last = TailMask(tail);
+  for (int64_t px = 0; px < p.pixels; ++px) {
+    const float* const* a = p.a_step ? p.a : p.a + px * p.taps;
+    const int64_t off = px * p.a_step;
+    float* y = p.y + px * p.ldy;
+    int64_t ch = 0;
+    for (; ch + 64 <= p.c; ch += 64) DwBlock<4, false>(p, a, off, ch, last, y);
+    const int64_t vectors = (p.c - ch + 15) / 16;
+    if (tail)
+      DwRest<true>(p, a, off, ch, vectors, last, y);
+    else
+      DwRest<false>(p, a, off, ch, vectors, last, y);
+  }
+}
+
+// One vector of 16 channels at `ch`, masked to `m` (maskz loads: the lanes
+// past c read nothing and are not stored).
+inline void WinogradInputVector(const float* const* d, int64_t ch, __mmask16 m, float* v,
+                                int64_t v_stride) {
+  __m512 t[4][4];
+  for (int j = 0; j < 4; ++j) {
+    const __m512 d0 = _mm512_maskz_loadu_ps(m, d[j] + ch);
+    const __m512 d1 = _mm512_maskz_loadu_ps(m, d[4 + j] + ch);
+    const __m512 d2 = _mm512_maskz_loadu_ps(m, d[8 + j] + ch);
+    const __m512 d3 = _mm512_maskz_loadu_ps(m, d[12 + j] + ch);
+    t[0][j] = _mm512_sub_ps(d0, d2);
+    t[1][j] = _mm512_add_ps(d1, d2);
+    t[2][j] = _mm512_sub_ps(d2, d1);
+    t[3][j] = _mm512_sub_ps(d1, d3);
+  }
+  for (int i = 0; i < 4; ++i) {
+    float* o = v + i * 4 * v_stride + ch;
+    _mm512_mask_storeu_ps(o, m, _mm512_sub_ps(t[i][0], t[i][2]));
+    _mm512_mask_storeu_ps(o + v_stride, m, _mm512_add_ps(t[i][1], t[i][2]));
+    _mm512_mask_storeu_ps(o + 2 * v_stride, m, _mm512_sub_ps(t[i][2], t[i][1]));
+    _mm512_mask_storeu_ps(o + 3 * v_stride, m, _mm512_sub_ps(t[i][1], t[i][3]));
+  }
+}
+
+void WinogradInputAvx512(const float* const* d, int64_t c, float* v, int64_t v_stride) {
+  for (int64_t ch = 0; ch < c; ch += 16) WinogradInputVector(d, ch, TailMask(c - ch), v, v_stride);
+}
+
+inline void WinogradOutputVector(const float* m, int64_t m_stride, int64_t ch, __mmask16 k,
+                                 const float* bias, F32Act act, float lo, float hi,
+                                 const float* const* res, float* const* y) {
+  __m512 s[2][4];
+  for (int j = 0; j < 4; ++j) {
+    const __m512 m0 = _mm512_maskz_loadu_ps(k, m + j * m_stride + ch);
+    const __m512 m1 = _mm512_maskz_loadu_ps(k, m + (4 + j) * m_stride + ch);
+    const __m512 m2 = _mm512_maskz_loadu_ps(k, m + (8 + j) * m_stride + ch);
+    const __m512 m3 = _mm512_maskz_loadu_ps(k, m + (12 + j) * m_stride + ch);
+    s[0][j] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+    s[1][j] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+  }
+  const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + ch) : _mm512_setzero_ps();
+  for (int a = 0; a < 2; ++a) {
+    __m512 v[2] = {_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[a][0], s[a][1]), s[a][2]), b),
+                   _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[a][1], s[a][2]), s[a][3]), b)};
+    for (int e = 0; e < 2; ++e) {
+      float* out = y[a * 2 + e];
+      if (!out) continue;
+      if (res) v[e] = _mm512_add_ps(v[e], _mm512_maskz_loadu_ps(k, res[a * 2 + e] + ch));
+      _mm512_mask_storeu_ps(out + ch, k, Activate(v[e], act, lo, hi));
+    }
+  }
+}
+
+void WinogradOutputAvx512(const float* m, int64_t m_stride, int64_t c, const float* bias,
+                          F32Act act, float lo, float hi, const float* const* res,
+                          float* const* y) {
+  for (int64_t ch = 0; ch < c; ch += 16)
+    WinogradOutputVector(m, m_stride, ch, TailMask(c - ch), bias, act, lo, hi, res, y);
+}
+
+}  // namespace
+
+extern const ConvNhwcF32Kernels kConvNhwcF32Avx512F;
+const ConvNhwcF32Kernels kConvNhwcF32Avx512F = {
+    "avx512f", kMr, kNr, IgemmAvx512, DwAvx512, WinogradInputAvx512, WinogradOutputAvx512};
+
+}  // namespace kernels
+}  // namespace qfold
