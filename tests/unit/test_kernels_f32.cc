@@ -591,8 +591,8 @@ TEST_CASE("kernels f32: channels-last depthwise Conv matches the reference") {
   MESSAGE(runs << " fast channels-last Conv runs compared");
 }
 
-// The AVX-512F tiles (12 pixels x 32 channels, one vector for a panel of at
-// most 16 channels, masked channel tails) and the AVX2 ones (6 x 16): M
+// The AVX-512F tiles (12, 8 or 4 pixels x 32 channels, one vector for a
+// panel of at most 16 channels, masked channel tails) and the AVX2 ones (6 x 16): M
 // across the 8/16/32/48 boundaries, pixel counts around multiples of 6 and
 // 12, groups, residual and activations, Winograd, depthwise channel tails.
 // CompareF32 runs every ISA level; this also checks the highest one reaches
@@ -605,9 +605,11 @@ TEST_CASE("kernels f32: channels-last Conv at the AVX-512 tile edges matches the
   if (kernels::DetectedCpuFeatures().avx512f) CHECK(top_name == "avx512f");
   std::mt19937 rng(35);
   int runs = 0;
-  const int64_t sides[][2] = {{1, 1}, {1, 11}, {3, 4}, {1, 13}, {1, 23}, {5, 5}, {6, 6}, {37, 1}};
+  // Pixels 1, 11, 12, 13, 23, 25, 36, 37, 16, 18, 20, 9: last tiles of 1 to 12 rows.
+  const int64_t sides[][2] = {{1, 1}, {1, 11}, {3, 4}, {1, 13}, {1, 23}, {5, 5},
+                              {6, 6}, {37, 1}, {4, 4}, {2, 9},  {4, 5},  {3, 3}};
   for (int64_t m = 1; m <= 80; ++m) {
-    const int64_t* hw = sides[m % 8];
+    const int64_t* hw = sides[m % 12];
     ConvCase k{};
     k.n = m % 7 == 0 ? 2 : 1;
     k.c = 1 + m % 9;
@@ -827,11 +829,12 @@ double Seconds(const std::function<void()>& fn, int reps) {
   return best;
 }
 
+// channels_last: X [1, hw, hw, c], the kernels of conv_f32_nhwc.h.
 void BenchConv(const char* label, int64_t c, int64_t m, int64_t group, int64_t hw, int64_t kk,
-               int64_t stride) {
+               int64_t stride, bool channels_last = false) {
   std::mt19937 rng(5);
   const int64_t pad = kk / 2;
-  auto x = RandomF32({1, c, hw, hw}, rng);
+  auto x = RandomF32(channels_last ? Shape{1, hw, hw, c} : Shape{1, c, hw, hw}, rng);
   auto w = RandomF32({m, c / group, kk, kk}, rng);
   auto b = RandomF32({m}, rng);
   AttrMap attrs;
@@ -839,6 +842,7 @@ void BenchConv(const char* label, int64_t c, int64_t m, int64_t group, int64_t h
   attrs.SetInts("strides", {stride, stride});
   attrs.SetInts("pads", {pad, pad, pad, pad});
   attrs.SetString("_activation", "Relu");
+  if (channels_last) attrs.SetInt("channels_last", 1);
   for (Isa isa : kernels::SupportedIsas()) {
     Runner r("Conv", {x, w, b}, attrs, IsaConfig(isa));
     std::shared_ptr<void> state;
@@ -891,6 +895,12 @@ TEST_CASE("kernels f32 speed" * doctest::skip()) {
   BenchConv("conv 1x1 1024->256 14x14", 1024, 256, 1, 14, 1, 1);
   BenchConv("depthwise 3x3 144ch 56x56", 144, 144, 144, 56, 3, 1);
   BenchConv("depthwise 3x3 s2 144ch 56x56", 144, 144, 144, 56, 3, 2);
+  BenchConv("NHWC conv 1x1 256->256 56x56", 256, 256, 1, 56, 1, 1, true);
+  BenchConv("NHWC conv 1x1 1024->256 14x14", 1024, 256, 1, 14, 1, 1, true);
+  BenchConv("NHWC conv 3x3 64->64 56x56 (Winograd)", 64, 64, 1, 56, 3, 1, true);
+  BenchConv("NHWC conv 3x3 s2 64->128 56x56", 64, 128, 1, 56, 3, 2, true);
+  BenchConv("NHWC conv 3x3 512->512 7x7", 512, 512, 1, 7, 3, 1, true);
+  BenchConv("NHWC depthwise 3x3 144ch 56x56", 144, 144, 144, 56, 3, 1, true);
 }
 
 }  // namespace

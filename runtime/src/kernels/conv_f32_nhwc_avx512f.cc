@@ -45,12 +45,16 @@ inline __m512 Activate(__m512 x, F32Act act, float lo_v, float hi_v) {
 
 // The accumulators are named variables, not an array: GCC keeps an array
 // indexed across the tap loop in memory (see conv_f32_nhwc_avx2.cc).
-#define QFOLD_ROW(R)                         \
-  l = _mm512_set1_ps(a##R[ch]);              \
-  c##R##0 = _mm512_fmadd_ps(l, b0, c##R##0); \
-  if (V == 2) c##R##1 = _mm512_fmadd_ps(l, b1, c##R##1);
+// R rows (4, 8 or 12): the last tile of a 7x7 output (49 = 4 * 12 + 1
+// pixels) does not pay for 12.
+#define QFOLD_ROW(X, i)                                    \
+  if (R > i) {                                             \
+    l = _mm512_set1_ps(a##X[ch]);                          \
+    c##X##0 = _mm512_fmadd_ps(l, b0, c##X##0);             \
+    if (V == 2) c##X##1 = _mm512_fmadd_ps(l, b1, c##X##1); \
+  }
 
-template <int V>
+template <int V, int R>
 void IgemmTile(const IgemmF32Args& p) {
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -59,24 +63,27 @@ void IgemmTile(const IgemmF32Args& p) {
   const float* w = p.w;
   for (int64_t t = 0; t < p.taps; ++t) {
     const float* const* a = p.a + t * kMr;
-    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
-    const float *a6 = a[6], *a7 = a[7], *a8 = a[8], *a9 = a[9], *aA = a[10], *aB = a[11];
+    // Rows past R are not read (a[] holds valid pointers there anyway).
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+    const float *a4 = R > 4 ? a[4] : a0, *a5 = R > 4 ? a[5] : a0, *a6 = R > 4 ? a[6] : a0;
+    const float *a7 = R > 4 ? a[7] : a0, *a8 = R > 8 ? a[8] : a0, *a9 = R > 8 ? a[9] : a0;
+    const float *aA = R > 8 ? a[10] : a0, *aB = R > 8 ? a[11] : a0;
     for (int64_t ch = 0; ch < p.c; ++ch, w += kNr) {
       const __m512 b0 = _mm512_loadu_ps(w);
       const __m512 b1 = V == 2 ? _mm512_loadu_ps(w + 16) : b0;
       __m512 l;
-      QFOLD_ROW(0)
-      QFOLD_ROW(1)
-      QFOLD_ROW(2)
-      QFOLD_ROW(3)
-      QFOLD_ROW(4)
-      QFOLD_ROW(5)
-      QFOLD_ROW(6)
-      QFOLD_ROW(7)
-      QFOLD_ROW(8)
-      QFOLD_ROW(9)
-      QFOLD_ROW(A)
-      QFOLD_ROW(B)
+      QFOLD_ROW(0, 0)
+      QFOLD_ROW(1, 1)
+      QFOLD_ROW(2, 2)
+      QFOLD_ROW(3, 3)
+      QFOLD_ROW(4, 4)
+      QFOLD_ROW(5, 5)
+      QFOLD_ROW(6, 6)
+      QFOLD_ROW(7, 7)
+      QFOLD_ROW(8, 8)
+      QFOLD_ROW(9, 9)
+      QFOLD_ROW(A, 10)
+      QFOLD_ROW(B, 11)
     }
   }
   const __m512 acc[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
@@ -88,7 +95,7 @@ void IgemmTile(const IgemmF32Args& p) {
     m[v] = TailMask(p.cols - 16 * v);
     bias[v] = p.bias ? _mm512_maskz_loadu_ps(m[v], p.bias + 16 * v) : _mm512_setzero_ps();
   }
-  for (int r = 0; r < kMr && r < p.rows; ++r)
+  for (int r = 0; r < R && r < p.rows; ++r)
     for (int v = 0; v < V; ++v) {
       __m512 x = _mm512_add_ps(acc[r][v], bias[v]);
       if (p.residual)
@@ -98,11 +105,21 @@ void IgemmTile(const IgemmF32Args& p) {
 }
 #undef QFOLD_ROW
 
-void IgemmAvx512(const IgemmF32Args& p) {
+template <int R>
+void IgemmRows(const IgemmF32Args& p) {
   if (p.cols <= 16)
-    IgemmTile<1>(p);
+    IgemmTile<1, R>(p);
   else
-    IgemmTile<2>(p);
+    IgemmTile<2, R>(p);
+}
+
+void IgemmAvx512(const IgemmF32Args& p) {
+  if (p.rows <= 4)
+    IgemmRows<4>(p);
+  else if (p.rows <= 8)
+    IgemmRows<8>(p);
+  else
+    IgemmRows<12>(p);
 }
 
 // Channels [ch, ch + 16 * U) of one pixel; with Tail, the last vector masked
