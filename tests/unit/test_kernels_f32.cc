@@ -605,11 +605,11 @@ TEST_CASE("kernels f32: channels-last Conv at the AVX-512 tile edges matches the
   if (kernels::DetectedCpuFeatures().avx512f) CHECK(top_name == "avx512f");
   std::mt19937 rng(35);
   int runs = 0;
-  // Pixels 1, 11, 12, 13, 23, 25, 36, 37, 16, 18, 20, 9: last tiles of 1 to 12 rows.
-  const int64_t sides[][2] = {{1, 1}, {1, 11}, {3, 4}, {1, 13}, {1, 23}, {5, 5},
-                              {6, 6}, {37, 1}, {4, 4}, {2, 9},  {4, 5},  {3, 3}};
+  // Pixels 1 to 12 (mod 12: the last tile's rows), then 13, 23, 36, 37.
+  const int64_t sides[][2] = {{1, 1}, {1, 2}, {1, 15}, {4, 4}, {1, 17}, {2, 9},  {1, 7}, {4, 5},
+                              {3, 3}, {2, 5}, {1, 11}, {3, 4}, {1, 13}, {1, 23}, {6, 6}, {37, 1}};
   for (int64_t m = 1; m <= 80; ++m) {
-    const int64_t* hw = sides[m % 12];
+    const int64_t* hw = sides[m % 16];
     ConvCase k{};
     k.n = m % 7 == 0 ? 2 : 1;
     k.c = 1 + m % 9;
@@ -649,6 +649,57 @@ TEST_CASE("kernels f32: channels-last Conv at the AVX-512 tile edges matches the
     }
   }
   MESSAGE(runs << " fast channels-last Conv runs compared");
+}
+
+// A NaN input through the fused Relu (0) and Clip (NaN), like the reference,
+// on the igemm, Winograd and depthwise epilogues of every variant: the
+// max/min operand order. (CompareF32's tolerance is NaN where the input is.)
+TEST_CASE("kernels f32: channels-last Conv activations treat NaN like the reference") {
+  std::mt19937 rng(36);
+  // c, m, group
+  const int64_t shapes[][3] = {{5, 40, 1}, {33, 40, 1}, {40, 40, 40}};
+  for (const auto& sh : shapes)
+    for (int act : {1, 2}) {
+      const int64_t c = sh[0], m = sh[1], group = sh[2];
+      INFO("C" << c << " M" << m << " group " << group << " act " << act);
+      std::vector<float> xv = RandomFloats(1 * 6 * 7 * c, rng);
+      for (int64_t i = 0; i < int64_t(xv.size()); i += 7 * c + 3)
+        xv[size_t(i)] = std::numeric_limits<float>::quiet_NaN();
+      const std::vector<TensorPtr> in = {F32({1, 6, 7, c}, xv),
+                                         RandomF32({m, c / group, 3, 3}, rng), RandomF32({m}, rng)};
+      AttrMap attrs;
+      attrs.SetInt("group", group);
+      attrs.SetInts("pads", {1, 1, 1, 1});
+      attrs.SetInt("channels_last", 1);
+      SetActivation(act, &attrs);
+      Runner ref("Conv", in, attrs, IsaConfig(Isa::kReference));
+      const std::vector<float> want = ref.Run(nullptr, 1);
+      size_t nans = 0, zeros = 0;
+      for (float v : want) {
+        nans += std::isnan(v);
+        zeros += v == 0.f;
+      }
+      CHECK(nans + zeros > 0);
+      if (act == 2) CHECK(nans > 0);
+      for (Isa isa : kernels::SupportedIsas()) {
+        if (!IsaConfig(isa).conv_nhwc_f32) continue;
+        CAPTURE(std::string(kernels::IsaName(isa)));
+        Runner fast("Conv", in, attrs, IsaConfig(isa));
+        std::shared_ptr<void> state;
+        REQUIRE(fast.def->prepare(fast.ctx, &state).ok());
+        const std::vector<float> got = fast.Run(state.get(), 1);
+        REQUIRE(got.size() == want.size());
+        size_t bad = 0;
+        for (; bad < got.size(); ++bad)
+          if (std::isnan(got[bad]) != std::isnan(want[bad]) ||
+              (std::isnan(want[bad])
+                   ? false
+                   : std::fabs(got[bad] - want[bad]) > 1e-4f * (1.f + std::fabs(want[bad]))))
+            break;
+        CAPTURE(bad);
+        CHECK(bad == got.size());
+      }
+    }
 }
 
 // ---- ConvTranspose ---------------------------------------------------------------
