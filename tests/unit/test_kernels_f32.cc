@@ -952,6 +952,8 @@ TEST_CASE("kernels f32 speed" * doctest::skip()) {
   BenchConv("NHWC conv 3x3 s2 64->128 56x56", 64, 128, 1, 56, 3, 2, true);
   BenchConv("NHWC conv 3x3 512->512 7x7", 512, 512, 1, 7, 3, 1, true);
   BenchConv("NHWC depthwise 3x3 144ch 56x56", 144, 144, 144, 56, 3, 1, true);
+  BenchConv("NHWC depthwise 3x3 s2 144ch 56x56", 144, 144, 144, 56, 3, 2, true);
+  BenchConv("NHWC depthwise 3x3 32ch 112x112", 32, 32, 32, 112, 3, 1, true);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 // broadcast straight from the tap pointers. A panel of at most 16 channels
 // (the last of M = 48, say) runs on one vector; partial vectors use masks,
 // cheap on every AVX-512 CPU (unlike AVX2's vmaskmovps on AMD).
-// Depthwise: 4 vectors of 16 channels per pixel accumulate over the taps.
+// Depthwise: 4 vectors of 16 channels of two pixels accumulate over the taps.
 // Winograd transforms: 16 channels per vector, the channel tail masked (the
 // same operations in the same order as the scalar code, so the same values).
 #include <immintrin.h>
@@ -122,69 +122,109 @@ void IgemmAvx512(const IgemmF32Args& p) {
     IgemmRows<12>(p);
 }
 
-// Channels [ch, ch + 16 * U) of one pixel; with Tail, the last vector masked
-// to `last`.
-template <int U, bool Tail>
-inline void DwBlock(const DwNhwcF32Args& p, const float* const* a, int64_t off, int64_t ch,
-                    __mmask16 last, float* y) {
+// One output pixel of a depthwise call: its tap pointers, the offset added
+// to them, its output.
+struct DwPixel {
+  const float* const* a;
+  int64_t off;
+  float* y;
+};
+
+// Channels [ch, ch + 16 * U) of P pixels (1 or 2: a second pixel shares the
+// weight loads and doubles the independent FMA chains, which bound a 3x3's
+// 9-step sums); with Tail, the last vector masked to `last`.
+template <int U, bool Tail, int P>
+inline void DwBlock(const DwNhwcF32Args& p, const DwPixel* px, int64_t ch, __mmask16 last) {
   auto load = [&](const float* src, int u) {
     return Tail && u == U - 1 ? _mm512_maskz_loadu_ps(last, src) : _mm512_loadu_ps(src);
   };
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, t0 = s0, t1 = s0, t2 = s0, t3 = s0;
   const float* w = p.w + ch;
+  const float* const* a0 = px[0].a;
+  const float* const* a1 = px[P - 1].a;
+  const int64_t o0 = px[0].off + ch, o1 = px[P - 1].off + ch;
   for (int64_t t = 0; t < p.taps; ++t, w += p.c) {
-    const float* x = a[t] + off + ch;
-    acc0 = _mm512_fmadd_ps(load(x, 0), load(w, 0), acc0);
-    if (U > 1) acc1 = _mm512_fmadd_ps(load(x + 16, 1), load(w + 16, 1), acc1);
-    if (U > 2) acc2 = _mm512_fmadd_ps(load(x + 32, 2), load(w + 32, 2), acc2);
-    if (U > 3) acc3 = _mm512_fmadd_ps(load(x + 48, 3), load(w + 48, 3), acc3);
+    const float* x0 = a0[t] + o0;
+    const float* x1 = a1[t] + o1;
+    const __m512 w0 = load(w, 0);
+    s0 = _mm512_fmadd_ps(load(x0, 0), w0, s0);
+    if (P == 2) t0 = _mm512_fmadd_ps(load(x1, 0), w0, t0);
+    if (U > 1) {
+      const __m512 w1 = load(w + 16, 1);
+      s1 = _mm512_fmadd_ps(load(x0 + 16, 1), w1, s1);
+      if (P == 2) t1 = _mm512_fmadd_ps(load(x1 + 16, 1), w1, t1);
+    }
+    if (U > 2) {
+      const __m512 w2 = load(w + 32, 2);
+      s2 = _mm512_fmadd_ps(load(x0 + 32, 2), w2, s2);
+      if (P == 2) t2 = _mm512_fmadd_ps(load(x1 + 32, 2), w2, t2);
+    }
+    if (U > 3) {
+      const __m512 w3 = load(w + 48, 3);
+      s3 = _mm512_fmadd_ps(load(x0 + 48, 3), w3, s3);
+      if (P == 2) t3 = _mm512_fmadd_ps(load(x1 + 48, 3), w3, t3);
+    }
   }
-  const __m512 acc[4] = {acc0, acc1, acc2, acc3};
+  const __m512 acc[2][4] = {{s0, s1, s2, s3}, {t0, t1, t2, t3}};
   for (int u = 0; u < U; ++u) {
     const __m512 b = p.bias ? load(p.bias + ch + 16 * u, u) : _mm512_setzero_ps();
-    const __m512 v = Activate(_mm512_add_ps(acc[u], b), p.act, p.lo, p.hi);
-    if (Tail && u == U - 1)
-      _mm512_mask_storeu_ps(y + ch + 16 * u, last, v);
-    else
-      _mm512_storeu_ps(y + ch + 16 * u, v);
+    for (int q = 0; q < P; ++q) {
+      const __m512 v = Activate(_mm512_add_ps(acc[q][u], b), p.act, p.lo, p.hi);
+      float* y = px[q].y + ch + 16 * u;
+      if (Tail && u == U - 1)
+        _mm512_mask_storeu_ps(y, last, v);
+      else
+        _mm512_storeu_ps(y, v);
+    }
   }
 }
 
-template <bool Tail>
-void DwRest(const DwNhwcF32Args& p, const float* const* a, int64_t off, int64_t ch, int64_t vectors,
-            __mmask16 last, float* y) {
+template <bool Tail, int P>
+void DwRest(const DwNhwcF32Args& p, const DwPixel* px, int64_t ch, int64_t vectors,
+            __mmask16 last) {
   switch (vectors) {
     case 4:  // C % 64 > 48: a partial fourth vector
-      DwBlock<4, Tail>(p, a, off, ch, last, y);
+      DwBlock<4, Tail, P>(p, px, ch, last);
       break;
     case 3:
-      DwBlock<3, Tail>(p, a, off, ch, last, y);
+      DwBlock<3, Tail, P>(p, px, ch, last);
       break;
     case 2:
-      DwBlock<2, Tail>(p, a, off, ch, last, y);
+      DwBlock<2, Tail, P>(p, px, ch, last);
       break;
     case 1:
-      DwBlock<1, Tail>(p, a, off, ch, last, y);
+      DwBlock<1, Tail, P>(p, px, ch, last);
       break;
     default:
       break;
   }
 }
 
-void DwAvx512(const DwNhwcF32Args& p) {
+template <int P>
+void DwPixels(const DwNhwcF32Args& p, const DwPixel* px) {
   const int64_t tail = p.c % 16;
   const __mmask16 last = TailMask(tail);
-  for (int64_t px = 0; px < p.pixels; ++px) {
-    const float* const* a = p.a_step ? p.a : p.a + px * p.taps;
-    const int64_t off = px * p.a_step;
-    float* y = p.y + px * p.ldy;
-    int64_t ch = 0;
-    for (; ch + 64 <= p.c; ch += 64) DwBlock<4, false>(p, a, off, ch, last, y);
-    const int64_t vectors = (p.c - ch + 15) / 16;
-    if (tail)
-      DwRest<true>(p, a, off, ch, vectors, last, y);
-    else
-      DwRest<false>(p, a, off, ch, vectors, last, y);
+  int64_t ch = 0;
+  for (; ch + 64 <= p.c; ch += 64) DwBlock<4, false, P>(p, px, ch, last);
+  const int64_t vectors = (p.c - ch + 15) / 16;
+  if (tail)
+    DwRest<true, P>(p, px, ch, vectors, last);
+  else
+    DwRest<false, P>(p, px, ch, vectors, last);
+}
+
+void DwAvx512(const DwNhwcF32Args& p) {
+  auto pixel = [&](int64_t i) {
+    return DwPixel{p.a_step ? p.a : p.a + i * p.taps, i * p.a_step, p.y + i * p.ldy};
+  };
+  int64_t i = 0;
+  for (; i + 2 <= p.pixels; i += 2) {
+    const DwPixel px[2] = {pixel(i), pixel(i + 1)};
+    DwPixels<2>(p, px);
+  }
+  if (i < p.pixels) {
+    const DwPixel px = pixel(i);
+    DwPixels<1>(p, &px);
   }
 }
 
