@@ -591,6 +591,117 @@ TEST_CASE("kernels f32: channels-last depthwise Conv matches the reference") {
   MESSAGE(runs << " fast channels-last Conv runs compared");
 }
 
+// The AVX-512F tiles (12, 8 or 4 pixels x 32 channels, one vector for a
+// panel of at most 16 channels, masked channel tails) and the AVX2 ones (6 x 16): M
+// across the 8/16/32/48 boundaries, pixel counts around multiples of 6 and
+// 12, groups, residual and activations, Winograd, depthwise channel tails.
+// CompareF32 runs every ISA level; this also checks the highest one reaches
+// its own variant.
+TEST_CASE("kernels f32: channels-last Conv at the AVX-512 tile edges matches the reference") {
+  const kernels::KernelConfig& top = IsaConfig(kernels::SupportedIsas().back());
+  const std::string top_name = top.conv_nhwc_f32 ? top.conv_nhwc_f32->name : "none";
+  MESSAGE("conv_nhwc_f32 at " << std::string(kernels::IsaName(kernels::SupportedIsas().back()))
+                              << ": " << top_name);
+  if (kernels::DetectedCpuFeatures().avx512f) CHECK(top_name == "avx512f");
+  std::mt19937 rng(35);
+  int runs = 0;
+  // Pixels 1 to 12 (mod 12: the last tile's rows), then 13, 23, 36, 37.
+  const int64_t sides[][2] = {{1, 1}, {1, 2}, {1, 15}, {4, 4}, {1, 17}, {2, 9},  {1, 7}, {4, 5},
+                              {3, 3}, {2, 5}, {1, 11}, {3, 4}, {1, 13}, {1, 23}, {6, 6}, {37, 1}};
+  for (int64_t m = 1; m <= 80; ++m) {
+    const int64_t* hw = sides[m % 16];
+    ConvCase k{};
+    k.n = m % 7 == 0 ? 2 : 1;
+    k.c = 1 + m % 9;
+    k.m = m;
+    k.group = 1;
+    k.h = hw[0];
+    k.w = hw[1];
+    k.kh = k.kw = k.sh = k.sw = k.dh = k.dw = 1;
+    k.bias = m % 3 != 0;
+    k.act = int(m % 5);
+    k.residual = m % 4 == 1;
+    runs += RunConvCase(ChannelsLast(k), rng);
+  }
+  // n, c, m, group, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, one_d, bias, act
+  ConvCase cases[] = {
+      {1, 16, 48, 1, 13, 11, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 1},   // 3 vectors, row taps
+      {1, 24, 49, 1, 9, 14, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, false, true, 2},    // 48 + 1
+      {1, 8, 80, 2, 10, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 4},     // groups of 40
+      {2, 12, 66, 3, 7, 8, 5, 5, 1, 1, 2, 2, 2, 2, 2, 2, false, false, 3},    // groups of 22
+      {1, 3, 33, 1, 31, 29, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, false, true, 1},    // stem, 32 + 1
+      {1, 33, 49, 1, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},    // Winograd 48 + 1
+      {1, 64, 80, 1, 13, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, 2},   // Winograd 64 + 16
+      {2, 47, 17, 1, 10, 10, 3, 3, 1, 1, 1, 1, 0, 1, 2, 1, false, true, 3},   // Winograd 16 + 1
+      {1, 80, 80, 80, 9, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 2},   // dw 64 + 16
+      {1, 65, 65, 65, 11, 10, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 1},  // dw 64 + 1
+      {1, 100, 100, 100, 7, 9, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, false, true, 0},  // dw 64 + 36
+      {2, 15, 15, 15, 6, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, 4},   // dw 15
+      {1, 31, 31, 31, 5, 40, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, false, true, 3},    // dw 16 + 15
+      {1, 63, 63, 63, 6, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},     // dw 48 + 15
+      {1, 29, 29, 29, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 0},     // dw 24 + 5
+  };
+  for (ConvCase& k : cases) {
+    runs += RunConvCase(ChannelsLast(k), rng);
+    if (k.group != k.c) {  // depthwise takes no residual
+      k.residual = true;
+      runs += RunConvCase(ChannelsLast(k), rng);
+    }
+  }
+  MESSAGE(runs << " fast channels-last Conv runs compared");
+}
+
+// A NaN input through the fused Relu (0) and Clip (NaN), like the reference,
+// on the igemm, Winograd and depthwise epilogues of every variant: the
+// max/min operand order. (CompareF32's tolerance is NaN where the input is.)
+TEST_CASE("kernels f32: channels-last Conv activations treat NaN like the reference") {
+  std::mt19937 rng(36);
+  // c, m, group
+  const int64_t shapes[][3] = {{5, 40, 1}, {33, 40, 1}, {40, 40, 40}};
+  for (const auto& sh : shapes)
+    for (int act : {1, 2}) {
+      const int64_t c = sh[0], m = sh[1], group = sh[2];
+      INFO("C" << c << " M" << m << " group " << group << " act " << act);
+      std::vector<float> xv = RandomFloats(1 * 6 * 7 * c, rng);
+      for (int64_t i = 0; i < int64_t(xv.size()); i += 7 * c + 3)
+        xv[size_t(i)] = std::numeric_limits<float>::quiet_NaN();
+      const std::vector<TensorPtr> in = {F32({1, 6, 7, c}, xv),
+                                         RandomF32({m, c / group, 3, 3}, rng), RandomF32({m}, rng)};
+      AttrMap attrs;
+      attrs.SetInt("group", group);
+      attrs.SetInts("pads", {1, 1, 1, 1});
+      attrs.SetInt("channels_last", 1);
+      SetActivation(act, &attrs);
+      Runner ref("Conv", in, attrs, IsaConfig(Isa::kReference));
+      const std::vector<float> want = ref.Run(nullptr, 1);
+      size_t nans = 0, zeros = 0;
+      for (float v : want) {
+        nans += std::isnan(v);
+        zeros += v == 0.f;
+      }
+      CHECK(nans + zeros > 0);
+      if (act == 2) CHECK(nans > 0);
+      for (Isa isa : kernels::SupportedIsas()) {
+        if (!IsaConfig(isa).conv_nhwc_f32) continue;
+        CAPTURE(std::string(kernels::IsaName(isa)));
+        Runner fast("Conv", in, attrs, IsaConfig(isa));
+        std::shared_ptr<void> state;
+        REQUIRE(fast.def->prepare(fast.ctx, &state).ok());
+        const std::vector<float> got = fast.Run(state.get(), 1);
+        REQUIRE(got.size() == want.size());
+        size_t bad = 0;
+        for (; bad < got.size(); ++bad)
+          if (std::isnan(got[bad]) != std::isnan(want[bad]) ||
+              (std::isnan(want[bad])
+                   ? false
+                   : std::fabs(got[bad] - want[bad]) > 1e-4f * (1.f + std::fabs(want[bad]))))
+            break;
+        CAPTURE(bad);
+        CHECK(bad == got.size());
+      }
+    }
+}
+
 // ---- ConvTranspose ---------------------------------------------------------------
 
 TEST_CASE("kernels f32: ConvTranspose on the packed GEMM matches the reference") {
@@ -769,11 +880,12 @@ double Seconds(const std::function<void()>& fn, int reps) {
   return best;
 }
 
+// channels_last: X [1, hw, hw, c], the kernels of conv_f32_nhwc.h.
 void BenchConv(const char* label, int64_t c, int64_t m, int64_t group, int64_t hw, int64_t kk,
-               int64_t stride) {
+               int64_t stride, bool channels_last = false) {
   std::mt19937 rng(5);
   const int64_t pad = kk / 2;
-  auto x = RandomF32({1, c, hw, hw}, rng);
+  auto x = RandomF32(channels_last ? Shape{1, hw, hw, c} : Shape{1, c, hw, hw}, rng);
   auto w = RandomF32({m, c / group, kk, kk}, rng);
   auto b = RandomF32({m}, rng);
   AttrMap attrs;
@@ -781,6 +893,7 @@ void BenchConv(const char* label, int64_t c, int64_t m, int64_t group, int64_t h
   attrs.SetInts("strides", {stride, stride});
   attrs.SetInts("pads", {pad, pad, pad, pad});
   attrs.SetString("_activation", "Relu");
+  if (channels_last) attrs.SetInt("channels_last", 1);
   for (Isa isa : kernels::SupportedIsas()) {
     Runner r("Conv", {x, w, b}, attrs, IsaConfig(isa));
     std::shared_ptr<void> state;
@@ -833,6 +946,14 @@ TEST_CASE("kernels f32 speed" * doctest::skip()) {
   BenchConv("conv 1x1 1024->256 14x14", 1024, 256, 1, 14, 1, 1);
   BenchConv("depthwise 3x3 144ch 56x56", 144, 144, 144, 56, 3, 1);
   BenchConv("depthwise 3x3 s2 144ch 56x56", 144, 144, 144, 56, 3, 2);
+  BenchConv("NHWC conv 1x1 256->256 56x56", 256, 256, 1, 56, 1, 1, true);
+  BenchConv("NHWC conv 1x1 1024->256 14x14", 1024, 256, 1, 14, 1, 1, true);
+  BenchConv("NHWC conv 3x3 64->64 56x56 (Winograd)", 64, 64, 1, 56, 3, 1, true);
+  BenchConv("NHWC conv 3x3 s2 64->128 56x56", 64, 128, 1, 56, 3, 2, true);
+  BenchConv("NHWC conv 3x3 512->512 7x7", 512, 512, 1, 7, 3, 1, true);
+  BenchConv("NHWC depthwise 3x3 144ch 56x56", 144, 144, 144, 56, 3, 1, true);
+  BenchConv("NHWC depthwise 3x3 s2 144ch 56x56", 144, 144, 144, 56, 3, 2, true);
+  BenchConv("NHWC depthwise 3x3 32ch 112x112", 32, 32, 32, 112, 3, 1, true);
 }
 
 }  // namespace

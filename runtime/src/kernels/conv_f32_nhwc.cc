@@ -17,6 +17,7 @@ namespace kernels {
 
 #if defined(__x86_64__)
 extern const ConvNhwcF32Kernels kConvNhwcF32Avx2;
+extern const ConvNhwcF32Kernels kConvNhwcF32Avx512F;
 #endif
 
 namespace {
@@ -444,8 +445,7 @@ const ConvNhwcF32Kernels* ConvNhwcF32For(const CpuFeatures& f, const char** vari
   const ConvNhwcF32Kernels* k = nullptr;
   if (HighestIsa(f) != Isa::kReference) k = &kConvNhwcF32Portable;
 #if defined(__x86_64__)
-  // AVX-512 machines use it too: no AVX-512F variant yet.
-  if (f.avx2 && f.fma) k = &kConvNhwcF32Avx2;
+  if (f.avx2 && f.fma) k = f.avx512f ? &kConvNhwcF32Avx512F : &kConvNhwcF32Avx2;
 #endif
   if (variant) *variant = k ? k->name : nullptr;
   return k;

@@ -76,7 +76,8 @@ struct DwNhwcF32Args {
 };
 
 struct ConvNhwcF32Kernels {
-  const char* name;  // the features it needs ("avx2" = AVX2 + FMA; "portable")
+  // The features it needs ("avx2" = AVX2 + FMA; "avx512f" = those + AVX-512F; "portable").
+  const char* name;
   int mr, nr;
   void (*igemm)(const IgemmF32Args& args);
   void (*dw)(const DwNhwcF32Args& args);

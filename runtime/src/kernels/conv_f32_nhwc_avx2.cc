@@ -136,6 +136,9 @@ template <bool Tail>
 void DwRest(const DwNhwcF32Args& p, const float* const* a, int64_t off, int64_t ch, int64_t vectors,
             int64_t tail, float* y) {
   switch (vectors) {
+    case 4:  // C % 32 > 24: a partial fourth vector
+      DwBlock<4, Tail>(p, a, off, ch, tail, y);
+      break;
     case 3:
       DwBlock<3, Tail>(p, a, off, ch, tail, y);
       break;

@@ -1,0 +1,298 @@
+// AVX-512F channels-last fp32 convolution microkernels (conv_f32_nhwc.h).
+// Indirect GEMM: 12 pixels x 32 channels, 24 zmm accumulators (enough
+// independent FMA chains for two FMA pipes of latency 4), the activations
+// broadcast straight from the tap pointers. A panel of at most 16 channels
+// (the last of M = 48, say) runs on one vector; partial vectors use masks,
+// cheap on every AVX-512 CPU (unlike AVX2's vmaskmovps on AMD).
+// Depthwise: 4 vectors of 16 channels of two pixels accumulate over the taps.
+// Winograd transforms: 16 channels per vector, the channel tail masked (the
+// same operations in the same order as the scalar code, so the same values).
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/conv_f32_nhwc.h"
+#include "kernels/conv_f32_nhwc_winograd.h"
+
+// GCC 12 flags the _mm512_undefined_* operands inside its own intrinsics
+// as maybe-uninitialized (a false positive).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace qfold {
+namespace kernels {
+namespace {
+
+constexpr int kMr = 12, kNr = 32;
+
+// Lane i enabled when i < n.
+inline __mmask16 TailMask(int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+inline __m512 Activate(__m512 x, F32Act act, float lo_v, float hi_v) {
+  // Operand order matters for NaN: max/min return the second operand.
+  if (act == F32Act::kRelu) return _mm512_max_ps(x, _mm512_setzero_ps());
+  if (act == F32Act::kClamp) {
+    // x < lo ? lo : min(hi, x), exactly the reference even when lo > hi.
+    const __m512 lo = _mm512_set1_ps(lo_v);
+    const __mmask16 below = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    return _mm512_mask_blend_ps(below, _mm512_min_ps(_mm512_set1_ps(hi_v), x), lo);
+  }
+  return x;
+}
+
+// The accumulators are named variables, not an array: GCC keeps an array
+// indexed across the tap loop in memory (see conv_f32_nhwc_avx2.cc).
+// R rows (4, 8 or 12): the last tile of a 7x7 output (49 = 4 * 12 + 1
+// pixels) does not pay for 12.
+#define QFOLD_ROW(X, i)                                    \
+  if (R > i) {                                             \
+    l = _mm512_set1_ps(a##X[ch]);                          \
+    c##X##0 = _mm512_fmadd_ps(l, b0, c##X##0);             \
+    if (V == 2) c##X##1 = _mm512_fmadd_ps(l, b1, c##X##1); \
+  }
+
+template <int V, int R>
+void IgemmTile(const IgemmF32Args& p) {
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00, c81 = c00;
+  __m512 c90 = c00, c91 = c00, cA0 = c00, cA1 = c00, cB0 = c00, cB1 = c00;
+  const float* w = p.w;
+  for (int64_t t = 0; t < p.taps; ++t) {
+    const float* const* a = p.a + t * kMr;
+    // Rows past R are not read (a[] holds valid pointers there anyway).
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+    const float *a4 = R > 4 ? a[4] : a0, *a5 = R > 4 ? a[5] : a0, *a6 = R > 4 ? a[6] : a0;
+    const float *a7 = R > 4 ? a[7] : a0, *a8 = R > 8 ? a[8] : a0, *a9 = R > 8 ? a[9] : a0;
+    const float *aA = R > 8 ? a[10] : a0, *aB = R > 8 ? a[11] : a0;
+    for (int64_t ch = 0; ch < p.c; ++ch, w += kNr) {
+      const __m512 b0 = _mm512_loadu_ps(w);
+      const __m512 b1 = V == 2 ? _mm512_loadu_ps(w + 16) : b0;
+      __m512 l;
+      QFOLD_ROW(0, 0)
+      QFOLD_ROW(1, 1)
+      QFOLD_ROW(2, 2)
+      QFOLD_ROW(3, 3)
+      QFOLD_ROW(4, 4)
+      QFOLD_ROW(5, 5)
+      QFOLD_ROW(6, 6)
+      QFOLD_ROW(7, 7)
+      QFOLD_ROW(8, 8)
+      QFOLD_ROW(9, 9)
+      QFOLD_ROW(A, 10)
+      QFOLD_ROW(B, 11)
+    }
+  }
+  const __m512 acc[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
+                              {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71},
+                              {c80, c81}, {c90, c91}, {cA0, cA1}, {cB0, cB1}};
+  __mmask16 m[V];
+  __m512 bias[V];
+  for (int v = 0; v < V; ++v) {
+    m[v] = TailMask(p.cols - 16 * v);
+    bias[v] = p.bias ? _mm512_maskz_loadu_ps(m[v], p.bias + 16 * v) : _mm512_setzero_ps();
+  }
+  for (int r = 0; r < R && r < p.rows; ++r)
+    for (int v = 0; v < V; ++v) {
+      __m512 x = _mm512_add_ps(acc[r][v], bias[v]);
+      if (p.residual)
+        x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m[v], p.residual + r * p.ldy + 16 * v));
+      _mm512_mask_storeu_ps(p.y + r * p.ldy + 16 * v, m[v], Activate(x, p.act, p.lo, p.hi));
+    }
+}
+#undef QFOLD_ROW
+
+template <int R>
+void IgemmRows(const IgemmF32Args& p) {
+  if (p.cols <= 16)
+    IgemmTile<1, R>(p);
+  else
+    IgemmTile<2, R>(p);
+}
+
+void IgemmAvx512(const IgemmF32Args& p) {
+  if (p.rows <= 4)
+    IgemmRows<4>(p);
+  else if (p.rows <= 8)
+    IgemmRows<8>(p);
+  else
+    IgemmRows<12>(p);
+}
+
+// One output pixel of a depthwise call: its tap pointers, the offset added
+// to them, its output.
+struct DwPixel {
+  const float* const* a;
+  int64_t off;
+  float* y;
+};
+
+// Channels [ch, ch + 16 * U) of P pixels (1 or 2: a second pixel shares the
+// weight loads and doubles the independent FMA chains, which bound a 3x3's
+// 9-step sums); with Tail, the last vector masked to `last`.
+template <int U, bool Tail, int P>
+inline void DwBlock(const DwNhwcF32Args& p, const DwPixel* px, int64_t ch, __mmask16 last) {
+  auto load = [&](const float* src, int u) {
+    return Tail && u == U - 1 ? _mm512_maskz_loadu_ps(last, src) : _mm512_loadu_ps(src);
+  };
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, t0 = s0, t1 = s0, t2 = s0, t3 = s0;
+  const float* w = p.w + ch;
+  const float* const* a0 = px[0].a;
+  const float* const* a1 = px[P - 1].a;
+  const int64_t o0 = px[0].off + ch, o1 = px[P - 1].off + ch;
+  for (int64_t t = 0; t < p.taps; ++t, w += p.c) {
+    const float* x0 = a0[t] + o0;
+    const float* x1 = a1[t] + o1;
+    const __m512 w0 = load(w, 0);
+    s0 = _mm512_fmadd_ps(load(x0, 0), w0, s0);
+    if (P == 2) t0 = _mm512_fmadd_ps(load(x1, 0), w0, t0);
+    if (U > 1) {
+      const __m512 w1 = load(w + 16, 1);
+      s1 = _mm512_fmadd_ps(load(x0 + 16, 1), w1, s1);
+      if (P == 2) t1 = _mm512_fmadd_ps(load(x1 + 16, 1), w1, t1);
+    }
+    if (U > 2) {
+      const __m512 w2 = load(w + 32, 2);
+      s2 = _mm512_fmadd_ps(load(x0 + 32, 2), w2, s2);
+      if (P == 2) t2 = _mm512_fmadd_ps(load(x1 + 32, 2), w2, t2);
+    }
+    if (U > 3) {
+      const __m512 w3 = load(w + 48, 3);
+      s3 = _mm512_fmadd_ps(load(x0 + 48, 3), w3, s3);
+      if (P == 2) t3 = _mm512_fmadd_ps(load(x1 + 48, 3), w3, t3);
+    }
+  }
+  const __m512 acc[2][4] = {{s0, s1, s2, s3}, {t0, t1, t2, t3}};
+  for (int u = 0; u < U; ++u) {
+    const __m512 b = p.bias ? load(p.bias + ch + 16 * u, u) : _mm512_setzero_ps();
+    for (int q = 0; q < P; ++q) {
+      const __m512 v = Activate(_mm512_add_ps(acc[q][u], b), p.act, p.lo, p.hi);
+      float* y = px[q].y + ch + 16 * u;
+      if (Tail && u == U - 1)
+        _mm512_mask_storeu_ps(y, last, v);
+      else
+        _mm512_storeu_ps(y, v);
+    }
+  }
+}
+
+template <bool Tail, int P>
+void DwRest(const DwNhwcF32Args& p, const DwPixel* px, int64_t ch, int64_t vectors,
+            __mmask16 last) {
+  switch (vectors) {
+    case 4:  // C % 64 > 48: a partial fourth vector
+      DwBlock<4, Tail, P>(p, px, ch, last);
+      break;
+    case 3:
+      DwBlock<3, Tail, P>(p, px, ch, last);
+      break;
+    case 2:
+      DwBlock<2, Tail, P>(p, px, ch, last);
+      break;
+    case 1:
+      DwBlock<1, Tail, P>(p, px, ch, last);
+      break;
+    default:
+      break;
+  }
+}
+
+template <int P>
+void DwPixels(const DwNhwcF32Args& p, const DwPixel* px) {
+  const int64_t tail = p.c % 16;
+  const __mmask16 last = TailMask(tail);
+  int64_t ch = 0;
+  for (; ch + 64 <= p.c; ch += 64) DwBlock<4, false, P>(p, px, ch, last);
+  const int64_t vectors = (p.c - ch + 15) / 16;
+  if (tail)
+    DwRest<true, P>(p, px, ch, vectors, last);
+  else
+    DwRest<false, P>(p, px, ch, vectors, last);
+}
+
+void DwAvx512(const DwNhwcF32Args& p) {
+  auto pixel = [&](int64_t i) {
+    return DwPixel{p.a_step ? p.a : p.a + i * p.taps, i * p.a_step, p.y + i * p.ldy};
+  };
+  int64_t i = 0;
+  for (; i + 2 <= p.pixels; i += 2) {
+    const DwPixel px[2] = {pixel(i), pixel(i + 1)};
+    DwPixels<2>(p, px);
+  }
+  if (i < p.pixels) {
+    const DwPixel px = pixel(i);
+    DwPixels<1>(p, &px);
+  }
+}
+
+// One vector of 16 channels at `ch`, masked to `m` (maskz loads: the lanes
+// past c read nothing and are not stored).
+inline void WinogradInputVector(const float* const* d, int64_t ch, __mmask16 m, float* v,
+                                int64_t v_stride) {
+  __m512 t[4][4];
+  for (int j = 0; j < 4; ++j) {
+    const __m512 d0 = _mm512_maskz_loadu_ps(m, d[j] + ch);
+    const __m512 d1 = _mm512_maskz_loadu_ps(m, d[4 + j] + ch);
+    const __m512 d2 = _mm512_maskz_loadu_ps(m, d[8 + j] + ch);
+    const __m512 d3 = _mm512_maskz_loadu_ps(m, d[12 + j] + ch);
+    t[0][j] = _mm512_sub_ps(d0, d2);
+    t[1][j] = _mm512_add_ps(d1, d2);
+    t[2][j] = _mm512_sub_ps(d2, d1);
+    t[3][j] = _mm512_sub_ps(d1, d3);
+  }
+  for (int i = 0; i < 4; ++i) {
+    float* o = v + i * 4 * v_stride + ch;
+    _mm512_mask_storeu_ps(o, m, _mm512_sub_ps(t[i][0], t[i][2]));
+    _mm512_mask_storeu_ps(o + v_stride, m, _mm512_add_ps(t[i][1], t[i][2]));
+    _mm512_mask_storeu_ps(o + 2 * v_stride, m, _mm512_sub_ps(t[i][2], t[i][1]));
+    _mm512_mask_storeu_ps(o + 3 * v_stride, m, _mm512_sub_ps(t[i][1], t[i][3]));
+  }
+}
+
+void WinogradInputAvx512(const float* const* d, int64_t c, float* v, int64_t v_stride) {
+  for (int64_t ch = 0; ch < c; ch += 16) WinogradInputVector(d, ch, TailMask(c - ch), v, v_stride);
+}
+
+inline void WinogradOutputVector(const float* m, int64_t m_stride, int64_t ch, __mmask16 k,
+                                 const float* bias, F32Act act, float lo, float hi,
+                                 const float* const* res, float* const* y) {
+  __m512 s[2][4];
+  for (int j = 0; j < 4; ++j) {
+    const __m512 m0 = _mm512_maskz_loadu_ps(k, m + j * m_stride + ch);
+    const __m512 m1 = _mm512_maskz_loadu_ps(k, m + (4 + j) * m_stride + ch);
+    const __m512 m2 = _mm512_maskz_loadu_ps(k, m + (8 + j) * m_stride + ch);
+    const __m512 m3 = _mm512_maskz_loadu_ps(k, m + (12 + j) * m_stride + ch);
+    s[0][j] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+    s[1][j] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+  }
+  const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + ch) : _mm512_setzero_ps();
+  for (int a = 0; a < 2; ++a) {
+    __m512 v[2] = {_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[a][0], s[a][1]), s[a][2]), b),
+                   _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[a][1], s[a][2]), s[a][3]), b)};
+    for (int e = 0; e < 2; ++e) {
+      float* out = y[a * 2 + e];
+      if (!out) continue;
+      if (res) v[e] = _mm512_add_ps(v[e], _mm512_maskz_loadu_ps(k, res[a * 2 + e] + ch));
+      _mm512_mask_storeu_ps(out + ch, k, Activate(v[e], act, lo, hi));
+    }
+  }
+}
+
+void WinogradOutputAvx512(const float* m, int64_t m_stride, int64_t c, const float* bias,
+                          F32Act act, float lo, float hi, const float* const* res,
+                          float* const* y) {
+  for (int64_t ch = 0; ch < c; ch += 16)
+    WinogradOutputVector(m, m_stride, ch, TailMask(c - ch), bias, act, lo, hi, res, y);
+}
+
+}  // namespace
+
+extern const ConvNhwcF32Kernels kConvNhwcF32Avx512F;
+const ConvNhwcF32Kernels kConvNhwcF32Avx512F = {
+    "avx512f", kMr, kNr, IgemmAvx512, DwAvx512, WinogradInputAvx512, WinogradOutputAvx512};
+
+}  // namespace kernels
+}  // namespace qfold
