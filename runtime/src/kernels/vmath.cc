@@ -91,6 +91,7 @@ const VMathKernels& VMathFor(Isa isa) {
     case Isa::kAvx2:  // 256-bit FMA is all they need: one variant for every x86 level
     case Isa::kAvxVnni:
     case Isa::kAvx512Vnni:
+    case Isa::kAmx:
       return kVMathAvx2;
 #endif
 #if defined(__aarch64__)
