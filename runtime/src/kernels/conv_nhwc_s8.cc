@@ -325,10 +325,10 @@ void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPla
     p->rows_pad = p->tiles * mr;
     p->chunk_widen = ab == 2 && g.direct && !s.row_taps && !p->any_wzp;
     // Chunks of pixel tiles whose activations stay in cache while every
-    // panel of every group passes over them.
+    // panel of every group passes over them (at least the kernel's minimum).
     const int64_t row_bytes = std::max<int64_t>(1, s.ind_taps * s.kc4 * 4 * ab);
-    p->chunk_tiles =
-        std::max<int64_t>(1, std::min<int64_t>(p->tiles, 32 * 1024 / (mr * row_bytes)));
+    p->chunk_tiles = std::min<int64_t>(
+        p->tiles, std::max<int64_t>({1, s.ik->min_chunk_tiles, 32 * 1024 / (mr * row_bytes)}));
     p->chunk_rows = p->chunk_tiles * mr;
     p->chunk_elems = p->chunk_rows * g.c + kWideSlack;
     if (p->chunk_widen) {

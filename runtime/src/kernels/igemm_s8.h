@@ -65,6 +65,9 @@ struct IgemmS8Kernel {
   // 16, a tile's 64 bytes of k; the zero weights cancel whatever activations
   // the kernel puts in the padding). Args::kc4 stays the unpadded count.
   int kc4_align = 1;
+  // The driver hands it at least this many tiles per call where the rows
+  // allow (AMX: each tile's epilogue overlaps the next tile's products).
+  int min_chunk_tiles = 1;
 };
 
 // kc4 as the packed weights of `k` hold it (a multiple of k.kc4_align).

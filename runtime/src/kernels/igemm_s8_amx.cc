@@ -82,6 +82,35 @@ struct IgemmAmx {
     const __m512 lo = _mm512_set1_ps(float(a.lo - a.yzp)), hi = _mm512_set1_ps(float(a.hi - a.yzp));
     const __m512i yzp = _mm512_set1_epi32(a.yzp);
     const __m512 flo = _mm512_set1_ps(a.flo), fhi = _mm512_set1_ps(a.fhi);
+    // The channel parameters, the same for every row.
+    __m512i bias[NB], wzp[NB];
+    __m512 mult[NB], fbias[NB];
+    for (int v = 0; v < NB; ++v) {
+      bias[v] = V512::LoadI(a.bias + v * 16);
+      wzp[v] = a.wzp ? V512::LoadI(a.wzp + v * 16) : _mm512_setzero_si512();
+      mult[v] = V512::LoadF(a.mult + v * 16);
+      fbias[v] = kFloatOut ? V512::LoadF(a.fbias + v * 16) : _mm512_setzero_ps();
+    }
+    // Requantizes tile t's accumulators from cbuf.
+    auto epilogue = [&](int64_t t) {
+      const int64_t nrow = rows - t * kMr < kMr ? rows - t * kMr : kMr;
+      for (int64_t r = 0; r < nrow; ++r) {
+        const int64_t row = t * kMr + r;
+#pragma GCC unroll 2
+        for (int v = 0; v < NB; ++v) {
+          const int64_t n = a.cols - v * 16;
+          if (n <= 0) continue;
+          __m512i x = _mm512_add_epi32(_mm512_load_si512(cbuf + r * kNr + v * 16), bias[v]);
+          if (a.wzp)
+            x = _mm512_sub_epi32(x, _mm512_mullo_epi32(wzp[v], _mm512_set1_epi32(a.xsum[row])));
+          if (kFloatOut)
+            V512::StoreF(V512::Dequant(x, mult[v], fbias[v], flo, fhi), n,
+                         a.yf + row * a.ldy + v * 16);
+          else
+            V512::Store(V512::Requant(x, mult[v], lo, hi, yzp), n, a.y + row * a.ldy + v * 16);
+        }
+      }
+    };
     for (int64_t t = 0; t < tiles; ++t) {
       _tile_zero(4);
       _tile_zero(6);
@@ -126,33 +155,17 @@ struct IgemmAmx {
           }
         }
       }
+      // The previous tile's epilogue runs while the tile unit works on this
+      // one's products (issued above; the stores below wait for them).
+      if (t > 0) epilogue(t - 1);
       _tile_stored(4, cbuf, ldw);
       _tile_stored(6, cbuf + 16 * kNr, ldw);
       if (NB == 2) {
         _tile_stored(5, cbuf + 16, ldw);
         _tile_stored(7, cbuf + 16 * kNr + 16, ldw);
       }
-      const int64_t nrow = rows - t * kMr < kMr ? rows - t * kMr : kMr;
-      for (int64_t r = 0; r < nrow; ++r) {
-        const int64_t row = t * kMr + r;
-#pragma GCC unroll 2
-        for (int v = 0; v < NB; ++v) {
-          const int64_t n = a.cols - v * 16;
-          if (n <= 0) continue;
-          __m512i x = _mm512_add_epi32(_mm512_load_si512(cbuf + r * kNr + v * 16),
-                                       V512::LoadI(a.bias + v * 16));
-          if (a.wzp)
-            x = _mm512_sub_epi32(
-                x, _mm512_mullo_epi32(V512::LoadI(a.wzp + v * 16), _mm512_set1_epi32(a.xsum[row])));
-          const __m512 mult = V512::LoadF(a.mult + v * 16);
-          if (kFloatOut)
-            V512::StoreF(V512::Dequant(x, mult, V512::LoadF(a.fbias + v * 16), flo, fhi), n,
-                         a.yf + row * a.ldy + v * 16);
-          else
-            V512::Store(V512::Requant(x, mult, lo, hi, yzp), n, a.y + row * a.ldy + v * 16);
-        }
-      }
     }
+    if (tiles > 0) epilogue(tiles - 1);
   }
 
   static void Run(const IgemmS8Args& a) {
@@ -176,9 +189,9 @@ struct IgemmAmx {
 
 extern const IgemmS8Kernel kIgemmS8Amx[];
 const IgemmS8Kernel kIgemmS8Amx[] = {
-    {"amx", 32, 32, 1, 1, IgemmAmx<2>::Run, 4, 16},
-    {"amx", 32, 16, 1, 1, IgemmAmx<1>::Run, 4, 16},
-    {"", 0, 0, 0, 0, nullptr, 0, 1},
+    {"amx", 32, 32, 1, 1, IgemmAmx<2>::Run, 4, 16, 16},
+    {"amx", 32, 16, 1, 1, IgemmAmx<1>::Run, 4, 16, 16},
+    {"", 0, 0, 0, 0, nullptr, 0, 1, 1},
 };
 
 }  // namespace kernels
