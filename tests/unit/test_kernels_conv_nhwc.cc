@@ -53,7 +53,10 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
   const int64_t cols = it % 5 == 0 ? nr : 1 + int64_t(rng() % uint32_t(nr));
   const int64_t a_offset = rng() % 6;
   const bool x_signed = rng() % 2;
-  const bool use_wzp = rng() % 3 == 0;
+  // Every 13th case: zero activations and bias, so acc = 0 meets an infinite
+  // multiplier (NaN, which requantizes to the zero point).
+  const bool zero_acc = it % 13 == 0;
+  const bool use_wzp = rng() % 3 == 0 && !zero_acc;
   const int64_t tiles = (rows + mr - 1) / mr;
   // Activation rows: one buffer per (pixel, tap), 4 * kc4 readable bytes
   // after a_offset; a few pixels share a buffer like padding taps do.
@@ -63,7 +66,7 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
     b.resize(static_cast<size_t>(row_len));
     for (auto& v : b) v = uint8_t(rng());
     if (it % 7 == 0) std::fill(b.begin(), b.end(), uint8_t(x_signed ? 0x7f : 0xff));
-    if (it % 11 == 0) std::fill(b.begin(), b.end(), uint8_t(x_signed ? 0x80 : 0));
+    if (it % 11 == 0 || zero_acc) std::fill(b.begin(), b.end(), uint8_t(x_signed ? 0x80 : 0));
   }
   // Kernels with abytes = 2 read the same rows widened to u16, xor-ed to u8 values.
   const int ab = k.abytes;
@@ -121,6 +124,10 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
                       : s == 1 ? 0.f
                       : s == 2 ? 1e3f
                                : std::uniform_real_distribution<float>(0, 2e-4f)(rng);
+  }
+  if (zero_acc) {
+    std::fill(bias.begin(), bias.end(), 0);
+    mult[0] = INFINITY;
   }
   for (auto& v : xsum) v = int32_t(rng());
   const int32_t yzp = int32_t(rng() % 256) - (rng() % 2 ? 128 : 0);
