@@ -11,8 +11,7 @@
 // KxK ones); otherwise, for int8 activations (xor 0x80) and for the last,
 // partial k block (masked loads: only 4 * kc4 bytes per pointer are
 // readable), the 16 rows are gathered into an aligned buffer first. The
-// accumulators start from the int32 bias and go through memory to the
-// AVX-512 epilogue of the zmm kernels.
+// accumulators go through memory to the AVX-512 epilogue of the zmm kernels.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -83,12 +82,11 @@ struct IgemmAmx {
     const __m512 lo = _mm512_set1_ps(float(a.lo - a.yzp)), hi = _mm512_set1_ps(float(a.hi - a.yzp));
     const __m512i yzp = _mm512_set1_epi32(a.yzp);
     const __m512 flo = _mm512_set1_ps(a.flo), fhi = _mm512_set1_ps(a.fhi);
-    // The channel parameters, the same for every row (the int32 bias
-    // starts the accumulators: a tile load with row stride 0).
-    __m512i wzp[NB];
+    // The channel parameters, the same for every row.
+    __m512i bias[NB], wzp[NB];
     __m512 mult[NB], fbias[NB];
-    Publish(a.bias);
     for (int v = 0; v < NB; ++v) {
+      bias[v] = V512::LoadI(a.bias + v * 16);
       wzp[v] = a.wzp ? V512::LoadI(a.wzp + v * 16) : _mm512_setzero_si512();
       mult[v] = V512::LoadF(a.mult + v * 16);
       fbias[v] = kFloatOut ? V512::LoadF(a.fbias + v * 16) : _mm512_setzero_ps();
@@ -102,7 +100,7 @@ struct IgemmAmx {
         for (int v = 0; v < NB; ++v) {
           const int64_t n = a.cols - v * 16;
           if (n <= 0) continue;
-          __m512i x = _mm512_load_si512(cbuf + r * kNr + v * 16);
+          __m512i x = _mm512_add_epi32(_mm512_load_si512(cbuf + r * kNr + v * 16), bias[v]);
           if (a.wzp)
             x = _mm512_sub_epi32(x, _mm512_mullo_epi32(wzp[v], _mm512_set1_epi32(a.xsum[row])));
           if (kFloatOut)
@@ -114,11 +112,11 @@ struct IgemmAmx {
       }
     };
     for (int64_t t = 0; t < tiles; ++t) {
-      _tile_loadd(4, a.bias, 0);
-      _tile_loadd(6, a.bias, 0);
+      _tile_zero(4);
+      _tile_zero(6);
       if (NB == 2) {
-        _tile_loadd(5, a.bias + 16, 0);
-        _tile_loadd(7, a.bias + 16, 0);
+        _tile_zero(5);
+        _tile_zero(7);
       }
       const uint8_t* const* ind = a.ind + t * taps * kMr;
       for (int64_t tap = 0; tap < taps; ++tap, ind += kMr) {
