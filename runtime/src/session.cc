@@ -353,7 +353,7 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
     if (!kernels::ParseIsa(opts.kernel_isa.c_str(), &isa))
       return Status(StatusCode::kInvalidArgument,
                     "Session::Create: unknown kernel_isa '" + opts.kernel_isa +
-                        "' (reference, avx2, avxvnni, avx512vnni, neon, neondot, neoni8mm)");
+                        "' (reference, avx2, avxvnni, avx512vnni, amx, neon, neondot, neoni8mm)");
     im.kernels = kernels::KernelConfigForIsa(isa);
   }
   im.kernels_description = im.kernels.Describe();

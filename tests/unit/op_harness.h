@@ -22,7 +22,7 @@ namespace test {
 inline const kernels::KernelConfig& IsaConfig(kernels::Isa isa) {
   static const std::vector<kernels::KernelConfig> configs = [] {
     std::vector<kernels::KernelConfig> v;
-    for (int i = 0; i <= int(kernels::Isa::kNeonI8mm); ++i)
+    for (int i = 0; i <= int(kernels::Isa::kAmx); ++i)  // kAmx: the last value
       v.push_back(kernels::KernelConfigForIsa(kernels::Isa(i)));
     return v;
   }();

@@ -45,11 +45,18 @@ bool SameFloats(const std::vector<float>& a, const std::vector<float>& b) {
 void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it) {
   const int mr = k.mr, nr = k.nr;
   const int64_t rows = 1 + int64_t(rng() % uint32_t(3 * mr + 2));
-  const int64_t taps = 1 + rng() % 4, cg = 1 + rng() % 19, kc4 = (cg + 3) / 4;
+  // Every fourth case a wider K: the AMX kernels' 64-byte k blocks, full and
+  // partial (C = 48, 80, 65: one or more blocks and a tail).
+  static const int64_t kWideC[] = {16, 20, 48, 64, 65, 80, 128};
+  const int64_t taps = 1 + rng() % 4;
+  const int64_t cg = it % 4 == 3 ? kWideC[rng() % 7] : 1 + int64_t(rng() % 19), kc4 = (cg + 3) / 4;
   const int64_t cols = it % 5 == 0 ? nr : 1 + int64_t(rng() % uint32_t(nr));
   const int64_t a_offset = rng() % 6;
   const bool x_signed = rng() % 2;
-  const bool use_wzp = rng() % 3 == 0;
+  // Every 13th case: zero activations and bias, so acc = 0 meets an infinite
+  // multiplier (NaN, which requantizes to the zero point).
+  const bool zero_acc = it % 13 == 0;
+  const bool use_wzp = rng() % 3 == 0 && !zero_acc;
   const int64_t tiles = (rows + mr - 1) / mr;
   // Activation rows: one buffer per (pixel, tap), 4 * kc4 readable bytes
   // after a_offset; a few pixels share a buffer like padding taps do.
@@ -59,21 +66,38 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
     b.resize(static_cast<size_t>(row_len));
     for (auto& v : b) v = uint8_t(rng());
     if (it % 7 == 0) std::fill(b.begin(), b.end(), uint8_t(x_signed ? 0x7f : 0xff));
-    if (it % 11 == 0) std::fill(b.begin(), b.end(), uint8_t(x_signed ? 0x80 : 0));
+    if (it % 11 == 0 || zero_acc) std::fill(b.begin(), b.end(), uint8_t(x_signed ? 0x80 : 0));
   }
   // Kernels with abytes = 2 read the same rows widened to u16, xor-ed to u8 values.
   const int ab = k.abytes;
   std::vector<std::vector<uint16_t>> wide(bufs.size());
   for (size_t i = 0; i < bufs.size(); ++i)
     for (uint8_t v : bufs[i]) wide[i].push_back(uint16_t(uint8_t(v ^ (x_signed ? 0x80 : 0))));
+  // Every other case the rows of one tap lie equally spaced in one buffer (as
+  // in 1x1 and stride-1 convolutions: the AMX kernels load those directly).
+  const bool spaced = ab == 1 && it % 2 == 1;
+  const int64_t stride = row_len + 4 * int64_t(rng() % 3);
+  std::vector<uint8_t> flat;
+  auto place = [&](size_t b) {  // buffer b's slot: tap-major, rows consecutive
+    const int64_t r = int64_t(b) / taps, t = int64_t(b) % taps;
+    return b + 1 == bufs.size() ? int64_t(b) : t * tiles * mr + r;
+  };
+  if (spaced) {
+    flat.resize(size_t(int64_t(bufs.size()) * stride));
+    for (auto& v : flat) v = uint8_t(rng());
+    for (size_t b = 0; b < bufs.size(); ++b)
+      std::copy(bufs[b].begin(), bufs[b].end(), flat.begin() + place(b) * stride);
+  }
   std::vector<const uint8_t*> ind(size_t(tiles * taps * mr));
   std::vector<const uint8_t*> src(size_t(tiles * mr * taps));  // [row][tap]
   for (int64_t r = 0; r < tiles * mr; ++r)
     for (int64_t t = 0; t < taps; ++t) {
-      const size_t b = rng() % 8 == 0 ? bufs.size() - 1 : size_t(r * taps + t);
+      const size_t b = rng() % (spaced ? 64 : 8) == 0 ? bufs.size() - 1 : size_t(r * taps + t);
       src[size_t(r * taps + t)] = bufs[b].data();
       ind[size_t((r / mr * taps + t) * mr + r % mr)] =
-          ab == 2 ? reinterpret_cast<const uint8_t*>(wide[b].data()) : bufs[b].data();
+          ab == 2  ? reinterpret_cast<const uint8_t*>(wide[b].data())
+          : spaced ? flat.data() + place(b) * stride
+                   : bufs[b].data();
     }
   // Weights [col][tap][cg] s8, packed as the kernel groups k, with zero padding.
   std::vector<int8_t> w(size_t(cols * taps * cg));
@@ -100,6 +124,10 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
                       : s == 1 ? 0.f
                       : s == 2 ? 1e3f
                                : std::uniform_real_distribution<float>(0, 2e-4f)(rng);
+  }
+  if (zero_acc) {
+    std::fill(bias.begin(), bias.end(), 0);
+    mult[0] = INFINITY;
   }
   for (auto& v : xsum) v = int32_t(rng());
   const int32_t yzp = int32_t(rng() % 256) - (rng() % 2 ? 128 : 0);
@@ -160,7 +188,8 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
   const std::string what = std::to_string(k.mr) + "x" + std::to_string(k.nr) +
                            " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
                            " taps=" + std::to_string(taps) + " cg=" + std::to_string(cg) +
-                           (float_out ? " float" : "");
+                           (float_out ? " float" : "") + (spaced ? " spaced" : "") +
+                           (x_signed ? " s8" : "") + (use_wzp ? " wzp" : "");
   CAPTURE(what);
   if (float_out)
     REQUIRE(SameFloats(yf, want_f));
@@ -496,6 +525,25 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
   run(big);
   big.c = 24, big.m = 48, big.group = 3, big.wzp_nonzero = false;
   run(big);
+  // The AMX kernels' paths: K tails of the 64-byte k blocks (C = 4 ... 80),
+  // A tiles loaded directly (1x1; interior rows of a stride-1 3x3) or
+  // gathered (stride 2, narrow rows, int8 activations), rows past a 32-row
+  // tile, channels past a 16-channel tile, weight zero points, groups.
+  for (int64_t c : {4, 12, 16, 20, 48, 80}) {
+    ConvCase a;
+    a.c = c, a.m = 40, a.kh = a.kw = 1, a.ih = 7, a.iw = 11;
+    a.x_zp = 7, a.y_zp = 120;
+    run(a);
+    a.kh = a.kw = 3, a.pt = a.pl = a.pb = a.pr = 1, a.ih = 6, a.iw = 40;
+    run(a);
+    a.xt = DType::kInt8, a.x_zp = -3, a.wzp_nonzero = true, a.m = 24;
+    a.sh = a.sw = 2, a.ih = 9, a.iw = 6;
+    run(a);
+  }
+  ConvCase grouped;
+  grouped.c = 96, grouped.m = 64, grouped.group = 2, grouped.kh = grouped.kw = 1;
+  grouped.ih = 6, grouped.iw = 12, grouped.wzp_nonzero = true;
+  run(grouped);
   MESSAGE("fast runs compared: " << runs);
 }
 

@@ -3,6 +3,7 @@
 // shapes at tile edges, padding, strides, dilations, groups, both 8-bit
 // dtypes, per-tensor and per-channel weights, extreme zero points and scales
 // (clamping, infinite and NaN multipliers) must give bit-identical bytes.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -267,15 +268,27 @@ TEST_CASE("kernels: ISA levels") {
   // QFOLD_ISA and the named sets only ever remove features.
   const kernels::CpuFeatures& by_default = kernels::DefaultCpuFeatures();
   CHECK((by_default & detected) == by_default);
-  for (int i = 0; i <= int(Isa::kNeonI8mm); ++i) {
+  for (int i = 0; i <= int(Isa::kAmx); ++i) {
     const kernels::CpuFeatures f = kernels::FeaturesForIsa(Isa(i));
     CAPTURE(kernels::IsaName(Isa(i)));
     CHECK((f & detected) == f);
   }
   // The top set of either architecture keeps everything the CPU has (a set of
   // the other architecture changes nothing).
-  CHECK(kernels::FeaturesForIsa(Isa::kAvx512Vnni) == detected);
+  CHECK(kernels::FeaturesForIsa(Isa::kAmx) == detected);
   CHECK(kernels::FeaturesForIsa(Isa::kNeonI8mm) == detected);
+  // avx512vnni leaves AMX out (so its zmm kernels are tested on an AMX CPU too).
+  CHECK(!kernels::FeaturesForIsa(Isa::kAvx512Vnni).amx);
+  Isa parsed = Isa::kReference;
+  CHECK(kernels::ParseIsa("amx", &parsed));
+  CHECK(parsed == Isa::kAmx);
+  CHECK(std::string(kernels::IsaName(Isa::kAmx)) == "amx");
+  // A CPU without AMX does not list the level (its tests are skipped).
+  const bool has_amx = std::find(levels.begin(), levels.end(), Isa::kAmx) != levels.end();
+  CHECK(has_amx == (detected.amx && detected.avx512_core() && detected.avx512vnni));
+  if (has_amx) CHECK(kernels::DetectedIsa() == Isa::kAmx);
+  CHECK(kernels::HighestIsa(kernels::IsaFeatures(Isa::kAvx512Vnni)) == Isa::kAvx512Vnni);
+  CHECK(kernels::HighestIsa(kernels::IsaFeatures(Isa::kAmx)) == Isa::kAmx);
   CHECK(kernels::FeaturesForIsa(Isa::kReference) == kernels::CpuFeatures());
   CHECK(kernels::GemmS8For(kernels::IsaFeatures(Isa::kReference)) == nullptr);
   // The reference configuration has no fast kernel in any family.
@@ -872,7 +885,8 @@ TEST_CASE("kernels: Arm ISA levels, detection and QFOLD_ISA") {
     // Every level above the reference has GEMM kernels, so the cases compare them all.
     const kernels::GemmS8Kernels* k = IsaConfig(isa).gemm_s8;
     REQUIRE(k != nullptr);
-    CHECK(std::string(k->name) == kernels::IsaName(isa));
+    // AMX has only the channels-last microkernels; its packed GEMM is avx512vnni's.
+    CHECK(std::string(k->name) == kernels::IsaName(isa == Isa::kAmx ? Isa::kAvx512Vnni : isa));
     CHECK(kernels::HighestIsa(kernels::FeaturesForIsa(isa)) == isa);
   }
 #if defined(__aarch64__)
@@ -1398,7 +1412,9 @@ TEST_CASE("kernels: int8 depthwise and AVX-VNNI GEMM benchmark" * doctest::skip(
         kernels::GemmS8For(kernels::IsaFeatures(Isa::kAvx512Vnni))};
     const char* names[] = {"avx2", "avxvnni", "avx512vnni"};
     for (int i = 0; i < 3; ++i) {
-      if (!ks[i] || (i == 2 && kernels::DetectedIsa() != Isa::kAvx512Vnni)) continue;
+      if (!ks[i] || (i == 2 && kernels::DetectedIsa() != Isa::kAvx512Vnni &&
+                     kernels::DetectedIsa() != Isa::kAmx))
+        continue;
       const kernels::GemmS8Kernels& k = *ks[i];
       std::vector<uint8_t> pl(size_t(kernels::PackedBytes(rows, kd, k.mr)));
       std::vector<uint8_t> pr(size_t(kernels::PackedBytes(cols, kd, k.nr)));

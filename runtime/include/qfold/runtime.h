@@ -61,7 +61,7 @@ struct SessionOptions {
   // Session::profile(). Off by default: it costs little, but nothing is free.
   bool profile = false;
   // Kernels from fewer CPU features than detected, for tests and comparisons:
-  // a QFOLD_ISA name (reference, avx2, avxvnni, avx512vnni, neon, neondot,
+  // a QFOLD_ISA name (reference, avx2, avxvnni, avx512vnni, amx, neon, neondot,
   // neoni8mm), clamped to what the CPU has. Empty: the detected features,
   // lowered by the QFOLD_ISA environment variable. Each kernel family picks
   // its variant once, when the session is created (Session::kernels()).

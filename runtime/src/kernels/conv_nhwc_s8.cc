@@ -4,8 +4,8 @@
 //   acc = sum(xu * ws) - wzp_s * sum(xu) + [B - xzp_u * sum(ws) + K * xzp_u * wzp_s]
 // where padding taps read a row of x_zp bytes, so K is always the full window.
 //
-// x86 and Arm NEON levels run the indirect GEMM microkernels (igemm_s8.h)
-// straight on x (AVX2: on a copy widened to u16 once per run, see
+// x86 and Arm NEON levels run the indirect GEMM microkernels (igemm_s8.h;
+// AMX: igemm_s8_amx.cc) straight on x (AVX2: on a copy widened to u16 once per run, see
 // igemm_s8_avx2.cc): one pointer per output pixel and tap, built when the
 // geometry or x's address changes. A configuration without them takes the
 // packed GEMM of gemm_s8.h with the activations on the left: NHWC im2col
@@ -32,6 +32,17 @@ namespace kernels {
 extern const IgemmS8Kernel kIgemmS8Avx2[];
 extern const IgemmS8Kernel kIgemmS8AvxVnni[];
 extern const IgemmS8Kernel kIgemmS8Avx512Vnni[];
+#if defined(QFOLD_HAVE_AMX)
+extern const IgemmS8Kernel kIgemmS8Amx[];
+#endif
+// Null where the AMX kernels are not built (the emulated x86 build).
+static const IgemmS8Kernel* AmxTable() {
+#if defined(QFOLD_HAVE_AMX)
+  return kIgemmS8Amx;
+#else
+  return nullptr;
+#endif
+}
 #elif defined(__aarch64__)
 extern const IgemmS8Kernel kIgemmS8Neon[];
 extern const IgemmS8Kernel kIgemmS8NeonDot[];
@@ -44,7 +55,7 @@ std::vector<const IgemmS8Kernel*> IgemmS8Kernels(const CpuFeatures& f, const cha
   const IgemmS8Kernel* t = nullptr;
   if (f.avx2 && f.fma) {
     if (f.avx512_core() && f.avx512vnni)
-      t = kIgemmS8Avx512Vnni;
+      t = f.amx && AmxTable() ? AmxTable() : kIgemmS8Avx512Vnni;
     else if (f.avxvnni)
       t = kIgemmS8AvxVnni;
     else
@@ -314,10 +325,10 @@ void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPla
     p->rows_pad = p->tiles * mr;
     p->chunk_widen = ab == 2 && g.direct && !s.row_taps && !p->any_wzp;
     // Chunks of pixel tiles whose activations stay in cache while every
-    // panel of every group passes over them.
+    // panel of every group passes over them (at least the kernel's minimum).
     const int64_t row_bytes = std::max<int64_t>(1, s.ind_taps * s.kc4 * 4 * ab);
-    p->chunk_tiles =
-        std::max<int64_t>(1, std::min<int64_t>(p->tiles, 32 * 1024 / (mr * row_bytes)));
+    p->chunk_tiles = std::min<int64_t>(
+        p->tiles, std::max<int64_t>({1, s.ik->min_chunk_tiles, 32 * 1024 / (mr * row_bytes)}));
     p->chunk_rows = p->chunk_tiles * mr;
     p->chunk_elems = p->chunk_rows * g.c + kWideSlack;
     if (p->chunk_widen) {

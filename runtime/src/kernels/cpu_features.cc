@@ -11,6 +11,10 @@
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #endif
+#if (defined(__x86_64__) || defined(_M_X64)) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace qfold {
 namespace kernels {
@@ -51,6 +55,17 @@ uint64_t ReadXcr0() {
   return (uint64_t(edx) << 32) | eax;
 }
 
+// Linux keeps the 8 KB tile data state off until a process asks for it; a
+// tile instruction would fault (SIGILL) before. The grant is process-wide.
+bool RequestTileData() {
+#if defined(__linux__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;  // no known way to enable the tile state here
+#endif
+}
+
 CpuFeatures DetectX86() {
   CpuFeatures f;
   unsigned a, b, c, d;
@@ -81,7 +96,10 @@ CpuFeatures DetectX86() {
   } else {
     f.avx512bf16 = false;
   }
-  f.amx = (edx >> 24 & 1) && (edx >> 25 & 1);  // AMX-TILE and AMX-INT8
+  // AMX-TILE and AMX-INT8 (on top of AVX-512: the kernels' epilogue), with
+  // XTILECFG and XTILEDATA (XCR0 bits 17, 18) enabled by the OS.
+  f.amx = f.avx512_core() && (edx >> 24 & 1) && (edx >> 25 & 1) && (xcr0 >> 17 & 3) == 3 &&
+          RequestTileData();
   return f;
 }
 #endif
@@ -131,6 +149,8 @@ bool Has(const CpuFeatures& f, Isa isa) {
       return x86 && f.avxvnni;
     case Isa::kAvx512Vnni:
       return x86 && f.avx512_core() && f.avx512vnni;
+    case Isa::kAmx:
+      return x86 && f.avx512_core() && f.avx512vnni && f.amx;
     case Isa::kNeon:
       return f.asimd;
     case Isa::kNeonDot:
@@ -141,8 +161,9 @@ bool Has(const CpuFeatures& f, Isa isa) {
   return false;
 }
 
-constexpr Isa kAllIsas[] = {Isa::kReference, Isa::kAvx2,    Isa::kAvxVnni, Isa::kAvx512Vnni,
-                            Isa::kNeon,      Isa::kNeonDot, Isa::kNeonI8mm};
+// Lowest first within each architecture (SupportedIsas keeps this order).
+constexpr Isa kAllIsas[] = {Isa::kReference, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni,
+                            Isa::kAmx,       Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm};
 
 }  // namespace
 
@@ -193,6 +214,8 @@ const char* IsaName(Isa isa) {
       return "avxvnni";
     case Isa::kAvx512Vnni:
       return "avx512vnni";
+    case Isa::kAmx:
+      return "amx";
     case Isa::kNeon:
       return "neon";
     case Isa::kNeonDot:
@@ -218,9 +241,12 @@ CpuFeatures IsaFeatures(Isa isa) {
   switch (isa) {
     case Isa::kReference:
       break;
+    case Isa::kAmx:
+      f.amx = true;
+      [[fallthrough]];
     case Isa::kAvx512Vnni:
       f.avx512f = f.avx512bw = f.avx512dq = f.avx512vl = f.avx512vnni = true;
-      f.avx512vbmi = f.avx512bf16 = f.amx = f.avxvnni = true;
+      f.avx512vbmi = f.avx512bf16 = f.avxvnni = true;
       f.avx2 = f.fma = f.f16c = true;
       break;
     case Isa::kAvxVnni:

@@ -4,7 +4,7 @@
 // picks its variant from the features it needs (kernel_config.h), so a CPU
 // with AVX-512F but no VNNI still gets the AVX-512F float kernels.
 //
-// The environment variable QFOLD_ISA=reference|avx2|avxvnni|avx512vnni
+// The environment variable QFOLD_ISA=reference|avx2|avxvnni|avx512vnni|amx
 // (|neon|neondot|neoni8mm on Arm) names a feature set that lowers the
 // detected features for tests (intersection: never more than the CPU has).
 #pragma once
@@ -27,7 +27,9 @@ struct CpuFeatures {
   bool avxvnni = false;  // VEX-encoded 256-bit VNNI; not implied by avx512vnni
   bool avx512vbmi = false;
   bool avx512bf16 = false;
-  bool amx = false;  // AMX tile + int8 (the OS must also grant the tile state to use it)
+  // AMX-TILE + AMX-INT8, with the tile state enabled in XCR0 and (Linux) granted
+  // to this process by arch_prctl(ARCH_REQ_XCOMP_PERM) at detection.
+  bool amx = false;
   // aarch64
   bool asimd = false;
   bool fp16 = false;  // half-precision arithmetic (Armv8.2 FEAT_FP16)
@@ -59,10 +61,11 @@ enum class Isa : int {
   kReference = 0,   // no SIMD features: the reference kernels
   kAvx2 = 1,        // x86-64: AVX2 + FMA
   kAvxVnni = 2,     // x86-64: AVX2 + FMA + AVX-VNNI
-  kAvx512Vnni = 3,  // x86-64: every x86 feature (AVX-512 F/BW/DQ/VL + VNNI, VBMI...)
+  kAvx512Vnni = 3,  // x86-64: AVX-512 F/BW/DQ/VL + VNNI (and VBMI, BF16, AVX-VNNI)
   kNeon = 4,        // aarch64: Armv8.0 Advanced SIMD (Cortex-A53/A57/A72/A73)
   kNeonDot = 5,     // aarch64: + fp16 arithmetic and the dot product (Armv8.2)
   kNeonI8mm = 6,    // aarch64: every Arm feature (i8mm, bf16, SVE)
+  kAmx = 7,         // x86-64: every x86 feature (kAvx512Vnni + AMX tiles and int8); the last
 };
 
 const char* IsaName(Isa isa);

@@ -50,7 +50,7 @@ struct IgemmS8Args {
 };
 
 struct IgemmS8Kernel {
-  const char* name;  // the features it needs ("avx2", "avxvnni", "avx512vnni", "neon", "neondot")
+  const char* name;  // the features it needs ("avx2", "avxvnni", "avx512vnni", "amx", "neon"...)
   int mr, nr;
   int wbytes;  // 1: weights packed as s8; 2: as little-endian s16
   // 1: the pointers address u8/s8 activations (4 bytes per k step); 2: the
@@ -61,19 +61,31 @@ struct IgemmS8Kernel {
   // k per packed group: 4 ([tap][kc4][nr][4], the unit of vpdpbusd/sdot) or 8
   // ([tap][ceil(kc4 / 2)][nr][8], i8mm: 16 bytes hold 8 k of two channels).
   int kgroup;
+  // Each tap's kc4 is padded to a multiple of this in the packed weights (AMX:
+  // 16, a tile's 64 bytes of k; the zero weights cancel whatever activations
+  // the kernel puts in the padding). Args::kc4 stays the unpadded count.
+  int kc4_align = 1;
+  // The driver hands it at least this many tiles per call where the rows
+  // allow (AMX: each tile's epilogue overlaps the next tile's products).
+  int min_chunk_tiles = 1;
 };
 
+// kc4 as the packed weights of `k` hold it (a multiple of k.kc4_align).
+inline int64_t IgemmPackedKc4(const IgemmS8Kernel& k, int64_t kc4) {
+  const int64_t a = k.kc4_align > 1 ? k.kc4_align : 1;
+  return (kc4 + a - 1) / a * a;
+}
 // Where packed panel weights go (in elements of wbytes): k index kk of a
 // tap's 4 * kc4 (zero-padded), channel j of the panel, tap t.
 inline int64_t IgemmPackedIndex(const IgemmS8Kernel& k, int64_t kc4, int64_t t, int64_t kk,
                                 int64_t j) {
-  const int64_t g = k.kgroup, groups = (4 * kc4 + g - 1) / g;
+  const int64_t g = k.kgroup, groups = (4 * IgemmPackedKc4(k, kc4) + g - 1) / g;
   return ((t * groups + kk / g) * k.nr + j) * g + kk % g;
 }
 // Elements of one packed panel.
 inline int64_t IgemmPanelElems(const IgemmS8Kernel& k, int64_t taps, int64_t kc4) {
   const int64_t g = k.kgroup;
-  return taps * ((4 * kc4 + g - 1) / g) * k.nr * g;
+  return taps * ((4 * IgemmPackedKc4(k, kc4) + g - 1) / g) * k.nr * g;
 }
 
 // The microkernels `f` allows, widest panel first; empty without them (the

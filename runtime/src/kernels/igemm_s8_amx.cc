@@ -1,0 +1,198 @@
+// AMX-INT8 indirect GEMM microkernels (igemm_s8.h): tdpbusd multiplies a
+// 16x64 u8 tile (16 pixels x 16 k-groups of 4) by a 16x64 s8 tile (16
+// k-groups x 16 channels x 4) into 16x16 int32, exactly. A 32x32 block uses
+// all 8 tile registers: A rows 0-15 and 16-31 (tmm0, tmm1), B channels 0-15
+// and 16-31 (tmm2, tmm3), C (tmm4..7); a 32x16 variant serves narrow panels.
+//
+// The packed weights [tap][kc4][nr][4] are B tiles as they stand (row stride
+// nr * 4), with each tap's kc4 padded to 16 (kc4_align) so every k block is
+// one full tile. A tiles load straight from the activations when a tap's 16
+// pointers are equally spaced (1x1 convolutions, interior rows of stride-1
+// KxK ones); otherwise, for int8 activations (xor 0x80) and for the last,
+// partial k block (masked loads: only 4 * kc4 bytes per pointer are
+// readable), the 16 rows are gathered into an aligned buffer first. The
+// accumulators go through memory to the AVX-512 epilogue of the zmm kernels.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/igemm_s8_v512.h"
+
+namespace qfold {
+namespace kernels {
+namespace {
+
+// The LDTILECFG memory operand (palette 1).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};  // bytes per row of each tile
+  uint8_t rows[16] = {};
+};
+
+// GCC's tile load and ldtilecfg asm statements declare no memory operand
+// (ldtilecfg: 8 bytes), so stores into a buffer they read could be dropped or
+// sunk past them, or the next gather's stores hoisted above them; a call
+// before and after the gather orders it with the tile loads around it.
+inline void Publish(const void* p) {
+  __asm__ volatile("" : : "r"(p) : "memory");
+}
+
+// Gathers 16 rows of `bytes` (<= 64) activations at p[r] + off into buf
+// (64-byte rows), xor-ed with `x` (0 or 0x80 in every byte). Masked loads
+// never touch the bytes past `bytes`.
+inline void GatherRows(const uint8_t* const* p, int64_t off, int64_t bytes, __m512i x,
+                       uint8_t* buf) {
+  const __mmask64 m = bytes >= 64 ? ~__mmask64(0) : (__mmask64(1) << bytes) - 1;
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r) {
+    const __m512i v = _mm512_maskz_loadu_epi8(m, p[r] + off);
+    _mm512_store_si512(buf + 64 * r, _mm512_xor_si512(v, x));
+  }
+}
+
+// Whether the 16 pointers are p[0] + r * stride (then *stride is set).
+inline bool EquallySpaced(const uint8_t* const* p, int64_t* stride) {
+  const intptr_t s = reinterpret_cast<intptr_t>(p[1]) - reinterpret_cast<intptr_t>(p[0]);
+  intptr_t expect = reinterpret_cast<intptr_t>(p[0]);
+  bool ok = true;
+  for (int r = 1; r < 16; ++r) {
+    expect += s;
+    ok &= reinterpret_cast<intptr_t>(p[r]) == expect;
+  }
+  *stride = s;
+  return ok;
+}
+
+// NB B tiles (nr = 16 * NB) by 2 A tiles (mr = 32).
+template <int NB>
+struct IgemmAmx {
+  static constexpr int kMr = 32, kNr = 16 * NB;
+
+  template <bool kFloatOut>
+  static void Tiles(const IgemmS8Args& a) {
+    const int64_t rows = a.rows, taps = a.taps, kc4 = a.kc4, a_offset = a.a_offset;
+    const int64_t kc4p = (kc4 + 15) / 16 * 16, ldw = int64_t(kNr) * 4;
+    const int64_t tiles = (rows + kMr - 1) / kMr;
+    const __m512i xmask = _mm512_set1_epi8(a.x_signed ? char(0x80) : 0);
+    const bool gather_all = a.x_signed;
+    alignas(64) uint8_t abuf[2][16 * 64];
+    alignas(64) int32_t cbuf[kMr * kNr];
+    const __m512 lo = _mm512_set1_ps(float(a.lo - a.yzp)), hi = _mm512_set1_ps(float(a.hi - a.yzp));
+    const __m512i yzp = _mm512_set1_epi32(a.yzp);
+    const __m512 flo = _mm512_set1_ps(a.flo), fhi = _mm512_set1_ps(a.fhi);
+    // The channel parameters, the same for every row.
+    __m512i bias[NB], wzp[NB];
+    __m512 mult[NB], fbias[NB];
+    for (int v = 0; v < NB; ++v) {
+      bias[v] = V512::LoadI(a.bias + v * 16);
+      wzp[v] = a.wzp ? V512::LoadI(a.wzp + v * 16) : _mm512_setzero_si512();
+      mult[v] = V512::LoadF(a.mult + v * 16);
+      fbias[v] = kFloatOut ? V512::LoadF(a.fbias + v * 16) : _mm512_setzero_ps();
+    }
+    // Requantizes tile t's accumulators from cbuf.
+    auto epilogue = [&](int64_t t) {
+      const int64_t nrow = rows - t * kMr < kMr ? rows - t * kMr : kMr;
+      for (int64_t r = 0; r < nrow; ++r) {
+        const int64_t row = t * kMr + r;
+#pragma GCC unroll 2
+        for (int v = 0; v < NB; ++v) {
+          const int64_t n = a.cols - v * 16;
+          if (n <= 0) continue;
+          __m512i x = _mm512_add_epi32(_mm512_load_si512(cbuf + r * kNr + v * 16), bias[v]);
+          if (a.wzp)
+            x = _mm512_sub_epi32(x, _mm512_mullo_epi32(wzp[v], _mm512_set1_epi32(a.xsum[row])));
+          if (kFloatOut)
+            V512::StoreF(V512::Dequant(x, mult[v], fbias[v], flo, fhi), n,
+                         a.yf + row * a.ldy + v * 16);
+          else
+            V512::Store(V512::Requant(x, mult[v], lo, hi, yzp), n, a.y + row * a.ldy + v * 16);
+        }
+      }
+    };
+    for (int64_t t = 0; t < tiles; ++t) {
+      _tile_zero(4);
+      _tile_zero(6);
+      if (NB == 2) {
+        _tile_zero(5);
+        _tile_zero(7);
+      }
+      const uint8_t* const* ind = a.ind + t * taps * kMr;
+      for (int64_t tap = 0; tap < taps; ++tap, ind += kMr) {
+        int64_t s0 = 0, s1 = 0;
+        const bool d0 = !gather_all && EquallySpaced(ind, &s0);
+        const bool d1 = !gather_all && EquallySpaced(ind + 16, &s1);
+        const uint8_t* p0 = ind[0] + a_offset;
+        const uint8_t* p1 = ind[16] + a_offset;
+        const uint8_t* w = a.w + tap * kc4p * ldw;
+        for (int64_t q0 = 0; q0 < kc4; q0 += 16, w += 16 * ldw) {
+          const bool full = q0 + 16 <= kc4;
+          const int64_t off = 4 * q0, bytes = full ? 64 : 4 * (kc4 - q0);
+          if (d0 && full) {
+            _tile_loadd(0, p0 + off, s0);
+          } else {
+            Publish(abuf[0]);
+            GatherRows(ind, a_offset + off, bytes, xmask, abuf[0]);
+            Publish(abuf[0]);
+            _tile_loadd(0, abuf[0], 64);
+          }
+          if (d1 && full) {
+            _tile_loadd(1, p1 + off, s1);
+          } else {
+            Publish(abuf[1]);
+            GatherRows(ind + 16, a_offset + off, bytes, xmask, abuf[1]);
+            Publish(abuf[1]);
+            _tile_loadd(1, abuf[1], 64);
+          }
+          _tile_loadd(2, w, ldw);
+          _tile_dpbusd(4, 0, 2);
+          _tile_dpbusd(6, 1, 2);
+          if (NB == 2) {
+            _tile_loadd(3, w + 64, ldw);
+            _tile_dpbusd(5, 0, 3);
+            _tile_dpbusd(7, 1, 3);
+          }
+        }
+      }
+      // The previous tile's epilogue runs while the tile unit works on this
+      // one's products (issued above; the stores below wait for them).
+      if (t > 0) epilogue(t - 1);
+      _tile_stored(4, cbuf, ldw);
+      _tile_stored(6, cbuf + 16 * kNr, ldw);
+      if (NB == 2) {
+        _tile_stored(5, cbuf + 16, ldw);
+        _tile_stored(7, cbuf + 16 * kNr + 16, ldw);
+      }
+    }
+    if (tiles > 0) epilogue(tiles - 1);
+  }
+
+  static void Run(const IgemmS8Args& a) {
+    // Tile state is per thread: configured for this call, released after it.
+    TileConfig cfg;
+    for (int i = 0; i < 8; ++i) {
+      cfg.colsb[i] = 64;
+      cfg.rows[i] = 16;
+    }
+    Publish(&cfg);
+    _tile_loadconfig(&cfg);
+    if (a.yf)
+      Tiles<true>(a);
+    else
+      Tiles<false>(a);
+    _tile_release();
+  }
+};
+
+}  // namespace
+
+extern const IgemmS8Kernel kIgemmS8Amx[];
+const IgemmS8Kernel kIgemmS8Amx[] = {
+    {"amx", 32, 32, 1, 1, IgemmAmx<2>::Run, 4, 16, 16},
+    {"amx", 32, 16, 1, 1, IgemmAmx<1>::Run, 4, 16, 16},
+    {"", 0, 0, 0, 0, nullptr, 0, 1, 1},
+};
+
+}  // namespace kernels
+}  // namespace qfold
