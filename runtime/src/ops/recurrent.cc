@@ -490,14 +490,24 @@ Status PrepareRecurrent(KernelContext& ctx, std::shared_ptr<void>* state) {
 }
 
 // out[r][c] = bias[c] + sum_k in[r][k] * wt.raw[c][k], rows of `in` at stride
-// lda, of out at stride ldc; bias optional.
+// lda, of out at stride ldc; bias optional. With `step`, scratch is reserved
+// for one-row products of this k: its packed panel [k][mr] keeps the rows
+// past the first at 0 from the first call, and each later step writes only
+// its k values (a batch-1 step otherwise rewrites mr times as many floats).
 void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const float* in,
                int64_t rows, int64_t lda, const float* bias, float* out, int64_t ldc,
-               std::vector<float>* scratch, kernels::ThreadPool* pool) {
+               std::vector<float>* scratch, kernels::ThreadPool* pool, bool step = false) {
   if (rows == 0 || wt.rows == 0) return;
   if (gemm) {
-    scratch->resize(size_t(kernels::PackedF32Size(rows, wt.k, gemm->mr)));
-    gemm->pack_left(in, lda, 1, rows, wt.k, scratch->data());
+    const size_t packed = size_t(kernels::PackedF32Size(rows, wt.k, gemm->mr));
+    if (step && rows == 1) {
+      if (scratch->size() != packed) scratch->assign(packed, 0.f);
+      float* dst = scratch->data();
+      for (int64_t k = 0; k < wt.k; ++k) dst[k * gemm->mr] = in[k];
+    } else {
+      scratch->resize(packed);
+      gemm->pack_left(in, lda, 1, rows, wt.k, scratch->data());
+    }
     kernels::GemmF32Args a;
     a.rows = rows;
     a.cols = wt.rows;
@@ -688,7 +698,7 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
       }
     }
   }
-  std::vector<float> scratch;
+  std::vector<float> scratch, step_scratch;
   QScratch qscratch;
   // 1. Input projection: row i of X (T*B rows of `in`) gives row i of xw.
   // Every element is written by the GEMM: no zeroing.
@@ -760,7 +770,8 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
                 rec.data(), &qscratch, ctx.pool);
     else
       MultiplyT(p.r[size_t(d)], gemm, h_prev.data(), B, H,
-                rec_bias.empty() ? nullptr : rec_bias.data(), rec.data(), GH, &scratch, ctx.pool);
+                rec_bias.empty() ? nullptr : rec_bias.data(), rec.data(), GH, &step_scratch,
+                ctx.pool, /*step=*/true);
     if (cfg.cell == Cell::kGru) {
       // z and r first: the candidate needs r.
       for (int64_t b = 0; b < B; ++b) {
@@ -778,8 +789,8 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
       // Without linear_before_reset: (r * H_{t-1}) x R_h^T (with it, r multiplies
       // H_{t-1} x R_h^T + Rb_h, which the step's GEMM computed with z and r).
       if (!cfg.linear_before_reset)
-        MultiplyT(p.r_h[size_t(d)], gemm, hr.data(), B, H, nullptr, rh.data(), H, &scratch,
-                  ctx.pool);
+        MultiplyT(p.r_h[size_t(d)], gemm, hr.data(), B, H, nullptr, rh.data(), H, &step_scratch,
+                  ctx.pool, /*step=*/true);
     }
     for (int64_t b = 0; b < B; ++b) {
       const int64_t t = step_t[size_t(b)];
