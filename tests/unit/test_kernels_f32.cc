@@ -277,9 +277,9 @@ TEST_CASE("kernels f32: packed GEMM at tile edges matches double precision") {
     const kernels::GemmF32Kernels* k = IsaConfig(isa).gemm_f32;
     if (!k) continue;
     const std::vector<int64_t> ms = {1, 2, k->mr - 1, k->mr, k->mr + 1, 2 * k->mr + 3, 37};
-    // 4 * nr + 17: single rows run groups of up to four panels, then a partial group.
+    // 6 * nr + 17: single rows run groups of up to six panels, then a partial group.
     const std::vector<int64_t> ns = {
-        1, 7, k->nr - 1, k->nr, k->nr + 1, 2 * k->nr + 5, 4 * k->nr + 17, 100};
+        1, 7, k->nr - 1, k->nr, k->nr + 1, 2 * k->nr + 5, 6 * k->nr + 17, 100};
     const std::vector<int64_t> ks = {0, 1, 3, 17, 255, 256, 257, 600};
     for (int64_t m : ms)
       for (int64_t n : ns) {

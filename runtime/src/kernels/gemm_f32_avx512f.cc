@@ -108,12 +108,13 @@ struct Row {
 constexpr const BlockFn* kBlocks[kMr] = {Row<1>::fns, Row<2>::fns, Row<3>::fns, Row<4>::fns,
                                          Row<5>::fns, Row<6>::fns, Row<7>::fns, Row<8>::fns};
 
-// One row across up to four column panels (NV vectors of 16 columns, the
+// One row across up to six column panels (NV vectors of 16 columns, the
 // last possibly partial): Block<1, V> alone has at most three FMA chains and
-// waits on their latency (a recurrent step, a batch-1 MatMul); up to twelve
-// chains keep the FMA units busy. Each element still sums its k in order
-// with Block's epilogue, so the results are bit-identical.
-constexpr int kRowPanels = 4;
+// waits on their latency (a recurrent step, a batch-1 MatMul); up to
+// eighteen chains (an LSTM's 4 x 64 gates in one pass) keep the FMA units
+// busy. Each element still sums its k in order with Block's epilogue, so the
+// results are bit-identical.
+constexpr int kRowPanels = 6;
 
 template <int NV>
 void RowVectors(const GemmF32Args& a, const float* lp, const float* rp, int64_t kc, int64_t col0,
@@ -139,8 +140,9 @@ void RowVectors(const GemmF32Args& a, const float* lp, const float* rp, int64_t 
 using RowFn = void (*)(const GemmF32Args&, const float*, const float*, int64_t, int64_t, int64_t,
                        bool, bool);
 constexpr RowFn kRowVectors[kRowPanels * kV] = {
-    RowVectors<1>, RowVectors<2>, RowVectors<3>, RowVectors<4>,  RowVectors<5>,  RowVectors<6>,
-    RowVectors<7>, RowVectors<8>, RowVectors<9>, RowVectors<10>, RowVectors<11>, RowVectors<12>};
+    RowVectors<1>,  RowVectors<2>,  RowVectors<3>,  RowVectors<4>,  RowVectors<5>,  RowVectors<6>,
+    RowVectors<7>,  RowVectors<8>,  RowVectors<9>,  RowVectors<10>, RowVectors<11>, RowVectors<12>,
+    RowVectors<13>, RowVectors<14>, RowVectors<15>, RowVectors<16>, RowVectors<17>, RowVectors<18>};
 
 void GemmOneRow(const GemmF32Args& a, int64_t pb, int64_t pe) {
   for (int64_t jp0 = pb; jp0 < pe; jp0 += kRowPanels) {
