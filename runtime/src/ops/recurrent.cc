@@ -496,11 +496,14 @@ Status PrepareRecurrent(KernelContext& ctx, std::shared_ptr<void>* state) {
 // its k values (a batch-1 step otherwise rewrites mr times as many floats).
 void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const float* in,
                int64_t rows, int64_t lda, const float* bias, float* out, int64_t ldc,
-               std::vector<float>* scratch, kernels::ThreadPool* pool, bool step = false) {
+               std::vector<float>* scratch, kernels::ThreadPool* pool, bool step = false,
+               const float* packed_in = nullptr) {
   if (rows == 0 || wt.rows == 0) return;
   if (gemm) {
     const size_t packed = size_t(kernels::PackedF32Size(rows, wt.k, gemm->mr));
-    if (step && rows == 1) {
+    if (packed_in) {
+      // The caller packed `in` (both directions project the same X).
+    } else if (step && rows == 1) {
       if (scratch->size() != packed) scratch->assign(packed, 0.f);
       float* dst = scratch->data();
       for (int64_t k = 0; k < wt.k; ++k) dst[k * gemm->mr] = in[k];
@@ -515,7 +518,7 @@ void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const flo
     a.bias = bias;
     a.bias_per_row = false;
     a.ldc = ldc;
-    a.left = scratch->data();
+    a.left = packed_in ? packed_in : scratch->data();
     a.right = wt.packed.data();
     a.c = out;
     // A step's product is small: called directly, without the batched
@@ -674,8 +677,10 @@ struct Dims {
 };
 
 // Runs direction `d` (reverse when `reverse`) over the whole sequence.
+// packed_x: X already packed as the GEMM's left operand (both directions
+// project the same X), or null.
 void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, const Packed& p,
-                  int d, bool reverse, const std::vector<int64_t>& lens) {
+                  int d, bool reverse, const std::vector<int64_t>& lens, const float* packed_x) {
   const kernels::GemmF32Kernels* gemm = p.gemm;
   const kernels::VMathKernels& vm = *ctx.kernel_config().vmath;
   const int64_t T = dm.seq, B = dm.batch, H = dm.h, GH = dm.gh;
@@ -725,7 +730,7 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
               ctx.pool);
   } else {
     MultiplyT(p.w[size_t(d)], gemm, ctx.input(kX)->ptr<float>(), T * B, dm.in, in_bias.data(),
-              xw.get(), GH, &scratch, ctx.pool);
+              xw.get(), GH, &scratch, ctx.pool, /*step=*/false, packed_x);
   }
 
   // State, from the initial values or 0.
@@ -913,8 +918,15 @@ Status RunRecurrent(KernelContext& ctx) {
     SetQuantParams(ctx, cfg, &local);
     prepared = &local;
   }
+  std::vector<float> packed_x;
+  if (!cfg.quantized && prepared->gemm && cfg.dirs == 2 && dm.seq * dm.batch > 0) {
+    const kernels::GemmF32Kernels& g = *prepared->gemm;
+    packed_x.resize(size_t(kernels::PackedF32Size(dm.seq * dm.batch, dm.in, g.mr)));
+    g.pack_left(x->ptr<float>(), dm.in, 1, dm.seq * dm.batch, dm.in, packed_x.data());
+  }
   for (int d = 0; d < cfg.dirs; ++d)
-    RunDirection(ctx, cfg, dm, *prepared, d, cfg.reverse_only || d == 1, lens);
+    RunDirection(ctx, cfg, dm, *prepared, d, cfg.reverse_only || d == 1, lens,
+                 packed_x.empty() ? nullptr : packed_x.data());
   return Status::Ok();
 }
 
