@@ -490,20 +490,24 @@ Status PrepareRecurrent(KernelContext& ctx, std::shared_ptr<void>* state) {
 }
 
 // out[r][c] = bias[c] + sum_k in[r][k] * wt.raw[c][k], rows of `in` at stride
-// lda, of out at stride ldc; bias optional. With `step`, scratch is reserved
-// for one-row products of this k: its packed panel [k][mr] keeps the rows
-// past the first at 0 from the first call, and each later step writes only
-// its k values (a batch-1 step otherwise rewrites mr times as many floats).
+// lda, of out at stride ldc; bias optional. With `step` (>= 0: the step's
+// index), scratch is reserved for one-row products of this k: its packed
+// panel [k][mr] keeps the rows past the first at 0 from the first call, and
+// each later step writes only its k values (a batch-1 step otherwise
+// rewrites mr times as many floats). A step also runs the two halves of
+// the weight's column panels in the order opposite to the previous step's:
+// the half read last is still in L1 when the next step starts (an LSTM's R of
+// 64 KiB streams from L2 every step otherwise). Each element's sum is the same.
 void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const float* in,
                int64_t rows, int64_t lda, const float* bias, float* out, int64_t ldc,
-               std::vector<float>* scratch, kernels::ThreadPool* pool, bool step = false,
+               std::vector<float>* scratch, kernels::ThreadPool* pool, int64_t step = -1,
                const float* packed_in = nullptr) {
   if (rows == 0 || wt.rows == 0) return;
   if (gemm) {
     const size_t packed = size_t(kernels::PackedF32Size(rows, wt.k, gemm->mr));
     if (packed_in) {
       // The caller packed `in` (both directions project the same X).
-    } else if (step && rows == 1) {
+    } else if (step >= 0 && rows == 1) {
       if (scratch->size() != packed) scratch->assign(packed, 0.f);
       float* dst = scratch->data();
       for (int64_t k = 0; k < wt.k; ++k) dst[k * gemm->mr] = in[k];
@@ -524,6 +528,17 @@ void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const flo
     // A step's product is small: called directly, without the batched
     // driver's hand-off to threads (the same sums either way).
     if (!kernels::PoolForWork(pool, 2 * rows * wt.rows * wt.k)) {
+      const int64_t panels = (wt.rows + gemm->nr - 1) / gemm->nr, half = panels / 2;
+      if (step < 0 || half == 0) {
+        gemm->gemm(a);
+        return;
+      }
+      const bool odd = step % 2 != 0;
+      a.panel_begin = odd ? half : 0;
+      a.panel_end = odd ? panels : half;
+      gemm->gemm(a);
+      a.panel_begin = odd ? 0 : half;
+      a.panel_end = odd ? half : panels;
       gemm->gemm(a);
       return;
     }
@@ -730,7 +745,7 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
               ctx.pool);
   } else {
     MultiplyT(p.w[size_t(d)], gemm, ctx.input(kX)->ptr<float>(), T * B, dm.in, in_bias.data(),
-              xw.get(), GH, &scratch, ctx.pool, /*step=*/false, packed_x);
+              xw.get(), GH, &scratch, ctx.pool, /*step=*/-1, packed_x);
   }
 
   // State, from the initial values or 0.
@@ -776,7 +791,7 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
     else
       MultiplyT(p.r[size_t(d)], gemm, h_prev.data(), B, H,
                 rec_bias.empty() ? nullptr : rec_bias.data(), rec.data(), GH, &step_scratch,
-                ctx.pool, /*step=*/true);
+                ctx.pool, /*step=*/s);
     if (cfg.cell == Cell::kGru) {
       // z and r first: the candidate needs r.
       for (int64_t b = 0; b < B; ++b) {
@@ -795,7 +810,7 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
       // H_{t-1} x R_h^T + Rb_h, which the step's GEMM computed with z and r).
       if (!cfg.linear_before_reset)
         MultiplyT(p.r_h[size_t(d)], gemm, hr.data(), B, H, nullptr, rh.data(), H, &step_scratch,
-                  ctx.pool, /*step=*/true);
+                  ctx.pool, /*step=*/s);
     }
     for (int64_t b = 0; b < B; ++b) {
       const int64_t t = step_t[size_t(b)];
