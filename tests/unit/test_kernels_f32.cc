@@ -277,7 +277,9 @@ TEST_CASE("kernels f32: packed GEMM at tile edges matches double precision") {
     const kernels::GemmF32Kernels* k = IsaConfig(isa).gemm_f32;
     if (!k) continue;
     const std::vector<int64_t> ms = {1, 2, k->mr - 1, k->mr, k->mr + 1, 2 * k->mr + 3, 37};
-    const std::vector<int64_t> ns = {1, 7, k->nr - 1, k->nr, k->nr + 1, 2 * k->nr + 5, 100};
+    // 6 * nr + 17: single rows run groups of up to six panels, then a partial group.
+    const std::vector<int64_t> ns = {
+        1, 7, k->nr - 1, k->nr, k->nr + 1, 2 * k->nr + 5, 6 * k->nr + 17, 100};
     const std::vector<int64_t> ks = {0, 1, 3, 17, 255, 256, 257, 600};
     for (int64_t m : ms)
       for (int64_t n : ns) {
@@ -291,7 +293,9 @@ TEST_CASE("kernels f32: packed GEMM at tile edges matches double precision") {
     // Large enough to split between threads, by rows and by columns.
     CheckGemm(*k, 300, 9, 200, rng);
     CheckGemm(*k, 20, 500, 100, rng);
-    cases += 2;
+    // One row (a recurrent step) wide and deep enough to split by column panels.
+    CheckGemm(*k, 1, 9 * k->nr + 5, 300, rng);
+    cases += 3;
   }
   MESSAGE(cases << " GEMM cases");
 }

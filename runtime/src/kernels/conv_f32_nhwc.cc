@@ -235,6 +235,15 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           for (int64_t r = 0; r < k.mr; ++r) {
             const int64_t oy = pix_y[r], ox = pix_x[r];
             if (row) {
+              // Rows inside the height: one pointer stepped by an input row
+              // (a 1-channel stem spends more on pointers than on its FMAs).
+              const int64_t iy0 = oy * c.sh - c.pad_top;
+              if (iy0 >= 0 && iy0 + (s.kh - 1) * c.dh < c.ih) {
+                const float* p0 = xg + (iy0 * c.iw + ox * c.sw - c.pad_left) * c.c;
+                for (int64_t ky = 0; ky < s.kh; ++ky)
+                  tp[ky * k.mr + r] = p0 + ky * c.dh * c.iw * c.c;
+                continue;
+              }
               for (int64_t ky = 0; ky < s.kh; ++ky)
                 tp[ky * k.mr + r] = TapPointer(c, xg, oy, ox, ky, 0, zeros);
               continue;

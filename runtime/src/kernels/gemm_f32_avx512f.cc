@@ -34,6 +34,44 @@ struct Tile {
   bool first, last;
 };
 
+// The epilogue of one vector: alpha * acc, plus c's prior value (a later K
+// block, or accumulate), plus the bias, then (last K block) the activation.
+// Every product that meets an addition is an explicit FMA: compilers
+// contract a separate multiply and add (-ffp-contract=fast) in one inlining
+// context and not in another, and the one-row kernel must give the same bits
+// as the tiles.
+inline void Store(const GemmF32Args& a, __m512 acc, __mmask16 m, float* c, int64_t col, __m512 rb,
+                  bool first, bool last, __m512 alpha, __m512 lo, __m512 hi) {
+  const __m512 zero = _mm512_setzero_ps();
+  const bool row_bias = a.bias && a.bias_per_row;
+  __m512 x;
+  if (!first || a.accumulate) {
+    x = _mm512_fmadd_ps(alpha, acc, _mm512_maskz_loadu_ps(m, c));
+    if (first && row_bias) {
+      x = _mm512_add_ps(x, rb);
+    } else if (first && a.bias) {
+      x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, a.bias + col));
+    }
+  } else if (row_bias) {
+    x = _mm512_fmadd_ps(alpha, acc, rb);
+  } else if (a.bias) {
+    x = _mm512_fmadd_ps(alpha, acc, _mm512_maskz_loadu_ps(m, a.bias + col));
+  } else {
+    x = _mm512_mul_ps(alpha, acc);
+  }
+  if (last) {
+    // Operand order matters for NaN: max/min return the second operand.
+    if (a.act == F32Act::kRelu) {
+      x = _mm512_max_ps(x, zero);
+    } else if (a.act == F32Act::kClamp) {
+      // x < lo ? lo : min(hi, x), exactly the reference even when lo > hi.
+      const __mmask16 below = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+      x = _mm512_mask_blend_ps(below, _mm512_min_ps(hi, x), lo);
+    }
+  }
+  _mm512_mask_storeu_ps(c, m, x);
+}
+
 template <int R, int V>
 void Block(const GemmF32Args& a, const float* lp, const float* rp, int64_t kc, const Tile& t) {
   __m512 acc[R][V];
@@ -55,30 +93,8 @@ void Block(const GemmF32Args& a, const float* lp, const float* rp, int64_t kc, c
     float* c = a.c + (t.row0 + r) * a.ldc + t.col0;
     const bool row_bias = a.bias && a.bias_per_row;
     const __m512 rb = row_bias ? _mm512_set1_ps(a.bias[t.row0 + r]) : zero;
-    for (int v = 0; v < V; ++v) {
-      __m512 x = _mm512_mul_ps(alpha, acc[r][v]);
-      if (t.first) {
-        if (a.accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m[v], c + 16 * v));
-        if (row_bias) {
-          x = _mm512_add_ps(x, rb);
-        } else if (a.bias) {
-          x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m[v], a.bias + t.col0 + 16 * v));
-        }
-      } else {
-        x = _mm512_add_ps(_mm512_maskz_loadu_ps(m[v], c + 16 * v), x);
-      }
-      if (t.last) {
-        // Operand order matters for NaN: max/min return the second operand.
-        if (a.act == F32Act::kRelu) {
-          x = _mm512_max_ps(x, zero);
-        } else if (a.act == F32Act::kClamp) {
-          // x < lo ? lo : min(hi, x), exactly the reference even when lo > hi.
-          const __mmask16 below = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-          x = _mm512_mask_blend_ps(below, _mm512_min_ps(hi, x), lo);
-        }
-      }
-      _mm512_mask_storeu_ps(c + 16 * v, m[v], x);
-    }
+    for (int v = 0; v < V; ++v)
+      Store(a, acc[r][v], m[v], c + 16 * v, t.col0 + 16 * v, rb, t.first, t.last, alpha, lo, hi);
   }
 }
 
@@ -92,9 +108,64 @@ struct Row {
 constexpr const BlockFn* kBlocks[kMr] = {Row<1>::fns, Row<2>::fns, Row<3>::fns, Row<4>::fns,
                                          Row<5>::fns, Row<6>::fns, Row<7>::fns, Row<8>::fns};
 
+// One row across up to six column panels (NV vectors of 16 columns, the
+// last possibly partial): Block<1, V> alone has at most three FMA chains and
+// waits on their latency (a recurrent step, a batch-1 MatMul); up to
+// eighteen chains (an LSTM's 4 x 64 gates in one pass) keep the FMA units
+// busy. Each element still sums its k in order with Block's epilogue, so the
+// results are bit-identical.
+constexpr int kRowPanels = 6;
+
+template <int NV>
+void RowVectors(const GemmF32Args& a, const float* lp, const float* rp, int64_t kc, int64_t col0,
+                int64_t ncols, bool first, bool last) {
+  const int64_t pstride = a.k * kNr;  // from one panel to the next
+  __m512 acc[NV];
+  for (int i = 0; i < NV; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 l = _mm512_set1_ps(lp[k * kMr]);
+    for (int i = 0; i < NV; ++i)
+      acc[i] = _mm512_fmadd_ps(l, _mm512_loadu_ps(rp + i / kV * pstride + k * kNr + i % kV * 16),
+                               acc[i]);
+  }
+  const __m512 alpha = _mm512_set1_ps(a.alpha);
+  const __m512 lo = _mm512_set1_ps(a.lo), hi = _mm512_set1_ps(a.hi), zero = _mm512_setzero_ps();
+  const bool row_bias = a.bias && a.bias_per_row;
+  const __m512 rb = row_bias ? _mm512_set1_ps(a.bias[0]) : zero;
+  for (int i = 0; i < NV; ++i)
+    Store(a, acc[i], TailMask(ncols - 16 * i), a.c + col0 + 16 * i, col0 + 16 * i, rb, first, last,
+          alpha, lo, hi);
+}
+
+using RowFn = void (*)(const GemmF32Args&, const float*, const float*, int64_t, int64_t, int64_t,
+                       bool, bool);
+constexpr RowFn kRowVectors[kRowPanels * kV] = {
+    RowVectors<1>,  RowVectors<2>,  RowVectors<3>,  RowVectors<4>,  RowVectors<5>,  RowVectors<6>,
+    RowVectors<7>,  RowVectors<8>,  RowVectors<9>,  RowVectors<10>, RowVectors<11>, RowVectors<12>,
+    RowVectors<13>, RowVectors<14>, RowVectors<15>, RowVectors<16>, RowVectors<17>, RowVectors<18>};
+
+void GemmOneRow(const GemmF32Args& a, int64_t pb, int64_t pe) {
+  for (int64_t jp0 = pb; jp0 < pe; jp0 += kRowPanels) {
+    const int64_t col0 = jp0 * kNr;
+    const int64_t ncols = std::min(std::min<int64_t>(kRowPanels, pe - jp0) * kNr, a.cols - col0);
+    const RowFn fn = kRowVectors[(ncols + 15) / 16 - 1];
+    const float* rp = a.right + jp0 * a.k * kNr;
+    int64_t k0 = 0;
+    do {
+      const int64_t kc = std::min(kKc, a.k - k0);
+      fn(a, a.left + k0 * kMr, rp + k0 * kNr, kc, col0, ncols, k0 == 0, k0 + kc >= a.k);
+      k0 += kc;
+    } while (k0 < a.k);
+  }
+}
+
 void Gemm(const GemmF32Args& a) {
   const int64_t panels = (a.cols + kNr - 1) / kNr;
   const int64_t pe = a.panel_end < 0 ? panels : a.panel_end;
+  if (a.rows == 1) {
+    GemmOneRow(a, a.panel_begin, pe);
+    return;
+  }
   for (int64_t jp = a.panel_begin; jp < pe; ++jp) {
     Tile t;
     t.col0 = jp * kNr;

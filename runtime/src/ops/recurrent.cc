@@ -490,14 +490,31 @@ Status PrepareRecurrent(KernelContext& ctx, std::shared_ptr<void>* state) {
 }
 
 // out[r][c] = bias[c] + sum_k in[r][k] * wt.raw[c][k], rows of `in` at stride
-// lda, of out at stride ldc; bias optional.
+// lda, of out at stride ldc; bias optional. With `step` (>= 0: the step's
+// index), scratch is reserved for one-row products of this k: its packed
+// panel [k][mr] keeps the rows past the first at 0 from the first call, and
+// each later step writes only its k values (a batch-1 step otherwise
+// rewrites mr times as many floats). A step also runs the two halves of
+// the weight's column panels in the order opposite to the previous step's:
+// the half read last is still in L1 when the next step starts (an LSTM's R of
+// 64 KiB streams from L2 every step otherwise). Each element's sum is the same.
 void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const float* in,
                int64_t rows, int64_t lda, const float* bias, float* out, int64_t ldc,
-               std::vector<float>* scratch, kernels::ThreadPool* pool) {
+               std::vector<float>* scratch, kernels::ThreadPool* pool, int64_t step = -1,
+               const float* packed_in = nullptr) {
   if (rows == 0 || wt.rows == 0) return;
   if (gemm) {
-    scratch->resize(size_t(kernels::PackedF32Size(rows, wt.k, gemm->mr)));
-    gemm->pack_left(in, lda, 1, rows, wt.k, scratch->data());
+    const size_t packed = size_t(kernels::PackedF32Size(rows, wt.k, gemm->mr));
+    if (packed_in) {
+      // The caller packed `in` (both directions project the same X).
+    } else if (step >= 0 && rows == 1) {
+      if (scratch->size() != packed) scratch->assign(packed, 0.f);
+      float* dst = scratch->data();
+      for (int64_t k = 0; k < wt.k; ++k) dst[k * gemm->mr] = in[k];
+    } else {
+      scratch->resize(packed);
+      gemm->pack_left(in, lda, 1, rows, wt.k, scratch->data());
+    }
     kernels::GemmF32Args a;
     a.rows = rows;
     a.cols = wt.rows;
@@ -505,12 +522,23 @@ void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const flo
     a.bias = bias;
     a.bias_per_row = false;
     a.ldc = ldc;
-    a.left = scratch->data();
+    a.left = packed_in ? packed_in : scratch->data();
     a.right = wt.packed.data();
     a.c = out;
     // A step's product is small: called directly, without the batched
     // driver's hand-off to threads (the same sums either way).
     if (!kernels::PoolForWork(pool, 2 * rows * wt.rows * wt.k)) {
+      const int64_t panels = (wt.rows + gemm->nr - 1) / gemm->nr, half = panels / 2;
+      if (step < 0 || half == 0) {
+        gemm->gemm(a);
+        return;
+      }
+      const bool odd = step % 2 != 0;
+      a.panel_begin = odd ? half : 0;
+      a.panel_end = odd ? panels : half;
+      gemm->gemm(a);
+      a.panel_begin = odd ? 0 : half;
+      a.panel_end = odd ? half : panels;
       gemm->gemm(a);
       return;
     }
@@ -664,8 +692,10 @@ struct Dims {
 };
 
 // Runs direction `d` (reverse when `reverse`) over the whole sequence.
+// packed_x: X already packed as the GEMM's left operand (both directions
+// project the same X), or null.
 void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, const Packed& p,
-                  int d, bool reverse, const std::vector<int64_t>& lens) {
+                  int d, bool reverse, const std::vector<int64_t>& lens, const float* packed_x) {
   const kernels::GemmF32Kernels* gemm = p.gemm;
   const kernels::VMathKernels& vm = *ctx.kernel_config().vmath;
   const int64_t T = dm.seq, B = dm.batch, H = dm.h, GH = dm.gh;
@@ -688,7 +718,7 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
       }
     }
   }
-  std::vector<float> scratch;
+  std::vector<float> scratch, step_scratch;
   QScratch qscratch;
   // 1. Input projection: row i of X (T*B rows of `in`) gives row i of xw.
   // Every element is written by the GEMM: no zeroing.
@@ -715,7 +745,7 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
               ctx.pool);
   } else {
     MultiplyT(p.w[size_t(d)], gemm, ctx.input(kX)->ptr<float>(), T * B, dm.in, in_bias.data(),
-              xw.get(), GH, &scratch, ctx.pool);
+              xw.get(), GH, &scratch, ctx.pool, /*step=*/-1, packed_x);
   }
 
   // State, from the initial values or 0.
@@ -760,7 +790,8 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
                 rec.data(), &qscratch, ctx.pool);
     else
       MultiplyT(p.r[size_t(d)], gemm, h_prev.data(), B, H,
-                rec_bias.empty() ? nullptr : rec_bias.data(), rec.data(), GH, &scratch, ctx.pool);
+                rec_bias.empty() ? nullptr : rec_bias.data(), rec.data(), GH, &step_scratch,
+                ctx.pool, /*step=*/s);
     if (cfg.cell == Cell::kGru) {
       // z and r first: the candidate needs r.
       for (int64_t b = 0; b < B; ++b) {
@@ -778,8 +809,8 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
       // Without linear_before_reset: (r * H_{t-1}) x R_h^T (with it, r multiplies
       // H_{t-1} x R_h^T + Rb_h, which the step's GEMM computed with z and r).
       if (!cfg.linear_before_reset)
-        MultiplyT(p.r_h[size_t(d)], gemm, hr.data(), B, H, nullptr, rh.data(), H, &scratch,
-                  ctx.pool);
+        MultiplyT(p.r_h[size_t(d)], gemm, hr.data(), B, H, nullptr, rh.data(), H, &step_scratch,
+                  ctx.pool, /*step=*/s);
     }
     for (int64_t b = 0; b < B; ++b) {
       const int64_t t = step_t[size_t(b)];
@@ -902,8 +933,15 @@ Status RunRecurrent(KernelContext& ctx) {
     SetQuantParams(ctx, cfg, &local);
     prepared = &local;
   }
+  std::vector<float> packed_x;
+  if (!cfg.quantized && prepared->gemm && cfg.dirs == 2 && dm.seq * dm.batch > 0) {
+    const kernels::GemmF32Kernels& g = *prepared->gemm;
+    packed_x.resize(size_t(kernels::PackedF32Size(dm.seq * dm.batch, dm.in, g.mr)));
+    g.pack_left(x->ptr<float>(), dm.in, 1, dm.seq * dm.batch, dm.in, packed_x.data());
+  }
   for (int d = 0; d < cfg.dirs; ++d)
-    RunDirection(ctx, cfg, dm, *prepared, d, cfg.reverse_only || d == 1, lens);
+    RunDirection(ctx, cfg, dm, *prepared, d, cfg.reverse_only || d == 1, lens,
+                 packed_x.empty() ? nullptr : packed_x.data());
   return Status::Ok();
 }
 
