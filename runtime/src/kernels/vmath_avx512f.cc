@@ -1,7 +1,7 @@
 // AVX-512F vmath kernels (vmath.h): the shared algorithm over 16-lane vectors,
 // comparisons in mask registers. Lane for lane the same operations as the
-// AVX2 variant, so the results are identical to it; only the throughput
-// doubles.
+// AVX2 variant, so the results are identical to it (Softmax's sum, whose
+// order would follow the lane count, is the AVX2 variant's own, below).
 #include <immintrin.h>
 
 #include "kernels/vmath.h"
@@ -68,9 +68,16 @@ using K = vmath::Kernels<V16>;
 
 }  // namespace
 
+float ExpShiftSumAvx2(const float* x, float* y, int64_t n, float shift);  // vmath_avx2.cc
+
+// Softmax's sum of exponentials stays the AVX2 variant's: on 16 lanes it would
+// add in another order, a last-bit change in every Softmax that moved a
+// dynamically quantized transformer (e2e_dynamic_quant_detected) by one
+// quantization step. Every other function gives the AVX2 variant's bits.
 extern const VMathKernels kVMathAvx512f;
-const VMathKernels kVMathAvx512f = {"avx512f", K::Sigmoid,  K::Tanh,  K::Exp, K::Log,        K::Erf,
-                                    K::Gelu,   K::GeluTanh, K::Swish, K::Max, K::ExpShiftSum};
+const VMathKernels kVMathAvx512f = {"avx512f", K::Sigmoid, K::Tanh,        K::Exp,
+                                    K::Log,    K::Erf,     K::Gelu,        K::GeluTanh,
+                                    K::Swish,  K::Max,     ExpShiftSumAvx2};
 
 }  // namespace kernels
 }  // namespace qfold
