@@ -167,7 +167,8 @@ TEST_CASE("kernels: float binary kernels at every length, in place and out of pl
   for (Isa isa : kernels::SupportedIsas()) {
     const kernels::BinaryF32Kernels* k = IsaConfig(isa).binary_f32;
     if (!k) continue;
-    CAPTURE(kernels::IsaName(isa));
+    const std::string isa_name = kernels::IsaName(isa);
+    CAPTURE(isa_name);
     for (int op = 0; op < kernels::kBinaryF32Ops; ++op) {
       for (int form = 0; form < kernels::kBinaryF32Forms; ++form) {
         for (int64_t n = 0; n <= 70; ++n) {
@@ -196,9 +197,10 @@ TEST_CASE("kernels: float binary kernels at every length, in place and out of pl
           size_t at2 = 0;
           const bool same_in_place = SameBits(io, want, &at2);
           if (!same || !tail_kept || !same_in_place) {
-            INFO(kOps[op] << " form " << form << " n " << n << ": out of place first difference "
-                          << (same ? -1 : int64_t(at)) << ", in place "
-                          << (same_in_place ? -1 : int64_t(at2)));
+            INFO(std::string(kOps[op])
+                 << " form " << form << " n " << n << ": out of place first difference "
+                 << (same ? -1 : int64_t(at)) << ", in place "
+                 << (same_in_place ? -1 : int64_t(at2)));
             CHECK(same);
             CHECK(tail_kept);
             CHECK(same_in_place);
