@@ -119,13 +119,13 @@ TEST_CASE("kernels: float binary ops match the reference loops at every ISA leve
     cases.push_back({{1, n, 1}, {2, n, 3}});  // [1,C,1] op [N,C,W]
     cases.push_back({{2, 1, n}, {1, 3, 1}});  // both broadcast
   }
-  // Large enough for two threads: many short runs, one long run, long runs of
-  // a scalar (NCHW per channel), few runs split in parts.
-  cases.push_back({{2, 40, 40, 24}, {24}});
-  cases.push_back({{1, 200, 201}, {1, 200, 201}});
-  cases.push_back({{1, 24, 40, 40}, {1, 24, 1, 1}});
-  cases.push_back({{3, 1, 9001}, {3, 1, 1}});
-  cases.push_back({{64, 1000}, {64, 1}});
+  // Large enough for two threads (1 << 18 elements, ops/binary.cc): many short runs, one long run,
+  // long runs of a scalar (NCHW per channel), few runs split in parts.
+  cases.push_back({{2, 80, 80, 24}, {24}});
+  cases.push_back({{1, 520, 521}, {1, 520, 521}});
+  cases.push_back({{1, 24, 120, 120}, {1, 24, 1, 1}});
+  cases.push_back({{3, 1, 90001}, {3, 1, 1}});
+  cases.push_back({{64, 4500}, {64, 1}});
 
   const kernels::KernelConfig& ref = kernels::ReferenceKernelConfig();
   int fast_levels = 0;
@@ -145,10 +145,10 @@ TEST_CASE("kernels: float binary ops match the reference loops at every ISA leve
           size_t at = 0;
           const bool same = SameBits(got.values<float>(), want.values<float>(), &at);
           if (!same) {
-            INFO(kernels::IsaName(isa)
-                 << " " << kOps[op] << " " << ShapeToString(c.a) << " op " << ShapeToString(c.b)
-                 << ", " << threads << " threads: first difference at " << at << ": got "
-                 << got.values<float>()[at] << " want " << want.values<float>()[at]);
+            INFO(std::string(kernels::IsaName(isa))
+                 << " " << std::string(kOps[op]) << " " << ShapeToString(c.a) << " op "
+                 << ShapeToString(c.b) << ", " << threads << " threads: first difference at " << at
+                 << ": got " << got.values<float>()[at] << " want " << want.values<float>()[at]);
             CHECK(same);
           }
         }
