@@ -41,6 +41,7 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
     QF_RETURN_IF_ERROR(FuseConvBatchNorm(g));
     QF_RETURN_IF_ERROR(FuseMatMulBias(g));
     QF_RETURN_IF_ERROR(FuseActivations(g));
+    QF_RETURN_IF_ERROR(LowerFloatConvTranspose(g));
   }
   QF_RETURN_IF_ERROR(CancelTransposes(g));
   QF_RETURN_IF_ERROR(RemoveDeadCode(g));

@@ -130,5 +130,89 @@ Status LowerConvTranspose(Graph* g) {
   return Status::Ok();
 }
 
+// The float ConvTranspose the same way: a float 1x1 Conv to k*k*M channels
+// (the channels-last float kernels) and DepthToSpace(DCR), instead of the
+// reference GEMM and a col2im scatter. Each output still sums one input
+// pixel's C products (in the Conv's order: float results differ from the
+// col2im path by rounding only). After FuseActivations: a fused activation
+// applies per element, so it moves to the Conv before the DepthToSpace copy.
+Status LowerFloatConvTranspose(Graph* g) {
+  std::vector<Node> nodes;
+  nodes.reserve(g->nodes.size());
+  for (Node& n : g->nodes) {
+    auto keep = [&] { nodes.push_back(std::move(n)); };
+    if (n.op_type != "ConvTranspose" || !n.domain.empty() || n.inputs.size() < 2 ||
+        n.inputs.size() > 3 || n.outputs.size() != 1) {
+      keep();
+      continue;
+    }
+    const Value* x = g->Find(n.input(0));
+    const Value* w = g->Find(n.input(1));
+    const Value* y = g->Find(n.outputs[0]);
+    if (!x || !w || !y || !x->rank_known || x->shape.size() != 4 || x->dtype != DType::kFloat32 ||
+        !w->is_constant() || w->dtype != DType::kFloat32 || w->shape.size() != 4 ||
+        !ConvTransposeIsConv1x1(n.attrs, x->shape, w->shape)) {
+      keep();
+      continue;
+    }
+    const int64_t c = w->shape[0], m = w->shape[1], k = w->shape[2];
+    const int64_t out_c = k * k * m;
+    // The bias, one value per output channel, repeated for every (ky, kx).
+    std::string bias;
+    if (!n.input(2).empty()) {
+      const Value* b = g->Find(n.input(2));
+      if (!b || !b->is_constant() || b->dtype != DType::kFloat32 ||
+          b->data->size() != size_t(m) * 4) {
+        keep();
+        continue;
+      }
+      std::vector<uint8_t> bb;
+      for (int64_t t = 0; t < k * k; ++t) bb.insert(bb.end(), b->data->begin(), b->data->end());
+      bias = g->AddConstant(n.input(2) + "_tiled", DType::kFloat32, {out_c}, std::move(bb));
+    }
+    // W [C, M, k, k] -> [(ky, kx, m), C, 1, 1].
+    const uint8_t* src = w->data->data();
+    std::vector<uint8_t> wb(static_cast<size_t>(out_c * c) * 4);
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t mi = 0; mi < m; ++mi)
+        for (int64_t ky = 0; ky < k; ++ky)
+          for (int64_t kx = 0; kx < k; ++kx)
+            std::memcpy(&wb[size_t(((ky * k + kx) * m + mi) * c + ci) * 4],
+                        src + size_t(((ci * m + mi) * k + ky) * k + kx) * 4, 4);
+    const std::string w_name = g->AddConstant(n.input(1) + "_as_conv1x1", DType::kFloat32,
+                                              {out_c, c, 1, 1}, std::move(wb));
+    Value depth;
+    depth.name = g->UniqueName(n.outputs[0] + "_depth");
+    depth.dtype = DType::kFloat32;
+    if (x->shape[0] >= 0 && x->shape[2] >= 0 && x->shape[3] >= 0) {
+      depth.rank_known = true;
+      depth.shape = {x->shape[0], out_c, x->shape[2], x->shape[3]};
+    }
+    const std::string depth_name = depth.name;
+    g->values[depth_name] = std::move(depth);
+
+    Node conv;
+    conv.op_type = "Conv";
+    conv.name = n.name;
+    conv.inputs = {n.input(0), w_name};
+    if (!bias.empty()) conv.inputs.push_back(bias);
+    conv.outputs = {depth_name};
+    conv.attrs.SetInts("kernel_shape", {1, 1});
+    for (const Attr& a : n.attrs.all())
+      if (a.name.rfind("_act", 0) == 0) conv.attrs.Set(a);  // _activation, _act_alpha, ...
+    Node d2s;
+    d2s.op_type = "DepthToSpace";
+    d2s.name = g->UniqueName(n.name + "_depth_to_space");
+    d2s.inputs = {depth_name};
+    d2s.outputs = n.outputs;
+    d2s.attrs.SetInt("blocksize", k);
+    d2s.attrs.SetString("mode", "DCR");
+    nodes.push_back(std::move(conv));
+    nodes.push_back(std::move(d2s));
+  }
+  g->nodes = std::move(nodes);
+  return Status::Ok();
+}
+
 }  // namespace conv
 }  // namespace qfold

@@ -51,6 +51,9 @@ Status LowerConvTranspose(Graph* g);
 // Whether LowerConvTranspose turns a ConvTranspose with these attributes, x
 // shape and W shape [C, M, k, k] into a 1x1 convolution (kernel == stride).
 bool ConvTransposeIsConv1x1(const AttrMap& attrs, const Shape& x, const Shape& w);
+// The float ConvTranspose of the same shape -> Conv 1x1 + DepthToSpace(DCR),
+// its fused activation (FuseActivations) moved to the Conv.
+Status LowerFloatConvTranspose(Graph* g);
 // After FoldQdq: a Conv with 8-bit DequantizeLinear inputs whose output stays
 // float becomes QfConvDequant (integer kernels, float epilogue), with a
 // directly following BatchNormalization and activation folded in.

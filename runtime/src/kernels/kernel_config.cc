@@ -44,6 +44,8 @@ KernelConfig MakeKernelConfig(const CpuFeatures& f) {
   add("rowops_f32", v);
   c.fast_loops = HighestIsa(f) != Isa::kReference;
   add("portable_loops", c.fast_loops ? "on" : nullptr);
+  c.binary_f32 = BinaryF32For(f, &v);
+  add("binary_f32", v);
   return c;
 }
 

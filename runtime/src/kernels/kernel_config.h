@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/binary_f32.h"
 #include "kernels/conv_a16_nhwc.h"
 #include "kernels/conv_f32.h"
 #include "kernels/conv_f32_nhwc.h"
@@ -60,6 +61,8 @@ struct KernelConfig {
 
   // "gemm_f32=avx512f gemm_s8=avx512vnni ..." (every family, fixed order).
   std::string Describe() const;
+  // Float element-wise Add/Sub/Mul/Div/Max/Min runs (binary_f32.h).
+  const BinaryF32Kernels* binary_f32 = nullptr;
 };
 
 // The variant of every family that `features` allow.

@@ -141,6 +141,9 @@ const OpDef& OpDef_DepthToSpace() {
     // Channels-last when its input comes channels-last (DCR: row copies).
     d.layout = LayoutRole::kChannelsLast;
     d.layout_channels_last = [](const AttrMap& a) { return a.GetString("mode", "DCR") == "DCR"; };
+    // The row copies move bytes of any width: float ConvTransposes lowered to
+    // a channels-last 1x1 Conv and this need no Transposes between them.
+    d.layout_float = true;
     d.traits = kTraitMovesElements | kTraitSpatial;
     return d;
   }();
