@@ -186,6 +186,71 @@ int main(int argc, char** argv) {
 """
 
 
+PEAK_AMX_SOURCE = r"""
+// Single-thread peak of AMX-INT8 (tdpbusd: 16x16 int32 += 16x64 u8 . 64x16 s8 per tile op),
+// best of 30 short runs: 4 independent accumulator tiles, 2 A and 2 B tiles (all 8 tiles),
+// the operands loaded once. Linux grants the tile state only on request (arch_prctl).
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+struct TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+int main(int argc, char** argv) {
+  const long n = argc > 1 ? std::atol(argv[1]) : 1000000;
+  if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) != 0) {
+    std::fprintf(stderr, "the OS did not grant the AMX tile state\n");
+    return 1;
+  }
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  _tile_loadconfig(&cfg);
+  alignas(64) static uint8_t a[16 * 64], b[16 * 64];
+  alignas(64) static int32_t c[16 * 16];
+  for (int i = 0; i < 16 * 64; ++i) a[i] = uint8_t(i * 7 + argc), b[i] = uint8_t(i * 3);
+  double best = 1e30;
+  int64_t sink = 0;
+  for (int rep = 0; rep < 30; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, a, 64);
+    _tile_loadd(5, a, 64);
+    _tile_loadd(6, b, 64);
+    _tile_loadd(7, b, 64);
+    for (long i = 0; i < n; ++i) {
+      _tile_dpbusd(0, 4, 6);
+      _tile_dpbusd(1, 4, 7);
+      _tile_dpbusd(2, 5, 6);
+      _tile_dpbusd(3, 5, 7);
+    }
+    _tile_stored(0, c, 64);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                              .count());
+    for (int i = 0; i < 256; ++i) sink += c[i];
+  }
+  _tile_release();
+  // tdpbusd: 16 x 16 x 64 multiply-adds = 32768 ops.
+  std::printf("{\"int8_amx_gops\": %.1f, \"sink\": %lld}\n", 4.0 * double(n) * 32768 / best / 1e9,
+              (long long)sink);
+  return 0;
+}
+"""
+
 # Engines: each opens one model for T threads and runs it on fixed feeds. ---------------------
 # They run inside the child processes below; spec is a plain dict (picklable for spawn):
 # {"engine", "onnx", "qfm", "mnn", "feeds" (npz path), "threads", "qfold_module_dir", "qfold_cli"}
@@ -645,10 +710,10 @@ int main(int argc, char** argv) {
 
 
 def peak_int8_gops(pk):
-    """The measured int8 peak (VNNI, else the AVX2 exact path), or None."""
+    """The measured int8 peak (AMX, else VNNI, else the AVX2 exact path), or None."""
     if "error" in pk:
         return None
-    return pk.get("int8_vnni_gops") or pk.get("int8_avx2_gops")
+    return pk.get("int8_amx_gops") or pk.get("int8_vnni_gops") or pk.get("int8_avx2_gops")
 
 
 def run_peak(work):
@@ -669,7 +734,20 @@ def run_peak(work):
     rc, out, err = sh([exe, "1000000"], 120)
     if rc != 0:
         return {"error": "run failed: " + last_error_line(rc, out, err)}
-    return json.loads(out)
+    peak = json.loads(out)
+    if vnni and machine_info()["amx"]:
+        # qfold's channels-last int8 convolutions use AMX here: their share of peak is of this.
+        amx_src, amx_exe = os.path.join(work, "peak_amx.cc"), os.path.join(work, "peak_amx")
+        with open(amx_src, "w") as f:
+            f.write(PEAK_AMX_SOURCE)
+        rc, out, err = sh([cxx, "-O2", "-mamx-tile", "-mamx-int8", "-o", amx_exe, amx_src], 300)
+        if rc == 0:
+            rc, out, err = sh([amx_exe, "200000"], 120)
+        if rc == 0:
+            peak["int8_amx_gops"] = json.loads(out)["int8_amx_gops"]
+        else:
+            peak["amx_error"] = last_error_line(rc, out, err)
+    return peak
 
 
 def git_state():
@@ -1184,6 +1262,12 @@ def write_markdown(path, results, conv, meta, args):
         w(f"**Single-thread peak** (register-only microbenchmark, `g++ -O2 -mavx512f "
           f"-mavx512vnni -mfma`): int8 VNNI (vpdpbusd) {pk['int8_vnni_gops']:.0f} GOPS, fp32 FMA "
           f"(vfmadd231ps) {pk['fp32_fma_gflops']:.0f} GFLOPS.")
+        if "int8_amx_gops" in pk:
+            w(f"AMX-INT8 (`tdpbusd` on 4 accumulator tiles, `-mamx-tile -mamx-int8`): "
+              f"{pk['int8_amx_gops']:.0f} GOPS; qfold's channels-last int8 convolutions use AMX "
+              f"on this CPU, so their \"% of peak\" below is of the AMX peak.")
+        elif "amx_error" in pk:
+            w(f"AMX peak not measured ({pk['amx_error']}).")
     else:
         w(f"**Single-thread peak** (register-only microbenchmark, `g++ -O2 -mavx2 -mfma`; this "
           f"CPU has no AVX-512 VNNI): int8 through the exact AVX2 path (vpmaddwd + vpaddd) "
