@@ -3,21 +3,13 @@
 
 #include "kernels/rowops_f32.h"
 #include "kernels/rowops_f32_impl.h"
+#include "kernels/vec_f32_avx2.h"
 
 namespace qfold {
 namespace kernels {
 namespace {
 
-struct V8 {
-  using F = __m256;
-  static constexpr int kLanes = 8;
-  static F Load(const float* p) { return _mm256_loadu_ps(p); }
-  static void Store(float* p, F v) { _mm256_storeu_ps(p, v); }
-  static F Set(float v) { return _mm256_set1_ps(v); }
-  static F Add(F a, F b) { return _mm256_add_ps(a, b); }
-  static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
-  static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
-  static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+struct V8 : F32x8 {
   static float HorizontalSum(F v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -4,28 +4,14 @@
 
 #include "kernels/rowops_f32.h"
 #include "kernels/rowops_f32_impl.h"
+#include "kernels/vec_f32_avx512f.h"
 
-// GCC 12 flags the _mm512_undefined_* operand inside its own
-// _mm512_extractf64x4_pd as uninitialized (a false positive).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 namespace qfold {
 namespace kernels {
 namespace {
 
-struct V16 {
-  using F = __m512;
-  static constexpr int kLanes = 16;
-  static F Load(const float* p) { return _mm512_loadu_ps(p); }
-  static void Store(float* p, F v) { _mm512_storeu_ps(p, v); }
-  static F Set(float v) { return _mm512_set1_ps(v); }
-  static F Add(F a, F b) { return _mm512_add_ps(a, b); }
-  static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
-  static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
-  static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+struct V16 : F32x16 {
   // A tree: halves, then the AVX2 variant's tree over 8 lanes.
   static float HorizontalSum(F v) {
     const __m256 lo = _mm512_castps512_ps256(v);

@@ -6,33 +6,14 @@
 
 #include "kernels/vmath.h"
 #include "kernels/vmath_impl.h"
+#include "kernels/vec_f32_avx512f.h"
 
-// GCC 12 flags the _mm512_undefined_* operands inside its own intrinsics as
-// maybe-uninitialized (a false positive).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 namespace qfold {
 namespace kernels {
 namespace {
 
-struct V16 {
-  using F = __m512;
-  using M = __mmask16;
-  static constexpr int kLanes = 16;
-  static F Load(const float* p) { return _mm512_loadu_ps(p); }
-  static void Store(float* p, F v) { _mm512_storeu_ps(p, v); }
-  static F Set(float v) { return _mm512_set1_ps(v); }
-  static F Add(F a, F b) { return _mm512_add_ps(a, b); }
-  static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
-  static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
-  static F Div(F a, F b) { return _mm512_div_ps(a, b); }
-  static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
-  // NaN in a gives b, as vminps/vmaxps on ymm: callers restore NaN at the end.
-  static F Min(F a, F b) { return _mm512_min_ps(a, b); }
-  static F Max(F a, F b) { return _mm512_max_ps(a, b); }
+struct V16 : F32x16 {
   static F Abs(F a) {
     return _mm512_castsi512_ps(
         _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff)));
@@ -44,9 +25,6 @@ struct V16 {
     const __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
     return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
   }
-  static M Less(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
-  static M Equal(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
-  static M IsNan(F a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
   static F Exponent(F a) {
     const __m512i bits = _mm512_srli_epi32(_mm512_castps_si512(a), 23);
     return _mm512_cvtepi32_ps(_mm512_sub_epi32(bits, _mm512_set1_epi32(127)));
@@ -56,7 +34,6 @@ struct V16 {
     return _mm512_castsi512_ps(_mm512_or_si512(bits, _mm512_set1_epi32(0x3f800000)));
   }
   static bool All(M mask) { return mask == M(0xffff); }
-  static F Select(M mask, F a, F b) { return _mm512_mask_blend_ps(mask, b, a); }
   static F CopySign(F mag, F sgn) {
     const __m512i sign = _mm512_set1_epi32(int32_t(0x80000000u));
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(sign, _mm512_castps_si512(mag)),
