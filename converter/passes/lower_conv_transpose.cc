@@ -20,20 +20,64 @@ bool AllEqual(const std::vector<int64_t>& v, int64_t x) {
   return true;
 }
 
-// `v` repeated `times` times (per-channel parameters for k*k*M channels), or
-// its name unchanged when it holds a single value (per-tensor) or is absent.
-std::string TiledPerChannel(Graph* g, const std::string& name, int64_t m, int64_t times) {
+// `v` repeated `times` times (per-channel values for k*k*M channels); its
+// name unchanged when absent, or when it holds a single value that means the
+// same for every channel (`single_is_per_tensor`: scales, zero points; a bias
+// always needs one value per channel, also for M = 1); "" when it cannot be.
+std::string TiledPerChannel(Graph* g, const std::string& name, int64_t m, int64_t times,
+                            bool single_is_per_tensor) {
   if (name.empty()) return name;
   const Value* v = g->Find(name);
   if (!v || !v->is_constant()) return "";
   int64_t n = 1;
   for (int64_t d : v->shape) n *= d;
-  if (n == 1) return name;
+  if (n == 1 && single_is_per_tensor) return name;
   if (n != m || v->shape.size() != 1) return "";
   std::vector<uint8_t> bytes;
   for (int64_t t = 0; t < times; ++t) bytes.insert(bytes.end(), v->data->begin(), v->data->end());
   const DType dtype = v->dtype;
   return g->AddConstant(name + "_tiled", dtype, {m * times}, std::move(bytes));
+}
+
+// W [C, M, k, k] -> [(ky, kx, m), C, 1, 1], elements of `esize` bytes.
+std::vector<uint8_t> WeightsAsConv1x1(const uint8_t* src, int64_t c, int64_t m, int64_t k,
+                                      size_t esize) {
+  std::vector<uint8_t> wb(static_cast<size_t>(k * k * m * c) * esize);
+  for (int64_t ci = 0; ci < c; ++ci)
+    for (int64_t mi = 0; mi < m; ++mi)
+      for (int64_t ky = 0; ky < k; ++ky)
+        for (int64_t kx = 0; kx < k; ++kx)
+          std::memcpy(&wb[size_t(((ky * k + kx) * m + mi) * c + ci) * esize],
+                      src + size_t(((ci * m + mi) * k + ky) * k + kx) * esize, esize);
+  return wb;
+}
+
+// Declares the 1x1 convolution's output [N, k*k*M, H, W] (like y: dtype and
+// quantization) and returns its name.
+std::string AddDepthValue(Graph* g, const Value& x, const Value& y, int64_t out_c) {
+  Value depth;
+  depth.name = g->UniqueName(y.name + "_depth");
+  depth.dtype = y.dtype;
+  depth.quant = y.quant;
+  if (x.shape[0] >= 0 && x.shape[2] >= 0 && x.shape[3] >= 0) {
+    depth.rank_known = true;
+    depth.shape = {x.shape[0], out_c, x.shape[2], x.shape[3]};
+  }
+  const std::string name = depth.name;
+  g->values[name] = std::move(depth);
+  return name;
+}
+
+// DepthToSpace(DCR) from the 1x1 convolution's output to ConvTranspose n's.
+Node DepthToSpaceNode(Graph* g, const Node& n, const std::string& depth_name, int64_t k) {
+  Node d2s;
+  d2s.op_type = "DepthToSpace";
+  d2s.name = g->UniqueName(n.name + "_depth_to_space");
+  d2s.inputs = {depth_name};
+  d2s.outputs = n.outputs;
+  d2s.attrs.SetInt("blocksize", k);
+  d2s.attrs.SetString("mode", "DCR");
+  return d2s;
 }
 
 }  // namespace
@@ -76,35 +120,19 @@ Status LowerConvTranspose(Graph* g) {
       keep();
       continue;
     }
-    // W [C, M, k, k] -> [(ky, kx, m), C, 1, 1].
     const int64_t out_c = k * k * m;
-    const uint8_t* src = w->data->data();
-    std::vector<uint8_t> wb(size_t(out_c * c));
-    for (int64_t ci = 0; ci < c; ++ci)
-      for (int64_t mi = 0; mi < m; ++mi)
-        for (int64_t ky = 0; ky < k; ++ky)
-          for (int64_t kx = 0; kx < k; ++kx)
-            wb[size_t(((ky * k + kx) * m + mi) * c + ci)] = src[((ci * m + mi) * k + ky) * k + kx];
-    const std::string w_scale = TiledPerChannel(g, n.input(4), m, k * k);
-    const std::string w_zp = TiledPerChannel(g, n.input(5), m, k * k);
-    const std::string bias = TiledPerChannel(g, n.input(8), m, k * k);
+    const std::string w_scale = TiledPerChannel(g, n.input(4), m, k * k, true);
+    const std::string w_zp = TiledPerChannel(g, n.input(5), m, k * k, true);
+    const std::string bias = TiledPerChannel(g, n.input(8), m, k * k, false);
     if ((!n.input(4).empty() && w_scale.empty()) || (!n.input(5).empty() && w_zp.empty()) ||
         (!n.input(8).empty() && bias.empty())) {
       keep();
       continue;
     }
     const std::string w_name =
-        g->AddConstant(n.input(3) + "_as_conv1x1", w->dtype, {out_c, c, 1, 1}, std::move(wb));
-    Value depth;
-    depth.name = g->UniqueName(n.outputs[0] + "_depth");
-    depth.dtype = y->dtype;
-    depth.quant = y->quant;
-    if (x->shape[0] >= 0 && x->shape[2] >= 0 && x->shape[3] >= 0) {
-      depth.rank_known = true;
-      depth.shape = {x->shape[0], out_c, x->shape[2], x->shape[3]};
-    }
-    const std::string depth_name = depth.name;
-    g->values[depth_name] = std::move(depth);
+        g->AddConstant(n.input(3) + "_as_conv1x1", w->dtype, {out_c, c, 1, 1},
+                       WeightsAsConv1x1(w->data->data(), c, m, k, 1));
+    const std::string depth_name = AddDepthValue(g, *x, *y, out_c);
 
     Node conv;
     conv.op_type = "QLinearConv";
@@ -116,13 +144,7 @@ Status LowerConvTranspose(Graph* g) {
     conv.attrs.SetInts("kernel_shape", {1, 1});
     for (const char* clamp : {"_qmin", "_qmax"})
       if (n.attrs.Has(clamp)) conv.attrs.SetInt(clamp, n.attrs.GetInt(clamp, 0));
-    Node d2s;
-    d2s.op_type = "DepthToSpace";
-    d2s.name = g->UniqueName(n.name + "_depth_to_space");
-    d2s.inputs = {depth_name};
-    d2s.outputs = n.outputs;
-    d2s.attrs.SetInt("blocksize", k);
-    d2s.attrs.SetString("mode", "DCR");
+    Node d2s = DepthToSpaceNode(g, n, depth_name, k);
     nodes.push_back(std::move(conv));
     nodes.push_back(std::move(d2s));
   }
@@ -158,38 +180,20 @@ Status LowerFloatConvTranspose(Graph* g) {
     const int64_t c = w->shape[0], m = w->shape[1], k = w->shape[2];
     const int64_t out_c = k * k * m;
     // The bias, one value per output channel, repeated for every (ky, kx).
-    std::string bias;
-    if (!n.input(2).empty()) {
-      const Value* b = g->Find(n.input(2));
-      if (!b || !b->is_constant() || b->dtype != DType::kFloat32 ||
-          b->data->size() != size_t(m) * 4) {
-        keep();
-        continue;
-      }
-      std::vector<uint8_t> bb;
-      for (int64_t t = 0; t < k * k; ++t) bb.insert(bb.end(), b->data->begin(), b->data->end());
-      bias = g->AddConstant(n.input(2) + "_tiled", DType::kFloat32, {out_c}, std::move(bb));
+    const Value* b = n.input(2).empty() ? nullptr : g->Find(n.input(2));
+    if (b && b->dtype != DType::kFloat32) {
+      keep();
+      continue;
     }
-    // W [C, M, k, k] -> [(ky, kx, m), C, 1, 1].
-    const uint8_t* src = w->data->data();
-    std::vector<uint8_t> wb(static_cast<size_t>(out_c * c) * 4);
-    for (int64_t ci = 0; ci < c; ++ci)
-      for (int64_t mi = 0; mi < m; ++mi)
-        for (int64_t ky = 0; ky < k; ++ky)
-          for (int64_t kx = 0; kx < k; ++kx)
-            std::memcpy(&wb[size_t(((ky * k + kx) * m + mi) * c + ci) * 4],
-                        src + size_t(((ci * m + mi) * k + ky) * k + kx) * 4, 4);
-    const std::string w_name = g->AddConstant(n.input(1) + "_as_conv1x1", DType::kFloat32,
-                                              {out_c, c, 1, 1}, std::move(wb));
-    Value depth;
-    depth.name = g->UniqueName(n.outputs[0] + "_depth");
-    depth.dtype = DType::kFloat32;
-    if (x->shape[0] >= 0 && x->shape[2] >= 0 && x->shape[3] >= 0) {
-      depth.rank_known = true;
-      depth.shape = {x->shape[0], out_c, x->shape[2], x->shape[3]};
+    const std::string bias = TiledPerChannel(g, n.input(2), m, k * k, false);
+    if (!n.input(2).empty() && bias.empty()) {
+      keep();
+      continue;
     }
-    const std::string depth_name = depth.name;
-    g->values[depth_name] = std::move(depth);
+    const std::string w_name =
+        g->AddConstant(n.input(1) + "_as_conv1x1", DType::kFloat32, {out_c, c, 1, 1},
+                       WeightsAsConv1x1(w->data->data(), c, m, k, 4));
+    const std::string depth_name = AddDepthValue(g, *x, *y, out_c);
 
     Node conv;
     conv.op_type = "Conv";
@@ -200,13 +204,7 @@ Status LowerFloatConvTranspose(Graph* g) {
     conv.attrs.SetInts("kernel_shape", {1, 1});
     for (const Attr& a : n.attrs.all())
       if (a.name.rfind("_act", 0) == 0) conv.attrs.Set(a);  // _activation, _act_alpha, ...
-    Node d2s;
-    d2s.op_type = "DepthToSpace";
-    d2s.name = g->UniqueName(n.name + "_depth_to_space");
-    d2s.inputs = {depth_name};
-    d2s.outputs = n.outputs;
-    d2s.attrs.SetInt("blocksize", k);
-    d2s.attrs.SetString("mode", "DCR");
+    Node d2s = DepthToSpaceNode(g, n, depth_name, k);
     nodes.push_back(std::move(conv));
     nodes.push_back(std::move(d2s));
   }

@@ -77,6 +77,10 @@ struct Case {
   bool per_channel = true;
   bool relu = false;
   uint32_t seed = 1;
+  int64_t m = 6;
+  // Kernel 2 = stride 2, no padding: lowered to QLinearConv 1x1 + DepthToSpace
+  // (converter/passes/lower_conv_transpose.cc) instead of QfQLinearConvTranspose.
+  bool kernel_is_stride = false;
 };
 
 void RunCase(const Case& cc) {
@@ -85,6 +89,8 @@ void RunCase(const Case& cc) {
   CAPTURE(cc.group);
   CAPTURE(cc.per_channel);
   CAPTURE(cc.relu);
+  CAPTURE(cc.m);
+  CAPTURE(cc.kernel_is_stride);
   std::mt19937 rng(cc.seed);
   auto uni = [&](double lo, double hi) {
     return std::uniform_real_distribution<double>(lo, hi)(rng);
@@ -92,9 +98,11 @@ void RunCase(const Case& cc) {
   auto uint = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
 
   // x [1, 4, 5, 6], w [C=4, M/group, 3, 3], stride 2, pads 1, output_padding 1:
-  // out = 2 * (in - 1) + 1 + 3 - 2.
-  const int64_t n = 1, c = 4, h = 5, wd = 6, m = 6, mg = m / cc.group;
-  const int64_t oh = 2 * (h - 1) + 1 + 3 - 2, ow = 2 * (wd - 1) + 1 + 3 - 2;
+  // out = 2 * (in - 1) + 1 + 3 - 2; with kernel_is_stride, w [4, M, 2, 2]: out = 2 * in.
+  const int64_t n = 1, c = 4, h = 5, wd = 6, m = cc.m, mg = m / cc.group;
+  const int64_t kk = cc.kernel_is_stride ? 2 : 3;
+  const int64_t oh = cc.kernel_is_stride ? 2 * h : 2 * (h - 1) + 1 + 3 - 2;
+  const int64_t ow = cc.kernel_is_stride ? 2 * wd : 2 * (wd - 1) + 1 + 3 - 2;
   const QP xq = cc.xt == kU8 ? QP{2.f / 255.f, 128, kU8} : QP{2.f / 255.f, -3, kI8};
   const QP yq = cc.xt == kU8 ? QP{0.02f, 100, kU8} : QP{0.02f, -10, kI8};
   const size_t nsc = cc.per_channel ? size_t(m) : 1;
@@ -104,7 +112,7 @@ void RunCase(const Case& cc) {
     ws[i] = float(uni(0.008, 0.016));
     wzp[i] = cc.wt == kI8 ? uint(-5, 5) : uint(120, 136);  // asymmetric weights
   }
-  std::vector<int32_t> wc(size_t(c * mg * 9));
+  std::vector<int32_t> wc(size_t(c * mg * kk * kk));
   for (int32_t& v : wc) v = cc.wt == kI8 ? uint(-127, 127) : uint(0, 255);
   // quantize_static's bias: int32 codes with scale x_scale * w_scale (float32 product).
   std::vector<float> bs(static_cast<size_t>(m));
@@ -119,7 +127,7 @@ void RunCase(const Case& cc) {
   b.Input("x", kF32, {n, c, h, wd});
   b.Output("y", kF32, {n, m, oh, ow});
   const std::string x_dq = QDQ(&b, "x", "xin", xq, "x_dq");
-  InitInts(&b, "w", cc.wt, {c, mg, 3, 3}, wc);
+  InitInts(&b, "w", cc.wt, {c, mg, kk, kk}, wc);
   AddParams(&b, "w", ws, wzp, cc.wt);
   const std::string w_dq = DQNode(&b, "w", "w", "w_dq", 1, cc.per_channel);
   InitInts(&b, "bias", kI32, {m}, bc);
@@ -127,9 +135,11 @@ void RunCase(const Case& cc) {
   const std::string b_dq = DQNode(&b, "bias", "bias", "bias_dq", 0, true);
   auto* ct = b.Node("ConvTranspose", {x_dq, w_dq, b_dq}, {"ct_out"}, "convt0");
   OnnxBuilder::AttrInts(ct, "strides", {2, 2});
-  OnnxBuilder::AttrInts(ct, "pads", {1, 1, 1, 1});
-  OnnxBuilder::AttrInts(ct, "output_padding", {1, 1});
-  OnnxBuilder::AttrInts(ct, "kernel_shape", {3, 3});
+  if (!cc.kernel_is_stride) {
+    OnnxBuilder::AttrInts(ct, "pads", {1, 1, 1, 1});
+    OnnxBuilder::AttrInts(ct, "output_padding", {1, 1});
+  }
+  OnnxBuilder::AttrInts(ct, "kernel_shape", {kk, kk});
   if (cc.group != 1) OnnxBuilder::AttrInt(ct, "group", cc.group);
   std::string pre_q = "ct_out";
   if (cc.relu) {
@@ -158,16 +168,18 @@ void RunCase(const Case& cc) {
   const std::vector<float> folded = run(true, &fg);
   const std::vector<float> literal = run(false, &lg);
 
-  CHECK(CountOps(fg, "QfQLinearConvTranspose") == 1);
+  const char* folded_op = cc.kernel_is_stride ? "QLinearConv" : "QfQLinearConvTranspose";
+  CHECK(CountOps(fg, folded_op) == 1);
+  CHECK(CountOps(fg, "DepthToSpace") == (cc.kernel_is_stride ? 1 : 0));
   CHECK(CountOps(fg, "ConvTranspose") == 0);
   CHECK(CountOps(fg, "Relu") == 0);
   CHECK(CountOps(fg, "QuantizeLinear") == 1);
   CHECK(CountOps(fg, "DequantizeLinear") == 1);
   CHECK(CountOps(lg, "QfQLinearConvTranspose") == 0);
   for (const Node& node : fg.nodes) {
-    if (node.op_type != "QfQLinearConvTranspose") continue;
+    if (node.op_type != folded_op) continue;
     CHECK(node.inputs.size() == 9u);  // with the int32 bias
-    CHECK(node.attrs.GetInt("group", 1) == cc.group);
+    if (!cc.kernel_is_stride) CHECK(node.attrs.GetInt("group", 1) == cc.group);
     if (cc.relu) {
       CHECK(node.attrs.GetInt("_qmin", -999) == yq.zp);
     } else {
@@ -200,6 +212,21 @@ TEST_CASE("qdq: ConvTranspose stride 2 with bias -> one QfQLinearConvTranspose")
       Case cc;
       cc.xt = xt;
       cc.wt = wt;
+      cc.seed = seed++;
+      RunCase(cc);
+    }
+}
+
+TEST_CASE("qdq: ConvTranspose with kernel = stride -> QLinearConv 1x1 + DepthToSpace") {
+  // M = 1 with a bias (a segmentation head's last layer): the bias is still
+  // repeated for each of the k*k channels (it once stayed 1 value: refused).
+  uint32_t seed = 120;
+  for (int64_t m : {6, 1})
+    for (bool per_channel : {true, false}) {
+      Case cc;
+      cc.m = m;
+      cc.per_channel = per_channel;
+      cc.kernel_is_stride = true;
       cc.seed = seed++;
       RunCase(cc);
     }
