@@ -138,6 +138,18 @@ Status InferSameTypeBinary(KernelContext& ctx) {
 // scale over [N,C,H,W] (runs of H*W) or a [C] bias over [N,C] (runs of C).
 struct RunPlan {
   std::vector<int64_t> dims, sa, sb;  // innermost first; dims[0] is the run
+
+  // Moves the odometer pos (over dims[1..]) and the input offsets to the next run.
+  void Next(std::vector<int64_t>* pos, int64_t* oa, int64_t* ob) const {
+    for (size_t d = 1; d < dims.size(); ++d) {
+      *oa += sa[d];
+      *ob += sb[d];
+      if (++(*pos)[d] < dims[d]) break;
+      *oa -= sa[d] * dims[d];
+      *ob -= sb[d] * dims[d];
+      (*pos)[d] = 0;
+    }
+  }
 };
 
 RunPlan PlanRuns(const Tensor& a, const Tensor& b, const Tensor& y) {
@@ -198,15 +210,7 @@ void ArithRuns(const Tensor& a, const Tensor& b, Tensor& y) {
       const T u = ra[0];
       for (int64_t i = 0; i < run; ++i) ry[i] = Fn::template Apply<T>(u, rb[i]);
     }
-    // Next run: the odometer over the outer dims.
-    for (size_t d = 1; d < dims.size(); ++d) {
-      oa += sa[d];
-      ob += sb[d];
-      if (++pos[d] < dims[d]) break;
-      oa -= sa[d] * dims[d];
-      ob -= sb[d] * dims[d];
-      pos[d] = 0;
-    }
+    plan.Next(&pos, &oa, &ob);
   }
 }
 
@@ -260,14 +264,7 @@ bool ArithRunsF32(KernelContext& ctx, int op, const Tensor& a, const Tensor& b, 
       offsets(p0, &pos, &oa, &ob);
       for (int64_t r = p0; r < p1; ++r) {
         fn(pa + oa, pb + ob, py + r * run, run);
-        for (size_t d = 1; d < dims.size(); ++d) {
-          oa += sa[d];
-          ob += sb[d];
-          if (++pos[d] < dims[d]) break;
-          oa -= sa[d] * dims[d];
-          ob -= sb[d] * dims[d];
-          pos[d] = 0;
-        }
+        plan.Next(&pos, &oa, &ob);
       }
       return;
     }
