@@ -155,6 +155,14 @@ Status Model::Impl::Parse() {
         return Bad(source, TensorLabel(fb, int(i)) + ": constant data at file offset " +
                                std::to_string(offset) + " is not " + std::to_string(kAlign) +
                                "-byte aligned");
+      // A bool byte other than 0/1 is undefined behaviour wherever a kernel
+      // reads it as bool; the converter never writes one.
+      if (e.info.dtype == DType::kBool)
+        for (size_t k = 0; k < want; ++k)
+          if (b->data()->data()[k] > 1)
+            return Bad(source, TensorLabel(fb, int(i)) + ": bool constant element " +
+                                   std::to_string(k) + " is " +
+                                   std::to_string(int(b->data()->data()[k])) + ", not 0 or 1");
       if (want == 0) e.const_data = base;  // any non-null pointer marks "known, empty"
       producer[i] = -1;
     }

@@ -500,6 +500,12 @@ Status Session::SetInput(const std::string& name, DType dtype, const Shape& shap
                   "input '" + name + "' of shape " + ShapeToString(shape) + " needs " +
                       std::to_string(t.bytes()) + " bytes, given " + std::to_string(bytes));
   if (bytes) std::memcpy(t.data, data, bytes);
+  if (dtype == DType::kBool) {
+    // Any non-zero byte means true (C callers may pass uint8 masks); kernels
+    // read bool storage as bool, where only 0 and 1 are valid values.
+    uint8_t* p = static_cast<uint8_t*>(t.data);
+    for (size_t k = 0; k < bytes; ++k) p[k] = p[k] != 0;
+  }
   return Status::Ok();
 }
 

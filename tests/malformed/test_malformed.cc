@@ -393,6 +393,45 @@ TEST_CASE("qfm: int4 constants of odd length need exactly ceil(n/2) bytes") {
   }
 }
 
+TEST_CASE("qfm: a bool constant byte other than 0/1 is refused; bool inputs are normalized") {
+  // Fuzzer finding (fuzz_capi): Cast read a bool constant holding 37, which is
+  // undefined behaviour for a C++ bool.
+  for (bool constant : {true, false}) {
+    CAPTURE(constant);
+    QModel m;
+    int b = constant ? m.Constant("mask", {3}, {0, 1, 37}, fb::DType::BOOL)
+                     : m.Tensor("mask", {3}, fb::DType::BOOL);
+    int y = m.Tensor("y", {3});
+    m.Op("Cast", "to_float", {b}, {y}).int_attrs = {{"to", 1}};
+    if (!constant) m.inputs = {b};
+    m.outputs = {y};
+    std::vector<uint8_t> bytes = m.Bytes();
+    std::shared_ptr<Model> model;
+    Status st = Model::LoadMemory(bytes.data(), bytes.size(), &model);
+    if (constant) {
+      CHECK(st.code() == StatusCode::kInvalidModel);
+      CHECK(Contains(st.message(), "tensor 'mask'"));
+      CHECK(Contains(st.message(), "is 37, not 0 or 1"));
+      continue;
+    }
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::unique_ptr<Session> s;
+    REQUIRE(Session::Create(model, SessionOptions(), &s).ok());
+    const uint8_t fed[3] = {0, 37, 255};  // a C caller's uint8 mask
+    REQUIRE(s->SetInput("mask", DType::kBool, {3}, fed, 3).ok());
+    REQUIRE(s->Run().ok());
+    DType dt;
+    Shape shape;
+    const void* data = nullptr;
+    REQUIRE(s->GetOutput("y", &dt, &shape, &data).ok());
+    REQUIRE(shape == Shape{3});
+    const float* out = static_cast<const float*>(data);
+    CHECK(out[0] == 0.0f);
+    CHECK(out[1] == 1.0f);
+    CHECK(out[2] == 1.0f);
+  }
+}
+
 // ---- .onnx files ------------------------------------------------------------------------------
 
 // A fresh graph each time: LoadAndOptimize adds to the one it is given.

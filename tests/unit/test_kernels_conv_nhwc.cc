@@ -540,6 +540,25 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
     a.sh = a.sw = 2, a.ih = 9, a.iw = 6;
     run(a);
   }
+  // Row taps copied into im2col rows (AMX: k blocks of 64 bytes): a stem
+  // over several chunks of 16 tiles and both threads, int8 activations with
+  // weight zero points, a kernel row wider than one 32-byte copy (7 x 7
+  // channels), and 3 x 5 channels.
+  {
+    ConvCase stem;
+    stem.c = 3, stem.m = 64, stem.kh = stem.kw = 7, stem.sh = stem.sw = 2;
+    stem.pt = stem.pl = stem.pb = stem.pr = 3, stem.ih = 66, stem.iw = 62;
+    stem.x_zp = 9, stem.y_zp = 100;
+    run(stem);
+    stem.xt = DType::kInt8, stem.x_zp = -5, stem.wzp_nonzero = true, stem.m = 40, stem.n = 2;
+    run(stem);
+    ConvCase wide;
+    wide.c = 7, wide.m = 20, wide.kh = wide.kw = 7, wide.pt = wide.pl = 3, wide.pb = 2;
+    wide.pr = 1, wide.ih = 19, wide.iw = 23, wide.x_zp = 200;
+    run(wide);
+    wide.c = 5, wide.kh = wide.kw = 3, wide.sh = 2, wide.pt = wide.pl = wide.pb = wide.pr = 1;
+    run(wide);
+  }
   ConvCase grouped;
   grouped.c = 96, grouped.m = 64, grouped.group = 2, grouped.kh = grouped.kw = 1;
   grouped.ih = 6, grouped.iw = 12, grouped.wzp_nonzero = true;
@@ -574,11 +593,12 @@ TEST_CASE("kernels: nhwc conv benchmark" * doctest::skip()) {
     int64_t c, m, hw, k, s;
   };
   const Shape2 shapes[] = {
-      {"1x1 64->64 56x56", 64, 64, 56, 1, 1},         {"1x1 256->256 56x56", 256, 256, 56, 1, 1},
-      {"1x1 1024->1024 14x14", 1024, 1024, 14, 1, 1}, {"3x3 64->64 56x56", 64, 64, 56, 3, 1},
-      {"3x3 128->128 28x28", 128, 128, 28, 3, 1},     {"3x3 256->256 14x14", 256, 256, 14, 3, 1},
-      {"3x3 s2 128->128 56x56", 128, 128, 56, 3, 2},  {"3x3 s2 3->32 224x224", 3, 32, 224, 3, 2},
-      {"7x7 s2 3->64 224x224", 3, 64, 224, 7, 2},
+      {"1x1 64->64 56x56", 64, 64, 56, 1, 1},     {"1x1 256->256 56x56", 256, 256, 56, 1, 1},
+      {"1x1 64->256 56x56", 64, 256, 56, 1, 1},   {"1x1 512->2048 7x7", 512, 2048, 7, 1, 1},
+      {"3x3 512->512 7x7", 512, 512, 7, 3, 1},    {"1x1 1024->1024 14x14", 1024, 1024, 14, 1, 1},
+      {"3x3 64->64 56x56", 64, 64, 56, 3, 1},     {"3x3 128->128 28x28", 128, 128, 28, 3, 1},
+      {"3x3 256->256 14x14", 256, 256, 14, 3, 1}, {"3x3 s2 128->128 56x56", 128, 128, 56, 3, 2},
+      {"3x3 s2 3->32 224x224", 3, 32, 224, 3, 2}, {"7x7 s2 3->64 224x224", 3, 64, 224, 7, 2},
   };
   std::mt19937 rng(1);
   for (const Shape2& sh : shapes) {

@@ -89,6 +89,13 @@ struct NhwcState {
   // row of a few-channel input, contiguous in a padded copy; taps = kh).
   int64_t tap_c = 0, ind_taps = 1;  // ind_taps: pointers per output pixel
   bool row_taps = false;
+  // Row taps for a kernel that pads each tap's k to a whole block (AMX: 64
+  // bytes): each thread copies its chunk's kh row taps of a pixel into one
+  // row of cols_k bytes (k = ky * tap_c + kx * cg + channel, zero weights
+  // past kh * tap_c), and the microkernel runs them as a 1x1 convolution.
+  // A 7x7 RGB stem then multiplies 192 bytes per pixel instead of 7 * 64.
+  bool im2col = false;
+  int64_t cols_k = 0;                   // bytes of k per im2col row (a multiple of 64)
   int64_t panels = 0, panel_bytes = 0;  // igemm: panels per group, bytes per panel
   int64_t group_bytes = 0;              // gemm: packed bytes per group
   std::vector<uint8_t> packed_w;
@@ -116,9 +123,10 @@ struct NhwcState {
   // widened copy of all of x going through memory), with its own pointers.
   uint16_t* chunk_wide = nullptr;
   const uint8_t** chunk_ind = nullptr;
-  int32_t* xsum = nullptr;      // igemm with wzp: [group][rows]
-  uint8_t* scratch = nullptr;   // gemm: per thread im2col + packed rows
-  int32_t* row_sums = nullptr;  // gemm: per thread
+  uint8_t* chunk_cols = nullptr;  // im2col: each thread's chunk of rows
+  int32_t* xsum = nullptr;        // igemm with wzp: [group][rows]
+  uint8_t* scratch = nullptr;     // gemm: per thread im2col + packed rows
+  int32_t* row_sums = nullptr;    // gemm: per thread
 };
 
 constexpr int64_t kWideSlack = 32;
@@ -300,10 +308,12 @@ struct NhwcPlan {
   // igemm
   int64_t tiles = 0, rows_pad = 0, chunk_tiles = 0, chunk_rows = 0, chunk_elems = 0;
   bool chunk_widen = false;
+  int64_t cols_stride = 0, cols_elems = 0;  // im2col: bytes per row, per thread
   // gemm: rows per block, im2col bytes per block, bytes per thread
   int64_t block = 0, tile_bytes = 0, slice = 0;
   ScratchLayout layout;
   size_t copy = kNoPart, chunk_wide = kNoPart, chunk_ind = kNoPart, xsum = kNoPart;
+  size_t chunk_cols = kNoPart;
   size_t gemm = kNoPart, row_sums = kNoPart;
   size_t kept = 0;  // the indirection buffer and padding rows the state keeps
 };
@@ -326,7 +336,8 @@ void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPla
     p->chunk_widen = ab == 2 && g.direct && !s.row_taps && !p->any_wzp;
     // Chunks of pixel tiles whose activations stay in cache while every
     // panel of every group passes over them (at least the kernel's minimum).
-    const int64_t row_bytes = std::max<int64_t>(1, s.ind_taps * s.kc4 * 4 * ab);
+    const int64_t row_bytes =
+        s.im2col ? s.cols_k : std::max<int64_t>(1, s.ind_taps * s.kc4 * 4 * ab);
     p->chunk_tiles = std::min<int64_t>(
         p->tiles, std::max<int64_t>({1, s.ik->min_chunk_tiles, 32 * 1024 / (mr * row_bytes)}));
     p->chunk_rows = p->chunk_tiles * mr;
@@ -335,6 +346,14 @@ void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPla
       p->chunk_wide = p->layout.Add(size_t(p->chunk_elems * p->threads) * sizeof(uint16_t));
       p->chunk_ind = p->layout.Add(size_t(p->chunk_rows * p->threads) * ptr);
     } else {
+      if (s.im2col) {
+        // The copies move whole 32-byte pieces: a row's last one may spill
+        // up to 31 bytes into the next row (written after it) or the slack.
+        p->cols_stride = s.cols_k;
+        p->cols_elems = p->chunk_rows * p->cols_stride + 64;
+        p->chunk_cols = p->layout.Add(size_t(p->cols_elems * p->threads));
+        p->chunk_ind = p->layout.Add(size_t(p->chunk_rows * p->threads) * ptr);
+      }
       const int64_t copy = CopyElements(s, c, g, ab);
       if (copy) p->copy = p->layout.Add(size_t(copy * ab));
       p->kept = size_t(p->tiles * s.ind_taps * mr) * ptr;
@@ -401,7 +420,7 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
   ThreadPool* const pool = p.pool;
   const int64_t chunk_rows = p.chunk_rows, chunk_elems = p.chunk_elems;
   std::vector<int64_t> widened;  // per slot: the chunk its slice holds, -1 none
-  if (chunk_widen) widened.assign(size_t(p.threads), -1);
+  if (chunk_widen || s.im2col) widened.assign(size_t(p.threads), -1);
   // Widens chunk `chunk` into slot `slot`'s slice; its pointers, the last
   // tile's padding rows repeating the chunk's last row.
   auto widen_chunk = [&](int slot, int64_t chunk) {
@@ -414,9 +433,27 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
       ind[r] = reinterpret_cast<const uint8_t*>(dst + std::min(r, rows - 1) * g.c);
     widened[size_t(slot)] = chunk;
   };
+  // Copies chunk `chunk`'s row taps into slot `slot`'s im2col rows (from the
+  // row-tap pointers, padding rows and columns already x_zp), 32 bytes at a
+  // time; the pointers, the last tile's padding rows repeating the last row.
+  auto im2col_chunk = [&](int slot, int64_t chunk) {
+    uint8_t* dst = s.chunk_cols + slot * p.cols_elems;
+    const int64_t row0 = chunk * chunk_rows, rows = std::min(chunk_rows, g.rows - row0);
+    const int64_t tap_c = s.tap_c;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t q = row0 + r;
+      const uint8_t* const* src = s.ind.data() + q / mr * taps * mr + q % mr;
+      uint8_t* row = dst + r * p.cols_stride;
+      for (int64_t t = 0; t < taps; ++t, src += mr)
+        for (int64_t o = 0; o < tap_c; o += 32) std::memcpy(row + t * tap_c + o, *src + o, 32);
+    }
+    const uint8_t** ind = s.chunk_ind + slot * chunk_rows;
+    for (int64_t r = 0; r < chunk_rows; ++r) ind[r] = dst + std::min(r, rows - 1) * p.cols_stride;
+    widened[size_t(slot)] = chunk;
+  };
   IgemmS8Args base;
-  base.taps = taps;
-  base.kc4 = s.kc4;
+  base.taps = s.im2col ? 1 : taps;
+  base.kc4 = s.im2col ? s.cols_k / 4 : s.kc4;
   base.x_signed = x_signed && !s.row_taps;
   base.yzp = c.y_zp;
   base.lo = c.lo;
@@ -432,6 +469,9 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
     IgemmS8Args a = base;
     if (chunk_widen) {
       if (widened[size_t(slot)] != chunk) widen_chunk(slot, chunk);
+      a.ind = s.chunk_ind + slot * chunk_rows;
+    } else if (s.im2col) {
+      if (widened[size_t(slot)] != chunk) im2col_chunk(slot, chunk);
       a.ind = s.chunk_ind + slot * chunk_rows;
     } else {
       a.ind = s.ind.data() + chunk * chunk_tiles * taps * mr;
@@ -564,20 +604,26 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
     s->tap_c = s->kw * s->cg;
     s->kc4 = (s->tap_c + 3) / 4;
     s->ind_taps = s->kh;
+    const int64_t block = 4 * s->ik->kc4_align;
+    s->cols_k = RoundUpTo(s->kh * s->tap_c, block);
+    s->im2col = s->ik->kc4_align > 1 && s->ik->abytes == 1 && s->kh > 1 &&
+                s->cols_k < s->kh * RoundUpTo(s->tap_c, block);
   }
-  const int64_t taps_packed = s->ind_taps;
+  // im2col: one tap of cols_k / 4 k-groups.
+  const int64_t taps_packed = s->im2col ? 1 : s->ind_taps;
+  const int64_t kc4_packed = s->im2col ? s->cols_k / 4 : s->kc4;
   const uint8_t mask = w.dtype == DType::kUInt8 ? 0x80 : 0;  // to s8
   const uint8_t* src = w.ptr<uint8_t>();                     // [m][cg][taps]
   if (s->ik) {
     const IgemmS8Kernel& k = *s->ik;
     const int wb = k.wbytes;
     s->panels = (s->mg + k.nr - 1) / k.nr;
-    s->panel_bytes = IgemmPanelElems(k, taps_packed, s->kc4) * wb;
+    s->panel_bytes = IgemmPanelElems(k, taps_packed, kc4_packed) * wb;
     s->packed_w.assign(size_t(s->group * s->panels * s->panel_bytes), 0);
     for (int64_t gr = 0; gr < group; ++gr)
       for (int64_t pn = 0; pn < s->panels; ++pn) {
         uint8_t* panel = s->packed_w.data() + (gr * s->panels + pn) * s->panel_bytes;
-        for (int64_t t = 0; t < taps_packed; ++t)
+        for (int64_t t = 0; t < s->ind_taps; ++t)
           for (int j = 0; j < k.nr; ++j)
             for (int64_t kk = 0; kk < s->tap_c; ++kk) {
               const int64_t ch = pn * k.nr + j;
@@ -586,7 +632,10 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
               const int64_t ci = kk % s->cg, tap = s->row_taps ? t * s->kw + kk / s->cg : t;
               const int16_t v =
                   int8_t(src[((gr * s->mg + ch) * s->cg + ci) * s->taps + tap] ^ mask);
-              uint8_t* dst = panel + IgemmPackedIndex(k, s->kc4, t, kk, j) * wb;
+              uint8_t* dst =
+                  panel + (s->im2col ? IgemmPackedIndex(k, kc4_packed, 0, t * s->tap_c + kk, j)
+                                     : IgemmPackedIndex(k, s->kc4, t, kk, j)) *
+                              wb;
               dst[0] = uint8_t(v);
               if (wb == 2) dst[1] = uint8_t(uint16_t(v) >> 8);
             }
@@ -680,6 +729,7 @@ bool RunQConvNhwcS8(void* state, const QConvCall& c) {
   s.padded = wide_copy ? nullptr : part(p.copy);
   s.chunk_wide = reinterpret_cast<uint16_t*>(part(p.chunk_wide));
   s.chunk_ind = reinterpret_cast<const uint8_t**>(part(p.chunk_ind));
+  s.chunk_cols = part(p.chunk_cols);
   s.xsum = reinterpret_cast<int32_t*>(part(p.xsum));
   s.scratch = part(p.gemm);
   s.row_sums = reinterpret_cast<int32_t*>(part(p.row_sums));

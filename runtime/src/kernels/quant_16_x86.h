@@ -15,12 +15,16 @@ namespace qfold {
 namespace kernels {
 namespace {
 
-inline __m256i Q16Quantize8(__m256 x, __m256 s, __m256 zpf, __m256 lof, __m256 hif) {
-  __m256 q = _mm256_div_ps(x, s);
+// Rounds q half to even (NaN -> 0), adds the zero point and clamps.
+inline __m256i Q16Round8(__m256 q, __m256 zpf, __m256 lof, __m256 hif) {
   q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q));
   __m256 t = _mm256_round_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   t = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(t, zpf), lof), hif);
   return _mm256_cvttps_epi32(t);
+}
+
+inline __m256i Q16Quantize8(__m256 x, __m256 s, __m256 zpf, __m256 lof, __m256 hif) {
+  return Q16Round8(_mm256_div_ps(x, s), zpf, lof, hif);
 }
 
 template <bool kSigned>
@@ -104,30 +108,31 @@ void Dequantize16(const void* x, float* y, int64_t n, const float* scale, const 
 // One element of the 16-bit binary op, as the reference computes it.
 inline void Q16BinaryScalar(const QBinaryS8Params& p, const void* a, int a_step, const void* b,
                             int b_step, void* y, int64_t begin, int64_t end) {
+  const float fa = p.a_factor(), fb = p.b_factor();
   for (int64_t i = begin; i < end; ++i) {
-    const float va = float(Q16Load(a, i * a_step, p.is_signed) - p.a_zp) * p.a_scale;
-    const float vb = float(Q16Load(b, i * b_step, p.is_signed) - p.b_zp) * p.b_scale;
-    const float v = p.mul ? va * vb : va + vb;
-    static_cast<uint16_t*>(y)[i] = uint16_t(QS8RoundAddSaturate(v / p.c_scale, p.c_zp, p.lo, p.hi));
+    const float va = float(Q16Load(a, i * a_step, p.is_signed) - p.a_zp) * fa;
+    const float vb = float(Q16Load(b, i * b_step, p.is_signed) - p.b_zp) * fb;
+    static_cast<uint16_t*>(y)[i] =
+        uint16_t(QS8RoundAddSaturate(p.Combine(va, vb), p.c_zp, p.lo, p.hi));
   }
 }
 
 template <bool kSigned, bool kMul, bool kA, bool kB>
 void Binary16T(const QBinaryS8Params& p, const void* a, const void* b, void* y, int64_t n) {
   if (n <= 0) return;
-  const __m256 sa = _mm256_set1_ps(p.a_scale), za = _mm256_set1_ps(float(p.a_zp));
-  const __m256 sb = _mm256_set1_ps(p.b_scale), zb = _mm256_set1_ps(float(p.b_zp));
-  const __m256 sc = _mm256_set1_ps(p.c_scale), zc = _mm256_set1_ps(float(p.c_zp));
+  const __m256 sa = _mm256_set1_ps(p.a_factor()), za = _mm256_set1_ps(float(p.a_zp));
+  const __m256 sb = _mm256_set1_ps(p.b_factor()), zb = _mm256_set1_ps(float(p.b_zp));
+  const __m256 sm = _mm256_set1_ps(p.mul_factor()), zc = _mm256_set1_ps(float(p.c_zp));
   const __m256 lof = _mm256_set1_ps(float(p.lo)), hif = _mm256_set1_ps(float(p.hi));
-  // A broadcast operand's real value, computed once as the scalar code does.
-  const __m256 va0 = _mm256_set1_ps(float(Q16Load(a, 0, kSigned) - p.a_zp) * p.a_scale);
-  const __m256 vb0 = _mm256_set1_ps(float(Q16Load(b, 0, kSigned) - p.b_zp) * p.b_scale);
+  // A broadcast operand's value, computed once as the scalar code does.
+  const __m256 va0 = _mm256_set1_ps(float(Q16Load(a, 0, kSigned) - p.a_zp) * p.a_factor());
+  const __m256 vb0 = _mm256_set1_ps(float(Q16Load(b, 0, kSigned) - p.b_zp) * p.b_factor());
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 va = kA ? _mm256_mul_ps(_mm256_sub_ps(Q16Load8<kSigned>(a, i), za), sa) : va0;
     const __m256 vb = kB ? _mm256_mul_ps(_mm256_sub_ps(Q16Load8<kSigned>(b, i), zb), sb) : vb0;
-    const __m256 v = kMul ? _mm256_mul_ps(va, vb) : _mm256_add_ps(va, vb);
-    Q16Store8<kSigned>(y, i, Q16Quantize8(v, sc, zc, lof, hif));
+    const __m256 v = kMul ? _mm256_mul_ps(_mm256_mul_ps(va, vb), sm) : _mm256_add_ps(va, vb);
+    Q16Store8<kSigned>(y, i, Q16Round8(v, zc, lof, hif));
   }
   Q16BinaryScalar(p, a, kA ? 1 : 0, b, kB ? 1 : 0, y, i, n);
 }

@@ -24,6 +24,17 @@ struct QBinaryS8Params {
   int32_t lo = 0, hi = 0;  // output clamp range
   bool is_signed = false;  // int8 (else uint8) for A, B and C
   bool mul = false;        // QLinearMul (else QLinearAdd)
+
+  // The result in units of C's scale, rounded half to even, + c_zp, clamped:
+  //   Add: float(a - a_zp) * a_factor() + float(b - b_zp) * b_factor()
+  //   Mul: (float(a - a_zp) * float(b - b_zp)) * mul_factor()
+  // (each operation rounded to float, no FMA). One multiply per operand
+  // instead of a division per element, which bounded the kernels (vdivps);
+  // ONNX Runtime's QLinearAdd uses the same scale ratios.
+  float a_factor() const { return mul ? 1.f : a_scale / c_scale; }
+  float b_factor() const { return mul ? 1.f : b_scale / c_scale; }
+  float mul_factor() const { return float(double(a_scale) * double(b_scale) / double(c_scale)); }
+  float Combine(float va, float vb) const { return mul ? (va * vb) * mul_factor() : va + vb; }
 };
 
 // One ISA level's kernels over n contiguous elements.

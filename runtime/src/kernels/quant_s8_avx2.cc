@@ -14,9 +14,9 @@ namespace qfold {
 namespace kernels {
 namespace {
 
-// The 8 quantized values of x / s as int32 (within [lo, hi]).
-inline __m256i Quantize8(__m256 x, __m256 s, __m256 zpf, __m256 lof, __m256 hif) {
-  __m256 q = _mm256_div_ps(x, s);
+// The 8 values of q rounded half to even (NaN -> 0), + zp, as int32 within
+// [lo, hi].
+inline __m256i Round8(__m256 q, __m256 zpf, __m256 lof, __m256 hif) {
   q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q));
   __m256 t = _mm256_round_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   // r + zp is exact in range and monotone outside it, so clamping after the
@@ -24,6 +24,11 @@ inline __m256i Quantize8(__m256 x, __m256 s, __m256 zpf, __m256 lof, __m256 hif)
   t = _mm256_add_ps(t, zpf);
   t = _mm256_min_ps(_mm256_max_ps(t, lof), hif);
   return _mm256_cvttps_epi32(t);
+}
+
+// The 8 quantized values of x / s.
+inline __m256i Quantize8(__m256 x, __m256 s, __m256 zpf, __m256 lof, __m256 hif) {
+  return Round8(_mm256_div_ps(x, s), zpf, lof, hif);
 }
 
 // 32 in-range int32 values (a, b, c, d in order) to 32 bytes.
@@ -111,18 +116,18 @@ void Dequantize(const void* x, float* y, int64_t n, const float* scale, const fl
 template <bool kSigned, bool kMul, bool kA, bool kB>
 void BinaryT(const QBinaryS8Params& p, const void* a, const void* b, void* y, int64_t n) {
   if (n <= 0) return;
-  const __m256 sa = _mm256_set1_ps(p.a_scale), za = _mm256_set1_ps(float(p.a_zp));
-  const __m256 sb = _mm256_set1_ps(p.b_scale), zb = _mm256_set1_ps(float(p.b_zp));
-  const __m256 sc = _mm256_set1_ps(p.c_scale), zc = _mm256_set1_ps(float(p.c_zp));
+  const __m256 sa = _mm256_set1_ps(p.a_factor()), za = _mm256_set1_ps(float(p.a_zp));
+  const __m256 sb = _mm256_set1_ps(p.b_factor()), zb = _mm256_set1_ps(float(p.b_zp));
+  const __m256 sm = _mm256_set1_ps(p.mul_factor()), zc = _mm256_set1_ps(float(p.c_zp));
   const __m256 lof = _mm256_set1_ps(float(p.lo)), hif = _mm256_set1_ps(float(p.hi));
-  // A broadcast operand's real value, computed once as the scalar code does.
-  const __m256 va0 = _mm256_set1_ps(float(QS8Load(a, 0, kSigned) - p.a_zp) * p.a_scale);
-  const __m256 vb0 = _mm256_set1_ps(float(QS8Load(b, 0, kSigned) - p.b_zp) * p.b_scale);
+  // A broadcast operand's value, computed once as the scalar code does.
+  const __m256 va0 = _mm256_set1_ps(float(QS8Load(a, 0, kSigned) - p.a_zp) * p.a_factor());
+  const __m256 vb0 = _mm256_set1_ps(float(QS8Load(b, 0, kSigned) - p.b_zp) * p.b_factor());
   auto q8 = [&](int64_t j) {
     const __m256 va = kA ? _mm256_mul_ps(_mm256_sub_ps(Load8<kSigned>(a, j), za), sa) : va0;
     const __m256 vb = kB ? _mm256_mul_ps(_mm256_sub_ps(Load8<kSigned>(b, j), zb), sb) : vb0;
-    const __m256 v = kMul ? _mm256_mul_ps(va, vb) : _mm256_add_ps(va, vb);
-    return Quantize8(v, sc, zc, lof, hif);
+    const __m256 v = kMul ? _mm256_mul_ps(_mm256_mul_ps(va, vb), sm) : _mm256_add_ps(va, vb);
+    return Round8(v, zc, lof, hif);
   };
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {

@@ -23,13 +23,17 @@ void QuantS8LookupChannelsAvx2(const uint8_t* x, const uint8_t* table, uint8_t* 
 
 namespace {
 
-inline __m512i Quantize16(__m512 x, __m512 s, __m512 zpf, __m512 lof, __m512 hif) {
-  const __m512 q = _mm512_div_ps(x, s);
+// q rounded half to even (NaN -> 0), + zp, clamped to [lo, hi], as int32.
+inline __m512i Round16(__m512 q, __m512 zpf, __m512 lof, __m512 hif) {
   const __mmask16 ord = _mm512_cmp_ps_mask(q, q, _CMP_ORD_Q);
   __m512 t = _mm512_maskz_roundscale_ps(ord, q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   t = _mm512_add_ps(t, zpf);
   t = _mm512_min_ps(_mm512_max_ps(t, lof), hif);
   return _mm512_cvttps_epi32(t);
+}
+
+inline __m512i Quantize16(__m512 x, __m512 s, __m512 zpf, __m512 lof, __m512 hif) {
+  return Round16(_mm512_div_ps(x, s), zpf, lof, hif);
 }
 
 inline __mmask16 TailMask(int64_t left) {
@@ -96,20 +100,35 @@ void Dequantize(const void* x, float* y, int64_t n, const float* scale, const fl
 template <bool kSigned, bool kMul, bool kA, bool kB>
 void BinaryT(const QBinaryS8Params& p, const void* a, const void* b, void* y, int64_t n) {
   if (n <= 0) return;
-  const __m512 sa = _mm512_set1_ps(p.a_scale), za = _mm512_set1_ps(float(p.a_zp));
-  const __m512 sb = _mm512_set1_ps(p.b_scale), zb = _mm512_set1_ps(float(p.b_zp));
-  const __m512 sc = _mm512_set1_ps(p.c_scale), zc = _mm512_set1_ps(float(p.c_zp));
+  const __m512 sa = _mm512_set1_ps(p.a_factor()), za = _mm512_set1_ps(float(p.a_zp));
+  const __m512 sb = _mm512_set1_ps(p.b_factor()), zb = _mm512_set1_ps(float(p.b_zp));
+  const __m512 sm = _mm512_set1_ps(p.mul_factor()), zc = _mm512_set1_ps(float(p.c_zp));
   const __m512 lof = _mm512_set1_ps(float(p.lo)), hif = _mm512_set1_ps(float(p.hi));
-  // A broadcast operand's real value, computed once as the scalar code does.
-  const __m512 va0 = _mm512_set1_ps(float(QS8Load(a, 0, kSigned) - p.a_zp) * p.a_scale);
-  const __m512 vb0 = _mm512_set1_ps(float(QS8Load(b, 0, kSigned) - p.b_zp) * p.b_scale);
-  uint8_t* yb = static_cast<uint8_t*>(y);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = TailMask(n - i);
+  // A broadcast operand's value, computed once as the scalar code does.
+  const __m512 va0 = _mm512_set1_ps(float(QS8Load(a, 0, kSigned) - p.a_zp) * p.a_factor());
+  const __m512 vb0 = _mm512_set1_ps(float(QS8Load(b, 0, kSigned) - p.b_zp) * p.b_factor());
+  auto q16 = [&](int64_t i, __mmask16 m) {
     const __m512 va = kA ? _mm512_mul_ps(_mm512_sub_ps(Load16<kSigned>(a, i, m), za), sa) : va0;
     const __m512 vb = kB ? _mm512_mul_ps(_mm512_sub_ps(Load16<kSigned>(b, i, m), zb), sb) : vb0;
-    const __m512 v = kMul ? _mm512_mul_ps(va, vb) : _mm512_add_ps(va, vb);
-    _mm512_mask_cvtepi32_storeu_epi8(yb + i, m, Quantize16(v, sc, zc, lof, hif));
+    const __m512 v = kMul ? _mm512_mul_ps(_mm512_mul_ps(va, vb), sm) : _mm512_add_ps(va, vb);
+    return Round16(v, zc, lof, hif);
+  };
+  uint8_t* yb = static_cast<uint8_t*>(y);
+  int64_t i = 0;
+  // 64 bytes per store: the four vectors' int32 lanes are in range, so
+  // truncating them to bytes (vpmovdb) is exact.
+  for (; i + 64 <= n; i += 64) {
+    const __m128i r0 = _mm512_cvtepi32_epi8(q16(i, 0xffff));
+    const __m128i r1 = _mm512_cvtepi32_epi8(q16(i + 16, 0xffff));
+    const __m128i r2 = _mm512_cvtepi32_epi8(q16(i + 32, 0xffff));
+    const __m128i r3 = _mm512_cvtepi32_epi8(q16(i + 48, 0xffff));
+    const __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(r0), r1, 1);
+    const __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(r2), r3, 1);
+    _mm512_storeu_si512(yb + i, _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = TailMask(n - i);
+    _mm512_mask_cvtepi32_storeu_epi8(yb + i, m, q16(i, m));
   }
 }
 

@@ -11,9 +11,14 @@ namespace qfold {
 namespace kernels {
 namespace {
 
-inline int32x4_t Quantize4(float32x4_t x, float32x4_t s, int32x4_t zp, int32x4_t lo, int32x4_t hi) {
-  const int32x4_t r = vqaddq_s32(vcvtnq_s32_f32(vdivq_f32(x, s)), zp);
+// q rounded half to even (NaN -> 0), + zp, clamped to [lo, hi].
+inline int32x4_t Round4(float32x4_t q, int32x4_t zp, int32x4_t lo, int32x4_t hi) {
+  const int32x4_t r = vqaddq_s32(vcvtnq_s32_f32(q), zp);
   return vminq_s32(vmaxq_s32(r, lo), hi);
+}
+
+inline int32x4_t Quantize4(float32x4_t x, float32x4_t s, int32x4_t zp, int32x4_t lo, int32x4_t hi) {
+  return Round4(vdivq_f32(x, s), zp, lo, hi);
 }
 
 // 8 in-range int32 values to 8 bytes.
@@ -104,12 +109,12 @@ void Dequantize(const void* x, float* y, int64_t n, const float* scale, const fl
 template <bool kSigned, bool kMul, bool kA, bool kB>
 void BinaryT(const QBinaryS8Params& p, const void* a, const void* b, void* y, int64_t n) {
   if (n <= 0) return;
-  const float32x4_t sa = vdupq_n_f32(p.a_scale), za = vdupq_n_f32(float(p.a_zp));
-  const float32x4_t sb = vdupq_n_f32(p.b_scale), zb = vdupq_n_f32(float(p.b_zp));
-  const float32x4_t sc = vdupq_n_f32(p.c_scale);
+  const float32x4_t sa = vdupq_n_f32(p.a_factor()), za = vdupq_n_f32(float(p.a_zp));
+  const float32x4_t sb = vdupq_n_f32(p.b_factor()), zb = vdupq_n_f32(float(p.b_zp));
+  const float32x4_t sm = vdupq_n_f32(p.mul_factor());
   const int32x4_t zc = vdupq_n_s32(p.c_zp), lo = vdupq_n_s32(p.lo), hi = vdupq_n_s32(p.hi);
-  const float32x4_t va0 = vdupq_n_f32(float(QS8Load(a, 0, kSigned) - p.a_zp) * p.a_scale);
-  const float32x4_t vb0 = vdupq_n_f32(float(QS8Load(b, 0, kSigned) - p.b_zp) * p.b_scale);
+  const float32x4_t va0 = vdupq_n_f32(float(QS8Load(a, 0, kSigned) - p.a_zp) * p.a_factor());
+  const float32x4_t vb0 = vdupq_n_f32(float(QS8Load(b, 0, kSigned) - p.b_zp) * p.b_factor());
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     float32x4_t a0 = va0, a1 = va0, b0 = vb0, b1 = vb0;
@@ -123,9 +128,9 @@ void BinaryT(const QBinaryS8Params& p, const void* a, const void* b, void* y, in
       b0 = vmulq_f32(vsubq_f32(b0, zb), sb);
       b1 = vmulq_f32(vsubq_f32(b1, zb), sb);
     }
-    const float32x4_t v0 = kMul ? vmulq_f32(a0, b0) : vaddq_f32(a0, b0);
-    const float32x4_t v1 = kMul ? vmulq_f32(a1, b1) : vaddq_f32(a1, b1);
-    Store8<kSigned>(y, i, Quantize4(v0, sc, zc, lo, hi), Quantize4(v1, sc, zc, lo, hi));
+    const float32x4_t v0 = kMul ? vmulq_f32(vmulq_f32(a0, b0), sm) : vaddq_f32(a0, b0);
+    const float32x4_t v1 = kMul ? vmulq_f32(vmulq_f32(a1, b1), sm) : vaddq_f32(a1, b1);
+    Store8<kSigned>(y, i, Round4(v0, zc, lo, hi), Round4(v1, zc, lo, hi));
   }
   QS8BinaryScalar(p, a, kA ? 1 : 0, b, kB ? 1 : 0, y, i, n);
 }
@@ -260,29 +265,30 @@ inline float32x4_t Load16x4(const void* p, int64_t i, bool is_signed) {
 void Binary16(const QBinaryS8Params& p, const void* a, int a_step, const void* b, int b_step,
               void* y, int64_t n) {
   const bool sg = p.is_signed;
-  const float32x4_t sa = vdupq_n_f32(p.a_scale), za = vdupq_n_f32(float(p.a_zp));
-  const float32x4_t sb = vdupq_n_f32(p.b_scale), zb = vdupq_n_f32(float(p.b_zp));
-  const float32x4_t sc = vdupq_n_f32(p.c_scale);
+  const float fa = p.a_factor(), fb = p.b_factor();
+  const float32x4_t sa = vdupq_n_f32(fa), za = vdupq_n_f32(float(p.a_zp));
+  const float32x4_t sb = vdupq_n_f32(fb), zb = vdupq_n_f32(float(p.b_zp));
+  const float32x4_t sm = vdupq_n_f32(p.mul_factor());
   const int32x4_t zc = vdupq_n_s32(p.c_zp), lo = vdupq_n_s32(p.lo), hi = vdupq_n_s32(p.hi);
-  const float32x4_t va0 = vdupq_n_f32(float(Load16(a, 0, sg) - p.a_zp) * p.a_scale);
-  const float32x4_t vb0 = vdupq_n_f32(float(Load16(b, 0, sg) - p.b_zp) * p.b_scale);
+  const float32x4_t va0 = vdupq_n_f32(float(Load16(a, 0, sg) - p.a_zp) * fa);
+  const float32x4_t vb0 = vdupq_n_f32(float(Load16(b, 0, sg) - p.b_zp) * fb);
   int64_t i = 0;
   if (a_step || b_step)
     for (; i + 4 <= n; i += 4) {
       const float32x4_t va = a_step ? vmulq_f32(vsubq_f32(Load16x4(a, i, sg), za), sa) : va0;
       const float32x4_t vb = b_step ? vmulq_f32(vsubq_f32(Load16x4(b, i, sg), zb), sb) : vb0;
-      const float32x4_t v = p.mul ? vmulq_f32(va, vb) : vaddq_f32(va, vb);
-      const int32x4_t q = Quantize4(v, sc, zc, lo, hi);
+      const float32x4_t v = p.mul ? vmulq_f32(vmulq_f32(va, vb), sm) : vaddq_f32(va, vb);
+      const int32x4_t q = Round4(v, zc, lo, hi);
       if (sg)
         vst1_s16(static_cast<int16_t*>(y) + i, vqmovn_s32(q));
       else
         vst1_u16(static_cast<uint16_t*>(y) + i, vqmovun_s32(q));
     }
   for (; i < n; ++i) {
-    const float va = float(Load16(a, i * a_step, sg) - p.a_zp) * p.a_scale;
-    const float vb = float(Load16(b, i * b_step, sg) - p.b_zp) * p.b_scale;
-    const float v = p.mul ? va * vb : va + vb;
-    static_cast<uint16_t*>(y)[i] = uint16_t(QS8RoundAddSaturate(v / p.c_scale, p.c_zp, p.lo, p.hi));
+    const float va = float(Load16(a, i * a_step, sg) - p.a_zp) * fa;
+    const float vb = float(Load16(b, i * b_step, sg) - p.b_zp) * fb;
+    static_cast<uint16_t*>(y)[i] =
+        uint16_t(QS8RoundAddSaturate(p.Combine(va, vb), p.c_zp, p.lo, p.hi));
   }
 }
 

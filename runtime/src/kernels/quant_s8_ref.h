@@ -49,11 +49,11 @@ inline void QS8DequantizeScalar(const void* x, float* y, int64_t begin, int64_t 
 
 inline void QS8BinaryScalar(const QBinaryS8Params& p, const void* a, int a_step, const void* b,
                             int b_step, void* y, int64_t begin, int64_t end) {
+  const float fa = p.a_factor(), fb = p.b_factor();
   for (int64_t i = begin; i < end; ++i) {
-    const float va = float(QS8Load(a, i * a_step, p.is_signed) - p.a_zp) * p.a_scale;
-    const float vb = float(QS8Load(b, i * b_step, p.is_signed) - p.b_zp) * p.b_scale;
-    const float v = p.mul ? va * vb : va + vb;
-    QS8Store(y, i, QS8RoundAddSaturate(v / p.c_scale, p.c_zp, p.lo, p.hi));
+    const float va = float(QS8Load(a, i * a_step, p.is_signed) - p.a_zp) * fa;
+    const float vb = float(QS8Load(b, i * b_step, p.is_signed) - p.b_zp) * fb;
+    QS8Store(y, i, QS8RoundAddSaturate(p.Combine(va, vb), p.c_zp, p.lo, p.hi));
   }
 }
 

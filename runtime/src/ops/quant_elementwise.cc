@@ -109,6 +109,7 @@ Status RunQLinearBinary(KernelContext& ctx) {
   kp.hi = r.hi;
   kp.is_signed = y->dtype == DType::kInt8 || y->dtype == DType::kInt16;
   kp.mul = kMul;
+  const kernels::QBinaryS8Params ref = kp;  // the zero points before any flip below
   // An 8-bit operand of the other signedness is the same values with the
   // sign bit flipped and the zero point moved by 128 (exact): the kernels
   // take one signedness.
@@ -127,13 +128,14 @@ Status RunQLinearBinary(KernelContext& ctx) {
   const auto fast = Is8Bit(y->dtype) ? kernels::QBinaryS8 : kernels::QBinary16;
   if (fast(ctx.kernel_config(), kp, ad, a->shape, bd, b->shape, y->data, y->shape, ctx.pool))
     return Status::Ok();
-  ForEachBroadcast<2>({&a->shape, &b->shape}, y->shape,
-                      [&](int64_t o, const std::array<int64_t, 2>& i) {
-                        const float va = pa.Dequant(LoadQ(a->data, a->dtype, i[0]));
-                        const float vb = pb.Dequant(LoadQ(b->data, b->dtype, i[1]));
-                        const float v = kMul ? va * vb : va + vb;
-                        StoreQ(y->data, y->dtype, o, QuantizeValue(v, pc.scale, pc.zp, r));
-                      });
+  // The kernels' arithmetic (QBinaryS8Params), not a division per element.
+  const float fa = ref.a_factor(), fb = ref.b_factor();
+  ForEachBroadcast<2>(
+      {&a->shape, &b->shape}, y->shape, [&](int64_t o, const std::array<int64_t, 2>& i) {
+        const float va = float(LoadQ(a->data, a->dtype, i[0]) - ref.a_zp) * fa;
+        const float vb = float(LoadQ(b->data, b->dtype, i[1]) - ref.b_zp) * fb;
+        StoreQ(y->data, y->dtype, o, RoundAddSaturate(ref.Combine(va, vb), pc.zp, r.lo, r.hi));
+      });
   return Status::Ok();
 }
 
