@@ -308,7 +308,12 @@ struct NhwcPlan {
   // igemm
   int64_t tiles = 0, rows_pad = 0, chunk_tiles = 0, chunk_rows = 0, chunk_elems = 0;
   bool chunk_widen = false;
-  int64_t cols_stride = 0, cols_elems = 0;  // im2col: bytes per row, per thread
+  // im2col rows (NhwcState::im2col, or a kernel with whole k blocks whose
+  // taps fill whole blocks: cg % 64 == 0, where the packed weights are the
+  // same and A tiles that would be gathered per panel (rows crossing an
+  // output row or the padding, strides) are copied once per chunk instead).
+  bool cols = false;
+  int64_t cols_k = 0, cols_stride = 0, cols_elems = 0;  // bytes per row; per thread
   // gemm: rows per block, im2col bytes per block, bytes per thread
   int64_t block = 0, tile_bytes = 0, slice = 0;
   ScratchLayout layout;
@@ -324,6 +329,26 @@ bool AnyWeightZeroPoint(const NhwcState& s, const QConvCall& c) {
   return false;
 }
 
+// The share of 16-row A tiles whose taps are not equally spaced pixels of x
+// (rows in two output rows, taps in the padding, the last tile's repeated
+// rows): the AMX kernel gathers those per panel.
+double GatheredShare(const NhwcState& s, const QConvCall& c, const Geometry& g) {
+  const int64_t halves = (g.rows + 15) / 16, per_image = c.oh * c.ow;
+  int64_t gathered = 0;
+  for (int64_t h = 0; h < halves; ++h) {
+    const int64_t r0 = h * 16, r1 = r0 + 15;
+    if (r1 >= g.rows || r0 / c.ow != r1 / c.ow) {
+      ++gathered;
+      continue;
+    }
+    const int64_t oy = r0 % per_image / c.ow, ox0 = r0 % c.ow, ox1 = r1 % c.ow;
+    const int64_t y0 = oy * c.sh - c.pad_top, x0 = ox0 * c.sw - c.pad_left;
+    const int64_t y1 = y0 + (s.kh - 1) * c.dh, x1 = ox1 * c.sw - c.pad_left + (s.kw - 1) * c.dw;
+    if (y0 < 0 || x0 < 0 || y1 >= c.ih || x1 >= c.iw) ++gathered;
+  }
+  return halves ? double(gathered) / double(halves) : 0.0;
+}
+
 void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPlan* p) {
   p->any_wzp = AnyWeightZeroPoint(s, c);
   p->pool = PoolFor(c, g.rows * s.m * s.kdim);
@@ -334,22 +359,32 @@ void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPla
     p->tiles = (g.rows + mr - 1) / mr;
     p->rows_pad = p->tiles * mr;
     p->chunk_widen = ab == 2 && g.direct && !s.row_taps && !p->any_wzp;
+    const int64_t block = 4 * s.ik->kc4_align;
+    // Copying every row once beats gathering where the gathered tiles times
+    // the panels that gather them again clearly exceed the rows (measured on
+    // ResNet-50: 3x3 at 28x28 with 4 panels, share 0.6, is faster gathered;
+    // 7x7 and 14x14 outputs and strided 1x1 with 8-64 panels copied).
+    p->cols = s.im2col || (block == 64 && ab == 1 && s.group == 1 && !g.direct && !s.row_taps &&
+                           s.cg % block == 0 && GatheredShare(s, c, g) * double(s.panels) >= 3.0);
+    p->cols_k = s.im2col ? s.cols_k : s.taps * s.cg;
     // Chunks of pixel tiles whose activations stay in cache while every
-    // panel of every group passes over them (at least the kernel's minimum).
+    // panel of every group passes over them (at least the kernel's minimum;
+    // im2col rows: at most about 256 KB of them, at least 2 tiles).
     const int64_t row_bytes =
-        s.im2col ? s.cols_k : std::max<int64_t>(1, s.ind_taps * s.kc4 * 4 * ab);
-    p->chunk_tiles = std::min<int64_t>(
-        p->tiles, std::max<int64_t>({1, s.ik->min_chunk_tiles, 32 * 1024 / (mr * row_bytes)}));
+        p->cols ? p->cols_k : std::max<int64_t>(1, s.ind_taps * s.kc4 * 4 * ab);
+    int64_t want = std::max<int64_t>({1, s.ik->min_chunk_tiles, 32 * 1024 / (mr * row_bytes)});
+    if (p->cols) want = std::min(want, std::max<int64_t>(2, 256 * 1024 / (mr * row_bytes)));
+    p->chunk_tiles = std::min<int64_t>(p->tiles, want);
     p->chunk_rows = p->chunk_tiles * mr;
     p->chunk_elems = p->chunk_rows * g.c + kWideSlack;
     if (p->chunk_widen) {
       p->chunk_wide = p->layout.Add(size_t(p->chunk_elems * p->threads) * sizeof(uint16_t));
       p->chunk_ind = p->layout.Add(size_t(p->chunk_rows * p->threads) * ptr);
     } else {
-      if (s.im2col) {
+      if (p->cols) {
         // The copies move whole 32-byte pieces: a row's last one may spill
         // up to 31 bytes into the next row (written after it) or the slack.
-        p->cols_stride = s.cols_k;
+        p->cols_stride = p->cols_k;
         p->cols_elems = p->chunk_rows * p->cols_stride + 64;
         p->chunk_cols = p->layout.Add(size_t(p->cols_elems * p->threads));
         p->chunk_ind = p->layout.Add(size_t(p->chunk_rows * p->threads) * ptr);
@@ -420,7 +455,7 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
   ThreadPool* const pool = p.pool;
   const int64_t chunk_rows = p.chunk_rows, chunk_elems = p.chunk_elems;
   std::vector<int64_t> widened;  // per slot: the chunk its slice holds, -1 none
-  if (chunk_widen || s.im2col) widened.assign(size_t(p.threads), -1);
+  if (chunk_widen || p.cols) widened.assign(size_t(p.threads), -1);
   // Widens chunk `chunk` into slot `slot`'s slice; its pointers, the last
   // tile's padding rows repeating the chunk's last row.
   auto widen_chunk = [&](int slot, int64_t chunk) {
@@ -433,9 +468,12 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
       ind[r] = reinterpret_cast<const uint8_t*>(dst + std::min(r, rows - 1) * g.c);
     widened[size_t(slot)] = chunk;
   };
-  // Copies chunk `chunk`'s row taps into slot `slot`'s im2col rows (from the
-  // row-tap pointers, padding rows and columns already x_zp), 32 bytes at a
-  // time; the pointers, the last tile's padding rows repeating the last row.
+  // Copies chunk `chunk`'s taps into slot `slot`'s im2col rows (from the
+  // pointers: padding already x_zp), 32 bytes at a time, as u8 values; the
+  // pointers, the last tile's padding rows repeating the last row. Row taps
+  // read a padded copy with slack (a last piece may read past a tap); other
+  // taps read x, whose taps are whole 64-byte blocks.
+  const bool cols_xor = x_signed && !s.row_taps;
   auto im2col_chunk = [&](int slot, int64_t chunk) {
     uint8_t* dst = s.chunk_cols + slot * p.cols_elems;
     const int64_t row0 = chunk * chunk_rows, rows = std::min(chunk_rows, g.rows - row0);
@@ -444,17 +482,23 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
       const int64_t q = row0 + r;
       const uint8_t* const* src = s.ind.data() + q / mr * taps * mr + q % mr;
       uint8_t* row = dst + r * p.cols_stride;
-      for (int64_t t = 0; t < taps; ++t, src += mr)
-        for (int64_t o = 0; o < tap_c; o += 32) std::memcpy(row + t * tap_c + o, *src + o, 32);
+      for (int64_t t = 0; t < taps; ++t, src += mr) {
+        uint8_t* d = row + t * tap_c;
+        if (cols_xor) {
+          for (int64_t o = 0; o < tap_c; ++o) d[o] = uint8_t((*src)[o] ^ 0x80);
+        } else {
+          for (int64_t o = 0; o < tap_c; o += 32) std::memcpy(d + o, *src + o, 32);
+        }
+      }
     }
     const uint8_t** ind = s.chunk_ind + slot * chunk_rows;
     for (int64_t r = 0; r < chunk_rows; ++r) ind[r] = dst + std::min(r, rows - 1) * p.cols_stride;
     widened[size_t(slot)] = chunk;
   };
   IgemmS8Args base;
-  base.taps = s.im2col ? 1 : taps;
-  base.kc4 = s.im2col ? s.cols_k / 4 : s.kc4;
-  base.x_signed = x_signed && !s.row_taps;
+  base.taps = p.cols ? 1 : taps;
+  base.kc4 = p.cols ? p.cols_k / 4 : s.kc4;
+  base.x_signed = x_signed && !s.row_taps && !p.cols;
   base.yzp = c.y_zp;
   base.lo = c.lo;
   base.hi = c.hi;
@@ -470,7 +514,7 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
     if (chunk_widen) {
       if (widened[size_t(slot)] != chunk) widen_chunk(slot, chunk);
       a.ind = s.chunk_ind + slot * chunk_rows;
-    } else if (s.im2col) {
+    } else if (p.cols) {
       if (widened[size_t(slot)] != chunk) im2col_chunk(slot, chunk);
       a.ind = s.chunk_ind + slot * chunk_rows;
     } else {

@@ -188,6 +188,14 @@ struct IgemmAmx {
             Publish(abuf[1]);
             _tile_loadd(1, abuf[1], 64);
           }
+          if (t == 0) {
+            // The first tile streams the panel's weights from memory (the
+            // later tiles find them in cache); tile loads that miss stall the
+            // tile unit, so fetch two k blocks ahead (past the last block:
+            // the next panel's, which the next call reads).
+            const char* pf = reinterpret_cast<const char*>(w + 32 * ldw);
+            for (int64_t b = 0; b < 16 * ldw; b += 64) _mm_prefetch(pf + b, _MM_HINT_T0);
+          }
           _tile_loadd(2, w, ldw);
           _tile_dpbusd(4, 0, 2);
           _tile_dpbusd(6, 1, 2);
