@@ -559,6 +559,21 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
     wide.c = 5, wide.kh = wide.kw = 3, wide.sh = 2, wide.pt = wide.pl = wide.pb = wide.pr = 1;
     run(wide);
   }
+  // Taps of whole 64-byte blocks copied into im2col rows where the AMX
+  // kernel would gather most tiles for many panels: a 3x3 over a 7x7 output
+  // (u8 and int8 activations, weight zero points) and a strided 1x1.
+  {
+    ConvCase deep;
+    deep.c = 128, deep.m = 256, deep.kh = deep.kw = 3, deep.pt = deep.pl = deep.pb = deep.pr = 1;
+    deep.ih = deep.iw = 7, deep.x_zp = 3, deep.y_zp = 90;
+    run(deep);
+    deep.xt = DType::kInt8, deep.x_zp = -7, deep.wzp_nonzero = true, deep.n = 2;
+    run(deep);
+    ConvCase strided;
+    strided.c = 64, strided.m = 200, strided.sh = strided.sw = 2, strided.ih = 13;
+    strided.iw = 11, strided.xt = DType::kInt8, strided.x_zp = 12;
+    run(strided);
+  }
   ConvCase grouped;
   grouped.c = 96, grouped.m = 64, grouped.group = 2, grouped.kh = grouped.kw = 1;
   grouped.ih = 6, grouped.iw = 12, grouped.wzp_nonzero = true;
