@@ -533,10 +533,17 @@ def measure_child(specs_by_threads, plan, conn):
     for threads, specs in specs_by_threads:
         try:
             feeds = feeds or load_feeds(next(iter(specs.values()))["feeds"])
-            runners = {e: open_runner(s, feeds) for e, s in specs.items()}
-            for r in runners.values():
-                for _ in range(plan["warmup"]):
-                    r.run()
+            # An engine that fails to load or run at this thread count (OpenVINO
+            # compiles per thread count) is its own table entry, not the others'.
+            runners, engine_errors = {}, {}
+            for e, spec in specs.items():
+                try:
+                    r = open_runner(spec, feeds)
+                    for _ in range(plan["warmup"]):
+                        r.run()
+                    runners[e] = r
+                except Exception as ex:  # noqa: BLE001
+                    engine_errors[e] = f"{type(ex).__name__}: {str(ex)[:200]}"
             engines = list(runners)
             times = {e: [] for e in engines}
             orders = []
@@ -552,7 +559,8 @@ def measure_child(specs_by_threads, plan, conn):
             outputs = ({e: np.asarray(r.first_output()) for e, r in runners.items()}
                        if threads == specs_by_threads[0][0] else {})
             conn.send({"threads": threads, "times": times, "orders": orders, "outputs": outputs,
-                       "info": {e: r.info for e, r in runners.items()}})
+                       "info": {e: r.info for e, r in runners.items()},
+                       "engine_errors": engine_errors})
             del runners  # free one thread count's sessions before the next
         except Exception as e:  # noqa: BLE001
             conn.send({"threads": threads, "error": f"{type(e).__name__}: {str(e)[:200]}"})
@@ -1054,10 +1062,14 @@ def bench_model(args, model, work, engines, ctx, log):
                 for e in first_ms:
                     res["engines"].setdefault(e, {})[t] = {"error": "measurement " + m["error"]}
                 continue
+            for e, why in m.get("engine_errors", {}).items():
+                res["engines"].setdefault(e, {})[t] = {"error": "measurement " + why}
             for e, per_round in m["times"].items():
                 res["engines"].setdefault(e, {})[t] = summarize_times(per_round)
                 res["info"][e].update(m["info"].get(e, {}))
-            res["ratios"][t] = {e: round_ratios(m["times"], e) for e in first_ms if e != "qfold"}
+            if "qfold" in m["times"]:
+                res["ratios"][t] = {e: round_ratios(m["times"], e) for e in m["times"]
+                                    if e != "qfold"}
             outputs.update(m["outputs"])
     ref = outputs.get("ort")
     res["cos"] = {e: cosine(o, ref) for e, o in outputs.items() if e != "ort" and ref is not None}
