@@ -400,8 +400,13 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
     ag.op_outputs.push_back(&op.outputs);
   }
   // Graph inputs are written before the first op, outputs read after the last.
+  // Inputs stay alive to the end too: a Run reads the inputs set so far, so a
+  // second Run without SetInput must see them, not a later tensor placed over
+  // them (qfold bench timed its repeated runs on such leftovers: Inception-v1's
+  // input QuantizeLinear divided denormals and took 15x longer).
   ag.live_from_start = im.m->input_ids;
   ag.live_to_end = im.m->output_ids;
+  ag.live_to_end.insert(ag.live_to_end.end(), im.m->input_ids.begin(), im.m->input_ids.end());
   for (const auto& binding : opts.state_bindings) {
     const std::string& out_name = binding.first;
     const std::string& in_name = binding.second;
