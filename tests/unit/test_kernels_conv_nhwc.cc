@@ -116,6 +116,9 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
   std::vector<int32_t> bias(static_cast<size_t>(nr)), wzp(static_cast<size_t>(nr)),
       xsum(size_t(tiles * mr));
   std::vector<float> mult(static_cast<size_t>(nr));
+  // Every fourth case only multipliers within [-0.5, 0.5] (the packed
+  // epilogue of the AVX-512 kernels), large ones to saturate the packs.
+  const bool small_mults = it % 4 == 1;
   for (int j = 0; j < nr; ++j) {
     bias[size_t(j)] = rng() % 5 ? int32_t(rng() % 200001) - 100000 : int32_t(rng());
     wzp[size_t(j)] = int32_t(rng() % 256) - 128;
@@ -124,6 +127,10 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
                       : s == 1 ? 0.f
                       : s == 2 ? 1e3f
                                : std::uniform_real_distribution<float>(0, 2e-4f)(rng);
+    if (small_mults)
+      mult[size_t(j)] = s < 2   ? (s ? 0.5f : -0.5f)
+                        : s < 6 ? std::uniform_real_distribution<float>(-0.5f, 0.5f)(rng)
+                                : std::uniform_real_distribution<float>(-2e-4f, 2e-4f)(rng);
   }
   if (zero_acc) {
     std::fill(bias.begin(), bias.end(), 0);

@@ -91,23 +91,10 @@ struct IgemmAmx {
       mult[v] = V512::LoadF(a.mult + v * 16);
       fbias[v] = kFloatOut ? V512::LoadF(a.fbias + v * 16) : _mm512_setzero_ps();
     }
-    // With every |mult| <= 0.5 (and finite), |float(acc) * mult| < 2^31, so
-    // the int32 conversion is exact and saturating packs to 16 and 8 bits,
-    // then a byte clamp, give Requant's clamp: 17 instead of 26 vector
-    // operations per 32 outputs (the epilogue bounds 1x1 convolutions of
-    // small K, whose products take a few tdpbusd).
-    bool packed_epilogue = !kFloatOut;
-    for (int v = 0; v < NB; ++v)
-      packed_epilogue &=
-          _mm512_cmp_ps_mask(_mm512_abs_ps(mult[v]), _mm512_set1_ps(0.5f), _CMP_LE_OQ) == 0xffff;
-    const bool y_signed = a.lo < 0;  // a range within [0, 127] packs either way
-    const __m512i zp16 = _mm512_set1_epi16(int16_t(a.yzp));
-    const __m512i lo8 = _mm512_set1_epi8(char(a.lo)), hi8 = _mm512_set1_epi8(char(a.hi));
-    // packs interleave the two vectors per 128-bit lane: dword 4L of the
-    // byte result holds v0[4L..4L+3], dword 4L+1 v1[4L..4L+3].
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    const int64_t cols = a.cols;
-    const __mmask32 col_mask = cols >= 32 ? ~__mmask32(0) : (__mmask32(1) << cols) - 1;
+    // With every |mult| <= 0.5 the shared packed epilogue (V512::StorePacked)
+    // bounds 1x1 convolutions of small K, whose products take a few tdpbusd.
+    const bool packed_epilogue = !kFloatOut && V512::SmallMults(a.mult, a.cols);
+    const V512::PackedParams q = V512::MakePackedParams(a.yzp, a.lo, a.hi);
     auto acc_at = [&](int64_t r, int v, int64_t row) {
       __m512i x = _mm512_add_epi32(_mm512_load_si512(cbuf + r * kNr + v * 16), bias[v]);
       if (a.wzp)
@@ -117,20 +104,9 @@ struct IgemmAmx {
     auto packed_rows = [&](int64_t t, int64_t nrow) {
       for (int64_t r = 0; r < nrow; ++r) {
         const int64_t row = t * kMr + r;
-        const __m512i v0 =
-            _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(acc_at(r, 0, row)), mult[0]));
-        const __m512i v1 =
-            NB == 2
-                ? _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(acc_at(r, 1, row)), mult[1]))
-                : v0;
-        const __m512i w = _mm512_adds_epi16(_mm512_packs_epi32(v0, v1), zp16);
-        __m512i b;
-        if (y_signed)
-          b = _mm512_min_epi8(_mm512_max_epi8(_mm512_packs_epi16(w, w), lo8), hi8);
-        else
-          b = _mm512_min_epu8(_mm512_max_epu8(_mm512_packus_epi16(w, w), lo8), hi8);
-        b = _mm512_permutexvar_epi32(order, b);
-        _mm256_mask_storeu_epi8(a.y + row * a.ldy, col_mask, _mm512_castsi512_si256(b));
+        __m512i x[NB];
+        for (int v = 0; v < NB; ++v) x[v] = acc_at(r, v, row);
+        V512::StorePacked(x, mult, q, a.cols, a.y + row * a.ldy);
       }
     };
     // Requantizes tile t's accumulators from cbuf.

@@ -8,7 +8,8 @@
 //   Finish(acc row, out) (accumulators to kLanes channels per vector, in
 //   order), and the epilogue helpers LoadI, LoadF, Set1I, Set1F, Add, Sub,
 //   Mullo, Requant, Store(v, n, y), and for the float epilogue Dequant(acc,
-//   mult, bias, lo, hi) and StoreF(v, n, yf).
+//   mult, bias, lo, hi) and StoreF(v, n, yf); kPackedRequant, and where it
+//   is true SmallMults(mult, n) and StorePacked(out, mult, q, n, y) (below).
 // Everything is in an anonymous namespace: each ISA file compiles its own
 // copy with its own -m flags, and copies must not be merged by the linker.
 #pragma once
@@ -45,12 +46,27 @@ struct IgemmX86 {
     const F lo = V::Set1F(float(a.lo - a.yzp)), hi = V::Set1F(float(a.hi - a.yzp));
     const I yzp = V::Set1I(a.yzp);
     const F flo = V::Set1F(a.flo), fhi = V::Set1F(a.fhi);
+    // Where each accumulator holds kLanes channels in order, it starts from
+    // their bias (int32 sums wrap, so the order of the adds does not matter):
+    // one add fewer per output vector.
+    constexpr bool kBiasInAcc = V::kChPerAcc == V::kLanes;
+    I acc0[kNacc];
+#pragma GCC unroll 16
+    for (int v = 0; v < kNacc; ++v)
+      acc0[v] = kBiasInAcc ? V::LoadI(a.bias + v * V::kLanes) : V::Zero();
+    // Multipliers that keep float(acc) * mult within int32 let the epilogue
+    // convert first and clamp with saturating packs (see the trait).
+    const bool packed = !kFloatOut && PackedOk(a);
+    const PackedParams q = MakePackedParams(a);
+    F mults[NV];
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) mults[v] = V::LoadF(a.mult + v * V::kLanes);
     for (int64_t t = 0; t < tiles; ++t) {
       I acc[MR][kNacc];
 #pragma GCC unroll 32
       for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 16
-        for (int v = 0; v < kNacc; ++v) acc[r][v] = V::Zero();
+        for (int v = 0; v < kNacc; ++v) acc[r][v] = acc0[v];
       const uint8_t* const* ind = a.ind + t * taps * MR;
       const uint8_t* w = a.w;
       for (int64_t tap = 0; tap < taps; ++tap, ind += MR) {
@@ -77,14 +93,25 @@ struct IgemmX86 {
         const int64_t row = t * MR + r;
         I out[NV];
         V::Finish(acc[r], out);
+        if constexpr (kPacked) {
+          if (packed) {
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v)
+              if (a.wzp)
+                out[v] = V::Sub(out[v],
+                                V::Mullo(V::LoadI(a.wzp + v * V::kLanes), V::Set1I(a.xsum[row])));
+            V::StorePacked(out, mults, q, a.cols, a.y + row * a.ldy);
+            continue;
+          }
+        }
 #pragma GCC unroll 16
         for (int v = 0; v < NV; ++v) {
           const int64_t n = a.cols - v * V::kLanes;
           if (n <= 0) continue;
-          I x = V::Add(out[v], V::LoadI(a.bias + v * V::kLanes));
+          I x = kBiasInAcc ? out[v] : V::Add(out[v], V::LoadI(a.bias + v * V::kLanes));
           if (a.wzp)
             x = V::Sub(x, V::Mullo(V::LoadI(a.wzp + v * V::kLanes), V::Set1I(a.xsum[row])));
-          const F mult = V::LoadF(a.mult + v * V::kLanes);
+          const F mult = mults[v];
           if (kFloatOut)
             V::StoreF(V::Dequant(x, mult, V::LoadF(a.fbias + v * V::kLanes), flo, fhi), n,
                       a.yf + row * a.ldy + v * V::kLanes);
@@ -93,6 +120,21 @@ struct IgemmX86 {
         }
       }
     }
+  }
+
+  static constexpr bool kPacked = V::kPackedRequant;
+  using PackedParams = typename V::PackedParams;
+  static bool PackedOk(const IgemmS8Args& a) {
+    if constexpr (kPacked)
+      return V::SmallMults(a.mult, a.cols);
+    else
+      return false;
+  }
+  static PackedParams MakePackedParams(const IgemmS8Args& a) {
+    if constexpr (kPacked)
+      return V::MakePackedParams(a.yzp, a.lo, a.hi);
+    else
+      return PackedParams{};
   }
 
   static void Run(const IgemmS8Args& a) {
@@ -109,6 +151,8 @@ struct IgemmX86 {
 // The 256-bit epilogue shared by AVX2 and AVX-VNNI.
 struct V256Base {
   static constexpr int kLanes = 8;
+  static constexpr bool kPackedRequant = false;
+  struct PackedParams {};
   static constexpr int kABytes = 1;
   using I = __m256i;
   using F = __m256;
