@@ -31,8 +31,12 @@ struct IgemmS8Args {
   int64_t rows = 0;      // output pixels in this call (tiles = ceil(rows / mr))
   int64_t taps = 1, kc4 = 1;
   const uint8_t* w = nullptr;  // one packed panel
-  int64_t cols = 0;            // valid channels of the panel, 1..nr
-  bool x_signed = false;       // int8 activations: xor 0x80 to u8
+  // Weights the caller's next call reads (the next panel), prefetched into
+  // L2 by this call's later tiles; null for none.
+  const uint8_t* prefetch = nullptr;
+  int64_t prefetch_bytes = 0;
+  int64_t cols = 0;       // valid channels of the panel, 1..nr
+  bool x_signed = false;  // int8 activations: xor 0x80 to u8
   // Per channel of the panel, readable up to nr entries.
   const int32_t* bias = nullptr;
   const float* mult = nullptr;

@@ -61,7 +61,13 @@ struct IgemmX86 {
     F mults[NV];
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) mults[v] = V::LoadF(a.mult + v * V::kLanes);
+    // The next panel, a cache line per k step from the second tile on (its
+    // first tile would otherwise wait on L3 or memory: deep layers of few
+    // rows read each panel only a few times).
+    const uint8_t* pf = a.prefetch;
+    const uint8_t* const pf_end = pf ? pf + a.prefetch_bytes : nullptr;
     for (int64_t t = 0; t < tiles; ++t) {
+      const uint8_t* const pf_stop = t ? pf_end : pf;
       I acc[MR][kNacc];
 #pragma GCC unroll 32
       for (int r = 0; r < MR; ++r)
@@ -74,6 +80,10 @@ struct IgemmX86 {
 #pragma GCC unroll 32
         for (int r = 0; r < MR; ++r) p[r] = ind[r] + a_offset;
         for (int64_t q = 0; q < kc4; ++q, w += 4 * kNr * V::kWBytes) {
+          if (pf < pf_stop) {
+            _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T1);
+            pf += 64;
+          }
 #pragma GCC unroll 32
           for (int r = 0; r < MR; ++r) {
             const typename V::A x = V::template Bcast<kXor>(p[r] + 4 * V::kABytes * q);
