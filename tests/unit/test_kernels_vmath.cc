@@ -338,6 +338,60 @@ TEST_CASE("kernels: vmath tails, NaN and infinities") {
   }
 }
 
+TEST_CASE("kernels: vmath lrn equals its level's steps, and libm within a few ulp") {
+  // Planes of 3..5 channels (LRN's clipped windows), lengths with tails, and
+  // sums of squares from tiny to large; bias 1 or 2, beta 0.75 or 0.5.
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (Isa isa : kernels::SupportedIsas()) {
+    const std::string isa_name = kernels::IsaName(isa);
+    CAPTURE(isa_name);
+    const kernels::VMathKernels& k = kernels::VMathFor(isa);
+    for (int64_t n : {1, 7, 16, 17, 31, 100, 3136}) {
+      for (int64_t count : {1, 3, 5}) {
+        const int64_t stride = n + 3;
+        std::vector<float> x(size_t(stride * count));
+        const float mag = n % 2 ? 30.f : 0.01f;
+        for (auto& v : x) v = nd(rng) * mag;
+        const float bias = count == 3 ? 2.f : 1.f, scale = 1e-4f / 5.f;
+        const float nbeta = count == 5 ? -0.75f : -0.5f;
+        const float* xc = x.data() + (count / 2) * stride;
+        std::vector<float> y(size_t(n) + 1, 9.f), d(static_cast<size_t>(n)),
+            want(static_cast<size_t>(n));
+        k.lrn(x.data(), stride, count, xc, y.data(), n, bias, scale, nbeta);
+        CHECK(y[size_t(n)] == 9.f);  // nothing written past n
+        // The same float steps through the level's own log and exp.
+        for (int64_t i = 0; i < n; ++i) {
+          float sq = 0.f;
+          for (int64_t c = 0; c < count; ++c)
+            sq = std::fma(x[size_t(c * stride + i)], x[size_t(c * stride + i)], sq);
+          d[size_t(i)] = std::fma(scale, sq, bias);
+        }
+        if (nbeta == -0.75f) {  // the square root form
+          for (int64_t i = 0; i < n; ++i) {
+            const float t = std::sqrt(d[size_t(i)]);
+            want[size_t(i)] = xc[i] / (t * std::sqrt(t));
+          }
+        } else {
+          k.log(d.data(), d.data(), n);
+          for (auto& v : d) v *= nbeta;
+          k.exp(d.data(), d.data(), n);
+          for (int64_t i = 0; i < n; ++i) want[size_t(i)] = xc[i] * d[size_t(i)];
+        }
+        CHECK(std::memcmp(y.data(), want.data(), size_t(n) * sizeof(float)) == 0);
+        for (int64_t i = 0; i < n; ++i) {
+          double sq = 0.0;
+          for (int64_t c = 0; c < count; ++c)
+            sq += double(x[size_t(c * stride + i)]) * x[size_t(c * stride + i)];
+          const double exact =
+              double(xc[i]) * std::pow(double(bias) + double(scale) * sq, double(nbeta));
+          CHECK(std::fabs(double(y[size_t(i)]) - exact) <= 1e-6 * std::fabs(exact) + 1e-30);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("kernels: vmath AVX-512 variant equals the AVX2 variant bit for bit") {
   // Same operations lane for lane (vmath_avx512f.cc): every function over a
   // sweep with NaN, infinities, subnormals and lengths that leave tails.
@@ -373,6 +427,13 @@ TEST_CASE("kernels: vmath AVX-512 variant equals the AVX2 variant bit for bit") 
   b->swish(xs.data(), yb.data(), n, 1.f);
   CHECK(std::memcmp(ya.data(), yb.data(), ya.size() * sizeof(float)) == 0);
   CHECK(a->max(xs.data(), n) == b->max(xs.data(), n));
+  std::vector<float> la(xs.size(), 7.f), lb(xs.size(), 7.f);
+  a->lrn(xs.data(), 7, 5, xs.data() + 14, la.data(), n - 28, 1.f, 2e-5f, -0.75f);
+  b->lrn(xs.data(), 7, 5, xs.data() + 14, lb.data(), n - 28, 1.f, 2e-5f, -0.75f);
+  CHECK(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) == 0);
+  a->lrn(xs.data(), 7, 5, xs.data() + 14, la.data(), n - 28, 1.f, 2e-5f, -0.6f);
+  b->lrn(xs.data(), 7, 5, xs.data() + 14, lb.data(), n - 28, 1.f, 2e-5f, -0.6f);
+  CHECK(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) == 0);
   // Softmax's numerator and denominator: the sum's order too (its last bit
   // moved a dynamically quantized transformer by a quantization step).
   std::vector<float> sx(1000);

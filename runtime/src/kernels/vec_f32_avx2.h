@@ -21,6 +21,7 @@ struct F32x8 {
   static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F Div(F a, F b) { return _mm256_div_ps(a, b); }
+  static F Sqrt(F a) { return _mm256_sqrt_ps(a); }
   static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   // NaN in a gives b (vminps/vmaxps): callers that care restore NaN.
   static F Min(F a, F b) { return _mm256_min_ps(a, b); }

@@ -27,6 +27,7 @@ struct F32x16 {
   static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F Div(F a, F b) { return _mm512_div_ps(a, b); }
+  static F Sqrt(F a) { return _mm512_sqrt_ps(a); }
   static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   // NaN in a gives b, as on ymm: callers that care restore NaN.
   static F Min(F a, F b) { return _mm512_min_ps(a, b); }

@@ -80,8 +80,23 @@ float ExpShiftSumRef(const float* x, float* y, int64_t n, float shift) {
   return sum;
 }
 
-const VMathKernels kVMathRef = {"reference", SigmoidRef,  TanhRef,  ExpRef, LogRef,        ErfRef,
-                                GeluRef,     GeluTanhRef, SwishRef, MaxRef, ExpShiftSumRef};
+void LrnRef(const float* x0, int64_t stride, int64_t count, const float* xc, float* y, int64_t n,
+            float bias, float scale, float nbeta) {
+  for (int64_t i = 0; i < n; ++i) {
+    float s = 0.f;
+    for (int64_t k = 0; k < count; ++k) s = std::fma(x0[k * stride + i], x0[k * stride + i], s);
+    const float d = std::fma(scale, s, bias);
+    if (nbeta == -0.75f) {
+      const float t = std::sqrt(d);
+      y[i] = xc[i] / (t * std::sqrt(t));
+    } else {
+      y[i] = xc[i] * std::exp(nbeta * std::log(d));
+    }
+  }
+}
+
+const VMathKernels kVMathRef = {"reference", SigmoidRef,  TanhRef,  ExpRef, LogRef,         ErfRef,
+                                GeluRef,     GeluTanhRef, SwishRef, MaxRef, ExpShiftSumRef, LrnRef};
 
 }  // namespace
 

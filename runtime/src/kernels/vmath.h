@@ -38,6 +38,13 @@ struct VMathKernels {
   float (*max)(const float* x, int64_t n);
   // y = exp(x - shift); returns the sum of y (Softmax's numerator and denominator).
   float (*exp_shift_sum)(const float* x, float* y, int64_t n, float shift);
+  // LRN of one plane: y = xc * d^nbeta with d = fma(scale, s, bias), s the
+  // sum of x0[k * stride]^2 over k in [0, count) as s = fma(x, x, s) in k
+  // order; d^nbeta = exp(nbeta * log(d)) with the variant's log and exp, or
+  // for nbeta = -0.75 y = xc / (sqrt(d) * sqrt(sqrt(d))). Every variant the
+  // same steps (explicit fused multiply-adds: no compiler contraction decides).
+  void (*lrn)(const float* x0, int64_t stride, int64_t count, const float* xc, float* y, int64_t n,
+              float bias, float scale, float nbeta);
 };
 
 // The kernels the named feature set `isa` allows (the reference ones when it

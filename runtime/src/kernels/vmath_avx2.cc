@@ -1,9 +1,9 @@
 // AVX2+FMA vmath kernels (vmath.h): the shared algorithm over 8-lane vectors.
 #include <immintrin.h>
 
+#include "kernels/vec_f32_avx2.h"
 #include "kernels/vmath.h"
 #include "kernels/vmath_impl.h"
-#include "kernels/vec_f32_avx2.h"
 
 namespace qfold {
 namespace kernels {
@@ -42,8 +42,8 @@ float ExpShiftSumAvx2(const float* x, float* y, int64_t n, float shift) {
 }
 
 extern const VMathKernels kVMathAvx2;
-const VMathKernels kVMathAvx2 = {"avx2",  K::Sigmoid,  K::Tanh,  K::Exp, K::Log,        K::Erf,
-                                 K::Gelu, K::GeluTanh, K::Swish, K::Max, K::ExpShiftSum};
+const VMathKernels kVMathAvx2 = {"avx2",  K::Sigmoid,  K::Tanh,  K::Exp, K::Log,         K::Erf,
+                                 K::Gelu, K::GeluTanh, K::Swish, K::Max, K::ExpShiftSum, K::Lrn};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -4,10 +4,9 @@
 // order would follow the lane count, is the AVX2 variant's own, below).
 #include <immintrin.h>
 
+#include "kernels/vec_f32_avx512f.h"
 #include "kernels/vmath.h"
 #include "kernels/vmath_impl.h"
-#include "kernels/vec_f32_avx512f.h"
-
 
 namespace qfold {
 namespace kernels {
@@ -52,9 +51,9 @@ float ExpShiftSumAvx2(const float* x, float* y, int64_t n, float shift);  // vma
 // dynamically quantized transformer (e2e_dynamic_quant_detected) by one
 // quantization step. Every other function gives the AVX2 variant's bits.
 extern const VMathKernels kVMathAvx512f;
-const VMathKernels kVMathAvx512f = {"avx512f", K::Sigmoid, K::Tanh,        K::Exp,
-                                    K::Log,    K::Erf,     K::Gelu,        K::GeluTanh,
-                                    K::Swish,  K::Max,     ExpShiftSumAvx2};
+const VMathKernels kVMathAvx512f = {"avx512f", K::Sigmoid, K::Tanh,         K::Exp,
+                                    K::Log,    K::Erf,     K::Gelu,         K::GeluTanh,
+                                    K::Swish,  K::Max,     ExpShiftSumAvx2, K::Lrn};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -19,6 +19,7 @@ struct V4 {
   static F Sub(F a, F b) { return vsubq_f32(a, b); }
   static F Mul(F a, F b) { return vmulq_f32(a, b); }
   static F Div(F a, F b) { return vdivq_f32(a, b); }
+  static F Sqrt(F a) { return vsqrtq_f32(a); }
   static F Fma(F a, F b, F c) { return vfmaq_f32(c, a, b); }
   // fminnm/fmaxnm: a NaN operand gives the other one; callers restore NaN at the end.
   static F Min(F a, F b) { return vminnmq_f32(a, b); }
@@ -50,8 +51,8 @@ using K = vmath::Kernels<V4>;
 }  // namespace
 
 extern const VMathKernels kVMathNeon;
-const VMathKernels kVMathNeon = {"neon",  K::Sigmoid,  K::Tanh,  K::Exp, K::Log,        K::Erf,
-                                 K::Gelu, K::GeluTanh, K::Swish, K::Max, K::ExpShiftSum};
+const VMathKernels kVMathNeon = {"neon",  K::Sigmoid,  K::Tanh,  K::Exp, K::Log,         K::Erf,
+                                 K::Gelu, K::GeluTanh, K::Swish, K::Max, K::ExpShiftSum, K::Lrn};
 
 }  // namespace kernels
 }  // namespace qfold
