@@ -140,9 +140,10 @@ TEST_CASE("concurrency: conversions overlap running sessions; sessions keep kern
   };
   // Each side keeps going until the other has made progress, so they overlap:
   // sessions run until both converters are done, converters convert at least
-  // kConversions times and until the sessions have run a few times and two
-  // conversions have been in flight at once (bounded, in case the threads
-  // never meet).
+  // kConversions times and until the sessions have run a few times, one run
+  // has fallen inside a conversion and two conversions have been in flight
+  // at once (bounded, in case the threads never meet; on a fast machine the
+  // first conversions could end before any run did).
   constexpr int kConversions = 4, kMaxConversions = 200;
   std::atomic<int> converters_running{2}, in_flight{0}, max_in_flight{0};
   std::atomic<int> session_runs{0}, runs_during_conversion{0};
@@ -164,7 +165,8 @@ TEST_CASE("concurrency: conversions overlap running sessions; sessions keep kern
   auto convert = [&](std::vector<std::vector<uint8_t>>* qfm, std::vector<std::string>* ks,
                      std::vector<Status>* err) {
     for (int i = 0; i < kMaxConversions; ++i) {
-      if (i >= kConversions && session_runs.load() >= 4 * kInputs && max_in_flight.load() >= 2)
+      if (i >= kConversions && session_runs.load() >= 4 * kInputs && max_in_flight.load() >= 2 &&
+          runs_during_conversion.load() > 0)
         break;
       Converted c;
       const int now = in_flight.fetch_add(1) + 1;
