@@ -106,6 +106,9 @@ class LayoutPlanner {
   Status Run() {
     std::vector<Node> nodes = std::move(g_.nodes);
     g_.nodes.clear();
+    for (const Node& n : nodes)
+      for (const std::string& in : n.inputs)
+        if (!in.empty()) readers_[in].push_back(&n);
     for (Node& n : nodes) {
       for (std::string& in : n.inputs) {
         auto it = rename_.find(in);
@@ -311,7 +314,9 @@ class LayoutPlanner {
     const Perm p = *perm, inv = Inverse(p);
     const size_t rank = p.size();
     // Moving a Transpose past an op that widens the data (DequantizeLinear,
-    // Cast to float) would move more bytes, not fewer.
+    // Cast to float) would move more bytes, not fewer; unless it brings
+    // channels-last data back to NCHW for readers that all run channels-last
+    // float (LRN, pools, Conv after a DequantizeLinear), where it cancels.
     size_t in_bytes = 0;
     for (int i = 0; i < num_inputs; ++i)
       if (def->layout_input(i, num_inputs) && transposed_.count(n.inputs[size_t(i)]))
@@ -319,7 +324,9 @@ class LayoutPlanner {
           in_bytes = std::max(in_bytes, dtype_storage_bytes(v->dtype, 1));
     for (const std::string& out : n.outputs) {
       const Value* v = out.empty() ? nullptr : g_.Find(out);
-      if (v && dtype_storage_bytes(v->dtype, 1) > in_bytes) return false;
+      if (v && dtype_storage_bytes(v->dtype, 1) > in_bytes &&
+          !(p == ToChannelsFirst(rank) && ReadersRunChannelsLastFloat(out)))
+        return false;
     }
     // Every data input must come from a Transpose with the same permutation,
     // be a constant (permuted here) or a scalar.
@@ -354,6 +361,24 @@ class LayoutPlanner {
     return true;
   }
 
+  // Whether `name` is read, only by ops that take channels-last float data
+  // of its rank (OpDef::layout_float), and is not a graph output.
+  bool ReadersRunChannelsLastFloat(const std::string& name) const {
+    const Value* v = g_.Find(name);
+    auto it = readers_.find(name);
+    if (!v || v->dtype != DType::kFloat32 || v->shape.size() != 4 || it == readers_.end() ||
+        g_.IsGraphOutput(name))
+      return false;
+    for (const Node* r : it->second) {
+      const OpDef* def = FindNodeOp(*r);
+      if (!def || def->layout != LayoutRole::kChannelsLast || !def->layout_float ||
+          r->inputs.empty() || r->inputs[0] != name ||
+          (def->layout_channels_last && !def->layout_channels_last(r->attrs)))
+        return false;
+    }
+    return true;
+  }
+
   // A constant broadcast to `rank` dims (leading 1s) and transposed by p.
   std::string PermutedConstant(const Value& v, const Perm& p) {
     Shape full(p.size() - v.shape.size(), 1);
@@ -365,6 +390,8 @@ class LayoutPlanner {
 
   Graph& g_;
   std::unordered_map<std::string, Transposed> transposed_;
+  // The nodes reading each value, as the graph stood before planning.
+  std::unordered_map<std::string, std::vector<const Node*>> readers_;
   std::unordered_map<std::string, std::string> rename_;
   std::map<std::pair<std::string, Perm>, std::string> made_;
   std::vector<std::string> channels_last_;

@@ -392,6 +392,46 @@ TEST_CASE("kernels: vmath lrn equals its level's steps, and libm within a few ul
   }
 }
 
+TEST_CASE("kernels: vmath channels-last lrn equals the planes' lrn bit for bit") {
+  // Rows of c channels against the same data as c planes (the two layouts the
+  // converter may pick for one LRN), every level and the reference; sizes 1
+  // to 9 (windows clipped at both ends), channel counts around the vector
+  // widths, both finishing forms (beta 3/4 and another).
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 3.f);
+  std::vector<Isa> isas = kernels::SupportedIsas();
+  for (Isa isa : isas) {
+    const std::string isa_name = kernels::IsaName(isa);
+    CAPTURE(isa_name);
+    const kernels::VMathKernels& k = kernels::VMathFor(isa);
+    for (int64_t c : {1, 3, 8, 15, 16, 17, 40, 64, 97}) {
+      for (int64_t size : {1, 2, 5, 9}) {
+        const int64_t rows = 11, before = (size - 1) / 2, after = size - 1 - before;
+        const float nbeta = size == 5 ? -0.75f : -0.6f;
+        std::vector<float> x(size_t(rows * c)), planes(x.size());
+        for (auto& v : x) v = nd(rng);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t ch = 0; ch < c; ++ch) planes[size_t(ch * rows + r)] = x[size_t(r * c + ch)];
+        std::vector<float> y(x.size() + 1, 5.f), yp(x.size());
+        k.lrn_channels_last(x.data(), y.data(), rows, c, before, after, 2.f, 1e-3f, nbeta);
+        CHECK(y.back() == 5.f);
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const int64_t k0 = std::max<int64_t>(0, ch - before), k1 = std::min(c - 1, ch + after);
+          k.lrn(planes.data() + k0 * rows, rows, k1 - k0 + 1, planes.data() + ch * rows,
+                yp.data() + ch * rows, rows, 2.f, 1e-3f, nbeta);
+        }
+        int64_t differ = 0;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t ch = 0; ch < c; ++ch)
+            differ += std::memcmp(&y[size_t(r * c + ch)], &yp[size_t(ch * rows + r)], 4) != 0;
+        CAPTURE(c);
+        CAPTURE(size);
+        CHECK(differ == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("kernels: vmath AVX-512 variant equals the AVX2 variant bit for bit") {
   // Same operations lane for lane (vmath_avx512f.cc): every function over a
   // sweep with NaN, infinities, subnormals and lengths that leave tails.

@@ -122,6 +122,45 @@ TEST_CASE("channels-last global pools (float; 8-bit max) match NCHW") {
     }
 }
 
+TEST_CASE("channels-last LRN matches NCHW at the same level bit for bit") {
+  // The reference level computes in double, the others in float: each level
+  // against its own channels-first result, 1 and 2 threads (rows vs planes
+  // split differently); sizes that clip at both ends, beta 3/4 and not.
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.f, 5.f);
+  for (const Shape& s : {Shape{1, 64, 12, 12}, Shape{2, 19, 5, 7}, Shape{1, 3, 4, 4}}) {
+    for (int64_t size : {3, 5, 6}) {
+      AttrMap attrs;
+      attrs.SetInt("size", size);
+      attrs.SetFloat("alpha", 1e-2f);
+      attrs.SetFloat("beta", size == 5 ? 0.75f : 0.6f);
+      attrs.SetFloat("bias", 1.5f);
+      std::vector<float> x(size_t(s[0] * s[1] * s[2] * s[3]));
+      for (float& v : x) v = nd(rng);
+      const std::vector<std::shared_ptr<OwnedTensor>> cf = {F32(s, x)};
+      const std::vector<std::shared_ptr<OwnedTensor>> cl = {
+          F32(ChannelsLastShape(s), ToChannelsLast(x, s))};
+      AttrMap last_attrs = attrs;
+      last_attrs.SetInt("channels_last", 1);
+      for (kernels::Isa isa : kernels::SupportedIsas()) {
+        const std::string what =
+            ShapeToString(s) + " size " + std::to_string(size) + " " + kernels::IsaName(isa);
+        CAPTURE(what);
+        const OpRun first = RunOp("LRN", cf, attrs, 1, 1, &IsaConfig(isa));
+        REQUIRE(first.status.ok());
+        const std::vector<float> want = ToChannelsLast(first.values<float>(), s);
+        for (int threads : {1, 2}) {
+          const OpRun last = RunOp("LRN", cl, last_attrs, 1, threads, &IsaConfig(isa));
+          REQUIRE(last.status.ok());
+          CHECK(last.shape() == ChannelsLastShape(s));
+          const std::vector<float> got = last.values<float>();
+          CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("channels-last float BatchNormalization matches NCHW") {
   for (const Shape& s : {Shape{1, 96, 7, 7}, Shape{2, 37, 5, 6}, Shape{1, 130, 3, 2}}) {
     const int64_t c = s[1];

@@ -2,6 +2,7 @@
 // choice of variant per ISA level.
 #include "kernels/vmath.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -95,8 +96,18 @@ void LrnRef(const float* x0, int64_t stride, int64_t count, const float* xc, flo
   }
 }
 
-const VMathKernels kVMathRef = {"reference", SigmoidRef,  TanhRef,  ExpRef, LogRef,         ErfRef,
-                                GeluRef,     GeluTanhRef, SwishRef, MaxRef, ExpShiftSumRef, LrnRef};
+void LrnChannelsLastRef(const float* x, float* y, int64_t rows, int64_t c, int64_t before,
+                        int64_t after, float bias, float scale, float nbeta) {
+  for (int64_t r = 0; r < rows; ++r, x += c, y += c)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const int64_t k0 = std::max<int64_t>(0, ch - before), k1 = std::min(c - 1, ch + after);
+      LrnRef(x + k0, 1, k1 - k0 + 1, x + ch, y + ch, 1, bias, scale, nbeta);
+    }
+}
+
+const VMathKernels kVMathRef = {"reference",    SigmoidRef, TanhRef,           ExpRef,   LogRef,
+                                ErfRef,         GeluRef,    GeluTanhRef,       SwishRef, MaxRef,
+                                ExpShiftSumRef, LrnRef,     LrnChannelsLastRef};
 
 }  // namespace
 

@@ -45,7 +45,16 @@ struct VMathKernels {
   // same steps (explicit fused multiply-adds: no compiler contraction decides).
   void (*lrn)(const float* x0, int64_t stride, int64_t count, const float* xc, float* y, int64_t n,
               float bias, float scale, float nbeta);
+  // LRN of `rows` rows of c channels (channels-last): channel ch's window is
+  // [ch - before, ch + after] clipped to the row, summed in channel order;
+  // otherwise the steps of lrn, so both layouts give the same bits.
+  // before and after at most kLrnMaxChannelsLastSize.
+  void (*lrn_channels_last)(const float* x, float* y, int64_t rows, int64_t c, int64_t before,
+                            int64_t after, float bias, float scale, float nbeta);
 };
+
+// The largest LRN size the channels-last kernels take.
+constexpr int64_t kLrnMaxChannelsLastSize = 32;
 
 // The kernels the named feature set `isa` allows (the reference ones when it
 // has no SIMD; never null).

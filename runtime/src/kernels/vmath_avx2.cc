@@ -42,8 +42,9 @@ float ExpShiftSumAvx2(const float* x, float* y, int64_t n, float shift) {
 }
 
 extern const VMathKernels kVMathAvx2;
-const VMathKernels kVMathAvx2 = {"avx2",  K::Sigmoid,  K::Tanh,  K::Exp, K::Log,         K::Erf,
-                                 K::Gelu, K::GeluTanh, K::Swish, K::Max, K::ExpShiftSum, K::Lrn};
+const VMathKernels kVMathAvx2 = {"avx2",         K::Sigmoid, K::Tanh,           K::Exp,   K::Log,
+                                 K::Erf,         K::Gelu,    K::GeluTanh,       K::Swish, K::Max,
+                                 K::ExpShiftSum, K::Lrn,     K::LrnChannelsLast};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 namespace qfold {
 namespace kernels {
@@ -340,22 +341,28 @@ struct Kernels {
   }
   // See VMathKernels::lrn. Whole vectors, then the tail through zero-padded
   // copies of each plane.
-  static void Lrn(const float* x0, int64_t stride, int64_t count, const float* xc, float* y,
-                  int64_t n, float bias, float scale, float nbeta) {
-    using F = typename V::F;
-    const F vb = V::Set(bias), vs = V::Set(scale), vn = V::Set(nbeta);
-    // beta = 3/4 (every LRN of AlexNet, GoogLeNet, ZFNet): x / (sqrt(d) *
-    // sqrt(sqrt(d))), four correctly rounded steps (within 2 ulp), instead of
-    // log and exp (2.5x faster).
-    const bool three_quarters = nbeta == -0.75f;
-    auto one = [&](F s, F x) {
-      const F d = V::Fma(vs, s, vb);
+  // x * d^nbeta for d = fma(scale, s, bias): beta = 3/4 (every LRN of
+  // AlexNet, GoogLeNet, ZFNet) as x / (sqrt(d) * sqrt(sqrt(d))), four
+  // correctly rounded steps (within 2 ulp), instead of log and exp (2.5x
+  // faster).
+  struct LrnFinish {
+    typename V::F vb, vs, vn;
+    bool three_quarters;
+    LrnFinish(float bias, float scale, float nbeta)
+        : vb(V::Set(bias)), vs(V::Set(scale)), vn(V::Set(nbeta)), three_quarters(nbeta == -0.75f) {}
+    typename V::F operator()(typename V::F s, typename V::F x) const {
+      const typename V::F d = V::Fma(vs, s, vb);
       if (three_quarters) {
-        const F t = V::Sqrt(d);
+        const typename V::F t = V::Sqrt(d);
         return V::Div(x, V::Mul(t, V::Sqrt(t)));
       }
       return V::Mul(x, ExpFull<V>(V::Mul(vn, vmath::Log<V>(d))));
-    };
+    }
+  };
+  static void Lrn(const float* x0, int64_t stride, int64_t count, const float* xc, float* y,
+                  int64_t n, float bias, float scale, float nbeta) {
+    using F = typename V::F;
+    const LrnFinish one(bias, scale, nbeta);
     int64_t i = 0;
     // Four vectors at a time: log and exp are long dependency chains, and
     // four of them side by side keep the FMA pipes busy (3x faster than one).
@@ -390,6 +397,36 @@ struct Kernels {
       std::copy(xc + i, xc + n, buf);
       V::Store(buf, one(s, V::Load(buf)));
       std::copy(buf, buf + (n - i), y + i);
+    }
+  }
+  // See VMathKernels::lrn_channels_last. Each row is copied between zeros
+  // (before in front, after and a vector's worth behind), so every channel
+  // sums before + after + 1 terms: the zeros add exactly nothing (fma(0, 0,
+  // s) = s for the s >= 0 of a sum of squares), which keeps lrn's bits.
+  static void LrnChannelsLast(const float* x, float* y, int64_t rows, int64_t c, int64_t before,
+                              int64_t after, float bias, float scale, float nbeta) {
+    using F = typename V::F;
+    const LrnFinish one(bias, scale, nbeta);
+    const int64_t taps = before + after + 1;
+    std::vector<float> pad(size_t(before + c + after + V::kLanes), 0.f);
+    float* row = pad.data() + before;
+    for (int64_t r = 0; r < rows; ++r, x += c, y += c) {
+      std::copy(x, x + c, row);
+      for (int64_t i = 0; i < c; i += V::kLanes) {
+        F s = V::Set(0.f);
+        for (int64_t t = 0; t < taps; ++t) {
+          const F v = V::Load(pad.data() + i + t);
+          s = V::Fma(v, v, s);
+        }
+        const F out = one(s, V::Load(row + i));
+        if (i + V::kLanes <= c) {
+          V::Store(y + i, out);
+        } else {
+          float buf[V::kLanes];
+          V::Store(buf, out);
+          std::copy(buf, buf + (c - i), y + i);
+        }
+      }
     }
   }
   // exp(x - shift), and the sum of the results: Softmax's numerator.

@@ -12,6 +12,7 @@
 #include "core/shape_util.h"
 #include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
+#include "kernels/vmath.h"
 #include "ops/channels_last.h"
 #include "ops/window_util.h"
 
@@ -361,10 +362,28 @@ Status RunLRN(KernelContext& ctx) {
   const double alpha = ctx.attr().GetFloat("alpha", 1e-4f);
   const double beta = ctx.attr().GetFloat("beta", 0.75f);
   const double bias = ctx.attr().GetFloat("bias", 1.f);
-  const int64_t n = x->shape[0], c = x->shape[1];
-  const int64_t plane = Product(Shape(x->shape.begin() + 2, x->shape.end()));
+  // channels_last = 1 (layout planning, between channels-last ops): NHWC.
+  const bool channels_last = ctx.attr().GetInt("channels_last", 0) != 0;
+  const int64_t n = x->shape[0], c = channels_last ? x->shape.back() : x->shape[1];
+  const int64_t plane = n > 0 && c > 0 ? x->numel() / (n * c) : 0;
   // Window [ch - floor((size-1)/2), ch + ceil((size-1)/2)], clipped to the channels.
   const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  if (ctx.kernel_config().fast_loops && plane > 0 && channels_last) {
+    // Rows of C channels: each channel's window sum in the same order and the
+    // same steps as the planes below (VMathKernels::lrn_channels_last), so
+    // both layouts give the same bits.
+    const float* xd = x->ptr<float>();
+    float* yd = y->ptr<float>();
+    const float scale = float(alpha / double(size)), fbias = float(bias), nbeta = float(-beta);
+    const kernels::VMathKernels& vm = *ctx.kernel_config().vmath;
+    const int64_t rows = n * plane;
+    const bool small = rows * c < (int64_t(1) << 14);
+    kernels::ParallelFor(small ? nullptr : ctx.pool, rows, [&](int64_t r0, int64_t r1, int) {
+      vm.lrn_channels_last(xd + r0 * c, yd + r0 * c, r1 - r0, c, before, after, fbias, scale,
+                           nbeta);
+    });
+    return Status::Ok();
+  }
   if (ctx.kernel_config().fast_loops && plane > 0) {
     // Fast path in float: each plane's window sums taken in the reference's
     // channel order, and d^-beta = exp(-beta * log(d)), through the session's
@@ -387,15 +406,18 @@ Status RunLRN(KernelContext& ctx) {
     });
     return Status::Ok();
   }
+  // Element (i, ch, j) at i * c * plane + ch * ch_step + j * j_step.
+  const int64_t ch_step = channels_last ? 1 : plane, j_step = channels_last ? c : 1;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t j = 0; j < plane; ++j) {
         double sq = 0.0;
+        const int64_t base = i * c * plane + j * j_step;
         for (int64_t k = std::max<int64_t>(0, ch - before); k <= std::min(c - 1, ch + after); ++k) {
-          const double v = x->ptr<float>()[(i * c + k) * plane + j];
+          const double v = x->ptr<float>()[base + k * ch_step];
           sq += v * v;
         }
-        const int64_t idx = (i * c + ch) * plane + j;
+        const int64_t idx = base + ch * ch_step;
         y->ptr<float>()[idx] =
             float(x->ptr<float>()[idx] / std::pow(bias + alpha / double(size) * sq, beta));
       }
@@ -443,13 +465,26 @@ const OpDef& OpDef_GroupNormalization() {
 }
 
 const OpDef& OpDef_LRN() {
-  static const OpDef def{"LRN",
-                         InferLRN,
-                         RunLRN,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false,
-                         /*min_inputs=*/1,
-                         /*max_inputs=*/1};
+  static const OpDef def = [] {
+    OpDef d{"LRN",
+            InferLRN,
+            RunLRN,
+            /*value_inputs=*/0,
+            /*shape_only=*/false,
+            /*min_inputs=*/1,
+            /*max_inputs=*/1};
+    // Channels-last between channels-last convolutions and pools (AlexNet,
+    // GoogLeNet, ZFNet): the window runs along a pixel's contiguous channels,
+    // and the Transposes around it (and in quantized models a float
+    // Transpose-DequantizeLinear pair) disappear.
+    d.layout = LayoutRole::kChannelsLast;
+    d.layout_float = true;
+    d.layout_channels_last = [](const AttrMap& attrs) {
+      const int64_t size = attrs.GetInt("size", 0);
+      return size > 0 && size <= kernels::kLrnMaxChannelsLastSize;
+    };
+    return d;
+  }();
   return def;
 }
 
