@@ -362,8 +362,11 @@ class LayoutPlanner {
   }
 
   // Whether `name` is read, only by ops that take channels-last float data
-  // of its rank (OpDef::layout_float), and is not a graph output.
-  bool ReadersRunChannelsLastFloat(const std::string& name) const {
+  // of its rank (OpDef::layout_float) as their first input, or by float
+  // element-wise ops whose outputs are read so in turn (ResNet's last
+  // residual Add and Relu before a float AveragePool), and is not a graph
+  // output. `depth` bounds the element-wise chains followed.
+  bool ReadersRunChannelsLastFloat(const std::string& name, int depth = 3) const {
     const Value* v = g_.Find(name);
     auto it = readers_.find(name);
     if (!v || v->dtype != DType::kFloat32 || v->shape.size() != 4 || it == readers_.end() ||
@@ -371,8 +374,14 @@ class LayoutPlanner {
       return false;
     for (const Node* r : it->second) {
       const OpDef* def = FindNodeOp(*r);
-      if (!def || def->layout != LayoutRole::kChannelsLast || !def->layout_float ||
-          r->inputs.empty() || r->inputs[0] != name ||
+      if (!def) return false;
+      if (def->layout == LayoutRole::kElementwise && depth > 0 && r->outputs.size() == 1 &&
+          !r->outputs[0].empty()) {
+        if (!ReadersRunChannelsLastFloat(r->outputs[0], depth - 1)) return false;
+        continue;
+      }
+      if (def->layout != LayoutRole::kChannelsLast || !def->layout_float || r->inputs.empty() ||
+          r->inputs[0] != name ||
           (def->layout_channels_last && !def->layout_channels_last(r->attrs)))
         return false;
     }
