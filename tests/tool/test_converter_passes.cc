@@ -547,6 +547,68 @@ TEST_CASE(
   CHECK(CountOps(kept, "Transpose") == 3);
 }
 
+TEST_CASE("converter PlanLayouts: a DequantizeLinear before channels-last float ops keeps NHWC") {
+  // Conv -> Q -> DQ -> LRN -> Add(+1) -> Relu -> MaxPool: the Transpose back to NCHW after the
+  // Conv moves past Q and then past the widening DQ, because every path from the DQ leads
+  // through element-wise float ops to ops that run channels-last float (LRN, MaxPool), where
+  // it cancels: only the input's and the output's Transposes remain. The Conv's products are
+  // exact (multiples of 1/8), so both layouts give the same bits; with a Sigmoid reading the
+  // DQ too, the Transpose stays before the DQ.
+  for (const bool side_reader : {false, true}) {
+    CAPTURE(side_reader);
+    TempDir dir;
+    OnnxBuilder b(17);
+    b.Input("X", kFloat, {1, 8, 6, 6});
+    b.Output("Y", kFloat, {1, 8, 3, 3});
+    if (side_reader) b.Output("S", kFloat, {1, 8, 6, 6});
+    std::vector<float> w(8 * 8 * 9);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+    b.InitFloat("W", {8, 8, 3, 3}, w);
+    b.InitFloat("scale", {}, {0.125f});
+    const uint8_t zp = 128;
+    b.Init("zp", onnx::TensorProto::UINT8, {}, &zp, 1);
+    b.InitFloat("one", {}, {1.f});
+    OnnxBuilder::AttrInts(b.Node("Conv", {"X", "W"}, {"c"}, "conv"), "pads", {1, 1, 1, 1});
+    b.Node("QuantizeLinear", {"c", "scale", "zp"}, {"q"}, "q");
+    b.Node("DequantizeLinear", {"q", "scale", "zp"}, {"d"}, "dq");
+    onnx::NodeProto* lrn = b.Node("LRN", {"d"}, {"l"}, "lrn");
+    OnnxBuilder::AttrInt(lrn, "size", 5);
+    OnnxBuilder::AttrFloat(lrn, "alpha", 0.01f);
+    b.Node("Add", {"l", "one"}, {"a"}, "add");
+    b.Node("Relu", {"a"}, {"r"}, "relu");
+    onnx::NodeProto* pool = b.Node("MaxPool", {"r"}, {"Y"}, "pool");
+    OnnxBuilder::AttrInts(pool, "kernel_shape", {2, 2});
+    OnnxBuilder::AttrInts(pool, "strides", {2, 2});
+    if (side_reader) b.Node("Sigmoid", {"d"}, {"S"}, "side");
+    const std::string path = b.Write(dir);
+    std::vector<float> x(8 * 36);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 13 % 29) - 14) * 0.5f;
+    Graph g;
+    const std::vector<float> y = ConvertAndRun(path, "X", {1, 8, 6, 6}, x, "Y", {1, 8, 3, 3}, &g);
+    // side_reader: the Transpose stays before the DQ, and the LRN and MaxPool after it run
+    // NCHW (alone they would only add Transposes).
+    CHECK(CountOps(g, "Transpose") == 2);
+    for (const char* op : {"LRN", "MaxPool"}) {
+      CAPTURE(op);
+      const Node* n = FindNode(g, op);
+      REQUIRE(n != nullptr);
+      CHECK(n->attrs.GetInt("channels_last", 0) == (side_reader ? 0 : 1));
+    }
+    const Node* dq = FindNode(g, "DequantizeLinear");
+    REQUIRE(dq != nullptr);
+    const Node* before_dq = nullptr;
+    for (const Node& n : g.nodes)
+      if (!n.outputs.empty() && n.outputs[0] == dq->inputs[0]) before_dq = &n;
+    REQUIRE(before_dq != nullptr);
+    CHECK((before_dq->op_type == "Transpose") == side_reader);
+    ConvertOptions first;
+    first.channels_last = false;
+    Graph kept;
+    CHECK(ConvertAndRun(path, "X", {1, 8, 6, 6}, x, "Y", {1, 8, 3, 3}, &kept, first) == y);
+    CHECK(CountOps(kept, "Transpose") == 0);
+  }
+}
+
 TEST_CASE("converter CommuteReshapeTransposes: Transposes that cancel across a Reshape vanish") {
   // NHWC [1, 3, 4, 2] -> NCHW, H and W merged (contiguous in both layouts), back to channels
   // last: only the Reshape remains.
