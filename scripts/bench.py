@@ -38,8 +38,9 @@ How one model is measured:
      first thread count) and returns its first output (compared with ONNX Runtime's: cosine) and
      that run's time. A peer that crashes there (OpenVINO segfaults on some QDQ models) or
      raises becomes a table entry;
-  2. measure: one spawned child process per model; for each thread count T in turn it loads
-     every engine that passed the probe, warms each up, then runs R rounds. In each round every
+  2. measure: for each thread count T in turn, every engine that passed the probe loads and
+     warms up in a spawned worker process of its own (engines never share a process: one's
+     allocator, thread runtime or pinning could slow another's), then R rounds. In each round every
      engine runs K timed inferences in turn (after 1 untimed one to re-warm caches, for runs
      under REWARM_BELOW_MS), the order rotating from round to round; K is per engine, so that
      its turn takes about --round-seconds. On a shared machine the noise then falls on all
@@ -523,48 +524,120 @@ def probe_child(spec, conn):
     conn.close()
 
 
-def measure_child(specs_by_threads, plan, conn):
-    """Interleaved timing of several engines on one model (see the module docstring), for each
-    thread count in turn. specs_by_threads: [(T, {engine: spec})]; plan: {"warmup", "rounds",
-    "iterations": {engine: K}}. Sends per thread count {"threads", "times": {engine: [[seconds
-    per run] per round]}, "orders", "info"} or {"threads", "error"}."""
+def engine_worker(spec, warmup, conn):
+    """One engine in a process of its own for the interleaved rounds (measure_interleaved):
+    loads, warms up, sends {"ready"} (or {"error"}), then answers the parent's commands on the
+    duplex pipe: ("time", K, rewarm) -> {"times": [seconds per run]}; ("finish", want_output)
+    -> {"output", "info"} after a reset (the same first step for every engine, however many it
+    ran), and exits. Between commands it blocks on the pipe, so its own threads go idle as they
+    would between a user's calls; engines never share a process, whose allocator, thread
+    runtime or pinning could slow the others (OpenVINO's 2-thread model, loaded and idle, made
+    qfold's 2-thread runs 1.1-2x slower in one process)."""
     quiet_stdout()
-    feeds = None
-    for threads, specs in specs_by_threads:
-        try:
-            feeds = feeds or load_feeds(next(iter(specs.values()))["feeds"])
-            # An engine that fails to load or run at this thread count (OpenVINO
-            # compiles per thread count) is its own table entry, not the others'.
-            runners, engine_errors = {}, {}
-            for e, spec in specs.items():
-                try:
-                    r = open_runner(spec, feeds)
-                    for _ in range(plan["warmup"]):
-                        r.run()
-                    runners[e] = r
-                except Exception as ex:  # noqa: BLE001
-                    engine_errors[e] = f"{type(ex).__name__}: {str(ex)[:200]}"
-            engines = list(runners)
-            times = {e: [] for e in engines}
-            orders = []
-            for rnd in range(plan["rounds"]):
-                order = engines[rnd % len(engines):] + engines[:rnd % len(engines)]
-                orders.append(order)
-                for e in order:
-                    time.sleep(TURN_PAUSE_S)
-                    times[e].append(runners[e].timed_runs(plan["iterations"][e],
-                                                          plan["rewarm"][e]))
-            for r in runners.values():
-                r.reset()  # the same first step for every engine, however many it ran
-            outputs = ({e: np.asarray(r.first_output()) for e, r in runners.items()}
-                       if threads == specs_by_threads[0][0] else {})
-            conn.send({"threads": threads, "times": times, "orders": orders, "outputs": outputs,
-                       "info": {e: r.info for e, r in runners.items()},
-                       "engine_errors": engine_errors})
-            del runners  # free one thread count's sessions before the next
-        except Exception as e:  # noqa: BLE001
-            conn.send({"threads": threads, "error": f"{type(e).__name__}: {str(e)[:200]}"})
+    try:
+        runner = open_runner(spec, load_feeds(spec["feeds"]))
+        for _ in range(warmup):
+            runner.run()
+        conn.send({"ready": True})
+        while True:
+            cmd = conn.recv()
+            if cmd[0] == "time":
+                conn.send({"times": runner.timed_runs(cmd[1], cmd[2])})
+            elif cmd[0] == "finish":
+                runner.reset()
+                conn.send({"output": np.asarray(runner.first_output()) if cmd[1] else None,
+                           "info": runner.info})
+                break
+    except EOFError:
+        pass  # the parent went away
+    except Exception as e:  # noqa: BLE001 -- reported as the engine's table entry
+        conn.send({"error": f"{type(e).__name__}: {str(e)[:200]}"})
     conn.close()
+
+
+def receive(conn, proc, deadline):
+    """The worker's next message, or (None, why) when it died or the deadline passed."""
+    while True:
+        if conn.poll(0.2):
+            try:
+                return conn.recv(), None
+            except EOFError:
+                break
+        if not proc.is_alive():
+            break
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.join()
+            return None, "timed out"
+    proc.join(10)
+    code = proc.exitcode
+    if code is not None and code < 0:
+        try:
+            return None, f"crashes ({signal.Signals(-code).name})"
+        except ValueError:
+            return None, f"crashes (signal {-code})"
+    return None, f"exited with code {code}"
+
+
+def measure_interleaved(specs_by_threads, plan, timeout):
+    """Interleaved timing of several engines on one model (see the module docstring), for each
+    thread count in turn, each engine in its own worker process (engine_worker) that the rounds
+    drive one turn at a time. specs_by_threads: [(T, {engine: spec})]; plan: {"warmup",
+    "rounds", "iterations": {engine: K}, "rewarm": {engine: bool}}. Returns per thread count
+    {"threads", "times": {engine: [[seconds per run] per round]}, "orders", "outputs", "info",
+    "engine_errors"}: an engine that fails to load, run or crashes is its own entry."""
+    ctx = multiprocessing.get_context("spawn")
+    deadline = time.monotonic() + timeout
+    results = []
+    for threads, specs in specs_by_threads:
+        workers, errors = {}, {}
+        # Loaded and warmed one at a time, so no load overlaps another engine's work.
+        for e, spec in specs.items():
+            conn, child = ctx.Pipe()
+            proc = ctx.Process(target=engine_worker, args=(spec, plan["warmup"], child))
+            proc.start()
+            child.close()
+            msg, why = receive(conn, proc, deadline)
+            if msg is None or "error" in msg:
+                errors[e] = why or msg["error"]
+                if proc.is_alive():
+                    proc.kill()
+                proc.join()
+                continue
+            workers[e] = (proc, conn)
+        engines = list(workers)
+        times, orders = {e: [] for e in engines}, []
+        for rnd in range(plan["rounds"]):
+            order = engines[rnd % len(engines):] + engines[:rnd % len(engines)]
+            orders.append(order)
+            for e in order:
+                if e not in workers:
+                    continue
+                time.sleep(TURN_PAUSE_S)
+                proc, conn = workers[e]
+                conn.send(("time", plan["iterations"][e], plan["rewarm"][e]))
+                msg, why = receive(conn, proc, deadline)
+                if msg is None or "error" in msg:
+                    errors[e] = why or msg["error"]
+                    del workers[e]
+                    times.pop(e, None)
+                    continue
+                times[e].append(msg["times"])
+        outputs, info = {}, {}
+        for e, (proc, conn) in workers.items():
+            conn.send(("finish", threads == specs_by_threads[0][0]))
+            msg, why = receive(conn, proc, deadline)
+            if msg is not None and "error" not in msg:
+                info[e] = msg["info"]
+                if msg["output"] is not None:
+                    outputs[e] = msg["output"]
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        results.append({"threads": threads, "times": times, "orders": orders,
+                        "outputs": outputs, "info": info, "engine_errors": errors})
+    return results
 
 
 def run_in_child(target, args, timeout):
@@ -1042,7 +1115,7 @@ def bench_model(args, model, work, engines, ctx, log):
             continue
         outputs[e], first_ms[e] = r["output"], r["first_run_ms"]
         res["info"][e] = dict(r["info"], load_ms=r["load_ms"], first_run_ms=r["first_run_ms"])
-    # 2. Interleaved rounds per thread count, all probed engines in one child.
+    # 2. Interleaved rounds per thread count, each probed engine in a worker process.
     iterations = plan_iterations(args, first_ms)
     slowest = max(first_ms.values(), default=0)
     plan = {"rounds": args.rounds, "iterations": iterations,
@@ -1054,10 +1127,9 @@ def bench_model(args, model, work, engines, ctx, log):
         budget = len(args.threads) * sum(
             (plan["warmup"] + plan["rounds"] * (iterations[e] + plan["rewarm"][e])) * first_ms[e] +
             res["info"][e].get("load_ms", 1000.0) for e in first_ms) / 1e3
-        msgs, crash = run_in_child(measure_child, (specs, plan), 300 + 4 * budget)
-        by_threads = {m["threads"]: m for m in msgs}
+        by_threads = {m["threads"]: m for m in measure_interleaved(specs, plan, 300 + 4 * budget)}
         for t in args.threads:
-            m = by_threads.get(t) or {"error": crash or "no result"}
+            m = by_threads.get(t) or {"error": "no result"}
             if "error" in m:
                 for e in first_ms:
                     res["engines"].setdefault(e, {})[t] = {"error": "measurement " + m["error"]}
@@ -1292,8 +1364,10 @@ def write_markdown(path, results, conv, meta, args):
     w("")
     w("- Per model and thread count T, every engine is first **probed** alone in a child "
       "process (load, one run, first output): an engine that crashes or fails there is a table "
-      "entry, not a failed benchmark. Then one child process loads all engines that passed and "
-      f"runs **{args.rounds} rounds**; in each round every engine, in turn (the order rotates "
+      "entry, not a failed benchmark. Then every engine that passed loads in a worker process "
+      "of its own (engines never share a process: with OpenVINO's 2-thread model loaded and "
+      "idle in the same process, qfold's 2-thread runs were 1.1-2x slower), and the parent "
+      f"drives **{args.rounds} rounds**; in each round every engine, in turn (the order rotates "
       "by one each round), does K timed inferences (after one untimed to re-warm caches when "
       f"its runs take under {REWARM_BELOW_MS} ms), K chosen per engine so its "
       f"turn lasts about {args.round_seconds:g} s (at most {MAX_ITERATIONS_PER_TURN}), with a "
