@@ -12,6 +12,7 @@
 // BatchNormalization after a concatenation, a per-channel scale and shift,
 // per-axis Q/DQ — make the result a function of (channel, byte): the chain is
 // evaluated on a [1, C, 256, 1...] tensor and becomes a [C, 256] table.
+#include <algorithm>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -20,6 +21,7 @@
 #include "converter/passes/passes.h"
 #include "core/op.h"
 #include "kernels/kernel_config.h"
+#include "kernels/quant_s8.h"
 
 namespace qfold {
 namespace conv {
@@ -110,6 +112,63 @@ class Collapser {
     }
     if (bn && n.inputs.size() < 5) return false;
     *per_channel = *per_channel || uses_channels;
+    return true;
+  }
+
+  static std::vector<uint8_t> Int32Bytes(const std::vector<int32_t>& v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    for (size_t i = 0; i < v.size(); ++i)
+      for (int k = 0; k < 4; ++k) b[i * 4 + size_t(k)] = uint8_t(uint32_t(v[i]) >> (8 * k));
+    return b;
+  }
+
+  // Fits each 8-bit step of a per-channel chain (steps: its [1, C, 256, ..]
+  // results on every byte of x, in order) as a clamped line of the step
+  // before (x itself for the first) per channel: params [S][5][C] (mult,
+  // add, shift, lo, hi). Each step is a function of the one before on the
+  // values that occur; the chain of lines is then checked against the last
+  // step on all 256 bytes of every channel.
+  static bool FitLines(DType x_dtype, const std::vector<const Tensor*>& steps, int64_t channels,
+                       std::vector<int32_t>* params) {
+    const int64_t stages = int64_t(steps.size());
+    params->assign(size_t(stages * 5 * channels), 0);
+    auto value = [](const Tensor& t, int64_t at) {
+      const uint8_t b = t.ptr<uint8_t>()[at];
+      return t.dtype == DType::kInt8 ? int32_t(int8_t(b)) : int32_t(b);
+    };
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      int32_t prev[256];
+      for (int i = 0; i < 256; ++i)
+        prev[i] = x_dtype == DType::kInt8 ? int32_t(int8_t(uint8_t(i))) : i;
+      int32_t v[256];
+      std::copy(prev, prev + 256, v);
+      for (int64_t st = 0; st < stages; ++st) {
+        // The step's value for each previous value (index + 256), or none.
+        int32_t map[512];
+        bool seen[512] = {};
+        int32_t cur[256];
+        for (int i = 0; i < 256; ++i) {
+          cur[i] = value(*steps[size_t(st)], ch * 256 + i);
+          const int key = prev[i] + 256;
+          if (seen[key] && map[key] != cur[i]) return false;
+          seen[key] = true;
+          map[key] = cur[i];
+        }
+        int32_t xs[512], ys[512];
+        int n = 0;
+        for (int key = 0; key < 512; ++key)
+          if (seen[key]) xs[n] = key - 256, ys[n] = map[key], ++n;
+        int32_t line[5];
+        if (!kernels::FitClampedLine(xs, ys, n, &line[0], &line[1], &line[2], &line[3], &line[4]))
+          return false;
+        for (int r = 0; r < 5; ++r) (*params)[size_t((st * 5 + r) * channels + ch)] = line[r];
+        for (int i = 0; i < 256; ++i)
+          v[i] = std::min(std::max((v[i] * line[0] + line[1]) >> line[2], line[3]), line[4]);
+        std::copy(cur, cur + 256, prev);
+      }
+      for (int i = 0; i < 256; ++i)
+        if (v[i] != prev[i]) return false;
+    }
     return true;
   }
 
@@ -261,6 +320,37 @@ class Collapser {
       out.storage.resize(out.t.bytes() + 1);
       out.t.data = out.storage.data();
       if (!def->run(ctx).ok()) return Status::Ok();
+    }
+
+    // A per-channel chain to one result whose 8-bit steps are each a clamped
+    // line of the step before becomes QfChannelLines (integer arithmetic
+    // instead of a lookup per byte on channels-last data).
+    if (per_channel && !wide && tabled.size() == 1) {
+      std::vector<const Tensor*> steps;
+      for (size_t k : region) {
+        const Tensor& t = computed[g_.nodes[k].outputs[0]].t;
+        if (Is8Bit(t.dtype)) steps.push_back(&t);
+      }
+      const Node& last = g_.nodes[tabled[0]];
+      if (!steps.empty() && steps.back() == &computed[last.outputs[0]].t) {
+        std::vector<int32_t> params;
+        if (FitLines(xv->dtype, steps, channels, &params)) {
+          Node lines;
+          lines.op_type = "QfChannelLines";
+          lines.name = last.name;
+          lines.outputs = last.outputs;
+          lines.inputs = {x,
+                          g_.AddConstant(last.name + "_lines", DType::kInt32,
+                                         {int64_t(steps.size()), 5, channels}, Int32Bytes(params))};
+          lines.attrs.SetInt("axis", 1);
+          lines.attrs.SetInt("y_signed", steps.back()->dtype == DType::kInt8 ? 1 : 0);
+          g_.nodes[tabled[0]] = std::move(lines);
+          collapsed_ += 1;
+          QF_RETURN_IF_ERROR(RemoveDeadCode(&g_));
+          consumers_ = BuildConsumers(g_);
+          return Status::Ok();
+        }
+      }
     }
 
     // Each tabled result is now produced by a lookup in its own table; the

@@ -1325,8 +1325,9 @@ TEST_CASE("qdq: element-wise chains on one activation collapse into lookup table
 }
 
 // A constant that varies along the channels (axis 1) makes the result a
-// function of (channel, byte): one [C, 256] table. Along any other axis the
-// result depends on the position: no table.
+// function of (channel, byte): a per-channel op, here QfChannelLines (the
+// requantized product is a clamped line of x in every channel). Along any
+// other axis the result depends on the position: nothing collapses.
 TEST_CASE("qdq: an element-wise op with a per-channel constant becomes a per-channel table") {
   const QP xq{0.031f, 121, kU8}, aq{0.027f, 118, kU8};
   for (bool along_channels : {true, false}) {
@@ -1358,20 +1359,23 @@ TEST_CASE("qdq: an element-wise op with a per-channel constant becomes a per-cha
       // Within one step: the graph rounds in float32, this in double.
       CHECK(std::abs(QuantizeAll({double(f.outs[0][i])}, aq)[0] - want) <= 1);
     }
-    CHECK(CountOps(f.graph, "QfLookupTable") == (along_channels ? 1 : 0));
+    CHECK(CountOps(f.graph, "QfChannelLines") == (along_channels ? 1 : 0));
     CHECK(CountOps(f.graph, "QLinearMul") + CountOps(f.graph, "Mul") == (along_channels ? 0 : 1));
     if (along_channels) {
-      const Node* lut = FindOp(f.graph, "QfLookupTable");
-      REQUIRE(lut != nullptr);
-      CHECK(lut->attrs.GetInt("axis", -1) == 1);
-      CHECK(f.graph.Find(lut->inputs[1])->shape == Shape{3, 256});
+      const Node* lines = FindOp(f.graph, "QfChannelLines");
+      REQUIRE(lines != nullptr);
+      CHECK(lines->attrs.GetInt("axis", -1) == 1);
+      CHECK(f.graph.Find(lines->inputs[1])->shape == Shape{1, 5, 3});
     }
   }
 }
 
 // DequantizeLinear -> BatchNormalization -> QuantizeLinear (a BN that could
-// not be folded into a convolution, as after DenseNet's concatenations) is a
-// per-channel table, bit-identical to the unfolded graph.
+// not be folded into a convolution, as after DenseNet's concatenations) is
+// one clamped line per channel, bit-identical to the unfolded graph; with
+// more per-channel steps each requantized (DenseNet's light model: BN, Mul,
+// Add, Relu), one stage per 8-bit result in one QfChannelLines. A curve
+// (Sigmoid) in the chain keeps a [C, 256] table.
 TEST_CASE("qdq: DQ -> BatchNormalization -> Q becomes a per-channel table") {
   const QP xq{0.04f, 100, kU8}, yq{0.05f, 90, kU8};
   TempDir dir;
@@ -1392,8 +1396,55 @@ TEST_CASE("qdq: DQ -> BatchNormalization -> Q becomes a per-channel table") {
   RunResult f = ConvertRun(path, true, {{"x", {2, 3, 2, 2}, x}}, {{"y", {2, 3, 2, 2}}});
   RunResult l = ConvertRun(path, false, {{"x", {2, 3, 2, 2}, x}}, {{"y", {2, 3, 2, 2}}});
   CHECK(f.outs[0] == l.outs[0]);
-  CHECK(CountOps(f.graph, "QfLookupTable") == 1);
+  CHECK(CountOps(f.graph, "QfChannelLines") == 1);
   CHECK(CountOps(f.graph, "BatchNormalization") == 0);
+}
+
+TEST_CASE("qdq: a requantized per-channel chain becomes one QfChannelLines of a stage per step") {
+  // BN -> Q -> DQ -> BN -> Q -> DQ -> Relu (or Sigmoid) -> Q: a stage per 8-bit
+  // result when each is a clamped line of the one before (these constants:
+  // every step fits; one whose float rounding lands a near-tie on the other
+  // side of every line, or a round-half-even tie, keeps a table). A curve
+  // keeps the [C, 256] table.
+  const QP xq{0.04f, 100, kU8}, bq{0.03f, 120, kU8}, mq{0.05f, 7, kI8}, yq{0.0213f, 0, kU8};
+  for (bool curve : {false, true}) {
+    CAPTURE(curve);
+    TempDir dir;
+    OnnxBuilder b(17);
+    b.Input("x", kF32, {2, 4, 3, 5});
+    b.Output("y", kF32, {2, 4, 3, 5});
+    const std::string x_dq = QDQ(&b, "x", "xin", xq);
+    b.InitFloat("bn_scale", {4}, {1.5f, -0.75f, 0.9f, 2.5f});
+    b.InitFloat("bn_bias", {4}, {0.2f, 0.1f, -0.3f, 0.0f});
+    b.InitFloat("bn_mean", {4}, {0.5f, -0.25f, 0.0f, 1.0f});
+    b.InitFloat("bn_var", {4}, {1.2f, 0.8f, 2.0f, 0.5f});
+    b.InitFloat("bn2_scale", {4}, {0.7f, 1.1f, -0.4f, 0.95f});
+    b.InitFloat("bn2_bias", {4}, {-0.1f, 0.3f, 0.05f, 0.2f});
+    b.InitFloat("bn2_mean", {4}, {0.1f, 0.0f, -0.2f, 0.3f});
+    b.InitFloat("bn2_var", {4}, {0.9f, 1.5f, 1.1f, 0.7f});
+    b.Node("BatchNormalization", {x_dq, "bn_scale", "bn_bias", "bn_mean", "bn_var"}, {"bn"}, "bn0");
+    const std::string bn_dq = QDQ(&b, "bn", "bnq", bq);
+    b.Node("BatchNormalization", {bn_dq, "bn2_scale", "bn2_bias", "bn2_mean", "bn2_var"}, {"m"},
+           "bn1");
+    const std::string m_dq = QDQ(&b, "m", "mq", mq);
+    b.Node(curve ? "Sigmoid" : "Relu", {m_dq}, {"r"}, "act");
+    Q(&b, "r", "yq", yq);
+    DQ(&b, "yq", "y");
+    const std::string path = b.Write(dir);
+    std::vector<float> x(120);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i) * 37 % 101 - 50) * 0.09f;
+    RunResult f = ConvertRun(path, true, {{"x", {2, 4, 3, 5}, x}}, {{"y", {2, 4, 3, 5}}});
+    RunResult l = ConvertRun(path, false, {{"x", {2, 4, 3, 5}, x}}, {{"y", {2, 4, 3, 5}}});
+    CHECK(f.outs[0] == l.outs[0]);
+    CHECK(CountOps(f.graph, "QfChannelLines") == (curve ? 0 : 1));
+    CHECK(CountOps(f.graph, "QfLookupTable") == (curve ? 1 : 0));
+    if (!curve) {
+      const Node* lines = FindOp(f.graph, "QfChannelLines");
+      REQUIRE(lines != nullptr);
+      // Stages: the two BNs' and the Relu's 8-bit results.
+      CHECK(f.graph.Find(lines->inputs[1])->shape == Shape{3, 5, 4});
+    }
+  }
 }
 
 // ---- 8. int4 weight-only MatMul -----------------------------------------------------------

@@ -553,6 +553,141 @@ TEST_CASE("kernels: per-channel tables and concatenation split between threads")
   }
 }
 
+// Random valid QfChannelLines params [stages, 5, c]: every product and sum
+// inside int32, each stage's range inside a byte range (the last in y's).
+TensorPtr LineParams(int64_t stages, int64_t c, bool y_signed, std::mt19937& rng) {
+  std::vector<int32_t> p(size_t(stages * 5 * c));
+  auto rnd = [&](int64_t lo, int64_t hi) {
+    return int32_t(std::uniform_int_distribution<int64_t>(lo, hi)(rng));
+  };
+  for (int64_t st = 0; st < stages; ++st)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const bool last = st == stages - 1;
+      const bool s8 = last ? y_signed : rng() % 2 == 0;
+      int32_t lo = rnd(s8 ? -128 : 0, s8 ? 127 : 255), hi = rnd(s8 ? -128 : 0, s8 ? 127 : 255);
+      if (lo > hi) std::swap(lo, hi);
+      const int32_t shift = rnd(0, 24);
+      // |mult| * 255 + |add| < 2^31; outputs spread over the range.
+      const int32_t mult = rnd(-(int64_t(1) << 22), int64_t(1) << 22) >> (24 - shift);
+      const int32_t add = rnd(-(int64_t(1) << 29), int64_t(1) << 29) >> (24 - shift);
+      const int32_t row[5] = {mult, add, shift, lo, hi};
+      for (int r = 0; r < 5; ++r) p[size_t((st * 5 + r) * c + ch)] = row[r];
+    }
+  auto t = std::make_shared<OwnedTensor>();
+  t->t.dtype = DType::kInt32;
+  t->t.shape = {stages, 5, c};
+  t->storage.resize(p.size() * 4);
+  std::memcpy(t->storage.data(), p.data(), t->storage.size());
+  t->t.data = t->storage.data();
+  return t;
+}
+
+TEST_CASE("kernels: QfChannelLines matches the reference at every level, both layouts") {
+  // Channels-last rows take the vector kernels (AVX2: 8 channels, AVX-512: 16,
+  // parameters in registers up to 4 stages, from memory beyond); channels
+  // first the scalar loop. Channel counts with tails, 1-5 stages, every
+  // signedness of x and y.
+  std::mt19937 rng(31);
+  int fast = 0;
+  for (int64_t c : {1, 7, 16, 40, 131})
+    for (int64_t stages : {1, 2, 3, 4, 5})
+      for (int signs = 0; signs < 4; ++signs) {
+        const bool x_signed = signs & 1, y_signed = signs & 2;
+        const DType xt = x_signed ? DType::kInt8 : DType::kUInt8;
+        const TensorPtr params = LineParams(stages, c, y_signed, rng);
+        AttrMap a;
+        a.SetInt("y_signed", y_signed);
+        for (int axis : {3, 1}) {
+          const Shape sh = axis == 3 ? Shape{2, 5, 37, c} : Shape{2, c, 5, 37};
+          a.SetInt("axis", axis);
+          const std::string what = "c " + std::to_string(c) + " stages " + std::to_string(stages) +
+                                   " signs " + std::to_string(signs) + " axis " +
+                                   std::to_string(axis);
+          fast += CompareWithReference("QfChannelLines", {Bytes(xt, sh, rng), params}, a, what);
+        }
+      }
+  CHECK(fast > 0);
+}
+
+TEST_CASE("kernels: QfChannelLines refuses parameters that leave int32 or the byte range") {
+  std::mt19937 rng(32);
+  const TensorPtr x = Bytes(DType::kUInt8, {1, 4, 2, 2}, rng);
+  AttrMap a;
+  a.SetInt("axis", 1);
+  // One stage for 4 channels; channel 2 broken in each way.
+  auto with = [&](int row, int32_t v, bool y_signed) {
+    TensorPtr p = LineParams(1, 4, y_signed, rng);
+    int32_t* d = reinterpret_cast<int32_t*>(p->storage.data());
+    for (int ch = 0; ch < 4; ++ch) d[0 * 4 + ch] = 1, d[1 * 4 + ch] = 0, d[2 * 4 + ch] = 0;
+    d[row * 4 + 2] = v;
+    return p;
+  };
+  struct Bad {
+    int row;
+    int32_t v;
+    const char* says;
+  };
+  for (const Bad& b : {Bad{2, 31, "shift 31"}, Bad{2, -1, "shift -1"},
+                       Bad{0, 1 << 24, "products leave int32"}, Bad{3, 127, "lo > hi"}}) {
+    const std::string says = b.says;
+    CAPTURE(says);
+    AttrMap at = a;
+    TensorPtr p = with(b.row, b.v, false);
+    int32_t* d = reinterpret_cast<int32_t*>(p->storage.data());
+    if (std::string(b.says) == "lo > hi") d[4 * 4 + 2] = 100;  // hi below lo = 127
+    const OpRun r = RunOp("QfChannelLines", {x, p}, at);
+    CHECK_FALSE(r.status.ok());
+    CHECK(r.status.message().find(b.says) != std::string::npos);
+    CHECK(r.status.message().find("channel 2") != std::string::npos);
+  }
+  // A last range beyond int8 when y is int8.
+  TensorPtr p = with(4, 200, true);
+  int32_t* d = reinterpret_cast<int32_t*>(p->storage.data());
+  d[3 * 4 + 2] = 0;
+  a.SetInt("y_signed", 1);
+  const OpRun r = RunOp("QfChannelLines", {x, p}, a);
+  CHECK_FALSE(r.status.ok());
+  CHECK(r.status.message().find("int8") != std::string::npos);
+}
+
+TEST_CASE("kernels: FitClampedLine reproduces rounded lines and refuses curves") {
+  // Tables as a quantizer makes them: clamp(round_half_even(a x + b), lo, hi),
+  // steep and shallow, rising and falling, with Relu-like floors; the fit
+  // must reproduce every point in int32. Curves and zigzags have no line.
+  std::mt19937 rng(33);
+  int fitted = 0;
+  for (int it = 0; it < 400; ++it) {
+    const bool s8 = it % 2;
+    const double a = std::pow(10.0, Uniform(rng, -2.5f, 1.2f)) * (it % 3 == 0 ? -1 : 1);
+    const double b = Uniform(rng, -200.f, 300.f);
+    const int32_t lo = s8 ? -128 : 0, hi = s8 ? 127 : 255;
+    const int32_t floor_at = it % 5 == 0 ? (s8 ? -10 : 20) : lo;
+    int32_t xs[256], ys[256];
+    for (int i = 0; i < 256; ++i) {
+      xs[i] = s8 ? i - 128 : i;
+      const double v = std::nearbyint(a * xs[i] + b);
+      ys[i] = int32_t(std::min<double>(std::max<double>(v, floor_at), hi));
+    }
+    int32_t m = 0, ad = 0, sh = 0, l = 0, h = 0;
+    CAPTURE(a);
+    CAPTURE(b);
+    REQUIRE(kernels::FitClampedLine(xs, ys, 256, &m, &ad, &sh, &l, &h));
+    for (int i = 0; i < 256; ++i)
+      REQUIRE(std::min(std::max((xs[i] * m + ad) >> sh, l), h) == ys[i]);
+    ++fitted;
+  }
+  CHECK(fitted == 400);
+  int32_t xs[256], curve[256], zigzag[256];
+  for (int i = 0; i < 256; ++i) {
+    xs[i] = i;
+    curve[i] = int32_t(std::nearbyint(255.0 / (1.0 + std::exp(-(i - 128) / 16.0))));
+    zigzag[i] = i % 2 ? 10 : 20;
+  }
+  int32_t m, ad, sh, l, h;
+  CHECK_FALSE(kernels::FitClampedLine(xs, curve, 256, &m, &ad, &sh, &l, &h));
+  CHECK_FALSE(kernels::FitClampedLine(xs, zigzag, 256, &m, &ad, &sh, &l, &h));
+}
+
 // ns per element of one op with the kernels of `isa`.
 double TimeOp(const std::string& type, const std::vector<TensorPtr>& inputs, const AttrMap& attrs,
               int threads, int64_t n, Isa isa) {

@@ -5,6 +5,8 @@
 #include "kernels/quant_s8.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <functional>
 
 #include "kernels/kernel_config.h"
@@ -293,6 +295,122 @@ bool LookupU8(const KernelConfig& kc, const uint8_t* x, const uint8_t* table, ui
   if (!k) return false;
   ForChunks(n, pool, [&](int64_t begin, int64_t end) {
     k->lookup(x + begin, table, y + begin, end - begin);
+  });
+  return true;
+}
+
+namespace {
+
+// max over lines of (a + b * m), lines added in increasing slope b: the
+// upper envelope (convex hull trick), queried by binary search.
+class MaxEnvelope {
+ public:
+  void Add(int64_t a, int64_t b) {
+    if (!b_.empty() && b_.back() == b) {
+      if (a_.back() >= a) return;
+      a_.pop_back(), b_.pop_back();
+    }
+    while (a_.size() >= 2 && Useless(a_.size() - 2, a_.size() - 1, a, b))
+      a_.pop_back(), b_.pop_back();
+    a_.push_back(a), b_.push_back(b);
+  }
+  int64_t At(int64_t m) const {
+    size_t lo = 0, hi = a_.size() - 1;  // the best line: values rise, then fall
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      if (a_[mid] + b_[mid] * m <= a_[mid + 1] + b_[mid + 1] * m)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return a_[lo] + b_[lo] * m;
+  }
+
+ private:
+  // Line j never wins once i (smaller slope) and the new line k exist.
+  bool Useless(size_t i, size_t j, int64_t ak, int64_t bk) const {
+    return (__int128)(ak - a_[i]) * (b_[j] - b_[i]) >= (__int128)(a_[j] - a_[i]) * (bk - b_[i]);
+  }
+  std::vector<int64_t> a_, b_;
+};
+
+}  // namespace
+
+// See quant_s8.h; t holds the ys. Each input gives bounds on v = x * mult + add:
+// an entry strictly inside (lo, hi) needs t << shift <= v < (t + 1) <<
+// shift, one at lo only v < (lo + 1) << shift, one at hi only v >= hi <<
+// shift. For a fixed mult, add ranges over [max(lower - x * mult),
+// min(upper - x * mult)]: the two envelopes make the width, concave in
+// mult, cheap to evaluate, and a ternary search finds the widest.
+bool FitClampedLine(const int32_t* xs, const int32_t* t, int n, int32_t* mult, int32_t* add,
+                    int32_t* shift, int32_t* lo, int32_t* hi) {
+  int32_t ymin = t[0], ymax = t[0];
+  for (int i = 1; i < n; ++i) ymin = std::min(ymin, t[i]), ymax = std::max(ymax, t[i]);
+  *lo = ymin;
+  *hi = ymax;
+  if (ymin == ymax) {
+    *mult = 0, *add = ymin, *shift = 0;
+    return true;
+  }
+  bool up = true, down = true;
+  for (int i = 1; i < n; ++i) up &= t[i] >= t[i - 1], down &= t[i] <= t[i - 1];
+  if (!up && !down) return false;
+  // A bound on the line's slope (a step of d between neighbours allows up
+  // to d + 1); the shift keeps |x * mult| + |add| below 2^30 for |x| <= 255.
+  const int32_t xmax = 255;
+  double slope = 0;
+  for (int i = 1; i < n; ++i)
+    if (t[i] != t[i - 1])
+      slope = std::max(slope, (std::abs(t[i] - t[i - 1]) + 1.0) / double(xs[i] - xs[i - 1]));
+  const double span = 2 * slope * xmax + std::max(std::abs(ymin), std::abs(ymax)) + 2;
+  int s = 0;
+  while (s < 24 && span * double(int64_t(1) << (s + 1)) < double(int64_t(1) << 30)) ++s;
+  const int64_t one = int64_t(1) << s;
+  // lower(m) = max(lower_i - x_i m): slopes -x_i rise as i falls;
+  // -upper(m) = max(-upper_i + x_i m): slopes x_i rise with i.
+  MaxEnvelope low, neg_up;
+  for (int i = n - 1; i >= 0; --i)
+    if (t[i] != ymin) low.Add(int64_t(t[i]) * one, -int64_t(xs[i]));
+  for (int i = 0; i < n; ++i)
+    if (t[i] != ymax) neg_up.Add(-((int64_t(t[i]) + 1) * one - 1), int64_t(xs[i]));
+  auto width = [&](int64_t m) { return -neg_up.At(m) - low.At(m); };
+  const int64_t mbound = int64_t(std::ceil(slope * double(one))) + 1;
+  int64_t m0 = up ? 0 : -mbound, m1 = up ? mbound : 0;
+  while (m1 - m0 > 2) {
+    const int64_t a = m0 + (m1 - m0) / 3, b = m1 - (m1 - m0) / 3;
+    if (width(a) < width(b))
+      m0 = a + 1;
+    else
+      m1 = b;
+  }
+  int64_t best = m0;
+  for (int64_t m = m0 + 1; m <= m1; ++m)
+    if (width(m) > width(best)) best = m;
+  if (width(best) < 0) return false;
+  const int64_t a = low.At(best);
+  if (std::abs(best) * xmax + std::abs(a) >= (int64_t(1) << 31)) return false;
+  *mult = int32_t(best), *add = int32_t(a), *shift = s;
+  // The kernels' arithmetic on every input.
+  for (int i = 0; i < n; ++i) {
+    const int32_t v = (xs[i] * *mult + *add) >> s;
+    if (std::min(std::max(v, ymin), ymax) != t[i]) return false;
+  }
+  return true;
+}
+
+bool HasLineChannels(const KernelConfig& kc) {
+  return kc.quant_s8 && kc.quant_s8->line_channels;
+}
+
+bool LineChannelsU8(const KernelConfig& kc, const uint8_t* x, uint8_t* y, int64_t pixels,
+                    const ChannelLines& lines, ThreadPool* pool) {
+  if (!HasLineChannels(kc)) return false;
+  const int64_t channels = lines.channels;
+  const int64_t grain = std::max<int64_t>(1, kBlock / std::max<int64_t>(1, channels));
+  if (pixels * channels < kMinParallel) pool = nullptr;
+  ParallelFor(pool, (pixels + grain - 1) / grain, [&](int64_t b, int64_t e, int) {
+    const int64_t p0 = b * grain, p1 = std::min(pixels, e * grain);
+    kc.quant_s8->line_channels(x + p0 * channels, y + p0 * channels, p1 - p0, lines);
   });
   return true;
 }

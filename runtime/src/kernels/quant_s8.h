@@ -37,6 +37,32 @@ struct QBinaryS8Params {
   float Combine(float va, float vb) const { return mul ? (va * vb) * mul_factor() : va + vb; }
 };
 
+// Per-channel chains of clamped lines (QfChannelLines): y = v_S with v_0 =
+// x (the input value, int8 or uint8) and, per stage s and channel ch,
+//   v_s = clamp((v_{s-1} * mult + add) >> shift, lo, hi)
+// in int32 (the op checks that no product or sum leaves int32; >> is an
+// arithmetic shift); the last stage's [lo, hi] lies in y's byte range. The
+// converter fits a stage to each 8-bit result of a per-channel chain
+// (DenseNet's DequantizeLinear -> BatchNormalization -> QuantizeLinear, then
+// Mul, Add and Relu, each requantized): a lookup per byte of a channels-last
+// tensor needs one gathered element each, a stage a few vector operations.
+struct ChannelLines {
+  int64_t channels = 0;
+  int stages = 0;
+  bool x_signed = false;
+  // [stage][channel], each stage padded with zeros to a multiple of 16 channels.
+  int64_t stride = 0;
+  std::vector<int32_t> mult, add, shift, lo, hi;
+};
+
+// Fits clamp((x * mult + add) >> shift, lo, hi) to the n points (xs[i],
+// ys[i]), xs strictly increasing within [-255, 255], ys monotone: lo and hi
+// are ys's extremes, every point reproduced exactly in int32 arithmetic
+// (|x * mult| + |add| < 2^31). False when no such line exists (a curve, a
+// table that is not monotone).
+bool FitClampedLine(const int32_t* xs, const int32_t* ys, int n, int32_t* mult, int32_t* add,
+                    int32_t* shift, int32_t* lo, int32_t* hi);
+
 // One ISA level's kernels over n contiguous elements.
 struct QuantS8Kernels {
   // y[i] = saturate(nearbyint(x[i] / scale) + zp) in [lo, hi] (NaN -> zp).
@@ -66,6 +92,9 @@ struct QuantS8Kernels {
   // bytes). Null where the level has no vector form (the caller loops).
   void (*lookup_channels)(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t pixels,
                           int64_t channels, int64_t c0, int64_t c1);
+  // ChannelLines over pixels [0, pixels) of l.channels bytes each
+  // (channels-last). Null where the level has no vector form.
+  void (*line_channels)(const uint8_t* x, uint8_t* y, int64_t pixels, const ChannelLines& l);
 };
 
 // The kernels of `isa`, nullptr for kReference (and levels of another arch).
@@ -110,6 +139,11 @@ bool LookupU8(const KernelConfig& kc, const uint8_t* x, const uint8_t* table, ui
 // kernel for it.
 bool LookupChannelsU8(const KernelConfig& kc, const uint8_t* x, const uint8_t* table, uint8_t* y,
                       int64_t pixels, int64_t channels, ThreadPool* pool);
+// Whether the configuration has line_channels, and the driver that splits
+// pixels between threads (false without the kernel).
+bool HasLineChannels(const KernelConfig& kc);
+bool LineChannelsU8(const KernelConfig& kc, const uint8_t* x, uint8_t* y, int64_t pixels,
+                    const ChannelLines& lines, ThreadPool* pool);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -4,6 +4,7 @@
 // lanes are zeroed first and so become the zero point, like the reference.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/quant_16_x86.h"
@@ -220,6 +221,48 @@ void LookupChannels(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t 
 }  // namespace
 
 // Used by the AVX-512 levels (every AVX-512 CPU has AVX2's gathers).
+namespace {
+
+// ChannelLines: 8 channels of a pixel at a time through every stage in
+// int32 lanes; the low byte of each lane (in byte range after the last
+// clamp) packed by a byte shuffle per 128-bit half.
+template <bool kXSigned>
+void LineChannelsT(const uint8_t* x, uint8_t* y, int64_t pixels, const ChannelLines& l) {
+  const int64_t c = l.channels, stride = l.stride;
+  const __m256i low_bytes =
+      _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                       -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  auto load = [](const int32_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  };
+  for (int64_t p = 0; p < pixels; ++p, x += c, y += c)
+    for (int64_t ch = 0; ch < c; ch += 8) {
+      const int64_t n = std::min<int64_t>(8, c - ch);
+      uint8_t buf[8] = {};
+      std::memcpy(buf, x + ch, size_t(n));
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(buf));
+      __m256i v = kXSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+      for (int st = 0; st < l.stages; ++st) {
+        const int64_t o = st * stride + ch;
+        v = _mm256_add_epi32(_mm256_mullo_epi32(v, load(l.mult.data() + o)),
+                             load(l.add.data() + o));
+        v = _mm256_srav_epi32(v, load(l.shift.data() + o));
+        v = _mm256_min_epi32(_mm256_max_epi32(v, load(l.lo.data() + o)), load(l.hi.data() + o));
+      }
+      const __m256i sh = _mm256_shuffle_epi8(v, low_bytes);
+      const __m128i r =
+          _mm_unpacklo_epi32(_mm256_castsi256_si128(sh), _mm256_extracti128_si256(sh, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(buf), r);
+      std::memcpy(y + ch, buf, size_t(n));
+    }
+}
+
+void LineChannels(const uint8_t* x, uint8_t* y, int64_t pixels, const ChannelLines& l) {
+  l.x_signed ? LineChannelsT<true>(x, y, pixels, l) : LineChannelsT<false>(x, y, pixels, l);
+}
+
+}  // namespace
+
 void QuantS8LookupChannelsAvx2(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t pixels,
                                int64_t channels, int64_t c0, int64_t c1) {
   LookupChannels(x, table, y, pixels, channels, c0, c1);
@@ -231,8 +274,9 @@ void QuantS8LookupAvx2(const uint8_t* x, const uint8_t* table, uint8_t* y, int64
 }
 
 extern const QuantS8Kernels kQuantS8Avx2;
-const QuantS8Kernels kQuantS8Avx2 = {Quantize,   Dequantize,   Binary,   Lookup,
-                                     Quantize16, Dequantize16, Binary16, LookupChannels};
+const QuantS8Kernels kQuantS8Avx2 = {Quantize, Dequantize,     Binary,
+                                     Lookup,   Quantize16,     Dequantize16,
+                                     Binary16, LookupChannels, LineChannels};
 
 }  // namespace kernels
 }  // namespace qfold

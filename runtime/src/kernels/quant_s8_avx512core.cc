@@ -190,16 +190,76 @@ __attribute__((target("avx512vbmi"))) void LookupVbmi(const uint8_t* x, const ui
   }
 }
 
+// ChannelLines, blocks of 16 channels: the stages' parameters of a block
+// stay in registers (S stages, 5 vectors each) while every pixel's 16 bytes
+// pass through them in int32 lanes (exact: the op keeps every product and
+// sum inside int32). kS = 0: any stage count, parameters from memory.
+template <bool kXSigned, int kS>
+void LineChannelsT(const uint8_t* x, uint8_t* y, int64_t pixels, const ChannelLines& l) {
+  const int64_t c = l.channels, stride = l.stride;
+  const int stages = kS ? kS : l.stages;
+  constexpr int kRegs = kS ? kS : 1;
+  for (int64_t ch = 0; ch < c; ch += 16) {
+    const __mmask16 m = TailMask(c - ch);
+    __m512i mult[kRegs], add[kRegs], shift[kRegs], lo[kRegs], hi[kRegs];
+    auto load = [&](int st, int r) {
+      const int64_t o = st * stride + ch;
+      mult[r] = _mm512_loadu_si512(l.mult.data() + o);
+      add[r] = _mm512_loadu_si512(l.add.data() + o);
+      shift[r] = _mm512_loadu_si512(l.shift.data() + o);
+      lo[r] = _mm512_loadu_si512(l.lo.data() + o);
+      hi[r] = _mm512_loadu_si512(l.hi.data() + o);
+    };
+    if (kS)
+      for (int st = 0; st < kS; ++st) load(st, st);
+    const uint8_t* xp = x + ch;
+    uint8_t* yp = y + ch;
+    for (int64_t p = 0; p < pixels; ++p, xp += c, yp += c) {
+      const __m128i b = _mm_maskz_loadu_epi8(m, xp);
+      __m512i v = kXSigned ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
+      for (int st = 0; st < stages; ++st) {
+        const int r = kS ? st : 0;
+        if (!kS) load(st, 0);
+        v = _mm512_srav_epi32(_mm512_add_epi32(_mm512_mullo_epi32(v, mult[r]), add[r]), shift[r]);
+        v = _mm512_min_epi32(_mm512_max_epi32(v, lo[r]), hi[r]);
+      }
+      _mm512_mask_cvtepi32_storeu_epi8(yp, m, v);
+    }
+  }
+}
+
+template <bool kXSigned>
+void LineChannelsS(const uint8_t* x, uint8_t* y, int64_t pixels, const ChannelLines& l) {
+  switch (l.stages) {
+    case 1:
+      return LineChannelsT<kXSigned, 1>(x, y, pixels, l);
+    case 2:
+      return LineChannelsT<kXSigned, 2>(x, y, pixels, l);
+    case 3:
+      return LineChannelsT<kXSigned, 3>(x, y, pixels, l);
+    case 4:
+      return LineChannelsT<kXSigned, 4>(x, y, pixels, l);
+    default:
+      return LineChannelsT<kXSigned, 0>(x, y, pixels, l);
+  }
+}
+
+void LineChannels(const uint8_t* x, uint8_t* y, int64_t pixels, const ChannelLines& l) {
+  l.x_signed ? LineChannelsS<true>(x, y, pixels, l) : LineChannelsS<false>(x, y, pixels, l);
+}
+
 }  // namespace
 
 extern const QuantS8Kernels kQuantS8Avx512Core;
 extern const QuantS8Kernels kQuantS8Avx512Vbmi;
 const QuantS8Kernels kQuantS8Avx512Core = {
-    Quantize,   Dequantize,   Binary,   QuantS8LookupAvx2,
-    Quantize16, Dequantize16, Binary16, QuantS8LookupChannelsAvx2};
+    Quantize,    Dequantize,   Binary,   QuantS8LookupAvx2,
+    Quantize16,  Dequantize16, Binary16, QuantS8LookupChannelsAvx2,
+    LineChannels};
 const QuantS8Kernels kQuantS8Avx512Vbmi = {
-    Quantize,   Dequantize,   Binary,   LookupVbmi,
-    Quantize16, Dequantize16, Binary16, QuantS8LookupChannelsAvx2};
+    Quantize,    Dequantize,   Binary,   LookupVbmi,
+    Quantize16,  Dequantize16, Binary16, QuantS8LookupChannelsAvx2,
+    LineChannels};
 
 }  // namespace kernels
 }  // namespace qfold

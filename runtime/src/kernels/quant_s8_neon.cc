@@ -297,8 +297,8 @@ void Binary16(const QBinaryS8Params& p, const void* a, int a_step, const void* b
 extern const QuantS8Kernels kQuantS8Neon;
 // No per-channel lookup: without a byte gather, the caller's scalar loop is
 // as fast as any NEON form.
-const QuantS8Kernels kQuantS8Neon = {Quantize,   Dequantize,   Binary,   Lookup,
-                                     Quantize16, Dequantize16, Binary16, nullptr};
+const QuantS8Kernels kQuantS8Neon = {Quantize,     Dequantize, Binary,  Lookup, Quantize16,
+                                     Dequantize16, Binary16,   nullptr, nullptr};
 
 }  // namespace kernels
 }  // namespace qfold

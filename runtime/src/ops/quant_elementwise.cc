@@ -442,6 +442,127 @@ Status RunQfLookupTable(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// ---- QfChannelLines ---------------------------------------------------------
+// y = v_S for every element of channel ch (its index along `axis`), with v_0
+// = x's value (int8 or uint8) and per stage s
+//   v_s = clamp((v_{s-1} * mult + add) >> shift, lo, hi)
+// in integers; params is int32 [S, 5, C], rows mult, add, shift, lo, hi per
+// stage; y is int8 when the attribute y_signed is 1, else uint8. The
+// converter writes it for per-channel chains whose every 8-bit result is a
+// clamped line of the one before (kernels::ChannelLines; CollapseBytewise).
+
+constexpr int64_t kMaxLineStages = 16;
+
+// Checks every stage of params (a shift in [0, 30], lo <= hi, no product or
+// sum outside int32 for any value the previous stage can give, the last
+// range inside y's) and lays them out for the kernels.
+Status MakeChannelLines(KernelContext& ctx, const Tensor& x, const Tensor& params, bool y_signed,
+                        kernels::ChannelLines* l) {
+  const int64_t stages = params.shape[0], c = params.shape[2];
+  l->channels = c;
+  l->stages = int(stages);
+  l->x_signed = x.dtype == DType::kInt8;
+  l->stride = (c + 15) / 16 * 16;
+  for (auto* v : {&l->mult, &l->add, &l->shift, &l->lo, &l->hi})
+    v->assign(size_t(stages * l->stride), 0);
+  const int32_t* p = params.ptr<int32_t>();
+  for (int64_t ch = 0; ch < c; ++ch) {
+    int64_t vlo = l->x_signed ? -128 : 0, vhi = l->x_signed ? 127 : 255;
+    for (int64_t st = 0; st < stages; ++st) {
+      const int64_t m = p[(st * 5 + 0) * c + ch], a = p[(st * 5 + 1) * c + ch];
+      const int64_t sh = p[(st * 5 + 2) * c + ch], lo = p[(st * 5 + 3) * c + ch];
+      const int64_t hi = p[(st * 5 + 4) * c + ch];
+      const std::string where =
+          "params: stage " + std::to_string(st) + ", channel " + std::to_string(ch) + ": ";
+      if (sh < 0 || sh > 30) return ctx.Invalid(where + "shift " + std::to_string(sh));
+      if (lo > hi) return ctx.Invalid(where + "lo > hi");
+      if (std::abs(m) * std::max(std::abs(vlo), std::abs(vhi)) + std::abs(a) >= (int64_t(1) << 31))
+        return ctx.Invalid(where + "products leave int32");
+      vlo = lo, vhi = hi;
+      const size_t o = size_t(st * l->stride + ch);
+      l->mult[o] = int32_t(m), l->add[o] = int32_t(a), l->shift[o] = int32_t(sh);
+      l->lo[o] = int32_t(lo), l->hi[o] = int32_t(hi);
+    }
+    if (vlo < (y_signed ? -128 : 0) || vhi > (y_signed ? 127 : 255))
+      return ctx.Invalid("params: channel " + std::to_string(ch) + "'s last range is not in " +
+                         (y_signed ? "int8" : "uint8"));
+  }
+  return Status::Ok();
+}
+
+Status InferQfChannelLines(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  const Tensor* params = ctx.input(1);
+  Tensor* y = ctx.output(0);
+  if (!x || !params) return ctx.Invalid("inputs X and params are required");
+  if (!Is8Bit(x->dtype)) return ctx.Unsupported(std::string("X dtype ") + dtype_name(x->dtype));
+  if (params->dtype != DType::kInt32) return ctx.Invalid("params must be int32");
+  if (params->rank_known &&
+      (params->rank() != 3 || (params->shape[1] >= 0 && params->shape[1] != 5) ||
+       (params->shape[0] >= 0 && (params->shape[0] < 1 || params->shape[0] > kMaxLineStages))))
+    return ctx.Invalid("params must have shape [S, 5, C] with 1 <= S <= " +
+                       std::to_string(kMaxLineStages) + ", got " + ShapeToString(params->shape));
+  const int64_t axis = ctx.attr().GetInt("axis", 1);
+  if (x->rank_known) {
+    if (axis < 0 || axis >= x->rank())
+      return ctx.Invalid("axis " + std::to_string(axis) + " out of range for X " +
+                         ShapeToString(x->shape));
+    const int64_t c = x->shape[size_t(axis)];
+    if (params->rank_known && c >= 0 && params->shape[2] >= 0 && c != params->shape[2])
+      return ctx.Invalid("params " + ShapeToString(params->shape) + " does not match X " +
+                         ShapeToString(x->shape) + " along axis " + std::to_string(axis));
+  }
+  const bool y_signed = ctx.attr().GetInt("y_signed", 0) != 0;
+  if (params->data && params->shape_known() && x->rank_known) {
+    kernels::ChannelLines l;
+    QF_RETURN_IF_ERROR(MakeChannelLines(ctx, *x, *params, y_signed, &l));
+  }
+  y->dtype = y_signed ? DType::kInt8 : DType::kUInt8;
+  CopyShape(x, y);
+  return Status::Ok();
+}
+
+Status PrepareQfChannelLines(KernelContext& ctx, std::shared_ptr<void>* state) {
+  auto l = std::make_shared<kernels::ChannelLines>();
+  QF_RETURN_IF_ERROR(MakeChannelLines(ctx, *ctx.input(0), *ctx.input(1),
+                                      ctx.attr().GetInt("y_signed", 0) != 0, l.get()));
+  *state = l;
+  return Status::Ok();
+}
+
+Status RunQfChannelLines(KernelContext& ctx) {
+  const Tensor* xt = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  kernels::ChannelLines local;
+  const auto* l = static_cast<const kernels::ChannelLines*>(ctx.state);
+  if (!l) {
+    QF_RETURN_IF_ERROR(
+        MakeChannelLines(ctx, *xt, *ctx.input(1), ctx.attr().GetInt("y_signed", 0) != 0, &local));
+    l = &local;
+  }
+  const int64_t axis = ctx.attr().GetInt("axis", 1), c = xt->shape[size_t(axis)];
+  int64_t inner = 1;
+  for (int d = int(axis) + 1; d < xt->rank(); ++d) inner *= xt->shape[size_t(d)];
+  const int64_t outer = c && inner ? xt->numel() / (c * inner) : 0;
+  const uint8_t* x = xt->ptr<uint8_t>();
+  uint8_t* yd = y->ptr<uint8_t>();
+  // Channels-last (the channels contiguous): the vector kernels.
+  if (inner == 1 && kernels::LineChannelsU8(ctx.kernel_config(), x, yd, outer, *l, ctx.pool))
+    return Status::Ok();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t at = (o * c + ch) * inner + i;
+        int32_t v = l->x_signed ? int32_t(int8_t(x[at])) : int32_t(x[at]);
+        for (int st = 0; st < l->stages; ++st) {
+          const size_t k = size_t(st * l->stride + ch);
+          v = std::min(std::max((v * l->mult[k] + l->add[k]) >> l->shift[k], l->lo[k]), l->hi[k]);
+        }
+        yd[at] = uint8_t(v);
+      }
+  return Status::Ok();
+}
+
 // ---- QfRequantize -----------------------------------------------------------
 // Inputs: x, x_scale, x_zero_point?, y_scale, y_zero_point (its dtype is
 // y's); 8/16-bit in and out, per-tensor:
@@ -531,6 +652,19 @@ QF_QUANT_OPDEF(QLinearConcat, InferQLinearConcat, 5, 2 + 3 * 4096, LayoutRole::k
 // A single table has no axis; a [C, 256] table's axis follows the layout.
 QF_QUANT_OPDEF(QfLookupTable, InferQfLookupTable, 2, 2, LayoutRole::kAxis, FirstInputOnly,
                kNoDefaultAxis, kTraitIntegerKernel | kTraitPointwise)
+const OpDef& OpDef_QfChannelLines() {
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("QfChannelLines", InferQfChannelLines, RunQfChannelLines, 2, 2);
+    d.layout = LayoutRole::kAxis;
+    d.layout_input = FirstInputOnly;
+    d.layout_default_axis = 1;
+    d.traits = kTraitIntegerKernel | kTraitPointwise;
+    d.prepare = PrepareQfChannelLines;
+    d.const_inputs = 1u << 1;  // params
+    return d;
+  }();
+  return def;
+}
 QF_QUANT_OPDEF(QfRequantize, InferQfRequantize, 5, 5, LayoutRole::kElementwise, FirstInputOnly, 1,
                kTraitPointwise)
 #undef QF_QUANT_OPDEF
