@@ -458,6 +458,10 @@ constexpr int64_t kMaxLineStages = 16;
 // range inside y's) and lays them out for the kernels.
 Status MakeChannelLines(KernelContext& ctx, const Tensor& x, const Tensor& params, bool y_signed,
                         kernels::ChannelLines* l) {
+  if (!params.data || params.dtype != DType::kInt32 || params.rank() != 3 || params.shape[1] != 5 ||
+      params.shape[0] < 1 || params.shape[0] > kMaxLineStages || params.shape[2] < 0)
+    return ctx.Invalid("params must be int32 [S, 5, C] with 1 <= S <= " +
+                       std::to_string(kMaxLineStages) + ", got " + ShapeToString(params.shape));
   const int64_t stages = params.shape[0], c = params.shape[2];
   l->channels = c;
   l->stages = int(stages);
@@ -540,7 +544,11 @@ Status RunQfChannelLines(KernelContext& ctx) {
         MakeChannelLines(ctx, *xt, *ctx.input(1), ctx.attr().GetInt("y_signed", 0) != 0, &local));
     l = &local;
   }
-  const int64_t axis = ctx.attr().GetInt("axis", 1), c = xt->shape[size_t(axis)];
+  const int64_t axis = ctx.attr().GetInt("axis", 1);
+  if (axis < 0 || axis >= xt->rank() || xt->shape[size_t(axis)] != l->channels)
+    return ctx.Invalid("params for " + std::to_string(l->channels) + " channels, X " +
+                       ShapeToString(xt->shape) + " along axis " + std::to_string(axis));
+  const int64_t c = l->channels;
   int64_t inner = 1;
   for (int d = int(axis) + 1; d < xt->rank(); ++d) inner *= xt->shape[size_t(d)];
   const int64_t outer = c && inner ? xt->numel() / (c * inner) : 0;
