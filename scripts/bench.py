@@ -555,6 +555,17 @@ def engine_worker(spec, warmup, conn):
     conn.close()
 
 
+def exit_description(code):
+    """None for a normal exit, else what ended the process: the signal that killed it (a
+    segfault in an engine) or its exit code."""
+    if code is not None and code < 0:
+        try:
+            return f"crashes ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"crashes (signal {-code})"
+    return None if code == 0 else f"child exited with code {code}"
+
+
 def receive(conn, proc, deadline):
     """The worker's next message, or (None, why) when it died or the deadline passed."""
     while True:
@@ -570,13 +581,7 @@ def receive(conn, proc, deadline):
             proc.join()
             return None, "timed out"
     proc.join(10)
-    code = proc.exitcode
-    if code is not None and code < 0:
-        try:
-            return None, f"crashes ({signal.Signals(-code).name})"
-        except ValueError:
-            return None, f"crashes (signal {-code})"
-    return None, f"exited with code {code}"
+    return None, exit_description(proc.exitcode) or "exited with code 0"
 
 
 def measure_interleaved(specs_by_threads, plan, timeout):
@@ -665,13 +670,7 @@ def run_in_child(target, args, timeout):
     if p.is_alive():
         p.kill()
         p.join()
-    code = p.exitcode
-    if code is not None and code < 0:
-        try:
-            return messages, f"crashes ({signal.Signals(-code).name})"
-        except ValueError:
-            return messages, f"crashes (signal {-code})"
-    return messages, None if code == 0 else f"child exited with code {code}"
+    return messages, exit_description(p.exitcode)
 
 
 # Driver helpers ------------------------------------------------------------------------------

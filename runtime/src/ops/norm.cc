@@ -368,40 +368,37 @@ Status RunLRN(KernelContext& ctx) {
   const int64_t plane = n > 0 && c > 0 ? x->numel() / (n * c) : 0;
   // Window [ch - floor((size-1)/2), ch + ceil((size-1)/2)], clipped to the channels.
   const int64_t before = (size - 1) / 2, after = size - 1 - before;
-  if (ctx.kernel_config().fast_loops && plane > 0 && channels_last) {
+  // The fast paths' float parameters and vector math.
+  const float* xd = x->ptr<float>();
+  float* yd = y->ptr<float>();
+  const float scale = float(alpha / double(size)), fbias = float(bias), nbeta = float(-beta);
+  const kernels::VMathKernels* vm = ctx.kernel_config().vmath;
+  if (ctx.kernel_config().fast_loops && vm && plane > 0 && channels_last) {
     // Rows of C channels: each channel's window sum in the same order and the
     // same steps as the planes below (VMathKernels::lrn_channels_last), so
     // both layouts give the same bits.
-    const float* xd = x->ptr<float>();
-    float* yd = y->ptr<float>();
-    const float scale = float(alpha / double(size)), fbias = float(bias), nbeta = float(-beta);
-    const kernels::VMathKernels& vm = *ctx.kernel_config().vmath;
     const int64_t rows = n * plane;
     const bool small = rows * c < (int64_t(1) << 14);
     kernels::ParallelFor(small ? nullptr : ctx.pool, rows, [&](int64_t r0, int64_t r1, int) {
-      vm.lrn_channels_last(xd + r0 * c, yd + r0 * c, r1 - r0, c, before, after, fbias, scale,
-                           nbeta);
+      vm->lrn_channels_last(xd + r0 * c, yd + r0 * c, r1 - r0, c, before, after, fbias, scale,
+                            nbeta);
     });
     return Status::Ok();
   }
-  if (ctx.kernel_config().fast_loops && plane > 0) {
+  if (ctx.kernel_config().fast_loops && vm && plane > 0) {
     // Fast path in float: each plane's window sums taken in the reference's
     // channel order, and d^-beta = exp(-beta * log(d)), through the session's
     // vector math in one pass per plane (VMathKernels::lrn), a few float ulp
     // from the double reference (in double with pow per element, LRN took
     // half of Inception-v1's time).
-    const float* xd = x->ptr<float>();
-    float* yd = y->ptr<float>();
-    const float scale = float(alpha / double(size)), fbias = float(bias), nbeta = float(-beta);
-    const kernels::VMathKernels& vm = *ctx.kernel_config().vmath;
     const int64_t planes = n * c;
     const bool small = planes * plane < (int64_t(1) << 14);
     kernels::ParallelFor(small ? nullptr : ctx.pool, planes, [&](int64_t p0, int64_t p1, int) {
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t i = p / c, ch = p % c;
         const int64_t k0 = std::max<int64_t>(0, ch - before), k1 = std::min(c - 1, ch + after);
-        vm.lrn(xd + (i * c + k0) * plane, plane, k1 - k0 + 1, xd + p * plane, yd + p * plane, plane,
-               fbias, scale, nbeta);
+        vm->lrn(xd + (i * c + k0) * plane, plane, k1 - k0 + 1, xd + p * plane, yd + p * plane,
+                plane, fbias, scale, nbeta);
       }
     });
     return Status::Ok();
