@@ -106,9 +106,12 @@ class LayoutPlanner {
   Status Run() {
     std::vector<Node> nodes = std::move(g_.nodes);
     g_.nodes.clear();
-    for (const Node& n : nodes)
+    for (const Node& n : nodes) {
       for (const std::string& in : n.inputs)
         if (!in.empty()) readers_[in].push_back(&n);
+      for (const std::string& out : n.outputs)
+        if (!out.empty()) producers_[out] = n.op_type;
+    }
     for (Node& n : nodes) {
       for (std::string& in : n.inputs) {
         auto it = rename_.find(in);
@@ -364,8 +367,8 @@ class LayoutPlanner {
   // Whether `name` is read, only by ops that take channels-last float data
   // of its rank (OpDef::layout_float) as their first input, or by float
   // element-wise ops whose outputs are read so in turn (ResNet's last
-  // residual Add and Relu before a float AveragePool), and is not a graph
-  // output. `depth` bounds the element-wise chains followed.
+  // residual Add of two DequantizeLinear results and Relu before a float
+  // AveragePool), and is not a graph output. `depth` bounds the chains.
   bool ReadersRunChannelsLastFloat(const std::string& name, int depth = 3) const {
     const Value* v = g_.Find(name);
     auto it = readers_.find(name);
@@ -377,6 +380,16 @@ class LayoutPlanner {
       if (!def) return false;
       if (def->layout == LayoutRole::kElementwise && depth > 0 && r->outputs.size() == 1 &&
           !r->outputs[0].empty()) {
+        // Its other data inputs must be constants or DequantizeLinear
+        // results (which move their Transposes the same way), or the
+        // element-wise op would put a Transpose back on float data.
+        const int num = int(r->inputs.size());
+        for (int i = 0; i < num; ++i) {
+          const std::string& in = r->inputs[size_t(i)];
+          if (in.empty() || in == name || !def->layout_input(i, num) || g_.IsConstant(in)) continue;
+          auto p = producers_.find(in);
+          if (p == producers_.end() || p->second != "DequantizeLinear") return false;
+        }
         if (!ReadersRunChannelsLastFloat(r->outputs[0], depth - 1)) return false;
         continue;
       }
@@ -399,8 +412,11 @@ class LayoutPlanner {
 
   Graph& g_;
   std::unordered_map<std::string, Transposed> transposed_;
-  // The nodes reading each value, as the graph stood before planning.
+  // The nodes reading each value and the op type making it, as the graph
+  // stood before planning (readers come later in the order, so they are
+  // still in place when asked about; producers may have moved: types kept).
   std::unordered_map<std::string, std::vector<const Node*>> readers_;
+  std::unordered_map<std::string, std::string> producers_;
   std::unordered_map<std::string, std::string> rename_;
   std::map<std::pair<std::string, Perm>, std::string> made_;
   std::vector<std::string> channels_last_;

@@ -609,6 +609,73 @@ TEST_CASE("converter PlanLayouts: a DequantizeLinear before channels-last float 
   }
 }
 
+TEST_CASE("converter PlanLayouts: a DequantizeLinear before an Add keeps NHWC only with its peer") {
+  // Conv -> Q -> DQ -> Add(., z) -> Relu -> MaxPool: with z a constant the Transpose moves past
+  // the DQ into the channels-last MaxPool; with z a float graph input (NCHW) it stays before the
+  // DQ, where it moves int8 bytes, not float ones. Both layouts give the same bits.
+  for (const bool z_input : {false, true}) {
+    CAPTURE(z_input);
+    TempDir dir;
+    OnnxBuilder b(17);
+    b.Input("X", kFloat, {1, 8, 6, 6});
+    if (z_input) b.Input("z", kFloat, {1, 8, 6, 6});
+    b.Output("Y", kFloat, {1, 8, 3, 3});
+    std::vector<float> w(8 * 8 * 9);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+    b.InitFloat("W", {8, 8, 3, 3}, w);
+    b.InitFloat("scale", {}, {0.125f});
+    const uint8_t zp = 128;
+    b.Init("zp", onnx::TensorProto::UINT8, {}, &zp, 1);
+    if (!z_input) b.InitFloat("z", {}, {1.f});
+    OnnxBuilder::AttrInts(b.Node("Conv", {"X", "W"}, {"c"}, "conv"), "pads", {1, 1, 1, 1});
+    b.Node("QuantizeLinear", {"c", "scale", "zp"}, {"q"}, "q");
+    b.Node("DequantizeLinear", {"q", "scale", "zp"}, {"d"}, "dq");
+    b.Node("Add", {"d", "z"}, {"a"}, "add");
+    b.Node("Relu", {"a"}, {"r"}, "relu");
+    onnx::NodeProto* pool = b.Node("MaxPool", {"r"}, {"Y"}, "pool");
+    OnnxBuilder::AttrInts(pool, "kernel_shape", {2, 2});
+    OnnxBuilder::AttrInts(pool, "strides", {2, 2});
+    const std::string path = b.Write(dir);
+    std::vector<float> x(8 * 36), z(8 * 36);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 13 % 29) - 14) * 0.5f;
+    for (size_t i = 0; i < z.size(); ++i) z[i] = float(int(i * 5 % 17) - 8) * 0.25f;
+    ConvertOptions first;
+    first.channels_last = false;
+    Graph g, kept;
+    std::vector<float> y, y_first;
+    if (z_input) {
+      auto run = [&](const ConvertOptions& opts, Graph* graph) {
+        Converted c;
+        Status st = ConvertAndOpen(path, opts, &c);
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        SetFloatInput(c.session.get(), "X", {1, 8, 6, 6}, x);
+        SetFloatInput(c.session.get(), "z", {1, 8, 6, 6}, z);
+        st = c.session->Run();
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        *graph = c.graph;
+        return FloatOutput(*c.session, "Y", {1, 8, 3, 3});
+      };
+      y = run(ConvertOptions(), &g);
+      y_first = run(first, &kept);
+    } else {
+      y = ConvertAndRun(path, "X", {1, 8, 6, 6}, x, "Y", {1, 8, 3, 3}, &g);
+      y_first = ConvertAndRun(path, "X", {1, 8, 6, 6}, x, "Y", {1, 8, 3, 3}, &kept, first);
+    }
+    CHECK(y == y_first);
+    const Node* mp = FindNode(g, "MaxPool");
+    REQUIRE(mp != nullptr);
+    CHECK(mp->attrs.GetInt("channels_last", 0) == (z_input ? 0 : 1));
+    // Where the Transpose back to NCHW sits: before the DQ (on int8) only with z an input.
+    const Node* dq = FindNode(g, "DequantizeLinear");
+    REQUIRE(dq != nullptr);
+    const Node* before_dq = nullptr;
+    for (const Node& n : g.nodes)
+      if (!n.outputs.empty() && n.outputs[0] == dq->inputs[0]) before_dq = &n;
+    REQUIRE(before_dq != nullptr);
+    CHECK((before_dq->op_type == "Transpose") == z_input);
+  }
+}
+
 TEST_CASE("converter CommuteReshapeTransposes: Transposes that cancel across a Reshape vanish") {
   // NHWC [1, 3, 4, 2] -> NCHW, H and W merged (contiguous in both layouts), back to channels
   // last: only the Reshape remains.

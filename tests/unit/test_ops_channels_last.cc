@@ -12,6 +12,7 @@
 
 #include "doctest/doctest.h"
 #include "kernels/cpu_features.h"
+#include "kernels/vmath.h"
 #include "op_harness.h"
 #include "ops/channels_last.h"
 
@@ -125,11 +126,13 @@ TEST_CASE("channels-last global pools (float; 8-bit max) match NCHW") {
 TEST_CASE("channels-last LRN matches NCHW at the same level bit for bit") {
   // The reference level computes in double, the others in float: each level
   // against its own channels-first result, 1 and 2 threads (rows vs planes
-  // split differently); sizes that clip at both ends, beta 3/4 and not.
+  // split differently); sizes that clip at both ends, beta 3/4 and not, and
+  // one too large for the channels-last kernels (then the reference loops,
+  // equal to the reference level's).
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.f, 5.f);
   for (const Shape& s : {Shape{1, 64, 12, 12}, Shape{2, 19, 5, 7}, Shape{1, 3, 4, 4}}) {
-    for (int64_t size : {3, 5, 6}) {
+    for (int64_t size : {3, 5, 6, 33}) {  // 33: past the channels-last kernels' bound
       AttrMap attrs;
       attrs.SetInt("size", size);
       attrs.SetFloat("alpha", 1e-2f);
@@ -146,7 +149,10 @@ TEST_CASE("channels-last LRN matches NCHW at the same level bit for bit") {
         const std::string what =
             ShapeToString(s) + " size " + std::to_string(size) + " " + kernels::IsaName(isa);
         CAPTURE(what);
-        const OpRun first = RunOp("LRN", cf, attrs, 1, 1, &IsaConfig(isa));
+        // Past the kernels' bound channels-last runs the reference loops.
+        const bool loops = size > kernels::kLrnMaxChannelsLastSize;
+        const OpRun first =
+            RunOp("LRN", cf, attrs, 1, 1, &IsaConfig(loops ? kernels::Isa::kReference : isa));
         REQUIRE(first.status.ok());
         const std::vector<float> want = ToChannelsLast(first.values<float>(), s);
         for (int threads : {1, 2}) {

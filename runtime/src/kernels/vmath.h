@@ -48,7 +48,7 @@ struct VMathKernels {
   // LRN of `rows` rows of c channels (channels-last): channel ch's window is
   // [ch - before, ch + after] clipped to the row, summed in channel order;
   // otherwise the steps of lrn, so both layouts give the same bits.
-  // before and after at most kLrnMaxChannelsLastSize.
+  // before + after + 1 (the LRN size) at most kLrnMaxChannelsLastSize.
   void (*lrn_channels_last)(const float* x, float* y, int64_t rows, int64_t c, int64_t before,
                             int64_t after, float bias, float scale, float nbeta);
 };

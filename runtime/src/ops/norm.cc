@@ -373,7 +373,10 @@ Status RunLRN(KernelContext& ctx) {
   float* yd = y->ptr<float>();
   const float scale = float(alpha / double(size)), fbias = float(bias), nbeta = float(-beta);
   const kernels::VMathKernels* vm = ctx.kernel_config().vmath;
-  if (ctx.kernel_config().fast_loops && vm && plane > 0 && channels_last) {
+  // A larger window (only a hand-written file sets channels_last on one: the
+  // planner keeps those NCHW) takes the loops at the end.
+  if (ctx.kernel_config().fast_loops && vm && plane > 0 && channels_last &&
+      size <= kernels::kLrnMaxChannelsLastSize) {
     // Rows of C channels: each channel's window sum in the same order and the
     // same steps as the planes below (VMathKernels::lrn_channels_last), so
     // both layouts give the same bits.
@@ -385,7 +388,7 @@ Status RunLRN(KernelContext& ctx) {
     });
     return Status::Ok();
   }
-  if (ctx.kernel_config().fast_loops && vm && plane > 0) {
+  if (ctx.kernel_config().fast_loops && vm && plane > 0 && !channels_last) {
     // Fast path in float: each plane's window sums taken in the reference's
     // channel order, and d^-beta = exp(-beta * log(d)), through the session's
     // vector math in one pass per plane (VMathKernels::lrn), a few float ulp
