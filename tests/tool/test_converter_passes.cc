@@ -547,6 +547,30 @@ TEST_CASE(
   CHECK(CountOps(kept, "Transpose") == 3);
 }
 
+// X [1, 8, 6, 6] -> Conv (pads 1; weights multiples of 1/4, so with inputs in
+// halves every sum is exact in float and both layouts give the same bits)
+// -> QuantizeLinear -> DequantizeLinear "d" (scale 1/8, zero point 128).
+void AddExactConvQdq(OnnxBuilder* b) {
+  std::vector<float> w(8 * 8 * 9);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+  b->InitFloat("W", {8, 8, 3, 3}, w);
+  b->InitFloat("scale", {}, {0.125f});
+  const uint8_t zp = 128;
+  b->Init("zp", onnx::TensorProto::UINT8, {}, &zp, 1);
+  OnnxBuilder::AttrInts(b->Node("Conv", {"X", "W"}, {"c"}, "conv"), "pads", {1, 1, 1, 1});
+  b->Node("QuantizeLinear", {"c", "scale", "zp"}, {"q"}, "q");
+  b->Node("DequantizeLinear", {"q", "scale", "zp"}, {"d"}, "dq");
+}
+
+// The node making the input of g's (one) DequantizeLinear.
+const Node* ProducerOfDequantize(const Graph& g) {
+  const Node* dq = FindNode(g, "DequantizeLinear");
+  if (!dq) return nullptr;
+  for (const Node& n : g.nodes)
+    if (!n.outputs.empty() && n.outputs[0] == dq->inputs[0]) return &n;
+  return nullptr;
+}
+
 TEST_CASE("converter PlanLayouts: a DequantizeLinear before channels-last float ops keeps NHWC") {
   // Conv -> Q -> DQ -> LRN -> Add(+1) -> Relu -> MaxPool: the Transpose back to NCHW after the
   // Conv moves past Q and then past the widening DQ, because every path from the DQ leads
@@ -561,16 +585,8 @@ TEST_CASE("converter PlanLayouts: a DequantizeLinear before channels-last float 
     b.Input("X", kFloat, {1, 8, 6, 6});
     b.Output("Y", kFloat, {1, 8, 3, 3});
     if (side_reader) b.Output("S", kFloat, {1, 8, 6, 6});
-    std::vector<float> w(8 * 8 * 9);
-    for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 7 % 13) - 6) * 0.25f;
-    b.InitFloat("W", {8, 8, 3, 3}, w);
-    b.InitFloat("scale", {}, {0.125f});
-    const uint8_t zp = 128;
-    b.Init("zp", onnx::TensorProto::UINT8, {}, &zp, 1);
+    AddExactConvQdq(&b);
     b.InitFloat("one", {}, {1.f});
-    OnnxBuilder::AttrInts(b.Node("Conv", {"X", "W"}, {"c"}, "conv"), "pads", {1, 1, 1, 1});
-    b.Node("QuantizeLinear", {"c", "scale", "zp"}, {"q"}, "q");
-    b.Node("DequantizeLinear", {"q", "scale", "zp"}, {"d"}, "dq");
     onnx::NodeProto* lrn = b.Node("LRN", {"d"}, {"l"}, "lrn");
     OnnxBuilder::AttrInt(lrn, "size", 5);
     OnnxBuilder::AttrFloat(lrn, "alpha", 0.01f);
@@ -594,11 +610,7 @@ TEST_CASE("converter PlanLayouts: a DequantizeLinear before channels-last float 
       REQUIRE(n != nullptr);
       CHECK(n->attrs.GetInt("channels_last", 0) == (side_reader ? 0 : 1));
     }
-    const Node* dq = FindNode(g, "DequantizeLinear");
-    REQUIRE(dq != nullptr);
-    const Node* before_dq = nullptr;
-    for (const Node& n : g.nodes)
-      if (!n.outputs.empty() && n.outputs[0] == dq->inputs[0]) before_dq = &n;
+    const Node* before_dq = ProducerOfDequantize(g);
     REQUIRE(before_dq != nullptr);
     CHECK((before_dq->op_type == "Transpose") == side_reader);
     ConvertOptions first;
@@ -620,16 +632,8 @@ TEST_CASE("converter PlanLayouts: a DequantizeLinear before an Add keeps NHWC on
     b.Input("X", kFloat, {1, 8, 6, 6});
     if (z_input) b.Input("z", kFloat, {1, 8, 6, 6});
     b.Output("Y", kFloat, {1, 8, 3, 3});
-    std::vector<float> w(8 * 8 * 9);
-    for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 7 % 13) - 6) * 0.25f;
-    b.InitFloat("W", {8, 8, 3, 3}, w);
-    b.InitFloat("scale", {}, {0.125f});
-    const uint8_t zp = 128;
-    b.Init("zp", onnx::TensorProto::UINT8, {}, &zp, 1);
+    AddExactConvQdq(&b);
     if (!z_input) b.InitFloat("z", {}, {1.f});
-    OnnxBuilder::AttrInts(b.Node("Conv", {"X", "W"}, {"c"}, "conv"), "pads", {1, 1, 1, 1});
-    b.Node("QuantizeLinear", {"c", "scale", "zp"}, {"q"}, "q");
-    b.Node("DequantizeLinear", {"q", "scale", "zp"}, {"d"}, "dq");
     b.Node("Add", {"d", "z"}, {"a"}, "add");
     b.Node("Relu", {"a"}, {"r"}, "relu");
     onnx::NodeProto* pool = b.Node("MaxPool", {"r"}, {"Y"}, "pool");
@@ -666,11 +670,7 @@ TEST_CASE("converter PlanLayouts: a DequantizeLinear before an Add keeps NHWC on
     REQUIRE(mp != nullptr);
     CHECK(mp->attrs.GetInt("channels_last", 0) == (z_input ? 0 : 1));
     // Where the Transpose back to NCHW sits: before the DQ (on int8) only with z an input.
-    const Node* dq = FindNode(g, "DequantizeLinear");
-    REQUIRE(dq != nullptr);
-    const Node* before_dq = nullptr;
-    for (const Node& n : g.nodes)
-      if (!n.outputs.empty() && n.outputs[0] == dq->inputs[0]) before_dq = &n;
+    const Node* before_dq = ProducerOfDequantize(g);
     REQUIRE(before_dq != nullptr);
     CHECK((before_dq->op_type == "Transpose") == z_input);
   }
