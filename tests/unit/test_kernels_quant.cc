@@ -351,10 +351,17 @@ int BinaryCase(bool mul, bool is_signed, const Shape& a_shape, const Shape& b_sh
   }
   std::vector<TensorPtr> in = {a, as, az, b, bs, bz, cs, cz};
   if (!is_signed && rng() % 4 == 0) in[7] = nullptr;  // C_zero_point omitted
+  // A fused Relu or Clip: the clamp of the kernels' packed path (bytes).
+  AttrMap attrs;
+  if (!wide && rng() % 3 == 0) {
+    const int32_t lo = is_signed ? -128 : 0;
+    attrs.SetInt("_qmin", lo + int32_t(rng() % 100));
+    attrs.SetInt("_qmax", lo + 155 + int32_t(rng() % 101));
+  }
   std::ostringstream what;
   what << (is_signed ? "int" : "uint") << (wide ? "16 " : "8 ") << ShapeStr(a_shape) << " x "
-       << ShapeStr(b_shape);
-  return CompareWithReference(mul ? "QLinearMul" : "QLinearAdd", in, AttrMap(), what.str());
+       << ShapeStr(b_shape) << (attrs.Has("_qmin") ? " clamped" : "");
+  return CompareWithReference(mul ? "QLinearMul" : "QLinearAdd", in, attrs, what.str());
 }
 
 TEST_CASE("kernels: QLinearAdd/QLinearMul every broadcast pattern matches the reference") {

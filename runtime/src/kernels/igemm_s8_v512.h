@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include "kernels/igemm_s8_x86.h"
+#include "kernels/pack_s8_v512.h"
 
 // GCC 12 flags the _mm512_undefined_* operands inside its own conversion
 // intrinsics as maybe-uninitialized (a false positive).
@@ -70,14 +71,9 @@ struct V512 {
   // step is monotone and exact inside the output range): about 21 instead of
   // 40 vector operations per 64 outputs.
   static constexpr bool kPackedRequant = true;
-  struct PackedParams {
-    I zp16, lo8, hi8;
-    bool y_signed;
-  };
+  using PackedParams = PackS8Params;
   static PackedParams MakePackedParams(int32_t yzp, int32_t lo, int32_t hi) {
-    // lo < 0: int8 output; a range within [0, 127] packs either way.
-    return {_mm512_set1_epi16(int16_t(yzp)), _mm512_set1_epi8(char(lo)), _mm512_set1_epi8(char(hi)),
-            lo < 0};
+    return MakePackS8Params(yzp, lo, hi);
   }
   static bool SmallMults(const float* mult, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
@@ -97,17 +93,9 @@ struct V512 {
     I r[4];
     for (int v = 0; v < N; ++v)
       r[v] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(acc[v]), mult[v]));
-    const I w01 = _mm512_adds_epi16(_mm512_packs_epi32(r[0], N > 1 ? r[1] : r[0]), q.zp16);
-    const I w23 = N == 4 ? _mm512_adds_epi16(_mm512_packs_epi32(r[2], r[3]), q.zp16) : w01;
-    I b;
-    if (q.y_signed)
-      b = _mm512_min_epi8(_mm512_max_epi8(_mm512_packs_epi16(w01, w23), q.lo8), q.hi8);
-    else
-      b = _mm512_min_epu8(_mm512_max_epu8(_mm512_packus_epi16(w01, w23), q.lo8), q.hi8);
-    // The packs interleave per 128-bit lane: dword 4L + v of b holds
-    // channels 4L..4L+3 of vector v; put dword 4v + L there.
-    const I order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    b = _mm512_permutexvar_epi32(order, b);
+    const I w01 = PackS8Words(r[0], N > 1 ? r[1] : r[0], q);
+    const I w23 = N == 4 ? PackS8Words(r[2], r[3], q) : w01;
+    const I b = PackS8Bytes(w01, w23, q);
     const __mmask64 m = n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1;
     _mm512_mask_storeu_epi8(y, m, b);
   }
