@@ -48,10 +48,10 @@ inline __mmask16 TailMask(int64_t left) {
 template <bool kSigned>
 inline __m512 Load16(const void* x, int64_t i, __mmask16 m) {
   // A full vector (a constant mask once inlined) loads without the mask.
-  const __m128i b = m == 0xffff
-                        ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                              static_cast<const uint8_t*>(x) + i))
-                        : _mm_maskz_loadu_epi8(m, static_cast<const uint8_t*>(x) + i);
+  const __m128i b =
+      m == 0xffff
+          ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(x) + i))
+          : _mm_maskz_loadu_epi8(m, static_cast<const uint8_t*>(x) + i);
   return _mm512_cvtepi32_ps(kSigned ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
 }
 
