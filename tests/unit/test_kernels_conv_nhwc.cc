@@ -211,6 +211,9 @@ TEST_CASE("kernels: nhwc indirect GEMM microkernels match a scalar computation")
     const std::string isa_name = kernels::IsaName(isa);
     CAPTURE(isa_name);
     for (const kernels::IgemmS8Kernel* k : IsaConfig(isa).igemm_s8) {
+      // The AMX level also lists the zmm kernels (for convolutions of few
+      // channels per tap), tested at their own level.
+      if (isa == Isa::kAmx && std::string(k->name) == "avx512vnni") continue;
       CHECK(std::string(k->name) == isa_name);
       for (int it = 0; it < 150; ++it, ++checked) CheckMicrokernel(*k, rng, it);
     }
@@ -586,6 +589,32 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
   grouped.ih = 6, grouped.iw = 12, grouped.wzp_nonzero = true;
   run(grouped);
   MESSAGE("fast runs compared: " << runs);
+}
+
+TEST_CASE("kernels: nhwc conv on AMX CPUs picks AMX or the zmm kernels by channels per tap") {
+  const std::vector<Isa> levels = kernels::SupportedIsas();
+  if (std::find(levels.begin(), levels.end(), Isa::kAmx) == levels.end()) return;
+  const kernels::KernelConfig& kc = IsaConfig(Isa::kAmx);
+  REQUIRE(!kc.igemm_s8.empty());
+  CHECK(std::string(kc.igemm_s8.front()->name) == "amx");
+  CHECK(std::string(kc.igemm_s8.back()->name) == "avx512vnni");
+  auto variant = [&](int64_t m, int64_t cg, int64_t kh, int64_t kw) {
+    std::vector<uint8_t> w(size_t(m * cg * kh * kw), 1);
+    Tensor wt;
+    wt.dtype = DType::kInt8;
+    wt.shape = {m, cg, kh, kw};
+    wt.data = w.data();
+    std::shared_ptr<void> s = kernels::PrepareQConvNhwcS8(kc, wt, 1);
+    REQUIRE(bool(s));
+    return std::string(kernels::QConvNhwcS8Variant(s.get()));
+  };
+  CHECK(variant(64, 16, 3, 3) == "avx512vnni");
+  CHECK(variant(64, 16, 1, 1) == "avx512vnni");
+  CHECK(variant(128, 48, 3, 3) == "avx512vnni");
+  CHECK(variant(64, 64, 3, 3) == "amx");
+  CHECK(variant(96, 96, 1, 1) == "amx");
+  CHECK(variant(64, 3, 3, 3) == "avx512vnni");  // 27 of 64 k bytes
+  CHECK(variant(64, 3, 7, 7) == "amx");         // 147 of 192
 }
 
 TEST_CASE("kernels: nhwc conv prepare declines depthwise and the reference level") {

@@ -54,9 +54,13 @@ std::vector<const IgemmS8Kernel*> IgemmS8Kernels(const CpuFeatures& f, const cha
 #if defined(__x86_64__)
   const IgemmS8Kernel* t = nullptr;
   if (f.avx2 && f.fma) {
-    if (f.avx512_core() && f.avx512vnni)
-      t = f.amx && AmxTable() ? AmxTable() : kIgemmS8Avx512Vnni;
-    else if (f.avxvnni)
+    if (f.avx512_core() && f.avx512vnni) {
+      // With AMX its kernels come first, the zmm ones after them: each
+      // convolution picks one family (PickFamily).
+      if (f.amx && AmxTable())
+        for (const IgemmS8Kernel* a = AmxTable(); a->run; ++a) out.push_back(a);
+      t = kIgemmS8Avx512Vnni;
+    } else if (f.avxvnni)
       t = kIgemmS8AvxVnni;
     else
       t = kIgemmS8Avx2;
@@ -613,6 +617,30 @@ bool RunGemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPlan
   return true;
 }
 
+// Few input channels per tap on AMX: its tiles multiply 64 bytes of k per
+// tap (kc4_align 16), so a tap of fewer channels pads its block with zeros
+// and has its 16-row A tiles gathered with masked loads, where the zmm
+// kernels broadcast 4 bytes at a time. Measured per convolution on a Xeon
+// with AMX (SqueezeNet, Inception-v2, `qfold bench --profile`, AMX vs
+// QFOLD_ISA=avx512vnni): 16 channels 3x3 0.32-0.37x, 1x1 0.43x; 32: 0.6-0.7x;
+// 48: 0.64-0.96x; 64 and up 0.97-2.4x; a 3x3 RGB stem (27 of 64 k bytes
+// copied into im2col rows) 0.47x, a 7x7 one (147 of 192) 1.02x.
+bool AmxPaysOff(const NhwcState& s, bool row_taps) {
+  if (row_taps) {  // kh rows of kw * cg channels in k blocks of 64 bytes
+    const int64_t k = s.kh * s.kw * s.cg;
+    return 4 * k >= 3 * RoundUpTo(k, 64);
+  }
+  return s.cg >= 64;
+}
+
+// The kernels of one family: AMX (kc4_align > 1) or the rest.
+std::vector<const IgemmS8Kernel*> Family(const std::vector<const IgemmS8Kernel*>& ks, bool amx) {
+  std::vector<const IgemmS8Kernel*> out;
+  for (const IgemmS8Kernel* k : ks)
+    if ((k->kc4_align > 1) == amx) out.push_back(k);
+  return out;
+}
+
 // The microkernel for mg channels per group: the widest panel unless
 // narrower ones waste clearly fewer padded channels.
 const IgemmS8Kernel* PickKernel(const std::vector<const IgemmS8Kernel*>& ks, int64_t mg) {
@@ -648,7 +676,12 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
   if (s->m <= 0 || s->kdim <= 0 || s->m % group) return nullptr;
   if (s->cg == 1 && group == s->m) return nullptr;  // depthwise: dwconv_nhwc_s8.h
   s->mg = s->m / group;
-  s->ik = PickKernel(kc.igemm_s8, s->mg);
+  const bool row_taps_shape =
+      group == 1 && s->kw > 1 && dilation_w == 1 && s->cg % 4 != 0 && s->kw * s->cg <= 64;
+  std::vector<const IgemmS8Kernel*> amx = Family(kc.igemm_s8, true);
+  std::vector<const IgemmS8Kernel*> rest = Family(kc.igemm_s8, false);
+  s->ik = PickKernel(!amx.empty() && (rest.empty() || AmxPaysOff(*s, row_taps_shape)) ? amx : rest,
+                     s->mg);
   if (!s->ik) s->gk = kc.gemm_s8;
   if (!s->ik && !s->gk) return nullptr;
   // A few input channels (first layers: RGB) would fill a dword per tap with
@@ -656,8 +689,7 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
   // in a padded copy of x, so one tap reads kw * cg channels instead.
   s->tap_c = s->cg;
   s->ind_taps = s->taps;
-  if (s->ik && group == 1 && s->kw > 1 && dilation_w == 1 && s->cg % 4 != 0 &&
-      s->kw * s->cg <= 64) {
+  if (s->ik && row_taps_shape) {
     s->row_taps = true;
     s->tap_c = s->kw * s->cg;
     s->kc4 = (s->tap_c + 3) / 4;
@@ -754,6 +786,11 @@ bool CallGeometry(const NhwcState& s, const QConvCall& c, bool check_output, Geo
 }
 
 }  // namespace
+
+const char* QConvNhwcS8Variant(const void* state) {
+  const NhwcState& s = *static_cast<const NhwcState*>(state);
+  return s.ik ? s.ik->name : "gemm";
+}
 
 ScratchNeeds QConvNhwcS8Scratch(const void* state, const QConvCall& c) {
   const NhwcState& s = *static_cast<const NhwcState*>(state);

@@ -28,6 +28,10 @@ namespace kernels {
 std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w, int64_t group,
                                          int64_t dilation_w = 1);
 
+// The microkernels a prepared state runs ("amx", "avx512vnni", ...), or
+// "gemm" for the packed GEMM.
+const char* QConvNhwcS8Variant(const void* state);
+
 // c.x and c.y hold NHWC tensors as described above; false when the call is
 // not covered (the op then runs its reference kernel). Its scratch: the
 // widened (u16) or padded copy of x, per-thread slices, zero-point sums;
