@@ -524,7 +524,7 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
     base.flo = c.dq_lo;
     base.fhi = c.dq_hi;
   }
-  ForItems(pool, items, [&](int slot, int64_t i) {
+  auto run_item = [&](int slot, int64_t i) {
     const int64_t chunk = i / per_chunk, gr = i % per_chunk / s.panels, pn = i % s.panels;
     const int64_t row0 = chunk * chunk_tiles * mr, ch0 = gr * s.mg + pn * k.nr;
     IgemmS8Args a = base;
@@ -560,6 +560,15 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
       a.y = y + row0 * s.m + ch0;
     }
     k.run(a);
+  };
+  // Threads take runs of panels that cover whole 64-byte lines of each
+  // output row: a line written by both threads bounced between their
+  // caches.
+  const int64_t line_panels = s.group == 1 && k.nr < 64 && s.m % 64 == 0 ? 64 / k.nr : 1;
+  const int64_t grain =
+      RoundUpTo(std::max<int64_t>(1, items / (8 * int64_t(p.threads))), line_panels);
+  ParallelFor(pool, items, grain, [&](int64_t begin, int64_t end, int slot) {
+    for (int64_t i = begin; i < end; ++i) run_item(slot, i);
   });
   return true;
 }
