@@ -266,57 +266,82 @@ Status RunQLinearConcat(KernelContext& ctx) {
   const int64_t outer = Product(Shape(y->shape.begin(), y->shape.begin() + axis));
   const int64_t inner = Product(Shape(y->shape.begin() + axis + 1, y->shape.end()));
   const int64_t y_row = y->shape[size_t(axis)] * inner;
-  int64_t offset = 0;  // start of this input's slab within each output row
   const bool fast = ctx.kernel_config().quant_s8 != nullptr;
+  // Each input's slab of an output row: its rows as they stand or through a
+  // table built by the scalar formula.
+  struct Slab {
+    const uint8_t* x;
+    int64_t row;
+    bool same;
+    std::array<uint8_t, 256> table;
+    std::vector<uint8_t> mapped;
+  };
+  std::vector<Slab> slabs;
   for (int i = 2; i < ctx.num_inputs(); i += 3) {
     const Tensor* x = ctx.input(i);
     QParam px;
     QF_RETURN_IF_ERROR(ReadQParam(ctx, i + 1, i + 2, &px));
-    const bool same = px.scale == py.scale && px.zp == py.zp;
-    const int64_t x_row = x->shape[size_t(axis)] * inner;
-    if (fast) {
-      // Rows are copied, or mapped through a table built by the scalar formula.
-      std::array<uint8_t, 256> table;
-      for (int byte = 0; !same && byte < 256; ++byte) {
-        const int32_t q = x->dtype == DType::kInt8 ? int32_t(int8_t(uint8_t(byte))) : byte;
-        table[size_t(byte)] = uint8_t(QuantizeValue(px.Dequant(q), py.scale, py.zp, r));
-      }
-      const uint8_t* xd = x->ptr<uint8_t>();
-      uint8_t* yd = y->ptr<uint8_t>();
-      // Short rows (channels-last concat: one row per pixel) would pay the
-      // vector lookup's set-up and scalar tail per row: look the whole input
-      // up at once (split inside LookupU8), then copy rows.
-      std::vector<uint8_t> mapped;
-      if (!same && x_row < 1024 && outer > 1) {
-        mapped.resize(size_t(x->numel()));
-        kernels::LookupU8(ctx.kernel_config(), xd, table.data(), mapped.data(), x->numel(),
-                          ctx.pool);
-        xd = mapped.data();
-      }
-      // One long row (channels-first) is split inside LookupU8; many short
-      // ones (channels-last: a row is a pixel's channels) between threads here.
-      kernels::ThreadPool* pool = outer * x_row < kMinParallelBytes ? nullptr : ctx.pool;
-      kernels::ParallelFor(outer > 1 ? pool : nullptr, outer, [&](int64_t o0, int64_t o1, int) {
-        for (int64_t o = o0; o < o1; ++o) {
-          uint8_t* dst = yd + o * y_row + offset;
-          if (same || !mapped.empty())
-            std::memcpy(dst, xd + o * x_row, size_t(x_row));
-          else
-            kernels::LookupU8(ctx.kernel_config(), xd + o * x_row, table.data(), dst, x_row,
-                              outer > 1 ? nullptr : pool);
-        }
-      });
-      offset += x_row;
-      continue;
+    Slab sl;
+    sl.x = x->ptr<uint8_t>();
+    sl.row = x->shape[size_t(axis)] * inner;
+    sl.same = px.scale == py.scale && px.zp == py.zp;
+    for (int byte = 0; !sl.same && byte < 256; ++byte) {
+      const int32_t q = x->dtype == DType::kInt8 ? int32_t(int8_t(uint8_t(byte))) : byte;
+      sl.table[size_t(byte)] = uint8_t(QuantizeValue(px.Dequant(q), py.scale, py.zp, r));
     }
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t k = 0; k < x_row; ++k) {
-        const int32_t q = LoadQ(x->data, x->dtype, o * x_row + k);
-        StoreQ(y->data, y->dtype, o * y_row + offset + k,
-               same ? q : QuantizeValue(px.Dequant(q), py.scale, py.zp, r));
-      }
-    offset += x_row;
+    slabs.push_back(std::move(sl));
   }
+  uint8_t* yd = y->ptr<uint8_t>();
+  if (!fast) {
+    int64_t offset = 0;  // start of this input's slab within each output row
+    for (const Slab& sl : slabs) {
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t k = 0; k < sl.row; ++k)
+          yd[o * y_row + offset + k] =
+              sl.same ? sl.x[o * sl.row + k] : sl.table[sl.x[o * sl.row + k]];
+      offset += sl.row;
+    }
+    return Status::Ok();
+  }
+  if (outer == 1) {  // one long row (channels-first): each slab split inside the kernels
+    int64_t offset = 0;
+    for (const Slab& sl : slabs) {
+      if (sl.same)
+        std::memcpy(yd + offset, sl.x, size_t(sl.row));
+      else
+        kernels::LookupU8(ctx.kernel_config(), sl.x, sl.table.data(), yd + offset, sl.row,
+                          ctx.pool);
+      offset += sl.row;
+    }
+    return Status::Ok();
+  }
+  // Many rows (channels-last: a row is a pixel's channels). Short rows would
+  // pay the vector lookup's set-up and scalar tail per row: a mapped input is
+  // looked up whole first. Then each thread writes whole output rows, every
+  // slab of them, so no cache line of y is written by two threads (per input
+  // and row ranges, DenseNet's concatenations got slower with 2 threads).
+  for (Slab& sl : slabs) {
+    if (sl.same || sl.row >= 1024) continue;
+    sl.mapped.resize(size_t(outer * sl.row));
+    kernels::LookupU8(ctx.kernel_config(), sl.x, sl.table.data(), sl.mapped.data(), outer * sl.row,
+                      ctx.pool);
+    sl.x = sl.mapped.data();
+    sl.same = true;
+  }
+  kernels::ThreadPool* pool = outer * y_row < kMinParallelBytes ? nullptr : ctx.pool;
+  kernels::ParallelFor(pool, outer, [&](int64_t o0, int64_t o1, int) {
+    for (int64_t o = o0; o < o1; ++o) {
+      uint8_t* dst = yd + o * y_row;
+      for (const Slab& sl : slabs) {
+        if (sl.same)
+          std::memcpy(dst, sl.x + o * sl.row, size_t(sl.row));
+        else
+          kernels::LookupU8(ctx.kernel_config(), sl.x + o * sl.row, sl.table.data(), dst, sl.row,
+                            nullptr);
+        dst += sl.row;
+      }
+    }
+  });
   return Status::Ok();
 }
 
