@@ -668,6 +668,53 @@ TEST_CASE("quant: QLinearGlobalAveragePool and QLinearAveragePool, both layouts"
   CHECK(Ints<uint8_t>(pi) == std::vector<int>{0, 1, 1, 2});
 }
 
+TEST_CASE("quant: QLinearAveragePool rounds the exact average but at near-ties") {
+  // y = round(sum * x_scale / (count * y_scale)) + zp with one float
+  // multiplier per count (docs/NUMERICS.md): against the exact value in
+  // long double, equal except where that value lies within 1e-5 of a
+  // half-integer (the multiplier's own rounding may fall either side).
+  std::mt19937 rng(5);
+  int checked = 0, near_ties = 0;
+  for (int it = 0; it < 300; ++it) {
+    const float xs = std::uniform_real_distribution<float>(0.001f, 0.2f)(rng);
+    const float ys = it % 3 ? xs * std::uniform_real_distribution<float>(0.2f, 2.f)(rng) : xs;
+    std::vector<uint8_t> v(9 * 4);
+    for (auto& b : v) b = uint8_t(rng());
+    AttrMap a;
+    a.SetInts("kernel_shape", {3, 3});
+    a.SetInts("pads", {1, 1, 1, 1});
+    a.SetInt("count_include_pad", it % 2);
+    auto r = RunQ("QLinearAveragePool",
+                  {U8({1, 4, 3, 3}, v), Scalar(xs), U8({}, {17}), Scalar(ys), U8({}, {128})}, a);
+    REQUIRE(r.status.ok());
+    const std::vector<int> got = Ints<uint8_t>(r);
+    for (int c = 0; c < 4; ++c)
+      for (int oy = 0; oy < 3; ++oy)
+        for (int ox = 0; ox < 3; ++ox) {
+          long sum = 0, count = 0;
+          for (int ky = -1; ky <= 1; ++ky)
+            for (int kx = -1; kx <= 1; ++kx) {
+              const int iy = oy + ky, ix = ox + kx;
+              if (iy < 0 || iy > 2 || ix < 0 || ix > 2) continue;
+              sum += long(v[size_t(c * 9 + iy * 3 + ix)]) - 17;
+              ++count;
+            }
+          if (it % 2) count = 9;
+          const long double exact = (long double)sum * xs / ((long double)count * ys);
+          const long double frac = exact - std::floor(exact);
+          if (std::fabs(frac - 0.5L) < 1e-5L) {
+            ++near_ties;
+            continue;
+          }
+          const long q = std::lround(exact) + 128;
+          CHECK(got[size_t((c * 3 + oy) * 3 + ox)] == std::min(255L, std::max(0L, q)));
+          ++checked;
+        }
+  }
+  MESSAGE("checked " << checked << ", near ties skipped " << near_ties);
+  CHECK(checked > 9000);
+}
+
 // ---- qfold-internal ops -------------------------------------------------------
 
 TEST_CASE("quant: QfLookupTable indexes by the raw byte") {

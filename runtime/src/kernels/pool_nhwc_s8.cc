@@ -47,10 +47,10 @@ void GenericMax(const PoolNhwcRowArgs& a) {
   }
 }
 
-// ((x_scale * float(sum)) / div) / y_scale, then RoundAddSaturate
-// (ops/quant_util.h), as AverageToQ in ops/quant_pool.cc.
-inline uint8_t AverageScalar(int32_t sum, float div, const PoolNhwcRowArgs& a) {
-  const float v = a.x_scale * float(sum) / div / a.y_scale;
+// float(sum) * mult, then RoundAddSaturate (ops/quant_util.h), as
+// AverageToQ in ops/quant_pool.cc.
+inline uint8_t AverageScalar(int32_t sum, float mult, const PoolNhwcRowArgs& a) {
+  const float v = float(sum) * mult;
   if (std::isnan(v)) return uint8_t(std::min(std::max(a.yzp, a.lo), a.hi));
   const float r = std::nearbyint(v);
   if (r <= float(a.lo - a.yzp)) return uint8_t(a.lo);
@@ -70,7 +70,7 @@ void GenericAvg(const PoolNhwcRowArgs& a) {
       for (int64_t i = 0; i < a.c; ++i) s[i] += int32_t(xk[i]);
     }
     uint8_t* y = a.y + px * a.ystride;
-    for (int64_t i = 0; i < a.c; ++i) y[i] = AverageScalar(s[i], a.div[px], a);
+    for (int64_t i = 0; i < a.c; ++i) y[i] = AverageScalar(s[i], a.mult[px], a);
   }
 }
 
@@ -162,7 +162,7 @@ bool RunWindowed(const PoolNhwcArgs& a, int64_t esize, const uint8_t* x, uint8_t
   ThreadPool* pool = rows * a.ow * pixel_bytes * ntaps < (int64_t(1) << 16) ? nullptr : a.pool;
   auto work = [&](int64_t r0, int64_t r1, int) {
     std::vector<const uint8_t*> ind(static_cast<size_t>(a.ow * ntaps));
-    std::vector<float> div(static_cast<size_t>(a.ow));
+    std::vector<float> div(static_cast<size_t>(a.ow)), mult(static_cast<size_t>(a.ow));
     std::vector<int32_t> scratch(static_cast<size_t>(c));
     PoolNhwcRowArgs r = base;
     r.ntaps = ntaps;
@@ -177,6 +177,7 @@ bool RunWindowed(const PoolNhwcArgs& a, int64_t esize, const uint8_t* x, uint8_t
           const int64_t count = a.count_include_pad ? rpad[size_t(oy)] * cpad[size_t(ox)]
                                                     : rin[size_t(oy)] * cin[size_t(ox)];
           div[size_t(ox)] = float(count);
+          mult[size_t(ox)] = AverageMultiplier(base.x_scale, count, base.y_scale);
         }
       // Fills the taps of pixels [ox0, ox1) and runs them (or only fills).
       auto pixels = [&](int64_t ox0, int64_t ox1, bool run) {
@@ -196,6 +197,7 @@ bool RunWindowed(const PoolNhwcArgs& a, int64_t esize, const uint8_t* x, uint8_t
         r.pix_step = 0;
         r.npix = ox1 - ox0;
         r.div = div.data() + ox0;
+        r.mult = mult.data() + ox0;
         r.y = y + (row * a.ow + ox0) * pixel_bytes;
         if (run && ox1 > ox0) fn(r);
       };
@@ -321,7 +323,7 @@ bool QGlobalAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const Q
   constexpr int64_t kSlice = 256;
   const int64_t slices = (c + kSlice - 1) / kSlice, items = a.n * slices;
   ThreadPool* pool = a.n * npix * c < (int64_t(1) << 16) ? nullptr : a.pool;
-  const float div = float(npix);
+  const float div = float(npix), mult = AverageMultiplier(q.x_scale, npix, q.y_scale);
   void (*fn)(const PoolNhwcRowArgs&) = is_signed ? k->avg_s8 : k->avg_u8;
   auto work = [&](int64_t i0, int64_t i1, int) {
     std::vector<const uint8_t*> ind(static_cast<size_t>(npix));
@@ -332,6 +334,7 @@ bool QGlobalAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const Q
     r.ntaps = npix;
     r.npix = 1;
     r.div = &div;
+    r.mult = &mult;
     r.scratch = scratch.data();
     int64_t image = -1;
     for (int64_t i = i0; i < i1; ++i) {

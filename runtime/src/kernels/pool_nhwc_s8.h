@@ -8,10 +8,11 @@
 // double, as the reference does. 8-bit: MaxPool keeps the maximum
 // of the taps inside the input (a window with none gives the dtype's lowest
 // value); the average pools compute
-//   y = saturate(nearbyint((x_scale * float(sum(x - x_zp)) / float(count)) / y_scale) + y_zp)
-// with float32 operations in exactly that order, count being the taps inside
-// the input, or inside input plus pads (pad_bottom/pad_right, which with
-// ceil_mode may be smaller than the window's overhang) with count_include_pad.
+//   y = saturate(nearbyint(float(sum(x - x_zp)) * m) + y_zp),
+//   m = AverageMultiplier(x_scale, count, y_scale)
+// count being the taps inside the input, or inside input plus pads
+// (pad_bottom/pad_right, which with ceil_mode may be smaller than the
+// window's overhang) with count_include_pad.
 #pragma once
 #include <cstdint>
 
@@ -36,6 +37,15 @@ struct QPoolParams {
   int32_t x_zp = 0, y_zp = 0;
   int32_t lo = 0, hi = 255;  // the output dtype's range
 };
+
+// The 8-bit average's multiplier: x_scale / (count * y_scale) in double,
+// rounded to float once (0 for count 0). One product per output, like a
+// convolution's requantization; the two float divisions it replaced
+// ((x_scale * sum) / count) / y_scale, rounded three times, bound the
+// kernels (vdivps) and were no more exact.
+inline float AverageMultiplier(float x_scale, int64_t count, float y_scale) {
+  return count > 0 ? float(double(x_scale) / (double(count) * double(y_scale))) : 0.f;
+}
 
 // is_signed: the bytes are int8 (else uint8). Each returns false when the
 // case is not covered (the op then runs its reference kernel).
@@ -69,9 +79,10 @@ struct PoolNhwcRowArgs {
   uint8_t* y = nullptr;  // output of pixel p at y + p * ystride (channel xoff)
   int64_t ystride = 0;
   // Averages only.
-  const float* div = nullptr;  // per pixel: the divisor (count)
-  int32_t corr = 0;            // -ntaps * x_zp: sum(x) + corr = sum(x - x_zp)
-  float x_scale = 1, y_scale = 1;
+  const float* div = nullptr;      // per pixel: the divisor (count; float pools)
+  const float* mult = nullptr;     // per pixel: AverageMultiplier (8-bit pools)
+  int32_t corr = 0;                // -ntaps * x_zp: sum(x) + corr = sum(x - x_zp)
+  float x_scale = 1, y_scale = 1;  // for the driver's multipliers
   int32_t yzp = 0, lo = 0, hi = 0;
   int32_t* scratch = nullptr;  // c int32 (portable kernels)
 };

@@ -1,9 +1,8 @@
 // Armv8.0 NEON channels-last pooling row kernels (pool_nhwc_s8.h), 16
 // channels per vector. Max: smax/umax over the taps. Average: taps added to
 // int16 lanes with saddw/uaddw (up to 128 taps: |sum| <= 128 * 255 fits),
-// the partial sums widened to int32, then the reference's float32 steps one
-// by one, ((x_scale * float(sum)) / count) / y_scale, each a single IEEE
-// operation, so the bytes are identical. The last C % 16 channels take the
+// the partial sums widened to int32, then the reference's float32 step,
+// float(sum) * m (one IEEE product), so the bytes are identical. The last C % 16 channels take the
 // vector ending at channel C (the same bytes again) when C >= 16, else go
 // through zeroed copies (no reads or writes past them).
 #include <arm_neon.h>
@@ -80,7 +79,7 @@ void MaxRow(const PoolNhwcRowArgs& a) {
 // requantized.
 template <bool kS>
 inline void AvgBlock(const PoolNhwcRowArgs& a, const uint8_t* const* t, int64_t off,
-                     float32x4_t div, uint8_t* y, int64_t n) {
+                     float32x4_t mult, uint8_t* y, int64_t n) {
   int32x4_t s32[4];
   for (int i = 0; i < 4; ++i) s32[i] = vdupq_n_s32(a.corr);
   for (int64_t k0 = 0; k0 < a.ntaps; k0 += 128) {
@@ -101,13 +100,11 @@ inline void AvgBlock(const PoolNhwcRowArgs& a, const uint8_t* const* t, int64_t 
     s32[2] = vaddw_s16(s32[2], vget_low_s16(hi));
     s32[3] = vaddw_high_s16(s32[3], hi);
   }
-  const float32x4_t xs = vdupq_n_f32(a.x_scale), ys = vdupq_n_f32(a.y_scale);
   const float32x4_t lo = vdupq_n_f32(float(a.lo - a.yzp)), hi = vdupq_n_f32(float(a.hi - a.yzp));
   const int32x4_t zp = vdupq_n_s32(a.yzp);
   int16x4_t r[4];
   for (int i = 0; i < 4; ++i)
-    r[i] = RoundClamp4(vdivq_f32(vdivq_f32(vmulq_f32(xs, vcvtq_f32_s32(s32[i])), div), ys), lo, hi,
-                       zp);
+    r[i] = RoundClamp4(vmulq_f32(vcvtq_f32_s32(s32[i]), mult), lo, hi, zp);
   StoreN(y,
          vcombine_u8(vmovn_u16(vreinterpretq_u16_s16(vcombine_s16(r[0], r[1]))),
                      vmovn_u16(vreinterpretq_u16_s16(vcombine_s16(r[2], r[3])))),
@@ -120,14 +117,14 @@ void AvgRow(const PoolNhwcRowArgs& a) {
   for (int64_t px = 0; px < a.npix; ++px) {
     const uint8_t* const* t = a.taps + px * a.tap_stride;
     uint8_t* y = a.y + px * a.ystride;
-    const float32x4_t div = vdupq_n_f32(a.div[px]);
+    const float32x4_t mult = vdupq_n_f32(a.mult[px]);
     const int64_t x0 = a.xoff + px * a.pix_step;
-    for (int64_t b = 0; b < nfull; ++b) AvgBlock<kS>(a, t, x0 + b * kV, div, y + b * kV, kV);
+    for (int64_t b = 0; b < nfull; ++b) AvgBlock<kS>(a, t, x0 + b * kV, mult, y + b * kV, kV);
     if (rem == 0) continue;
     if (c >= kV)
-      AvgBlock<kS>(a, t, x0 + c - kV, div, y + c - kV, kV);
+      AvgBlock<kS>(a, t, x0 + c - kV, mult, y + c - kV, kV);
     else
-      AvgBlock<kS>(a, t, x0, div, y, rem);
+      AvgBlock<kS>(a, t, x0, mult, y, rem);
   }
 }
 

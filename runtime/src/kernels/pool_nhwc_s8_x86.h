@@ -4,9 +4,9 @@
 //
 // Max: byte vectors, vpmaxsb/vpmaxub over the taps. Average: taps widened
 // to int16 and summed (up to 128 taps: |sum| <= 128 * 255 fits), the
-// partial sums widened to int32, then the reference's float32 steps one by
-// one, ((x_scale * float(sum)) / count) / y_scale, each a single IEEE
-// operation (no fused multiply-add can arise), so the bytes are identical.
+// partial sums widened to int32, then the reference's float32 step,
+// float(sum) * m (one IEEE product per pixel's multiplier), so the bytes are
+// identical.
 //
 // Float (8 channels per __m256 at both levels): max via max_ps, which is
 // "x > m ? x : m", the reference's step, with a NaN tap blended in; the
@@ -68,7 +68,7 @@ void MaxRow(const PoolNhwcRowArgs& a) {
 // UnpackLo/UnpackHi order, then the average quantized and stored.
 template <class Tr, class Ld>
 inline void AvgBlock(const PoolNhwcRowArgs& a, const uint8_t* const* t, int64_t off, Ld load,
-                     typename Tr::VF div, const Requant<Tr>& rq, uint8_t* y, int64_t n) {
+                     typename Tr::VF mult, const Requant<Tr>& rq, uint8_t* y, int64_t n) {
   using VI = typename Tr::VI;
   using VF = typename Tr::VF;
   VI lo = Tr::Set1(a.corr), hi = lo;
@@ -79,9 +79,8 @@ inline void AvgBlock(const PoolNhwcRowArgs& a, const uint8_t* const* t, int64_t 
     lo = Tr::Add32(lo, Tr::Lo32(s));
     hi = Tr::Add32(hi, Tr::Hi32(s));
   }
-  const VF xs = Tr::Set1F(a.x_scale), ys = Tr::Set1F(a.y_scale);
-  const VF flo = Tr::Div(Tr::Div(Tr::Mul(xs, Tr::ToF(lo)), div), ys);
-  const VF fhi = Tr::Div(Tr::Div(Tr::Mul(xs, Tr::ToF(hi)), div), ys);
+  const VF flo = Tr::Mul(Tr::ToF(lo), mult);
+  const VF fhi = Tr::Mul(Tr::ToF(hi), mult);
   if (n >= Tr::kV)
     Tr::Store(y, rq(flo), rq(fhi));
   else
@@ -96,15 +95,15 @@ void AvgRow(const PoolNhwcRowArgs& a) {
   for (int64_t px = 0; px < a.npix; ++px) {
     const uint8_t* const* t = a.taps + px * a.tap_stride;
     uint8_t* y = a.y + px * a.ystride;
-    const typename Tr::VF div = Tr::Set1F(a.div[px]);
+    const typename Tr::VF mult = Tr::Set1F(a.mult[px]);
     const int64_t x0 = a.xoff + px * a.pix_step;
     for (int64_t b = 0; b < nfull; ++b)
-      AvgBlock<Tr>(a, t, x0 + b * kV, FullLoad<Tr, kS>(), div, rq, y + b * kV, kV);
+      AvgBlock<Tr>(a, t, x0 + b * kV, FullLoad<Tr, kS>(), mult, rq, y + b * kV, kV);
     if (rem == 0) continue;
     if (!Tr::kMasked && c >= kV)
-      AvgBlock<Tr>(a, t, x0 + c - kV, FullLoad<Tr, kS>(), div, rq, y + c - kV, kV);
+      AvgBlock<Tr>(a, t, x0 + c - kV, FullLoad<Tr, kS>(), mult, rq, y + c - kV, kV);
     else
-      AvgBlock<Tr>(a, t, x0 + nfull * kV, PartLoad<Tr, kS>{rem}, div, rq, y + nfull * kV, rem);
+      AvgBlock<Tr>(a, t, x0 + nfull * kV, PartLoad<Tr, kS>{rem}, mult, rq, y + nfull * kV, rem);
   }
 }
 

@@ -3,9 +3,11 @@
 // X, x_scale, x_zero_point?, y_scale, y_zero_point?; Y has X's dtype
 // (int8/uint8); attribute channels_last (default 0) selects NHWC layout.
 // Each output is
-//   y = saturate(nearbyint((x_scale * float(sum(x - x_zp)) / float(count)) / y_scale) + y_zp)
+//   y = saturate(nearbyint(float(sum(x - x_zp)) * m) + y_zp),
+//   m = float(double(x_scale) / (double(count) * double(y_scale)))
 // where count is the number of taps inside the input (or inside input plus
-// pads with count_include_pad), per docs/NUMERICS.md.
+// pads with count_include_pad), per docs/NUMERICS.md
+// (kernels::AverageMultiplier).
 #include <string>
 #include <vector>
 
@@ -57,8 +59,8 @@ Status ReadPoolQuant(const KernelContext& ctx, PoolQuant* q) {
 }
 
 int32_t AverageToQ(int64_t sum, int64_t count, const PoolQuant& q, QRange r) {
-  if (count == 0) return QuantizeValue(0.f, q.y_scale, q.y_zp, r);
-  return QuantizeValue(q.x_scale * float(sum) / float(count), q.y_scale, q.y_zp, r);
+  const float m = kernels::AverageMultiplier(q.x_scale, count, q.y_scale);
+  return RoundAddSaturate(float(sum) * m, q.y_zp, r.lo, r.hi);
 }
 
 // Splits a rank >= 3 shape into batch, channels and spatial dims.
