@@ -56,7 +56,7 @@ std::vector<const IgemmS8Kernel*> IgemmS8Kernels(const CpuFeatures& f, const cha
   if (f.avx2 && f.fma) {
     if (f.avx512_core() && f.avx512vnni) {
       // With AMX its kernels come first, the zmm ones after them: each
-      // convolution picks one family (PickFamily).
+      // convolution picks one family (AmxPaysOff, PrepareQConvNhwcS8).
       if (f.amx && AmxTable())
         for (const IgemmS8Kernel* a = AmxTable(); a->run; ++a) out.push_back(a);
       t = kIgemmS8Avx512Vnni;
