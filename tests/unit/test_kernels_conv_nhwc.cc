@@ -593,7 +593,10 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
 
 TEST_CASE("kernels: nhwc conv on AMX CPUs picks AMX or the zmm kernels by channels per tap") {
   const std::vector<Isa> levels = kernels::SupportedIsas();
-  if (std::find(levels.begin(), levels.end(), Isa::kAmx) == levels.end()) return;
+  if (std::find(levels.begin(), levels.end(), Isa::kAmx) == levels.end()) {
+    MESSAGE("skipped: this CPU has no AMX");
+    return;
+  }
   const kernels::KernelConfig& kc = IsaConfig(Isa::kAmx);
   REQUIRE(!kc.igemm_s8.empty());
   CHECK(std::string(kc.igemm_s8.front()->name) == "amx");
