@@ -77,13 +77,19 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
   // in 1x1 and stride-1 convolutions: the AMX kernels load those directly).
   const bool spaced = ab == 1 && it % 2 == 1;
   const int64_t stride = row_len + 4 * int64_t(rng() % 3);
+  // AMX over a padded plane: with the rows spaced, tail k blocks may load
+  // whole 64-byte blocks (the next row's bytes or the slack, against zero
+  // weights), and the rows may store elsewhere or not at all (out_row).
+  const bool amx = k.kc4_align > 1;
+  const bool overread = amx && spaced && rng() % 2;
+  const bool remap = amx && it % 5 < 2;
   std::vector<uint8_t> flat;
   auto place = [&](size_t b) {  // buffer b's slot: tap-major, rows consecutive
     const int64_t r = int64_t(b) / taps, t = int64_t(b) % taps;
     return b + 1 == bufs.size() ? int64_t(b) : t * tiles * mr + r;
   };
   if (spaced) {
-    flat.resize(size_t(int64_t(bufs.size()) * stride));
+    flat.resize(size_t(int64_t(bufs.size()) * stride + 64));
     for (auto& v : flat) v = uint8_t(rng());
     for (size_t b = 0; b < bufs.size(); ++b)
       std::copy(bufs[b].begin(), bufs[b].end(), flat.begin() + place(b) * stride);
@@ -150,8 +156,12 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
   if (float_out && rng() % 3 == 0) flo = -0.5f, fhi = 0.75f;
   std::vector<float> yf(size_t(rows * ldy + 64), -7.f), want_f = yf;
   std::vector<uint8_t> y(size_t(rows * ldy + 64), 0xEE), want = y;
+  std::vector<int64_t> out_row(size_t(tiles * mr));
+  for (int64_t r = 0; r < tiles * mr; ++r) out_row[size_t(r)] = rng() % 4 ? rows - 1 - r : -1;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < cols; ++j) {
+      const int64_t o = remap ? out_row[size_t(r)] : r;
+      if (o < 0) continue;
       int64_t acc = 0;
       for (int64_t t = 0; t < taps; ++t) {
         const uint8_t* a = src[size_t(r * taps + t)] + a_offset;
@@ -161,10 +171,10 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
       }
       acc += bias[size_t(j)];
       if (use_wzp) acc -= int64_t(wzp[size_t(j)]) * xsum[size_t(r)];
-      want[size_t(r * ldy + j)] =
+      want[size_t(o * ldy + j)] =
           uint8_t(Requantize(WrapInt32(acc), mult[size_t(j)], yzp, QRange{lo, hi}));
       const float f = std::fma(float(WrapInt32(acc)), mult[size_t(j)], fbias[size_t(j)]);
-      want_f[size_t(r * ldy + j)] = f < flo ? flo : (f > fhi ? fhi : f);
+      want_f[size_t(o * ldy + j)] = f < flo ? flo : (f > fhi ? fhi : f);
     }
   kernels::IgemmS8Args a;
   a.ind = ind.data();
@@ -184,6 +194,8 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
   a.hi = hi;
   a.y = y.data();
   a.ldy = ldy;
+  a.out_row = remap ? out_row.data() : nullptr;
+  a.overread = overread;
   if (float_out) {
     a.y = nullptr;
     a.yf = yf.data();
@@ -196,7 +208,8 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
                            " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
                            " taps=" + std::to_string(taps) + " cg=" + std::to_string(cg) +
                            (float_out ? " float" : "") + (spaced ? " spaced" : "") +
-                           (x_signed ? " s8" : "") + (use_wzp ? " wzp" : "");
+                           (x_signed ? " s8" : "") + (use_wzp ? " wzp" : "") +
+                           (overread ? " overread" : "") + (remap ? " out_row" : "");
   CAPTURE(what);
   if (float_out)
     REQUIRE(SameFloats(yf, want_f));
@@ -583,6 +596,27 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
     strided.c = 64, strided.m = 200, strided.sh = strided.sw = 2, strided.ih = 13;
     strided.iw = 11, strided.xt = DType::kInt8, strided.x_zp = 12;
     run(strided);
+  }
+  // Stride-1 KxK on AMX over the padded plane (when it adds no tiles): K
+  // tails loaded whole (96 channels: a 64-byte block and half of one),
+  // batches (positions between the images), dilation, asymmetric pads, int8
+  // activations with weight zero points, the float epilogue.
+  {
+    ConvCase plane;
+    plane.c = 96, plane.m = 96, plane.ih = plane.iw = 4, plane.dh = plane.dw = 2;
+    plane.pt = plane.pl = plane.pb = plane.pr = 2, plane.x_zp = 5, plane.y_zp = 70;
+    run(plane);
+    plane.xt = DType::kInt8, plane.x_zp = -9, plane.wzp_nonzero = true;
+    run(plane);
+    plane.float_out = true;
+    run(plane);
+    plane = ConvCase();
+    plane.c = 64, plane.m = 40, plane.n = 2, plane.ih = plane.iw = 2;
+    plane.pt = plane.pl = plane.pb = plane.pr = 1, plane.x_zp = 11;
+    run(plane);
+    plane.n = 1, plane.c = 72, plane.ih = 3, plane.iw = 7, plane.pt = 2, plane.pl = 0;
+    plane.pb = 0, plane.pr = 1;
+    run(plane);
   }
   ConvCase grouped;
   grouped.c = 96, grouped.m = 64, grouped.group = 2, grouped.kh = grouped.kw = 1;

@@ -112,6 +112,13 @@ struct NhwcState {
   std::vector<uint8_t> tail;  // copy of x's last pixels (4-byte reads past x's end)
   int64_t tail_bytes = 0;
   int64_t padded_w = 0;
+  // Stride-1 KxK convolutions on AMX (NhwcPlan::plane): x with its padding
+  // written out, plane_h rows of plane_w pixels per image (in `padded`, as u8
+  // values). The kernel runs over plane positions, whose taps are equally
+  // spaced, so every A tile loads in place; out_row maps a position to its
+  // output pixel (-1: a position in the padding, computed and dropped).
+  int64_t plane_w = 0, plane_h = 0;
+  std::vector<int64_t> out_row;
   // The call's scratch (NhwcScratch), set by every run. The indirection
   // pointers into wide or padded stay valid while their address does (the
   // session's arena keeps it from run to run; the key holds it).
@@ -188,7 +195,69 @@ void FillRowTapInput(const NhwcState& s, const QConvCall& c, const Geometry& g, 
   std::fill(dst + kRowSlack, dst + kRowSlack + row + kRowSlack, zp);
 }
 
-void BuildIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr, int abytes) {
+// The plane of a stride-1 convolution: output pixel (oy, ox) reads plane
+// pixel (oy + ky * dh, ox + kx * dw) for tap (ky, kx), x's pixel (iy, ix)
+// sits at (iy + pad_top, ix + pad_left), x_zp everywhere else. False when
+// it would overflow or not fit (padded_plane.h).
+bool PlaneExtent(const NhwcState& s, const QConvCall& c, int64_t* w, int64_t* h) {
+  int64_t ew = 0, eh = 0, iw = 0, ih = 0;
+  if (!CoveredExtent(c.ow, 1, s.kw, c.dw, &ew) || !CoveredExtent(c.oh, 1, s.kh, c.dh, &eh) ||
+      !CheckedAdd(c.pad_left, c.iw, &iw) || !CheckedAdd(c.pad_top, c.ih, &ih))
+    return false;
+  *w = std::max(ew, iw);
+  *h = std::max(eh, ih);
+  return PaddedPlaneFits(*h, *w, c.ih * c.iw, c.oh * c.ow, s.taps);
+}
+
+// Plane positions the kernel runs: every image's, up to the last image's
+// last output pixel.
+int64_t PlaneRows(int64_t w, int64_t h, const QConvCall& c, int64_t n) {
+  return (n - 1) * h * w + (c.oh - 1) * w + c.ow;
+}
+
+void BuildPlaneIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr) {
+  const int64_t pw = s.plane_w, per_image = s.plane_h * pw;
+  const int64_t rows = PlaneRows(pw, s.plane_h, c, g.n);
+  const int64_t tiles = (rows + mr - 1) / mr;
+  s.ind.assign(size_t(tiles * s.taps * mr), nullptr);
+  s.out_row.assign(size_t(tiles * mr), -1);
+  for (int64_t v = 0; v < tiles * mr; ++v) {
+    const int64_t q = std::min(v, rows - 1);
+    const int64_t b = q / per_image, oy = q % per_image / pw, ox = q % pw;
+    if (v < rows && oy < c.oh && ox < c.ow) s.out_row[size_t(v)] = (b * c.oh + oy) * c.ow + ox;
+    const uint8_t** dst = s.ind.data() + v / mr * s.taps * mr + v % mr;
+    for (int64_t ky = 0; ky < s.kh; ++ky)
+      for (int64_t kx = 0; kx < s.kw; ++kx, dst += mr)
+        *dst = s.padded + ((b * s.plane_h + oy + ky * c.dh) * pw + ox + kx * c.dw) * g.c;
+  }
+}
+
+// Fills the plane's rows [r0, r1) (of n * plane_h), xor-ed to u8 values.
+void FillPlaneRows(const NhwcState& s, const QConvCall& c, const Geometry& g, int64_t r0,
+                   int64_t r1) {
+  const uint8_t xmask = c.x->dtype == DType::kInt8 ? 0x80 : 0;
+  const uint8_t zp = uint8_t(uint8_t(c.x_zp) ^ xmask);
+  const int64_t row = s.plane_w * g.c, left = c.pad_left * g.c, width = c.iw * g.c;
+  for (int64_t r = r0; r < r1; ++r) {
+    uint8_t* dst = s.padded + r * row;
+    const int64_t b = r / s.plane_h, iy = r % s.plane_h - c.pad_top;
+    if (iy < 0 || iy >= c.ih) {
+      std::memset(dst, zp, size_t(row));
+      continue;
+    }
+    const uint8_t* x = c.x->ptr<uint8_t>() + (b * c.ih + iy) * width;
+    std::memset(dst, zp, size_t(left));
+    if (xmask)
+      for (int64_t i = 0; i < width; ++i) dst[left + i] = uint8_t(x[i] ^ 0x80);
+    else
+      std::memcpy(dst + left, x, size_t(width));
+    std::memset(dst + left + width, zp, size_t(row - left - width));
+  }
+}
+
+void BuildIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr, int abytes,
+                      bool plane) {
+  if (plane) return BuildPlaneIndirection(s, c, g, mr);
   if (s.row_taps) return BuildRowTapIndirection(s, c, g, mr, abytes);
   const int64_t pixels_in = g.n * c.ih * c.iw, total = pixels_in * g.c;
   const uint8_t* x = c.x->ptr<uint8_t>();
@@ -229,7 +298,13 @@ void BuildIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int m
 
 // Elements of the widened or padded copy of x (wide or padded), 0 when the
 // call reads x in place.
-int64_t CopyElements(const NhwcState& s, const QConvCall& c, const Geometry& g, int abytes) {
+int64_t CopyElements(const NhwcState& s, const QConvCall& c, const Geometry& g, int abytes,
+                     bool plane) {
+  if (plane) {  // then 64 bytes of slack: tail k blocks load whole (Args::overread)
+    int64_t w = 0, h = 0;
+    PlaneExtent(s, c, &w, &h);
+    return g.n * h * w * g.c + 64;
+  }
   if (s.row_taps) {
     const int64_t row = PaddedWidth(s, c) * g.c;
     return g.n * c.ih * row + kRowSlack + row + kRowSlack;
@@ -237,9 +312,14 @@ int64_t CopyElements(const NhwcState& s, const QConvCall& c, const Geometry& g, 
   return abytes == 2 ? g.n * c.ih * c.iw * g.c + kWideSlack + g.c + kWideSlack : 0;
 }
 
-void PrepareIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr, int abytes) {
+// Builds the pointers when the geometry or an address changed and refreshes
+// the copies they point into, except the plane's rows (FillPlaneRows, split
+// between the threads).
+void PrepareIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int mr, int abytes,
+                        bool plane = false) {
   const int64_t total = g.n * c.ih * c.iw * g.c;
   if (s.row_taps) s.padded_w = PaddedWidth(s, c);
+  if (plane) PlaneExtent(s, c, &s.plane_w, &s.plane_h);
   std::vector<int64_t> key = {int64_t(reinterpret_cast<uintptr_t>(c.x->data)),
                               int64_t(reinterpret_cast<uintptr_t>(s.wide)),
                               int64_t(reinterpret_cast<uintptr_t>(s.padded)),
@@ -256,12 +336,17 @@ void PrepareIndirection(NhwcState& s, const QConvCall& c, const Geometry& g, int
                               c.dw,
                               c.pad_top,
                               c.pad_left,
-                              mr};
+                              mr,
+                              plane};
   if (key != s.key) {
-    BuildIndirection(s, c, g, mr, abytes);
+    BuildIndirection(s, c, g, mr, abytes, plane);
     s.key = std::move(key);
   }
   const uint8_t xmask = c.x->dtype == DType::kInt8 ? 0x80 : 0;
+  if (plane) {
+    std::memset(s.padded + g.n * s.plane_h * s.plane_w * g.c, 0, 64);
+    return;
+  }
   if (s.row_taps) {
     if (abytes == 2)
       FillRowTapInput(s, c, g, s.wide);
@@ -310,6 +395,12 @@ struct NhwcPlan {
   ThreadPool* pool = nullptr;  // null when not worth splitting
   int threads = 1;
   // igemm
+  // Stride-1 KxK on AMX over the padded plane (NhwcState::plane_w): its
+  // A tiles load in place, where rows crossing an output row or the padding
+  // were gathered per panel or copied into im2col rows. rows: those the
+  // kernel runs (output pixels, or plane positions).
+  bool plane = false;
+  int64_t rows = 0;
   int64_t tiles = 0, rows_pad = 0, chunk_tiles = 0, chunk_rows = 0, chunk_elems = 0;
   bool chunk_widen = false;
   // im2col rows (NhwcState::im2col, or a kernel with whole k blocks whose
@@ -353,6 +444,25 @@ double GatheredShare(const NhwcState& s, const QConvCall& c, const Geometry& g) 
   return halves ? double(gathered) / double(halves) : 0.0;
 }
 
+// The padded plane for a stride-1 KxK convolution on AMX when its extra
+// positions (pad columns, rows between images) add next to no tiles: the
+// tile unit's time follows the tiles, and the gathers or im2col copies the
+// plane saves cost less than a few % more tiles. Measured per convolution
+// (Xeon, 1 thread, per-node minima, old and new alternating): 256->256 3x3
+// at 14x14 (7 tiles either way) 146 -> 121 us, 512->512 at 7x7 178 -> 168;
+// at 28x28 (25 -> 27 tiles) 2.5% and at 56x56 (98 -> 102) 4% slower.
+bool UsePlane(const NhwcState& s, const QConvCall& c, const Geometry& g) {
+  if (!s.ik || s.ik->kc4_align == 1 || s.ik->abytes != 1 || s.row_taps || s.im2col || g.direct ||
+      c.sh != 1 || c.sw != 1 || g.rows == 0)
+    return false;
+  int64_t w = 0, h = 0, elems = 0;
+  if (!PlaneExtent(s, c, &w, &h) || !CheckedMul(g.n, h * w, &elems) ||
+      !CheckedMul(elems, g.c, &elems))
+    return false;
+  const int64_t mr = s.ik->mr;
+  return 32 * ((PlaneRows(w, h, c, g.n) + mr - 1) / mr) <= 33 * ((g.rows + mr - 1) / mr);
+}
+
 void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPlan* p) {
   p->any_wzp = AnyWeightZeroPoint(s, c);
   p->pool = PoolFor(c, g.rows * s.m * s.kdim);
@@ -360,7 +470,14 @@ void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPla
   const size_t ptr = sizeof(const uint8_t*);
   if (s.ik) {
     const int mr = s.ik->mr, ab = s.ik->abytes;
-    p->tiles = (g.rows + mr - 1) / mr;
+    p->plane = UsePlane(s, c, g);
+    p->rows = g.rows;
+    if (p->plane) {
+      int64_t w = 0, h = 0;
+      PlaneExtent(s, c, &w, &h);
+      p->rows = PlaneRows(w, h, c, g.n);
+    }
+    p->tiles = (p->rows + mr - 1) / mr;
     p->rows_pad = p->tiles * mr;
     p->chunk_widen = ab == 2 && g.direct && !s.row_taps && !p->any_wzp;
     const int64_t block = 4 * s.ik->kc4_align;
@@ -368,8 +485,9 @@ void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPla
     // the panels that gather them again clearly exceed the rows (measured on
     // ResNet-50: 3x3 at 28x28 with 4 panels, share 0.6, is faster gathered;
     // 7x7 and 14x14 outputs and strided 1x1 with 8-64 panels copied).
-    p->cols = s.im2col || (block == 64 && ab == 1 && s.group == 1 && !g.direct && !s.row_taps &&
-                           s.cg % block == 0 && GatheredShare(s, c, g) * double(s.panels) >= 3.0);
+    p->cols = s.im2col ||
+              (block == 64 && ab == 1 && s.group == 1 && !g.direct && !s.row_taps && !p->plane &&
+               s.cg % block == 0 && GatheredShare(s, c, g) * double(s.panels) >= 3.0);
     p->cols_k = s.im2col ? s.cols_k : s.taps * s.cg;
     // Chunks of pixel tiles whose activations stay in cache while every
     // panel of every group passes over them (at least the kernel's minimum;
@@ -401,10 +519,11 @@ void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPla
         p->chunk_cols = p->layout.Add(size_t(p->cols_elems * p->threads));
         p->chunk_ind = p->layout.Add(size_t(p->chunk_rows * p->threads) * ptr);
       }
-      const int64_t copy = CopyElements(s, c, g, ab);
+      const int64_t copy = CopyElements(s, c, g, ab, p->plane);
       if (copy) p->copy = p->layout.Add(size_t(copy * ab));
       p->kept = size_t(p->tiles * s.ind_taps * mr) * ptr;
-      if (!copy) p->kept += size_t(5 * g.c + 128);  // zero and tail
+      if (!copy) p->kept += size_t(5 * g.c + 128);                     // zero and tail
+      if (p->plane) p->kept += size_t(p->rows_pad) * sizeof(int64_t);  // out_row
     }
     if (p->any_wzp) p->xsum = p->layout.Add(size_t(s.group * p->rows_pad) * sizeof(int32_t));
     return;
@@ -428,7 +547,14 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
   const int64_t tiles = p.tiles, rows_pad = p.rows_pad;
   const int64_t taps = s.ind_taps;
   const bool chunk_widen = p.chunk_widen;
-  if (!chunk_widen) PrepareIndirection(s, c, g, mr, ab);
+  if (!chunk_widen) PrepareIndirection(s, c, g, mr, ab, p.plane);
+  if (p.plane) {
+    const int64_t plane_rows = g.n * s.plane_h,
+                  block = std::max<int64_t>(1, 16384 / (s.plane_w * g.c));
+    ForItems(p.pool, (plane_rows + block - 1) / block, [&](int, int64_t i) {
+      FillPlaneRows(s, c, g, i * block, std::min(plane_rows, (i + 1) * block));
+    });
+  }
   if (ab == 2 && !s.row_taps && !chunk_widen) {
     // Widened once per run (a few % of the MACs' time), split like the items.
     const int64_t total = g.n * c.ih * c.iw * g.c, block = 16 * 1024;
@@ -450,6 +576,9 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
             for (int64_t ch = 0; ch < s.tap_c; ++ch) sum += px[ch];
           } else if (s.row_taps) {  // the padded copy holds u8 values
             for (int64_t ch = 0; ch < s.tap_c; ++ch) sum += (*ptr)[ch];
+          } else if (p.plane) {  // so does the plane
+            const uint8_t* px = *ptr + gr * s.cg;
+            for (int64_t ch = 0; ch < s.cg; ++ch) sum += px[ch];
           } else {
             const uint8_t* px = *ptr + gr * s.cg;
             for (int64_t ch = 0; ch < s.cg; ++ch) sum += px[ch] ^ xmask;
@@ -515,7 +644,8 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
   IgemmS8Args base;
   base.taps = p.cols ? 1 : taps;
   base.kc4 = p.cols ? p.cols_k / 4 : s.kc4;
-  base.x_signed = x_signed && !s.row_taps && !p.cols;
+  base.x_signed = x_signed && !s.row_taps && !p.cols && !p.plane;
+  base.overread = p.plane;
   base.yzp = c.y_zp;
   base.lo = c.lo;
   base.hi = c.hi;
@@ -538,7 +668,7 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
       a.ind = s.ind.data() + chunk * chunk_tiles * taps * mr;
     }
     a.a_offset = gr * s.cg * ab;
-    a.rows = std::min(chunk_tiles * mr, g.rows - row0);
+    a.rows = std::min(chunk_tiles * mr, p.rows - row0);
     a.w = s.packed_w.data() + (gr * s.panels + pn) * s.panel_bytes;
     // The thread's next item reads the next panel, or after the last one
     // (another chunk) the first.
@@ -553,11 +683,14 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
       a.wzp = s.cp.wzp.data() + ch0;
       a.xsum = s.xsum + gr * rows_pad + row0;
     }
+    // Plane positions store through out_row (from the first row).
+    const int64_t y_row0 = p.plane ? 0 : row0;
+    if (p.plane) a.out_row = s.out_row.data() + row0;
     if (yf) {
-      a.yf = yf + row0 * s.m + ch0;
+      a.yf = yf + y_row0 * s.m + ch0;
       a.fbias = c.dq_bias + ch0;
     } else {
-      a.y = y + row0 * s.m + ch0;
+      a.y = y + y_row0 * s.m + ch0;
     }
     k.run(a);
   };

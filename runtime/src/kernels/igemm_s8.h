@@ -51,6 +51,14 @@ struct IgemmS8Args {
   const float* fbias = nullptr;
   float flo = -std::numeric_limits<float>::infinity();
   float fhi = std::numeric_limits<float>::infinity();
+  // Read only by kernels with kc4_align > 1 (AMX), for the driver's padded
+  // plane (conv_nhwc_s8.cc): rows are plane positions, some of them in the
+  // padding. out_row[r]: the y/yf row of row r, < 0 for a row not stored
+  // (xsum stays indexed by r); null: r itself. overread: every pointer plus
+  // a_offset has whole 64-byte k blocks readable (16 * ceil(kc4 / 16) * 4
+  // bytes), so a tail block loads in place like a full one.
+  const int64_t* out_row = nullptr;
+  bool overread = false;
 };
 
 struct IgemmS8Kernel {

@@ -7,10 +7,11 @@
 // The packed weights [tap][kc4][nr][4] are B tiles as they stand (row stride
 // nr * 4), with each tap's kc4 padded to 16 (kc4_align) so every k block is
 // one full tile. A tiles load straight from the activations when a tap's 16
-// pointers are equally spaced (1x1 convolutions, interior rows of stride-1
-// KxK ones); otherwise, for int8 activations (xor 0x80) and for the last,
-// partial k block (masked loads: only 4 * kc4 bytes per pointer are
-// readable), the 16 rows are gathered into an aligned buffer first. The
+// pointers are equally spaced (1x1 convolutions, stride-1 KxK ones over the
+// driver's padded plane); otherwise, for int8 activations (xor 0x80) and for
+// the last, partial k block unless Args::overread (masked loads: only
+// 4 * kc4 bytes per pointer are readable), the 16 rows are gathered into an
+// aligned buffer first. The
 // accumulators go through memory to the AVX-512 epilogue of the zmm kernels.
 #include <immintrin.h>
 
@@ -70,7 +71,10 @@ template <int NB>
 struct IgemmAmx {
   static constexpr int kMr = 32, kNr = 16 * NB;
 
-  template <bool kFloatOut>
+  // kRemap: rows store through Args::out_row (a template argument: the
+  // lookup and branch per row cost 1x1 convolutions, whose epilogue bounds
+  // them, 5%).
+  template <bool kFloatOut, bool kRemap>
   static void Tiles(const IgemmS8Args& a) {
     const int64_t rows = a.rows, taps = a.taps, kc4 = a.kc4, a_offset = a.a_offset;
     const int64_t kc4p = (kc4 + 15) / 16 * 16, ldw = int64_t(kNr) * 4;
@@ -103,10 +107,11 @@ struct IgemmAmx {
     };
     auto packed_rows = [&](int64_t t, int64_t nrow) {
       for (int64_t r = 0; r < nrow; ++r) {
-        const int64_t row = t * kMr + r;
+        const int64_t row = t * kMr + r, orow = kRemap ? a.out_row[row] : row;
+        if (kRemap && orow < 0) continue;
         __m512i x[NB];
         for (int v = 0; v < NB; ++v) x[v] = acc_at(r, v, row);
-        V512::StorePacked(x, mult, q, a.cols, a.y + row * a.ldy);
+        V512::StorePacked(x, mult, q, a.cols, a.y + orow * a.ldy);
       }
     };
     // Requantizes tile t's accumulators from cbuf.
@@ -114,7 +119,8 @@ struct IgemmAmx {
       const int64_t nrow = rows - t * kMr < kMr ? rows - t * kMr : kMr;
       if (packed_epilogue) return packed_rows(t, nrow);
       for (int64_t r = 0; r < nrow; ++r) {
-        const int64_t row = t * kMr + r;
+        const int64_t row = t * kMr + r, orow = kRemap ? a.out_row[row] : row;
+        if (kRemap && orow < 0) continue;
 #pragma GCC unroll 2
         for (int v = 0; v < NB; ++v) {
           const int64_t n = a.cols - v * 16;
@@ -124,9 +130,9 @@ struct IgemmAmx {
             x = _mm512_sub_epi32(x, _mm512_mullo_epi32(wzp[v], _mm512_set1_epi32(a.xsum[row])));
           if (kFloatOut)
             V512::StoreF(V512::Dequant(x, mult[v], fbias[v], flo, fhi), n,
-                         a.yf + row * a.ldy + v * 16);
+                         a.yf + orow * a.ldy + v * 16);
           else
-            V512::Store(V512::Requant(x, mult[v], lo, hi, yzp), n, a.y + row * a.ldy + v * 16);
+            V512::Store(V512::Requant(x, mult[v], lo, hi, yzp), n, a.y + orow * a.ldy + v * 16);
         }
       }
     };
@@ -146,9 +152,9 @@ struct IgemmAmx {
         const uint8_t* p1 = ind[16] + a_offset;
         const uint8_t* w = a.w + tap * kc4p * ldw;
         for (int64_t q0 = 0; q0 < kc4; q0 += 16, w += 16 * ldw) {
-          const bool full = q0 + 16 <= kc4;
+          const bool full = q0 + 16 <= kc4, in_place = full || a.overread;
           const int64_t off = 4 * q0, bytes = full ? 64 : 4 * (kc4 - q0);
-          if (d0 && full) {
+          if (d0 && in_place) {
             _tile_loadd(0, p0 + off, s0);
           } else {
             Publish(abuf[0]);
@@ -156,7 +162,7 @@ struct IgemmAmx {
             Publish(abuf[0]);
             _tile_loadd(0, abuf[0], 64);
           }
-          if (d1 && full) {
+          if (d1 && in_place) {
             _tile_loadd(1, p1 + off, s1);
           } else {
             Publish(abuf[1]);
@@ -205,9 +211,9 @@ struct IgemmAmx {
     Publish(&cfg);
     _tile_loadconfig(&cfg);
     if (a.yf)
-      Tiles<true>(a);
+      a.out_row ? Tiles<true, true>(a) : Tiles<true, false>(a);
     else
-      Tiles<false>(a);
+      a.out_row ? Tiles<false, true>(a) : Tiles<false, false>(a);
     _tile_release();
   }
 };
