@@ -3,6 +3,7 @@
 // are unrolled (im2col, NHWC rows, x converted to int16 and padding taps
 // filled with the shifted zero point) into per-thread scratch, then every
 // panel is multiplied into them 4 rows at a time.
+#include "kernels/aligned_vector.h"
 #include "kernels/conv_a16_nhwc.h"
 
 #include <algorithm>
@@ -67,7 +68,7 @@ struct A16State {
   // each (c is the channels per group; group 1: all of them).
   int64_t group = 1, m = 0, c = 0, kh = 1, kw = 1, k = 0, kpairs = 0, panels = 0;
   int64_t chunk = 1;            // pairs reduced in int32 at a time
-  std::vector<int16_t> packed;  // [group][panels][kpairs][16][2]
+  AlignedVector<int16_t> packed;  // [group][panels][kpairs][16][2]
   std::vector<int64_t> colsum;  // sum of each output channel's weights
 };
 

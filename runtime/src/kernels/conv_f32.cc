@@ -2,6 +2,7 @@
 // and a depthwise path. Work is split between threads on whole output
 // panels (GEMM) or whole output planes (depthwise), so any thread count
 // gives identical results.
+#include "kernels/aligned_vector.h"
 #include "kernels/conv_f32.h"
 
 #include <algorithm>
@@ -49,7 +50,7 @@ struct ConvF32State {
   DwF32PlaneFn dw = nullptr;
   int64_t m = 0, cg = 0, group = 1, kh = 1, kw = 1, kdim = 0;
   bool depthwise = false;
-  std::vector<float> packed_w;  // GEMM: per group, the kernels' left layout
+  AlignedVector<float> packed_w;  // GEMM: per group, the kernels' left layout
   int64_t group_stride = 0;     // floats per group in packed_w
   std::vector<float> w;         // depthwise: raw weights [m][kh * kw]
 };

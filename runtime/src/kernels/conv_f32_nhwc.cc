@@ -3,6 +3,7 @@
 // AVX2). Threads split the output into tiles of whole output rows
 // (depthwise) or mr pixels (GEMM), each tile computed by the same kernel
 // calls whatever the thread count.
+#include "kernels/aligned_vector.h"
 #include "kernels/conv_f32_nhwc.h"
 
 #include <algorithm>
@@ -83,11 +84,11 @@ struct ConvNhwcF32State {
   bool depthwise = false;  // one input and one output channel per group
   // GEMM: per group, ceil(m / group / nr) panels of [kh * kw * cg][nr];
   // depthwise: [kh * kw][m].
-  std::vector<float> w;
+  AlignedVector<float> w;
   int64_t group_stride = 0;  // floats per group in w
   // Winograd F(2x2, 3x3) filters, when WinogradWorthIt: per transform
   // position xi, panels of [cg][nr] as w's.
-  std::vector<float> winograd_u;
+  AlignedVector<float> winograd_u;
 };
 
 // The cost model: Winograd does 16 / 36 of the direct multiplications, but

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/aligned_vector.h"
 #include "kernels/channel_fold.h"
 #include "kernels/gemm_s8.h"
 #include "kernels/igemm_s8.h"
@@ -102,7 +103,7 @@ struct NhwcState {
   int64_t cols_k = 0;                   // bytes of k per im2col row (a multiple of 64)
   int64_t panels = 0, panel_bytes = 0;  // igemm: panels per group, bytes per panel
   int64_t group_bytes = 0;              // gemm: packed bytes per group
-  std::vector<uint8_t> packed_w;
+  AlignedVector<uint8_t> packed_w;
   std::vector<int32_t> wsum;  // sum of the shifted weights per channel
   ChannelParams cp;
   // Indirection buffer [tile][tap][mr] and what it was built for.

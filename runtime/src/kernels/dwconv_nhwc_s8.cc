@@ -4,6 +4,7 @@
 // of output rows between threads, and the portable row kernel used at the
 // levels without a hand-written one (NEON: plain int32 loops across
 // channels, which the compiler vectorizes).
+#include "kernels/aligned_vector.h"
 #include "kernels/dwconv_nhwc_s8.h"
 
 #include <algorithm>
@@ -103,7 +104,7 @@ struct State {
   int32_t key_xzp = 0;
   std::vector<int32_t> key_wzp, key_bias;
   std::vector<float> key_mult, key_fbias;
-  std::vector<int16_t> wpack;
+  AlignedVector<int16_t> wpack;
   std::vector<int32_t> bias;
   std::vector<float> mult, fbias;  // fbias: the float epilogue's (QfConvDequant)
 };

@@ -4,6 +4,7 @@
 //   acc = sum(xu * ws) - wzp_s * sum(xu) + [B - xzp_u * sum(ws) + K * xzp_u * wzp_s]
 // where the bracket is per channel; convolution padding holds xzp, so K is
 // always the full window. All int32 arithmetic wraps like the reference's.
+#include "kernels/aligned_vector.h"
 #include "kernels/qlinear_s8.h"
 
 #include <algorithm>
@@ -32,8 +33,8 @@ uint8_t ShiftMask(DType t) {
 int32_t ActivationZp(int32_t zp, DType t) {
   return t == DType::kInt8 ? zp + 128 : zp;
 }
-template <class T>
-void Resize(std::vector<T>* v, int64_t n) {
+template <class V>
+void Resize(V* v, int64_t n) {
   if (int64_t(v->size()) < n) v->resize(size_t(n));
 }
 
@@ -96,7 +97,7 @@ struct QConvState {
   DType w_dtype = DType::kUndefined;
   int64_t m = 0, cg = 0, group = 1, kh = 1, kw = 1, kdim = 0;
   bool depthwise = false;
-  std::vector<uint8_t> packed_w;  // GEMM: per group, kernels' left layout
+  AlignedVector<uint8_t> packed_w;  // GEMM: per group, kernels' left layout
   std::vector<int32_t> wsum;      // GEMM: sum of the shifted weights per channel
   DwConvS8State dw;               // depthwise (dwconv_s8.h)
   // Per-thread scratch (im2col tile, packed block, column sums), one slice per
@@ -313,9 +314,9 @@ struct QMatMulState {
   const GemmS8Kernels* k = nullptr;
   DType b_dtype = DType::kUndefined;
   int64_t kdim = 0, n = 0;
-  std::vector<uint8_t> packed_b;
+  AlignedVector<uint8_t> packed_b;
   std::vector<int32_t> bsum;
-  std::vector<uint8_t> packed_a;
+  AlignedVector<uint8_t> packed_a;
   std::vector<int32_t> asum;
   ChannelParams cp;
 };

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/aligned_vector.h"
 #include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
@@ -117,7 +118,7 @@ struct ConvTransposeF32State {
   Shape w_shape;
   int64_t group = 1;
   int64_t stride = 0;  // floats per packed group
-  std::vector<float> packed;
+  kernels::AlignedVector<float> packed;
 };
 
 Status PrepareConvTranspose(KernelContext& ctx, std::shared_ptr<void>* state) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/aligned_vector.h"
 #include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
@@ -110,7 +111,7 @@ struct GemmF32State {
   const kernels::GemmF32Kernels* k = nullptr;
   Shape b_shape;
   bool tb = false;
-  std::vector<float> packed;
+  kernels::AlignedVector<float> packed;
 };
 
 void PackGemmB(const kernels::GemmF32Kernels& k, const Tensor& b, bool tb, GemmF32State* st) {

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/aligned_vector.h"
 #include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
@@ -122,7 +123,7 @@ struct MatMulF32State {
   const kernels::GemmF32Kernels* k = nullptr;
   Shape b_shape;
   int64_t stride = 0;  // floats per packed matrix
-  std::vector<float> packed;
+  kernels::AlignedVector<float> packed;
 };
 
 // B's matrix dims: a 1-D B is a K x 1 matrix.

@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/aligned_vector.h"
 #include "core/op.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/kernel_config.h"
@@ -358,7 +359,7 @@ Status InferRecurrent(KernelContext& ctx) {
 struct WeightT {
   const float* raw = nullptr;
   int64_t rows = 0, k = 0;
-  std::vector<float> packed;  // when the GEMM kernels are used
+  kernels::AlignedVector<float> packed;  // when the GEMM kernels are used
 };
 
 // A DynamicQuantizeLSTM weight of one direction: B [k, n] of out = in x B.
