@@ -597,13 +597,13 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
     strided.iw = 11, strided.xt = DType::kInt8, strided.x_zp = 12;
     run(strided);
   }
-  // Stride-1 KxK on AMX over the padded plane (when it adds no tiles): K
-  // tails loaded whole (96 channels: a 64-byte block and half of one),
+  // Stride-1 KxK on AMX over the padded plane (when it adds no tiles):
   // batches (positions between the images), dilation, asymmetric pads, int8
-  // activations with weight zero points, the float epilogue.
+  // activations with weight zero points, the float epilogue, and K tails
+  // loaded whole (2 groups of 96 channels: a 64-byte block and half of one).
   {
     ConvCase plane;
-    plane.c = 96, plane.m = 96, plane.ih = plane.iw = 4, plane.dh = plane.dw = 2;
+    plane.c = 128, plane.m = 96, plane.ih = plane.iw = 4, plane.dh = plane.dw = 2;
     plane.pt = plane.pl = plane.pb = plane.pr = 2, plane.x_zp = 5, plane.y_zp = 70;
     run(plane);
     plane.xt = DType::kInt8, plane.x_zp = -9, plane.wzp_nonzero = true;
@@ -614,9 +614,22 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
     plane.c = 64, plane.m = 40, plane.n = 2, plane.ih = plane.iw = 2;
     plane.pt = plane.pl = plane.pb = plane.pr = 1, plane.x_zp = 11;
     run(plane);
-    plane.n = 1, plane.c = 72, plane.ih = 3, plane.iw = 7, plane.pt = 2, plane.pl = 0;
-    plane.pb = 0, plane.pr = 1;
+    plane.n = 1, plane.c = 192, plane.group = 2, plane.m = 64, plane.ih = 3, plane.iw = 7;
+    plane.pt = 2, plane.pl = 0, plane.pb = 0, plane.pr = 1;
     run(plane);
+  }
+  // Pixels that are not whole 64-byte lines (AMX: tiles in place on
+  // misaligned rows, or over the plane, or gathered): 1x1 and 3x3, a channel
+  // count that is no multiple of 4 (reads near x's end), int8 activations.
+  {
+    ConvCase rows;
+    rows.c = 96, rows.m = 48, rows.ih = 9, rows.iw = 20, rows.pt = rows.pl = rows.pb = 1;
+    rows.pr = 1, rows.x_zp = 3;
+    run(rows);
+    rows.c = 98, rows.kh = rows.kw = 1, rows.pt = rows.pl = rows.pb = rows.pr = 0;
+    run(rows);
+    rows.xt = DType::kInt8, rows.x_zp = -2, rows.kh = rows.kw = 3, rows.pt = rows.pr = 1;
+    run(rows);
   }
   ConvCase grouped;
   grouped.c = 96, grouped.m = 64, grouped.group = 2, grouped.kh = grouped.kw = 1;
