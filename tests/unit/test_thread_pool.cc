@@ -19,11 +19,11 @@ namespace {
 
 using kernels::ThreadPool;
 
-// Runs n items through pool (grain > 0) or the free ParallelFor (grain 0) and
-// checks: each item once, ranges inside [0, n) and no longer than the grain
-// (a pool without workers runs [0, n) at once), slot in range and used by one
-// thread at a time.
-void CheckCovers(ThreadPool* pool, int64_t n, int64_t grain) {
+// Runs n items through pool (grain > 0) or the free ParallelFor (grain 0), or
+// ParallelForShares (shares), and checks: each item once, ranges inside
+// [0, n) and no longer than the grain (a pool without workers runs [0, n) at
+// once), slot in range and used by one thread at a time.
+void CheckCovers(ThreadPool* pool, int64_t n, int64_t grain, bool shares = false) {
   CAPTURE(n);
   CAPTURE(grain);
   std::vector<std::atomic<int>> hits(size_t(n > 0 ? n : 1));
@@ -42,7 +42,9 @@ void CheckCovers(ThreadPool* pool, int64_t n, int64_t grain) {
     for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
     in_slot[size_t(slot)].fetch_sub(1);
   };
-  if (grain > 0)
+  if (shares)
+    kernels::ParallelForShares(pool, n, grain, fn);
+  else if (grain > 0)
     pool->ParallelFor(n, grain, fn);
   else
     kernels::ParallelFor(pool, n, fn);
@@ -63,6 +65,37 @@ TEST_CASE("thread pool: every item exactly once, fewer and more items than threa
       for (int64_t grain : {0, 1, 2, 7, 1000}) CheckCovers(&pool, n, grain);
   }
   CheckCovers(nullptr, 1000, 0);  // no pool: the caller alone
+}
+
+TEST_CASE("thread pool: shares cover every item exactly once") {
+  for (int threads : {1, 2, 3, 4}) {
+    CAPTURE(threads);
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 2, 3, 5, 17, 64, 1000, 100003})
+      for (int64_t grain : {1, 2, 7, 1000}) CheckCovers(&pool, n, grain, /*shares=*/true);
+  }
+  CheckCovers(nullptr, 1000, 10, /*shares=*/true);
+}
+
+TEST_CASE("thread pool: each slot starts on its own share; a late one's share is taken over") {
+  ThreadPool pool(2);
+  // The worker is slow (1 ms per range), so the caller starts long before
+  // the worker could have reached the caller's share.
+  std::atomic<int64_t> first_begin[2] = {{-1}, {-1}};
+  std::atomic<int64_t> by_slot[2] = {{0}, {0}};
+  kernels::ParallelForShares(&pool, 1000, 10, [&](int64_t b, int64_t e, int slot) {
+    int64_t none = -1;
+    first_begin[slot].compare_exchange_strong(none, b);
+    if (slot == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    by_slot[slot] += e - b;
+  });
+  CHECK(first_begin[0].load() == 0);
+  // Nobody else takes the worker's share from the front: its first range is
+  // that front, or it came when nothing was left.
+  CHECK((first_begin[1].load() == -1 || first_begin[1].load() == 500));
+  CHECK(by_slot[0].load() + by_slot[1].load() == 1000);
+  // The caller did its own share and took most of the slow worker's.
+  CHECK(by_slot[0].load() > 700);
 }
 
 TEST_CASE("thread pool: many tiny calls in a row") {

@@ -119,5 +119,51 @@ void ParallelFor(ThreadPool* pool, int64_t n, int64_t grain, const F& fn) {
   pool->ParallelFor(n, grain, fn);
 }
 
+// fn(begin, end, slot) over [0, n) in ranges of at most `grain` items, each
+// slot running its own share first: the slot-th of num_threads contiguous
+// parts of [0, n), from its front; then what is left of the other shares,
+// from their backs. A thread thus writes the same outputs call after call,
+// whose cache lines then stay in its core instead of moving to the other
+// one every run (a ParallelFor hands ranges out in whatever order the
+// threads come), and a thread that falls behind still leaves its share to
+// the others. More than kMaxShares threads, or 2^31 ranges, take ParallelFor.
+constexpr int kMaxShares = 64;
+template <class F>
+void ParallelForShares(ThreadPool* pool, int64_t n, int64_t grain, const F& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  const int threads = NumThreads(pool);
+  const int64_t ranges = (n - 1) / grain + 1;
+  if (threads == 1 || threads > kMaxShares || ranges >= (int64_t(1) << 31))
+    return ParallelFor(pool, n, grain, fn);
+  // A share's ranges left, [front, back), as front << 32 | back.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> left;
+  };
+  Share shares[kMaxShares];
+  for (int s = 0; s < threads; ++s)
+    shares[s].left.store(uint64_t(ranges * s / threads) << 32 |
+                         uint64_t(ranges * (s + 1) / threads));
+  auto take = [](Share& share, bool front, int64_t* range) {
+    uint64_t v = share.left.load();
+    for (;;) {
+      const uint64_t f = v >> 32, b = v & 0xffffffffu;
+      if (f >= b) return false;
+      const uint64_t next = front ? (f + 1) << 32 | b : f << 32 | (b - 1);
+      if (share.left.compare_exchange_weak(v, next)) {
+        *range = int64_t(front ? f : b - 1);
+        return true;
+      }
+    }
+  };
+  pool->ParallelFor(threads, 1, [&](int64_t, int64_t, int slot) {
+    int64_t r = 0;
+    auto run = [&] { fn(r * grain, std::min(n, (r + 1) * grain), slot); };
+    while (take(shares[slot], true, &r)) run();
+    for (int k = 1; k < threads; ++k)
+      while (take(shares[(slot + k) % threads], false, &r)) run();
+  });
+}
+
 }  // namespace kernels
 }  // namespace qfold
