@@ -660,7 +660,9 @@ TEST_CASE("kernels: nhwc conv on AMX CPUs picks AMX or the zmm kernels by channe
   };
   CHECK(variant(64, 16, 3, 3) == "avx512vnni");
   CHECK(variant(64, 16, 1, 1) == "avx512vnni");
-  CHECK(variant(128, 48, 3, 3) == "avx512vnni");
+  CHECK(variant(128, 48, 3, 3) == "amx");  // kernel rows of 144 of 192 bytes
+  CHECK(variant(96, 32, 5, 5) == "amx");   // 160 of 192
+  CHECK(variant(64, 32, 1, 1) == "avx512vnni");
   CHECK(variant(64, 64, 3, 3) == "amx");
   CHECK(variant(96, 96, 1, 1) == "amx");
   CHECK(variant(64, 3, 3, 3) == "avx512vnni");  // 27 of 64 k bytes
