@@ -15,7 +15,9 @@ echo "== release build"
 BUILD_DIR="$ROOT/build" QFOLD_SANITIZE=OFF build_qfold
 skip_wheel=()
 [ "${QFOLD_SKIP_WHEEL:-0}" = "1" ] && skip_wheel=(-E python_wheel)
-(cd "$ROOT/build" && ctest --output-on-failure "${skip_wheel[@]}")
+# The tests are independent (shared inputs are ctest fixtures): one per core.
+jobs="$(nproc 2>/dev/null || echo 2)"
+(cd "$ROOT/build" && ctest -j "$jobs" --output-on-failure "${skip_wheel[@]}")
 
 if [ "${QFOLD_SKIP_AARCH64:-0}" != "1" ]; then
   # The NEON kernels: cross-built with g++-aarch64-linux-gnu, tested under
@@ -30,7 +32,7 @@ if [ "${QFOLD_SKIP_SANITIZE:-0}" != "1" ]; then
   # detect_leaks: protobuf's arena keeps static allocations alive on purpose.
   # python_wheel builds its own release wheel; once (above) is enough.
   (cd "$ROOT/build-asan" && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -E python_wheel)
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest -j "$jobs" --output-on-failure -E python_wheel)
 fi
 
 if [ "${QFOLD_SKIP_TSAN:-0}" != "1" ]; then
