@@ -1,13 +1,15 @@
-// Checked parsing of numeric command-line arguments: a value is all decimal
+// Checked parsing of command-line arguments: a numeric value is all decimal
 // digits and within [lo, hi]; anything else (signs, spaces, garbage, values
 // past int64) is rejected so the caller exits 2 with a usage error instead of
-// letting std::stoi throw or wrap.
+// letting std::stoi throw or wrap. Also --precision's names.
 #pragma once
 
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+
+#include "qfold/runtime.h"
 
 namespace qfold {
 namespace cli {
@@ -34,6 +36,27 @@ bool ParseBoundedInt(const std::string& s, int64_t lo, int64_t hi, T* out) {
   if (!ParseBoundedInt(s, lo, hi, &v)) return false;
   *out = T(v);
   return true;
+}
+
+// --precision fp32|bf16 (run, bench, verify): SessionOptions::precision.
+inline bool ParsePrecision(const std::string& s, SessionOptions::Precision* out) {
+  if (s == "fp32") {
+    *out = SessionOptions::Precision::kFloat32;
+  } else if (s == "bf16") {
+    *out = SessionOptions::Precision::kBfloat16;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The usage error for a missing or unknown --precision value.
+inline std::string BadPrecisionMessage(const std::string& given) {
+  return "--precision needs fp32 or bf16" + (given.empty() ? "" : ", got '" + given + "'");
+}
+
+inline const char* PrecisionName(SessionOptions::Precision p) {
+  return p == SessionOptions::Precision::kBfloat16 ? "bf16" : "fp32";
 }
 
 }  // namespace cli

@@ -24,9 +24,10 @@ namespace cli {
 namespace {
 
 const char* kBenchUsage =
-    "usage: qfold bench MODEL.qfm [--threads N] [--warmup W] [--iterations I]\n"
-    "                   [--input NAME=FILE.npy ...] [--input-shape NAME=1x3x224x224 ...]\n"
-    "                   [--bind-state OUT=IN ...] [--seed S] [--profile] [--json]\n"
+    "usage: qfold bench MODEL.qfm [--threads N] [--precision fp32|bf16] [--warmup W]\n"
+    "                   [--iterations I] [--input NAME=FILE.npy ...]\n"
+    "                   [--input-shape NAME=1x3x224x224 ...] [--bind-state OUT=IN ...]\n"
+    "                   [--seed S] [--profile] [--json]\n"
     "\n"
     "Times Session::Run: W warm-up runs, then I timed runs on the same inputs.\n"
     "Inputs without --input get fixed-seed random data of the model's dtype\n"
@@ -39,6 +40,9 @@ const char* kBenchUsage =
     "(Linux keeps ru_maxrss across exec, so when started by a large process it\n"
     "reports at least that process's peak; VmHWM is this process's own.)\n"
     "  --threads N          session threads, 1..1024 (default 1; clamped to the hardware threads)\n"
+    "  --precision P        fp32 (default) or bf16: float channels-last convolutions multiply\n"
+    "                       bfloat16-rounded values on AMX-BF16, summing in fp32; no effect\n"
+    "                       on CPUs without AMX-BF16 (the kernels line shows conv_nhwc_bf16)\n"
     "  --warmup W           untimed runs first (default 5)\n"
     "  --iterations I       timed runs (default 50)\n"
     "  --input NAME=FILE    an input from a .npy file (shape taken from the file)\n"
@@ -182,6 +186,9 @@ int Bench(const Args& args) {
         return UsageError("bench",
                           "--threads needs a number from 1 to " + std::to_string(kMaxCliThreads),
                           kBenchUsage);
+    } else if (a == "--precision") {
+      if (!next(&v) || !ParsePrecision(v, &opts.precision))
+        return UsageError("bench", BadPrecisionMessage(v), kBenchUsage);
     } else if (a == "--warmup") {
       if (!next(&v) || !ParseCount(v, 0, &warmup))
         return UsageError("bench", "--warmup needs a number >= 0", kBenchUsage);
@@ -380,6 +387,7 @@ int Bench(const Args& args) {
     }
     j["model"] = model_path;
     j["threads"] = opts.num_threads;
+    j["precision"] = PrecisionName(opts.precision);
     j["warmup"] = warmup;
     j["iterations"] = iterations;
     j["median_ms"] = median;
@@ -404,8 +412,9 @@ int Bench(const Args& args) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("%s: %d thread%s, %d warm-up + %d timed runs\n", model_path.c_str(), opts.num_threads,
-              opts.num_threads == 1 ? "" : "s", warmup, iterations);
+  std::printf("%s: %d thread%s, precision %s, %d warm-up + %d timed runs\n", model_path.c_str(),
+              opts.num_threads, opts.num_threads == 1 ? "" : "s", PrecisionName(opts.precision),
+              warmup, iterations);
   for (const InputReport& r : reports) {
     std::string dims;
     for (size_t d = 0; d < r.shape.size(); ++d) dims += (d ? "x" : "") + std::to_string(r.shape[d]);

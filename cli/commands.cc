@@ -136,7 +136,7 @@ const char* kConvertUsage =
 const char* kRunUsage =
     "usage: qfold run MODEL.qfm [--input NAME=FILE.npy ...] [--inputs FILE.npz]\n"
     "                 [--input-shape NAME=1x3x320x320 ...] [--output-dir DIR] [--threads N]\n"
-    "                 [--bind-state OUT=IN ...] [--steps N]\n"
+    "                 [--precision fp32|bf16] [--bind-state OUT=IN ...] [--steps N]\n"
     "\n"
     "Runs a model. Inputs come from .npy files (one per input) or an .npz whose\n"
     "entries are named like the inputs; their shapes may differ from the model's\n"
@@ -145,6 +145,9 @@ const char* kRunUsage =
     "on stdout without --output-dir.\n"
     "  --threads N   kernel threads, 1..1024; more than the machine's hardware threads\n"
     "                are clamped to that count\n"
+    "  --precision P fp32 (default) or bf16: float channels-last convolutions multiply\n"
+    "                bfloat16-rounded values on AMX-BF16, summing in fp32 (faster, about\n"
+    "                3 significant digits); no effect on CPUs without AMX-BF16\n"
     "  --bind-state OUT=IN  streaming state: after each step output OUT becomes input IN\n"
     "                (zeros at first; data given for IN is the initial state)\n"
     "  --steps N     run N steps (chunks) in one session: an input whose data has an extra\n"
@@ -301,6 +304,9 @@ int Run(const Args& args) {
         return UsageError("run",
                           "--threads needs a number from 1 to " + std::to_string(kMaxCliThreads),
                           kRunUsage);
+    } else if (a == "--precision") {
+      if (!next(&v) || !ParsePrecision(v, &opts.precision))
+        return UsageError("run", BadPrecisionMessage(v), kRunUsage);
     } else if (!a.empty() && a[0] == '-') {
       return UsageError("run", "unknown option '" + a + "'", kRunUsage);
     } else if (model_path.empty()) {

@@ -23,7 +23,7 @@ namespace {
 const char* kVerifyUsage =
     "usage: qfold verify MODEL.onnx MODEL.qfm [--data FILE.npz|NAME=FILE.npy ...] [--per-layer]\n"
     "                    [--reference qfold|ort] [--threshold COS] [--report REPORT.html]\n"
-    "                    [--seed N] [--json]\n"
+    "                    [--seed N] [--precision fp32|bf16] [--json]\n"
     "\n"
     "Runs the .qfm and a reference on the same inputs (given, else random with a fixed\n"
     "seed) and compares every output: cosine similarity, max abs error, relative L2 and,\n"
@@ -39,6 +39,8 @@ const char* kVerifyUsage =
     "  --threshold COS    cosine similarity that counts as good (default 0.99)\n"
     "  --report FILE      write a self-contained HTML page plotting the per-layer error\n"
     "  --seed N           seed of the random inputs (default 1)\n"
+    "  --precision P      the .qfm's session: fp32 (default) or bf16 (bfloat16 products in\n"
+    "                     float channels-last convolutions on AMX-BF16), to measure its error\n"
     "  --json             machine-readable result\n";
 
 Status WriteText(const std::string& path, const std::string& text,
@@ -232,6 +234,9 @@ int Verify(const Args& args) {
     } else if (a == "--seed") {
       if (!next() || !ParseBoundedInt(v, 0, 0xffffffff, &opts.seed))
         return UsageError("verify", "--seed needs a number from 0 to 4294967295", kVerifyUsage);
+    } else if (a == "--precision") {
+      if (!next() || !ParsePrecision(v, &opts.precision))
+        return UsageError("verify", BadPrecisionMessage(v), kVerifyUsage);
     } else if (a == "--report") {
       if (!next()) return UsageError("verify", "--report needs a file", kVerifyUsage);
       report = v;

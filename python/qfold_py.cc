@@ -270,10 +270,21 @@ struct Feed {
   py::buffer_info view;
 };
 
+// precision="fp32"|"bf16", as the CLI's --precision.
+SessionOptions::Precision ParsePrecision(const std::string& name) {
+  if (name == "fp32") return SessionOptions::Precision::kFloat32;
+  if (name == "bf16") return SessionOptions::Precision::kBfloat16;
+  Raise(StatusCode::kInvalidArgument, "precision must be 'fp32' or 'bf16', got '" + name + "'");
+}
+
 class PySession {
  public:
   PySession(const py::object& source, int num_threads,
-            const std::optional<std::map<std::string, std::string>>& state_bindings) {
+            const std::optional<std::map<std::string, std::string>>& state_bindings,
+            const std::string& precision) {
+    SessionOptions opts;
+    opts.num_threads = num_threads;
+    opts.precision = ParsePrecision(precision);  // checked before the model is loaded
     Status st;
     if (py::isinstance<py::bytes>(source) || py::isinstance<py::bytearray>(source) ||
         py::isinstance<py::memoryview>(source)) {
@@ -299,8 +310,6 @@ class PySession {
     np_ndarray_ = np.attr("ndarray");
     np_asarray_ = np.attr("asarray");
     np_empty_ = np.attr("empty");
-    SessionOptions opts;
-    opts.num_threads = num_threads;
     if (state_bindings)
       for (const auto& kv : *state_bindings) {
         opts.state_bindings.emplace_back(kv.first, kv.second);
@@ -510,13 +519,16 @@ PYBIND11_MODULE(_qfold, m) {
 
   py::class_<PySession>(m, "Session", "A loaded .qfm model ready to run (qfold's native API).")
       .def(py::init<const py::object&, int,
-                    const std::optional<std::map<std::string, std::string>>&>(),
+                    const std::optional<std::map<std::string, std::string>>&, const std::string&>(),
            py::arg("path_or_bytes"), py::arg("num_threads") = 1,
-           py::arg("state_bindings") = py::none(),
+           py::arg("state_bindings") = py::none(), py::arg("precision") = "fp32",
            "Loads a .qfm file (str or os.PathLike) or .qfm bytes and plans a session.\n"
            "state_bindings {output: input}: after each run the output's value becomes the\n"
            "input's (streaming state); a bound input starts at zeros and may be left out of\n"
-           "run()'s feeds (given, it overrides the carried state).")
+           "run()'s feeds (given, it overrides the carried state).\n"
+           "precision 'fp32' (default) or 'bf16': float channels-last convolutions multiply\n"
+           "bfloat16-rounded values on AMX-BF16, summing in fp32 (no effect on CPUs without\n"
+           "it); anything else raises qfold.InvalidArgument (a ValueError).")
       .def("reset_state", &PySession::ResetState,
            "Zeros the inputs bound by state_bindings (a new stream).")
       .def_property_readonly("inputs", &PySession::inputs,

@@ -6,7 +6,7 @@ Usage:
   python scripts/bench.py [--qfold build/cli/qfold] [--out docs/BENCHMARKS.md] [--quick]
                           [--set synthetic,ppocr,light,recurrent|all] [--models a,b] [--threads 1,2]
                           [--rounds R] [--round-seconds S] [--warmup W] [--work DIR]
-                          [--no-openvino] [--no-mnn] [--no-conv] [--note TEXT]
+                          [--no-openvino] [--no-mnn] [--no-qfold-bf16] [--no-conv] [--note TEXT]
 
 Model sets (--set, default all):
   synthetic  the float models of models/ and the pc_u8s8 QDQ variant (scripts/quantize_models.py,
@@ -53,6 +53,13 @@ Engines (time.perf_counter around one inference call from Python, inputs set and
 as part of it, for all alike):
   * qfold: the `qfold` Python module (build/python, next to the CLI's build dir), Session.run;
     without the module, `qfold bench` subprocesses, one per round (round medians only);
+  * qfold bf16 (fp32 models only; --no-qfold-bf16 skips it): the same with precision="bf16"
+    (channels-last float convolutions on bfloat16-rounded values, AMX-BF16, fp32 sums), an
+    engine of its own (worker, probe, rounds) because OpenVINO runs fp32 models in bf16 on CPUs
+    that have it. Ratios X/qfold-bf16 are computed per round like X/qfold, and its first output
+    is compared with qfold fp32's (cosine, max abs error). Skipped with a note in the report's
+    header on CPUs without AMX-BF16 (qfold's kernels line with precision bf16 lists no
+    conv_nhwc_bf16), where bf16 mode runs exactly the fp32 kernels;
   * ONNX Runtime: ORT_ENABLE_ALL, intra_op_num_threads=T, inter_op_num_threads=1, sess.run;
   * OpenVINO (when `openvino` imports): core.compile_model(onnx, "CPU", PERFORMANCE_HINT=LATENCY,
     INFERENCE_NUM_THREADS=T, NUM_STREAMS=1), InferRequest.infer. QDQ models run int8; the
@@ -92,9 +99,15 @@ QUICK_MODELS = ("mobilenetv2_like",)
 MODEL_SETS = ("synthetic", "ppocr", "light", "a16", "recurrent")
 RECURRENT_MODELS = ("crnn_text", "gru_kws", "loop_decoder")
 PPOCR_MODELS = ("ppocr_mobile_v2_cls", "ppocrv4_det", "ppocrv4_rec")
-ENGINES = ("qfold", "ort", "openvino", "mnn")
-ENGINE_TITLES = {"qfold": "qfold", "ort": "ORT", "openvino": "OpenVINO", "mnn": "MNN"}
+ENGINES = ("qfold", "qfold_bf16", "ort", "openvino", "mnn")
+# The engines qfold is compared with (ratios peer/qfold); "qfold_bf16" is qfold itself with
+# precision="bf16", run on the fp32 models only.
+PEERS = ("ort", "openvino", "mnn")
+ENGINE_TITLES = {"qfold": "qfold", "qfold_bf16": "qfold bf16", "ort": "ORT",
+                 "openvino": "OpenVINO", "mnn": "MNN"}
 RATIO_TITLES = {"ort": "ORT/qfold", "openvino": "OV/qfold", "mnn": "MNN/qfold"}
+BF16_RATIO_TITLES = {"ort": "ORT/qfold-bf16", "openvino": "OV/qfold-bf16",
+                     "mnn": "MNN/qfold-bf16"}
 MAX_ITERATIONS_PER_TURN = 50
 # An engine's turn starts with an untimed run when its runs are shorter than this (first run,
 # probe): for longer ones the cache state left by the previous engine hardly matters.
@@ -282,18 +295,31 @@ class Runner:
         return times
 
 
+def qfold_precision(spec):
+    """The qfold session precision of an engine: "bf16" for qfold_bf16, else "fp32"."""
+    return "bf16" if spec["engine"] == "qfold_bf16" else "fp32"
+
+
 class QfoldModuleRunner(Runner):
     def __init__(self, spec, feeds):
         sys.path.insert(0, spec["qfold_module_dir"])
         import qfold
         bindings = spec.get("state_bindings") or {}
+        precision = qfold_precision(spec)
+        # The fp32 engine passes no precision: the benchmark keeps working with modules that
+        # predate the keyword.
         self.sess = qfold.Session(spec["qfm"], num_threads=spec["threads"],
-                                  state_bindings=bindings or None)
+                                  state_bindings=bindings or None,
+                                  **({"precision": precision} if precision != "fp32" else {}))
         # The session feeds the bound inputs itself; inputs bound by --const are gone.
         names = {i["name"] for i in self.sess.inputs}
         self.feeds = {k: v for k, v in feeds.items() if k in names and k not in bindings.values()}
         self.spec_bound = bool(bindings)
-        self.info = {"api": "Python module", "arena_bytes": self.sess.arena_bytes}
+        self.info = {"api": "Python module", "arena_bytes": self.sess.arena_bytes,
+                     "precision": precision}
+        kernels = getattr(self.sess, "kernels", None)  # the session's kernels line, if exposed
+        if isinstance(kernels, str):
+            self.info["kernels"] = kernels
         self.out_name = self.sess.outputs[0]["name"]
 
     def run(self):
@@ -325,7 +351,10 @@ class QfoldCliRunner(Runner):
             self.npys += ["--input", f"{name}={p}"]
         for out, inp in bindings.items():
             self.npys += ["--bind-state", f"{out}={inp}"]
-        self.info = {"api": "qfold bench CLI (round medians)"}
+        self.precision = qfold_precision(spec)
+        if self.precision != "fp32":
+            self.npys += ["--precision", self.precision]
+        self.info = {"api": "qfold bench CLI (round medians)", "precision": self.precision}
 
     def _bench(self, warmup, iterations):
         rc, out, err = sh([self.spec["qfold_cli"], "bench", self.spec["qfm"], "--json",
@@ -341,6 +370,8 @@ class QfoldCliRunner(Runner):
     def timed_runs(self, k, rewarm=True):
         r = self._bench(1 if rewarm else 0, k)
         self.info["arena_bytes"] = r.get("arena_bytes")
+        if r.get("kernels"):
+            self.info["kernels"] = r["kernels"]
         return [r["median_ms"] / 1e3]
 
     def first_output(self):
@@ -483,7 +514,7 @@ class MnnRunner(Runner):
 
 
 def open_runner(spec, feeds):
-    if spec["engine"] == "qfold":
+    if spec["engine"] in ("qfold", "qfold_bf16"):
         if spec.get("qfold_module_dir"):
             return QfoldModuleRunner(spec, feeds)
         return QfoldCliRunner(spec, feeds)
@@ -723,6 +754,7 @@ def machine_info():
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"cpu": cpu, "cores": cores, "avx512_vnni": "avx512_vnni" in flags,
             "avx512_bf16": "avx512_bf16" in flags, "amx": "amx_tile" in flags,
+            "amx_bf16": "amx_bf16" in flags,
             "kernel": platform.release(), "python": platform.python_version()}
 
 
@@ -863,6 +895,54 @@ def qfold_module(qfold_cli):
     code = f"import sys; sys.path.insert(0, {d!r}); import qfold; print(qfold.__version__)"
     version = probe_python_module(code) if os.path.isdir(d) else None
     return (d, version) if version else (None, None)
+
+
+def qfold_bf16_kernels(qfold_cli, work):
+    """The kernels line of a qfold session with precision bf16 (`qfold bench --precision bf16
+    --json` on a one-convolution float model; the line depends on the CPU, not the model), or
+    None when that fails. It lists conv_nhwc_bf16 only where bf16 mode changes anything."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    d = os.path.join(work, "bf16_check")
+    os.makedirs(d, exist_ok=True)
+    onnx_path, qfm = os.path.join(d, "conv.onnx"), os.path.join(d, "conv.qfm")
+    w = np.random.default_rng(0).standard_normal((16, 16, 3, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+        "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 16, 16])],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, onnx_path)
+    rc, out, err = sh([qfold_cli, "convert", onnx_path, "-o", qfm], 300)
+    if rc == 0:
+        rc, out, err = sh([qfold_cli, "bench", qfm, "--precision", "bf16", "--json",
+                           "--warmup", "0", "--iterations", "1"], 300)
+    if rc != 0:
+        return None
+    try:
+        return json.loads(out).get("kernels")
+    except ValueError:
+        return None
+
+
+def detect_qfold_bf16(args, work, machine):
+    """None when the qfold bf16 engine runs, else why it is skipped: --no-qfold-bf16, or a CPU
+    without AMX-BF16, where precision="bf16" changes nothing (qfold's kernels line lacks
+    conv_nhwc_bf16; /proc/cpuinfo's amx_bf16 flag when that line is unavailable)."""
+    if args.no_qfold_bf16:
+        return "--no-qfold-bf16"
+    kernels = qfold_bf16_kernels(args.qfold, work)
+    if kernels is not None:
+        if "conv_nhwc_bf16" not in kernels:
+            return ("this CPU has no AMX-BF16 (qfold's kernels with precision bf16 list no "
+                    "conv_nhwc_bf16), so bf16 mode would run exactly the fp32 kernels")
+        return None
+    if not machine["amx_bf16"]:
+        return ("this CPU has no AMX-BF16 (no amx_bf16 flag in /proc/cpuinfo), so bf16 mode "
+                "would run exactly the fp32 kernels")
+    return None
 
 
 def mnn_convert(onnx_path, mnn_path, work):
@@ -1052,20 +1132,34 @@ def summarize_times(per_round):
             "round_medians_ms": [float(np.median(r) * 1e3) for r in per_round]}
 
 
-def round_ratios(times, engine):
-    """median over rounds of (engine's median in the round / qfold's median in the round)."""
-    if engine not in times or "qfold" not in times:
+def round_ratios(times, engine, base="qfold"):
+    """median over rounds of (engine's median in the round / base's median in the round);
+    base is qfold, or qfold_bf16 for the X/qfold-bf16 ratios."""
+    if engine not in times or base not in times:
         return None
-    v = [np.median(a) / np.median(b) for a, b in zip(times[engine], times["qfold"])]
+    v = [np.median(a) / np.median(b) for a, b in zip(times[engine], times[base])]
     return float(np.median(v)) if v else None
 
 
+def max_abs_error(a, b):
+    a = np.asarray(a, np.float64).ravel()
+    b = np.asarray(b, np.float64).ravel()
+    if a.shape != b.shape:
+        return None
+    return float(np.max(np.abs(a - b))) if a.size else 0.0
+
+
 def bench_model(args, model, work, engines, ctx, log):
-    """Probes and measures one model with every engine at every thread count."""
+    """Probes and measures one model with every engine at every thread count (qfold bf16 on
+    fp32 models only)."""
+    if model.precision != "fp32":
+        engines = [e for e in engines if e != "qfold_bf16"]
     res = {"label": model.label, "group": model.group, "precision": model.precision,
            "float_of": model.float_of, "onnx": model.path,
            "onnx_bytes": os.path.getsize(model.path), "engines": {}, "info": {},
            "ratios": {}, "load_before": load_average()}
+    if "qfold_bf16" in engines:
+        res["ratios_bf16"] = {}  # {T: {peer: peer/qfold-bf16}}
     start = time.monotonic()
     mdir = os.path.join(work, "runs", model.label)
     os.makedirs(mdir, exist_ok=True)
@@ -1088,6 +1182,8 @@ def bench_model(args, model, work, engines, ctx, log):
         res["qfm_bytes"] = os.path.getsize(qfm)
     else:
         failed["qfold"] = "convert " + last_error_line(rc, out, err)
+        if "qfold_bf16" in engines:
+            failed["qfold_bf16"] = failed["qfold"]
     if "mnn" in engines:
         mnn_path = os.path.join(mdir, "model.mnn")
         e = mnn_convert(model.path, mnn_path, mdir)
@@ -1139,11 +1235,19 @@ def bench_model(args, model, work, engines, ctx, log):
                 res["engines"].setdefault(e, {})[t] = summarize_times(per_round)
                 res["info"][e].update(m["info"].get(e, {}))
             if "qfold" in m["times"]:
+                # (also qfold_bf16/qfold: bf16 mode's time over fp32's, in results.json)
                 res["ratios"][t] = {e: round_ratios(m["times"], e) for e in m["times"]
                                     if e != "qfold"}
+            if "qfold_bf16" in m["times"]:
+                res["ratios_bf16"][t] = {e: round_ratios(m["times"], e, "qfold_bf16")
+                                         for e in m["times"] if e in PEERS}
             outputs.update(m["outputs"])
     ref = outputs.get("ort")
     res["cos"] = {e: cosine(o, ref) for e, o in outputs.items() if e != "ort" and ref is not None}
+    if "qfold_bf16" in outputs and "qfold" in outputs:
+        # bf16 mode's accuracy: its first output against fp32 mode's, same input
+        res["bf16_vs_fp32"] = {"cos": cosine(outputs["qfold_bf16"], outputs["qfold"]),
+                               "max_abs": max_abs_error(outputs["qfold_bf16"], outputs["qfold"])}
     for e, why in failed.items():
         res["engines"][e] = {"error": why}
     res["load_after"] = load_average()
@@ -1224,8 +1328,8 @@ def bench_conv_kernels(args, work, engines, ctx, log):
         feeds = (lambda c=c, h=h: {"x": np.random.default_rng(1).integers(
             0, 256, (1, c, h, h)).astype(np.uint8)})
         r = bench_model(args, Model("conv " + tag, "conv", onnx_path, "int8 QDQ", feeds=feeds),
-                        os.path.join(work, "conv_kernels"), [e for e in engines if e != "mnn"],
-                        ctx, log)
+                        os.path.join(work, "conv_kernels"),
+                        [e for e in engines if e not in ("mnn", "qfold_bf16")], ctx, log)
         r["label"], r["ops"] = label, ops
         rows.append(r)
     return rows
@@ -1303,23 +1407,52 @@ def cos_cell(res, engines):
     return ", ".join(parts) or "—"
 
 
+def bf16_accuracy_cell(res):
+    """qfold bf16's first output against qfold fp32's: cosine and max abs error."""
+    a = res.get("bf16_vs_fp32")
+    if not a or a.get("cos") is None:
+        return "—"
+    err = "—" if a.get("max_abs") is None else f"{a['max_abs']:.2g}"
+    return f"cos {a['cos']:.6f}, max abs {err}"
+
+
+def bf16_columns(results, engines):
+    """Whether the latency tables get the qfold bf16 columns: the engine ran and some model is
+    fp32."""
+    return "qfold_bf16" in engines and any(r["precision"] == "fp32" for r in results)
+
+
 def latency_table(w, results, t, engines, notes):
-    peers = [e for e in engines if e != "qfold"]
-    hdr = (["model", "precision"] + [f"{ENGINE_TITLES[e]} ms" for e in engines]
-           + [RATIO_TITLES[e] for e in peers] + ["cos vs ORT"])
+    """One row per model. With qfold bf16 (fp32 models only; "—" in the other rows): its
+    latency next to qfold's, OV/qfold-bf16 next to OV/qfold, and its accuracy against qfold
+    fp32 in the last column."""
+    bf16 = bf16_columns(results, engines)
+    timed = [e for e in engines if e != "qfold_bf16" or bf16]
+    peers = [e for e in engines if e in PEERS]
+    ratios = [(e, "ratios") for e in peers]
+    if bf16 and "openvino" in peers:
+        i = peers.index("openvino") + 1
+        ratios[i:i] = [("openvino", "ratios_bf16")]
+    hdr = (["model", "precision"] + [f"{ENGINE_TITLES[e]} ms" for e in timed]
+           + [(BF16_RATIO_TITLES if k == "ratios_bf16" else RATIO_TITLES)[e] for e, k in ratios]
+           + ["cos vs ORT"] + (["qfold bf16 vs fp32"] if bf16 else []))
     w("| " + " | ".join(hdr) + " |")
     w("|" + "---|" * len(hdr))
     for r in results:
-        row = [r["label"], precision_cell(r)] + [engine_cell(r, e, t, notes) for e in engines]
-        row += [fmt_ratio(r["ratios"].get(t, {}).get(e)) for e in peers]
+        row = [r["label"], precision_cell(r)]
+        row += ["—" if e == "qfold_bf16" and r["precision"] != "fp32" else
+                engine_cell(r, e, t, notes) for e in timed]
+        row += [fmt_ratio(r.get(k, {}).get(t, {}).get(e)) for e, k in ratios]
         row.append(cos_cell(r, engines))
+        if bf16:
+            row.append(bf16_accuracy_cell(r) if r["precision"] == "fp32" else "—")
         w("| " + " | ".join(row) + " |")
     w("")
 
 
 def write_markdown(path, results, conv, meta, args):
     engines = meta["engines"]
-    peers = [e for e in engines if e != "qfold"]
+    peers = [e for e in engines if e in PEERS]
     threads = args.threads
     notes = Footnotes()
     lines = []
@@ -1356,9 +1489,14 @@ def write_markdown(path, results, conv, meta, args):
           f"CPU has no AVX-512 VNNI): int8 through the exact AVX2 path (vpmaddwd + vpaddd) "
           f"{pk['int8_avx2_gops']:.0f} GOPS, fp32 FMA on ymm {pk['fp32_fma_gflops']:.0f} GFLOPS.")
     w("")
-    w("**Engines:** " + "; ".join(f"{ENGINE_TITLES[e]} {meta['versions'].get(e) or ''}".strip()
-                                  for e in engines) + ".")
+    w("**Engines:** " + "; ".join(
+        "qfold bf16 (the same module, `precision=\"bf16\"`, fp32 models only)"
+        if e == "qfold_bf16" else f"{ENGINE_TITLES[e]} {meta['versions'].get(e) or ''}".strip()
+        for e in engines) + ".")
     w("")
+    if meta.get("qfold_bf16_skipped"):
+        w(f"**qfold bf16 not measured:** {meta['qfold_bf16_skipped']}.")
+        w("")
     w("## How measured")
     w("")
     w("- Per model and thread count T, every engine is first **probed** alone in a child "
@@ -1384,6 +1522,14 @@ def write_markdown(path, results, conv, meta, args):
       "int8; the precision column shows its `INFERENCE_PRECISION_HINT` and how many of its "
       "convolutions run int8); MNN converted by its compiled converter (`_tools.mnnconvert`, "
       "not the telemetry-sending `mnnconvert` script), `numThread` = T, precision normal.")
+    if "qfold_bf16" in engines:
+        w("- qfold bf16: OpenVINO runs fp32 models in bf16 on CPUs that have it (its precision "
+          "column), so fp32 models also run qfold with `precision=\"bf16\"` as an engine of its "
+          "own, interleaved like the others: its channels-last float convolutions round "
+          "activations and weights to bfloat16 and multiply on AMX-BF16, summing in fp32. "
+          "X/qfold-bf16 ratios are computed per round like X/qfold; \"qfold bf16 vs fp32\" is "
+          "the cosine similarity and the largest absolute difference of its first output "
+          "against qfold fp32's on the same input.")
     w("- \"cos vs ORT\": cosine similarity of the engine's first output with ONNX Runtime's on "
       "the same input, so that a fast but wrong result shows.")
     w("- Inputs: fixed-seed standard normal floats; the light models get a synthetic smooth "
@@ -1401,7 +1547,7 @@ def write_markdown(path, results, conv, meta, args):
           "it).")
         w("")
         pk_gops = peak_int8_gops(pk)
-        conv_engines = [e for e in engines if e != "mnn"]
+        conv_engines = [e for e in engines if e not in ("mnn", "qfold_bf16")]
         for t in threads:
             hdr = (["convolution", "MOPs"] + [f"{ENGINE_TITLES[e]} {t}T ms" for e in conv_engines]
                    + ["qfold GOPS", "% of peak"]
@@ -1426,6 +1572,10 @@ def write_markdown(path, results, conv, meta, args):
     w("")
     w("Geometric means of the per-model ratios (> 1: qfold is faster), per model group and "
       "precision; n = models where both engines ran.")
+    bf16_rows = "qfold_bf16" in engines and any(r.get("ratios_bf16") for r in results)
+    if bf16_rows:
+        w("Rows \"fp32, qfold bf16\": the same fp32 models with qfold's bf16 mode as the qfold "
+          "side (ORT/qfold-bf16, OV/qfold-bf16, ...).")
     w("")
     hdr = ["group", "precision"] + [f"{RATIO_TITLES[e]} {t}T" for t in threads for e in peers]
     w("| " + " | ".join(hdr) + " |")
@@ -1442,6 +1592,11 @@ def write_markdown(path, results, conv, meta, args):
         rs = [r for r in results if r["group"] == g and kind(r["precision"]) == p]
         w("| " + " | ".join([g, p] + [gmean(r["ratios"].get(t, {}).get(e) for r in rs)
                                       for t in threads for e in peers]) + " |")
+        if bf16_rows and p == "fp32" and any(r.get("ratios_bf16") for r in rs):
+            w("| " + " | ".join(
+                [g, "fp32, qfold bf16"] + [gmean(r.get("ratios_bf16", {}).get(t, {}).get(e)
+                                                for r in rs) for t in threads for e in peers])
+              + " |")
     w("")
     for t in threads:
         w(f"## Latency, {t} thread{'s' if t > 1 else ''} (median ms)")
@@ -1540,6 +1695,9 @@ def parse_args():
                     help="seconds for one engine to load a model and run it once")
     ap.add_argument("--no-openvino", action="store_true", help="skip OpenVINO even if installed")
     ap.add_argument("--no-mnn", action="store_true", help="skip MNN even if installed")
+    ap.add_argument("--no-qfold-bf16", action="store_true",
+                    help="skip the qfold bf16 engine (qfold with precision=\"bf16\" on the fp32 "
+                         "models)")
     ap.add_argument("--no-conv", action="store_true", help="skip the single convolutions")
     ap.add_argument("--note", action="append", default=[],
                     help="a sentence for the report's notes (e.g. the state of the kernels); "
@@ -1587,6 +1745,12 @@ def main():
     module_dir, qfold_version = qfold_module(args.qfold)
     engines, meta["versions"] = detect_engines(args, notes, log)
     meta["versions"]["qfold"] = qfold_version
+    meta["qfold_bf16_skipped"] = detect_qfold_bf16(args, work, meta["machine"])
+    if meta["qfold_bf16_skipped"] is None:
+        engines.insert(engines.index("qfold") + 1, "qfold_bf16")
+        meta["versions"]["qfold_bf16"] = qfold_version
+    else:
+        log(f"qfold bf16 skipped: {meta['qfold_bf16_skipped']}")
     meta["engines"] = engines
     ctx = {"qfold_module_dir": module_dir}
     if ctx["qfold_module_dir"]:

@@ -203,8 +203,11 @@ NamedArray RandomInput(const TensorInfo& t, std::mt19937* rng) {
   return a;
 }
 
-Status Feed(Loaded* l, const std::vector<NamedArray>& inputs) {
-  QF_RETURN_IF_ERROR(Session::Create(l->model, SessionOptions(), &l->session));
+Status Feed(Loaded* l, const std::vector<NamedArray>& inputs,
+            SessionOptions::Precision precision = SessionOptions::Precision::kFloat32) {
+  SessionOptions session_options;
+  session_options.precision = precision;
+  QF_RETURN_IF_ERROR(Session::Create(l->model, session_options, &l->session));
   for (const NamedArray& a : inputs) {
     QF_RETURN_IF_ERROR(l->session->ResizeInput(a.name, a.shape));
     QF_RETURN_IF_ERROR(
@@ -387,6 +390,10 @@ std::string DiffLine(const TensorDiff& d, double threshold) {
   return s + "\n";
 }
 
+const char* PrecisionName(SessionOptions::Precision p) {
+  return p == SessionOptions::Precision::kBfloat16 ? "bf16" : "fp32";
+}
+
 }  // namespace
 
 Status VerifyModel(const std::string& onnx_path, const std::string& qfm_path,
@@ -430,7 +437,7 @@ Status VerifyModel(const std::string& onnx_path, const std::string& qfm_path,
       return Status(StatusCode::kInvalidArgument,
                     qfm_path + ": the model has no input named '" + a.name + "'");
   }
-  Status st = Feed(&cand, out->inputs);
+  Status st = Feed(&cand, out->inputs, opts.precision);
   if (!st.ok()) return Status(st.code(), qfm_path + ": " + st.message());
   if (opts.external_reference) {
     std::vector<NamedArray> arrays;
@@ -483,7 +490,10 @@ Status VerifyModel(const std::string& onnx_path, const std::string& qfm_path,
 }
 
 std::string VerifyText(const VerifyResult& r, const VerifyOptions& opts) {
-  std::string s = "reference: " + opts.reference_name + "\noutputs:\n";
+  std::string s = "reference: " + opts.reference_name + "\n";
+  if (opts.precision != SessionOptions::Precision::kFloat32)  // the default goes unsaid
+    s += "precision (.qfm): " + std::string(PrecisionName(opts.precision)) + "\n";
+  s += "outputs:\n";
   for (const TensorDiff& d : r.outputs) s += DiffLine(d, opts.threshold);
   if (!r.layers.empty()) {
     s += "layers (" + std::to_string(r.layers.size()) + ", topological order):\n";
@@ -509,6 +519,7 @@ std::string VerifyJson(const VerifyResult& r, const VerifyOptions& opts) {
   j["threshold"] = opts.threshold;
   j["seed"] = opts.seed;
   j["reference"] = opts.reference_name;
+  j["precision"] = PrecisionName(opts.precision);
   j["inputs"] = nlohmann::json::array();
   for (const NamedArray& a : r.inputs)
     j["inputs"].push_back({{"name", a.name}, {"dtype", dtype_name(a.dtype)}, {"shape", a.shape}});
@@ -582,6 +593,7 @@ std::string VerifyHtml(const VerifyResult& r, const VerifyOptions& opts, const s
       "font-weight:bold}</style></head><body><h1>" +
       HtmlEscape(title) + "</h1>";
   s += "<p>reference: " + HtmlEscape(opts.reference_name) +
+       "; precision (.qfm): " + PrecisionName(opts.precision) +
        "; threshold (cosine): " + FloatText(opts.threshold) + "; " + std::to_string(n) +
        (r.layers.empty() ? " outputs" : " layers") + " compared; first bad: <b>" +
        (r.first_bad.empty() ? "none" : HtmlEscape(r.first_bad)) + "</b></p>";

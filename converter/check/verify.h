@@ -35,6 +35,8 @@ struct VerifyOptions {
   uint32_t seed = 1;
   bool per_layer = false;
   double threshold = 0.99;  // cosine similarity below this is "bad"
+  // The .qfm's session only, so the error bf16 adds shows against the fp32 reference.
+  SessionOptions::Precision precision = SessionOptions::Precision::kFloat32;
   // Replaces the built-in unfolded reference when set; the inputs are decided first, so the
   // reference is computed from the same (possibly random) data.
   ExternalReference external_reference;

@@ -1,6 +1,6 @@
 """Type stubs of the extension module qfold._qfold (python/qfold_py.cc)."""
 import os
-from typing import Dict, List, Mapping, Optional, Sequence, TypedDict, Union
+from typing import Dict, List, Literal, Mapping, Optional, Sequence, TypedDict, Union
 
 import numpy as np
 
@@ -75,10 +75,13 @@ class Session:
 
     def __init__(self, path_or_bytes: Union[_Path, bytes, bytearray, memoryview],
                  num_threads: int = 1,
-                 state_bindings: Optional[Mapping[str, str]] = None) -> None:
+                 state_bindings: Optional[Mapping[str, str]] = None,
+                 precision: Literal["fp32", "bf16"] = "fp32") -> None:
         """state_bindings {output: input}: after each run the output's value becomes the
         input's (streaming state); a bound input starts at zeros and may be left out of run()'s
-        feeds (given, it overrides the carried state)."""
+        feeds (given, it overrides the carried state). precision 'bf16' (opt-in): float
+        channels-last convolutions multiply bfloat16-rounded values on AMX-BF16, summing in
+        fp32; no effect on CPUs without it. Other values raise InvalidArgument."""
     def reset_state(self) -> None:
         """Zeros the inputs bound by state_bindings (a new stream)."""
     @property

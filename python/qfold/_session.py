@@ -113,14 +113,18 @@ _ORT_ONLY_SETTINGS: Dict[str, Any] = {
 class SessionOptions:
     """Options of an InferenceSession, as ``onnxruntime.SessionOptions``.
 
-    qfold honours ``intra_op_num_threads`` (0: one thread per available core) and
-    ``add_free_dimension_override_by_name`` (fixes a symbolic dim at conversion).
+    qfold honours ``intra_op_num_threads`` (0: one thread per available core),
+    ``add_free_dimension_override_by_name`` (fixes a symbolic dim at conversion) and
+    its own ``precision``: ``"fp32"`` (default) or ``"bf16"`` (float channels-last
+    convolutions multiply bfloat16-rounded values on AMX-BF16, summing in fp32; no
+    effect on CPUs without it).
     The other ONNX Runtime settings are accepted and ignored, with a warning the
     first time each is changed.
     """
 
     def __init__(self) -> None:
         object.__setattr__(self, "intra_op_num_threads", 0)
+        object.__setattr__(self, "precision", "fp32")
         for name, default in _ORT_ONLY_SETTINGS.items():
             object.__setattr__(self, name, default)
         object.__setattr__(self, "_config", {})
@@ -130,6 +134,9 @@ class SessionOptions:
         if name == "intra_op_num_threads":
             if not isinstance(value, int) or value < 0:
                 raise InvalidArgument(f"intra_op_num_threads must be an int >= 0, got {value!r}")
+        elif name == "precision":
+            if value not in ("fp32", "bf16"):  # checked here, not at the next session
+                raise InvalidArgument(f"precision must be 'fp32' or 'bf16', got {value!r}")
         elif name in _ORT_ONLY_SETTINGS:
             if value != _ORT_ONLY_SETTINGS[name]:
                 _warn_once("SessionOptions." + name,
@@ -354,7 +361,9 @@ class InferenceSession:
         # An application that swaps only the session class passes onnxruntime's own
         # SessionOptions: read the thread count from any options object.
         threads = _threads(int(getattr(self._options, "intra_op_num_threads", 0) or 0))
-        self._session = _qfold.Session(source, num_threads=threads)
+        # onnxruntime.SessionOptions has no precision: fp32.
+        precision = getattr(self._options, "precision", "fp32")
+        self._session = _qfold.Session(source, num_threads=threads, precision=precision)
         if self._signature is not None:
             self._inputs = [self._arg_from_signature(a) for a in self._signature["inputs"]]
             self._outputs = [self._arg_from_signature(a) for a in self._signature["outputs"]]

@@ -311,6 +311,16 @@ def session_options_and_providers():
         raise AssertionError("unknown option accepted")
     except AttributeError:
         pass
+    assert opts.precision == "fp32"
+    opts.precision = "bf16"
+    bf16 = qfold.InferenceSession(path, sess_options=opts).run(None, x)[0].ravel()
+    fp32 = one.run(None, x)[0].ravel()
+    assert fp32 @ bf16 / (np.linalg.norm(fp32) * np.linalg.norm(bf16)) > 0.999
+    try:
+        opts.precision = "fp16"
+        raise AssertionError("precision 'fp16' accepted")
+    except ValueError as e:
+        assert "precision" in str(e), e
 
 
 @test

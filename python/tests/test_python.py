@@ -99,6 +99,28 @@ def session_from_bytes_and_pathlike():
 
 
 @test
+def bf16_precision_close_to_fp32():
+    _, qfm_path = convert("mobilenetv2_like")
+    x = np.random.default_rng(3).standard_normal((1, 3, 64, 64)).astype(np.float32)
+    fp32 = qfold.Session(qfm_path).run({"input": x})["probs"]
+    explicit = qfold.Session(qfm_path, precision="fp32").run({"input": x})["probs"]
+    bf16 = qfold.Session(qfm_path, precision="bf16").run({"input": x})["probs"]
+    np.testing.assert_array_equal(fp32, explicit)
+    # Identical without AMX-BF16; otherwise bfloat16 products, fp32 sums.
+    a, b = fp32.astype(np.float64).ravel(), bf16.astype(np.float64).ravel()
+    cosine = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+    assert cosine > 0.999, cosine
+    for bad in ("fp16", "BF16", ""):
+        try:
+            qfold.Session(qfm_path, precision=bad)
+        except ValueError as e:
+            assert isinstance(e, qfold.InvalidArgument), type(e)
+            assert "precision must be 'fp32' or 'bf16'" in str(e), str(e)
+        else:
+            raise AssertionError(f"precision={bad!r} accepted")
+
+
+@test
 def non_contiguous_input_is_converted():
     _, qfm_path = convert("mobilenetv2_like")
     sess = qfold.Session(qfm_path)

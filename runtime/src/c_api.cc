@@ -23,6 +23,10 @@ static_assert(QFOLD_INVALID_MODEL == int(qfold::StatusCode::kInvalidModel), "sta
 static_assert(QFOLD_UNSUPPORTED == int(qfold::StatusCode::kUnsupported), "status mismatch");
 static_assert(QFOLD_IO_ERROR == int(qfold::StatusCode::kIoError), "status mismatch");
 static_assert(QFOLD_INTERNAL == int(qfold::StatusCode::kInternal), "status mismatch");
+static_assert(QFOLD_PRECISION_FLOAT32 == int(qfold::SessionOptions::Precision::kFloat32),
+              "precision mismatch");
+static_assert(QFOLD_PRECISION_BFLOAT16 == int(qfold::SessionOptions::Precision::kBfloat16),
+              "precision mismatch");
 static_assert(QFOLD_DTYPE_FLOAT32 == int(qfold::DType::kFloat32), "dtype mismatch");
 static_assert(QFOLD_DTYPE_INT8 == int(qfold::DType::kInt8), "dtype mismatch");
 static_assert(QFOLD_DTYPE_INT64 == int(qfold::DType::kInt64), "dtype mismatch");
@@ -234,6 +238,7 @@ void qfold_session_options_init(qfold_session_options* opts) {
   opts->num_threads = 1;
   opts->num_state_bindings = 0;
   opts->state_bindings = nullptr;
+  opts->precision = QFOLD_PRECISION_FLOAT32;
 }
 
 qfold_status qfold_session_create(qfold_model* model, const qfold_session_options* opts,
@@ -259,6 +264,14 @@ qfold_status qfold_session_create(qfold_model* model, const qfold_session_option
           if (!b.output || !b.input) return NullArg(fn, "opts->state_bindings[i].output/input");
           o.state_bindings.emplace_back(b.output, b.input);
         }
+      }
+      if (opts->struct_size >= offsetof(qfold_session_options, precision) + sizeof(int32_t)) {
+        if (opts->precision != QFOLD_PRECISION_FLOAT32 &&
+            opts->precision != QFOLD_PRECISION_BFLOAT16)
+          return Fail(QFOLD_INVALID_ARGUMENT, fn,
+                      "opts->precision: invalid value " + std::to_string(opts->precision) +
+                          " (QFOLD_PRECISION_FLOAT32 = 0 or QFOLD_PRECISION_BFLOAT16 = 1)");
+        o.precision = static_cast<qfold::SessionOptions::Precision>(opts->precision);
       }
     }
     std::unique_ptr<qfold_session> h(new qfold_session);

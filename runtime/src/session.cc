@@ -356,6 +356,7 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
                         "' (reference, avx2, avxvnni, avx512vnni, amx, neon, neondot, neoni8mm)");
     im.kernels = kernels::KernelConfigForIsa(isa);
   }
+  if (opts.precision == SessionOptions::Precision::kBfloat16) kernels::EnableBf16(&im.kernels);
   im.kernels_description = im.kernels.Describe();
   if (im.opts.num_threads > 1) im.pool.reset(new kernels::ThreadPool(im.opts.num_threads));
   im.tensors.resize(im.m->tensors.size());

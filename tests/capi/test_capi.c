@@ -84,6 +84,7 @@ static void TestWithoutModel(void) {
 
   qfold_session_options_init(&opts);
   EXPECT(opts.num_threads == 1 && opts.struct_size == sizeof(opts));
+  EXPECT(opts.precision == QFOLD_PRECISION_FLOAT32);
   EXPECT_ERROR(qfold_session_create(NULL, &opts, &s), QFOLD_INVALID_ARGUMENT, "model is NULL");
   EXPECT(qfold_model_num_inputs(NULL) == 0 && qfold_session_arena_bytes(NULL) == 0);
   EXPECT(strcmp(qfold_session_kernels(NULL), "") == 0);
@@ -233,6 +234,75 @@ static void TestModel(const char* path) {
   free(x);
 }
 
+/* Runs the dynamic convnet on a fixed pseudo-random 1x3x5x7 input with `precision`;
+ * copies the 1x4x10x14 output to `y` and the session's kernels to `kernels`. */
+static void RunWithPrecision(qfold_model* m, int32_t precision, float* y, char* kernels,
+                             size_t kernels_size) {
+  static const int64_t dims[4] = {1, 3, 5, 7};
+  float x[3 * 5 * 7];
+  qfold_session_options opts;
+  qfold_session* s = NULL;
+  const void* data = NULL;
+  size_t k;
+  for (k = 0; k < 3 * 5 * 7; ++k) x[k] = (float)((k * 29) % 17) / 8.0f - 1.0f;
+  qfold_session_options_init(&opts);
+  opts.precision = precision;
+  EXPECT_OK(qfold_session_create(m, &opts, &s));
+  if (!s) return;
+  snprintf(kernels, kernels_size, "%s", qfold_session_kernels(s));
+  EXPECT_OK(qfold_session_set_input(s, "input", QFOLD_DTYPE_FLOAT32, dims, 4, x, sizeof(x)));
+  EXPECT_OK(qfold_session_run(s));
+  EXPECT_OK(qfold_session_get_output(s, "output", NULL, NULL, NULL, &data));
+  if (data) memcpy(y, data, 4 * 10 * 14 * sizeof(float));
+  qfold_session_free(s);
+}
+
+static void TestPrecision(const char* path) {
+  enum { kOutputs = 4 * 10 * 14 };
+  qfold_model* m = NULL;
+  qfold_session* s = NULL;
+  qfold_session_options opts;
+  float fp32[kOutputs], bf16[kOutputs];
+  char fp32_kernels[1024] = "", bf16_kernels[1024] = "";
+  double dot = 0, fp32_norm = 0, bf16_norm = 0;
+  size_t k;
+  EXPECT_OK(qfold_model_load_file(path, &m));
+  if (!m) return;
+  qfold_session_options_init(&opts);
+  EXPECT(opts.precision == QFOLD_PRECISION_FLOAT32);
+
+  memset(fp32, 0, sizeof(fp32));
+  memset(bf16, 0xff, sizeof(bf16));
+  RunWithPrecision(m, QFOLD_PRECISION_FLOAT32, fp32, fp32_kernels, sizeof(fp32_kernels));
+  RunWithPrecision(m, QFOLD_PRECISION_BFLOAT16, bf16, bf16_kernels, sizeof(bf16_kernels));
+  EXPECT(strstr(fp32_kernels, "conv_nhwc_bf16=amx") == NULL);
+  if (!strstr(bf16_kernels, "conv_nhwc_bf16=amx")) {
+    /* No AMX-BF16 (or QFOLD_ISA lowered it): bfloat16 changes nothing. */
+    EXPECT(memcmp(fp32, bf16, sizeof(fp32)) == 0);
+  } else {
+    /* bfloat16 keeps 8 significant bits: close to fp32, cosine > 0.999. */
+    for (k = 0; k < kOutputs; ++k) {
+      dot += (double)fp32[k] * bf16[k];
+      fp32_norm += (double)fp32[k] * fp32[k];
+      bf16_norm += (double)bf16[k] * bf16[k];
+    }
+    EXPECT(dot > 0 && dot * dot > 0.999 * 0.999 * fp32_norm * bf16_norm);
+  }
+
+  opts.precision = 7;
+  EXPECT_ERROR(qfold_session_create(m, &opts, &s), QFOLD_INVALID_ARGUMENT,
+               "opts->precision: invalid value 7");
+  opts.precision = -1;
+  EXPECT_ERROR(qfold_session_create(m, &opts, &s), QFOLD_INVALID_ARGUMENT, "invalid value -1");
+  EXPECT(s == NULL);
+  /* A caller built against a header without `precision` never set it: ignored. */
+  opts.struct_size = offsetof(qfold_session_options, precision);
+  EXPECT_OK(qfold_session_create(m, &opts, &s));
+  if (s) EXPECT(strstr(qfold_session_kernels(s), "conv_nhwc_bf16=amx") == NULL);
+  qfold_session_free(s);
+  qfold_model_free(m);
+}
+
 /* Runs `steps` chunks; with `bound` the session carries the state, otherwise the
  * caller copies stateN into state as a caller without bindings would. */
 static void RunChunks(qfold_model* m, int bound, int steps, float* probs) {
@@ -316,6 +386,7 @@ int main(int argc, char** argv) {
   if (argc > 1) {
     TestTruncated(argv[1]);
     TestModel(argv[1]);
+    TestPrecision(argv[1]);
   }
   if (argc > 2) TestStateBinding(argv[2]);
   if (g_failures) {

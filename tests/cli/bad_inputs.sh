@@ -94,6 +94,13 @@ done
 for bad in 4294967296 99999999999999999999 -1 x; do
   expect_exit2 "verify --seed '$bad'" "--seed" "$QFOLD" verify "$src" --seed "$bad"
 done
+# --precision takes fp32 or bf16 only.
+for bad in fp16 BF16 ""; do
+  expect_exit2 "run --precision '$bad'" "--precision needs fp32 or bf16" "$QFOLD" run "$WORK/good.qfm" --precision "$bad"
+  expect_exit2 "bench --precision '$bad'" "--precision needs fp32 or bf16" "$QFOLD" bench "$WORK/good.qfm" --precision "$bad"
+  expect_exit2 "verify --precision '$bad'" "--precision needs fp32 or bf16" "$QFOLD" verify "$src" "$WORK/good.qfm" --precision "$bad"
+done
+expect_exit2 "run --precision without a value" "--precision" "$QFOLD" run "$WORK/good.qfm" --precision
 for bad in 1x99999999999999999999 1x-3 1xx2 1x2x; do
   expect_exit2 "run --input-shape '$bad'" "--input-shape" "$QFOLD" run "$WORK/good.qfm" --input-shape "input=$bad"
   expect_exit2 "convert --input-shape '$bad'" "--input-shape" "$QFOLD" convert "$src" -o "$WORK/s.qfm" --input-shape "input=$bad"
@@ -135,6 +142,14 @@ mkdir -p "$WORK/od"
 cp "$WORK/od/probs.npy" "$WORK/probs_before.npy"
 expect_exit2 "run output over its input" "input file" "$QFOLD" run "$WORK/good.qfm" --input "input=$WORK/od/probs.npy" --output-dir "$WORK/od"
 if cmp -s "$WORK/od/probs.npy" "$WORK/probs_before.npy"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL run overwrote its input"; fi
+# --precision bf16 is accepted wherever sessions are made (a no-op without AMX-BF16).
+mkdir -p "$WORK/od_bf16"
+if "$QFOLD" run "$WORK/good.qfm" --input "input=$WORK/x.npy" --output-dir "$WORK/od_bf16" --precision bf16 >/dev/null &&
+  [ -s "$WORK/od_bf16/probs.npy" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL run --precision bf16"; fi
+if "$QFOLD" bench "$WORK/good.qfm" --precision bf16 --warmup 0 --iterations 1 --json | grep -qF '"precision":"bf16"'; then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL bench --precision bf16 --json"; fi
+if "$QFOLD" verify "$src" "$WORK/good.qfm" --precision bf16 | grep -qF "precision (.qfm): bf16"; then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL verify --precision bf16"; fi
 # No temp file is left by any refused or finished write.
 left=$(find "$WORK" -name '*.tmp.*' | wc -l)
 if [ "$left" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $left temp files left"; fi

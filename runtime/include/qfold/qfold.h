@@ -53,6 +53,15 @@ typedef enum qfold_dtype {
   QFOLD_DTYPE_UINT4 = 15
 } qfold_dtype;
 
+/* Arithmetic of a session's float convolutions (qfold_session_options.precision).
+ * Values match qfold::SessionOptions::Precision. */
+typedef enum qfold_precision {
+  QFOLD_PRECISION_FLOAT32 = 0, /* fp32 throughout (the default) */
+  QFOLD_PRECISION_BFLOAT16 = 1 /* opt-in: channels-last float convolutions multiply
+                                  bfloat16-rounded values on AMX-BF16, summing in fp32;
+                                  changes nothing on CPUs without AMX-BF16 */
+} qfold_precision;
+
 /* Opaque handles. */
 typedef struct qfold_model qfold_model;
 typedef struct qfold_session qfold_session;
@@ -88,6 +97,10 @@ typedef struct qfold_session_options {
    * by qfold_session_create only. Defaults: 0 and NULL. */
   size_t num_state_bindings;
   const qfold_state_binding* state_bindings;
+  /* A qfold_precision value (int32_t keeps the struct's layout independent of the
+   * enum's size); other values fail qfold_session_create. qfold_session_kernels
+   * lists conv_nhwc_bf16 when bfloat16 is in use. Default: QFOLD_PRECISION_FLOAT32. */
+  int32_t precision;
 } qfold_session_options;
 
 /* ---- errors and helpers ------------------------------------------------- */
@@ -138,7 +151,7 @@ qfold_status qfold_model_output_info(const qfold_model* model, size_t index,
 
 /* ---- sessions ----------------------------------------------------------- */
 
-/* Fills `opts` with the defaults (num_threads = 1). */
+/* Fills `opts` with the defaults (num_threads = 1, precision = QFOLD_PRECISION_FLOAT32). */
 void qfold_session_options_init(qfold_session_options* opts);
 
 /* Creates a session holding its own activation memory. `opts` may be NULL for

@@ -165,22 +165,26 @@ class Model {
 class Session {
  public:
   // The session keeps the model's data alive; `model` may be destroyed first.
-  explicit Session(const Model& model, int num_threads = 1) {
+  // `precision`: qfold_session_options.precision (bfloat16 is opt-in).
+  explicit Session(const Model& model, int num_threads = 1,
+                   qfold_precision precision = QFOLD_PRECISION_FLOAT32) {
     qfold_session_options opts;
     qfold_session_options_init(&opts);
     opts.num_threads = num_threads;
+    opts.precision = precision;
     Check(qfold_session_create(model.handle(), &opts, &handle_));
   }
   // Streaming: {output, input} pairs; after each Run the output becomes the input
   // (qfold_session_options.state_bindings).
   Session(const Model& model,
           const std::vector<std::pair<std::string, std::string>>& state_bindings,
-          int num_threads = 1) {
+          int num_threads = 1, qfold_precision precision = QFOLD_PRECISION_FLOAT32) {
     std::vector<qfold_state_binding> bindings;
     for (const auto& b : state_bindings) bindings.push_back({b.first.c_str(), b.second.c_str()});
     qfold_session_options opts;
     qfold_session_options_init(&opts);
     opts.num_threads = num_threads;
+    opts.precision = precision;
     opts.num_state_bindings = bindings.size();
     opts.state_bindings = bindings.data();
     Check(qfold_session_create(model.handle(), &opts, &handle_));

@@ -66,6 +66,14 @@ struct SessionOptions {
   // lowered by the QFOLD_ISA environment variable. Each kernel family picks
   // its variant once, when the session is created (Session::kernels()).
   std::string kernel_isa;
+  // Arithmetic of float models' convolutions. kFloat32 (the default): fp32
+  // throughout. kBfloat16 (opt-in reduced precision): channels-last float
+  // convolutions round their activations and weights to bfloat16 (to nearest
+  // even) and multiply them on the CPU's AMX-BF16 units, summing in fp32;
+  // everything else stays fp32. On a CPU without AMX-BF16 it changes nothing.
+  // Session::kernels() lists conv_nhwc_bf16 when it is in use.
+  enum class Precision { kFloat32, kBfloat16 };
+  Precision precision = Precision::kFloat32;
   // Streaming state: {output, input} pairs binding a model's returned state to
   // its state input (same dtype and shape). After each successful Run the
   // output's value becomes the input's, so chunk after chunk runs without the

@@ -3,12 +3,13 @@
 // AVX2). Threads split the output into tiles of whole output rows
 // (depthwise) or mr pixels (GEMM), each tile computed by the same kernel
 // calls whatever the thread count.
-#include "kernels/aligned_vector.h"
 #include "kernels/conv_f32_nhwc.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
+#include "kernels/aligned_vector.h"
 #include "kernels/conv_f32_nhwc_winograd.h"
 #include "kernels/scratch.h"
 #include "kernels/thread_pool.h"
@@ -19,6 +20,9 @@ namespace kernels {
 #if defined(__x86_64__)
 extern const ConvNhwcF32Kernels kConvNhwcF32Avx2;
 extern const ConvNhwcF32Kernels kConvNhwcF32Avx512F;
+#endif
+#if defined(QFOLD_HAVE_AMX)
+extern const ConvNhwcBf16Kernels kConvNhwcBf16Amx;
 #endif
 
 namespace {
@@ -89,6 +93,14 @@ struct ConvNhwcF32State {
   // Winograd F(2x2, 3x3) filters, when WinogradWorthIt: per transform
   // position xi, panels of [cg][nr] as w's.
   AlignedVector<float> winograd_u;
+  // bf16 mode (set instead of w): ceil(m / 32) panels of [taps][kc / 2][32][2],
+  // kc = cg rounded up to 32.
+  // Row taps (fewer than 16 channels): [panel][ky][kc / 2][32][2], kc = kw *
+  // cg rounded up to 32; w is packed too, for calls with dilation.
+  const ConvNhwcBf16Kernels* bf16 = nullptr;
+  bool bf16_rows = false;
+  int64_t kc = 0;
+  AlignedVector<uint16_t> wb;
 };
 
 // The cost model: Winograd does 16 / 36 of the direct multiplications, but
@@ -449,6 +461,137 @@ void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   ParallelFor(pool, c.n * c.oh, work);
 }
 
+// bf16 mode: x is copied once into bf16 rows of kc channels (the kernel's
+// A tiles load them in place), then the work runs as RunIgemm's: blocks of
+// tiles of 32 pixels, each block's tap pointers built once, panels outside
+// and tiles inside. Scratch: the copy, a zero row for taps in the padding,
+// and per thread the tap pointers of a block.
+constexpr int64_t kBf16Mr = 32, kBf16Nr = 32;
+
+int64_t Bf16Block(const ConvNhwcF32Call& c, int64_t tiles) {
+  const int64_t threads = NumThreads(c.pool);
+  return threads == 1 && tiles * c.n <= 8
+             ? tiles
+             : std::max<int64_t>(1, std::min<int64_t>(4, tiles * c.n / (4 * threads)));
+}
+
+ThreadPool* Bf16Pool(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  // The matrix units do about 8x the fp32 kernels' work per cycle.
+  return PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * s.m * s.kh * s.kw * s.cg / 8);
+}
+
+// The padded plane of the row-tap form: every kernel row's kw * c values
+// side by side, the padding written as zeros.
+void Bf16PlaneSize(const ConvNhwcF32State& s, const ConvNhwcF32Call& c, int64_t* ph, int64_t* pw) {
+  *ph = std::max(c.ih + c.pad_top, (c.oh - 1) * c.sh + (s.kh - 1) * c.dh + 1);
+  *pw = std::max(c.iw + c.pad_left, (c.ow - 1) * c.sw + s.kw);
+}
+
+struct Bf16Scratch {
+  int64_t copy = 0, zeros = 0, ptrs = 0;  // bf16 values, bf16 values, pointers per thread
+  size_t Bytes(int threads) const {
+    ScratchLayout l;
+    l.Add(size_t(copy) * 2);
+    l.Add(size_t(zeros) * 2);
+    for (int t = 0; t < threads; ++t) l.Add(size_t(ptrs) * sizeof(void*));
+    return l.total();
+  }
+};
+
+Bf16Scratch Bf16ScratchFor(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  const int64_t tiles = (c.oh * c.ow + kBf16Mr - 1) / kBf16Mr;
+  int64_t ph = 0, pw = 0;
+  Bf16PlaneSize(s, c, &ph, &pw);
+  const int64_t copy = s.bf16_rows ? c.n * ph * pw * s.cg : c.n * c.ih * c.iw * s.kc;
+  const int64_t taps = s.bf16_rows ? s.kh : s.kh * s.kw;
+  return {copy, s.kc, Bf16Block(c, tiles) * taps * kBf16Mr};
+}
+
+void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  const ConvNhwcBf16Kernels& k = *s.bf16;
+  const int64_t pixels = c.oh * c.ow, taps = s.bf16_rows ? s.kh : s.kh * s.kw, kc = s.kc;
+  const int64_t panels = (s.m + kBf16Nr - 1) / kBf16Nr, panel_size = taps * kc * kBf16Nr;
+  const int64_t tiles = (pixels + kBf16Mr - 1) / kBf16Mr;
+  const int64_t block = Bf16Block(c, tiles), blocks = (tiles + block - 1) / block;
+  ThreadPool* const pool = Bf16Pool(s, c);
+  const int threads = NumThreads(pool);
+  const Bf16Scratch bs = Bf16ScratchFor(s, c);
+  const ScratchRegion region(c.scratch, bs.Bytes(threads));
+  ScratchLayout l;
+  uint16_t* const copy = region.at<uint16_t>(l.Add(size_t(bs.copy) * 2));
+  uint16_t* const zeros = region.at<uint16_t>(l.Add(size_t(bs.zeros) * 2));
+  const uint16_t** const ptrs0 = region.at<const uint16_t*>(l.Add(0));
+  std::fill(zeros, zeros + kc, uint16_t(0));
+  int64_t ph = 0, pw = 0;
+  Bf16PlaneSize(s, c, &ph, &pw);
+  if (s.bf16_rows) {
+    std::fill(copy, copy + bs.copy, uint16_t(0));
+    ParallelFor(pool, c.n * c.ih, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t b = r / c.ih, iy = r % c.ih;
+        k.convert_flat(c.x + r * c.iw * c.c, c.iw * c.c,
+                       copy + ((b * ph + iy + c.pad_top) * pw + c.pad_left) * c.c);
+      }
+    });
+  } else {
+    ParallelFor(pool, c.n * c.ih * c.iw, [&](int64_t p0, int64_t p1, int) {
+      k.convert(c.x + p0 * c.c, p1 - p0, c.c, copy + p0 * kc, kc);
+    });
+  }
+  auto work = [&](int64_t begin, int64_t end, int slot) {
+    const uint16_t** ptrs = reinterpret_cast<const uint16_t**>(
+        reinterpret_cast<uint8_t*>(ptrs0) +
+        size_t(slot) * ((size_t(bs.ptrs) * sizeof(void*) + 63) / 64 * 64));
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
+      const uint16_t* xb = s.bf16_rows ? copy + b * ph * pw * c.c : copy + b * c.ih * c.iw * kc;
+      float* yb = c.y + b * pixels * s.m;
+      const float* rb = c.residual ? c.residual + b * pixels * s.m : nullptr;
+      const int64_t q0 = t0 * kBf16Mr, q1 = std::min(pixels, t1 * kBf16Mr);
+      // Tap pointers of the block's tiles, [tile][tap][32]; rows past the
+      // last pixel repeat it (the kernel does not store them).
+      for (int64_t t = t0; t < t1; ++t) {
+        const uint16_t** tp = ptrs + (t - t0) * taps * kBf16Mr;
+        for (int64_t r = 0; r < kBf16Mr; ++r) {
+          const int64_t p = std::min(t * kBf16Mr + r, pixels - 1), oy = p / c.ow, ox = p % c.ow;
+          if (s.bf16_rows) {
+            for (int64_t ky = 0; ky < s.kh; ++ky)
+              tp[ky * kBf16Mr + r] = xb + ((oy * c.sh + ky * c.dh) * pw + ox * c.sw) * c.c;
+            continue;
+          }
+          for (int64_t ky = 0; ky < s.kh; ++ky)
+            for (int64_t kx = 0; kx < s.kw; ++kx) {
+              const int64_t iy = oy * c.sh - c.pad_top + ky * c.dh;
+              const int64_t ix = ox * c.sw - c.pad_left + kx * c.dw;
+              tp[(ky * s.kw + kx) * kBf16Mr + r] =
+                  iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw ? zeros : xb + (iy * c.iw + ix) * kc;
+            }
+        }
+      }
+      for (int64_t pn = 0; pn < panels; ++pn) {
+        IgemmBf16Args a;
+        a.a = ptrs;
+        a.rows = q1 - q0;
+        a.taps = taps;
+        a.kc = kc;
+        a.valid = s.bf16_rows ? s.kw * c.c : kc;
+        a.w = s.wb.data() + pn * panel_size;
+        a.cols = std::min<int64_t>(kBf16Nr, s.m - pn * kBf16Nr);
+        a.bias = c.bias ? c.bias + pn * kBf16Nr : nullptr;
+        a.residual = rb ? rb + q0 * s.m + pn * kBf16Nr : nullptr;
+        a.act = c.act;
+        a.lo = c.lo;
+        a.hi = c.hi;
+        a.y = yb + q0 * s.m + pn * kBf16Nr;
+        a.ldy = s.m;
+        k.igemm(a);
+      }
+      if (c.post) c.post->Apply(yb + q0 * s.m, (q1 - q0) * s.m);
+    }
+  };
+  ParallelFor(pool, c.n * blocks, work);
+}
+
 }  // namespace
 
 const ConvNhwcF32Kernels* ConvNhwcF32For(const CpuFeatures& f, const char** variant) {
@@ -461,12 +604,36 @@ const ConvNhwcF32Kernels* ConvNhwcF32For(const CpuFeatures& f, const char** vari
   return k;
 }
 
+const ConvNhwcBf16Kernels* ConvNhwcBf16For(const CpuFeatures& f, const char** variant) {
+  const ConvNhwcBf16Kernels* k = nullptr;
+#if defined(QFOLD_HAVE_AMX)
+  if (f.amx && f.amx_bf16 && f.avx512bf16 && f.avx512_core()) k = &kConvNhwcBf16Amx;
+#endif
+  (void)f;
+  if (variant) *variant = k ? k->name : nullptr;
+  return k;
+}
+
+uint16_t Bf16FromFloat(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return uint16_t(bits >> 16 | 0x40);  // quiet NaN
+  return uint16_t((bits + 0x7fffu + (bits >> 16 & 1)) >> 16);
+}
+
+float FloatFromBf16(uint16_t v) {
+  const uint32_t bits = uint32_t(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 const ConvNhwcF32Kernels* ConvNhwcF32Portable() {
   return &kConvNhwcF32Portable;
 }
 
 std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,
-                                         int64_t group) {
+                                         int64_t group, const ConvNhwcBf16Kernels* bf16) {
   if (!k || w.dtype != DType::kFloat32 || w.rank() != 4 || group <= 0) return nullptr;
   auto s = std::make_shared<ConvNhwcF32State>();
   s->k = k;
@@ -485,6 +652,27 @@ std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tens
     for (int64_t oc = 0; oc < s->m; ++oc)
       for (int64_t t = 0; t < taps; ++t) s->w[size_t(t * s->m + oc)] = wd[oc * taps + t];
     return s;
+  }
+  if (bf16 && group == 1 && !s->depthwise) {
+    // [panel][tap][value pair][32 outputs][2], zeros past the values and m;
+    // a row tap's values are (kx, channel) pairs.
+    s->bf16 = bf16;
+    s->bf16_rows = s->cg < 16;
+    const int64_t btaps = s->bf16_rows ? s->kh : taps;
+    s->kc = ((s->bf16_rows ? s->kw * s->cg : s->cg) + 31) / 32 * 32;
+    const int64_t panel_size = btaps * s->kc * kBf16Nr;
+    s->wb.assign(size_t((s->m + kBf16Nr - 1) / kBf16Nr * panel_size), uint16_t(0));
+    for (int64_t oc = 0; oc < s->m; ++oc)
+      for (int64_t ch = 0; ch < s->cg; ++ch)
+        for (int64_t ky = 0; ky < s->kh; ++ky)
+          for (int64_t kx = 0; kx < s->kw; ++kx) {
+            const int64_t t = s->bf16_rows ? ky : ky * s->kw + kx;
+            const int64_t j = s->bf16_rows ? kx * s->cg + ch : ch;
+            s->wb[size_t(oc / kBf16Nr * panel_size + t * s->kc * kBf16Nr + j / 2 * 2 * kBf16Nr +
+                         oc % kBf16Nr * 2 + j % 2)] =
+                Bf16FromFloat(wd[((oc * s->cg + ch) * s->kh + ky) * s->kw + kx]);
+          }
+    if (!s->bf16_rows) return s;
   }
   const int64_t panels = (mg + k->nr - 1) / k->nr, kdim = taps * s->cg;
   s->group_stride = panels * kdim * k->nr;
@@ -527,7 +715,9 @@ bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& c) {
   if (s.depthwise && c.residual) return false;
   if (c.n == 0 || c.oh * c.ow == 0) return true;  // empty output
   const char* method = ConvNhwcF32Method(state, c);
-  if (method[0] == 'd')
+  if (method[0] == 'b')
+    RunBf16(s, c);
+  else if (method[0] == 'd')
     RunDepthwise(s, c);
   else if (method[0] == 'w')
     RunWinograd(s, c);
@@ -542,6 +732,7 @@ size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& c) {
   if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return 0;
   if (c.n == 0 || c.oh * c.ow == 0) return 0;
   const char* method = ConvNhwcF32Method(state, c);
+  if (method[0] == 'b') return Bf16ScratchFor(s, c).Bytes(NumThreads(Bf16Pool(s, c)));
   if (method[0] == 'd') return DepthwiseScratch(s, c).Bytes(NumThreads(DepthwisePool(s, c)));
   if (method[0] == 'w') return WinogradScratch(s).Bytes(NumThreads(WinogradPool(s, c)));
   return IgemmScratch(s, c).Bytes(NumThreads(IgemmPool(s, c)));
@@ -549,6 +740,7 @@ size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& c) {
 
 const char* ConvNhwcF32Method(const void* state, const ConvNhwcF32Call& c) {
   const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
+  if (s.bf16 && (!s.bf16_rows || c.dw == 1)) return "bf16";
   if (s.depthwise) return "depthwise";
   if (!s.winograd_u.empty() && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1) return "winograd";
   return "igemm";

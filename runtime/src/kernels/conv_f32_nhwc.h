@@ -95,13 +95,55 @@ struct ConvNhwcF32Kernels {
 // runs its channels-first reference kernel between transposes).
 const ConvNhwcF32Kernels* ConvNhwcF32For(const CpuFeatures& f, const char** variant = nullptr);
 
+// bf16 reduced precision (SessionOptions::precision): the driver copies x
+// once per run into bf16 rows of kc channels (C rounded up to 32, to nearest
+// even, zeros past C), and the kernel sums
+//   y[r * ldy + j] = act(bias[j] + sum_{t < taps, ch < kc} a[t * 32 + r][ch] * w[t][ch][j]
+//                        + residual[r * ldy + j])
+// with bf16 products in fp32 accumulators, `rows` pixels (32 per tile, every
+// tile's taps * 32 pointers in turn; rows past `rows` point at readable rows)
+// by one panel of `cols` <= 32 channels, w [taps][kc / 2][32][2] bf16 (zero
+// past cols). Not bit-exact against any other order of the sums. With
+// `valid` < kc only that many values are read at each pointer (the rest
+// count as zeros): a stem's kernel rows of kw * C values in a padded plane.
+struct IgemmBf16Args {
+  const uint16_t* const* a = nullptr;
+  int64_t rows = 0, taps = 0, kc = 0;
+  int64_t valid = 0;  // values readable at each pointer; 0: kc
+  const uint16_t* w = nullptr;
+  int64_t cols = 0;
+  const float* bias = nullptr;      // cols values, or null
+  const float* residual = nullptr;  // laid out as y, or null
+  F32Act act = F32Act::kNone;
+  float lo = 0.f, hi = 0.f;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+struct ConvNhwcBf16Kernels {
+  const char* name;  // the features it needs ("amx_bf16")
+  // x [pixels][c] fp32 -> out [pixels][kc] bf16 (rounded to nearest even; zeros past c).
+  void (*convert)(const float* x, int64_t pixels, int64_t c, uint16_t* out, int64_t kc);
+  // n values, nothing past them written.
+  void (*convert_flat)(const float* x, int64_t n, uint16_t* out);
+  void (*igemm)(const IgemmBf16Args& args);
+};
+// The bf16 variant `f` allows, or nullptr (then convolutions stay fp32).
+const ConvNhwcBf16Kernels* ConvNhwcBf16For(const CpuFeatures& f, const char** variant = nullptr);
+// bf16 as the kernels round it (to nearest even; NaN stays NaN), and back.
+uint16_t Bf16FromFloat(float v);
+float FloatFromBf16(uint16_t v);
+
 // The plain C++ variant (tests run it on x86 too).
 const ConvNhwcF32Kernels* ConvNhwcF32Portable();
 
 // Packs W [M, C/group, kh, kw] for `k`; null when W is not a 4-D float32
 // tensor or group does not divide M.
+// With `bf16` (non-null) a convolution without groups is packed for it as
+// well: at least 16 input channels run in bf16 always; fewer (an RGB stem)
+// when the call has no dilation across the width, as kernel rows (kw * C
+// values side by side in a padded bf16 plane, one tap per kernel row).
 std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,
-                                         int64_t group);
+                                         int64_t group, const ConvNhwcBf16Kernels* bf16 = nullptr);
 
 struct ConvNhwcF32Call {
   const float* x = nullptr;     // [n, ih, iw, c]
@@ -125,7 +167,7 @@ bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& call);
 // The scratch bytes RunConvNhwcF32(state, call) uses (shapes and pool only).
 size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& call);
 
-// How RunConvNhwcF32 computes `call`: "depthwise", "winograd" or "igemm"
+// How RunConvNhwcF32 computes `call`: "depthwise", "winograd", "igemm" or "bf16"
 // (for tests and diagnostics).
 const char* ConvNhwcF32Method(const void* state, const ConvNhwcF32Call& call);
 

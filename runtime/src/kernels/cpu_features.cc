@@ -39,6 +39,7 @@ constexpr FeatureField kFields[] = {
     {"avx512vbmi", &CpuFeatures::avx512vbmi},
     {"avx512bf16", &CpuFeatures::avx512bf16},
     {"amx", &CpuFeatures::amx},
+    {"amx_bf16", &CpuFeatures::amx_bf16},
     {"asimd", &CpuFeatures::asimd},
     {"fp16", &CpuFeatures::fp16},
     {"dotprod", &CpuFeatures::dotprod},
@@ -100,6 +101,7 @@ CpuFeatures DetectX86() {
   // XTILECFG and XTILEDATA (XCR0 bits 17, 18) enabled by the OS.
   f.amx = f.avx512_core() && (edx >> 24 & 1) && (edx >> 25 & 1) && (xcr0 >> 17 & 3) == 3 &&
           RequestTileData();
+  f.amx_bf16 = f.amx && (edx >> 22 & 1);
   return f;
 }
 #endif
@@ -112,7 +114,7 @@ CpuFeatures Detect() {
   // Verification build: SIMDe emulates the VNNI kernels on top of a real AVX2.
   if (f.avx2 && f.fma) {
     f.avx512f = f.avx512bw = f.avx512dq = f.avx512vl = f.avx512vnni = f.avxvnni = true;
-    f.avx512vbmi = f.avx512bf16 = f.amx = false;  // not emulated
+    f.avx512vbmi = f.avx512bf16 = f.amx = f.amx_bf16 = false;  // not emulated
   }
 #endif
 #elif defined(__aarch64__) && defined(__linux__)
@@ -242,7 +244,7 @@ CpuFeatures IsaFeatures(Isa isa) {
     case Isa::kReference:
       break;
     case Isa::kAmx:
-      f.amx = true;
+      f.amx = f.amx_bf16 = true;
       [[fallthrough]];
     case Isa::kAvx512Vnni:
       f.avx512f = f.avx512bw = f.avx512dq = f.avx512vl = f.avx512vnni = true;

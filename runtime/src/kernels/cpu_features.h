@@ -30,6 +30,8 @@ struct CpuFeatures {
   // AMX-TILE + AMX-INT8, with the tile state enabled in XCR0 and (Linux) granted
   // to this process by arch_prctl(ARCH_REQ_XCOMP_PERM) at detection.
   bool amx = false;
+  // AMX-BF16 (tdpbf16ps), on top of `amx` (the same tile state).
+  bool amx_bf16 = false;
   // aarch64
   bool asimd = false;
   bool fp16 = false;  // half-precision arithmetic (Armv8.2 FEAT_FP16)

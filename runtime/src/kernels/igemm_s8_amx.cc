@@ -17,54 +17,16 @@
 
 #include <cstdint>
 
+#include "kernels/amx_tiles.h"
 #include "kernels/igemm_s8_v512.h"
 
 namespace qfold {
 namespace kernels {
 namespace {
 
-// The LDTILECFG memory operand (palette 1).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};  // bytes per row of each tile
-  uint8_t rows[16] = {};
-};
-
-// GCC's tile load and ldtilecfg asm statements declare no memory operand
-// (ldtilecfg: 8 bytes), so stores into a buffer they read could be dropped or
-// sunk past them, or the next gather's stores hoisted above them; a call
-// before and after the gather orders it with the tile loads around it.
-inline void Publish(const void* p) {
-  __asm__ volatile("" : : "r"(p) : "memory");
-}
-
-// Gathers 16 rows of `bytes` (<= 64) activations at p[r] + off into buf
-// (64-byte rows), xor-ed with `x` (0 or 0x80 in every byte). Masked loads
-// never touch the bytes past `bytes`.
-inline void GatherRows(const uint8_t* const* p, int64_t off, int64_t bytes, __m512i x,
-                       uint8_t* buf) {
-  const __mmask64 m = bytes >= 64 ? ~__mmask64(0) : (__mmask64(1) << bytes) - 1;
-#pragma GCC unroll 16
-  for (int r = 0; r < 16; ++r) {
-    const __m512i v = _mm512_maskz_loadu_epi8(m, p[r] + off);
-    _mm512_store_si512(buf + 64 * r, _mm512_xor_si512(v, x));
-  }
-}
-
-// Whether the 16 pointers are p[0] + r * stride (then *stride is set).
-inline bool EquallySpaced(const uint8_t* const* p, int64_t* stride) {
-  const intptr_t s = reinterpret_cast<intptr_t>(p[1]) - reinterpret_cast<intptr_t>(p[0]);
-  intptr_t expect = reinterpret_cast<intptr_t>(p[0]);
-  bool ok = true;
-  for (int r = 1; r < 16; ++r) {
-    expect += s;
-    ok &= reinterpret_cast<intptr_t>(p[r]) == expect;
-  }
-  *stride = s;
-  return ok;
-}
+using amx::EquallySpaced;
+using amx::GatherRows;
+using amx::Publish;
 
 // NB B tiles (nr = 16 * NB) by 2 A tiles (mr = 32).
 template <int NB>
@@ -203,13 +165,7 @@ struct IgemmAmx {
 
   static void Run(const IgemmS8Args& a) {
     // Tile state is per thread: configured for this call, released after it.
-    TileConfig cfg;
-    for (int i = 0; i < 8; ++i) {
-      cfg.colsb[i] = 64;
-      cfg.rows[i] = 16;
-    }
-    Publish(&cfg);
-    _tile_loadconfig(&cfg);
+    amx::ConfigureTiles16x64();
     if (a.yf)
       a.out_row ? Tiles<true, true>(a) : Tiles<true, false>(a);
     else

@@ -5,6 +5,12 @@
 namespace qfold {
 namespace kernels {
 
+void EnableBf16(KernelConfig* config) {
+  const char* v = nullptr;
+  config->conv_nhwc_bf16 = config->conv_nhwc_f32 ? ConvNhwcBf16For(config->features, &v) : nullptr;
+  if (config->conv_nhwc_bf16) config->variants.emplace_back("conv_nhwc_bf16", v);
+}
+
 KernelConfig MakeKernelConfig(const CpuFeatures& f) {
   KernelConfig c;
   c.features = f;

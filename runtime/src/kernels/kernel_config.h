@@ -36,6 +36,8 @@ struct KernelConfig {
   const GemmF32Kernels* gemm_f32 = nullptr;
   DwF32PlaneFn dw_f32 = nullptr;                      // float depthwise planes (conv_f32.h)
   const ConvNhwcF32Kernels* conv_nhwc_f32 = nullptr;  // channels-last float Conv
+  // Its bf16 variant: set only by EnableBf16 (SessionOptions::precision).
+  const ConvNhwcBf16Kernels* conv_nhwc_bf16 = nullptr;
   const GemmS8Kernels* gemm_s8 = nullptr;
   // Channels-last convolution microkernels (x86, Arm NEON), widest panel
   // first; empty without SIMD (the driver then uses gemm_s8).
@@ -67,6 +69,9 @@ struct KernelConfig {
 
 // The variant of every family that `features` allow.
 KernelConfig MakeKernelConfig(const CpuFeatures& features);
+// Opt-in bf16 convolutions where the CPU has the units for them (else
+// nothing changes); listed as conv_nhwc_bf16 in Describe().
+void EnableBf16(KernelConfig* config);
 // No fast kernels: every op runs its reference kernel (the converter's
 // constant folding, the oracle of the kernel tests).
 const KernelConfig& ReferenceKernelConfig();

@@ -162,7 +162,8 @@ Status PrepareConv(KernelContext& ctx, std::shared_ptr<void>* state) {
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
   const int64_t group = ctx.attr().GetInt("group", 1);
   if (cl) {
-    *state = kernels::PrepareConvNhwcF32(ctx.kernel_config().conv_nhwc_f32, *ctx.input(1), group);
+    const kernels::KernelConfig& kc = ctx.kernel_config();
+    *state = kernels::PrepareConvNhwcF32(kc.conv_nhwc_f32, *ctx.input(1), group, kc.conv_nhwc_bf16);
     return Status::Ok();
   }
   *state =
