@@ -16,6 +16,7 @@
 #include "doctest/doctest.h"
 #include "kernels/conv_f32_nhwc.h"
 #include "kernels/cpu_features.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
 #include "op_harness.h"
@@ -27,6 +28,7 @@ struct Bf16Case {
   int64_t n, c, m, h, w, k, stride, dil, pad;
   bool bias, residual;
   int act;  // 0 none, 1 relu, 2 clamp
+  int64_t group = 1;
 };
 
 float RoundBf16(float v) {
@@ -42,14 +44,15 @@ int64_t RunBf16Case(const kernels::ConvNhwcF32Kernels* f32,
   const int64_t dh = k.dil, dw = k.c < 16 ? 1 : k.dil;
   const int64_t oh = (k.h + 2 * k.pad - (k.k - 1) * dh - 1) / k.stride + 1;
   const int64_t ow = (k.w + 2 * k.pad - (k.k - 1) * dw - 1) / k.stride + 1;
-  std::vector<float> x(size_t(k.n * k.h * k.w * k.c)), wv(size_t(k.m * k.c * k.k * k.k));
+  const int64_t cg = k.c / k.group, mg = k.m / k.group;
+  std::vector<float> x(size_t(k.n * k.h * k.w * k.c)), wv(size_t(k.m * cg * k.k * k.k));
   std::vector<float> bias(size_t(k.m)), res(size_t(k.n * oh * ow * k.m));
   for (float& v : x) v = u(rng);
   for (float& v : wv) v = u(rng);
   for (float& v : bias) v = u(rng);
   for (float& v : res) v = u(rng);
-  auto w = test::F32({k.m, k.c, k.k, k.k}, wv);
-  auto state = kernels::PrepareConvNhwcF32(f32, w->t, 1, bf16);
+  auto w = test::F32({k.m, cg, k.k, k.k}, wv);
+  auto state = kernels::PrepareConvNhwcF32(f32, w->t, k.group, bf16);
   REQUIRE(state.get() != nullptr);
   kernels::ConvNhwcF32Call call;
   call.x = x.data();
@@ -85,10 +88,11 @@ int64_t RunBf16Case(const kernels::ConvNhwcF32Kernels* f32,
               const int64_t iy = oy * k.stride - k.pad + ky * dh;
               const int64_t ix = ox * k.stride - k.pad + kx * dw;
               if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
-              for (int64_t ch = 0; ch < k.c; ++ch) {
+              for (int64_t ch = 0; ch < cg; ++ch) {
+                const int64_t xc = oc / mg * cg + ch;
                 const double p =
-                    double(RoundBf16(x[size_t(((b * k.h + iy) * k.w + ix) * k.c + ch)])) *
-                    RoundBf16(wv[size_t(((oc * k.c + ch) * k.k + ky) * k.k + kx)]);
+                    double(RoundBf16(x[size_t(((b * k.h + iy) * k.w + ix) * k.c + xc)])) *
+                    RoundBf16(wv[size_t(((oc * cg + ch) * k.k + ky) * k.k + kx)]);
                 sum += p;
                 mag += std::fabs(p);
               }
@@ -100,7 +104,7 @@ int64_t RunBf16Case(const kernels::ConvNhwcF32Kernels* f32,
           if (k.act == 2) sum = sum < -0.5 ? -0.5 : sum > 0.75 ? 0.75 : sum;
           // fp32 sums of up to k*k*kc + 2 terms: each rounding at most 2^-24
           // of the running magnitude.
-          const double terms = double(k.k * k.k * ((k.c + 31) / 32 * 32) + 2);
+          const double terms = double(k.k * k.k * ((cg + 31) / 32 * 32) + 2);
           const double tol = terms * std::ldexp(1.0, -23) * mag + 1e-30;
           if (!(std::fabs(double(y1[at]) - sum) <= tol) && bad++ < 5)
             FAIL_CHECK("output " << at << ": " << y1[at] << " vs " << sum << " (tol " << tol
@@ -135,7 +139,12 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
       {2, 1, 24, 9, 10, 3, 1, 1, 1, true, true, 2},    // one channel, batches
       {1, 8, 40, 11, 9, 5, 1, 1, 2, false, false, 0},  // 40 values: a second, partial block
       {1, 15, 33, 7, 8, 3, 2, 1, 0, true, false, 1},   // no pads, odd width
-      {1, 6, 16, 9, 9, 3, 1, 2, 2, true, false, 0},    // dilation 2 down the height
+      {1, 6, 16, 9, 9, 3, 1, 2, 2, true, false,
+       0},  // dilation 2 down the height
+            // Groups of at least 16 channels: each group's channels padded to 32 in the copy.
+      {1, 96, 256, 13, 13, 5, 1, 1, 2, true, false, 1, 2},  // AlexNet conv2: 48 -> 128 per group
+      {2, 60, 45, 7, 9, 3, 2, 1, 1, true, true, 2, 3},      // 20 -> 15 per group, residual
+      {1, 64, 64, 6, 6, 1, 1, 1, 0, false, false, 0, 4},    // 1x1, 16 -> 16
   };
   for (const Bf16Case& k : cases) {
     CAPTURE(k.c);
@@ -156,6 +165,64 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
   CHECK(std::string(kernels::ConvNhwcF32Method(stem.get(), call)) == "bf16");
   call.dw = 2;
   CHECK(std::string(kernels::ConvNhwcF32Method(stem.get(), call)) == "igemm");
+}
+
+// The bf16 Gemm: rows around its groups of 4, columns around its panels of
+// 16 and groups of 4 panels, k odd (padded to even) and across its chunks of
+// 4096, A transposed; against double sums of the rounded operands within the
+// fp32 summation bound; 1 and 2 threads give the same bits.
+TEST_CASE("kernels bf16: AVX-512 BF16 Gemm matches bf16-rounded double sums") {
+  const kernels::GemmBf16Kernels* kern = kernels::GemmBf16For(kernels::DetectedCpuFeatures());
+  if (!kern) {
+    MESSAGE("no AVX-512 BF16 on this CPU: bf16 Gemm not tested");
+    return;
+  }
+  std::mt19937 rng(52);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const int64_t shapes[][3] = {{1, 1, 1},     {1, 25, 17},   {3, 64, 64},
+                               {4, 7, 65},    {5, 300, 130}, {9, 33, 48},
+                               {1, 4097, 20}, {2, 8200, 77}, {1, 2048, 1000}};
+  kernels::ThreadPool pool(2);
+  int64_t checked = 0;
+  for (const auto& sh : shapes) {
+    const int64_t m = sh[0], k = sh[1], n = sh[2];
+    for (bool ta : {false, true}) {
+      CAPTURE(m);
+      CAPTURE(k);
+      CAPTURE(n);
+      CAPTURE(ta);
+      std::vector<float> a(size_t(m * k)), b(size_t(k * n));
+      for (float& v : a) v = u(rng);
+      for (float& v : b) v = u(rng);
+      kernels::PackedBf16 packed;
+      kernels::PackBf16(b.data(), n, 1, k, n, &packed);  // B [k][n]
+      std::vector<float> y1(size_t(m * n)), y2(size_t(m * n));
+      // A stored [m][k], or [k][m] when transposed.
+      std::vector<float> at(a.size());
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t q = 0; q < k; ++q) at[size_t(q * m + i)] = a[size_t(i * k + q)];
+      const float* ad = ta ? at.data() : a.data();
+      kernels::GemmBf16(*kern, ad, ta ? 1 : k, ta ? m : 1, m, packed, y1.data(), nullptr);
+      kernels::GemmBf16(*kern, ad, ta ? 1 : k, ta ? m : 1, m, packed, y2.data(), &pool);
+      CHECK(std::memcmp(y1.data(), y2.data(), y1.size() * 4) == 0);
+      int bad = 0;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = 0, mag = 0;
+          for (int64_t q = 0; q < k; ++q) {
+            const double p =
+                double(RoundBf16(a[size_t(i * k + q)])) * RoundBf16(b[size_t(q * n + j)]);
+            sum += p;
+            mag += std::fabs(p);
+          }
+          const double tol = double(k + 1) * std::ldexp(1.0, -23) * mag + 1e-30;
+          if (!(std::fabs(double(y1[size_t(i * n + j)]) - sum) <= tol) && bad++ < 5)
+            FAIL_CHECK("y[" << i << "][" << j << "] " << y1[size_t(i * n + j)] << " vs " << sum);
+          ++checked;
+        }
+    }
+  }
+  MESSAGE(checked << " bf16 Gemm outputs checked");
 }
 
 TEST_CASE("kernels bf16: rounding to nearest even, NaN kept") {

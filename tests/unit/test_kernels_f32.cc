@@ -25,6 +25,7 @@
 #include "kernels/conv_f32_nhwc.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm_f32.h"
+#include "kernels/kernel_config.h"
 #include "op_harness.h"
 
 namespace qfold {
@@ -133,9 +134,19 @@ int CompareF32(const std::string& type, const std::vector<TensorPtr>& inputs, co
     configs.back().first += " + portable conv_nhwc_f32";
     configs.back().second.conv_nhwc_f32 = kernels::ConvNhwcF32Portable();
   }
+  // The highest level in bf16 mode, where this CPU has it: each product's
+  // two roundings to bf16 (8 significant bits: each at most 2^-8 of the
+  // value) add at most 2^-7 + 2^-16 of its magnitude.
+  if (!configs.empty()) {
+    kernels::KernelConfig bf16 = IsaConfig(kernels::SupportedIsas().back());
+    kernels::EnableBf16(&bf16);
+    if (bf16.conv_nhwc_bf16 || bf16.gemm_bf16) configs.emplace_back("bf16", bf16);
+  }
   for (const auto& named : configs) {
     const kernels::KernelConfig& kc = named.second;
     const std::string& isa_name = named.first;
+    const double rel =
+        isa_name == "bf16" ? 1e-5 + std::ldexp(1.0, -7) + std::ldexp(1.0, -16) : 1e-5;
     CAPTURE(isa_name);
     Runner fast(type, inputs, attrs, kc);
     for (bool prepared : {true, false}) {
@@ -153,7 +164,7 @@ int CompareF32(const std::string& type, const std::vector<TensorPtr>& inputs, co
         REQUIRE(got.size() == want.size());
         size_t bad = 0;
         for (; bad < got.size(); ++bad) {
-          const double tol = slope * (1e-5 * double(mag[bad]) + 1e-6);
+          const double tol = slope * (rel * double(mag[bad]) + 1e-6);
           const bool both_nan = std::isnan(got[bad]) && std::isnan(want[bad]);
           if (!both_nan && !(std::fabs(double(got[bad]) - double(want[bad])) <= tol)) break;
         }

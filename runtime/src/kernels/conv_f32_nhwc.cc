@@ -502,7 +502,7 @@ Bf16Scratch Bf16ScratchFor(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) 
   const int64_t tiles = (c.oh * c.ow + kBf16Mr - 1) / kBf16Mr;
   int64_t ph = 0, pw = 0;
   Bf16PlaneSize(s, c, &ph, &pw);
-  const int64_t copy = s.bf16_rows ? c.n * ph * pw * s.cg : c.n * c.ih * c.iw * s.kc;
+  const int64_t copy = s.bf16_rows ? c.n * ph * pw * s.cg : c.n * c.ih * c.iw * s.group * s.kc;
   const int64_t taps = s.bf16_rows ? s.kh : s.kh * s.kw;
   return {copy, s.kc, Bf16Block(c, tiles) * taps * kBf16Mr};
 }
@@ -510,7 +510,9 @@ Bf16Scratch Bf16ScratchFor(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) 
 void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const ConvNhwcBf16Kernels& k = *s.bf16;
   const int64_t pixels = c.oh * c.ow, taps = s.bf16_rows ? s.kh : s.kh * s.kw, kc = s.kc;
-  const int64_t panels = (s.m + kBf16Nr - 1) / kBf16Nr, panel_size = taps * kc * kBf16Nr;
+  // Per pixel the copy holds each group's channels padded to kc.
+  const int64_t mg = s.m / s.group, gkc = s.group * kc;
+  const int64_t panels = (mg + kBf16Nr - 1) / kBf16Nr, panel_size = taps * kc * kBf16Nr;
   const int64_t tiles = (pixels + kBf16Mr - 1) / kBf16Mr;
   const int64_t block = Bf16Block(c, tiles), blocks = (tiles + block - 1) / block;
   ThreadPool* const pool = Bf16Pool(s, c);
@@ -534,8 +536,9 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
       }
     });
   } else {
-    ParallelFor(pool, c.n * c.ih * c.iw, [&](int64_t p0, int64_t p1, int) {
-      k.convert(c.x + p0 * c.c, p1 - p0, c.c, copy + p0 * kc, kc);
+    // A (pixel, group) pair is cg channels of x, kc of the copy.
+    ParallelFor(pool, c.n * c.ih * c.iw * s.group, [&](int64_t p0, int64_t p1, int) {
+      k.convert(c.x + p0 * s.cg, p1 - p0, s.cg, copy + p0 * kc, kc);
     });
   }
   auto work = [&](int64_t begin, int64_t end, int slot) {
@@ -544,47 +547,52 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         size_t(slot) * ((size_t(bs.ptrs) * sizeof(void*) + 63) / 64 * 64));
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
-      const uint16_t* xb = s.bf16_rows ? copy + b * ph * pw * c.c : copy + b * c.ih * c.iw * kc;
+      const uint16_t* xb = s.bf16_rows ? copy + b * ph * pw * c.c : copy + b * c.ih * c.iw * gkc;
       float* yb = c.y + b * pixels * s.m;
       const float* rb = c.residual ? c.residual + b * pixels * s.m : nullptr;
       const int64_t q0 = t0 * kBf16Mr, q1 = std::min(pixels, t1 * kBf16Mr);
-      // Tap pointers of the block's tiles, [tile][tap][32]; rows past the
-      // last pixel repeat it (the kernel does not store them).
-      for (int64_t t = t0; t < t1; ++t) {
-        const uint16_t** tp = ptrs + (t - t0) * taps * kBf16Mr;
-        for (int64_t r = 0; r < kBf16Mr; ++r) {
-          const int64_t p = std::min(t * kBf16Mr + r, pixels - 1), oy = p / c.ow, ox = p % c.ow;
-          if (s.bf16_rows) {
-            for (int64_t ky = 0; ky < s.kh; ++ky)
-              tp[ky * kBf16Mr + r] = xb + ((oy * c.sh + ky * c.dh) * pw + ox * c.sw) * c.c;
-            continue;
-          }
-          for (int64_t ky = 0; ky < s.kh; ++ky)
-            for (int64_t kx = 0; kx < s.kw; ++kx) {
-              const int64_t iy = oy * c.sh - c.pad_top + ky * c.dh;
-              const int64_t ix = ox * c.sw - c.pad_left + kx * c.dw;
-              tp[(ky * s.kw + kx) * kBf16Mr + r] =
-                  iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw ? zeros : xb + (iy * c.iw + ix) * kc;
+      for (int64_t g = 0; g < s.group; ++g) {
+        const uint16_t* xg = xb + g * kc;
+        // Tap pointers of the block's tiles, [tile][tap][32]; rows past the
+        // last pixel repeat it (the kernel does not store them).
+        for (int64_t t = t0; t < t1; ++t) {
+          const uint16_t** tp = ptrs + (t - t0) * taps * kBf16Mr;
+          for (int64_t r = 0; r < kBf16Mr; ++r) {
+            const int64_t p = std::min(t * kBf16Mr + r, pixels - 1), oy = p / c.ow, ox = p % c.ow;
+            if (s.bf16_rows) {
+              for (int64_t ky = 0; ky < s.kh; ++ky)
+                tp[ky * kBf16Mr + r] = xb + ((oy * c.sh + ky * c.dh) * pw + ox * c.sw) * c.c;
+              continue;
             }
+            for (int64_t ky = 0; ky < s.kh; ++ky)
+              for (int64_t kx = 0; kx < s.kw; ++kx) {
+                const int64_t iy = oy * c.sh - c.pad_top + ky * c.dh;
+                const int64_t ix = ox * c.sw - c.pad_left + kx * c.dw;
+                tp[(ky * s.kw + kx) * kBf16Mr + r] = iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw
+                                                         ? zeros
+                                                         : xg + (iy * c.iw + ix) * gkc;
+              }
+          }
         }
-      }
-      for (int64_t pn = 0; pn < panels; ++pn) {
-        IgemmBf16Args a;
-        a.a = ptrs;
-        a.rows = q1 - q0;
-        a.taps = taps;
-        a.kc = kc;
-        a.valid = s.bf16_rows ? s.kw * c.c : kc;
-        a.w = s.wb.data() + pn * panel_size;
-        a.cols = std::min<int64_t>(kBf16Nr, s.m - pn * kBf16Nr);
-        a.bias = c.bias ? c.bias + pn * kBf16Nr : nullptr;
-        a.residual = rb ? rb + q0 * s.m + pn * kBf16Nr : nullptr;
-        a.act = c.act;
-        a.lo = c.lo;
-        a.hi = c.hi;
-        a.y = yb + q0 * s.m + pn * kBf16Nr;
-        a.ldy = s.m;
-        k.igemm(a);
+        for (int64_t pn = 0; pn < panels; ++pn) {
+          IgemmBf16Args a;
+          a.a = ptrs;
+          a.rows = q1 - q0;
+          a.taps = taps;
+          a.kc = kc;
+          a.valid = s.bf16_rows ? s.kw * c.c : kc;
+          const int64_t col0 = g * mg + pn * kBf16Nr;
+          a.w = s.wb.data() + (g * panels + pn) * panel_size;
+          a.cols = std::min<int64_t>(kBf16Nr, mg - pn * kBf16Nr);
+          a.bias = c.bias ? c.bias + col0 : nullptr;
+          a.residual = rb ? rb + q0 * s.m + col0 : nullptr;
+          a.act = c.act;
+          a.lo = c.lo;
+          a.hi = c.hi;
+          a.y = yb + q0 * s.m + col0;
+          a.ldy = s.m;
+          k.igemm(a);
+        }
       }
       if (c.post) c.post->Apply(yb + q0 * s.m, (q1 - q0) * s.m);
     }
@@ -653,23 +661,24 @@ std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tens
       for (int64_t t = 0; t < taps; ++t) s->w[size_t(t * s->m + oc)] = wd[oc * taps + t];
     return s;
   }
-  if (bf16 && group == 1 && !s->depthwise) {
+  if (bf16 && !s->depthwise && (group == 1 || s->cg >= 16)) {
     // [panel][tap][value pair][32 outputs][2], zeros past the values and m;
     // a row tap's values are (kx, channel) pairs.
     s->bf16 = bf16;
     s->bf16_rows = s->cg < 16;
     const int64_t btaps = s->bf16_rows ? s->kh : taps;
     s->kc = ((s->bf16_rows ? s->kw * s->cg : s->cg) + 31) / 32 * 32;
-    const int64_t panel_size = btaps * s->kc * kBf16Nr;
-    s->wb.assign(size_t((s->m + kBf16Nr - 1) / kBf16Nr * panel_size), uint16_t(0));
+    const int64_t panel_size = btaps * s->kc * kBf16Nr, gpanels = (mg + kBf16Nr - 1) / kBf16Nr;
+    s->wb.assign(size_t(group * gpanels * panel_size), uint16_t(0));
     for (int64_t oc = 0; oc < s->m; ++oc)
       for (int64_t ch = 0; ch < s->cg; ++ch)
         for (int64_t ky = 0; ky < s->kh; ++ky)
           for (int64_t kx = 0; kx < s->kw; ++kx) {
             const int64_t t = s->bf16_rows ? ky : ky * s->kw + kx;
             const int64_t j = s->bf16_rows ? kx * s->cg + ch : ch;
-            s->wb[size_t(oc / kBf16Nr * panel_size + t * s->kc * kBf16Nr + j / 2 * 2 * kBf16Nr +
-                         oc % kBf16Nr * 2 + j % 2)] =
+            const int64_t panel = oc / mg * gpanels + oc % mg / kBf16Nr;
+            s->wb[size_t(panel * panel_size + t * s->kc * kBf16Nr + j / 2 * 2 * kBf16Nr +
+                         oc % mg % kBf16Nr * 2 + j % 2)] =
                 Bf16FromFloat(wd[((oc * s->cg + ch) * s->kh + ky) * s->kw + kx]);
           }
     if (!s->bf16_rows) return s;

@@ -138,8 +138,8 @@ const ConvNhwcF32Kernels* ConvNhwcF32Portable();
 
 // Packs W [M, C/group, kh, kw] for `k`; null when W is not a 4-D float32
 // tensor or group does not divide M.
-// With `bf16` (non-null) a convolution without groups is packed for it as
-// well: at least 16 input channels run in bf16 always; fewer (an RGB stem)
+// With `bf16` (non-null) a convolution is packed for it as well: at least
+// 16 input channels per group run in bf16 always; fewer, without groups (an RGB stem)
 // when the call has no dilation across the width, as kernel rows (kw * C
 // values side by side in a padded bf16 plane, one tap per kernel row).
 std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,

@@ -9,6 +9,8 @@ void EnableBf16(KernelConfig* config) {
   const char* v = nullptr;
   config->conv_nhwc_bf16 = config->conv_nhwc_f32 ? ConvNhwcBf16For(config->features, &v) : nullptr;
   if (config->conv_nhwc_bf16) config->variants.emplace_back("conv_nhwc_bf16", v);
+  config->gemm_bf16 = config->gemm_f32 ? GemmBf16For(config->features, &v) : nullptr;
+  if (config->gemm_bf16) config->variants.emplace_back("gemm_bf16", v);
 }
 
 KernelConfig MakeKernelConfig(const CpuFeatures& f) {

@@ -15,6 +15,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/dwconv_nhwc_s8.h"
 #include "kernels/dwconv_s8.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/gemm_s8.h"
 #include "kernels/igemm_s8.h"
@@ -38,6 +39,8 @@ struct KernelConfig {
   const ConvNhwcF32Kernels* conv_nhwc_f32 = nullptr;  // channels-last float Conv
   // Its bf16 variant: set only by EnableBf16 (SessionOptions::precision).
   const ConvNhwcBf16Kernels* conv_nhwc_bf16 = nullptr;
+  // bf16 Gemm with a constant B: set only by EnableBf16.
+  const GemmBf16Kernels* gemm_bf16 = nullptr;
   const GemmS8Kernels* gemm_s8 = nullptr;
   // Channels-last convolution microkernels (x86, Arm NEON), widest panel
   // first; empty without SIMD (the driver then uses gemm_s8).
@@ -69,8 +72,9 @@ struct KernelConfig {
 
 // The variant of every family that `features` allow.
 KernelConfig MakeKernelConfig(const CpuFeatures& features);
-// Opt-in bf16 convolutions where the CPU has the units for them (else
-// nothing changes); listed as conv_nhwc_bf16 in Describe().
+// Opt-in bf16 convolutions (AMX-BF16) and Gemm (AVX-512 BF16) where the CPU
+// has the units for them (else nothing changes); listed as conv_nhwc_bf16
+// and gemm_bf16 in Describe().
 void EnableBf16(KernelConfig* config);
 // No fast kernels: every op runs its reference kernel (the converter's
 // constant folding, the oracle of the kernel tests).

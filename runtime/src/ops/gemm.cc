@@ -9,10 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/aligned_vector.h"
 #include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/aligned_vector.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/kernel_config.h"
 
@@ -107,11 +108,14 @@ void GemmKernel(const T* a, const T* b, const T* c, const Shape& c_shape, T* y, 
 }
 
 // op(B) packed as the GEMM's right operand.
+// In bf16 mode (KernelConfig::gemm_bf16) op(B) is packed as bf16 instead.
 struct GemmF32State {
   const kernels::GemmF32Kernels* k = nullptr;
   Shape b_shape;
   bool tb = false;
   kernels::AlignedVector<float> packed;
+  const kernels::GemmBf16Kernels* bf16 = nullptr;
+  kernels::PackedBf16 packed_bf16;
 };
 
 void PackGemmB(const kernels::GemmF32Kernels& k, const Tensor& b, bool tb, GemmF32State* st) {
@@ -129,9 +133,51 @@ Status PrepareGemm(KernelContext& ctx, std::shared_ptr<void>* state) {
   const kernels::GemmF32Kernels* k = ctx.kernel_config().gemm_f32;
   if (!k || b->dtype != DType::kFloat32 || b->rank() != 2) return Status::Ok();
   auto st = std::make_shared<GemmF32State>();
-  PackGemmB(*k, *b, ctx.attr().GetInt("transB", 0) != 0, st.get());
+  const bool tb = ctx.attr().GetInt("transB", 0) != 0;
+  if (const kernels::GemmBf16Kernels* bk = ctx.kernel_config().gemm_bf16) {
+    const int64_t kd = b->shape[tb ? 1 : 0], n = b->shape[tb ? 0 : 1];
+    st->bf16 = bk;
+    st->b_shape = b->shape;
+    st->tb = tb;
+    kernels::PackBf16(b->ptr<float>(), tb ? 1 : n, tb ? kd : 1, kd, n, &st->packed_bf16);
+    *state = st;
+    return Status::Ok();
+  }
+  PackGemmB(*k, *b, tb, st.get());
   *state = st;
   return Status::Ok();
+}
+
+// bf16 mode: the sums into Y, then alpha, beta * C (broadcast as the
+// reference does) and the fused activation.
+bool RunGemmBf16(const KernelContext& ctx, const GemmF32State& st, bool ta, float alpha,
+                 float beta) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* c = ctx.input(2);
+  Tensor* y = ctx.output(0);
+  const int64_t m = y->shape[0], n = y->shape[1];
+  const int64_t kd = a->shape[ta ? 0 : 1];
+  float* yd = y->ptr<float>();
+  if (m == 0 || n == 0) return true;
+  kernels::GemmBf16(*st.bf16, a->ptr<float>(), ta ? 1 : kd, ta ? m : 1, m, st.packed_bf16, yd,
+                    ctx.pool);
+  int64_t cs_m = 0, cs_n = 0;
+  const float* cd = c ? c->ptr<float>() : nullptr;
+  if (c) {
+    const int cr = c->rank();
+    const int64_t cm = cr == 2 ? c->shape[0] : 1, cn = cr >= 1 ? c->shape[size_t(cr - 1)] : 1;
+    cs_n = cn == 1 ? 0 : 1;
+    cs_m = cm == 1 ? 0 : cn;
+  }
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float v = alpha * yd[i * n + j];
+      if (cd) v += beta * cd[i * cs_m + j * cs_n];
+      yd[i * n + j] = v;
+    }
+  Status st_act;
+  FusedActivation::FromAttrs(ctx.attr(), &st_act).Apply(yd, y->numel());
+  return true;
 }
 
 // Float32 Gemm on the packed GEMM; false when no SIMD kernel applies.
@@ -141,7 +187,11 @@ bool RunGemmF32(const KernelContext& ctx, bool ta, bool tb, float alpha, float b
   const Tensor* c = ctx.input(2);
   Tensor* y = ctx.output(0);
   const auto* prepared = static_cast<const GemmF32State*>(ctx.state);
-  const kernels::GemmF32Kernels* k = prepared ? prepared->k : ctx.kernel_config().gemm_f32;
+  if (prepared && prepared->bf16 && a->dtype == DType::kFloat32 && prepared->b_shape == b->shape &&
+      prepared->tb == tb)
+    return RunGemmBf16(ctx, *prepared, ta, alpha, beta);
+  const kernels::GemmF32Kernels* k =
+      prepared && prepared->k ? prepared->k : ctx.kernel_config().gemm_f32;
   if (!k || a->dtype != DType::kFloat32) return false;
   GemmF32State local;
   if (!prepared || prepared->b_shape != b->shape || prepared->tb != tb) {

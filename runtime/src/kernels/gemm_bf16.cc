@@ -1,0 +1,82 @@
+// Driver of the bf16 Gemm (gemm_bf16.h): k in chunks whose panels stay in
+// L2 while every group of 4 rows passes over them, panels split between
+// threads.
+#include "kernels/gemm_bf16.h"
+
+#include <algorithm>
+
+#include "kernels/conv_f32_nhwc.h"  // Bf16FromFloat
+#include "kernels/thread_pool.h"
+
+namespace qfold {
+namespace kernels {
+
+#if defined(QFOLD_HAVE_AVX512BF16)
+extern const GemmBf16Kernels kGemmBf16Avx512Bf16;
+#endif
+
+const GemmBf16Kernels* GemmBf16For(const CpuFeatures& f, const char** variant) {
+  const GemmBf16Kernels* k = nullptr;
+#if defined(QFOLD_HAVE_AVX512BF16)
+  if (f.avx512_core() && f.avx512bf16) k = &kGemmBf16Avx512Bf16;
+#endif
+  (void)f;
+  if (variant) *variant = k ? k->name : nullptr;
+  return k;
+}
+
+void PackBf16(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t n, PackedBf16* out) {
+  out->k = k;
+  out->kp = (k + 1) / 2 * 2;
+  out->n = n;
+  const int64_t panels = (n + 15) / 16;
+  out->data.assign(size_t(panels * out->kp * 16), uint16_t(0));
+  for (int64_t q = 0; q < k; ++q)
+    for (int64_t c = 0; c < n; ++c)
+      out->data[size_t(c / 16 * out->kp * 16 + q / 2 * 32 + c % 16 * 2 + q % 2)] =
+          Bf16FromFloat(src[q * rs + c * cs]);
+}
+
+void GemmBf16(const GemmBf16Kernels& kern, const float* a, int64_t rs, int64_t cs, int64_t m,
+              const PackedBf16& b, float* y, ThreadPool* pool) {
+  const int64_t k = b.k, kp = b.kp, n = b.n;
+  if (m <= 0 || n <= 0) return;
+  std::vector<uint16_t> ab(size_t(m * kp), uint16_t(0));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t q = 0; q < k; ++q) ab[size_t(i * kp + q)] = Bf16FromFloat(a[i * rs + q * cs]);
+  if (k == 0) {
+    std::fill(y, y + m * n, 0.f);
+    return;
+  }
+  const int64_t panels = (n + 15) / 16, quads = (panels + 3) / 4;
+  // A chunk of 4 panels' weights (kc * 128 bytes) stays in L2 while the row
+  // groups pass over it: 512 KiB.
+  const int64_t kc_max = 4096;
+  ThreadPool* const run_pool = m * n * kp >= (int64_t(1) << 17) ? pool : nullptr;
+  for (int64_t k0 = 0; k0 < kp; k0 += kc_max) {
+    const int64_t kc = std::min(kc_max, kp - k0);
+    ParallelFor(run_pool, quads, [&](int64_t q0, int64_t q1, int) {
+      for (int64_t quad = q0; quad < q1; ++quad) {
+        const int64_t p = quad * 4;
+        GemvBf16Args g;
+        g.lda = kp;
+        g.kc = kc;
+        g.b = b.data.data() + p * kp * 16 + k0 * 16;
+        g.panel_stride = kp * 16;
+        g.panels = std::min<int64_t>(4, panels - p);
+        g.cols = std::min<int64_t>(64, n - p * 16);
+        g.accumulate = k0 > 0;
+        g.ldy = n;
+        for (int64_t r = 0; r < m; r += 4) {
+          g.a = ab.data() + r * kp + k0;
+          g.rows = std::min<int64_t>(4, m - r);
+          g.y = y + r * n + p * 16;
+          kern.gemv(g);
+        }
+      }
+    });
+  }
+}
+
+}  // namespace kernels
+}  // namespace qfold
