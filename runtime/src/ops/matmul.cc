@@ -14,10 +14,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/aligned_vector.h"
 #include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/aligned_vector.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/kernel_config.h"
 #include "ops/window_util.h"
@@ -119,11 +120,14 @@ void MatMulKernel(const Tensor& a, const Tensor& b, Tensor* y) {
 }
 
 // B's matrices packed for the GEMM's right operand.
+// In bf16 mode (KernelConfig::gemm_bf16) a 2-D B is packed as bf16 instead.
 struct MatMulF32State {
   const kernels::GemmF32Kernels* k = nullptr;
   Shape b_shape;
   int64_t stride = 0;  // floats per packed matrix
   kernels::AlignedVector<float> packed;
+  const kernels::GemmBf16Kernels* bf16 = nullptr;
+  kernels::PackedBf16 packed_bf16;
 };
 
 // B's matrix dims: a 1-D B is a K x 1 matrix.
@@ -150,9 +154,31 @@ Status PrepareMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
   if (!k || b->dtype != DType::kFloat32 || ctx.input(0)->dtype != DType::kFloat32 || b->rank() < 1)
     return Status::Ok();
   auto st = std::make_shared<MatMulF32State>();
-  PackB(*k, *b, st.get());
+  const kernels::GemmBf16Kernels* bk = ctx.kernel_config().gemm_bf16;
+  if (bk && b->rank() == 2) {
+    st->bf16 = bk;
+    st->b_shape = b->shape;
+    kernels::PackBf16(b->ptr<float>(), b->shape[1], 1, b->shape[0], b->shape[1], &st->packed_bf16);
+  } else {
+    PackB(*k, *b, st.get());
+  }
   *state = st;
   return Status::Ok();
+}
+
+// bf16 mode: B is one matrix, so A's rows of every batch are one row block.
+void RunMatMulBf16(const KernelContext& ctx, const MatMulF32State& st, const FusedActivation& act) {
+  const Tensor* a = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  const int64_t kd = st.b_shape[0], n = st.b_shape[1];
+  const int64_t rows = kd > 0 ? a->numel() / kd : y->numel() / std::max<int64_t>(n, 1);
+  float* yd = y->ptr<float>();
+  kernels::GemmBf16(*st.bf16, a->ptr<float>(), kd, 1, rows, st.packed_bf16, yd, ctx.pool);
+  if (const Tensor* bias = ctx.input(2)) {
+    const float* bd = bias->ptr<float>();
+    for (int64_t i = 0; n > 0 && i < y->numel(); ++i) yd[i] += bd[i % n];
+  }
+  act.Apply(yd, y->numel());
 }
 
 // Float32 MatMul on the packed GEMM; false when no SIMD kernel applies.
@@ -161,7 +187,12 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   const Tensor* b = ctx.input(1);
   Tensor* y = ctx.output(0);
   const auto* prepared = static_cast<const MatMulF32State*>(ctx.state);
-  const kernels::GemmF32Kernels* k = prepared ? prepared->k : ctx.kernel_config().gemm_f32;
+  if (prepared && prepared->bf16 && a->dtype == DType::kFloat32 && prepared->b_shape == b->shape) {
+    RunMatMulBf16(ctx, *prepared, act);
+    return true;
+  }
+  const kernels::GemmF32Kernels* k =
+      prepared && prepared->k ? prepared->k : ctx.kernel_config().gemm_f32;
   if (!k || a->dtype != DType::kFloat32) return false;
   MatMulF32State local;
   if (!prepared || prepared->b_shape != b->shape) {
