@@ -15,31 +15,11 @@
 
 #include "kernels/amx_tiles.h"
 #include "kernels/conv_f32_nhwc.h"
-
-// GCC 12 flags the _mm512_undefined_* operands inside its own intrinsics
-// as maybe-uninitialized (a false positive).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "kernels/f32_v512.h"
 
 namespace qfold {
 namespace kernels {
 namespace {
-
-inline __mmask16 TailMask(int64_t n) {
-  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
-
-inline __m512 Activate(__m512 x, F32Act act, float lo_v, float hi_v) {
-  // Operand order as conv_f32_nhwc_avx512f.cc (NaN handling of max/min).
-  if (act == F32Act::kRelu) return _mm512_max_ps(x, _mm512_setzero_ps());
-  if (act == F32Act::kClamp) {
-    const __m512 lo = _mm512_set1_ps(lo_v);
-    const __mmask16 below = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-    return _mm512_mask_blend_ps(below, _mm512_min_ps(_mm512_set1_ps(hi_v), x), lo);
-  }
-  return x;
-}
 
 void ConvertBf16(const float* x, int64_t pixels, int64_t c, uint16_t* out, int64_t kc) {
   for (int64_t p = 0; p < pixels; ++p, x += c, out += kc)

@@ -6,21 +6,12 @@
 
 #include <cstring>
 
+#include "kernels/f32_v512.h"
 #include "kernels/gemm_bf16.h"
-
-// GCC 12 flags the _mm512_undefined_* operands inside its own intrinsics
-// as maybe-uninitialized (a false positive).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 namespace qfold {
 namespace kernels {
 namespace {
-
-inline __mmask16 TailMask(int64_t n) {
-  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
 
 template <int R, int P>
 void Gemv(const GemvBf16Args& g) {
