@@ -183,15 +183,16 @@ void InteriorColumns(const ConvNhwcF32Call& c, int64_t kw, int64_t* lo, int64_t*
 // pixels all have such windows runs kh taps of kw * c channels: the same sums
 // in the same order (tap-major, then channel), with the kernel's inner loop
 // kw times longer (an RGB stem's 3 channels per tap left it mostly overhead).
-// Tiles per work unit of RunIgemm: up to 8, fewer when that leaves threads
-// without work (the sums do not depend on the blocking). One thread takes up
-// to 16 tiles in one block: a 7x7 output (9 tiles) then reads its weights
-// once, not once per block (4 MiB for a 1x1 512 -> 2048, beyond L2).
-int64_t IgemmBlock(const ConvNhwcF32Call& c, int64_t tiles) {
+// Tiles per work unit of RunIgemm (and RunBf16, whose tiles are 32 pixels:
+// `most` 4): up to `most`, fewer when that leaves threads without work (the
+// sums do not depend on the blocking). One thread takes up to 2 * most tiles
+// in one block: a 7x7 output (9 tiles) then reads its weights once, not once
+// per block (4 MiB for a 1x1 512 -> 2048, beyond L2).
+int64_t IgemmBlock(const ConvNhwcF32Call& c, int64_t tiles, int64_t most = 8) {
   const int64_t threads = NumThreads(c.pool);
-  return threads == 1 && tiles * c.n <= 16
+  return threads == 1 && tiles * c.n <= 2 * most
              ? tiles
-             : std::max<int64_t>(1, std::min<int64_t>(8, tiles * c.n / (4 * threads)));
+             : std::max<int64_t>(1, std::min<int64_t>(most, tiles * c.n / (4 * threads)));
 }
 
 ThreadPool* IgemmPool(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
@@ -468,13 +469,6 @@ void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
 // and per thread the tap pointers of a block.
 constexpr int64_t kBf16Mr = 32, kBf16Nr = 32;
 
-int64_t Bf16Block(const ConvNhwcF32Call& c, int64_t tiles) {
-  const int64_t threads = NumThreads(c.pool);
-  return threads == 1 && tiles * c.n <= 8
-             ? tiles
-             : std::max<int64_t>(1, std::min<int64_t>(4, tiles * c.n / (4 * threads)));
-}
-
 ThreadPool* Bf16Pool(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   // The matrix units do about 8x the fp32 kernels' work per cycle.
   return PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * s.m * s.kh * s.kw * s.cg / 8);
@@ -504,7 +498,7 @@ Bf16Scratch Bf16ScratchFor(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) 
   Bf16PlaneSize(s, c, &ph, &pw);
   const int64_t copy = s.bf16_rows ? c.n * ph * pw * s.cg : c.n * c.ih * c.iw * s.group * s.kc;
   const int64_t taps = s.bf16_rows ? s.kh : s.kh * s.kw;
-  return {copy, s.kc, Bf16Block(c, tiles) * taps * kBf16Mr};
+  return {copy, s.kc, IgemmBlock(c, tiles, 4) * taps * kBf16Mr};
 }
 
 void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
@@ -514,7 +508,7 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const int64_t mg = s.m / s.group, gkc = s.group * kc;
   const int64_t panels = (mg + kBf16Nr - 1) / kBf16Nr, panel_size = taps * kc * kBf16Nr;
   const int64_t tiles = (pixels + kBf16Mr - 1) / kBf16Mr;
-  const int64_t block = Bf16Block(c, tiles), blocks = (tiles + block - 1) / block;
+  const int64_t block = IgemmBlock(c, tiles, 4), blocks = (tiles + block - 1) / block;
   ThreadPool* const pool = Bf16Pool(s, c);
   const int threads = NumThreads(pool);
   const Bf16Scratch bs = Bf16ScratchFor(s, c);
