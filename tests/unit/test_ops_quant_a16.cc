@@ -66,8 +66,21 @@ int32_t LoadInt(const Tensor& t, int64_t i) {
   }
 }
 
+// The kernel configurations whose a16w8 kernels differ (the reference's
+// first), one per variant this CPU can run, so every SIMD level meets the oracle.
+std::vector<const kernels::KernelConfig*> A16Levels() {
+  std::vector<const kernels::KernelConfig*> levels;
+  for (int i = 0; i <= int(kernels::Isa::kAmx); ++i) {
+    const kernels::KernelConfig& kc = IsaConfig(kernels::Isa(i));
+    bool seen = false;
+    for (const kernels::KernelConfig* l : levels) seen = seen || l->a16 == kc.a16;
+    if (!seen) levels.push_back(&kc);
+  }
+  return levels;
+}
+
 Result Run(const std::string& type, const std::vector<TensorPtr>& inputs, const AttrMap& attrs,
-           bool prepare, int threads) {
+           bool prepare, int threads, const kernels::KernelConfig* kc = nullptr) {
   Result r;
   const OpDef* def = FindOp(type);
   REQUIRE(def != nullptr);
@@ -77,6 +90,7 @@ Result Run(const std::string& type, const std::vector<TensorPtr>& inputs, const 
   ctx.op_name = &name;
   ctx.attrs = &attrs;
   ctx.pool = TestPool(threads);
+  ctx.kernels = kc;
   for (auto& in : inputs) ctx.inputs.push_back(in ? &in->t : nullptr);
   OwnedTensor out;
   ctx.outputs = {&out.t};
@@ -193,13 +207,15 @@ TEST_CASE("a16w8 qlinearmatmul: prepared kernel matches the reference") {
       Result ref = Run("QLinearMatMul", in, AttrMap(), false, 1);
       REQUIRE(ref.status.ok());
       CHECK(ref.shape == Shape{2, 3, n});
-      for (int threads : {1, 2}) {
-        Result fast = Run("QLinearMatMul", in, AttrMap(), true, threads);
-        REQUIRE(fast.status.ok());
-        CHECK(fast.prepared == (kernels::DefaultKernelConfig().a16 != nullptr));
-        CHECK(fast.reference_path == !fast.prepared);
-        CHECK(fast.values == ref.values);
-      }
+      for (const kernels::KernelConfig* kc : A16Levels())
+        for (int threads : {1, 2}) {
+          CAPTURE(kc->Describe());
+          Result fast = Run("QLinearMatMul", in, AttrMap(), true, threads, kc);
+          REQUIRE(fast.status.ok());
+          CHECK(fast.prepared == (kc->a16 != nullptr));
+          CHECK(fast.reference_path == !fast.prepared);
+          CHECK(fast.values == ref.values);
+        }
     }
   }
 }
@@ -368,52 +384,53 @@ TEST_CASE("a16w8 qlinearconv: random against DQ -> float64 conv -> Q, both layou
     attrs.SetInts("strides", {cc.stride, cc.stride});
     attrs.SetInt("group", cc.group);
     std::vector<int32_t> oracle;  // the first run: channels-first, reference kernel
-    for (bool nhwc : {false, true}) {
-      AttrMap a = attrs;
-      if (nhwc) a.SetInt("channels_last", 1);
-      for (bool prepare : {false, true})
-        for (int threads : {1, 2}) {
-          CAPTURE(nhwc);
-          CAPTURE(prepare);
-          CAPTURE(threads);
-          Result r = Run("QLinearConv",
-                         {make_x(nhwc), Scalar(xs), xzp_t, w_t, F32({cc.m}, wsv), I8({}, {0}),
-                          Scalar(ys), yzp_t, I32({cc.m}, bias)},
-                         a, prepare, threads);
-          CAPTURE(r.status.message());
-          REQUIRE(r.status.ok());
-          // Channels-last group-1 convolutions have the SIMD kernel on x86.
-          const bool simd = kernels::DefaultKernelConfig().a16 != nullptr;
-          // Group 1, depthwise and grouped convolutions all have the kernel.
-          CHECK(r.prepared == (prepare && nhwc && simd));
-          // A channels-last run without the kernel transposes to the reference and says so.
-          CHECK(r.reference_path == (nhwc && !r.prepared));
-          std::vector<int32_t> got = r.values;
-          if (nhwc) {
-            // Back to NCHW order for the comparison.
-            std::vector<int32_t> cf(got.size());
-            for (int64_t b = 0; b < cc.n; ++b)
-              for (int64_t oc = 0; oc < cc.m; ++oc)
-                for (int64_t i = 0; i < oh * ow; ++i)
-                  cf[size_t((b * cc.m + oc) * oh * ow + i)] =
-                      got[size_t((b * oh * ow + i) * cc.m + oc)];
-            got = cf;
+    for (const kernels::KernelConfig* kc : A16Levels())
+      for (bool nhwc : {false, true}) {
+        AttrMap a = attrs;
+        if (nhwc) a.SetInt("channels_last", 1);
+        for (bool prepare : {false, true})
+          for (int threads : {1, 2}) {
+            CAPTURE(nhwc);
+            CAPTURE(prepare);
+            CAPTURE(threads);
+            Result r = Run("QLinearConv",
+                           {make_x(nhwc), Scalar(xs), xzp_t, w_t, F32({cc.m}, wsv), I8({}, {0}),
+                            Scalar(ys), yzp_t, I32({cc.m}, bias)},
+                           a, prepare, threads, kc);
+            CAPTURE(kc->Describe());
+            CAPTURE(r.status.message());
+            REQUIRE(r.status.ok());
+            const bool simd = kc->a16 != nullptr;
+            // Group 1, depthwise and grouped convolutions all have the kernel.
+            CHECK(r.prepared == (prepare && nhwc && simd));
+            // A channels-last run without the kernel transposes to the reference and says so.
+            CHECK(r.reference_path == (nhwc && !r.prepared));
+            std::vector<int32_t> got = r.values;
+            if (nhwc) {
+              // Back to NCHW order for the comparison.
+              std::vector<int32_t> cf(got.size());
+              for (int64_t b = 0; b < cc.n; ++b)
+                for (int64_t oc = 0; oc < cc.m; ++oc)
+                  for (int64_t i = 0; i < oh * ow; ++i)
+                    cf[size_t((b * cc.m + oc) * oh * ow + i)] =
+                        got[size_t((b * oh * ow + i) * cc.m + oc)];
+              got = cf;
+            }
+            REQUIRE(got.size() == expect.size());
+            // Every path is bit-identical to the reference kernel.
+            if (oracle.empty()) oracle = got;
+            CHECK(got == oracle);
+            int64_t off_by_one = 0;
+            for (size_t i = 0; i < got.size(); ++i) {
+              const int32_t d = std::abs(got[i] - expect[i]);
+              REQUIRE(d <= 1);
+              off_by_one += d;
+            }
+            // The integer path is exact; only float64 rounding of the literal
+            // graph's sum can differ, at ties.
+            CHECK(off_by_one * 100 <= int64_t(got.size()));
           }
-          REQUIRE(got.size() == expect.size());
-          // Every path is bit-identical to the reference kernel.
-          if (oracle.empty()) oracle = got;
-          CHECK(got == oracle);
-          int64_t off_by_one = 0;
-          for (size_t i = 0; i < got.size(); ++i) {
-            const int32_t d = std::abs(got[i] - expect[i]);
-            REQUIRE(d <= 1);
-            off_by_one += d;
-          }
-          // The integer path is exact; only float64 rounding of the literal
-          // graph's sum can differ, at ties.
-          CHECK(off_by_one * 100 <= int64_t(got.size()));
-        }
-    }
+      }
   }
 }
 

@@ -3,7 +3,6 @@
 // are unrolled (im2col, NHWC rows, x converted to int16 and padding taps
 // filled with the shifted zero point) into per-thread scratch, then every
 // panel is multiplied into them 4 rows at a time.
-#include "kernels/aligned_vector.h"
 #include "kernels/conv_a16_nhwc.h"
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/aligned_vector.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
@@ -22,9 +22,13 @@ namespace kernels {
 #if defined(__x86_64__)
 extern const A16GemmFn kA16GemmAvx2;
 extern const A16DepthwiseFn kA16DepthwiseAvx2;
+extern const A16GemmFn kA16GemmAvxVnni;
+extern const A16DepthwiseFn kA16DepthwiseAvxVnni;
 extern const A16GemmFn kA16GemmAvx512Vnni;
+extern const A16DepthwiseFn kA16DepthwiseAvx512Vnni;
 const A16Kernels kA16Avx2 = {kA16GemmAvx2, kA16DepthwiseAvx2};
-const A16Kernels kA16Avx512Vnni = {kA16GemmAvx512Vnni, kA16DepthwiseAvx2};
+const A16Kernels kA16AvxVnni = {kA16GemmAvxVnni, kA16DepthwiseAvxVnni};
+const A16Kernels kA16Avx512Vnni = {kA16GemmAvx512Vnni, kA16DepthwiseAvx512Vnni};
 #endif
 #if defined(__aarch64__)
 extern const A16GemmFn kA16GemmNeon;
@@ -37,9 +41,16 @@ const A16Kernels* A16KernelsFor(const CpuFeatures& f, const char** variant) {
   const char* name = nullptr;
 #if defined(__x86_64__)
   if (f.avx2 && f.fma) {
-    const bool vnni = f.avx512_core() && f.avx512vnni;
-    k = vnni ? &kA16Avx512Vnni : &kA16Avx2;
-    name = vnni ? "avx512vnni" : "avx2";
+    if (f.avx512_core() && f.avx512vnni) {
+      k = &kA16Avx512Vnni;
+      name = "avx512vnni";
+    } else if (f.avxvnni) {
+      k = &kA16AvxVnni;
+      name = "avxvnni";
+    } else {
+      k = &kA16Avx2;
+      name = "avx2";
+    }
   }
 #elif defined(__aarch64__)
   if (f.asimd) {  // smlal on plain Armv8.0 NEON
@@ -67,9 +78,9 @@ struct A16State {
   // Grouped convolutions: `group` GEMMs of m / group outputs over c channels
   // each (c is the channels per group; group 1: all of them).
   int64_t group = 1, m = 0, c = 0, kh = 1, kw = 1, k = 0, kpairs = 0, panels = 0;
-  int64_t chunk = 1;            // pairs reduced in int32 at a time
+  int64_t chunk = 1;              // pairs reduced in int32 at a time
   AlignedVector<int16_t> packed;  // [group][panels][kpairs][16][2]
-  std::vector<int64_t> colsum;  // sum of each output channel's weights
+  std::vector<int64_t> colsum;    // sum of each output channel's weights
 };
 
 int64_t RoundUp(int64_t n, int64_t m) {

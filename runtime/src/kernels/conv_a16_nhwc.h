@@ -3,7 +3,7 @@
 // ops/quant_conv.cc. Results are bit-identical to the op's reference kernel
 // (exact int64 accumulation, RequantizeWide in double; docs/NUMERICS.md).
 //
-// The product runs on int16 pairs (vpmaddwd on AVX2): activations enter as
+// The product runs on int16 pairs (vpmaddwd on AVX2, vpdpwssd with VNNI): activations enter as
 // x' = x - 32768 for uint16 (a sign-bit flip), so both operands are int16 and
 //   sum((x - x_zp) * w) = sum(x' * w) - (x_zp - 32768) * sum(w).
 // One pair adds at most 2^23 in magnitude (int8 weights), so int32 partial
@@ -52,7 +52,7 @@ struct A16Output {
   int32_t zp = 0, lo = 0, hi = 0;
 };
 
-// The microkernel contract (conv_a16_nhwc_avx2.cc, _neon.cc): rows of `a` (up to 4,
+// The microkernel contract (conv_a16_nhwc_x86.h, _avx512vnni.cc, _neon.cc): rows of `a` (up to 4,
 // each kpairs * 2 int16) times one packed panel of 16 columns
 // ([kpairs][16][2] int16), reducing in int32 over at most `chunk` pairs at a
 // time (exact sums beyond it in double), requantized per `o` into the first
@@ -60,7 +60,7 @@ struct A16Output {
 using A16GemmFn = void (*)(const int16_t* const* a, int rows, const int16_t* panel, int64_t kpairs,
                            int64_t chunk, const A16Output& o, void* const* y, int cols);
 
-// The depthwise microkernel (conv_a16_nhwc_avx2.cc): one output pixel, all
+// The depthwise microkernel (conv_a16_nhwc_x86.h, _neon.cc): one output pixel, all
 // channels. taps: 2 * tap_pairs row pointers (int16/uint16 [channels]; the
 // padding taps point at a row of x_zp); w: [tap_pairs][channels rounded up to
 // 16][2] int16 in the kernel's interleaved order; flip: uint16 input (x is
@@ -74,8 +74,8 @@ struct A16Kernels {
   A16GemmFn gemm;
   A16DepthwiseFn depthwise;
 };
-// The variant `f` allows: avx512vnni (vpdpwssd GEMM, AVX2 depthwise), avx2,
-// neon (every Arm level).
+// The variant `f` allows: avx512vnni (zmm vpdpwssd GEMM, ymm depthwise),
+// avxvnni (ymm vpdpwssd), avx2 (vpmaddwd), neon (every Arm level).
 const A16Kernels* A16KernelsFor(const CpuFeatures& f, const char** variant);
 
 }  // namespace kernels

@@ -4,7 +4,7 @@
 // lanes are the columns in order (no pair reduction at the end, unlike the
 // AVX2 kernel's madd + add). Same exact int32 chunks and double
 // requantization (the 256-bit epilogue shared with AVX2) as the other levels;
-// the depthwise kernel stays AVX2's.
+// the depthwise kernel is the shared 256-bit one on EVEX vpdpwssd.
 #include <immintrin.h>
 
 #include <cstring>
@@ -93,9 +93,14 @@ void A16GemmAvx512Vnni(const int16_t* const* a, int rows, const int16_t* panel, 
   }
 }
 
+struct DpwssdVl {
+  static __m256i Add(__m256i acc, __m256i a, __m256i b) { return _mm256_dpwssd_epi32(acc, a, b); }
+};
+
 }  // namespace
 
 extern const A16GemmFn kA16GemmAvx512Vnni = A16GemmAvx512Vnni;
+extern const A16DepthwiseFn kA16DepthwiseAvx512Vnni = Depthwise256<DpwssdVl>;
 
 }  // namespace kernels
 }  // namespace qfold
