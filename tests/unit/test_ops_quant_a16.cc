@@ -319,6 +319,8 @@ TEST_CASE("a16w8 qlinearconv: random against DQ -> float64 conv -> Q, both layou
       {1, 8, 6, 6, 16, 3, 3, 1, 1, 4, DType::kUInt16, DType::kUInt16},    // grouped
       {2, 24, 5, 7, 60, 1, 1, 1, 0, 3, DType::kInt16, DType::kUInt8},     // grouped 1x1, tails
       {1, 160, 4, 4, 10, 3, 3, 1, 1, 1, DType::kUInt16, DType::kInt16},   // K 1440
+      {1, 16, 5, 5, 72, 3, 3, 1, 1, 1, DType::kUInt16, DType::kUInt8},    // 4 + 1 panels
+      {1, 160, 3, 3, 50, 3, 3, 1, 1, 1, DType::kInt16, DType::kUInt16},   // K 1440, 4 panels
   };
   std::mt19937 rng(7);
   for (const ConvCase& cc : cases) {

@@ -26,14 +26,14 @@ extern const A16GemmFn kA16GemmAvxVnni;
 extern const A16DepthwiseFn kA16DepthwiseAvxVnni;
 extern const A16GemmFn kA16GemmAvx512Vnni;
 extern const A16DepthwiseFn kA16DepthwiseAvx512Vnni;
-const A16Kernels kA16Avx2 = {kA16GemmAvx2, kA16DepthwiseAvx2};
-const A16Kernels kA16AvxVnni = {kA16GemmAvxVnni, kA16DepthwiseAvxVnni};
-const A16Kernels kA16Avx512Vnni = {kA16GemmAvx512Vnni, kA16DepthwiseAvx512Vnni};
+const A16Kernels kA16Avx2 = {kA16GemmAvx2, kA16DepthwiseAvx2, 1};
+const A16Kernels kA16AvxVnni = {kA16GemmAvxVnni, kA16DepthwiseAvxVnni, 1};
+const A16Kernels kA16Avx512Vnni = {kA16GemmAvx512Vnni, kA16DepthwiseAvx512Vnni, 4};
 #endif
 #if defined(__aarch64__)
 extern const A16GemmFn kA16GemmNeon;
 extern const A16DepthwiseFn kA16DepthwiseNeon;
-const A16Kernels kA16Neon = {kA16GemmNeon, kA16DepthwiseNeon};
+const A16Kernels kA16Neon = {kA16GemmNeon, kA16DepthwiseNeon, 1};
 #endif
 
 const A16Kernels* A16KernelsFor(const CpuFeatures& f, const char** variant) {
@@ -72,6 +72,7 @@ constexpr int64_t kBlockRows = 32;  // output pixels unrolled per work item
 
 struct A16State {
   A16GemmFn gemm = nullptr;
+  int gemm_panels = 1;                 // panels per gemm call
   A16DepthwiseFn depthwise = nullptr;  // set for depthwise states
   int64_t tap_pairs = 0;               // depthwise: kh * kw taps in pairs
   std::vector<int16_t> dw_packed;      // depthwise: [tap_pairs][channels to 16][2]
@@ -129,6 +130,7 @@ std::shared_ptr<void> Pack(const KernelConfig& kc, int64_t group, int64_t m_coun
   if (!gemm || group < 1 || m_count % group != 0) return nullptr;
   auto s = std::make_shared<A16State>();
   s->gemm = gemm;
+  s->gemm_panels = kc.a16->gemm_panels;
   s->group = group;
   s->m = m_count;
   s->c = c;
@@ -300,10 +302,10 @@ bool RunQConvA16Nhwc(void* state, const QConvCall& c) {
           Unroll(c.x->ptr<uint16_t>(), pix0, n, c, ch, g * s.c, s.c, s.kpairs, pad, rows.data());
         else
           Unroll(c.x->ptr<int16_t>(), pix0, n, c, ch, g * s.c, s.c, s.kpairs, pad, rows.data());
-        for (int64_t p = 0; p < s.panels; ++p) {
+        for (int64_t p = 0; p < s.panels; p += s.gemm_panels) {
           const int16_t* panel = s.packed.data() + (g * s.panels + p) * s.kpairs * kPanel * 2;
           const int64_t m0 = g * mg + p * kPanel;  // the panel's first output channel
-          const int cols = int(std::min(kPanel, mg - p * kPanel));
+          const int cols = int(std::min(kPanel * s.gemm_panels, mg - p * kPanel));
           o.corr = corr.data() + m0;
           o.mult = mult.data() + m0;
           for (int64_t r0 = 0; r0 < n; r0 += kRows) {

@@ -53,7 +53,7 @@ struct A16Output {
 };
 
 // The microkernel contract (conv_a16_nhwc_x86.h, _avx512vnni.cc, _neon.cc): rows of `a` (up to 4,
-// each kpairs * 2 int16) times one packed panel of 16 columns
+// each kpairs * 2 int16) times one packed panel of 16 columns (or several: A16Kernels::gemm_panels)
 // ([kpairs][16][2] int16), reducing in int32 over at most `chunk` pairs at a
 // time (exact sums beyond it in double), requantized per `o` into the first
 // `cols` elements at y[row].
@@ -73,6 +73,9 @@ using A16DepthwiseFn = void (*)(const void* const* taps, int64_t tap_pairs, cons
 struct A16Kernels {
   A16GemmFn gemm;
   A16DepthwiseFn depthwise;
+  // Panels one gemm call may take: cols up to 16 * gemm_panels, the panels
+  // consecutive in memory (kpairs * 32 int16 apart) and corr/mult/y running on.
+  int gemm_panels;
 };
 // The variant `f` allows: avx512vnni (zmm vpdpwssd GEMM, ymm depthwise),
 // avxvnni (ymm vpdpwssd), avx2 (vpmaddwd), neon (every Arm level).

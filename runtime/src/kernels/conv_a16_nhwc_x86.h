@@ -24,6 +24,11 @@ inline __m128i Requant4(__m256d acc, const double* corr, const double* mult, __m
   return _mm256_cvtpd_epi32(v);
 }
 
+// Bytes per output element.
+inline size_t Elem(const A16Output& o) {
+  return o.type == A16Output::kS8 || o.type == A16Output::kU8 ? 1 : 2;
+}
+
 // Stores 16 in-range int32 values (q[0..3], 4 each) as `cols` elements of out_type.
 inline void Store16(const __m128i* q, const A16Output& o, void* dst, int cols) {
   const __m256i lo8 = _mm256_set_m128i(q[1], q[0]), hi8 = _mm256_set_m128i(q[3], q[2]);
