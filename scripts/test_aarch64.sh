@@ -75,14 +75,14 @@ ARM_CASE=(-tc='kernels: Arm ISA levels*')  # prints the detected and compared le
 # feature set (smlal, sdot, usmmla).
 ARMV80_KERNELS="gemm_f32=neon dwconv_f32=neon gemm_s8=neon igemm_s8=neon dwconv_s8=neon"
 ARMV80_KERNELS+=" dwconv_nhwc_s8=neon pool_nhwc_s8=neon pool_2d=generic quant_s8=neon a16w8=neon"
-ARMV80_KERNELS+=" rowops_f32=neon portable_loops=on"
+ARMV80_KERNELS+=" a16a16=neon rowops_f32=neon portable_loops=on"
 kernels_with() {
   local k="${ARMV80_KERNELS/ gemm_s8=neon/ gemm_s8=$1}"
   k="${k/igemm_s8=neon/igemm_s8=$1}"
   echo "$k"
 }
 REFERENCE_KERNELS="gemm_f32=reference gemm_s8=reference igemm_s8=reference dwconv_s8=reference"
-REFERENCE_KERNELS+=" quant_s8=reference"
+REFERENCE_KERNELS+=" quant_s8=reference a16a16=reference"
 REFERENCE_KERNELS+=" pool_2d=reference rowops_f32=reference portable_loops=reference"
 for cpu in cortex-a53 cortex-a72; do
   run "detect-${cpu#cortex-}" $cpu QFOLD_TEST_DETECTED_ISA=neon QFOLD_TEST_ACTIVE_ISA=neon \

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -289,6 +290,95 @@ TEST_CASE("a16 qlinearmatmul: the a16 x a16 kernel matches the reference") {
     ++cases;
   }
   MESSAGE(cases << " a16 x a16 cases compared");
+}
+
+// kernels::MatMulA16A16 itself against int64 sums, so no requantization or
+// clamp hides a wrong accumulator: all 16 8/16-bit mixes of A and B, rows not a
+// multiple of the 4-row tile, n not a multiple of the 8-column panel, odd k,
+// k across the 128-pair int32 chunks (up to 550 pairs, so the int64 widening
+// runs several times), and values at the corners of each type: random, drawn
+// from {lo, lo + 1, hi - 1, hi, 0}, and uniform worst cases (A' = -32768
+// against B' = 32767 fills the low byte plane's chunk to -32768 * 255 * 256;
+// both -32768 fill the high plane's to 2^30). 1 and 2 threads.
+TEST_CASE("a16 qlinearmatmul: the a16 x a16 microkernel's int64 sums") {
+  const kernels::KernelConfig& kc = kernels::DefaultKernelConfig();
+  if (!kc.a16a16) {
+    MESSAGE("no a16 x a16 kernel at this ISA level");
+    return;
+  }
+  std::mt19937 rng(29);
+  const DType types[] = {DType::kInt16, DType::kUInt16, DType::kInt8, DType::kUInt8};
+  // Each mix and mode once with a short k and once with a long one.
+  int cases = 0;
+  for (int i = 0; i < 128; ++i) {
+    const DType at = types[i % 4], bt = types[(i / 4) % 4];
+    const int mode = (i / 16) % 4;  // 0 random, 1 corners, 2 A' lo / B' hi, 3 both lo
+    const int64_t short_ks[] = {1, 2, 3, 255, 256, 257};
+    const int64_t rows_of[] = {1, 3, 4, 5, 9}, ns[] = {1, 7, 8, 9, 17};
+    const int64_t k = i < 64 ? short_ks[i % 6] : i % 2 ? 513 : 1100;
+    const int64_t rows = rows_of[i % 5], n = ns[(i / 5) % 5];
+    // Elements by `mode`; zero points (`m` 0) always random.
+    auto values = [&](DType t, int64_t count, bool is_a, int m) {
+      const QRange r = QuantRange(t);
+      const int32_t corners[] = {r.lo, r.lo + 1, r.hi - 1, r.hi, 0};
+      std::vector<int32_t> v(static_cast<size_t>(count));
+      for (auto& x : v) {
+        switch (m) {
+          case 0:
+            x = r.lo + int32_t(rng() % uint32_t(int64_t(r.hi) - r.lo + 1));
+            break;
+          case 1:
+            x = corners[rng() % 5];
+            break;
+          case 2:
+            x = is_a ? r.lo : r.hi;
+            break;
+          default:
+            x = r.lo;
+        }
+      }
+      return v;
+    };
+    auto store = [](DType t, const std::vector<int32_t>& v) {
+      std::vector<uint8_t> bytes(v.size() * 2);
+      for (size_t e = 0; e < v.size(); ++e) {
+        if (t == DType::kInt16 || t == DType::kUInt16) {
+          const uint16_t h = uint16_t(v[e]);
+          std::memcpy(bytes.data() + 2 * e, &h, 2);
+        } else {
+          bytes[e] = uint8_t(v[e]);
+        }
+      }
+      return bytes;
+    };
+    const std::vector<int32_t> av = values(at, rows * k, true, mode);
+    const std::vector<int32_t> bv = values(bt, k * n, false, mode);
+    const int32_t azp = values(at, 1, true, 0)[0];
+    const std::vector<int32_t> bzp = values(bt, i % 3 == 1 ? n : 1, false, 0);
+    const std::vector<uint8_t> a_raw = store(at, av), b_raw = store(bt, bv);
+    std::vector<int64_t> want(static_cast<size_t>(rows * n), 0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t zb = bzp[bzp.size() == 1 ? 0 : size_t(j)];
+        int64_t sum = 0;
+        for (int64_t kk = 0; kk < k; ++kk)
+          sum += (int64_t(av[size_t(r * k + kk)]) - azp) * (bv[size_t(kk * n + j)] - zb);
+        want[size_t(r * n + j)] = sum;
+      }
+    CAPTURE(i);
+    CAPTURE(k);
+    CAPTURE(rows);
+    CAPTURE(n);
+    CAPTURE(mode);
+    for (int threads : {1, 2}) {
+      std::vector<int64_t> got(want.size(), -1);
+      REQUIRE(kernels::MatMulA16A16(kc, a_raw.data(), at, azp, rows, k, b_raw.data(), bt, bzp, n,
+                                    got.data(), TestPool(threads)));
+      CHECK(got == want);
+    }
+    ++cases;
+  }
+  MESSAGE(cases << " a16 x a16 microkernel cases compared");
 }
 
 struct ConvCase {

@@ -19,6 +19,11 @@ void A16A16GemmAvx2(const int16_t* const* a, const int16_t* lo, const int16_t* h
 namespace {
 const A16A16Kernels kA16A16Avx2 = {A16A16GemmAvx2};
 }  // namespace
+#elif defined(__aarch64__)
+extern const A16A16GemmFn kA16A16GemmNeon;  // qmatmul_a16a16_neon.cc
+namespace {
+const A16A16Kernels kA16A16Neon = {kA16A16GemmNeon};
+}  // namespace
 #endif
 
 const A16A16Kernels* A16A16KernelsFor(const CpuFeatures& f, const char** variant) {
@@ -28,6 +33,11 @@ const A16A16Kernels* A16A16KernelsFor(const CpuFeatures& f, const char** variant
   if (f.avx2 && f.fma) {
     k = &kA16A16Avx2;
     name = "avx2";
+  }
+#elif defined(__aarch64__)
+  if (f.asimd) {  // smlal on plain Armv8.0 NEON
+    k = &kA16A16Neon;
+    name = "neon";
   }
 #else
   (void)f;

@@ -36,7 +36,7 @@ using A16A16GemmFn = void (*)(const int16_t* const* a, const int16_t* lo, const 
 struct A16A16Kernels {
   A16A16GemmFn gemm;
 };
-// The variant `f` allows (AVX2), or null (the op runs its reference kernel).
+// The variant `f` allows (AVX2, Armv8.0 NEON), or null (the op runs its reference kernel).
 const A16A16Kernels* A16A16KernelsFor(const CpuFeatures& f, const char** variant);
 
 // acc[i][j] = sum_k (a[i][k] - a_zp) * (b[k][j] - b_zp[j]) exactly, for a
