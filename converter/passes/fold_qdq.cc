@@ -139,6 +139,9 @@ class QdqFolder {
     }
     std::vector<Node> kept;
     for (size_t k = 0; k < g_.nodes.size(); ++k) {
+      auto before = insert_before_.find(k);
+      if (before != insert_before_.end())
+        for (Node& n : before->second) kept.push_back(std::move(n));
       if (!removed_.count(k)) kept.push_back(std::move(g_.nodes[k]));
       auto it = insert_after_.find(k);
       if (it != insert_after_.end())
@@ -995,10 +998,10 @@ class QdqFolder {
 
   bool SelectConcat(size_t k, Group* m) {
     const Node& n = g_.nodes[k];
-    if (!SoleQConsumer(n.outputs[0], &m->qk, &m->yq)) return false;
+    if (!SoleQConsumer(n.outputs[0], &m->qk, &m->yq, /*a16=*/true)) return false;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       QParams xq;
-      const Node* dq = DqOf(n.inputs[i], &xq, "input " + std::to_string(i));
+      const Node* dq = DqOf(n.inputs[i], &xq, "input " + std::to_string(i), /*a16=*/true);
       if (!dq) return false;
       if (!xq.per_tensor()) return Fail("input " + std::to_string(i) + " is quantized per axis");
       if (xq.qtype != m->yq.qtype) return Fail("inputs and output differ in signedness");
@@ -1008,6 +1011,7 @@ class QdqFolder {
   }
 
   void EmitConcat(size_t k, Group& m) {
+    if (Is16Bit(m.yq.qtype)) return EmitConcat16(k, m);
     const Node& n = g_.nodes[k];
     Node q;
     q.op_type = "QLinearConcat";
@@ -1022,6 +1026,28 @@ class QdqFolder {
       q.inputs.push_back(ZeroPointName(xq, n.name + "_x" + std::to_string(i)));
     }
     Replace(k, std::move(q), m.qk, m.yq);
+  }
+
+  // 16-bit codes (QLinearConcat's tables are 8-bit): inputs quantized unlike
+  // the output are requantized first, then a plain Concat joins the integers.
+  void EmitConcat16(size_t k, Group& m) {
+    Node cat = g_.nodes[k];
+    std::vector<Node> requantized;
+    for (size_t i = 0; i < m.inputs.size(); ++i) {
+      const auto& [dq, xq] = m.inputs[i];
+      cat.inputs[i] = dq->input(0);
+      if (SameParams(xq, m.yq)) continue;
+      const std::string mid = g_.UniqueName(cat.name + "_in" + std::to_string(i) + "_q");
+      g_.values[mid].name = mid;
+      Node req = Requantize(cat.name + "_requantize" + std::to_string(i), dq->input(0), xq, m.yq);
+      req.outputs = {mid};
+      cat.inputs[i] = mid;
+      SetQuant(mid, m.yq, -1);
+      requantized.push_back(std::move(req));
+    }
+    Replace(k, std::move(cat), m.qk, m.yq);
+    // The requantizations must run before the Concat: they go in front of it.
+    for (Node& r : requantized) insert_before_[k].push_back(std::move(r));
   }
 
   // Split of a DQ'd tensor whose every output is quantized with the DQ's own
@@ -1077,12 +1103,14 @@ class QdqFolder {
     if (n.outputs.size() != 1) return Fail("more than one output");
     if (n.op_type == "Resize" && n.attrs.GetString("mode", "nearest") != "nearest")
       return Fail("Resize mode is not nearest");
-    m->dqx = DqOf(n.input(0), &m->xq);
+    // 16-bit codes move like 8-bit ones: every op with this trait takes
+    // 16-bit integers, and QfRequantize maps 16-bit scales.
+    m->dqx = DqOf(n.input(0), &m->xq, "input", /*a16=*/true);
     if (!m->dqx) return false;
     if (!m->xq.per_tensor()) return Fail("input is quantized per axis");
-    if (!SoleQConsumer(n.outputs[0], &m->qk, &m->yq)) return false;
-    if (!SameParams(m->xq, m->yq) && (!Is8Bit(m->xq.qtype) || m->xq.qtype != m->yq.qtype))
-      return Fail("input and output differ in signedness");
+    if (!SoleQConsumer(n.outputs[0], &m->qk, &m->yq, /*a16=*/true)) return false;
+    if (!SameParams(m->xq, m->yq) && m->xq.qtype != m->yq.qtype)
+      return Fail("input and output differ in type");
     return true;
   }
 
@@ -1209,6 +1237,8 @@ class QdqFolder {
   std::set<size_t> removed_;
   // Nodes a rewrite adds after node k (a float bias Add); placed when the graph is rebuilt.
   std::map<size_t, std::vector<Node>> insert_after_;
+  // Nodes a rewrite adds before node k (requantized Concat inputs).
+  std::map<size_t, std::vector<Node>> insert_before_;
   std::string why_;  // the first reason a selector for the current node gave up
 };
 

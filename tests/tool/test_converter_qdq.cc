@@ -32,15 +32,17 @@ constexpr int kF32 = onnx::TensorProto::FLOAT;
 constexpr int kU8 = onnx::TensorProto::UINT8;
 constexpr int kI8 = onnx::TensorProto::INT8;
 constexpr int kI32 = onnx::TensorProto::INT32;
+constexpr int kU16 = onnx::TensorProto::UINT16;
+constexpr int kI16 = onnx::TensorProto::INT16;
 // INT4/UINT4 by number: the generated onnx.proto predates them.
 constexpr int kI4 = 22;
 constexpr int kU4 = 21;
 
 int32_t QMinOf(int t) {
-  return t == kI8 ? -128 : t == kI4 ? -8 : 0;
+  return t == kI8 ? -128 : t == kI4 ? -8 : t == kI16 ? -32768 : 0;
 }
 int32_t QMaxOf(int t) {
-  return t == kI8 ? 127 : t == kI4 ? 7 : 255;
+  return t == kI8 ? 127 : t == kI4 ? 7 : t == kI16 ? 32767 : t == kU16 ? 65535 : 255;
 }
 
 // Per-tensor quantization parameters of an activation.
@@ -79,6 +81,11 @@ std::string PackInts(int elem, const std::vector<int32_t>& v) {
     s.assign((v.size() + 1) / 2, '\0');
     for (size_t i = 0; i < v.size(); ++i)
       s[i / 2] = char(uint8_t(s[i / 2]) | ((uint8_t(v[i]) & 0xF) << (i % 2 ? 4 : 0)));
+  } else if (elem == kI16 || elem == kU16) {
+    for (int32_t x : v) {
+      s.push_back(char(uint8_t(x)));
+      s.push_back(char(uint8_t(uint32_t(x) >> 8)));
+    }
   } else {
     for (int32_t x : v) s.push_back(char(uint8_t(x)));
   }
@@ -990,6 +997,111 @@ TEST_CASE("qdq: Reshape, Transpose, MaxPool and Split run on int8") {
   CHECK(CountOps(g, "QuantizeLinear") == 1);
   CHECK(CountOps(g, "DequantizeLinear") == 5);
   CHECK(CountOps(g, "QfRequantize") == 0);
+}
+
+// 16-bit codes (a16 models) move like 8-bit ones: MaxPool, Transpose and a
+// nearest Resize run on uint16, and a MaxPool whose Q has another scale gets a
+// 16-bit QfRequantize; exact against the literal graph computed here.
+TEST_CASE("qdq: MaxPool, Transpose and nearest Resize run on 16-bit codes") {
+  Rng rng(420);
+  const QP xq{0.0004f, 31000, kU16}, pq{0.0005f, 30000, kU16};
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {1, 3, 4, 4});
+  b.Output("y_maxpool", kF32, {1, 3, 2, 2});
+  b.Output("y_transpose", kF32, {1, 4, 4, 3});
+  b.Output("y_resize", kF32, {1, 3, 8, 8});
+  std::string x_dq = QDQ(&b, "x", "xin", xq);
+  auto* mp = b.Node("MaxPool", {x_dq}, {"p"}, "maxpool0");
+  OnnxBuilder::AttrInts(mp, "kernel_shape", {2, 2});
+  OnnxBuilder::AttrInts(mp, "strides", {2, 2});
+  OnnxBuilder::AttrInts(b.Node("Transpose", {x_dq}, {"t"}, "transpose0"), "perm", {0, 2, 3, 1});
+  b.InitFloat("scales", {4}, {1.f, 1.f, 2.f, 2.f});
+  OnnxBuilder::AttrString(b.Node("Resize", {x_dq, "", "scales"}, {"r"}, "resize0"), "mode",
+                          "nearest");
+  Q(&b, "p", "pout", pq);
+  Q(&b, "t", "tout", xq);
+  Q(&b, "r", "rout", xq);
+  DQ(&b, "pout", "y_maxpool");
+  DQ(&b, "tout", "y_transpose");
+  DQ(&b, "rout", "y_resize");
+  const std::string path = b.Write(dir);
+
+  std::vector<float> x = rng.Floats(48, -14.0, 14.0);  // some codes saturate
+  std::vector<int32_t> c = QuantizeAll(ToDouble(x), xq);
+  std::vector<double> mpool(12);
+  std::vector<int32_t> tr(48), rs(192);
+  for (int64_t ch = 0; ch < 3; ++ch) {
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 2; ++j) {
+        int32_t m = -1;
+        for (int64_t di = 0; di < 2; ++di)
+          for (int64_t dj = 0; dj < 2; ++dj)
+            m = std::max(m, c[size_t((ch * 4 + 2 * i + di) * 4 + 2 * j + dj)]);
+        mpool[size_t((ch * 2 + i) * 2 + j)] = double(m - xq.zp) * double(xq.s);
+      }
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 4; ++j)
+        tr[size_t((i * 4 + j) * 3 + ch)] = c[size_t((ch * 4 + i) * 4 + j)];
+    for (int64_t i = 0; i < 8; ++i)
+      for (int64_t j = 0; j < 8; ++j)
+        rs[size_t((ch * 8 + i) * 8 + j)] = c[size_t((ch * 4 + i / 2) * 4 + j / 2)];
+  }
+  std::vector<Fetch> fetches = {
+      {"y_maxpool", {1, 3, 2, 2}}, {"y_transpose", {1, 4, 4, 3}}, {"y_resize", {1, 3, 8, 8}}};
+  RunResult f = ConvertRun(path, true, {{"x", {1, 3, 4, 4}, x}}, fetches);
+  RunResult l = ConvertRun(path, false, {{"x", {1, 3, 4, 4}, x}}, fetches);
+  for (const RunResult* r : {&f, &l}) {
+    CheckExact(r->outs[0], QuantizeAll(mpool, pq), pq);
+    CheckExact(r->outs[1], tr, xq);
+    CheckExact(r->outs[2], rs, xq);
+  }
+  const Graph& g = f.graph;
+  for (const char* op : {"MaxPool", "Transpose", "Resize"}) {
+    CAPTURE(op);
+    const Node* n = FindOp(g, op);
+    REQUIRE(n != nullptr);
+    CHECK(DTypeOf(g, n->inputs[0]) == DType::kUInt16);
+    CHECK(DTypeOf(g, n->outputs[0]) == DType::kUInt16);
+    CHECK(n->float_reason.empty());
+  }
+  CHECK(CountOps(g, "QfRequantize") == 1);
+  CHECK(CountOps(g, "QuantizeLinear") == 1);
+}
+
+// 16-bit Concat: QLinearConcat's tables are 8-bit, so inputs quantized unlike
+// the output are requantized (QfRequantize) and a plain Concat joins the codes.
+TEST_CASE("qdq: Concat of 16-bit DQ'd activations -> QfRequantize + Concat") {
+  Rng rng(515);
+  const QP q0{0.0002f, 32768, kU16}, q1{0.00035f, 30000, kU16}, yq{0.00025f, 31000, kU16};
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x0", kF32, {1, 2, 4, 4});
+  b.Input("x1", kF32, {1, 3, 4, 4});
+  b.Input("x2", kF32, {1, 1, 4, 4});
+  b.Output("y", kF32, {1, 6, 4, 4});
+  std::string d0 = QDQ(&b, "x0", "in0", q0), d1 = QDQ(&b, "x1", "in1", q1),
+              d2 = QDQ(&b, "x2", "in2", yq);  // same parameters as the output
+  OnnxBuilder::AttrInt(b.Node("Concat", {d0, d1, d2}, {"cat"}, "concat0"), "axis", 1);
+  Q(&b, "cat", "yout", yq);
+  DQ(&b, "yout", "y");
+  const std::string path = b.Write(dir);
+  std::vector<float> x0 = rng.Floats(32, -7.0, 7.0), x1 = rng.Floats(48, -9.0, 9.0),
+                     x2 = rng.Floats(16, -8.0, 8.0);
+  std::vector<double> ref = DequantizeAll(QuantizeAll(ToDouble(x0), q0), q0);
+  for (double v : DequantizeAll(QuantizeAll(ToDouble(x1), q1), q1)) ref.push_back(v);
+  for (double v : DequantizeAll(QuantizeAll(ToDouble(x2), yq), yq)) ref.push_back(v);
+  std::vector<Feed> feeds = {
+      {"x0", {1, 2, 4, 4}, x0}, {"x1", {1, 3, 4, 4}, x1}, {"x2", {1, 1, 4, 4}, x2}};
+  RunResult f = ConvertRun(path, true, feeds, {{"y", {1, 6, 4, 4}}});
+  RunResult l = ConvertRun(path, false, feeds, {{"y", {1, 6, 4, 4}}});
+  CheckBoth(f, l, 0, QuantizeAll(ref, yq), yq);
+  CHECK(CountOps(f.graph, "Concat") == 1);
+  CHECK(CountOps(f.graph, "QfRequantize") == 2);
+  CHECK(CountOps(f.graph, "DequantizeLinear") == 1);
+  const Node* cat = FindOp(f.graph, "Concat");
+  REQUIRE(cat != nullptr);
+  CHECK(DTypeOf(f.graph, cat->outputs[0]) == DType::kUInt16);
 }
 
 TEST_CASE("qdq: a Reshape whose Q has another scale becomes Reshape + QfRequantize") {

@@ -24,7 +24,9 @@ enum class PoolKind { kMax, kAverage, kLp };
 
 Status CheckPoolDType(const KernelContext& ctx, PoolKind kind, DType t) {
   bool ok = t == DType::kFloat32 || t == DType::kFloat64;
-  if (kind == PoolKind::kMax) ok = ok || t == DType::kInt8 || t == DType::kUInt8;
+  // MaxPool moves elements, so it runs on quantized 8- and 16-bit codes too.
+  if (kind == PoolKind::kMax)
+    ok = ok || t == DType::kInt8 || t == DType::kUInt8 || t == DType::kInt16 || t == DType::kUInt16;
   if (!ok) return ctx.Unsupported(std::string("dtype ") + dtype_name(t));
   return Status::Ok();
 }
@@ -239,6 +241,12 @@ Status RunPool(KernelContext& ctx, PoolKind kind) {
       break;
     case DType::kUInt8:
       PoolKernel<uint8_t>(ctx, kind, g);
+      break;
+    case DType::kInt16:
+      PoolKernel<int16_t>(ctx, kind, g);
+      break;
+    case DType::kUInt16:
+      PoolKernel<uint16_t>(ctx, kind, g);
       break;
     default:
       return ctx.Unsupported(std::string("dtype ") + dtype_name(x->dtype));

@@ -162,7 +162,8 @@ Status InferResizeChannelsFirst(KernelContext& ctx) {
   Tensor* y = ctx.output(0);
   y->dtype = x->dtype;
   if (x->dtype != DType::kFloat32 && x->dtype != DType::kFloat64 && x->dtype != DType::kInt8 &&
-      x->dtype != DType::kUInt8 && x->dtype != DType::kInt32 && x->dtype != DType::kInt64)
+      x->dtype != DType::kUInt8 && x->dtype != DType::kInt16 && x->dtype != DType::kUInt16 &&
+      x->dtype != DType::kInt32 && x->dtype != DType::kInt64)
     return ctx.Unsupported(std::string("dtype ") + dtype_name(x->dtype));
   if (!x->rank_known) {
     SetOutputsUnknown(ctx);
@@ -491,6 +492,12 @@ Status RunResizeChannelsFirst(KernelContext& ctx) {
       break;
     case DType::kUInt8:
       ResizeKernel<uint8_t>(*x, taps, r.extrapolation, y);
+      break;
+    case DType::kInt16:
+      ResizeKernel<int16_t>(*x, taps, r.extrapolation, y);
+      break;
+    case DType::kUInt16:
+      ResizeKernel<uint16_t>(*x, taps, r.extrapolation, y);
       break;
     case DType::kInt32:
       ResizeKernel<int32_t>(*x, taps, r.extrapolation, y);
