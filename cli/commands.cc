@@ -478,11 +478,13 @@ OpPrecision ClassifyOp(const Model::Impl& m, const OpEntry& op) {
   if (op.type == "QuantizeLinear" || op.type == "DequantizeLinear" || op.type == "QfRequantize")
     p.precision = "quantize";
   if (op.type == "QfMatMulWeightQ") p.precision = "int4-weight";
-  if (op.type == "QLinearConv" || op.type == "QLinearMatMul" ||
-      op.type == "QfQLinearConvTranspose" || op.type == "QfConvDequant") {
-    int ws = op.inputs.size() > 4 ? op.inputs[4] : -1;
-    if (ws >= 0) p.granularity = numel(ws) == 1 ? "per-tensor" : "per-channel";
-  }
+  // The weight's scale, in the slot its OpDef names (block_size: QfMatMulWeightQ's blocks).
+  const int slot = op.def ? op.def->weight_scale_input : -1;
+  const int ws = slot >= 0 && size_t(slot) < op.inputs.size() ? op.inputs[size_t(slot)] : -1;
+  if (ws >= 0)
+    p.granularity = op.attrs.GetInt("block_size", 0) > 0 ? "blocked"
+                    : numel(ws) == 1                     ? "per-tensor"
+                                                         : "per-channel";
   if (p.precision.empty()) {
     int in0 = op.inputs.empty() ? -1 : op.inputs[0];
     DType t = in0 >= 0 ? m.tensors[in0].info.dtype : DType::kUndefined;

@@ -67,6 +67,16 @@ bool IsDQ(const Node& n) {
   return n.domain.empty() && n.op_type == "DequantizeLinear";
 }
 
+// A float matrix product of the ONNX domain (Conv, ConvTranspose, MatMul,
+// Gemm): what QDQ models quantize through DequantizeLinear on its inputs.
+// Null otherwise; its OpDef names the weight and bias slots.
+const OpDef* FloatMatrixProduct(const Node& n) {
+  const OpDef* def = n.domain.empty() ? FindOp(n.op_type) : nullptr;
+  return def && (def->traits & (kTraitMatrixProduct | kTraitIntegerKernel)) == kTraitMatrixProduct
+             ? def
+             : nullptr;
+}
+
 class QdqChecker {
  public:
   explicit QdqChecker(Analysis* a) : a_(*a), g_(a->g) {
@@ -79,7 +89,8 @@ class QdqChecker {
     for (const Node& n : g_.nodes) {
       if (IsQ(n) || IsDQ(n)) CheckParams(n);
       if (IsQ(n)) CheckPairs(n);
-      if (n.domain.empty() && (n.op_type == "Conv" || n.op_type == "Gemm")) CheckBias(n);
+      const OpDef* def = FloatMatrixProduct(n);
+      if (def && def->bias_input >= 0) CheckBias(n, *def);
     }
   }
 
@@ -247,10 +258,11 @@ class QdqChecker {
     }
   }
 
-  void CheckBias(const Node& n) {
-    const Node* db = DqProducer(n.input(2));
+  // The integer kernels add the bias at input scale x weight scale (per output channel).
+  void CheckBias(const Node& n, const OpDef& def) {
+    const Node* db = DqProducer(n.input(size_t(def.bias_input)));
     const Node* dx = DqProducer(n.input(0));
-    const Node* dw = DqProducer(n.input(1));
+    const Node* dw = DqProducer(n.input(size_t(def.weight_input)));
     if (!db || !dx || !dw) return;
     const Value* bq = g_.Find(db->input(0));
     if (!bq || bq->dtype != DType::kInt32) return;
@@ -336,19 +348,20 @@ void CheckCoverage(Analysis* a, const std::string& onnx_path) {
   }
   std::map<std::string, std::vector<std::pair<const Node*, std::string>>> by_weight;
   for (const Node& n : g.nodes) {
+    const OpDef* def = FloatMatrixProduct(n);
+    if (!def) continue;
     const std::string& t = n.op_type;
-    if (!n.domain.empty() || (t != "Conv" && t != "ConvTranspose" && t != "MatMul" && t != "Gemm"))
-      continue;
+    const std::string& weight = n.input(size_t(def->weight_input));
     QuantOp q;
     q.node = n.name;
     q.op_type = t;
-    const Node* dw = dq_of(n.input(1));
+    const Node* dw = dq_of(weight);
     if (dw) {
       q.weight = dw->input(0);
       q.granularity = granularity(*dw);
       by_weight[q.weight].push_back({dw, q.granularity});
     } else {
-      q.weight = g.IsConstant(n.input(1)) ? n.input(1) : "";
+      q.weight = g.IsConstant(weight) ? weight : "";
       q.granularity = "float";
     }
     q.folded = folded.count(n.name) > 0;

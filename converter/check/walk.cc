@@ -10,7 +10,6 @@
 #include <map>
 #include <memory>
 #include <numeric>
-#include <set>
 
 #include "converter/check/internal.h"
 #include "converter/onnx_dtype.h"
@@ -35,27 +34,6 @@ using conv::Node;
 using conv::Value;
 
 constexpr size_t kMaxFoldedBytes = size_t(16) << 20;
-
-// Ops whose (listed) inputs must all have one dtype.
-bool SameTypeInputs(const Node& n, std::vector<size_t>* idx) {
-  static const std::set<std::string> all = {
-      "Add",        "Sub",    "Mul",      "Div",         "Mod",
-      "Equal",      "Less",   "Greater",  "LessOrEqual", "GreaterOrEqual",
-      "Max",        "Min",    "Sum",      "Mean",        "And",
-      "Or",         "Xor",    "BitShift", "BitwiseAnd",  "BitwiseOr",
-      "BitwiseXor", "Concat", "MatMul",   "PRelu"};
-  idx->clear();
-  if (all.count(n.op_type)) {
-    for (size_t i = 0; i < n.inputs.size(); ++i) idx->push_back(i);
-  } else if (n.op_type == "Where") {
-    *idx = {1, 2};
-  } else if (n.op_type == "Gemm" || n.op_type == "Conv" || n.op_type == "ConvTranspose") {
-    *idx = {0, 1, 2};
-  } else {
-    return false;
-  }
-  return true;
-}
 
 bool IsHalf(DType t) {
   return t == DType::kFloat16 || t == DType::kBFloat16;
@@ -318,11 +296,11 @@ class Walker {
     return a_.Describe(value);
   }
 
-  bool CheckTypes(const Node& n) {
-    std::vector<size_t> idx;
-    if (!SameTypeInputs(n, &idx)) return true;
+  // The inputs the op wants of one dtype (OpDef::same_dtype_inputs) must agree.
+  bool CheckTypes(const Node& n, const OpDef& def) {
     std::vector<std::pair<size_t, DType>> seen;
-    for (size_t i : idx) {
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (!SameDtypeInput(def, i)) continue;
       const Value* v = In(n, i);
       if (!v || v->dtype == DType::kUndefined || Guessed(n.input(i))) continue;
       seen.push_back({i, v->dtype});
@@ -432,7 +410,7 @@ class Walker {
     bool any_guessed = false;
     for (const std::string& in : n.inputs)
       any_guessed = any_guessed || (!in.empty() && Guessed(in));
-    bool ok = CheckTypes(n);
+    bool ok = CheckTypes(n, *def);
     if (ok && HasTraits(n.op_type, kTraitBroadcasting)) {
       std::vector<size_t> idx;
       for (size_t i = 0; i < n.inputs.size(); ++i)

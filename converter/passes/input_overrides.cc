@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "converter/passes/passes.h"
+#include "core/op.h"
 #include "core/shape_util.h"
 
 namespace qfold {
@@ -28,7 +29,9 @@ std::string InputList(const Graph& g) {
 
 // Channels the Conv needs at axis 1: weight dim 1 times group.
 int64_t ConvInputChannels(const Graph& g, const Node& conv) {
-  const std::string& w_name = conv.op_type == "QLinearConv" ? conv.input(3) : conv.input(1);
+  const OpDef* def = FindOp(conv.op_type);
+  if (!def || def->weight_input < 0) return -1;
+  const std::string& w_name = conv.input(size_t(def->weight_input));
   const Value* w = g.Find(w_name);
   // A QDQ weight: the DequantizeLinear's constant input carries the shape.
   if (w && !w->is_constant()) {
@@ -67,6 +70,9 @@ const Node* FirstConv(const Graph& g, const std::string& name, int depth) {
   if (depth > 4) return nullptr;
   for (const Node& n : g.nodes) {
     if (n.inputs.empty() || n.inputs[0] != name || !n.domain.empty()) continue;
+    // By name, not by traits: ConvTranspose's weight holds its input channels
+    // at axis 0, and counting QfConvDequant (made by the converter) would
+    // change the layouts AnnotateLayouts records.
     if (n.op_type == "Conv" || n.op_type == "QLinearConv") return &n;
     if (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear" || n.op_type == "Cast")
       if (const Node* c = FirstConv(g, n.outputs[0], depth + 1)) return c;

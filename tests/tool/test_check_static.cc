@@ -2,12 +2,14 @@
 // asserting the node name and the numbers in the message and in the --json report.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "converter/check/check.h"
+#include "core/op.h"
 #include "tests/tool/onnx_builder.h"
 
 namespace qfold {
@@ -21,6 +23,7 @@ constexpr int kI64 = onnx::TensorProto::INT64;
 constexpr int kI32 = onnx::TensorProto::INT32;
 constexpr int kU8 = onnx::TensorProto::UINT8;
 constexpr int kI8 = onnx::TensorProto::INT8;
+constexpr int kBool = onnx::TensorProto::BOOL;
 
 check::Report Run(const std::string& path, const check::CheckOptions& opts = {}) {
   check::Report r;
@@ -177,6 +180,87 @@ TEST_CASE("check dtypes: an Add of int32 and float16 names both producers and th
   CHECK(Contains(half[0].message, "2 node(s) compute in float16 in 1 island(s)"));
 }
 
+TEST_CASE("OpDef input slots: weights, scales, biases and same-dtype inputs") {
+  const OpDef* conv = FindOp("Conv");
+  REQUIRE(conv);
+  CHECK(conv->weight_input == 1);
+  CHECK(conv->weight_scale_input == -1);
+  CHECK(conv->bias_input == 2);
+  const OpDef* qconv = FindOp("QLinearConv");
+  REQUIRE(qconv);
+  CHECK(qconv->weight_input == 3);
+  CHECK(qconv->weight_scale_input == 4);
+  CHECK(qconv->bias_input == 8);
+  const OpDef* qmm = FindOp("QLinearMatMul");
+  REQUIRE(qmm);
+  CHECK(qmm->weight_input == 3);
+  CHECK(qmm->weight_scale_input == 4);
+  const OpDef* gemm = FindOp("Gemm");
+  REQUIRE(gemm);
+  CHECK(gemm->weight_input == 1);
+  CHECK(gemm->bias_input == 2);
+  CHECK(FindOp("Relu")->weight_input == -1);
+
+  // What `qfold check` kept as a list of names before the OpDefs said it
+  // (BitwiseAnd/Or/Xor were listed too, but qfold has no such ops).
+  const std::vector<std::string> all = {
+      "Add",   "Sub",  "Mul",      "Div",         "Mod",
+      "Equal", "Less", "Greater",  "LessOrEqual", "GreaterOrEqual",
+      "Max",   "Min",  "Sum",      "Mean",        "And",
+      "Or",    "Xor",  "BitShift", "Concat",      "MatMul",
+      "PRelu"};
+  for (const std::string& type : SupportedOps()) {
+    INFO(type);
+    const OpDef& d = *FindOp(type);
+    // Weight slots exactly on the matrix products; scales only on integer ones.
+    CHECK((d.weight_input >= 0) == ((d.traits & kTraitMatrixProduct) != 0));
+    CHECK(d.weight_input < d.max_inputs);
+    CHECK(d.bias_input < d.max_inputs);
+    CHECK(d.weight_scale_input < d.max_inputs);
+    if (d.weight_scale_input >= 0) CHECK((d.traits & kTraitIntegerKernel) != 0);
+    if (d.bias_input >= 0) CHECK(d.weight_input >= 0);
+    // Input 40: past the mask's bits, which kAllInputs still covers.
+    const std::vector<size_t> probe = {0, 1, 2, 3, 40};
+    std::vector<size_t> want;
+    if (std::find(all.begin(), all.end(), type) != all.end())
+      want = probe;
+    else if (type == "Where")
+      want = {1, 2};
+    else if (type == "Gemm" || type == "Conv" || type == "ConvTranspose")
+      want = {0, 1, 2};
+    for (size_t i : probe)
+      CHECK(SameDtypeInput(d, i) == (std::find(want.begin(), want.end(), i) != want.end()));
+  }
+  for (const char* gone : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"}) CHECK(FindOp(gone) == nullptr);
+}
+
+TEST_CASE("check dtypes: Where's X and Y, every Concat input; unsupported ops are not typed") {
+  TempDir dir;
+  OnnxBuilder b(18);
+  b.Input("c", kBool, {4});
+  b.Input("x", kF32, {4});
+  b.Input("i", kI32, {4});
+  b.Input("l", kI64, {4});
+  b.Node("Where", {"c", "x", "i"}, {"w"}, "/where");
+  b.Node("Where", {"c", "x", "x"}, {"ok"}, "/where_ok");  // the bool condition is not compared
+  b.Node("Concat", {"x", "x", "i"}, {"cat"}, "/concat");
+  b.Node("BitwiseAnd", {"i", "l"}, {"band"}, "/band");
+  for (const char* o : {"w", "ok", "cat"}) b.Output(o, kF32, {-1});
+  b.Output("band", kI32, {4});
+  check::Report r = Run(b.Write(dir));
+  auto dt = WithCode(r, "dtype_mismatch");
+  REQUIRE(dt.size() == 2);
+  CHECK(dt[0].node == "/where");
+  CHECK(dt[0].message ==
+        "Where '/where' needs inputs of one type, but input 1 'x' is float32 (graph input 'x'), "
+        "input 2 'i' is int32 (graph input 'i')");
+  CHECK(dt[1].node == "/concat");
+  CHECK(Contains(dt[1].message, "input 2 'i' is int32"));
+  auto un = WithCode(r, "unsupported_op");
+  REQUIRE(un.size() == 1);
+  CHECK(un[0].node == "/band");
+}
+
 TEST_CASE("check QDQ: output_dtype, scale shape and values, zero points, Q->DQ pairs") {
   TempDir dir;
   OnnxBuilder b(21);
@@ -239,6 +323,34 @@ TEST_CASE("check QDQ: output_dtype, scale shape and values, zero points, Q->DQ p
                  "Conv '/conv': bias 'bias' is dequantized with scale 0.002 (channel 0), but input "
                  "scale 0.04 x weight scale 0.1 = 0.004 (3 of 3 channel(s) differ)"));
   CHECK(JsonIssue(r, "qdq_scale", "/dq_w")["tensor"] == "ws");
+}
+
+TEST_CASE("check QDQ: a ConvTranspose bias is checked against its slots like a Conv's") {
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", kF32, {1, 2, 3, 3});
+  b.InitFloat("xs", {}, {0.02f});
+  InitBytes(&b, "xz", kI8, {}, {0});
+  b.Node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"}, "/q_x");
+  b.Node("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"}, "/dq_x");
+  InitBytes(&b, "w", kI8, {2, 2, 1, 1}, {1, 2, 3, 4});
+  b.InitFloat("ws", {}, {0.1f});
+  InitBytes(&b, "wz", kI8, {}, {0});
+  b.Node("DequantizeLinear", {"w", "ws", "wz"}, {"wd"}, "/dq_w");
+  // Scale 0.004 where the accumulator's is 0.02 x 0.1 = 0.002.
+  InitBytes(&b, "bias", kI32, {2}, {1, 2});
+  b.InitFloat("bs", {}, {0.004f});
+  InitBytes(&b, "bz", kI32, {}, {0});
+  b.Node("DequantizeLinear", {"bias", "bs", "bz"}, {"bd"}, "/dq_b");
+  b.Node("ConvTranspose", {"xd", "wd", "bd"}, {"y"}, "/deconv");
+  b.Output("y", kF32, {1, 2, 3, 3});
+  check::Report r = Run(b.Write(dir));
+  auto bias = WithCode(r, "bias_scale");
+  REQUIRE(bias.size() == 1);
+  CHECK(bias[0].node == "/deconv");
+  CHECK(Contains(bias[0].message,
+                 "ConvTranspose '/deconv': bias 'bias' is dequantized with scale 0.004, but input "
+                 "scale 0.02 x weight scale 0.1 = 0.002 (1 of 1 channel(s) differ)"));
 }
 
 // x -> Q -> DQ -> Conv(DQ(w), DQ(bias)) -> Q -> DQ, per-channel weights.

@@ -80,6 +80,31 @@ TEST_CASE("overrides: batch/channel swap is named with the fix") {
   CHECK(Contains(st.message(), "(1,3,416,416)"));
 }
 
+TEST_CASE("overrides: a QLinearConv's channels come from its weight input (w, input 3)") {
+  // x -> QuantizeLinear -> QLinearConv 3->2 (1x1) -> DequantizeLinear -> y.
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.Input("x", kFloat, {-1, 3, -1, -1}, "batch");
+  b.Output("y", kFloat, {-1, 2, -1, -1}, "batch");
+  constexpr int kU8 = onnx::TensorProto::UINT8;
+  const uint8_t zero = 0;
+  const std::vector<uint8_t> w(6, 1);
+  b.InitFloat("s", {}, {0.1f});
+  b.Init("z", kU8, {}, &zero, 1);
+  b.Init("w", kU8, {2, 3, 1, 1}, w.data(), w.size());
+  b.Node("QuantizeLinear", {"x", "s", "z"}, {"xq"}, "/q");
+  b.Node("QLinearConv", {"xq", "s", "z", "w", "s", "z", "s", "z"}, {"yq"}, "/stem/qconv");
+  b.Node("DequantizeLinear", {"yq", "s", "z"}, {"y"}, "/dq");
+  ConvertOptions opts;
+  opts.input_shapes["x"] = {3, 1, 416, 416};
+  Graph g;
+  Status st = LoadAndOptimize(b.Write(dir), opts, &g);
+  REQUIRE_FALSE(st.ok());
+  INFO(st.message());
+  CHECK(Contains(st.message(), "QLinearConv '/stem/qconv' needs 3 channels at axis 1"));
+  CHECK(Contains(st.message(), "axes 0 and 1 look swapped"));
+}
+
 TEST_CASE("overrides: contradicting a fixed dim names both shapes") {
   TempDir dir;
   std::string path = ConvModel(dir, {1, 3, 32, 32});

@@ -182,7 +182,26 @@ struct OpDef {
   // planner may give both one buffer, and run then copies nothing (it must
   // skip the copy when the pointers are equal).
   bool output0_views_input0 = false;
+  // Input slots, so that the converter, `qfold check` and `qfold inspect` ask
+  // the op instead of keeping lists of names (appended last, like the flags).
+  // Bit i set: input i must have the dtype of the other inputs marked here
+  // (Add's operands; Conv's X, W and B); kAllInputs: every input, however many.
+  unsigned same_dtype_inputs = 0;
+  // The weight of a matrix product (Conv's W, QLinearConv's w, MatMul's B),
+  // its scale (quantized forms) and the bias; -1 where the op has none.
+  signed char weight_input = -1;
+  signed char weight_scale_input = -1;
+  signed char bias_input = -1;
 };
+
+// OpDef::same_dtype_inputs of an op whose inputs all share one dtype (variadic ones too).
+constexpr unsigned kAllInputs = ~0u;
+
+// Whether input `index` of op `def` must share the dtype of its other such inputs.
+inline bool SameDtypeInput(const OpDef& def, size_t index) {
+  return def.same_dtype_inputs == kAllInputs ||
+         (index < sizeof(unsigned) * 8 && ((def.same_dtype_inputs >> index) & 1u) != 0);
+}
 
 // `def` with `traits` set: lets positional OpDef initializers add traits.
 inline OpDef WithTraits(OpDef def, unsigned traits) {

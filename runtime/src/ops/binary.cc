@@ -497,34 +497,36 @@ Status RunPRelu(KernelContext& ctx) {
 
 // Element-wise with numpy broadcasting: any common axis order works.
 // kTraitPointwise as for the unary ops (unary.cc): Mod, Sum and Mean qualify
-// but were never tried in the byte-wise collapse.
-#define QF_BINARY_DEF(NAME, INFER, RUN, MIN_IN, MAX_IN, TRAITS) \
-  const OpDef& OpDef_##NAME() {                                 \
-    static const OpDef def = [] {                               \
-      OpDef d{#NAME, INFER, RUN, 0, false, MIN_IN, MAX_IN};     \
-      d.layout = LayoutRole::kElementwise;                      \
-      d.layout_input = EveryInput;                              \
-      d.traits = kTraitBroadcasting | (TRAITS);                 \
-      return d;                                                 \
-    }();                                                        \
-    return def;                                                 \
+// but were never tried in the byte-wise collapse. SAME_DTYPE: every op but
+// Pow (its exponent may have another type) takes operands of one dtype.
+#define QF_BINARY_DEF(NAME, INFER, RUN, MIN_IN, MAX_IN, TRAITS, SAME_DTYPE) \
+  const OpDef& OpDef_##NAME() {                                             \
+    static const OpDef def = [] {                                           \
+      OpDef d{#NAME, INFER, RUN, 0, false, MIN_IN, MAX_IN};                 \
+      d.layout = LayoutRole::kElementwise;                                  \
+      d.layout_input = EveryInput;                                          \
+      d.traits = kTraitBroadcasting | (TRAITS);                             \
+      d.same_dtype_inputs = SAME_DTYPE;                                     \
+      return d;                                                             \
+    }();                                                                    \
+    return def;                                                             \
   }
 
 constexpr int kVariadicMax = 1 << 20;
 
-QF_BINARY_DEF(Add, InferSameTypeBinary, RunArith<AddFn>, 2, 2, kTraitPointwise)
-QF_BINARY_DEF(Sub, InferSameTypeBinary, RunArith<SubFn>, 2, 2, kTraitPointwise)
-QF_BINARY_DEF(Mul, InferSameTypeBinary, RunArith<MulFn>, 2, 2, kTraitPointwise)
-QF_BINARY_DEF(Div, InferSameTypeBinary, RunArith<DivFn>, 2, 2, kTraitPointwise)
-QF_BINARY_DEF(Pow, InferPow, RunPow, 2, 2, kTraitPointwise)
-QF_BINARY_DEF(Mod, InferMod, RunMod, 2, 2, 0)
-QF_BINARY_DEF(PRelu, InferPRelu, RunPRelu, 2, 2, kTraitPointwise)
+QF_BINARY_DEF(Add, InferSameTypeBinary, RunArith<AddFn>, 2, 2, kTraitPointwise, kAllInputs)
+QF_BINARY_DEF(Sub, InferSameTypeBinary, RunArith<SubFn>, 2, 2, kTraitPointwise, kAllInputs)
+QF_BINARY_DEF(Mul, InferSameTypeBinary, RunArith<MulFn>, 2, 2, kTraitPointwise, kAllInputs)
+QF_BINARY_DEF(Div, InferSameTypeBinary, RunArith<DivFn>, 2, 2, kTraitPointwise, kAllInputs)
+QF_BINARY_DEF(Pow, InferPow, RunPow, 2, 2, kTraitPointwise, 0)
+QF_BINARY_DEF(Mod, InferMod, RunMod, 2, 2, 0, kAllInputs)
+QF_BINARY_DEF(PRelu, InferPRelu, RunPRelu, 2, 2, kTraitPointwise, kAllInputs)
 QF_BINARY_DEF(Max, InferVariadic<false>, (RunVariadic<MaxFn, false>), 1, kVariadicMax,
-              kTraitPointwise)
+              kTraitPointwise, kAllInputs)
 QF_BINARY_DEF(Min, InferVariadic<false>, (RunVariadic<MinFn, false>), 1, kVariadicMax,
-              kTraitPointwise)
-QF_BINARY_DEF(Sum, InferVariadic<true>, (RunVariadic<AddFn, false>), 1, kVariadicMax, 0)
-QF_BINARY_DEF(Mean, InferVariadic<true>, (RunVariadic<AddFn, true>), 1, kVariadicMax, 0)
+              kTraitPointwise, kAllInputs)
+QF_BINARY_DEF(Sum, InferVariadic<true>, (RunVariadic<AddFn, false>), 1, kVariadicMax, 0, kAllInputs)
+QF_BINARY_DEF(Mean, InferVariadic<true>, (RunVariadic<AddFn, true>), 1, kVariadicMax, 0, kAllInputs)
 
 #undef QF_BINARY_DEF
 

@@ -209,24 +209,28 @@ Status RunWhere(KernelContext& ctx) {
 
 }  // namespace
 
-// All of them broadcast their inputs.
-#define QF_DEF(NAME, INFER, RUN, NIN)                                            \
-  const OpDef& OpDef_##NAME() {                                                  \
-    static const OpDef def =                                                     \
-        WithTraits({#NAME, INFER, RUN, 0, false, NIN, NIN}, kTraitBroadcasting); \
-    return def;                                                                  \
+// All of them broadcast their inputs; SAME_DTYPE: the inputs of one dtype
+// (Where's X and Y, not its bool condition).
+#define QF_DEF(NAME, INFER, RUN, NIN, SAME_DTYPE)                                        \
+  const OpDef& OpDef_##NAME() {                                                          \
+    static const OpDef def = [] {                                                        \
+      OpDef d = WithTraits({#NAME, INFER, RUN, 0, false, NIN, NIN}, kTraitBroadcasting); \
+      d.same_dtype_inputs = SAME_DTYPE;                                                  \
+      return d;                                                                          \
+    }();                                                                                 \
+    return def;                                                                          \
   }
 
-QF_DEF(Equal, InferCompare<true>, RunCompare<EqualFn>, 2)
-QF_DEF(Less, InferCompare<false>, RunCompare<LessFn>, 2)
-QF_DEF(Greater, InferCompare<false>, RunCompare<GreaterFn>, 2)
-QF_DEF(LessOrEqual, InferCompare<false>, RunCompare<LessOrEqualFn>, 2)
-QF_DEF(GreaterOrEqual, InferCompare<false>, RunCompare<GreaterOrEqualFn>, 2)
-QF_DEF(And, InferLogic, RunLogic<AndFn>, 2)
-QF_DEF(Or, InferLogic, RunLogic<OrFn>, 2)
-QF_DEF(Xor, InferLogic, RunLogic<XorFn>, 2)
-QF_DEF(BitShift, InferBitShift, RunBitShift, 2)
-QF_DEF(Where, InferWhere, RunWhere, 3)
+QF_DEF(Equal, InferCompare<true>, RunCompare<EqualFn>, 2, kAllInputs)
+QF_DEF(Less, InferCompare<false>, RunCompare<LessFn>, 2, kAllInputs)
+QF_DEF(Greater, InferCompare<false>, RunCompare<GreaterFn>, 2, kAllInputs)
+QF_DEF(LessOrEqual, InferCompare<false>, RunCompare<LessOrEqualFn>, 2, kAllInputs)
+QF_DEF(GreaterOrEqual, InferCompare<false>, RunCompare<GreaterOrEqualFn>, 2, kAllInputs)
+QF_DEF(And, InferLogic, RunLogic<AndFn>, 2, kAllInputs)
+QF_DEF(Or, InferLogic, RunLogic<OrFn>, 2, kAllInputs)
+QF_DEF(Xor, InferLogic, RunLogic<XorFn>, 2, kAllInputs)
+QF_DEF(BitShift, InferBitShift, RunBitShift, 2, kAllInputs)
+QF_DEF(Where, InferWhere, RunWhere, 3, (1u << 1) | (1u << 2))
 #undef QF_DEF
 
 }  // namespace qfold

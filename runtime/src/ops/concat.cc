@@ -90,6 +90,7 @@ const OpDef& OpDef_Concat() {
     OpDef d{"Concat", InferConcat, RunConcat, 0, false, 1, 1 << 30};
     d.layout = LayoutRole::kAxis;
     d.layout_input = EveryInput;
+    d.same_dtype_inputs = kAllInputs;
     return d;
   }();
   return def;

@@ -411,6 +411,9 @@ const OpDef& OpDef_Conv() {
     d.layout = LayoutRole::kChannelsLast;
     d.layout_float = true;
     d.traits = kTraitMatrixProduct | kTraitSpatial | kTraitHalfWeights;
+    d.same_dtype_inputs = 0b111;  // X, W, B (not the fused residual)
+    d.weight_input = 1;
+    d.bias_input = 2;
     return d;
   }();
   return def;

@@ -305,6 +305,9 @@ const OpDef& OpDef_ConvTranspose() {
     d.prepare = PrepareConvTranspose;
     d.const_inputs = 1u << 1;  // W
     d.traits = kTraitMatrixProduct | kTraitSpatial | kTraitHalfWeights;
+    d.same_dtype_inputs = 0b111;  // X, W, B
+    d.weight_input = 1;
+    d.bias_input = 2;
     return d;
   }();
   return def;

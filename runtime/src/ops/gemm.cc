@@ -289,6 +289,9 @@ const OpDef& OpDef_Gemm() {
     d.prepare = PrepareGemm;
     d.const_inputs = 1u << 1;  // B
     d.traits = kTraitMatrixProduct | kTraitHalfWeights;
+    d.same_dtype_inputs = 0b111;  // A, B, C
+    d.weight_input = 1;
+    d.bias_input = 2;
     return d;
   }();
   return def;

@@ -288,6 +288,9 @@ const OpDef& OpDef_MatMul() {
     d.prepare = PrepareMatMul;
     d.const_inputs = 1u << 1;  // B
     d.traits = kTraitMatrixProduct | kTraitHalfWeights;
+    d.same_dtype_inputs = kAllInputs;
+    d.weight_input = 1;
+    d.bias_input = 2;
     return d;
   }();
   return def;

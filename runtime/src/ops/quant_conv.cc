@@ -647,6 +647,9 @@ const OpDef& OpDef_QLinearConv() {
     d.const_inputs = 1u << 3;  // w
     d.layout = LayoutRole::kChannelsLast;
     d.traits = kTraitMatrixProduct | kTraitSpatial | kTraitIntegerKernel;
+    d.weight_input = 3;
+    d.weight_scale_input = 4;
+    d.bias_input = 8;
     return d;
   }();
   return def;
@@ -661,6 +664,9 @@ const OpDef& OpDef_QfConvDequant() {
     d.const_inputs = 1u << 3;  // w
     d.layout = LayoutRole::kChannelsLast;
     d.traits = kTraitMatrixProduct | kTraitSpatial | kTraitIntegerKernel;
+    d.weight_input = 3;
+    d.weight_scale_input = 4;
+    d.bias_input = kDequantBias;
     return d;
   }();
   return def;
@@ -674,6 +680,7 @@ const OpDef& OpDef_ConvInteger() {
     d.const_inputs = 1u << 1;  // w
     // Not kTraitSpatial, like QfQLinearConvTranspose (quant_conv_transpose.cc).
     d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
+    d.weight_input = 1;  // no scale: it outputs the int32 sums
     return d;
   }();
   return def;

@@ -296,6 +296,9 @@ const OpDef& OpDef_QfQLinearConvTranspose() {
     // Not kTraitSpatial: its graph outputs were never labelled NCHW (the float
     // ConvTranspose's are); labelling them would change converted models.
     d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
+    d.weight_input = 3;
+    d.weight_scale_input = 4;
+    d.bias_input = 8;
     return d;
   }();
   return def;

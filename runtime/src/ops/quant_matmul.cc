@@ -513,6 +513,9 @@ const OpDef& OpDef_MatMulIntegerToFloat() {
     d.prepare = PrepareMatMulIntegerToFloat;
     d.const_inputs = 1u << kMitfB;
     d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
+    d.weight_input = kMitfB;
+    d.weight_scale_input = kMitfBScale;
+    d.bias_input = kMitfBias;
     return d;
   }();
   return def;
@@ -525,6 +528,9 @@ const OpDef& OpDef_DynamicQuantizeMatMul() {
     d.prepare = PrepareMatMulIntegerToFloat;  // B is input 1 in both
     d.const_inputs = 1u << kDqmB;
     d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
+    d.weight_input = kDqmB;
+    d.weight_scale_input = kDqmBScale;
+    d.bias_input = kDqmBias;
     return d;
   }();
   return def;
@@ -537,6 +543,9 @@ const OpDef& OpDef_QLinearMatMul() {
     d.prepare = PrepareQLinearMatMul;
     d.const_inputs = 1u << 3;  // b
     d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
+    d.weight_input = 3;
+    d.weight_scale_input = 4;
+    d.bias_input = 8;  // qfold's fused bias
     return d;
   }();
   return def;
@@ -549,6 +558,7 @@ const OpDef& OpDef_MatMulInteger() {
     d.prepare = PrepareMatMulInteger;
     d.const_inputs = 1u << 1;  // b
     d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
+    d.weight_input = 1;  // no scale: it outputs the int32 sums
     return d;
   }();
   return def;

@@ -130,10 +130,14 @@ Status RunQfMatMulWeightQ(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_QfMatMulWeightQ() {
-  static const OpDef def =
-      WithTraits(QuantOpDef("QfMatMulWeightQ", InferQfMatMulWeightQ, RunQfMatMulWeightQ,
-                            /*min_inputs=*/3, /*max_inputs=*/4),
-                 kTraitMatrixProduct | kTraitIntegerKernel);
+  static const OpDef def = [] {
+    OpDef d = WithTraits(QuantOpDef("QfMatMulWeightQ", InferQfMatMulWeightQ, RunQfMatMulWeightQ,
+                                    /*min_inputs=*/3, /*max_inputs=*/4),
+                         kTraitMatrixProduct | kTraitIntegerKernel);
+    d.weight_input = 1;
+    d.weight_scale_input = 2;
+    return d;
+  }();
   return def;
 }
 
