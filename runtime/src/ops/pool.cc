@@ -13,6 +13,7 @@
 #include "kernels/kernel_config.h"
 #include "kernels/pool_2d.h"
 #include "kernels/pool_nhwc_s8.h"
+#include "kernels/thread_pool.h"
 #include "kernels/window_taps.h"
 #include "ops/channels_last.h"
 #include "ops/window_util.h"
@@ -175,6 +176,57 @@ void PoolKernel(const KernelContext& ctx, PoolKind kind, const WindowGeometry& g
   }
 }
 
+// MaxPool of 16-bit codes (a16 models), 2-D NCHW: one plane per work item,
+// each output the max over the taps inside the input (lowest() for a window
+// with none, as PoolKernel). A max is exact, so this equals the reference.
+template <class T>
+void MaxPool2d16(const kernels::Pool2dArgs& a, const T* x, T* y) {
+  kernels::ParallelFor(a.pool, a.planes, [&](int64_t p0, int64_t p1, int) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const T* in = x + p * a.ih * a.iw;
+      T* out = y + p * a.oh * a.ow;
+      for (int64_t oy = 0; oy < a.oh; ++oy)
+        for (int64_t ox = 0; ox < a.ow; ++ox) {
+          T m = std::numeric_limits<T>::lowest();
+          for (int64_t ky = 0; ky < a.kh; ++ky) {
+            const int64_t iy = oy * a.sh - a.pad_top + ky * a.dh;
+            if (iy < 0 || iy >= a.ih) continue;
+            for (int64_t kx = 0; kx < a.kw; ++kx) {
+              const int64_t ix = ox * a.sw - a.pad_left + kx * a.dw;
+              if (ix >= 0 && ix < a.iw) m = std::max(m, in[iy * a.iw + ix]);
+            }
+          }
+          out[oy * a.ow + ox] = m;
+        }
+    }
+  });
+}
+
+// The same channels-last: every tap is one max over a pixel's contiguous
+// channels, a loop the compiler vectorizes.
+template <class T>
+void MaxPoolNhwc16(const kernels::PoolNhwcArgs& a, const T* x, T* y) {
+  kernels::ParallelFor(a.pool, a.n * a.oh, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / a.oh, oy = r % a.oh;
+      for (int64_t ox = 0; ox < a.ow; ++ox) {
+        T* __restrict out = y + (r * a.ow + ox) * a.c;
+        std::fill(out, out + a.c, std::numeric_limits<T>::lowest());
+        for (int64_t ky = 0; ky < a.kh; ++ky) {
+          const int64_t iy = oy * a.sh - a.pad_top + ky * a.dh;
+          if (iy < 0 || iy >= a.ih) continue;
+          for (int64_t kx = 0; kx < a.kw; ++kx) {
+            const int64_t ix = ox * a.sw - a.pad_left + kx * a.dw;
+            if (ix < 0 || ix >= a.iw) continue;
+            const T* __restrict in = x + ((b * a.ih + iy) * a.iw + ix) * a.c;
+            for (int64_t ch = 0; ch < a.c; ++ch) out[ch] = std::max(out[ch], in[ch]);
+          }
+        }
+      }
+    }
+  });
+}
+
 // The 2-D NCHW fast kernels (kernels/pool_2d.h, bit-identical to PoolKernel)
 // for MaxPool without Indices (float, int8, uint8) and float AveragePool.
 // False: not covered, or the reference ISA level is forced.
@@ -214,6 +266,12 @@ bool RunPool2dFast(const KernelContext& ctx, PoolKind kind, const WindowGeometry
       return true;
     case DType::kUInt8:
       kernels::MaxPool2dU8(*ctx.kernel_config().pool_2d, a, x->ptr<uint8_t>(), y->ptr<uint8_t>());
+      return true;
+    case DType::kInt16:
+      MaxPool2d16(a, x->ptr<int16_t>(), y->ptr<int16_t>());
+      return true;
+    case DType::kUInt16:
+      MaxPool2d16(a, x->ptr<uint16_t>(), y->ptr<uint16_t>());
       return true;
     default:
       return false;
@@ -310,6 +368,14 @@ bool RunMaxPoolChannelsLastFast(KernelContext& ctx) {
   if (!ChannelsLastPoolArgs(ctx, PoolKind::kMax, &p)) return false;
   if (x->dtype == DType::kFloat32)
     return kernels::MaxPoolNhwcF32(ctx.kernel_config(), p, x->ptr<float>(), y->ptr<float>());
+  if (ctx.kernel_config().fast_loops && x->dtype == DType::kInt16) {
+    MaxPoolNhwc16(p, x->ptr<int16_t>(), y->ptr<int16_t>());
+    return true;
+  }
+  if (ctx.kernel_config().fast_loops && x->dtype == DType::kUInt16) {
+    MaxPoolNhwc16(p, x->ptr<uint16_t>(), y->ptr<uint16_t>());
+    return true;
+  }
   if (x->dtype != DType::kInt8 && x->dtype != DType::kUInt8) return false;
   return kernels::MaxPoolNhwcS8(ctx.kernel_config(), p, x->dtype == DType::kInt8, x->ptr<uint8_t>(),
                                 y->ptr<uint8_t>());

@@ -600,6 +600,9 @@ Status RunQfChannelLines(KernelContext& ctx) {
 // Inputs: x, x_scale, x_zero_point?, y_scale, y_zero_point (its dtype is
 // y's); 8/16-bit in and out, per-tensor:
 //   y = saturate(nearbyint(float(x - x_zp) * (x_scale / y_scale)) + y_zp)
+// between 8-bit types (a 256-entry table); with a 16-bit side it is the
+// DequantizeLinear -> QuantizeLinear pair it replaces, computed literally:
+//   y = saturate(nearbyint(float(x - x_zp) * x_scale / y_scale) + y_zp)
 
 bool IsRequantDType(DType t) {
   return t == DType::kInt8 || t == DType::kUInt8 || t == DType::kInt16 || t == DType::kUInt16;
@@ -642,10 +645,36 @@ Status RunQfRequantize(KernelContext& ctx) {
                           x->numel(), ctx.pool))
       return Status::Ok();
   }
-  for (int64_t i = 0; i < x->numel(); ++i) {
-    const float v = float(LoadQ(x->data, x->dtype, i) - px.zp) * mult;
-    StoreQ(y->data, y->dtype, i, RoundAddSaturate(v, py.zp, r.lo, r.hi));
+  if (Is8Bit(x->dtype) && Is8Bit(y->dtype)) {
+    for (int64_t i = 0; i < x->numel(); ++i) {
+      const float v = float(LoadQ(x->data, x->dtype, i) - px.zp) * mult;
+      StoreQ(y->data, y->dtype, i, RoundAddSaturate(v, py.zp, r.lo, r.hi));
+    }
+    return Status::Ok();
   }
+  // A 16-bit side: the DQ and Q kernels over blocks of float, on the stack.
+  const kernels::KernelConfig& kc = ctx.kernel_config();
+  const int64_t n = x->numel();
+  constexpr int64_t kBlock = 4096;
+  const bool x_signed = x->dtype == DType::kInt8 || x->dtype == DType::kInt16;
+  const bool y_signed = y->dtype == DType::kInt8 || y->dtype == DType::kInt16;
+  const size_t xe = dtype_size(x->dtype), ye = dtype_size(y->dtype);
+  const int32_t xzp = px.zp, yzp = py.zp;
+  kernels::ParallelFor(ctx.pool, (n + kBlock - 1) / kBlock, [&](int64_t b0, int64_t b1, int) {
+    float buf[kBlock];
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t i0 = b * kBlock, len = std::min(kBlock, n - i0);
+      const void* xs = static_cast<const uint8_t*>(x->data) + size_t(i0) * xe;
+      void* ys = static_cast<uint8_t*>(y->data) + size_t(i0) * ye;
+      const auto dq = Is8Bit(x->dtype) ? kernels::DequantizeS8ToF32 : kernels::Dequantize16ToF32;
+      if (!dq(kc, xs, buf, x_signed, 1, 1, len, &px.scale, &xzp, false, nullptr))
+        for (int64_t i = 0; i < len; ++i) buf[i] = px.Dequant(LoadQ(x->data, x->dtype, i0 + i));
+      const auto q = Is8Bit(y->dtype) ? kernels::QuantizeF32ToS8 : kernels::QuantizeF32To16;
+      if (!q(kc, buf, ys, y_signed, r.lo, r.hi, 1, 1, len, &py.scale, &yzp, false, nullptr))
+        for (int64_t i = 0; i < len; ++i)
+          StoreQ(y->data, y->dtype, i0 + i, QuantizeValue(buf[i], py.scale, py.zp, r));
+    }
+  });
   return Status::Ok();
 }
 
