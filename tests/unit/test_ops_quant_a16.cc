@@ -606,6 +606,66 @@ namespace {
 
 // Wide tables (16-bit chains collapsed by the converter): indexed by the raw
 // 16-bit value (int16 -1 reads entry 65535); 8- and 16-bit results.
+// MaxPool on 16-bit codes (a16 models keep them through pools): both layouts,
+// the reference and the detected kernels, 1 and 2 threads, against a direct
+// max over the taps inside the input.
+TEST_CASE("a16 maxpool: 16-bit codes in both layouts against a direct max") {
+  std::mt19937 rng(91);
+  struct Geom {
+    int64_t n, c, h, w, k, stride, pad, dil;
+  };
+  for (const Geom& gm : {Geom{2, 19, 9, 8, 3, 2, 1, 1}, Geom{1, 40, 7, 11, 2, 1, 0, 2},
+                         Geom{1, 3, 5, 5, 3, 3, 2, 1}}) {
+    for (DType t : {DType::kUInt16, DType::kInt16}) {
+      CAPTURE(gm.c);
+      const bool u = t == DType::kUInt16;
+      std::uniform_int_distribution<int32_t> d(u ? 0 : -32768, u ? 65535 : 32767);
+      std::vector<int32_t> x(size_t(gm.n * gm.c * gm.h * gm.w));
+      for (auto& v : x) v = d(rng);
+      const int64_t oh = (gm.h + 2 * gm.pad - gm.dil * (gm.k - 1) - 1) / gm.stride + 1;
+      const int64_t ow = (gm.w + 2 * gm.pad - gm.dil * (gm.k - 1) - 1) / gm.stride + 1;
+      std::vector<int32_t> want;  // NCHW
+      for (int64_t b = 0; b < gm.n; ++b)
+        for (int64_t ch = 0; ch < gm.c; ++ch)
+          for (int64_t oy = 0; oy < oh; ++oy)
+            for (int64_t ox = 0; ox < ow; ++ox) {
+              int32_t m = u ? 0 : -32768;
+              for (int64_t ky = 0; ky < gm.k; ++ky)
+                for (int64_t kx = 0; kx < gm.k; ++kx) {
+                  const int64_t iy = oy * gm.stride - gm.pad + ky * gm.dil;
+                  const int64_t ix = ox * gm.stride - gm.pad + kx * gm.dil;
+                  if (iy >= 0 && iy < gm.h && ix >= 0 && ix < gm.w)
+                    m = std::max(m, x[size_t(((b * gm.c + ch) * gm.h + iy) * gm.w + ix)]);
+                }
+              want.push_back(m);
+            }
+      const std::vector<int32_t> want_nhwc = ToNhwc(want, gm.n, gm.c, oh, ow);
+      for (bool nhwc : {false, true}) {
+        const std::vector<int32_t> xv = nhwc ? ToNhwc(x, gm.n, gm.c, gm.h, gm.w) : x;
+        const Shape s = nhwc ? Shape{gm.n, gm.h, gm.w, gm.c} : Shape{gm.n, gm.c, gm.h, gm.w};
+        TensorPtr xt = u ? U16(s, std::vector<uint16_t>(xv.begin(), xv.end()))
+                         : I16(s, std::vector<int16_t>(xv.begin(), xv.end()));
+        AttrMap a;
+        a.SetInts("kernel_shape", {gm.k, gm.k});
+        a.SetInts("strides", {gm.stride, gm.stride});
+        a.SetInts("pads", {gm.pad, gm.pad, gm.pad, gm.pad});
+        a.SetInts("dilations", {gm.dil, gm.dil});
+        if (nhwc) a.SetInt("channels_last", 1);
+        for (const kernels::KernelConfig* kc :
+             {&IsaConfig(kernels::Isa::kReference), &kernels::DefaultKernelConfig()})
+          for (int threads : {1, 2}) {
+            CAPTURE(nhwc);
+            CAPTURE(kc->Describe());
+            CAPTURE(threads);
+            Result r = Run("MaxPool", {xt}, a, false, threads, kc);
+            REQUIRE(r.status.ok());
+            CHECK(r.values == (nhwc ? want_nhwc : want));
+          }
+      }
+    }
+  }
+}
+
 TEST_CASE("a16 qflookuptable: 16-bit indices and results") {
   std::vector<uint16_t> t16(65536);
   std::vector<uint8_t> t8(65536);
