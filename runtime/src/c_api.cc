@@ -239,6 +239,7 @@ void qfold_session_options_init(qfold_session_options* opts) {
   opts->num_state_bindings = 0;
   opts->state_bindings = nullptr;
   opts->precision = QFOLD_PRECISION_FLOAT32;
+  opts->max_memory_bytes = 0;
 }
 
 qfold_status qfold_session_create(qfold_model* model, const qfold_session_options* opts,
@@ -273,6 +274,10 @@ qfold_status qfold_session_create(qfold_model* model, const qfold_session_option
                           " (QFOLD_PRECISION_FLOAT32 = 0 or QFOLD_PRECISION_BFLOAT16 = 1)");
         o.precision = static_cast<qfold::SessionOptions::Precision>(opts->precision);
       }
+      // 0 keeps SessionOptions' bound: C callers had it before the field existed.
+      if (opts->struct_size >= offsetof(qfold_session_options, max_memory_bytes) + sizeof(size_t) &&
+          opts->max_memory_bytes > 0)
+        o.max_memory_bytes = opts->max_memory_bytes;
     }
     std::unique_ptr<qfold_session> h(new qfold_session);
     h->model = model->model;

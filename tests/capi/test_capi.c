@@ -303,6 +303,76 @@ static void TestPrecision(const char* path) {
   qfold_model_free(m);
 }
 
+/* max_memory_bytes bounds what a session plans. The convnet has symbolic dims,
+ * so its plan (and the refusal) comes with resize_input; the streaming model's
+ * shapes are fixed, so creation plans and refuses. `exact`: a limit equal to
+ * arena_bytes fits (no values computed at plan time on top). */
+static void CheckMemoryLimit(qfold_model* m, const char* input, const int64_t* dims, size_t rank,
+                             int exact) {
+  qfold_session_options opts;
+  qfold_session* s = NULL;
+  size_t arena;
+  qfold_session_options_init(&opts);
+  EXPECT(opts.max_memory_bytes == 0); /* the library's default bound */
+  EXPECT_OK(qfold_session_create(m, &opts, &s));
+  if (!s) return;
+  if (input) EXPECT_OK(qfold_session_resize_input(s, input, dims, rank));
+  arena = qfold_session_arena_bytes(s);
+  EXPECT(arena > 0);
+  qfold_session_free(s);
+  s = NULL;
+
+  opts.max_memory_bytes = arena - 1;
+  if (input) {
+    EXPECT_OK(qfold_session_create(m, &opts, &s));
+    if (!s) return;
+    EXPECT_ERROR(qfold_session_resize_input(s, input, dims, rank), QFOLD_INVALID_MODEL,
+                 "bytes a session may allocate");
+    qfold_session_free(s);
+    s = NULL;
+  } else {
+    EXPECT_ERROR(qfold_session_create(m, &opts, &s), QFOLD_INVALID_MODEL,
+                 "bytes a session may allocate");
+    EXPECT(s == NULL);
+  }
+  /* The message names the bytes: the limit given. */
+  {
+    char limit[32];
+    snprintf(limit, sizeof(limit), "more than the %zu bytes", arena - 1);
+    EXPECT(strstr(qfold_last_error(), limit) != NULL);
+  }
+
+  if (exact) {
+    opts.max_memory_bytes = arena;
+    EXPECT_OK(qfold_session_create(m, &opts, &s));
+    if (s && input) EXPECT_OK(qfold_session_resize_input(s, input, dims, rank));
+    if (s) EXPECT(qfold_session_arena_bytes(s) == arena);
+    qfold_session_free(s);
+    s = NULL;
+  }
+
+  /* A caller built against a header without the field never set it: ignored. */
+  opts.max_memory_bytes = 1;
+  opts.struct_size = offsetof(qfold_session_options, max_memory_bytes);
+  EXPECT_OK(qfold_session_create(m, &opts, &s));
+  if (s && input) EXPECT_OK(qfold_session_resize_input(s, input, dims, rank));
+  if (s) EXPECT(qfold_session_arena_bytes(s) == arena);
+  qfold_session_free(s);
+}
+
+static void TestMemoryLimit(const char* convnet, const char* vad) {
+  static const int64_t dims[4] = {2, 3, 5, 7};
+  qfold_model* m = NULL;
+  EXPECT_OK(qfold_model_load_file(convnet, &m));
+  if (m) CheckMemoryLimit(m, "input", dims, 4, 1);
+  qfold_model_free(m);
+  if (!vad) return;
+  m = NULL;
+  EXPECT_OK(qfold_model_load_file(vad, &m));
+  if (m) CheckMemoryLimit(m, NULL, NULL, 0, 1);
+  qfold_model_free(m);
+}
+
 /* Runs `steps` chunks; with `bound` the session carries the state, otherwise the
  * caller copies stateN into state as a caller without bindings would. */
 static void RunChunks(qfold_model* m, int bound, int steps, float* probs) {
@@ -387,6 +457,7 @@ int main(int argc, char** argv) {
     TestTruncated(argv[1]);
     TestModel(argv[1]);
     TestPrecision(argv[1]);
+    TestMemoryLimit(argv[1], argc > 2 ? argv[2] : NULL);
   }
   if (argc > 2) TestStateBinding(argv[2]);
   if (g_failures) {

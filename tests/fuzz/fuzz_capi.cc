@@ -20,9 +20,10 @@
 #include "qfold/runtime.h"
 
 namespace {
-// The C API has no memory limit option, so a C++ session with a bound runs the
-// same shapes and values first: what it refuses for size is not fed to the C
-// API (libFuzzer's -malloc_limit_mb would report a legitimate large plan).
+// A C++ session with the same bound runs the same shapes and values first:
+// what it refuses for size is not fed to the C API (libFuzzer's
+// -malloc_limit_mb would report a legitimate large plan), whose own
+// max_memory_bytes is set too.
 bool FitsInLimit(const std::shared_ptr<qfold::Model>& model,
                  const std::vector<qfold_fuzz::Feed>& feeds) {
   qfold::SessionOptions opts;
@@ -42,6 +43,7 @@ void RunThroughCApi(qfold_model* model, const std::vector<qfold_fuzz::Feed>& fee
   qfold_session_options opts;
   qfold_session_options_init(&opts);
   opts.num_threads = 2;
+  opts.max_memory_bytes = size_t(32) << 20;  // as FitsInLimit
   qfold_session* session = nullptr;
   if (qfold_session_create(model, &opts, &session) != QFOLD_OK) return;
   for (const qfold_fuzz::Feed& f : feeds) {

@@ -1522,6 +1522,69 @@ TEST_CASE("arena: kernel scratch is planned, counted and limited") {
   }
 }
 
+// x [1, 32, 32, 32] -> 3x3 stride-2 `op` "pool_node" (pads 1) -> y.
+std::string ScratchPoolModel(const TempDir& dir, const char* op) {
+  OnnxBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 32, 32, 32});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  auto* n = b.Node(op, {"x"}, {"y"}, "pool_node");
+  OnnxBuilder::AttrInts(n, "kernel_shape", {3, 3});
+  OnnxBuilder::AttrInts(n, "strides", {2, 2});
+  OnnxBuilder::AttrInts(n, "pads", {1, 1, 1, 1});
+  return b.Write(dir, std::string(op) + ".onnx");
+}
+
+TEST_CASE("arena: pooling scratch is planned, counted and limited") {
+  // Issue 18: the pooling kernels' window tables, column maxima, phases and
+  // tap pointers are planned in the arena (OpDef::scratch), NCHW and
+  // channels-last alike; the pools are bit-identical to the reference.
+  const char* isa = std::getenv("QFOLD_ISA");
+  if (isa && std::string(isa) == "reference") return;  // no fast kernels: no scratch
+  TempDir dir;
+  const size_t shortfalls = kernels::ScratchShortfalls();
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    for (bool channels_last : {false, true}) {
+      CAPTURE(op);
+      CAPTURE(channels_last);
+      conv::ConvertOptions copts;
+      copts.channels_last = channels_last;
+      conv::test::Converted conv;
+      Status st = conv::test::ConvertAndOpen(ScratchPoolModel(dir, op), copts, &conv);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      std::vector<float> x(size_t(32 * 32 * 32));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 37 % 61) - 30) / 8;
+      SessionOptions ref_opts;
+      ref_opts.kernel_isa = "reference";
+      std::unique_ptr<Session> ref;
+      REQUIRE(Session::Create(conv.model, ref_opts, &ref).ok());
+      conv::test::SetFloatInput(ref.get(), "x", {1, 32, 32, 32}, x);
+      REQUIRE(ref->Run().ok());
+      const std::vector<float> want = conv::test::FloatOutput(*ref, "y", {1, 32, 16, 16});
+      for (int threads : {1, 2}) {
+        CAPTURE(threads);
+        SessionOptions opts;
+        opts.num_threads = threads;
+        std::unique_ptr<Session> s;
+        REQUIRE(Session::Create(conv.model, opts, &s).ok());
+        const size_t arena = s->arena_bytes();
+        CHECK(arena > ref->arena_bytes());
+        for (int run = 0; run < 2; ++run) {
+          conv::test::SetFloatInput(s.get(), "x", {1, 32, 32, 32}, x);
+          st = s->Run();
+          REQUIRE_MESSAGE(st.ok(), st.message());
+          CHECK(conv::test::FloatOutput(*s, "y", {1, 32, 16, 16}) == want);
+        }
+        CHECK(kernels::ScratchShortfalls() == shortfalls);
+        opts.max_memory_bytes = arena - 1;
+        st = Session::Create(conv.model, opts, &s);
+        CHECK(st.code() == StatusCode::kInvalidModel);
+        CHECK_MESSAGE(Contains(st.message(), "'pool_node'"), st.message());
+        CHECK_MESSAGE(Contains(st.message(), "scratch"), st.message());
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace malformed
 }  // namespace qfold

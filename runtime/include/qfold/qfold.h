@@ -101,6 +101,13 @@ typedef struct qfold_session_options {
    * enum's size); other values fail qfold_session_create. qfold_session_kernels
    * lists conv_nhwc_bf16 when bfloat16 is in use. Default: QFOLD_PRECISION_FLOAT32. */
   int32_t precision;
+  /* Upper bound on the bytes the session allocates (activation arena with kernel
+   * scratch, values computed at plan time, dynamic-mode buffers). A plan that
+   * needs more fails qfold_session_create (or qfold_session_resize_input /
+   * set_input for symbolic shapes) with QFOLD_INVALID_MODEL naming the op and
+   * the bytes, instead of exhausting the device's memory. 0: the library's
+   * default bound, 4 GiB (what callers without this field get). Default: 0. */
+  size_t max_memory_bytes;
 } qfold_session_options;
 
 /* ---- errors and helpers ------------------------------------------------- */
@@ -151,7 +158,8 @@ qfold_status qfold_model_output_info(const qfold_model* model, size_t index,
 
 /* ---- sessions ----------------------------------------------------------- */
 
-/* Fills `opts` with the defaults (num_threads = 1, precision = QFOLD_PRECISION_FLOAT32). */
+/* Fills `opts` with the defaults (num_threads = 1, precision = QFOLD_PRECISION_FLOAT32,
+ * max_memory_bytes = 0: the default bound). */
 void qfold_session_options_init(qfold_session_options* opts);
 
 /* Creates a session holding its own activation memory. `opts` may be NULL for

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_config.h"
+#include "kernels/scratch.h"
 #include "kernels/thread_pool.h"
 
 #define QF_POOL_NS generic
@@ -25,12 +26,24 @@ namespace {
 
 constexpr Pool2dKernels kPool2dGeneric = generic::MakePool2dKernels();
 
-template <class T, class Fn>
-void Run(const Pool2dArgs& a, const T* x, T* y, Fn fn) {
+ThreadPool* PoolFor(const Pool2dArgs& a) {
   // Small tensors: the pool's hand-off costs more than the work.
   const bool small = a.planes * (a.ih * a.iw + a.oh * a.ow) < (int64_t(1) << 15);
-  ParallelFor(small ? nullptr : a.pool, a.planes,
-              [&](int64_t p0, int64_t p1, int) { fn(a, x, y, p0, p1); });
+  return small ? nullptr : a.pool;
+}
+
+// Each thread's slice of `slice` bytes (64-byte multiples: the kernels' parts
+// are) follows the previous one.
+size_t Bytes(const Pool2dArgs& a, size_t slice) {
+  return a.planes > 0 ? slice * size_t(NumThreads(PoolFor(a))) : 0;
+}
+
+template <class T, class Fn>
+void Run(const Pool2dArgs& a, const T* x, T* y, Fn fn, size_t slice) {
+  const ScratchRegion region(a.scratch, Bytes(a, slice));
+  ParallelFor(PoolFor(a), a.planes, [&](int64_t p0, int64_t p1, int slot) {
+    fn(a, x, y, p0, p1, region.data() + size_t(slot) * slice);
+  });
 }
 
 }  // namespace
@@ -53,16 +66,23 @@ const Pool2dKernels* Pool2dFor(const CpuFeatures& f, const char** variant) {
 }
 
 void MaxPool2dF32(const Pool2dKernels& k, const Pool2dArgs& a, const float* x, float* y) {
-  Run(a, x, y, k.max_f32);
+  Run(a, x, y, k.max_f32, k.max_f32_scratch(a));
 }
 void MaxPool2dS8(const Pool2dKernels& k, const Pool2dArgs& a, const int8_t* x, int8_t* y) {
-  Run(a, x, y, k.max_s8);
+  Run(a, x, y, k.max_s8, k.max_s8_scratch(a));
 }
 void MaxPool2dU8(const Pool2dKernels& k, const Pool2dArgs& a, const uint8_t* x, uint8_t* y) {
-  Run(a, x, y, k.max_u8);
+  Run(a, x, y, k.max_u8, k.max_u8_scratch(a));
 }
 void AvgPool2dF32(const Pool2dKernels& k, const Pool2dArgs& a, const float* x, float* y) {
-  Run(a, x, y, k.avg_f32);
+  Run(a, x, y, k.avg_f32, k.avg_f32_scratch(a));
+}
+
+size_t MaxPool2dScratch(const Pool2dKernels& k, const Pool2dArgs& a, int64_t esize) {
+  return Bytes(a, esize == 4 ? k.max_f32_scratch(a) : k.max_u8_scratch(a));
+}
+size_t AvgPool2dScratch(const Pool2dKernels& k, const Pool2dArgs& a) {
+  return Bytes(a, k.avg_f32_scratch(a));
 }
 
 }  // namespace kernels

@@ -1,13 +1,13 @@
 // Plane loops of pool_2d.h, written so the compiler vectorizes them. Each ISA
 // file includes this inside its own namespace (QF_POOL_NS) and compiles it
 // with its flags, so the instantiations never mix across ISA levels. Buffers
-// are plain arrays (no std::vector/std::fill): a standard-library template
+// are parts of the caller's scratch (no std::vector/std::fill): a standard-library template
 // instantiated here would be compiled with this file's ISA flags and could be
 // the copy the linker keeps for the whole program.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <memory>
 
 #include "kernels/pool_2d.h"
 #include "kernels/window_taps.h"
@@ -17,46 +17,60 @@ namespace kernels {
 namespace QF_POOL_NS {
 namespace {
 
+// Plain arithmetic (no ScratchLayout: an inline function of another header
+// compiled here with this file's ISA flags could be the copy the program
+// keeps). Parts start at multiples of 64 bytes.
+inline size_t AddPart(size_t* total, size_t bytes) {
+  const size_t at = *total;
+  *total += (bytes + 63) / 64 * 64;
+  return at;
+}
+
+// Interior outputs [first, last) of one axis: every tap inside the input.
+void Interior(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t pad_begin,
+              int64_t* first, int64_t* last) {
+  *first = out;
+  *last = out;
+  bool seen_interior = false;
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t st = o * s - pad_begin;
+    // (k - 1) * d fits (window_util.cc checks it), st + (k - 1) * d may not.
+    const bool interior = st >= 0 && (k - 1) * d < in - st;
+    if (interior && !seen_interior) {
+      *first = o;
+      seen_interior = true;
+    }
+    if (!interior && seen_interior && *last == out) *last = o;
+  }
+  if (!seen_interior) *first = *last = 0;
+}
+
 // One axis: for output o the window starts at input start(o); taps
 // [lo[o], hi[o]) fall inside the input (lo == hi: none); `padded` counts
 // taps inside input plus padding (AveragePool's count_include_pad divisor).
-// Outputs [first, last) have every tap inside the input.
-template <class T>
-std::unique_ptr<T[]> Array(int64_t n) {
-  return std::unique_ptr<T[]>(new T[size_t(n > 0 ? n : 1)]());
-}
-
+// Outputs [first, last) have every tap inside the input. The four arrays
+// are 4 * out int64 of the caller's scratch.
 struct Axis {
-  std::unique_ptr<int64_t[]> start, lo, hi, padded;
+  int64_t *start, *lo, *hi, *padded;
   int64_t first = 0, last = 0;
 };
 
 Axis MakeAxis(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t pad_begin,
-              int64_t pad_end) {
+              int64_t pad_end, int64_t* mem) {
   Axis ax;
-  ax.start = Array<int64_t>(out);
-  ax.lo = Array<int64_t>(out);
-  ax.hi = Array<int64_t>(out);
-  ax.padded = Array<int64_t>(out);
-  ax.first = out;
-  ax.last = out;
-  bool seen_interior = false;
+  ax.start = mem;
+  ax.lo = mem + out;
+  ax.hi = mem + 2 * out;
+  ax.padded = mem + 3 * out;
   for (int64_t o = 0; o < out; ++o) {
     const int64_t st = o * s - pad_begin;
     const WindowTaps w = TapsOfWindow(st, k, d, in, pad_end);
-    ax.start[size_t(o)] = st;
-    ax.lo[size_t(o)] = w.lo;
-    ax.hi[size_t(o)] = w.hi;
-    ax.padded[size_t(o)] = w.padded;
-    // (k - 1) * d fits (window_util.cc checks it), st + (k - 1) * d may not.
-    const bool interior = st >= 0 && (k - 1) * d < in - st;
-    if (interior && !seen_interior) {
-      ax.first = o;
-      seen_interior = true;
-    }
-    if (!interior && seen_interior && ax.last == out) ax.last = o;
+    ax.start[o] = st;
+    ax.lo[o] = w.lo;
+    ax.hi[o] = w.hi;
+    ax.padded[o] = w.padded;
   }
-  if (!seen_interior) ax.first = ax.last = 0;
+  Interior(in, out, k, s, d, pad_begin, &ax.first, &ax.last);
   return ax;
 }
 
@@ -76,7 +90,7 @@ inline uint8_t MaxStep(uint8_t acc, uint8_t v) {
 // row[i * S + j] for i * S + j < avail (the load-lanes pattern compilers
 // vectorize), so tap t of output o is phase (t * d) % S at o + (t * d) / S.
 template <class T, int S>
-void SplitPhases(const T* row, int64_t avail, int64_t len, T* ph) {
+void SplitPhases(const T* __restrict row, int64_t avail, int64_t len, T* __restrict ph) {
   const int64_t full = avail / S;
   for (int64_t i = 0; i < full; ++i)
     for (int j = 0; j < S; ++j) ph[j * len + i] = row[i * S + j];
@@ -85,17 +99,18 @@ void SplitPhases(const T* row, int64_t avail, int64_t len, T* ph) {
 }
 
 // Vector-friendly lengths: loops over our own scratch run to a multiple of
-// one 64-byte vector, so no scalar remainder loop runs.
-template <class T>
-int64_t RoundVec(int64_t n) {
-  const int64_t v = int64_t(64 / sizeof(T));
+// one 64-byte vector (of esize-byte elements), so no scalar remainder loop runs.
+inline int64_t RoundVec(int64_t n, int64_t esize) {
+  const int64_t v = 64 / esize;
   return (n + v - 1) / v * v;
 }
 
 // dst[o] = MaxStep chain over src[0][o], src[1][o], ..., in that order, with
 // the running maximum kept in a register for up to 4 taps at a time.
+// dst never overlaps a source (restrict: the scratch parts share one region,
+// which the compiler could not tell apart otherwise).
 template <class T, int K>
-void ChainFixed(const T* const* src, bool init, int64_t n, T* dst) {
+void ChainFixed(const T* const* src, bool init, int64_t n, T* __restrict dst) {
   const T* s[K];
   for (int t = 0; t < K; ++t) s[t] = src[t];
   if (init) {
@@ -132,55 +147,89 @@ void Chain(const T* const* src, int64_t k, int64_t n, T* dst) {
   }
 }
 
+// A thread's scratch for MaxPlanes over elements of esize bytes; the sizes
+// follow from the column axis' interior, computed as MakeAxis does.
+struct MaxLayout {
+  int64_t first = 0, nint = 0, nint_v = 0, ow_v = 0, hstride = 0;
+  int64_t s = 1, avail = 0, plen = 1, row_taps = 0, col_taps = 0;
+  size_t rows = 0, cols = 0, used = 0, hbuf = 0, phases = 0, src = 0, col_src = 0, vrow = 0;
+  size_t total = 0;
+  MaxLayout(const Pool2dArgs& a, int64_t esize) {
+    int64_t last = 0;
+    Interior(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, &first, &last);
+    nint = last - first;
+    nint_v = RoundVec(nint, esize);
+    ow_v = RoundVec(a.ow, esize);
+    // Row r's column maxima: hbuf[r * hstride + o]; the interior loop may
+    // write up to nint_v values from first.
+    hstride = RoundVec(first + nint_v > a.ow ? first + nint_v : a.ow, esize);
+    // Interior windows as phases (SplitPhases) padded to whole vectors: phase
+    // reads go up to (k - 1) * d / s + nint_v. The stride only separates
+    // interior windows: with one (or none) it is never applied, and huge pads
+    // can put several windows around a single interior one with any stride,
+    // so the phases (s of them) would grow with it.
+    s = nint > 1 ? a.sw : 1;
+    avail = nint > 0 ? a.iw - (first * a.sw - a.pad_left) : 0;
+    plen = nint > 0 ? RoundVec(avail / s + 1 + (a.kw - 1) * a.dw / s + nint_v, esize) : 1;
+    // Tap pointers: row taps inside the input (at most ih), column taps of
+    // interior windows (all inside: at most iw). Huge kernels that only huge
+    // pads make legal never size these.
+    row_taps = a.kh < a.ih ? a.kh : a.ih;
+    col_taps = nint > 0 ? a.kw : 0;
+    const size_t ptr = sizeof(const void*);
+    rows = AddPart(&total, size_t(4 * a.oh) * sizeof(int64_t));
+    cols = AddPart(&total, size_t(4 * a.ow) * sizeof(int64_t));
+    used = AddPart(&total, size_t(a.ih));
+    hbuf = AddPart(&total, size_t(a.ih * hstride * esize));
+    phases = AddPart(&total, size_t(plen * s * esize));
+    src = AddPart(&total, size_t(row_taps > col_taps ? row_taps : col_taps) * ptr);
+    col_src = AddPart(&total, size_t(col_taps) * ptr);
+    vrow = AddPart(&total, size_t(ow_v * esize));
+  }
+};
+
 template <class T>
-void MaxPlanes(const Pool2dArgs& a, const T* x, T* y, int64_t p0, int64_t p1) {
-  const Axis rows = MakeAxis(a.ih, a.oh, a.kh, a.sh, a.dh, a.pad_top, a.pad_bottom);
-  const Axis cols = MakeAxis(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, a.pad_right);
+size_t MaxScratch(const Pool2dArgs& a) {
+  return MaxLayout(a, int64_t(sizeof(T))).total;
+}
+
+// Planes [p0, p1) with `scratch` (MaxScratch bytes, this thread's).
+template <class T>
+void MaxPlanes(const Pool2dArgs& a, const T* x, T* y, int64_t p0, int64_t p1, uint8_t* scratch) {
+  const MaxLayout l(a, int64_t(sizeof(T)));
+  const Axis rows = MakeAxis(a.ih, a.oh, a.kh, a.sh, a.dh, a.pad_top, a.pad_bottom,
+                             reinterpret_cast<int64_t*>(scratch + l.rows));
+  const Axis cols = MakeAxis(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, a.pad_right,
+                             reinterpret_cast<int64_t*>(scratch + l.cols));
   // Which input rows some output reads: only those get a column-max row.
-  std::unique_ptr<char[]> used = Array<char>(a.ih);
+  char* const used = reinterpret_cast<char*>(scratch + l.used);
+  for (int64_t r = 0; r < a.ih; ++r) used[r] = 0;
   for (int64_t o = 0; o < a.oh; ++o)
-    for (int64_t t = rows.lo[size_t(o)]; t < rows.hi[size_t(o)]; ++t)
-      used[size_t(rows.start[size_t(o)] + t * a.dh)] = 1;
-  const int64_t nint = cols.last - cols.first;
-  const int64_t nint_v = RoundVec<T>(nint), ow_v = RoundVec<T>(a.ow);
-  // Row r's column maxima: hbuf[r * hstride + o]; the interior loop may write
-  // up to nint_v values from cols.first.
-  const int64_t hstride = RoundVec<T>(cols.first + nint_v > a.ow ? cols.first + nint_v : a.ow);
-  std::unique_ptr<T[]> hbuf = Array<T>(a.ih * hstride);
-  // Interior windows as phases (SplitPhases) padded to whole vectors: phase
-  // reads go up to (k - 1) * d / s + nint_v. The stride only separates
-  // interior windows: with one (or none) it is never applied, and huge pads
-  // can put several windows around a single interior one with any stride, so
-  // the phases (s of them) would grow with it.
-  const int64_t s = nint > 1 ? a.sw : 1;
-  const int64_t avail = nint > 0 ? a.iw - cols.start[size_t(cols.first)] : 0;
-  const int64_t plen = nint > 0 ? RoundVec<T>(avail / s + 1 + (a.kw - 1) * a.dw / s + nint_v) : 1;
-  std::unique_ptr<T[]> phases = Array<T>(plen * s);
-  // Tap pointers: row taps inside the input (at most ih), column taps of
-  // interior windows (all inside: at most iw). Huge kernels that only huge pads
-  // make legal never size these.
-  const int64_t row_taps = a.kh < a.ih ? a.kh : a.ih;
-  const int64_t col_taps = nint > 0 ? a.kw : 0;
-  std::unique_ptr<const T*[]> src = Array<const T*>(row_taps > col_taps ? row_taps : col_taps);
+    for (int64_t t = rows.lo[o]; t < rows.hi[o]; ++t) used[rows.start[o] + t * a.dh] = 1;
+  const int64_t nint = l.nint, nint_v = l.nint_v, ow_v = l.ow_v, hstride = l.hstride;
+  const int64_t s = l.s, avail = l.avail, plen = l.plen, col_taps = l.col_taps;
+  T* const hbuf = reinterpret_cast<T*>(scratch + l.hbuf);
+  T* const phases = reinterpret_cast<T*>(scratch + l.phases);
+  const T** const src = reinterpret_cast<const T**>(scratch + l.src);
   // Where each column tap starts in the phases (divisions hoisted out of the
   // loops), and whether some output column has no tap at all.
-  std::unique_ptr<const T*[]> col_src = Array<const T*>(col_taps);
+  const T** const col_src = reinterpret_cast<const T**>(scratch + l.col_src);
   for (int64_t t = 0; t < col_taps; ++t)
-    col_src[size_t(t)] = phases.get() + ((t * a.dw) % s) * plen + (t * a.dw) / s;
+    col_src[t] = phases + ((t * a.dw) % s) * plen + (t * a.dw) / s;
   bool empty_cols = false;
-  for (int64_t c = 0; c < a.ow; ++c) empty_cols |= cols.lo[size_t(c)] == cols.hi[size_t(c)];
-  std::unique_ptr<T[]> vrow = Array<T>(ow_v);
+  for (int64_t c = 0; c < a.ow; ++c) empty_cols |= cols.lo[c] == cols.hi[c];
+  T* __restrict const vrow = reinterpret_cast<T*>(scratch + l.vrow);
   const T lowest = std::numeric_limits<T>::lowest();
   for (int64_t p = p0; p < p1; ++p) {
     const T* xp = x + p * a.ih * a.iw;
     T* yp = y + p * a.oh * a.ow;
     for (int64_t r = 0; r < a.ih; ++r) {
-      if (!used[size_t(r)]) continue;
-      const T* xr = xp + r * a.iw;
-      T* h = hbuf.get() + r * hstride;
+      if (!used[r]) continue;
+      const T* __restrict xr = xp + r * a.iw;
+      T* __restrict h = hbuf + r * hstride;
       if (nint > 0) {
-        const T* base = xr + cols.start[size_t(cols.first)];
-        T* ph = phases.get();
+        const T* base = xr + cols.start[cols.first];
+        T* ph = phases;
         switch (s) {
           case 1:
             SplitPhases<T, 1>(base, avail, plen, ph);
@@ -195,7 +244,7 @@ void MaxPlanes(const Pool2dArgs& a, const T* x, T* y, int64_t p0, int64_t p1) {
             for (int64_t i = 0; i < avail; ++i) ph[(i % s) * plen + i / s] = base[i];
             break;
         }
-        Chain<T>(col_src.get(), a.kw, nint_v, h + cols.first);
+        Chain<T>(col_src, a.kw, nint_v, h + cols.first);
       }
       // Border outputs after the interior, whose padded loop may run over them.
       for (int64_t o = 0; o < a.ow; ++o) {
@@ -203,8 +252,8 @@ void MaxPlanes(const Pool2dArgs& a, const T* x, T* y, int64_t p0, int64_t p1) {
           o = cols.last - 1;
           continue;
         }
-        const int64_t lo = cols.lo[size_t(o)], hi = cols.hi[size_t(o)];
-        const int64_t st = cols.start[size_t(o)];
+        const int64_t lo = cols.lo[o], hi = cols.hi[o];
+        const int64_t st = cols.start[o];
         if (lo == hi) continue;  // no tap: the output is lowest, set below
         T acc = xr[st + lo * a.dw];
         for (int64_t t = lo + 1; t < hi; ++t) acc = MaxStep(acc, xr[st + t * a.dw]);
@@ -212,20 +261,19 @@ void MaxPlanes(const Pool2dArgs& a, const T* x, T* y, int64_t p0, int64_t p1) {
       }
     }
     for (int64_t o = 0; o < a.oh; ++o) {
-      T* yr = yp + o * a.ow;
-      const int64_t lo = rows.lo[size_t(o)], hi = rows.hi[size_t(o)];
+      T* __restrict yr = yp + o * a.ow;
+      const int64_t lo = rows.lo[o], hi = rows.hi[o];
       if (lo == hi) {
         for (int64_t c = 0; c < a.ow; ++c) yr[c] = lowest;
         continue;
       }
-      const int64_t st = rows.start[size_t(o)];
-      for (int64_t t = lo; t < hi; ++t)
-        src[size_t(t - lo)] = hbuf.get() + (st + t * a.dh) * hstride;
-      Chain<T>(src.get(), hi - lo, ow_v, vrow.get());
+      const int64_t st = rows.start[o];
+      for (int64_t t = lo; t < hi; ++t) src[t - lo] = hbuf + (st + t * a.dh) * hstride;
+      Chain<T>(src, hi - lo, ow_v, vrow);
       for (int64_t c = 0; c < a.ow; ++c) yr[c] = vrow[c];
       if (empty_cols)
         for (int64_t c = 0; c < a.ow; ++c)
-          if (cols.lo[size_t(c)] == cols.hi[size_t(c)]) yr[c] = lowest;
+          if (cols.lo[c] == cols.hi[c]) yr[c] = lowest;
     }
   }
 }
@@ -233,7 +281,7 @@ void MaxPlanes(const Pool2dArgs& a, const T* x, T* y, int64_t p0, int64_t p1) {
 // acc[o] = (acc[o] + src[0][o]) + src[1][o] + ... in tap order, up to 4 taps
 // per pass with the sum in a register.
 template <int K>
-void SumFixed(const float* const* src, int64_t n, double* acc) {
+void SumFixed(const float* const* src, int64_t n, double* __restrict acc) {
   const float* s[K];
   for (int t = 0; t < K; ++t) s[t] = src[t];
   for (int64_t o = 0; o < n; ++o) {
@@ -279,17 +327,41 @@ void RowSumInterior(const float* row, int64_t avail, int64_t n, int64_t s, int64
   }
 }
 
-void AvgPlanes(const Pool2dArgs& a, const float* x, float* y, int64_t p0, int64_t p1) {
-  const Axis rows = MakeAxis(a.ih, a.oh, a.kh, a.sh, a.dh, a.pad_top, a.pad_bottom);
-  const Axis cols = MakeAxis(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, a.pad_right);
+// A thread's scratch for AvgPlanes.
+struct AvgLayout {
+  int64_t nint = 0;
+  size_t rows = 0, cols = 0, acc = 0, phases = 0, src = 0, total = 0;
+  explicit AvgLayout(const Pool2dArgs& a) {
+    int64_t first = 0, last = 0;
+    Interior(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, &first, &last);
+    nint = last - first;
+    rows = AddPart(&total, size_t(4 * a.oh) * sizeof(int64_t));
+    cols = AddPart(&total, size_t(4 * a.ow) * sizeof(int64_t));
+    acc = AddPart(&total, size_t(a.ow) * sizeof(double));
+    // RowSumInterior splits phases only for strides 2 to 4 (at most avail + 4
+    // values); larger strides read the row in place, so the stride, which
+    // huge pads leave unbounded, never sizes this part.
+    phases = AddPart(&total, size_t(a.iw + 16) * sizeof(float));
+    // Column taps of interior windows only (all inside the input: kw <= iw).
+    src = AddPart(&total, size_t(nint > 0 ? a.kw : 0) * sizeof(const float*));
+  }
+};
+
+size_t AvgScratch(const Pool2dArgs& a) {
+  return AvgLayout(a).total;
+}
+
+void AvgPlanes(const Pool2dArgs& a, const float* x, float* y, int64_t p0, int64_t p1,
+               uint8_t* scratch) {
+  const AvgLayout l(a);
+  const Axis rows = MakeAxis(a.ih, a.oh, a.kh, a.sh, a.dh, a.pad_top, a.pad_bottom,
+                             reinterpret_cast<int64_t*>(scratch + l.rows));
+  const Axis cols = MakeAxis(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, a.pad_right,
+                             reinterpret_cast<int64_t*>(scratch + l.cols));
   const int64_t nint = cols.last - cols.first;
-  std::unique_ptr<double[]> acc = Array<double>(a.ow);
-  // RowSumInterior splits phases only for strides 2 to 4 (at most avail + 4
-  // values); larger strides read the row in place, so the stride, which huge
-  // pads leave unbounded, never sizes this buffer.
-  std::unique_ptr<float[]> phases = Array<float>(a.iw + 16);
-  // Column taps of interior windows only (all inside the input: kw <= iw).
-  std::unique_ptr<const float*[]> src = Array<const float*>(nint > 0 ? a.kw : 0);
+  double* __restrict const acc = reinterpret_cast<double*>(scratch + l.acc);
+  float* const phases = reinterpret_cast<float*>(scratch + l.phases);
+  const float** const src = reinterpret_cast<const float**>(scratch + l.src);
   for (int64_t p = p0; p < p1; ++p) {
     const float* xp = x + p * a.ih * a.iw;
     float* yp = y + p * a.oh * a.ow;
@@ -311,18 +383,18 @@ void AvgPlanes(const Pool2dArgs& a, const float* x, float* y, int64_t p0, int64_
           const int64_t st = cols.start[size_t(cols.first)];
           const float* base = xr + st;
           const int64_t avail = a.iw - st;
-          double* ac = acc.get() + cols.first;
-          float* ph = phases.get();
+          double* ac = acc + cols.first;
+          float* ph = phases;
           if (a.sw == 1)
-            RowSumInterior<1>(base, avail, nint, 1, a.kw, a.dw, ph, src.get(), ac);
+            RowSumInterior<1>(base, avail, nint, 1, a.kw, a.dw, ph, src, ac);
           else if (a.sw == 2)
-            RowSumInterior<2>(base, avail, nint, 2, a.kw, a.dw, ph, src.get(), ac);
+            RowSumInterior<2>(base, avail, nint, 2, a.kw, a.dw, ph, src, ac);
           else if (a.sw == 3)
-            RowSumInterior<3>(base, avail, nint, 3, a.kw, a.dw, ph, src.get(), ac);
+            RowSumInterior<3>(base, avail, nint, 3, a.kw, a.dw, ph, src, ac);
           else if (a.sw == 4)
-            RowSumInterior<4>(base, avail, nint, 4, a.kw, a.dw, ph, src.get(), ac);
+            RowSumInterior<4>(base, avail, nint, 4, a.kw, a.dw, ph, src, ac);
           else
-            RowSumInterior<0>(base, avail, nint, a.sw, a.kw, a.dw, ph, src.get(), ac);
+            RowSumInterior<0>(base, avail, nint, a.sw, a.kw, a.dw, ph, src, ac);
         }
       }
       float* yr = yp + o * a.ow;
@@ -340,7 +412,8 @@ void AvgPlanes(const Pool2dArgs& a, const float* x, float* y, int64_t p0, int64_
 }  // namespace
 
 constexpr Pool2dKernels MakePool2dKernels() {
-  return {MaxPlanes<float>, MaxPlanes<int8_t>, MaxPlanes<uint8_t>, AvgPlanes};
+  return {MaxPlanes<float>,  MaxPlanes<int8_t>,  MaxPlanes<uint8_t>,  AvgPlanes,
+          MaxScratch<float>, MaxScratch<int8_t>, MaxScratch<uint8_t>, AvgScratch};
 }
 
 }  // namespace QF_POOL_NS

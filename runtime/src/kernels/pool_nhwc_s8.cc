@@ -10,10 +10,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_config.h"
+#include "kernels/scratch.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -130,58 +130,95 @@ bool ValidArgs(const PoolNhwcArgs& a) {
 // Taps of output o along one axis inside the input, and inside input plus
 // padding (positions past in + pad_end never count, as in the reference).
 void AxisCounts(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t pad_begin,
-                int64_t pad_end, std::vector<int64_t>* inside, std::vector<int64_t>* padded) {
-  inside->assign(size_t(out), 0);
-  padded->assign(size_t(out), 0);
-  for (int64_t o = 0; o < out; ++o)
+                int64_t pad_end, int64_t* inside, int64_t* padded) {
+  for (int64_t o = 0; o < out; ++o) {
+    inside[o] = 0;
+    padded[o] = 0;
     for (int64_t t = 0; t < k; ++t) {
       const int64_t pos = o * s - pad_begin + t * d;
-      if (pos >= 0 && pos < in) ++(*inside)[size_t(o)];
-      if (pos < in + pad_end) ++(*padded)[size_t(o)];
+      if (pos >= 0 && pos < in) ++inside[o];
+      if (pos < in + pad_end) ++padded[o];
     }
+  }
 }
+
+ThreadPool* WindowedPool(const PoolNhwcArgs& a, int64_t esize) {
+  return a.n * a.oh * a.ow * a.c * esize * a.kh * a.kw < (int64_t(1) << 16) ? nullptr : a.pool;
+}
+
+// A windowed call's scratch: the per-axis tap counts and the fill row, read
+// by every thread, then per thread one output row's tap pointers, divisors,
+// multipliers and the portable kernels' sums.
+struct WindowedLayout {
+  size_t rin, rpad, cin, cpad, fill, slots;  // offsets in the region
+  size_t ind, div, mult, sums, slice;        // offsets in a thread's slice
+  size_t total;
+  WindowedLayout(const PoolNhwcArgs& a, int64_t esize, int threads) {
+    ScratchLayout l;
+    rin = l.Add(size_t(a.oh) * sizeof(int64_t));
+    rpad = l.Add(size_t(a.oh) * sizeof(int64_t));
+    cin = l.Add(size_t(a.ow) * sizeof(int64_t));
+    cpad = l.Add(size_t(a.ow) * sizeof(int64_t));
+    fill = l.Add(size_t(a.c * esize));
+    ScratchLayout t;
+    ind = t.Add(size_t(a.ow * a.kh * a.kw) * sizeof(const uint8_t*));
+    div = t.Add(size_t(a.ow) * sizeof(float));
+    mult = t.Add(size_t(a.ow) * sizeof(float));
+    sums = t.Add(size_t(a.c) * sizeof(int32_t));
+    slice = t.total();
+    slots = l.Add(slice * size_t(threads));
+    total = l.total();
+  }
+};
 
 // Windowed pools: each output row of each image through `fn`; `avg`
 // fills the divisors (count_include_pad per a). Elements of `esize` bytes;
-// `fill` is one element's bytes.
+// `fill` is one element's bytes. `empty` (float only): the value of windows
+// without taps inside the input, set after the run (such windows exist only
+// with pads of a whole kernel; the reference gives lowest() for max).
 bool RunWindowed(const PoolNhwcArgs& a, int64_t esize, const uint8_t* x, uint8_t* y,
                  const void* fill, bool avg, PoolNhwcRowArgs base,
-                 void (*fn)(const PoolNhwcRowArgs&)) {
+                 void (*fn)(const PoolNhwcRowArgs&), const float* empty = nullptr) {
   if (a.n * a.oh * a.ow * a.c == 0) return true;
   const int64_t ntaps = a.kh * a.kw, c = a.c, pixel_bytes = c * esize;
-  std::vector<int64_t> rin, rpad, cin, cpad;
-  AxisCounts(a.ih, a.oh, a.kh, a.sh, a.dh, a.pad_top, a.pad_bottom, &rin, &rpad);
-  AxisCounts(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, a.pad_right, &cin, &cpad);
-  std::vector<uint8_t> fill_row(static_cast<size_t>(pixel_bytes));
-  for (int64_t i = 0; i < c; ++i) std::memcpy(fill_row.data() + i * esize, fill, size_t(esize));
+  ThreadPool* pool = WindowedPool(a, esize);
+  const WindowedLayout lay(a, esize, NumThreads(pool));
+  const ScratchRegion region(a.scratch, lay.total);
+  int64_t* const rin = region.at<int64_t>(lay.rin);
+  int64_t* const rpad = region.at<int64_t>(lay.rpad);
+  int64_t* const cin = region.at<int64_t>(lay.cin);
+  int64_t* const cpad = region.at<int64_t>(lay.cpad);
+  AxisCounts(a.ih, a.oh, a.kh, a.sh, a.dh, a.pad_top, a.pad_bottom, rin, rpad);
+  AxisCounts(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, a.pad_right, cin, cpad);
+  uint8_t* const fill_row = region.at<uint8_t>(lay.fill);
+  for (int64_t i = 0; i < c; ++i) std::memcpy(fill_row + i * esize, fill, size_t(esize));
   // Output columns [in0, in1) have every tap column inside the input.
   const int64_t in0 = std::min(a.ow, (a.pad_left + a.sw - 1) / a.sw);
   const int64_t last = a.iw - 1 - (a.kw - 1) * a.dw + a.pad_left;
   const int64_t in1 = std::max(in0, last < 0 ? 0 : std::min(a.ow, last / a.sw + 1));
   const int64_t rows = a.n * a.oh;
-  ThreadPool* pool = rows * a.ow * pixel_bytes * ntaps < (int64_t(1) << 16) ? nullptr : a.pool;
-  auto work = [&](int64_t r0, int64_t r1, int) {
-    std::vector<const uint8_t*> ind(static_cast<size_t>(a.ow * ntaps));
-    std::vector<float> div(static_cast<size_t>(a.ow)), mult(static_cast<size_t>(a.ow));
-    std::vector<int32_t> scratch(static_cast<size_t>(c));
+  auto work = [&](int64_t r0, int64_t r1, int slot) {
+    uint8_t* const mine = region.at<uint8_t>(lay.slots + size_t(slot) * lay.slice);
+    const uint8_t** const ind = reinterpret_cast<const uint8_t**>(mine + lay.ind);
+    float* const div = reinterpret_cast<float*>(mine + lay.div);
+    float* const mult = reinterpret_cast<float*>(mine + lay.mult);
     PoolNhwcRowArgs r = base;
     r.ntaps = ntaps;
     r.c = c;
     r.xoff = 0;
     r.ystride = pixel_bytes;
-    r.scratch = scratch.data();
+    r.scratch = reinterpret_cast<int32_t*>(mine + lay.sums);
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t b = row / a.oh, oy = row % a.oh;
       if (avg)
         for (int64_t ox = 0; ox < a.ow; ++ox) {
-          const int64_t count = a.count_include_pad ? rpad[size_t(oy)] * cpad[size_t(ox)]
-                                                    : rin[size_t(oy)] * cin[size_t(ox)];
-          div[size_t(ox)] = float(count);
-          mult[size_t(ox)] = AverageMultiplier(base.x_scale, count, base.y_scale);
+          const int64_t count = a.count_include_pad ? rpad[oy] * cpad[ox] : rin[oy] * cin[ox];
+          div[ox] = float(count);
+          mult[ox] = AverageMultiplier(base.x_scale, count, base.y_scale);
         }
       // Fills the taps of pixels [ox0, ox1) and runs them (or only fills).
       auto pixels = [&](int64_t ox0, int64_t ox1, bool run) {
-        const uint8_t** p = ind.data();
+        const uint8_t** p = ind;
         for (int64_t ox = ox0; ox < ox1; ++ox)
           for (int64_t ky = 0; ky < a.kh; ++ky) {
             const int64_t iy = oy * a.sh - a.pad_top + ky * a.dh;
@@ -189,15 +226,15 @@ bool RunWindowed(const PoolNhwcArgs& a, int64_t esize, const uint8_t* x, uint8_t
             const uint8_t* xr = row_in ? x + (b * a.ih + iy) * a.iw * pixel_bytes : nullptr;
             for (int64_t kx = 0; kx < a.kw; ++kx) {
               const int64_t ix = ox * a.sw - a.pad_left + kx * a.dw;
-              *p++ = row_in && ix >= 0 && ix < a.iw ? xr + ix * pixel_bytes : fill_row.data();
+              *p++ = row_in && ix >= 0 && ix < a.iw ? xr + ix * pixel_bytes : fill_row;
             }
           }
-        r.taps = ind.data();
+        r.taps = ind;
         r.tap_stride = ntaps;
         r.pix_step = 0;
         r.npix = ox1 - ox0;
-        r.div = div.data() + ox0;
-        r.mult = mult.data() + ox0;
+        r.div = div + ox0;
+        r.mult = mult + ox0;
         r.y = y + (row * a.ow + ox0) * pixel_bytes;
         if (run && ox1 > ox0) fn(r);
       };
@@ -217,6 +254,14 @@ bool RunWindowed(const PoolNhwcArgs& a, int64_t esize, const uint8_t* x, uint8_t
     }
   };
   ParallelFor(pool, rows, work);
+  if (empty) {
+    float* yf = reinterpret_cast<float*>(y);
+    for (int64_t b = 0; b < a.n; ++b)
+      for (int64_t oy = 0; oy < a.oh; ++oy)
+        for (int64_t ox = 0; ox < a.ow; ++ox)
+          if (rin[oy] == 0 || cin[ox] == 0)
+            std::fill_n(yf + ((b * a.oh + oy) * a.ow + ox) * a.c, a.c, *empty);
+  }
   return true;
 }
 
@@ -232,7 +277,41 @@ PoolNhwcRowArgs AvgBase(const QPoolParams& q, int64_t ntaps) {
   return r;
 }
 
+// The global average's work items: (image, slice of channels); a slice is a
+// whole number of 64-byte vectors so only the last one has a tail.
+constexpr int64_t kSlice = 256;
+
+bool GlobalCovered(const KernelConfig& kc, const PoolNhwcArgs& a) {
+  return kc.pool_nhwc_s8 && a.n >= 0 && a.ih >= 0 && a.iw >= 0 && a.c >= 0 &&
+         a.ih * a.iw <= kMaxTaps;
+}
+
+ThreadPool* GlobalPool(const PoolNhwcArgs& a) {
+  return a.n * a.ih * a.iw * a.c < (int64_t(1) << 16) ? nullptr : a.pool;
+}
+
+// Per thread: an image's pixel pointers and the portable kernels' sums.
+struct GlobalLayout {
+  size_t ind, sums, slice;
+  explicit GlobalLayout(const PoolNhwcArgs& a) {
+    ScratchLayout t;
+    ind = t.Add(size_t(a.ih * a.iw) * sizeof(const uint8_t*));
+    sums = t.Add(size_t(std::min(a.c, kSlice)) * sizeof(int32_t));
+    slice = t.total();
+  }
+};
+
 }  // namespace
+
+size_t PoolNhwcScratch(const KernelConfig& kc, const PoolNhwcArgs& a, int64_t esize) {
+  if (!kc.pool_nhwc_s8 || !ValidArgs(a) || a.n * a.oh * a.ow * a.c == 0) return 0;
+  return WindowedLayout(a, esize, NumThreads(WindowedPool(a, esize))).total;
+}
+
+size_t QGlobalAvgPoolNhwcScratch(const KernelConfig& kc, const PoolNhwcArgs& a) {
+  if (!GlobalCovered(kc, a) || a.n * a.c == 0) return 0;
+  return GlobalLayout(a).slice * size_t(NumThreads(GlobalPool(a)));
+}
 
 const PoolNhwcKernels* PoolNhwcFor(const CpuFeatures& f, const char** variant) {
   const PoolNhwcKernels* k = nullptr;
@@ -277,29 +356,16 @@ bool QAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolPa
                      is_signed ? k->avg_s8 : k->avg_u8);
 }
 
-// A window without taps inside the input: lowest() (max) or 0 (average) in
-// the reference, whatever fills its taps here; such windows exist only with
-// pads of a whole kernel, and are set after the run.
-void SetEmptyWindows(const PoolNhwcArgs& a, float value, float* y) {
-  std::vector<int64_t> rin, rpad, cin, cpad;
-  AxisCounts(a.ih, a.oh, a.kh, a.sh, a.dh, a.pad_top, a.pad_bottom, &rin, &rpad);
-  AxisCounts(a.iw, a.ow, a.kw, a.sw, a.dw, a.pad_left, a.pad_right, &cin, &cpad);
-  for (int64_t b = 0; b < a.n; ++b)
-    for (int64_t oy = 0; oy < a.oh; ++oy)
-      for (int64_t ox = 0; ox < a.ow; ++ox)
-        if (rin[size_t(oy)] == 0 || cin[size_t(ox)] == 0)
-          std::fill_n(y + ((b * a.oh + oy) * a.ow + ox) * a.c, a.c, value);
-}
-
 bool MaxPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y) {
   const PoolNhwcKernels* k = kc.pool_nhwc_s8;
   if (!k || !ValidArgs(a)) return false;
   // -inf never replaces the running maximum (taps outside the input skip).
   const float fill = -std::numeric_limits<float>::infinity();
-  RunWindowed(a, 4, reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y), &fill,
-              /*avg=*/false, PoolNhwcRowArgs(), k->max_f32);
-  SetEmptyWindows(a, std::numeric_limits<float>::lowest(), y);
-  return true;
+  // A window without taps inside the input: lowest(), as in the reference
+  // (the average's row kernels write its 0 themselves).
+  const float lowest = std::numeric_limits<float>::lowest();
+  return RunWindowed(a, 4, reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y),
+                     &fill, /*avg=*/false, PoolNhwcRowArgs(), k->max_f32, &lowest);
 }
 
 bool AvgPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y) {
@@ -315,32 +381,31 @@ bool AvgPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* 
 bool QGlobalAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
                           bool is_signed, const uint8_t* x, uint8_t* y) {
   const PoolNhwcKernels* k = kc.pool_nhwc_s8;
-  if (!k || a.n < 0 || a.ih < 0 || a.iw < 0 || a.c < 0 || a.ih * a.iw > kMaxTaps) return false;
+  if (!GlobalCovered(kc, a)) return false;
   if (a.n * a.c == 0) return true;
   const int64_t npix = a.ih * a.iw, c = a.c;
-  // Work items: (image, slice of channels); a slice is a whole number of
-  // 64-byte vectors so only the last one has a tail.
-  constexpr int64_t kSlice = 256;
   const int64_t slices = (c + kSlice - 1) / kSlice, items = a.n * slices;
-  ThreadPool* pool = a.n * npix * c < (int64_t(1) << 16) ? nullptr : a.pool;
+  ThreadPool* pool = GlobalPool(a);
+  const GlobalLayout lay(a);
+  const ScratchRegion region(a.scratch, lay.slice * size_t(NumThreads(pool)));
   const float div = float(npix), mult = AverageMultiplier(q.x_scale, npix, q.y_scale);
   void (*fn)(const PoolNhwcRowArgs&) = is_signed ? k->avg_s8 : k->avg_u8;
-  auto work = [&](int64_t i0, int64_t i1, int) {
-    std::vector<const uint8_t*> ind(static_cast<size_t>(npix));
-    std::vector<int32_t> scratch(size_t(std::min(c, kSlice)));
+  auto work = [&](int64_t i0, int64_t i1, int slot) {
+    uint8_t* const mine = region.at<uint8_t>(size_t(slot) * lay.slice);
+    const uint8_t** const ind = reinterpret_cast<const uint8_t**>(mine + lay.ind);
     PoolNhwcRowArgs r = AvgBase(q, npix);
-    r.taps = ind.data();
+    r.taps = ind;
     r.tap_stride = npix;
     r.ntaps = npix;
     r.npix = 1;
     r.div = &div;
     r.mult = &mult;
-    r.scratch = scratch.data();
+    r.scratch = reinterpret_cast<int32_t*>(mine + lay.sums);
     int64_t image = -1;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / slices, c0 = i % slices * kSlice;
       if (b != image) {
-        for (int64_t p = 0; p < npix; ++p) ind[size_t(p)] = x + (b * npix + p) * c;
+        for (int64_t p = 0; p < npix; ++p) ind[p] = x + (b * npix + p) * c;
         image = b;
       }
       r.c = std::min(kSlice, c - c0);

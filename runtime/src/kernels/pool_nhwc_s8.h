@@ -14,9 +14,11 @@
 // (pad_bottom/pad_right, which with ceil_mode may be smaller than the
 // window's overhang) with count_include_pad.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu_features.h"
+#include "kernels/scratch.h"
 
 namespace qfold {
 namespace kernels {
@@ -30,6 +32,7 @@ struct PoolNhwcArgs {
   int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   bool count_include_pad = false;  // average pool only
   ThreadPool* pool = nullptr;      // null: the calling thread only
+  ScratchSpan scratch;             // sized by PoolNhwcScratch / QGlobalAvgPoolNhwcScratch
 };
 
 struct QPoolParams {
@@ -60,6 +63,11 @@ bool MaxPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* 
 bool AvgPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y);
 bool QGlobalAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
                           bool is_signed, const uint8_t* x, uint8_t* y);
+// The scratch bytes the windowed pools (elements of `esize` bytes: 1 or 4)
+// and the global average use for `a` (tap pointers, divisors, counts); 0 when
+// the kernels do not cover the call.
+size_t PoolNhwcScratch(const KernelConfig& kc, const PoolNhwcArgs& a, int64_t esize);
+size_t QGlobalAvgPoolNhwcScratch(const KernelConfig& kc, const PoolNhwcArgs& a);
 
 // ---- Internal: the per-ISA row kernels ----------------------------------
 // Every output pixel reads ntaps pointers (taps outside the input point at a

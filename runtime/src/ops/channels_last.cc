@@ -78,6 +78,11 @@ Status RunViaChannelsFirst(KernelContext& ctx, Status (*run)(KernelContext&)) {
   cf.inputs[0] = &x_cf;
   cf.outputs[0] = &y_cf;
   cf.state = nullptr;
+  // The op's planned scratch is sized for its channels-last kernels; the
+  // channels-first fallback allocates its own, as it does these copies.
+  cf.scratch = nullptr;
+  cf.scratch_size = 0;
+  cf.scratch_planned = false;
   QF_RETURN_IF_ERROR(run(cf));
   SwapChannels(ybuf.data(), y->ptr<uint8_t>(), n, ys, yc, ye, /*to_channels_first=*/false);
   return Status::Ok();

@@ -228,15 +228,19 @@ void MaxPoolNhwc16(const kernels::PoolNhwcArgs& a, const T* x, T* y) {
 }
 
 // The 2-D NCHW fast kernels (kernels/pool_2d.h, bit-identical to PoolKernel)
-// for MaxPool without Indices (float, int8, uint8) and float AveragePool.
-// False: not covered, or the reference ISA level is forced.
-bool RunPool2dFast(const KernelContext& ctx, PoolKind kind, const WindowGeometry& g) {
+// for MaxPool without Indices (float, int8, uint8) and float AveragePool:
+// their arguments, false when they do not cover the case (or the reference
+// ISA level is forced).
+bool Pool2dArgsFor(const KernelContext& ctx, PoolKind kind, const WindowGeometry& g,
+                   kernels::Pool2dArgs* args) {
   const Tensor* x = ctx.input(0);
-  Tensor* y = ctx.output(0);
+  const Tensor* y = ctx.output(0);
   if (x->rank() != 4 || kind == PoolKind::kLp || ctx.output(1)) return false;
   if (kind == PoolKind::kAverage && x->dtype != DType::kFloat32) return false;
+  if (x->dtype != DType::kFloat32 && x->dtype != DType::kInt8 && x->dtype != DType::kUInt8)
+    return false;
   if (!ctx.kernel_config().pool_2d || x->numel() == 0 || y->numel() == 0) return false;
-  kernels::Pool2dArgs a;
+  kernels::Pool2dArgs& a = *args;
   a.planes = x->shape[0] * x->shape[1];
   a.ih = x->shape[2];
   a.iw = x->shape[3];
@@ -254,6 +258,15 @@ bool RunPool2dFast(const KernelContext& ctx, PoolKind kind, const WindowGeometry
   a.pad_right = g.pad_end[1];
   a.count_include_pad = ctx.attr().GetInt("count_include_pad", 0) != 0;
   a.pool = ctx.pool;
+  a.scratch = {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
+  return true;
+}
+
+bool RunPool2dFast(const KernelContext& ctx, PoolKind kind, const WindowGeometry& g) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  kernels::Pool2dArgs a;
+  if (!Pool2dArgsFor(ctx, kind, g, &a)) return false;
   switch (x->dtype) {
     case DType::kFloat32:
       if (kind == PoolKind::kMax)
@@ -358,7 +371,43 @@ bool ChannelsLastPoolArgs(const KernelContext& ctx, PoolKind kind, kernels::Pool
   }
   p->count_include_pad = ctx.attr().GetInt("count_include_pad", 0) != 0;
   p->pool = ctx.pool;
+  p->scratch = {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
   return true;
+}
+
+// OpDef::scratch of MaxPool and AveragePool: what the fast kernels the run
+// takes use (the reference kernel's window tables are its own: it runs only
+// where they do not).
+Status PoolScratch(KernelContext& ctx, PoolKind kind, ScratchNeeds* needs) {
+  const Tensor* x = ctx.input(0);
+  if (!x->shape_known() || x->rank() < 3 || ctx.output(0)->numel() == 0) return Status::Ok();
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  const bool byte = x->dtype == DType::kInt8 || x->dtype == DType::kUInt8;
+  if (cl) {
+    kernels::PoolNhwcArgs p;
+    if (!ChannelsLastPoolArgs(ctx, kind, &p)) return Status::Ok();
+    if (x->dtype == DType::kFloat32)
+      needs->run = kernels::PoolNhwcScratch(ctx.kernel_config(), p, 4);
+    else if (kind == PoolKind::kMax && byte)
+      needs->run = kernels::PoolNhwcScratch(ctx.kernel_config(), p, 1);
+    return Status::Ok();
+  }
+  WindowGeometry g;
+  kernels::Pool2dArgs a;
+  if (!ParsePool(ctx, kind, Shape(x->shape.begin() + 2, x->shape.end()), &g).ok() ||
+      !Pool2dArgsFor(ctx, kind, g, &a))
+    return Status::Ok();
+  const kernels::Pool2dKernels& k = *ctx.kernel_config().pool_2d;
+  needs->run = kind == PoolKind::kMax ? kernels::MaxPool2dScratch(k, a, byte ? 1 : 4)
+                                      : kernels::AvgPool2dScratch(k, a);
+  return Status::Ok();
+}
+Status MaxPoolScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  return PoolScratch(ctx, PoolKind::kMax, needs);
+}
+Status AveragePoolScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  return PoolScratch(ctx, PoolKind::kAverage, needs);
 }
 
 bool RunMaxPoolChannelsLastFast(KernelContext& ctx) {
@@ -563,6 +612,7 @@ Status RunGlobalLpPool(KernelContext& ctx) {
 const OpDef& OpDef_MaxPool() {
   static const OpDef def = [] {
     OpDef d{"MaxPool", InferMaxPool, RunMaxPool, 0, false, 1, 1};
+    d.scratch = MaxPoolScratch;
     d.layout = LayoutRole::kChannelsLast;
     d.layout_float = true;
     d.traits = kTraitMovesElements | kTraitSpatial;
@@ -573,6 +623,7 @@ const OpDef& OpDef_MaxPool() {
 const OpDef& OpDef_AveragePool() {
   static const OpDef def = [] {
     OpDef d{"AveragePool", InferAveragePool, RunAveragePool, 0, false, 1, 1};
+    d.scratch = AveragePoolScratch;
     // Float only (8-bit averages are QLinearAveragePool).
     d.layout = LayoutRole::kChannelsLast;
     d.layout_float = true;

@@ -104,6 +104,32 @@ Status InferQLinearGlobalAveragePool(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// The channels-last kernel's arguments: the window covers every pixel, one
+// row of ih * iw.
+kernels::PoolNhwcArgs GlobalNhwcArgs(const KernelContext& ctx, int64_t n, int64_t c, int64_t size) {
+  kernels::PoolNhwcArgs a;
+  a.n = n;
+  a.c = c;
+  a.iw = size;
+  a.pool = ctx.pool;
+  a.scratch = {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
+  return a;
+}
+
+// OpDef::scratch: the channels-last kernel's pixel pointers (the reference
+// loop needs none).
+Status QLinearGlobalAveragePoolScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  const Tensor* x = ctx.input(0);
+  if (ctx.attr().GetInt("channels_last", 0) == 0 || !x->shape_known() || x->rank() < 2)
+    return Status::Ok();
+  int64_t n, c;
+  Shape spatial;
+  SplitLayout(x->shape, true, &n, &c, &spatial);
+  needs->run = kernels::QGlobalAvgPoolNhwcScratch(ctx.kernel_config(),
+                                                  GlobalNhwcArgs(ctx, n, c, Product(spatial)));
+  return Status::Ok();
+}
+
 Status RunQLinearGlobalAveragePool(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
@@ -116,11 +142,7 @@ Status RunQLinearGlobalAveragePool(KernelContext& ctx) {
   const int64_t size = Product(spatial);
   const QRange r = QuantRange(y->dtype);
   if (cl) {
-    kernels::PoolNhwcArgs a;
-    a.n = n;
-    a.c = c;
-    a.iw = size;  // the window covers every pixel: one row of ih * iw
-    a.pool = ctx.pool;
+    const kernels::PoolNhwcArgs a = GlobalNhwcArgs(ctx, n, c, size);
     if (kernels::QGlobalAvgPoolNhwcS8(ctx.kernel_config(), a, KernelQuant(q, r),
                                       x->dtype == DType::kInt8, x->ptr<uint8_t>(),
                                       y->ptr<uint8_t>()))
@@ -174,6 +196,50 @@ Status InferQLinearAveragePool(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// The channels-last kernel's arguments for a 1-D or 2-D window.
+kernels::PoolNhwcArgs WindowedNhwcArgs(const KernelContext& ctx, int64_t n, int64_t c,
+                                       const Shape& in, const WindowGeometry& g) {
+  const size_t a = in.size() - 1;
+  kernels::PoolNhwcArgs p;
+  p.n = n;
+  p.c = c;
+  p.iw = in[a];
+  p.ow = g.out[a];
+  p.kw = g.kernel[a];
+  p.sw = g.strides[a];
+  p.dw = g.dilations[a];
+  p.pad_left = g.pad_begin[a];
+  p.pad_right = g.pad_end[a];
+  if (in.size() == 2) {
+    p.ih = in[0];
+    p.oh = g.out[0];
+    p.kh = g.kernel[0];
+    p.sh = g.strides[0];
+    p.dh = g.dilations[0];
+    p.pad_top = g.pad_begin[0];
+    p.pad_bottom = g.pad_end[0];
+  }
+  p.count_include_pad = ctx.attr().GetInt("count_include_pad", 0) != 0;
+  p.pool = ctx.pool;
+  p.scratch = {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
+  return p;
+}
+
+// OpDef::scratch: the channels-last kernel's tap pointers and multipliers.
+Status QLinearAveragePoolScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  const Tensor* x = ctx.input(0);
+  if (ctx.attr().GetInt("channels_last", 0) == 0 || !x->shape_known() || x->rank() < 3 ||
+      x->rank() > 4)
+    return Status::Ok();
+  int64_t n, c;
+  Shape in;
+  SplitLayout(x->shape, true, &n, &c, &in);
+  WindowGeometry g;
+  if (!ParseQPool(ctx, in, &g).ok() || Product(g.out) == 0) return Status::Ok();
+  needs->run = kernels::PoolNhwcScratch(ctx.kernel_config(), WindowedNhwcArgs(ctx, n, c, in, g), 1);
+  return Status::Ok();
+}
+
 Status RunQLinearAveragePool(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
@@ -192,28 +258,7 @@ Status RunQLinearAveragePool(KernelContext& ctx) {
   const std::vector<int64_t> in_strides = ContiguousStrides(in);
   const QRange r = QuantRange(y->dtype);
   if (cl && (nsp == 1 || nsp == 2)) {
-    const size_t a = nsp - 1;
-    kernels::PoolNhwcArgs p;
-    p.n = n;
-    p.c = c;
-    p.iw = in[a];
-    p.ow = g.out[a];
-    p.kw = g.kernel[a];
-    p.sw = g.strides[a];
-    p.dw = g.dilations[a];
-    p.pad_left = g.pad_begin[a];
-    p.pad_right = g.pad_end[a];
-    if (nsp == 2) {
-      p.ih = in[0];
-      p.oh = g.out[0];
-      p.kh = g.kernel[0];
-      p.sh = g.strides[0];
-      p.dh = g.dilations[0];
-      p.pad_top = g.pad_begin[0];
-      p.pad_bottom = g.pad_end[0];
-    }
-    p.count_include_pad = include_pad;
-    p.pool = ctx.pool;
+    const kernels::PoolNhwcArgs p = WindowedNhwcArgs(ctx, n, c, in, g);
     if (kernels::QAvgPoolNhwcS8(ctx.kernel_config(), p, KernelQuant(q, r), x->dtype == DType::kInt8,
                                 x->ptr<uint8_t>(), y->ptr<uint8_t>()))
       return Status::Ok();
@@ -259,6 +304,7 @@ const OpDef& OpDef_QLinearGlobalAveragePool() {
   static const OpDef def = [] {
     OpDef d = QuantOpDef("QLinearGlobalAveragePool", InferQLinearGlobalAveragePool,
                          RunQLinearGlobalAveragePool, /*min_inputs=*/4, /*max_inputs=*/5);
+    d.scratch = QLinearGlobalAveragePoolScratch;
     d.layout = LayoutRole::kChannelsLast;
     d.traits = kTraitSpatial | kTraitIntegerKernel;
     return d;
@@ -270,6 +316,7 @@ const OpDef& OpDef_QLinearAveragePool() {
   static const OpDef def = [] {
     OpDef d = QuantOpDef("QLinearAveragePool", InferQLinearAveragePool, RunQLinearAveragePool,
                          /*min_inputs=*/4, /*max_inputs=*/5);
+    d.scratch = QLinearAveragePoolScratch;
     d.layout = LayoutRole::kChannelsLast;
     d.traits = kTraitSpatial | kTraitIntegerKernel;
     return d;
