@@ -71,6 +71,7 @@ class FloatOutputFolder {
       if (removed_[k] || !g_.nodes[k].domain.empty()) continue;
       const std::string& t = g_.nodes[k].op_type;
       if (t == "Conv") TryConv(k);
+      if (t == "ConvTranspose") TryConvTranspose(k);
       if (t == "MatMul" || t == "Gemm") TryMatMul(k);
       if (t == "MatMul" && !removed_[k] && g_.nodes[k].op_type == "MatMul") TryActivationMatMul(k);
     }
@@ -283,6 +284,78 @@ class FloatOutputFolder {
     if (Value* v = g_.Find(a4n)) v->quant = g_.Find(dqa->input(0))->quant;
     before_[k].push_back(std::move(ra));
     after_[k].push_back(std::move(ry));
+    g_.nodes[k] = std::move(q);
+    Index();
+  }
+
+  // A ConvTranspose whose kernel equals its stride (LowerConvTranspose's
+  // case: the learned 2x upsampling of detection heads) with a per-tensor
+  // 8-bit input, a constant 8-bit weight quantized per tensor or per output
+  // channel (axis 1) and a float output (NNCF leaves it float before a
+  // residual Add): QfConvDequant 1x1 to k*k*M channels, then
+  // DepthToSpace(DCR). Each output sums the same C products exactly.
+  void TryConvTranspose(size_t k) {
+    const Node& ct = g_.nodes[k];
+    if (ct.outputs.size() != 1 || ct.attrs.Has("_activation") || ct.inputs.size() < 2) return;
+    const Node* dqx = Dq(ct.input(0), -1, 0);
+    const Node* dqw = Dq(ct.input(1), 1, -1);
+    if (!dqx || !dqw) return;
+    const Value* x = g_.Find(dqx->input(0));
+    const Value* w = g_.Find(dqw->input(0));
+    const Value* y = g_.Find(ct.outputs[0]);
+    if (!x || !w || !w->is_constant() || !y || y->dtype != DType::kFloat32 || !x->rank_known ||
+        x->shape.size() != 4 || w->shape.size() != 4 ||
+        !ConvTransposeIsConv1x1(ct.attrs, x->shape, w->shape))
+      return;
+    const int64_t c = w->shape[0], m = w->shape[1], kk = w->shape[2], out_c = kk * kk * m;
+    dqw = Dq(ct.input(1), 1, m);
+    std::vector<float> bias;
+    if (!dqw || !Bias(ct.input(2), m, &bias)) return;
+    std::vector<float> ws;
+    std::vector<int32_t> wz;
+    ReadFloats(g_, dqw->input(1), &ws);
+    if (!dqw->input(2).empty()) ReadInts(g_, dqw->input(2), &wz);
+    // Output channel (ky, kx, m) takes channel m's scale, zero point and bias.
+    std::vector<float> scales(static_cast<size_t>(out_c)), tiled_bias(static_cast<size_t>(out_c));
+    std::vector<uint8_t> zps(static_cast<size_t>(out_c));
+    bool any_bias = false;
+    for (int64_t t = 0; t < kk * kk; ++t)
+      for (int64_t mi = 0; mi < m; ++mi) {
+        const size_t j = size_t(t * m + mi), i = ws.size() == 1 ? 0 : size_t(mi);
+        scales[j] = ws[i];
+        zps[j] = uint8_t(wz.empty() ? 0 : wz[i]);
+        tiled_bias[j] = bias[size_t(mi)];
+        any_bias |= bias[size_t(mi)] != 0.f;
+      }
+    const std::string base = ct.name.empty() ? ct.outputs[0] : ct.name;
+    const std::string depth = NewValue(ct.outputs[0] + "_depth", DType::kFloat32,
+                                       {x->shape[0], out_c, x->shape[2], x->shape[3]})
+                                  .name;
+    Node q;
+    q.op_type = "QfConvDequant";
+    q.name = base;
+    q.attrs.SetInts("kernel_shape", {1, 1});
+    q.inputs = {
+        dqx->input(0),
+        dqx->input(1),
+        ZeroPoint(*dqx, base + "_x"),
+        g_.AddConstant(base + "_w_1x1", w->dtype, {out_c, c, 1, 1},
+                       ConvTransposeWeightsAsConv1x1(w->data->data(), c, m, kk, 1)),
+        g_.AddConstant(base + "_w_scale_tiled", DType::kFloat32, {out_c}, FloatBytes(scales)),
+        g_.AddConstant(base + "_w_zero_point_tiled", w->dtype, {out_c}, std::move(zps))};
+    if (any_bias)
+      q.inputs.push_back(
+          g_.AddConstant(base + "_bias_f", DType::kFloat32, {out_c}, FloatBytes(tiled_bias)));
+    q.outputs = {depth};
+    Node d2s;
+    d2s.op_type = "DepthToSpace";
+    d2s.name = g_.UniqueName(base + "_depth_to_space");
+    d2s.inputs = {depth};
+    d2s.outputs = ct.outputs;
+    d2s.attrs.SetInt("blocksize", kk);
+    d2s.attrs.SetString("mode", "DCR");
+    SetQuant(*dqx, -1);
+    after_[k].push_back(std::move(d2s));
     g_.nodes[k] = std::move(q);
     Index();
   }

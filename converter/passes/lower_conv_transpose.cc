@@ -39,9 +39,10 @@ std::string TiledPerChannel(Graph* g, const std::string& name, int64_t m, int64_
   return g->AddConstant(name + "_tiled", dtype, {m * times}, std::move(bytes));
 }
 
-// W [C, M, k, k] -> [(ky, kx, m), C, 1, 1], elements of `esize` bytes.
-std::vector<uint8_t> WeightsAsConv1x1(const uint8_t* src, int64_t c, int64_t m, int64_t k,
-                                      size_t esize) {
+}  // namespace
+
+std::vector<uint8_t> ConvTransposeWeightsAsConv1x1(const uint8_t* src, int64_t c, int64_t m,
+                                                   int64_t k, size_t esize) {
   std::vector<uint8_t> wb(static_cast<size_t>(k * k * m * c) * esize);
   for (int64_t ci = 0; ci < c; ++ci)
     for (int64_t mi = 0; mi < m; ++mi)
@@ -51,6 +52,8 @@ std::vector<uint8_t> WeightsAsConv1x1(const uint8_t* src, int64_t c, int64_t m, 
                       src + size_t(((ci * m + mi) * k + ky) * k + kx) * esize, esize);
   return wb;
 }
+
+namespace {
 
 // Declares the 1x1 convolution's output [N, k*k*M, H, W] (like y: dtype and
 // quantization) and returns its name.
@@ -131,7 +134,7 @@ Status LowerConvTranspose(Graph* g) {
     }
     const std::string w_name =
         g->AddConstant(n.input(3) + "_as_conv1x1", w->dtype, {out_c, c, 1, 1},
-                       WeightsAsConv1x1(w->data->data(), c, m, k, 1));
+                       ConvTransposeWeightsAsConv1x1(w->data->data(), c, m, k, 1));
     const std::string depth_name = AddDepthValue(g, *x, *y, out_c);
 
     Node conv;
@@ -192,7 +195,7 @@ Status LowerFloatConvTranspose(Graph* g) {
     }
     const std::string w_name =
         g->AddConstant(n.input(1) + "_as_conv1x1", DType::kFloat32, {out_c, c, 1, 1},
-                       WeightsAsConv1x1(w->data->data(), c, m, k, 4));
+                       ConvTransposeWeightsAsConv1x1(w->data->data(), c, m, k, 4));
     const std::string depth_name = AddDepthValue(g, *x, *y, out_c);
 
     Node conv;

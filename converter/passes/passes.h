@@ -51,6 +51,10 @@ Status LowerConvTranspose(Graph* g);
 // Whether LowerConvTranspose turns a ConvTranspose with these attributes, x
 // shape and W shape [C, M, k, k] into a 1x1 convolution (kernel == stride).
 bool ConvTransposeIsConv1x1(const AttrMap& attrs, const Shape& x, const Shape& w);
+// Its weights W [C, M, k, k] as the 1x1 convolution's [(ky, kx, m), C, 1, 1],
+// elements of `esize` bytes.
+std::vector<uint8_t> ConvTransposeWeightsAsConv1x1(const uint8_t* src, int64_t c, int64_t m,
+                                                   int64_t k, size_t esize);
 // The float ConvTranspose of the same shape -> Conv 1x1 + DepthToSpace(DCR),
 // its fused activation (FuseActivations) moved to the Conv.
 Status LowerFloatConvTranspose(Graph* g);

@@ -293,3 +293,94 @@ TEST_CASE("qdq float output: depthwise convolutions too") {
 }  // namespace test
 }  // namespace conv
 }  // namespace qfold
+
+namespace qfold {
+namespace conv {
+namespace test {
+namespace {
+
+// A ConvTranspose whose kernel equals its stride (a detection head's learned
+// upsampling), 8-bit input and per-channel (axis 1) or per-tensor int8 weights
+// through DequantizeLinear, float output (NNCF leaves it before an Add): the
+// int8 kernels as a 1x1 QfConvDequant to k*k*M channels and DepthToSpace,
+// within float rounding of the literal graph computed in double.
+TEST_CASE("qdq float output: a ConvTranspose with kernel == stride runs integer") {
+  uint32_t seed = 80;
+  for (int xt : {kU8, kI8})
+    for (int64_t k : {2, 3})
+      for (bool per_channel : {true, false}) {
+        CAPTURE(xt);
+        CAPTURE(k);
+        CAPTURE(per_channel);
+        std::mt19937 rng(seed++);
+        auto uni = [&](double lo, double hi) {
+          return std::uniform_real_distribution<double>(lo, hi)(rng);
+        };
+        const int64_t c = 5, m = 6, h = 4, w = 3, oh = h * k, ow = w * k;
+        const float xs = 2.f / 255.f;
+        const int32_t xzp = xt == kU8 ? 128 : -3;
+        std::vector<int32_t> wc(size_t(c * m * k * k));
+        for (auto& v : wc) v = int32_t(rng() % 255) - 127;
+        std::vector<float> ws(static_cast<size_t>(per_channel ? m : 1));
+        std::vector<float> bias(static_cast<size_t>(m));
+        for (auto& v : ws) v = float(uni(0.005, 0.02));
+        for (auto& v : bias) v = float(uni(-0.5, 0.5));
+        TempDir dir;
+        OnnxBuilder b(17);
+        b.Input("x", kF32, {1, c, h, w});
+        b.Output("y", kF32, {1, m, oh, ow});
+        b.InitFloat("x_scale", {}, {xs});
+        InitBytes(&b, "x_zp", xt, {}, {xzp});
+        b.Node("QuantizeLinear", {"x", "x_scale", "x_zp"}, {"x_q"}, "x_quant");
+        b.Node("DequantizeLinear", {"x_q", "x_scale", "x_zp"}, {"x_dq"}, "x_dequant");
+        InitBytes(&b, "w", kI8, {c, m, k, k}, wc);
+        const std::vector<int64_t> sdims =
+            per_channel ? std::vector<int64_t>{m} : std::vector<int64_t>{};
+        b.InitFloat("w_scale", sdims, ws);
+        InitBytes(&b, "w_zp", kI8, sdims, std::vector<int32_t>(ws.size(), 0));
+        auto* dqw = b.Node("DequantizeLinear", {"w", "w_scale", "w_zp"}, {"w_dq"}, "w_dequant");
+        if (per_channel) OnnxBuilder::AttrInt(dqw, "axis", 1);
+        b.InitFloat("bias", {m}, bias);
+        auto* ct = b.Node("ConvTranspose", {"x_dq", "w_dq", "bias"}, {"y"}, "up0");
+        OnnxBuilder::AttrInts(ct, "kernel_shape", {k, k});
+        OnnxBuilder::AttrInts(ct, "strides", {k, k});
+        const std::string path = b.Write(dir);
+
+        std::vector<float> x(size_t(c * h * w));
+        for (auto& v : x) v = float(uni(-1.0, 1.0));
+        const int32_t qlo = xt == kU8 ? 0 : -128, qhi = qlo + 255;
+        std::vector<double> xr(x.size());
+        for (size_t i = 0; i < x.size(); ++i) {
+          const double q = std::nearbyint(double(x[i] / xs)) + xzp;
+          xr[i] = (std::min<double>(qhi, std::max<double>(qlo, q)) - xzp) * double(xs);
+        }
+        Result r;
+        r.want.assign(size_t(m * oh * ow), 0.0);
+        for (int64_t mi = 0; mi < m; ++mi)
+          for (int64_t oy = 0; oy < oh; ++oy)
+            for (int64_t ox = 0; ox < ow; ++ox) {
+              double acc = bias[size_t(mi)];
+              for (int64_t ci = 0; ci < c; ++ci)
+                acc += xr[size_t((ci * h + oy / k) * w + ox / k)] *
+                       double(wc[size_t(((ci * m + mi) * k + oy % k) * k + ox % k)]) *
+                       double(ws[per_channel ? size_t(mi) : 0]);
+              r.want[size_t((mi * oh + oy) * ow + ox)] = acc;
+            }
+        Converted cv;
+        Status st = ConvertAndOpen(path, ConvertOptions(), &cv);
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        SetFloatInput(cv.session.get(), "x", {1, c, h, w}, x);
+        st = cv.session->Run();
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        r.y = FloatOutput(*cv.session, "y", {1, m, oh, ow});
+        CheckClose(r);
+        CHECK(CountOps(cv.graph, "ConvTranspose") == 0);
+        CHECK(CountOps(cv.graph, "QfConvDequant") == 1);
+        CHECK(CountOps(cv.graph, "DepthToSpace") == 1);
+      }
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace conv
+}  // namespace qfold
