@@ -13,8 +13,10 @@ Steps (each skipped when its output already exists, unless --force):
      (float, original opset: also a test for compare_ort.py), convert it to opset 13 (needed for
      per-channel DequantizeLinear) and quantize it with quantize_static (QDQ, per-channel,
      uint8 activations, int8 weights; calibration: fixed-seed random inputs) into
-     CACHE/qdq/<name>.pc_u8s8.onnx.
-Then: tests/e2e/compare_qdq.py --qfold build/cli/qfold --models CACHE/qdq
+     CACHE/qdq/<name>.pc_u8s8.onnx;
+  4. the same with the other producers' dialects (DIALECTS: contrib-domain Q/DQ, one Q/DQ pair
+     per consumer, 16-bit activations, NNCF) into CACHE/qdq_dialects/<name>.<variant>.onnx.
+Then: tests/e2e/compare_qdq.py --qfold build/cli/qfold --models CACHE/qdq (and CACHE/qdq_dialects)
 
 CACHE is gitignored (models/cache/). Prints the file sizes and how long each step took.
 """
@@ -50,6 +52,9 @@ MODELS = {
 }
 MIN_OPSET = 13
 VARIANT = next(v for v in quantize_models.VARIANTS if v.name == "pc_u8s8")
+# Other producers' QDQ (issue 13): what must fold like quantize_static's default output.
+DIALECTS = [v for v in quantize_models.VARIANTS if v.name in (
+    "pc_u8s8_contrib", "pc_u8s8_dedicated", "pc_u16s8", "pt_s16s8_msdomain", "nncf_u8s8")]
 
 
 def sha256(path):
@@ -129,10 +134,10 @@ def make_static(name, src, shape, cache, force):
     return dst
 
 
-def quantize(name, float_path, cache, force):
-    qdq_dir = os.path.join(cache, "qdq")
+def quantize(name, float_path, cache, force, variant=VARIANT, subdir="qdq"):
+    qdq_dir = os.path.join(cache, subdir)
     os.makedirs(qdq_dir, exist_ok=True)
-    dst = os.path.join(qdq_dir, f"{name}.{VARIANT.name}.onnx")
+    dst = os.path.join(qdq_dir, f"{name}.{variant.name}.onnx")
     if os.path.exists(dst) and not force:
         return dst, False
     with tempfile.TemporaryDirectory(prefix="qfold-real-") as tmp:
@@ -145,7 +150,7 @@ def quantize(name, float_path, cache, force):
             model = onnx.version_converter.convert_version(model, MIN_OPSET)
         onnx.save(model, static)
         quantize_models.preprocess(static, pre)
-        quantize_models.quantize(pre, dst + ".tmp.onnx", VARIANT, seed=1234)
+        quantize_models.quantize(pre, dst + ".tmp.onnx", variant, seed=1234)
     os.replace(dst + ".tmp.onnx", dst)
     return dst, True
 
@@ -176,9 +181,11 @@ def main():
         shape = MODELS[name][1]
         start = time.monotonic()
         static = make_static(name, path, shape, args.cache, args.force)
-        dst, made = quantize(name, static, args.cache, args.force)
-        what = f"quantized in {time.monotonic() - start:.1f}s" if made else "already present"
-        print(f"  {dst} {mib(dst)} (input {shape}; {what})")
+        for variant, subdir in [(VARIANT, "qdq")] + [(v, "qdq_dialects") for v in DIALECTS]:
+            dst, made = quantize(name, static, args.cache, args.force, variant, subdir)
+            what = f"quantized in {time.monotonic() - start:.1f}s" if made else "already present"
+            print(f"  {dst} {mib(dst)} (input {shape}; {what})")
+            start = time.monotonic()
     print(f"total: {time.monotonic() - t0:.1f}s")
     return 0
 
