@@ -347,6 +347,17 @@ bool MaxPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, bool is_signed
                      is_signed ? k->max_s8 : k->max_u8);
 }
 
+bool MaxPoolNhwc16(const KernelConfig& kc, const PoolNhwcArgs& a, bool is_signed, const uint16_t* x,
+                   uint16_t* y) {
+  if (!kc.pool_nhwc_s8 || !ValidArgs(a)) return false;
+  // The portable row kernel: a max over a pixel's contiguous channels, which
+  // the compiler vectorizes; no SIMD level has a 16-bit one.
+  const uint16_t lowest = is_signed ? uint16_t(0x8000) : uint16_t(0);
+  return RunWindowed(a, 2, reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y),
+                     &lowest, /*avg=*/false, PoolNhwcRowArgs(),
+                     is_signed ? GenericMax<int16_t> : GenericMax<uint16_t>);
+}
+
 bool QAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
                     bool is_signed, const uint8_t* x, uint8_t* y) {
   const PoolNhwcKernels* k = kc.pool_nhwc_s8;

@@ -57,13 +57,16 @@ bool MaxPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, bool is_signed
 bool QAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
                     bool is_signed, const uint8_t* x, uint8_t* y);
 // Global average over the ih * iw pixels of each image: y is [N, 1, 1, C].
+// MaxPool of 16-bit codes (int16 when is_signed, else uint16; a16 models).
+bool MaxPoolNhwc16(const KernelConfig& kc, const PoolNhwcArgs& a, bool is_signed, const uint16_t* x,
+                   uint16_t* y);
 // Float32 (the same geometry rules; a window without taps inside the input
 // gives lowest() for max and 0 for the average, as the reference does).
 bool MaxPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y);
 bool AvgPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y);
 bool QGlobalAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
                           bool is_signed, const uint8_t* x, uint8_t* y);
-// The scratch bytes the windowed pools (elements of `esize` bytes: 1 or 4)
+// The scratch bytes the windowed pools (elements of `esize` bytes: 1, 2 or 4)
 // and the global average use for `a` (tap pointers, divisors, counts); 0 when
 // the kernels do not cover the call.
 size_t PoolNhwcScratch(const KernelConfig& kc, const PoolNhwcArgs& a, int64_t esize);

@@ -202,31 +202,6 @@ void MaxPool2d16(const kernels::Pool2dArgs& a, const T* x, T* y) {
   });
 }
 
-// The same channels-last: every tap is one max over a pixel's contiguous
-// channels, a loop the compiler vectorizes.
-template <class T>
-void MaxPoolNhwc16(const kernels::PoolNhwcArgs& a, const T* x, T* y) {
-  kernels::ParallelFor(a.pool, a.n * a.oh, [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t b = r / a.oh, oy = r % a.oh;
-      for (int64_t ox = 0; ox < a.ow; ++ox) {
-        T* __restrict out = y + (r * a.ow + ox) * a.c;
-        std::fill(out, out + a.c, std::numeric_limits<T>::lowest());
-        for (int64_t ky = 0; ky < a.kh; ++ky) {
-          const int64_t iy = oy * a.sh - a.pad_top + ky * a.dh;
-          if (iy < 0 || iy >= a.ih) continue;
-          for (int64_t kx = 0; kx < a.kw; ++kx) {
-            const int64_t ix = ox * a.sw - a.pad_left + kx * a.dw;
-            if (ix < 0 || ix >= a.iw) continue;
-            const T* __restrict in = x + ((b * a.ih + iy) * a.iw + ix) * a.c;
-            for (int64_t ch = 0; ch < a.c; ++ch) out[ch] = std::max(out[ch], in[ch]);
-          }
-        }
-      }
-    }
-  });
-}
-
 // The 2-D NCHW fast kernels (kernels/pool_2d.h, bit-identical to PoolKernel)
 // for MaxPool without Indices (float, int8, uint8) and float AveragePool:
 // their arguments, false when they do not cover the case (or the reference
@@ -391,8 +366,12 @@ Status PoolScratch(KernelContext& ctx, PoolKind kind, ScratchNeeds* needs) {
       needs->run = kernels::PoolNhwcScratch(ctx.kernel_config(), p, 4);
     else if (kind == PoolKind::kMax && byte)
       needs->run = kernels::PoolNhwcScratch(ctx.kernel_config(), p, 1);
+    else if (kind == PoolKind::kMax && (x->dtype == DType::kInt16 || x->dtype == DType::kUInt16))
+      needs->run = kernels::PoolNhwcScratch(ctx.kernel_config(), p, 2);
     return Status::Ok();
   }
+  // 16-bit NCHW MaxPool (MaxPool2d16) needs no scratch.
+  if (x->dtype == DType::kInt16 || x->dtype == DType::kUInt16) return Status::Ok();
   WindowGeometry g;
   kernels::Pool2dArgs a;
   if (!ParsePool(ctx, kind, Shape(x->shape.begin() + 2, x->shape.end()), &g).ok() ||
@@ -417,14 +396,9 @@ bool RunMaxPoolChannelsLastFast(KernelContext& ctx) {
   if (!ChannelsLastPoolArgs(ctx, PoolKind::kMax, &p)) return false;
   if (x->dtype == DType::kFloat32)
     return kernels::MaxPoolNhwcF32(ctx.kernel_config(), p, x->ptr<float>(), y->ptr<float>());
-  if (ctx.kernel_config().fast_loops && x->dtype == DType::kInt16) {
-    MaxPoolNhwc16(p, x->ptr<int16_t>(), y->ptr<int16_t>());
-    return true;
-  }
-  if (ctx.kernel_config().fast_loops && x->dtype == DType::kUInt16) {
-    MaxPoolNhwc16(p, x->ptr<uint16_t>(), y->ptr<uint16_t>());
-    return true;
-  }
+  if (x->dtype == DType::kInt16 || x->dtype == DType::kUInt16)
+    return kernels::MaxPoolNhwc16(ctx.kernel_config(), p, x->dtype == DType::kInt16,
+                                  x->ptr<uint16_t>(), y->ptr<uint16_t>());
   if (x->dtype != DType::kInt8 && x->dtype != DType::kUInt8) return false;
   return kernels::MaxPoolNhwcS8(ctx.kernel_config(), p, x->dtype == DType::kInt8, x->ptr<uint8_t>(),
                                 y->ptr<uint8_t>());
