@@ -15,6 +15,7 @@
 // classifier's Gemm float before its Softmax; AIMET makes it a graph output).
 // A MatMul of two 8-bit activations (attention) becomes MatMulInteger, Cast
 // and one Mul by the product of the scales.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -89,6 +90,8 @@ class FloatOutputFolder {
   // Nodes emitted before / after node k when the graph is rebuilt.
   std::map<size_t, std::vector<Node>> before_, after_;
 
+  // Built once: a rewrite updates the entries of the node it replaces
+  // (Replace), so the pass stays linear in the graph size.
   void Index() {
     producer_.clear();
     for (size_t k = 0; k < g_.nodes.size(); ++k)
@@ -96,6 +99,25 @@ class FloatOutputFolder {
         if (!o.empty()) producer_[o] = k;
     consumers_ = BuildConsumers(g_);
     removed_.resize(g_.nodes.size(), false);
+  }
+
+  // Node k becomes q: its old inputs stop naming k as a reader, q's inputs
+  // and outputs are indexed. Nodes a rewrite emits beside q (before_/after_)
+  // read and write only names no selector looks up.
+  void Replace(size_t k, Node q) {
+    for (const std::string& in : g_.nodes[k].inputs) {
+      auto it = consumers_.find(in);
+      if (it == consumers_.end()) continue;
+      auto& uses = it->second;
+      uses.erase(std::remove_if(uses.begin(), uses.end(),
+                                [k](const std::pair<size_t, size_t>& u) { return u.first == k; }),
+                 uses.end());
+    }
+    for (size_t i = 0; i < q.inputs.size(); ++i)
+      if (!q.inputs[i].empty()) consumers_[q.inputs[i]].emplace_back(k, i);
+    for (const std::string& o : q.outputs)
+      if (!o.empty()) producer_[o] = k;
+    g_.nodes[k] = std::move(q);
   }
 
   // A DequantizeLinear of 8-bit data with constant scales (positive, finite)
@@ -284,8 +306,7 @@ class FloatOutputFolder {
     if (Value* v = g_.Find(a4n)) v->quant = g_.Find(dqa->input(0))->quant;
     before_[k].push_back(std::move(ra));
     after_[k].push_back(std::move(ry));
-    g_.nodes[k] = std::move(q);
-    Index();
+    Replace(k, std::move(q));
   }
 
   // A ConvTranspose whose kernel equals its stride (LowerConvTranspose's
@@ -356,8 +377,7 @@ class FloatOutputFolder {
     d2s.attrs.SetString("mode", "DCR");
     SetQuant(*dqx, -1);
     after_[k].push_back(std::move(d2s));
-    g_.nodes[k] = std::move(q);
-    Index();
+    Replace(k, std::move(q));
   }
 
   // MatMul of two per-tensor 8-bit activations with a float output
@@ -401,8 +421,7 @@ class FloatOutputFolder {
     SetQuant(*dqb, -1);
     after_[k].push_back(std::move(cast));
     after_[k].push_back(std::move(mul));
-    g_.nodes[k] = std::move(mi);
-    Index();
+    Replace(k, std::move(mi));
   }
 
   void TryConv(size_t k) {
@@ -465,8 +484,7 @@ class FloatOutputFolder {
     while (!q.inputs.empty() && q.inputs.back().empty()) q.inputs.pop_back();
     SetQuant(*dqx, 1);  // per tensor, or the depthwise input's channel axis
     SetQuant(*dqw, 0);
-    g_.nodes[k] = std::move(q);
-    Index();
+    Replace(k, std::move(q));
   }
 
   // Records the integer tensor's quantization (the .qfm carries it).

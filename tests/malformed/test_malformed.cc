@@ -1424,6 +1424,44 @@ TEST_CASE("a Split with 100k outputs into a Concat converts, plans and runs in b
   CHECK(conv::test::FloatOutput(*s, "y", {kParts, 2}) == x);
 }
 
+TEST_CASE("integer convolutions with float outputs: 2000 blocks convert in bounded time") {
+  // Issue 13 asks for rewrites linear in the graph size: the float-output
+  // folder (NNCF's Conv -> x * Sigmoid(x) blocks) re-indexed the whole graph
+  // after each rewrite: 52 s for 2,000 blocks, 1.3 s without the re-index.
+  constexpr int kBlocks = 2000;
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 8, 8});
+  b.Output("y" + std::to_string(kBlocks - 1), onnx::TensorProto::FLOAT, {1, 4, 8, 8});
+  b.InitFloat("s", {}, {0.05f});
+  const uint8_t zero = 128;
+  b.Init("z", onnx::TensorProto::UINT8, {}, &zero, 1);
+  std::vector<int8_t> w(16);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = int8_t(int(i % 9) - 4);
+  b.Init("w", onnx::TensorProto::INT8, {4, 4, 1, 1}, w.data(), w.size());
+  b.InitFloat("ws", {4}, std::vector<float>(4, 0.01f));
+  std::string x = "x";
+  for (int i = 0; i < kBlocks; ++i) {
+    const std::string k = std::to_string(i);
+    b.Node("QuantizeLinear", {x, "s", "z"}, {"q" + k}, "q_" + k);
+    b.Node("DequantizeLinear", {"q" + k, "s", "z"}, {"dq" + k}, "dq_" + k);
+    OnnxBuilder::AttrInt(b.Node("DequantizeLinear", {"w", "ws"}, {"dw" + k}, "dw_" + k), "axis", 0);
+    b.Node("Conv", {"dq" + k, "dw" + k}, {"c" + k}, "conv_" + k);
+    b.Node("Sigmoid", {"c" + k}, {"g" + k}, "gate_" + k);
+    b.Node("Mul", {"c" + k, "g" + k}, {"y" + k}, "mul_" + k);
+    x = "y" + k;
+  }
+  const std::string path = b.Write(dir, "float_outputs.onnx");
+  const auto t0 = std::chrono::steady_clock::now();
+  conv::test::Converted c;
+  REQUIRE(conv::LoadAndOptimize(path, conv::ConvertOptions(), &c.graph).ok());
+  // Bound for ASan builds; a quadratic return takes minutes.
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+  int integer_convs = 0;
+  for (const auto& n : c.graph.nodes) integer_convs += n.op_type == "QfConvDequant";
+  CHECK(integer_convs == kBlocks);
+}
+
 // x [1, c, 16, 16] -> 3x3 Conv "conv_node" (pads 1) to m channels -> y;
 // with qdq, quantized around it (a QLinearConv after conversion).
 std::string ScratchConvModel(const TempDir& dir, int64_t c, int64_t m, bool qdq) {
