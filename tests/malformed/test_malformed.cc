@@ -1462,6 +1462,34 @@ TEST_CASE("integer convolutions with float outputs: 2000 blocks convert in bound
   CHECK(integer_convs == kBlocks);
 }
 
+TEST_CASE("8000 inverse Transpose pairs convert in bounded time") {
+  // CancelTransposes rescanned the graph from its first node after each
+  // cancelled pair: 7 s for 4,000 pairs; one pass with an updated reader
+  // index takes 0.2 s.
+  constexpr int kPairs = 8000;
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 2, 3, 4});
+  b.Output("r" + std::to_string(kPairs - 1), onnx::TensorProto::FLOAT, {1, 2, 3, 4});
+  std::string x = "x";
+  for (int i = 0; i < kPairs; ++i) {
+    const std::string k = std::to_string(i);
+    OnnxBuilder::AttrInts(b.Node("Transpose", {x}, {"a" + k}, "to_nhwc_" + k), "perm",
+                          {0, 2, 3, 1});
+    OnnxBuilder::AttrInts(b.Node("Transpose", {"a" + k}, {"b" + k}, "to_nchw_" + k), "perm",
+                          {0, 3, 1, 2});
+    b.Node("Relu", {"b" + k}, {"r" + k}, "relu_" + k);
+    x = "r" + k;
+  }
+  const std::string path = b.Write(dir, "transposes.onnx");
+  const auto t0 = std::chrono::steady_clock::now();
+  conv::test::Converted c;
+  REQUIRE(conv::LoadAndOptimize(path, conv::ConvertOptions(), &c.graph).ok());
+  // Bound for ASan builds; the quadratic pass took about 28 s here.
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  CHECK(c.graph.nodes.size() == size_t(kPairs));  // the Relus alone
+}
+
 // x [1, c, 16, 16] -> 3x3 Conv "conv_node" (pads 1) to m channels -> y;
 // with qdq, quantized around it (a QLinearConv after conversion).
 std::string ScratchConvModel(const TempDir& dir, int64_t c, int64_t m, bool qdq) {

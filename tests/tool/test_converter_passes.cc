@@ -3,6 +3,7 @@
 // widening. Expected values are hand-computed in the comments next to them.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -719,6 +720,45 @@ TEST_CASE("converter CommuteReshapeTransposes: a Transpose that would split a me
       for (size_t j = 0; j < 2; ++j)
         for (size_t k = 0; k < 3; ++k)
           CHECK(y[((w * 2 + h) * 3 + k) * 2 + j] == x[(h * 3 + w) * 6 + 3 * j + k]);
+}
+
+TEST_CASE("converter CancelTransposes: chains compose, inverse pairs vanish, in one pass") {
+  // x [1, 2, 3, 4] -> T(0,2,3,1) -> T(0,3,1,2) (inverse: both vanish) -> Relu -> r;
+  // r -> T(0,2,3,1) -> T(0,1,3,2) -> T(0,2,3,1) = one T(0,1,3,2) -> Y (the last one
+  // names a graph output, so the composed Transpose keeps that name).
+  // 400 more inverse pairs between Relus check that the pass does not restart.
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {1, 2, 3, 4});
+  b.Output("Y", kFloat, {1, 2, 4, 3});
+  std::string x = "X";
+  for (int i = 0; i < 401; ++i) {
+    const std::string k = std::to_string(i);
+    OnnxBuilder::AttrInts(b.Node("Transpose", {x}, {"nhwc" + k}, "to_nhwc" + k), "perm",
+                          {0, 2, 3, 1});
+    OnnxBuilder::AttrInts(b.Node("Transpose", {"nhwc" + k}, {"nchw" + k}, "to_nchw" + k), "perm",
+                          {0, 3, 1, 2});
+    b.Node("Relu", {"nchw" + k}, {"r" + k}, "relu" + k);
+    x = "r" + k;
+  }
+  OnnxBuilder::AttrInts(b.Node("Transpose", {x}, {"a"}, "t1"), "perm", {0, 2, 3, 1});
+  OnnxBuilder::AttrInts(b.Node("Transpose", {"a"}, {"b"}, "t2"), "perm", {0, 1, 3, 2});
+  OnnxBuilder::AttrInts(b.Node("Transpose", {"b"}, {"Y"}, "t3"), "perm", {0, 2, 3, 1});
+  const std::string path = b.Write(dir);
+  std::vector<float> xv(24);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = float(i) - 5.f;
+  Graph g;
+  const std::vector<float> y = ConvertAndRun(path, "X", {1, 2, 3, 4}, xv, "Y", {1, 2, 4, 3}, &g);
+  CHECK(CountOps(g, "Transpose") == 1);
+  CHECK(CountOps(g, "Relu") == 401);
+  const Node* t = FindNode(g, "Transpose");
+  REQUIRE(t != nullptr);
+  CHECK(t->attrs.GetInts("perm") == std::vector<int64_t>{0, 1, 3, 2});
+  // Y[0, c, w, h] = relu(X[0, c, h, w]).
+  for (size_t c = 0; c < 2; ++c)
+    for (size_t h = 0; h < 3; ++h)
+      for (size_t w = 0; w < 4; ++w)
+        CHECK(y[(c * 4 + w) * 3 + h] == std::max(0.f, xv[(c * 3 + h) * 4 + w]));
 }
 
 TEST_CASE("converter RemoveIdentities: Identity feeding a graph output keeps the output name") {
