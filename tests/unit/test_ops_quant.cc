@@ -715,6 +715,57 @@ TEST_CASE("quant: QLinearAveragePool rounds the exact average but at near-ties")
   CHECK(checked > 9000);
 }
 
+TEST_CASE("quant: symmetric scales make exact ties, rounded half to even") {
+  // PP-OCRv4 quantized with symmetric int8 activations (docs/NUMERICS.md): a
+  // residual Add whose output scale is twice its inputs', and a 3x2 average
+  // pool with one scale throughout. The exact results are often k + 0.5; the
+  // fp32 literal graph rounds some of them the wrong way, qfold must not.
+  const float s = 0.1775217205286026f;
+  std::vector<int8_t> a, b;
+  for (int i = -128; i < 128; ++i)
+    for (int j = -128; j < 128; ++j) a.push_back(int8_t(i)), b.push_back(int8_t(j));
+  const int64_t n = int64_t(a.size());
+  auto add = RunQ("QLinearAdd", {I8({n}, a), Scalar(s), I8({}, {0}), I8({n}, b), Scalar(s),
+                                 I8({}, {0}), Scalar(2 * s), I8({}, {0})});
+  REQUIRE(add.status.ok());
+  const std::vector<int> sum = Ints<int8_t>(add);
+  int ties = 0;
+  for (size_t k = 0; k < a.size(); ++k) {
+    const int twice = a[k] + b[k];  // the exact result is twice / 2
+    ties += twice % 2 != 0;
+    CHECK(sum[k] == int(std::nearbyint(twice / 2.0)));
+  }
+  CHECK(ties == 32768);
+  // Average of 3x2 windows (count 6), x and y scales equal: sum / 6, a tie
+  // whenever sum = 6k + 3. Window values sweep every sum in range.
+  const float xs = 0.6913778781890869f;
+  std::vector<int8_t> v;
+  for (int total = -6 * 128; total <= 6 * 127; ++total) {
+    int rest = total;
+    for (int e = 0; e < 6; ++e) {
+      const int x = rest / (6 - e);  // in [-128, 127] while rest is in [-128m, 127m], m = 6 - e
+      v.push_back(int8_t(x));
+      rest -= x;
+    }
+    REQUIRE(rest == 0);
+  }
+  const int64_t windows = int64_t(v.size() / 6);
+  // [1, windows, 3, 2]: each channel is one 3x2 window.
+  AttrMap attrs;
+  attrs.SetInts("kernel_shape", {3, 2});
+  attrs.SetInts("strides", {3, 2});
+  auto pool =
+      RunQ("QLinearAveragePool",
+           {I8({1, windows, 3, 2}, v), Scalar(xs), I8({}, {0}), Scalar(xs), I8({}, {0})}, attrs);
+  REQUIRE(pool.status.ok());
+  const std::vector<int> avg = Ints<int8_t>(pool);
+  for (int64_t w = 0; w < windows; ++w) {
+    int total = 0;
+    for (int e = 0; e < 6; ++e) total += v[size_t(w * 6 + e)];
+    CHECK_MESSAGE(avg[size_t(w)] == int(std::nearbyint(total / 6.0)), "sum " << total);
+  }
+}
+
 // ---- qfold-internal ops -------------------------------------------------------
 
 TEST_CASE("quant: QfLookupTable indexes by the raw byte") {
