@@ -6,6 +6,8 @@
 // float. Exact for per-tensor parameters: every op here only selects or
 // reorders elements, and dequantization with a positive scale is monotone,
 // so MaxPool commutes with it too (padding never wins a max either way).
+// A Concat sinks one DequantizeLinear when all its inputs share the parameters.
+#include <cstring>
 #include <string>
 #include <unordered_map>
 
@@ -42,6 +44,17 @@ bool PerTensorConstants(const Graph& g, const Node& dq) {
   return dq.attrs.GetInt("block_size", 0) == 0 && !dq.input(1).empty();
 }
 
+// Two parameter inputs with the same constant value (or both absent).
+bool SameConstant(const Graph& g, const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  if (a.empty() || b.empty()) return false;
+  const Value* va = g.Find(a);
+  const Value* vb = g.Find(b);
+  return va && vb && va->is_constant() && vb->is_constant() && va->dtype == vb->dtype &&
+         va->data->size() == vb->data->size() &&
+         std::memcmp(va->data->data(), vb->data->data(), va->data->size()) == 0;
+}
+
 }  // namespace
 
 Status SinkDequantize(Graph* g) {
@@ -53,6 +66,53 @@ Status SinkDequantize(Graph* g) {
   out.reserve(2 * g->nodes.size());  // `dq` below points into it
   size_t sunk = 0;
   for (Node& n : g->nodes) {
+    // Concat of DequantizeLinears with one scale and zero point (NNCF's
+    // detection neck before a Conv): the Concat joins the integers.
+    if (n.domain.empty() && n.op_type == "Concat" && n.outputs.size() == 1 && !n.inputs.empty() &&
+        !q_readers.count(n.outputs[0])) {
+      const Node* first = nullptr;
+      const Value* first_q = nullptr;
+      bool same = true;
+      for (const std::string& in : n.inputs) {
+        auto p = producer.find(in);
+        const Node* dq = p == producer.end() ? nullptr : &out[p->second];
+        const Value* xq = dq ? g->Find(dq->input(0)) : nullptr;
+        if (!dq || !dq->domain.empty() || dq->op_type != "DequantizeLinear" || !xq ||
+            !PerTensorConstants(*g, *dq) ||
+            !(Is8Bit(xq->dtype) || xq->dtype == DType::kInt16 || xq->dtype == DType::kUInt16) ||
+            (first &&
+             (xq->dtype != first_q->dtype || !SameConstant(*g, dq->input(1), first->input(1)) ||
+              !SameConstant(*g, dq->input(2), first->input(2))))) {
+          same = false;
+          break;
+        }
+        if (!first) first = dq, first_q = xq;
+      }
+      const Value* y = g->Find(n.outputs[0]);
+      if (same && y) {
+        const std::string moved = g->UniqueName(n.outputs[0] + "_quantized");
+        Value& mv = g->values[moved];
+        mv.name = moved;
+        mv.dtype = first_q->dtype;
+        mv.shape = y->shape;
+        mv.rank_known = y->rank_known;
+        Node after;
+        after.op_type = "DequantizeLinear";
+        after.name = n.name + "_dequantize";
+        after.attrs = first->attrs;
+        after.inputs = {moved, first->input(1)};
+        if (!first->input(2).empty()) after.inputs.push_back(first->input(2));
+        after.outputs = {n.outputs[0]};
+        for (std::string& in : n.inputs) in = out[producer[in]].input(0);
+        n.outputs[0] = moved;
+        out.push_back(std::move(n));
+        producer[moved] = out.size() - 1;
+        out.push_back(std::move(after));
+        producer[out.back().outputs[0]] = out.size() - 1;
+        ++sunk;
+        continue;
+      }
+    }
     auto it = n.inputs.empty() ? producer.end() : producer.find(n.inputs[0]);
     const Node* dq = it == producer.end() ? nullptr : &out[it->second];
     const Value* xq = dq ? g->Find(dq->input(0)) : nullptr;

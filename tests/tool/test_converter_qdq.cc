@@ -999,6 +999,65 @@ TEST_CASE("qdq: Reshape, Transpose, MaxPool and Split run on int8") {
   CHECK(CountOps(g, "QfRequantize") == 0);
 }
 
+// NNCF's detection neck: Concat of DequantizeLinears that share one scale and
+// zero point, no QuantizeLinear after it, read by a quantized Conv. The Concat
+// joins the codes and the Conv folds (exact: the concatenated codes are the
+// same). With another scale on one input the Concat stays float, and so does
+// the Conv.
+TEST_CASE("qdq: a Concat of DequantizeLinears with one scale joins the codes") {
+  for (bool other_scale : {false, true}) {
+    CAPTURE(other_scale);
+    Rng rng(410);
+    const QP xq{0.05f, 3, kU8}, x2q{other_scale ? 0.04f : 0.05f, 3, kU8}, yq{0.1f, 0, kU8};
+    TempDir dir;
+    OnnxBuilder b(17);
+    b.Input("a", kF32, {1, 2, 4, 4});
+    b.Input("c", kF32, {1, 3, 4, 4});
+    b.Output("y", kF32, {1, 4, 4, 4});
+    const std::string a_dq = QDQ(&b, "a", "aq", xq), c_dq = QDQ(&b, "c", "cq", x2q);
+    OnnxBuilder::AttrInt(b.Node("Concat", {a_dq, c_dq}, {"cat"}, "concat0"), "axis", 1);
+    const std::vector<int32_t> w = rng.Ints(4 * 5 * 9, -60, 60);
+    const std::vector<float> ws = {0.01f, 0.02f, 0.015f, 0.03f};
+    const std::string w_dq = WeightDQ(&b, "w", {4, 5, 3, 3}, kI8, w, ws, {0, 0, 0, 0}, 0);
+    auto* cv = b.Node("Conv", {"cat", w_dq}, {"conv"}, "conv0");
+    OnnxBuilder::AttrInts(cv, "pads", {1, 1, 1, 1});
+    b.Node("Relu", {"conv"}, {"relu"}, "relu0");
+    Q(&b, "relu", "yq", yq);
+    DQ(&b, "yq", "y");
+    const std::string path = b.Write(dir);
+
+    const std::vector<float> a = rng.Floats(32, -1, 1), c = rng.Floats(48, -1, 1);
+    // Reference in double: the dequantized codes, the 3x3 convolution, Relu, Q.
+    std::vector<double> cat;
+    for (int32_t q : QuantizeAll(ToDouble(a), xq)) cat.push_back(double(q - xq.zp) * xq.s);
+    for (int32_t q : QuantizeAll(ToDouble(c), x2q)) cat.push_back(double(q - x2q.zp) * x2q.s);
+    const std::vector<double> wd = DequantWeight(w, ws, {0, 0, 0, 0}, 45);
+    std::vector<double> y(64);
+    for (int m = 0; m < 4; ++m)
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) {
+          double acc = 0;
+          for (int ch = 0; ch < 5; ++ch)
+            for (int ki = 0; ki < 3; ++ki)
+              for (int kj = 0; kj < 3; ++kj) {
+                const int ii = i + ki - 1, jj = j + kj - 1;
+                if (ii < 0 || ii > 3 || jj < 0 || jj > 3) continue;
+                acc += cat[size_t((ch * 4 + ii) * 4 + jj)] *
+                       wd[size_t(((m * 5 + ch) * 3 + ki) * 3 + kj)];
+              }
+          y[size_t((m * 4 + i) * 4 + j)] = std::max(0.0, acc);
+        }
+    RunResult f = ConvertRun(path, true, {{"a", {1, 2, 4, 4}, a}, {"c", {1, 3, 4, 4}, c}},
+                             {{"y", {1, 4, 4, 4}}});
+    CheckCodes(f.outs[0], QuantizeAll(y, yq), yq, "folded");
+    CHECK(CountOps(f.graph, "Conv") == (other_scale ? 1 : 0));
+    const Node* cat_node = FindOp(f.graph, "Concat");
+    REQUIRE(cat_node != nullptr);
+    CHECK(DTypeOf(f.graph, cat_node->outputs[0]) ==
+          (other_scale ? DType::kFloat32 : DType::kUInt8));
+  }
+}
+
 // 16-bit codes (a16 models) move like 8-bit ones: MaxPool, Transpose and a
 // nearest Resize run on uint16, and a MaxPool whose Q has another scale gets a
 // 16-bit QfRequantize; exact against the literal graph computed here.
