@@ -13,8 +13,10 @@ runs qfold (build/python) on seeded standard-normal inputs, then for each
 QuantizeLinear output T extracts the operators between T and the nearest quantized
 tensors upstream and runs them in ONNX Runtime (all graph optimizations off) on
 *qfold's* values of those tensors. Per T it prints the largest difference in
-quantization steps between qfold and that literal step and the share of equal
-elements; --all prints every T, else only those over 1 step or under 99% equal.
+quantization steps between qfold and that literal step, the share of equal
+elements, and how many elements qfold and that float32 step each get wrong against
+the step evaluated exactly (float64, tests/e2e/qfold_tools.run_exact_literal);
+--all prints every T, else those over 1 step, under 99% equal or off the exact one.
 Exposing the tensors keeps qfold from collapsing element-wise chains into one
 table, so the path differs slightly from the plain conversion's.
 """
@@ -30,7 +32,9 @@ from onnx import helper, utils
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "build", "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 import qfold  # noqa: E402
+from qfold_tools import run_exact_literal  # noqa: E402
 
 
 def cosine(a, b):
@@ -93,6 +97,7 @@ def main():
             return sorted(found)
 
         worst = None
+        total_q = total_l = 0
         for t in quantized:
             ins = sources(t)
             if producer[t].input[0] in feeds:
@@ -100,18 +105,26 @@ def main():
             sub = os.path.join(tmp, "step.onnx")
             utils.extract_model(args.model, sub, ins, [t], check_model=False)
             step = ort.InferenceSession(sub, literal, providers=["CPUExecutionProvider"])
-            want = step.run(None, {i: got[i] for i in ins})[0].astype(np.int64)
-            diff = np.abs(got[t].astype(np.int64) - want)
+            step_feeds = {i: got[i] for i in ins}
+            want = step.run(None, step_feeds)[0].astype(np.int64)
+            mine = got[t].astype(np.int64)
+            diff = np.abs(mine - want)
             equal = float((diff == 0).mean())
+            exact = run_exact_literal(sub, step_feeds)[1][0].astype(np.int64)
+            off_q, off_l = int((mine != exact).sum()), int((want != exact).sum())
+            total_q, total_l = total_q + off_q, total_l + off_l
             op = producer.get(producer[t].input[0])
             line = (f"{t} ({op.op_type if op is not None else '?'}): max {int(diff.max())} steps, "
-                    f"{100 * equal:.2f}% equal")
-            if args.all or diff.max() > 1 or equal < 0.99:
+                    f"{100 * equal:.2f}% equal; off the exact step: qfold {off_q}, "
+                    f"float32 literal {off_l} of {exact.size}")
+            if args.all or diff.max() > 1 or equal < 0.99 or off_q:
                 print(line)
             if worst is None or (diff.max(), -equal) > worst[0]:
                 worst = ((diff.max(), -equal), line)
         if worst:
             print(f"{len(quantized)} quantized tensors; worst: {worst[1]}")
+        print(f"elements off the exact step, all tensors: qfold {total_q}, "
+              f"float32 literal {total_l}")
 
 
 if __name__ == "__main__":

@@ -80,6 +80,91 @@ def run_ort(model_path, feeds):
     return names, sess.run(names, feeds)
 
 
+def _exact_qdq_ops():
+    """DequantizeLinear / QuantizeLinear for onnx.reference in float64: dequantized values are
+    exact (an 8/16-bit code times a float32 scale fits a double), quantization divides and rounds
+    half to even in float64. Also an inference-mode BatchNormalization."""
+    from onnx.reference.op_run import OpRun
+
+    def along(s, x, axis):
+        if s.ndim == 1 and s.size > 1 and x.ndim > 1:
+            shape = [1] * x.ndim
+            shape[(1 if axis is None else axis) % x.ndim] = -1
+            return s.reshape(shape)
+        return s
+
+    class DequantizeLinear(OpRun):
+        def _run(self, x, scale, zero_point=None, axis=None, block_size=None, output_dtype=None):
+            if block_size:
+                raise NotImplementedError("blocked DequantizeLinear")
+            s = along(scale.astype(np.float64), x, axis)
+            z = 0 if zero_point is None else along(zero_point.astype(np.float64), x, axis)
+            return ((x.astype(np.float64) - z) * s,)
+
+    class QuantizeLinear(OpRun):
+        def _run(self, x, scale, zero_point=None, axis=None, block_size=None, output_dtype=None,
+                 saturate=None, precision=None):
+            if block_size:
+                raise NotImplementedError("blocked QuantizeLinear")
+            dtype = zero_point.dtype if zero_point is not None else (
+                onnx.helper.tensor_dtype_to_np_dtype(output_dtype) if output_dtype else np.uint8)
+            if not np.issubdtype(dtype, np.integer):
+                raise NotImplementedError(f"QuantizeLinear to {dtype}")
+            s = along(scale.astype(np.float64), x, axis)
+            z = 0 if zero_point is None else along(zero_point.astype(np.float64), x, axis)
+            info = np.iinfo(dtype)
+            q = np.rint(x.astype(np.float64) / s) + z
+            return (np.clip(q, info.min, info.max).astype(dtype),)
+
+    class BatchNormalization(OpRun):
+        # onnx.reference's BatchNormalization-9 computes batch statistics whenever the
+        # (ignored) momentum attribute is set; inference mode is what every engine runs.
+        def _run(self, x, scale, bias, mean, var, epsilon=None, momentum=None,
+                 training_mode=None, spatial=None, is_test=None):
+            if training_mode:
+                raise NotImplementedError("training-mode BatchNormalization")
+            shape = (-1,) + (1,) * (x.ndim - 2)
+            eps = 1e-5 if epsilon is None else epsilon
+            y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps)
+            return ((y * scale.reshape(shape) + bias.reshape(shape)).astype(x.dtype),)
+
+    return [DequantizeLinear, QuantizeLinear, BatchNormalization]
+
+
+def run_exact_literal(model_path, feeds):
+    """The literal DequantizeLinear -> op -> QuantizeLinear graph evaluated in float64 by
+    onnx.reference: ONNX Runtime's literal graph computes it in float32 and so rounds some
+    exact .5 ties (common with symmetric scales) the other way. Float32 constants, inputs and
+    Casts to float become float64. Returns (output names, outputs), or raises
+    NotImplementedError for what it cannot evaluate (contrib-domain ops, blocked Q/DQ)."""
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    model = onnx.load(model_path)
+    g = model.graph
+    if any(n.domain not in ("", "ai.onnx") for n in g.node):
+        raise NotImplementedError("non-standard domain")
+    for i, init in enumerate(g.initializer):
+        a = numpy_helper.to_array(init)
+        if a.dtype == np.float32:
+            g.initializer[i].CopyFrom(numpy_helper.from_array(a.astype(np.float64), init.name))
+    for n in g.node:
+        for attr in n.attribute:
+            if n.op_type == "Cast" and attr.name == "to" and attr.i == TensorProto.FLOAT:
+                attr.i = TensorProto.DOUBLE
+            if n.op_type == "Constant" and attr.name == "value" and \
+                    attr.t.data_type == TensorProto.FLOAT:
+                attr.t.CopyFrom(numpy_helper.from_array(
+                    numpy_helper.to_array(attr.t).astype(np.float64), attr.t.name))
+    for vi in list(g.input) + list(g.output):
+        if vi.type.tensor_type.elem_type == TensorProto.FLOAT:
+            vi.type.tensor_type.elem_type = TensorProto.DOUBLE
+    del g.value_info[:]
+    ref = ReferenceEvaluator(model, new_ops=_exact_qdq_ops())
+    names = [o.name for o in g.output]
+    ins = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in feeds.items()}
+    return names, ref.run(names, ins)
+
+
 def run_ort_optimized(model_path, feeds):
     """Runs with all ONNX Runtime graph optimizations: QDQ groups become ORT's own integer
     kernels (QLinearConv, ...), a second opinion on what integer execution yields."""
