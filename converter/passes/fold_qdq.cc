@@ -975,10 +975,12 @@ class QdqFolder {
 
   bool SelectPool(size_t k, Group* m) {
     const Node& n = g_.nodes[k];
-    m->dqx = DqOf(n.input(0), &m->xq);
+    // The global pool also averages 16-bit codes (a16 models' classifier heads).
+    const bool a16 = n.op_type == "GlobalAveragePool";
+    m->dqx = DqOf(n.input(0), &m->xq, "input", a16);
     if (!m->dqx) return false;
     if (!m->xq.per_tensor()) return Fail("input is quantized per axis");
-    if (!SoleQConsumer(n.outputs[0], &m->qk, &m->yq)) return false;
+    if (!SoleQConsumer(n.outputs[0], &m->qk, &m->yq, a16)) return false;
     if (m->xq.qtype != m->yq.qtype) return Fail("input and output differ in signedness");
     return true;
   }

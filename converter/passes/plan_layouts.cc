@@ -269,9 +269,10 @@ class LayoutPlanner {
     if (n.attrs.GetInt("channels_last", 0) != 0) return false;
     if (def->layout_channels_last && !def->layout_channels_last(n.attrs)) return false;
     const Value* x = Known(n.inputs[0]);
-    // 16-bit activations: QLinearConv's a16w8 kernel and MaxPool's 16-bit
-    // one are channels-last too.
-    const bool a16 = (n.op_type == "QLinearConv" || n.op_type == "MaxPool") &&
+    // 16-bit activations: QLinearConv's a16w8 kernel, MaxPool's and
+    // QLinearGlobalAveragePool's 16-bit ones are channels-last too.
+    const bool a16 = (n.op_type == "QLinearConv" || n.op_type == "MaxPool" ||
+                      n.op_type == "QLinearGlobalAveragePool") &&
                      (x && (x->dtype == DType::kInt16 || x->dtype == DType::kUInt16));
     // Float: 2-D ops whose channels-last kernel takes float32 (Conv, nearest
     // Resize, GlobalAveragePool); the others would run between transposes.

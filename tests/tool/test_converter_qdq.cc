@@ -1061,6 +1061,34 @@ TEST_CASE("qdq: a Concat of DequantizeLinears with one scale joins the codes") {
 // 16-bit codes (a16 models) move like 8-bit ones: MaxPool, Transpose and a
 // nearest Resize run on uint16, and a MaxPool whose Q has another scale gets a
 // 16-bit QfRequantize; exact against the literal graph computed here.
+// An a16 classifier head: GlobalAveragePool between 16-bit Q/DQ pairs becomes
+// QLinearGlobalAveragePool on the codes (it was the a16 models' last float op).
+TEST_CASE("qdq: GlobalAveragePool on 16-bit codes folds") {
+  for (int t : {kU16, kI16}) {
+    CAPTURE(t);
+    Rng rng(420);
+    const QP xq{0.0004f, t == kU16 ? 30000 : -20, t}, yq{0.0003f, t == kU16 ? 32768 : 0, t};
+    TempDir dir;
+    OnnxBuilder b(17);
+    b.Input("x", kF32, {1, 4, 5, 5});
+    b.Output("y", kF32, {1, 4, 1, 1});
+    b.Node("GlobalAveragePool", {QDQ(&b, "x", "xq", xq)}, {"gap"}, "gap0");
+    Q(&b, "gap", "yq", yq);
+    DQ(&b, "yq", "y");
+    const std::string path = b.Write(dir);
+    const std::vector<float> x = rng.Floats(100, -5, 5);
+    const std::vector<int32_t> c = QuantizeAll(ToDouble(x), xq);
+    std::vector<double> avg(4, 0.0);
+    for (size_t i = 0; i < c.size(); ++i) avg[i / 25] += double(c[i] - xq.zp) * xq.s / 25;
+    RunResult f = ConvertRun(path, true, {{"x", {1, 4, 5, 5}, x}}, {{"y", {1, 4, 1, 1}}});
+    CheckCodes(f.outs[0], QuantizeAll(avg, yq), yq, "folded");
+    const Node* n = FindOp(f.graph, "QLinearGlobalAveragePool");
+    REQUIRE(n != nullptr);
+    CHECK(DTypeOf(f.graph, n->inputs[0]) == (t == kU16 ? DType::kUInt16 : DType::kInt16));
+    CHECK(CountOps(f.graph, "GlobalAveragePool") == 0);
+  }
+}
+
 TEST_CASE("qdq: MaxPool, Transpose and nearest Resize run on 16-bit codes") {
   Rng rng(420);
   const QP xq{0.0004f, 31000, kU16}, pq{0.0005f, 30000, kU16};

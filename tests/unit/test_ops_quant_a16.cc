@@ -666,6 +666,54 @@ TEST_CASE("a16 maxpool: 16-bit codes in both layouts against a direct max") {
   }
 }
 
+TEST_CASE("a16 qlinearglobalaveragepool: 16-bit codes in both layouts, exact sums") {
+  // 300 x 300 pixels of codes near the top of the range: sums reach 1.9e10,
+  // beyond int32 and float's 24-bit mantissa. Expected: the exact average in
+  // long double, rounded half to even (a near-tie within 1e-9 is skipped).
+  std::mt19937 rng(93);
+  const int64_t n = 2, c = 3, h = 300, w = 300;
+  for (DType t : {DType::kUInt16, DType::kInt16}) {
+    const bool u = t == DType::kUInt16;
+    std::uniform_int_distribution<int32_t> d(u ? 60000 : 30000, u ? 65535 : 32767);
+    std::vector<int32_t> x(size_t(n * c * h * w));
+    for (auto& v : x) v = d(rng);
+    const float xs = 0.0007f, ys = 0.00091f;
+    const int32_t xz = u ? 1234 : -17, yz = u ? 40000 : 100;
+    std::vector<int32_t> want;  // [n, c]
+    int checked = 0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        long double sum = 0;
+        for (int64_t i = 0; i < h * w; ++i) sum += x[size_t((b * c + ch) * h * w + i)] - xz;
+        const long double avg = sum * xs / ((long double)(h * w) * ys);
+        const long double frac = avg - std::floor(avg);
+        REQUIRE(std::fabs(frac - 0.5L) > 1e-9L);
+        const long q = std::lround(avg) + yz;
+        want.push_back(
+            int32_t(std::min<long>(u ? 65535 : 32767, std::max<long>(u ? 0 : -32768, q))));
+        ++checked;
+      }
+    CHECK(checked == n * c);
+    for (bool nhwc : {false, true}) {
+      CAPTURE(nhwc);
+      const std::vector<int32_t> xv = nhwc ? ToNhwc(x, n, c, h, w) : x;
+      const Shape s = nhwc ? Shape{n, h, w, c} : Shape{n, c, h, w};
+      TensorPtr xt = u ? U16(s, std::vector<uint16_t>(xv.begin(), xv.end()))
+                       : I16(s, std::vector<int16_t>(xv.begin(), xv.end()));
+      TensorPtr xzt = u ? U16({}, {uint16_t(xz)}) : I16({}, {int16_t(xz)});
+      TensorPtr yzt = u ? U16({}, {uint16_t(yz)}) : I16({}, {int16_t(yz)});
+      AttrMap a;
+      if (nhwc) a.SetInt("channels_last", 1);
+      for (int threads : {1, 2}) {
+        Result r = Run("QLinearGlobalAveragePool", {xt, Scalar(xs), xzt, Scalar(ys), yzt}, a, false,
+                       threads);
+        REQUIRE(r.status.ok());
+        CHECK(r.values == want);  // [n, 1, 1, c] and [n, c, 1, 1] hold the same order
+      }
+    }
+  }
+}
+
 TEST_CASE("a16 qflookuptable: 16-bit indices and results") {
   std::vector<uint16_t> t16(65536);
   std::vector<uint8_t> t8(65536);

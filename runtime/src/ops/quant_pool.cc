@@ -1,7 +1,8 @@
 // ONNX Runtime's com.microsoft QLinearAveragePool and
 // QLinearGlobalAveragePool (registered under their plain names). Inputs:
 // X, x_scale, x_zero_point?, y_scale, y_zero_point?; Y has X's dtype
-// (int8/uint8); attribute channels_last (default 0) selects NHWC layout.
+// (int8/uint8; the global pool also int16/uint16, a16 models); attribute
+// channels_last (default 0) selects NHWC layout.
 // Each output is
 //   y = saturate(nearbyint(float(sum(x - x_zp)) * m) + y_zp),
 //   m = float(double(x_scale) / (double(count) * double(y_scale)))
@@ -15,6 +16,7 @@
 #include "core/shape_util.h"
 #include "kernels/kernel_config.h"
 #include "kernels/pool_nhwc_s8.h"
+#include "kernels/scratch.h"
 #include "kernels/window_taps.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
@@ -27,10 +29,11 @@ struct PoolQuant {
   int32_t x_zp, y_zp;
 };
 
-Status CheckPoolInputs(const KernelContext& ctx) {
+Status CheckPoolInputs(const KernelContext& ctx, bool allow_16bit = false) {
   const Tensor* x = ctx.input(0);
   if (!x) return ctx.Invalid("input X is required");
-  if (!Is8Bit(x->dtype)) return ctx.Unsupported(std::string("X dtype ") + dtype_name(x->dtype));
+  if (!Is8Bit(x->dtype) && !(allow_16bit && Is16Bit(x->dtype)))
+    return ctx.Unsupported(std::string("X dtype ") + dtype_name(x->dtype));
   QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(1), "x_scale"));
   QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(3), "y_scale"));
   QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(1), "x_scale", 0, ""));
@@ -89,7 +92,7 @@ kernels::QPoolParams KernelQuant(const PoolQuant& q, QRange r) {
 // ---- QLinearGlobalAveragePool -----------------------------------------------
 
 Status InferQLinearGlobalAveragePool(KernelContext& ctx) {
-  QF_RETURN_IF_ERROR(CheckPoolInputs(ctx));
+  QF_RETURN_IF_ERROR(CheckPoolInputs(ctx, /*allow_16bit=*/true));
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
   y->dtype = x->dtype;
@@ -116,8 +119,14 @@ kernels::PoolNhwcArgs GlobalNhwcArgs(const KernelContext& ctx, int64_t n, int64_
   return a;
 }
 
-// OpDef::scratch: the channels-last kernel's pixel pointers (the reference
-// loop needs none).
+// 16-bit codes: one int64 sum per channel of an image (channels-last), or
+// none (channels-first sums one contiguous row at a time).
+size_t Global16Scratch(bool channels_last, int64_t c) {
+  return channels_last ? size_t(c) * sizeof(int64_t) : 0;
+}
+
+// OpDef::scratch: the channels-last kernel's pixel pointers or the 16-bit
+// channel sums (the reference loop needs none).
 Status QLinearGlobalAveragePoolScratch(KernelContext& ctx, ScratchNeeds* needs) {
   const Tensor* x = ctx.input(0);
   if (ctx.attr().GetInt("channels_last", 0) == 0 || !x->shape_known() || x->rank() < 2)
@@ -125,9 +134,41 @@ Status QLinearGlobalAveragePoolScratch(KernelContext& ctx, ScratchNeeds* needs) 
   int64_t n, c;
   Shape spatial;
   SplitLayout(x->shape, true, &n, &c, &spatial);
+  if (Is16Bit(x->dtype)) {
+    needs->run = Global16Scratch(true, c);
+    return Status::Ok();
+  }
   needs->run = kernels::QGlobalAvgPoolNhwcScratch(ctx.kernel_config(),
                                                   GlobalNhwcArgs(ctx, n, c, Product(spatial)));
   return Status::Ok();
+}
+
+// 16-bit codes: sums of (x - x_zp) over the pixels of each (image, channel)
+// in int64, the average in double: 16-bit codes over many pixels leave int32
+// and float's 24-bit mantissa (docs/NUMERICS.md). Channels-last keeps one
+// running sum per channel (scratch); channels-first sums one plane at a time.
+template <typename T>
+void RunGlobal16(const T* x, T* y, bool channels_last, int64_t n, int64_t c, int64_t size,
+                 const PoolQuant& q, QRange r, int64_t* sums) {
+  const double m = double(q.x_scale) / (double(size) * double(q.y_scale));
+  const int64_t zp_sum = int64_t(q.x_zp) * size;
+  for (int64_t b = 0; b < n; ++b) {
+    const T* image = x + b * c * size;
+    if (channels_last) {
+      for (int64_t ch = 0; ch < c; ++ch) sums[ch] = 0;
+      for (int64_t s = 0; s < size; ++s)
+        for (int64_t ch = 0; ch < c; ++ch) sums[ch] += image[s * c + ch];
+    }
+    for (int64_t ch = 0; ch < c; ++ch) {
+      int64_t sum = 0;
+      if (channels_last) {
+        sum = sums[ch];
+      } else {
+        for (int64_t s = 0; s < size; ++s) sum += image[ch * size + s];
+      }
+      y[b * c + ch] = T(RoundAddSaturate(double(sum - zp_sum) * m, q.y_zp, r.lo, r.hi));
+    }
+  }
 }
 
 Status RunQLinearGlobalAveragePool(KernelContext& ctx) {
@@ -141,6 +182,16 @@ Status RunQLinearGlobalAveragePool(KernelContext& ctx) {
   SplitLayout(x->shape, cl, &n, &c, &spatial);
   const int64_t size = Product(spatial);
   const QRange r = QuantRange(y->dtype);
+  if (Is16Bit(x->dtype)) {
+    const kernels::ScratchRegion sums({ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
+                                      Global16Scratch(cl, c));
+    if (x->dtype == DType::kInt16)
+      RunGlobal16(x->ptr<int16_t>(), y->ptr<int16_t>(), cl, n, c, size, q, r, sums.at<int64_t>(0));
+    else
+      RunGlobal16(x->ptr<uint16_t>(), y->ptr<uint16_t>(), cl, n, c, size, q, r,
+                  sums.at<int64_t>(0));
+    return Status::Ok();
+  }
   if (cl) {
     const kernels::PoolNhwcArgs a = GlobalNhwcArgs(ctx, n, c, size);
     if (kernels::QGlobalAvgPoolNhwcS8(ctx.kernel_config(), a, KernelQuant(q, r),
