@@ -55,105 +55,114 @@ bool SameConstant(const Graph& g, const std::string& a, const std::string& b) {
          std::memcmp(va->data->data(), vb->data->data(), va->data->size()) == 0;
 }
 
+bool QuantizedCodes(const Value* v) {
+  return v && (Is8Bit(v->dtype) || v->dtype == DType::kInt16 || v->dtype == DType::kUInt16);
+}
+
+class Sinker {
+ public:
+  explicit Sinker(Graph* g) : g_(*g) {}
+
+  Status Run() {
+    for (const Node& n : g_.nodes)
+      if (n.domain.empty() && n.op_type == "QuantizeLinear") ++q_readers_[n.input(0)];
+    out_.reserve(2 * g_.nodes.size());  // selected DQ pointers point into it
+    for (Node& n : g_.nodes) {
+      const bool free_output =
+          n.outputs.size() == 1 && g_.Find(n.outputs[0]) && !q_readers_.count(n.outputs[0]);
+      const Node* dq = free_output ? SelectConcat(n) : nullptr;
+      if (!dq && free_output && !n.inputs.empty()) dq = SelectMove(n);
+      if (dq) {
+        Sink(std::move(n), *dq);
+        continue;
+      }
+      Emit(std::move(n));
+    }
+    g_.nodes = std::move(out_);
+    if (sunk_)
+      g_.notes.push_back(std::to_string(sunk_) +
+                         " data-movement op(s) now run on quantized values (their "
+                         "DequantizeLinear moved after them)");
+    return Status::Ok();
+  }
+
+ private:
+  Graph& g_;
+  std::vector<Node> out_;
+  std::unordered_map<std::string, size_t> producer_;  // value -> index in out_
+  std::unordered_map<std::string, int> q_readers_;    // value -> QuantizeLinear readers
+  size_t sunk_ = 0;
+
+  // The per-tensor DequantizeLinear of 8/16-bit codes producing `name`.
+  const Node* Dq(const std::string& name) const {
+    auto it = producer_.find(name);
+    if (it == producer_.end()) return nullptr;
+    const Node& dq = out_[it->second];
+    if (!dq.domain.empty() || dq.op_type != "DequantizeLinear" ||
+        !QuantizedCodes(g_.Find(dq.input(0))) || !PerTensorConstants(g_, dq))
+      return nullptr;
+    return &dq;
+  }
+
+  // Concat of DequantizeLinears with one scale and zero point (NNCF's
+  // detection neck before a Conv): the Concat joins the codes.
+  const Node* SelectConcat(const Node& n) const {
+    if (!n.domain.empty() || n.op_type != "Concat" || n.inputs.empty()) return nullptr;
+    const Node* first = Dq(n.inputs[0]);
+    if (!first) return nullptr;
+    const DType codes = g_.Find(first->input(0))->dtype;
+    for (const std::string& in : n.inputs) {
+      const Node* dq = Dq(in);
+      if (!dq || g_.Find(dq->input(0))->dtype != codes ||
+          !SameConstant(g_, dq->input(1), first->input(1)) ||
+          !SameConstant(g_, dq->input(2), first->input(2)))
+        return nullptr;
+    }
+    return first;
+  }
+
+  // An element-moving op reading a DequantizeLinear as its data input.
+  const Node* SelectMove(const Node& n) const {
+    const Node* dq = Dq(n.inputs[0]);
+    return dq && MovesElements(n, g_.Find(dq->input(0))->dtype) ? dq : nullptr;
+  }
+
+  // n on the codes into a fresh value (every input that is `dq`-like reads
+  // its codes), then the same DequantizeLinear after it.
+  void Sink(Node n, const Node& dq) {
+    const Value* y = g_.Find(n.outputs[0]);
+    const std::string moved = g_.UniqueName(n.outputs[0] + "_quantized");
+    Value& mv = g_.values[moved];
+    mv.name = moved;
+    mv.dtype = g_.Find(dq.input(0))->dtype;
+    mv.shape = y->shape;
+    mv.rank_known = y->rank_known;
+    Node after;
+    after.op_type = "DequantizeLinear";
+    after.name = n.name + "_dequantize";
+    after.attrs = dq.attrs;  // output_dtype and the like
+    after.inputs = {moved, dq.input(1)};
+    if (!dq.input(2).empty()) after.inputs.push_back(dq.input(2));
+    after.outputs = {n.outputs[0]};
+    const size_t data_inputs = n.op_type == "Concat" ? n.inputs.size() : 1;
+    for (size_t i = 0; i < data_inputs; ++i) n.inputs[i] = out_[producer_[n.inputs[i]]].input(0);
+    n.outputs[0] = moved;
+    Emit(std::move(n));
+    Emit(std::move(after));
+    ++sunk_;
+  }
+
+  void Emit(Node n) {
+    out_.push_back(std::move(n));
+    for (const std::string& o : out_.back().outputs)
+      if (!o.empty()) producer_[o] = out_.size() - 1;
+  }
+};
+
 }  // namespace
 
 Status SinkDequantize(Graph* g) {
-  std::unordered_map<std::string, size_t> producer;  // value -> index in `out`
-  std::unordered_map<std::string, int> q_readers;    // value -> QuantizeLinear consumers
-  for (const Node& n : g->nodes)
-    if (n.domain.empty() && n.op_type == "QuantizeLinear") ++q_readers[n.input(0)];
-  std::vector<Node> out;
-  out.reserve(2 * g->nodes.size());  // `dq` below points into it
-  size_t sunk = 0;
-  for (Node& n : g->nodes) {
-    // Concat of DequantizeLinears with one scale and zero point (NNCF's
-    // detection neck before a Conv): the Concat joins the integers.
-    if (n.domain.empty() && n.op_type == "Concat" && n.outputs.size() == 1 && !n.inputs.empty() &&
-        !q_readers.count(n.outputs[0])) {
-      const Node* first = nullptr;
-      const Value* first_q = nullptr;
-      bool same = true;
-      for (const std::string& in : n.inputs) {
-        auto p = producer.find(in);
-        const Node* dq = p == producer.end() ? nullptr : &out[p->second];
-        const Value* xq = dq ? g->Find(dq->input(0)) : nullptr;
-        if (!dq || !dq->domain.empty() || dq->op_type != "DequantizeLinear" || !xq ||
-            !PerTensorConstants(*g, *dq) ||
-            !(Is8Bit(xq->dtype) || xq->dtype == DType::kInt16 || xq->dtype == DType::kUInt16) ||
-            (first &&
-             (xq->dtype != first_q->dtype || !SameConstant(*g, dq->input(1), first->input(1)) ||
-              !SameConstant(*g, dq->input(2), first->input(2))))) {
-          same = false;
-          break;
-        }
-        if (!first) first = dq, first_q = xq;
-      }
-      const Value* y = g->Find(n.outputs[0]);
-      if (same && y) {
-        const std::string moved = g->UniqueName(n.outputs[0] + "_quantized");
-        Value& mv = g->values[moved];
-        mv.name = moved;
-        mv.dtype = first_q->dtype;
-        mv.shape = y->shape;
-        mv.rank_known = y->rank_known;
-        Node after;
-        after.op_type = "DequantizeLinear";
-        after.name = n.name + "_dequantize";
-        after.attrs = first->attrs;
-        after.inputs = {moved, first->input(1)};
-        if (!first->input(2).empty()) after.inputs.push_back(first->input(2));
-        after.outputs = {n.outputs[0]};
-        for (std::string& in : n.inputs) in = out[producer[in]].input(0);
-        n.outputs[0] = moved;
-        out.push_back(std::move(n));
-        producer[moved] = out.size() - 1;
-        out.push_back(std::move(after));
-        producer[out.back().outputs[0]] = out.size() - 1;
-        ++sunk;
-        continue;
-      }
-    }
-    auto it = n.inputs.empty() ? producer.end() : producer.find(n.inputs[0]);
-    const Node* dq = it == producer.end() ? nullptr : &out[it->second];
-    const Value* xq = dq ? g->Find(dq->input(0)) : nullptr;
-    const Value* y = n.outputs.empty() ? nullptr : g->Find(n.outputs[0]);
-    if (dq && dq->domain.empty() && dq->op_type == "DequantizeLinear" && xq &&
-        (Is8Bit(xq->dtype) || xq->dtype == DType::kInt16 || xq->dtype == DType::kUInt16) &&
-        MovesElements(n, xq->dtype) && PerTensorConstants(*g, *dq) && y &&
-        !q_readers.count(n.outputs[0])) {
-      // The op on the integers into a fresh value, then the same DQ after it.
-      const std::string moved = g->UniqueName(n.outputs[0] + "_quantized");
-      Value& mv = g->values[moved];
-      mv.name = moved;
-      mv.dtype = xq->dtype;
-      mv.shape = y->shape;
-      mv.rank_known = y->rank_known;
-      Node after;
-      after.op_type = "DequantizeLinear";
-      after.name = n.name + "_dequantize";
-      after.attrs = dq->attrs;  // output_dtype and the like
-      after.inputs = {moved, dq->input(1)};
-      if (!dq->input(2).empty()) after.inputs.push_back(dq->input(2));
-      after.outputs = {n.outputs[0]};
-      n.inputs[0] = dq->input(0);
-      n.outputs[0] = moved;
-      out.push_back(std::move(n));
-      producer[moved] = out.size() - 1;
-      out.push_back(std::move(after));
-      producer[out.back().outputs[0]] = out.size() - 1;
-      ++sunk;
-      continue;
-    }
-    out.push_back(std::move(n));
-    for (const std::string& o : out.back().outputs)
-      if (!o.empty()) producer[o] = out.size() - 1;
-  }
-  g->nodes = std::move(out);
-  if (sunk)
-    g->notes.push_back(std::to_string(sunk) +
-                       " data-movement op(s) now run on quantized values (their "
-                       "DequantizeLinear moved after them)");
-  return Status::Ok();
+  return Sinker(g).Run();
 }
 
 }  // namespace conv
