@@ -1,4 +1,5 @@
-// An LSTM whose W and R are DequantizeLinear of 8-bit constants (QDQ
+// An LSTM (or a GRU with linear_before_reset, as QfGRUInteger, the same
+// form with 3 gates) whose W and R are DequantizeLinear of 8-bit constants (QDQ
 // exporters' quantized recurrent weights) keeps them 8-bit and runs its GEMMs
 // on the integers: it becomes com.microsoft DynamicQuantizeLSTM, whose
 // weights are the transposed integers W^T [dirs, in, 4H], R^T [dirs, H, 4H]
@@ -47,7 +48,7 @@ class QdqLstmFuser {
       for (const std::string& o : g_.nodes[k].outputs)
         if (!o.empty()) producer_[o] = k;
     for (Node& n : g_.nodes)
-      if (n.op_type == "LSTM" && n.domain.empty()) TryFuse(&n);
+      if ((n.op_type == "LSTM" || n.op_type == "GRU") && n.domain.empty()) TryFuse(&n);
     return Status::Ok();
   }
 
@@ -130,6 +131,10 @@ class QdqLstmFuser {
 
   void TryFuse(Node* n) {
     if (n->inputs.size() < 3) return;
+    const bool gru = n->op_type == "GRU";
+    // The integer GRU has one recurrent GEMM per step: linear_before_reset.
+    if (gru && n->attrs.GetInt("linear_before_reset", 0) == 0) return;
+    const int64_t gates = gru ? 3 : 4;
     const Value* x = g_.Find(n->input(0));
     if (!x || x->dtype != DType::kFloat32) return;
     const std::string dir = n->attrs.GetString("direction", "forward");
@@ -139,11 +144,11 @@ class QdqLstmFuser {
       hidden = rv->shape[2];
     if (hidden <= 0) return;
     QdqWeight w, r;
-    if (!MatchWeight(n->input(1), dirs, 4 * hidden, &w) ||
-        !MatchWeight(n->input(2), dirs, 4 * hidden, &r) || r.q->shape[2] != hidden)
+    if (!MatchWeight(n->input(1), dirs, gates * hidden, &w) ||
+        !MatchWeight(n->input(2), dirs, gates * hidden, &r) || r.q->shape[2] != hidden)
       return;
     std::vector<std::string> inputs = n->inputs;
-    inputs.resize(8);  // X, W, R, B, sequence_lens, initial_h, initial_c, P
+    inputs.resize(8);  // X, W, R, B, sequence_lens, initial_h, initial_c, P (GRU: 6 and 7 empty)
     inputs[1] = Transposed(*w.q);
     inputs[2] = Transposed(*r.q);
     for (const QdqWeight* q : {&w, &r}) {
@@ -155,8 +160,10 @@ class QdqLstmFuser {
       inputs[0] = static_x[0];
       inputs.push_back(static_x[1]);
       inputs.push_back(static_x[2]);
-      n->op_type = "QfLSTMInteger";
+      n->op_type = gru ? "QfGRUInteger" : "QfLSTMInteger";
       n->domain.clear();
+    } else if (gru) {
+      n->op_type = "QfGRUInteger";  // X float: quantized per run
     } else {
       n->op_type = "DynamicQuantizeLSTM";
       n->domain = "com.microsoft";

@@ -20,10 +20,11 @@ the script converts with qfold and checks
 Models: models/transformer_encoder.onnx and models/crnn_text.onnx (conv stack, bidirectional
 LSTM, classifier), and LSTM test models built here: bidirectional with bias, sequence_lens,
 initial states and peepholes; forward with a batch of three.
-Also LSTMs (and a GRU) whose W and R are 8-bit initializers behind DequantizeLinear (QDQ_RECURRENT):
-each LSTM must become a DynamicQuantizeLSTM on its 8-bit weights (int8 in `qfold inspect`, the
-constants smaller than float weights), within a max abs error (QDQ_RECURRENT) and cosine 0.9999 of ONNX
-Runtime running the literal QDQ graph on Y, Y_h and Y_c; the GRU stays float.
+Also LSTMs (and GRUs) whose W and R are 8-bit initializers behind DequantizeLinear (QDQ_RECURRENT):
+each LSTM must become a DynamicQuantizeLSTM or QfLSTMInteger on its 8-bit weights (int8 in
+`qfold inspect`, the constants smaller than float weights), and a GRU with linear_before_reset a
+QfGRUInteger, within a max abs error (QDQ_RECURRENT) and cosine 0.9999 of ONNX Runtime running the
+literal QDQ graph on Y, Y_h and Y_c; a GRU without linear_before_reset stays float.
 And malformed DynamicQuantizeLSTM / DynamicQuantizeMatMul nodes: exit code 2, the node and the
 input named, no output file.
 
@@ -109,13 +110,17 @@ def lstm_model(path, seed, bidirectional, batch, seq_lens):
 # dtype quantizes X statically (QuantizeLinear -> DequantizeLinear -> LSTM: QfLSTMInteger, exact
 # input projection), None leaves it float (DynamicQuantizeLSTM: X quantized at run time).
 # H_{t-1} is quantized at run time in both; "r0" models have R = 0, leaving only the input
-# projection's error: float rounding. "gru" models have a GRU before the LSTM whose QDQ weights
-# stay float (no integer GRU kernel: dequantized at conversion). Errors seen: 5e-3 (dynamic X),
-# 6e-4 (static X), 2e-7 (static X, R = 0).
+# projection's error: float rounding. "gru" models have a GRU before the LSTM: without
+# linear_before_reset its QDQ weights stay float (dequantized at conversion); "gru_lbr" ones have
+# linear_before_reset = 1 and a bias, and run as QfGRUInteger on the 8-bit weights (X quantized
+# at run time, or statically with an X dtype: then the LSTM after it reads a float X). Errors
+# seen: 5e-3 (dynamic X), 6e-4 (static X), 2e-7 (static X, R = 0).
 QDQ_RECURRENT = (
     ("qdq_lstm_bidir_s8", "bidirectional", np.int8, False, True, None, 1e-2),
     ("qdq_lstm_forward_u8", "forward", np.uint8, True, False, None, 1e-2),
     ("qdq_gru_lstm_reverse_s8", "reverse", np.int8, True, False, None, 1e-2),
+    ("qdq_gru_lbr_lstm_forward_u8", "forward", np.uint8, True, False, None, 1e-2),
+    ("qdq_gru_lbr_static_x_s8_lstm_bidir", "bidirectional", np.int8, False, True, np.int8, 1e-2),
     ("qdq_lstm_static_x_u8_bidir", "bidirectional", np.int8, True, True, np.uint8, 2e-3),
     ("qdq_lstm_static_x_s8_forward", "forward", np.uint8, False, False, np.int8, 2e-3),
     ("qdq_lstm_static_x_r0_bidir", "bidirectional", np.int8, True, True, np.uint8, 1e-5),
@@ -161,8 +166,13 @@ def qdq_recurrent_model(path, seed, direction, wtype, r_per_row, extras, x_type,
     if with_gru:
         gru_w = dq_weight("gru_W", [1, 3 * H, I], True)
         gru_r = dq_weight("gru_R", [1, 3 * H, H], False)
-        nodes.append(helper.make_node("GRU", ["X", gru_w, gru_r], ["gru_Y"], name="gru",
-                                      hidden_size=H))
+        gru_in, lbr = ["X", gru_w, gru_r], int("_lbr_" in path)
+        if lbr:
+            inits.append(numpy_helper.from_array(
+                rng.uniform(-.3, .3, [1, 6 * H]).astype(np.float32), "gru_B"))
+            gru_in = [x_name, gru_w, gru_r, "gru_B"]
+        nodes.append(helper.make_node("GRU", gru_in, ["gru_Y"], name="gru", hidden_size=H,
+                                      linear_before_reset=lbr))
         nodes.append(helper.make_node("Squeeze", ["gru_Y", "axis1"], ["seq"], name="squeeze"))
         inits.append(numpy_helper.from_array(np.array([1], np.int64), "axis1"))
         x_name, in_dim = "seq", H
@@ -226,12 +236,15 @@ def check_qdq_recurrent(args, tmp):
         gru = [d for d in details if d["name"] == "gru"]
         kinds = {d["type"] for d in details}
         stays_float = "_w_axis2_" in name
-        want = ("LSTM" if stays_float else "DynamicQuantizeLSTM" if x_type is None
+        want = ("LSTM" if stays_float else "DynamicQuantizeLSTM" if x_type is None or with_gru
                 else "QfLSTMInteger")
+        gru_int = "_lbr_" in name
         if (len(lstm) != 1 or lstm[0]["type"] != want or "DequantizeLinear" in kinds
                 or lstm[0]["precision"] != ("float" if stays_float else "int8")
-                or (with_gru and (len(gru) != 1 or gru[0]["precision"] != "float"))):
-            print(f"FAIL {name}: the LSTM does not run on its 8-bit weights: {details}")
+                or (with_gru and (len(gru) != 1 or gru[0]["type"] != (
+                    "QfGRUInteger" if gru_int else "GRU")
+                    or gru[0]["precision"] != ("int8" if gru_int else "float")))):
+            print(f"FAIL {name}: the LSTM (or GRU) does not run as expected: {details}")
             ok = False
         # The LSTM's weights stay 8-bit: the constants are 3 bytes per weight smaller than with
         # every 8-bit initializer made float32 (less the scales and zero points, repeated per
@@ -241,7 +254,8 @@ def check_qdq_recurrent(args, tmp):
                                                numpy_helper.to_array(t).itemsize)
                        for t in model.graph.initializer)
         lstm_weights = sum(int(np.prod(t.dims)) for t in model.graph.initializer
-                           if t.name.startswith("lstm_") and t.name.endswith("_q"))
+                           if (t.name.startswith("lstm_") or (gru_int and t.name.startswith("gru_")))
+                           and t.name.endswith("_q"))
         const_bytes = inspect_json(args.qfold, qfm).get("constants", {}).get("bytes", as_float)
         if const_bytes >= as_float - 2 * lstm_weights and not stays_float:
             print(f"FAIL {name}: {const_bytes} bytes of constants, not less than {as_float} "

@@ -150,6 +150,77 @@ TEST_CASE("FuseQdqLstm: scales along W's input axis or fold_qdq off leave a floa
   CHECK(lstm);
 }
 
+// Forward GRU (H = 2, in = 3) with W = DQ(int8 [1, 6, 3], per gate row), R =
+// DQ(int8 [1, 6, 2], one scale), X float or through Q -> DQ.
+std::string BuildGru(const TempDir& dir, bool static_x, int64_t linear_before_reset) {
+  OnnxBuilder b(17);
+  b.Input("X", kF32, {5, 1, kIn});
+  b.Output("Y", kF32, {});
+  const int64_t rows = 3 * kHidden;
+  std::vector<int8_t> w(size_t(rows * kIn)), r(size_t(rows * kHidden), -3);
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t c = 0; c < kIn; ++c) w[size_t(row * kIn + c)] = WeightAt(0, row, c);
+  std::vector<float> w_scale;
+  for (int64_t i = 0; i < rows; ++i) w_scale.push_back(0.02f * float(i + 1));
+  b.Init("Wq", kI8, {1, rows, kIn}, w.data(), w.size());
+  b.InitFloat("Ws", {rows}, w_scale);
+  b.Init("Rq", kI8, {1, rows, kHidden}, r.data(), r.size());
+  b.InitFloat("Rs", {}, {0.25f});
+  OnnxBuilder::AttrInt(b.Node("DequantizeLinear", {"Wq", "Ws"}, {"W"}, "w_dq"), "axis", 1);
+  b.Node("DequantizeLinear", {"Rq", "Rs"}, {"R"}, "r_dq");
+  std::string x = "X";
+  if (static_x) {
+    b.InitFloat("xs", {}, {0.02f});
+    const int8_t xz = 4;
+    b.Init("xz", kI8, {}, &xz, 1);
+    b.Node("QuantizeLinear", {"X", "xs", "xz"}, {"xq"}, "x_q");
+    b.Node("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"}, "x_dq");
+    x = "xd";
+  }
+  onnx::NodeProto* gru = b.Node("GRU", {x, "W", "R"}, {"Y"}, "gru");
+  OnnxBuilder::AttrInt(gru, "hidden_size", kHidden);
+  OnnxBuilder::AttrInt(gru, "linear_before_reset", linear_before_reset);
+  return b.Write(dir);
+}
+
+TEST_CASE("FuseQdqLstm: a GRU with linear_before_reset -> QfGRUInteger; without, float") {
+  for (bool static_x : {false, true}) {
+    CAPTURE(static_x);
+    TempDir dir;
+    Graph g;
+    Status st = LoadAndOptimize(BuildGru(dir, static_x, 1), ConvertOptions(), &g);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    const Node* n = Only(g, "QfGRUInteger");
+    CHECK(n->domain.empty());
+    const int64_t rows = 3 * kHidden;
+    // W^T [1, in, 3H]: element (c, row) is W's (row, c); R^T [1, H, 3H].
+    const std::vector<int8_t> wt = Values<int8_t>(g, n->input(1), {1, kIn, rows});
+    for (int64_t c = 0; c < kIn; ++c)
+      for (int64_t row = 0; row < rows; ++row)
+        CHECK(wt[size_t(c * rows + row)] == WeightAt(0, row, c));
+    Values<int8_t>(g, n->input(2), {1, kHidden, rows});
+    const std::vector<float> ws = Values<float>(g, n->input(8), {1, rows});
+    for (int64_t row = 0; row < rows; ++row) CHECK(ws[size_t(row)] == 0.02f * float(row + 1));
+    CHECK(Values<float>(g, n->input(10), {1}) == std::vector<float>{0.25f});
+    CHECK(n->input(6).empty());
+    CHECK(n->input(7).empty());
+    const Value* x = g.Find(n->input(0));
+    REQUIRE(x != nullptr);
+    CHECK(x->dtype == (static_x ? DType::kInt8 : DType::kFloat32));
+    CHECK(n->inputs.size() == (static_x ? 14u : 11u));
+  }
+  TempDir dir;
+  Graph g;
+  Status st = LoadAndOptimize(BuildGru(dir, false, 0), ConvertOptions(), &g);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  int grus = 0;
+  for (const Node& n : g.nodes) {
+    CHECK(n.op_type != "QfGRUInteger");
+    grus += n.op_type == "GRU";
+  }
+  CHECK(grus == 1);
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace conv

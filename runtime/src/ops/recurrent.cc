@@ -34,6 +34,17 @@
 // X_zero_point (one value each). Its input projection is exact, the int32
 // sums of (x - x_zp) * (w - w_zp) scaled by x_scale * w_scale[column]; the
 // recurrent GEMM quantizes H_{t-1} as DynamicQuantizeLSTM does.
+//
+// QfGRUInteger (qfold-internal: a QDQ GRU's 8-bit weights) is the GRU with
+// linear_before_reset = 1 (PyTorch's and Keras' GRU) in the same quantized
+// form: W [dirs, in, 3H], R [dirs, H, 3H] transposed, inputs 8-11 their
+// scales and zero points, 12-13 X_scale and X_zero_point when X is 8-bit
+// (static, exact input projection as QfLSTMInteger), absent when X is float
+// (quantized per run as DynamicQuantizeLSTM). Inputs 6-7 (LSTM's initial_c
+// and P) stay empty. H_{t-1} x R^T covers all three gates (Rb_h added in
+// that GEMM's epilogue), so it is one quantized GEMM per step; without
+// linear_before_reset the candidate's GEMM reads r * H_{t-1}, a second
+// per-step product this form does not have.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -66,7 +77,7 @@ int FuncsOf(Cell c) {
 Cell CellOf(const std::string& type) {
   if (type == "LSTM" || type == "DynamicQuantizeLSTM" || type == "QfLSTMInteger")
     return Cell::kLstm;
-  return type == "GRU" ? Cell::kGru : Cell::kRnn;
+  return type == "GRU" || type == "QfGRUInteger" ? Cell::kGru : Cell::kRnn;
 }
 
 enum class Fn {
@@ -112,11 +123,30 @@ const FnInfo kFns[] = {
     {"softplus", Fn::kSoftplus, 0, 0.f, 0.f},
 };
 
+// Input indices and output indices.
+enum {
+  kX = 0,
+  kW,
+  kR,
+  kB,
+  kSeqLens,
+  kInitH,
+  kInitC,
+  kP,
+  kWScale,
+  kWZp,
+  kRScale,
+  kRZp,
+  kXScale,
+  kXZp
+};
+enum { kY = 0, kYh, kYc };
+
 // Everything infer validates and run uses.
 struct Config {
   Cell cell = Cell::kLstm;
-  bool quantized = false;  // DynamicQuantizeLSTM, QfLSTMInteger
-  bool static_x = false;   // QfLSTMInteger: X quantized, X_scale and X_zero_point inputs
+  bool quantized = false;  // DynamicQuantizeLSTM, QfLSTMInteger, QfGRUInteger
+  bool static_x = false;   // X quantized, X_scale and X_zero_point inputs
   int dirs = 1;
   bool reverse_only = false;  // direction = reverse
   int64_t hidden = kUnknownDim;
@@ -178,8 +208,10 @@ Status ParseActivations(const KernelContext& ctx, Config* cfg) {
 
 Status ParseConfig(const KernelContext& ctx, Config* cfg) {
   cfg->cell = CellOf(*ctx.op_type);
-  cfg->static_x = *ctx.op_type == "QfLSTMInteger";
-  cfg->quantized = cfg->static_x || *ctx.op_type == "DynamicQuantizeLSTM";
+  const bool qgru = *ctx.op_type == "QfGRUInteger";
+  const Tensor* x = ctx.input(kX);
+  cfg->static_x = *ctx.op_type == "QfLSTMInteger" || (qgru && x && x->dtype != DType::kFloat32);
+  cfg->quantized = cfg->static_x || qgru || *ctx.op_type == "DynamicQuantizeLSTM";
   const std::string dir = ctx.attr().GetString("direction", "forward");
   if (dir == "bidirectional") {
     cfg->dirs = 2;
@@ -199,6 +231,8 @@ Status ParseConfig(const KernelContext& ctx, Config* cfg) {
   cfg->input_forget = cfg->cell == Cell::kLstm && ctx.attr().GetInt("input_forget", 0) != 0;
   cfg->linear_before_reset =
       cfg->cell == Cell::kGru && ctx.attr().GetInt("linear_before_reset", 0) != 0;
+  if (qgru && !cfg->linear_before_reset)
+    return ctx.Invalid("QfGRUInteger needs linear_before_reset = 1");
   if (ctx.attr().Has("hidden_size")) {
     cfg->hidden = ctx.attr().GetInt("hidden_size", 0);
     if (cfg->hidden <= 0) return ctx.Invalid("hidden_size must be positive");
@@ -208,24 +242,6 @@ Status ParseConfig(const KernelContext& ctx, Config* cfg) {
   return ParseActivations(ctx, cfg);
 }
 
-// Input indices and output indices.
-enum {
-  kX = 0,
-  kW,
-  kR,
-  kB,
-  kSeqLens,
-  kInitH,
-  kInitC,
-  kP,
-  kWScale,
-  kWZp,
-  kRScale,
-  kRZp,
-  kXScale,
-  kXZp
-};
-enum { kY = 0, kYh, kYc };
 
 // Checks `t` (when present and of known rank) against `want`, where -1 in
 // `want` or in t's shape matches anything.
@@ -317,6 +333,8 @@ Status InferRecurrent(KernelContext& ctx) {
       return ctx.Invalid("input " + std::to_string(i) + " must be float32 like X");
     }
   }
+  if (cfg.quantized && cfg.cell == Cell::kGru && (ctx.input(kInitC) || ctx.input(kP)))
+    return ctx.Invalid("inputs 6 and 7 (an LSTM's initial_c and P) must be empty");
   if (x->rank_known && x->rank() != 3) return ctx.Invalid("X must be 3-D");
   const int64_t seq = x->rank_known ? x->shape[cfg.layout_batch_first ? 1 : 0] : kUnknownDim;
   const int64_t batch = x->rank_known ? x->shape[cfg.layout_batch_first ? 0 : 1] : kUnknownDim;
@@ -787,8 +805,8 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
     // 2. Recurrent projection of every batch row (rows already finished are
     // computed too and ignored: one GEMM beats compaction at these sizes).
     if (cfg.quantized)
-      MultiplyQ(p.qr[size_t(d)], ctx.kernel_config(), h_prev.data(), B, step_t.data(), nullptr,
-                rec.data(), &qscratch, ctx.pool);
+      MultiplyQ(p.qr[size_t(d)], ctx.kernel_config(), h_prev.data(), B, step_t.data(),
+                rec_bias.empty() ? nullptr : rec_bias.data(), rec.data(), &qscratch, ctx.pool);
     else
       MultiplyT(p.r[size_t(d)], gemm, h_prev.data(), B, H,
                 rec_bias.empty() ? nullptr : rec_bias.data(), rec.data(), GH, &step_scratch,
@@ -977,6 +995,10 @@ const OpDef& OpDef_DynamicQuantizeLSTM() {
 }
 const OpDef& OpDef_QfLSTMInteger() {
   static const OpDef def = WithTraits(MakeRecurrentDef("QfLSTMInteger", 14), kTraitIntegerKernel);
+  return def;
+}
+const OpDef& OpDef_QfGRUInteger() {
+  static const OpDef def = WithTraits(MakeRecurrentDef("QfGRUInteger", 14), kTraitIntegerKernel);
   return def;
 }
 const OpDef& OpDef_RNN() {
