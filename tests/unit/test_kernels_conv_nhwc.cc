@@ -548,6 +548,11 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
   run(big);
   big.c = 24, big.m = 48, big.group = 3, big.wzp_nonzero = false;
   run(big);
+  // Two threads splitting a tile between them by pairs of 32-channel panels
+  // (7 tiles of 32 rows x 4 panels: SplitIgemm's boundary in tile 3).
+  big = ConvCase();
+  big.c = 64, big.m = 128, big.kh = big.kw = 1, big.ih = 13, big.iw = 15;
+  run(big);
   // The AMX kernels' paths: K tails of the 64-byte k blocks (C = 4 ... 80),
   // A tiles loaded directly (1x1; interior rows of a stride-1 3x3) or
   // gathered (stride 2, narrow rows, int8 activations), rows past a 32-row
@@ -636,6 +641,66 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
   grouped.ih = 6, grouped.iw = 12, grouped.wzp_nonzero = true;
   run(grouped);
   MESSAGE("fast runs compared: " << runs);
+}
+
+TEST_CASE("kernels: nhwc conv splits tiles x panels between threads in equal shares") {
+  for (int threads = 1; threads <= 4; ++threads)
+    for (int64_t tiles = 1; tiles <= 40; ++tiles)
+      for (int64_t w : {1, 2, 4, 5, 16})
+        for (int64_t per_chunk : {1, 2, 3, 4, 6, 8, 11})
+          for (int64_t unit : {1, 2}) {
+            if (per_chunk % unit) continue;
+            CAPTURE(threads);
+            CAPTURE(tiles);
+            CAPTURE(w);
+            CAPTURE(per_chunk);
+            CAPTURE(unit);
+            const kernels::IgemmSplit sp = kernels::SplitIgemm(tiles, w, per_chunk, unit, threads);
+            // Chunks: from tile 0 to the last, none empty or over w tiles.
+            REQUIRE(sp.chunk_tile.size() >= 2);
+            REQUIRE(sp.chunk_tile.front() == 0);
+            REQUIRE(sp.chunk_tile.back() == tiles);
+            const int64_t chunks = int64_t(sp.chunk_tile.size()) - 1;
+            for (int64_t c = 0; c < chunks; ++c) {
+              const int64_t len = sp.chunk_tile[size_t(c + 1)] - sp.chunk_tile[size_t(c)];
+              REQUIRE(len >= 1);
+              REQUIRE(len <= w);
+            }
+            // Shares: every item once, in whole units of panels.
+            REQUIRE(sp.bounds.size() == size_t(threads + 1));
+            REQUIRE(sp.bounds.front() == 0);
+            REQUIRE(sp.bounds.back() == chunks * per_chunk);
+            std::vector<int64_t> cost(size_t(threads), 0);
+            for (int t = 0; t < threads; ++t) {
+              const int64_t b = sp.bounds[size_t(t)], e = sp.bounds[size_t(t + 1)];
+              REQUIRE(b <= e);
+              REQUIRE(b % per_chunk % unit == 0);
+              for (int64_t i = b; i < e; ++i) {
+                const int64_t c = i / per_chunk;
+                cost[size_t(t)] += sp.chunk_tile[size_t(c + 1)] - sp.chunk_tile[size_t(c)];
+              }
+              // A chunk two shares split is one tile, or the only chunk
+              // (panels split).
+              if (b % per_chunk && chunks > 1) {
+                const int64_t c = b / per_chunk;
+                CHECK(sp.chunk_tile[size_t(c + 1)] - sp.chunk_tile[size_t(c)] == 1);
+              }
+            }
+            // Equal work (tile x panel products) to one block of unit panels.
+            const auto mm = std::minmax_element(cost.begin(), cost.end());
+            CHECK(*mm.second - *mm.first <= unit);
+            // One thread: no chunk smaller than it must be.
+            if (threads == 1) CHECK(chunks == (tiles + w - 1) / w);
+          }
+  // Pixels split first, the tile on the boundary by panels: 7 tiles x 3
+  // panels, 10 and 11 tile-panels.
+  const kernels::IgemmSplit a = kernels::SplitIgemm(7, 4, 3, 1, 2);
+  CHECK(a.chunk_tile == std::vector<int64_t>{0, 3, 4, 7});
+  CHECK(a.bounds == std::vector<int64_t>{0, 4, 9});
+  // One chunk whose panels divide evenly: panels split (7x7 outputs).
+  const kernels::IgemmSplit b = kernels::SplitIgemm(2, 4, 8, 2, 2);
+  CHECK(b.chunk_tile == std::vector<int64_t>{0, 2});
+  CHECK(b.bounds == std::vector<int64_t>{0, 4, 8});
 }
 
 TEST_CASE("kernels: nhwc conv on AMX CPUs picks AMX or the zmm kernels by channels per tap") {

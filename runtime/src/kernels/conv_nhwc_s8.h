@@ -12,6 +12,7 @@
 // (dwconv_nhwc_s8.h); PrepareQConvNhwcS8 returns null for them.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "core/op.h"
 #include "kernels/qlinear_s8.h"
@@ -42,6 +43,23 @@ bool RunQConvNhwcS8(void* state, const QConvCall& c);
 // w_zp and pool; not its data): `kept` is the indirection buffer the state
 // holds while x's address stays.
 ScratchNeeds QConvNhwcS8Scratch(const void* state, const QConvCall& c);
+
+// How the channels-last driver splits an indirect GEMM of `tiles` pixel
+// tiles x `per_chunk` panels between `threads`: chunks of at most
+// max_chunk_tiles tiles (chunk c: tiles [chunk_tile[c], chunk_tile[c + 1])),
+// items chunk * per_chunk + panel, thread s's share items [bounds[s],
+// bounds[s + 1]). Shares hold equal numbers of tile x `unit`-panel blocks
+// (to one block; `unit` divides per_chunk). Pixels split first (a thread's
+// activations are its own, as the ops before and after split them), a tile
+// on a share boundary being a chunk of its own, split by panels; where all
+// tiles form one chunk and the units divide evenly, panels split instead (each
+// thread reads all of a small activation block but half the weights).
+struct IgemmSplit {
+  std::vector<int64_t> chunk_tile;  // chunks + 1 values, 0 .. tiles
+  std::vector<int64_t> bounds;      // threads + 1 values, 0 .. chunks * per_chunk
+};
+IgemmSplit SplitIgemm(int64_t tiles, int64_t max_chunk_tiles, int64_t per_chunk, int64_t unit,
+                      int threads);
 
 }  // namespace kernels
 }  // namespace qfold
