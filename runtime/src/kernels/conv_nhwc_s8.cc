@@ -594,10 +594,25 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
   }
   const int64_t per_chunk = s.group * s.panels;
   // Threads take runs of panels that cover whole 64-byte lines of each
-  // output row: a line written by both threads bounced between their
-  // caches.
-  const int64_t line_panels = s.group == 1 && k.nr < 64 && s.m % 64 == 0 ? 64 / k.nr : 1;
-  const IgemmSplit split = SplitIgemm(tiles, p.chunk_tiles, per_chunk, line_panels, p.threads);
+  // output row, or whole tiles where the panels' channels do not start
+  // lines (groups, rows of other widths): a line written by both threads
+  // bounced between their caches. (ShuffleNet's 4-group 1x1 convolutions,
+  // 136 channels, had their groups split between the threads: 0.9x at 2
+  // threads against 1.)
+  const int64_t line_ch = c.dq_mult ? 16 : 64;
+  int64_t line_panels = per_chunk;
+  if (s.group == 1 && s.m % line_ch == 0) {
+    if (k.nr % line_ch == 0) line_panels = 1;
+    if (line_ch % k.nr == 0) line_panels = line_ch / k.nr;
+  }
+  // At 2 or more threads, chunks of at most 1/4 of a share (at least the
+  // kernel's minimum): a thread that runs slower (a busy core) leaves its
+  // share's last chunks to the other.
+  int64_t chunk_max = p.chunk_tiles;
+  if (p.threads > 1)
+    chunk_max = std::min(chunk_max, std::max<int64_t>(k.min_chunk_tiles,
+                                                      tiles / (4 * int64_t(p.threads))));
+  const IgemmSplit split = SplitIgemm(tiles, chunk_max, per_chunk, line_panels, p.threads);
   const int64_t* const chunk_tile = split.chunk_tile.data();
   const int64_t chunks = int64_t(split.chunk_tile.size()) - 1;
   uint8_t* y = c.dq_mult ? nullptr : c.y->ptr<uint8_t>();
