@@ -599,11 +599,21 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
   // bounced between their caches. (ShuffleNet's 4-group 1x1 convolutions,
   // 136 channels, had their groups split between the threads: 0.9x at 2
   // threads against 1.)
+  // Weights over the input: ResNet-50's 14x14 stage (256-590 KB of weights,
+  // 50-200 KB of activations) streamed them again for the tile two threads
+  // split.
+  const int64_t weight_bytes = s.group * s.panels * s.panel_bytes;
+  const bool weight_heavy = weight_bytes >= g.n * c.ih * c.iw * g.c * int64_t(ab);
   const int64_t line_ch = c.dq_mult ? 16 : 64;
   int64_t line_panels = per_chunk;
   if (s.group == 1 && s.m % line_ch == 0) {
     if (k.nr % line_ch == 0) line_panels = 1;
     if (line_ch % k.nr == 0) line_panels = line_ch / k.nr;
+  } else if (weight_bytes >= 256 * g.rows) {
+    // Unless streaming all the weights to both threads costs more than one
+    // line per output row bouncing (Inception-v2's 1x1 1024->352 at 7x7:
+    // 360 KB of weights, 49 rows; 32 -> 39 us split by pixels).
+    line_panels = 1;
   }
   // At 2 or more threads, chunks of at most 1/4 of a share (at least the
   // kernel's minimum): a thread that runs slower (a busy core) leaves its
@@ -612,7 +622,8 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
   if (p.threads > 1)
     chunk_max = std::min(chunk_max, std::max<int64_t>(k.min_chunk_tiles,
                                                       tiles / (4 * int64_t(p.threads))));
-  const IgemmSplit split = SplitIgemm(tiles, chunk_max, per_chunk, line_panels, p.threads);
+  const IgemmSplit split =
+      SplitIgemm(tiles, chunk_max, per_chunk, line_panels, p.threads, weight_heavy);
   const int64_t* const chunk_tile = split.chunk_tile.data();
   const int64_t chunks = int64_t(split.chunk_tile.size()) - 1;
   uint8_t* y = c.dq_mult ? nullptr : c.y->ptr<uint8_t>();
@@ -681,7 +692,9 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
     base.fhi = c.dq_hi;
   }
   auto run_item = [&](int slot, int64_t i) {
-    const int64_t chunk = i / per_chunk, gr = i % per_chunk / s.panels, pn = i % s.panels;
+    int64_t chunk = 0, j = 0;
+    split.Item(i, per_chunk, &chunk, &j);
+    const int64_t gr = j / s.panels, pn = j % s.panels;
     const int64_t tile0 = chunk_tile[chunk], chunk_tiles = chunk_tile[chunk + 1] - tile0;
     const int64_t row0 = tile0 * mr, ch0 = gr * s.mg + pn * k.nr;
     IgemmS8Args a = base;
@@ -838,11 +851,16 @@ const IgemmS8Kernel* PickKernel(const std::vector<const IgemmS8Kernel*>& ks, int
 }  // namespace
 
 IgemmSplit SplitIgemm(int64_t tiles, int64_t max_chunk_tiles, int64_t per_chunk, int64_t unit,
-                      int threads) {
+                      int threads, bool weight_heavy) {
   IgemmSplit sp;
   const int64_t w = std::max<int64_t>(1, max_chunk_tiles), per_tile = per_chunk / unit;
   const int64_t blocks = tiles * per_tile;
-  const bool by_panels = threads > 1 && tiles <= w && per_tile % threads == 0;
+  // Weights over the input split by panels even where the panels do not
+  // divide evenly, if each thread gets at least 4 units (5 of 11 panels
+  // against 6 beat streaming all the weights to both threads).
+  const bool by_panels =
+      threads > 1 && (tiles <= w || weight_heavy) &&
+      (per_tile % threads == 0 || (weight_heavy && per_tile >= 4 * int64_t(threads)));
   // Tiles where a chunk must start: the shares' first tiles, and after a
   // tile that two shares split.
   std::vector<int64_t> cuts = {0, tiles};
@@ -860,10 +878,12 @@ IgemmSplit SplitIgemm(int64_t tiles, int64_t max_chunk_tiles, int64_t per_chunk,
     for (int64_t j = 0; j < n; ++j) sp.chunk_tile.push_back(a + len * j / n);
   }
   sp.chunk_tile.push_back(tiles);
+  const int64_t chunks = int64_t(sp.chunk_tile.size()) - 1;
   for (int s = 0; s <= threads; ++s) {
     const int64_t b = blocks * s / threads;
     if (by_panels) {
-      sp.bounds.push_back(per_tile * s / threads * unit);
+      sp.panels.push_back(per_tile * s / threads * unit);
+      sp.bounds.push_back(chunks * sp.panels.back());
       continue;
     }
     const int64_t t = b / per_tile;
