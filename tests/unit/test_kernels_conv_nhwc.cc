@@ -548,6 +548,20 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
   run(big);
   big.c = 24, big.m = 48, big.group = 3, big.wzp_nonzero = false;
   run(big);
+  // Two threads splitting a tile between them by pairs of 32-channel panels
+  // (7 tiles of 32 rows x 4 panels: SplitIgemm's boundary in tile 3), and
+  // weights over the input (panels split over several chunks).
+  big = ConvCase();
+  big.c = 64, big.m = 128, big.kh = big.kw = 1, big.ih = 13, big.iw = 15;
+  run(big);
+  big.c = 64, big.m = 256, big.kh = big.kw = 3, big.pt = big.pl = big.pb = big.pr = 1;
+  big.ih = 14, big.iw = 16;
+  run(big);
+  // Weights over the input, rows that are not whole lines: panels split
+  // one at a time (on AMX 11 panels, 6 and 5).
+  big = ConvCase();
+  big.c = 256, big.m = 352, big.kh = big.kw = 1, big.ih = big.iw = 5;
+  run(big);
   // The AMX kernels' paths: K tails of the 64-byte k blocks (C = 4 ... 80),
   // A tiles loaded directly (1x1; interior rows of a stride-1 3x3) or
   // gathered (stride 2, narrow rows, int8 activations), rows past a 32-row
@@ -636,6 +650,104 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
   grouped.ih = 6, grouped.iw = 12, grouped.wzp_nonzero = true;
   run(grouped);
   MESSAGE("fast runs compared: " << runs);
+}
+
+TEST_CASE("kernels: nhwc conv splits tiles x panels between threads in equal shares") {
+  for (int threads = 1; threads <= 4; ++threads)
+    for (int64_t tiles = 1; tiles <= 40; ++tiles)
+      for (int64_t w : {1, 2, 4, 5, 16})
+        for (int64_t per_chunk : {1, 2, 3, 4, 6, 8, 11, 22})
+          for (int64_t unit : {1, 2})
+            for (bool heavy : {false, true}) {
+              if (per_chunk % unit) continue;
+              CAPTURE(threads);
+              CAPTURE(tiles);
+              CAPTURE(w);
+              CAPTURE(per_chunk);
+              CAPTURE(unit);
+              CAPTURE(heavy);
+              const kernels::IgemmSplit sp =
+                  kernels::SplitIgemm(tiles, w, per_chunk, unit, threads, heavy);
+              // Chunks: from tile 0 to the last, none empty or over w tiles.
+              REQUIRE(sp.chunk_tile.size() >= 2);
+              REQUIRE(sp.chunk_tile.front() == 0);
+              REQUIRE(sp.chunk_tile.back() == tiles);
+              const int64_t chunks = int64_t(sp.chunk_tile.size()) - 1;
+              for (int64_t c = 0; c < chunks; ++c) {
+                const int64_t len = sp.chunk_tile[size_t(c + 1)] - sp.chunk_tile[size_t(c)];
+                REQUIRE(len >= 1);
+                REQUIRE(len <= w);
+              }
+              REQUIRE(sp.bounds.size() == size_t(threads + 1));
+              REQUIRE(sp.bounds.front() == 0);
+              REQUIRE(sp.bounds.back() == chunks * per_chunk);
+              // Every (chunk, panel) exactly once; each share's runs of
+              // panels in whole units.
+              std::vector<int> hits(size_t(chunks * per_chunk), 0);
+              std::vector<int64_t> cost(size_t(threads), 0);
+              for (int t = 0; t < threads; ++t) {
+                const int64_t b = sp.bounds[size_t(t)], e = sp.bounds[size_t(t + 1)];
+                REQUIRE(b <= e);
+                for (int64_t i = b; i < e; ++i) {
+                  int64_t c = -1, j = -1;
+                  sp.Item(i, per_chunk, &c, &j);
+                  REQUIRE(c >= 0);
+                  REQUIRE(c < chunks);
+                  REQUIRE(j >= 0);
+                  REQUIRE(j < per_chunk);
+                  ++hits[size_t(c * per_chunk + j)];
+                  cost[size_t(t)] += sp.chunk_tile[size_t(c + 1)] - sp.chunk_tile[size_t(c)];
+                  // A panel run starts on a unit (a new chunk, or the share's start).
+                  int64_t pc = -1, pj = -1;
+                  if (i > b) sp.Item(i - 1, per_chunk, &pc, &pj);
+                  if (i == b || pc != c || pj + 1 != j) CHECK(j % unit == 0);
+                }
+                // Pixels split: a chunk two shares split is one tile, or the only chunk.
+                if (sp.panels.empty() && b % per_chunk && chunks > 1) {
+                  const int64_t c = b / per_chunk;
+                  CHECK(sp.chunk_tile[size_t(c + 1)] - sp.chunk_tile[size_t(c)] == 1);
+                }
+              }
+              int64_t wrong = 0;
+              for (int h : hits) wrong += h != 1;
+              CHECK(wrong == 0);
+              // Equal work (tile x panel products) to one block of unit
+              // panels (panels split: to one unit in every chunk).
+              const auto mm = std::minmax_element(cost.begin(), cost.end());
+              CHECK(*mm.second - *mm.first <= (sp.panels.empty() ? unit : tiles * unit));
+              // Panels split where they divide evenly, or weights outweigh
+              // the input and each thread gets 4 units.
+              if (!sp.panels.empty()) {
+                CHECK(threads > 1);
+                CHECK((heavy || chunks == 1));
+                if (per_chunk / unit % threads == 0)
+                  CHECK(*mm.second == *mm.first);
+                else
+                  CHECK((heavy && per_chunk / unit >= 4 * threads));
+              }
+              // One thread: no chunk smaller than it must be.
+              if (threads == 1) CHECK(chunks == (tiles + w - 1) / w);
+            }
+  // Pixels split first, the tile on the boundary by panels: 7 tiles x 3
+  // panels, 10 and 11 tile-panels.
+  const kernels::IgemmSplit a = kernels::SplitIgemm(7, 4, 3, 1, 2);
+  CHECK(a.chunk_tile == std::vector<int64_t>{0, 3, 4, 7});
+  CHECK(a.bounds == std::vector<int64_t>{0, 4, 9});
+  CHECK(a.panels.empty());
+  // One chunk whose panels divide evenly: panels split (7x7 outputs).
+  const kernels::IgemmSplit b = kernels::SplitIgemm(2, 4, 8, 2, 2);
+  CHECK(b.chunk_tile == std::vector<int64_t>{0, 2});
+  CHECK(b.bounds == std::vector<int64_t>{0, 4, 8});
+  // Weights over the input: panels split over both chunks of 7 tiles, each
+  // thread's 4 panels chunk by chunk.
+  const kernels::IgemmSplit c = kernels::SplitIgemm(7, 4, 8, 2, 2, true);
+  CHECK(c.chunk_tile == std::vector<int64_t>{0, 3, 7});
+  CHECK(c.panels == std::vector<int64_t>{0, 4, 8});
+  CHECK(c.bounds == std::vector<int64_t>{0, 8, 16});
+  int64_t chunk = -1, panel = -1;
+  c.Item(9, 8, &chunk, &panel);
+  CHECK(chunk == 0);
+  CHECK(panel == 5);
 }
 
 TEST_CASE("kernels: nhwc conv on AMX CPUs picks AMX or the zmm kernels by channels per tap") {

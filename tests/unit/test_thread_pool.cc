@@ -77,6 +77,34 @@ TEST_CASE("thread pool: shares cover every item exactly once") {
   CheckCovers(nullptr, 1000, 10, /*shares=*/true);
 }
 
+TEST_CASE("thread pool: explicit share bounds: every item once, ranges on each share's grain grid") {
+  for (int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    ThreadPool pool(threads);
+    for (int64_t grain : {1, 2, 3, 8}) {
+      CAPTURE(grain);
+      // Uneven shares, an empty one, and a span not starting at 0.
+      std::vector<int64_t> bounds = {5};
+      for (int s = 0; s < threads; ++s) bounds.push_back(bounds.back() + (s == 1 ? 0 : 7 + 13 * s));
+      std::vector<std::atomic<int>> hits(size_t(bounds.back()));
+      for (auto& h : hits) h.store(0);
+      std::atomic<bool> bad{false};
+      kernels::ParallelForBounds(&pool, bounds.data(), grain, [&](int64_t b, int64_t e, int slot) {
+        if (slot < 0 || slot >= threads || b >= e) bad = true;
+        // Inside one share, starting on its grain grid (one thread: all at once).
+        int s = 0;
+        while (s + 1 < threads && b >= bounds[size_t(s + 1)]) ++s;
+        if (threads > 1 && (e > bounds[size_t(s + 1)] || e - b > grain ||
+                            (b - bounds[size_t(s)]) % grain != 0))
+          bad = true;
+        for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
+      });
+      CHECK_FALSE(bad.load());
+      for (int64_t i = 0; i < bounds.back(); ++i) CHECK(hits[size_t(i)].load() == (i >= 5 ? 1 : 0));
+    }
+  }
+}
+
 TEST_CASE("thread pool: each slot starts on its own share; a late one's share is taken over") {
   ThreadPool pool(2);
   // The worker is slow (1 ms per range), so the caller starts long before

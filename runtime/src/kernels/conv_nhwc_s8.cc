@@ -372,9 +372,12 @@ void WidenRange(const uint8_t* src, uint16_t* dst, int64_t n, uint8_t mask) {
   for (int64_t i = 0; i < n; ++i) dst[i] = uint16_t(uint8_t(src[i] ^ mask));
 }
 
-// The pool when the convolution is worth splitting, else null.
+// The pool when the convolution is worth splitting, else null. Not more:
+// on AMX, Inception-v2's 1x1 convolutions of 5-8M MACs (12-25 us) ran
+// 1.2-1.7x slower alone at 2 threads than split, their input coming from
+// both cores (or the caller's core being the slower one).
 ThreadPool* PoolFor(const QConvCall& c, int64_t macs) {
-  return macs < (int64_t(1) << 20) ? nullptr : c.pool;  // not worth the hand-off
+  return PoolForWork(c.pool, macs, int64_t(1) << 19);
 }
 
 // fn(slot, i) for items [0, n), in ranges handed out to the pool's threads;
@@ -589,9 +592,40 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
       }
     }
   }
-  const int64_t chunk_tiles = p.chunk_tiles;
-  const int64_t chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
-  const int64_t per_chunk = s.group * s.panels, items = chunks * per_chunk;
+  const int64_t per_chunk = s.group * s.panels;
+  // Threads take runs of panels that cover whole 64-byte lines of each
+  // output row, or whole tiles where the panels' channels do not start
+  // lines (groups, rows of other widths): a line written by both threads
+  // bounced between their caches. (ShuffleNet's 4-group 1x1 convolutions,
+  // 136 channels, had their groups split between the threads: 0.9x at 2
+  // threads against 1.)
+  // Weights over the input: ResNet-50's 14x14 stage (256-590 KB of weights,
+  // 50-200 KB of activations) streamed them again for the tile two threads
+  // split.
+  const int64_t weight_bytes = s.group * s.panels * s.panel_bytes;
+  const bool weight_heavy = weight_bytes >= g.n * c.ih * c.iw * g.c * int64_t(ab);
+  const int64_t line_ch = c.dq_mult ? 16 : 64;
+  int64_t line_panels = per_chunk;
+  if (s.group == 1 && s.m % line_ch == 0) {
+    if (k.nr % line_ch == 0) line_panels = 1;
+    if (line_ch % k.nr == 0) line_panels = line_ch / k.nr;
+  } else if (weight_bytes >= 256 * g.rows) {
+    // Unless streaming all the weights to both threads costs more than one
+    // line per output row bouncing (Inception-v2's 1x1 1024->352 at 7x7:
+    // 360 KB of weights, 49 rows; 32 -> 39 us split by pixels).
+    line_panels = 1;
+  }
+  // At 2 or more threads, chunks of at most 1/4 of a share (at least the
+  // kernel's minimum): a thread that runs slower (a busy core) leaves its
+  // share's last chunks to the other.
+  int64_t chunk_max = p.chunk_tiles;
+  if (p.threads > 1)
+    chunk_max = std::min(chunk_max, std::max<int64_t>(k.min_chunk_tiles,
+                                                      tiles / (4 * int64_t(p.threads))));
+  const IgemmSplit split =
+      SplitIgemm(tiles, chunk_max, per_chunk, line_panels, p.threads, weight_heavy);
+  const int64_t* const chunk_tile = split.chunk_tile.data();
+  const int64_t chunks = int64_t(split.chunk_tile.size()) - 1;
   uint8_t* y = c.dq_mult ? nullptr : c.y->ptr<uint8_t>();
   float* yf = c.dq_mult ? c.y->ptr<float>() : nullptr;
   ThreadPool* const pool = p.pool;
@@ -602,7 +636,8 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
   // tile's padding rows repeating the chunk's last row.
   auto widen_chunk = [&](int slot, int64_t chunk) {
     uint16_t* dst = s.chunk_wide + slot * chunk_elems;
-    const int64_t row0 = chunk * chunk_rows, rows = std::min(chunk_rows, g.rows - row0);
+    const int64_t row0 = chunk_tile[chunk] * mr,
+                  rows = std::min((chunk_tile[chunk + 1] - chunk_tile[chunk]) * mr, g.rows - row0);
     WidenRange(c.x->ptr<uint8_t>() + row0 * g.c, dst, rows * g.c, xmask);
     std::fill(dst + rows * g.c, dst + rows * g.c + kWideSlack, uint16_t(0));
     const uint8_t** ind = s.chunk_ind + slot * chunk_rows;
@@ -618,7 +653,8 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
   const bool cols_xor = x_signed && !s.row_taps;
   auto im2col_chunk = [&](int slot, int64_t chunk) {
     uint8_t* dst = s.chunk_cols + slot * p.cols_elems;
-    const int64_t row0 = chunk * chunk_rows, rows = std::min(chunk_rows, g.rows - row0);
+    const int64_t row0 = chunk_tile[chunk] * mr,
+                  rows = std::min((chunk_tile[chunk + 1] - chunk_tile[chunk]) * mr, g.rows - row0);
     // Locals, not the captured ones: the byte stores below could alias
     // those, which made the compiler reload every one per piece (an RGB
     // stem's copy was 40% of its time on AMX).
@@ -656,8 +692,11 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
     base.fhi = c.dq_hi;
   }
   auto run_item = [&](int slot, int64_t i) {
-    const int64_t chunk = i / per_chunk, gr = i % per_chunk / s.panels, pn = i % s.panels;
-    const int64_t row0 = chunk * chunk_tiles * mr, ch0 = gr * s.mg + pn * k.nr;
+    int64_t chunk = 0, j = 0;
+    split.Item(i, per_chunk, &chunk, &j);
+    const int64_t gr = j / s.panels, pn = j % s.panels;
+    const int64_t tile0 = chunk_tile[chunk], chunk_tiles = chunk_tile[chunk + 1] - tile0;
+    const int64_t row0 = tile0 * mr, ch0 = gr * s.mg + pn * k.nr;
     IgemmS8Args a = base;
     if (chunk_widen) {
       if (widened[size_t(slot)] != chunk) widen_chunk(slot, chunk);
@@ -666,7 +705,7 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
       if (widened[size_t(slot)] != chunk) im2col_chunk(slot, chunk);
       a.ind = s.chunk_ind + slot * chunk_rows;
     } else {
-      a.ind = s.ind.data() + chunk * chunk_tiles * taps * mr;
+      a.ind = s.ind.data() + tile0 * taps * mr;
     }
     a.a_offset = gr * s.cg * ab;
     a.rows = std::min(chunk_tiles * mr, p.rows - row0);
@@ -695,17 +734,18 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
     }
     k.run(a);
   };
-  // Threads take runs of panels that cover whole 64-byte lines of each
-  // output row: a line written by both threads bounced between their
-  // caches.
   // Each thread runs its own share of the (chunk-major) items first, so it
   // writes the same output rows every run: with ranges handed out as the
   // threads came, a 1x1 64->256 convolution at 56x56 ran 1.3x slower at 2
   // threads (its output lines moved between the cores' caches every run).
-  const int64_t line_panels = s.group == 1 && k.nr < 64 && s.m % 64 == 0 ? 64 / k.nr : 1;
-  const int64_t grain =
-      RoundUpTo(std::max<int64_t>(1, items / (8 * int64_t(p.threads))), line_panels);
-  ParallelForShares(pool, items, grain, [&](int64_t begin, int64_t end, int slot) {
+  // The shares hold equal work (SplitIgemm), and threads take items one
+  // (line) at a time, so the other thread's last range is short: with equal
+  // item counts (chunks of 4 and 3 tiles) and ranges of 1/16 of the items,
+  // the caller waited 4-7 us for the worker's last range after half of
+  // Inception-v2's parallel ops at 2 threads, and where one core ran the
+  // model 2x slower than the other (a busy host), 2 threads were slower
+  // than 1 on the fast core.
+  ParallelForBounds(pool, split.bounds.data(), line_panels, [&](int64_t begin, int64_t end, int slot) {
     for (int64_t i = begin; i < end; ++i) run_item(slot, i);
   });
   return true;
@@ -809,6 +849,50 @@ const IgemmS8Kernel* PickKernel(const std::vector<const IgemmS8Kernel*>& ks, int
 }
 
 }  // namespace
+
+IgemmSplit SplitIgemm(int64_t tiles, int64_t max_chunk_tiles, int64_t per_chunk, int64_t unit,
+                      int threads, bool weight_heavy) {
+  IgemmSplit sp;
+  const int64_t w = std::max<int64_t>(1, max_chunk_tiles), per_tile = per_chunk / unit;
+  const int64_t blocks = tiles * per_tile;
+  // Weights over the input split by panels even where the panels do not
+  // divide evenly, if each thread gets at least 4 units (5 of 11 panels
+  // against 6 beat streaming all the weights to both threads).
+  const bool by_panels =
+      threads > 1 && (tiles <= w || weight_heavy) &&
+      (per_tile % threads == 0 || (weight_heavy && per_tile >= 4 * int64_t(threads)));
+  // Tiles where a chunk must start: the shares' first tiles, and after a
+  // tile that two shares split.
+  std::vector<int64_t> cuts = {0, tiles};
+  if (!by_panels)
+    for (int s = 1; s < threads; ++s) {
+      const int64_t b = blocks * s / threads, t = b / per_tile;
+      cuts.push_back(t);
+      if (b % per_tile) cuts.push_back(t + 1);
+    }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  // Each run between cuts in chunks of at most w tiles, of equal sizes.
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    const int64_t a = cuts[i], len = cuts[i + 1] - a, n = (len + w - 1) / w;
+    for (int64_t j = 0; j < n; ++j) sp.chunk_tile.push_back(a + len * j / n);
+  }
+  sp.chunk_tile.push_back(tiles);
+  const int64_t chunks = int64_t(sp.chunk_tile.size()) - 1;
+  for (int s = 0; s <= threads; ++s) {
+    const int64_t b = blocks * s / threads;
+    if (by_panels) {
+      sp.panels.push_back(per_tile * s / threads * unit);
+      sp.bounds.push_back(chunks * sp.panels.back());
+      continue;
+    }
+    const int64_t t = b / per_tile;
+    const int64_t chunk = std::lower_bound(sp.chunk_tile.begin(), sp.chunk_tile.end(), t) -
+                          sp.chunk_tile.begin();
+    sp.bounds.push_back(chunk * per_chunk + b % per_tile * unit);
+  }
+  return sp;
+}
 
 std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w, int64_t group,
                                          int64_t dilation_w) {

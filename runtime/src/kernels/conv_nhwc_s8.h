@@ -12,6 +12,7 @@
 // (dwconv_nhwc_s8.h); PrepareQConvNhwcS8 returns null for them.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "core/op.h"
 #include "kernels/qlinear_s8.h"
@@ -42,6 +43,43 @@ bool RunQConvNhwcS8(void* state, const QConvCall& c);
 // w_zp and pool; not its data): `kept` is the indirection buffer the state
 // holds while x's address stays.
 ScratchNeeds QConvNhwcS8Scratch(const void* state, const QConvCall& c);
+
+// How the channels-last driver splits an indirect GEMM of `tiles` pixel
+// tiles x `per_chunk` panels between `threads`: chunks of at most
+// max_chunk_tiles tiles (chunk c: tiles [chunk_tile[c], chunk_tile[c + 1])),
+// thread s's share items [bounds[s], bounds[s + 1]) (Item decodes them).
+// Shares hold equal numbers of tile x `unit`-panel blocks (to one block;
+// `unit` divides per_chunk). Pixels split (a thread's activations are its
+// own, as the ops before and after split them; a tile on a share boundary is
+// a chunk of its own, split by panels), or, where the units divide evenly
+// and all tiles form one chunk or `weight_heavy` (the weights outweigh the
+// input), panels: each thread then reads all activations but streams only
+// its panels' weights, once per chunk, instead of all of them. Weight-heavy
+// calls also split panels unevenly (to one unit per chunk) where each thread
+// gets at least 4 units.
+struct IgemmSplit {
+  std::vector<int64_t> chunk_tile;  // chunks + 1 values, 0 .. tiles
+  std::vector<int64_t> bounds;      // threads + 1 values, 0 .. chunks * per_chunk
+  // Split by panels: thread s runs panels [panels[s], panels[s + 1]) of
+  // every chunk, chunk by chunk; empty when pixels split (items are then
+  // chunk * per_chunk + panel).
+  std::vector<int64_t> panels;
+  // Item i's chunk and its panel within the chunk.
+  void Item(int64_t i, int64_t per_chunk, int64_t* chunk, int64_t* panel) const {
+    if (panels.empty()) {
+      *chunk = i / per_chunk;
+      *panel = i % per_chunk;
+      return;
+    }
+    size_t s = 0;
+    while (i >= bounds[s + 1]) ++s;
+    const int64_t width = panels[s + 1] - panels[s], local = i - bounds[s];
+    *chunk = local / width;
+    *panel = panels[s] + local % width;
+  }
+};
+IgemmSplit SplitIgemm(int64_t tiles, int64_t max_chunk_tiles, int64_t per_chunk, int64_t unit,
+                      int threads, bool weight_heavy = false);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -98,51 +98,80 @@ inline int NumThreads(const ThreadPool* pool) {
   return pool ? pool->num_threads() : 1;
 }
 
-// fn(begin, end, slot) over [0, n) in ranges of at most `grain` items, each
-// slot running its own share first: the slot-th of num_threads contiguous
-// parts of [0, n), from its front; then what is left of the other shares,
-// from their backs. A thread thus writes the same outputs call after call,
-// whose cache lines then stay in its core instead of moving to the other
-// one every run (a ParallelFor hands ranges out in whatever order the
-// threads come), and a thread that falls behind still leaves its share to
-// the others. More than kMaxShares threads, or 2^31 ranges, take the pool's
-// ParallelFor; one thread (or no pool) runs [0, n) at once.
+// The pool when `work` (in any unit: MACs, bytes...) gives two threads at
+// least `min_per_thread` each, else null (the caller alone): below that the
+// hand-off, the wait for the other thread's last range and the cache lines
+// the threads then pass between them cost more than the second thread saves.
+inline ThreadPool* PoolForWork(ThreadPool* pool, int64_t work, int64_t min_per_thread) {
+  return NumThreads(pool) > 1 && work >= 2 * min_per_thread ? pool : nullptr;
+}
+
+// fn(begin, end, slot) over [bounds[0], bounds[threads]) in ranges of at
+// most `grain` items, each slot running its own share first: items
+// [bounds[slot], bounds[slot + 1]) from their front; then what is left of
+// the other shares, from their backs (the last piece of their grain grid).
+// A thread thus writes the same outputs
+// call after call, whose cache lines then stay in its core instead of moving
+// to the other one every run (a ParallelFor hands ranges out in whatever
+// order the threads come), and a thread that falls behind still leaves its
+// share to the others. Ranges start at a share's front bound and step by
+// grain, so bounds and grain that are multiples of some unit keep every
+// range whole units. bounds: num_threads + 1 nondecreasing values below 2^31 (more
+// threads than kMaxShares, or more items, take the pool's ParallelFor);
+// one thread (or no pool) runs the whole span at once.
 constexpr int kMaxShares = 64;
 template <class F>
-void ParallelForShares(ThreadPool* pool, int64_t n, int64_t grain, const F& fn) {
-  if (n <= 0) return;
-  grain = std::max<int64_t>(1, grain);
+void ParallelForBounds(ThreadPool* pool, const int64_t* bounds, int64_t grain, const F& fn) {
   const int threads = NumThreads(pool);
-  const int64_t ranges = (n - 1) / grain + 1;
-  if (threads == 1) return fn(int64_t(0), n, 0);
-  if (threads > kMaxShares || ranges >= (int64_t(1) << 31)) return pool->ParallelFor(n, grain, fn);
-  // A share's ranges left, [front, back), as front << 32 | back.
+  const int64_t first = bounds[0], last = bounds[threads];
+  if (last <= first) return;
+  grain = std::max<int64_t>(1, grain);
+  if (threads == 1) return fn(first, last, 0);
+  if (threads > kMaxShares || last >= (int64_t(1) << 31))
+    return pool->ParallelFor(last - first, grain,
+                             [&](int64_t b, int64_t e, int slot) { fn(first + b, first + e, slot); });
+  // A share's items left, [front, back), as front << 32 | back.
   struct alignas(64) Share {
     std::atomic<uint64_t> left;
   };
   Share shares[kMaxShares];
   for (int s = 0; s < threads; ++s)
-    shares[s].left.store(uint64_t(ranges * s / threads) << 32 |
-                         uint64_t(ranges * (s + 1) / threads));
-  auto take = [](Share& share, bool front, int64_t* range) {
+    shares[s].left.store(uint64_t(bounds[s]) << 32 | uint64_t(bounds[s + 1]));
+  auto take = [grain](Share& share, bool front, int64_t* b, int64_t* e) {
     uint64_t v = share.left.load();
     for (;;) {
-      const uint64_t f = v >> 32, b = v & 0xffffffffu;
-      if (f >= b) return false;
-      const uint64_t next = front ? (f + 1) << 32 | b : f << 32 | (b - 1);
-      if (share.left.compare_exchange_weak(v, next)) {
-        *range = int64_t(front ? f : b - 1);
+      const int64_t f = int64_t(v >> 32), k = int64_t(v & 0xffffffffu);
+      if (f >= k) return false;
+      const int64_t nf = front ? std::min(k, f + grain) : f;
+      const int64_t nk = front ? k : f + (k - f - 1) / grain * grain;  // the last piece
+      if (share.left.compare_exchange_weak(v, uint64_t(nf) << 32 | uint64_t(nk))) {
+        *b = front ? f : nk;
+        *e = front ? nf : k;
         return true;
       }
     }
   };
   pool->ParallelFor(threads, 1, [&](int64_t, int64_t, int slot) {
-    int64_t r = 0;
-    auto run = [&] { fn(r * grain, std::min(n, (r + 1) * grain), slot); };
-    while (take(shares[slot], true, &r)) run();
+    int64_t b = 0, e = 0;
+    while (take(shares[slot], true, &b, &e)) fn(b, e, slot);
     for (int k = 1; k < threads; ++k)
-      while (take(shares[(slot + k) % threads], false, &r)) run();
+      while (take(shares[(slot + k) % threads], false, &b, &e)) fn(b, e, slot);
   });
+}
+
+// ParallelForBounds over [0, n) in ranges of at most `grain` items, each
+// thread's share the slot-th of num_threads contiguous parts of the ranges.
+template <class F>
+void ParallelForShares(ThreadPool* pool, int64_t n, int64_t grain, const F& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  const int threads = NumThreads(pool);
+  if (threads == 1) return fn(int64_t(0), n, 0);
+  if (threads > kMaxShares || n >= (int64_t(1) << 31)) return pool->ParallelFor(n, grain, fn);
+  const int64_t ranges = (n - 1) / grain + 1;
+  int64_t bounds[kMaxShares + 1];
+  for (int s = 0; s <= threads; ++s) bounds[s] = std::min(n, ranges * s / threads * grain);
+  ParallelForBounds(pool, bounds, grain, fn);
 }
 
 // fn(begin, end, slot) over [0, n) on `pool` in shares (ParallelForShares),
