@@ -1522,6 +1522,112 @@ TEST_CASE("arena: kernel scratch is planned, counted and limited") {
   }
 }
 
+// x [1, c, 16, 16] (uint8 or uint16 codes) -> 3x3 QLinearConv "conv_node"
+// (pads 1, `group`, int8 weights with zero point 0) to m channels -> y, coded
+// like x. Integer inputs and outputs: the convolution's step is the arena's
+// peak, so its scratch shows in arena_bytes().
+std::string ScratchQConvModel(const TempDir& dir, int64_t c, int64_t m, int64_t group,
+                              bool act16) {
+  OnnxBuilder b(17);
+  const int act = act16 ? onnx::TensorProto::UINT16 : onnx::TensorProto::UINT8;
+  b.Input("x", act, {1, c, 16, 16});
+  b.Output("y", act, {});
+  b.InitFloat("xs", {}, {act16 ? 1.f / 2048 : 1.f / 16});
+  b.InitFloat("ys", {}, {act16 ? 1.f / 256 : 1.f});
+  const uint16_t zero16 = 32768;
+  const uint8_t zero8 = 128;
+  if (act16)
+    b.Init("zp", act, {}, &zero16, 2);
+  else
+    b.Init("zp", act, {}, &zero8, 1);
+  std::vector<int8_t> wq;
+  for (int64_t i = 0; i < m * (c / group) * 9; ++i) wq.push_back(int8_t(i % 7 - 3));
+  b.Init("w", onnx::TensorProto::INT8, {m, c / group, 3, 3}, wq.data(), wq.size());
+  b.InitFloat("ws", {}, {1.f / 32});
+  const int8_t wzero = 0;
+  b.Init("wz", onnx::TensorProto::INT8, {}, &wzero, 1);
+  auto* n = b.Node("QLinearConv", {"x", "xs", "zp", "w", "ws", "wz", "ys", "zp"}, {"y"},
+                   "conv_node");
+  OnnxBuilder::AttrInts(n, "pads", {1, 1, 1, 1});
+  OnnxBuilder::AttrInt(n, "group", group);
+  return b.Write(dir, "scratch_qconv.onnx");
+}
+
+// Output `name` of an integer model as bytes; checks its shape.
+std::vector<uint8_t> OutputBytes(const Session& s, const std::string& name, const Shape& want) {
+  DType dt = DType::kUndefined;
+  Shape shape;
+  const void* data = nullptr;
+  Status st = s.GetOutput(name, &dt, &shape, &data);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  REQUIRE(shape == want);
+  const auto* p = static_cast<const uint8_t*>(data);
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return std::vector<uint8_t>(p, p + dtype_storage_bytes(dt, n));
+}
+
+TEST_CASE("arena: depthwise, channels-first and 16-bit convolution scratch is planned") {
+  // Issue 18: the int8 depthwise kernels (NCHW planes, channels-last tap
+  // pointers), the NCHW int8 im2col's padded input and tiles, and the a16w8
+  // convolution (GEMM rows, depthwise tap pointers) plan their scratch in
+  // the arena like the other convolutions; outputs stay bit-identical to the
+  // reference kernels.
+  const char* isa = std::getenv("QFOLD_ISA");
+  if (isa && std::string(isa) == "reference") return;  // no fast kernels: no scratch
+  TempDir dir;
+  struct Case {
+    int64_t c, m, group;
+    bool act16, channels_last;
+  };
+  const size_t shortfalls = kernels::ScratchShortfalls();
+  for (const Case& k : {Case{16, 16, 16, false, false}, Case{16, 16, 16, false, true},
+                        Case{8, 16, 1, false, false}, Case{16, 16, 16, true, true},
+                        Case{8, 16, 1, true, true}}) {
+    CAPTURE(k.group);
+    CAPTURE(k.act16);
+    CAPTURE(k.channels_last);
+    conv::ConvertOptions copts;
+    copts.channels_last = k.channels_last;
+    conv::test::Converted conv;
+    Status st = conv::test::ConvertAndOpen(ScratchQConvModel(dir, k.c, k.m, k.group, k.act16),
+                                           copts, &conv);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    const DType dt = k.act16 ? DType::kUInt16 : DType::kUInt8;
+    const Shape xshape{1, k.c, 16, 16}, yshape{1, k.m, 16, 16};
+    std::vector<uint8_t> x(dtype_storage_bytes(dt, k.c * 256));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = uint8_t(i * 37 % 251);
+    SessionOptions ref_opts;
+    ref_opts.kernel_isa = "reference";  // no fast kernels: no scratch
+    std::unique_ptr<Session> ref;
+    REQUIRE(Session::Create(conv.model, ref_opts, &ref).ok());
+    REQUIRE(ref->SetInput("x", dt, xshape, x.data(), x.size()).ok());
+    REQUIRE(ref->Run().ok());
+    const std::vector<uint8_t> want = OutputBytes(*ref, "y", yshape);
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      SessionOptions opts;
+      opts.num_threads = threads;
+      std::unique_ptr<Session> s;
+      REQUIRE(Session::Create(conv.model, opts, &s).ok());
+      const size_t arena = s->arena_bytes();
+      CHECK(arena > ref->arena_bytes());
+      for (int run = 0; run < 2; ++run) {
+        REQUIRE(s->SetInput("x", dt, xshape, x.data(), x.size()).ok());
+        st = s->Run();
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        CHECK(OutputBytes(*s, "y", yshape) == want);
+      }
+      CHECK(kernels::ScratchShortfalls() == shortfalls);
+      opts.max_memory_bytes = arena - 1;
+      st = Session::Create(conv.model, opts, &s);
+      CHECK(st.code() == StatusCode::kInvalidModel);
+      CHECK_MESSAGE(Contains(st.message(), "'conv_node'"), st.message());
+      CHECK_MESSAGE(Contains(st.message(), "scratch"), st.message());
+    }
+  }
+}
+
 // x [1, 32, 32, 32] -> 3x3 stride-2 `op` "pool_node" (pads 1) -> y.
 std::string ScratchPoolModel(const TempDir& dir, const char* op) {
   OnnxBuilder b(13);

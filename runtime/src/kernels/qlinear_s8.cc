@@ -100,11 +100,6 @@ struct QConvState {
   AlignedVector<uint8_t> packed_w;  // GEMM: per group, kernels' left layout
   std::vector<int32_t> wsum;      // GEMM: sum of the shifted weights per channel
   DwConvS8State dw;               // depthwise (dwconv_s8.h)
-  // Per-thread scratch (im2col tile, packed block, column sums), one slice per
-  // thread, grown to the largest shape seen.
-  std::vector<uint8_t> scratch;
-  std::vector<uint8_t> padded;  // one group's padded input (PadInput)
-  std::vector<int32_t> xsum;
   ChannelParams cp;
 };
 
@@ -209,6 +204,58 @@ int64_t BlockCols(int64_t kdim, int nr) {
   return std::max<int64_t>(1, kBlockBytes / per_panel) * nr;
 }
 
+// How one GEMM convolution runs and where its scratch goes, computed alike
+// for the session's request (QConvS8Scratch) and for the run.
+struct GemmConvCall {
+  bool direct = false;  // 1x1 unpadded stride 1: x is the im2col matrix
+  int64_t padded_rows = 0, padded_cols = 0;
+  int64_t panels = 0, block = 0, k4 = 0, tile_bytes = 0, slice = 0, sum_slice = 0, grain = 1;
+  ThreadPool* pool = nullptr;  // null when not worth splitting
+  int threads = 1;
+  ScratchLayout layout;
+  // Per thread: im2col tile and packed block; one group's padded input
+  // (PadInput); per thread column sums (weight zero points only).
+  size_t slices = 0, padded = 0, xsum = 0;
+};
+
+// False when the call is not covered (the op then runs its reference kernel).
+bool PlanGemmConv(const QConvState& s, const QConvCall& c, bool any_wzp, GemmConvCall* g) {
+  const GemmS8Kernels& k = *s.k;
+  const int64_t mg = s.m / s.group, p = c.oh * c.ow, kdim = s.kdim;
+  g->direct = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.pad_top == 0 &&
+              c.pad_left == 0 && c.oh == c.ih && c.ow == c.iw;
+  if (!CoveredExtent(c.oh, c.sh, c.kh, c.dh, &g->padded_rows) ||
+      !CoveredExtent(c.ow, c.sw, c.kw, c.dw, &g->padded_cols) ||
+      !PaddedPlaneFits(g->padded_rows, g->padded_cols, c.ih * c.iw, p, c.kh * c.kw))
+    return false;  // huge pads: the reference kernel (padded_plane.h)
+  g->panels = (p + k.nr - 1) / k.nr;
+  g->block = std::min(BlockCols(kdim, k.nr), g->panels * k.nr);
+  g->k4 = (kdim + 3) / 4;
+  // Per-thread slice: im2col tile, packed block (64-byte aligned offsets).
+  g->tile_bytes = g->direct ? 0 : RoundUpTo(kdim * g->block + 16, 64);
+  g->slice = g->tile_bytes + RoundUpTo(PackedBytes(g->block, kdim, k.nr), 64) + 64;
+  g->sum_slice = RoundUpTo(g->block, 64);
+  // Not worth the hand-off below this size.
+  g->pool = mg * p * g->k4 < (int64_t(1) << 18) ? nullptr : c.pool;
+  g->threads = NumThreads(g->pool);
+  // Ranges of whole blocks when there are enough for every thread, so the
+  // weights are not streamed once more per smaller range.
+  const int64_t block_panels = g->block / k.nr;
+  g->grain = std::max<int64_t>(1, std::min(block_panels, g->panels / (4 * int64_t(g->threads))));
+  g->slices = g->layout.Add(size_t(g->slice * g->threads));
+  if (!g->direct)
+    g->padded = g->layout.Add(size_t(s.cg * g->padded_rows * g->padded_cols + kSlack));
+  if (any_wzp) g->xsum = g->layout.Add(size_t(g->sum_slice * g->threads) * sizeof(int32_t));
+  return true;
+}
+
+// Whether a weight zero point is nonzero once shifted to s8 (FoldChannels).
+bool AnyWeightZp(const QConvState& s, const QConvCall& c) {
+  for (int32_t z : c.w_zp)
+    if ((s.w_dtype == DType::kUInt8 ? z - 128 : z) != 0) return true;
+  return false;
+}
+
 bool RunConvGemm(QConvState& s, const QConvCall& c) {
   const GemmS8Kernels& k = *s.k;
   const Tensor& x = *c.x;
@@ -216,36 +263,17 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
   const int64_t p = c.oh * c.ow, kdim = s.kdim, plane = c.ih * c.iw;
   const uint8_t xmask = ShiftMask(x.dtype);
   const int32_t xzp_u = ActivationZp(c.x_zp, x.dtype);
+  GemmConvCall gc;
+  if (!PlanGemmConv(s, c, AnyWeightZp(s, c), &gc)) return false;
   FoldChannels(s.m, kdim, c.bias, s.wsum, xzp_u, c.w_zp, s.w_dtype, c.x_scale, c.w_scale, c.y_scale,
                &s.cp);
-  // 1x1 unpadded stride-1 windows read x in place: its [cg] x [h * w] planes
-  // already are the im2col matrix.
-  const bool direct = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.pad_top == 0 &&
-                      c.pad_left == 0 && c.oh == c.ih && c.ow == c.iw;
-  int64_t padded_rows = 0, padded_cols = 0;
-  if (!CoveredExtent(c.oh, c.sh, c.kh, c.dh, &padded_rows) ||
-      !CoveredExtent(c.ow, c.sw, c.kw, c.dw, &padded_cols) ||
-      !PaddedPlaneFits(padded_rows, padded_cols, plane, p, c.kh * c.kw))
-    return false;  // huge pads: the reference kernel (padded_plane.h)
-  const int64_t panels = (p + k.nr - 1) / k.nr;
-  const int64_t block = std::min(BlockCols(kdim, k.nr), panels * k.nr);
-  const int64_t k4 = (kdim + 3) / 4;
-  // Per-thread slice: im2col tile, packed block (64-byte aligned offsets).
-  const int64_t tile_bytes = direct ? 0 : RoundUpTo(kdim * block + 16, 64);
-  const int64_t slice = tile_bytes + RoundUpTo(PackedBytes(block, kdim, k.nr), 64) + 64;
-  const int64_t sum_slice = RoundUpTo(block, 64);
-  // Not worth the hand-off below this size.
-  ThreadPool* pool = mg * p * k4 < (int64_t(1) << 18) ? nullptr : c.pool;
-  const int threads = NumThreads(pool);
-  // Ranges of whole blocks when there are enough for every thread, so the
-  // weights are not streamed once more per smaller range.
-  const int64_t block_panels = block / k.nr;
-  const int64_t grain =
-      std::max<int64_t>(1, std::min(block_panels, panels / (4 * int64_t(threads))));
-  Resize(&s.scratch, slice * threads);
-  const int64_t padded_bytes = padded_rows * padded_cols;
-  if (!direct) Resize(&s.padded, s.cg * padded_bytes + kSlack);
-  if (s.cp.any_wzp) Resize(&s.xsum, sum_slice * threads);
+  const bool direct = gc.direct;
+  const int64_t block = gc.block, k4 = gc.k4, tile_bytes = gc.tile_bytes, slice = gc.slice;
+  const int64_t sum_slice = gc.sum_slice, panels = gc.panels, grain = gc.grain;
+  ThreadPool* pool = gc.pool;
+  const ScratchRegion region(c.scratch, gc.layout.total());
+  uint8_t* padded = direct ? nullptr : region.at<uint8_t>(gc.padded);
+  int32_t* xsum = s.cp.any_wzp ? region.at<int32_t>(gc.xsum) : nullptr;
   const int64_t w_panel = PackedBytes(mg, kdim, k.mr);
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t g = 0; g < s.group; ++g) {
@@ -264,15 +292,14 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
       a.ldy = p;
       const int64_t y_offset = (b * s.m + g * mg) * p;
       PaddedInput pi;
-      if (!direct) pi = PadInput(xg, c, s.cg, uint8_t(c.x_zp), s.padded.data());
+      if (!direct) pi = PadInput(xg, c, s.cg, uint8_t(c.x_zp), padded);
       // Each thread packs and multiplies its own panels, one block at a
       // time; every column's result is independent of the split.
       auto work = [&](int64_t p_begin, int64_t p_end, int t) {
-        uint8_t* base = s.scratch.data() + t * slice;
-        base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
-        uint8_t* tile = base;
-        uint8_t* packed = base + tile_bytes;
-        int32_t* sum = s.cp.any_wzp ? s.xsum.data() + t * sum_slice : nullptr;
+        // 64-byte aligned: the region and slice are.
+        uint8_t* tile = region.at<uint8_t>(gc.slices + size_t(t * slice));
+        uint8_t* packed = tile + tile_bytes;
+        int32_t* sum = xsum ? xsum + t * sum_slice : nullptr;
         const int64_t c_begin = p_begin * k.nr;
         const int64_t c_end = std::min(p, p_end * k.nr);
         for (int64_t c0 = c_begin; c0 < c_end; c0 += block) {
@@ -281,11 +308,11 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
           int64_t lds = p;
           if (!direct) {
             if (c.sw == 1)
-              Im2ColBlock<1>(s.padded.data(), pi, c, s.cg, c0, w, tile);
+              Im2ColBlock<1>(padded, pi, c, s.cg, c0, w, tile);
             else if (c.sw == 2)
-              Im2ColBlock<2>(s.padded.data(), pi, c, s.cg, c0, w, tile);
+              Im2ColBlock<2>(padded, pi, c, s.cg, c0, w, tile);
             else
-              Im2ColBlock<0>(s.padded.data(), pi, c, s.cg, c0, w, tile);
+              Im2ColBlock<0>(padded, pi, c, s.cg, c0, w, tile);
             rows = tile;
             lds = w;
           }
@@ -366,6 +393,23 @@ bool RunQConvS8(void* state, const QConvCall& c) {
   if (c.kh != s.kh || c.kw != s.kw || x.shape[1] != s.cg * s.group) return false;
   if (x.shape[0] == 0 || c.oh * c.ow == 0) return true;  // empty output
   return s.depthwise ? RunDwConvS8(s.dw, c) : RunConvGemm(s, c);
+}
+
+ScratchNeeds QConvS8Scratch(const void* state, const QConvCall& c) {
+  const QConvState& s = *static_cast<const QConvState*>(state);
+  const Tensor& x = *c.x;
+  ScratchNeeds needs;
+  // The cases RunQConvS8 returns early from, or sends elsewhere, need none.
+  if ((x.rank() != 3 && x.rank() != 4) || c.dq_mult || c.kh != s.kh || c.kw != s.kw ||
+      x.shape[1] != s.cg * s.group || x.shape[0] == 0 || c.oh * c.ow == 0)
+    return needs;
+  if (s.depthwise) {
+    needs.run = DwConvS8Scratch(s.dw, c);
+  } else if (s.k) {
+    GemmConvCall g;
+    if (PlanGemmConv(s, c, AnyWeightZp(s, c), &g)) needs.run = g.layout.total();
+  }
+  return needs;
 }
 
 // Packs b [kdim, n] (bytes at `b`) into s, reusing its buffers; column sums

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/op.h"
 #include "core/tensor.h"
 #include "kernels/scratch.h"
 
@@ -34,7 +35,7 @@ struct QConvCall {
   int32_t y_zp = 0, lo = 0, hi = 0;  // output zero point and clamp range
   const int32_t* bias = nullptr;     // M values or null
   ThreadPool* pool = nullptr;        // null: the calling thread only
-  ScratchSpan scratch;               // KernelContext::scratch (RunQConvNhwcS8)
+  ScratchSpan scratch;               // KernelContext::scratch
   // QfConvDequant: y is float32, y = clamp(fma(float(acc), dq_mult[m],
   // dq_bias[m]), dq_lo, dq_hi) with acc the zero-point-corrected int32 sum
   // (y_scale, y_zp, lo, hi and bias unused). Arrays padded with readable
@@ -48,7 +49,12 @@ struct QConvCall {
   // channels-last).
   bool int32_out = false;
 };
+// Runs in call.scratch when planned (QConvS8Scratch), else allocates it.
 bool RunQConvS8(void* state, const QConvCall& call);
+// The scratch RunQConvS8(state, call) uses (call's geometry, x's shape,
+// w_zp and pool; not its data): per thread planes or im2col tiles and
+// packed blocks, a group's padded input, the depthwise packed weights.
+ScratchNeeds QConvS8Scratch(const void* state, const QConvCall& call);
 
 // Packs B [K, N] or [K] (int8/uint8) of QLinearMatMul; null when not applicable.
 std::shared_ptr<void> PrepareQMatMulS8(const KernelConfig& kc, const Tensor& b);
