@@ -1628,6 +1628,104 @@ TEST_CASE("arena: depthwise, channels-first and 16-bit convolution scratch is pl
   }
 }
 
+// a [64, 32] (uint8 or uint16 codes) times b [32, 48] (int8: a constant,
+// or a uint8 input) by `op` "matmul_node" (QLinearMatMul, y coded like a; or
+// MatMulInteger, int32 y). Integer inputs and outputs, as ScratchQConvModel.
+std::string ScratchMatMulModel(const TempDir& dir, const std::string& op, bool act16,
+                               bool b_const) {
+  OnnxBuilder b(17);
+  const int act = act16 ? onnx::TensorProto::UINT16 : onnx::TensorProto::UINT8;
+  b.Input("a", act, {64, 32});
+  if (!b_const) b.Input("b", onnx::TensorProto::UINT8, {32, 48});
+  b.Output("y", op == "MatMulInteger" ? onnx::TensorProto::INT32 : act, {});
+  std::vector<int8_t> bq;
+  for (int i = 0; i < 32 * 48; ++i) bq.push_back(int8_t(i * 5 % 13 - 6));
+  if (b_const) b.Init("b", onnx::TensorProto::INT8, {32, 48}, bq.data(), bq.size());
+  const uint16_t zero16 = 32768;
+  const uint8_t zero8 = 128;
+  if (act16)
+    b.Init("zp", act, {}, &zero16, 2);
+  else
+    b.Init("zp", act, {}, &zero8, 1);
+  const int8_t bzero = 0;
+  if (b_const)
+    b.Init("bz", onnx::TensorProto::INT8, {}, &bzero, 1);
+  else
+    b.Init("bz", onnx::TensorProto::UINT8, {}, &zero8, 1);
+  if (op == "MatMulInteger") {
+    b.Node(op, {"a", "b", "zp", "bz"}, {"y"}, "matmul_node");
+  } else {
+    b.InitFloat("as", {}, {act16 ? 1.f / 2048 : 1.f / 16});
+    b.InitFloat("bs", {}, {1.f / 32});
+    b.InitFloat("ys", {}, {act16 ? 1.f / 256 : 1.f});
+    b.Node(op, {"a", "as", "zp", "b", "bs", "bz", "ys", "zp"}, {"y"}, "matmul_node");
+  }
+  return b.Write(dir, "scratch_matmul.onnx");
+}
+
+TEST_CASE("arena: matrix product scratch is planned, counted and limited") {
+  // Issue 18: QLinearMatMul's and MatMulInteger's packed A (and an
+  // activation B packed per batch, once a thread_local state) and the a16w8
+  // kernel's rows are planned in the arena; outputs stay byte-identical to
+  // the reference kernels.
+  const char* isa = std::getenv("QFOLD_ISA");
+  if (isa && std::string(isa) == "reference") return;  // no fast kernels: no scratch
+  TempDir dir;
+  struct Case {
+    const char* op;
+    bool act16, b_const;
+  };
+  const size_t shortfalls = kernels::ScratchShortfalls();
+  for (const Case& k : {Case{"QLinearMatMul", false, true}, Case{"QLinearMatMul", false, false},
+                        Case{"QLinearMatMul", true, true}, Case{"MatMulInteger", false, true},
+                        Case{"MatMulInteger", false, false}}) {
+    const std::string op = k.op;
+    CAPTURE(op);
+    CAPTURE(k.act16);
+    CAPTURE(k.b_const);
+    conv::test::Converted conv;
+    Status st = conv::test::ConvertAndOpen(ScratchMatMulModel(dir, k.op, k.act16, k.b_const),
+                                           conv::ConvertOptions(), &conv);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    const DType dt = k.act16 ? DType::kUInt16 : DType::kUInt8;
+    std::vector<uint8_t> a(dtype_storage_bytes(dt, 64 * 32)), bv(32 * 48);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = uint8_t(i * 37 % 251);
+    for (size_t i = 0; i < bv.size(); ++i) bv[i] = uint8_t(i * 11 % 241);
+    auto feed = [&](Session* s) {
+      REQUIRE(s->SetInput("a", dt, {64, 32}, a.data(), a.size()).ok());
+      if (!k.b_const) REQUIRE(s->SetInput("b", DType::kUInt8, {32, 48}, bv.data(), bv.size()).ok());
+    };
+    SessionOptions ref_opts;
+    ref_opts.kernel_isa = "reference";  // no fast kernels: no scratch
+    std::unique_ptr<Session> ref;
+    REQUIRE(Session::Create(conv.model, ref_opts, &ref).ok());
+    feed(ref.get());
+    REQUIRE(ref->Run().ok());
+    const std::vector<uint8_t> want = OutputBytes(*ref, "y", {64, 48});
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      SessionOptions opts;
+      opts.num_threads = threads;
+      std::unique_ptr<Session> s;
+      REQUIRE(Session::Create(conv.model, opts, &s).ok());
+      const size_t arena = s->arena_bytes();
+      CHECK(arena > ref->arena_bytes());
+      for (int run = 0; run < 2; ++run) {
+        feed(s.get());
+        st = s->Run();
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        CHECK(OutputBytes(*s, "y", {64, 48}) == want);
+      }
+      CHECK(kernels::ScratchShortfalls() == shortfalls);
+      opts.max_memory_bytes = arena - 1;
+      st = Session::Create(conv.model, opts, &s);
+      CHECK(st.code() == StatusCode::kInvalidModel);
+      CHECK_MESSAGE(Contains(st.message(), "'matmul_node'"), st.message());
+      CHECK_MESSAGE(Contains(st.message(), "scratch"), st.message());
+    }
+  }
+}
+
 // x [1, 32, 32, 32] -> 3x3 stride-2 `op` "pool_node" (pads 1) -> y.
 std::string ScratchPoolModel(const TempDir& dir, const char* op) {
   OnnxBuilder b(13);

@@ -34,8 +34,8 @@ struct ChannelParams {
 // (a float epilogue with its own multipliers) cp->mult is left zero. Runs
 // before every GEMM (once per step of a recurrent layer), so the arrays keep
 // their storage and the loops carry no per-channel branches.
-inline void FoldChannels(int64_t n, int64_t k, const int32_t* bias,
-                         const std::vector<int32_t>& wsum, int32_t xzp_u,
+inline void FoldChannels(int64_t n, int64_t k, const int32_t* bias, const int32_t* wsum,
+                         int32_t xzp_u,
                          const std::vector<int32_t>& wzp, DType w_dtype, float x_scale,
                          const std::vector<float>& w_scale, float y_scale, ChannelParams* cp,
                          bool with_mult = true) {

@@ -265,7 +265,7 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
   const int32_t xzp_u = ActivationZp(c.x_zp, x.dtype);
   GemmConvCall gc;
   if (!PlanGemmConv(s, c, AnyWeightZp(s, c), &gc)) return false;
-  FoldChannels(s.m, kdim, c.bias, s.wsum, xzp_u, c.w_zp, s.w_dtype, c.x_scale, c.w_scale, c.y_scale,
+  FoldChannels(s.m, kdim, c.bias, s.wsum.data(), xzp_u, c.w_zp, s.w_dtype, c.x_scale, c.w_scale, c.y_scale,
                &s.cp);
   const bool direct = gc.direct;
   const int64_t block = gc.block, k4 = gc.k4, tile_bytes = gc.tile_bytes, slice = gc.slice;
@@ -337,16 +337,121 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
 
 // ---- matrix multiplication ------------------------------------------------------
 
-struct QMatMulState {
+// B packed for the GEMM with its column sums (wrapped to int32 like the
+// reference's accumulators): a prepared constant's, or one batch of an
+// activation packed into the call's scratch.
+struct PackedB {
   const GemmS8Kernels* k = nullptr;
   DType b_dtype = DType::kUndefined;
   int64_t kdim = 0, n = 0;
+  const uint8_t* packed = nullptr;
+  const int32_t* sum = nullptr;
+};
+
+struct QMatMulState {
+  PackedB b;  // points into packed_b and bsum
   AlignedVector<uint8_t> packed_b;
   std::vector<int32_t> bsum;
-  AlignedVector<uint8_t> packed_a;
-  std::vector<int32_t> asum;
   ChannelParams cp;
 };
+
+// Packs b [kdim, n] (bytes at `b`) into `packed` (PackedBytes(n, kdim, nr))
+// and its column sums into `sum` (n values).
+void PackMatMulB(const GemmS8Kernels& k, DType b_dtype, const uint8_t* b, int64_t kdim, int64_t n,
+                 uint8_t* packed, int32_t* sum) {
+  const uint8_t mask = b_dtype == DType::kUInt8 ? 0x80 : 0;
+  k.pack_right(b, n, kdim, n, mask, packed);
+  std::fill(sum, sum + n, 0);
+  for (int64_t r = 0; r < kdim; ++r)
+    for (int64_t j = 0; j < n; ++j) sum[j] = WrapInt32(int64_t(sum[j]) + int8_t(b[r * n + j] ^ mask));
+}
+
+// Where a product's scratch goes, laid out alike for the request and the run:
+// A's packed rows and row sums; with `pack_b`, one batch of B and its sums.
+struct QMatMulParts {
+  ScratchLayout layout;
+  size_t packed_a = 0, asum = 0, packed_b = 0, bsum = 0;
+};
+
+void PlanQMatMul(const GemmS8Kernels& k, int64_t rows, int64_t kdim, int64_t n, bool pack_b,
+                 QMatMulParts* p) {
+  p->packed_a = p->layout.Add(size_t(PackedBytes(rows, kdim, k.mr)));
+  p->asum = p->layout.Add(size_t(rows) * sizeof(int32_t));  // read with B zero points only
+  if (!pack_b) return;
+  p->packed_b = p->layout.Add(size_t(PackedBytes(n, kdim, k.nr)));
+  p->bsum = p->layout.Add(size_t(n) * sizeof(int32_t));
+}
+
+// c.a [..., kdim] times b into c.y per c's epilogue; A's rows are packed into
+// packed_a, their sums into asum.
+bool MultiplyPacked(const PackedB& b, const QMatMulCall& c, ChannelParams* cp, uint8_t* packed_a,
+                    int32_t* asum) {
+  const GemmS8Kernels& k = *b.k;
+  const Tensor& a = *c.a;
+  const int64_t rows = a.numel() / b.kdim;
+  if (rows == 0) return true;
+  const uint8_t amask = ShiftMask(a.dtype);
+  FoldChannels(b.n, b.kdim, c.bias, b.sum, ActivationZp(c.a_zp, a.dtype), c.b_zp, b.b_dtype,
+               c.a_scale, c.b_scale, c.y_scale, cp, /*with_mult=*/!c.dq_mult);
+  k.pack_left(a.ptr<uint8_t>(), b.kdim, rows, b.kdim, amask, packed_a);
+  if (cp->any_wzp) {
+    for (int64_t i = 0; i < rows; ++i) {
+      int32_t sum = 0;
+      const uint8_t* row = a.ptr<uint8_t>() + i * b.kdim;
+      for (int64_t j = 0; j < b.kdim; ++j) sum += row[j] ^ amask;
+      asum[i] = sum;
+    }
+  }
+  GemmS8Args g;
+  g.left = packed_a;
+  g.right = b.packed;
+  g.rows = rows;
+  g.cols = b.n;
+  g.k4 = (b.kdim + 3) / 4;
+  g.weights_left = false;
+  g.bias = cp->bias.data();
+  g.mult = cp->mult.data();
+  g.wzp = cp->any_wzp ? cp->wzp.data() : nullptr;
+  g.xsum = asum;
+  g.yzp = c.y_zp;
+  g.lo = c.lo;
+  g.hi = c.hi;
+  if (c.int32_out || c.dq_mult)
+    g.y32 = c.y->ptr<int32_t>();
+  else
+    g.y = c.y->ptr<uint8_t>();
+  g.ldy = b.n;
+  if (c.dq_mult) {
+    RunGemmToFloat(k, g, c.dq_mult, c.dq_bias, c.pool);
+    return true;
+  }
+  RunGemm(k, g, c.pool);
+  return true;
+}
+
+// A batched product of two activations RunQMatMulS8Unprepared covers: b's
+// [kdim, n] matrices, one per batch (a 2-D b: one for all of a's rows).
+struct UnpreparedShape {
+  int64_t kdim = 0, n = 0, batches = 0, rows = 0;
+};
+
+bool CoverUnprepared(const KernelConfig& kc, const Tensor& b, const QMatMulCall& c,
+                     UnpreparedShape* u) {
+  const Tensor& a = *c.a;
+  if (!kc.gemm_s8 || a.rank() < 2 || b.rank() < 2 || !Is8BitType(a.dtype) || !Is8BitType(b.dtype))
+    return false;
+  u->kdim = b.shape[size_t(b.rank() - 2)];
+  u->n = b.shape.back();
+  if (a.shape.back() != u->kdim || u->kdim <= 0 || u->n <= 0) return false;
+  if (b.rank() > 2) {  // batched: a's batch dims must equal b's (no broadcasting)
+    if (a.rank() != b.rank()) return false;
+    for (int d = 0; d + 2 < a.rank(); ++d)
+      if (a.shape[size_t(d)] != b.shape[size_t(d)]) return false;
+  }
+  u->batches = b.rank() > 2 ? b.numel() / (u->kdim * u->n) : 1;
+  u->rows = u->batches ? a.numel() / u->kdim / u->batches : 0;
+  return true;
+}
 
 }  // namespace
 
@@ -412,23 +517,6 @@ ScratchNeeds QConvS8Scratch(const void* state, const QConvCall& c) {
   return needs;
 }
 
-// Packs b [kdim, n] (bytes at `b`) into s, reusing its buffers; column sums
-// wrap to int32 like the reference's accumulators.
-void PackMatMulB(const GemmS8Kernels* k, DType b_dtype, const uint8_t* b, int64_t kdim, int64_t n,
-                 QMatMulState* s) {
-  s->k = k;
-  s->b_dtype = b_dtype;
-  s->kdim = kdim;
-  s->n = n;
-  const uint8_t mask = b_dtype == DType::kUInt8 ? 0x80 : 0;
-  Resize(&s->packed_b, PackedBytes(n, kdim, k->nr));
-  k->pack_right(b, n, kdim, n, mask, s->packed_b.data());
-  s->bsum.assign(size_t(n), 0);
-  for (int64_t r = 0; r < kdim; ++r)
-    for (int64_t j = 0; j < n; ++j)
-      s->bsum[size_t(j)] = WrapInt32(int64_t(s->bsum[size_t(j)]) + int8_t(b[r * n + j] ^ mask));
-}
-
 std::shared_ptr<void> PrepareQMatMulS8(const KernelConfig& kc, const Tensor& b) {
   const GemmS8Kernels* k = kc.gemm_s8;
   if (!k || (b.rank() != 1 && b.rank() != 2) || !b.shape_known() || !b.data ||
@@ -437,86 +525,67 @@ std::shared_ptr<void> PrepareQMatMulS8(const KernelConfig& kc, const Tensor& b) 
   const int64_t kdim = b.shape[0], n = b.rank() == 2 ? b.shape[1] : 1;
   if (kdim <= 0 || n <= 0) return nullptr;
   auto s = std::make_shared<QMatMulState>();
-  PackMatMulB(k, b.dtype, b.ptr<uint8_t>(), kdim, n, s.get());
+  s->packed_b.resize(size_t(PackedBytes(n, kdim, k->nr)));
+  s->bsum.resize(size_t(n));
+  PackMatMulB(*k, b.dtype, b.ptr<uint8_t>(), kdim, n, s->packed_b.data(), s->bsum.data());
+  s->b = {k, b.dtype, kdim, n, s->packed_b.data(), s->bsum.data()};
   return s;
+}
+
+size_t QMatMulS8Scratch(const void* state, const QMatMulCall& c) {
+  const QMatMulState& s = *static_cast<const QMatMulState*>(state);
+  const Tensor& a = *c.a;
+  if (a.rank() < 1 || a.shape.back() != s.b.kdim) return 0;
+  QMatMulParts p;
+  PlanQMatMul(*s.b.k, a.numel() / s.b.kdim, s.b.kdim, s.b.n, /*pack_b=*/false, &p);
+  return p.layout.total();
 }
 
 bool RunQMatMulS8(void* state, const QMatMulCall& c) {
   QMatMulState& s = *static_cast<QMatMulState*>(state);
-  const GemmS8Kernels& k = *s.k;
   const Tensor& a = *c.a;
-  if (a.rank() < 1 || a.shape.back() != s.kdim) return false;
-  const int64_t rows = a.numel() / s.kdim;
+  if (a.rank() < 1 || a.shape.back() != s.b.kdim) return false;
+  const int64_t rows = a.numel() / s.b.kdim;
   if (rows == 0) return true;
-  const uint8_t amask = ShiftMask(a.dtype);
-  FoldChannels(s.n, s.kdim, c.bias, s.bsum, ActivationZp(c.a_zp, a.dtype), c.b_zp, s.b_dtype,
-               c.a_scale, c.b_scale, c.y_scale, &s.cp, /*with_mult=*/!c.dq_mult);
-  Resize(&s.packed_a, PackedBytes(rows, s.kdim, k.mr));
-  k.pack_left(a.ptr<uint8_t>(), s.kdim, rows, s.kdim, amask, s.packed_a.data());
-  if (s.cp.any_wzp) {
-    Resize(&s.asum, rows);
-    for (int64_t i = 0; i < rows; ++i) {
-      int32_t sum = 0;
-      const uint8_t* row = a.ptr<uint8_t>() + i * s.kdim;
-      for (int64_t j = 0; j < s.kdim; ++j) sum += row[j] ^ amask;
-      s.asum[size_t(i)] = sum;
-    }
-  }
-  GemmS8Args g;
-  g.left = s.packed_a.data();
-  g.right = s.packed_b.data();
-  g.rows = rows;
-  g.cols = s.n;
-  g.k4 = (s.kdim + 3) / 4;
-  g.weights_left = false;
-  g.bias = s.cp.bias.data();
-  g.mult = s.cp.mult.data();
-  g.wzp = s.cp.any_wzp ? s.cp.wzp.data() : nullptr;
-  g.xsum = s.asum.data();
-  g.yzp = c.y_zp;
-  g.lo = c.lo;
-  g.hi = c.hi;
-  if (c.int32_out || c.dq_mult)
-    g.y32 = c.y->ptr<int32_t>();
-  else
-    g.y = c.y->ptr<uint8_t>();
-  g.ldy = s.n;
-  if (c.dq_mult) {
-    RunGemmToFloat(k, g, c.dq_mult, c.dq_bias, c.pool);
-    return true;
-  }
-  RunGemm(k, g, c.pool);
-  return true;
+  QMatMulParts p;
+  PlanQMatMul(*s.b.k, rows, s.b.kdim, s.b.n, /*pack_b=*/false, &p);
+  const ScratchRegion region(c.scratch, p.layout.total());
+  return MultiplyPacked(s.b, c, &s.cp, region.at<uint8_t>(p.packed_a),
+                        region.at<int32_t>(p.asum));
+}
+
+size_t QMatMulS8UnpreparedScratch(const KernelConfig& kc, const Tensor& b, const QMatMulCall& c) {
+  UnpreparedShape u;
+  if (!CoverUnprepared(kc, b, c, &u) || u.batches == 0) return 0;
+  QMatMulParts p;
+  PlanQMatMul(*kc.gemm_s8, u.rows, u.kdim, u.n, /*pack_b=*/true, &p);
+  return p.layout.total();
 }
 
 bool RunQMatMulS8Unprepared(const KernelConfig& kc, const Tensor& b, const QMatMulCall& c) {
-  const GemmS8Kernels* k = kc.gemm_s8;
+  UnpreparedShape u;
+  if (!CoverUnprepared(kc, b, c, &u)) return false;
+  if (u.batches == 0) return true;  // an empty batch dim: nothing to compute
+  const GemmS8Kernels& k = *kc.gemm_s8;
   const Tensor& a = *c.a;
-  if (!k || a.rank() < 2 || b.rank() < 2 || !Is8BitType(a.dtype) || !Is8BitType(b.dtype))
-    return false;
-  const int64_t kdim = b.shape[size_t(b.rank() - 2)], n = b.shape.back();
-  if (a.shape.back() != kdim || kdim <= 0 || n <= 0) return false;
-  if (b.rank() > 2) {  // batched: a's batch dims must equal b's (no broadcasting)
-    if (a.rank() != b.rank()) return false;
-    for (int d = 0; d + 2 < a.rank(); ++d)
-      if (a.shape[size_t(d)] != b.shape[size_t(d)]) return false;
-  }
-  // One batch of b at a time; a 2-D b is one batch for all of a's rows.
-  const int64_t batches = b.rank() > 2 ? b.numel() / (kdim * n) : 1;
-  if (batches == 0) return true;  // an empty batch dim: nothing to compute
-  const int64_t rows = a.numel() / kdim / batches;
-  thread_local QMatMulState s;
+  QMatMulParts p;
+  PlanQMatMul(k, u.rows, u.kdim, u.n, /*pack_b=*/true, &p);
+  const ScratchRegion region(c.scratch, p.layout.total());
+  PackedB pb{&k, b.dtype, u.kdim, u.n, region.at<uint8_t>(p.packed_b), region.at<int32_t>(p.bsum)};
+  ChannelParams cp;  // n folded values, refolded for each batch's sums
   Tensor a_view = a, y_view = *c.y;
-  a_view.shape = {rows, kdim};
-  y_view.shape = {rows, n};
+  a_view.shape = {u.rows, u.kdim};
+  y_view.shape = {u.rows, u.n};
   QMatMulCall batch = c;
   batch.a = &a_view;
   batch.y = &y_view;
-  for (int64_t i = 0; i < batches; ++i) {
-    PackMatMulB(k, b.dtype, b.ptr<uint8_t>() + i * kdim * n, kdim, n, &s);
-    a_view.data = const_cast<uint8_t*>(a.ptr<uint8_t>()) + i * rows * kdim;
-    y_view.data = c.y->ptr<uint8_t>() + i * rows * n * (c.int32_out ? 4 : 1);
-    if (!RunQMatMulS8(&s, batch)) return false;
+  for (int64_t i = 0; i < u.batches; ++i) {
+    PackMatMulB(k, b.dtype, b.ptr<uint8_t>() + i * u.kdim * u.n, u.kdim, u.n,
+                region.at<uint8_t>(p.packed_b), region.at<int32_t>(p.bsum));
+    a_view.data = const_cast<uint8_t*>(a.ptr<uint8_t>()) + i * u.rows * u.kdim;
+    y_view.data = c.y->ptr<uint8_t>() + i * u.rows * u.n * (c.int32_out ? 4 : 1);
+    if (!MultiplyPacked(pb, batch, &cp, region.at<uint8_t>(p.packed_a), region.at<int32_t>(p.asum)))
+      return false;
   }
   return true;
 }

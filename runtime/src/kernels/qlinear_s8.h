@@ -78,6 +78,10 @@ struct QMatMulCall {
   // dq_mult has N values, dq_bias N values or null. Prepared B only.
   const float* dq_mult = nullptr;
   const float* dq_bias = nullptr;
+  // Packed A and its row sums (and an activation B's batch): planned by the
+  // op (QMatMulS8Scratch, QMatMulS8UnpreparedScratch) or a caller's buffer;
+  // allocated for the call when too small.
+  ScratchSpan scratch;
 };
 
 // The float epilogue of QMatMulCall::dq_mult over columns [c0, c1) of `rows`
@@ -85,11 +89,15 @@ struct QMatMulCall {
 void DequantizeColumns(float* y, int64_t rows, int64_t ld, int64_t c0, int64_t c1,
                        const float* mult, const float* bias);
 bool RunQMatMulS8(void* state, const QMatMulCall& call);
+// The scratch bytes RunQMatMulS8(state, call) uses (a's shape; not its data).
+size_t QMatMulS8Scratch(const void* state, const QMatMulCall& call);
 
 // QLinearMatMul of two activations (attention's Q.K^T and P.V): b [K, N] or
 // [..., K, N] with a's batch dims is packed batch by batch during the call,
-// into per-thread scratch. False when not covered (1-D operands, broadcast batches).
+// into call.scratch. False when not covered (1-D operands, broadcast batches).
 bool RunQMatMulS8Unprepared(const KernelConfig& kc, const Tensor& b, const QMatMulCall& call);
+// The scratch bytes RunQMatMulS8Unprepared(kc, b, call) uses (shapes only).
+size_t QMatMulS8UnpreparedScratch(const KernelConfig& kc, const Tensor& b, const QMatMulCall& call);
 
 }  // namespace kernels
 }  // namespace qfold
