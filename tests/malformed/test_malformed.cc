@@ -1526,8 +1526,7 @@ TEST_CASE("arena: kernel scratch is planned, counted and limited") {
 // (pads 1, `group`, int8 weights with zero point 0) to m channels -> y, coded
 // like x. Integer inputs and outputs: the convolution's step is the arena's
 // peak, so its scratch shows in arena_bytes().
-std::string ScratchQConvModel(const TempDir& dir, int64_t c, int64_t m, int64_t group,
-                              bool act16) {
+std::string ScratchQConvModel(const TempDir& dir, int64_t c, int64_t m, int64_t group, bool act16) {
   OnnxBuilder b(17);
   const int act = act16 ? onnx::TensorProto::UINT16 : onnx::TensorProto::UINT8;
   b.Input("x", act, {1, c, 16, 16});
@@ -1546,8 +1545,8 @@ std::string ScratchQConvModel(const TempDir& dir, int64_t c, int64_t m, int64_t 
   b.InitFloat("ws", {}, {1.f / 32});
   const int8_t wzero = 0;
   b.Init("wz", onnx::TensorProto::INT8, {}, &wzero, 1);
-  auto* n = b.Node("QLinearConv", {"x", "xs", "zp", "w", "ws", "wz", "ys", "zp"}, {"y"},
-                   "conv_node");
+  auto* n =
+      b.Node("QLinearConv", {"x", "xs", "zp", "w", "ws", "wz", "ys", "zp"}, {"y"}, "conv_node");
   OnnxBuilder::AttrInts(n, "pads", {1, 1, 1, 1});
   OnnxBuilder::AttrInt(n, "group", group);
   return b.Write(dir, "scratch_qconv.onnx");
@@ -1581,9 +1580,9 @@ TEST_CASE("arena: depthwise, channels-first and 16-bit convolution scratch is pl
     bool act16, channels_last;
   };
   const size_t shortfalls = kernels::ScratchShortfalls();
-  for (const Case& k : {Case{16, 16, 16, false, false}, Case{16, 16, 16, false, true},
-                        Case{8, 16, 1, false, false}, Case{16, 16, 16, true, true},
-                        Case{8, 16, 1, true, true}}) {
+  for (const Case& k :
+       {Case{16, 16, 16, false, false}, Case{16, 16, 16, false, true}, Case{8, 16, 1, false, false},
+        Case{16, 16, 16, true, true}, Case{8, 16, 1, true, true}}) {
     CAPTURE(k.group);
     CAPTURE(k.act16);
     CAPTURE(k.channels_last);
@@ -1785,6 +1784,63 @@ TEST_CASE("arena: pooling scratch is planned, counted and limited") {
         CHECK_MESSAGE(Contains(st.message(), "'pool_node'"), st.message());
         CHECK_MESSAGE(Contains(st.message(), "scratch"), st.message());
       }
+    }
+  }
+}
+
+TEST_CASE("arena: global pooling accumulators are planned, counted and limited") {
+  // Issue 18: the float global pools' per channel sums are planned in the
+  // arena (OpDef::scratch); the values are the reference's.
+  TempDir dir;
+  const size_t shortfalls = kernels::ScratchShortfalls();
+  for (const std::string op : {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"}) {
+    CAPTURE(op);
+    OnnxBuilder b(13);
+    b.Input("x", onnx::TensorProto::FLOAT, {1, 32, 32, 32});
+    b.Output("y", onnx::TensorProto::FLOAT, {});
+    b.Node(op, {"x"}, {"y"}, "pool_node");
+    conv::test::Converted conv;
+    Status st =
+        conv::test::ConvertAndOpen(b.Write(dir, op + ".onnx"), conv::ConvertOptions(), &conv);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::vector<float> x(size_t(32 * 32 * 32));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 37 % 61) - 30) / 8;
+    // Direct sums, maxima and L2 norms per channel in double, as the kernel does.
+    std::vector<float> want(32);
+    for (size_t ch = 0; ch < 32; ++ch) {
+      double acc = op == "GlobalMaxPool" ? -1e300 : 0.0;
+      for (size_t i = 0; i < 1024; ++i) {
+        const double v = x[ch * 1024 + i];
+        if (op == "GlobalMaxPool")
+          acc = std::max(acc, v);
+        else
+          acc += op == "GlobalLpPool" ? v * v : v;
+      }
+      want[ch] = op == "GlobalAveragePool" ? float(acc / 1024)
+                 : op == "GlobalLpPool"    ? float(std::sqrt(acc))
+                                           : float(acc);
+    }
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      SessionOptions opts;
+      opts.num_threads = threads;
+      std::unique_ptr<Session> s;
+      REQUIRE(Session::Create(conv.model, opts, &s).ok());
+      const size_t arena = s->arena_bytes();
+      // x and y take 131072 + 128 bytes; 32 double sums add 256.
+      CHECK(arena >= 131072 + 128 + 256);
+      for (int run = 0; run < 2; ++run) {
+        conv::test::SetFloatInput(s.get(), "x", {1, 32, 32, 32}, x);
+        st = s->Run();
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        CHECK(conv::test::FloatOutput(*s, "y", {1, 32, 1, 1}) == want);
+      }
+      CHECK(kernels::ScratchShortfalls() == shortfalls);
+      opts.max_memory_bytes = arena - 1;
+      st = Session::Create(conv.model, opts, &s);
+      CHECK(st.code() == StatusCode::kInvalidModel);
+      CHECK_MESSAGE(Contains(st.message(), "'pool_node'"), st.message());
+      CHECK_MESSAGE(Contains(st.message(), "scratch"), st.message());
     }
   }
 }

@@ -333,9 +333,10 @@ bool RunQConvA16Nhwc(void* state, const QConvCall& c) {
           for (int64_t t = 0; t < taps; ++t) {
             const int64_t iy = oy * c.sh - c.pad_top + (t / s.kw) * c.dh;
             const int64_t ix = ox * c.sw - c.pad_left + (t % s.kw) * c.dw;
-            tp[t] = iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw
-                        ? static_cast<const void*>(pad_row)
-                        : static_cast<const uint16_t*>(c.x->data) + ((b * c.ih + iy) * c.iw + ix) * ch;
+            tp[t] =
+                iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw
+                    ? static_cast<const void*>(pad_row)
+                    : static_cast<const uint16_t*>(c.x->data) + ((b * c.ih + iy) * c.iw + ix) * ch;
           }
           s.depthwise(tp, s.tap_pairs, s.dw_packed.data(), ch, flip, out,
                       static_cast<uint8_t*>(c.y->data) + size_t((row * c.ow + ox) * s.m) * elem);

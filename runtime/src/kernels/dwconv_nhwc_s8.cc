@@ -4,7 +4,6 @@
 // of output rows between threads, and the portable row kernel used at the
 // levels without a hand-written one (NEON: plain int32 loops across
 // channels, which the compiler vectorizes).
-#include "kernels/aligned_vector.h"
 #include "kernels/dwconv_nhwc_s8.h"
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/aligned_vector.h"
 #include "kernels/kernel_config.h"
 #include "kernels/scratch.h"
 #include "kernels/thread_pool.h"

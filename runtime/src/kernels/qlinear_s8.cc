@@ -4,12 +4,12 @@
 //   acc = sum(xu * ws) - wzp_s * sum(xu) + [B - xzp_u * sum(ws) + K * xzp_u * wzp_s]
 // where the bracket is per channel; convolution padding holds xzp, so K is
 // always the full window. All int32 arithmetic wraps like the reference's.
-#include "kernels/aligned_vector.h"
 #include "kernels/qlinear_s8.h"
 
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/aligned_vector.h"
 #include "kernels/channel_fold.h"
 #include "kernels/dwconv_s8.h"
 #include "kernels/gemm_s8.h"
@@ -98,8 +98,8 @@ struct QConvState {
   int64_t m = 0, cg = 0, group = 1, kh = 1, kw = 1, kdim = 0;
   bool depthwise = false;
   AlignedVector<uint8_t> packed_w;  // GEMM: per group, kernels' left layout
-  std::vector<int32_t> wsum;      // GEMM: sum of the shifted weights per channel
-  DwConvS8State dw;               // depthwise (dwconv_s8.h)
+  std::vector<int32_t> wsum;        // GEMM: sum of the shifted weights per channel
+  DwConvS8State dw;                 // depthwise (dwconv_s8.h)
   ChannelParams cp;
 };
 
@@ -265,8 +265,8 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
   const int32_t xzp_u = ActivationZp(c.x_zp, x.dtype);
   GemmConvCall gc;
   if (!PlanGemmConv(s, c, AnyWeightZp(s, c), &gc)) return false;
-  FoldChannels(s.m, kdim, c.bias, s.wsum.data(), xzp_u, c.w_zp, s.w_dtype, c.x_scale, c.w_scale, c.y_scale,
-               &s.cp);
+  FoldChannels(s.m, kdim, c.bias, s.wsum.data(), xzp_u, c.w_zp, s.w_dtype, c.x_scale, c.w_scale,
+               c.y_scale, &s.cp);
   const bool direct = gc.direct;
   const int64_t block = gc.block, k4 = gc.k4, tile_bytes = gc.tile_bytes, slice = gc.slice;
   const int64_t sum_slice = gc.sum_slice, panels = gc.panels, grain = gc.grain;
@@ -363,7 +363,8 @@ void PackMatMulB(const GemmS8Kernels& k, DType b_dtype, const uint8_t* b, int64_
   k.pack_right(b, n, kdim, n, mask, packed);
   std::fill(sum, sum + n, 0);
   for (int64_t r = 0; r < kdim; ++r)
-    for (int64_t j = 0; j < n; ++j) sum[j] = WrapInt32(int64_t(sum[j]) + int8_t(b[r * n + j] ^ mask));
+    for (int64_t j = 0; j < n; ++j)
+      sum[j] = WrapInt32(int64_t(sum[j]) + int8_t(b[r * n + j] ^ mask));
 }
 
 // Where a product's scratch goes, laid out alike for the request and the run:
@@ -550,8 +551,7 @@ bool RunQMatMulS8(void* state, const QMatMulCall& c) {
   QMatMulParts p;
   PlanQMatMul(*s.b.k, rows, s.b.kdim, s.b.n, /*pack_b=*/false, &p);
   const ScratchRegion region(c.scratch, p.layout.total());
-  return MultiplyPacked(s.b, c, &s.cp, region.at<uint8_t>(p.packed_a),
-                        region.at<int32_t>(p.asum));
+  return MultiplyPacked(s.b, c, &s.cp, region.at<uint8_t>(p.packed_a), region.at<int32_t>(p.asum));
 }
 
 size_t QMatMulS8UnpreparedScratch(const KernelConfig& kc, const Tensor& b, const QMatMulCall& c) {

@@ -42,8 +42,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/aligned_vector.h"
 #include "core/op.h"
+#include "kernels/aligned_vector.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/kernel_config.h"
 #include "kernels/qlinear_s8.h"
