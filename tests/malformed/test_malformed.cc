@@ -1588,6 +1588,209 @@ TEST_CASE("arena: kernel scratch is planned, counted and limited") {
   }
 }
 
+// x [1, c, 16, 16] (uint8 or uint16 codes) -> 3x3 QLinearConv "conv_node"
+// (pads 1, `group`, int8 weights with zero point 0) to m channels -> y, coded
+// like x. Integer inputs and outputs: the convolution's step is the arena's
+// peak, so its scratch shows in arena_bytes().
+std::string ScratchQConvModel(const TempDir& dir, int64_t c, int64_t m, int64_t group, bool act16) {
+  OnnxBuilder b(17);
+  const int act = act16 ? onnx::TensorProto::UINT16 : onnx::TensorProto::UINT8;
+  b.Input("x", act, {1, c, 16, 16});
+  b.Output("y", act, {});
+  b.InitFloat("xs", {}, {act16 ? 1.f / 2048 : 1.f / 16});
+  b.InitFloat("ys", {}, {act16 ? 1.f / 256 : 1.f});
+  const uint16_t zero16 = 32768;
+  const uint8_t zero8 = 128;
+  if (act16)
+    b.Init("zp", act, {}, &zero16, 2);
+  else
+    b.Init("zp", act, {}, &zero8, 1);
+  std::vector<int8_t> wq;
+  for (int64_t i = 0; i < m * (c / group) * 9; ++i) wq.push_back(int8_t(i % 7 - 3));
+  b.Init("w", onnx::TensorProto::INT8, {m, c / group, 3, 3}, wq.data(), wq.size());
+  b.InitFloat("ws", {}, {1.f / 32});
+  const int8_t wzero = 0;
+  b.Init("wz", onnx::TensorProto::INT8, {}, &wzero, 1);
+  auto* n =
+      b.Node("QLinearConv", {"x", "xs", "zp", "w", "ws", "wz", "ys", "zp"}, {"y"}, "conv_node");
+  OnnxBuilder::AttrInts(n, "pads", {1, 1, 1, 1});
+  OnnxBuilder::AttrInt(n, "group", group);
+  return b.Write(dir, "scratch_qconv.onnx");
+}
+
+// Output `name` of an integer model as bytes; checks its shape.
+std::vector<uint8_t> OutputBytes(const Session& s, const std::string& name, const Shape& want) {
+  DType dt = DType::kUndefined;
+  Shape shape;
+  const void* data = nullptr;
+  Status st = s.GetOutput(name, &dt, &shape, &data);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  REQUIRE(shape == want);
+  const auto* p = static_cast<const uint8_t*>(data);
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return std::vector<uint8_t>(p, p + dtype_storage_bytes(dt, n));
+}
+
+TEST_CASE("arena: depthwise, channels-first and 16-bit convolution scratch is planned") {
+  // Issue 18: the int8 depthwise kernels (NCHW planes, channels-last tap
+  // pointers), the NCHW int8 im2col's padded input and tiles, and the a16w8
+  // convolution (GEMM rows, depthwise tap pointers) plan their scratch in
+  // the arena like the other convolutions; outputs stay bit-identical to the
+  // reference kernels.
+  const char* isa = std::getenv("QFOLD_ISA");
+  if (isa && std::string(isa) == "reference") return;  // no fast kernels: no scratch
+  TempDir dir;
+  struct Case {
+    int64_t c, m, group;
+    bool act16, channels_last;
+  };
+  const size_t shortfalls = kernels::ScratchShortfalls();
+  for (const Case& k :
+       {Case{16, 16, 16, false, false}, Case{16, 16, 16, false, true}, Case{8, 16, 1, false, false},
+        Case{16, 16, 16, true, true}, Case{8, 16, 1, true, true}}) {
+    CAPTURE(k.group);
+    CAPTURE(k.act16);
+    CAPTURE(k.channels_last);
+    conv::ConvertOptions copts;
+    copts.channels_last = k.channels_last;
+    conv::test::Converted conv;
+    Status st = conv::test::ConvertAndOpen(ScratchQConvModel(dir, k.c, k.m, k.group, k.act16),
+                                           copts, &conv);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    const DType dt = k.act16 ? DType::kUInt16 : DType::kUInt8;
+    const Shape xshape{1, k.c, 16, 16}, yshape{1, k.m, 16, 16};
+    std::vector<uint8_t> x(dtype_storage_bytes(dt, k.c * 256));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = uint8_t(i * 37 % 251);
+    SessionOptions ref_opts;
+    ref_opts.kernel_isa = "reference";  // no fast kernels: no scratch
+    std::unique_ptr<Session> ref;
+    REQUIRE(Session::Create(conv.model, ref_opts, &ref).ok());
+    REQUIRE(ref->SetInput("x", dt, xshape, x.data(), x.size()).ok());
+    REQUIRE(ref->Run().ok());
+    const std::vector<uint8_t> want = OutputBytes(*ref, "y", yshape);
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      SessionOptions opts;
+      opts.num_threads = threads;
+      std::unique_ptr<Session> s;
+      REQUIRE(Session::Create(conv.model, opts, &s).ok());
+      const size_t arena = s->arena_bytes();
+      CHECK(arena > ref->arena_bytes());
+      for (int run = 0; run < 2; ++run) {
+        REQUIRE(s->SetInput("x", dt, xshape, x.data(), x.size()).ok());
+        st = s->Run();
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        CHECK(OutputBytes(*s, "y", yshape) == want);
+      }
+      CHECK(kernels::ScratchShortfalls() == shortfalls);
+      opts.max_memory_bytes = arena - 1;
+      st = Session::Create(conv.model, opts, &s);
+      CHECK(st.code() == StatusCode::kInvalidModel);
+      CHECK_MESSAGE(Contains(st.message(), "'conv_node'"), st.message());
+      CHECK_MESSAGE(Contains(st.message(), "scratch"), st.message());
+    }
+  }
+}
+
+// a [64, 32] (uint8 or uint16 codes) times b [32, 48] (int8: a constant,
+// or a uint8 input) by `op` "matmul_node" (QLinearMatMul, y coded like a; or
+// MatMulInteger, int32 y). Integer inputs and outputs, as ScratchQConvModel.
+std::string ScratchMatMulModel(const TempDir& dir, const std::string& op, bool act16,
+                               bool b_const) {
+  OnnxBuilder b(17);
+  const int act = act16 ? onnx::TensorProto::UINT16 : onnx::TensorProto::UINT8;
+  b.Input("a", act, {64, 32});
+  if (!b_const) b.Input("b", onnx::TensorProto::UINT8, {32, 48});
+  b.Output("y", op == "MatMulInteger" ? onnx::TensorProto::INT32 : act, {});
+  std::vector<int8_t> bq;
+  for (int i = 0; i < 32 * 48; ++i) bq.push_back(int8_t(i * 5 % 13 - 6));
+  if (b_const) b.Init("b", onnx::TensorProto::INT8, {32, 48}, bq.data(), bq.size());
+  const uint16_t zero16 = 32768;
+  const uint8_t zero8 = 128;
+  if (act16)
+    b.Init("zp", act, {}, &zero16, 2);
+  else
+    b.Init("zp", act, {}, &zero8, 1);
+  const int8_t bzero = 0;
+  if (b_const)
+    b.Init("bz", onnx::TensorProto::INT8, {}, &bzero, 1);
+  else
+    b.Init("bz", onnx::TensorProto::UINT8, {}, &zero8, 1);
+  if (op == "MatMulInteger") {
+    b.Node(op, {"a", "b", "zp", "bz"}, {"y"}, "matmul_node");
+  } else {
+    b.InitFloat("as", {}, {act16 ? 1.f / 2048 : 1.f / 16});
+    b.InitFloat("bs", {}, {1.f / 32});
+    b.InitFloat("ys", {}, {act16 ? 1.f / 256 : 1.f});
+    b.Node(op, {"a", "as", "zp", "b", "bs", "bz", "ys", "zp"}, {"y"}, "matmul_node");
+  }
+  return b.Write(dir, "scratch_matmul.onnx");
+}
+
+TEST_CASE("arena: matrix product scratch is planned, counted and limited") {
+  // Issue 18: QLinearMatMul's and MatMulInteger's packed A (and an
+  // activation B packed per batch, once a thread_local state) and the a16w8
+  // kernel's rows are planned in the arena; outputs stay byte-identical to
+  // the reference kernels.
+  const char* isa = std::getenv("QFOLD_ISA");
+  if (isa && std::string(isa) == "reference") return;  // no fast kernels: no scratch
+  TempDir dir;
+  struct Case {
+    const char* op;
+    bool act16, b_const;
+  };
+  const size_t shortfalls = kernels::ScratchShortfalls();
+  for (const Case& k : {Case{"QLinearMatMul", false, true}, Case{"QLinearMatMul", false, false},
+                        Case{"QLinearMatMul", true, true}, Case{"MatMulInteger", false, true},
+                        Case{"MatMulInteger", false, false}}) {
+    const std::string op = k.op;
+    CAPTURE(op);
+    CAPTURE(k.act16);
+    CAPTURE(k.b_const);
+    conv::test::Converted conv;
+    Status st = conv::test::ConvertAndOpen(ScratchMatMulModel(dir, k.op, k.act16, k.b_const),
+                                           conv::ConvertOptions(), &conv);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    const DType dt = k.act16 ? DType::kUInt16 : DType::kUInt8;
+    std::vector<uint8_t> a(dtype_storage_bytes(dt, 64 * 32)), bv(32 * 48);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = uint8_t(i * 37 % 251);
+    for (size_t i = 0; i < bv.size(); ++i) bv[i] = uint8_t(i * 11 % 241);
+    auto feed = [&](Session* s) {
+      REQUIRE(s->SetInput("a", dt, {64, 32}, a.data(), a.size()).ok());
+      if (!k.b_const) REQUIRE(s->SetInput("b", DType::kUInt8, {32, 48}, bv.data(), bv.size()).ok());
+    };
+    SessionOptions ref_opts;
+    ref_opts.kernel_isa = "reference";  // no fast kernels: no scratch
+    std::unique_ptr<Session> ref;
+    REQUIRE(Session::Create(conv.model, ref_opts, &ref).ok());
+    feed(ref.get());
+    REQUIRE(ref->Run().ok());
+    const std::vector<uint8_t> want = OutputBytes(*ref, "y", {64, 48});
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      SessionOptions opts;
+      opts.num_threads = threads;
+      std::unique_ptr<Session> s;
+      REQUIRE(Session::Create(conv.model, opts, &s).ok());
+      const size_t arena = s->arena_bytes();
+      CHECK(arena > ref->arena_bytes());
+      for (int run = 0; run < 2; ++run) {
+        feed(s.get());
+        st = s->Run();
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        CHECK(OutputBytes(*s, "y", {64, 48}) == want);
+      }
+      CHECK(kernels::ScratchShortfalls() == shortfalls);
+      opts.max_memory_bytes = arena - 1;
+      st = Session::Create(conv.model, opts, &s);
+      CHECK(st.code() == StatusCode::kInvalidModel);
+      CHECK_MESSAGE(Contains(st.message(), "'matmul_node'"), st.message());
+      CHECK_MESSAGE(Contains(st.message(), "scratch"), st.message());
+    }
+  }
+}
+
 // x [1, 32, 32, 32] -> 3x3 stride-2 `op` "pool_node" (pads 1) -> y.
 std::string ScratchPoolModel(const TempDir& dir, const char* op) {
   OnnxBuilder b(13);
@@ -1647,6 +1850,63 @@ TEST_CASE("arena: pooling scratch is planned, counted and limited") {
         CHECK_MESSAGE(Contains(st.message(), "'pool_node'"), st.message());
         CHECK_MESSAGE(Contains(st.message(), "scratch"), st.message());
       }
+    }
+  }
+}
+
+TEST_CASE("arena: global pooling accumulators are planned, counted and limited") {
+  // Issue 18: the float global pools' per channel sums are planned in the
+  // arena (OpDef::scratch); the values are the reference's.
+  TempDir dir;
+  const size_t shortfalls = kernels::ScratchShortfalls();
+  for (const std::string op : {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"}) {
+    CAPTURE(op);
+    OnnxBuilder b(13);
+    b.Input("x", onnx::TensorProto::FLOAT, {1, 32, 32, 32});
+    b.Output("y", onnx::TensorProto::FLOAT, {});
+    b.Node(op, {"x"}, {"y"}, "pool_node");
+    conv::test::Converted conv;
+    Status st =
+        conv::test::ConvertAndOpen(b.Write(dir, op + ".onnx"), conv::ConvertOptions(), &conv);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::vector<float> x(size_t(32 * 32 * 32));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 37 % 61) - 30) / 8;
+    // Direct sums, maxima and L2 norms per channel in double, as the kernel does.
+    std::vector<float> want(32);
+    for (size_t ch = 0; ch < 32; ++ch) {
+      double acc = op == "GlobalMaxPool" ? -1e300 : 0.0;
+      for (size_t i = 0; i < 1024; ++i) {
+        const double v = x[ch * 1024 + i];
+        if (op == "GlobalMaxPool")
+          acc = std::max(acc, v);
+        else
+          acc += op == "GlobalLpPool" ? v * v : v;
+      }
+      want[ch] = op == "GlobalAveragePool" ? float(acc / 1024)
+                 : op == "GlobalLpPool"    ? float(std::sqrt(acc))
+                                           : float(acc);
+    }
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      SessionOptions opts;
+      opts.num_threads = threads;
+      std::unique_ptr<Session> s;
+      REQUIRE(Session::Create(conv.model, opts, &s).ok());
+      const size_t arena = s->arena_bytes();
+      // x and y take 131072 + 128 bytes; 32 double sums add 256.
+      CHECK(arena >= 131072 + 128 + 256);
+      for (int run = 0; run < 2; ++run) {
+        conv::test::SetFloatInput(s.get(), "x", {1, 32, 32, 32}, x);
+        st = s->Run();
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        CHECK(conv::test::FloatOutput(*s, "y", {1, 32, 1, 1}) == want);
+      }
+      CHECK(kernels::ScratchShortfalls() == shortfalls);
+      opts.max_memory_bytes = arena - 1;
+      st = Session::Create(conv.model, opts, &s);
+      CHECK(st.code() == StatusCode::kInvalidModel);
+      CHECK_MESSAGE(Contains(st.message(), "'pool_node'"), st.message());
+      CHECK_MESSAGE(Contains(st.message(), "scratch"), st.message());
     }
   }
 }

@@ -34,11 +34,10 @@ struct ChannelParams {
 // (a float epilogue with its own multipliers) cp->mult is left zero. Runs
 // before every GEMM (once per step of a recurrent layer), so the arrays keep
 // their storage and the loops carry no per-channel branches.
-inline void FoldChannels(int64_t n, int64_t k, const int32_t* bias,
-                         const std::vector<int32_t>& wsum, int32_t xzp_u,
-                         const std::vector<int32_t>& wzp, DType w_dtype, float x_scale,
-                         const std::vector<float>& w_scale, float y_scale, ChannelParams* cp,
-                         bool with_mult = true) {
+inline void FoldChannels(int64_t n, int64_t k, const int32_t* bias, const int32_t* wsum,
+                         int32_t xzp_u, const std::vector<int32_t>& wzp, DType w_dtype,
+                         float x_scale, const std::vector<float>& w_scale, float y_scale,
+                         ChannelParams* cp, bool with_mult = true) {
   const size_t padded = size_t(RoundUpTo(n, 64) + 64), un = size_t(n);
   for (auto* v : {&cp->bias, &cp->wzp}) {
     v->resize(padded);

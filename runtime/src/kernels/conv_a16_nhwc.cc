@@ -14,6 +14,7 @@
 #include "kernels/aligned_vector.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_config.h"
+#include "kernels/scratch.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -228,26 +229,81 @@ std::shared_ptr<void> PrepareQMatMulA16(const KernelConfig& kc, const Tensor& b,
   });
 }
 
-bool RunQConvA16Nhwc(void* state, const QConvCall& c) {
-  if (!state || c.dq_mult) return false;
-  const auto& s = *static_cast<const A16State*>(state);
-  const DType xt = c.x->dtype, yt = c.y->dtype;
+namespace {
+
+// How one call runs and where its scratch goes, computed alike for the
+// session's request (QConvA16NhwcScratch) and for the run.
+struct A16Call {
+  int64_t ch = 0, pixels = 0, mp = 0;
+  int threads = 1;
+  ScratchLayout layout;
+  // Per channel corrections and multipliers; depthwise: the x_zp row and
+  // per thread tap pointers; GEMM: per thread unrolled rows.
+  size_t corr = 0, mult = 0, pad_row = 0, taps = 0, rows = 0;
+  size_t taps_bytes = 0, rows_bytes = 0;  // per thread, multiples of 64
+};
+
+// False when the call is not covered; *empty when there is nothing to compute.
+bool PlanA16Call(const A16State& s, const QConvCall& c, bool* empty, A16Call* a) {
+  *empty = false;
+  if (c.dq_mult) return false;
+  const DType xt = c.x->dtype;
   if (xt != DType::kInt16 && xt != DType::kUInt16) return false;
   if (c.kh != s.kh || c.kw != s.kw) return false;
-  const int64_t ch = c.x->shape.back();
-  if (ch != s.c * s.group || c.y->shape.back() != s.m) return false;
-  const int64_t pixels = c.y->numel() / s.m;
-  if (pixels == 0) return true;
+  a->ch = c.x->shape.back();
+  if (a->ch != s.c * s.group || c.y->shape.back() != s.m) return false;
+  a->pixels = c.y->numel() / s.m;
+  if (a->pixels == 0) {
+    *empty = true;
+    return true;
+  }
+  a->threads = NumThreads(c.pool);
+  // Padded so a group's last panel may read 16 entries.
+  a->mp = std::max(s.panels * kPanel, s.m + kPanel);
+  a->corr = a->layout.Add(size_t(a->mp) * sizeof(double));
+  a->mult = a->layout.Add(size_t(a->mp) * sizeof(double));
+  if (s.depthwise) {
+    a->pad_row = a->layout.Add(size_t(RoundUp(a->ch, 16)) * sizeof(uint16_t));
+    a->taps_bytes = size_t(RoundUp(s.tap_pairs * 2 * int64_t(sizeof(const void*)), 64));
+    a->taps = a->layout.Add(a->taps_bytes * size_t(a->threads));
+  } else {
+    a->rows_bytes = size_t(RoundUp(kBlockRows * s.kpairs * 2 * int64_t(sizeof(int16_t)), 64));
+    a->rows = a->layout.Add(a->rows_bytes * size_t(a->threads));
+  }
+  return true;
+}
+
+}  // namespace
+
+size_t QConvA16NhwcScratch(const void* state, const QConvCall& c) {
+  if (!state || !c.x || !c.y) return 0;
+  A16Call a;
+  bool empty = false;
+  if (!PlanA16Call(*static_cast<const A16State*>(state), c, &empty, &a) || empty) return 0;
+  return a.layout.total();
+}
+
+bool RunQConvA16Nhwc(void* state, const QConvCall& c) {
+  if (!state) return false;
+  const auto& s = *static_cast<const A16State*>(state);
+  A16Call plan;
+  bool empty = false;
+  if (!PlanA16Call(s, c, &empty, &plan)) return false;
+  if (empty) return true;
+  const DType xt = c.x->dtype, yt = c.y->dtype;
+  const int64_t ch = plan.ch, pixels = plan.pixels;
+  const ScratchRegion region(c.scratch, plan.layout.total());
   // The shifted zero point and, per channel, the exact correction and multiplier.
   const int32_t xzp = xt == DType::kUInt16 ? c.x_zp - 32768 : c.x_zp;
-  // Padded so a group's last panel may read 16 entries.
-  const int64_t mp = std::max(s.panels * kPanel, s.m + kPanel);
-  std::vector<double> corr(size_t(mp), 0.0), mult(size_t(mp), 0.0);
+  double* corr = region.at<double>(plan.corr);
+  double* mult = region.at<double>(plan.mult);
+  std::fill(corr, corr + plan.mp, 0.0);
+  std::fill(mult, mult + plan.mp, 0.0);
   for (int64_t m = 0; m < s.m; ++m) {
     const int64_t b = c.bias ? c.bias[m] : 0;
-    corr[size_t(m)] = double(b - int64_t(xzp) * s.colsum[size_t(m)]);
+    corr[m] = double(b - int64_t(xzp) * s.colsum[size_t(m)]);
     const float ws = c.w_scale.size() == 1 ? c.w_scale[0] : c.w_scale[size_t(m)];
-    mult[size_t(m)] = double(c.x_scale) * double(ws) / double(c.y_scale);
+    mult[m] = double(c.x_scale) * double(ws) / double(c.y_scale);
   }
   const int16_t pad = int16_t(xzp);
   A16Output out;
@@ -261,25 +317,28 @@ bool RunQConvA16Nhwc(void* state, const QConvCall& c) {
   const size_t elem = yt == DType::kInt8 || yt == DType::kUInt8 ? 1 : 2;
   if (s.depthwise) {
     // One output pixel at a time; padding taps read a row of x_zp.
-    std::vector<uint16_t> pad_row(size_t(RoundUp(ch, 16)), uint16_t(c.x_zp));
-    out.corr = corr.data();
-    out.mult = mult.data();
+    uint16_t* pad_row = region.at<uint16_t>(plan.pad_row);
+    std::fill(pad_row, pad_row + RoundUp(ch, 16), uint16_t(c.x_zp));
+    out.corr = corr;
+    out.mult = mult;
     const int64_t taps = s.kh * s.kw, rows_n = pixels / c.ow;
     const bool flip = xt == DType::kUInt16;
-    ParallelFor(c.pool, rows_n, [&](int64_t r0, int64_t r1, int) {
-      std::vector<const void*> tp(size_t(s.tap_pairs * 2), pad_row.data());
+    ParallelFor(c.pool, rows_n, [&](int64_t r0, int64_t r1, int slot) {
+      const void** tp = region.at<const void*>(plan.taps + size_t(slot) * plan.taps_bytes);
+      // A lone last tap's partner (weight 0) keeps reading the x_zp row.
+      std::fill(tp, tp + s.tap_pairs * 2, static_cast<const void*>(pad_row));
       for (int64_t row = r0; row < r1; ++row) {
         const int64_t b = row / c.oh, oy = row % c.oh;
         for (int64_t ox = 0; ox < c.ow; ++ox) {
           for (int64_t t = 0; t < taps; ++t) {
             const int64_t iy = oy * c.sh - c.pad_top + (t / s.kw) * c.dh;
             const int64_t ix = ox * c.sw - c.pad_left + (t % s.kw) * c.dw;
-            tp[size_t(t)] =
+            tp[t] =
                 iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw
-                    ? static_cast<const void*>(pad_row.data())
+                    ? static_cast<const void*>(pad_row)
                     : static_cast<const uint16_t*>(c.x->data) + ((b * c.ih + iy) * c.iw + ix) * ch;
           }
-          s.depthwise(tp.data(), s.tap_pairs, s.dw_packed.data(), ch, flip, out,
+          s.depthwise(tp, s.tap_pairs, s.dw_packed.data(), ch, flip, out,
                       static_cast<uint8_t*>(c.y->data) + size_t((row * c.ow + ox) * s.m) * elem);
         }
       }
@@ -287,11 +346,8 @@ bool RunQConvA16Nhwc(void* state, const QConvCall& c) {
     return true;
   }
   const int64_t blocks = (pixels + kBlockRows - 1) / kBlockRows;
-  const int threads = NumThreads(c.pool);
-  std::vector<std::vector<int16_t>> scratch(static_cast<size_t>(threads));
   ParallelFor(c.pool, blocks, [&](int64_t b0, int64_t b1, int slot) {
-    std::vector<int16_t>& rows = scratch[size_t(slot)];
-    rows.resize(size_t(kBlockRows * s.kpairs * 2));
+    int16_t* rows = region.at<int16_t>(plan.rows + size_t(slot) * plan.rows_bytes);
     A16Output o = out;
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t pix0 = blk * kBlockRows;
@@ -299,21 +355,21 @@ bool RunQConvA16Nhwc(void* state, const QConvCall& c) {
       const int64_t mg = s.m / s.group;
       for (int64_t g = 0; g < s.group; ++g) {
         if (xt == DType::kUInt16)
-          Unroll(c.x->ptr<uint16_t>(), pix0, n, c, ch, g * s.c, s.c, s.kpairs, pad, rows.data());
+          Unroll(c.x->ptr<uint16_t>(), pix0, n, c, ch, g * s.c, s.c, s.kpairs, pad, rows);
         else
-          Unroll(c.x->ptr<int16_t>(), pix0, n, c, ch, g * s.c, s.c, s.kpairs, pad, rows.data());
+          Unroll(c.x->ptr<int16_t>(), pix0, n, c, ch, g * s.c, s.c, s.kpairs, pad, rows);
         for (int64_t p = 0; p < s.panels; p += s.gemm_panels) {
           const int16_t* panel = s.packed.data() + (g * s.panels + p) * s.kpairs * kPanel * 2;
           const int64_t m0 = g * mg + p * kPanel;  // the panel's first output channel
           const int cols = int(std::min(kPanel * s.gemm_panels, mg - p * kPanel));
-          o.corr = corr.data() + m0;
-          o.mult = mult.data() + m0;
+          o.corr = corr + m0;
+          o.mult = mult + m0;
           for (int64_t r0 = 0; r0 < n; r0 += kRows) {
             const int rcount = int(std::min(kRows, n - r0));
             const int16_t* a[kRows];
             void* y[kRows];
             for (int r = 0; r < rcount; ++r) {
-              a[r] = rows.data() + (r0 + r) * s.kpairs * 2;
+              a[r] = rows + (r0 + r) * s.kpairs * 2;
               y[r] = static_cast<uint8_t*>(c.y->data) + size_t((pix0 + r0 + r) * s.m + m0) * elem;
             }
             s.gemm(a, rcount, panel, s.kpairs, s.chunk, o, y, cols);

@@ -39,8 +39,13 @@ std::shared_ptr<void> PrepareQMatMulA16(const KernelConfig& kc, const Tensor& b,
 
 // c.x: [N, ih, iw, C] int16/uint16; c.y: [N, oh, ow, M] int8/uint8/int16/uint16
 // (1-D: ih = oh = kh = 1). x_scale * w_scale[m] / y_scale is formed in double
-// in that order. False when not covered.
+// in that order. False when not covered. Its scratch (per channel
+// corrections and multipliers, per thread unrolled rows or tap pointers):
+// c.scratch when planned, else allocated for the call.
 bool RunQConvA16Nhwc(void* state, const QConvCall& c);
+// The scratch bytes RunQConvA16Nhwc(state, c) uses (c's geometry and
+// tensors' shapes and dtypes, pool; not their data).
+size_t QConvA16NhwcScratch(const void* state, const QConvCall& c);
 
 // The microkernel's requantization: y = clamp(nearbyint((acc + corr[n]) *
 // mult[n]) + zp, lo, hi), stored as `type`; corr and mult point at the

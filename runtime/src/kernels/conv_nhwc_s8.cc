@@ -1056,7 +1056,7 @@ bool RunQConvNhwcS8(void* state, const QConvCall& c) {
   const bool float_out = c.dq_mult != nullptr;
   const int32_t xzp_u = x.dtype == DType::kInt8 ? c.x_zp + 128 : c.x_zp;
   // Float output: only the zero-point terms are folded (no int32 bias).
-  FoldChannels(s.m, s.kdim, float_out ? nullptr : c.bias, s.wsum, xzp_u, c.w_zp, s.w_dtype,
+  FoldChannels(s.m, s.kdim, float_out ? nullptr : c.bias, s.wsum.data(), xzp_u, c.w_zp, s.w_dtype,
                c.x_scale, c.w_scale, float_out ? 1.f : c.y_scale, &s.cp);
   NhwcPlan p;
   PlanCall(s, c, g, &p);

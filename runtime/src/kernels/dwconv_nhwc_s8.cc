@@ -4,7 +4,6 @@
 // of output rows between threads, and the portable row kernel used at the
 // levels without a hand-written one (NEON: plain int32 loops across
 // channels, which the compiler vectorizes).
-#include "kernels/aligned_vector.h"
 #include "kernels/dwconv_nhwc_s8.h"
 
 #include <algorithm>
@@ -12,7 +11,9 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/aligned_vector.h"
 #include "kernels/kernel_config.h"
+#include "kernels/scratch.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -109,12 +110,6 @@ struct State {
   std::vector<float> mult, fbias;  // fbias: the float epilogue's (QfConvDequant)
 };
 
-bool SameFloats(const std::vector<float>& a, const std::vector<float>& b) {
-  // memcmp must not see the null data() of empty vectors, even for 0 bytes.
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
-
 // Channel of slot q (0 <= q < V) of a packed block.
 int64_t SlotChannel(const DwConvNhwcKernels& k, int64_t q) {
   if (!k.lane_pairs) return q;
@@ -194,51 +189,117 @@ std::shared_ptr<void> PrepareDwConvNhwcS8(const KernelConfig& kc, const Tensor& 
   return s;
 }
 
-bool RunDwConvNhwcS8(void* state, const QConvCall& c) {
-  if (!state || !c.x || !c.y) return false;
-  State& s = *static_cast<State*>(state);
+namespace {
+
+// How one call runs and where its scratch goes, computed alike for the
+// session's request (DwConvNhwcS8Scratch) and for the run.
+struct DwNhwcCall {
+  ThreadPool* pool = nullptr;  // null when not worth splitting
+  int threads = 1;
+  ScratchLayout layout;
+  // This call's bias and multipliers (compared with the packed ones), the
+  // row of x_zp bytes, per thread tap pointers and tap columns.
+  size_t bias = 0, mult = 0, zrow = 0, ind = 0, col = 0;
+  size_t ind_bytes = 0, col_bytes = 0;  // per thread, multiples of 64
+};
+
+// False when the call is not covered (the op then runs its reference
+// kernel); *empty when there is nothing to compute. The output's dtype, the
+// epilogue and the scales are checked only with `check_values` (the scratch
+// request is made without them).
+bool PlanDwNhwcCall(const State& s, const QConvCall& c, bool check_values, bool* empty,
+                    DwNhwcCall* d) {
+  *empty = false;
   const Tensor& x = *c.x;
   const int rank = x.rank();
   const bool float_out = c.dq_mult != nullptr;
   if ((rank != 3 && rank != 4) || x.shape[size_t(rank - 1)] != s.m || c.kh != s.kh ||
-      c.kw != s.kw || (x.dtype != DType::kInt8 && x.dtype != DType::kUInt8) ||
-      !(float_out ? c.y->dtype == DType::kFloat32 && c.dq_bias
-                  : c.y->dtype == DType::kInt8 || c.y->dtype == DType::kUInt8))
+      c.kw != s.kw || (x.dtype != DType::kInt8 && x.dtype != DType::kUInt8))
+    return false;
+  if (check_values && !(float_out ? c.y->dtype == DType::kFloat32 && c.dq_bias
+                                  : c.y->dtype == DType::kInt8 || c.y->dtype == DType::kUInt8))
     return false;
   if (c.pad_top < 0 || c.pad_left < 0 || c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ih < 0 ||
       c.iw < 0 || c.oh < 0 || c.ow < 0)
     return false;
   if ((c.w_zp.size() != 1 && int64_t(c.w_zp.size()) != s.m) ||
-      (c.w_scale.size() != 1 && int64_t(c.w_scale.size()) != s.m))
+      (check_values && c.w_scale.size() != 1 && int64_t(c.w_scale.size()) != s.m))
     return false;
   const int64_t n = x.shape[0], m = s.m, taps = s.kh * s.kw, np = (taps + 1) / 2;
   if (n * c.ih * c.iw * m != x.numel()) return false;
-  if (n == 0 || m == 0 || c.oh == 0 || c.ow == 0) return true;
+  if (n == 0 || m == 0 || c.oh == 0 || c.ow == 0) {
+    *empty = true;
+    return true;
+  }
+  d->pool = n * c.oh * c.ow * m * taps < (int64_t(1) << 16) ? nullptr : c.pool;
+  d->threads = NumThreads(d->pool);
+  d->bias = d->layout.Add(size_t(m) * sizeof(int32_t));
+  d->mult = d->layout.Add(size_t(m) * sizeof(float));
+  d->zrow = d->layout.Add(size_t(m));
+  d->ind_bytes = (size_t(c.ow * 2 * np) * sizeof(const uint8_t*) + 63) / 64 * 64;
+  d->col_bytes = (size_t(c.ow * s.kw) * sizeof(int64_t) + 63) / 64 * 64;
+  d->ind = d->layout.Add(d->ind_bytes * size_t(d->threads));
+  d->col = d->layout.Add(d->col_bytes * size_t(d->threads));
+  return true;
+}
+
+// Whether n values at `a` equal the vector `b` bit for bit.
+template <class T>
+bool SameValues(const std::vector<T>& b, const T* a, int64_t n) {
+  // memcmp must not see the null data() of empty vectors, even for 0 bytes.
+  return int64_t(b.size()) == n && (n == 0 || std::memcmp(a, b.data(), size_t(n) * sizeof(T)) == 0);
+}
+
+}  // namespace
+
+size_t DwConvNhwcS8Scratch(const void* state, const QConvCall& c) {
+  if (!state || !c.x || !c.y) return 0;
+  DwNhwcCall d;
+  bool empty = false;
+  if (!PlanDwNhwcCall(*static_cast<const State*>(state), c, /*check_values=*/false, &empty, &d) ||
+      empty)
+    return 0;
+  return d.layout.total();
+}
+
+bool RunDwConvNhwcS8(void* state, const QConvCall& c) {
+  if (!state || !c.x || !c.y) return false;
+  State& s = *static_cast<State*>(state);
+  DwNhwcCall d;
+  bool empty = false;
+  if (!PlanDwNhwcCall(s, c, /*check_values=*/true, &empty, &d)) return false;
+  if (empty) return true;
+  const Tensor& x = *c.x;
+  const bool float_out = c.dq_mult != nullptr;
+  const int64_t m = s.m, taps = s.kh * s.kw, np = (taps + 1) / 2;
+  const ScratchRegion region(c.scratch, d.layout.total());
 
   // The multipliers in float32, in the reference's order (docs/NUMERICS.md);
   // the float epilogue's come with the call, and its int32 bias is 0.
-  std::vector<int32_t> bias(size_t(m), 0);
-  std::vector<float> mult(static_cast<size_t>(m)), fbias;
+  int32_t* bias = region.at<int32_t>(d.bias);
+  float* mult = region.at<float>(d.mult);
   for (int64_t ch = 0; ch < m; ++ch) {
-    if (c.bias && !float_out) bias[size_t(ch)] = c.bias[ch];
-    mult[size_t(ch)] =
-        float_out ? c.dq_mult[ch]
-                  : c.x_scale * c.w_scale[c.w_scale.size() == 1 ? 0 : size_t(ch)] / c.y_scale;
+    bias[ch] = c.bias && !float_out ? c.bias[ch] : 0;
+    mult[ch] = float_out
+                   ? c.dq_mult[ch]
+                   : c.x_scale * c.w_scale[c.w_scale.size() == 1 ? 0 : size_t(ch)] / c.y_scale;
   }
-  if (float_out) fbias.assign(c.dq_bias, c.dq_bias + m);
-  if (!s.packed || s.key_xzp != c.x_zp || s.key_wzp != c.w_zp || s.key_bias != bias ||
-      !SameFloats(s.key_mult, mult) || !SameFloats(s.key_fbias, fbias)) {
-    Pack(s, c, bias, mult, fbias);
+  const float* fbias = float_out ? c.dq_bias : nullptr;
+  const int64_t nf = float_out ? m : 0;
+  if (!s.packed || s.key_xzp != c.x_zp || s.key_wzp != c.w_zp || !SameValues(s.key_bias, bias, m) ||
+      !SameValues(s.key_mult, mult, m) || !SameValues(s.key_fbias, fbias, nf)) {
+    s.key_bias.assign(bias, bias + m);
+    s.key_mult.assign(mult, mult + m);
+    s.key_fbias.assign(fbias, fbias + nf);
+    Pack(s, c, s.key_bias, s.key_mult, s.key_fbias);
     s.packed = true;
     s.key_xzp = c.x_zp;
     s.key_wzp = c.w_zp;
-    s.key_bias = bias;
-    s.key_mult = mult;
-    s.key_fbias = fbias;
   }
 
   // Taps outside the input read this row of x_zp bytes (their terms vanish).
-  const std::vector<uint8_t> zrow(size_t(m), uint8_t(c.x_zp));
+  uint8_t* zrow = region.at<uint8_t>(d.zrow);
+  std::memset(zrow, uint8_t(c.x_zp), size_t(m));
   const uint8_t* xd = x.ptr<uint8_t>();
   // With float output, a.y only positions the generic kernel's blocks (never written).
   uint8_t* yd = c.y->ptr<uint8_t>();
@@ -247,17 +308,16 @@ bool RunDwConvNhwcS8(void* state, const QConvCall& c) {
   const int64_t in0 = std::min(c.ow, (c.pad_left + c.sw - 1) / c.sw);
   const int64_t last = c.iw - 1 - (s.kw - 1) * c.dw + c.pad_left;
   const int64_t in1 = std::max(in0, last < 0 ? 0 : std::min(c.ow, last / c.sw + 1));
-  const int64_t rows = n * c.oh;
-  ThreadPool* pool = rows * c.ow * m * taps < (int64_t(1) << 16) ? nullptr : c.pool;
+  const int64_t rows = x.shape[0] * c.oh;
 
-  auto work = [&](int64_t r0, int64_t r1, int) {
-    std::vector<const uint8_t*> ind(static_cast<size_t>(c.ow * 2 * np));
+  auto work = [&](int64_t r0, int64_t r1, int t) {
+    const uint8_t** ind = region.at<const uint8_t*>(d.ind + size_t(t) * d.ind_bytes);
     // Column part of each tap: input column, or -1 outside the input.
-    std::vector<int64_t> col(static_cast<size_t>(c.ow * s.kw));
+    int64_t* col = region.at<int64_t>(d.col + size_t(t) * d.col_bytes);
     for (int64_t ox = 0; ox < c.ow; ++ox)
       for (int64_t kx = 0; kx < s.kw; ++kx) {
         const int64_t ix = ox * c.sw - c.pad_left + kx * c.dw;
-        col[size_t(ox * s.kw + kx)] = ix >= 0 && ix < c.iw ? ix : -1;
+        col[ox * s.kw + kx] = ix >= 0 && ix < c.iw ? ix : -1;
       }
     DwNhwcRowArgs a;
     a.c = m;
@@ -278,7 +338,7 @@ bool RunDwConvNhwcS8(void* state, const QConvCall& c) {
       const int64_t b = r / c.oh, oy = r % c.oh;
       // Fills the taps of pixels [ox0, ox1) and runs them (or only fills).
       auto pixels = [&](int64_t ox0, int64_t ox1, bool run) {
-        const uint8_t** p = ind.data();
+        const uint8_t** p = ind;
         for (int64_t ox = ox0; ox < ox1; ++ox) {
           const uint8_t** first = p;
           for (int64_t ky = 0; ky < s.kh; ++ky) {
@@ -286,13 +346,13 @@ bool RunDwConvNhwcS8(void* state, const QConvCall& c) {
             const bool row_in = iy >= 0 && iy < c.ih;
             const uint8_t* xr = row_in ? xd + (b * c.ih + iy) * c.iw * m : nullptr;
             for (int64_t kx = 0; kx < s.kw; ++kx) {
-              const int64_t ix = col[size_t(ox * s.kw + kx)];
-              *p++ = row_in && ix >= 0 ? xr + ix * m : zrow.data();
+              const int64_t ix = col[ox * s.kw + kx];
+              *p++ = row_in && ix >= 0 ? xr + ix * m : zrow;
             }
           }
           if (taps % 2) *p++ = *first;  // the lone last tap's partner, weight 0
         }
-        a.taps = ind.data();
+        a.taps = ind;
         a.tap_stride = 2 * np;
         a.pix_step = 0;
         a.npix = ox1 - ox0;
@@ -315,7 +375,7 @@ bool RunDwConvNhwcS8(void* state, const QConvCall& c) {
       }
     }
   };
-  ParallelFor(pool, rows, work);
+  ParallelFor(d.pool, rows, work);
   return true;
 }
 

@@ -28,7 +28,12 @@ namespace kernels {
 std::shared_ptr<void> PrepareDwConvNhwcS8(const KernelConfig& kc, const Tensor& w, int64_t group);
 
 // False when the call is not covered (the op then runs its reference kernel).
+// Its scratch (the call's bias and multipliers, the x_zp row, per thread tap
+// pointers): c.scratch when planned, else allocated for the call.
 bool RunDwConvNhwcS8(void* state, const QConvCall& c);
+// The scratch bytes RunDwConvNhwcS8(state, c) uses (c's geometry, x's shape
+// and pool; not its data).
+size_t DwConvNhwcS8Scratch(const void* state, const QConvCall& c);
 
 // ---- Internal: the per-ISA row kernels ----------------------------------
 

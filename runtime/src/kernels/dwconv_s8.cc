@@ -9,6 +9,7 @@
 
 #include "kernels/kernel_config.h"
 #include "kernels/padded_plane.h"
+#include "kernels/scratch.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -147,36 +148,75 @@ bool PrepareDwConvS8(const KernelConfig& kc, const Tensor& w, DwConvS8State* s) 
   return true;
 }
 
-bool RunDwConvS8(DwConvS8State& s, const QConvCall& c) {
+namespace {
+
+// How one call runs and where its scratch goes, computed alike for the
+// session's request (DwConvS8Scratch) and for the run.
+struct DwCall {
+  Plan p;
+  ThreadPool* pool = nullptr;  // null when not worth splitting
+  int threads = 1;
+  ScratchLayout layout;
+  size_t off = 0, wpack = 0, bias = 0, mult = 0, planes = 0;
+  size_t plane_bytes = 0;  // per thread, a multiple of 64
+};
+
+// False when the call is not covered (the op then runs its reference kernel).
+bool PlanDwCall(const DwConvS8State& s, const QConvCall& c, DwCall* d) {
   const Tensor& x = *c.x;
-  if (x.shape[1] != s.m || c.kh != s.kh || c.kw != s.kw || c.pad_top < 0 || c.pad_left < 0 ||
-      c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1)
+  if (!s.k || x.shape[1] != s.m || c.kh != s.kh || c.kw != s.kw || c.pad_top < 0 ||
+      c.pad_left < 0 || c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1)
     return false;
-  const DwConvS8Kernels& k = *s.k;
   int64_t rows = 0, cols = 0;
   if (!CoveredExtent(c.oh, c.sh, c.kh, c.dh, &rows) ||
       !CoveredExtent(c.ow, c.sw, c.kw, c.dw, &cols) ||
       !PaddedPlaneFits(rows, cols, c.ih * c.iw, c.oh * c.ow, c.kh * c.kw))
     return false;  // huge pads: the reference kernel (padded_plane.h)
-  const Plan p = MakePlan(k, c);
+  d->p = MakePlan(*s.k, c);
+  const int64_t planes = x.shape[0] * s.m;
+  d->pool = planes * c.oh * c.ow * d->p.taps < (int64_t(1) << 16) ? nullptr : c.pool;
+  d->threads = NumThreads(d->pool);
+  if (d->p.kind == Kind::kGeneral) d->off = d->layout.Add(size_t(2 * d->p.nw) * sizeof(int64_t));
+  d->wpack = d->layout.Add(size_t(s.m * d->p.nw) * sizeof(int32_t));
+  d->bias = d->layout.Add(size_t(s.m) * sizeof(int32_t));
+  d->mult = d->layout.Add(size_t(s.m) * sizeof(float));
+  d->plane_bytes = size_t(RoundUp(d->p.plane_elems * int64_t(sizeof(int16_t)), 64));
+  d->planes = d->layout.Add(d->plane_bytes * size_t(d->threads));
+  return true;
+}
+
+}  // namespace
+
+size_t DwConvS8Scratch(const DwConvS8State& s, const QConvCall& c) {
+  DwCall d;
+  return PlanDwCall(s, c, &d) ? d.layout.total() : 0;
+}
+
+bool RunDwConvS8(const DwConvS8State& s, const QConvCall& c) {
+  DwCall d;
+  if (!PlanDwCall(s, c, &d)) return false;
+  const Tensor& x = *c.x;
+  const DwConvS8Kernels& k = *s.k;
+  const Plan& p = d.p;
   const int64_t m = s.m;
-  if (p.kind == Kind::kGeneral) {
+  const ScratchRegion region(c.scratch, d.layout.total());
+  int64_t* off = p.kind == Kind::kGeneral ? region.at<int64_t>(d.off) : nullptr;
+  int32_t* wpack = region.at<int32_t>(d.wpack);
+  int32_t* bias = region.at<int32_t>(d.bias);
+  float* mult = region.at<float>(d.mult);
+  if (off) {
     // Tap pairs in row-major tap order; an odd count ends with a lone tap.
-    s.off.resize(size_t(2 * p.nw));
     for (int64_t t = 0; t < 2 * p.nw; ++t) {
       const int64_t tap = std::min(t, p.taps - 1), ky = tap / c.kw, kx = tap % c.kw;
-      s.off[size_t(t)] = (ky * c.dh * p.sw + kx * c.dw % p.sw) * p.len + kx * c.dw / p.sw;
+      off[t] = (ky * c.dh * p.sw + kx * c.dw % p.sw) * p.len + kx * c.dw / p.sw;
     }
   }
-  s.wpack.resize(size_t(m * p.nw));
-  s.bias.resize(size_t(m));
-  s.mult.resize(size_t(m));
   for (int64_t ch = 0; ch < m; ++ch) {
     const int32_t wz = c.w_zp.size() == 1 ? c.w_zp[0] : c.w_zp[size_t(ch)];
-    PackWeights(p, c, s.w.data() + ch * p.taps, wz, s.wpack.data() + ch * p.nw);
-    s.bias[size_t(ch)] = c.bias ? c.bias[ch] : 0;
+    PackWeights(p, c, s.w.data() + ch * p.taps, wz, wpack + ch * p.nw);
+    bias[ch] = c.bias ? c.bias[ch] : 0;
     // The multiplier in float32, in the reference's order (docs/NUMERICS.md).
-    s.mult[size_t(ch)] = c.x_scale * c.w_scale[c.w_scale.size() == 1 ? 0 : size_t(ch)] / c.y_scale;
+    mult[ch] = c.x_scale * c.w_scale[c.w_scale.size() == 1 ? 0 : size_t(ch)] / c.y_scale;
   }
   void (*kernel)(const DwPlaneArgs&) = p.kind == Kind::kStride1   ? k.stride1
                                        : p.kind == Kind::kStride2 ? k.stride2
@@ -184,32 +224,28 @@ bool RunDwConvS8(DwConvS8State& s, const QConvCall& c) {
 
   const int64_t planes = x.shape[0] * m, out_plane = c.oh * c.ow, in_plane = c.ih * c.iw;
   const bool x_signed = x.dtype == DType::kInt8;
-  ThreadPool* pool = planes * out_plane * p.taps < (int64_t(1) << 16) ? nullptr : c.pool;
-  const int threads = NumThreads(pool);
-  if (int(s.planes.size()) < threads) s.planes.resize(size_t(threads));
   auto work = [&](int64_t begin, int64_t end, int t) {
-    std::vector<int16_t>& buf = s.planes[size_t(t)];
-    if (int64_t(buf.size()) < p.plane_elems) buf.resize(size_t(p.plane_elems));
-    std::fill(buf.begin(), buf.begin() + p.plane_elems, int16_t(0));
+    int16_t* buf = region.at<int16_t>(d.planes + size_t(t) * d.plane_bytes);
+    std::fill(buf, buf + p.plane_elems, int16_t(0));
     DwPlaneArgs a;
-    a.src = buf.data();
+    a.src = buf;
     a.out_row_step = c.sh * p.sw * p.len;
     a.tap_row_step = c.dh * p.sw * p.len;
     a.oh = c.oh;
     a.ow = c.ow;
     a.kh = int(c.kh);
     a.kw = int(c.kw);
-    a.off = s.off.data();
+    a.off = off;
     a.np = int(p.nw);
     a.yzp = c.y_zp;
     a.lo = c.lo;
     a.hi = c.hi;
     for (int64_t pl = begin; pl < end; ++pl) {
       const int64_t ch = pl % m;
-      BuildPlane(k, c, p, x.ptr<uint8_t>() + pl * in_plane, x_signed, buf.data());
-      a.w = s.wpack.data() + ch * p.nw;
-      a.bias = s.bias[size_t(ch)];
-      a.mult = s.mult[size_t(ch)];
+      BuildPlane(k, c, p, x.ptr<uint8_t>() + pl * in_plane, x_signed, buf);
+      a.w = wpack + ch * p.nw;
+      a.bias = bias[ch];
+      a.mult = mult[ch];
       if (c.int32_out)
         a.y32 = c.y->ptr<int32_t>() + pl * out_plane;
       else
@@ -217,7 +253,7 @@ bool RunDwConvS8(DwConvS8State& s, const QConvCall& c) {
       kernel(a);
     }
   };
-  ParallelFor(pool, planes, work);
+  ParallelFor(d.pool, planes, work);
   return true;
 }
 

@@ -79,23 +79,23 @@ struct DwConvS8Kernels {
 // this target); *variant (if given) receives its name or nullptr.
 const DwConvS8Kernels* DwConvS8For(const CpuFeatures& f, const char** variant = nullptr);
 
-// Prepared depthwise weights and per-call scratch (owned by QConvState).
+// Prepared depthwise weights (owned by QConvState). A call's packed
+// weights, multipliers and per-thread planes live in its scratch.
 struct DwConvS8State {
   const DwConvS8Kernels* k = nullptr;
   DType w_dtype = DType::kUndefined;
   int64_t m = 0, kh = 1, kw = 1;
   std::vector<int16_t> w;  // raw weights [m][kh * kw]
-  // Scratch, grown to the largest shape seen.
-  std::vector<int64_t> off;
-  std::vector<int32_t> wpack, bias;
-  std::vector<float> mult;
-  std::vector<std::vector<int16_t>> planes;  // one per thread
 };
 
 // Fills *s for W [M, 1, kh(, kw)]; false when no depthwise kernel applies.
 bool PrepareDwConvS8(const KernelConfig& kc, const Tensor& w, DwConvS8State* s);
-// Runs one depthwise call (c.x has M channels); false when not covered.
-bool RunDwConvS8(DwConvS8State& s, const QConvCall& c);
+// The scratch bytes RunDwConvS8(s, c) uses (c's geometry, x's shape and
+// pool; not its data); 0 when the call is not covered.
+size_t DwConvS8Scratch(const DwConvS8State& s, const QConvCall& c);
+// Runs one depthwise call (c.x has M channels) in c.scratch when planned;
+// false when not covered.
+bool RunDwConvS8(const DwConvS8State& s, const QConvCall& c);
 
 }  // namespace kernels
 }  // namespace qfold

@@ -4,12 +4,12 @@
 //   acc = sum(xu * ws) - wzp_s * sum(xu) + [B - xzp_u * sum(ws) + K * xzp_u * wzp_s]
 // where the bracket is per channel; convolution padding holds xzp, so K is
 // always the full window. All int32 arithmetic wraps like the reference's.
-#include "kernels/aligned_vector.h"
 #include "kernels/qlinear_s8.h"
 
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/aligned_vector.h"
 #include "kernels/channel_fold.h"
 #include "kernels/dwconv_s8.h"
 #include "kernels/gemm_s8.h"
@@ -98,13 +98,8 @@ struct QConvState {
   int64_t m = 0, cg = 0, group = 1, kh = 1, kw = 1, kdim = 0;
   bool depthwise = false;
   AlignedVector<uint8_t> packed_w;  // GEMM: per group, kernels' left layout
-  std::vector<int32_t> wsum;      // GEMM: sum of the shifted weights per channel
-  DwConvS8State dw;               // depthwise (dwconv_s8.h)
-  // Per-thread scratch (im2col tile, packed block, column sums), one slice per
-  // thread, grown to the largest shape seen.
-  std::vector<uint8_t> scratch;
-  std::vector<uint8_t> padded;  // one group's padded input (PadInput)
-  std::vector<int32_t> xsum;
+  std::vector<int32_t> wsum;        // GEMM: sum of the shifted weights per channel
+  DwConvS8State dw;                 // depthwise (dwconv_s8.h)
   ChannelParams cp;
 };
 
@@ -209,6 +204,58 @@ int64_t BlockCols(int64_t kdim, int nr) {
   return std::max<int64_t>(1, kBlockBytes / per_panel) * nr;
 }
 
+// How one GEMM convolution runs and where its scratch goes, computed alike
+// for the session's request (QConvS8Scratch) and for the run.
+struct GemmConvCall {
+  bool direct = false;  // 1x1 unpadded stride 1: x is the im2col matrix
+  int64_t padded_rows = 0, padded_cols = 0;
+  int64_t panels = 0, block = 0, k4 = 0, tile_bytes = 0, slice = 0, sum_slice = 0, grain = 1;
+  ThreadPool* pool = nullptr;  // null when not worth splitting
+  int threads = 1;
+  ScratchLayout layout;
+  // Per thread: im2col tile and packed block; one group's padded input
+  // (PadInput); per thread column sums (weight zero points only).
+  size_t slices = 0, padded = 0, xsum = 0;
+};
+
+// False when the call is not covered (the op then runs its reference kernel).
+bool PlanGemmConv(const QConvState& s, const QConvCall& c, bool any_wzp, GemmConvCall* g) {
+  const GemmS8Kernels& k = *s.k;
+  const int64_t mg = s.m / s.group, p = c.oh * c.ow, kdim = s.kdim;
+  g->direct = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.pad_top == 0 &&
+              c.pad_left == 0 && c.oh == c.ih && c.ow == c.iw;
+  if (!CoveredExtent(c.oh, c.sh, c.kh, c.dh, &g->padded_rows) ||
+      !CoveredExtent(c.ow, c.sw, c.kw, c.dw, &g->padded_cols) ||
+      !PaddedPlaneFits(g->padded_rows, g->padded_cols, c.ih * c.iw, p, c.kh * c.kw))
+    return false;  // huge pads: the reference kernel (padded_plane.h)
+  g->panels = (p + k.nr - 1) / k.nr;
+  g->block = std::min(BlockCols(kdim, k.nr), g->panels * k.nr);
+  g->k4 = (kdim + 3) / 4;
+  // Per-thread slice: im2col tile, packed block (64-byte aligned offsets).
+  g->tile_bytes = g->direct ? 0 : RoundUpTo(kdim * g->block + 16, 64);
+  g->slice = g->tile_bytes + RoundUpTo(PackedBytes(g->block, kdim, k.nr), 64) + 64;
+  g->sum_slice = RoundUpTo(g->block, 64);
+  // Not worth the hand-off below this size.
+  g->pool = mg * p * g->k4 < (int64_t(1) << 18) ? nullptr : c.pool;
+  g->threads = NumThreads(g->pool);
+  // Ranges of whole blocks when there are enough for every thread, so the
+  // weights are not streamed once more per smaller range.
+  const int64_t block_panels = g->block / k.nr;
+  g->grain = std::max<int64_t>(1, std::min(block_panels, g->panels / (4 * int64_t(g->threads))));
+  g->slices = g->layout.Add(size_t(g->slice * g->threads));
+  if (!g->direct)
+    g->padded = g->layout.Add(size_t(s.cg * g->padded_rows * g->padded_cols + kSlack));
+  if (any_wzp) g->xsum = g->layout.Add(size_t(g->sum_slice * g->threads) * sizeof(int32_t));
+  return true;
+}
+
+// Whether a weight zero point is nonzero once shifted to s8 (FoldChannels).
+bool AnyWeightZp(const QConvState& s, const QConvCall& c) {
+  for (int32_t z : c.w_zp)
+    if ((s.w_dtype == DType::kUInt8 ? z - 128 : z) != 0) return true;
+  return false;
+}
+
 bool RunConvGemm(QConvState& s, const QConvCall& c) {
   const GemmS8Kernels& k = *s.k;
   const Tensor& x = *c.x;
@@ -216,36 +263,17 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
   const int64_t p = c.oh * c.ow, kdim = s.kdim, plane = c.ih * c.iw;
   const uint8_t xmask = ShiftMask(x.dtype);
   const int32_t xzp_u = ActivationZp(c.x_zp, x.dtype);
-  FoldChannels(s.m, kdim, c.bias, s.wsum, xzp_u, c.w_zp, s.w_dtype, c.x_scale, c.w_scale, c.y_scale,
-               &s.cp);
-  // 1x1 unpadded stride-1 windows read x in place: its [cg] x [h * w] planes
-  // already are the im2col matrix.
-  const bool direct = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.pad_top == 0 &&
-                      c.pad_left == 0 && c.oh == c.ih && c.ow == c.iw;
-  int64_t padded_rows = 0, padded_cols = 0;
-  if (!CoveredExtent(c.oh, c.sh, c.kh, c.dh, &padded_rows) ||
-      !CoveredExtent(c.ow, c.sw, c.kw, c.dw, &padded_cols) ||
-      !PaddedPlaneFits(padded_rows, padded_cols, plane, p, c.kh * c.kw))
-    return false;  // huge pads: the reference kernel (padded_plane.h)
-  const int64_t panels = (p + k.nr - 1) / k.nr;
-  const int64_t block = std::min(BlockCols(kdim, k.nr), panels * k.nr);
-  const int64_t k4 = (kdim + 3) / 4;
-  // Per-thread slice: im2col tile, packed block (64-byte aligned offsets).
-  const int64_t tile_bytes = direct ? 0 : RoundUpTo(kdim * block + 16, 64);
-  const int64_t slice = tile_bytes + RoundUpTo(PackedBytes(block, kdim, k.nr), 64) + 64;
-  const int64_t sum_slice = RoundUpTo(block, 64);
-  // Not worth the hand-off below this size.
-  ThreadPool* pool = mg * p * k4 < (int64_t(1) << 18) ? nullptr : c.pool;
-  const int threads = NumThreads(pool);
-  // Ranges of whole blocks when there are enough for every thread, so the
-  // weights are not streamed once more per smaller range.
-  const int64_t block_panels = block / k.nr;
-  const int64_t grain =
-      std::max<int64_t>(1, std::min(block_panels, panels / (4 * int64_t(threads))));
-  Resize(&s.scratch, slice * threads);
-  const int64_t padded_bytes = padded_rows * padded_cols;
-  if (!direct) Resize(&s.padded, s.cg * padded_bytes + kSlack);
-  if (s.cp.any_wzp) Resize(&s.xsum, sum_slice * threads);
+  GemmConvCall gc;
+  if (!PlanGemmConv(s, c, AnyWeightZp(s, c), &gc)) return false;
+  FoldChannels(s.m, kdim, c.bias, s.wsum.data(), xzp_u, c.w_zp, s.w_dtype, c.x_scale, c.w_scale,
+               c.y_scale, &s.cp);
+  const bool direct = gc.direct;
+  const int64_t block = gc.block, k4 = gc.k4, tile_bytes = gc.tile_bytes, slice = gc.slice;
+  const int64_t sum_slice = gc.sum_slice, panels = gc.panels, grain = gc.grain;
+  ThreadPool* pool = gc.pool;
+  const ScratchRegion region(c.scratch, gc.layout.total());
+  uint8_t* padded = direct ? nullptr : region.at<uint8_t>(gc.padded);
+  int32_t* xsum = s.cp.any_wzp ? region.at<int32_t>(gc.xsum) : nullptr;
   const int64_t w_panel = PackedBytes(mg, kdim, k.mr);
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t g = 0; g < s.group; ++g) {
@@ -264,15 +292,14 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
       a.ldy = p;
       const int64_t y_offset = (b * s.m + g * mg) * p;
       PaddedInput pi;
-      if (!direct) pi = PadInput(xg, c, s.cg, uint8_t(c.x_zp), s.padded.data());
+      if (!direct) pi = PadInput(xg, c, s.cg, uint8_t(c.x_zp), padded);
       // Each thread packs and multiplies its own panels, one block at a
       // time; every column's result is independent of the split.
       auto work = [&](int64_t p_begin, int64_t p_end, int t) {
-        uint8_t* base = s.scratch.data() + t * slice;
-        base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
-        uint8_t* tile = base;
-        uint8_t* packed = base + tile_bytes;
-        int32_t* sum = s.cp.any_wzp ? s.xsum.data() + t * sum_slice : nullptr;
+        // 64-byte aligned: the region and slice are.
+        uint8_t* tile = region.at<uint8_t>(gc.slices + size_t(t * slice));
+        uint8_t* packed = tile + tile_bytes;
+        int32_t* sum = xsum ? xsum + t * sum_slice : nullptr;
         const int64_t c_begin = p_begin * k.nr;
         const int64_t c_end = std::min(p, p_end * k.nr);
         for (int64_t c0 = c_begin; c0 < c_end; c0 += block) {
@@ -281,11 +308,11 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
           int64_t lds = p;
           if (!direct) {
             if (c.sw == 1)
-              Im2ColBlock<1>(s.padded.data(), pi, c, s.cg, c0, w, tile);
+              Im2ColBlock<1>(padded, pi, c, s.cg, c0, w, tile);
             else if (c.sw == 2)
-              Im2ColBlock<2>(s.padded.data(), pi, c, s.cg, c0, w, tile);
+              Im2ColBlock<2>(padded, pi, c, s.cg, c0, w, tile);
             else
-              Im2ColBlock<0>(s.padded.data(), pi, c, s.cg, c0, w, tile);
+              Im2ColBlock<0>(padded, pi, c, s.cg, c0, w, tile);
             rows = tile;
             lds = w;
           }
@@ -310,16 +337,122 @@ bool RunConvGemm(QConvState& s, const QConvCall& c) {
 
 // ---- matrix multiplication ------------------------------------------------------
 
-struct QMatMulState {
+// B packed for the GEMM with its column sums (wrapped to int32 like the
+// reference's accumulators): a prepared constant's, or one batch of an
+// activation packed into the call's scratch.
+struct PackedB {
   const GemmS8Kernels* k = nullptr;
   DType b_dtype = DType::kUndefined;
   int64_t kdim = 0, n = 0;
+  const uint8_t* packed = nullptr;
+  const int32_t* sum = nullptr;
+};
+
+struct QMatMulState {
+  PackedB b;  // points into packed_b and bsum
   AlignedVector<uint8_t> packed_b;
   std::vector<int32_t> bsum;
-  AlignedVector<uint8_t> packed_a;
-  std::vector<int32_t> asum;
   ChannelParams cp;
 };
+
+// Packs b [kdim, n] (bytes at `b`) into `packed` (PackedBytes(n, kdim, nr))
+// and its column sums into `sum` (n values).
+void PackMatMulB(const GemmS8Kernels& k, DType b_dtype, const uint8_t* b, int64_t kdim, int64_t n,
+                 uint8_t* packed, int32_t* sum) {
+  const uint8_t mask = b_dtype == DType::kUInt8 ? 0x80 : 0;
+  k.pack_right(b, n, kdim, n, mask, packed);
+  std::fill(sum, sum + n, 0);
+  for (int64_t r = 0; r < kdim; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      sum[j] = WrapInt32(int64_t(sum[j]) + int8_t(b[r * n + j] ^ mask));
+}
+
+// Where a product's scratch goes, laid out alike for the request and the run:
+// A's packed rows and row sums; with `pack_b`, one batch of B and its sums.
+struct QMatMulParts {
+  ScratchLayout layout;
+  size_t packed_a = 0, asum = 0, packed_b = 0, bsum = 0;
+};
+
+void PlanQMatMul(const GemmS8Kernels& k, int64_t rows, int64_t kdim, int64_t n, bool pack_b,
+                 QMatMulParts* p) {
+  p->packed_a = p->layout.Add(size_t(PackedBytes(rows, kdim, k.mr)));
+  p->asum = p->layout.Add(size_t(rows) * sizeof(int32_t));  // read with B zero points only
+  if (!pack_b) return;
+  p->packed_b = p->layout.Add(size_t(PackedBytes(n, kdim, k.nr)));
+  p->bsum = p->layout.Add(size_t(n) * sizeof(int32_t));
+}
+
+// c.a [..., kdim] times b into c.y per c's epilogue; A's rows are packed into
+// packed_a, their sums into asum.
+bool MultiplyPacked(const PackedB& b, const QMatMulCall& c, ChannelParams* cp, uint8_t* packed_a,
+                    int32_t* asum) {
+  const GemmS8Kernels& k = *b.k;
+  const Tensor& a = *c.a;
+  const int64_t rows = a.numel() / b.kdim;
+  if (rows == 0) return true;
+  const uint8_t amask = ShiftMask(a.dtype);
+  FoldChannels(b.n, b.kdim, c.bias, b.sum, ActivationZp(c.a_zp, a.dtype), c.b_zp, b.b_dtype,
+               c.a_scale, c.b_scale, c.y_scale, cp, /*with_mult=*/!c.dq_mult);
+  k.pack_left(a.ptr<uint8_t>(), b.kdim, rows, b.kdim, amask, packed_a);
+  if (cp->any_wzp) {
+    for (int64_t i = 0; i < rows; ++i) {
+      int32_t sum = 0;
+      const uint8_t* row = a.ptr<uint8_t>() + i * b.kdim;
+      for (int64_t j = 0; j < b.kdim; ++j) sum += row[j] ^ amask;
+      asum[i] = sum;
+    }
+  }
+  GemmS8Args g;
+  g.left = packed_a;
+  g.right = b.packed;
+  g.rows = rows;
+  g.cols = b.n;
+  g.k4 = (b.kdim + 3) / 4;
+  g.weights_left = false;
+  g.bias = cp->bias.data();
+  g.mult = cp->mult.data();
+  g.wzp = cp->any_wzp ? cp->wzp.data() : nullptr;
+  g.xsum = asum;
+  g.yzp = c.y_zp;
+  g.lo = c.lo;
+  g.hi = c.hi;
+  if (c.int32_out || c.dq_mult)
+    g.y32 = c.y->ptr<int32_t>();
+  else
+    g.y = c.y->ptr<uint8_t>();
+  g.ldy = b.n;
+  if (c.dq_mult) {
+    RunGemmToFloat(k, g, c.dq_mult, c.dq_bias, c.pool);
+    return true;
+  }
+  RunGemm(k, g, c.pool);
+  return true;
+}
+
+// A batched product of two activations RunQMatMulS8Unprepared covers: b's
+// [kdim, n] matrices, one per batch (a 2-D b: one for all of a's rows).
+struct UnpreparedShape {
+  int64_t kdim = 0, n = 0, batches = 0, rows = 0;
+};
+
+bool CoverUnprepared(const KernelConfig& kc, const Tensor& b, const QMatMulCall& c,
+                     UnpreparedShape* u) {
+  const Tensor& a = *c.a;
+  if (!kc.gemm_s8 || a.rank() < 2 || b.rank() < 2 || !Is8BitType(a.dtype) || !Is8BitType(b.dtype))
+    return false;
+  u->kdim = b.shape[size_t(b.rank() - 2)];
+  u->n = b.shape.back();
+  if (a.shape.back() != u->kdim || u->kdim <= 0 || u->n <= 0) return false;
+  if (b.rank() > 2) {  // batched: a's batch dims must equal b's (no broadcasting)
+    if (a.rank() != b.rank()) return false;
+    for (int d = 0; d + 2 < a.rank(); ++d)
+      if (a.shape[size_t(d)] != b.shape[size_t(d)]) return false;
+  }
+  u->batches = b.rank() > 2 ? b.numel() / (u->kdim * u->n) : 1;
+  u->rows = u->batches ? a.numel() / u->kdim / u->batches : 0;
+  return true;
+}
 
 }  // namespace
 
@@ -368,21 +501,21 @@ bool RunQConvS8(void* state, const QConvCall& c) {
   return s.depthwise ? RunDwConvS8(s.dw, c) : RunConvGemm(s, c);
 }
 
-// Packs b [kdim, n] (bytes at `b`) into s, reusing its buffers; column sums
-// wrap to int32 like the reference's accumulators.
-void PackMatMulB(const GemmS8Kernels* k, DType b_dtype, const uint8_t* b, int64_t kdim, int64_t n,
-                 QMatMulState* s) {
-  s->k = k;
-  s->b_dtype = b_dtype;
-  s->kdim = kdim;
-  s->n = n;
-  const uint8_t mask = b_dtype == DType::kUInt8 ? 0x80 : 0;
-  Resize(&s->packed_b, PackedBytes(n, kdim, k->nr));
-  k->pack_right(b, n, kdim, n, mask, s->packed_b.data());
-  s->bsum.assign(size_t(n), 0);
-  for (int64_t r = 0; r < kdim; ++r)
-    for (int64_t j = 0; j < n; ++j)
-      s->bsum[size_t(j)] = WrapInt32(int64_t(s->bsum[size_t(j)]) + int8_t(b[r * n + j] ^ mask));
+ScratchNeeds QConvS8Scratch(const void* state, const QConvCall& c) {
+  const QConvState& s = *static_cast<const QConvState*>(state);
+  const Tensor& x = *c.x;
+  ScratchNeeds needs;
+  // The cases RunQConvS8 returns early from, or sends elsewhere, need none.
+  if ((x.rank() != 3 && x.rank() != 4) || c.dq_mult || c.kh != s.kh || c.kw != s.kw ||
+      x.shape[1] != s.cg * s.group || x.shape[0] == 0 || c.oh * c.ow == 0)
+    return needs;
+  if (s.depthwise) {
+    needs.run = DwConvS8Scratch(s.dw, c);
+  } else if (s.k) {
+    GemmConvCall g;
+    if (PlanGemmConv(s, c, AnyWeightZp(s, c), &g)) needs.run = g.layout.total();
+  }
+  return needs;
 }
 
 std::shared_ptr<void> PrepareQMatMulS8(const KernelConfig& kc, const Tensor& b) {
@@ -393,86 +526,66 @@ std::shared_ptr<void> PrepareQMatMulS8(const KernelConfig& kc, const Tensor& b) 
   const int64_t kdim = b.shape[0], n = b.rank() == 2 ? b.shape[1] : 1;
   if (kdim <= 0 || n <= 0) return nullptr;
   auto s = std::make_shared<QMatMulState>();
-  PackMatMulB(k, b.dtype, b.ptr<uint8_t>(), kdim, n, s.get());
+  s->packed_b.resize(size_t(PackedBytes(n, kdim, k->nr)));
+  s->bsum.resize(size_t(n));
+  PackMatMulB(*k, b.dtype, b.ptr<uint8_t>(), kdim, n, s->packed_b.data(), s->bsum.data());
+  s->b = {k, b.dtype, kdim, n, s->packed_b.data(), s->bsum.data()};
   return s;
+}
+
+size_t QMatMulS8Scratch(const void* state, const QMatMulCall& c) {
+  const QMatMulState& s = *static_cast<const QMatMulState*>(state);
+  const Tensor& a = *c.a;
+  if (a.rank() < 1 || a.shape.back() != s.b.kdim) return 0;
+  QMatMulParts p;
+  PlanQMatMul(*s.b.k, a.numel() / s.b.kdim, s.b.kdim, s.b.n, /*pack_b=*/false, &p);
+  return p.layout.total();
 }
 
 bool RunQMatMulS8(void* state, const QMatMulCall& c) {
   QMatMulState& s = *static_cast<QMatMulState*>(state);
-  const GemmS8Kernels& k = *s.k;
   const Tensor& a = *c.a;
-  if (a.rank() < 1 || a.shape.back() != s.kdim) return false;
-  const int64_t rows = a.numel() / s.kdim;
+  if (a.rank() < 1 || a.shape.back() != s.b.kdim) return false;
+  const int64_t rows = a.numel() / s.b.kdim;
   if (rows == 0) return true;
-  const uint8_t amask = ShiftMask(a.dtype);
-  FoldChannels(s.n, s.kdim, c.bias, s.bsum, ActivationZp(c.a_zp, a.dtype), c.b_zp, s.b_dtype,
-               c.a_scale, c.b_scale, c.y_scale, &s.cp, /*with_mult=*/!c.dq_mult);
-  Resize(&s.packed_a, PackedBytes(rows, s.kdim, k.mr));
-  k.pack_left(a.ptr<uint8_t>(), s.kdim, rows, s.kdim, amask, s.packed_a.data());
-  if (s.cp.any_wzp) {
-    Resize(&s.asum, rows);
-    for (int64_t i = 0; i < rows; ++i) {
-      int32_t sum = 0;
-      const uint8_t* row = a.ptr<uint8_t>() + i * s.kdim;
-      for (int64_t j = 0; j < s.kdim; ++j) sum += row[j] ^ amask;
-      s.asum[size_t(i)] = sum;
-    }
-  }
-  GemmS8Args g;
-  g.left = s.packed_a.data();
-  g.right = s.packed_b.data();
-  g.rows = rows;
-  g.cols = s.n;
-  g.k4 = (s.kdim + 3) / 4;
-  g.weights_left = false;
-  g.bias = s.cp.bias.data();
-  g.mult = s.cp.mult.data();
-  g.wzp = s.cp.any_wzp ? s.cp.wzp.data() : nullptr;
-  g.xsum = s.asum.data();
-  g.yzp = c.y_zp;
-  g.lo = c.lo;
-  g.hi = c.hi;
-  if (c.int32_out || c.dq_mult)
-    g.y32 = c.y->ptr<int32_t>();
-  else
-    g.y = c.y->ptr<uint8_t>();
-  g.ldy = s.n;
-  if (c.dq_mult) {
-    RunGemmToFloat(k, g, c.dq_mult, c.dq_bias, c.pool);
-    return true;
-  }
-  RunGemm(k, g, c.pool);
-  return true;
+  QMatMulParts p;
+  PlanQMatMul(*s.b.k, rows, s.b.kdim, s.b.n, /*pack_b=*/false, &p);
+  const ScratchRegion region(c.scratch, p.layout.total());
+  return MultiplyPacked(s.b, c, &s.cp, region.at<uint8_t>(p.packed_a), region.at<int32_t>(p.asum));
+}
+
+size_t QMatMulS8UnpreparedScratch(const KernelConfig& kc, const Tensor& b, const QMatMulCall& c) {
+  UnpreparedShape u;
+  if (!CoverUnprepared(kc, b, c, &u) || u.batches == 0) return 0;
+  QMatMulParts p;
+  PlanQMatMul(*kc.gemm_s8, u.rows, u.kdim, u.n, /*pack_b=*/true, &p);
+  return p.layout.total();
 }
 
 bool RunQMatMulS8Unprepared(const KernelConfig& kc, const Tensor& b, const QMatMulCall& c) {
-  const GemmS8Kernels* k = kc.gemm_s8;
+  UnpreparedShape u;
+  if (!CoverUnprepared(kc, b, c, &u)) return false;
+  if (u.batches == 0) return true;  // an empty batch dim: nothing to compute
+  const GemmS8Kernels& k = *kc.gemm_s8;
   const Tensor& a = *c.a;
-  if (!k || a.rank() < 2 || b.rank() < 2 || !Is8BitType(a.dtype) || !Is8BitType(b.dtype))
-    return false;
-  const int64_t kdim = b.shape[size_t(b.rank() - 2)], n = b.shape.back();
-  if (a.shape.back() != kdim || kdim <= 0 || n <= 0) return false;
-  if (b.rank() > 2) {  // batched: a's batch dims must equal b's (no broadcasting)
-    if (a.rank() != b.rank()) return false;
-    for (int d = 0; d + 2 < a.rank(); ++d)
-      if (a.shape[size_t(d)] != b.shape[size_t(d)]) return false;
-  }
-  // One batch of b at a time; a 2-D b is one batch for all of a's rows.
-  const int64_t batches = b.rank() > 2 ? b.numel() / (kdim * n) : 1;
-  if (batches == 0) return true;  // an empty batch dim: nothing to compute
-  const int64_t rows = a.numel() / kdim / batches;
-  thread_local QMatMulState s;
+  QMatMulParts p;
+  PlanQMatMul(k, u.rows, u.kdim, u.n, /*pack_b=*/true, &p);
+  const ScratchRegion region(c.scratch, p.layout.total());
+  PackedB pb{&k, b.dtype, u.kdim, u.n, region.at<uint8_t>(p.packed_b), region.at<int32_t>(p.bsum)};
+  ChannelParams cp;  // n folded values, refolded for each batch's sums
   Tensor a_view = a, y_view = *c.y;
-  a_view.shape = {rows, kdim};
-  y_view.shape = {rows, n};
+  a_view.shape = {u.rows, u.kdim};
+  y_view.shape = {u.rows, u.n};
   QMatMulCall batch = c;
   batch.a = &a_view;
   batch.y = &y_view;
-  for (int64_t i = 0; i < batches; ++i) {
-    PackMatMulB(k, b.dtype, b.ptr<uint8_t>() + i * kdim * n, kdim, n, &s);
-    a_view.data = const_cast<uint8_t*>(a.ptr<uint8_t>()) + i * rows * kdim;
-    y_view.data = c.y->ptr<uint8_t>() + i * rows * n * (c.int32_out ? 4 : 1);
-    if (!RunQMatMulS8(&s, batch)) return false;
+  for (int64_t i = 0; i < u.batches; ++i) {
+    PackMatMulB(k, b.dtype, b.ptr<uint8_t>() + i * u.kdim * u.n, u.kdim, u.n,
+                region.at<uint8_t>(p.packed_b), region.at<int32_t>(p.bsum));
+    a_view.data = const_cast<uint8_t*>(a.ptr<uint8_t>()) + i * u.rows * u.kdim;
+    y_view.data = c.y->ptr<uint8_t>() + i * u.rows * u.n * (c.int32_out ? 4 : 1);
+    if (!MultiplyPacked(pb, batch, &cp, region.at<uint8_t>(p.packed_a), region.at<int32_t>(p.asum)))
+      return false;
   }
   return true;
 }

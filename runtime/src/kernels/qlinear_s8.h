@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/op.h"
 #include "core/tensor.h"
 #include "kernels/scratch.h"
 
@@ -34,7 +35,7 @@ struct QConvCall {
   int32_t y_zp = 0, lo = 0, hi = 0;  // output zero point and clamp range
   const int32_t* bias = nullptr;     // M values or null
   ThreadPool* pool = nullptr;        // null: the calling thread only
-  ScratchSpan scratch;               // KernelContext::scratch (RunQConvNhwcS8)
+  ScratchSpan scratch;               // KernelContext::scratch
   // QfConvDequant: y is float32, y = clamp(fma(float(acc), dq_mult[m],
   // dq_bias[m]), dq_lo, dq_hi) with acc the zero-point-corrected int32 sum
   // (y_scale, y_zp, lo, hi and bias unused). Arrays padded with readable
@@ -48,7 +49,12 @@ struct QConvCall {
   // channels-last).
   bool int32_out = false;
 };
+// Runs in call.scratch when planned (QConvS8Scratch), else allocates it.
 bool RunQConvS8(void* state, const QConvCall& call);
+// The scratch RunQConvS8(state, call) uses (call's geometry, x's shape,
+// w_zp and pool; not its data): per thread planes or im2col tiles and
+// packed blocks, a group's padded input, the depthwise packed weights.
+ScratchNeeds QConvS8Scratch(const void* state, const QConvCall& call);
 
 // Packs B [K, N] or [K] (int8/uint8) of QLinearMatMul; null when not applicable.
 std::shared_ptr<void> PrepareQMatMulS8(const KernelConfig& kc, const Tensor& b);
@@ -72,6 +78,10 @@ struct QMatMulCall {
   // dq_mult has N values, dq_bias N values or null. Prepared B only.
   const float* dq_mult = nullptr;
   const float* dq_bias = nullptr;
+  // Packed A and its row sums (and an activation B's batch): planned by the
+  // op (QMatMulS8Scratch, QMatMulS8UnpreparedScratch) or a caller's buffer;
+  // allocated for the call when too small.
+  ScratchSpan scratch;
 };
 
 // The float epilogue of QMatMulCall::dq_mult over columns [c0, c1) of `rows`
@@ -79,11 +89,15 @@ struct QMatMulCall {
 void DequantizeColumns(float* y, int64_t rows, int64_t ld, int64_t c0, int64_t c1,
                        const float* mult, const float* bias);
 bool RunQMatMulS8(void* state, const QMatMulCall& call);
+// The scratch bytes RunQMatMulS8(state, call) uses (a's shape; not its data).
+size_t QMatMulS8Scratch(const void* state, const QMatMulCall& call);
 
 // QLinearMatMul of two activations (attention's Q.K^T and P.V): b [K, N] or
 // [..., K, N] with a's batch dims is packed batch by batch during the call,
-// into per-thread scratch. False when not covered (1-D operands, broadcast batches).
+// into call.scratch. False when not covered (1-D operands, broadcast batches).
 bool RunQMatMulS8Unprepared(const KernelConfig& kc, const Tensor& b, const QMatMulCall& call);
+// The scratch bytes RunQMatMulS8Unprepared(kc, b, call) uses (shapes only).
+size_t QMatMulS8UnpreparedScratch(const KernelConfig& kc, const Tensor& b, const QMatMulCall& call);
 
 }  // namespace kernels
 }  // namespace qfold

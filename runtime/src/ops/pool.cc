@@ -13,6 +13,7 @@
 #include "kernels/kernel_config.h"
 #include "kernels/pool_2d.h"
 #include "kernels/pool_nhwc_s8.h"
+#include "kernels/scratch.h"
 #include "kernels/thread_pool.h"
 #include "kernels/window_taps.h"
 #include "ops/channels_last.h"
@@ -465,12 +466,13 @@ Status InferGlobalPool(KernelContext& ctx, PoolKind kind) {
 // One output value per (batch, channel): `at(b, ch, i)` is the i-th of the
 // `size` spatial values in the reference's order, so both layouts sum the
 // same values in the same order.
+// acc: one accumulator per channel (GlobalPoolScratch).
 template <class T>
-void GlobalPoolKernel(const Tensor& x, PoolKind kind, double p, bool channels_last, Tensor* y) {
+void GlobalPoolKernel(const Tensor& x, PoolKind kind, double p, bool channels_last, double* acc,
+                      Tensor* y) {
   const int64_t n = x.shape[0], c = channels_last ? x.shape.back() : x.shape[1];
   const int64_t size = n * c != 0 ? x.numel() / (n * c) : 0;
   const double init = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
-  std::vector<double> acc(static_cast<size_t>(c));
   auto add = [&](double& a, double v) {
     if (kind == PoolKind::kMax) {
       if (v > a || std::isnan(v)) a = v;
@@ -482,21 +484,21 @@ void GlobalPoolKernel(const Tensor& x, PoolKind kind, double p, bool channels_la
   };
   const T* xd = x.ptr<T>();
   for (int64_t b = 0; b < n; ++b) {
-    std::fill(acc.begin(), acc.end(), init);
+    std::fill(acc, acc + c, init);
     if (channels_last) {
       // Pixel by pixel: each channel still sees its values in spatial order.
       for (int64_t i = 0; i < size; ++i) {
         const T* px = xd + (b * size + i) * c;
-        for (int64_t ch = 0; ch < c; ++ch) add(acc[size_t(ch)], double(px[ch]));
+        for (int64_t ch = 0; ch < c; ++ch) add(acc[ch], double(px[ch]));
       }
     } else {
       for (int64_t ch = 0; ch < c; ++ch) {
         const T* xp = xd + (b * c + ch) * size;
-        for (int64_t i = 0; i < size; ++i) add(acc[size_t(ch)], double(xp[i]));
+        for (int64_t i = 0; i < size; ++i) add(acc[ch], double(xp[i]));
       }
     }
     for (int64_t ch = 0; ch < c; ++ch) {
-      const double a = acc[size_t(ch)];
+      const double a = acc[ch];
       T r;
       if (kind == PoolKind::kMax)
         r = size > 0 ? T(a) : std::numeric_limits<T>::lowest();
@@ -509,6 +511,20 @@ void GlobalPoolKernel(const Tensor& x, PoolKind kind, double p, bool channels_la
   }
 }
 
+// The per channel accumulators of GlobalPoolKernel (x's shape only).
+size_t GlobalPoolAccBytes(const Tensor& x, bool channels_last) {
+  if (x.rank() < 2) return 0;
+  return size_t(channels_last ? x.shape.back() : x.shape[1]) * sizeof(double);
+}
+
+// OpDef::scratch of the global pools.
+Status GlobalPoolScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  needs->run = GlobalPoolAccBytes(*ctx.input(0), cl);
+  return Status::Ok();
+}
+
 // channels_last = 1 (set by the layout planning between channels-last ops):
 // x [N, spatial..., C], y [N, 1..., C].
 Status RunGlobalPool(KernelContext& ctx, PoolKind kind) {
@@ -517,18 +533,21 @@ Status RunGlobalPool(KernelContext& ctx, PoolKind kind) {
   bool cl = false;
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
   const double p = double(ctx.attr().GetInt("p", 2));
+  const kernels::ScratchRegion region({ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
+                                      GlobalPoolAccBytes(*x, cl));
+  double* acc = region.at<double>(0);
   switch (x->dtype) {
     case DType::kFloat32:
-      GlobalPoolKernel<float>(*x, kind, p, cl, y);
+      GlobalPoolKernel<float>(*x, kind, p, cl, acc, y);
       break;
     case DType::kFloat64:
-      GlobalPoolKernel<double>(*x, kind, p, cl, y);
+      GlobalPoolKernel<double>(*x, kind, p, cl, acc, y);
       break;
     case DType::kInt8:
-      GlobalPoolKernel<int8_t>(*x, kind, p, cl, y);
+      GlobalPoolKernel<int8_t>(*x, kind, p, cl, acc, y);
       break;
     case DType::kUInt8:
-      GlobalPoolKernel<uint8_t>(*x, kind, p, cl, y);
+      GlobalPoolKernel<uint8_t>(*x, kind, p, cl, acc, y);
       break;
     default:
       return ctx.Unsupported(std::string("dtype ") + dtype_name(x->dtype));
@@ -609,10 +628,19 @@ const OpDef& OpDef_AveragePool() {
 // LpPool and GlobalLpPool read NCHW as well; without kTraitSpatial as long as
 // the layouts of graph inputs and outputs next to them stay unlabelled.
 QF_POOL_OPDEF(LpPool, 0)
-QF_POOL_OPDEF(GlobalMaxPool, kTraitSpatial)
+const OpDef& OpDef_GlobalMaxPool() {
+  static const OpDef def = [] {
+    OpDef d = WithTraits({"GlobalMaxPool", InferGlobalMaxPool, RunGlobalMaxPool, 0, false, 1, 1},
+                         kTraitSpatial);
+    d.scratch = GlobalPoolScratch;
+    return d;
+  }();
+  return def;
+}
 const OpDef& OpDef_GlobalAveragePool() {
   static const OpDef def = [] {
     OpDef d{"GlobalAveragePool", InferGlobalAveragePool, RunGlobalAveragePool, 0, false, 1, 1};
+    d.scratch = GlobalPoolScratch;
     // Channels-last for 8-bit and float data alike (the squeeze-and-excite
     // blocks between channels-last convolutions).
     d.layout = LayoutRole::kChannelsLast;
@@ -622,7 +650,14 @@ const OpDef& OpDef_GlobalAveragePool() {
   }();
   return def;
 }
-QF_POOL_OPDEF(GlobalLpPool, 0)
+const OpDef& OpDef_GlobalLpPool() {
+  static const OpDef def = [] {
+    OpDef d = WithTraits({"GlobalLpPool", InferGlobalLpPool, RunGlobalLpPool, 0, false, 1, 1}, 0);
+    d.scratch = GlobalPoolScratch;
+    return d;
+  }();
+  return def;
+}
 #undef QF_POOL_OPDEF
 
 }  // namespace qfold

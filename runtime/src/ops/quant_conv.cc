@@ -299,9 +299,20 @@ void SetCallGeometry(const WindowGeometry& g, const Shape& x_cf, int nsp, kernel
   }
 }
 
+// Zero points for a call; a scratch request (`run` false) is made at plan
+// time, when only constants hold values: the activation's zero point is not
+// read, a weight zero point without a value counts as nonzero (the kernels'
+// larger layout).
+void SetCallZeroPoints(const Tensor* x_zp, const Tensor* w_zp, bool run, kernels::QConvCall* c) {
+  if (run) c->x_zp = ReadZeroPoints(x_zp)[0];
+  c->w_zp = !w_zp || w_zp->data ? ReadZeroPoints(w_zp) : std::vector<int32_t>{1};
+}
+
 // The kernels' call for a 1-D or 2-D convolution (geometry, tensors, zero
-// points, threads, scratch); *ok false for other ranks.
-Status MakeQConvCall(KernelContext& ctx, kernels::QConvCall* c, bool* cl, bool* ok) {
+// points, threads, scratch); *ok false for other ranks. `run` false: for the
+// scratch request (SetCallZeroPoints).
+Status MakeQConvCall(KernelContext& ctx, kernels::QConvCall* c, bool* cl, bool* ok,
+                     bool run = true) {
   *ok = false;
   const Tensor* x = ctx.input(0);
   const int nsp = x->rank() - 2;
@@ -321,24 +332,33 @@ Status MakeQConvCall(KernelContext& ctx, kernels::QConvCall* c, bool* cl, bool* 
   c->x = ctx.input(0);
   c->y = ctx.output(0);
   SetCallGeometry(p.geo, x_cf.shape, nsp, c);
-  c->x_zp = ReadZeroPoints(ctx.input(2))[0];
-  c->w_zp = ReadZeroPoints(ctx.input(5));
+  SetCallZeroPoints(ctx.input(2), ctx.input(5), run, c);
   c->pool = ctx.pool;
   c->scratch = {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
   *ok = true;
   return Status::Ok();
 }
 
-// QLinearConv's and QfConvDequant's scratch (OpDef::scratch): the
-// channels-last 8-bit kernels' (the others allocate none per run).
+// QLinearConv's and QfConvDequant's scratch (OpDef::scratch): the fast
+// kernels' RunQLinearConvFast calls (the reference kernel's is its own).
 Status QConvScratch(KernelContext& ctx, ScratchNeeds* needs) {
   if (!ctx.state) return Status::Ok();
   kernels::QConvCall c;
   bool cl = false, ok = false;
-  QF_RETURN_IF_ERROR(MakeQConvCall(ctx, &c, &cl, &ok));
-  if (!ok || !cl) return Status::Ok();
+  QF_RETURN_IF_ERROR(MakeQConvCall(ctx, &c, &cl, &ok, /*run=*/false));
+  if (!ok) return Status::Ok();
+  if (!cl) {  // 8-bit QLinearConv (the others prepare no channels-first state)
+    *needs = kernels::QConvS8Scratch(ctx.state, c);
+    return Status::Ok();
+  }
   const auto& s = *static_cast<const ChannelsLastConvState*>(ctx.state);
-  if (!s.a16 && !s.depthwise) *needs = kernels::QConvNhwcS8Scratch(s.kernel.get(), c);
+  if (s.a16) {
+    needs->run = kernels::QConvA16NhwcScratch(s.kernel.get(), c);
+  } else if (s.depthwise) {
+    needs->run = kernels::DwConvNhwcS8Scratch(s.kernel.get(), c);
+  } else {
+    *needs = kernels::QConvNhwcS8Scratch(s.kernel.get(), c);
+  }
   return Status::Ok();
 }
 
@@ -600,24 +620,44 @@ Status PrepareConvInteger(KernelContext& ctx, std::shared_ptr<void>* state) {
   return Status::Ok();
 }
 
-// The packed GEMM for 1-D and 2-D convolutions; *done stays false when the
-// kernels do not cover the case.
-Status RunConvIntegerFast(KernelContext& ctx, bool* done) {
+// ConvInteger's call of the packed GEMM (1-D and 2-D); *ok false for other
+// ranks. `run` false: for the scratch request (dynamic quantization's x
+// zero point is an activation, unknown at plan time).
+Status MakeConvIntegerCall(KernelContext& ctx, kernels::QConvCall* c, bool* ok, bool run) {
+  *ok = false;
   const Tensor* x = ctx.input(0);
   const int nsp = x->rank() - 2;
   if (nsp != 1 && nsp != 2) return Status::Ok();
   QConvParams p;
   QF_RETURN_IF_ERROR(ParseQConv(ctx, kConvIntegerInputs, nsp, &p));
+  c->x = x;
+  c->y = ctx.output(0);
+  SetCallGeometry(p.geo, x->shape, nsp, c);
+  SetCallZeroPoints(ctx.input(kConvIntegerInputs.x_zp), ctx.input(kConvIntegerInputs.w_zp), run, c);
+  c->w_scale = {1.f};
+  c->int32_out = true;
+  c->pool = ctx.pool;
+  c->scratch = {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
+  *ok = true;
+  return Status::Ok();
+}
+
+Status ConvIntegerScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  if (!ctx.state) return Status::Ok();
   kernels::QConvCall c;
-  c.x = x;
-  c.y = ctx.output(0);
-  SetCallGeometry(p.geo, x->shape, nsp, &c);
-  c.x_zp = ReadZeroPoints(ctx.input(kConvIntegerInputs.x_zp))[0];
-  c.w_zp = ReadZeroPoints(ctx.input(kConvIntegerInputs.w_zp));
-  c.w_scale = {1.f};
-  c.int32_out = true;
-  c.pool = ctx.pool;
-  *done = kernels::RunQConvS8(ctx.state, c);
+  bool ok = false;
+  QF_RETURN_IF_ERROR(MakeConvIntegerCall(ctx, &c, &ok, /*run=*/false));
+  if (ok) *needs = kernels::QConvS8Scratch(ctx.state, c);
+  return Status::Ok();
+}
+
+// The packed GEMM for 1-D and 2-D convolutions; *done stays false when the
+// kernels do not cover the case.
+Status RunConvIntegerFast(KernelContext& ctx, bool* done) {
+  kernels::QConvCall c;
+  bool ok = false;
+  QF_RETURN_IF_ERROR(MakeConvIntegerCall(ctx, &c, &ok, /*run=*/true));
+  if (ok) *done = kernels::RunQConvS8(ctx.state, c);
   return Status::Ok();
 }
 
@@ -677,6 +717,7 @@ const OpDef& OpDef_ConvInteger() {
     OpDef d = QuantOpDef("ConvInteger", InferConvInteger, RunConvInteger,
                          /*min_inputs=*/2, /*max_inputs=*/4);
     d.prepare = PrepareConvInteger;
+    d.scratch = ConvIntegerScratch;
     d.const_inputs = 1u << 1;  // w
     // Not kTraitSpatial, like QfQLinearConvTranspose (quant_conv_transpose.cc).
     d.traits = kTraitMatrixProduct | kTraitIntegerKernel;

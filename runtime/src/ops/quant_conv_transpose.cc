@@ -13,6 +13,7 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/aligned_vector.h"
 #include "kernels/kernel_config.h"
 #include "kernels/qlinear_s8.h"
 #include "ops/conv_transpose_geometry.h"
@@ -107,6 +108,9 @@ Status InferQConvTranspose(KernelContext& ctx) {
 struct ConvTransposeFastState {
   std::shared_ptr<void> conv;   // PrepareQConvS8 of the flipped kernel
   std::vector<uint8_t> spread;  // scratch: the spread-out input
+  // The convolution kernel's scratch (not planned: this op's run sizes it),
+  // grown to the largest shape seen; 64 bytes of slack as in the arena.
+  kernels::AlignedVector<uint8_t> conv_scratch;
 };
 
 Status PrepareQConvTranspose(KernelContext& ctx, std::shared_ptr<void>* state) {
@@ -202,6 +206,9 @@ Status RunQConvTransposeFast(KernelContext& ctx, float xs, const std::vector<flo
   call.hi = range.hi;
   call.bias = ctx.input(8) ? ctx.input(8)->ptr<int32_t>() : nullptr;
   call.pool = ctx.pool;
+  const size_t need = kernels::QConvS8Scratch(s.conv.get(), call).run;
+  if (s.conv_scratch.size() < need + 64) s.conv_scratch.resize(need + 64);
+  call.scratch = {s.conv_scratch.data(), need, false};
   *done = kernels::RunQConvS8(s.conv.get(), call);
   return Status::Ok();
 }

@@ -146,6 +146,22 @@ Status CheckOperands(const KernelContext& ctx, const Tensor* a, const Tensor* b,
   return Status::Ok();
 }
 
+// KernelContext::scratch as the kernels take it.
+kernels::ScratchSpan ScratchOf(const KernelContext& ctx) {
+  return {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
+}
+
+// The packed GEMM's scratch for a times b (shapes only): a prepared B's
+// state (ctx.state), or an activation B packed batch by batch.
+size_t ProductScratch(const KernelContext& ctx, const Tensor& a, const Tensor& b) {
+  kernels::QMatMulCall c;
+  c.a = &a;
+  c.y = ctx.output(0);
+  c.pool = ctx.pool;
+  return ctx.state ? kernels::QMatMulS8Scratch(ctx.state, c)
+                   : kernels::QMatMulS8UnpreparedScratch(ctx.kernel_config(), b, c);
+}
+
 // ---- QLinearMatMul ----------------------------------------------------------
 
 Status InferQLinearMatMul(KernelContext& ctx) {
@@ -201,6 +217,34 @@ Status PrepareQLinearMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
   return Status::Ok();
 }
 
+// QLinearMatMul's rows of A as the pixels of a 1x1 channels-last
+// convolution (the a16w8 kernel's call, without the quantization values).
+kernels::QConvCall A16RowsCall(const KernelContext& ctx) {
+  const Tensor* b = ctx.input(3);
+  Tensor* y = ctx.output(0);
+  kernels::QConvCall c;
+  c.x = ctx.input(0);
+  c.y = y;
+  c.iw = c.ow = b->shape[1] ? y->numel() / b->shape[1] : 0;
+  c.pool = ctx.pool;
+  c.scratch = ScratchOf(ctx);
+  return c;
+}
+
+// The a16w8 kernel's scratch (its prepared state) or the 8-bit packed GEMM's.
+Status QLinearMatMulScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(3);
+  const Tensor* y = ctx.output(0);
+  if (Is16Bit(a->dtype) || Is16Bit(b->dtype) || Is16Bit(y->dtype)) {
+    if (ctx.state && b->rank() == 2)
+      needs->run = kernels::QConvA16NhwcScratch(ctx.state, A16RowsCall(ctx));
+    return Status::Ok();
+  }
+  if (Is8Bit(b->dtype)) needs->run = ProductScratch(ctx, *a, *b);
+  return Status::Ok();
+}
+
 Status RunQLinearMatMul(KernelContext& ctx) {
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(3);
@@ -219,11 +263,7 @@ Status RunQLinearMatMul(KernelContext& ctx) {
   // activation b (packed here).
   const bool wide = Is16Bit(a->dtype) || Is16Bit(b->dtype) || Is16Bit(y->dtype);
   if (wide && ctx.state && as.size() == 1 && azp.size() == 1 && b->rank() == 2) {
-    // The rows of A as the pixels of a 1x1 channels-last convolution.
-    kernels::QConvCall c;
-    c.x = a;
-    c.y = y;
-    c.iw = c.ow = b->shape[1] ? y->numel() / b->shape[1] : 0;
+    kernels::QConvCall c = A16RowsCall(ctx);
     c.x_zp = azp[0];
     c.x_scale = as[0];
     c.w_scale = bs;
@@ -232,7 +272,6 @@ Status RunQLinearMatMul(KernelContext& ctx) {
     c.lo = range.lo;
     c.hi = range.hi;
     c.bias = bias ? bias->ptr<int32_t>() : nullptr;
-    c.pool = ctx.pool;
     if (kernels::RunQConvA16Nhwc(ctx.state, c)) return Status::Ok();
   }
   // 16-bit A times an activation B (a16 x a16), or what the a16w8 path left:
@@ -255,6 +294,7 @@ Status RunQLinearMatMul(KernelContext& ctx) {
     c.hi = range.hi;
     c.bias = bias ? bias->ptr<int32_t>() : nullptr;
     c.pool = ctx.pool;
+    c.scratch = ScratchOf(ctx);
     // Without prepared state b is an activation (attention): packed per call.
     if (ctx.state ? kernels::RunQMatMulS8(ctx.state, c)
                   : kernels::RunQMatMulS8Unprepared(ctx.kernel_config(), *b, c))
@@ -325,6 +365,11 @@ Status PrepareMatMulInteger(KernelContext& ctx, std::shared_ptr<void>* state) {
   return Status::Ok();
 }
 
+Status MatMulIntegerScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  needs->run = ProductScratch(ctx, *ctx.input(0), *ctx.input(1));
+  return Status::Ok();
+}
+
 Status RunMatMulInteger(KernelContext& ctx) {
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
@@ -343,6 +388,7 @@ Status RunMatMulInteger(KernelContext& ctx) {
     c.b_scale = {1.f};
     c.int32_out = true;
     c.pool = ctx.pool;
+    c.scratch = ScratchOf(ctx);
     if (ctx.state ? kernels::RunQMatMulS8(ctx.state, c)
                   : kernels::RunQMatMulS8Unprepared(ctx.kernel_config(), *b, c))
       return Status::Ok();
@@ -414,7 +460,8 @@ Status PrepareMatMulIntegerToFloat(KernelContext& ctx, std::shared_ptr<void>* st
 // y = float(acc) * (a_scale * b_scale[j]) + bias[j] for a per-tensor
 // quantized A (any 8-bit dtype, zero point azp).
 Status DequantizedProduct(KernelContext& ctx, const Tensor& a, float a_scale, int32_t azp,
-                          const Tensor* b_scale, const Tensor* b_zp, const Tensor* bias_t) {
+                          const Tensor* b_scale, const Tensor* b_zp, const Tensor* bias_t,
+                          kernels::ScratchSpan scratch) {
   const Tensor* b = ctx.input(kMitfB);
   Tensor* y = ctx.output(0);
   std::vector<float> bs;
@@ -436,6 +483,7 @@ Status DequantizedProduct(KernelContext& ctx, const Tensor& a, float a_scale, in
     c.dq_mult = mult.data();
     c.dq_bias = bias;
     c.pool = ctx.pool;
+    c.scratch = scratch;
     if (kernels::RunQMatMulS8(ctx.state, c)) return Status::Ok();
   }
   ctx.reference_path = true;
@@ -456,7 +504,13 @@ Status RunMatMulIntegerToFloat(KernelContext& ctx) {
   if (!ReadScales(ctx.input(kMitfAScale), &as) || as.size() != 1)
     return ctx.Invalid("cannot read a_scale");
   return DequantizedProduct(ctx, *ctx.input(kMitfA), as[0], ReadZeroPoints(ctx.input(kMitfAZp))[0],
-                            ctx.input(kMitfBScale), ctx.input(kMitfBZp), ctx.input(kMitfBias));
+                            ctx.input(kMitfBScale), ctx.input(kMitfBZp), ctx.input(kMitfBias),
+                            ScratchOf(ctx));
+}
+
+Status MatMulIntegerToFloatScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  if (ctx.state) needs->run = ProductScratch(ctx, *ctx.input(kMitfA), *ctx.input(kMitfB));
+  return Status::Ok();
 }
 
 // ---- DynamicQuantizeMatMul --------------------------------------------------
@@ -484,6 +538,27 @@ Status InferDynamicQuantizeMatMul(KernelContext& ctx) {
   return CheckFloatBias(ctx, ctx.input(kDqmBias), n);
 }
 
+// The quantized A, then the packed GEMM's scratch (shapes only): laid out
+// alike for the request and the run.
+struct DqmLayout {
+  kernels::ScratchLayout layout;
+  size_t q = 0, gemm = 0, gemm_bytes = 0;
+};
+
+DqmLayout PlanDynamicQuantizeMatMul(const KernelContext& ctx) {
+  const Tensor* a = ctx.input(kDqmA);
+  DqmLayout l;
+  l.q = l.layout.Add(size_t(std::max<int64_t>(a->numel(), 1)));
+  l.gemm_bytes = ctx.state ? ProductScratch(ctx, *a, *ctx.input(kDqmB)) : 0;
+  l.gemm = l.layout.Add(l.gemm_bytes);
+  return l;
+}
+
+Status DynamicQuantizeMatMulScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  needs->run = PlanDynamicQuantizeMatMul(ctx).layout.total();
+  return Status::Ok();
+}
+
 Status RunDynamicQuantizeMatMul(KernelContext& ctx) {
   const Tensor* a = ctx.input(kDqmA);
   const int64_t count = a->numel();
@@ -491,17 +566,20 @@ Status RunDynamicQuantizeMatMul(KernelContext& ctx) {
   int32_t zp;
   DynamicQuantParams(a->ptr<float>(), count, &scale, &zp);
   // The quantized A lives only during the call.
-  std::vector<uint8_t> q(size_t(std::max<int64_t>(count, 1)));
-  if (!kernels::QuantizeF32ToS8(ctx.kernel_config(), a->ptr<float>(), q.data(),
+  const DqmLayout l = PlanDynamicQuantizeMatMul(ctx);
+  const kernels::ScratchRegion region(ScratchOf(ctx), l.layout.total());
+  uint8_t* q = region.at<uint8_t>(l.q);
+  if (!kernels::QuantizeF32ToS8(ctx.kernel_config(), a->ptr<float>(), q,
                                 /*is_signed=*/false, 0, 255, 1, 1, count, &scale, &zp,
                                 /*per_axis=*/false, ctx.pool))
     for (int64_t i = 0; i < count; ++i)
-      q[size_t(i)] = uint8_t(RoundAddSaturate(a->ptr<float>()[i] / scale, zp, 0, 255));
+      q[i] = uint8_t(RoundAddSaturate(a->ptr<float>()[i] / scale, zp, 0, 255));
   Tensor aq = *a;
   aq.dtype = DType::kUInt8;
-  aq.data = q.data();
+  aq.data = q;
   return DequantizedProduct(ctx, aq, scale, zp, ctx.input(kDqmBScale), ctx.input(kDqmBZp),
-                            ctx.input(kDqmBias));
+                            ctx.input(kDqmBias),
+                            {region.at<uint8_t>(l.gemm), l.gemm_bytes, ctx.scratch_planned});
 }
 
 }  // namespace
@@ -511,6 +589,7 @@ const OpDef& OpDef_MatMulIntegerToFloat() {
     OpDef d = QuantOpDef("MatMulIntegerToFloat", InferMatMulIntegerToFloat, RunMatMulIntegerToFloat,
                          /*min_inputs=*/4, /*max_inputs=*/7);
     d.prepare = PrepareMatMulIntegerToFloat;
+    d.scratch = MatMulIntegerToFloatScratch;
     d.const_inputs = 1u << kMitfB;
     d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
     d.weight_input = kMitfB;
@@ -526,6 +605,7 @@ const OpDef& OpDef_DynamicQuantizeMatMul() {
     OpDef d = QuantOpDef("DynamicQuantizeMatMul", InferDynamicQuantizeMatMul,
                          RunDynamicQuantizeMatMul, /*min_inputs=*/3, /*max_inputs=*/5);
     d.prepare = PrepareMatMulIntegerToFloat;  // B is input 1 in both
+    d.scratch = DynamicQuantizeMatMulScratch;
     d.const_inputs = 1u << kDqmB;
     d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
     d.weight_input = kDqmB;
@@ -541,6 +621,7 @@ const OpDef& OpDef_QLinearMatMul() {
     OpDef d = QuantOpDef("QLinearMatMul", InferQLinearMatMul, RunQLinearMatMul,
                          /*min_inputs=*/8, /*max_inputs=*/9);
     d.prepare = PrepareQLinearMatMul;
+    d.scratch = QLinearMatMulScratch;
     d.const_inputs = 1u << 3;  // b
     d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
     d.weight_input = 3;
@@ -556,6 +637,7 @@ const OpDef& OpDef_MatMulInteger() {
     OpDef d = QuantOpDef("MatMulInteger", InferMatMulInteger, RunMatMulInteger,
                          /*min_inputs=*/2, /*max_inputs=*/4);
     d.prepare = PrepareMatMulInteger;
+    d.scratch = MatMulIntegerScratch;
     d.const_inputs = 1u << 1;  // b
     d.traits = kTraitMatrixProduct | kTraitIntegerKernel;
     d.weight_input = 1;  // no scale: it outputs the int32 sums

@@ -53,8 +53,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/aligned_vector.h"
 #include "core/op.h"
+#include "kernels/aligned_vector.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/kernel_config.h"
 #include "kernels/qlinear_s8.h"
@@ -579,6 +579,9 @@ void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const flo
 struct QScratch {
   std::vector<uint8_t> q;
   std::vector<float> mult;
+  // The packed GEMM's scratch (packed rows of A), kept across steps so no
+  // step allocates; 64 bytes of slack as in the arena.
+  kernels::AlignedVector<uint8_t> gemm;
 };
 
 // out as MultiplyQ's (below) from `q`, rows of w.k values of dtype a_dtype
@@ -607,6 +610,9 @@ void MultiplyQuantized(const QWeight& w, const void* q, DType a_dtype, int64_t r
     c.dq_mult = s->mult.data();
     c.dq_bias = bias;
     c.pool = pool;
+    const size_t need = kernels::QMatMulS8Scratch(w.packed.get(), c);
+    if (s->gemm.size() < need + 64) s->gemm.resize(need + 64);
+    c.scratch = {s->gemm.data(), need, false};
     if (kernels::RunQMatMulS8(w.packed.get(), c)) return;
   }
   // The reference: int32 sums (wrapping like the kernels) into `out`, then the
