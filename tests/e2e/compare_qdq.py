@@ -63,7 +63,8 @@ import zlib
 import numpy as np
 import onnx
 
-from qfold_tools import (external_shape_errors, first_error_line, inspect_operators, operator_mix,
+from qfold_tools import (external_shape_errors, feed_args, first_error_line, inspect_operators,
+                         operator_mix,
                          random_feeds, run_exact_literal, run_ort, run_ort_optimized, run_qfold,
                          run_qfold_output,
                          safe_name)
@@ -191,12 +192,7 @@ def exact_cosines(args, path, qfm, workdir, feeds, name):
         want = dict(zip(names, outs)).get(name)
         outdir = os.path.join(workdir, f"exact_{k}")
         os.makedirs(outdir, exist_ok=True)
-        input_args = []
-        for i, (n, v) in enumerate(f.items()):
-            p = os.path.join(outdir, f"input_{i}.npy")
-            np.save(p, v)
-            input_args += ["--input", f"{n}={p}"]
-        err = run_qfold([args.qfold, "run", qfm] + input_args + ["--output-dir", outdir],
+        err = run_qfold([args.qfold, "run", qfm] + feed_args(f, outdir) + ["--output-dir", outdir],
                         args.timeout)
         if err or want is None:
             print(f"note {os.path.basename(path)}: exact bar unavailable: {err or 'no output'}")
@@ -317,11 +313,7 @@ def check_model(args, path, workdir):
         except Exception as e:  # noqa: BLE001 - information only
             print(f"note {label}: optimized onnxruntime failed: {e}")
 
-    input_args = []
-    for i, (name, value) in enumerate(feeds.items()):
-        p = os.path.join(workdir, f"input_{i}.npy")
-        np.save(p, value)
-        input_args += ["--input", f"{name}={p}"]
+    input_args = feed_args(feeds, workdir)
 
     qfm = os.path.join(workdir, "model.qfm")
     err = run_qfold([args.qfold, "convert", path, "-o", qfm], args.timeout)

@@ -3,6 +3,7 @@ scripts/quantize_models.py: deterministic inputs, ONNX Runtime reference runs, q
 """
 
 import json
+import os
 import re
 import subprocess
 
@@ -173,6 +174,16 @@ def run_ort_optimized(model_path, feeds):
     sess = ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return names, sess.run(names, feeds)
+
+
+def feed_args(feeds, directory, prefix="input"):
+    """Saves each feed as directory/<prefix>_<i>.npy; returns qfold run's --input arguments."""
+    args = []
+    for i, (name, value) in enumerate(feeds.items()):
+        path = os.path.join(directory, f"{prefix}_{i}.npy")
+        np.save(path, value)
+        args += ["--input", f"{name}={path}"]
+    return args
 
 
 def run_qfold(cmd, timeout):
