@@ -116,15 +116,22 @@ bool WinogradWorthIt(int64_t c, int64_t m) {
 // transformed blocks.
 struct CallScratch {
   int64_t zeros = 0, ptrs = 0, floats = 0;  // counts; ptrs and floats per thread
+  int64_t plane = 0;                        // floats of a padded copy of x (shared)
   size_t Slice() const {
     ScratchLayout l;
     l.Add(size_t(ptrs) * sizeof(const float*));
     l.Add(size_t(floats) * sizeof(float));
     return l.total();
   }
-  size_t Bytes(int threads) const {
+  size_t Shared() const {
     ScratchLayout l;
     l.Add(size_t(zeros) * sizeof(float));
+    l.Add(size_t(plane) * sizeof(float));
+    return l.total();
+  }
+  size_t Bytes(int threads) const {
+    ScratchLayout l;
+    l.Add(Shared());
     l.Add(Slice() * size_t(threads));
     return l.total();
   }
@@ -138,11 +145,13 @@ class CallParts {
       : cs_(cs), region_(span, cs.Bytes(threads)) {
     ScratchLayout l;
     l.Add(size_t(cs.zeros) * sizeof(float));
-    slices_ = region_.data() + l.total();
+    plane_at_ = l.Add(size_t(cs.plane) * sizeof(float));
+    slices_ = region_.data() + cs.Shared();
     float* z = region_.at<float>(0);
     std::fill(z, z + cs.zeros, 0.f);
   }
   const float* zeros() const { return region_.at<float>(0); }
+  float* plane() const { return region_.at<float>(plane_at_); }
   const float** ptrs(int slot) const {
     return reinterpret_cast<const float**>(slices_ + size_t(slot) * cs_.Slice());
   }
@@ -154,6 +163,7 @@ class CallParts {
  private:
   CallScratch cs_;
   ScratchRegion region_;
+  size_t plane_at_ = 0;
   uint8_t* slices_ = nullptr;
 };
 
@@ -172,6 +182,49 @@ void InteriorColumns(const ConvNhwcF32Call& c, int64_t kw, int64_t* lo, int64_t*
   *lo = std::min(c.ow, (c.pad_left + c.sw - 1) / c.sw);
   const int64_t last_ix = c.iw - 1 + c.pad_left - (kw - 1) * c.dw;
   *hi = std::max(*lo, std::min(c.ow, last_ix < 0 ? 0 : last_ix / c.sw + 1));
+}
+
+// The padded plane of the row-tap form: every kernel row's kw * c values
+// side by side, the padding written as zeros.
+void PlaneSize(const ConvNhwcF32State& s, const ConvNhwcF32Call& c, int64_t* ph, int64_t* pw) {
+  *ph = std::max(c.ih + c.pad_top, (c.oh - 1) * c.sh + (s.kh - 1) * c.dh + 1);
+  *pw = std::max(c.iw + c.pad_left, (c.ow - 1) * c.sw + s.kw);
+}
+
+// Convolutions of few input channels with padding (stems, a 1-channel
+// spectrogram or text-line image) read a zero-padded copy of x, so every
+// window row is kw * c consecutive floats and every tile runs kh row taps
+// whose pointers cost an add per (pixel, row). Reading x in place, tiles
+// that touch the padding or wrap an output row take a checked pointer per
+// (pixel, tap): a 1 -> 16 channel 3x3 conv on 32x100 spent 1.7x its kernel
+// time building them (38 -> 24 us with the plane; 16 -> 32 channels on 16x50,
+// 52 -> 49 us). From 16 channels per tap the copy pays only while it stays
+// in L2 (wide images have few edge tiles); from 32 the FMAs dominate.
+bool UsePlane(const ConvNhwcF32State& s, const ConvNhwcF32Call& c, int64_t* ph, int64_t* pw) {
+  if (s.group != 1 || s.kw == 1 || c.dw != 1 || s.cg >= 32) return false;
+  PlaneSize(s, c, ph, pw);
+  const bool padded = c.pad_top > 0 || c.pad_left > 0 || *ph > c.ih || *pw > c.iw;
+  const int64_t floats = c.n * *ph * *pw * s.cg;
+  return padded && floats <= (s.cg < 16 ? int64_t(1) << 22 : int64_t(1) << 17);
+}
+
+// x into the plane (`ph` x `pw` pixels per image, x at (pad_top, pad_left)),
+// zeros around it.
+void FillPlane(const ConvNhwcF32Call& c, int64_t ph, int64_t pw, float* plane) {
+  const int64_t row = pw * c.c, left = c.pad_left * c.c;
+  const int64_t copy = std::min(c.iw, pw - c.pad_left) * c.c;
+  for (int64_t b = 0; b < c.n; ++b)
+    for (int64_t py = 0; py < ph; ++py) {
+      float* dst = plane + (b * ph + py) * row;
+      const int64_t iy = py - c.pad_top;
+      if (iy < 0 || iy >= c.ih) {
+        std::fill(dst, dst + row, 0.f);
+        continue;
+      }
+      std::fill(dst, dst + left, 0.f);
+      std::memcpy(dst + left, c.x + (b * c.ih + iy) * c.iw * c.c, size_t(copy) * sizeof(float));
+      std::fill(dst + left + copy, dst + row, 0.f);
+    }
 }
 
 // Work unit: a block of tiles of mr pixels. Within it the loop runs over
@@ -201,7 +254,9 @@ ThreadPool* IgemmPool(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
 
 CallScratch IgemmScratch(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const int64_t tiles = (c.oh * c.ow + s.k->mr - 1) / s.k->mr;
-  return {s.kw * s.cg, IgemmBlock(c, tiles) * s.kh * s.kw * s.k->mr, 0};
+  int64_t ph = 0, pw = 0;
+  const int64_t plane = UsePlane(s, c, &ph, &pw) ? c.n * ph * pw * s.cg : 0;
+  return {s.kw * s.cg, IgemmBlock(c, tiles) * s.kh * s.kw * s.k->mr, 0, plane};
 }
 
 void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
@@ -212,10 +267,13 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const bool row_taps = s.group == 1 && s.kw > 1 && c.dw == 1;
   int64_t in_lo = 0, in_hi = 0;
   if (row_taps) InteriorColumns(c, s.kw, &in_lo, &in_hi);
+  int64_t ph = 0, pw = 0;
+  const bool use_plane = UsePlane(s, c, &ph, &pw);
   const int64_t block = IgemmBlock(c, tiles);
   const int64_t blocks = (tiles + block - 1) / block;
   ThreadPool* const pool = IgemmPool(s, c);
   const CallParts parts(c.scratch, IgemmScratch(s, c), NumThreads(pool));
+  if (use_plane) FillPlane(c, ph, pw, parts.plane());
   const int64_t tile_ptrs = taps * k.mr;
   auto work = [&](int64_t begin, int64_t end, int slot) {
     const float** ptrs = parts.ptrs(slot);
@@ -231,6 +289,28 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t p0 = t * k.mr, rows = std::min<int64_t>(k.mr, pixels - p0);
           const float** tp = ptrs + (t - t0) * tile_ptrs;
+          if (use_plane) {
+            // Row 0's pointers stepped pixel by pixel, the other kernel rows
+            // a fixed distance below them.
+            const float* const pb = parts.plane() + b * ph * pw * c.c;
+            const int64_t step = c.sw * c.c, row_step = c.dh * pw * c.c;
+            int64_t oy = p0 / c.ow, ox = p0 % c.ow;
+            const float* p = pb + (oy * c.sh * pw + ox * c.sw) * c.c;
+            for (int64_t r = 0; r < k.mr; ++r) {
+              tp[r] = p;
+              if (r + 1 < rows) {
+                p += step;
+                if (++ox == c.ow) {
+                  ox = 0;
+                  p = pb + ++oy * c.sh * pw * c.c;
+                }
+              }
+            }
+            for (int64_t ky = 1; ky < s.kh; ++ky)
+              for (int64_t r = 0; r < k.mr; ++r) tp[ky * k.mr + r] = tp[r] + ky * row_step;
+            merged[t - t0] = true;
+            continue;
+          }
           // The tile's pixels (oy, ox), stepped without a division per pixel
           // (64-bit divisions cost more than a small channel count's FMAs).
           // Rows past the end repeat the last pixel; the kernel does not store them.
@@ -474,13 +554,6 @@ ThreadPool* Bf16Pool(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   return PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * s.m * s.kh * s.kw * s.cg / 8);
 }
 
-// The padded plane of the row-tap form: every kernel row's kw * c values
-// side by side, the padding written as zeros.
-void Bf16PlaneSize(const ConvNhwcF32State& s, const ConvNhwcF32Call& c, int64_t* ph, int64_t* pw) {
-  *ph = std::max(c.ih + c.pad_top, (c.oh - 1) * c.sh + (s.kh - 1) * c.dh + 1);
-  *pw = std::max(c.iw + c.pad_left, (c.ow - 1) * c.sw + s.kw);
-}
-
 struct Bf16Scratch {
   int64_t copy = 0, zeros = 0, ptrs = 0;  // bf16 values, bf16 values, pointers per thread
   size_t Bytes(int threads) const {
@@ -495,7 +568,7 @@ struct Bf16Scratch {
 Bf16Scratch Bf16ScratchFor(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const int64_t tiles = (c.oh * c.ow + kBf16Mr - 1) / kBf16Mr;
   int64_t ph = 0, pw = 0;
-  Bf16PlaneSize(s, c, &ph, &pw);
+  PlaneSize(s, c, &ph, &pw);
   const int64_t copy = s.bf16_rows ? c.n * ph * pw * s.cg : c.n * c.ih * c.iw * s.group * s.kc;
   const int64_t taps = s.bf16_rows ? s.kh : s.kh * s.kw;
   return {copy, s.kc, IgemmBlock(c, tiles, 4) * taps * kBf16Mr};
@@ -519,7 +592,7 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const uint16_t** const ptrs0 = region.at<const uint16_t*>(l.Add(0));
   std::fill(zeros, zeros + kc, uint16_t(0));
   int64_t ph = 0, pw = 0;
-  Bf16PlaneSize(s, c, &ph, &pw);
+  PlaneSize(s, c, &ph, &pw);
   if (s.bf16_rows) {
     std::fill(copy, copy + bs.copy, uint16_t(0));
     ParallelFor(pool, c.n * c.ih, [&](int64_t r0, int64_t r1, int) {
