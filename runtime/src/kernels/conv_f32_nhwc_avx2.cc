@@ -15,6 +15,8 @@ namespace kernels {
 namespace {
 
 constexpr int kMr = 6, kNr = 16;
+// Weight rows prefetched this many steps ahead (see conv_f32_nhwc_avx512f.cc).
+constexpr int64_t kPfSteps = 32;
 
 // Lane i enabled when i < n.
 inline __m256i TailMask(int64_t n) {
@@ -56,6 +58,7 @@ void IgemmTile(const IgemmF32Args& p) {
     const float* const* a = p.a + t * kMr;
     const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
     for (int64_t ch = 0; ch < p.c; ++ch, w += kNr) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + kPfSteps * kNr), _MM_HINT_T0);
       const __m256 b0 = _mm256_loadu_ps(w);
       const __m256 b1 = V == 2 ? _mm256_loadu_ps(w + 8) : b0;
       __m256 l = _mm256_broadcast_ss(a0 + ch);

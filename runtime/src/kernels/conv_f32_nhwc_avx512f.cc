@@ -32,6 +32,7 @@ constexpr int kMr = 12, kNr = 32;
     if (V == 2) c##X##1 = _mm512_fmadd_ps(l, b1, c##X##1); \
   }
 
+constexpr int64_t kPfSteps = 32;
 template <int V, int R>
 void IgemmTile(const IgemmF32Args& p) {
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
@@ -47,6 +48,8 @@ void IgemmTile(const IgemmF32Args& p) {
     const float *a7 = R > 4 ? a[7] : a0, *a8 = R > 8 ? a[8] : a0, *a9 = R > 8 ? a[9] : a0;
     const float *aA = R > 8 ? a[10] : a0, *aB = R > 8 ? a[11] : a0;
     for (int64_t ch = 0; ch < p.c; ++ch, w += kNr) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + kPfSteps * kNr), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w + kPfSteps * kNr + 16), _MM_HINT_T0);
       const __m512 b0 = _mm512_loadu_ps(w);
       const __m512 b1 = V == 2 ? _mm512_loadu_ps(w + 16) : b0;
       __m512 l;
