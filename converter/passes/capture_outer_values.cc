@@ -38,11 +38,6 @@ Status CheckNode(const Graph& g, const Node& n) {
                                       : std::vector<std::string>{"body"};
   for (const std::string& a : need)
     if (!n.subgraphs.count(a)) return Invalid(g, n, "has no graph attribute '" + a + "'");
-  if (n.op_type == "Scan" && g.opset < 9)
-    return Status(StatusCode::kUnsupported,
-                  g.source + ": " + n.Label() +
-                      ": Scan of opset 8 (batched, with sequence_lens) is not supported; "
-                      "re-export with opset 9 or newer");
   if (n.op_type == "Loop" && n.input(0).empty()) {
     const Graph& body = *n.subgraphs.at("body");
     const Value* c = body.outputs.empty() ? nullptr : body.Find(body.outputs[0]);

@@ -274,6 +274,57 @@ void ExpandQLinearSoftmax(Graph* g, Node&& n, std::vector<Node>* out) {
   out->push_back(std::move(q));
 }
 
+// Scan of opset 8 puts a batch axis in front of every state and scan input
+// and output, and takes optional sequence_lens. With a batch of one and no
+// sequence_lens it is the opset-9 Scan of the inputs without that axis, its
+// outputs given it back (Squeeze/Unsqueeze in the graph's opset-13 form,
+// which the normalized graph uses). Anything else stays refused.
+Status LowerScan8(Graph* g, Node&& n, std::vector<Node>* out) {
+  auto refuse = [&](const std::string& why) {
+    return Status(StatusCode::kUnsupported, g->source + ": " + n.Label() + ": Scan of opset 8 " +
+                                                why + "; re-export with opset 9 or newer");
+  };
+  if (!n.input(0).empty()) return refuse("with sequence_lens is not supported");
+  if (n.inputs.size() < 2) return refuse("without inputs");
+  const std::string axes = g->AddInt64Constant(n.name + "_batch_axis", {0});
+  Node scan = n;
+  scan.inputs.clear();
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    const Value* v = g->Find(n.inputs[i]);
+    if (!v || !v->rank_known || v->shape.empty() || v->shape[0] != 1)
+      return refuse("with input '" + n.inputs[i] + "' not of batch 1 is not supported");
+    Node sq;
+    sq.op_type = "Squeeze";
+    sq.name = n.name + "_unbatch_" + std::to_string(i);
+    sq.inputs = {n.inputs[i], axes};
+    const std::string x = g->UniqueName(n.inputs[i] + "_unbatched");
+    g->values[x].name = x;
+    sq.outputs = {x};
+    scan.inputs.push_back(x);
+    out->push_back(std::move(sq));
+  }
+  if (const Attr* d = scan.attrs.Find("directions")) {
+    scan.attrs.SetInts("scan_input_directions", d->ints);
+    scan.attrs.Erase("directions");
+  }
+  std::vector<Node> unsqueezes;
+  for (std::string& o : scan.outputs) {
+    if (o.empty()) continue;
+    Node un;
+    un.op_type = "Unsqueeze";
+    un.name = n.name + "_rebatch_" + o;
+    const std::string y = g->UniqueName(o + "_unbatched");
+    g->values[y].name = y;
+    un.inputs = {y, axes};
+    un.outputs = {o};
+    o = y;
+    unsqueezes.push_back(std::move(un));
+  }
+  out->push_back(std::move(scan));
+  for (Node& un : unsqueezes) out->push_back(std::move(un));
+  return Status::Ok();
+}
+
 // Constant nodes become constant values; they are not operators at run time.
 Status ConstantNodeToValue(Graph* g, const Node& n) {
   Value v;
@@ -329,6 +380,10 @@ Status NormalizeOpsets(Graph* g) {
       n.domain.clear();
     if (n.domain == "com.microsoft" && n.op_type == "QGemm")
       QF_RETURN_IF_ERROR(RewriteQGemm(g, &n));
+    if (n.domain.empty() && n.op_type == "Scan" && g->opset < 9) {
+      QF_RETURN_IF_ERROR(LowerScan8(g, std::move(n), &kept));
+      continue;
+    }
     if (n.domain == "com.microsoft" && n.op_type == "QLinearSoftmax") {
       ExpandQLinearSoftmax(g, std::move(n), &kept);
       continue;

@@ -174,6 +174,60 @@ TEST_CASE("runtime Scan: reversed input, reversed output stacked on axis 1") {
   CHECK(FloatOutput(*c.session, "z", {2, 3}) == std::vector<float>{9, 8, 5, 12, 10, 6});
 }
 
+// Scan of opset 8: batch axis first, `directions` for the scan inputs.
+std::string BatchedScan8(const TempDir& dir, int64_t batch, bool with_lens) {
+  OnnxBuilder b(8);
+  b.Input("s0", kFloat, {batch, 2});
+  b.Input("x", kFloat, {batch, 3, 2});
+  if (with_lens) b.Input("lens", onnx::TensorProto::INT32, {batch});
+  b.Output("s", kFloat, {batch, 2});
+  b.Output("z", kFloat, {batch, 3, 2});
+  onnx::NodeProto* scan =
+      b.Node("Scan", {with_lens ? "lens" : "", "s0", "x"}, {"s", "z"}, "rsum8");
+  auto* n = scan->add_attribute();
+  n->set_name("num_scan_inputs");
+  n->set_type(onnx::AttributeProto::INT);
+  n->set_i(1);
+  auto* d = scan->add_attribute();
+  d->set_name("directions");
+  d->set_type(onnx::AttributeProto::INTS);
+  d->add_ints(1);
+  onnx::GraphProto* body = GraphAttr(scan, "body");
+  SetValueType(body->add_input(), "s_in", kFloat, {2});
+  SetValueType(body->add_input(), "row", kFloat, {2});
+  SubNode(body, "Add", {"s_in", "row"}, {"s_out"}, "acc");
+  SubNode(body, "Identity", {"s_out"}, {"z_t"}, "emit");
+  SetValueType(body->add_output(), "s_out", kFloat, {2});
+  SetValueType(body->add_output(), "z_t", kFloat, {2});
+  return b.Write(dir);
+}
+
+TEST_CASE("Scan of opset 8 with a batch of one runs as the opset-9 Scan; other forms are refused") {
+  TempDir dir;
+  Converted c;
+  Status st = ConvertAndOpen(BatchedScan8(dir, 1, false), ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  SetFloatInput(c.session.get(), "s0", {1, 2}, {1.f, 0.f});
+  SetFloatInput(c.session.get(), "x", {1, 3, 2}, {1, 2, 3, 4, 5, 6});
+  st = c.session->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  // Rows taken last first (directions = [1]) from [1, 0]: [6,6], [9,10], [10,12];
+  // scan outputs stacked in step order.
+  CHECK(FloatOutput(*c.session, "s", {1, 2}) == std::vector<float>{10, 12});
+  CHECK(FloatOutput(*c.session, "z", {1, 3, 2}) == std::vector<float>{6, 6, 9, 10, 10, 12});
+
+  TempDir dir2;
+  Graph g;
+  st = LoadAndOptimize(BatchedScan8(dir2, 2, false), ConvertOptions(), &g);
+  CHECK(st.code() == StatusCode::kUnsupported);
+  CHECK(Contains(st.message(), "Scan 'rsum8': Scan of opset 8 with input 's0' not of batch 1"));
+  TempDir dir3;
+  Graph g3;
+  st = LoadAndOptimize(BatchedScan8(dir3, 1, true), ConvertOptions(), &g3);
+  CHECK(st.code() == StatusCode::kUnsupported);
+  CHECK(Contains(st.message(), "Scan 'rsum8': Scan of opset 8 with sequence_lens"));
+}
+
 TEST_CASE("control flow conversion errors name the node") {
   TempDir dir;
   Graph g;
