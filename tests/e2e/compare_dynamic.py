@@ -47,8 +47,8 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from qfold_tools import (inspect_operators, random_feeds, run_ort, run_qfold,  # noqa: E402
-                         run_qfold_output, safe_name)
+from qfold_tools import (feed_args, inspect_operators, random_feeds, run_ort,  # noqa: E402
+                         run_qfold, run_qfold_output, safe_name)
 
 HEAVY_FLOAT = ("MatMul", "Gemm", "LSTM")
 HEAVY_INT = ("DynamicQuantizeMatMul", "MatMulIntegerToFloat", "DynamicQuantizeLSTM",
@@ -264,10 +264,7 @@ def check_qdq_recurrent(args, tmp):
         names, refs = run_ort(src, feeds)
         outdir = os.path.join(tmp, name + "_out")
         cmd = [args.qfold, "run", qfm, "--output-dir", outdir]
-        for i, (n, v) in enumerate(feeds.items()):
-            np.save(os.path.join(tmp, f"{name}_in{i}.npy"), v)
-            cmd += ["--input", f"{n}={os.path.join(tmp, f'{name}_in{i}.npy')}"]
-        err = run_qfold(cmd, 300)
+        err = run_qfold(cmd + feed_args(feeds, tmp, f"{name}_in"), 300)
         if err:
             print(f"FAIL {name}: {err}")
             ok = False
@@ -388,11 +385,7 @@ def check(args, src, per_channel, weight_type, tmp):
     names, refs = run_ort_1thread(dyn, feeds)
     outdir = os.path.join(tmp, stem + "_out")
     os.makedirs(outdir, exist_ok=True)
-    inputs = []
-    for i, (name, value) in enumerate(feeds.items()):
-        path = os.path.join(tmp, f"{stem}_in{i}.npy")
-        np.save(path, value)
-        inputs += ["--input", f"{name}={path}"]
+    inputs = feed_args(feeds, tmp, f"{stem}_in")
     err = run_qfold([args.qfold, "run", qfm, "--output-dir", outdir] + inputs, 300)
     # The same model without the fusion (MatMulInteger, Cast, Mul, Add as separate kernels):
     # each MatMulInteger's sums made a graph output too, which keeps its chain apart.
