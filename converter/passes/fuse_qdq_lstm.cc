@@ -1,5 +1,4 @@
-// An LSTM (or a GRU with linear_before_reset, as QfGRUInteger, the same
-// form with 3 gates) whose W and R are DequantizeLinear of 8-bit constants (QDQ
+// An LSTM (or a GRU, as QfGRUInteger, the same form with 3 gates) whose W and R are DequantizeLinear of 8-bit constants (QDQ
 // exporters' quantized recurrent weights) keeps them 8-bit and runs its GEMMs
 // on the integers: it becomes com.microsoft DynamicQuantizeLSTM, whose
 // weights are the transposed integers W^T [dirs, in, 4H], R^T [dirs, H, 4H]
@@ -132,8 +131,6 @@ class QdqLstmFuser {
   void TryFuse(Node* n) {
     if (n->inputs.size() < 3) return;
     const bool gru = n->op_type == "GRU";
-    // The integer GRU has one recurrent GEMM per step: linear_before_reset.
-    if (gru && n->attrs.GetInt("linear_before_reset", 0) == 0) return;
     const int64_t gates = gru ? 3 : 4;
     const Value* x = g_.Find(n->input(0));
     if (!x || x->dtype != DType::kFloat32) return;

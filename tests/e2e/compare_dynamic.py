@@ -110,10 +110,10 @@ def lstm_model(path, seed, bidirectional, batch, seq_lens):
 # dtype quantizes X statically (QuantizeLinear -> DequantizeLinear -> LSTM: QfLSTMInteger, exact
 # input projection), None leaves it float (DynamicQuantizeLSTM: X quantized at run time).
 # H_{t-1} is quantized at run time in both; "r0" models have R = 0, leaving only the input
-# projection's error: float rounding. "gru" models have a GRU before the LSTM: without
-# linear_before_reset its QDQ weights stay float (dequantized at conversion); "gru_lbr" ones have
-# linear_before_reset = 1 and a bias, and run as QfGRUInteger on the 8-bit weights (X quantized
-# at run time, or statically with an X dtype: then the LSTM after it reads a float X). Errors
+# projection's error: float rounding. "gru" models have a GRU with a bias before the LSTM,
+# "gru_lbr" ones with linear_before_reset = 1; both run as QfGRUInteger on the 8-bit weights (X
+# quantized at run time, or statically with an X dtype: then the LSTM after it reads a float X;
+# without linear_before_reset r * H_{t-1} is quantized at run time for R_h's product). Errors
 # seen: 5e-3 (dynamic X), 6e-4 (static X), 2e-7 (static X, R = 0).
 QDQ_RECURRENT = (
     ("qdq_lstm_bidir_s8", "bidirectional", np.int8, False, True, None, 1e-2),
@@ -121,6 +121,7 @@ QDQ_RECURRENT = (
     ("qdq_gru_lstm_reverse_s8", "reverse", np.int8, True, False, None, 1e-2),
     ("qdq_gru_lbr_lstm_forward_u8", "forward", np.uint8, True, False, None, 1e-2),
     ("qdq_gru_lbr_static_x_s8_lstm_bidir", "bidirectional", np.int8, False, True, np.int8, 1e-2),
+    ("qdq_gru_static_x_u8_lstm_forward", "forward", np.int8, True, False, np.uint8, 1e-2),
     ("qdq_lstm_static_x_u8_bidir", "bidirectional", np.int8, True, True, np.uint8, 2e-3),
     ("qdq_lstm_static_x_s8_forward", "forward", np.uint8, False, False, np.int8, 2e-3),
     ("qdq_lstm_static_x_r0_bidir", "bidirectional", np.int8, True, True, np.uint8, 1e-5),
@@ -166,11 +167,10 @@ def qdq_recurrent_model(path, seed, direction, wtype, r_per_row, extras, x_type,
     if with_gru:
         gru_w = dq_weight("gru_W", [1, 3 * H, I], True)
         gru_r = dq_weight("gru_R", [1, 3 * H, H], False)
-        gru_in, lbr = ["X", gru_w, gru_r], int("_lbr_" in path)
-        if lbr:
-            inits.append(numpy_helper.from_array(
-                rng.uniform(-.3, .3, [1, 6 * H]).astype(np.float32), "gru_B"))
-            gru_in = [x_name, gru_w, gru_r, "gru_B"]
+        lbr = int("_lbr_" in path)
+        inits.append(numpy_helper.from_array(
+            rng.uniform(-.3, .3, [1, 6 * H]).astype(np.float32), "gru_B"))
+        gru_in = [x_name, gru_w, gru_r, "gru_B"]
         nodes.append(helper.make_node("GRU", gru_in, ["gru_Y"], name="gru", hidden_size=H,
                                       linear_before_reset=lbr))
         nodes.append(helper.make_node("Squeeze", ["gru_Y", "axis1"], ["seq"], name="squeeze"))
@@ -218,8 +218,8 @@ def qdq_recurrent_model(path, seed, direction, wtype, r_per_row, extras, x_type,
 def check_qdq_recurrent(args, tmp):
     """An LSTM with QDQ weights runs as DynamicQuantizeLSTM on its 8-bit weights (the .qfm holds
     them as int8: smaller than the float weights), within the table's atol of ONNX Runtime
-    running the literal QDQ graph (X and H_{t-1} are quantized at run time); a GRU's QDQ weights
-    are dequantized at conversion and it stays float, within 1e-5."""
+    running the literal QDQ graph (X and H_{t-1} are quantized at run time); a GRU before it
+    runs as QfGRUInteger likewise."""
     ok = True
     for name, direction, wtype, r_per_row, extras, x_type, atol in QDQ_RECURRENT:
         with_gru = name.startswith("qdq_gru")
@@ -238,7 +238,7 @@ def check_qdq_recurrent(args, tmp):
         stays_float = "_w_axis2_" in name
         want = ("LSTM" if stays_float else "DynamicQuantizeLSTM" if x_type is None or with_gru
                 else "QfLSTMInteger")
-        gru_int = "_lbr_" in name
+        gru_int = with_gru
         if (len(lstm) != 1 or lstm[0]["type"] != want or "DequantizeLinear" in kinds
                 or lstm[0]["precision"] != ("float" if stays_float else "int8")
                 or (with_gru and (len(gru) != 1 or gru[0]["type"] != (

@@ -183,42 +183,35 @@ std::string BuildGru(const TempDir& dir, bool static_x, int64_t linear_before_re
   return b.Write(dir);
 }
 
-TEST_CASE("FuseQdqLstm: a GRU with linear_before_reset -> QfGRUInteger; without, float") {
-  for (bool static_x : {false, true}) {
-    CAPTURE(static_x);
-    TempDir dir;
-    Graph g;
-    Status st = LoadAndOptimize(BuildGru(dir, static_x, 1), ConvertOptions(), &g);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    const Node* n = Only(g, "QfGRUInteger");
-    CHECK(n->domain.empty());
-    const int64_t rows = 3 * kHidden;
-    // W^T [1, in, 3H]: element (c, row) is W's (row, c); R^T [1, H, 3H].
-    const std::vector<int8_t> wt = Values<int8_t>(g, n->input(1), {1, kIn, rows});
-    for (int64_t c = 0; c < kIn; ++c)
-      for (int64_t row = 0; row < rows; ++row)
-        CHECK(wt[size_t(c * rows + row)] == WeightAt(0, row, c));
-    Values<int8_t>(g, n->input(2), {1, kHidden, rows});
-    const std::vector<float> ws = Values<float>(g, n->input(8), {1, rows});
-    for (int64_t row = 0; row < rows; ++row) CHECK(ws[size_t(row)] == 0.02f * float(row + 1));
-    CHECK(Values<float>(g, n->input(10), {1}) == std::vector<float>{0.25f});
-    CHECK(n->input(6).empty());
-    CHECK(n->input(7).empty());
-    const Value* x = g.Find(n->input(0));
-    REQUIRE(x != nullptr);
-    CHECK(x->dtype == (static_x ? DType::kInt8 : DType::kFloat32));
-    CHECK(n->inputs.size() == (static_x ? 14u : 11u));
-  }
-  TempDir dir;
-  Graph g;
-  Status st = LoadAndOptimize(BuildGru(dir, false, 0), ConvertOptions(), &g);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  int grus = 0;
-  for (const Node& n : g.nodes) {
-    CHECK(n.op_type != "QfGRUInteger");
-    grus += n.op_type == "GRU";
-  }
-  CHECK(grus == 1);
+TEST_CASE("FuseQdqLstm: a GRU, with or without linear_before_reset -> QfGRUInteger") {
+  for (int64_t lbr : {0, 1})
+    for (bool static_x : {false, true}) {
+      CAPTURE(lbr);
+      CAPTURE(static_x);
+      TempDir dir;
+      Graph g;
+      Status st = LoadAndOptimize(BuildGru(dir, static_x, lbr), ConvertOptions(), &g);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      const Node* n = Only(g, "QfGRUInteger");
+      CHECK(n->domain.empty());
+      const int64_t rows = 3 * kHidden;
+      // W^T [1, in, 3H]: element (c, row) is W's (row, c); R^T [1, H, 3H].
+      const std::vector<int8_t> wt = Values<int8_t>(g, n->input(1), {1, kIn, rows});
+      for (int64_t c = 0; c < kIn; ++c)
+        for (int64_t row = 0; row < rows; ++row)
+          CHECK(wt[size_t(c * rows + row)] == WeightAt(0, row, c));
+      Values<int8_t>(g, n->input(2), {1, kHidden, rows});
+      const std::vector<float> ws = Values<float>(g, n->input(8), {1, rows});
+      for (int64_t row = 0; row < rows; ++row) CHECK(ws[size_t(row)] == 0.02f * float(row + 1));
+      CHECK(Values<float>(g, n->input(10), {1}) == std::vector<float>{0.25f});
+      CHECK(n->input(6).empty());
+      CHECK(n->input(7).empty());
+      const Value* x = g.Find(n->input(0));
+      REQUIRE(x != nullptr);
+      CHECK(x->dtype == (static_x ? DType::kInt8 : DType::kFloat32));
+      CHECK(n->inputs.size() == (static_x ? 14u : 11u));
+      CHECK(n->attrs.GetInt("linear_before_reset", 0) == lbr);
+    }
 }
 
 }  // namespace

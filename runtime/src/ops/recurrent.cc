@@ -35,16 +35,16 @@
 // sums of (x - x_zp) * (w - w_zp) scaled by x_scale * w_scale[column]; the
 // recurrent GEMM quantizes H_{t-1} as DynamicQuantizeLSTM does.
 //
-// QfGRUInteger (qfold-internal: a QDQ GRU's 8-bit weights) is the GRU with
-// linear_before_reset = 1 (PyTorch's and Keras' GRU) in the same quantized
-// form: W [dirs, in, 3H], R [dirs, H, 3H] transposed, inputs 8-11 their
+// QfGRUInteger (qfold-internal: a QDQ GRU's 8-bit weights) is the GRU in
+// the same quantized form: W [dirs, in, 3H], R [dirs, H, 3H] transposed, inputs 8-11 their
 // scales and zero points, 12-13 X_scale and X_zero_point when X is 8-bit
 // (static, exact input projection as QfLSTMInteger), absent when X is float
 // (quantized per run as DynamicQuantizeLSTM). Inputs 6-7 (LSTM's initial_c
-// and P) stay empty. H_{t-1} x R^T covers all three gates (Rb_h added in
-// that GEMM's epilogue), so it is one quantized GEMM per step; without
-// linear_before_reset the candidate's GEMM reads r * H_{t-1}, a second
-// per-step product this form does not have.
+// and P) stay empty. With linear_before_reset = 1 (PyTorch's and Keras'
+// GRU) H_{t-1} x R^T covers all three gates (Rb_h added in that GEMM's
+// epilogue), one quantized GEMM per step; without it the candidate's product
+// reads r * H_{t-1}, quantized at run time like H_{t-1}, against R's h
+// columns packed on their own at prepare: a second GEMM per step.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -231,8 +231,6 @@ Status ParseConfig(const KernelContext& ctx, Config* cfg) {
   cfg->input_forget = cfg->cell == Cell::kLstm && ctx.attr().GetInt("input_forget", 0) != 0;
   cfg->linear_before_reset =
       cfg->cell == Cell::kGru && ctx.attr().GetInt("linear_before_reset", 0) != 0;
-  if (qgru && !cfg->linear_before_reset)
-    return ctx.Invalid("QfGRUInteger needs linear_before_reset = 1");
   if (ctx.attr().Has("hidden_size")) {
     cfg->hidden = ctx.attr().GetInt("hidden_size", 0);
     if (cfg->hidden <= 0) return ctx.Invalid("hidden_size must be positive");
@@ -241,7 +239,6 @@ Status ParseConfig(const KernelContext& ctx, Config* cfg) {
   }
   return ParseActivations(ctx, cfg);
 }
-
 
 // Checks `t` (when present and of known rank) against `want`, where -1 in
 // `want` or in t's shape matches anything.
@@ -384,6 +381,8 @@ struct WeightT {
 struct QWeight {
   std::shared_ptr<void> packed;  // kernels::PrepareQMatMulS8; null: reference loops
   const void* raw = nullptr;
+  std::vector<uint8_t> owned;  // raw's bytes when they are a copy (a column slice)
+  int64_t col0 = 0;            // raw's first column in the [k, n] weight of the node
   DType dtype = DType::kInt8;
   int64_t k = 0, n = 0;
   std::vector<float> scale;  // 1 or n values
@@ -394,7 +393,11 @@ struct Packed {
   const kernels::GemmF32Kernels* gemm = nullptr;
   const kernels::GemmS8Kernels* gemm_s8 = nullptr;  // DynamicQuantizeLSTM
   std::vector<QWeight> qw, qr;                      // DynamicQuantizeLSTM, per direction
-  const void* w_data = nullptr;                     // the tensors packed, to notice other inputs
+  // QfGRUInteger without linear_before_reset: R's h columns on their own,
+  // multiplied by r * H_{t-1} once r is known (qr then also computes them,
+  // unused).
+  std::vector<QWeight> qr_h;
+  const void* w_data = nullptr;  // the tensors packed, to notice other inputs
   const void* r_data = nullptr;
   // Per direction: W, then R (all gates; GRU without linear_before_reset: z
   // and r), then that GRU's R_h, multiplied by r * H_{t-1} once r is known.
@@ -474,6 +477,30 @@ void BuildQuantized(const KernelContext& ctx, const Config& cfg, Packed* p) {
       q.packed = kernels::PrepareQMatMulS8(kc, view);
     }
   }
+  p->qr_h.clear();
+  if (cfg.cell != Cell::kGru || cfg.linear_before_reset) return;
+  const Tensor* r = ctx.input(kR);
+  const int64_t h = r->shape[1], gh = r->shape[2];
+  const size_t esize = dtype_size(r->dtype);
+  p->qr_h.assign(size_t(cfg.dirs), QWeight());
+  for (int d = 0; d < cfg.dirs; ++d) {
+    QWeight& q = p->qr_h[size_t(d)];
+    q.k = h;
+    q.n = h;
+    q.dtype = r->dtype;
+    q.col0 = 2 * h;
+    q.owned.resize(size_t(h * h) * esize);
+    const uint8_t* src = r->ptr<uint8_t>() + size_t(d * h * gh) * esize;
+    for (int64_t k = 0; k < h; ++k)
+      std::memcpy(q.owned.data() + size_t(k * h) * esize, src + size_t(k * gh + 2 * h) * esize,
+                  size_t(h) * esize);
+    q.raw = q.owned.data();
+    Tensor view;
+    view.dtype = r->dtype;
+    view.shape = Shape{h, h};
+    view.data = q.owned.data();
+    q.packed = kernels::PrepareQMatMulS8(kc, view);
+  }
 }
 
 void SetQuantParams(const KernelContext& ctx, const Config& cfg, Packed* p) {
@@ -488,6 +515,16 @@ void SetQuantParams(const KernelContext& ctx, const Config& cfg, Packed* p) {
       q.scale = DirectionParams(scales, st, d);
       q.zp = DirectionParams(zps, zt, d);
     }
+  }
+  // R_h's columns' parameters: a slice of R's when they are per column.
+  for (QWeight& q : p->qr_h) {
+    const QWeight& full = p->qr[size_t(&q - p->qr_h.data())];
+    auto slice = [&](const auto& all, auto* out) {
+      out->assign(all.begin() + (all.size() == 1 ? 0 : q.col0),
+                  all.begin() + (all.size() == 1 ? 1 : q.col0 + q.n));
+    };
+    slice(full.scale, &q.scale);
+    slice(full.zp, &q.zp);
   }
 }
 
@@ -833,7 +870,10 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
       }
       // Without linear_before_reset: (r * H_{t-1}) x R_h^T (with it, r multiplies
       // H_{t-1} x R_h^T + Rb_h, which the step's GEMM computed with z and r).
-      if (!cfg.linear_before_reset)
+      if (!cfg.linear_before_reset && cfg.quantized)
+        MultiplyQ(p.qr_h[size_t(d)], ctx.kernel_config(), hr.data(), B, step_t.data(), nullptr,
+                  rh.data(), &qscratch, ctx.pool);
+      else if (!cfg.linear_before_reset)
         MultiplyT(p.r_h[size_t(d)], gemm, hr.data(), B, H, nullptr, rh.data(), H, &step_scratch,
                   ctx.pool, /*step=*/s);
     }
