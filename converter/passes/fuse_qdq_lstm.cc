@@ -1,5 +1,6 @@
-// An LSTM (or a GRU, as QfGRUInteger, the same form with 3 gates) whose W and R are DequantizeLinear of 8-bit constants (QDQ
-// exporters' quantized recurrent weights) keeps them 8-bit and runs its GEMMs
+// An LSTM (or a GRU or RNN, as QfGRUInteger or QfRNNInteger: the same form
+// with 3 gates or 1) whose W and R are DequantizeLinear of 8-bit constants
+// (QDQ exporters' quantized recurrent weights) keeps them 8-bit and runs its GEMMs
 // on the integers: it becomes com.microsoft DynamicQuantizeLSTM, whose
 // weights are the transposed integers W^T [dirs, in, 4H], R^T [dirs, H, 4H]
 // with scales and zero points per direction ([dirs]) or per gate column
@@ -47,7 +48,8 @@ class QdqLstmFuser {
       for (const std::string& o : g_.nodes[k].outputs)
         if (!o.empty()) producer_[o] = k;
     for (Node& n : g_.nodes)
-      if ((n.op_type == "LSTM" || n.op_type == "GRU") && n.domain.empty()) TryFuse(&n);
+      if ((n.op_type == "LSTM" || n.op_type == "GRU" || n.op_type == "RNN") && n.domain.empty())
+        TryFuse(&n);
     return Status::Ok();
   }
 
@@ -130,8 +132,10 @@ class QdqLstmFuser {
 
   void TryFuse(Node* n) {
     if (n->inputs.size() < 3) return;
-    const bool gru = n->op_type == "GRU";
-    const int64_t gates = gru ? 3 : 4;
+    const bool gru = n->op_type == "GRU", rnn = n->op_type == "RNN";
+    const int64_t gates = gru ? 3 : rnn ? 1 : 4;
+    // GRU and RNN: their own integer op, X quantized per run when float.
+    const char* integer_op = gru ? "QfGRUInteger" : rnn ? "QfRNNInteger" : nullptr;
     const Value* x = g_.Find(n->input(0));
     if (!x || x->dtype != DType::kFloat32) return;
     const std::string dir = n->attrs.GetString("direction", "forward");
@@ -145,7 +149,7 @@ class QdqLstmFuser {
         !MatchWeight(n->input(2), dirs, gates * hidden, &r) || r.q->shape[2] != hidden)
       return;
     std::vector<std::string> inputs = n->inputs;
-    inputs.resize(8);  // X, W, R, B, sequence_lens, initial_h, initial_c, P (GRU: 6 and 7 empty)
+    inputs.resize(8);  // X, W, R, B, sequence_lens, initial_h, initial_c, P (GRU, RNN: 6, 7 empty)
     inputs[1] = Transposed(*w.q);
     inputs[2] = Transposed(*r.q);
     for (const QdqWeight* q : {&w, &r}) {
@@ -157,10 +161,10 @@ class QdqLstmFuser {
       inputs[0] = static_x[0];
       inputs.push_back(static_x[1]);
       inputs.push_back(static_x[2]);
-      n->op_type = gru ? "QfGRUInteger" : "QfLSTMInteger";
+      n->op_type = integer_op ? integer_op : "QfLSTMInteger";
       n->domain.clear();
-    } else if (gru) {
-      n->op_type = "QfGRUInteger";  // X float: quantized per run
+    } else if (integer_op) {
+      n->op_type = integer_op;
     } else {
       n->op_type = "DynamicQuantizeLSTM";
       n->domain = "com.microsoft";

@@ -111,10 +111,11 @@ def lstm_model(path, seed, bidirectional, batch, seq_lens):
 # input projection), None leaves it float (DynamicQuantizeLSTM: X quantized at run time).
 # H_{t-1} is quantized at run time in both; "r0" models have R = 0, leaving only the input
 # projection's error: float rounding. "gru" models have a GRU with a bias before the LSTM,
-# "gru_lbr" ones with linear_before_reset = 1; both run as QfGRUInteger on the 8-bit weights (X
-# quantized at run time, or statically with an X dtype: then the LSTM after it reads a float X;
-# without linear_before_reset r * H_{t-1} is quantized at run time for R_h's product). Errors
-# seen: 5e-3 (dynamic X), 6e-4 (static X), 2e-7 (static X, R = 0).
+# "gru_lbr" ones with linear_before_reset = 1, "rnn" ones an RNN; they run as QfGRUInteger or
+# QfRNNInteger on the 8-bit weights (X quantized at run time, or statically with an X dtype: then
+# the LSTM after it reads a float X; without linear_before_reset r * H_{t-1} is quantized at run
+# time for R_h's product). Errors seen: 5e-3 (dynamic X), 6e-4 (static X), 2e-7 (static X,
+# R = 0).
 QDQ_RECURRENT = (
     ("qdq_lstm_bidir_s8", "bidirectional", np.int8, False, True, None, 1e-2),
     ("qdq_lstm_forward_u8", "forward", np.uint8, True, False, None, 1e-2),
@@ -122,6 +123,8 @@ QDQ_RECURRENT = (
     ("qdq_gru_lbr_lstm_forward_u8", "forward", np.uint8, True, False, None, 1e-2),
     ("qdq_gru_lbr_static_x_s8_lstm_bidir", "bidirectional", np.int8, False, True, np.int8, 1e-2),
     ("qdq_gru_static_x_u8_lstm_forward", "forward", np.int8, True, False, np.uint8, 1e-2),
+    ("qdq_rnn_lstm_bidir_u8", "bidirectional", np.uint8, False, True, None, 1e-2),
+    ("qdq_rnn_static_x_s8_lstm_forward", "forward", np.int8, True, False, np.int8, 1e-2),
     ("qdq_lstm_static_x_u8_bidir", "bidirectional", np.int8, True, True, np.uint8, 2e-3),
     ("qdq_lstm_static_x_s8_forward", "forward", np.uint8, False, False, np.int8, 2e-3),
     ("qdq_lstm_static_x_r0_bidir", "bidirectional", np.int8, True, True, np.uint8, 1e-5),
@@ -129,9 +132,9 @@ QDQ_RECURRENT = (
     ("qdq_lstm_w_axis2_float", "forward", np.int8, True, False, None, 1e-5))
 
 
-def qdq_recurrent_model(path, seed, direction, wtype, r_per_row, extras, x_type, with_gru,
+def qdq_recurrent_model(path, seed, direction, wtype, r_per_row, extras, x_type, first,
                         zero_r):
-    """LSTM (after a GRU when with_gru) whose W and R are 8-bit initializers behind
+    """LSTM (after a GRU or RNN when `first` names one) whose W and R are 8-bit initializers behind
     DequantizeLinear, per gate row (axis 1) for W, per row or per tensor for R, as QDQ exporters
     write quantized recurrent weights. Returns the input feeds."""
     rng = np.random.default_rng(seed)
@@ -164,16 +167,16 @@ def qdq_recurrent_model(path, seed, direction, wtype, r_per_row, extras, x_type,
         nodes.append(helper.make_node("DequantizeLinear", ["x_q", "x_scale", "x_zp"], ["x_dq"],
                                       name="x_dequant"))
         x_name = "x_dq"
-    if with_gru:
-        gru_w = dq_weight("gru_W", [1, 3 * H, I], True)
-        gru_r = dq_weight("gru_R", [1, 3 * H, H], False)
-        lbr = int("_lbr_" in path)
+    if first:
+        cell, gates = first.lower(), 3 if first == "GRU" else 1
+        first_w = dq_weight(cell + "_W", [1, gates * H, I], True)
+        first_r = dq_weight(cell + "_R", [1, gates * H, H], False)
         inits.append(numpy_helper.from_array(
-            rng.uniform(-.3, .3, [1, 6 * H]).astype(np.float32), "gru_B"))
-        gru_in = [x_name, gru_w, gru_r, "gru_B"]
-        nodes.append(helper.make_node("GRU", gru_in, ["gru_Y"], name="gru", hidden_size=H,
-                                      linear_before_reset=lbr))
-        nodes.append(helper.make_node("Squeeze", ["gru_Y", "axis1"], ["seq"], name="squeeze"))
+            rng.uniform(-.3, .3, [1, 2 * gates * H]).astype(np.float32), cell + "_B"))
+        attrs = {"linear_before_reset": int("_lbr_" in path)} if first == "GRU" else {}
+        nodes.append(helper.make_node(first, [x_name, first_w, first_r, cell + "_B"],
+                                      [cell + "_Y"], name=cell, hidden_size=H, **attrs))
+        nodes.append(helper.make_node("Squeeze", [cell + "_Y", "axis1"], ["seq"], name="squeeze"))
         inits.append(numpy_helper.from_array(np.array([1], np.int64), "axis1"))
         x_name, in_dim = "seq", H
     names = [x_name, dq_weight("lstm_W", [D, 4 * H, in_dim], True),
@@ -222,10 +225,10 @@ def check_qdq_recurrent(args, tmp):
     runs as QfGRUInteger likewise."""
     ok = True
     for name, direction, wtype, r_per_row, extras, x_type, atol in QDQ_RECURRENT:
-        with_gru = name.startswith("qdq_gru")
+        first = {"qdq_gru": "GRU", "qdq_rnn": "RNN"}.get(name[:7])
         src, qfm = os.path.join(tmp, name + ".onnx"), os.path.join(tmp, name + ".qfm")
         feeds = qdq_recurrent_model(src, zlib.crc32(name.encode()), direction, wtype, r_per_row,
-                                    extras, x_type, with_gru, "_r0_" in name)
+                                    extras, x_type, first, "_r0_" in name)
         err = run_qfold([args.qfold, "convert", src, "-o", qfm], 300)
         if err:
             print(f"FAIL {name}: {err}")
@@ -233,18 +236,16 @@ def check_qdq_recurrent(args, tmp):
             continue
         details = inspect_json(args.qfold, qfm).get("operator_details", [])
         lstm = [d for d in details if d["name"] == "lstm"]
-        gru = [d for d in details if d["name"] == "gru"]
+        cell = [d for d in details if first and d["name"] == first.lower()]
         kinds = {d["type"] for d in details}
         stays_float = "_w_axis2_" in name
-        want = ("LSTM" if stays_float else "DynamicQuantizeLSTM" if x_type is None or with_gru
+        want = ("LSTM" if stays_float else "DynamicQuantizeLSTM" if x_type is None or first
                 else "QfLSTMInteger")
-        gru_int = with_gru
         if (len(lstm) != 1 or lstm[0]["type"] != want or "DequantizeLinear" in kinds
                 or lstm[0]["precision"] != ("float" if stays_float else "int8")
-                or (with_gru and (len(gru) != 1 or gru[0]["type"] != (
-                    "QfGRUInteger" if gru_int else "GRU")
-                    or gru[0]["precision"] != ("int8" if gru_int else "float")))):
-            print(f"FAIL {name}: the LSTM (or GRU) does not run as expected: {details}")
+                or (first and (len(cell) != 1 or cell[0]["type"] != f"Qf{first}Integer"
+                               or cell[0]["precision"] != "int8"))):
+            print(f"FAIL {name}: the LSTM (or the GRU/RNN) does not run as expected: {details}")
             ok = False
         # The LSTM's weights stay 8-bit: the constants are 3 bytes per weight smaller than with
         # every 8-bit initializer made float32 (less the scales and zero points, repeated per
@@ -254,8 +255,8 @@ def check_qdq_recurrent(args, tmp):
                                                numpy_helper.to_array(t).itemsize)
                        for t in model.graph.initializer)
         lstm_weights = sum(int(np.prod(t.dims)) for t in model.graph.initializer
-                           if (t.name.startswith("lstm_") or (gru_int and t.name.startswith("gru_")))
-                           and t.name.endswith("_q"))
+                           if (t.name.startswith("lstm_") or (first and t.name.startswith(
+                               first.lower() + "_"))) and t.name.endswith("_q"))
         const_bytes = inspect_json(args.qfold, qfm).get("constants", {}).get("bytes", as_float)
         if const_bytes >= as_float - 2 * lstm_weights and not stays_float:
             print(f"FAIL {name}: {const_bytes} bytes of constants, not less than {as_float} "

@@ -151,12 +151,14 @@ TEST_CASE("FuseQdqLstm: scales along W's input axis or fold_qdq off leave a floa
 }
 
 // Forward GRU (H = 2, in = 3) with W = DQ(int8 [1, 6, 3], per gate row), R =
-// DQ(int8 [1, 6, 2], one scale), X float or through Q -> DQ.
+// DQ(int8 [1, 6, 2], one scale), X float or through Q -> DQ; or the RNN
+// (linear_before_reset < 0) of one gate with the same weights' first rows.
 std::string BuildGru(const TempDir& dir, bool static_x, int64_t linear_before_reset) {
+  const bool rnn = linear_before_reset < 0;
   OnnxBuilder b(17);
   b.Input("X", kF32, {5, 1, kIn});
   b.Output("Y", kF32, {});
-  const int64_t rows = 3 * kHidden;
+  const int64_t rows = (rnn ? 1 : 3) * kHidden;
   std::vector<int8_t> w(size_t(rows * kIn)), r(size_t(rows * kHidden), -3);
   for (int64_t row = 0; row < rows; ++row)
     for (int64_t c = 0; c < kIn; ++c) w[size_t(row * kIn + c)] = WeightAt(0, row, c);
@@ -177,14 +179,16 @@ std::string BuildGru(const TempDir& dir, bool static_x, int64_t linear_before_re
     b.Node("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"}, "x_dq");
     x = "xd";
   }
-  onnx::NodeProto* gru = b.Node("GRU", {x, "W", "R"}, {"Y"}, "gru");
+  onnx::NodeProto* gru = b.Node(rnn ? "RNN" : "GRU", {x, "W", "R"}, {"Y"}, "gru");
   OnnxBuilder::AttrInt(gru, "hidden_size", kHidden);
-  OnnxBuilder::AttrInt(gru, "linear_before_reset", linear_before_reset);
+  if (!rnn) OnnxBuilder::AttrInt(gru, "linear_before_reset", linear_before_reset);
   return b.Write(dir);
 }
 
-TEST_CASE("FuseQdqLstm: a GRU, with or without linear_before_reset -> QfGRUInteger") {
-  for (int64_t lbr : {0, 1})
+TEST_CASE(
+    "FuseQdqLstm: a GRU (with or without linear_before_reset) or an RNN -> QfGRUInteger, "
+    "QfRNNInteger") {
+  for (int64_t lbr : {0, 1, -1})
     for (bool static_x : {false, true}) {
       CAPTURE(lbr);
       CAPTURE(static_x);
@@ -192,9 +196,9 @@ TEST_CASE("FuseQdqLstm: a GRU, with or without linear_before_reset -> QfGRUInteg
       Graph g;
       Status st = LoadAndOptimize(BuildGru(dir, static_x, lbr), ConvertOptions(), &g);
       REQUIRE_MESSAGE(st.ok(), st.message());
-      const Node* n = Only(g, "QfGRUInteger");
+      const Node* n = Only(g, lbr < 0 ? "QfRNNInteger" : "QfGRUInteger");
       CHECK(n->domain.empty());
-      const int64_t rows = 3 * kHidden;
+      const int64_t rows = (lbr < 0 ? 1 : 3) * kHidden;
       // W^T [1, in, 3H]: element (c, row) is W's (row, c); R^T [1, H, 3H].
       const std::vector<int8_t> wt = Values<int8_t>(g, n->input(1), {1, kIn, rows});
       for (int64_t c = 0; c < kIn; ++c)
@@ -210,7 +214,7 @@ TEST_CASE("FuseQdqLstm: a GRU, with or without linear_before_reset -> QfGRUInteg
       REQUIRE(x != nullptr);
       CHECK(x->dtype == (static_x ? DType::kInt8 : DType::kFloat32));
       CHECK(n->inputs.size() == (static_x ? 14u : 11u));
-      CHECK(n->attrs.GetInt("linear_before_reset", 0) == lbr);
+      CHECK(n->attrs.GetInt("linear_before_reset", 0) == std::max<int64_t>(lbr, 0));
     }
 }
 

@@ -145,7 +145,7 @@ enum { kY = 0, kYh, kYc };
 // Everything infer validates and run uses.
 struct Config {
   Cell cell = Cell::kLstm;
-  bool quantized = false;  // DynamicQuantizeLSTM, QfLSTMInteger, QfGRUInteger
+  bool quantized = false;  // DynamicQuantizeLSTM, QfLSTMInteger, QfGRUInteger, QfRNNInteger
   bool static_x = false;   // X quantized, X_scale and X_zero_point inputs
   int dirs = 1;
   bool reverse_only = false;  // direction = reverse
@@ -208,7 +208,8 @@ Status ParseActivations(const KernelContext& ctx, Config* cfg) {
 
 Status ParseConfig(const KernelContext& ctx, Config* cfg) {
   cfg->cell = CellOf(*ctx.op_type);
-  const bool qgru = *ctx.op_type == "QfGRUInteger";
+  // QfGRUInteger, QfRNNInteger: X float (quantized per run) or 8-bit.
+  const bool qgru = *ctx.op_type == "QfGRUInteger" || *ctx.op_type == "QfRNNInteger";
   const Tensor* x = ctx.input(kX);
   cfg->static_x = *ctx.op_type == "QfLSTMInteger" || (qgru && x && x->dtype != DType::kFloat32);
   cfg->quantized = cfg->static_x || qgru || *ctx.op_type == "DynamicQuantizeLSTM";
@@ -1041,6 +1042,10 @@ const OpDef& OpDef_DynamicQuantizeLSTM() {
 }
 const OpDef& OpDef_QfLSTMInteger() {
   static const OpDef def = WithTraits(MakeRecurrentDef("QfLSTMInteger", 14), kTraitIntegerKernel);
+  return def;
+}
+const OpDef& OpDef_QfRNNInteger() {
+  static const OpDef def = WithTraits(MakeRecurrentDef("QfRNNInteger", 14), kTraitIntegerKernel);
   return def;
 }
 const OpDef& OpDef_QfGRUInteger() {
