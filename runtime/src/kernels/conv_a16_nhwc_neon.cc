@@ -55,26 +55,39 @@ void GemmRows(const int16_t* const* a, const int16_t* panel, int64_t kpairs, int
   // acc[r][i]: columns 4i..4i+3 of row r.
   int32x4_t acc[R][4];
   auto reduce = [&](int64_t k0, int64_t k1) {
-    for (int r = 0; r < R; ++r)
-      for (int i = 0; i < 4; ++i) acc[r][i] = vdupq_n_s32(0);
+    // Named accumulators in the loop (an array there stayed in memory: GCC
+    // stored the accumulators every step), copied to acc after it.
+    int32x4_t c00 = vdupq_n_s32(0), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00;
+    int32x4_t c12 = c00, c13 = c00, c20 = c00, c21 = c00, c22 = c00, c23 = c00;
+    int32x4_t c30 = c00, c31 = c00, c32 = c00, c33 = c00;
     for (int64_t kk = k0; kk < k1; ++kk) {
       // [16][2] int16: val[0] the first of each column's pair, val[1] the second.
       const int16x8x2_t b0 = vld2q_s16(panel + kk * 32);
       const int16x8x2_t b1 = vld2q_s16(panel + kk * 32 + 16);
-      for (int r = 0; r < R; ++r) {
-        int32_t pair;
-        std::memcpy(&pair, a[r] + 2 * kk, 4);
-        const int16x4_t av = vreinterpret_s16_s32(vdup_n_s32(pair));  // a0 a1 a0 a1
-        acc[r][0] = vmlal_lane_s16(acc[r][0], vget_low_s16(b0.val[0]), av, 0);
-        acc[r][0] = vmlal_lane_s16(acc[r][0], vget_low_s16(b0.val[1]), av, 1);
-        acc[r][1] = vmlal_lane_s16(acc[r][1], vget_high_s16(b0.val[0]), av, 0);
-        acc[r][1] = vmlal_lane_s16(acc[r][1], vget_high_s16(b0.val[1]), av, 1);
-        acc[r][2] = vmlal_lane_s16(acc[r][2], vget_low_s16(b1.val[0]), av, 0);
-        acc[r][2] = vmlal_lane_s16(acc[r][2], vget_low_s16(b1.val[1]), av, 1);
-        acc[r][3] = vmlal_lane_s16(acc[r][3], vget_high_s16(b1.val[0]), av, 0);
-        acc[r][3] = vmlal_lane_s16(acc[r][3], vget_high_s16(b1.val[1]), av, 1);
-      }
+#define QFOLD_ROW(r)                                                               \
+  if constexpr (r < R) {                                                           \
+    int32_t pair;                                                                  \
+    std::memcpy(&pair, a[r] + 2 * kk, 4);                                          \
+    const int16x4_t av = vreinterpret_s16_s32(vdup_n_s32(pair)); /* a0 a1 a0 a1 */ \
+    c##r##0 = vmlal_lane_s16(c##r##0, vget_low_s16(b0.val[0]), av, 0);             \
+    c##r##0 = vmlal_lane_s16(c##r##0, vget_low_s16(b0.val[1]), av, 1);             \
+    c##r##1 = vmlal_lane_s16(c##r##1, vget_high_s16(b0.val[0]), av, 0);            \
+    c##r##1 = vmlal_lane_s16(c##r##1, vget_high_s16(b0.val[1]), av, 1);            \
+    c##r##2 = vmlal_lane_s16(c##r##2, vget_low_s16(b1.val[0]), av, 0);             \
+    c##r##2 = vmlal_lane_s16(c##r##2, vget_low_s16(b1.val[1]), av, 1);             \
+    c##r##3 = vmlal_lane_s16(c##r##3, vget_high_s16(b1.val[0]), av, 0);            \
+    c##r##3 = vmlal_lane_s16(c##r##3, vget_high_s16(b1.val[1]), av, 1);            \
+  }
+      QFOLD_ROW(0)
+      QFOLD_ROW(1)
+      QFOLD_ROW(2)
+      QFOLD_ROW(3)
+#undef QFOLD_ROW
     }
+    const int32x4_t all[4][4] = {
+        {c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23}, {c30, c31, c32, c33}};
+    for (int r = 0; r < R; ++r)
+      for (int i = 0; i < 4; ++i) acc[r][i] = all[r][i];
   };
   double sum[R][16];
   if (chunk >= kpairs) {
