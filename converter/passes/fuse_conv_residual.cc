@@ -1,4 +1,4 @@
-// A channels-last float Conv whose only reader is an Add of a tensor of the
+// A channels-last float Conv (not depthwise) whose only reader is an Add of a tensor of the
 // same shape (a residual connection), optionally followed by an activation,
 // becomes one Conv with that tensor as a fourth input: the convolution's
 // epilogue adds it before the activation, so the sum and the activation cost
@@ -36,10 +36,16 @@ Status FuseConvResidual(Graph* g) {
   std::vector<bool> removed(g->nodes.size(), false);
   for (size_t k = 0; k < g->nodes.size(); ++k) {
     const Node& cv = g->nodes[k];
-    // Without groups: the depthwise kernels have no residual epilogue.
     if (removed[k] || cv.op_type != "Conv" || !cv.domain.empty() || cv.outputs.size() != 1 ||
         cv.inputs.size() < 2 || cv.inputs.size() > 3 || cv.attrs.Has("_activation") ||
-        cv.attrs.GetInt("channels_last", 0) != 1 || cv.attrs.GetInt("group", 1) != 1)
+        cv.attrs.GetInt("channels_last", 0) != 1)
+      continue;
+    // Groups run on the igemm kernels, whose epilogue adds the residual
+    // (ShuffleNet's grouped 1x1 convolutions before its Adds); depthwise ones
+    // (one input and one output channel per group) do not.
+    const int64_t group = cv.attrs.GetInt("group", 1);
+    const Value* wv = g->Find(cv.inputs[1]);
+    if (group != 1 && (!wv || wv->shape.size() < 2 || (wv->shape[1] == 1 && wv->shape[0] == group)))
       continue;
     const std::string& y = cv.outputs[0];
     const Value* yv = g->Find(y);

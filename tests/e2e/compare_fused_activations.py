@@ -140,6 +140,18 @@ def cases(rng):
     nodes, inits = two_convs()
     out.append(("conv_residual_swapped", model("conv_residual_swapped", nodes + [
         N("Add", ["c", "c2"], ["y"])], inits), {"Conv": 2}))
+    # Grouped (ShuffleNet's 1x1 group convolutions before its Adds) fuses too;
+    # depthwise does not (its kernels have no residual epilogue).
+    nodes, inits = conv_front(rng)
+    out.append(("conv_grouped_residual_relu", model("conv_grouped_residual_relu", nodes + [
+        N("Conv", ["c", "wg"], ["c2"], group=2), N("Add", ["c2", "c"], ["r"]),
+        N("Relu", ["r"], ["y"])], inits + [const("wg", rng.standard_normal((8, 4, 1, 1)) * 0.3)]),
+        {"Conv": 2}))
+    nodes, inits = conv_front(rng)
+    out.append(("depthwise_residual_unfused", model("depthwise_residual_unfused", nodes + [
+        N("Conv", ["c", "wd"], ["c2"], group=8, pads=[1, 1, 1, 1]), N("Add", ["c2", "c"], ["r"]),
+        N("Relu", ["r"], ["y"])], inits + [const("wd", rng.standard_normal((8, 1, 3, 3)) * 0.3)]),
+        {"Conv": 2, "Add": 1, "Relu": 1}))
     nodes, inits = two_convs()
     out.append(("conv_residual_shared", model("conv_residual_shared", nodes + [
         N("Add", ["c2", "c"], ["r"]), N("Relu", ["r"], ["y"])], inits, outputs=("y", "c2")),

@@ -589,6 +589,7 @@ TEST_CASE("kernels f32: Conv with a fused residual input matches the reference")
       {1, 64, 64, 1, 9, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},  // Winograd
       {1, 37, 19, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 3},   // Winograd tails
       {1, 6, 12, 2, 10, 10, 3, 3, 1, 2, 2, 1, 3, 3, 0, 0, false, true, 4},  // groups
+      {1, 24, 60, 3, 7, 9, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 1},   // ShuffleNet 1x1 g3
       {1, 8, 8, 8, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},     // depthwise
   };
   for (ConvCase k : cases) {
