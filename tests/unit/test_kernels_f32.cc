@@ -530,11 +530,11 @@ TEST_CASE("kernels f32: channels-last Conv KxK, 1x1, groups at tile edges matche
       {1, 2, 3, 1, 2, 2, 3, 3, 1, 1, 1, 1, 2, 2, 2, 2, false, false, 0},     // mostly padding
       // Few channels with padding read a padded copy of x (UsePlane): tiles
       // wrapping output rows, batches, dilated rows, uneven pads, 1-D.
-      {1, 1, 16, 1, 9, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},   // 1 channel
-      {2, 3, 5, 1, 7, 9, 5, 5, 2, 1, 1, 1, 2, 2, 2, 2, false, true, 2},     // batch 2
-      {1, 4, 9, 1, 11, 10, 3, 3, 1, 1, 2, 1, 2, 1, 0, 2, false, true, 0},   // dilated rows
-      {1, 15, 33, 1, 6, 17, 3, 2, 1, 3, 1, 1, 0, 1, 1, 0, false, false, 0}, // 15 channels
-      {1, 2, 7, 1, 1, 40, 1, 5, 1, 1, 1, 1, 0, 2, 0, 2, true, true, 1},     // 1-D
+      {1, 1, 16, 1, 9, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},    // 1 channel
+      {2, 3, 5, 1, 7, 9, 5, 5, 2, 1, 1, 1, 2, 2, 2, 2, false, true, 2},      // batch 2
+      {1, 4, 9, 1, 11, 10, 3, 3, 1, 1, 2, 1, 2, 1, 0, 2, false, true, 0},    // dilated rows
+      {1, 15, 33, 1, 6, 17, 3, 2, 1, 3, 1, 1, 0, 1, 1, 0, false, false, 0},  // 15 channels
+      {1, 2, 7, 1, 1, 40, 1, 5, 1, 1, 1, 1, 0, 2, 0, 2, true, true, 1},      // 1-D
   };
   for (const ConvCase& k : cases) runs += RunConvCase(ChannelsLast(k), rng);
   MESSAGE(runs << " fast channels-last Conv runs compared");
