@@ -382,7 +382,9 @@ struct WeightT {
 struct QWeight {
   std::shared_ptr<void> packed;  // kernels::PrepareQMatMulS8; null: reference loops
   const void* raw = nullptr;
-  std::vector<uint8_t> owned;  // raw's bytes when they are a copy (a column slice)
+  // raw's bytes when they are a copy (a column slice); shared, since each run
+  // copies the Packed state to set its own scales.
+  std::shared_ptr<std::vector<uint8_t>> owned;
   int64_t col0 = 0;            // raw's first column in the [k, n] weight of the node
   DType dtype = DType::kInt8;
   int64_t k = 0, n = 0;
@@ -490,16 +492,16 @@ void BuildQuantized(const KernelContext& ctx, const Config& cfg, Packed* p) {
     q.n = h;
     q.dtype = r->dtype;
     q.col0 = 2 * h;
-    q.owned.resize(size_t(h * h) * esize);
+    q.owned = std::make_shared<std::vector<uint8_t>>(size_t(h * h) * esize);
     const uint8_t* src = r->ptr<uint8_t>() + size_t(d * h * gh) * esize;
     for (int64_t k = 0; k < h; ++k)
-      std::memcpy(q.owned.data() + size_t(k * h) * esize, src + size_t(k * gh + 2 * h) * esize,
+      std::memcpy(q.owned->data() + size_t(k * h) * esize, src + size_t(k * gh + 2 * h) * esize,
                   size_t(h) * esize);
-    q.raw = q.owned.data();
+    q.raw = q.owned->data();
     Tensor view;
     view.dtype = r->dtype;
     view.shape = Shape{h, h};
-    view.data = q.owned.data();
+    view.data = q.owned->data();
     q.packed = kernels::PrepareQMatMulS8(kc, view);
   }
 }
