@@ -256,6 +256,33 @@ Status InferQLinearConcat(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// Inputs whose rows (x.shape[axis] * inner bytes) are shorter than this are
+// looked up whole into scratch first when their scale or zero point differs
+// from y's (RunQLinearConcat).
+constexpr int64_t kConcatMapRow = 1024;
+
+// The scratch of RunQLinearConcat's mapped inputs: every short-row input is
+// counted (whether its parameters differ is known only when it runs).
+size_t QLinearConcatMappedBytes(KernelContext& ctx) {
+  const Tensor* y = ctx.output(0);
+  if (!y || !y->rank_known || y->rank() == 0) return 0;
+  int axis;
+  NormalizeAxis(ctx.attr().GetInt("axis", 0), y->rank(), &axis);
+  kernels::ScratchLayout l;
+  for (int i = 2; i < ctx.num_inputs(); i += 3) {
+    const Tensor* x = ctx.input(i);
+    if (!x || !x->shape_known() || x->rank() != y->rank()) continue;
+    const int64_t inner = Product(Shape(x->shape.begin() + axis + 1, x->shape.end()));
+    if (x->shape[size_t(axis)] * inner < kConcatMapRow) l.Add(size_t(x->numel()));
+  }
+  return l.total();
+}
+
+Status QLinearConcatScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  needs->run = QLinearConcatMappedBytes(ctx);
+  return Status::Ok();
+}
+
 Status RunQLinearConcat(KernelContext& ctx) {
   Tensor* y = ctx.output(0);
   QParam py;
@@ -274,7 +301,6 @@ Status RunQLinearConcat(KernelContext& ctx) {
     int64_t row;
     bool same;
     std::array<uint8_t, 256> table;
-    std::vector<uint8_t> mapped;
   };
   std::vector<Slab> slabs;
   for (int i = 2; i < ctx.num_inputs(); i += 3) {
@@ -320,12 +346,16 @@ Status RunQLinearConcat(KernelContext& ctx) {
   // looked up whole first. Then each thread writes whole output rows, every
   // slab of them, so no cache line of y is written by two threads (per input
   // and row ranges, DenseNet's concatenations got slower with 2 threads).
+  const kernels::ScratchRegion region({ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
+                                      QLinearConcatMappedBytes(ctx));
+  kernels::ScratchLayout parts;
   for (Slab& sl : slabs) {
-    if (sl.same || sl.row >= 1024) continue;
-    sl.mapped.resize(size_t(outer * sl.row));
-    kernels::LookupU8(ctx.kernel_config(), sl.x, sl.table.data(), sl.mapped.data(), outer * sl.row,
-                      ctx.pool);
-    sl.x = sl.mapped.data();
+    if (sl.row >= kConcatMapRow) continue;
+    const size_t at = parts.Add(size_t(outer * sl.row));  // in the order the request counted
+    if (sl.same) continue;
+    uint8_t* mapped = region.at<uint8_t>(at);
+    kernels::LookupU8(ctx.kernel_config(), sl.x, sl.table.data(), mapped, outer * sl.row, ctx.pool);
+    sl.x = mapped;
     sl.same = true;
   }
   kernels::ThreadPool* pool = outer * y_row < kMinParallelBytes ? nullptr : ctx.pool;
@@ -709,8 +739,18 @@ QF_QUANT_OPDEF(QLinearLeakyRelu, InferQLinearUnary, 4, 5, LayoutRole::kElementwi
                1, kTraitIntegerKernel | kTraitPointwise)
 QF_QUANT_OPDEF(QLinearSigmoid, InferQLinearUnary, 4, 5, LayoutRole::kElementwise, FirstInputOnly, 1,
                kTraitIntegerKernel | kTraitPointwise)
-QF_QUANT_OPDEF(QLinearConcat, InferQLinearConcat, 5, 2 + 3 * 4096, LayoutRole::kAxis,
-               ConcatDataInputs, 1, kTraitIntegerKernel)
+const OpDef& OpDef_QLinearConcat() {
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("QLinearConcat", InferQLinearConcat, RunQLinearConcat, 5, 2 + 3 * 4096);
+    d.layout = LayoutRole::kAxis;
+    d.layout_input = ConcatDataInputs;
+    d.layout_default_axis = 1;
+    d.traits = kTraitIntegerKernel;
+    d.scratch = QLinearConcatScratch;
+    return d;
+  }();
+  return def;
+}
 // A single table has no axis; a [C, 256] table's axis follows the layout.
 QF_QUANT_OPDEF(QfLookupTable, InferQfLookupTable, 2, 2, LayoutRole::kAxis, FirstInputOnly,
                kNoDefaultAxis, kTraitIntegerKernel | kTraitPointwise)
