@@ -488,13 +488,13 @@ TEST_CASE("kernels f32: Conv pointwise, tile edges and thread splits match the r
   int runs = 0;
   // n, c, m, group, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, one_d, bias, act
   const ConvCase cases[] = {
-      {1, 32, 40, 1, 20, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 1},   // 1x1, threads
+      {1, 32, 40, 1, 24, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 1},   // 1x1, threads
       {2, 24, 17, 1, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 2},     // 49 columns
       {1, 16, 33, 1, 9, 11, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, false, false, 0},   // strided 1x1
       {1, 8, 8, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 0},       // 1x1 image
       {1, 300, 5, 1, 6, 6, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 0},     // K > kc
       {1, 40, 16, 1, 12, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 4},   // K = 360
-      {1, 16, 16, 16, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 2},  // dw threads
+      {1, 16, 16, 16, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 2},  // dw threads
       {1, 16, 16, 16, 41, 41, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 1},  // dw stride 2
       {2, 8, 8, 8, 20, 70, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, false, false, 3},    // dw 5x5, wide
       {1, 4, 4, 4, 9, 9, 3, 3, 3, 3, 2, 2, 4, 0, 4, 0, false, true, 0},       // dw stride 3
@@ -520,7 +520,7 @@ TEST_CASE("kernels f32: channels-last Conv KxK, 1x1, groups at tile edges matche
     runs += RunConvCase(ChannelsLast(RandomConv(rng, false, false)), rng);
   // n, c, m, group, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, one_d, bias, act
   const ConvCase cases[] = {
-      {1, 32, 40, 1, 20, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 1},  // 1x1, threads
+      {1, 32, 40, 1, 24, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 1},  // 1x1, threads
       {2, 24, 17, 1, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 2},    // 49 pixels
       {1, 96, 24, 1, 17, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 0},  // M = 16 + 8
       {1, 3, 16, 1, 33, 31, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 4},   // RGB stem
