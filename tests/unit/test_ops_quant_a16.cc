@@ -14,6 +14,7 @@
 
 #include "core/op.h"
 #include "doctest/doctest.h"
+#include "kernels/aligned_vector.h"
 #include "kernels/kernel_config.h"
 #include "op_harness.h"
 #include "ops/quant_util.h"
@@ -372,8 +373,10 @@ TEST_CASE("a16 qlinearmatmul: the a16 x a16 microkernel's int64 sums") {
     CAPTURE(mode);
     for (int threads : {1, 2}) {
       std::vector<int64_t> got(want.size(), -1);
+      // Garbage in the scratch: the kernel must clear the pads and sums it reads.
+      kernels::AlignedVector<uint8_t> scratch(kernels::MatMulA16A16Scratch(rows, k, n) + 64, 0xa5);
       REQUIRE(kernels::MatMulA16A16(kc, a_raw.data(), at, azp, rows, k, b_raw.data(), bt, bzp, n,
-                                    got.data(), TestPool(threads)));
+                                    got.data(), scratch.data(), TestPool(threads)));
       CHECK(got == want);
     }
     ++cases;

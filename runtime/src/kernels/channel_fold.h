@@ -4,6 +4,7 @@
 // wraparound like the reference's accumulators.
 #pragma once
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -28,38 +29,58 @@ struct ChannelParams {
   bool any_wzp = false;
 };
 
+// Entries of each folded array for n channels (ChannelParams' padding).
+inline size_t FoldedLength(int64_t n) {
+  return size_t(RoundUpTo(n, 64) + 64);
+}
+
 // For n channels with k-long dot products: wsum holds each channel's sum of
 // the shifted (s8) weights, xzp_u the activation zero point shifted to u8;
-// uint8 weights' zero points are shifted to s8 here. Without `with_mult`
-// (a float epilogue with its own multipliers) cp->mult is left zero. Runs
-// before every GEMM (once per step of a recurrent layer), so the arrays keep
-// their storage and the loops carry no per-channel branches.
-inline void FoldChannels(int64_t n, int64_t k, const int32_t* bias, const int32_t* wsum,
-                         int32_t xzp_u, const std::vector<int32_t>& wzp, DType w_dtype,
-                         float x_scale, const std::vector<float>& w_scale, float y_scale,
-                         ChannelParams* cp, bool with_mult = true) {
-  const size_t padded = size_t(RoundUpTo(n, 64) + 64), un = size_t(n);
-  for (auto* v : {&cp->bias, &cp->wzp}) {
-    v->resize(padded);
-    std::fill(v->begin() + int64_t(un), v->end(), 0);
-  }
-  cp->mult.assign(padded, 0.f);
+// uint8 weights' zero points are shifted to s8 here. Writes FoldedLength(n)
+// entries of bias_out, wzp_out and mult_out (zeros past n); without
+// `with_mult` (a float epilogue with its own multipliers) mult_out is all
+// zero. Returns whether any shifted weight zero point is nonzero. Runs
+// before every GEMM (once per step of a recurrent layer), so the loops carry
+// no per-channel branches.
+inline bool FoldChannelsInto(int64_t n, int64_t k, const int32_t* bias, const int32_t* wsum,
+                             int32_t xzp_u, const std::vector<int32_t>& wzp, DType w_dtype,
+                             float x_scale, const std::vector<float>& w_scale, float y_scale,
+                             int32_t* bias_out, int32_t* wzp_out, float* mult_out,
+                             bool with_mult = true) {
+  const size_t padded = FoldedLength(n), un = size_t(n);
+  std::fill(bias_out + un, bias_out + padded, 0);
+  std::fill(wzp_out + un, wzp_out + padded, 0);
+  std::fill(mult_out, mult_out + padded, 0.f);
   const int32_t shift = w_dtype == DType::kUInt8 ? 128 : 0;
   int32_t any = 0;
   for (size_t c = 0; c < un; ++c) {
     const int32_t wz = (wzp.size() == 1 ? wzp[0] : wzp[c]) - shift;
-    cp->wzp[c] = wz;
+    wzp_out[c] = wz;
     any |= wz;
   }
-  cp->any_wzp = any != 0;
   const int64_t kz = WrapInt32(k * xzp_u);
   for (size_t c = 0; c < un; ++c)
-    cp->bias[c] =
-        WrapInt32(int64_t(bias ? bias[c] : 0) - int64_t(xzp_u) * wsum[c] + kz * cp->wzp[c]);
-  if (!with_mult) return;
-  // The multiplier in float32, in the reference's order (docs/NUMERICS.md).
-  for (size_t c = 0; c < un; ++c)
-    cp->mult[c] = x_scale * w_scale[w_scale.size() == 1 ? 0 : c] / y_scale;
+    bias_out[c] =
+        WrapInt32(int64_t(bias ? bias[c] : 0) - int64_t(xzp_u) * wsum[c] + kz * wzp_out[c]);
+  if (with_mult) {
+    // The multiplier in float32, in the reference's order (docs/NUMERICS.md).
+    for (size_t c = 0; c < un; ++c)
+      mult_out[c] = x_scale * w_scale[w_scale.size() == 1 ? 0 : c] / y_scale;
+  }
+  return any != 0;
+}
+
+// FoldChannelsInto cp's arrays, which keep their storage across calls.
+inline void FoldChannels(int64_t n, int64_t k, const int32_t* bias, const int32_t* wsum,
+                         int32_t xzp_u, const std::vector<int32_t>& wzp, DType w_dtype,
+                         float x_scale, const std::vector<float>& w_scale, float y_scale,
+                         ChannelParams* cp, bool with_mult = true) {
+  const size_t padded = FoldedLength(n);
+  cp->bias.resize(padded);
+  cp->wzp.resize(padded);
+  cp->mult.resize(padded);
+  cp->any_wzp = FoldChannelsInto(n, k, bias, wsum, xzp_u, wzp, w_dtype, x_scale, w_scale, y_scale,
+                                 cp->bias.data(), cp->wzp.data(), cp->mult.data(), with_mult);
 }
 
 }  // namespace kernels

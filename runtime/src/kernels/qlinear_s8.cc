@@ -368,10 +368,19 @@ void PackMatMulB(const GemmS8Kernels& k, DType b_dtype, const uint8_t* b, int64_
 }
 
 // Where a product's scratch goes, laid out alike for the request and the run:
-// A's packed rows and row sums; with `pack_b`, one batch of B and its sums.
+// A's packed rows and row sums; with `pack_b`, one batch of B and its sums
+// and the n channels' folded values (refolded for each batch's sums).
 struct QMatMulParts {
   ScratchLayout layout;
-  size_t packed_a = 0, asum = 0, packed_b = 0, bsum = 0;
+  size_t packed_a = 0, asum = 0, packed_b = 0, bsum = 0, fold_bias = 0, fold_wzp = 0, fold_mult = 0;
+};
+
+// Folded per-channel values where MultiplyPacked writes and the epilogue
+// reads them (FoldedLength(n) entries each).
+struct FoldedChannels {
+  int32_t* bias = nullptr;
+  int32_t* wzp = nullptr;
+  float* mult = nullptr;
 };
 
 void PlanQMatMul(const GemmS8Kernels& k, int64_t rows, int64_t kdim, int64_t n, bool pack_b,
@@ -381,21 +390,25 @@ void PlanQMatMul(const GemmS8Kernels& k, int64_t rows, int64_t kdim, int64_t n, 
   if (!pack_b) return;
   p->packed_b = p->layout.Add(size_t(PackedBytes(n, kdim, k.nr)));
   p->bsum = p->layout.Add(size_t(n) * sizeof(int32_t));
+  p->fold_bias = p->layout.Add(FoldedLength(n) * sizeof(int32_t));
+  p->fold_wzp = p->layout.Add(FoldedLength(n) * sizeof(int32_t));
+  p->fold_mult = p->layout.Add(FoldedLength(n) * sizeof(float));
 }
 
 // c.a [..., kdim] times b into c.y per c's epilogue; A's rows are packed into
 // packed_a, their sums into asum.
-bool MultiplyPacked(const PackedB& b, const QMatMulCall& c, ChannelParams* cp, uint8_t* packed_a,
-                    int32_t* asum) {
+bool MultiplyPacked(const PackedB& b, const QMatMulCall& c, const FoldedChannels& cp,
+                    uint8_t* packed_a, int32_t* asum) {
   const GemmS8Kernels& k = *b.k;
   const Tensor& a = *c.a;
   const int64_t rows = a.numel() / b.kdim;
   if (rows == 0) return true;
   const uint8_t amask = ShiftMask(a.dtype);
-  FoldChannels(b.n, b.kdim, c.bias, b.sum, ActivationZp(c.a_zp, a.dtype), c.b_zp, b.b_dtype,
-               c.a_scale, c.b_scale, c.y_scale, cp, /*with_mult=*/!c.dq_mult);
+  const bool any_wzp = FoldChannelsInto(b.n, b.kdim, c.bias, b.sum, ActivationZp(c.a_zp, a.dtype),
+                                        c.b_zp, b.b_dtype, c.a_scale, c.b_scale, c.y_scale, cp.bias,
+                                        cp.wzp, cp.mult, /*with_mult=*/!c.dq_mult);
   k.pack_left(a.ptr<uint8_t>(), b.kdim, rows, b.kdim, amask, packed_a);
-  if (cp->any_wzp) {
+  if (any_wzp) {
     for (int64_t i = 0; i < rows; ++i) {
       int32_t sum = 0;
       const uint8_t* row = a.ptr<uint8_t>() + i * b.kdim;
@@ -410,9 +423,9 @@ bool MultiplyPacked(const PackedB& b, const QMatMulCall& c, ChannelParams* cp, u
   g.cols = b.n;
   g.k4 = (b.kdim + 3) / 4;
   g.weights_left = false;
-  g.bias = cp->bias.data();
-  g.mult = cp->mult.data();
-  g.wzp = cp->any_wzp ? cp->wzp.data() : nullptr;
+  g.bias = cp.bias;
+  g.mult = cp.mult;
+  g.wzp = any_wzp ? cp.wzp : nullptr;
   g.xsum = asum;
   g.yzp = c.y_zp;
   g.lo = c.lo;
@@ -551,7 +564,15 @@ bool RunQMatMulS8(void* state, const QMatMulCall& c) {
   QMatMulParts p;
   PlanQMatMul(*s.b.k, rows, s.b.kdim, s.b.n, /*pack_b=*/false, &p);
   const ScratchRegion region(c.scratch, p.layout.total());
-  return MultiplyPacked(s.b, c, &s.cp, region.at<uint8_t>(p.packed_a), region.at<int32_t>(p.asum));
+  // A constant B's folded values stay in its state (sized once).
+  const size_t folded = FoldedLength(s.b.n);
+  if (s.cp.bias.size() != folded) {
+    s.cp.bias.resize(folded);
+    s.cp.wzp.resize(folded);
+    s.cp.mult.resize(folded);
+  }
+  return MultiplyPacked(s.b, c, {s.cp.bias.data(), s.cp.wzp.data(), s.cp.mult.data()},
+                        region.at<uint8_t>(p.packed_a), region.at<int32_t>(p.asum));
 }
 
 size_t QMatMulS8UnpreparedScratch(const KernelConfig& kc, const Tensor& b, const QMatMulCall& c) {
@@ -572,7 +593,8 @@ bool RunQMatMulS8Unprepared(const KernelConfig& kc, const Tensor& b, const QMatM
   PlanQMatMul(k, u.rows, u.kdim, u.n, /*pack_b=*/true, &p);
   const ScratchRegion region(c.scratch, p.layout.total());
   PackedB pb{&k, b.dtype, u.kdim, u.n, region.at<uint8_t>(p.packed_b), region.at<int32_t>(p.bsum)};
-  ChannelParams cp;  // n folded values, refolded for each batch's sums
+  const FoldedChannels cp{region.at<int32_t>(p.fold_bias), region.at<int32_t>(p.fold_wzp),
+                          region.at<float>(p.fold_mult)};
   Tensor a_view = a, y_view = *c.y;
   a_view.shape = {u.rows, u.kdim};
   y_view.shape = {u.rows, u.n};
@@ -584,7 +606,7 @@ bool RunQMatMulS8Unprepared(const KernelConfig& kc, const Tensor& b, const QMatM
                 region.at<uint8_t>(p.packed_b), region.at<int32_t>(p.bsum));
     a_view.data = const_cast<uint8_t*>(a.ptr<uint8_t>()) + i * u.rows * u.kdim;
     y_view.data = c.y->ptr<uint8_t>() + i * u.rows * u.n * (c.int32_out ? 4 : 1);
-    if (!MultiplyPacked(pb, batch, &cp, region.at<uint8_t>(p.packed_a), region.at<int32_t>(p.asum)))
+    if (!MultiplyPacked(pb, batch, cp, region.at<uint8_t>(p.packed_a), region.at<int32_t>(p.asum)))
       return false;
   }
   return true;

@@ -1,13 +1,14 @@
 // The a16 x a16 QLinearMatMul driver (qmatmul_a16a16.h): packs B into byte
 // planes per call (B is an activation), copies A's rows as int16 padded to
-// whole pairs, runs the microkernel over 4-row by 8-column tiles and folds the
-// zero points in with A's row sums and B's column sums, all in int64.
+// whole pairs (both in the caller's planned scratch), runs the microkernel over 4-row by 8-column
+// tiles and folds the zero points in with A's row sums and B's column sums, all in int64.
 #include "kernels/qmatmul_a16a16.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "kernels/kernel_config.h"
+#include "kernels/scratch.h"
 #include "kernels/thread_pool.h"
 
 namespace qfold {
@@ -66,18 +67,48 @@ int32_t Load(const void* p, DType t, int64_t i) {
   }
 }
 
+// Where MatMulA16A16's parts go, alike for the request and the call.
+struct A16A16Parts {
+  ScratchLayout layout;
+  size_t lo = 0, hi = 0, col_sum = 0, a16 = 0, row_sum = 0;
+  int64_t kpairs = 0, panels = 0, panel_elems = 0;
+};
+
+A16A16Parts PlanA16A16(int64_t rows, int64_t k, int64_t n) {
+  A16A16Parts p;
+  p.kpairs = (k + 1) / 2;
+  p.panels = (n + kA16A16Cols - 1) / kA16A16Cols;
+  p.panel_elems = p.kpairs * kA16A16Cols * 2;
+  const size_t plane = size_t(p.panels * p.panel_elems) * sizeof(int16_t);
+  p.lo = p.layout.Add(plane);
+  p.hi = p.layout.Add(plane);
+  p.col_sum = p.layout.Add(size_t(n) * sizeof(int64_t));
+  p.a16 = p.layout.Add(size_t(rows * p.kpairs * 2) * sizeof(int16_t));
+  p.row_sum = p.layout.Add(size_t(rows) * sizeof(int64_t));
+  return p;
+}
+
 }  // namespace
+
+size_t MatMulA16A16Scratch(int64_t rows, int64_t k, int64_t n) {
+  if (rows <= 0 || n <= 0) return 0;
+  return PlanA16A16(rows, k, n).layout.total();
+}
 
 bool MatMulA16A16(const KernelConfig& kc, const void* a, DType at, int32_t a_zp, int64_t rows,
                   int64_t k, const void* b, DType bt, const std::vector<int32_t>& b_zp, int64_t n,
-                  int64_t* acc, ThreadPool* pool) {
+                  int64_t* acc, uint8_t* scratch, ThreadPool* pool) {
   const A16A16Kernels* kern = kc.a16a16;
   if (!kern || rows <= 0 || n <= 0) return kern != nullptr;
-  const int64_t kpairs = (k + 1) / 2, panels = (n + kA16A16Cols - 1) / kA16A16Cols;
-  const int64_t panel_elems = kpairs * kA16A16Cols * 2;
+  const A16A16Parts parts = PlanA16A16(rows, k, n);
+  const int64_t kpairs = parts.kpairs, panels = parts.panels, panel_elems = parts.panel_elems;
   // B' = B - offset split into byte planes, [panel][pair][column][2]; pads are 0.
-  std::vector<int16_t> lo(size_t(panels * panel_elems), 0), hi(lo.size(), 0);
-  std::vector<int64_t> col_sum(size_t(n), 0);
+  int16_t* lo = reinterpret_cast<int16_t*>(scratch + parts.lo);
+  int16_t* hi = reinterpret_cast<int16_t*>(scratch + parts.hi);
+  int64_t* col_sum = reinterpret_cast<int64_t*>(scratch + parts.col_sum);
+  std::fill(lo, lo + panels * panel_elems, int16_t(0));
+  std::fill(hi, hi + panels * panel_elems, int16_t(0));
+  std::fill(col_sum, col_sum + n, int64_t(0));
   const int32_t b_off = Offset(bt);
   for (int64_t kk = 0; kk < k; ++kk)
     for (int64_t j = 0; j < n; ++j) {
@@ -86,19 +117,22 @@ bool MatMulA16A16(const KernelConfig& kc, const void* a, DType at, int32_t a_zp,
                                  ((kk / 2) * kA16A16Cols + j % kA16A16Cols) * 2 + kk % 2);
       lo[slot] = int16_t(v & 0xff);
       hi[slot] = int16_t(v >> 8);  // arithmetic: v = 256 * hi + lo
-      col_sum[size_t(j)] += v;
+      col_sum[j] += v;
     }
   // A' rows padded to whole pairs (the pad pairs with B's zero pad).
   const int64_t lda = kpairs * 2;
-  std::vector<int16_t> a16(size_t(rows * lda), 0);
-  std::vector<int64_t> row_sum(size_t(rows), 0);
+  int16_t* a16 = reinterpret_cast<int16_t*>(scratch + parts.a16);
+  int64_t* row_sum = reinterpret_cast<int64_t*>(scratch + parts.row_sum);
+  std::fill(row_sum, row_sum + rows, int64_t(0));
   const int32_t a_off = Offset(at);
-  for (int64_t i = 0; i < rows; ++i)
+  for (int64_t i = 0; i < rows; ++i) {
+    if (lda > k) a16[i * lda + k] = 0;
     for (int64_t kk = 0; kk < k; ++kk) {
       const int32_t v = Load(a, at, i * k + kk) - a_off;
-      a16[size_t(i * lda + kk)] = int16_t(v);
-      row_sum[size_t(i)] += v;
+      a16[i * lda + kk] = int16_t(v);
+      row_sum[i] += v;
     }
+  }
   // sum (a - za)(b - zb) = sum a'b' - zb' sum a' - za' sum b' + k za' zb'
   // with za' = za - a_off, zb' = zb - b_off (a - za = a' - za').
   const int64_t za = int64_t(a_zp) - a_off;
@@ -110,17 +144,16 @@ bool MatMulA16A16(const KernelConfig& kc, const void* a, DType at, int32_t a_zp,
           const int64_t i0 = rb * 4, nr = std::min<int64_t>(4, rows - i0);
           const int16_t* rows_a[4];
           for (int r = 0; r < 4; ++r)  // missing rows repeat the first; ignored
-            rows_a[r] = a16.data() + (i0 + (r < nr ? r : 0)) * lda;
+            rows_a[r] = a16 + (i0 + (r < nr ? r : 0)) * lda;
           for (int64_t p = 0; p < panels; ++p) {
-            kern->gemm(rows_a, lo.data() + p * panel_elems, hi.data() + p * panel_elems, kpairs,
-                       tile);
+            kern->gemm(rows_a, lo + p * panel_elems, hi + p * panel_elems, kpairs, tile);
             const int64_t j0 = p * kA16A16Cols, nc = std::min<int64_t>(kA16A16Cols, n - j0);
             for (int64_t r = 0; r < nr; ++r)
               for (int64_t c = 0; c < nc; ++c) {
                 const int64_t j = j0 + c;
                 const int64_t zb = int64_t(b_zp.size() == 1 ? b_zp[0] : b_zp[size_t(j)]) - b_off;
-                acc[(i0 + r) * n + j] = tile[r * kA16A16Cols + c] - zb * row_sum[size_t(i0 + r)] -
-                                        za * col_sum[size_t(j)] + k * za * zb;
+                acc[(i0 + r) * n + j] = tile[r * kA16A16Cols + c] - zb * row_sum[i0 + r] -
+                                        za * col_sum[j] + k * za * zb;
               }
           }
         }

@@ -9,6 +9,7 @@
 // each 128 pairs, and sum(a' * b') = sum(a' * bl) + 256 * sum(a' * bh).
 // The zero points enter through the row sums of A and the column sums of B.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -39,12 +40,18 @@ struct A16A16Kernels {
 // The variant `f` allows (AVX2, Armv8.0 NEON), or null (the op runs its reference kernel).
 const A16A16Kernels* A16A16KernelsFor(const CpuFeatures& f, const char** variant);
 
+// The scratch MatMulA16A16 needs for these sizes: B's byte planes and column
+// sums, A's rows as int16 and their sums (64-byte aligned parts). The caller
+// plans it (OpDef::scratch), so a call allocates nothing.
+size_t MatMulA16A16Scratch(int64_t rows, int64_t k, int64_t n);
+
 // acc[i][j] = sum_k (a[i][k] - a_zp) * (b[k][j] - b_zp[j]) exactly, for a
 // [rows, k] and b [k, n] of any 8- or 16-bit integer dtypes (b_zp: 1 or n
-// values). False when kc has no kernel.
+// values), with `scratch` 64-byte aligned and MatMulA16A16Scratch(rows, k,
+// n) bytes long. False when kc has no kernel.
 bool MatMulA16A16(const KernelConfig& kc, const void* a, DType at, int32_t a_zp, int64_t rows,
                   int64_t k, const void* b, DType bt, const std::vector<int32_t>& b_zp, int64_t n,
-                  int64_t* acc, ThreadPool* pool);
+                  int64_t* acc, uint8_t* scratch, ThreadPool* pool);
 
 }  // namespace kernels
 }  // namespace qfold

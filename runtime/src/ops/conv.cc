@@ -22,6 +22,7 @@
 #include "kernels/conv_f32.h"
 #include "kernels/conv_f32_nhwc.h"
 #include "kernels/kernel_config.h"
+#include "kernels/scratch.h"
 #include "ops/channels_last.h"
 #include "ops/window_util.h"
 
@@ -212,6 +213,24 @@ bool RunConvFast(const KernelContext& ctx, const ConvParams& p) {
   return MakeConvF32Call(ctx, p, &c) && kernels::RunConvF32(ctx.state, c);
 }
 
+// A 1x1 kernel with unit strides and no padding reads X directly.
+bool Pointwise(const WindowGeometry& g) {
+  for (size_t i = 0; i < g.kernel.size(); ++i)
+    if (g.kernel[i] != 1 || g.strides[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0)
+      return false;
+  return true;
+}
+
+// The reference kernel's scratch: one group's im2col columns (none for a
+// pointwise convolution).
+size_t ReferenceConvScratch(const KernelContext& ctx, const ConvParams& p) {
+  const Tensor* x = ctx.input(0);
+  const int64_t out_size = Product(p.geo.out);
+  if (Pointwise(p.geo) || out_size == 0 || x->shape[0] == 0) return 0;
+  const int64_t rows = x->shape[1] / p.group * Product(p.geo.kernel);
+  return size_t(rows * out_size) * sizeof(float);
+}
+
 Status RunConvChannelsFirst(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   const Tensor* w = ctx.input(1);
@@ -230,13 +249,17 @@ Status RunConvChannelsFirst(KernelContext& ctx) {
   const int64_t in_size = Product(in), out_size = Product(g.out);
   const int64_t rows = cg * Product(g.kernel);  // reduction length per output
 
-  // A 1x1 kernel with unit strides and no padding reads X directly.
-  bool pointwise = true;
-  for (int i = 0; i < nsp; ++i)
-    if (g.kernel[i] != 1 || g.strides[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0)
-      pointwise = false;
+  const bool pointwise = Pointwise(g);
   if (out_size == 0) return Status::Ok();  // empty output: nothing to compute
-  std::vector<float> col(pointwise ? 0 : size_t(rows * out_size));
+  // The planned scratch when the session planned this kernel's (not a fast
+  // kernel's that turned the call down: then it is allocated here).
+  kernels::ConvF32Call fast;
+  const bool fast_planned = ctx.state && MakeConvF32Call(ctx, p, &fast);
+  const kernels::ScratchRegion region(
+      fast_planned ? kernels::ScratchSpan{}
+                   : kernels::ScratchSpan{ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
+      ReferenceConvScratch(ctx, p));
+  float* col = region.at<float>(0);
 
   const float* xd = x->ptr<float>();
   const float* wd = w->ptr<float>();
@@ -247,8 +270,8 @@ Status RunConvChannelsFirst(KernelContext& ctx) {
       const float* xg = xd + (i * c + grp * cg) * in_size;
       const float* cols = xg;
       if (!pointwise) {
-        Im2Col(xg, cg, in, g, col.data());
-        cols = col.data();
+        Im2Col(xg, cg, in, g, col);
+        cols = col;
       }
       for (int64_t oc = grp * mg; oc < (grp + 1) * mg; ++oc) {
         float* yrow = yd + (i * m + oc) * out_size;
@@ -313,23 +336,26 @@ bool RunConvChannelsLastFast(KernelContext& ctx) {
   return MakeConvNhwcF32Call(ctx, &p, &c) && kernels::RunConvNhwcF32(ctx.state, c);
 }
 
-// OpDef::scratch: the fast kernels' per-thread buffers (the reference kernel's
-// im2col buffer is its own: it runs only where the kernels do not).
+// OpDef::scratch: the fast kernels' per-thread buffers, or the
+// channels-first reference kernel's im2col columns where the session runs
+// it (a channels-last convolution the kernels do not take runs through
+// RunViaChannelsFirst, which allocates its own with its copies).
 Status ConvScratch(KernelContext& ctx, ScratchNeeds* needs) {
-  if (!ctx.state) return Status::Ok();
   bool cl = false;
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
   ConvParams p;
   if (cl) {
     kernels::ConvNhwcF32Call c;
-    if (MakeConvNhwcF32Call(ctx, &p, &c)) needs->run = kernels::ConvNhwcF32Scratch(ctx.state, c);
+    if (ctx.state && MakeConvNhwcF32Call(ctx, &p, &c))
+      needs->run = kernels::ConvNhwcF32Scratch(ctx.state, c);
     return Status::Ok();
   }
   const int nsp = ctx.input(0)->rank() - 2;
   bool kernel_known;
-  if (nsp < 1 || !ParseConv(ctx, nsp, &p, &kernel_known).ok()) return Status::Ok();
+  if (nsp < 1 || !ParseConv(ctx, nsp, &p, &kernel_known).ok() || !kernel_known) return Status::Ok();
   kernels::ConvF32Call c;
-  if (MakeConvF32Call(ctx, p, &c)) needs->run = kernels::ConvF32Scratch(ctx.state, c);
+  needs->run = ctx.state && MakeConvF32Call(ctx, p, &c) ? kernels::ConvF32Scratch(ctx.state, c)
+                                                        : ReferenceConvScratch(ctx, p);
   return Status::Ok();
 }
 

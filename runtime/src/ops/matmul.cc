@@ -21,6 +21,7 @@
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/kernel_config.h"
+#include "kernels/scratch.h"
 #include "ops/window_util.h"
 
 namespace qfold {
@@ -73,8 +74,16 @@ Status InferMatMul(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// The reference kernel's scratch: one row of accumulators (at most 8 bytes
+// each), where the session runs it (OpDef::scratch, MatMulScratch).
+size_t ReferenceMatMulScratch(const Tensor& b) {
+  const int64_t n = b.rank() == 1 ? 1 : b.shape.back();
+  return size_t(std::max<int64_t>(n, 0)) * sizeof(uint64_t);
+}
+
 template <class T>
-void MatMulKernel(const Tensor& a, const Tensor& b, Tensor* y) {
+void MatMulKernel(const Tensor& a, const Tensor& b, Tensor* y,
+                  const kernels::ScratchSpan& scratch) {
   Shape as = a.shape, bs = b.shape;
   if (as.size() == 1) as.insert(as.begin(), 1);
   if (bs.size() == 1) bs.push_back(1);
@@ -88,7 +97,9 @@ void MatMulKernel(const Tensor& a, const Tensor& b, Tensor* y) {
   // Integers accumulate in uint64_t: wraps like two's complement, without
   // the undefined behaviour of signed overflow.
   using Acc = std::conditional_t<std::is_floating_point<T>::value, T, uint64_t>;
-  std::vector<Acc> acc(static_cast<size_t>(n));
+  static_assert(sizeof(Acc) <= sizeof(uint64_t), "ReferenceMatMulScratch's bound");
+  const kernels::ScratchRegion region(scratch, size_t(n) * sizeof(Acc));
+  Acc* acc = region.at<Acc>(0);
   const T* ad = a.ptr<T>();
   const T* bd = b.ptr<T>();
   T* yd = y->ptr<T>();
@@ -104,13 +115,13 @@ void MatMulKernel(const Tensor& a, const Tensor& b, Tensor* y) {
     const T* bm = bd + bo * k * n;
     T* ym = yd + bi * m * n;
     for (int64_t i = 0; i < m; ++i) {
-      std::fill(acc.begin(), acc.end(), Acc(0));
+      std::fill(acc, acc + n, Acc(0));
       for (int64_t p = 0; p < k; ++p) {
         const Acc av = Acc(am[i * k + p]);
         const T* brow = bm + p * n;
-        for (int64_t j = 0; j < n; ++j) acc[size_t(j)] += av * Acc(brow[j]);
+        for (int64_t j = 0; j < n; ++j) acc[j] += av * Acc(brow[j]);
       }
-      for (int64_t j = 0; j < n; ++j) ym[i * n + j] = T(acc[size_t(j)]);
+      for (int64_t j = 0; j < n; ++j) ym[i * n + j] = T(acc[j]);
     }
     for (int d = int(batch.size()) - 1; d >= 0; --d) {
       if (++pos[d] < batch[d]) break;
@@ -247,6 +258,18 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   return true;
 }
 
+// OpDef::scratch: the reference kernel's accumulators where the run takes
+// it (not float32 on the packed GEMM, as RunMatMulF32 decides).
+Status MatMulScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(1);
+  const auto* prepared = static_cast<const MatMulF32State*>(ctx.state);
+  const bool fast = a->dtype == DType::kFloat32 &&
+                    ((prepared && (prepared->k || prepared->bf16)) || ctx.kernel_config().gemm_f32);
+  if (!fast && b->rank() >= 1) needs->run = ReferenceMatMulScratch(*b);
+  return Status::Ok();
+}
+
 Status RunMatMul(KernelContext& ctx) {
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
@@ -257,9 +280,9 @@ Status RunMatMul(KernelContext& ctx) {
     act.vmath = ctx.kernel_config().vmath;
     if (RunMatMulF32(ctx, act)) return Status::Ok();
   }
-  QF_DISPATCH_NUMERIC(a->dtype,
-                      return ctx.Unsupported(std::string("dtype ") + dtype_name(a->dtype)),
-                      MatMulKernel<T>(*a, *b, y));
+  QF_DISPATCH_NUMERIC(
+      a->dtype, return ctx.Unsupported(std::string("dtype ") + dtype_name(a->dtype)),
+      MatMulKernel<T>(*a, *b, y, {ctx.scratch, ctx.scratch_size, ctx.scratch_planned}));
   if (const Tensor* bias = ctx.input(2)) {  // float32 (inference checked)
     const int64_t n = bias->numel();
     float* yd = y->ptr<float>();
@@ -286,6 +309,7 @@ const OpDef& OpDef_MatMul() {
             /*min_inputs=*/2,
             /*max_inputs=*/3};  // 3: the fused bias
     d.prepare = PrepareMatMul;
+    d.scratch = MatMulScratch;
     d.const_inputs = 1u << 1;  // B
     d.traits = kTraitMatrixProduct | kTraitHalfWeights;
     d.same_dtype_inputs = kAllInputs;

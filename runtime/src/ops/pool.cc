@@ -101,6 +101,21 @@ AxisWindow MakeAxisWindow(const WindowGeometry& g, size_t a, int64_t o, int64_t 
   return w;
 }
 
+// PoolKernel's window tables: per axis, one AxisWindow per output position
+// (they do not depend on the plane), laid out alike for the request
+// (PoolScratch) and the run.
+struct PoolTables {
+  kernels::ScratchLayout layout;
+  size_t at[kMaxRank] = {};
+};
+
+PoolTables PlanPoolTables(const WindowGeometry& g) {
+  PoolTables t;
+  for (size_t a = 0; a < g.out.size(); ++a)
+    t.at[a] = t.layout.Add(size_t(g.out[a]) * sizeof(AxisWindow));
+  return t;
+}
+
 template <class T>
 void PoolKernel(const KernelContext& ctx, PoolKind kind, const WindowGeometry& g) {
   const Tensor* x = ctx.input(0);
@@ -120,17 +135,21 @@ void PoolKernel(const KernelContext& ctx, PoolKind kind, const WindowGeometry& g
 
   // The windows of one output position, computed once per position since
   // they do not depend on the plane.
-  std::vector<std::vector<AxisWindow>> axis_windows(nsp);
-  for (size_t a = 0; a < nsp; ++a)
-    for (int64_t o = 0; o < g.out[a]; ++o)
-      axis_windows[a].push_back(MakeAxisWindow(g, a, o, in[a]));
+  const PoolTables tables = PlanPoolTables(g);
+  const kernels::ScratchRegion region({ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
+                                      tables.layout.total());
+  AxisWindow* axis_windows[kMaxRank];
+  for (size_t a = 0; a < nsp; ++a) {
+    axis_windows[a] = region.at<AxisWindow>(tables.at[a]);
+    for (int64_t o = 0; o < g.out[a]; ++o) axis_windows[a][o] = MakeAxisWindow(g, a, o, in[a]);
+  }
 
   std::vector<int64_t> o(nsp, 0), range(nsp), k(nsp);
   std::vector<const AxisWindow*> w(nsp);
   for (int64_t j = 0; j < out_size; ++j) {
     int64_t padded_count = 1, count = 1;
     for (size_t a = 0; a < nsp; ++a) {
-      w[a] = &axis_windows[a][size_t(o[a])];
+      w[a] = &axis_windows[a][o[a]];
       range[a] = w[a]->hi - w[a]->lo;
       count *= range[a];
       padded_count = kernels::SaturatingCount(padded_count, w[a]->padded_taps);
@@ -351,9 +370,10 @@ bool ChannelsLastPoolArgs(const KernelContext& ctx, PoolKind kind, kernels::Pool
   return true;
 }
 
-// OpDef::scratch of MaxPool and AveragePool: what the fast kernels the run
-// takes use (the reference kernel's window tables are its own: it runs only
-// where they do not).
+// OpDef::scratch of MaxPool, AveragePool and LpPool: what the kernel the
+// run takes uses, a fast kernel's or the reference kernel's window tables
+// (channels-first; a channels-last pool that falls back runs through
+// RunViaChannelsFirst, which allocates its own with its copies).
 Status PoolScratch(KernelContext& ctx, PoolKind kind, ScratchNeeds* needs) {
   const Tensor* x = ctx.input(0);
   if (!x->shape_known() || x->rank() < 3 || ctx.output(0)->numel() == 0) return Status::Ok();
@@ -371,13 +391,15 @@ Status PoolScratch(KernelContext& ctx, PoolKind kind, ScratchNeeds* needs) {
       needs->run = kernels::PoolNhwcScratch(ctx.kernel_config(), p, 2);
     return Status::Ok();
   }
+  WindowGeometry g;
+  QF_RETURN_IF_ERROR(ParsePool(ctx, kind, Shape(x->shape.begin() + 2, x->shape.end()), &g));
+  kernels::Pool2dArgs a;
+  if (!Pool2dArgsFor(ctx, kind, g, &a)) {
+    needs->run = PlanPoolTables(g).layout.total();
+    return Status::Ok();
+  }
   // 16-bit NCHW MaxPool (MaxPool2d16) needs no scratch.
   if (x->dtype == DType::kInt16 || x->dtype == DType::kUInt16) return Status::Ok();
-  WindowGeometry g;
-  kernels::Pool2dArgs a;
-  if (!ParsePool(ctx, kind, Shape(x->shape.begin() + 2, x->shape.end()), &g).ok() ||
-      !Pool2dArgsFor(ctx, kind, g, &a))
-    return Status::Ok();
   const kernels::Pool2dKernels& k = *ctx.kernel_config().pool_2d;
   needs->run = kind == PoolKind::kMax ? kernels::MaxPool2dScratch(k, a, byte ? 1 : 4)
                                       : kernels::AvgPool2dScratch(k, a);
@@ -388,6 +410,9 @@ Status MaxPoolScratch(KernelContext& ctx, ScratchNeeds* needs) {
 }
 Status AveragePoolScratch(KernelContext& ctx, ScratchNeeds* needs) {
   return PoolScratch(ctx, PoolKind::kAverage, needs);
+}
+Status LpPoolScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  return PoolScratch(ctx, PoolKind::kLp, needs);
 }
 
 bool RunMaxPoolChannelsLastFast(KernelContext& ctx) {
@@ -594,14 +619,6 @@ Status RunGlobalLpPool(KernelContext& ctx) {
 
 }  // namespace
 
-#define QF_POOL_OPDEF(NAME, TRAITS)                                                          \
-  const OpDef& OpDef_##NAME() {                                                              \
-    static const OpDef def =                                                                 \
-        WithTraits({#NAME, Infer##NAME, Run##NAME, /*value_inputs=*/0, /*shape_only=*/false, \
-                    /*min_inputs=*/1, /*max_inputs=*/1},                                     \
-                   TRAITS);                                                                  \
-    return def;                                                                              \
-  }
 const OpDef& OpDef_MaxPool() {
   static const OpDef def = [] {
     OpDef d{"MaxPool", InferMaxPool, RunMaxPool, 0, false, 1, 1};
@@ -627,7 +644,14 @@ const OpDef& OpDef_AveragePool() {
 }
 // LpPool and GlobalLpPool read NCHW as well; without kTraitSpatial as long as
 // the layouts of graph inputs and outputs next to them stay unlabelled.
-QF_POOL_OPDEF(LpPool, 0)
+const OpDef& OpDef_LpPool() {
+  static const OpDef def = [] {
+    OpDef d{"LpPool", InferLpPool, RunLpPool, 0, false, 1, 1};
+    d.scratch = LpPoolScratch;
+    return d;
+  }();
+  return def;
+}
 const OpDef& OpDef_GlobalMaxPool() {
   static const OpDef def = [] {
     OpDef d = WithTraits({"GlobalMaxPool", InferGlobalMaxPool, RunGlobalMaxPool, 0, false, 1, 1},
@@ -658,6 +682,5 @@ const OpDef& OpDef_GlobalLpPool() {
   }();
   return def;
 }
-#undef QF_POOL_OPDEF
 
 }  // namespace qfold

@@ -21,6 +21,7 @@
 #include "kernels/dwconv_nhwc_s8.h"
 #include "kernels/kernel_config.h"
 #include "kernels/qlinear_s8.h"
+#include "kernels/scratch.h"
 #include "ops/channels_last.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
@@ -119,17 +120,57 @@ Status InferQConvShape(KernelContext& ctx, const ConvInputs& in, int64_t* m, boo
   return Status::Ok();
 }
 
-// Computes acc[n][m][out] = sum((x - x_zp) * (w - w_zp[m])) into *acc,
-// exact (callers wrap to int32 where the op accumulates in int32).
+// ConvAccumulate's scratch for the current shapes: one group's column
+// matrix (int32) and one filter's sums (int64), laid out alike for the
+// request (ReferenceConvScratch) and the run.
+struct RefConvParts {
+  kernels::ScratchLayout layout;
+  size_t col = 0, sum = 0;
+};
+
+Status PlanConvAccumulate(const KernelContext& ctx, const ConvInputs& in, QConvParams* p,
+                          RefConvParts* parts) {
+  const Tensor* x = ctx.input(in.x);
+  const Tensor* w = ctx.input(in.w);
+  const int nsp = x->rank() - 2;
+  QF_RETURN_IF_ERROR(ParseQConv(ctx, in, nsp, p));
+  const int64_t out_size = Product(p->geo.out);
+  if (out_size == 0 || x->shape[0] == 0 || w->shape[0] == 0) return Status::Ok();
+  const int64_t rows = x->shape[1] / p->group * Product(p->geo.kernel);
+  parts->col = parts->layout.Add(size_t(rows * out_size) * sizeof(int32_t));
+  parts->sum = parts->layout.Add(size_t(out_size) * sizeof(int64_t));
+  return Status::Ok();
+}
+
+// The reference kernel's scratch request (OpDef::scratch), for the sessions
+// whose configuration runs it: no prepared fast kernel, or one that does
+// not take these shapes.
+Status ReferenceConvScratch(const KernelContext& ctx, const ConvInputs& in, ScratchNeeds* needs) {
+  const Tensor* x = ctx.input(in.x);
+  if (x->rank() < 3) return Status::Ok();
+  QConvParams p;
+  RefConvParts parts;
+  QF_RETURN_IF_ERROR(PlanConvAccumulate(ctx, in, &p, &parts));
+  needs->run = parts.layout.total();
+  return Status::Ok();
+}
+
+// Calls emit(b, oc, sums) for every image b and output channel oc with
+// sums[j] = sum((x - x_zp) * (w - w_zp[oc])) over output position j's
+// window, exact (callers wrap to int32 where the op accumulates in int32).
 // Each group's windows are first unrolled into a column matrix of
 // (x - x_zp) values, [cg * prod(kernel)] x [prod(out)], 0 where a tap reads
-// padding; then every filter of the group is multiplied into it.
-Status ConvAccumulate(const KernelContext& ctx, const ConvInputs& in, std::vector<int64_t>* acc) {
+// padding; then every filter of the group is multiplied into it. Both live
+// in `scratch` (planned by ReferenceConvScratch, else allocated here).
+template <class Emit>
+Status ConvAccumulate(const KernelContext& ctx, const ConvInputs& in,
+                      const kernels::ScratchSpan& scratch, Emit emit) {
   const Tensor* x = ctx.input(in.x);
   const Tensor* w = ctx.input(in.w);
   const int nsp = x->rank() - 2;
   QConvParams p;
-  QF_RETURN_IF_ERROR(ParseQConv(ctx, in, nsp, &p));
+  RefConvParts parts;
+  QF_RETURN_IF_ERROR(PlanConvAccumulate(ctx, in, &p, &parts));
   const WindowGeometry& g = p.geo;
   const int32_t xzp = ReadZeroPoints(ctx.input(in.x_zp))[0];
   const std::vector<int32_t> wzp = ReadZeroPoints(ctx.input(in.w_zp));
@@ -141,16 +182,16 @@ Status ConvAccumulate(const KernelContext& ctx, const ConvInputs& in, std::vecto
   const int64_t taps = Product(g.kernel);
   const int64_t rows = cg * taps;
   const std::vector<int64_t> in_strides = ContiguousStrides(in_sp);
-  acc->assign(size_t(n * m * out_size), 0);
-  if (out_size == 0) return Status::Ok();
+  if (out_size == 0 || n == 0 || m == 0) return Status::Ok();
 
-  std::vector<int32_t> col(size_t(rows * out_size));
+  const kernels::ScratchRegion region(scratch, parts.layout.total());
+  int32_t* col = region.at<int32_t>(parts.col);
+  int64_t* sum = region.at<int64_t>(parts.sum);
   std::vector<int64_t> tap(static_cast<size_t>(nsp)), o(static_cast<size_t>(nsp));
-  std::vector<int64_t> sum(static_cast<size_t>(out_size));
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t grp = 0; grp < p.group; ++grp) {
       const int64_t plane0 = (b * c + grp * cg) * in_size;
-      int32_t* dst = col.data();
+      int32_t* dst = col;
       for (int64_t ch = 0; ch < cg; ++ch) {
         std::fill(tap.begin(), tap.end(), 0);
         do {
@@ -169,13 +210,13 @@ Status ConvAccumulate(const KernelContext& ctx, const ConvInputs& in, std::vecto
       }
       for (int64_t oc = grp * mg; oc < (grp + 1) * mg; ++oc) {
         const int32_t wz = wzp.size() == 1 ? wzp[0] : wzp[size_t(oc)];
-        std::fill(sum.begin(), sum.end(), 0);
+        std::fill(sum, sum + out_size, 0);
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t wv = LoadQ(w->data, w->dtype, oc * rows + r) - wz;
-          const int32_t* crow = col.data() + r * out_size;
-          for (int64_t j = 0; j < out_size; ++j) sum[size_t(j)] += wv * crow[j];
+          const int32_t* crow = col + r * out_size;
+          for (int64_t j = 0; j < out_size; ++j) sum[j] += wv * crow[j];
         }
-        std::copy(sum.begin(), sum.end(), acc->begin() + (b * m + oc) * out_size);
+        emit(b, oc, static_cast<const int64_t*>(sum));
       }
     }
   }
@@ -339,14 +380,40 @@ Status MakeQConvCall(KernelContext& ctx, kernels::QConvCall* c, bool* cl, bool* 
   return Status::Ok();
 }
 
+// Whether the session planned the fast kernels' scratch (prepared weights,
+// a covered rank) rather than the reference kernel's.
+Status FastConvPlanned(KernelContext& ctx, bool* fast) {
+  kernels::QConvCall c;
+  bool cl = false;
+  *fast = false;
+  if (ctx.state) QF_RETURN_IF_ERROR(MakeQConvCall(ctx, &c, &cl, fast, /*run=*/false));
+  return Status::Ok();
+}
+
+// The scratch the reference kernel (ConvAccumulate) runs in: the planned
+// one when the session planned it, else none (a fast kernel that turned
+// the call down at run time: the reference allocates its own, like the
+// channels-last fallback's copies).
+kernels::ScratchSpan ReferenceSpan(const KernelContext& ctx, bool fast_planned) {
+  if (fast_planned) return {};
+  return {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
+}
+
 // QLinearConv's and QfConvDequant's scratch (OpDef::scratch): the fast
-// kernels' RunQLinearConvFast calls (the reference kernel's is its own).
+// kernels' RunQLinearConvFast calls, or the channels-first reference
+// kernel's (a channels-last one runs through RunViaChannelsFirst, which
+// allocates its own with its copies).
 Status QConvScratch(KernelContext& ctx, ScratchNeeds* needs) {
-  if (!ctx.state) return Status::Ok();
+  bool fast = false;
+  QF_RETURN_IF_ERROR(FastConvPlanned(ctx, &fast));
+  if (!fast) {
+    bool cl = false;
+    QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+    return cl ? Status::Ok() : ReferenceConvScratch(ctx, kQLinearConvInputs, needs);
+  }
   kernels::QConvCall c;
   bool cl = false, ok = false;
   QF_RETURN_IF_ERROR(MakeQConvCall(ctx, &c, &cl, &ok, /*run=*/false));
-  if (!ok) return Status::Ok();
   if (!cl) {  // 8-bit QLinearConv (the others prepare no channels-first state)
     *needs = kernels::QConvS8Scratch(ctx.state, c);
     return Status::Ok();
@@ -413,35 +480,33 @@ Status RunQLinearConvChannelsFirst(KernelContext& ctx) {
     ctx.reference_path = true;
   }
   // The reference kernel: the fallback, and the oracle of the fast path.
-  std::vector<int64_t> acc;
-  QF_RETURN_IF_ERROR(ConvAccumulate(ctx, kQLinearConvInputs, &acc));
   const int64_t m = w->shape[0];
   const int64_t planes = y->shape[0] * m;
   const int64_t out_size = planes ? y->numel() / planes : 0;
+  bool fast = false;
+  QF_RETURN_IF_ERROR(FastConvPlanned(ctx, &fast));
+  const kernels::ScratchSpan scratch = ReferenceSpan(ctx, fast);
   if (Is16Bit(ctx.input(0)->dtype) || Is16Bit(y->dtype)) {
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      const int64_t oc = pl % m;
-      const double mult = WideMultiplier(xs[0], ws[ws.size() == 1 ? 0 : size_t(oc)], ys[0]);
-      const int64_t b = bias ? bias->ptr<int32_t>()[oc] : 0;
-      for (int64_t j = 0; j < out_size; ++j) {
-        const int64_t i = pl * out_size + j;
-        StoreQ(y->data, y->dtype, i, RequantizeWide(acc[size_t(i)] + b, mult, yzp, range));
-      }
-    }
-    return Status::Ok();
+    return ConvAccumulate(
+        ctx, kQLinearConvInputs, scratch, [&](int64_t b, int64_t oc, const int64_t* acc) {
+          const double mult = WideMultiplier(xs[0], ws[ws.size() == 1 ? 0 : size_t(oc)], ys[0]);
+          const int64_t bv = bias ? bias->ptr<int32_t>()[oc] : 0;
+          const int64_t at = (b * m + oc) * out_size;
+          for (int64_t j = 0; j < out_size; ++j)
+            StoreQ(y->data, y->dtype, at + j, RequantizeWide(acc[j] + bv, mult, yzp, range));
+        });
   }
-  for (int64_t pl = 0; pl < planes; ++pl) {
-    const int64_t oc = pl % m;
-    // The multiplier in float32, in exactly this order (docs/NUMERICS.md).
-    const float mult = xs[0] * ws[ws.size() == 1 ? 0 : size_t(oc)] / ys[0];
-    const int32_t b = bias ? bias->ptr<int32_t>()[oc] : 0;
-    for (int64_t j = 0; j < out_size; ++j) {
-      const int64_t i = pl * out_size + j;
-      const int32_t a = WrapInt32(int64_t(acc[size_t(i)]) + b);
-      StoreQ(y->data, y->dtype, i, Requantize(a, mult, yzp, range));
-    }
-  }
-  return Status::Ok();
+  return ConvAccumulate(ctx, kQLinearConvInputs, scratch,
+                        [&](int64_t b, int64_t oc, const int64_t* acc) {
+                          // The multiplier in float32, in exactly this order (docs/NUMERICS.md).
+                          const float mult = xs[0] * ws[ws.size() == 1 ? 0 : size_t(oc)] / ys[0];
+                          const int32_t bv = bias ? bias->ptr<int32_t>()[oc] : 0;
+                          const int64_t at = (b * m + oc) * out_size;
+                          for (int64_t j = 0; j < out_size; ++j) {
+                            const int32_t a = WrapInt32(int64_t(acc[j]) + bv);
+                            StoreQ(y->data, y->dtype, at + j, Requantize(a, mult, yzp, range));
+                          }
+                        });
 }
 
 Status RunQLinearConv(KernelContext& ctx) {
@@ -556,19 +621,20 @@ Status RunQfConvDequantChannelsFirst(KernelContext& ctx) {
   Tensor* y = ctx.output(0);
   DequantEpilogue e;
   QF_RETURN_IF_ERROR(ReadDequantEpilogue(ctx, m, &e));
-  std::vector<int64_t> acc;
-  QF_RETURN_IF_ERROR(ConvAccumulate(ctx, kQLinearConvInputs, &acc));
   const int64_t planes = y->shape[0] * m;
   const int64_t out_size = planes ? y->numel() / planes : 0;
   float* out = y->ptr<float>();
-  for (int64_t pl = 0; pl < planes; ++pl) {
-    const size_t oc = size_t(pl % m);
-    for (int64_t j = 0; j < out_size; ++j) {
-      const int64_t i = pl * out_size + j;
-      const float v = std::fma(float(WrapInt32(acc[size_t(i)])), e.mult[oc], e.bias[oc]);
-      out[i] = v < e.lo ? e.lo : (v > e.hi ? e.hi : v);  // NaN passes, as in the kernels
-    }
-  }
+  // Channels-first prepares no state: the session planned this kernel's scratch.
+  QF_RETURN_IF_ERROR(ConvAccumulate(
+      ctx, kQLinearConvInputs, ReferenceSpan(ctx, ctx.state != nullptr),
+      [&](int64_t b, int64_t oc, const int64_t* acc) {
+        float* o = out + (b * m + oc) * out_size;
+        for (int64_t j = 0; j < out_size; ++j) {
+          const float v =
+              std::fma(float(WrapInt32(acc[j])), e.mult[size_t(oc)], e.bias[size_t(oc)]);
+          o[j] = v < e.lo ? e.lo : (v > e.hi ? e.hi : v);  // NaN passes, as in the kernels
+        }
+      }));
   e.post.Apply(out, y->numel());
   return Status::Ok();
 }
@@ -642,12 +708,23 @@ Status MakeConvIntegerCall(KernelContext& ctx, kernels::QConvCall* c, bool* ok, 
   return Status::Ok();
 }
 
+// Whether the session planned the packed GEMM's scratch (prepared weights,
+// a covered rank) rather than the reference kernel's.
+Status FastConvIntegerPlanned(KernelContext& ctx, bool* fast) {
+  kernels::QConvCall c;
+  *fast = false;
+  if (ctx.state) QF_RETURN_IF_ERROR(MakeConvIntegerCall(ctx, &c, fast, /*run=*/false));
+  return Status::Ok();
+}
+
 Status ConvIntegerScratch(KernelContext& ctx, ScratchNeeds* needs) {
-  if (!ctx.state) return Status::Ok();
+  bool fast = false;
+  QF_RETURN_IF_ERROR(FastConvIntegerPlanned(ctx, &fast));
+  if (!fast) return ReferenceConvScratch(ctx, kConvIntegerInputs, needs);
   kernels::QConvCall c;
   bool ok = false;
   QF_RETURN_IF_ERROR(MakeConvIntegerCall(ctx, &c, &ok, /*run=*/false));
-  if (ok) *needs = kernels::QConvS8Scratch(ctx.state, c);
+  *needs = kernels::QConvS8Scratch(ctx.state, c);
   return Status::Ok();
 }
 
@@ -668,12 +745,18 @@ Status RunConvInteger(KernelContext& ctx) {
     if (done) return Status::Ok();
   }
   if (ctx.output(0)->numel() > 0) ctx.reference_path = true;
-  std::vector<int64_t> acc;
-  QF_RETURN_IF_ERROR(ConvAccumulate(ctx, kConvIntegerInputs, &acc));
   Tensor* y = ctx.output(0);
   int32_t* out = y->ptr<int32_t>();
-  for (size_t i = 0; i < acc.size(); ++i) out[i] = WrapInt32(acc[i]);
-  return Status::Ok();
+  const int64_t m = ctx.input(1)->shape[0];
+  const int64_t planes = y->shape[0] * m;
+  const int64_t out_size = planes ? y->numel() / planes : 0;
+  bool fast = false;
+  QF_RETURN_IF_ERROR(FastConvIntegerPlanned(ctx, &fast));
+  return ConvAccumulate(ctx, kConvIntegerInputs, ReferenceSpan(ctx, fast),
+                        [&](int64_t b, int64_t oc, const int64_t* acc) {
+                          int32_t* o = out + (b * m + oc) * out_size;
+                          for (int64_t j = 0; j < out_size; ++j) o[j] = WrapInt32(acc[j]);
+                        });
 }
 
 }  // namespace

@@ -13,9 +13,9 @@
 
 #include "core/op.h"
 #include "core/shape_util.h"
-#include "kernels/aligned_vector.h"
 #include "kernels/kernel_config.h"
 #include "kernels/qlinear_s8.h"
+#include "kernels/scratch.h"
 #include "ops/conv_transpose_geometry.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
@@ -105,14 +105,7 @@ Status InferQConvTranspose(KernelContext& ctx) {
 // terms as the reference, so the int32 accumulators (which wrap, and so do
 // not depend on the order) and the outputs are identical. It wastes the MACs
 // on the inserted bytes, but runs on the packed int8 GEMM (kernels/qlinear_s8.h).
-struct ConvTransposeFastState {
-  std::shared_ptr<void> conv;   // PrepareQConvS8 of the flipped kernel
-  std::vector<uint8_t> spread;  // scratch: the spread-out input
-  // The convolution kernel's scratch (not planned: this op's run sizes it),
-  // grown to the largest shape seen; 64 bytes of slack as in the arena.
-  kernels::AlignedVector<uint8_t> conv_scratch;
-};
-
+// The state is PrepareQConvS8's of the flipped kernel.
 Status PrepareQConvTranspose(KernelContext& ctx, std::shared_ptr<void>* state) {
   const Tensor* w = ctx.input(3);
   const int64_t group = ctx.attr().GetInt("group", 1);
@@ -136,20 +129,29 @@ Status PrepareQConvTranspose(KernelContext& ctx, std::shared_ptr<void>* state) {
   wc.data = flipped.data();
   std::shared_ptr<void> conv = kernels::PrepareQConvS8(ctx.kernel_config(), wc, group);
   if (!conv) return Status::Ok();
-  auto s = std::make_shared<ConvTransposeFastState>();
-  s->conv = std::move(conv);
-  *state = std::move(s);
+  *state = std::move(conv);
   return Status::Ok();
 }
 
-// Returns with *done false when the case is not covered (padding larger
-// than the dilated kernel, say): the reference kernel runs instead.
-Status RunQConvTransposeFast(KernelContext& ctx, float xs, const std::vector<float>& ws, float ys,
-                             int32_t xzp, int32_t yzp, QRange range, bool* done) {
-  auto& s = *static_cast<ConvTransposeFastState*>(ctx.state);
+// The fast path's convolution of the spread-out input for the current
+// shapes: its call without the quantization values, and its scratch (the
+// spread input, then the convolution kernel's), laid out alike for the
+// request and the run.
+struct SpreadConv {
+  int nsp = 0;
+  int64_t n = 0, c = 0, ih = 1, iw = 1, sh = 1, sw = 1, uh = 1, uw = 1;
+  Tensor spread;  // [n, c, (uh,) uw], data set by the run
+  kernels::QConvCall call;
+  kernels::ScratchLayout layout;
+  size_t spread_at = 0, conv_at = 0, conv_bytes = 0;
+};
+
+// *ok false when the case is not covered (padding larger than the dilated
+// kernel, say): the reference kernel runs instead.
+Status PlanSpreadConv(const KernelContext& ctx, SpreadConv* p, bool* ok) {
+  *ok = false;
   const Tensor* x = ctx.input(0);
   const Tensor* w = ctx.input(3);
-  Tensor* y = ctx.output(0);
   const int nsp = x->rank() - 2;
   if (nsp != 1 && nsp != 2) return Status::Ok();
   const Shape in(x->shape.begin() + 2, x->shape.end());
@@ -164,30 +166,22 @@ Status RunQConvTransposeFast(KernelContext& ctx, float xs, const std::vector<flo
     const int64_t pad_end = g.out[a] + extent - pad[a] - spread[a];
     if (pad[a] < 0 || pad_end < 0 || in[a] <= 0) return Status::Ok();
   }
-  const int64_t n = x->shape[0], c = x->shape[1];
-  const int64_t sh = nsp == 2 ? g.strides[0] : 1, sw = g.strides[nsp - 1];
-  const int64_t ih = nsp == 2 ? in[0] : 1, iw = in[nsp - 1];
-  const int64_t uh = nsp == 2 ? spread[0] : 1, uw = spread[nsp - 1];
-  const int64_t plane = uh * uw;
-  if (s.spread.size() < size_t(n * c * plane)) s.spread.resize(size_t(n * c * plane));
-  // The zero point's byte, so the inserted pixels contribute nothing.
-  const uint8_t fill = uint8_t(xzp & 0xff);
-  std::fill(s.spread.begin(), s.spread.begin() + n * c * plane, fill);
-  const uint8_t* xd = x->ptr<uint8_t>();
-  for (int64_t p = 0; p < n * c; ++p)
-    for (int64_t iy = 0; iy < ih; ++iy)
-      for (int64_t ix = 0; ix < iw; ++ix)
-        s.spread[size_t(p * plane + iy * sh * uw + ix * sw)] = xd[(p * ih + iy) * iw + ix];
-  Tensor xs_t;
-  xs_t.dtype = x->dtype;
-  xs_t.shape = nsp == 2 ? Shape{n, c, uh, uw} : Shape{n, c, uw};
-  xs_t.data = s.spread.data();
-
-  kernels::QConvCall call;
-  call.x = &xs_t;
-  call.y = y;
-  call.ih = uh;
-  call.iw = uw;
+  p->nsp = nsp;
+  p->n = x->shape[0];
+  p->c = x->shape[1];
+  p->sh = nsp == 2 ? g.strides[0] : 1;
+  p->sw = g.strides[nsp - 1];
+  p->ih = nsp == 2 ? in[0] : 1;
+  p->iw = in[nsp - 1];
+  p->uh = nsp == 2 ? spread[0] : 1;
+  p->uw = spread[nsp - 1];
+  p->spread.dtype = x->dtype;
+  p->spread.shape = nsp == 2 ? Shape{p->n, p->c, p->uh, p->uw} : Shape{p->n, p->c, p->uw};
+  kernels::QConvCall& call = p->call;
+  call.x = &p->spread;
+  call.y = ctx.output(0);
+  call.ih = p->uh;
+  call.iw = p->uw;
   call.oh = nsp == 2 ? g.out[0] : 1;
   call.ow = g.out[nsp - 1];
   call.kh = nsp == 2 ? g.kernel[0] : 1;
@@ -196,6 +190,48 @@ Status RunQConvTransposeFast(KernelContext& ctx, float xs, const std::vector<flo
   call.dw = g.dilations[nsp - 1];
   call.pad_top = nsp == 2 ? pad[0] : 0;
   call.pad_left = pad[nsp - 1];
+  // A constant weight zero point sizes the convolution's scratch; one
+  // without a value counts as nonzero (the larger layout).
+  const Tensor* wzp = ctx.input(5);
+  call.w_zp = !wzp || wzp->data ? ReadZeroPoints(wzp) : std::vector<int32_t>{1};
+  call.pool = ctx.pool;
+  p->spread_at = p->layout.Add(size_t(p->n * p->c * p->uh * p->uw));
+  p->conv_bytes = kernels::QConvS8Scratch(ctx.state, call).run;
+  p->conv_at = p->layout.Add(p->conv_bytes);
+  *ok = true;
+  return Status::Ok();
+}
+
+Status QConvTransposeScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  if (!ctx.state) return Status::Ok();
+  SpreadConv p;
+  bool ok = false;
+  QF_RETURN_IF_ERROR(PlanSpreadConv(ctx, &p, &ok));
+  if (ok) needs->run = p.layout.total();
+  return Status::Ok();
+}
+
+// Returns with *done false when the case is not covered: the reference
+// kernel runs instead.
+Status RunQConvTransposeFast(KernelContext& ctx, float xs, const std::vector<float>& ws, float ys,
+                             int32_t xzp, int32_t yzp, QRange range, bool* done) {
+  SpreadConv p;
+  bool ok = false;
+  QF_RETURN_IF_ERROR(PlanSpreadConv(ctx, &p, &ok));
+  if (!ok) return Status::Ok();
+  const kernels::ScratchRegion region({ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
+                                      p.layout.total());
+  uint8_t* spread = region.at<uint8_t>(p.spread_at);
+  const int64_t plane = p.uh * p.uw;
+  // The zero point's byte, so the inserted pixels contribute nothing.
+  std::fill(spread, spread + p.n * p.c * plane, uint8_t(xzp & 0xff));
+  const uint8_t* xd = ctx.input(0)->ptr<uint8_t>();
+  for (int64_t i = 0; i < p.n * p.c; ++i)
+    for (int64_t iy = 0; iy < p.ih; ++iy)
+      for (int64_t ix = 0; ix < p.iw; ++ix)
+        spread[i * plane + iy * p.sh * p.uw + ix * p.sw] = xd[(i * p.ih + iy) * p.iw + ix];
+  p.spread.data = spread;
+  kernels::QConvCall& call = p.call;
   call.x_zp = xzp;
   call.w_zp = ReadZeroPoints(ctx.input(5));
   call.x_scale = xs;
@@ -205,11 +241,8 @@ Status RunQConvTransposeFast(KernelContext& ctx, float xs, const std::vector<flo
   call.lo = range.lo;
   call.hi = range.hi;
   call.bias = ctx.input(8) ? ctx.input(8)->ptr<int32_t>() : nullptr;
-  call.pool = ctx.pool;
-  const size_t need = kernels::QConvS8Scratch(s.conv.get(), call).run;
-  if (s.conv_scratch.size() < need + 64) s.conv_scratch.resize(need + 64);
-  call.scratch = {s.conv_scratch.data(), need, false};
-  *done = kernels::RunQConvS8(s.conv.get(), call);
+  call.scratch = {region.at<uint8_t>(p.conv_at), p.conv_bytes, ctx.scratch_planned};
+  *done = kernels::RunQConvS8(ctx.state, call);
   return Status::Ok();
 }
 
@@ -299,6 +332,7 @@ const OpDef& OpDef_QfQLinearConvTranspose() {
     OpDef d = QuantOpDef("QfQLinearConvTranspose", InferQConvTranspose, RunQConvTranspose,
                          /*min_inputs=*/8, /*max_inputs=*/9);
     d.prepare = PrepareQConvTranspose;
+    d.scratch = QConvTransposeScratch;
     d.const_inputs = 1u << 3;  // w
     // Not kTraitSpatial: its graph outputs were never labelled NCHW (the float
     // ConvTranspose's are); labelling them would change converted models.

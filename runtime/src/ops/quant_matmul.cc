@@ -7,6 +7,7 @@
 // MatMulIntegerToFloat (com.microsoft; also what the converter fuses
 // quantize_dynamic's MatMulInteger -> Cast -> Mul(a_scale * b_scale) [-> Add
 // bias] into) dequantizes the int32 sums in the GEMM epilogue.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "kernels/qlinear_s8.h"
 #include "kernels/qmatmul_a16a16.h"
 #include "kernels/quant_s8.h"
+#include "kernels/scratch.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
 
@@ -65,11 +67,23 @@ Status InferMatMulShape(KernelContext& ctx, const Tensor* a, const Tensor* b, in
   return Status::Ok();
 }
 
+// The reference kernel's scratch (MatMulAccumulate): one row's int64 sums.
+// The ops request it beside their fast kernels' (it is n values, below
+// those), so a fast kernel that turns a call down leaves it planned.
+size_t ReferenceProductScratch(const Tensor& b) {
+  return b.rank() >= 1
+             ? size_t(std::max<int64_t>(b.rank() == 1 ? 1 : b.shape.back(), 0)) * sizeof(int64_t)
+             : 0;
+}
+
 // For every output element calls emit(flat index, a matrix index, row,
 // b matrix index, column, acc) with acc = sum_k (a - azp(am, i)) * (b - bzp(bm, j)),
-// exact in int64 (callers wrap where the op accumulates in int32).
+// exact in int64 (callers wrap where the op accumulates in int32). The sums
+// of a row live in `scratch` (ReferenceProductScratch(b) bytes planned, else
+// allocated here).
 template <class AZp, class BZp, class Emit>
-void MatMulAccumulate(const Tensor& a, const Tensor& b, AZp azp, BZp bzp, Emit emit) {
+void MatMulAccumulate(const Tensor& a, const Tensor& b, const kernels::ScratchSpan& scratch,
+                      AZp azp, BZp bzp, Emit emit) {
   Shape as, bs;
   PromotedShapes(a, b, &as, &bs);
   const int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
@@ -78,7 +92,9 @@ void MatMulAccumulate(const Tensor& a, const Tensor& b, AZp azp, BZp bzp, Emit e
   BroadcastShapes(a_batch, b_batch, &batch, nullptr);
   BroadcastIndexer idx({a_batch, b_batch}, batch);
   const int64_t batches = Product(batch);
-  std::vector<int64_t> pos(batch.size(), 0), sum(static_cast<size_t>(n));
+  std::vector<int64_t> pos(batch.size(), 0);
+  const kernels::ScratchRegion region(scratch, ReferenceProductScratch(b));
+  int64_t* sum = region.at<int64_t>(0);
   for (int64_t bi = 0; bi < batches; ++bi) {
     int64_t am = 0, bm = 0;  // matrix indices of this batch entry in A and B
     for (size_t d = 0; d < batch.size(); ++d) {
@@ -86,52 +102,82 @@ void MatMulAccumulate(const Tensor& a, const Tensor& b, AZp azp, BZp bzp, Emit e
       bm += pos[d] * idx.strides(1)[d];
     }
     for (int64_t i = 0; i < m; ++i) {
-      std::fill(sum.begin(), sum.end(), 0);
+      std::fill(sum, sum + n, 0);
       const int32_t az = azp(am, i);
       for (int64_t p = 0; p < k; ++p) {
         const int64_t av = LoadQ(a.data, a.dtype, (am * m + i) * k + p) - az;
         for (int64_t j = 0; j < n; ++j)
-          sum[size_t(j)] += av * (LoadQ(b.data, b.dtype, (bm * k + p) * n + j) - bzp(bm, j));
+          sum[j] += av * (LoadQ(b.data, b.dtype, (bm * k + p) * n + j) - bzp(bm, j));
       }
-      for (int64_t j = 0; j < n; ++j) emit((bi * m + i) * n + j, am, i, bm, j, sum[size_t(j)]);
+      for (int64_t j = 0; j < n; ++j) emit((bi * m + i) * n + j, am, i, bm, j, sum[j]);
     }
     NextIndex(batch, &pos);
   }
 }
 
-// QLinearMatMul through kernels::MatMulA16A16 for 2-D b, or b with a's batch
-// dims (no broadcasting); false when not covered (the caller runs the reference).
-bool QMatMulA16A16(KernelContext& ctx, const Tensor& a, const Tensor& b, int32_t azp,
-                   const std::vector<int32_t>& bzp, float a_scale, const std::vector<float>& bs,
-                   float y_scale, int32_t yzp, QRange range, const Tensor* bias) {
+// KernelContext::scratch as the kernels take it.
+kernels::ScratchSpan ScratchOf(const KernelContext& ctx) {
+  return {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
+}
+
+// How QLinearMatMul runs through kernels::MatMulA16A16: 2-D b, or b with
+// a's batch dims (no broadcasting). Its scratch (the int64 sums, the n
+// multipliers, then the kernel's planes) is laid out alike for the request
+// (shapes and the zero point's size only) and the run.
+struct A16A16Plan {
+  int64_t k = 0, n = 0, batches = 0, rows = 0;
+  kernels::ScratchLayout layout;
+  size_t acc = 0, mult = 0, kernel = 0;
+};
+
+// False when not covered (the caller runs the reference); true with
+// batches or n 0 for an empty output.
+bool PlanQMatMulA16A16(const KernelContext& ctx, const Tensor& a, const Tensor& b, size_t bzp_count,
+                       A16A16Plan* p) {
   if (a.rank() < 2 || b.rank() < 2 || !ctx.kernel_config().a16a16) return false;
   const int64_t k = b.shape[size_t(b.rank() - 2)], n = b.shape.back();
   // K = 0 (rows of A not countable from its size) is left to the reference.
-  if (k <= 0 || a.shape.back() != k || (bzp.size() != 1 && int64_t(bzp.size()) != n)) return false;
+  if (k <= 0 || a.shape.back() != k || (bzp_count != 1 && int64_t(bzp_count) != n)) return false;
   if (b.rank() > 2) {
     if (a.rank() != b.rank()) return false;
     for (int d = 0; d + 2 < a.rank(); ++d)
       if (a.shape[size_t(d)] != b.shape[size_t(d)]) return false;
   }
-  const int64_t batches = b.rank() > 2 ? b.numel() / std::max<int64_t>(k * n, 1) : 1;
-  if (batches == 0 || n == 0) return true;  // an empty output
-  const int64_t rows = a.numel() / k / batches;
+  p->k = k;
+  p->n = n;
+  p->batches = b.rank() > 2 ? b.numel() / std::max<int64_t>(k * n, 1) : 1;
+  if (p->batches == 0 || n == 0) return true;  // an empty output
+  p->rows = a.numel() / k / p->batches;
+  p->acc = p->layout.Add(size_t(p->rows * n) * sizeof(int64_t));
+  p->mult = p->layout.Add(size_t(n) * sizeof(double));
+  p->kernel = p->layout.Add(kernels::MatMulA16A16Scratch(p->rows, k, n));
+  return true;
+}
+
+bool QMatMulA16A16(KernelContext& ctx, const Tensor& a, const Tensor& b, int32_t azp,
+                   const std::vector<int32_t>& bzp, float a_scale, const std::vector<float>& bs,
+                   float y_scale, int32_t yzp, QRange range, const Tensor* bias) {
+  A16A16Plan p;
+  if (!PlanQMatMulA16A16(ctx, a, b, bzp.size(), &p)) return false;
+  if (p.batches == 0 || p.n == 0) return true;
+  const int64_t k = p.k, n = p.n, rows = p.rows;
   Tensor* y = ctx.output(0);
-  std::vector<int64_t> acc(size_t(rows * n));
-  std::vector<double> mult(static_cast<size_t>(n));
+  const kernels::ScratchRegion region(ScratchOf(ctx), p.layout.total());
+  int64_t* acc = region.at<int64_t>(p.acc);
+  double* mult = region.at<double>(p.mult);
   for (int64_t j = 0; j < n; ++j)
-    mult[size_t(j)] = WideMultiplier(a_scale, bs[bs.size() == 1 ? 0 : size_t(j)], y_scale);
+    mult[j] = WideMultiplier(a_scale, bs[bs.size() == 1 ? 0 : size_t(j)], y_scale);
   const size_t a_bytes = dtype_storage_bytes(a.dtype, 1), b_bytes = dtype_storage_bytes(b.dtype, 1);
-  for (int64_t bi = 0; bi < batches; ++bi) {
+  for (int64_t bi = 0; bi < p.batches; ++bi) {
     if (!kernels::MatMulA16A16(ctx.kernel_config(), a.ptr<uint8_t>() + bi * rows * k * a_bytes,
                                a.dtype, azp, rows, k, b.ptr<uint8_t>() + bi * k * n * b_bytes,
-                               b.dtype, bzp, n, acc.data(), ctx.pool))
+                               b.dtype, bzp, n, acc, region.at<uint8_t>(p.kernel), ctx.pool))
       return false;
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        const int64_t sum = acc[size_t(i * n + j)] + (bias ? bias->ptr<int32_t>()[j] : 0);
+        const int64_t sum = acc[i * n + j] + (bias ? bias->ptr<int32_t>()[j] : 0);
         StoreQ(y->data, y->dtype, (bi * rows + i) * n + j,
-               RequantizeWide(sum, mult[size_t(j)], yzp, range));
+               RequantizeWide(sum, mult[j], yzp, range));
       }
   }
   return true;
@@ -144,11 +190,6 @@ Status CheckOperands(const KernelContext& ctx, const Tensor* a, const Tensor* b,
   if (!Is8Bit(b->dtype) && !(a16 && Is16Bit(b->dtype)))
     return ctx.Unsupported(std::string("b dtype ") + dtype_name(b->dtype));
   return Status::Ok();
-}
-
-// KernelContext::scratch as the kernels take it.
-kernels::ScratchSpan ScratchOf(const KernelContext& ctx) {
-  return {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
 }
 
 // The packed GEMM's scratch for a times b (shapes only): a prepared B's
@@ -237,11 +278,22 @@ Status QLinearMatMulScratch(KernelContext& ctx, ScratchNeeds* needs) {
   const Tensor* b = ctx.input(3);
   const Tensor* y = ctx.output(0);
   if (Is16Bit(a->dtype) || Is16Bit(b->dtype) || Is16Bit(y->dtype)) {
-    if (ctx.state && b->rank() == 2)
+    // Per-tensor a parameters, as RunQLinearMatMul's fast paths take them.
+    const bool per_tensor =
+        ctx.input(1)->numel() == 1 && (!ctx.input(2) || ctx.input(2)->numel() == 1);
+    if (per_tensor && ctx.state && b->rank() == 2)
       needs->run = kernels::QConvA16NhwcScratch(ctx.state, A16RowsCall(ctx));
-    return Status::Ok();
+    // What the a16w8 kernel does not cover (an activation or 16-bit B, an
+    // 8-bit A) runs a16 x a16.
+    A16A16Plan p;
+    const Tensor* bzp = ctx.input(5);
+    if (per_tensor && needs->run == 0 &&
+        PlanQMatMulA16A16(ctx, *a, *b, bzp ? size_t(bzp->numel()) : 1, &p))
+      needs->run = p.layout.total();
+  } else if (Is8Bit(b->dtype)) {
+    needs->run = ProductScratch(ctx, *a, *b);
   }
-  if (Is8Bit(b->dtype)) needs->run = ProductScratch(ctx, *a, *b);
+  needs->run = std::max(needs->run, ReferenceProductScratch(*b));
   return Status::Ok();
 }
 
@@ -303,7 +355,7 @@ Status RunQLinearMatMul(KernelContext& ctx) {
   // The reference kernel: the fallback, and the oracle of the fast path.
   auto pick = [](const auto& v, int64_t i) { return v.size() == 1 ? v[0] : v[size_t(i)]; };
   MatMulAccumulate(
-      *a, *b, [&](int64_t, int64_t i) { return pick(azp, i); },
+      *a, *b, ScratchOf(ctx), [&](int64_t, int64_t i) { return pick(azp, i); },
       [&](int64_t, int64_t j) { return pick(bzp, j); },
       [&](int64_t yi, int64_t, int64_t i, int64_t, int64_t j, int64_t acc) {
         const int64_t b = bias ? bias->ptr<int32_t>()[j] : 0;
@@ -366,7 +418,8 @@ Status PrepareMatMulInteger(KernelContext& ctx, std::shared_ptr<void>* state) {
 }
 
 Status MatMulIntegerScratch(KernelContext& ctx, ScratchNeeds* needs) {
-  needs->run = ProductScratch(ctx, *ctx.input(0), *ctx.input(1));
+  needs->run = std::max(ProductScratch(ctx, *ctx.input(0), *ctx.input(1)),
+                        ReferenceProductScratch(*ctx.input(1)));
   return Status::Ok();
 }
 
@@ -401,7 +454,7 @@ Status RunMatMulInteger(KernelContext& ctx) {
   const bool a_batched = azp.size() > 1 && ctx.input(2)->rank() > 1;
   const bool b_batched = bzp.size() > 1 && ctx.input(3)->rank() > 1;
   MatMulAccumulate(
-      *a, *b,
+      *a, *b, ScratchOf(ctx),
       [&](int64_t am, int64_t i) {
         return azp.size() == 1 ? azp[0] : azp[size_t(a_batched ? am * m + i : i)];
       },
@@ -489,7 +542,7 @@ Status DequantizedProduct(KernelContext& ctx, const Tensor& a, float a_scale, in
   ctx.reference_path = true;
   float* yd = y->ptr<float>();
   MatMulAccumulate(
-      a, *b, [&](int64_t, int64_t) { return azp; },
+      a, *b, scratch, [&](int64_t, int64_t) { return azp; },
       [&](int64_t, int64_t j) { return bzp.size() == 1 ? bzp[0] : bzp[size_t(j)]; },
       [&](int64_t yi, int64_t, int64_t, int64_t, int64_t j, int64_t acc) {
         // Rounded product, then the bias (quant_*.cc build with -ffp-contract=off).
@@ -510,6 +563,7 @@ Status RunMatMulIntegerToFloat(KernelContext& ctx) {
 
 Status MatMulIntegerToFloatScratch(KernelContext& ctx, ScratchNeeds* needs) {
   if (ctx.state) needs->run = ProductScratch(ctx, *ctx.input(kMitfA), *ctx.input(kMitfB));
+  needs->run = std::max(needs->run, ReferenceProductScratch(*ctx.input(kMitfB)));
   return Status::Ok();
 }
 
@@ -549,7 +603,8 @@ DqmLayout PlanDynamicQuantizeMatMul(const KernelContext& ctx) {
   const Tensor* a = ctx.input(kDqmA);
   DqmLayout l;
   l.q = l.layout.Add(size_t(std::max<int64_t>(a->numel(), 1)));
-  l.gemm_bytes = ctx.state ? ProductScratch(ctx, *a, *ctx.input(kDqmB)) : 0;
+  l.gemm_bytes = std::max(ctx.state ? ProductScratch(ctx, *a, *ctx.input(kDqmB)) : 0,
+                          ReferenceProductScratch(*ctx.input(kDqmB)));
   l.gemm = l.layout.Add(l.gemm_bytes);
   return l;
 }

@@ -59,6 +59,7 @@
 #include "kernels/kernel_config.h"
 #include "kernels/qlinear_s8.h"
 #include "kernels/quant_s8.h"
+#include "kernels/scratch.h"
 #include "kernels/vmath.h"
 #include "ops/quant_util.h"
 
@@ -385,7 +386,7 @@ struct QWeight {
   // raw's bytes when they are a copy (a column slice); shared, since each run
   // copies the Packed state to set its own scales.
   std::shared_ptr<std::vector<uint8_t>> owned;
-  int64_t col0 = 0;            // raw's first column in the [k, n] weight of the node
+  int64_t col0 = 0;  // raw's first column in the [k, n] weight of the node
   DType dtype = DType::kInt8;
   int64_t k = 0, n = 0;
   std::vector<float> scale;  // 1 or n values
@@ -549,30 +550,26 @@ Status PrepareRecurrent(KernelContext& ctx, std::shared_ptr<void>* state) {
 }
 
 // out[r][c] = bias[c] + sum_k in[r][k] * wt.raw[c][k], rows of `in` at stride
-// lda, of out at stride ldc; bias optional. With `step` (>= 0: the step's
-// index), scratch is reserved for one-row products of this k: its packed
-// panel [k][mr] keeps the rows past the first at 0 from the first call, and
-// each later step writes only its k values (a batch-1 step otherwise
-// rewrites mr times as many floats). A step also runs the two halves of
+// lda, of out at stride ldc; bias optional. `pack` holds PackedF32Size(rows,
+// wt.k, mr) floats for the packed rows of `in`. With `step` (>= 0: the
+// step's index) and one row, its packed panel [k][mr] keeps the rows past
+// the first at 0 (the caller clears it once per direction) and each step
+// writes only its k values (a batch-1 step otherwise rewrites mr times as
+// many floats). A step also runs the two halves of
 // the weight's column panels in the order opposite to the previous step's:
 // the half read last is still in L1 when the next step starts (an LSTM's R of
 // 64 KiB streams from L2 every step otherwise). Each element's sum is the same.
 void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const float* in,
-               int64_t rows, int64_t lda, const float* bias, float* out, int64_t ldc,
-               std::vector<float>* scratch, kernels::ThreadPool* pool, int64_t step = -1,
-               const float* packed_in = nullptr) {
+               int64_t rows, int64_t lda, const float* bias, float* out, int64_t ldc, float* pack,
+               kernels::ThreadPool* pool, int64_t step = -1, const float* packed_in = nullptr) {
   if (rows == 0 || wt.rows == 0) return;
   if (gemm) {
-    const size_t packed = size_t(kernels::PackedF32Size(rows, wt.k, gemm->mr));
     if (packed_in) {
       // The caller packed `in` (both directions project the same X).
     } else if (step >= 0 && rows == 1) {
-      if (scratch->size() != packed) scratch->assign(packed, 0.f);
-      float* dst = scratch->data();
-      for (int64_t k = 0; k < wt.k; ++k) dst[k * gemm->mr] = in[k];
+      for (int64_t k = 0; k < wt.k; ++k) pack[k * gemm->mr] = in[k];
     } else {
-      scratch->resize(packed);
-      gemm->pack_left(in, lda, 1, rows, wt.k, scratch->data());
+      gemm->pack_left(in, lda, 1, rows, wt.k, pack);
     }
     kernels::GemmF32Args a;
     a.rows = rows;
@@ -581,7 +578,7 @@ void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const flo
     a.bias = bias;
     a.bias_per_row = false;
     a.ldc = ldc;
-    a.left = packed_in ? packed_in : scratch->data();
+    a.left = packed_in ? packed_in : pack;
     a.right = wt.packed.data();
     a.c = out;
     // A step's product is small: called directly, without the batched
@@ -616,12 +613,17 @@ void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const flo
   }
 }
 
+// The quantized products' buffers, parts of the run's scratch
+// (RecurrentParts): the quantized rows, the n dequantization multipliers,
+// the packed GEMM's scratch (packed rows of A) and the reference's row of
+// int64 sums.
 struct QScratch {
-  std::vector<uint8_t> q;
-  std::vector<float> mult;
-  // The packed GEMM's scratch (packed rows of A), kept across steps so no
-  // step allocates; 64 bytes of slack as in the arena.
-  kernels::AlignedVector<uint8_t> gemm;
+  uint8_t* q = nullptr;
+  float* mult = nullptr;
+  uint8_t* gemm = nullptr;
+  size_t gemm_bytes = 0;
+  bool planned = false;  // the session planned the region
+  int64_t* sum = nullptr;
 };
 
 // out as MultiplyQ's (below) from `q`, rows of w.k values of dtype a_dtype
@@ -630,9 +632,8 @@ void MultiplyQuantized(const QWeight& w, const void* q, DType a_dtype, int64_t r
                        int32_t a_zp, const float* bias, float* out, QScratch* s,
                        kernels::ThreadPool* pool) {
   if (rows == 0 || w.n == 0) return;
-  s->mult.resize(size_t(w.n));
   for (int64_t j = 0; j < w.n; ++j)
-    s->mult[size_t(j)] = a_scale * w.scale[w.scale.size() == 1 ? 0 : size_t(j)];
+    s->mult[j] = a_scale * w.scale[w.scale.size() == 1 ? 0 : size_t(j)];
   if (w.packed) {
     Tensor a, y;
     a.dtype = a_dtype;
@@ -647,29 +648,26 @@ void MultiplyQuantized(const QWeight& w, const void* q, DType a_dtype, int64_t r
     c.a_zp = a_zp;
     c.b_zp = w.zp;
     c.b_scale = {1.f};
-    c.dq_mult = s->mult.data();
+    c.dq_mult = s->mult;
     c.dq_bias = bias;
     c.pool = pool;
-    const size_t need = kernels::QMatMulS8Scratch(w.packed.get(), c);
-    if (s->gemm.size() < need + 64) s->gemm.resize(need + 64);
-    c.scratch = {s->gemm.data(), need, false};
+    c.scratch = {s->gemm, s->gemm_bytes, s->planned};
     if (kernels::RunQMatMulS8(w.packed.get(), c)) return;
   }
   // The reference: int32 sums (wrapping like the kernels) into `out`, then the
   // kernels' own epilogue, so both round alike.
   int32_t* acc = reinterpret_cast<int32_t*>(out);
-  std::vector<int64_t> sum(size_t(w.n));
+  int64_t* sum = s->sum;
   for (int64_t r = 0; r < rows; ++r) {
-    std::fill(sum.begin(), sum.end(), 0);
+    std::fill(sum, sum + w.n, 0);
     for (int64_t k = 0; k < w.k; ++k) {
       const int64_t a = int64_t(LoadQ(q, a_dtype, r * w.k + k)) - a_zp;
       for (int64_t j = 0; j < w.n; ++j)
-        sum[size_t(j)] +=
-            a * (LoadQ(w.raw, w.dtype, k * w.n + j) - w.zp[w.zp.size() == 1 ? 0 : size_t(j)]);
+        sum[j] += a * (LoadQ(w.raw, w.dtype, k * w.n + j) - w.zp[w.zp.size() == 1 ? 0 : size_t(j)]);
     }
-    for (int64_t j = 0; j < w.n; ++j) acc[r * w.n + j] = WrapInt32(sum[size_t(j)]);
+    for (int64_t j = 0; j < w.n; ++j) acc[r * w.n + j] = WrapInt32(sum[j]);
   }
-  kernels::DequantizeColumns(out, rows, w.n, 0, w.n, s->mult.data(), bias);
+  kernels::DequantizeColumns(out, rows, w.n, 0, w.n, s->mult, bias);
 }
 
 // out[r][c] = float(acc) * (a_scale * w.scale[c]) + bias[c] (bias optional),
@@ -693,12 +691,11 @@ void MultiplyQ(const QWeight& w, const kernels::KernelConfig& kc, const float* i
   float a_scale;
   int32_t a_zp;
   DynamicQuantRange(lo, hi, &a_scale, &a_zp);
-  s->q.resize(size_t(count));
-  if (!kernels::QuantizeF32ToS8(kc, in, s->q.data(), /*is_signed=*/false, 0, 255, 1, 1, count,
-                                &a_scale, &a_zp, /*per_axis=*/false, pool))
+  if (!kernels::QuantizeF32ToS8(kc, in, s->q, /*is_signed=*/false, 0, 255, 1, 1, count, &a_scale,
+                                &a_zp, /*per_axis=*/false, pool))
     for (int64_t i = 0; i < count; ++i)
-      s->q[size_t(i)] = uint8_t(RoundAddSaturate(in[i] / a_scale, a_zp, 0, 255));
-  MultiplyQuantized(w, s->q.data(), DType::kUInt8, rows, a_scale, a_zp, bias, out, s, pool);
+      s->q[i] = uint8_t(RoundAddSaturate(in[i] / a_scale, a_zp, 0, 255));
+  MultiplyQuantized(w, s->q, DType::kUInt8, rows, a_scale, a_zp, bias, out, s, pool);
 }
 
 // ---- gate activations ---------------------------------------------------------------------
@@ -756,11 +753,79 @@ struct Dims {
   int64_t seq, batch, in, h, gh;
 };
 
+// Where a run's buffers go, laid out alike for the request
+// (RecurrentScratch) and the run; the directions run one after another and
+// reuse theirs. Float products pack on `gemm` (null: plain loops); the
+// quantized ones on q's weights (prepared or built by the run).
+struct RecurrentParts {
+  kernels::ScratchLayout layout;
+  size_t lens = 0, packed_x = 0, step_pack = 0, step_pack_bytes = 0, q = 0, mult = 0, gemm = 0,
+         gemm_bytes = 0, sum = 0, in_bias = 0, rec_bias = 0, xw = 0, h = 0, c = 0, rec = 0,
+         gates = 0, rh = 0, hr = 0, step_t = 0, active = 0;
+};
+
+// The packed GEMM's scratch for `rows` rows times w, 0 for a weight the
+// reference loops multiply.
+size_t QProductScratch(const QWeight& w, int64_t rows, kernels::ThreadPool* pool) {
+  if (!w.packed || rows == 0 || w.n == 0) return 0;
+  Tensor a, y;
+  a.dtype = DType::kUInt8;
+  a.shape = {rows, w.k};
+  y.dtype = DType::kFloat32;
+  y.shape = {rows, w.n};
+  kernels::QMatMulCall c;
+  c.a = &a;
+  c.y = &y;
+  c.pool = pool;
+  return kernels::QMatMulS8Scratch(w.packed.get(), c);
+}
+
+RecurrentParts PlanRecurrent(const Config& cfg, const Dims& dm, const kernels::GemmF32Kernels* gemm,
+                             const Packed* q, kernels::ThreadPool* pool) {
+  const size_t T = size_t(dm.seq), B = size_t(dm.batch), H = size_t(dm.h), GH = size_t(dm.gh);
+  const size_t f = sizeof(float), i64 = sizeof(int64_t);
+  RecurrentParts p;
+  kernels::ScratchLayout& l = p.layout;
+  p.lens = l.Add(B * i64);
+  if (cfg.quantized) {
+    const size_t x_rows = cfg.static_x ? 0 : T * B * size_t(dm.in);
+    p.q = l.Add(std::max(x_rows, B * H));
+    p.mult = l.Add(GH * f);
+    for (int d = 0; q && d < cfg.dirs && size_t(d) < q->qw.size(); ++d)
+      p.gemm_bytes =
+          std::max({p.gemm_bytes, QProductScratch(q->qw[size_t(d)], dm.seq * dm.batch, pool),
+                    QProductScratch(q->qr[size_t(d)], dm.batch, pool),
+                    size_t(d) < q->qr_h.size() ? QProductScratch(q->qr_h[size_t(d)], dm.batch, pool)
+                                               : size_t(0)});
+    p.gemm = l.Add(p.gemm_bytes);
+    p.sum = l.Add(GH * i64);
+    if (!cfg.static_x && !cfg.layout_batch_first) p.active = l.Add(T * B * i64);
+  } else if (gemm) {
+    // X packed once: for both directions, or inside the one direction's product.
+    p.packed_x = l.Add(size_t(kernels::PackedF32Size(dm.seq * dm.batch, dm.in, gemm->mr)) * f);
+    p.step_pack_bytes = size_t(kernels::PackedF32Size(dm.batch, dm.h, gemm->mr)) * f;
+    p.step_pack = l.Add(p.step_pack_bytes);
+  }
+  p.in_bias = l.Add(GH * f);
+  p.rec_bias = l.Add(GH * f);
+  p.xw = l.Add(T * B * GH * f);
+  p.h = l.Add(B * H * f);
+  if (cfg.cell == Cell::kLstm) p.c = l.Add(B * H * f);
+  p.rec = l.Add(B * GH * f);
+  p.gates = l.Add(B * GH * f);
+  if (cfg.cell == Cell::kGru) p.rh = l.Add(B * H * f);
+  if (cfg.cell == Cell::kGru && !cfg.linear_before_reset) p.hr = l.Add(B * H * f);
+  p.step_t = l.Add(B * i64);
+  return p;
+}
+
 // Runs direction `d` (reverse when `reverse`) over the whole sequence.
 // packed_x: X already packed as the GEMM's left operand (both directions
 // project the same X), or null.
+// Its buffers are parts of `region`, laid out by `parts`.
 void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, const Packed& p,
-                  int d, bool reverse, const std::vector<int64_t>& lens, const float* packed_x) {
+                  int d, bool reverse, const int64_t* lens, int64_t num_lens, const float* packed_x,
+                  const RecurrentParts& parts, const kernels::ScratchRegion& region, bool planned) {
   const kernels::GemmF32Kernels* gemm = p.gemm;
   const kernels::VMathKernels& vm = *ctx.kernel_config().vmath;
   const int64_t T = dm.seq, B = dm.batch, H = dm.h, GH = dm.gh;
@@ -772,59 +837,72 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
 
   // Biases outside the recurrence: Wb + Rb, except GRU's Rb_h with
   // linear_before_reset, which sits inside r * (...): the step's GEMM adds it.
-  std::vector<float> in_bias(size_t(GH), 0.f), rec_bias;
+  float* in_bias = region.at<float>(parts.in_bias);
+  std::fill(in_bias, in_bias + GH, 0.f);
+  float* rec_bias = nullptr;  // GRU's Rb_h with linear_before_reset
   if (wb) {
-    for (int64_t j = 0; j < GH; ++j) in_bias[size_t(j)] = wb[j] + rb[j];
+    for (int64_t j = 0; j < GH; ++j) in_bias[j] = wb[j] + rb[j];
     if (cfg.linear_before_reset) {
-      rec_bias.assign(size_t(GH), 0.f);
+      rec_bias = region.at<float>(parts.rec_bias);
+      std::fill(rec_bias, rec_bias + GH, 0.f);
       for (int64_t j = 2 * H; j < GH; ++j) {
-        in_bias[size_t(j)] = wb[j];
-        rec_bias[size_t(j)] = rb[j];
+        in_bias[j] = wb[j];
+        rec_bias[j] = rb[j];
       }
     }
   }
-  std::vector<float> scratch, step_scratch;
+  float* x_pack = region.at<float>(parts.packed_x);
+  float* step_pack = region.at<float>(parts.step_pack);
+  // A batch-1 step writes only column 0 of its packed panel (MultiplyT).
+  std::fill(step_pack, step_pack + parts.step_pack_bytes / sizeof(float), 0.f);
   QScratch qscratch;
+  qscratch.q = region.at<uint8_t>(parts.q);
+  qscratch.mult = region.at<float>(parts.mult);
+  qscratch.gemm = region.at<uint8_t>(parts.gemm);
+  qscratch.gemm_bytes = parts.gemm_bytes;
+  qscratch.planned = planned;
+  qscratch.sum = region.at<int64_t>(parts.sum);
   // 1. Input projection: row i of X (T*B rows of `in`) gives row i of xw.
   // Every element is written by the GEMM: no zeroing.
-  std::unique_ptr<float[]> xw(new float[size_t(T * B * GH)]);
+  float* xw = region.at<float>(parts.xw);
   if (cfg.static_x) {
     const Tensor* x = ctx.input(kX);
     std::vector<float> x_scale;
     ReadScales(ctx.input(kXScale), &x_scale);
     MultiplyQuantized(p.qw[size_t(d)], x->data, x->dtype, T * B, x_scale[0],
-                      ReadZeroPoints(ctx.input(kXZp))[0], in_bias.data(), xw.get(), &qscratch,
-                      ctx.pool);
+                      ReadZeroPoints(ctx.input(kXZp))[0], in_bias, xw, &qscratch, ctx.pool);
   } else if (cfg.quantized) {
     // ONNX Runtime quantizes the time steps up to the longest sequence (all
     // of them without sequence_lens); time-major rows of later steps are left
     // out of the range.
-    const int64_t max_len = lens.empty() ? T : *std::max_element(lens.begin(), lens.end());
-    std::vector<int64_t> active;
+    const int64_t max_len = num_lens == 0 ? T : *std::max_element(lens, lens + num_lens);
+    int64_t* active = nullptr;
     if (!bf && max_len < T) {
-      active.assign(size_t(T * B), 0);
-      std::fill(active.begin() + max_len * B, active.end(), -1);
+      active = region.at<int64_t>(parts.active);
+      std::fill(active, active + max_len * B, 0);
+      std::fill(active + max_len * B, active + T * B, -1);
     }
-    MultiplyQ(p.qw[size_t(d)], ctx.kernel_config(), ctx.input(kX)->ptr<float>(), T * B,
-              active.empty() ? nullptr : active.data(), in_bias.data(), xw.get(), &qscratch,
-              ctx.pool);
+    MultiplyQ(p.qw[size_t(d)], ctx.kernel_config(), ctx.input(kX)->ptr<float>(), T * B, active,
+              in_bias, xw, &qscratch, ctx.pool);
   } else {
-    MultiplyT(p.w[size_t(d)], gemm, ctx.input(kX)->ptr<float>(), T * B, dm.in, in_bias.data(),
-              xw.get(), GH, &scratch, ctx.pool, /*step=*/-1, packed_x);
+    MultiplyT(p.w[size_t(d)], gemm, ctx.input(kX)->ptr<float>(), T * B, dm.in, in_bias, xw, GH,
+              x_pack, ctx.pool, /*step=*/-1, packed_x);
   }
 
   // State, from the initial values or 0.
-  std::vector<float> h_prev(size_t(B * H), 0.f), c_prev;
-  auto load_state = [&](const Tensor* init, std::vector<float>* s) {
+  float* h_prev = region.at<float>(parts.h);
+  float* c_prev = nullptr;
+  auto load_state = [&](const Tensor* init, float* s) {
+    std::fill(s, s + B * H, 0.f);
     if (!init) return;
     for (int64_t b = 0; b < B; ++b)
-      std::memcpy(s->data() + b * H, init->ptr<float>() + (bf ? b * cfg.dirs + d : d * B + b) * H,
+      std::memcpy(s + b * H, init->ptr<float>() + (bf ? b * cfg.dirs + d : d * B + b) * H,
                   size_t(H) * sizeof(float));
   };
-  load_state(ctx.input(kInitH), &h_prev);
+  load_state(ctx.input(kInitH), h_prev);
   if (cfg.cell == Cell::kLstm) {
-    c_prev.assign(size_t(B * H), 0.f);
-    load_state(ctx.input(kInitC), &c_prev);
+    c_prev = region.at<float>(parts.c);
+    load_state(ctx.input(kInitC), c_prev);
   }
   const Tensor* peep = cfg.cell == Cell::kLstm ? ctx.input(kP) : nullptr;
   const float* pi = peep ? peep->ptr<float>() + d * 3 * H : nullptr;
@@ -833,60 +911,63 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
 
   Tensor* y = ctx.output(kY);
   float* yd = y ? y->ptr<float>() : nullptr;
-  std::vector<float> rec(size_t(B * GH)), gates(size_t(B * GH)), rh, hr;
-  if (cfg.cell == Cell::kGru) rh.resize(size_t(B * H));
-  if (cfg.cell == Cell::kGru && !cfg.linear_before_reset) hr.assign(size_t(B * H), 0.f);
-  std::vector<int64_t> step_t(
-      static_cast<size_t>(B));  // time index of each row this step, -1: finished
-  const int64_t max_len = lens.empty() ? T : *std::max_element(lens.begin(), lens.end());
+  float* rec = region.at<float>(parts.rec);
+  float* gates = region.at<float>(parts.gates);
+  float* rh = cfg.cell == Cell::kGru ? region.at<float>(parts.rh) : nullptr;
+  float* hr = nullptr;
+  if (cfg.cell == Cell::kGru && !cfg.linear_before_reset) {
+    hr = region.at<float>(parts.hr);
+    std::fill(hr, hr + B * H, 0.f);
+  }
+  int64_t* step_t =
+      region.at<int64_t>(parts.step_t);  // time index of each row this step, -1: finished
+  const int64_t max_len = num_lens == 0 ? T : *std::max_element(lens, lens + num_lens);
   for (int64_t s = 0; s < max_len; ++s) {
     for (int64_t b = 0; b < B; ++b) {
-      const int64_t len = lens.empty() ? T : lens[size_t(b)];
-      step_t[size_t(b)] = s >= len ? -1 : reverse ? len - 1 - s : s;
+      const int64_t len = num_lens == 0 ? T : lens[b];
+      step_t[b] = s >= len ? -1 : reverse ? len - 1 - s : s;
     }
     auto xw_row = [&](int64_t b) {
-      const int64_t t = step_t[size_t(b)];
-      return xw.get() + (bf ? b * T + t : t * B + b) * GH;
+      const int64_t t = step_t[b];
+      return xw + (bf ? b * T + t : t * B + b) * GH;
     };
     // 2. Recurrent projection of every batch row (rows already finished are
     // computed too and ignored: one GEMM beats compaction at these sizes).
     if (cfg.quantized)
-      MultiplyQ(p.qr[size_t(d)], ctx.kernel_config(), h_prev.data(), B, step_t.data(),
-                rec_bias.empty() ? nullptr : rec_bias.data(), rec.data(), &qscratch, ctx.pool);
+      MultiplyQ(p.qr[size_t(d)], ctx.kernel_config(), h_prev, B, step_t, rec_bias, rec, &qscratch,
+                ctx.pool);
     else
-      MultiplyT(p.r[size_t(d)], gemm, h_prev.data(), B, H,
-                rec_bias.empty() ? nullptr : rec_bias.data(), rec.data(), GH, &step_scratch,
-                ctx.pool, /*step=*/s);
+      MultiplyT(p.r[size_t(d)], gemm, h_prev, B, H, rec_bias, rec, GH, step_pack, ctx.pool,
+                /*step=*/s);
     if (cfg.cell == Cell::kGru) {
       // z and r first: the candidate needs r.
       for (int64_t b = 0; b < B; ++b) {
-        if (step_t[size_t(b)] < 0) continue;
+        if (step_t[b] < 0) continue;
         const float* xr = xw_row(b);
-        const float* rr = rec.data() + b * GH;
-        float* g = gates.data() + b * GH;
+        const float* rr = rec + b * GH;
+        float* g = gates + b * GH;
         for (int64_t j = 0; j < 2 * H; ++j) g[j] = xr[j] + rr[j];
         Clip(cfg, g, 2 * H);
         Apply(act[0], vm, g, 2 * H);
         if (!cfg.linear_before_reset)
-          for (int64_t j = 0; j < H; ++j)
-            hr[size_t(b * H + j)] = g[H + j] * h_prev[size_t(b * H + j)];
+          for (int64_t j = 0; j < H; ++j) hr[b * H + j] = g[H + j] * h_prev[b * H + j];
       }
       // Without linear_before_reset: (r * H_{t-1}) x R_h^T (with it, r multiplies
       // H_{t-1} x R_h^T + Rb_h, which the step's GEMM computed with z and r).
       if (!cfg.linear_before_reset && cfg.quantized)
-        MultiplyQ(p.qr_h[size_t(d)], ctx.kernel_config(), hr.data(), B, step_t.data(), nullptr,
-                  rh.data(), &qscratch, ctx.pool);
+        MultiplyQ(p.qr_h[size_t(d)], ctx.kernel_config(), hr, B, step_t, nullptr, rh, &qscratch,
+                  ctx.pool);
       else if (!cfg.linear_before_reset)
-        MultiplyT(p.r_h[size_t(d)], gemm, hr.data(), B, H, nullptr, rh.data(), H, &step_scratch,
-                  ctx.pool, /*step=*/s);
+        MultiplyT(p.r_h[size_t(d)], gemm, hr, B, H, nullptr, rh, H, step_pack, ctx.pool,
+                  /*step=*/s);
     }
     for (int64_t b = 0; b < B; ++b) {
-      const int64_t t = step_t[size_t(b)];
+      const int64_t t = step_t[b];
       if (t < 0) continue;
       const float* xr = xw_row(b);
-      const float* rr = rec.data() + b * GH;
-      float* g = gates.data() + b * GH;
-      float* hp = h_prev.data() + b * H;
+      const float* rr = rec + b * GH;
+      float* g = gates + b * GH;
+      float* hp = h_prev + b * H;
       if (cfg.cell == Cell::kLstm) {
         // Gates i, o, f, c.
         for (int64_t j = 0; j < GH; ++j) g[j] = xr[j] + rr[j];
@@ -894,7 +975,7 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
         float* go = g + H;
         float* gf = g + 2 * H;
         float* gc = g + 3 * H;
-        float* cp = c_prev.data() + b * H;
+        float* cp = c_prev + b * H;
         if (pi)
           for (int64_t j = 0; j < H; ++j) {
             gi[j] += pi[j] * cp[j];
@@ -925,7 +1006,7 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
         if (cfg.linear_before_reset) {
           for (int64_t j = 0; j < H; ++j) gh[j] = xr[2 * H + j] + g[H + j] * rr[2 * H + j];
         } else {
-          const float* rhb = rh.data() + b * H;
+          const float* rhb = rh + b * H;
           for (int64_t j = 0; j < H; ++j) gh[j] = xr[2 * H + j] + rhb[j];
         }
         Clip(cfg, gh, H);
@@ -944,25 +1025,22 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
   }
   // A row of length 0 has no last step: its Y_h/Y_c are 0 (as in ONNX Runtime),
   // not the initial state.
-  for (size_t b = 0; b < lens.size(); ++b)
+  for (int64_t b = 0; b < num_lens; ++b)
     if (lens[b] == 0) {
-      std::fill(h_prev.begin() + int64_t(b) * H, h_prev.begin() + int64_t(b + 1) * H, 0.f);
-      if (!c_prev.empty())
-        std::fill(c_prev.begin() + int64_t(b) * H, c_prev.begin() + int64_t(b + 1) * H, 0.f);
+      std::fill(h_prev + b * H, h_prev + (b + 1) * H, 0.f);
+      if (c_prev) std::fill(c_prev + b * H, c_prev + (b + 1) * H, 0.f);
     }
-  auto store_state = [&](Tensor* out, const std::vector<float>& s) {
+  auto store_state = [&](Tensor* out, const float* s) {
     if (!out) return;
     for (int64_t b = 0; b < B; ++b)
-      std::memcpy(out->ptr<float>() + (bf ? b * cfg.dirs + d : d * B + b) * H, s.data() + b * H,
+      std::memcpy(out->ptr<float>() + (bf ? b * cfg.dirs + d : d * B + b) * H, s + b * H,
                   size_t(H) * sizeof(float));
   };
   store_state(ctx.output(kYh), h_prev);
   if (cfg.cell == Cell::kLstm) store_state(ctx.output(kYc), c_prev);
 }
 
-Status RunRecurrent(KernelContext& ctx) {
-  Config cfg;
-  QF_RETURN_IF_ERROR(ParseConfig(ctx, &cfg));
+Dims DimsOf(const KernelContext& ctx, const Config& cfg) {
   const Tensor* x = ctx.input(kX);
   const Tensor* r = ctx.input(kR);
   Dims dm;
@@ -971,24 +1049,49 @@ Status RunRecurrent(KernelContext& ctx) {
   dm.in = x->shape[2];
   dm.h = r->shape[cfg.quantized ? 1 : 2];
   dm.gh = r->shape[cfg.quantized ? 2 : 1];
-  std::vector<int64_t> lens;
-  if (const Tensor* sl = ctx.input(kSeqLens)) {
-    for (int64_t b = 0; b < dm.batch; ++b) {
-      const int32_t v = sl->ptr<int32_t>()[b];
-      if (v < 0 || v > dm.seq)
-        return ctx.Invalid("sequence_lens[" + std::to_string(b) + "] = " + std::to_string(v) +
-                           " is outside [0, " + std::to_string(dm.seq) + "]");
-      lens.push_back(v);
-    }
-  }
-  // Steps past a row's length leave 0 in Y.
-  if (Tensor* y = ctx.output(kY); y && !lens.empty()) std::memset(y->data, 0, y->bytes());
-  const kernels::GemmF32Kernels* gemm = ctx.kernel_config().gemm_f32;
+  return dm;
+}
+
+// The prepared state when the run can use it (built for these W, R and
+// kernels), else null: the run packs its own.
+const Packed* UsablePrepared(const KernelContext& ctx, const Config& cfg) {
   const auto* prepared = static_cast<const Packed*>(ctx.state);
+  if (!prepared || prepared->w_data != ctx.input(kW)->data ||
+      prepared->r_data != ctx.input(kR)->data)
+    return nullptr;
+  if (cfg.quantized)
+    return prepared->gemm_s8 == ctx.kernel_config().gemm_s8 && !prepared->qw.empty() ? prepared
+                                                                                     : nullptr;
+  return prepared->gemm == ctx.kernel_config().gemm_f32 ? prepared : nullptr;
+}
+
+// OpDef::scratch: the run's buffers (RecurrentParts). Float layers lay them
+// out for the session's GEMM (packed in prepare, or plain loops); quantized
+// ones for their prepared weights (W and R constant), else the run
+// allocates its own beside the weights it packs.
+Status RecurrentScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  Config cfg;
+  QF_RETURN_IF_ERROR(ParseConfig(ctx, &cfg));
+  const Packed* prepared = UsablePrepared(ctx, cfg);
+  if (cfg.quantized && !prepared) return Status::Ok();
+  needs->run =
+      PlanRecurrent(cfg, DimsOf(ctx, cfg), ctx.kernel_config().gemm_f32, prepared, ctx.pool)
+          .layout.total();
+  return Status::Ok();
+}
+
+Status RunRecurrent(KernelContext& ctx) {
+  Config cfg;
+  QF_RETURN_IF_ERROR(ParseConfig(ctx, &cfg));
+  const Tensor* x = ctx.input(kX);
+  const Dims dm = DimsOf(ctx, cfg);
+  const kernels::GemmF32Kernels* gemm = ctx.kernel_config().gemm_f32;
+  const Packed* prepared = UsablePrepared(ctx, cfg);
+  // What RecurrentScratch planned for: a float layer always, a quantized one
+  // with its prepared weights.
+  const bool planned = !cfg.quantized || prepared;
   Packed local;
-  if (!prepared || prepared->w_data != ctx.input(kW)->data || prepared->r_data != r->data ||
-      (cfg.quantized ? prepared->gemm_s8 != ctx.kernel_config().gemm_s8 || prepared->qw.empty()
-                     : prepared->gemm != gemm)) {
+  if (!prepared) {
     if (cfg.quantized)
       BuildQuantized(ctx, cfg, &local);
     else
@@ -1001,15 +1104,34 @@ Status RunRecurrent(KernelContext& ctx) {
     SetQuantParams(ctx, cfg, &local);
     prepared = &local;
   }
-  std::vector<float> packed_x;
+  const RecurrentParts parts = PlanRecurrent(cfg, dm, gemm, prepared, ctx.pool);
+  const kernels::ScratchRegion region(
+      planned ? kernels::ScratchSpan{ctx.scratch, ctx.scratch_size, ctx.scratch_planned}
+              : kernels::ScratchSpan{},
+      parts.layout.total());
+  int64_t* lens = region.at<int64_t>(parts.lens);
+  int64_t num_lens = 0;
+  if (const Tensor* sl = ctx.input(kSeqLens)) {
+    for (int64_t b = 0; b < dm.batch; ++b) {
+      const int32_t v = sl->ptr<int32_t>()[b];
+      if (v < 0 || v > dm.seq)
+        return ctx.Invalid("sequence_lens[" + std::to_string(b) + "] = " + std::to_string(v) +
+                           " is outside [0, " + std::to_string(dm.seq) + "]");
+      lens[b] = v;
+    }
+    num_lens = dm.batch;
+  }
+  // Steps past a row's length leave 0 in Y.
+  if (Tensor* y = ctx.output(kY); y && num_lens) std::memset(y->data, 0, y->bytes());
+  const float* packed_x = nullptr;
   if (!cfg.quantized && prepared->gemm && cfg.dirs == 2 && dm.seq * dm.batch > 0) {
-    const kernels::GemmF32Kernels& g = *prepared->gemm;
-    packed_x.resize(size_t(kernels::PackedF32Size(dm.seq * dm.batch, dm.in, g.mr)));
-    g.pack_left(x->ptr<float>(), dm.in, 1, dm.seq * dm.batch, dm.in, packed_x.data());
+    float* dst = region.at<float>(parts.packed_x);
+    prepared->gemm->pack_left(x->ptr<float>(), dm.in, 1, dm.seq * dm.batch, dm.in, dst);
+    packed_x = dst;
   }
   for (int d = 0; d < cfg.dirs; ++d)
-    RunDirection(ctx, cfg, dm, *prepared, d, cfg.reverse_only || d == 1, lens,
-                 packed_x.empty() ? nullptr : packed_x.data());
+    RunDirection(ctx, cfg, dm, *prepared, d, cfg.reverse_only || d == 1, lens, num_lens, packed_x,
+                 parts, region, planned && ctx.scratch_planned);
   return Status::Ok();
 }
 
@@ -1022,6 +1144,7 @@ OpDef MakeRecurrentDef(const char* type, int max_inputs) {
           /*min_inputs=*/3,
           max_inputs};
   d.prepare = PrepareRecurrent;
+  d.scratch = RecurrentScratch;
   d.const_inputs = (1u << kW) | (1u << kR);
   d.output0_optional = true;  // only Y_h (or Y_c) may be wanted
   return d;
