@@ -1,5 +1,6 @@
 // Channels-last fp32 convolution driver (conv_f32_nhwc.h) and the portable
-// microkernels, used where no ISA-specific variant exists (x86 without AVX2). Threads split the output into tiles of whole output rows
+// microkernels, used where no ISA-specific variant exists (x86 without
+// AVX2). Threads split the output into tiles of whole output rows
 // (depthwise) or mr pixels (GEMM), each tile computed by the same kernel
 // calls whatever the thread count.
 #include "kernels/conv_f32_nhwc.h"
