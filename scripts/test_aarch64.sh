@@ -9,7 +9,8 @@
 #      default kernel configuration must hold);
 #   2. the kernel tests (tc 'kernels:*') under -cpu max, which compare the
 #      kernel configuration of every named feature set (reference, neon,
-#      neondot, neoni8mm) with the reference kernels byte for byte;
+#      neondot, neoni8mm) with the reference kernels byte for byte (the float
+#      ones, 'kernels f32:*', within their tolerance, also on cortex-a53);
 #   3. the whole unit suite at every level (QFOLD_ISA=reference, neondot and
 #      neoni8mm under -cpu max, neon on the Armv8.0 cortex-a72, where a dotprod
 #      instruction would trap, and the dotprod-only neoverse-n1), so the op tests
@@ -70,10 +71,11 @@ ARM_CASE=(-tc='kernels: Arm ISA levels*')  # prints the detected and compared le
 
 # 1. Detection (HWCAP_ASIMD, HWCAP_ASIMDDP, HWCAP2_I8MM...) and QFOLD_ISA, which may
 #    only remove features, and the kernels each CPU model selects.
-# The float, depthwise and quantization kernels need only Armv8.0 NEON; the int8
-# GEMM and the channels-last convolution microkernels have a variant per
-# feature set (smlal, sdot, usmmla).
-ARMV80_KERNELS="gemm_f32=neon dwconv_f32=neon gemm_s8=neon igemm_s8=neon dwconv_s8=neon"
+# The float (both layouts' convolutions too), depthwise and quantization kernels
+# need only Armv8.0 NEON; the int8 GEMM and the channels-last int8 convolution
+# microkernels have a variant per feature set (smlal, sdot, usmmla).
+ARMV80_KERNELS="gemm_f32=neon dwconv_f32=neon conv_nhwc_f32=neon gemm_s8=neon igemm_s8=neon"
+ARMV80_KERNELS+=" dwconv_s8=neon"
 ARMV80_KERNELS+=" dwconv_nhwc_s8=neon pool_nhwc_s8=neon pool_2d=generic quant_s8=neon a16w8=neon"
 ARMV80_KERNELS+=" a16a16=neon rowops_f32=neon portable_loops=on"
 kernels_with() {
@@ -81,7 +83,8 @@ kernels_with() {
   k="${k/igemm_s8=neon/igemm_s8=$1}"
   echo "$k"
 }
-REFERENCE_KERNELS="gemm_f32=reference gemm_s8=reference igemm_s8=reference dwconv_s8=reference"
+REFERENCE_KERNELS="gemm_f32=reference conv_nhwc_f32=reference gemm_s8=reference"
+REFERENCE_KERNELS+=" igemm_s8=reference dwconv_s8=reference"
 REFERENCE_KERNELS+=" quant_s8=reference a16a16=reference"
 REFERENCE_KERNELS+=" pool_2d=reference rowops_f32=reference portable_loops=reference"
 for cpu in cortex-a53 cortex-a72; do
@@ -105,8 +108,10 @@ done
 run env-max-avx2 max QFOLD_ISA=avx2 QFOLD_TEST_ACTIVE_ISA=neoni8mm \
   "QFOLD_TEST_KERNELS=$(kernels_with neoni8mm)" -- "$UNIT" "${ARM_CASE[@]}"
 
-# 2. Kernel tests: every level against the reference kernels.
+# 2. Kernel tests: every level against the reference kernels; the float ones on
+#    the Armv8.0 Cortex-A53 too, the oldest core the neon level serves.
 run kernels-max max QFOLD_TEST_DETECTED_ISA=neoni8mm -- "$UNIT" -tc='kernels:*'
+run kernels-f32-a53 cortex-a53 QFOLD_TEST_DETECTED_ISA=neon -- "$UNIT" -tc='kernels f32:*'
 
 # 3. The whole unit suite at every level. The neon level runs on the Cortex-A72
 #    only: under -cpu max it would repeat step 2's kernel comparisons and miss

@@ -125,7 +125,7 @@ int CompareF32(const std::string& type, const std::vector<TensorPtr>& inputs, co
   REQUIRE(mag.size() == want.size());
   int runs = 0;
   // Each ISA level, and the highest with the portable channels-last kernels
-  // in place of its own (what Arm and pre-AVX2 x86 run).
+  // in place of its own (what pre-AVX2 x86 runs).
   std::vector<std::pair<std::string, kernels::KernelConfig>> configs;
   for (Isa isa : kernels::SupportedIsas())
     if (IsaConfig(isa).gemm_f32) configs.emplace_back(kernels::IsaName(isa), IsaConfig(isa));
@@ -615,22 +615,25 @@ TEST_CASE("kernels f32: channels-last depthwise Conv matches the reference") {
 }
 
 // The AVX-512F tiles (12, 8 or 4 pixels x 32 channels, one vector for a
-// panel of at most 16 channels, masked channel tails) and the AVX2 ones (6 x 16): M
-// across the 8/16/32/48 boundaries, pixel counts around multiples of 6 and
-// 12, groups, residual and activations, Winograd, depthwise channel tails.
-// CompareF32 runs every ISA level; this also checks the highest one reaches
-// its own variant.
+// panel of at most 16 channels, masked channel tails), the AVX2 ones (6 x 16)
+// and NEON's (8 or 4 pixels x 8 channels, lane-wise partial vectors): M
+// across the 4/8/16/32/48 boundaries, pixel counts around multiples of 4, 6,
+// 8 and 12, groups, residual and activations, Winograd, depthwise channel
+// tails (NEON: 8, 4, then 1 to 3 channels). CompareF32 runs every ISA level;
+// this also checks the highest one reaches its own variant.
 TEST_CASE("kernels f32: channels-last Conv at the AVX-512 tile edges matches the reference") {
   const kernels::KernelConfig& top = IsaConfig(kernels::SupportedIsas().back());
   const std::string top_name = top.conv_nhwc_f32 ? top.conv_nhwc_f32->name : "none";
   MESSAGE("conv_nhwc_f32 at " << std::string(kernels::IsaName(kernels::SupportedIsas().back()))
                               << ": " << top_name);
   if (kernels::DetectedCpuFeatures().avx512f) CHECK(top_name == "avx512f");
+  if (kernels::DetectedCpuFeatures().asimd) CHECK(top_name == "neon");
   std::mt19937 rng(35);
   int runs = 0;
-  // Pixels 1 to 12 (mod 12: the last tile's rows), then 13, 23, 36, 37.
+  // Pixels 1 to 12 (mod 12: the last tile's rows), then 14, 23, 36, 37
+  // (every count mod 8 too).
   const int64_t sides[][2] = {{1, 1}, {1, 2}, {1, 15}, {4, 4}, {1, 17}, {2, 9},  {1, 7}, {4, 5},
-                              {3, 3}, {2, 5}, {1, 11}, {3, 4}, {1, 13}, {1, 23}, {6, 6}, {37, 1}};
+                              {3, 3}, {2, 5}, {1, 11}, {3, 4}, {1, 14}, {1, 23}, {6, 6}, {37, 1}};
   for (int64_t m = 1; m <= 80; ++m) {
     const int64_t* hw = sides[m % 16];
     ConvCase k{};

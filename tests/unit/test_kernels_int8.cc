@@ -379,11 +379,10 @@ TEST_CASE("kernels: each family picks its variant from the features it needs") {
 #elif defined(__aarch64__)
   f.asimd = true;  // Cortex-A53/A72: Armv8.0
   kernels::KernelConfig kc = kernels::MakeKernelConfig(f);
-  for (const char* family : {"gemm_f32", "dwconv_f32", "gemm_s8", "igemm_s8", "dwconv_s8",
-                             "dwconv_nhwc_s8", "pool_nhwc_s8", "quant_s8"})
+  for (const char* family : {"gemm_f32", "dwconv_f32", "conv_nhwc_f32", "gemm_s8", "igemm_s8",
+                             "dwconv_s8", "dwconv_nhwc_s8", "pool_nhwc_s8", "quant_s8"})
     CHECK(Variant(kc, family) == "neon");
   CHECK(Variant(kc, "pool_2d") == "generic");
-  CHECK(Variant(kc, "conv_nhwc_f32") == "portable");
   f.i8mm = true;  // i8mm is only used on top of dotprod
   CHECK(Variant(kernels::MakeKernelConfig(f), "gemm_s8") == "neon");
   f.i8mm = false;
@@ -392,6 +391,7 @@ TEST_CASE("kernels: each family picks its variant from the features it needs") {
   CHECK(Variant(kc, "gemm_s8") == "neondot");
   CHECK(Variant(kc, "igemm_s8") == "neondot");
   CHECK(Variant(kc, "gemm_f32") == "neon");
+  CHECK(Variant(kc, "conv_nhwc_f32") == "neon");
   f.i8mm = true;
   kc = kernels::MakeKernelConfig(f);
   CHECK(Variant(kc, "gemm_s8") == "neoni8mm");

@@ -1,5 +1,5 @@
 // Channels-last fp32 convolution driver (conv_f32_nhwc.h) and the portable
-// microkernels, used where no ISA-specific variant exists (NEON, x86 without
+// microkernels, used where no ISA-specific variant exists (x86 without
 // AVX2). Threads split the output into tiles of whole output rows
 // (depthwise) or mr pixels (GEMM), each tile computed by the same kernel
 // calls whatever the thread count.
@@ -20,6 +20,9 @@ namespace kernels {
 #if defined(__x86_64__)
 extern const ConvNhwcF32Kernels kConvNhwcF32Avx2;
 extern const ConvNhwcF32Kernels kConvNhwcF32Avx512F;
+#endif
+#if defined(__aarch64__)
+extern const ConvNhwcF32Kernels kConvNhwcF32Neon;
 #endif
 #if defined(QFOLD_HAVE_AMX)
 extern const ConvNhwcBf16Kernels kConvNhwcBf16Amx;
@@ -674,6 +677,9 @@ const ConvNhwcF32Kernels* ConvNhwcF32For(const CpuFeatures& f, const char** vari
   if (HighestIsa(f) != Isa::kReference) k = &kConvNhwcF32Portable;
 #if defined(__x86_64__)
   if (f.avx2 && f.fma) k = f.avx512f ? &kConvNhwcF32Avx512F : &kConvNhwcF32Avx2;
+#endif
+#if defined(__aarch64__)
+  if (f.asimd) k = &kConvNhwcF32Neon;  // fmla only: Armv8.0 NEON
 #endif
   if (variant) *variant = k ? k->name : nullptr;
   return k;

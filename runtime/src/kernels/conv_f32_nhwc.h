@@ -76,7 +76,8 @@ struct DwNhwcF32Args {
 };
 
 struct ConvNhwcF32Kernels {
-  // The features it needs ("avx2" = AVX2 + FMA; "avx512f" = those + AVX-512F; "portable").
+  // The features it needs ("avx2" = AVX2 + FMA; "avx512f" = those + AVX-512F; "neon" =
+  // Armv8.0 Advanced SIMD; "portable").
   const char* name;
   int mr, nr;
   void (*igemm)(const IgemmF32Args& args);
