@@ -38,12 +38,14 @@ bool ParseBoundedInt(const std::string& s, int64_t lo, int64_t hi, T* out) {
   return true;
 }
 
-// --precision fp32|bf16 (run, bench, verify): SessionOptions::precision.
+// --precision fp32|bf16|fp16 (run, bench, verify): SessionOptions::precision.
 inline bool ParsePrecision(const std::string& s, SessionOptions::Precision* out) {
   if (s == "fp32") {
     *out = SessionOptions::Precision::kFloat32;
   } else if (s == "bf16") {
     *out = SessionOptions::Precision::kBfloat16;
+  } else if (s == "fp16") {
+    *out = SessionOptions::Precision::kFloat16;
   } else {
     return false;
   }
@@ -52,11 +54,12 @@ inline bool ParsePrecision(const std::string& s, SessionOptions::Precision* out)
 
 // The usage error for a missing or unknown --precision value.
 inline std::string BadPrecisionMessage(const std::string& given) {
-  return "--precision needs fp32 or bf16" + (given.empty() ? "" : ", got '" + given + "'");
+  return "--precision needs fp32, bf16 or fp16" + (given.empty() ? "" : ", got '" + given + "'");
 }
 
 inline const char* PrecisionName(SessionOptions::Precision p) {
-  return p == SessionOptions::Precision::kBfloat16 ? "bf16" : "fp32";
+  if (p == SessionOptions::Precision::kBfloat16) return "bf16";
+  return p == SessionOptions::Precision::kFloat16 ? "fp16" : "fp32";
 }
 
 }  // namespace cli

@@ -24,7 +24,7 @@ namespace cli {
 namespace {
 
 const char* kBenchUsage =
-    "usage: qfold bench MODEL.qfm [--threads N] [--precision fp32|bf16] [--warmup W]\n"
+    "usage: qfold bench MODEL.qfm [--threads N] [--precision fp32|bf16|fp16] [--warmup W]\n"
     "                   [--iterations I] [--input NAME=FILE.npy ...]\n"
     "                   [--input-shape NAME=1x3x224x224 ...] [--bind-state OUT=IN ...]\n"
     "                   [--seed S] [--profile] [--json]\n"
@@ -42,7 +42,9 @@ const char* kBenchUsage =
     "  --threads N          session threads, 1..1024 (default 1; clamped to the hardware threads)\n"
     "  --precision P        fp32 (default) or bf16: float channels-last convolutions multiply\n"
     "                       bfloat16-rounded values on AMX-BF16, summing in fp32; no effect\n"
-    "                       on CPUs without AMX-BF16 (the kernels line shows conv_nhwc_bf16)\n"
+    "                       on CPUs without AMX-BF16 (the kernels line shows conv_nhwc_bf16);\n"
+    "                       fp16: those and Gemm/MatMul with a constant B in NEON half\n"
+    "                       arithmetic on Armv8.2 FEAT_FP16 (conv_nhwc_fp16, gemm_fp16)\n"
     "  --warmup W           untimed runs first (default 5)\n"
     "  --iterations I       timed runs (default 50)\n"
     "  --input NAME=FILE    an input from a .npy file (shape taken from the file)\n"

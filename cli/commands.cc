@@ -136,7 +136,7 @@ const char* kConvertUsage =
 const char* kRunUsage =
     "usage: qfold run MODEL.qfm [--input NAME=FILE.npy ...] [--inputs FILE.npz]\n"
     "                 [--input-shape NAME=1x3x320x320 ...] [--output-dir DIR] [--threads N]\n"
-    "                 [--precision fp32|bf16] [--bind-state OUT=IN ...] [--steps N]\n"
+    "                 [--precision fp32|bf16|fp16] [--bind-state OUT=IN ...] [--steps N]\n"
     "\n"
     "Runs a model. Inputs come from .npy files (one per input) or an .npz whose\n"
     "entries are named like the inputs; their shapes may differ from the model's\n"
@@ -148,6 +148,8 @@ const char* kRunUsage =
     "  --precision P fp32 (default) or bf16: float channels-last convolutions multiply\n"
     "                bfloat16-rounded values on AMX-BF16, summing in fp32 (faster, about\n"
     "                3 significant digits); no effect on CPUs without AMX-BF16\n"
+    "                fp16: those convolutions and Gemm/MatMul with a constant B in NEON\n"
+    "                half arithmetic (Armv8.2 FEAT_FP16); no effect without it\n"
     "  --bind-state OUT=IN  streaming state: after each step output OUT becomes input IN\n"
     "                (zeros at first; data given for IN is the initial state)\n"
     "  --steps N     run N steps (chunks) in one session: an input whose data has an extra\n"

@@ -23,7 +23,7 @@ namespace {
 const char* kVerifyUsage =
     "usage: qfold verify MODEL.onnx MODEL.qfm [--data FILE.npz|NAME=FILE.npy ...] [--per-layer]\n"
     "                    [--reference qfold|ort] [--threshold COS] [--report REPORT.html]\n"
-    "                    [--seed N] [--precision fp32|bf16] [--json]\n"
+    "                    [--seed N] [--precision fp32|bf16|fp16] [--json]\n"
     "\n"
     "Runs the .qfm and a reference on the same inputs (given, else random with a fixed\n"
     "seed) and compares every output: cosine similarity, max abs error, relative L2 and,\n"
@@ -40,7 +40,8 @@ const char* kVerifyUsage =
     "  --report FILE      write a self-contained HTML page plotting the per-layer error\n"
     "  --seed N           seed of the random inputs (default 1)\n"
     "  --precision P      the .qfm's session: fp32 (default) or bf16 (bfloat16 products in\n"
-    "                     float channels-last convolutions on AMX-BF16), to measure its error\n"
+    "                     float channels-last convolutions on AMX-BF16) or fp16 (NEON half\n"
+    "                     arithmetic on Armv8.2), to measure its error\n"
     "  --json             machine-readable result\n";
 
 Status WriteText(const std::string& path, const std::string& text,

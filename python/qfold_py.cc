@@ -270,11 +270,13 @@ struct Feed {
   py::buffer_info view;
 };
 
-// precision="fp32"|"bf16", as the CLI's --precision.
+// precision="fp32"|"bf16"|"fp16", as the CLI's --precision.
 SessionOptions::Precision ParsePrecision(const std::string& name) {
   if (name == "fp32") return SessionOptions::Precision::kFloat32;
   if (name == "bf16") return SessionOptions::Precision::kBfloat16;
-  Raise(StatusCode::kInvalidArgument, "precision must be 'fp32' or 'bf16', got '" + name + "'");
+  if (name == "fp16") return SessionOptions::Precision::kFloat16;
+  Raise(StatusCode::kInvalidArgument,
+        "precision must be 'fp32', 'bf16' or 'fp16', got '" + name + "'");
 }
 
 class PySession {
@@ -528,7 +530,8 @@ PYBIND11_MODULE(_qfold, m) {
            "run()'s feeds (given, it overrides the carried state).\n"
            "precision 'fp32' (default) or 'bf16': float channels-last convolutions multiply\n"
            "bfloat16-rounded values on AMX-BF16, summing in fp32 (no effect on CPUs without\n"
-           "it); anything else raises qfold.InvalidArgument (a ValueError).")
+           "it); 'fp16': convolutions and Gemm/MatMul with a constant B in NEON half\n"
+           "arithmetic on Armv8.2 FEAT_FP16 (no effect without it); anything else raises qfold.InvalidArgument (a ValueError).")
       .def("reset_state", &PySession::ResetState,
            "Zeros the inputs bound by state_bindings (a new stream).")
       .def_property_readonly("inputs", &PySession::inputs,

@@ -15,7 +15,11 @@
 #      neoni8mm under -cpu max, neon on the Armv8.0 cortex-a72, where a dotprod
 #      instruction would trap, and the dotprod-only neoverse-n1), so the op tests
 #      run through each level's prepared kernels (1-3 minutes each under qemu);
-#   4. the C API tests, and the C/C++ examples on a model converted by the
+#   4. the fp16 precision's kernels (tc 'kernels fp16:*') on the CPU models
+#      with Armv8.2 FEAT_FP16 (max, cortex-a76, neoverse-n1), which must pick
+#      the neonfp16 variant and match its emulation, and on the Cortex-A72
+#      (none), where fp16 mode must leave the fp32 kernels;
+#   5. the C API tests, and the C/C++ examples on a model converted by the
 #      host's CLI when a host build exists (BUILD_DIR of scripts/test.sh).
 # Speed is not measured: qemu emulates the vector instructions one by one.
 # Needs g++-aarch64-linux-gnu and qemu-user (scripts/setup.sh installs them).
@@ -122,7 +126,14 @@ done
 run unit-a72-neon cortex-a72 QFOLD_ISA=neon QFOLD_TEST_ACTIVE_ISA=neon -- "$UNIT"
 run unit-n1 neoverse-n1 QFOLD_TEST_ACTIVE_ISA=neondot -- "$UNIT"
 
-# 4. C API: the model-independent checks, then the examples on a converted model.
+# 4. fp16 precision: the variant each CPU model picks, the kernels against
+#    their emulation and the fp32 fallback (QFOLD_TEST_FP16: the variant or none).
+for cpu in max cortex-a76 neoverse-n1; do
+  run "fp16-$cpu" $cpu QFOLD_TEST_FP16=neonfp16 -- "$UNIT" -tc='kernels fp16:*'
+done
+run fp16-a72 cortex-a72 QFOLD_TEST_FP16=none -- "$UNIT" -tc='kernels fp16:*'
+
+# 5. C API: the model-independent checks, then the examples on a converted model.
 run capi max -- "$BUILD/tests/qfold_capi_tests"
 if [ -x "$HOST_QFOLD" ]; then
   wrap="$BUILD/qemu-wrappers"

@@ -391,7 +391,8 @@ std::string DiffLine(const TensorDiff& d, double threshold) {
 }
 
 const char* PrecisionName(SessionOptions::Precision p) {
-  return p == SessionOptions::Precision::kBfloat16 ? "bf16" : "fp32";
+  if (p == SessionOptions::Precision::kBfloat16) return "bf16";
+  return p == SessionOptions::Precision::kFloat16 ? "fp16" : "fp32";
 }
 
 }  // namespace

@@ -117,7 +117,8 @@ class SessionOptions:
     ``add_free_dimension_override_by_name`` (fixes a symbolic dim at conversion) and
     its own ``precision``: ``"fp32"`` (default) or ``"bf16"`` (float channels-last
     convolutions multiply bfloat16-rounded values on AMX-BF16, summing in fp32; no
-    effect on CPUs without it).
+    effect on CPUs without it) or ``"fp16"`` (convolutions and Gemm/MatMul with a
+    constant B in NEON half arithmetic on Armv8.2 FEAT_FP16; no effect without it).
     The other ONNX Runtime settings are accepted and ignored, with a warning the
     first time each is changed.
     """
@@ -135,8 +136,9 @@ class SessionOptions:
             if not isinstance(value, int) or value < 0:
                 raise InvalidArgument(f"intra_op_num_threads must be an int >= 0, got {value!r}")
         elif name == "precision":
-            if value not in ("fp32", "bf16"):  # checked here, not at the next session
-                raise InvalidArgument(f"precision must be 'fp32' or 'bf16', got {value!r}")
+            if value not in ("fp32", "bf16", "fp16"):  # checked here, not at the next session
+                raise InvalidArgument(
+                    f"precision must be 'fp32', 'bf16' or 'fp16', got {value!r}")
         elif name in _ORT_ONLY_SETTINGS:
             if value != _ORT_ONLY_SETTINGS[name]:
                 _warn_once("SessionOptions." + name,

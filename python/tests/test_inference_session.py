@@ -11,6 +11,7 @@ Plain asserts, no pytest: prints "N passed, M failed" and exits non-zero on fail
 import glob
 import os
 import pathlib
+import platform
 import subprocess
 import sys
 import tempfile
@@ -316,9 +317,15 @@ def session_options_and_providers():
     bf16 = qfold.InferenceSession(path, sess_options=opts).run(None, x)[0].ravel()
     fp32 = one.run(None, x)[0].ravel()
     assert fp32 @ bf16 / (np.linalg.norm(fp32) * np.linalg.norm(bf16)) > 0.999
+    opts.precision = "fp16"
+    fp16_session = qfold.InferenceSession(path, sess_options=opts)
+    fp16 = fp16_session.run(None, x)[0].ravel()
+    assert fp32 @ fp16 / (np.linalg.norm(fp32) * np.linalg.norm(fp16)) > 0.9999
+    if platform.machine() not in ("aarch64", "arm64"):  # no FEAT_FP16: fp32 exactly
+        np.testing.assert_array_equal(fp32, fp16)
     try:
-        opts.precision = "fp16"
-        raise AssertionError("precision 'fp16' accepted")
+        opts.precision = "fp8"
+        raise AssertionError("precision 'fp8' accepted")
     except ValueError as e:
         assert "precision" in str(e), e
 

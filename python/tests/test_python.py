@@ -5,6 +5,7 @@ Usage: PYTHONPATH=<dir with qfold*.so> python test_python.py [models_dir]
 Plain asserts, no pytest: prints "N passed, M failed" and exits non-zero on failure.
 """
 import os
+import platform
 import sys
 import tempfile
 import threading
@@ -106,16 +107,22 @@ def bf16_precision_close_to_fp32():
     explicit = qfold.Session(qfm_path, precision="fp32").run({"input": x})["probs"]
     bf16 = qfold.Session(qfm_path, precision="bf16").run({"input": x})["probs"]
     np.testing.assert_array_equal(fp32, explicit)
+    # fp16 arithmetic needs Armv8.2 FEAT_FP16: elsewhere the fp32 kernels, bit for bit.
+    fp16 = qfold.Session(qfm_path, precision="fp16").run({"input": x})["probs"]
+    if platform.machine() not in ("aarch64", "arm64"):
+        np.testing.assert_array_equal(fp32, fp16)
+    a32, a16 = fp32.astype(np.float64).ravel(), fp16.astype(np.float64).ravel()
+    assert a32 @ a16 / (np.linalg.norm(a32) * np.linalg.norm(a16)) > 0.9999
     # Identical without AMX-BF16; otherwise bfloat16 products, fp32 sums.
     a, b = fp32.astype(np.float64).ravel(), bf16.astype(np.float64).ravel()
     cosine = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
     assert cosine > 0.999, cosine
-    for bad in ("fp16", "BF16", ""):
+    for bad in ("fp8", "FP16", "BF16", ""):
         try:
             qfold.Session(qfm_path, precision=bad)
         except ValueError as e:
             assert isinstance(e, qfold.InvalidArgument), type(e)
-            assert "precision must be 'fp32' or 'bf16'" in str(e), str(e)
+            assert "precision must be 'fp32', 'bf16' or 'fp16'" in str(e), str(e)
         else:
             raise AssertionError(f"precision={bad!r} accepted")
 

@@ -27,6 +27,8 @@ static_assert(QFOLD_PRECISION_FLOAT32 == int(qfold::SessionOptions::Precision::k
               "precision mismatch");
 static_assert(QFOLD_PRECISION_BFLOAT16 == int(qfold::SessionOptions::Precision::kBfloat16),
               "precision mismatch");
+static_assert(QFOLD_PRECISION_FLOAT16 == int(qfold::SessionOptions::Precision::kFloat16),
+              "precision mismatch");
 static_assert(QFOLD_DTYPE_FLOAT32 == int(qfold::DType::kFloat32), "dtype mismatch");
 static_assert(QFOLD_DTYPE_INT8 == int(qfold::DType::kInt8), "dtype mismatch");
 static_assert(QFOLD_DTYPE_INT64 == int(qfold::DType::kInt64), "dtype mismatch");
@@ -268,10 +270,12 @@ qfold_status qfold_session_create(qfold_model* model, const qfold_session_option
       }
       if (opts->struct_size >= offsetof(qfold_session_options, precision) + sizeof(int32_t)) {
         if (opts->precision != QFOLD_PRECISION_FLOAT32 &&
-            opts->precision != QFOLD_PRECISION_BFLOAT16)
+            opts->precision != QFOLD_PRECISION_BFLOAT16 &&
+            opts->precision != QFOLD_PRECISION_FLOAT16)
           return Fail(QFOLD_INVALID_ARGUMENT, fn,
                       "opts->precision: invalid value " + std::to_string(opts->precision) +
-                          " (QFOLD_PRECISION_FLOAT32 = 0 or QFOLD_PRECISION_BFLOAT16 = 1)");
+                          " (QFOLD_PRECISION_FLOAT32 = 0, QFOLD_PRECISION_BFLOAT16 = 1 or "
+                          "QFOLD_PRECISION_FLOAT16 = 2)");
         o.precision = static_cast<qfold::SessionOptions::Precision>(opts->precision);
       }
       // 0 keeps SessionOptions' bound: C callers had it before the field existed.

@@ -357,6 +357,7 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
     im.kernels = kernels::KernelConfigForIsa(isa);
   }
   if (opts.precision == SessionOptions::Precision::kBfloat16) kernels::EnableBf16(&im.kernels);
+  if (opts.precision == SessionOptions::Precision::kFloat16) kernels::EnableFp16(&im.kernels);
   im.kernels_description = im.kernels.Describe();
   if (im.opts.num_threads > 1) im.pool.reset(new kernels::ThreadPool(im.opts.num_threads));
   im.tensors.resize(im.m->tensors.size());

@@ -262,8 +262,8 @@ static void TestPrecision(const char* path) {
   qfold_model* m = NULL;
   qfold_session* s = NULL;
   qfold_session_options opts;
-  float fp32[kOutputs], bf16[kOutputs];
-  char fp32_kernels[1024] = "", bf16_kernels[1024] = "";
+  float fp32[kOutputs], bf16[kOutputs], fp16[kOutputs];
+  char fp32_kernels[1024] = "", bf16_kernels[1024] = "", fp16_kernels[1024] = "";
   double dot = 0, fp32_norm = 0, bf16_norm = 0;
   size_t k;
   EXPECT_OK(qfold_model_load_file(path, &m));
@@ -287,6 +287,21 @@ static void TestPrecision(const char* path) {
       bf16_norm += (double)bf16[k] * bf16[k];
     }
     EXPECT(dot > 0 && dot * dot > 0.999 * 0.999 * fp32_norm * bf16_norm);
+  }
+  /* float16: NEON half arithmetic where the CPU has FEAT_FP16, else fp32 exactly. */
+  memset(fp16, 0xff, sizeof(fp16));
+  RunWithPrecision(m, QFOLD_PRECISION_FLOAT16, fp16, fp16_kernels, sizeof(fp16_kernels));
+  EXPECT(strstr(fp32_kernels, "fp16=") == NULL);
+  if (!strstr(fp16_kernels, "conv_nhwc_fp16=")) {
+    EXPECT(memcmp(fp32, fp16, sizeof(fp32)) == 0);
+  } else {
+    dot = fp32_norm = bf16_norm = 0;
+    for (k = 0; k < kOutputs; ++k) {
+      dot += (double)fp32[k] * fp16[k];
+      fp32_norm += (double)fp32[k] * fp32[k];
+      bf16_norm += (double)fp16[k] * fp16[k];
+    }
+    EXPECT(dot > 0 && dot * dot > 0.9999 * 0.9999 * fp32_norm * bf16_norm);
   }
 
   opts.precision = 7;

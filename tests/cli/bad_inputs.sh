@@ -94,11 +94,11 @@ done
 for bad in 4294967296 99999999999999999999 -1 x; do
   expect_exit2 "verify --seed '$bad'" "--seed" "$QFOLD" verify "$src" --seed "$bad"
 done
-# --precision takes fp32 or bf16 only.
-for bad in fp16 BF16 ""; do
-  expect_exit2 "run --precision '$bad'" "--precision needs fp32 or bf16" "$QFOLD" run "$WORK/good.qfm" --precision "$bad"
-  expect_exit2 "bench --precision '$bad'" "--precision needs fp32 or bf16" "$QFOLD" bench "$WORK/good.qfm" --precision "$bad"
-  expect_exit2 "verify --precision '$bad'" "--precision needs fp32 or bf16" "$QFOLD" verify "$src" "$WORK/good.qfm" --precision "$bad"
+# --precision takes fp32, bf16 or fp16 only.
+for bad in fp8 FP16 BF16 ""; do
+  expect_exit2 "run --precision '$bad'" "--precision needs fp32, bf16 or fp16" "$QFOLD" run "$WORK/good.qfm" --precision "$bad"
+  expect_exit2 "bench --precision '$bad'" "--precision needs fp32, bf16 or fp16" "$QFOLD" bench "$WORK/good.qfm" --precision "$bad"
+  expect_exit2 "verify --precision '$bad'" "--precision needs fp32, bf16 or fp16" "$QFOLD" verify "$src" "$WORK/good.qfm" --precision "$bad"
 done
 expect_exit2 "run --precision without a value" "--precision" "$QFOLD" run "$WORK/good.qfm" --precision
 for bad in 1x99999999999999999999 1x-3 1xx2 1x2x; do
@@ -150,6 +150,19 @@ if "$QFOLD" bench "$WORK/good.qfm" --precision bf16 --warmup 0 --iterations 1 --
   pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL bench --precision bf16 --json"; fi
 if "$QFOLD" verify "$src" "$WORK/good.qfm" --precision bf16 | grep -qF "precision (.qfm): bf16"; then
   pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL verify --precision bf16"; fi
+# --precision fp16 likewise; without Armv8.2 fp16 arithmetic (every x86 CPU) the
+# outputs are the fp32 run's, byte for byte.
+mkdir -p "$WORK/od_fp16"
+if "$QFOLD" run "$WORK/good.qfm" --input "input=$WORK/x.npy" --output-dir "$WORK/od_fp16" --precision fp16 >/dev/null &&
+  [ -s "$WORK/od_fp16/probs.npy" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL run --precision fp16"; fi
+if [ "$(uname -m)" = x86_64 ]; then
+  if cmp -s "$WORK/od_fp16/probs.npy" "$WORK/probs_before.npy"; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL run --precision fp16 differs from fp32 on x86"; fi
+fi
+if "$QFOLD" bench "$WORK/good.qfm" --precision fp16 --warmup 0 --iterations 1 --json | grep -qF '"precision":"fp16"'; then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL bench --precision fp16 --json"; fi
+if "$QFOLD" verify "$src" "$WORK/good.qfm" --precision fp16 | grep -qF "precision (.qfm): fp16"; then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL verify --precision fp16"; fi
 # No temp file is left by any refused or finished write.
 left=$(find "$WORK" -name '*.tmp.*' | wc -l)
 if [ "$left" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $left temp files left"; fi

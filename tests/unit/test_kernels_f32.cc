@@ -141,12 +141,19 @@ int CompareF32(const std::string& type, const std::vector<TensorPtr>& inputs, co
     kernels::KernelConfig bf16 = IsaConfig(kernels::SupportedIsas().back());
     kernels::EnableBf16(&bf16);
     if (bf16.conv_nhwc_bf16 || bf16.gemm_bf16) configs.emplace_back("bf16", bf16);
+    // fp16 mode (Armv8.2 FEAT_FP16): two roundings to half (each at most
+    // 2^-11 of the value) and the fp16 sums of 32 products (each step at most
+    // 2^-11 of their magnitude), docs/NUMERICS.md.
+    kernels::KernelConfig fp16 = IsaConfig(kernels::SupportedIsas().back());
+    kernels::EnableFp16(&fp16);
+    if (fp16.conv_nhwc_fp16 || fp16.gemm_fp16) configs.emplace_back("fp16", fp16);
   }
   for (const auto& named : configs) {
     const kernels::KernelConfig& kc = named.second;
     const std::string& isa_name = named.first;
-    const double rel =
-        isa_name == "bf16" ? 1e-5 + std::ldexp(1.0, -7) + std::ldexp(1.0, -16) : 1e-5;
+    const double rel = isa_name == "bf16"   ? 1e-5 + std::ldexp(1.0, -7) + std::ldexp(1.0, -16)
+                       : isa_name == "fp16" ? 1e-5 + std::ldexp(1.0, -10) + std::ldexp(33.0, -11)
+                                            : 1e-5;
     CAPTURE(isa_name);
     Runner fast(type, inputs, attrs, kc);
     for (bool prepared : {true, false}) {

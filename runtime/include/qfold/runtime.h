@@ -71,8 +71,14 @@ struct SessionOptions {
   // convolutions round their activations and weights to bfloat16 (to nearest
   // even) and multiply them on the CPU's AMX-BF16 units, summing in fp32;
   // everything else stays fp32. On a CPU without AMX-BF16 it changes nothing.
-  // Session::kernels() lists conv_nhwc_bf16 when it is in use.
-  enum class Precision { kFloat32, kBfloat16 };
+  // Session::kernels() lists conv_nhwc_bf16 when it is in use. kFloat16
+  // (opt-in, Armv8.2 FEAT_FP16): channels-last float convolutions and Gemm/
+  // MatMul with a constant 2-D B round their operands to IEEE half (to
+  // nearest even) and multiply them with NEON fp16 arithmetic, summing short
+  // runs in fp16 and those in fp32 (docs/NUMERICS.md bounds the error); on a
+  // CPU without FEAT_FP16 (x86, Cortex-A53/A72) it changes nothing.
+  // Session::kernels() lists conv_nhwc_fp16 and gemm_fp16 when in use.
+  enum class Precision { kFloat32, kBfloat16, kFloat16 };
   Precision precision = Precision::kFloat32;
   // Streaming state: {output, input} pairs binding a model's returned state to
   // its state input (same dtype and shape). After each successful Run the

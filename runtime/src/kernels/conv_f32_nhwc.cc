@@ -11,6 +11,7 @@
 
 #include "kernels/aligned_vector.h"
 #include "kernels/conv_f32_nhwc_winograd.h"
+#include "kernels/igemm_fp16.h"
 #include "kernels/scratch.h"
 #include "kernels/thread_pool.h"
 
@@ -104,6 +105,8 @@ struct ConvNhwcF32State {
   bool bf16_rows = false;
   int64_t kc = 0;
   AlignedVector<uint16_t> wb;
+  // fp16 mode (igemm_fp16.h): its own packed weights, set instead of w.
+  std::shared_ptr<void> fp16;
 };
 
 // The cost model: Winograd does 16 / 36 of the direct multiplications, but
@@ -714,7 +717,8 @@ const ConvNhwcF32Kernels* ConvNhwcF32Portable() {
 }
 
 std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,
-                                         int64_t group, const ConvNhwcBf16Kernels* bf16) {
+                                         int64_t group, const ConvNhwcBf16Kernels* bf16,
+                                         const Fp16Kernels* fp16) {
   if (!k || w.dtype != DType::kFloat32 || w.rank() != 4 || group <= 0) return nullptr;
   auto s = std::make_shared<ConvNhwcF32State>();
   s->k = k;
@@ -734,6 +738,7 @@ std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tens
       for (int64_t t = 0; t < taps; ++t) s->w[size_t(t * s->m + oc)] = wd[oc * taps + t];
     return s;
   }
+  if (fp16 && (s->fp16 = PrepareConvNhwcFp16(*fp16, w, group))) return s;
   if (bf16 && !s->depthwise && (group == 1 || s->cg >= 16)) {
     // [panel][tap][value pair][32 outputs][2], zeros past the values and m;
     // a row tap's values are (kx, channel) pairs.
@@ -797,7 +802,9 @@ bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& c) {
   if (s.depthwise && c.residual) return false;
   if (c.n == 0 || c.oh * c.ow == 0) return true;  // empty output
   const char* method = ConvNhwcF32Method(state, c);
-  if (method[0] == 'b')
+  if (method[0] == 'f')
+    RunConvNhwcFp16(s.fp16.get(), c);
+  else if (method[0] == 'b')
     RunBf16(s, c);
   else if (method[0] == 'd')
     RunDepthwise(s, c);
@@ -814,6 +821,7 @@ size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& c) {
   if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return 0;
   if (c.n == 0 || c.oh * c.ow == 0) return 0;
   const char* method = ConvNhwcF32Method(state, c);
+  if (method[0] == 'f') return ConvNhwcFp16Scratch(s.fp16.get(), c);
   if (method[0] == 'b') return Bf16ScratchFor(s, c).Bytes(NumThreads(Bf16Pool(s, c)));
   if (method[0] == 'd') return DepthwiseScratch(s, c).Bytes(NumThreads(DepthwisePool(s, c)));
   if (method[0] == 'w') return WinogradScratch(s).Bytes(NumThreads(WinogradPool(s, c)));
@@ -822,6 +830,7 @@ size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& c) {
 
 const char* ConvNhwcF32Method(const void* state, const ConvNhwcF32Call& c) {
   const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
+  if (s.fp16) return "fp16";
   if (s.bf16 && (!s.bf16_rows || c.dw == 1)) return "bf16";
   if (s.depthwise) return "depthwise";
   if (!s.winograd_u.empty() && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1) return "winograd";

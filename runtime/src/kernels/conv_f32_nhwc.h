@@ -38,6 +38,7 @@ namespace kernels {
 
 class ThreadPool;     // thread_pool.h
 struct KernelConfig;  // kernel_config.h
+struct Fp16Kernels;   // igemm_fp16.h
 
 // One tile of the indirect GEMM: `rows` (<= mr) output pixels by one panel
 // of `cols` (<= nr) output channels.
@@ -143,8 +144,11 @@ const ConvNhwcF32Kernels* ConvNhwcF32Portable();
 // 16 input channels per group run in bf16 always; fewer, without groups (an RGB stem)
 // when the call has no dilation across the width, as kernel rows (kw * C
 // values side by side in a padded bf16 plane, one tap per kernel row).
+// With `fp16` (non-null) every convolution but depthwise runs in fp16
+// instead (igemm_fp16.h); it takes precedence over bf16.
 std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,
-                                         int64_t group, const ConvNhwcBf16Kernels* bf16 = nullptr);
+                                         int64_t group, const ConvNhwcBf16Kernels* bf16 = nullptr,
+                                         const Fp16Kernels* fp16 = nullptr);
 
 struct ConvNhwcF32Call {
   const float* x = nullptr;     // [n, ih, iw, c]
@@ -168,7 +172,7 @@ bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& call);
 // The scratch bytes RunConvNhwcF32(state, call) uses (shapes and pool only).
 size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& call);
 
-// How RunConvNhwcF32 computes `call`: "depthwise", "winograd", "igemm" or "bf16"
+// How RunConvNhwcF32 computes `call`: "depthwise", "winograd", "igemm", "bf16" or "fp16"
 // (for tests and diagnostics).
 const char* ConvNhwcF32Method(const void* state, const ConvNhwcF32Call& call);
 

@@ -13,6 +13,15 @@ void EnableBf16(KernelConfig* config) {
   if (config->gemm_bf16) config->variants.emplace_back("gemm_bf16", v);
 }
 
+void EnableFp16(KernelConfig* config) {
+  const char* v = nullptr;
+  const Fp16Kernels* k = Fp16KernelsFor(config->features, &v);
+  config->conv_nhwc_fp16 = config->conv_nhwc_f32 ? k : nullptr;
+  if (config->conv_nhwc_fp16) config->variants.emplace_back("conv_nhwc_fp16", v);
+  config->gemm_fp16 = config->gemm_f32 ? k : nullptr;
+  if (config->gemm_fp16) config->variants.emplace_back("gemm_fp16", v);
+}
+
 KernelConfig MakeKernelConfig(const CpuFeatures& f) {
   KernelConfig c;
   c.features = f;

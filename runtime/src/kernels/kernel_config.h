@@ -18,6 +18,7 @@
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/gemm_s8.h"
+#include "kernels/igemm_fp16.h"
 #include "kernels/igemm_s8.h"
 #include "kernels/pool_2d.h"
 #include "kernels/pool_nhwc_s8.h"
@@ -41,6 +42,9 @@ struct KernelConfig {
   const ConvNhwcBf16Kernels* conv_nhwc_bf16 = nullptr;
   // bf16 Gemm with a constant B: set only by EnableBf16.
   const GemmBf16Kernels* gemm_bf16 = nullptr;
+  // fp16 convolutions and Gemm with a constant B: set only by EnableFp16.
+  const Fp16Kernels* conv_nhwc_fp16 = nullptr;
+  const Fp16Kernels* gemm_fp16 = nullptr;
   const GemmS8Kernels* gemm_s8 = nullptr;
   // Channels-last convolution microkernels (x86, Arm NEON), widest panel
   // first; empty without SIMD (the driver then uses gemm_s8).
@@ -76,6 +80,10 @@ KernelConfig MakeKernelConfig(const CpuFeatures& features);
 // has the units for them (else nothing changes); listed as conv_nhwc_bf16
 // and gemm_bf16 in Describe().
 void EnableBf16(KernelConfig* config);
+// Opt-in fp16 convolutions and Gemm/MatMul with a constant B (NEON half
+// arithmetic) where the CPU has Armv8.2 FEAT_FP16 (else nothing changes);
+// listed as conv_nhwc_fp16 and gemm_fp16 in Describe().
+void EnableFp16(KernelConfig* config);
 // No fast kernels: every op runs its reference kernel (the converter's
 // constant folding, the oracle of the kernel tests).
 const KernelConfig& ReferenceKernelConfig();

@@ -164,7 +164,8 @@ Status PrepareConv(KernelContext& ctx, std::shared_ptr<void>* state) {
   const int64_t group = ctx.attr().GetInt("group", 1);
   if (cl) {
     const kernels::KernelConfig& kc = ctx.kernel_config();
-    *state = kernels::PrepareConvNhwcF32(kc.conv_nhwc_f32, *ctx.input(1), group, kc.conv_nhwc_bf16);
+    *state = kernels::PrepareConvNhwcF32(kc.conv_nhwc_f32, *ctx.input(1), group, kc.conv_nhwc_bf16,
+                                         kc.conv_nhwc_fp16);
     return Status::Ok();
   }
   *state =

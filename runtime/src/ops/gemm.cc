@@ -14,6 +14,7 @@
 #include "core/shape_util.h"
 #include "kernels/aligned_vector.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/igemm_fp16.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/kernel_config.h"
 
@@ -108,7 +109,8 @@ void GemmKernel(const T* a, const T* b, const T* c, const Shape& c_shape, T* y, 
 }
 
 // op(B) packed as the GEMM's right operand.
-// In bf16 mode (KernelConfig::gemm_bf16) op(B) is packed as bf16 instead.
+// In bf16 mode (KernelConfig::gemm_bf16) op(B) is packed as bf16 instead,
+// in fp16 mode (KernelConfig::gemm_fp16) as half.
 struct GemmF32State {
   const kernels::GemmF32Kernels* k = nullptr;
   Shape b_shape;
@@ -116,6 +118,8 @@ struct GemmF32State {
   kernels::AlignedVector<float> packed;
   const kernels::GemmBf16Kernels* bf16 = nullptr;
   kernels::PackedBf16 packed_bf16;
+  const kernels::Fp16Kernels* fp16 = nullptr;
+  kernels::PackedFp16 packed_fp16;
 };
 
 void PackGemmB(const kernels::GemmF32Kernels& k, const Tensor& b, bool tb, GemmF32State* st) {
@@ -134,6 +138,15 @@ Status PrepareGemm(KernelContext& ctx, std::shared_ptr<void>* state) {
   if (!k || b->dtype != DType::kFloat32 || b->rank() != 2) return Status::Ok();
   auto st = std::make_shared<GemmF32State>();
   const bool tb = ctx.attr().GetInt("transB", 0) != 0;
+  if (const kernels::Fp16Kernels* hk = ctx.kernel_config().gemm_fp16) {
+    const int64_t kd = b->shape[tb ? 1 : 0], n = b->shape[tb ? 0 : 1];
+    st->fp16 = hk;
+    st->b_shape = b->shape;
+    st->tb = tb;
+    kernels::PackFp16(b->ptr<float>(), tb ? 1 : n, tb ? kd : 1, kd, n, &st->packed_fp16);
+    *state = st;
+    return Status::Ok();
+  }
   if (const kernels::GemmBf16Kernels* bk = ctx.kernel_config().gemm_bf16) {
     const int64_t kd = b->shape[tb ? 1 : 0], n = b->shape[tb ? 0 : 1];
     st->bf16 = bk;
@@ -148,9 +161,9 @@ Status PrepareGemm(KernelContext& ctx, std::shared_ptr<void>* state) {
   return Status::Ok();
 }
 
-// bf16 mode: the sums into Y, then alpha, beta * C (broadcast as the
-// reference does) and the fused activation.
-bool RunGemmBf16(const KernelContext& ctx, const GemmF32State& st, bool ta, float alpha,
+// bf16 and fp16 modes: the sums into Y, then alpha, beta * C (broadcast as
+// the reference does) and the fused activation.
+bool RunGemmReduced(const KernelContext& ctx, const GemmF32State& st, bool ta, float alpha,
                  float beta) {
   const Tensor* a = ctx.input(0);
   const Tensor* c = ctx.input(2);
@@ -159,8 +172,12 @@ bool RunGemmBf16(const KernelContext& ctx, const GemmF32State& st, bool ta, floa
   const int64_t kd = a->shape[ta ? 0 : 1];
   float* yd = y->ptr<float>();
   if (m == 0 || n == 0) return true;
-  kernels::GemmBf16(*st.bf16, a->ptr<float>(), ta ? 1 : kd, ta ? m : 1, m, st.packed_bf16, yd,
-                    ctx.pool);
+  if (st.fp16)
+    kernels::GemmFp16(*st.fp16, a->ptr<float>(), ta ? 1 : kd, ta ? m : 1, m, st.packed_fp16, yd,
+                      ctx.pool);
+  else
+    kernels::GemmBf16(*st.bf16, a->ptr<float>(), ta ? 1 : kd, ta ? m : 1, m, st.packed_bf16, yd,
+                      ctx.pool);
   int64_t cs_m = 0, cs_n = 0;
   const float* cd = c ? c->ptr<float>() : nullptr;
   if (c) {
@@ -187,9 +204,9 @@ bool RunGemmF32(const KernelContext& ctx, bool ta, bool tb, float alpha, float b
   const Tensor* c = ctx.input(2);
   Tensor* y = ctx.output(0);
   const auto* prepared = static_cast<const GemmF32State*>(ctx.state);
-  if (prepared && prepared->bf16 && a->dtype == DType::kFloat32 && prepared->b_shape == b->shape &&
+  if (prepared && (prepared->bf16 || prepared->fp16) && a->dtype == DType::kFloat32 && prepared->b_shape == b->shape &&
       prepared->tb == tb)
-    return RunGemmBf16(ctx, *prepared, ta, alpha, beta);
+    return RunGemmReduced(ctx, *prepared, ta, alpha, beta);
   const kernels::GemmF32Kernels* k =
       prepared && prepared->k ? prepared->k : ctx.kernel_config().gemm_f32;
   if (!k || a->dtype != DType::kFloat32) return false;

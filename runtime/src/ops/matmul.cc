@@ -19,6 +19,7 @@
 #include "core/shape_util.h"
 #include "kernels/aligned_vector.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/igemm_fp16.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/kernel_config.h"
 #include "kernels/scratch.h"
@@ -131,7 +132,8 @@ void MatMulKernel(const Tensor& a, const Tensor& b, Tensor* y,
 }
 
 // B's matrices packed for the GEMM's right operand.
-// In bf16 mode (KernelConfig::gemm_bf16) a 2-D B is packed as bf16 instead.
+// In bf16 mode (KernelConfig::gemm_bf16) a 2-D B is packed as bf16 instead,
+// in fp16 mode (KernelConfig::gemm_fp16) as half.
 struct MatMulF32State {
   const kernels::GemmF32Kernels* k = nullptr;
   Shape b_shape;
@@ -139,6 +141,8 @@ struct MatMulF32State {
   kernels::AlignedVector<float> packed;
   const kernels::GemmBf16Kernels* bf16 = nullptr;
   kernels::PackedBf16 packed_bf16;
+  const kernels::Fp16Kernels* fp16 = nullptr;
+  kernels::PackedFp16 packed_fp16;
 };
 
 // B's matrix dims: a 1-D B is a K x 1 matrix.
@@ -166,7 +170,12 @@ Status PrepareMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
     return Status::Ok();
   auto st = std::make_shared<MatMulF32State>();
   const kernels::GemmBf16Kernels* bk = ctx.kernel_config().gemm_bf16;
-  if (bk && b->rank() == 2) {
+  const kernels::Fp16Kernels* hk = ctx.kernel_config().gemm_fp16;
+  if (hk && b->rank() == 2) {
+    st->fp16 = hk;
+    st->b_shape = b->shape;
+    kernels::PackFp16(b->ptr<float>(), b->shape[1], 1, b->shape[0], b->shape[1], &st->packed_fp16);
+  } else if (bk && b->rank() == 2) {
     st->bf16 = bk;
     st->b_shape = b->shape;
     kernels::PackBf16(b->ptr<float>(), b->shape[1], 1, b->shape[0], b->shape[1], &st->packed_bf16);
@@ -177,14 +186,17 @@ Status PrepareMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
   return Status::Ok();
 }
 
-// bf16 mode: B is one matrix, so A's rows of every batch are one row block.
-void RunMatMulBf16(const KernelContext& ctx, const MatMulF32State& st, const FusedActivation& act) {
+// bf16 and fp16 modes: B is one matrix, so A's rows of every batch are one row block.
+void RunMatMulReduced(const KernelContext& ctx, const MatMulF32State& st, const FusedActivation& act) {
   const Tensor* a = ctx.input(0);
   Tensor* y = ctx.output(0);
   const int64_t kd = st.b_shape[0], n = st.b_shape[1];
   const int64_t rows = kd > 0 ? a->numel() / kd : y->numel() / std::max<int64_t>(n, 1);
   float* yd = y->ptr<float>();
-  kernels::GemmBf16(*st.bf16, a->ptr<float>(), kd, 1, rows, st.packed_bf16, yd, ctx.pool);
+  if (st.fp16)
+    kernels::GemmFp16(*st.fp16, a->ptr<float>(), kd, 1, rows, st.packed_fp16, yd, ctx.pool);
+  else
+    kernels::GemmBf16(*st.bf16, a->ptr<float>(), kd, 1, rows, st.packed_bf16, yd, ctx.pool);
   if (const Tensor* bias = ctx.input(2)) {
     const float* bd = bias->ptr<float>();
     for (int64_t i = 0; n > 0 && i < y->numel(); ++i) yd[i] += bd[i % n];
@@ -198,8 +210,9 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   const Tensor* b = ctx.input(1);
   Tensor* y = ctx.output(0);
   const auto* prepared = static_cast<const MatMulF32State*>(ctx.state);
-  if (prepared && prepared->bf16 && a->dtype == DType::kFloat32 && prepared->b_shape == b->shape) {
-    RunMatMulBf16(ctx, *prepared, act);
+  if (prepared && (prepared->bf16 || prepared->fp16) && a->dtype == DType::kFloat32 &&
+      prepared->b_shape == b->shape) {
+    RunMatMulReduced(ctx, *prepared, act);
     return true;
   }
   const kernels::GemmF32Kernels* k =
