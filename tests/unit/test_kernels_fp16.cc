@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "doctest/doctest.h"
 #include "kernels/conv_f32_nhwc.h"
 #include "kernels/cpu_features.h"
@@ -287,11 +288,11 @@ TEST_CASE("kernels fp16: rounding to half, to nearest even") {
   CHECK(kernels::HalfFromFloat(std::ldexp(1.f, -25)) == 0x0000);  // tie to even: 0
   CHECK(kernels::HalfFromFloat(std::ldexp(3.f, -26)) == 0x0001);
   CHECK(kernels::HalfFromFloat(std::ldexp(1023.5f, -24)) == 0x0400);  // up into the normals
-  CHECK(std::isnan(kernels::FloatFromHalf(kernels::HalfFromFloat(NAN))));
+  CHECK(std::isnan(HalfToFloat(kernels::HalfFromFloat(NAN))));
   // Every half converts back exactly (and round-trips).
   for (uint32_t h = 0; h < 0x10000; ++h) {
     if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue;  // NaNs
-    const float v = kernels::FloatFromHalf(uint16_t(h));
+    const float v = HalfToFloat(uint16_t(h));
     if (kernels::HalfFromFloat(v) != h) FAIL_CHECK("half " << h << " does not round-trip");
   }
   // Random floats of every magnitude against the independent rounding.
@@ -300,7 +301,7 @@ TEST_CASE("kernels fp16: rounding to half, to nearest even") {
     const float v = std::ldexp(std::uniform_real_distribution<float>(-2.f, 2.f)(rng),
                                std::uniform_int_distribution<int>(-30, 16)(rng));
     const double want = RoundHalf(v);
-    const float got = kernels::FloatFromHalf(kernels::HalfFromFloat(v));
+    const float got = HalfToFloat(kernels::HalfFromFloat(v));
     if (std::fabs(want) < 65520 && double(got) != want) {
       FAIL_CHECK(v << " -> " << got << ", want " << want);
       break;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/half.h"
 #include "kernels/conv_f32_nhwc.h"
 #include "kernels/scratch.h"
 #include "kernels/thread_pool.h"
@@ -33,40 +34,13 @@ const Fp16Kernels* Fp16KernelsFor(const CpuFeatures& f, const char** variant) {
 uint16_t HalfFromFloat(float v) {
   uint32_t x;
   std::memcpy(&x, &v, 4);
-  const uint32_t sign = x >> 16 & 0x8000u, ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return uint16_t(sign | 0x7e00u | (ax >> 13 & 0x3ffu));  // quiet NaN
-  // 65520 (half-way between the largest half, 65504, and 2^16) and beyond
-  // round to infinity (ties to even: 65504's last bit is 1).
-  if (ax >= 0x477ff000u) return uint16_t(sign | 0x7c00u);
-  if (ax < 0x38800000u) {
-    // Below 2^-14, half's smallest normal: multiples of 2^-24. The scaling is
-    // exact, nearbyint rounds to nearest even (the default mode); 1024
-    // becomes the smallest normal's encoding by itself.
-    float a;
-    std::memcpy(&a, &ax, 4);
-    return uint16_t(sign | uint32_t(std::nearbyint(a * 16777216.0f)));
-  }
-  // Normal: rebias the exponent (127 -> 15), round away 13 mantissa bits.
-  const uint32_t r = ax - 0x38000000u;
-  return uint16_t(sign | (r + 0xfffu + (r >> 13 & 1u)) >> 13);
+  // A NaN keeps its top payload bits, quieted, as fcvt does; the rest rounds
+  // like Cast's FloatToHalf (to nearest even, subnormals kept).
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((x >> 16 & 0x8000u) | 0x7e00u | (x >> 13 & 0x3ffu));
+  return FloatToHalf(v);
 }
 
-float FloatFromHalf(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16, e = h >> 10 & 0x1fu, m = h & 0x3ffu;
-  uint32_t bits;
-  if (e == 0x1f) {
-    bits = sign | 0x7f800000u | m << 13;
-  } else if (e != 0) {
-    bits = sign | (e + 112) << 23 | m << 13;
-  } else {
-    const float v = float(m) * (1.0f / 16777216.0f);  // subnormal: exact
-    std::memcpy(&bits, &v, 4);
-    bits |= sign;
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 namespace {
 

@@ -69,9 +69,8 @@ struct Fp16Kernels {
 const Fp16Kernels* Fp16KernelsFor(const CpuFeatures& f, const char** variant = nullptr);
 
 // IEEE half as the kernels round it (to nearest even, subnormals kept, NaN
-// stays NaN), and back.
+// stays NaN); back with core/half.h's HalfToFloat.
 uint16_t HalfFromFloat(float v);
-float FloatFromHalf(uint16_t h);
 
 // Convolution (called by the channels-last fp32 driver, conv_f32_nhwc.cc):
 // W [M, C/group, kh, kw] packed as ceil(M/group / 16) panels per group of
