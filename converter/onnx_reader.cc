@@ -289,12 +289,25 @@ Status ValueFromTensorProto(const onnx::TensorProto& t, const std::string& base_
       for (int32_t v : t.int32_data()) bytes->push_back(uint8_t(v));
       count = (int64_t(bytes->size()) * 2 >= n && int64_t(bytes->size()) == (n + 1) / 2) ? n : -1;
     } else {
+      if (dt == DType::kBool)
+        for (int i = 0; i < t.int32_data_size(); ++i)
+          if (t.int32_data(i) != 0 && t.int32_data(i) != 1)
+            return Invalid(where + ": bool tensor '" + t.name() + "' element " +
+                           std::to_string(i) + " is " + std::to_string(t.int32_data(i)) +
+                           "; ONNX bools are 0 or 1");
       StoreAs(dt, t.int32_data(), bytes.get()), count = t.int32_data_size();
     }
     if (count != n)
       return Invalid(where + ": tensor '" + t.name() + "' has " + std::to_string(count) +
                      " values, shape " + ShapeToString(out->shape) + " needs " + std::to_string(n));
   }
+  // Raw or external bool bytes other than 0 and 1 have no meaning (a C++ bool
+  // holding them is undefined): refused here rather than by the runtime's loader.
+  if (dt == DType::kBool)
+    for (size_t i = 0; i < bytes->size(); ++i)
+      if ((*bytes)[i] > 1)
+        return Invalid(where + ": bool tensor '" + t.name() + "' element " + std::to_string(i) +
+                       " is " + std::to_string(int((*bytes)[i])) + "; ONNX bools are 0 or 1");
   out->data = bytes;
   return Status::Ok();
 }

@@ -289,6 +289,33 @@ TEST_CASE("converter reader: typed float_data and int64_data load") {
   CHECK(got[1] == (int64_t(1) << 40));
 }
 
+TEST_CASE("converter reader: bool tensors holding values other than 0 and 1 are refused") {
+  // Found by fuzz_convert_run: a raw bool byte of 37 converted, and the runtime's
+  // loader then refused the converter's own output.
+  for (bool raw : {true, false}) {
+    CAPTURE(raw);
+    TempDir dir;
+    OnnxBuilder b(17);
+    b.Input("X", onnx::TensorProto::BOOL, {3});
+    b.Output("Y", onnx::TensorProto::BOOL, {3});
+    b.Node("And", {"X", "M"}, {"Y"}, "and0");
+    onnx::TensorProto* t = b.graph()->add_initializer();
+    t->set_name("M");
+    t->set_data_type(onnx::TensorProto::BOOL);
+    t->add_dims(3);
+    if (raw) {
+      t->set_raw_data(std::string("\x01\x00\x25", 3));
+    } else {
+      for (int v : {1, 0, 256}) t->add_int32_data(v);
+    }
+    Graph g;
+    Status st = ReadOnnxModel(b.Write(dir), &g);
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK_MESSAGE(Contains(st.message(), "bool tensor 'M' element 2 is " + std::string(raw ? "37" : "256")),
+                  st.message());
+  }
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace conv
