@@ -3,9 +3,13 @@
 # one in turn for SECONDS_PER_TARGET seconds (default 600) with -jobs=1.
 #   ./scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   QFOLD_FUZZ_RUNS=N  instead of a time bound, N inputs per target from a fixed
-#                      seed: the same binary explores the same inputs every time,
-#                      so a passing run stays passing (what scripts/test.sh uses);
-#                      N/10 for fuzz_convert_run, which converts and runs each input.
+#                      seed (what scripts/test.sh uses); N/10 for fuzz_convert_run,
+#                      which converts and runs each input. The seed fixes the
+#                      mutations, not the path: libFuzzer keeps inputs by coverage,
+#                      and coverage varies a little from run to run (address-space
+#                      layout inside protobuf, thread scheduling), so two runs explore
+#                      different inputs after the first few hundred. A long campaign
+#                      before a merge is what keeps this step green.
 #                      The seed corpora (tests/fuzz/seeds, every reproducer of
 #                      docs/RELIABILITY.md among them) are replayed first.
 # Corpora grow in build-fuzz/corpus/<target>/ (seeded from tests/fuzz/seeds and
@@ -76,7 +80,12 @@ for t in "${TARGETS[@]}"; do
   grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|Done [0-9]+ runs" "$log" || true
   if [ "$rc" -ne 0 ] || grep -qE "ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|SUMMARY:" "$log"; then
     echo "!! $t found a problem (exit $rc); log: $log"
-    grep -E "ERROR|runtime error|SUMMARY|Test unit written|artifact_prefix" "$log" | head -20
+    grep -E "ERROR|runtime error|SUMMARY|Test unit written|artifact_prefix|^converted model|^#[0-9]+ +in " "$log" | head -30
+    # The reproducer itself, so a failure on another machine (CI) can be replayed here:
+    #   base64 -d > repro <<< '...'; build-fuzz/tests/fuzz/<target> repro
+    for f in $(sed -n "s/.*Test unit written to \(.*\)$/\1/p" "$log"); do
+      [ -f "$f" ] && [ "$(stat -c %s "$f")" -le 65536 ] && echo "reproducer (base64): $(base64 -w0 "$f")"
+    done
     status=1
   fi
 done

@@ -163,6 +163,11 @@ def reproducers():
             helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])], [x], [y],
             [scalar("s", scale, np.float32), u8("z", 3)])
+    # A raw bool byte of 37 (CI's fuzz_convert_run): converted, then refused by the loader.
+    mask = helper.make_tensor("m", TensorProto.BOOL, [3], b"\x01\x00\x25", raw=True)
+    make("bool_byte_37", [helper.make_node("And", ["b", "m"], ["y"])],
+         [helper.make_tensor_value_info("b", TensorProto.BOOL, [3])],
+         [helper.make_tensor_value_info("y", TensorProto.BOOL, None)], [mask])
     return models
 
 
