@@ -400,6 +400,11 @@ def check(args, src, per_channel, weight_type, tmp):
     err = err or run_qfold([args.qfold, "convert", unfused_onnx, "-o", unfused_qfm], 300)
     err = err or run_qfold([args.qfold, "run", unfused_qfm, "--output-dir", unfused_out] + inputs,
                            300)
+    # Two threads: the same values bit for bit (a bidirectional DynamicQuantizeLSTM as large as
+    # crnn_text's then runs its directions side by side, each quantizing its own H_{t-1}).
+    outdir2 = outdir + "_2threads"
+    err = err or run_qfold([args.qfold, "run", qfm, "--threads", "2", "--output-dir", outdir2]
+                           + inputs, 300)
     if err:
         print(f"FAIL {label}: {err}")
         return False
@@ -412,6 +417,11 @@ def check(args, src, per_channel, weight_type, tmp):
     for name, ref in zip(names, refs):
         got = np.load(os.path.join(outdir, safe_name(name) + ".npy"))
         unfused = np.load(os.path.join(unfused_out, safe_name(name) + ".npy"))
+        two = np.load(os.path.join(outdir2, safe_name(name) + ".npy"))
+        if not np.array_equal(got, two):
+            print(f"FAIL {label} '{name}': 2 threads differ from 1 by "
+                  f"{float(np.abs(got - two).max()):.3e}")
+            ok = False
         if not np.array_equal(got, unfused):
             print(f"FAIL {label} '{name}': the fused ops differ from the unfused chain by "
                   f"{float(np.abs(got - unfused).max()):.3e}")

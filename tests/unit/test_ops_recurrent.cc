@@ -1,7 +1,8 @@
 // LSTM, GRU and RNN (ops/recurrent.cc): a hand-computed linear RNN, the
 // packed-GEMM + vmath path at every ISA level this CPU supports against the
 // reference level (plain loops and libm) on random shapes across the GEMM
-// tile edges, 1 and 2 threads bit for bit, and bad attributes/shapes.
+// tile edges, 1 and 2 threads bit for bit (bidirectional layers then run
+// their directions side by side), and bad attributes/shapes.
 // tests/e2e/compare_recurrent.py checks every attribute against ONNX Runtime.
 #include <cmath>
 #include <random>
@@ -52,11 +53,15 @@ std::vector<float> Random(std::mt19937& rng, int64_t n, float lo, float hi) {
 TEST_CASE("ops: LSTM/GRU/RNN at every ISA level agree with the reference level") {
   std::mt19937 rng(14);
   const char* ops[] = {"LSTM", "GRU", "RNN"};
-  for (int c = 0; c < 36; ++c) {
+  for (int c = 0; c < 42; ++c) {
     const std::string op = ops[c % 3];
     const int gates = op == "LSTM" ? 4 : op == "GRU" ? 3 : 1;
-    const int64_t T = 1 + c % 5, B = 1 + c % 7, I = c % 2 ? 17 : 6, H = c % 4 < 2 ? 17 : 8;
-    const int64_t D = c % 6 < 3 ? 1 : 2;
+    // From c = 36: bidirectional layers large enough that two threads run
+    // their directions side by side (ParallelDirections).
+    const bool big = c >= 36;
+    const int64_t T = big ? 12 + c % 4 * 5 : 1 + c % 5, B = big ? 1 + c % 3 : 1 + c % 7;
+    const int64_t I = big ? 40 : c % 2 ? 17 : 6, H = big ? 33 : c % 4 < 2 ? 17 : 8;
+    const int64_t D = big || c % 6 >= 3 ? 2 : 1;
     const bool layout1 = c % 5 == 2;
     AttrMap a;
     a.SetInt("hidden_size", H);
@@ -86,6 +91,9 @@ TEST_CASE("ops: LSTM/GRU/RNN at every ISA level agree with the reference level")
     CAPTURE(c);
     OpRun ref = RunOp(op, in, a, outs, 1, &IsaConfig(Isa::kReference));
     REQUIRE_MESSAGE(ref.status.ok(), ref.status.message());
+    OpRun ref2 = RunOp(op, in, a, outs, 2, &IsaConfig(Isa::kReference));
+    REQUIRE_MESSAGE(ref2.status.ok(), ref2.status.message());
+    for (int o = 0; o < outs; ++o) CHECK(ref.values<float>(o) == ref2.values<float>(o));
     for (Isa isa : kernels::SupportedIsas()) {
       if (isa == Isa::kReference) continue;
       CAPTURE(kernels::IsaName(isa));

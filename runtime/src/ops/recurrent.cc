@@ -60,6 +60,7 @@
 #include "kernels/qlinear_s8.h"
 #include "kernels/quant_s8.h"
 #include "kernels/scratch.h"
+#include "kernels/thread_pool.h"
 #include "kernels/vmath.h"
 #include "ops/quant_util.h"
 
@@ -753,16 +754,35 @@ struct Dims {
   int64_t seq, batch, in, h, gh;
 };
 
+// One direction's buffers (offsets in the run's scratch).
+struct DirectionParts {
+  size_t step_pack = 0, q = 0, mult = 0, gemm = 0, sum = 0, in_bias = 0, rec_bias = 0, xw = 0,
+         h = 0, c = 0, rec = 0, gates = 0, rh = 0, hr = 0, step_t = 0, active = 0;
+};
+
 // Where a run's buffers go, laid out alike for the request
-// (RecurrentScratch) and the run; the directions run one after another and
-// reuse theirs. Float products pack on `gemm` (null: plain loops); the
-// quantized ones on q's weights (prepared or built by the run).
+// (RecurrentScratch) and the run. Directions that run one after another
+// share one set of buffers; run side by side (ParallelDirections) each has
+// its own. Float products pack on `gemm` (null: plain loops); the quantized
+// ones on q's weights (prepared or built by the run).
 struct RecurrentParts {
   kernels::ScratchLayout layout;
-  size_t lens = 0, packed_x = 0, step_pack = 0, step_pack_bytes = 0, q = 0, mult = 0, gemm = 0,
-         gemm_bytes = 0, sum = 0, in_bias = 0, rec_bias = 0, xw = 0, h = 0, c = 0, rec = 0,
-         gates = 0, rh = 0, hr = 0, step_t = 0, active = 0;
+  size_t lens = 0, packed_x = 0, step_pack_bytes = 0, gemm_bytes = 0;
+  bool parallel = false;
+  DirectionParts dir[2];
 };
+
+// A bidirectional layer on two or more threads runs its directions side by
+// side, each on one thread: the steps of a direction depend on each other,
+// and a step's products (a few hundred MACs per row at these sizes) are too
+// small to split, while the two directions are independent start to end.
+// Below ~100K MACs a direction takes a few microseconds, about what handing
+// it to the other thread costs.
+bool ParallelDirections(const Config& cfg, const Dims& dm, kernels::ThreadPool* pool) {
+  constexpr int64_t kMinDirectionMacs = int64_t(1) << 17;
+  return cfg.dirs == 2 && kernels::NumThreads(pool) >= 2 &&
+         dm.seq * dm.batch * dm.gh * (dm.in + dm.h) >= kMinDirectionMacs;
+}
 
 // The packed GEMM's scratch for `rows` rows times w, 0 for a weight the
 // reference loops multiply.
@@ -785,47 +805,58 @@ RecurrentParts PlanRecurrent(const Config& cfg, const Dims& dm, const kernels::G
   const size_t T = size_t(dm.seq), B = size_t(dm.batch), H = size_t(dm.h), GH = size_t(dm.gh);
   const size_t f = sizeof(float), i64 = sizeof(int64_t);
   RecurrentParts p;
+  p.parallel = ParallelDirections(cfg, dm, pool);
+  // Directions side by side run their products on their own thread.
+  kernels::ThreadPool* product_pool = p.parallel ? nullptr : pool;
   kernels::ScratchLayout& l = p.layout;
   p.lens = l.Add(B * i64);
   if (cfg.quantized) {
-    const size_t x_rows = cfg.static_x ? 0 : T * B * size_t(dm.in);
-    p.q = l.Add(std::max(x_rows, B * H));
-    p.mult = l.Add(GH * f);
     for (int d = 0; q && d < cfg.dirs && size_t(d) < q->qw.size(); ++d)
-      p.gemm_bytes =
-          std::max({p.gemm_bytes, QProductScratch(q->qw[size_t(d)], dm.seq * dm.batch, pool),
-                    QProductScratch(q->qr[size_t(d)], dm.batch, pool),
-                    size_t(d) < q->qr_h.size() ? QProductScratch(q->qr_h[size_t(d)], dm.batch, pool)
-                                               : size_t(0)});
-    p.gemm = l.Add(p.gemm_bytes);
-    p.sum = l.Add(GH * i64);
-    if (!cfg.static_x && !cfg.layout_batch_first) p.active = l.Add(T * B * i64);
+      p.gemm_bytes = std::max(
+          {p.gemm_bytes, QProductScratch(q->qw[size_t(d)], dm.seq * dm.batch, product_pool),
+           QProductScratch(q->qr[size_t(d)], dm.batch, product_pool),
+           size_t(d) < q->qr_h.size() ? QProductScratch(q->qr_h[size_t(d)], dm.batch, product_pool)
+                                      : size_t(0)});
   } else if (gemm) {
     // X packed once: for both directions, or inside the one direction's product.
     p.packed_x = l.Add(size_t(kernels::PackedF32Size(dm.seq * dm.batch, dm.in, gemm->mr)) * f);
     p.step_pack_bytes = size_t(kernels::PackedF32Size(dm.batch, dm.h, gemm->mr)) * f;
-    p.step_pack = l.Add(p.step_pack_bytes);
   }
-  p.in_bias = l.Add(GH * f);
-  p.rec_bias = l.Add(GH * f);
-  p.xw = l.Add(T * B * GH * f);
-  p.h = l.Add(B * H * f);
-  if (cfg.cell == Cell::kLstm) p.c = l.Add(B * H * f);
-  p.rec = l.Add(B * GH * f);
-  p.gates = l.Add(B * GH * f);
-  if (cfg.cell == Cell::kGru) p.rh = l.Add(B * H * f);
-  if (cfg.cell == Cell::kGru && !cfg.linear_before_reset) p.hr = l.Add(B * H * f);
-  p.step_t = l.Add(B * i64);
+  for (int set = 0; set < (p.parallel ? 2 : 1); ++set) {
+    DirectionParts& dp = p.dir[set];
+    if (cfg.quantized) {
+      const size_t x_rows = cfg.static_x ? 0 : T * B * size_t(dm.in);
+      dp.q = l.Add(std::max(x_rows, B * H));
+      dp.mult = l.Add(GH * f);
+      dp.gemm = l.Add(p.gemm_bytes);
+      dp.sum = l.Add(GH * i64);
+      if (!cfg.static_x && !cfg.layout_batch_first) dp.active = l.Add(T * B * i64);
+    } else if (gemm) {
+      dp.step_pack = l.Add(p.step_pack_bytes);
+    }
+    dp.in_bias = l.Add(GH * f);
+    dp.rec_bias = l.Add(GH * f);
+    dp.xw = l.Add(T * B * GH * f);
+    dp.h = l.Add(B * H * f);
+    if (cfg.cell == Cell::kLstm) dp.c = l.Add(B * H * f);
+    dp.rec = l.Add(B * GH * f);
+    dp.gates = l.Add(B * GH * f);
+    if (cfg.cell == Cell::kGru) dp.rh = l.Add(B * H * f);
+    if (cfg.cell == Cell::kGru && !cfg.linear_before_reset) dp.hr = l.Add(B * H * f);
+    dp.step_t = l.Add(B * i64);
+  }
   return p;
 }
 
 // Runs direction `d` (reverse when `reverse`) over the whole sequence.
 // packed_x: X already packed as the GEMM's left operand (both directions
 // project the same X), or null.
-// Its buffers are parts of `region`, laid out by `parts`.
+// Its buffers are parts of `region`, laid out by `parts` and `dp`; its
+// products run on `pool`.
 void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, const Packed& p,
                   int d, bool reverse, const int64_t* lens, int64_t num_lens, const float* packed_x,
-                  const RecurrentParts& parts, const kernels::ScratchRegion& region, bool planned) {
+                  const RecurrentParts& parts, const DirectionParts& dp,
+                  const kernels::ScratchRegion& region, bool planned, kernels::ThreadPool* pool) {
   const kernels::GemmF32Kernels* gemm = p.gemm;
   const kernels::VMathKernels& vm = *ctx.kernel_config().vmath;
   const int64_t T = dm.seq, B = dm.batch, H = dm.h, GH = dm.gh;
@@ -837,13 +868,13 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
 
   // Biases outside the recurrence: Wb + Rb, except GRU's Rb_h with
   // linear_before_reset, which sits inside r * (...): the step's GEMM adds it.
-  float* in_bias = region.at<float>(parts.in_bias);
+  float* in_bias = region.at<float>(dp.in_bias);
   std::fill(in_bias, in_bias + GH, 0.f);
   float* rec_bias = nullptr;  // GRU's Rb_h with linear_before_reset
   if (wb) {
     for (int64_t j = 0; j < GH; ++j) in_bias[j] = wb[j] + rb[j];
     if (cfg.linear_before_reset) {
-      rec_bias = region.at<float>(parts.rec_bias);
+      rec_bias = region.at<float>(dp.rec_bias);
       std::fill(rec_bias, rec_bias + GH, 0.f);
       for (int64_t j = 2 * H; j < GH; ++j) {
         in_bias[j] = wb[j];
@@ -852,25 +883,25 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
     }
   }
   float* x_pack = region.at<float>(parts.packed_x);
-  float* step_pack = region.at<float>(parts.step_pack);
+  float* step_pack = region.at<float>(dp.step_pack);
   // A batch-1 step writes only column 0 of its packed panel (MultiplyT).
   std::fill(step_pack, step_pack + parts.step_pack_bytes / sizeof(float), 0.f);
   QScratch qscratch;
-  qscratch.q = region.at<uint8_t>(parts.q);
-  qscratch.mult = region.at<float>(parts.mult);
-  qscratch.gemm = region.at<uint8_t>(parts.gemm);
+  qscratch.q = region.at<uint8_t>(dp.q);
+  qscratch.mult = region.at<float>(dp.mult);
+  qscratch.gemm = region.at<uint8_t>(dp.gemm);
   qscratch.gemm_bytes = parts.gemm_bytes;
   qscratch.planned = planned;
-  qscratch.sum = region.at<int64_t>(parts.sum);
+  qscratch.sum = region.at<int64_t>(dp.sum);
   // 1. Input projection: row i of X (T*B rows of `in`) gives row i of xw.
   // Every element is written by the GEMM: no zeroing.
-  float* xw = region.at<float>(parts.xw);
+  float* xw = region.at<float>(dp.xw);
   if (cfg.static_x) {
     const Tensor* x = ctx.input(kX);
     std::vector<float> x_scale;
     ReadScales(ctx.input(kXScale), &x_scale);
     MultiplyQuantized(p.qw[size_t(d)], x->data, x->dtype, T * B, x_scale[0],
-                      ReadZeroPoints(ctx.input(kXZp))[0], in_bias, xw, &qscratch, ctx.pool);
+                      ReadZeroPoints(ctx.input(kXZp))[0], in_bias, xw, &qscratch, pool);
   } else if (cfg.quantized) {
     // ONNX Runtime quantizes the time steps up to the longest sequence (all
     // of them without sequence_lens); time-major rows of later steps are left
@@ -878,19 +909,19 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
     const int64_t max_len = num_lens == 0 ? T : *std::max_element(lens, lens + num_lens);
     int64_t* active = nullptr;
     if (!bf && max_len < T) {
-      active = region.at<int64_t>(parts.active);
+      active = region.at<int64_t>(dp.active);
       std::fill(active, active + max_len * B, 0);
       std::fill(active + max_len * B, active + T * B, -1);
     }
     MultiplyQ(p.qw[size_t(d)], ctx.kernel_config(), ctx.input(kX)->ptr<float>(), T * B, active,
-              in_bias, xw, &qscratch, ctx.pool);
+              in_bias, xw, &qscratch, pool);
   } else {
     MultiplyT(p.w[size_t(d)], gemm, ctx.input(kX)->ptr<float>(), T * B, dm.in, in_bias, xw, GH,
-              x_pack, ctx.pool, /*step=*/-1, packed_x);
+              x_pack, pool, /*step=*/-1, packed_x);
   }
 
   // State, from the initial values or 0.
-  float* h_prev = region.at<float>(parts.h);
+  float* h_prev = region.at<float>(dp.h);
   float* c_prev = nullptr;
   auto load_state = [&](const Tensor* init, float* s) {
     std::fill(s, s + B * H, 0.f);
@@ -901,7 +932,7 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
   };
   load_state(ctx.input(kInitH), h_prev);
   if (cfg.cell == Cell::kLstm) {
-    c_prev = region.at<float>(parts.c);
+    c_prev = region.at<float>(dp.c);
     load_state(ctx.input(kInitC), c_prev);
   }
   const Tensor* peep = cfg.cell == Cell::kLstm ? ctx.input(kP) : nullptr;
@@ -911,16 +942,16 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
 
   Tensor* y = ctx.output(kY);
   float* yd = y ? y->ptr<float>() : nullptr;
-  float* rec = region.at<float>(parts.rec);
-  float* gates = region.at<float>(parts.gates);
-  float* rh = cfg.cell == Cell::kGru ? region.at<float>(parts.rh) : nullptr;
+  float* rec = region.at<float>(dp.rec);
+  float* gates = region.at<float>(dp.gates);
+  float* rh = cfg.cell == Cell::kGru ? region.at<float>(dp.rh) : nullptr;
   float* hr = nullptr;
   if (cfg.cell == Cell::kGru && !cfg.linear_before_reset) {
-    hr = region.at<float>(parts.hr);
+    hr = region.at<float>(dp.hr);
     std::fill(hr, hr + B * H, 0.f);
   }
   int64_t* step_t =
-      region.at<int64_t>(parts.step_t);  // time index of each row this step, -1: finished
+      region.at<int64_t>(dp.step_t);  // time index of each row this step, -1: finished
   const int64_t max_len = num_lens == 0 ? T : *std::max_element(lens, lens + num_lens);
   for (int64_t s = 0; s < max_len; ++s) {
     for (int64_t b = 0; b < B; ++b) {
@@ -935,9 +966,9 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
     // computed too and ignored: one GEMM beats compaction at these sizes).
     if (cfg.quantized)
       MultiplyQ(p.qr[size_t(d)], ctx.kernel_config(), h_prev, B, step_t, rec_bias, rec, &qscratch,
-                ctx.pool);
+                pool);
     else
-      MultiplyT(p.r[size_t(d)], gemm, h_prev, B, H, rec_bias, rec, GH, step_pack, ctx.pool,
+      MultiplyT(p.r[size_t(d)], gemm, h_prev, B, H, rec_bias, rec, GH, step_pack, pool,
                 /*step=*/s);
     if (cfg.cell == Cell::kGru) {
       // z and r first: the candidate needs r.
@@ -956,9 +987,9 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
       // H_{t-1} x R_h^T + Rb_h, which the step's GEMM computed with z and r).
       if (!cfg.linear_before_reset && cfg.quantized)
         MultiplyQ(p.qr_h[size_t(d)], ctx.kernel_config(), hr, B, step_t, nullptr, rh, &qscratch,
-                  ctx.pool);
+                  pool);
       else if (!cfg.linear_before_reset)
-        MultiplyT(p.r_h[size_t(d)], gemm, hr, B, H, nullptr, rh, H, step_pack, ctx.pool,
+        MultiplyT(p.r_h[size_t(d)], gemm, hr, B, H, nullptr, rh, H, step_pack, pool,
                   /*step=*/s);
     }
     for (int64_t b = 0; b < B; ++b) {
@@ -1129,9 +1160,19 @@ Status RunRecurrent(KernelContext& ctx) {
     prepared->gemm->pack_left(x->ptr<float>(), dm.in, 1, dm.seq * dm.batch, dm.in, dst);
     packed_x = dst;
   }
+  const bool in_arena = planned && ctx.scratch_planned;
+  if (parts.parallel) {
+    // One direction per thread; a late worker leaves both to the caller.
+    ctx.pool->ParallelFor(2, 1, [&](int64_t begin, int64_t end, int) {
+      for (int64_t d = begin; d < end; ++d)
+        RunDirection(ctx, cfg, dm, *prepared, int(d), d == 1, lens, num_lens, packed_x, parts,
+                     parts.dir[d], region, in_arena, /*pool=*/nullptr);
+    });
+    return Status::Ok();
+  }
   for (int d = 0; d < cfg.dirs; ++d)
     RunDirection(ctx, cfg, dm, *prepared, d, cfg.reverse_only || d == 1, lens, num_lens, packed_x,
-                 parts, region, planned && ctx.scratch_planned);
+                 parts, parts.dir[0], region, in_arena, ctx.pool);
   return Status::Ok();
 }
 
