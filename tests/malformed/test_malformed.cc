@@ -2090,6 +2090,101 @@ TEST_CASE("arena: QfQLinearConvTranspose plans its spread input and convolution 
   CHECK(CheckPlannedScratch(conv.bytes, feeds, "deconv_node", ref_arena) == want);
 }
 
+// a [batch, 64, 32] (no batch dim when 0) float times b [32, 48] by MatMul
+// "matmul_node" -> y; b a constant or, with !b_const, an input [batch, 32, 48].
+std::string ScratchFloatMatMulModelB(const TempDir& dir, int64_t batch, bool b_const) {
+  OnnxBuilder b(13);
+  const std::vector<int64_t> lead = batch ? std::vector<int64_t>{batch} : std::vector<int64_t>{};
+  std::vector<int64_t> as = lead, bs = b_const ? std::vector<int64_t>{} : lead;
+  as.insert(as.end(), {64, 32});
+  bs.insert(bs.end(), {32, 48});
+  b.Input("a", onnx::TensorProto::FLOAT, as);
+  if (!b_const) b.Input("b", onnx::TensorProto::FLOAT, bs);
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  if (b_const) {
+    std::vector<float> bv;
+    for (int i = 0; i < 32 * 48; ++i) bv.push_back(float(i * 5 % 13 - 6) / 4);
+    b.InitFloat("b", bs, bv);
+  }
+  b.Node("MatMul", {"a", "b"}, {"y"}, "matmul_node");
+  return b.Write(dir, "scratch_float_matmul_b.onnx");
+}
+
+TEST_CASE("arena: float MatMul, Gemm and ConvTranspose plan their per-run buffers") {
+  // Issue 18: float MatMul's and Gemm's packed A (and a B that is an input,
+  // packed per run), Gemm's beta * C row or column and its reference
+  // accumulators, and float ConvTranspose's packed input and columns (the
+  // GEMM path) or its reference columns were vectors allocated per run;
+  // they are planned in the arena. The floor is the feeds' and y's bytes
+  // (the only tensors). Values: the machine's kernels against the reference
+  // configuration's (which plans the reference kernels' scratch).
+  TempDir dir;
+  const SessionOptions ref = ReferenceOptions();
+  SUBCASE("MatMul") {
+    struct Case {
+      int64_t batch;
+      bool b_const;
+    };
+    for (const Case& k : {Case{0, true}, Case{0, false}, Case{2, true}, Case{2, false}}) {
+      CAPTURE(k.batch);
+      CAPTURE(k.b_const);
+      const conv::test::Converted conv =
+          ConvertModel(ScratchFloatMatMulModelB(dir, k.batch, k.b_const));
+      const Shape lead = k.batch ? Shape{k.batch} : Shape{};
+      Shape as = lead, bs = lead;
+      as.insert(as.end(), {64, 32});
+      bs.insert(bs.end(), {32, 48});
+      std::vector<Feed> feeds{FloatFeed("a", as)};
+      if (!k.b_const) feeds.push_back(FloatFeed("b", bs));
+      const size_t floor = FeedBytes(feeds) + size_t(std::max<int64_t>(k.batch, 1)) * 64 * 48 * 4;
+      const std::vector<uint8_t> want =
+          CheckPlannedScratch(conv.bytes, feeds, "matmul_node", floor, ref);
+      CheckClose(CheckPlannedScratch(conv.bytes, feeds, "matmul_node", floor), want, 1e-5f);
+    }
+  }
+}
+
+TEST_CASE("arena: float MatMul scratch follows ResizeInput") {
+  // Issue 18: a symbolic A re-plans at every ResizeInput; the packed A and
+  // the activation B are sized from the shapes of the new plan (a region
+  // planned for the old shapes would be found short).
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.Input("a", onnx::TensorProto::FLOAT, {-1, 32});
+  b.Input("b", onnx::TensorProto::FLOAT, {32, 48});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  b.Node("MatMul", {"a", "b"}, {"y"}, "matmul_node");
+  const conv::test::Converted conv = ConvertModel(b.Write(dir, "scratch_resize_matmul.onnx"));
+  std::shared_ptr<Model> model;
+  Status st = Model::LoadMemory(conv.bytes.data(), conv.bytes.size(), &model);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const size_t shortfalls = kernels::ScratchShortfalls();
+  std::unique_ptr<Session> fast, ref;
+  st = Session::Create(model, SessionOptions(), &fast);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  st = Session::Create(model, ReferenceOptions(), &ref);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  size_t last_arena = 0;
+  for (int64_t rows : {8, 200, 8}) {
+    CAPTURE(rows);
+    const std::vector<Feed> feeds{FloatFeed("a", {rows, 32}), FloatFeed("b", {32, 48})};
+    std::vector<std::vector<uint8_t>> ys;
+    for (Session* s : {fast.get(), ref.get()}) {
+      st = s->ResizeInput("a", {rows, 32});
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      CHECK(s->arena_bytes() > FeedBytes(feeds) + size_t(rows) * 48 * 4);
+      SetFeeds(s, feeds);
+      st = s->Run();
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      ys.push_back(OutputBytes(*s, "y"));
+    }
+    CheckClose(ys[0], ys[1], 1e-5f);
+    if (last_arena) CHECK(fast->arena_bytes() != last_arena);
+    last_arena = fast->arena_bytes();
+  }
+  CHECK(kernels::ScratchShortfalls() == shortfalls);
+}
+
 }  // namespace
 }  // namespace malformed
 }  // namespace qfold
