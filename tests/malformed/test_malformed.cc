@@ -2110,6 +2110,34 @@ std::string ScratchFloatMatMulModelB(const TempDir& dir, int64_t batch, bool b_c
   return b.Write(dir, "scratch_float_matmul_b.onnx");
 }
 
+// a [64, 32] (transA: [32, 64]) times b [48, 32] (transB) by Gemm
+// "gemm_node" (alpha 0.5, beta 2, C of shape `c`) -> y [64, 48]; b a
+// constant or an input.
+std::string ScratchGemmModel(const TempDir& dir, bool b_const, bool trans_a,
+                             const std::vector<int64_t>& c) {
+  OnnxBuilder b(13);
+  b.Input("a", onnx::TensorProto::FLOAT,
+          trans_a ? std::vector<int64_t>{32, 64} : std::vector<int64_t>{64, 32});
+  if (!b_const) b.Input("b", onnx::TensorProto::FLOAT, {48, 32});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  if (b_const) {
+    std::vector<float> bv;
+    for (int i = 0; i < 48 * 32; ++i) bv.push_back(float(i * 5 % 13 - 6) / 4);
+    b.InitFloat("b", {48, 32}, bv);
+  }
+  int64_t cn = 1;
+  for (int64_t d : c) cn *= d;
+  std::vector<float> cv;
+  for (int64_t i = 0; i < cn; ++i) cv.push_back(float(i % 9 - 4) / 8);
+  b.InitFloat("c", c, cv);
+  auto* n = b.Node("Gemm", {"a", "b", "c"}, {"y"}, "gemm_node");
+  OnnxBuilder::AttrInt(n, "transA", trans_a ? 1 : 0);
+  OnnxBuilder::AttrInt(n, "transB", 1);
+  OnnxBuilder::AttrFloat(n, "alpha", 0.5f);
+  OnnxBuilder::AttrFloat(n, "beta", 2.f);
+  return b.Write(dir, "scratch_gemm.onnx");
+}
+
 TEST_CASE("arena: float MatMul, Gemm and ConvTranspose plan their per-run buffers") {
   // Issue 18: float MatMul's and Gemm's packed A (and a B that is an input,
   // packed per run), Gemm's beta * C row or column and its reference
@@ -2140,6 +2168,26 @@ TEST_CASE("arena: float MatMul, Gemm and ConvTranspose plan their per-run buffer
       const std::vector<uint8_t> want =
           CheckPlannedScratch(conv.bytes, feeds, "matmul_node", floor, ref);
       CheckClose(CheckPlannedScratch(conv.bytes, feeds, "matmul_node", floor), want, 1e-5f);
+    }
+  }
+  SUBCASE("Gemm") {
+    struct Case {
+      bool b_const, trans_a;
+      std::vector<int64_t> c;
+    };
+    for (const Case& k : {Case{true, false, {48}}, Case{false, false, {64, 1}},
+                          Case{true, true, {64, 48}}, Case{false, true, {1, 48}}}) {
+      CAPTURE(k.b_const);
+      CAPTURE(k.trans_a);
+      CAPTURE(k.c.size());
+      const conv::test::Converted conv =
+          ConvertModel(ScratchGemmModel(dir, k.b_const, k.trans_a, k.c));
+      std::vector<Feed> feeds{FloatFeed("a", k.trans_a ? Shape{32, 64} : Shape{64, 32})};
+      if (!k.b_const) feeds.push_back(FloatFeed("b", {48, 32}));
+      const size_t floor = FeedBytes(feeds) + 64 * 48 * 4;
+      const std::vector<uint8_t> want =
+          CheckPlannedScratch(conv.bytes, feeds, "gemm_node", floor, ref);
+      CheckClose(CheckPlannedScratch(conv.bytes, feeds, "gemm_node", floor), want, 1e-5f);
     }
   }
 }
