@@ -2138,6 +2138,25 @@ std::string ScratchGemmModel(const TempDir& dir, bool b_const, bool trans_a,
   return b.Write(dir, "scratch_gemm.onnx");
 }
 
+// x [2, 8, 8, 8] float -> ConvTranspose "deconv_node" (3x3, stride 2, pads
+// 1, output_padding 1, `group`, constant W and bias) -> y [2, 16, 16, 16].
+std::string ScratchFloatConvTransposeModel(const TempDir& dir, int64_t group) {
+  OnnxBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 8, 8});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  std::vector<float> w, bias;
+  for (int64_t i = 0; i < 8 * (16 / group) * 9; ++i) w.push_back(float(i % 7 - 3) / 4);
+  for (int i = 0; i < 16; ++i) bias.push_back(float(i % 5 - 2) / 8);
+  b.InitFloat("w", {8, 16 / group, 3, 3}, w);
+  b.InitFloat("b", {16}, bias);
+  auto* n = b.Node("ConvTranspose", {"x", "w", "b"}, {"y"}, "deconv_node");
+  OnnxBuilder::AttrInts(n, "strides", {2, 2});
+  OnnxBuilder::AttrInts(n, "pads", {1, 1, 1, 1});
+  OnnxBuilder::AttrInts(n, "output_padding", {1, 1});
+  OnnxBuilder::AttrInt(n, "group", group);
+  return b.Write(dir, "scratch_float_deconv.onnx");
+}
+
 TEST_CASE("arena: float MatMul, Gemm and ConvTranspose plan their per-run buffers") {
   // Issue 18: float MatMul's and Gemm's packed A (and a B that is an input,
   // packed per run), Gemm's beta * C row or column and its reference
@@ -2188,6 +2207,18 @@ TEST_CASE("arena: float MatMul, Gemm and ConvTranspose plan their per-run buffer
       const std::vector<uint8_t> want =
           CheckPlannedScratch(conv.bytes, feeds, "gemm_node", floor, ref);
       CheckClose(CheckPlannedScratch(conv.bytes, feeds, "gemm_node", floor), want, 1e-5f);
+    }
+  }
+  SUBCASE("ConvTranspose") {
+    for (int64_t group : {1, 2}) {
+      CAPTURE(group);
+      const conv::test::Converted conv = ConvertModel(ScratchFloatConvTransposeModel(dir, group));
+      REQUIRE(conv::test::CountOps(conv.graph, "ConvTranspose") == 1);
+      const std::vector<Feed> feeds{FloatFeed("x", {2, 8, 8, 8})};
+      const size_t floor = FeedBytes(feeds) + 2 * 16 * 16 * 16 * 4;
+      const std::vector<uint8_t> want =
+          CheckPlannedScratch(conv.bytes, feeds, "deconv_node", floor, ref);
+      CheckClose(CheckPlannedScratch(conv.bytes, feeds, "deconv_node", floor), want, 1e-5f);
     }
   }
 }
