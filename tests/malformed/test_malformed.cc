@@ -2045,18 +2045,18 @@ TEST_CASE("arena: recurrent layers plan their buffers in the arena") {
   }
 }
 
-// x [1, 8, 8, 8] float -> QDQ ConvTranspose "deconv_node" (3x3, stride 2,
-// pads 1, output_padding 1; int8 weights) -> y [1, 16, 16, 16]:
-// QfQLinearConvTranspose after conversion.
+// x [1, 8, 8, 8] uint8 codes -> QDQ ConvTranspose "deconv_node" (3x3,
+// stride 2, pads 1, output_padding 1; int8 weights) -> y [1, 16, 16, 16]
+// uint8: QfQLinearConvTranspose after conversion, the graph's only op (its
+// step is the arena's peak, as ScratchQConvModel's).
 std::string ScratchConvTransposeModel(const TempDir& dir) {
   OnnxBuilder b(13);
-  b.Input("x", onnx::TensorProto::FLOAT, {1, 8, 8, 8});
-  b.Output("y", onnx::TensorProto::FLOAT, {});
+  b.Input("x", onnx::TensorProto::UINT8, {1, 8, 8, 8});
+  b.Output("y", onnx::TensorProto::UINT8, {});
   b.InitFloat("xs", {}, {1.f / 16});
   const uint8_t zero = 128;
   b.Init("zp", onnx::TensorProto::UINT8, {}, &zero, 1);
-  b.Node("QuantizeLinear", {"x", "xs", "zp"}, {"xq"}, "qx");
-  b.Node("DequantizeLinear", {"xq", "xs", "zp"}, {"xd"}, "dqx");
+  b.Node("DequantizeLinear", {"x", "xs", "zp"}, {"xd"}, "dqx");
   std::vector<int8_t> wq;
   for (int i = 0; i < 8 * 16 * 9; ++i) wq.push_back(int8_t(i % 7 - 3));
   b.Init("wq", onnx::TensorProto::INT8, {8, 16, 3, 3}, wq.data(), wq.size());
@@ -2069,25 +2069,201 @@ std::string ScratchConvTransposeModel(const TempDir& dir) {
   OnnxBuilder::AttrInts(n, "pads", {1, 1, 1, 1});
   OnnxBuilder::AttrInts(n, "output_padding", {1, 1});
   b.InitFloat("ys", {}, {1.f});
-  b.Node("QuantizeLinear", {"c", "ys", "zp"}, {"cq"}, "qc");
-  b.Node("DequantizeLinear", {"cq", "ys", "zp"}, {"y"}, "dqc");
+  b.Node("QuantizeLinear", {"c", "ys", "zp"}, {"y"}, "qc");
   return b.Write(dir, "scratch_deconv.onnx");
 }
 
 TEST_CASE("arena: QfQLinearConvTranspose plans its spread input and convolution scratch") {
   // Issue 18: the transposed convolution's fast path (the input spread out
   // by the strides, then the int8 convolution's scratch) used to keep both
-  // in its state, uncounted; they are planned in the arena. Outputs equal
-  // the reference kernel's (a reference session has no fast path: its
-  // arena is the floor).
-  if (ReferenceIsaForced()) return;  // no fast kernels: no scratch
+  // in its state, uncounted; the reference kernel's int64 sums were a
+  // vector allocated per run. Both are planned in the arena; the floor is
+  // x's and y's bytes (the only tensors), and the fast path's outputs are
+  // byte-identical to the reference kernel's.
   TempDir dir;
   const conv::test::Converted conv = ConvertModel(ScratchConvTransposeModel(dir));
   REQUIRE(conv::test::CountOps(conv.graph, "QfQLinearConvTranspose") == 1);
-  const std::vector<Feed> feeds{FloatFeed("x", {1, 8, 8, 8})};
-  size_t ref_arena = 0;
-  const std::vector<uint8_t> want = RunOnce(conv.bytes, feeds, ReferenceOptions(), &ref_arena);
-  CHECK(CheckPlannedScratch(conv.bytes, feeds, "deconv_node", ref_arena) == want);
+  REQUIRE(conv.graph.nodes.size() == 1);
+  const std::vector<Feed> feeds{CodeFeed("x", DType::kUInt8, {1, 8, 8, 8})};
+  const size_t floor = FeedBytes(feeds) + 16 * 16 * 16;
+  const std::vector<uint8_t> want =
+      CheckPlannedScratch(conv.bytes, feeds, "deconv_node", floor, ReferenceOptions());
+  if (ReferenceIsaForced()) return;  // no fast kernels
+  CHECK(CheckPlannedScratch(conv.bytes, feeds, "deconv_node", floor) == want);
+}
+
+// a [batch, 64, 32] (no batch dim when 0) float times b [32, 48] by MatMul
+// "matmul_node" -> y; b a constant or, with !b_const, an input [batch, 32, 48].
+std::string ScratchFloatMatMulModelB(const TempDir& dir, int64_t batch, bool b_const) {
+  OnnxBuilder b(13);
+  const std::vector<int64_t> lead = batch ? std::vector<int64_t>{batch} : std::vector<int64_t>{};
+  std::vector<int64_t> as = lead, bs = b_const ? std::vector<int64_t>{} : lead;
+  as.insert(as.end(), {64, 32});
+  bs.insert(bs.end(), {32, 48});
+  b.Input("a", onnx::TensorProto::FLOAT, as);
+  if (!b_const) b.Input("b", onnx::TensorProto::FLOAT, bs);
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  if (b_const) {
+    std::vector<float> bv;
+    for (int i = 0; i < 32 * 48; ++i) bv.push_back(float(i * 5 % 13 - 6) / 4);
+    b.InitFloat("b", bs, bv);
+  }
+  b.Node("MatMul", {"a", "b"}, {"y"}, "matmul_node");
+  return b.Write(dir, "scratch_float_matmul_b.onnx");
+}
+
+// a [64, 32] (transA: [32, 64]) times b [48, 32] (transB) by Gemm
+// "gemm_node" (alpha 0.5, beta 2, C of shape `c`) -> y [64, 48]; b a
+// constant or an input.
+std::string ScratchGemmModel(const TempDir& dir, bool b_const, bool trans_a,
+                             const std::vector<int64_t>& c) {
+  OnnxBuilder b(13);
+  b.Input("a", onnx::TensorProto::FLOAT,
+          trans_a ? std::vector<int64_t>{32, 64} : std::vector<int64_t>{64, 32});
+  if (!b_const) b.Input("b", onnx::TensorProto::FLOAT, {48, 32});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  if (b_const) {
+    std::vector<float> bv;
+    for (int i = 0; i < 48 * 32; ++i) bv.push_back(float(i * 5 % 13 - 6) / 4);
+    b.InitFloat("b", {48, 32}, bv);
+  }
+  int64_t cn = 1;
+  for (int64_t d : c) cn *= d;
+  std::vector<float> cv;
+  for (int64_t i = 0; i < cn; ++i) cv.push_back(float(i % 9 - 4) / 8);
+  b.InitFloat("c", c, cv);
+  auto* n = b.Node("Gemm", {"a", "b", "c"}, {"y"}, "gemm_node");
+  OnnxBuilder::AttrInt(n, "transA", trans_a ? 1 : 0);
+  OnnxBuilder::AttrInt(n, "transB", 1);
+  OnnxBuilder::AttrFloat(n, "alpha", 0.5f);
+  OnnxBuilder::AttrFloat(n, "beta", 2.f);
+  return b.Write(dir, "scratch_gemm.onnx");
+}
+
+// x [2, 8, 8, 8] float -> ConvTranspose "deconv_node" (3x3, stride 2, pads
+// 1, output_padding 1, `group`, constant W and bias) -> y [2, 16, 16, 16].
+std::string ScratchFloatConvTransposeModel(const TempDir& dir, int64_t group) {
+  OnnxBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 8, 8});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  std::vector<float> w, bias;
+  for (int64_t i = 0; i < 8 * (16 / group) * 9; ++i) w.push_back(float(i % 7 - 3) / 4);
+  for (int i = 0; i < 16; ++i) bias.push_back(float(i % 5 - 2) / 8);
+  b.InitFloat("w", {8, 16 / group, 3, 3}, w);
+  b.InitFloat("b", {16}, bias);
+  auto* n = b.Node("ConvTranspose", {"x", "w", "b"}, {"y"}, "deconv_node");
+  OnnxBuilder::AttrInts(n, "strides", {2, 2});
+  OnnxBuilder::AttrInts(n, "pads", {1, 1, 1, 1});
+  OnnxBuilder::AttrInts(n, "output_padding", {1, 1});
+  OnnxBuilder::AttrInt(n, "group", group);
+  return b.Write(dir, "scratch_float_deconv.onnx");
+}
+
+TEST_CASE("arena: float MatMul, Gemm and ConvTranspose plan their per-run buffers") {
+  // Issue 18: float MatMul's and Gemm's packed A (and a B that is an input,
+  // packed per run), Gemm's beta * C row or column and its reference
+  // accumulators, and float ConvTranspose's packed input and columns (the
+  // GEMM path) or its reference columns were vectors allocated per run;
+  // they are planned in the arena. The floor is the feeds' and y's bytes
+  // (the only tensors). Values: the machine's kernels against the reference
+  // configuration's (which plans the reference kernels' scratch).
+  TempDir dir;
+  const SessionOptions ref = ReferenceOptions();
+  SUBCASE("MatMul") {
+    struct Case {
+      int64_t batch;
+      bool b_const;
+    };
+    for (const Case& k : {Case{0, true}, Case{0, false}, Case{2, true}, Case{2, false}}) {
+      CAPTURE(k.batch);
+      CAPTURE(k.b_const);
+      const conv::test::Converted conv =
+          ConvertModel(ScratchFloatMatMulModelB(dir, k.batch, k.b_const));
+      const Shape lead = k.batch ? Shape{k.batch} : Shape{};
+      Shape as = lead, bs = lead;
+      as.insert(as.end(), {64, 32});
+      bs.insert(bs.end(), {32, 48});
+      std::vector<Feed> feeds{FloatFeed("a", as)};
+      if (!k.b_const) feeds.push_back(FloatFeed("b", bs));
+      const size_t floor = FeedBytes(feeds) + size_t(std::max<int64_t>(k.batch, 1)) * 64 * 48 * 4;
+      const std::vector<uint8_t> want =
+          CheckPlannedScratch(conv.bytes, feeds, "matmul_node", floor, ref);
+      CheckClose(CheckPlannedScratch(conv.bytes, feeds, "matmul_node", floor), want, 1e-5f);
+    }
+  }
+  SUBCASE("Gemm") {
+    struct Case {
+      bool b_const, trans_a;
+      std::vector<int64_t> c;
+    };
+    for (const Case& k : {Case{true, false, {48}}, Case{false, false, {64, 1}},
+                          Case{true, true, {64, 48}}, Case{false, true, {1, 48}}}) {
+      CAPTURE(k.b_const);
+      CAPTURE(k.trans_a);
+      CAPTURE(k.c.size());
+      const conv::test::Converted conv =
+          ConvertModel(ScratchGemmModel(dir, k.b_const, k.trans_a, k.c));
+      std::vector<Feed> feeds{FloatFeed("a", k.trans_a ? Shape{32, 64} : Shape{64, 32})};
+      if (!k.b_const) feeds.push_back(FloatFeed("b", {48, 32}));
+      const size_t floor = FeedBytes(feeds) + 64 * 48 * 4;
+      const std::vector<uint8_t> want =
+          CheckPlannedScratch(conv.bytes, feeds, "gemm_node", floor, ref);
+      CheckClose(CheckPlannedScratch(conv.bytes, feeds, "gemm_node", floor), want, 1e-5f);
+    }
+  }
+  SUBCASE("ConvTranspose") {
+    for (int64_t group : {1, 2}) {
+      CAPTURE(group);
+      const conv::test::Converted conv = ConvertModel(ScratchFloatConvTransposeModel(dir, group));
+      REQUIRE(conv::test::CountOps(conv.graph, "ConvTranspose") == 1);
+      const std::vector<Feed> feeds{FloatFeed("x", {2, 8, 8, 8})};
+      const size_t floor = FeedBytes(feeds) + 2 * 16 * 16 * 16 * 4;
+      const std::vector<uint8_t> want =
+          CheckPlannedScratch(conv.bytes, feeds, "deconv_node", floor, ref);
+      CheckClose(CheckPlannedScratch(conv.bytes, feeds, "deconv_node", floor), want, 1e-5f);
+    }
+  }
+}
+
+TEST_CASE("arena: float MatMul scratch follows ResizeInput") {
+  // Issue 18: a symbolic A re-plans at every ResizeInput; the packed A and
+  // the activation B are sized from the shapes of the new plan (a region
+  // planned for the old shapes would be found short).
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.Input("a", onnx::TensorProto::FLOAT, {-1, 32});
+  b.Input("b", onnx::TensorProto::FLOAT, {32, 48});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  b.Node("MatMul", {"a", "b"}, {"y"}, "matmul_node");
+  const conv::test::Converted conv = ConvertModel(b.Write(dir, "scratch_resize_matmul.onnx"));
+  std::shared_ptr<Model> model;
+  Status st = Model::LoadMemory(conv.bytes.data(), conv.bytes.size(), &model);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const size_t shortfalls = kernels::ScratchShortfalls();
+  std::unique_ptr<Session> fast, ref;
+  st = Session::Create(model, SessionOptions(), &fast);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  st = Session::Create(model, ReferenceOptions(), &ref);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  size_t last_arena = 0;
+  for (int64_t rows : {8, 200, 8}) {
+    CAPTURE(rows);
+    const std::vector<Feed> feeds{FloatFeed("a", {rows, 32}), FloatFeed("b", {32, 48})};
+    std::vector<std::vector<uint8_t>> ys;
+    for (Session* s : {fast.get(), ref.get()}) {
+      st = s->ResizeInput("a", {rows, 32});
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      CHECK(s->arena_bytes() > FeedBytes(feeds) + size_t(rows) * 48 * 4);
+      SetFeeds(s, feeds);
+      st = s->Run();
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      ys.push_back(OutputBytes(*s, "y"));
+    }
+    CheckClose(ys[0], ys[1], 1e-5f);
+    if (last_arena) CHECK(fast->arena_bytes() != last_arena);
+    last_arena = fast->arena_bytes();
+  }
+  CHECK(kernels::ScratchShortfalls() == shortfalls);
 }
 
 }  // namespace

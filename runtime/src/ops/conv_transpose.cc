@@ -11,12 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "kernels/aligned_vector.h"
 #include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/aligned_vector.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/kernel_config.h"
+#include "kernels/scratch.h"
 #include "ops/conv_transpose_geometry.h"
 #include "ops/window_util.h"
 
@@ -143,26 +144,81 @@ Status PrepareConvTranspose(KernelContext& ctx, std::shared_ptr<void>* state) {
   return Status::Ok();
 }
 
-// col[(i, g)] = W_g^T x X_(i, g) for every batch entry and group on the
-// packed GEMM; false when W was not prepared for this shape.
-bool ColumnsOnGemm(const KernelContext& ctx, int64_t n, int64_t c, int64_t in_size, int64_t rows,
-                   std::vector<float>* cols) {
+// The run's sizes, for RunConvTranspose and its scratch.
+struct ConvTransposeDims {
+  ConvTransposeParams p;
+  Shape in;  // X's spatial dims
+  int64_t n = 0, c = 0, m = 0, cg = 0, mg = 0, in_size = 0, out_size = 0;
+  int64_t rows = 0;  // W's row length per input channel
+};
+
+Status GetConvTransposeDims(const KernelContext& ctx, ConvTransposeDims* d) {
+  const Tensor* x = ctx.input(0);
+  d->in.assign(x->shape.begin() + 2, x->shape.end());
+  QF_RETURN_IF_ERROR(ParseConvTranspose(ctx, d->in, &d->p));
+  d->n = x->shape[0];
+  d->c = x->shape[1];
+  d->m = ctx.output(0)->shape[1];
+  d->cg = d->c / d->p.group;
+  d->mg = d->m / d->p.group;
+  d->in_size = Product(d->in);
+  d->out_size = Product(d->p.geo.out);
+  d->rows = d->mg * Product(d->p.geo.kernel);
+  return Status::Ok();
+}
+
+// The run's scratch (ConvTransposeScratch sizes the request with it): on
+// the packed GEMM (W prepared for these shapes) X packed per batch entry and
+// group, and every group's columns; otherwise one group's columns for the
+// reference product.
+struct ConvTransposeScratchLayout {
+  const ConvTransposeF32State* gemm = nullptr;
+  int64_t right_stride = 0;  // floats per packed X_(i, g)
+  size_t right_at = 0, cols_at = 0, bytes = 0;
+};
+
+ConvTransposeScratchLayout LayoutConvTranspose(const KernelContext& ctx,
+                                               const ConvTransposeDims& d) {
+  ConvTransposeScratchLayout s;
   const auto* st = static_cast<const ConvTransposeF32State*>(ctx.state);
-  if (!st || st->w_shape != ctx.input(1)->shape) return false;
+  kernels::ScratchLayout l;
+  if (st && st->w_shape == ctx.input(1)->shape && d.in_size > 0 && d.out_size > 0) {
+    s.gemm = st;
+    const int64_t batches = d.n * st->group;
+    s.right_stride = kernels::PackedF32Size(d.in_size, d.cg, st->k->nr);
+    s.right_at = l.Add(size_t(s.right_stride * batches) * sizeof(float));
+    s.cols_at = l.Add(size_t(d.rows * d.in_size * batches) * sizeof(float));
+  } else {
+    s.cols_at = l.Add(size_t(d.rows * d.in_size) * sizeof(float));
+  }
+  s.bytes = l.total();
+  return s;
+}
+
+Status ConvTransposeScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  ConvTransposeDims d;
+  QF_RETURN_IF_ERROR(GetConvTransposeDims(ctx, &d));
+  needs->run = LayoutConvTranspose(ctx, d).bytes;
+  return Status::Ok();
+}
+
+// cols[(i, g)] = W_g^T x X_(i, g) for every batch entry and group on the
+// packed GEMM (s.gemm set), X packed into `right`.
+void ColumnsOnGemm(const KernelContext& ctx, const ConvTransposeDims& d,
+                   const ConvTransposeScratchLayout& s, float* right, float* cols) {
+  const ConvTransposeF32State* st = s.gemm;
   const kernels::GemmF32Kernels& k = *st->k;
-  const int64_t cg = c / st->group, batches = n * st->group;
-  const int64_t right_stride = kernels::PackedF32Size(in_size, cg, k.nr);
-  std::vector<float> right(size_t(right_stride * batches));
-  cols->resize(size_t(rows * in_size * batches));
+  const int64_t cg = d.cg, in_size = d.in_size, rows = d.rows, batches = d.n * st->group;
+  const int64_t right_stride = s.right_stride;
   std::vector<const float*> lefts, rights;
   std::vector<float*> outs;
   const float* xd = ctx.input(0)->ptr<float>();
   for (int64_t b = 0; b < batches; ++b) {
     // X_(i, g) is [cg] x [in_size], row-major, at channel block b of X.
-    k.pack_right(xd + b * cg * in_size, in_size, 1, cg, in_size, right.data() + b * right_stride);
+    k.pack_right(xd + b * cg * in_size, in_size, 1, cg, in_size, right + b * right_stride);
     lefts.push_back(st->packed.data() + b % st->group * st->stride);
-    rights.push_back(right.data() + b * right_stride);
-    outs.push_back(cols->data() + b * rows * in_size);
+    rights.push_back(right + b * right_stride);
+    outs.push_back(cols + b * rows * in_size);
   }
   kernels::GemmF32Args proto;
   proto.rows = rows;
@@ -170,7 +226,6 @@ bool ColumnsOnGemm(const KernelContext& ctx, int64_t n, int64_t c, int64_t in_si
   proto.k = cg;
   proto.ldc = in_size;
   kernels::GemmF32Batched(k, proto, lefts, rights, outs, ctx.pool);
-  return true;
 }
 
 Status RunConvTranspose(KernelContext& ctx) {
@@ -178,30 +233,35 @@ Status RunConvTranspose(KernelContext& ctx) {
   const Tensor* w = ctx.input(1);
   const Tensor* b = ctx.input(2);
   Tensor* y = ctx.output(0);
-  const Shape in(x->shape.begin() + 2, x->shape.end());
-  ConvTransposeParams p;
-  QF_RETURN_IF_ERROR(ParseConvTranspose(ctx, in, &p));
+  ConvTransposeDims d;
+  QF_RETURN_IF_ERROR(GetConvTransposeDims(ctx, &d));
+  const ConvTransposeParams& p = d.p;
+  const Shape& in = d.in;
   const WindowGeometry& g = p.geo;
-  const int64_t n = x->shape[0], c = x->shape[1], m = y->shape[1];
-  const int64_t cg = c / p.group, mg = m / p.group;
-  const int64_t in_size = Product(in), out_size = Product(g.out);
-  const int64_t rows = mg * Product(g.kernel);  // W's row length per input channel
+  const int64_t n = d.n, c = d.c, m = d.m;
+  const int64_t cg = d.cg, mg = d.mg;
+  const int64_t in_size = d.in_size, out_size = d.out_size;
+  const int64_t rows = d.rows;
   float* yd = y->ptr<float>();
-  std::vector<float> cols;
-  if (in_size > 0 && out_size > 0 && ColumnsOnGemm(ctx, n, c, in_size, rows, &cols)) {
+  const ConvTransposeScratchLayout layout = LayoutConvTranspose(ctx, d);
+  const kernels::ScratchRegion region({ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
+                                      layout.bytes);
+  float* const cols = region.at<float>(layout.cols_at);
+  if (layout.gemm) {
+    ColumnsOnGemm(ctx, d, layout, region.at<float>(layout.right_at), cols);
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t oc = 0; oc < m; ++oc)
         std::fill(yd + (i * m + oc) * out_size, yd + (i * m + oc + 1) * out_size,
                   b ? b->ptr<float>()[oc] : 0.f);
       for (int64_t grp = 0; grp < p.group; ++grp)
-        Col2Im(cols.data() + (i * p.group + grp) * rows * in_size, mg, in, g,
+        Col2Im(cols + (i * p.group + grp) * rows * in_size, mg, in, g,
                yd + (i * m + grp * mg) * out_size);
     }
     p.act.Apply(yd, y->numel());
     return Status::Ok();
   }
-  std::vector<float> col(static_cast<size_t>(rows * in_size));
-
+  // The reference product, one group's columns at a time.
+  float* const col = cols;
   const float* xd = x->ptr<float>();
   const float* wd = w->ptr<float>();
   for (int64_t i = 0; i < n; ++i) {
@@ -210,17 +270,17 @@ Status RunConvTranspose(KernelContext& ctx) {
                 b ? b->ptr<float>()[oc] : 0.f);
     for (int64_t grp = 0; grp < p.group; ++grp) {
       // col[r, :] = sum over the group's input channels ci of W[ci, r] * X[ci, :].
-      std::fill(col.begin(), col.end(), 0.f);
+      std::fill(col, col + rows * in_size, 0.f);
       for (int64_t ci = grp * cg; ci < (grp + 1) * cg; ++ci) {
         const float* xrow = xd + (i * c + ci) * in_size;
         const float* wrow = wd + ci * rows;
         for (int64_t r = 0; r < rows; ++r) {
           const float wv = wrow[r];
-          float* crow = col.data() + r * in_size;
+          float* crow = col + r * in_size;
           for (int64_t j = 0; j < in_size; ++j) crow[j] += wv * xrow[j];
         }
       }
-      if (in_size > 0) Col2Im(col.data(), mg, in, g, yd + (i * m + grp * mg) * out_size);
+      if (in_size > 0) Col2Im(col, mg, in, g, yd + (i * m + grp * mg) * out_size);
     }
   }
   p.act.Apply(yd, y->numel());
@@ -303,6 +363,7 @@ const OpDef& OpDef_ConvTranspose() {
             /*value_inputs=*/0, /*shape_only=*/false, /*min_inputs=*/2,
             /*max_inputs=*/3};
     d.prepare = PrepareConvTranspose;
+    d.scratch = ConvTransposeScratch;
     d.const_inputs = 1u << 1;  // W
     d.traits = kTraitMatrixProduct | kTraitSpatial | kTraitHalfWeights;
     d.same_dtype_inputs = 0b111;  // X, W, B

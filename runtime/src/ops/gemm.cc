@@ -14,9 +14,10 @@
 #include "core/shape_util.h"
 #include "kernels/aligned_vector.h"
 #include "kernels/gemm_bf16.h"
-#include "kernels/igemm_fp16.h"
 #include "kernels/gemm_f32.h"
+#include "kernels/igemm_fp16.h"
 #include "kernels/kernel_config.h"
+#include "kernels/scratch.h"
 
 namespace qfold {
 namespace {
@@ -75,7 +76,8 @@ Status InferGemm(KernelContext& ctx) {
 
 template <class T>
 void GemmKernel(const T* a, const T* b, const T* c, const Shape& c_shape, T* y, int64_t m,
-                int64_t k, int64_t n, bool ta, bool tb, float alpha, float beta) {
+                int64_t k, int64_t n, bool ta, bool tb, float alpha, float beta,
+                const kernels::ScratchSpan& scratch) {
   // C's strides over (M, N), zero on broadcast axes.
   int64_t cs_m = 0, cs_n = 0;
   if (c) {
@@ -85,10 +87,12 @@ void GemmKernel(const T* a, const T* b, const T* c, const Shape& c_shape, T* y, 
     cs_n = cn == 1 ? 0 : 1;
     cs_m = cm == 1 ? 0 : cn;
   }
-  // Loop orders keep the innermost loop contiguous in B.
-  std::vector<T> acc(static_cast<size_t>(n));
+  // Loop orders keep the innermost loop contiguous in B. One row of
+  // accumulators in scratch (GemmScratch).
+  const kernels::ScratchRegion region(scratch, size_t(n) * sizeof(T));
+  T* acc = region.at<T>(0);
   for (int64_t i = 0; i < m; ++i) {
-    std::fill(acc.begin(), acc.end(), T(0));
+    std::fill(acc, acc + n, T(0));
     for (int64_t j = 0; j < n && tb; ++j) {
       const T* brow = b + j * k;
       T sum = T(0);
@@ -122,14 +126,19 @@ struct GemmF32State {
   kernels::PackedFp16 packed_fp16;
 };
 
+void PackGemmBInto(const kernels::GemmF32Kernels& k, const Tensor& b, bool tb, float* dst) {
+  const int64_t kd = b.shape[tb ? 1 : 0], n = b.shape[tb ? 0 : 1];
+  // op(B)(k, c) = B[k][c], or B[c][k] when transposed.
+  k.pack_right(b.ptr<float>(), tb ? 1 : n, tb ? kd : 1, kd, n, dst);
+}
+
 void PackGemmB(const kernels::GemmF32Kernels& k, const Tensor& b, bool tb, GemmF32State* st) {
   const int64_t kd = b.shape[tb ? 1 : 0], n = b.shape[tb ? 0 : 1];
   st->k = &k;
   st->b_shape = b.shape;
   st->tb = tb;
   st->packed.resize(size_t(kernels::PackedF32Size(n, kd, k.nr)));
-  // op(B)(k, c) = B[k][c], or B[c][k] when transposed.
-  k.pack_right(b.ptr<float>(), tb ? 1 : n, tb ? kd : 1, kd, n, st->packed.data());
+  PackGemmBInto(k, b, tb, st->packed.data());
 }
 
 Status PrepareGemm(KernelContext& ctx, std::shared_ptr<void>* state) {
@@ -197,30 +206,86 @@ bool RunGemmReduced(const KernelContext& ctx, const GemmF32State& st, bool ta, f
   return true;
 }
 
+// C's broadcast over (M, N): its rows (cm) and columns (cn), 1 when broadcast.
+void GemmCDims(const Tensor& c, int64_t* cm, int64_t* cn) {
+  const int cr = c.rank();
+  *cm = cr == 2 ? c.shape[0] : 1;
+  *cn = cr >= 1 ? c.shape[size_t(cr - 1)] : 1;
+}
+
+// How RunGemmF32 runs these shapes, and its scratch (GemmScratch sizes the
+// request with it): op(A) packed, op(B) when no prepared packing fits it (B
+// is an input, packed per run), and beta * C when C is a row or a column
+// (the epilogue's bias).
+struct GemmF32Plan {
+  bool reduced = false;                        // bf16 or fp16 mode: RunGemmReduced
+  const kernels::GemmF32Kernels* k = nullptr;  // null (and !reduced): the reference kernel
+  const GemmF32State* prepared = nullptr;      // op(B) packed at prepare
+  int64_t m = 0, n = 0, kd = 0;
+  int64_t bias = 0;  // beta * C values: n (a row), m (a column) or 0
+  size_t a_at = 0, b_at = 0, bias_at = 0, bytes = 0;
+};
+
+GemmF32Plan PlanGemmF32(const KernelContext& ctx, bool ta, bool tb) {
+  GemmF32Plan p;
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(1);
+  const Tensor* c = ctx.input(2);
+  if (a->dtype != DType::kFloat32) return p;
+  const auto* prepared = static_cast<const GemmF32State*>(ctx.state);
+  if (prepared && (prepared->bf16 || prepared->fp16) && prepared->b_shape == b->shape &&
+      prepared->tb == tb) {
+    p.reduced = true;
+    return p;
+  }
+  p.k = prepared && prepared->k ? prepared->k : ctx.kernel_config().gemm_f32;
+  if (!p.k) return p;
+  if (prepared && prepared->k && prepared->b_shape == b->shape && prepared->tb == tb)
+    p.prepared = prepared;
+  p.m = ctx.output(0)->shape[0];
+  p.n = ctx.output(0)->shape[1];
+  p.kd = a->shape[ta ? 0 : 1];
+  if (p.m == 0 || p.n == 0) return p;
+  kernels::ScratchLayout l;
+  p.a_at = l.Add(size_t(kernels::PackedF32Size(p.m, p.kd, p.k->mr)) * sizeof(float));
+  if (!p.prepared)
+    p.b_at = l.Add(size_t(kernels::PackedF32Size(p.n, p.kd, p.k->nr)) * sizeof(float));
+  if (c) {
+    int64_t cm, cn;
+    GemmCDims(*c, &cm, &cn);
+    p.bias = cm == 1 ? p.n : cn == 1 ? p.m : 0;
+    p.bias_at = l.Add(size_t(p.bias) * sizeof(float));
+  }
+  p.bytes = l.total();
+  return p;
+}
+
 // Float32 Gemm on the packed GEMM; false when no SIMD kernel applies.
 bool RunGemmF32(const KernelContext& ctx, bool ta, bool tb, float alpha, float beta) {
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
   const Tensor* c = ctx.input(2);
   Tensor* y = ctx.output(0);
-  const auto* prepared = static_cast<const GemmF32State*>(ctx.state);
-  if (prepared && (prepared->bf16 || prepared->fp16) && a->dtype == DType::kFloat32 && prepared->b_shape == b->shape &&
-      prepared->tb == tb)
-    return RunGemmReduced(ctx, *prepared, ta, alpha, beta);
-  const kernels::GemmF32Kernels* k =
-      prepared && prepared->k ? prepared->k : ctx.kernel_config().gemm_f32;
-  if (!k || a->dtype != DType::kFloat32) return false;
-  GemmF32State local;
-  if (!prepared || prepared->b_shape != b->shape || prepared->tb != tb) {
-    PackGemmB(*k, *b, tb, &local);
-    prepared = &local;
-  }
-  const int64_t m = y->shape[0], n = y->shape[1];
-  const int64_t kd = a->shape[ta ? 0 : 1];
+  const GemmF32Plan plan = PlanGemmF32(ctx, ta, tb);
+  if (plan.reduced)
+    return RunGemmReduced(ctx, *static_cast<const GemmF32State*>(ctx.state), ta, alpha, beta);
+  const kernels::GemmF32Kernels* k = plan.k;
+  if (!k) return false;
+  const int64_t m = plan.m, n = plan.n, kd = plan.kd;
   if (m == 0 || n == 0) return true;
-  std::vector<float> packed_a(size_t(kernels::PackedF32Size(m, kd, k->mr)));
+  const kernels::ScratchRegion region({ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
+                                      plan.bytes);
+  const float* packed_b;
+  if (plan.prepared) {
+    packed_b = plan.prepared->packed.data();
+  } else {
+    float* dst = region.at<float>(plan.b_at);
+    PackGemmBInto(*k, *b, tb, dst);
+    packed_b = dst;
+  }
+  float* packed_a = region.at<float>(plan.a_at);
   // op(A)(r, k) = A[r][k], or A[k][r] when transposed.
-  k->pack_left(a->ptr<float>(), ta ? 1 : kd, ta ? m : 1, m, kd, packed_a.data());
+  k->pack_left(a->ptr<float>(), ta ? 1 : kd, ta ? m : 1, m, kd, packed_a);
 
   kernels::GemmF32Args proto;
   proto.rows = m;
@@ -231,21 +296,18 @@ bool RunGemmF32(const KernelContext& ctx, bool ta, bool tb, float alpha, float b
   float* yd = y->ptr<float>();
   // beta * C, in the reference's float arithmetic: a row or column vector
   // becomes the bias, a full matrix is copied into Y and accumulated onto.
-  std::vector<float> bias;
   if (c) {
-    const Shape& cs = c->shape;
-    const int cr = int(cs.size());
-    const int64_t cm = cr == 2 ? cs[0] : 1, cn = cr >= 1 ? cs[cr - 1] : 1;
+    int64_t cm, cn;
+    GemmCDims(*c, &cm, &cn);
     const float* cd = c->ptr<float>();
+    float* bias = region.at<float>(plan.bias_at);
     if (cm == 1) {
-      bias.resize(size_t(n));
-      for (int64_t j = 0; j < n; ++j) bias[size_t(j)] = beta * cd[cn == 1 ? 0 : j];
-      proto.bias = bias.data();
+      for (int64_t j = 0; j < n; ++j) bias[j] = beta * cd[cn == 1 ? 0 : j];
+      proto.bias = bias;
       proto.bias_per_row = false;
     } else if (cn == 1) {
-      bias.resize(size_t(m));
-      for (int64_t i = 0; i < m; ++i) bias[size_t(i)] = beta * cd[i];
-      proto.bias = bias.data();
+      for (int64_t i = 0; i < m; ++i) bias[i] = beta * cd[i];
+      proto.bias = bias;
       proto.bias_per_row = true;
     } else {
       for (int64_t i = 0; i < m * n; ++i) yd[i] = beta * cd[i];
@@ -256,9 +318,24 @@ bool RunGemmF32(const KernelContext& ctx, bool ta, bool tb, float alpha, float b
   const FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
   const FusedActivation* post;
   proto.act = kernels::EpilogueFor(act, &proto.lo, &proto.hi, &post);
-  kernels::GemmF32Batched(*k, proto, {packed_a.data()}, {prepared->packed.data()}, {yd}, ctx.pool);
+  kernels::GemmF32Batched(*k, proto, {packed_a}, {packed_b}, {yd}, ctx.pool);
   if (post) post->Apply(yd, y->numel());
   return true;
+}
+
+// OpDef::scratch: float32 on the packed GEMM, its operands (PlanGemmF32,
+// for the shapes of this plan); elsewhere the reference kernel's row of
+// accumulators (none in bf16 and fp16 modes).
+Status GemmScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  const bool ta = ctx.attr().GetInt("transA", 0) != 0;
+  const bool tb = ctx.attr().GetInt("transB", 0) != 0;
+  const GemmF32Plan plan = PlanGemmF32(ctx, ta, tb);
+  if (plan.k)
+    needs->run = plan.bytes;
+  else if (!plan.reduced)
+    needs->run =
+        size_t(std::max<int64_t>(ctx.output(0)->shape[1], 0)) * dtype_size(ctx.input(0)->dtype);
+  return Status::Ok();
 }
 
 Status RunGemm(KernelContext& ctx) {
@@ -274,17 +351,18 @@ Status RunGemm(KernelContext& ctx) {
   const int64_t k = a->shape[ta ? 0 : 1];
   const Shape c_shape = c ? c->shape : Shape();
   if (a->dtype == DType::kFloat32 && RunGemmF32(ctx, ta, tb, alpha, beta)) return Status::Ok();
+  const kernels::ScratchSpan scratch{ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
   switch (a->dtype) {
     case DType::kFloat32: {
       GemmKernel(a->ptr<float>(), b->ptr<float>(), c ? c->ptr<float>() : nullptr, c_shape,
-                 y->ptr<float>(), m, k, n, ta, tb, alpha, beta);
+                 y->ptr<float>(), m, k, n, ta, tb, alpha, beta, scratch);
       Status st;
       FusedActivation::FromAttrs(ctx.attr(), &st).Apply(y->ptr<float>(), y->numel());
       break;
     }
     case DType::kFloat64:
       GemmKernel(a->ptr<double>(), b->ptr<double>(), c ? c->ptr<double>() : nullptr, c_shape,
-                 y->ptr<double>(), m, k, n, ta, tb, alpha, beta);
+                 y->ptr<double>(), m, k, n, ta, tb, alpha, beta, scratch);
       break;
     default:
       return ctx.Unsupported(std::string("dtype ") + dtype_name(a->dtype));
@@ -304,6 +382,7 @@ const OpDef& OpDef_Gemm() {
             /*min_inputs=*/2,
             /*max_inputs=*/3};
     d.prepare = PrepareGemm;
+    d.scratch = GemmScratch;
     d.const_inputs = 1u << 1;  // B
     d.traits = kTraitMatrixProduct | kTraitHalfWeights;
     d.same_dtype_inputs = 0b111;  // A, B, C

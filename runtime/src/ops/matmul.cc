@@ -151,16 +151,29 @@ void MatrixDimsB(const Shape& s, int64_t* rows, int64_t* cols) {
   *cols = s.size() == 1 ? 1 : s.back();
 }
 
-void PackB(const kernels::GemmF32Kernels& k, const Tensor& b, MatMulF32State* st) {
+// B's matrices: how many, and floats per packed matrix.
+void PackedDimsB(const kernels::GemmF32Kernels& k, const Shape& s, int64_t* mats, int64_t* stride) {
   int64_t kd, n;
+  MatrixDimsB(s, &kd, &n);
+  *mats = kd > 0 && n > 0 ? Product(s) / (kd * n) : 0;
+  *stride = kernels::PackedF32Size(n, kd, k.nr);
+}
+
+void PackBInto(const kernels::GemmF32Kernels& k, const Tensor& b, float* dst) {
+  int64_t kd, n, mats, stride;
   MatrixDimsB(b.shape, &kd, &n);
-  const int64_t mats = kd > 0 && n > 0 ? b.numel() / (kd * n) : 0;
+  PackedDimsB(k, b.shape, &mats, &stride);
+  for (int64_t i = 0; i < mats; ++i)
+    k.pack_right(b.ptr<float>() + i * kd * n, n, 1, kd, n, dst + i * stride);
+}
+
+void PackB(const kernels::GemmF32Kernels& k, const Tensor& b, MatMulF32State* st) {
+  int64_t mats;
   st->k = &k;
   st->b_shape = b.shape;
-  st->stride = kernels::PackedF32Size(n, kd, k.nr);
+  PackedDimsB(k, b.shape, &mats, &st->stride);
   st->packed.resize(size_t(st->stride * mats));
-  for (int64_t i = 0; i < mats; ++i)
-    k.pack_right(b.ptr<float>() + i * kd * n, n, 1, kd, n, st->packed.data() + i * st->stride);
+  PackBInto(k, b, st->packed.data());
 }
 
 Status PrepareMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
@@ -204,40 +217,92 @@ void RunMatMulReduced(const KernelContext& ctx, const MatMulF32State& st, const 
   act.Apply(yd, y->numel());
 }
 
+// How RunMatMulF32 runs these shapes, and its scratch (MatMulScratch sizes
+// the request with it): A's matrices packed, and B's when no prepared
+// packing fits them (B is an input, packed per run).
+struct MatMulF32Plan {
+  bool reduced = false;                        // bf16 or fp16 mode: RunMatMulReduced
+  const kernels::GemmF32Kernels* k = nullptr;  // null (and !reduced): the reference kernel
+  const MatMulF32State* prepared = nullptr;    // B packed at prepare for these shapes
+  int64_t m = 0, kd = 0, n = 0, a_mats = 0, a_stride = 0;
+  int64_t b_stride = 0;  // floats per packed matrix of B, prepared or in scratch
+  bool empty = false;    // no output element: nothing to pack
+  size_t a_at = 0, b_at = 0, bytes = 0;
+};
+
+MatMulF32Plan PlanMatMulF32(const KernelContext& ctx) {
+  MatMulF32Plan p;
+  const Tensor* a = ctx.input(0);
+  const Tensor* b = ctx.input(1);
+  if (a->dtype != DType::kFloat32 || b->rank() < 1) return p;
+  const auto* prepared = static_cast<const MatMulF32State*>(ctx.state);
+  if (prepared && (prepared->bf16 || prepared->fp16) && prepared->b_shape == b->shape) {
+    p.reduced = true;
+    return p;
+  }
+  p.k = prepared && prepared->k ? prepared->k : ctx.kernel_config().gemm_f32;
+  if (!p.k) return p;
+  if (prepared && prepared->k && prepared->b_shape == b->shape) p.prepared = prepared;
+  Shape as = a->shape, bs = b->shape;
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  p.m = as[as.size() - 2];
+  p.kd = as.back();
+  p.n = bs.back();
+  p.a_mats = Product(Shape(as.begin(), as.end() - 2));
+  p.a_stride = kernels::PackedF32Size(p.m, p.kd, p.k->mr);
+  p.empty = ctx.output(0)->numel() == 0;
+  if (p.empty) return p;
+  kernels::ScratchLayout l;
+  p.a_at = l.Add(size_t(p.a_stride * p.a_mats) * sizeof(float));
+  if (p.prepared) {
+    p.b_stride = p.prepared->stride;
+  } else {
+    int64_t b_mats;
+    PackedDimsB(*p.k, b->shape, &b_mats, &p.b_stride);
+    p.b_at = l.Add(size_t(p.b_stride * b_mats) * sizeof(float));
+  }
+  p.bytes = l.total();
+  return p;
+}
+
 // Float32 MatMul on the packed GEMM; false when no SIMD kernel applies.
 bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
   Tensor* y = ctx.output(0);
-  const auto* prepared = static_cast<const MatMulF32State*>(ctx.state);
-  if (prepared && (prepared->bf16 || prepared->fp16) && a->dtype == DType::kFloat32 &&
-      prepared->b_shape == b->shape) {
-    RunMatMulReduced(ctx, *prepared, act);
+  const MatMulF32Plan plan = PlanMatMulF32(ctx);
+  if (plan.reduced) {
+    RunMatMulReduced(ctx, *static_cast<const MatMulF32State*>(ctx.state), act);
     return true;
   }
-  const kernels::GemmF32Kernels* k =
-      prepared && prepared->k ? prepared->k : ctx.kernel_config().gemm_f32;
-  if (!k || a->dtype != DType::kFloat32) return false;
-  MatMulF32State local;
-  if (!prepared || prepared->b_shape != b->shape) {
-    PackB(*k, *b, &local);
-    prepared = &local;
+  const kernels::GemmF32Kernels* k = plan.k;
+  if (!k) return false;
+  if (plan.empty) return true;
+  const kernels::ScratchRegion region({ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
+                                      plan.bytes);
+  const float* packed_b;
+  if (plan.prepared) {
+    packed_b = plan.prepared->packed.data();
+  } else {
+    float* dst = region.at<float>(plan.b_at);
+    PackBInto(*k, *b, dst);
+    packed_b = dst;
   }
   Shape as = a->shape, bs = b->shape;
   if (as.size() == 1) as.insert(as.begin(), 1);
   if (bs.size() == 1) bs.push_back(1);
-  const int64_t m = as[as.size() - 2], kd = as.back(), n = bs.back();
+  const int64_t m = plan.m, kd = plan.kd, n = plan.n;
   const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
   Shape batch;
   BroadcastShapes(a_batch, b_batch, &batch, nullptr);
   BroadcastIndexer idx({a_batch, b_batch}, batch);
-  const int64_t batches = Product(batch), a_mats = Product(a_batch);
-  if (batches == 0 || m == 0 || n == 0) return true;
+  const int64_t batches = Product(batch), a_mats = plan.a_mats;
 
-  const int64_t a_stride = kernels::PackedF32Size(m, kd, k->mr);
-  std::vector<float> packed_a(size_t(a_stride * a_mats));
+  const int64_t a_stride = plan.a_stride;
+  float* packed_a = region.at<float>(plan.a_at);
   for (int64_t i = 0; i < a_mats; ++i)
-    k->pack_left(a->ptr<float>() + i * m * kd, kd, 1, m, kd, packed_a.data() + i * a_stride);
+    k->pack_left(a->ptr<float>() + i * m * kd, kd, 1, m, kd, packed_a + i * a_stride);
   std::vector<const float*> lefts, rights;
   std::vector<float*> outs;
   std::vector<int64_t> pos(batch.size(), 0);
@@ -247,8 +312,8 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
       ao += pos[d] * idx.strides(0)[d];
       bo += pos[d] * idx.strides(1)[d];
     }
-    lefts.push_back(packed_a.data() + ao * a_stride);
-    rights.push_back(prepared->packed.data() + bo * prepared->stride);
+    lefts.push_back(packed_a + ao * a_stride);
+    rights.push_back(packed_b + bo * plan.b_stride);
     outs.push_back(y->ptr<float>() + bi * m * n);
     for (int d = int(batch.size()) - 1; d >= 0; --d) {
       if (++pos[d] < batch[d]) break;
@@ -271,15 +336,16 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   return true;
 }
 
-// OpDef::scratch: the reference kernel's accumulators where the run takes
-// it (not float32 on the packed GEMM, as RunMatMulF32 decides).
+// OpDef::scratch: float32 on the packed GEMM, its packed operands
+// (PlanMatMulF32, for the shapes of this plan); elsewhere the reference
+// kernel's accumulators.
 Status MatMulScratch(KernelContext& ctx, ScratchNeeds* needs) {
-  const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
-  const auto* prepared = static_cast<const MatMulF32State*>(ctx.state);
-  const bool fast = a->dtype == DType::kFloat32 &&
-                    ((prepared && (prepared->k || prepared->bf16)) || ctx.kernel_config().gemm_f32);
-  if (!fast && b->rank() >= 1) needs->run = ReferenceMatMulScratch(*b);
+  const MatMulF32Plan plan = PlanMatMulF32(ctx);
+  if (plan.k)
+    needs->run = plan.bytes;
+  else if (!plan.reduced && b->rank() >= 1)
+    needs->run = ReferenceMatMulScratch(*b);
   return Status::Ok();
 }
 

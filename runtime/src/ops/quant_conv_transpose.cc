@@ -202,23 +202,37 @@ Status PlanSpreadConv(const KernelContext& ctx, SpreadConv* p, bool* ok) {
   return Status::Ok();
 }
 
+// The reference kernel's scratch: one batch entry's int64 sums.
+size_t ReferenceQConvTransposeScratch(const KernelContext& ctx) {
+  const Tensor* y = ctx.output(0);
+  return size_t(Product(Shape(y->shape.begin() + 1, y->shape.end()))) * sizeof(int64_t);
+}
+
+// The fast path's scratch where it is planned for these shapes, otherwise
+// the reference kernel's.
 Status QConvTransposeScratch(KernelContext& ctx, ScratchNeeds* needs) {
-  if (!ctx.state) return Status::Ok();
-  SpreadConv p;
-  bool ok = false;
-  QF_RETURN_IF_ERROR(PlanSpreadConv(ctx, &p, &ok));
-  if (ok) needs->run = p.layout.total();
+  if (ctx.state) {
+    SpreadConv p;
+    bool ok = false;
+    QF_RETURN_IF_ERROR(PlanSpreadConv(ctx, &p, &ok));
+    if (ok) {
+      needs->run = p.layout.total();
+      return Status::Ok();
+    }
+  }
+  needs->run = ReferenceQConvTransposeScratch(ctx);
   return Status::Ok();
 }
 
 // Returns with *done false when the case is not covered: the reference
-// kernel runs instead.
+// kernel runs instead. *planned: the scratch was requested for this path.
 Status RunQConvTransposeFast(KernelContext& ctx, float xs, const std::vector<float>& ws, float ys,
-                             int32_t xzp, int32_t yzp, QRange range, bool* done) {
+                             int32_t xzp, int32_t yzp, QRange range, bool* done, bool* planned) {
   SpreadConv p;
   bool ok = false;
   QF_RETURN_IF_ERROR(PlanSpreadConv(ctx, &p, &ok));
   if (!ok) return Status::Ok();
+  *planned = true;
   const kernels::ScratchRegion region({ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
                                       p.layout.total());
   uint8_t* spread = region.at<uint8_t>(p.spread_at);
@@ -260,9 +274,11 @@ Status RunQConvTranspose(KernelContext& ctx) {
   const int32_t xzp = ReadZeroPoints(ctx.input(2))[0];
   const std::vector<int32_t> wzp = ReadZeroPoints(ctx.input(5));
   const int32_t yzp = ReadZeroPoints(ctx.input(7))[0];
+  bool fast_planned = false;
   if (ctx.state) {
     bool done = false;
-    QF_RETURN_IF_ERROR(RunQConvTransposeFast(ctx, xs[0], ws, ys[0], xzp, yzp, range, &done));
+    QF_RETURN_IF_ERROR(
+        RunQConvTransposeFast(ctx, xs[0], ws, ys[0], xzp, yzp, range, &done, &fast_planned));
     if (done) return Status::Ok();
   }
   // The reference kernel: the fallback, and the oracle of the fast path.
@@ -278,11 +294,16 @@ Status RunQConvTranspose(KernelContext& ctx) {
   const std::vector<int64_t> out_strides = ContiguousStrides(g.out);
 
   // acc holds the int32 sums; int64 here, wrapped to int32 at the end, which
-  // equals two's-complement int32 accumulation.
-  std::vector<int64_t> acc(size_t(m * out_size));
+  // equals two's-complement int32 accumulation. In scratch, unless the
+  // request was the fast path's (a call it turned down allocates here).
+  const kernels::ScratchRegion region(
+      fast_planned ? kernels::ScratchSpan{}
+                   : kernels::ScratchSpan{ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
+      size_t(m * out_size) * sizeof(int64_t));
+  int64_t* const acc = region.at<int64_t>(0);
   std::vector<int64_t> ip(nsp), tap(nsp);
   for (int64_t b = 0; b < n; ++b) {
-    std::fill(acc.begin(), acc.end(), 0);
+    std::fill(acc, acc + m * out_size, 0);
     for (int64_t ci = 0; ci < c && in_size > 0; ++ci) {
       const int64_t grp = ci / cg;
       std::fill(ip.begin(), ip.end(), 0);
@@ -305,7 +326,7 @@ Status RunQConvTranspose(KernelContext& ctx) {
               const int64_t oc = grp * mg + j;
               const int32_t wz = wzp.size() == 1 ? wzp[0] : wzp[size_t(oc)];
               const int64_t wv = LoadQ(w->data, w->dtype, (ci * mg + j) * taps + t) - wz;
-              acc[size_t(oc * out_size + off)] += xv * wv;
+              acc[oc * out_size + off] += xv * wv;
             }
           }
           ++t;
@@ -317,7 +338,7 @@ Status RunQConvTranspose(KernelContext& ctx) {
       const float mult = xs[0] * ws[ws.size() == 1 ? 0 : size_t(oc)] / ys[0];
       const int32_t bv = bias ? bias->ptr<int32_t>()[oc] : 0;
       for (int64_t j = 0; j < out_size; ++j) {
-        const int32_t a = WrapInt32(int64_t(WrapInt32(acc[size_t(oc * out_size + j)])) + bv);
+        const int32_t a = WrapInt32(int64_t(WrapInt32(acc[oc * out_size + j])) + bv);
         StoreQ(y->data, y->dtype, (b * m + oc) * out_size + j, Requantize(a, mult, yzp, range));
       }
     }
