@@ -242,6 +242,7 @@ void qfold_session_options_init(qfold_session_options* opts) {
   opts->state_bindings = nullptr;
   opts->precision = QFOLD_PRECISION_FLOAT32;
   opts->max_memory_bytes = 0;
+  opts->max_loop_iterations = 0;
 }
 
 qfold_status qfold_session_create(qfold_model* model, const qfold_session_options* opts,
@@ -282,6 +283,10 @@ qfold_status qfold_session_create(qfold_model* model, const qfold_session_option
       if (opts->struct_size >= offsetof(qfold_session_options, max_memory_bytes) + sizeof(size_t) &&
           opts->max_memory_bytes > 0)
         o.max_memory_bytes = opts->max_memory_bytes;
+      if (opts->struct_size >=
+              offsetof(qfold_session_options, max_loop_iterations) + sizeof(int64_t) &&
+          opts->max_loop_iterations > 0)
+        o.max_loop_iterations = opts->max_loop_iterations;
     }
     std::unique_ptr<qfold_session> h(new qfold_session);
     h->model = model->model;

@@ -21,6 +21,7 @@ struct SubgraphEnv {
   const kernels::KernelConfig* kernels = nullptr;
   kernels::ThreadPool* pool = nullptr;
   size_t max_memory_bytes = SIZE_MAX;
+  int64_t max_loop_iterations = 0;  // SessionOptions::max_loop_iterations
 };
 
 // A 64-byte aligned buffer with 64 bytes of tail padding (kernels' SIMD
@@ -89,6 +90,7 @@ class GraphRunner {
 
   const GraphEntry& graph() const { return *graph_; }
   const std::string& label() const { return label_; }
+  const SubgraphEnv& env() const { return *env_; }
   int num_inputs() const { return int(graph_->input_ids.size()); }
   int num_outputs() const { return int(graph_->output_ids.size()); }
   // Infers and plans for these inputs' dtypes and shapes (their data is not

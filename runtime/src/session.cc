@@ -376,6 +376,7 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
   im.subgraph_env.kernels = &im.kernels;
   im.subgraph_env.pool = im.pool.get();
   im.subgraph_env.max_memory_bytes = im.opts.max_memory_bytes;
+  im.subgraph_env.max_loop_iterations = im.opts.max_loop_iterations;
   for (size_t k = 0; k < im.m->ops.size(); ++k) {
     const OpEntry& op = im.m->ops[k];
     KernelContext& ctx = im.contexts[k];

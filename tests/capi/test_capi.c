@@ -329,6 +329,7 @@ static void CheckMemoryLimit(qfold_model* m, const char* input, const int64_t* d
   size_t arena;
   qfold_session_options_init(&opts);
   EXPECT(opts.max_memory_bytes == 0); /* the library's default bound */
+  EXPECT(opts.max_loop_iterations == 0); /* no bound */
   EXPECT_OK(qfold_session_create(m, &opts, &s));
   if (!s) return;
   if (input) EXPECT_OK(qfold_session_resize_input(s, input, dims, rank));

@@ -28,6 +28,7 @@ bool FitsInLimit(const std::shared_ptr<qfold::Model>& model,
                  const std::vector<qfold_fuzz::Feed>& feeds) {
   qfold::SessionOptions opts;
   opts.max_memory_bytes = size_t(32) << 20;  // as fuzz_inputs.h RunOnce
+  opts.max_loop_iterations = 1000;
   std::unique_ptr<qfold::Session> session;
   if (!qfold::Session::Create(model, opts, &session).ok()) return false;
   for (const qfold_fuzz::Feed& f : feeds) {
@@ -44,6 +45,7 @@ void RunThroughCApi(qfold_model* model, const std::vector<qfold_fuzz::Feed>& fee
   qfold_session_options_init(&opts);
   opts.num_threads = 2;
   opts.max_memory_bytes = size_t(32) << 20;  // as FitsInLimit
+  opts.max_loop_iterations = 1000;
   qfold_session* session = nullptr;
   if (qfold_session_create(model, &opts, &session) != QFOLD_OK) return;
   for (const qfold_fuzz::Feed& f : feeds) {

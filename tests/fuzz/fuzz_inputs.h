@@ -138,6 +138,9 @@ inline void RunOnce(const std::shared_ptr<qfold::Model>& model, const std::vecto
   // (a 20M-element ConstantOfShape) take seconds under ASan and only slow the
   // search; the limits themselves are tested in tests/malformed.
   opts.max_memory_bytes = size_t(32) << 20;
+  // A mutated trip count (2^45 steps of a decoder whose stop token never comes)
+  // would run for hours; real Loops in the seeds take a few dozen.
+  opts.max_loop_iterations = 1000;
   std::unique_ptr<qfold::Session> session;
   if (!qfold::Session::Create(model, opts, &session).ok()) return;
   for (const Feed& f : feeds) {

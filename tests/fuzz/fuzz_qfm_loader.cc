@@ -37,6 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::unique_ptr<qfold::Session> session;
   qfold::SessionOptions opts;
   opts.max_memory_bytes = size_t(512) << 20;  // below libFuzzer's -malloc_limit_mb
+  opts.max_loop_iterations = 1000;            // a mutated trip count runs for hours
   if (!qfold::Session::Create(model, opts, &session).ok()) return 0;
   for (size_t i = 0; i < numels.size(); ++i) {
     const qfold::TensorInfo& in = model->inputs()[i];

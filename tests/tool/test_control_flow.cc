@@ -134,6 +134,55 @@ TEST_CASE("runtime Loop: trip count, early stop by condition, zero iterations") 
   }
 }
 
+TEST_CASE("runtime Loop: max_loop_iterations and the memory bound stop a Loop that runs on") {
+  // Found by fuzz_convert_run: a decoder Loop whose trip count became 2^45 and
+  // whose stop token never came grew its scan output for 6 minutes until it
+  // ran out of memory. Here a trip count of 2^45 with the condition always true.
+  TempDir dir;
+  Converted c;
+  Status st = ConvertAndOpen(AccumulateLoop(dir, true), ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const int64_t forever = int64_t(1) << 45;
+  auto run = [&](const SessionOptions& opts, Status* out) {
+    std::unique_ptr<Session> s;
+    Status created = Session::Create(c.model, opts, &s);
+    REQUIRE_MESSAGE(created.ok(), created.message());
+    SetFloatInput(s.get(), "y0", {2}, {1.f, -1.f});
+    SetFloatInput(s.get(), "x", {2}, {0.5f, 2.f});
+    SetInt64Input(s.get(), "M", forever);
+    SetInt64Input(s.get(), "stop_after", forever);
+    *out = s->Run();
+  };
+  SessionOptions bounded;
+  bounded.max_loop_iterations = 50;
+  run(bounded, &st);
+  CHECK(st.code() == StatusCode::kInvalidModel);
+  CHECK_MESSAGE(Contains(st.message(), "'accumulate'"), st.message());
+  CHECK_MESSAGE(Contains(st.message(), "max_loop_iterations (50)"), st.message());
+  // Within the bound the Loop runs as before: 3 trips.
+  {
+    std::unique_ptr<Session> s;
+    REQUIRE(Session::Create(c.model, bounded, &s).ok());
+    SetFloatInput(s.get(), "y0", {2}, {1.f, -1.f});
+    SetFloatInput(s.get(), "x", {2}, {0.5f, 2.f});
+    SetInt64Input(s.get(), "M", 3);
+    SetInt64Input(s.get(), "stop_after", forever);
+    st = s->Run();
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    Shape shape;
+    Output(*s, "ys", &shape);
+    CHECK(shape == Shape{3, 2});
+  }
+  // Without an iteration bound, the scan output (8 bytes a trip) stops at the
+  // memory bound: 1 MiB is reached after 2^17 trips, not 2^45.
+  SessionOptions small;
+  small.max_memory_bytes = size_t(1) << 20;
+  run(small, &st);
+  CHECK(st.code() == StatusCode::kInvalidModel);
+  CHECK_MESSAGE(Contains(st.message(), "scan output 'ys' grows past the 1048576 bytes"),
+                st.message());
+}
+
 TEST_CASE("runtime Scan: reversed input, reversed output stacked on axis 1") {
   TempDir dir;
   OnnxBuilder b(17);

@@ -113,6 +113,10 @@ typedef struct qfold_session_options {
    * the bytes, instead of exhausting the device's memory. 0: the library's
    * default bound, 4 GiB (what callers without this field get). Default: 0. */
   size_t max_memory_bytes;
+  /* Upper bound on the iterations of each Loop node per run; a Loop that would
+   * go further fails qfold_session_run with QFOLD_INVALID_MODEL naming the node.
+   * 0 (and negative values): no bound, as ONNX has none. Default: 0. */
+  int64_t max_loop_iterations;
 } qfold_session_options;
 
 /* ---- errors and helpers ------------------------------------------------- */

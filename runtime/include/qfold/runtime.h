@@ -87,6 +87,11 @@ struct SessionOptions {
   // re-plans of other inputs, is zeroed again by ResetState, and SetInput still
   // overrides it (to restore a saved state).
   std::vector<std::pair<std::string, std::string>> state_bindings;
+  // Upper bound on the iterations of each Loop node per Run; a Loop whose trip
+  // count and condition would take it further fails with a status naming the
+  // node (a data-dependent stop that never comes, or a trip count of 2^45, runs
+  // for hours otherwise). 0: no bound, as the ONNX spec has none.
+  int64_t max_loop_iterations = 0;
 };
 
 // Time spent in one operator over all Runs since the session was created

@@ -254,7 +254,13 @@ Status RunLoop(KernelContext& ctx) {
   std::vector<size_t> per_iter_bytes(size_t(k_scan), 0);
   int parity = 0;
   int64_t it = 0;
+  const int64_t max_iterations = body.env().max_loop_iterations;
+  // Scan outputs the op grows itself stay within the session's memory bound.
+  size_t scan_bytes = 0;
   for (; it < max_trips && st.condition; ++it) {
+    if (max_iterations > 0 && it == max_iterations)
+      return ctx.Invalid("runs more than the session's max_loop_iterations (" +
+                         std::to_string(max_iterations) + ")");
     st.iteration = it;
     QF_RETURN_IF_ERROR(body.Run(in));
     const Tensor& c = body.output(0);
@@ -290,6 +296,11 @@ Status RunLoop(KernelContext& ctx) {
       const size_t bytes = per_iter_bytes[size_t(k)];
       uint8_t* base;
       if (ctx.op_allocates_outputs) {
+        scan_bytes += bytes;
+        if (scan_bytes > body.env().max_memory_bytes)
+          return ctx.Invalid("scan output '" + out->name + "' grows past the " +
+                             std::to_string(body.env().max_memory_bytes) +
+                             " bytes a session may allocate at iteration " + std::to_string(it));
         if (st.outputs.size() < size_t(ctx.num_outputs()))
           st.outputs.resize(size_t(ctx.num_outputs()));
         base = static_cast<uint8_t*>(
