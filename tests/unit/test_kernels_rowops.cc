@@ -8,12 +8,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "doctest/doctest.h"
 #include "kernels/kernel_config.h"
+#include "kernels/rowops_f32.h"
 #include "op_harness.h"
 
 namespace qfold {
@@ -149,6 +152,82 @@ TEST_CASE("kernels: rowops_f32 scale is x * s rounded once") {
       for (int64_t i = 0; i < n; ++i) bad += y[size_t(i)] != x[size_t(i)] * 0.37f;
       CHECK(bad == 0);
       CHECK(y[size_t(n)] == 7.f);
+    }
+  }
+}
+
+// Equal bits, or both NaN (a NaN's payload is not part of the contract).
+bool SameFloat(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof(float)) == 0;
+}
+
+TEST_CASE("kernels: rowops_f32 channel_affine and plane_affine equal the reference bit for bit") {
+  std::mt19937 rng(16);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {nan, inf, -inf, 0.f, -0.f, 1e-40f, -1e-40f};
+  struct Act {
+    kernels::F32Act act;
+    float lo, hi;
+  };
+  // Clamp with lo > hi too: x < lo ? lo : min(hi, x) then gives lo or hi.
+  const Act acts[] = {{kernels::F32Act::kNone, 0, 0},
+                      {kernels::F32Act::kRelu, 0, 0},
+                      {kernels::F32Act::kClamp, -0.5f, 0.75f},
+                      {kernels::F32Act::kClamp, 0.f, 6.f},
+                      {kernels::F32Act::kClamp, 1.f, -1.f}};
+  for (const kernels::RowOpsF32Kernels* k : Variants()) {
+    CAPTURE(k->lanes);
+    for (int64_t cols : kLengths) {
+      CAPTURE(cols);
+      const int64_t rows = 3, ldx = cols + 5, ldy = cols + 3;
+      std::vector<float> x = Normal(&rng, rows * ldx, 0.f, 2.f);
+      for (float& v : x)
+        if (rng() % 16 == 0) v = specials[rng() % 7];
+      std::vector<float> sub = Normal(&rng, cols, 0.f, 1.f), mul = Normal(&rng, cols, 1.f, 0.5f),
+                         add = Normal(&rng, cols, 0.f, 1.f);
+      // Channels whose map gives exact zeros of both signs (x - sub = 0, add = -0).
+      if (cols > 2) {
+        sub[1] = x[1];
+        add[1] = -0.f;
+        mul[2] = 0.f;
+      }
+      for (const Act& a : acts) {
+        CAPTURE(int(a.act));
+        CAPTURE(a.lo);
+        std::vector<float> y(size_t(rows * ldy), 7.f);
+        k->channel_affine(x.data(), ldx, y.data(), ldy, rows, cols, sub.data(), mul.data(),
+                          add.data(), a.act, a.lo, a.hi);
+        int bad = 0, touched = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t i = 0; i < cols; ++i)
+            bad += !SameFloat(
+                y[size_t(r * ldy + i)],
+                kernels::ChannelAffineRef(x[size_t(r * ldx + i)], sub[size_t(i)], mul[size_t(i)],
+                                          add[size_t(i)], a.act, a.lo, a.hi));
+          for (int64_t i = cols; i < ldy; ++i) touched += y[size_t(r * ldy + i)] != 7.f;
+        }
+        CHECK(bad == 0);
+        CHECK(touched == 0);
+        // In place (y = x, one row stride).
+        std::vector<float> z(x.begin(), x.begin() + rows * ldx);
+        k->channel_affine(z.data(), ldx, z.data(), ldx, rows, cols, sub.data(), mul.data(),
+                          add.data(), a.act, a.lo, a.hi);
+        bad = 0;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t i = 0; i < cols; ++i)
+            bad += !SameFloat(z[size_t(r * ldx + i)], y[size_t(r * ldy + i)]);
+        CHECK(bad == 0);
+        // One channel's values over a plane of cols elements.
+        std::vector<float> p(size_t(cols) + 1, 7.f);
+        k->plane_affine(x.data(), p.data(), cols, sub[0], mul[0], add[0], a.act, a.lo, a.hi);
+        bad = 0;
+        for (int64_t i = 0; i < cols; ++i)
+          bad += !SameFloat(p[size_t(i)], kernels::ChannelAffineRef(x[size_t(i)], sub[0], mul[0],
+                                                                    add[0], a.act, a.lo, a.hi));
+        CHECK(bad == 0);
+        CHECK(p[size_t(cols)] == 7.f);
+      }
     }
   }
 }

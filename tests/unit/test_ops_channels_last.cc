@@ -3,6 +3,8 @@
 // global pools on [N, H, W, C] must give the channels-first op's result,
 // bit for bit, with the channels moved last, at every ISA level (the
 // reference level takes the channels-first wrapper).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -12,6 +14,7 @@
 
 #include "doctest/doctest.h"
 #include "kernels/cpu_features.h"
+#include "kernels/kernel_config.h"
 #include "kernels/vmath.h"
 #include "op_harness.h"
 #include "ops/channels_last.h"
@@ -167,20 +170,84 @@ TEST_CASE("channels-last LRN matches NCHW at the same level bit for bit") {
   }
 }
 
+// BatchNormalization with the activations the converter fuses into it: every
+// ISA level's vector kernels and the reference loops, both layouts, 1 and 2
+// threads (shapes above the size that splits), the same bits; and values
+// within rounding of the formula in double.
 TEST_CASE("channels-last float BatchNormalization matches NCHW") {
-  for (const Shape& s : {Shape{1, 96, 7, 7}, Shape{2, 37, 5, 6}, Shape{1, 130, 3, 2}}) {
+  struct Act {
+    const char* name;
+    float min, max;
+  };
+  const Act acts[] = {{"", 0, 0}, {"Relu", 0, 0}, {"Clip", 0.f, 6.f}, {"LeakyRelu", 0, 0}};
+  for (const Shape& s : {Shape{1, 96, 7, 7}, Shape{2, 37, 5, 6}, Shape{1, 130, 3, 2},
+                         Shape{1, 1100, 6, 7}, Shape{2, 24, 40, 37}}) {
     const int64_t c = s[1];
     const size_t nc = static_cast<size_t>(c);
     std::vector<float> scale(nc), bias(nc), mean(nc), var(nc);
     for (int64_t i = 0; i < c; ++i) {
-      scale[size_t(i)] = 0.5f + 0.01f * float(i);
+      scale[size_t(i)] = 0.5f + 0.01f * float(i % 97);
       bias[size_t(i)] = 0.1f * float(i % 7) - 0.3f;
       mean[size_t(i)] = 0.05f * float(i % 11) - 0.2f;
       var[size_t(i)] = 0.3f + 0.02f * float(i % 13);
     }
-    CheckBothLayouts<float>("BatchNormalization", DType::kFloat32, s,
-                            {F32({c}, scale), F32({c}, bias), F32({c}, mean), F32({c}, var)},
-                            AttrMap(), "BatchNormalization " + ShapeToString(s));
+    const std::vector<std::shared_ptr<OwnedTensor>> params = {F32({c}, scale), F32({c}, bias),
+                                                              F32({c}, mean), F32({c}, var)};
+    CheckBothLayouts<float>("BatchNormalization", DType::kFloat32, s, params, AttrMap(),
+                            "BatchNormalization " + ShapeToString(s));
+    std::mt19937 rng{uint32_t(c)};
+    std::uniform_real_distribution<float> u(-4.f, 4.f);
+    std::vector<float> x(size_t(s[0] * s[1] * s[2] * s[3]));
+    for (float& v : x) v = u(rng);
+    for (const Act& a : acts) {
+      const std::string what = "BatchNormalization+" + std::string(a.name) + " " + ShapeToString(s);
+      CAPTURE(what);
+      AttrMap attrs;
+      if (*a.name) attrs.SetString("_activation", a.name);
+      if (std::string(a.name) == "Clip") {
+        attrs.SetFloat("_act_min", a.min);
+        attrs.SetFloat("_act_max", a.max);
+      }
+      std::vector<std::shared_ptr<OwnedTensor>> in = {Make<float>(DType::kFloat32, s, x)};
+      in.insert(in.end(), params.begin(), params.end());
+      const OpRun ref =
+          RunOp("BatchNormalization", in, attrs, 1, 1, &kernels::ReferenceKernelConfig());
+      REQUIRE(ref.status.ok());
+      const std::vector<float> want_cf = ref.values<float>();
+      // The formula in double (one rounding of the fused multiply-add and of
+      // x - mean apart; LeakyRelu's alpha 0.01 multiplies after).
+      int far = 0;
+      const int64_t plane = s[2] * s[3];
+      for (size_t e = 0; e < x.size(); ++e) {
+        const size_t ch = size_t(int64_t(e) / plane % c);
+        double v =
+            (double(x[e]) - mean[ch]) * (scale[ch] / std::sqrt(double(var[ch]) + 1e-5)) + bias[ch];
+        const std::string n = a.name;
+        if (n == "Relu") v = std::max(v, 0.0);
+        if (n == "Clip") v = std::min(std::max(v, 0.0), 6.0);
+        if (n == "LeakyRelu" && v < 0) v *= 0.01;
+        far += !(std::fabs(want_cf[e] - v) <= 1e-5 * (std::fabs(v) + 1));
+      }
+      CHECK(far == 0);
+      const std::vector<float> want_cl = ToChannelsLast(want_cf, s);
+      AttrMap cl_attrs = attrs;
+      cl_attrs.SetInt("channels_last", 1);
+      std::vector<std::shared_ptr<OwnedTensor>> cl_in = in;
+      cl_in[0] = Make<float>(DType::kFloat32, ChannelsLastShape(s), ToChannelsLast(x, s));
+      for (kernels::Isa isa : kernels::SupportedIsas()) {
+        CAPTURE(kernels::IsaName(isa));
+        for (int threads : {1, 2}) {
+          CAPTURE(threads);
+          const OpRun first = RunOp("BatchNormalization", in, attrs, 1, threads, &IsaConfig(isa));
+          REQUIRE(first.status.ok());
+          CHECK(first.values<float>() == want_cf);
+          const OpRun last =
+              RunOp("BatchNormalization", cl_in, cl_attrs, 1, threads, &IsaConfig(isa));
+          REQUIRE(last.status.ok());
+          CHECK(last.values<float>() == want_cl);
+        }
+      }
+    }
   }
 }
 

@@ -12,9 +12,11 @@
 // |sum - exact| <= k u sum|x| (u = 2^-24; docs/NUMERICS.md gives the
 // LayerNormalization bound that follows).
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cpu_features.h"
+#include "kernels/gemm_f32.h"  // F32Act
 
 namespace qfold {
 namespace kernels {
@@ -34,7 +36,28 @@ struct RowOpsF32Kernels {
                      float eps, float* mean, float* inv_std);
   // y = x * s (y may alias x).
   void (*scale)(const float* x, float* y, int64_t n, float s);
+  // BatchNormalization's map, per channel i < cols of `rows` rows:
+  //   y[r * ldy + i] = act(fma(x[r * ldx + i] - sub[i], mul[i], add[i]))
+  // one fused multiply-add, as the reference (ops/norm.cc), so every variant
+  // and layout gives the same bits; act as the GEMM epilogue's (gemm_f32.h).
+  // y may alias x.
+  void (*channel_affine)(const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows,
+                         int64_t cols, const float* sub, const float* mul, const float* add,
+                         F32Act act, float lo, float hi);
+  // The same with one channel's values for all n elements (a channels-first plane).
+  void (*plane_affine)(const float* x, float* y, int64_t n, float sub, float mul, float add,
+                       F32Act act, float lo, float hi);
 };
+
+// act(fma(v - sub, mul, add)) for one element: the reference of both
+// affine kernels above.
+inline float ChannelAffineRef(float v, float sub, float mul, float add, F32Act act, float lo,
+                              float hi) {
+  const float r = std::fma(v - sub, mul, add);
+  if (act == F32Act::kRelu) return r > 0.f ? r : 0.f;
+  if (act == F32Act::kClamp) return r < lo ? lo : (r > hi ? hi : r);
+  return r;
+}
 
 // The variant `f` allows, or null without SIMD (the ops' reference loops).
 // *variant (if given): its name or nullptr.

@@ -23,7 +23,8 @@ using K = rowops::Kernels<V8>;
 }  // namespace
 
 extern const RowOpsF32Kernels kRowOpsF32Avx2;
-const RowOpsF32Kernels kRowOpsF32Avx2 = {V8::kLanes, K::Sum, K::SumSquares, K::LayerNorm, K::Scale};
+const RowOpsF32Kernels kRowOpsF32Avx2 = {V8::kLanes, K::Sum,           K::SumSquares, K::LayerNorm,
+                                         K::Scale,   K::ChannelAffine, K::PlaneAffine};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -6,7 +6,6 @@
 #include "kernels/rowops_f32_impl.h"
 #include "kernels/vec_f32_avx512f.h"
 
-
 namespace qfold {
 namespace kernels {
 namespace {
@@ -29,8 +28,8 @@ using K = rowops::Kernels<V16>;
 }  // namespace
 
 extern const RowOpsF32Kernels kRowOpsF32Avx512f;
-const RowOpsF32Kernels kRowOpsF32Avx512f = {V16::kLanes, K::Sum, K::SumSquares, K::LayerNorm,
-                                            K::Scale};
+const RowOpsF32Kernels kRowOpsF32Avx512f = {
+    V16::kLanes, K::Sum, K::SumSquares, K::LayerNorm, K::Scale, K::ChannelAffine, K::PlaneAffine};
 
 }  // namespace kernels
 }  // namespace qfold

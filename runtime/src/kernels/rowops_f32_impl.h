@@ -2,11 +2,15 @@
 // per-ISA files, which compile it with their flags.
 //
 // V provides: type F, kLanes, Load/Store, Set, Add, Sub, Mul, Fma(a, b, c) =
-// a*b + c, and HorizontalSum(v) (a pairwise tree over the lanes).
+// a*b + c, HorizontalSum(v) (a pairwise tree over the lanes), and for the
+// affine kernels a mask type M with Less(a, b) (a < b, false for NaN) and
+// Select(m, a, b) (m ? a : b).
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+
+#include "kernels/rowops_f32.h"
 
 namespace qfold {
 namespace kernels {
@@ -70,6 +74,45 @@ struct Kernels {
     }
     *mean_out = mean;
     *inv_out = inv;
+  }
+
+  // act(v) as ChannelAffineRef: comparisons and selects, not max/min, whose
+  // NaN and signed-zero rules differ between ISAs.
+  static F Act(F v, F32Act act, F lo, F hi) {
+    if (act == F32Act::kRelu) {
+      const F zero = V::Set(0.f);
+      return V::Select(V::Less(zero, v), v, zero);
+    }
+    if (act == F32Act::kClamp)
+      return V::Select(V::Less(v, lo), lo, V::Select(V::Less(hi, v), hi, v));
+    return v;
+  }
+
+  static void ChannelAffine(const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows,
+                            int64_t cols, const float* sub, const float* mul, const float* add,
+                            F32Act act, float lo, float hi) {
+    const F vlo = V::Set(lo), vhi = V::Set(hi);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * ldx;
+      float* yr = y + r * ldy;
+      int64_t i = 0;
+      for (; i + kL <= cols; i += kL) {
+        const F v =
+            V::Fma(V::Sub(V::Load(xr + i), V::Load(sub + i)), V::Load(mul + i), V::Load(add + i));
+        V::Store(yr + i, Act(v, act, vlo, vhi));
+      }
+      for (; i < cols; ++i) yr[i] = ChannelAffineRef(xr[i], sub[i], mul[i], add[i], act, lo, hi);
+    }
+  }
+
+  static void PlaneAffine(const float* x, float* y, int64_t n, float sub, float mul, float add,
+                          F32Act act, float lo, float hi) {
+    const F vs = V::Set(sub), vm = V::Set(mul), va = V::Set(add), vlo = V::Set(lo),
+            vhi = V::Set(hi);
+    int64_t i = 0;
+    for (; i + kL <= n; i += kL)
+      V::Store(y + i, Act(V::Fma(V::Sub(V::Load(x + i), vs), vm, va), act, vlo, vhi));
+    for (; i < n; ++i) y[i] = ChannelAffineRef(x[i], sub, mul, add, act, lo, hi);
   }
 
   static void Scale(const float* x, float* y, int64_t n, float s) {

@@ -11,6 +11,7 @@ namespace {
 
 struct V4 {
   using F = float32x4_t;
+  using M = uint32x4_t;
   static constexpr int kLanes = 4;
   static F Load(const float* p) { return vld1q_f32(p); }
   static void Store(float* p, F v) { vst1q_f32(p, v); }
@@ -19,6 +20,8 @@ struct V4 {
   static F Sub(F a, F b) { return vsubq_f32(a, b); }
   static F Mul(F a, F b) { return vmulq_f32(a, b); }
   static F Fma(F a, F b, F c) { return vfmaq_f32(c, a, b); }
+  static M Less(F a, F b) { return vcltq_f32(a, b); }
+  static F Select(M m, F a, F b) { return vbslq_f32(m, a, b); }
   static float HorizontalSum(F v) {
     const float32x2_t s = vadd_f32(vget_low_f32(v), vget_high_f32(v));
     return vget_lane_f32(vpadd_f32(s, s), 0);
@@ -30,7 +33,8 @@ using K = rowops::Kernels<V4>;
 }  // namespace
 
 extern const RowOpsF32Kernels kRowOpsF32Neon;
-const RowOpsF32Kernels kRowOpsF32Neon = {V4::kLanes, K::Sum, K::SumSquares, K::LayerNorm, K::Scale};
+const RowOpsF32Kernels kRowOpsF32Neon = {V4::kLanes, K::Sum,           K::SumSquares, K::LayerNorm,
+                                         K::Scale,   K::ChannelAffine, K::PlaneAffine};
 
 }  // namespace kernels
 }  // namespace qfold

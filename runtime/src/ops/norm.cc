@@ -10,7 +10,9 @@
 #include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/gemm_f32.h"
 #include "kernels/kernel_config.h"
+#include "kernels/rowops_f32.h"
 #include "kernels/thread_pool.h"
 #include "kernels/vmath.h"
 #include "ops/channels_last.h"
@@ -87,59 +89,101 @@ Status InferBatchNormalization(KernelContext& ctx) {
             : InferBatchNormalizationChannelsFirst(ctx);
 }
 
-// The same float operations per element as the channels-first loop, so both
-// layouts give the same bits: pixel by pixel, channels in blocks whose
+// y = act(fma(x - mean, a, bias)) with a = scale / sqrt(var + eps), in both
+// layouts: one fused multiply-add per element (kernels::ChannelAffineRef),
+// which the vector kernels (rowops_f32.h) reproduce bit for bit. The Relu or
+// Clip the converter fused (DenseNet's BatchNormalization + Relu) is applied
+// in the same pass; other activations afterwards, row by row.
+struct BatchNormMap {
+  const float* scale;
+  const float* bias;
+  const float* mean;
+  const float* var;
+  float eps;
+  kernels::F32Act act;
+  float lo, hi;
+  const FusedActivation* post;         // applied after the map, or null
+  const kernels::RowOpsF32Kernels* k;  // null: the reference loops
+};
+
+// Pixels [p0, p1) of channels-last x [pixels, c]: channels in blocks whose
 // multipliers sit on the stack.
-void BatchNormChannelsLast(const Tensor& x, const float* scale, const float* bias,
-                           const float* mean, const float* var, float eps,
-                           const FusedActivation& act, Tensor* y) {
-  const int64_t c = x.shape.back(), pixels = c > 0 ? x.numel() / c : 0;
-  constexpr int64_t kBlock = 64;
+void BatchNormChannelsLast(const BatchNormMap& bn, const float* x, float* y, int64_t c, int64_t p0,
+                           int64_t p1) {
+  constexpr int64_t kBlock = 1024;
   float a[kBlock];
   for (int64_t c0 = 0; c0 < c; c0 += kBlock) {
     const int64_t nc = std::min(kBlock, c - c0);
-    for (int64_t i = 0; i < nc; ++i) a[i] = scale[c0 + i] / std::sqrt(var[c0 + i] + eps);
-    const float* m = mean + c0;
-    const float* b = bias + c0;
-    for (int64_t p = 0; p < pixels; ++p) {
-      const float* xp = x.ptr<float>() + p * c + c0;
-      float* yp = y->ptr<float>() + p * c + c0;
-      for (int64_t i = 0; i < nc; ++i) yp[i] = (xp[i] - m[i]) * a[i] + b[i];
-      if (act.active()) act.Apply(yp, nc);
+    for (int64_t i = 0; i < nc; ++i) a[i] = bn.scale[c0 + i] / std::sqrt(bn.var[c0 + i] + bn.eps);
+    const float* m = bn.mean + c0;
+    const float* b = bn.bias + c0;
+    const float* xb = x + p0 * c + c0;
+    float* yb = y + p0 * c + c0;
+    if (bn.k) {
+      bn.k->channel_affine(xb, c, yb, c, p1 - p0, nc, m, a, b, bn.act, bn.lo, bn.hi);
+    } else {
+      for (int64_t p = 0; p < p1 - p0; ++p)
+        for (int64_t i = 0; i < nc; ++i)
+          yb[p * c + i] =
+              kernels::ChannelAffineRef(xb[p * c + i], m[i], a[i], b[i], bn.act, bn.lo, bn.hi);
     }
+    if (bn.post)
+      for (int64_t p = 0; p < p1 - p0; ++p) bn.post->Apply(yb + p * c, nc);
   }
 }
 
 Status RunBatchNormalization(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
-  const float* scale = ctx.input(1)->ptr<float>();
-  const float* bias = ctx.input(2)->ptr<float>();
-  const float* mean = ctx.input(3)->ptr<float>();
-  const float* var = ctx.input(4)->ptr<float>();
-  const float eps = ctx.attr().GetFloat("epsilon", 1e-5f);
+  BatchNormMap bn;
+  bn.scale = ctx.input(1)->ptr<float>();
+  bn.bias = ctx.input(2)->ptr<float>();
+  bn.mean = ctx.input(3)->ptr<float>();
+  bn.var = ctx.input(4)->ptr<float>();
+  bn.eps = ctx.attr().GetFloat("epsilon", 1e-5f);
   bool cl = false;
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
-  // An activation the converter fused (DenseNet's BatchNormalization + Relu).
   Status st;
   FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
   QF_RETURN_IF_ERROR(st);
   act.vmath = ctx.kernel_config().vmath;
+  bn.act = kernels::EpilogueFor(act, &bn.lo, &bn.hi, &bn.post);
+  bn.k = ctx.kernel_config().rowops_f32;
+  const float* xp = x->ptr<float>();
+  float* yp = y->ptr<float>();
+  // Rows (pixels or planes) between threads: each element's value does not
+  // depend on the split. Pieces of at least 16K elements (memory-bound work:
+  // smaller ones cost more to hand off than they take).
+  constexpr int64_t kMinElements = int64_t(1) << 14;
   if (cl) {
-    BatchNormChannelsLast(*x, scale, bias, mean, var, eps, act, y);
+    const int64_t c = x->shape.back(), pixels = c > 0 ? x->numel() / c : 0;
+    const int64_t grain = std::max<int64_t>(1, kMinElements / std::max<int64_t>(c, 1));
+    kernels::ThreadPool* pool = x->numel() >= 2 * kMinElements ? ctx.pool : nullptr;
+    kernels::ParallelForShares(pool, pixels, grain, [&](int64_t p0, int64_t p1, int) {
+      BatchNormChannelsLast(bn, xp, yp, c, p0, p1);
+    });
     return Status::Ok();
   }
   const int64_t n = x->shape[0], c = x->shape[1];
   const int64_t size = Product(Shape(x->shape.begin() + 2, x->shape.end()));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t ch = 0; ch < c; ++ch) {
-      // y = (x - mean) * a + bias with a = scale / sqrt(var + eps).
-      const float a = scale[ch] / std::sqrt(var[ch] + eps);
-      const float* xp = x->ptr<float>() + (i * c + ch) * size;
-      float* yp = y->ptr<float>() + (i * c + ch) * size;
-      for (int64_t j = 0; j < size; ++j) yp[j] = (xp[j] - mean[ch]) * a + bias[ch];
-      if (act.active()) act.Apply(yp, size);
+  const int64_t grain = std::max<int64_t>(1, kMinElements / std::max<int64_t>(size, 1));
+  kernels::ThreadPool* pool = x->numel() >= 2 * kMinElements ? ctx.pool : nullptr;
+  kernels::ParallelForShares(pool, n * c, grain, [&](int64_t q0, int64_t q1, int) {
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t ch = q % c;
+      const float a = bn.scale[ch] / std::sqrt(bn.var[ch] + bn.eps);
+      const float* xq = xp + q * size;
+      float* yq = yp + q * size;
+      if (bn.k) {
+        bn.k->plane_affine(xq, yq, size, bn.mean[ch], a, bn.bias[ch], bn.act, bn.lo, bn.hi);
+      } else {
+        for (int64_t j = 0; j < size; ++j)
+          yq[j] =
+              kernels::ChannelAffineRef(xq[j], bn.mean[ch], a, bn.bias[ch], bn.act, bn.lo, bn.hi);
+      }
+      if (bn.post) bn.post->Apply(yq, size);
     }
+  });
   return Status::Ok();
 }
 
