@@ -203,7 +203,9 @@ void CheckMicrokernel(const kernels::IgemmS8Kernel& k, std::mt19937& rng, int it
     a.flo = flo;
     a.fhi = fhi;
   }
+  if (k.begin) k.begin();
   k.run(a);
+  if (k.end) k.end();
   const std::string what = std::to_string(k.mr) + "x" + std::to_string(k.nr) +
                            " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
                            " taps=" + std::to_string(taps) + " cg=" + std::to_string(cg) +

@@ -620,8 +620,8 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
   // share's last chunks to the other.
   int64_t chunk_max = p.chunk_tiles;
   if (p.threads > 1)
-    chunk_max = std::min(chunk_max, std::max<int64_t>(k.min_chunk_tiles,
-                                                      tiles / (4 * int64_t(p.threads))));
+    chunk_max =
+        std::min(chunk_max, std::max<int64_t>(k.min_chunk_tiles, tiles / (4 * int64_t(p.threads))));
   const IgemmSplit split =
       SplitIgemm(tiles, chunk_max, per_chunk, line_panels, p.threads, weight_heavy);
   const int64_t* const chunk_tile = split.chunk_tile.data();
@@ -745,9 +745,12 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
   // Inception-v2's parallel ops at 2 threads, and where one core ran the
   // model 2x slower than the other (a busy host), 2 threads were slower
   // than 1 on the fast core.
-  ParallelForBounds(pool, split.bounds.data(), line_panels, [&](int64_t begin, int64_t end, int slot) {
-    for (int64_t i = begin; i < end; ++i) run_item(slot, i);
-  });
+  ParallelForBounds(pool, split.bounds.data(), line_panels,
+                    [&](int64_t begin, int64_t end, int slot) {
+                      if (k.begin) k.begin();
+                      for (int64_t i = begin; i < end; ++i) run_item(slot, i);
+                      if (k.end) k.end();
+                    });
   return true;
 }
 
@@ -887,8 +890,8 @@ IgemmSplit SplitIgemm(int64_t tiles, int64_t max_chunk_tiles, int64_t per_chunk,
       continue;
     }
     const int64_t t = b / per_tile;
-    const int64_t chunk = std::lower_bound(sp.chunk_tile.begin(), sp.chunk_tile.end(), t) -
-                          sp.chunk_tile.begin();
+    const int64_t chunk =
+        std::lower_bound(sp.chunk_tile.begin(), sp.chunk_tile.end(), t) - sp.chunk_tile.begin();
     sp.bounds.push_back(chunk * per_chunk + b % per_tile * unit);
   }
   return sp;
