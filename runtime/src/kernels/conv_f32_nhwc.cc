@@ -618,6 +618,7 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
     const uint16_t** ptrs = reinterpret_cast<const uint16_t**>(
         reinterpret_cast<uint8_t*>(ptrs0) +
         size_t(slot) * ((size_t(bs.ptrs) * sizeof(void*) + 63) / 64 * 64));
+    if (k.begin) k.begin();
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
       const uint16_t* xb = s.bf16_rows ? copy + b * ph * pw * c.c : copy + b * c.ih * c.iw * gkc;
@@ -669,6 +670,7 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
       }
       if (c.post) c.post->Apply(yb + q0 * s.m, (q1 - q0) * s.m);
     }
+    if (k.end) k.end();
   };
   ParallelFor(pool, c.n * blocks, work);
 }

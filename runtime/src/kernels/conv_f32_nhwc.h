@@ -128,6 +128,10 @@ struct ConvNhwcBf16Kernels {
   // n values, nothing past them written.
   void (*convert_flat)(const float* x, int64_t n, uint16_t* out);
   void (*igemm)(const IgemmBf16Args& args);
+  // Per-thread state around the igemm calls of one range of work (null:
+  // none), as IgemmS8Kernel's (igemm_s8.h): the AMX tile configuration.
+  void (*begin)() = nullptr;
+  void (*end)() = nullptr;
 };
 // The bf16 variant `f` allows, or nullptr (then convolutions stay fp32).
 const ConvNhwcBf16Kernels* ConvNhwcBf16For(const CpuFeatures& f, const char** variant = nullptr);

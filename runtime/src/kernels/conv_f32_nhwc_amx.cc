@@ -132,21 +132,26 @@ void IgemmTiles(const IgemmBf16Args& a) {
   if (tiles > 0) epilogue(tiles - 1);
 }
 
+// Between BeginTiles and EndTiles on the calling thread (ConvNhwcBf16Kernels).
 void IgemmBf16Amx(const IgemmBf16Args& a) {
-  // Tile state is per thread: configured for this call, released after it.
-  amx::ConfigureTiles16x64();
   if (a.cols > 16)
     IgemmTiles<2>(a);
   else
     IgemmTiles<1>(a);
+}
+
+void BeginTiles() {
+  amx::ConfigureTiles16x64();
+}
+void EndTiles() {
   _tile_release();
 }
 
 }  // namespace
 
 extern const ConvNhwcBf16Kernels kConvNhwcBf16Amx;
-const ConvNhwcBf16Kernels kConvNhwcBf16Amx = {"amx_bf16", ConvertBf16, ConvertBf16Flat,
-                                              IgemmBf16Amx};
+const ConvNhwcBf16Kernels kConvNhwcBf16Amx = {"amx_bf16",   ConvertBf16, ConvertBf16Flat,
+                                              IgemmBf16Amx, BeginTiles,  EndTiles};
 
 }  // namespace kernels
 }  // namespace qfold
