@@ -2225,6 +2225,88 @@ TEST_CASE("arena: float MatMul, Gemm and ConvTranspose plan their per-run buffer
   }
 }
 
+// a [2, 5, 33] times a constant b [33, 40] by MatMul "matmul_node" -> y
+// [2, 5, 40]; k odd, so a bf16 row ends in a pair's zero half.
+std::string ScratchReducedMatMulModel(const TempDir& dir) {
+  OnnxBuilder b(13);
+  b.Input("a", onnx::TensorProto::FLOAT, {2, 5, 33});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  std::vector<float> bv;
+  for (int i = 0; i < 33 * 40; ++i) bv.push_back(float(i * 5 % 13 - 6) / 4);
+  b.InitFloat("b", {33, 40}, bv);
+  b.Node("MatMul", {"a", "b"}, {"y"}, "matmul_node");
+  return b.Write(dir, "scratch_reduced_matmul.onnx");
+}
+
+TEST_CASE("arena: bf16 and fp16 modes plan the rounded copy of A") {
+  // Issue 18: in bf16 and fp16 modes MatMul and Gemm with a constant B
+  // rounded A (fp16: gathering a transposed A's rows first) into vectors
+  // allocated per call (GemmBf16, GemmFp16); the copy is planned in the
+  // arena. The floor is the feeds' and y's bytes (B is packed in the op's
+  // state). Values: by hand, in double. The feeds (k / 8, |k| <= 30) and
+  // weights (k / 4, k / 8) are exact in bf16 and every sum in fp32, so bf16
+  // mode must equal them exactly (a pad that is not zero would show); fp16
+  // sums runs in half, so within its rounding.
+  TempDir dir;
+  const std::vector<float> bv = [] {
+    std::vector<float> v;
+    for (int i = 0; i < 48 * 33; ++i) v.push_back(float(i * 5 % 13 - 6) / 4);
+    return v;
+  }();
+  for (const auto prec :
+       {SessionOptions::Precision::kBfloat16, SessionOptions::Precision::kFloat16}) {
+    const bool bf16 = prec == SessionOptions::Precision::kBfloat16;
+    CAPTURE(bf16);
+    SessionOptions opts;
+    opts.precision = prec;
+    {
+      // The mode is in use only on a CPU with its arithmetic (and ISA level).
+      std::shared_ptr<Model> model;
+      const conv::test::Converted conv = ConvertModel(ScratchReducedMatMulModel(dir));
+      REQUIRE(Model::LoadMemory(conv.bytes.data(), conv.bytes.size(), &model).ok());
+      std::unique_ptr<Session> s;
+      REQUIRE(Session::Create(model, opts, &s).ok());
+      if (!Contains(s->kernels(), bf16 ? "gemm_bf16" : "gemm_fp16")) {
+        MESSAGE("no ", bf16 ? "gemm_bf16" : "gemm_fp16", " kernel here: skipped");
+        continue;
+      }
+    }
+    const float tol = bf16 ? 0.f : 2e-2f;
+    {  // MatMul
+      const conv::test::Converted conv = ConvertModel(ScratchReducedMatMulModel(dir));
+      const std::vector<Feed> feeds{FloatFeed("a", {2, 5, 33})};
+      const std::vector<float> a = TestFloats(2 * 5 * 33);
+      std::vector<float> want(2 * 5 * 40);
+      for (int64_t i = 0; i < 10; ++i)
+        for (int64_t j = 0; j < 40; ++j) {
+          double sum = 0;
+          for (int64_t q = 0; q < 33; ++q)
+            sum += double(a[size_t(i * 33 + q)]) * bv[size_t(q * 40 + j)];
+          want[size_t(i * 40 + j)] = float(sum);
+        }
+      const std::vector<uint8_t> y = CheckPlannedScratch(conv.bytes, feeds, "matmul_node",
+                                                         FeedBytes(feeds) + want.size() * 4, opts);
+      CheckClose(y, F32Bytes(want), tol);
+    }
+    {  // Gemm: a [32, 64] (transA), b [48, 32] (transB), alpha 0.5, beta 2, C a row.
+      const conv::test::Converted conv = ConvertModel(ScratchGemmModel(dir, true, true, {48}));
+      const std::vector<Feed> feeds{FloatFeed("a", {32, 64})};
+      const std::vector<float> a = TestFloats(32 * 64);
+      std::vector<float> want(64 * 48);
+      for (int64_t i = 0; i < 64; ++i)
+        for (int64_t j = 0; j < 48; ++j) {
+          double sum = 0;
+          for (int64_t q = 0; q < 32; ++q)
+            sum += double(a[size_t(q * 64 + i)]) * bv[size_t(j * 32 + q)];
+          want[size_t(i * 48 + j)] = float(0.5 * sum + 2.0 * double(j % 9 - 4) / 8);
+        }
+      const std::vector<uint8_t> y = CheckPlannedScratch(conv.bytes, feeds, "gemm_node",
+                                                         FeedBytes(feeds) + want.size() * 4, opts);
+      CheckClose(y, F32Bytes(want), tol);
+    }
+  }
+}
+
 TEST_CASE("arena: float MatMul scratch follows ResizeInput") {
   // Issue 18: a symbolic A re-plans at every ResizeInput; the packed A and
   // the activation B are sized from the shapes of the new plan (a region

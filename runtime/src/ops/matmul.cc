@@ -19,8 +19,8 @@
 #include "core/shape_util.h"
 #include "kernels/aligned_vector.h"
 #include "kernels/gemm_bf16.h"
-#include "kernels/igemm_fp16.h"
 #include "kernels/gemm_f32.h"
+#include "kernels/igemm_fp16.h"
 #include "kernels/kernel_config.h"
 #include "kernels/scratch.h"
 #include "ops/window_util.h"
@@ -199,29 +199,12 @@ Status PrepareMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
   return Status::Ok();
 }
 
-// bf16 and fp16 modes: B is one matrix, so A's rows of every batch are one row block.
-void RunMatMulReduced(const KernelContext& ctx, const MatMulF32State& st, const FusedActivation& act) {
-  const Tensor* a = ctx.input(0);
-  Tensor* y = ctx.output(0);
-  const int64_t kd = st.b_shape[0], n = st.b_shape[1];
-  const int64_t rows = kd > 0 ? a->numel() / kd : y->numel() / std::max<int64_t>(n, 1);
-  float* yd = y->ptr<float>();
-  if (st.fp16)
-    kernels::GemmFp16(*st.fp16, a->ptr<float>(), kd, 1, rows, st.packed_fp16, yd, ctx.pool);
-  else
-    kernels::GemmBf16(*st.bf16, a->ptr<float>(), kd, 1, rows, st.packed_bf16, yd, ctx.pool);
-  if (const Tensor* bias = ctx.input(2)) {
-    const float* bd = bias->ptr<float>();
-    for (int64_t i = 0; n > 0 && i < y->numel(); ++i) yd[i] += bd[i % n];
-  }
-  act.Apply(yd, y->numel());
-}
-
 // How RunMatMulF32 runs these shapes, and its scratch (MatMulScratch sizes
 // the request with it): A's matrices packed, and B's when no prepared
-// packing fits them (B is an input, packed per run).
+// packing fits them (B is an input, packed per run); in bf16 and fp16 modes
+// A's rows rounded.
 struct MatMulF32Plan {
-  bool reduced = false;                        // bf16 or fp16 mode: RunMatMulReduced
+  bool reduced = false;                        // bf16 or fp16 mode: RunMatMulReduced, m rows
   const kernels::GemmF32Kernels* k = nullptr;  // null (and !reduced): the reference kernel
   const MatMulF32State* prepared = nullptr;    // B packed at prepare for these shapes
   int64_t m = 0, kd = 0, n = 0, a_mats = 0, a_stride = 0;
@@ -230,6 +213,27 @@ struct MatMulF32Plan {
   size_t a_at = 0, b_at = 0, bytes = 0;
 };
 
+// bf16 and fp16 modes: B is one matrix, so A's rows of every batch are one row block.
+void RunMatMulReduced(const KernelContext& ctx, const MatMulF32State& st, const MatMulF32Plan& plan,
+                      const FusedActivation& act) {
+  const Tensor* a = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  const int64_t kd = plan.kd, n = plan.n, rows = plan.m;
+  float* yd = y->ptr<float>();
+  const kernels::ScratchSpan scratch{ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
+  if (st.fp16)
+    kernels::GemmFp16(*st.fp16, a->ptr<float>(), kd, 1, rows, st.packed_fp16, yd, ctx.pool,
+                      scratch);
+  else
+    kernels::GemmBf16(*st.bf16, a->ptr<float>(), kd, 1, rows, st.packed_bf16, yd, ctx.pool,
+                      scratch);
+  if (const Tensor* bias = ctx.input(2)) {
+    const float* bd = bias->ptr<float>();
+    for (int64_t i = 0; n > 0 && i < y->numel(); ++i) yd[i] += bd[i % n];
+  }
+  act.Apply(yd, y->numel());
+}
+
 MatMulF32Plan PlanMatMulF32(const KernelContext& ctx) {
   MatMulF32Plan p;
   const Tensor* a = ctx.input(0);
@@ -237,7 +241,14 @@ MatMulF32Plan PlanMatMulF32(const KernelContext& ctx) {
   if (a->dtype != DType::kFloat32 || b->rank() < 1) return p;
   const auto* prepared = static_cast<const MatMulF32State*>(ctx.state);
   if (prepared && (prepared->bf16 || prepared->fp16) && prepared->b_shape == b->shape) {
+    // B is one matrix, so A's rows of every batch are one row block; the
+    // scratch is A rounded to bf16 or half.
     p.reduced = true;
+    p.kd = b->shape[0];
+    p.n = b->shape[1];
+    p.m = p.kd > 0 ? a->numel() / p.kd : ctx.output(0)->numel() / std::max<int64_t>(p.n, 1);
+    p.bytes = prepared->fp16 ? kernels::GemmFp16Scratch(p.m, 1, prepared->packed_fp16)
+                             : kernels::GemmBf16Scratch(p.m, prepared->packed_bf16);
     return p;
   }
   p.k = prepared && prepared->k ? prepared->k : ctx.kernel_config().gemm_f32;
@@ -273,7 +284,7 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   Tensor* y = ctx.output(0);
   const MatMulF32Plan plan = PlanMatMulF32(ctx);
   if (plan.reduced) {
-    RunMatMulReduced(ctx, *static_cast<const MatMulF32State*>(ctx.state), act);
+    RunMatMulReduced(ctx, *static_cast<const MatMulF32State*>(ctx.state), plan, act);
     return true;
   }
   const kernels::GemmF32Kernels* k = plan.k;
@@ -336,13 +347,13 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   return true;
 }
 
-// OpDef::scratch: float32 on the packed GEMM, its packed operands
-// (PlanMatMulF32, for the shapes of this plan); elsewhere the reference
-// kernel's accumulators.
+// OpDef::scratch: float32 on the packed GEMM, its packed operands, or in
+// bf16 and fp16 modes A's reduced rows (PlanMatMulF32, for the shapes of
+// this plan); elsewhere the reference kernel's accumulators.
 Status MatMulScratch(KernelContext& ctx, ScratchNeeds* needs) {
   const Tensor* b = ctx.input(1);
   const MatMulF32Plan plan = PlanMatMulF32(ctx);
-  if (plan.k)
+  if (plan.k || plan.reduced)
     needs->run = plan.bytes;
   else if (!plan.reduced && b->rank() >= 1)
     needs->run = ReferenceMatMulScratch(*b);
