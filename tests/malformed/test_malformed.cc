@@ -25,6 +25,8 @@
 #include "converter/onnx_reader.h"
 #include "converter/qfm_writer.h"
 #include "core/file_io.h"
+#include "kernels/gemm_f32.h"
+#include "kernels/kernel_config.h"
 #include "kernels/scratch.h"
 #include "malformed/qfm_builder.h"
 #include "qfold/runtime.h"
@@ -2342,6 +2344,33 @@ TEST_CASE("arena: bf16 and fp16 modes plan the rounded copy of A") {
       CheckClose(y, F32Bytes(want), tol);
     }
   }
+}
+
+TEST_CASE("arena: batched float MatMul plans its lists of operands") {
+  // Issue 18: a batched MatMul on the packed GEMM listed each batch entry's
+  // packed A, packed B and output in vectors allocated per run; the lists
+  // are planned beside the packed operands. 64 entries of [3, 8] x [8, 5],
+  // A and B inputs: the floor is the tensors' bytes plus the packed A and B
+  // (sizes from the session's GEMM tiles), all multiples of 64 bytes, so
+  // only the lists (3 x 512 bytes) lift the arena above it. Values: the
+  // reference configuration's.
+  if (ReferenceIsaForced()) return;  // no packed GEMM
+  const kernels::GemmF32Kernels* k = kernels::DefaultKernelConfig().gemm_f32;
+  if (!k) return;
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.Input("a", onnx::TensorProto::FLOAT, {64, 3, 8});
+  b.Input("b", onnx::TensorProto::FLOAT, {64, 8, 5});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  b.Node("MatMul", {"a", "b"}, {"y"}, "matmul_node");
+  const conv::test::Converted conv = ConvertModel(b.Write(dir, "scratch_batched_matmul.onnx"));
+  const std::vector<Feed> feeds{FloatFeed("a", {64, 3, 8}), FloatFeed("b", {64, 8, 5})};
+  auto align = [](size_t v) { return (v + 63) / 64 * 64; };
+  const size_t packed = align(size_t(64 * kernels::PackedF32Size(3, 8, k->mr)) * 4) +
+                        align(size_t(64 * kernels::PackedF32Size(5, 8, k->nr)) * 4);
+  const size_t floor = FeedBytes(feeds) + 64 * 3 * 5 * 4 + packed;
+  const std::vector<uint8_t> want = RunOnce(conv.bytes, feeds, ReferenceOptions());
+  CheckClose(CheckPlannedScratch(conv.bytes, feeds, "matmul_node", floor), want, 1e-5f);
 }
 
 TEST_CASE("arena: float MatMul scratch follows ResizeInput") {

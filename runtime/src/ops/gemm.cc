@@ -324,7 +324,8 @@ bool RunGemmF32(const KernelContext& ctx, bool ta, bool tb, float alpha, float b
   const FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
   const FusedActivation* post;
   proto.act = kernels::EpilogueFor(act, &proto.lo, &proto.hi, &post);
-  kernels::GemmF32Batched(*k, proto, {packed_a}, {packed_b}, {yd}, ctx.pool);
+  const float* left = packed_a;
+  kernels::GemmF32Batched(*k, proto, &left, &packed_b, &yd, 1, ctx.pool);
   if (post) post->Apply(yd, y->numel());
   return true;
 }

@@ -201,16 +201,17 @@ Status PrepareMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
 
 // How RunMatMulF32 runs these shapes, and its scratch (MatMulScratch sizes
 // the request with it): A's matrices packed, and B's when no prepared
-// packing fits them (B is an input, packed per run); in bf16 and fp16 modes
-// A's rows rounded.
+// packing fits them (B is an input, packed per run), and the GEMM's lists
+// of operands (one per batch entry); in bf16 and fp16 modes A's rows
+// rounded.
 struct MatMulF32Plan {
   bool reduced = false;                        // bf16 or fp16 mode: RunMatMulReduced, m rows
   const kernels::GemmF32Kernels* k = nullptr;  // null (and !reduced): the reference kernel
   const MatMulF32State* prepared = nullptr;    // B packed at prepare for these shapes
-  int64_t m = 0, kd = 0, n = 0, a_mats = 0, a_stride = 0;
+  int64_t m = 0, kd = 0, n = 0, a_mats = 0, a_stride = 0, batches = 0;
   int64_t b_stride = 0;  // floats per packed matrix of B, prepared or in scratch
   bool empty = false;    // no output element: nothing to pack
-  size_t a_at = 0, b_at = 0, bytes = 0;
+  size_t a_at = 0, b_at = 0, lefts_at = 0, rights_at = 0, outs_at = 0, bytes = 0;
 };
 
 // bf16 and fp16 modes: B is one matrix, so A's rows of every batch are one row block.
@@ -273,6 +274,13 @@ MatMulF32Plan PlanMatMulF32(const KernelContext& ctx) {
     PackedDimsB(*p.k, b->shape, &b_mats, &p.b_stride);
     p.b_at = l.Add(size_t(p.b_stride * b_mats) * sizeof(float));
   }
+  Shape batch;
+  BroadcastShapes(Shape(as.begin(), as.end() - 2), Shape(bs.begin(), bs.end() - 2), &batch,
+                  nullptr);
+  p.batches = Product(batch);
+  p.lefts_at = l.Add(size_t(p.batches) * sizeof(const float*));
+  p.rights_at = l.Add(size_t(p.batches) * sizeof(const float*));
+  p.outs_at = l.Add(size_t(p.batches) * sizeof(float*));
   p.bytes = l.total();
   return p;
 }
@@ -308,14 +316,15 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   Shape batch;
   BroadcastShapes(a_batch, b_batch, &batch, nullptr);
   BroadcastIndexer idx({a_batch, b_batch}, batch);
-  const int64_t batches = Product(batch), a_mats = plan.a_mats;
+  const int64_t batches = plan.batches, a_mats = plan.a_mats;
 
   const int64_t a_stride = plan.a_stride;
   float* packed_a = region.at<float>(plan.a_at);
   for (int64_t i = 0; i < a_mats; ++i)
     k->pack_left(a->ptr<float>() + i * m * kd, kd, 1, m, kd, packed_a + i * a_stride);
-  std::vector<const float*> lefts, rights;
-  std::vector<float*> outs;
+  const float** lefts = region.at<const float*>(plan.lefts_at);
+  const float** rights = region.at<const float*>(plan.rights_at);
+  float** outs = region.at<float*>(plan.outs_at);
   std::vector<int64_t> pos(batch.size(), 0);
   for (int64_t bi = 0; bi < batches; ++bi) {
     int64_t ao = 0, bo = 0;
@@ -323,9 +332,9 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
       ao += pos[d] * idx.strides(0)[d];
       bo += pos[d] * idx.strides(1)[d];
     }
-    lefts.push_back(packed_a + ao * a_stride);
-    rights.push_back(packed_b + bo * plan.b_stride);
-    outs.push_back(y->ptr<float>() + bi * m * n);
+    lefts[bi] = packed_a + ao * a_stride;
+    rights[bi] = packed_b + bo * plan.b_stride;
+    outs[bi] = y->ptr<float>() + bi * m * n;
     for (int d = int(batch.size()) - 1; d >= 0; --d) {
       if (++pos[d] < batch[d]) break;
       pos[d] = 0;
@@ -342,7 +351,7 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   proto.ldc = n;
   const FusedActivation* post;
   proto.act = kernels::EpilogueFor(act, &proto.lo, &proto.hi, &post);
-  kernels::GemmF32Batched(*k, proto, lefts, rights, outs, ctx.pool);
+  kernels::GemmF32Batched(*k, proto, lefts, rights, outs, batches, ctx.pool);
   if (post) post->Apply(y->ptr<float>(), y->numel());
   return true;
 }

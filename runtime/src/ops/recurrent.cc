@@ -607,7 +607,7 @@ void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const flo
       gemm->gemm(a);
       return;
     }
-    kernels::GemmF32Batched(*gemm, a, {a.left}, {a.right}, {out}, pool);
+    kernels::GemmF32Batched(*gemm, a, &a.left, &a.right, &out, 1, pool);
     return;
   }
   for (int64_t i = 0; i < rows; ++i) {
