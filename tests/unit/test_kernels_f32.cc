@@ -237,7 +237,9 @@ void CheckGemm(const kernels::GemmF32Kernels& k, int64_t m, int64_t n, int64_t k
     std::vector<float> c(size_t(m * args.ldc + 16), 7.f);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[size_t(i * args.ldc + j)] = c0[size_t(i * n + j)];
-    kernels::GemmF32Batched(k, args, {lp.data()}, {rp.data()}, {c.data()}, test::TestPool(threads));
+    const float *l = lp.data(), *r = rp.data();
+    float* cd = c.data();
+    kernels::GemmF32Batched(k, args, &l, &r, &cd, 1, test::TestPool(threads));
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         double s = 0, sa = 0;
@@ -963,8 +965,9 @@ TEST_CASE("kernels f32 speed" * doctest::skip()) {
       for (int threads : {1, 2}) {
         const double t = Seconds(
             [&] {
-              kernels::GemmF32Batched(*k, args, {lp.data()}, {rp.data()}, {c.data()},
-                                      test::TestPool(threads));
+              const float *l = lp.data(), *r = rp.data();
+              float* cd = c.data();
+              kernels::GemmF32Batched(*k, args, &l, &r, &cd, 1, test::TestPool(threads));
             },
             5);
         MESSAGE("GEMM " << s << "^3 " << std::string(kernels::IsaName(isa)) << " threads "

@@ -37,13 +37,20 @@ void PackBf16(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t n, Pa
           Bf16FromFloat(src[q * rs + c * cs]);
 }
 
+size_t GemmBf16Scratch(int64_t m, const PackedBf16& b) {
+  return m <= 0 || b.n <= 0 ? 0 : size_t(m * b.kp) * sizeof(uint16_t);
+}
+
 void GemmBf16(const GemmBf16Kernels& kern, const float* a, int64_t rs, int64_t cs, int64_t m,
-              const PackedBf16& b, float* y, ThreadPool* pool) {
+              const PackedBf16& b, float* y, ThreadPool* pool, const ScratchSpan& scratch) {
   const int64_t k = b.k, kp = b.kp, n = b.n;
   if (m <= 0 || n <= 0) return;
-  std::vector<uint16_t> ab(size_t(m * kp), uint16_t(0));
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t q = 0; q < k; ++q) ab[size_t(i * kp + q)] = Bf16FromFloat(a[i * rs + q * cs]);
+  const ScratchRegion region(scratch, GemmBf16Scratch(m, b));
+  uint16_t* const ab = region.at<uint16_t>(0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t q = 0; q < k; ++q) ab[i * kp + q] = Bf16FromFloat(a[i * rs + q * cs]);
+    if (kp > k) ab[i * kp + k] = 0;  // the pair's second half past an odd k
+  }
   if (k == 0) {
     std::fill(y, y + m * n, 0.f);
     return;
@@ -68,7 +75,7 @@ void GemmBf16(const GemmBf16Kernels& kern, const float* a, int64_t rs, int64_t c
         g.accumulate = k0 > 0;
         g.ldy = n;
         for (int64_t r = 0; r < m; r += 4) {
-          g.a = ab.data() + r * kp + k0;
+          g.a = ab + r * kp + k0;
           g.rows = std::min<int64_t>(4, m - r);
           g.y = y + r * n + p * 16;
           kern.gemv(g);

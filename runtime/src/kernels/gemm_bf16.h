@@ -12,6 +12,7 @@
 
 #include "kernels/aligned_vector.h"
 #include "kernels/cpu_features.h"
+#include "kernels/scratch.h"
 
 namespace qfold {
 namespace kernels {
@@ -49,10 +50,12 @@ struct PackedBf16 {
 void PackBf16(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t n, PackedBf16* out);
 
 // y[i * n + j] = sum_q a[i * rs + q * cs] * b(q, j) (fp32 sums of bf16
-// products), m x n; a is rounded to bf16 here. Threads split column panels;
-// the sums do not depend on the thread count.
+// products), m x n; a is rounded to bf16 rows here, in `scratch` of
+// GemmBf16Scratch bytes (a session plans them; none: allocated for the call). Threads split column
+// panels; the sums do not depend on the thread count.
+size_t GemmBf16Scratch(int64_t m, const PackedBf16& b);
 void GemmBf16(const GemmBf16Kernels& kern, const float* a, int64_t rs, int64_t cs, int64_t m,
-              const PackedBf16& b, float* y, ThreadPool* pool);
+              const PackedBf16& b, float* y, ThreadPool* pool, const ScratchSpan& scratch = {});
 
 }  // namespace kernels
 }  // namespace qfold

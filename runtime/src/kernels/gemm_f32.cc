@@ -101,11 +101,9 @@ ThreadPool* PoolForWork(ThreadPool* pool, int64_t flops) {
   return flops < (int64_t(1) << 20) ? nullptr : pool;
 }
 
-void GemmF32Batched(const GemmF32Kernels& k, const GemmF32Args& proto,
-                    const std::vector<const float*>& left, const std::vector<const float*>& right,
-                    const std::vector<float*>& c, ThreadPool* pool) {
+void GemmF32Batched(const GemmF32Kernels& k, const GemmF32Args& proto, const float* const* left,
+                    const float* const* right, float* const* c, int64_t batches, ThreadPool* pool) {
   const int64_t num_threads = NumThreads(pool);
-  const int64_t batches = int64_t(c.size());
   if (batches == 0 || proto.rows == 0 || proto.cols == 0) return;
   const int64_t panels = (proto.cols + k.nr - 1) / k.nr;
   const int64_t row_panels = (proto.rows + k.mr - 1) / k.mr;
@@ -124,10 +122,10 @@ void GemmF32Batched(const GemmF32Kernels& k, const GemmF32Args& proto,
       const int64_t run = std::min(end - u, panels - jp);
       GemmF32Args a = proto;
       const int64_t r0 = rb * block_rows;
-      a.left = left[size_t(b)] + r0 * proto.k;
-      a.right = right[size_t(b)];
+      a.left = left[b] + r0 * proto.k;
+      a.right = right[b];
       a.rows = std::min(block_rows, proto.rows - r0);
-      a.c = c[size_t(b)] + r0 * proto.ldc;
+      a.c = c[b] + r0 * proto.ldc;
       if (a.bias && a.bias_per_row) a.bias += r0;
       a.panel_begin = jp;
       a.panel_end = jp + run;

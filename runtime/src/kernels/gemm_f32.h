@@ -71,13 +71,13 @@ void PackLeftF32(const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t
 void PackRightF32(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t cols, int nr,
                   float* dst);
 
-// Runs `proto` (rows, cols, k, epilogue, ldc) for every batch entry i:
-// left[i] x right[i] into c[i]. Work is split between the pool's
-// threads on (batch, row block, column panel) tiles, so any thread count
-// gives identical results.
-void GemmF32Batched(const GemmF32Kernels& k, const GemmF32Args& proto,
-                    const std::vector<const float*>& left, const std::vector<const float*>& right,
-                    const std::vector<float*>& c, ThreadPool* pool);
+// Runs `proto` (rows, cols, k, epilogue, ldc) for every batch entry
+// i < batches: left[i] x right[i] into c[i] (the lists are the caller's: a
+// session's ops keep them in their planned scratch). Work is split between
+// the pool's threads on (batch, row block, column panel) tiles, so any
+// thread count gives identical results.
+void GemmF32Batched(const GemmF32Kernels& k, const GemmF32Args& proto, const float* const* left,
+                    const float* const* right, float* const* c, int64_t batches, ThreadPool* pool);
 
 // Maps a fused activation to the epilogue: Relu and Clip go into it
 // (*post = nullptr); others leave kNone and *post = &act, to apply after.

@@ -41,7 +41,6 @@ uint16_t HalfFromFloat(float v) {
   return FloatToHalf(v);
 }
 
-
 namespace {
 
 constexpr int64_t RoundUp8(int64_t v) {
@@ -205,25 +204,50 @@ void PackFp16(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t n, Pa
           HalfFromFloat(src[q * rs + col * cs]);
 }
 
+namespace {
+
+// The half rows of A, then (a transposed A) the gathered float row.
+struct GemmFp16Layout {
+  size_t a_at = 0, row_at = 0, bytes = 0;
+};
+
+GemmFp16Layout LayoutGemmFp16(int64_t m, int64_t cs, const PackedFp16& b) {
+  GemmFp16Layout p;
+  if (m <= 0 || b.n <= 0 || b.k == 0) return p;
+  ScratchLayout l;
+  p.a_at = l.Add(size_t(m * b.kc) * sizeof(uint16_t));
+  if (cs != 1) p.row_at = l.Add(size_t(b.k) * sizeof(float));
+  p.bytes = l.total();
+  return p;
+}
+
+}  // namespace
+
+size_t GemmFp16Scratch(int64_t m, int64_t cs, const PackedFp16& b) {
+  return LayoutGemmFp16(m, cs, b).bytes;
+}
+
 void GemmFp16(const Fp16Kernels& kern, const float* a, int64_t rs, int64_t cs, int64_t m,
-              const PackedFp16& b, float* y, ThreadPool* pool) {
+              const PackedFp16& b, float* y, ThreadPool* pool, const ScratchSpan& scratch) {
   const int64_t k = b.k, kc = b.kc, n = b.n;
   if (m <= 0 || n <= 0) return;
   if (k == 0) {
     std::fill(y, y + m * n, 0.f);
     return;
   }
+  const GemmFp16Layout lay = LayoutGemmFp16(m, cs, b);
+  const ScratchRegion region(scratch, lay.bytes);
   // A as half rows of kc values (a transposed A is gathered first).
-  std::vector<uint16_t> ab(size_t(m * kc));
+  uint16_t* const ab = region.at<uint16_t>(lay.a_at);
   if (cs == 1 && rs == k) {
-    kern.convert(a, m, k, ab.data(), kc);
+    kern.convert(a, m, k, ab, kc);
   } else if (cs == 1) {
-    for (int64_t i = 0; i < m; ++i) kern.convert(a + i * rs, 1, k, ab.data() + i * kc, kc);
+    for (int64_t i = 0; i < m; ++i) kern.convert(a + i * rs, 1, k, ab + i * kc, kc);
   } else {
-    std::vector<float> row(static_cast<size_t>(k));
+    float* const row = region.at<float>(lay.row_at);
     for (int64_t i = 0; i < m; ++i) {
-      for (int64_t q = 0; q < k; ++q) row[size_t(q)] = a[i * rs + q * cs];
-      kern.convert(row.data(), 1, k, ab.data() + i * kc, kc);
+      for (int64_t q = 0; q < k; ++q) row[q] = a[i * rs + q * cs];
+      kern.convert(row, 1, k, ab + i * kc, kc);
     }
   }
   const int64_t row_tiles = (m + kFp16Mr - 1) / kFp16Mr, panels = (n + kFp16Nr - 1) / kFp16Nr;
@@ -235,8 +259,7 @@ void GemmFp16(const Fp16Kernels& kern, const float* a, int64_t rs, int64_t cs, i
       const int64_t p = u / row_tiles, i0 = u % row_tiles * kFp16Mr;
       IgemmFp16Args g;
       g.rows = std::min(kFp16Mr, m - i0);
-      for (int64_t r = 0; r < kFp16Mr; ++r)
-        rows[r] = ab.data() + std::min(i0 + r, m - 1) * kc;
+      for (int64_t r = 0; r < kFp16Mr; ++r) rows[r] = ab + std::min(i0 + r, m - 1) * kc;
       g.a = rows;
       g.taps = 1;
       g.kc = kc;

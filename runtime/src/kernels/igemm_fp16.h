@@ -24,11 +24,12 @@
 #include "kernels/aligned_vector.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm_f32.h"  // F32Act
+#include "kernels/scratch.h"
 
 namespace qfold {
 namespace kernels {
 
-class ThreadPool;       // thread_pool.h
+class ThreadPool;        // thread_pool.h
 struct ConvNhwcF32Call;  // conv_f32_nhwc.h
 
 // Products summed in fp16 before the sum is widened into fp32: the fp16
@@ -39,7 +40,8 @@ constexpr int64_t kFp16Chunk = 32;
 constexpr int64_t kFp16Mr = 8, kFp16Nr = 16;
 
 // One tile: `rows` (<= 8) rows by one panel of `cols` (<= 16) columns.
-//   y[r * ldy + j] = act(bias[j] + sum_{t < taps, q < kc} a[t * 8 + r][q] * w[(t * kc + q) * 16 + j]
+//   y[r * ldy + j] = act(bias[j] + sum_{t < taps, q < kc} a[t * 8 + r][q] * w[(t * kc + q) * 16 +
+//   j]
 //                        + residual[r * ldy + j])
 // a holds taps * 8 pointers to kc halves (kc a multiple of 8); rows past
 // `rows` must point at readable rows too (their sums are dropped). w is zero
@@ -90,9 +92,13 @@ struct PackedFp16 {
 };
 void PackFp16(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t n, PackedFp16* out);
 // y[i * n + j] = sum_q a[i * rs + q * cs] * b(q, j), m x n (no bias); a is
-// rounded to half here. Threads split tiles of 8 rows by 16 columns.
+// rounded to half rows here (a transposed A gathered a row at a time first),
+// in `scratch` of GemmFp16Scratch bytes (a session plans them; none:
+// allocated for the call). Threads
+// split tiles of 8 rows by 16 columns.
+size_t GemmFp16Scratch(int64_t m, int64_t cs, const PackedFp16& b);
 void GemmFp16(const Fp16Kernels& kern, const float* a, int64_t rs, int64_t cs, int64_t m,
-              const PackedFp16& b, float* y, ThreadPool* pool);
+              const PackedFp16& b, float* y, ThreadPool* pool, const ScratchSpan& scratch = {});
 
 }  // namespace kernels
 }  // namespace qfold

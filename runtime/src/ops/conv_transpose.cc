@@ -174,7 +174,7 @@ Status GetConvTransposeDims(const KernelContext& ctx, ConvTransposeDims* d) {
 struct ConvTransposeScratchLayout {
   const ConvTransposeF32State* gemm = nullptr;
   int64_t right_stride = 0;  // floats per packed X_(i, g)
-  size_t right_at = 0, cols_at = 0, bytes = 0;
+  size_t right_at = 0, cols_at = 0, lefts_at = 0, rights_at = 0, outs_at = 0, bytes = 0;
 };
 
 ConvTransposeScratchLayout LayoutConvTranspose(const KernelContext& ctx,
@@ -188,6 +188,10 @@ ConvTransposeScratchLayout LayoutConvTranspose(const KernelContext& ctx,
     s.right_stride = kernels::PackedF32Size(d.in_size, d.cg, st->k->nr);
     s.right_at = l.Add(size_t(s.right_stride * batches) * sizeof(float));
     s.cols_at = l.Add(size_t(d.rows * d.in_size * batches) * sizeof(float));
+    // The GEMM's operand lists: left, right and output per (batch entry, group).
+    s.lefts_at = l.Add(size_t(batches) * sizeof(const float*));
+    s.rights_at = l.Add(size_t(batches) * sizeof(const float*));
+    s.outs_at = l.Add(size_t(batches) * sizeof(float*));
   } else {
     s.cols_at = l.Add(size_t(d.rows * d.in_size) * sizeof(float));
   }
@@ -203,29 +207,29 @@ Status ConvTransposeScratch(KernelContext& ctx, ScratchNeeds* needs) {
 }
 
 // cols[(i, g)] = W_g^T x X_(i, g) for every batch entry and group on the
-// packed GEMM (s.gemm set), X packed into `right`.
+// packed GEMM (s.gemm set), X packed into `right`, the GEMM's operand
+// lists in `lefts`, `rights` and `outs` (batches entries each).
 void ColumnsOnGemm(const KernelContext& ctx, const ConvTransposeDims& d,
-                   const ConvTransposeScratchLayout& s, float* right, float* cols) {
+                   const ConvTransposeScratchLayout& s, float* right, float* cols,
+                   const float** lefts, const float** rights, float** outs) {
   const ConvTransposeF32State* st = s.gemm;
   const kernels::GemmF32Kernels& k = *st->k;
   const int64_t cg = d.cg, in_size = d.in_size, rows = d.rows, batches = d.n * st->group;
   const int64_t right_stride = s.right_stride;
-  std::vector<const float*> lefts, rights;
-  std::vector<float*> outs;
   const float* xd = ctx.input(0)->ptr<float>();
   for (int64_t b = 0; b < batches; ++b) {
     // X_(i, g) is [cg] x [in_size], row-major, at channel block b of X.
     k.pack_right(xd + b * cg * in_size, in_size, 1, cg, in_size, right + b * right_stride);
-    lefts.push_back(st->packed.data() + b % st->group * st->stride);
-    rights.push_back(right + b * right_stride);
-    outs.push_back(cols + b * rows * in_size);
+    lefts[b] = st->packed.data() + b % st->group * st->stride;
+    rights[b] = right + b * right_stride;
+    outs[b] = cols + b * rows * in_size;
   }
   kernels::GemmF32Args proto;
   proto.rows = rows;
   proto.cols = in_size;
   proto.k = cg;
   proto.ldc = in_size;
-  kernels::GemmF32Batched(k, proto, lefts, rights, outs, ctx.pool);
+  kernels::GemmF32Batched(k, proto, lefts, rights, outs, batches, ctx.pool);
 }
 
 Status RunConvTranspose(KernelContext& ctx) {
@@ -248,7 +252,9 @@ Status RunConvTranspose(KernelContext& ctx) {
                                       layout.bytes);
   float* const cols = region.at<float>(layout.cols_at);
   if (layout.gemm) {
-    ColumnsOnGemm(ctx, d, layout, region.at<float>(layout.right_at), cols);
+    ColumnsOnGemm(ctx, d, layout, region.at<float>(layout.right_at), cols,
+                  region.at<const float*>(layout.lefts_at),
+                  region.at<const float*>(layout.rights_at), region.at<float*>(layout.outs_at));
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t oc = 0; oc < m; ++oc)
         std::fill(yd + (i * m + oc) * out_size, yd + (i * m + oc + 1) * out_size,

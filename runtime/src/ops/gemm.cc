@@ -170,42 +170,6 @@ Status PrepareGemm(KernelContext& ctx, std::shared_ptr<void>* state) {
   return Status::Ok();
 }
 
-// bf16 and fp16 modes: the sums into Y, then alpha, beta * C (broadcast as
-// the reference does) and the fused activation.
-bool RunGemmReduced(const KernelContext& ctx, const GemmF32State& st, bool ta, float alpha,
-                 float beta) {
-  const Tensor* a = ctx.input(0);
-  const Tensor* c = ctx.input(2);
-  Tensor* y = ctx.output(0);
-  const int64_t m = y->shape[0], n = y->shape[1];
-  const int64_t kd = a->shape[ta ? 0 : 1];
-  float* yd = y->ptr<float>();
-  if (m == 0 || n == 0) return true;
-  if (st.fp16)
-    kernels::GemmFp16(*st.fp16, a->ptr<float>(), ta ? 1 : kd, ta ? m : 1, m, st.packed_fp16, yd,
-                      ctx.pool);
-  else
-    kernels::GemmBf16(*st.bf16, a->ptr<float>(), ta ? 1 : kd, ta ? m : 1, m, st.packed_bf16, yd,
-                      ctx.pool);
-  int64_t cs_m = 0, cs_n = 0;
-  const float* cd = c ? c->ptr<float>() : nullptr;
-  if (c) {
-    const int cr = c->rank();
-    const int64_t cm = cr == 2 ? c->shape[0] : 1, cn = cr >= 1 ? c->shape[size_t(cr - 1)] : 1;
-    cs_n = cn == 1 ? 0 : 1;
-    cs_m = cm == 1 ? 0 : cn;
-  }
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      float v = alpha * yd[i * n + j];
-      if (cd) v += beta * cd[i * cs_m + j * cs_n];
-      yd[i * n + j] = v;
-    }
-  Status st_act;
-  FusedActivation::FromAttrs(ctx.attr(), &st_act).Apply(yd, y->numel());
-  return true;
-}
-
 // C's broadcast over (M, N): its rows (cm) and columns (cn), 1 when broadcast.
 void GemmCDims(const Tensor& c, int64_t* cm, int64_t* cn) {
   const int cr = c.rank();
@@ -216,7 +180,7 @@ void GemmCDims(const Tensor& c, int64_t* cm, int64_t* cn) {
 // How RunGemmF32 runs these shapes, and its scratch (GemmScratch sizes the
 // request with it): op(A) packed, op(B) when no prepared packing fits it (B
 // is an input, packed per run), and beta * C when C is a row or a column
-// (the epilogue's bias).
+// (the epilogue's bias); in bf16 and fp16 modes op(A)'s rows rounded.
 struct GemmF32Plan {
   bool reduced = false;                        // bf16 or fp16 mode: RunGemmReduced
   const kernels::GemmF32Kernels* k = nullptr;  // null (and !reduced): the reference kernel
@@ -235,7 +199,12 @@ GemmF32Plan PlanGemmF32(const KernelContext& ctx, bool ta, bool tb) {
   const auto* prepared = static_cast<const GemmF32State*>(ctx.state);
   if (prepared && (prepared->bf16 || prepared->fp16) && prepared->b_shape == b->shape &&
       prepared->tb == tb) {
+    // The scratch is op(A) rounded to bf16 or half (fp16 gathers a
+    // transposed A's row first).
     p.reduced = true;
+    p.m = ctx.output(0)->shape[0];
+    p.bytes = prepared->fp16 ? kernels::GemmFp16Scratch(p.m, ta ? p.m : 1, prepared->packed_fp16)
+                             : kernels::GemmBf16Scratch(p.m, prepared->packed_bf16);
     return p;
   }
   p.k = prepared && prepared->k ? prepared->k : ctx.kernel_config().gemm_f32;
@@ -258,6 +227,43 @@ GemmF32Plan PlanGemmF32(const KernelContext& ctx, bool ta, bool tb) {
   }
   p.bytes = l.total();
   return p;
+}
+
+// bf16 and fp16 modes: the sums into Y, then alpha, beta * C (broadcast as
+// the reference does) and the fused activation.
+bool RunGemmReduced(const KernelContext& ctx, const GemmF32State& st, bool ta, float alpha,
+                    float beta) {
+  const Tensor* a = ctx.input(0);
+  const Tensor* c = ctx.input(2);
+  Tensor* y = ctx.output(0);
+  const int64_t m = y->shape[0], n = y->shape[1];
+  const int64_t kd = a->shape[ta ? 0 : 1];
+  float* yd = y->ptr<float>();
+  if (m == 0 || n == 0) return true;
+  const kernels::ScratchSpan scratch{ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
+  if (st.fp16)
+    kernels::GemmFp16(*st.fp16, a->ptr<float>(), ta ? 1 : kd, ta ? m : 1, m, st.packed_fp16, yd,
+                      ctx.pool, scratch);
+  else
+    kernels::GemmBf16(*st.bf16, a->ptr<float>(), ta ? 1 : kd, ta ? m : 1, m, st.packed_bf16, yd,
+                      ctx.pool, scratch);
+  int64_t cs_m = 0, cs_n = 0;
+  const float* cd = c ? c->ptr<float>() : nullptr;
+  if (c) {
+    const int cr = c->rank();
+    const int64_t cm = cr == 2 ? c->shape[0] : 1, cn = cr >= 1 ? c->shape[size_t(cr - 1)] : 1;
+    cs_n = cn == 1 ? 0 : 1;
+    cs_m = cm == 1 ? 0 : cn;
+  }
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float v = alpha * yd[i * n + j];
+      if (cd) v += beta * cd[i * cs_m + j * cs_n];
+      yd[i * n + j] = v;
+    }
+  Status st_act;
+  FusedActivation::FromAttrs(ctx.attr(), &st_act).Apply(yd, y->numel());
+  return true;
 }
 
 // Float32 Gemm on the packed GEMM; false when no SIMD kernel applies.
@@ -318,19 +324,20 @@ bool RunGemmF32(const KernelContext& ctx, bool ta, bool tb, float alpha, float b
   const FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
   const FusedActivation* post;
   proto.act = kernels::EpilogueFor(act, &proto.lo, &proto.hi, &post);
-  kernels::GemmF32Batched(*k, proto, {packed_a}, {packed_b}, {yd}, ctx.pool);
+  const float* left = packed_a;
+  kernels::GemmF32Batched(*k, proto, &left, &packed_b, &yd, 1, ctx.pool);
   if (post) post->Apply(yd, y->numel());
   return true;
 }
 
-// OpDef::scratch: float32 on the packed GEMM, its operands (PlanGemmF32,
-// for the shapes of this plan); elsewhere the reference kernel's row of
-// accumulators (none in bf16 and fp16 modes).
+// OpDef::scratch: float32 on the packed GEMM, its operands, or in bf16 and
+// fp16 modes op(A)'s rounded rows (PlanGemmF32, for the shapes of this
+// plan); elsewhere the reference kernel's row of accumulators.
 Status GemmScratch(KernelContext& ctx, ScratchNeeds* needs) {
   const bool ta = ctx.attr().GetInt("transA", 0) != 0;
   const bool tb = ctx.attr().GetInt("transB", 0) != 0;
   const GemmF32Plan plan = PlanGemmF32(ctx, ta, tb);
-  if (plan.k)
+  if (plan.k || plan.reduced)
     needs->run = plan.bytes;
   else if (!plan.reduced)
     needs->run =

@@ -19,8 +19,8 @@
 #include "core/shape_util.h"
 #include "kernels/aligned_vector.h"
 #include "kernels/gemm_bf16.h"
-#include "kernels/igemm_fp16.h"
 #include "kernels/gemm_f32.h"
+#include "kernels/igemm_fp16.h"
 #include "kernels/kernel_config.h"
 #include "kernels/scratch.h"
 #include "ops/window_util.h"
@@ -199,36 +199,41 @@ Status PrepareMatMul(KernelContext& ctx, std::shared_ptr<void>* state) {
   return Status::Ok();
 }
 
+// How RunMatMulF32 runs these shapes, and its scratch (MatMulScratch sizes
+// the request with it): A's matrices packed, and B's when no prepared
+// packing fits them (B is an input, packed per run), and the GEMM's lists
+// of operands (one per batch entry); in bf16 and fp16 modes A's rows
+// rounded.
+struct MatMulF32Plan {
+  bool reduced = false;                        // bf16 or fp16 mode: RunMatMulReduced, m rows
+  const kernels::GemmF32Kernels* k = nullptr;  // null (and !reduced): the reference kernel
+  const MatMulF32State* prepared = nullptr;    // B packed at prepare for these shapes
+  int64_t m = 0, kd = 0, n = 0, a_mats = 0, a_stride = 0, batches = 0;
+  int64_t b_stride = 0;  // floats per packed matrix of B, prepared or in scratch
+  bool empty = false;    // no output element: nothing to pack
+  size_t a_at = 0, b_at = 0, lefts_at = 0, rights_at = 0, outs_at = 0, bytes = 0;
+};
+
 // bf16 and fp16 modes: B is one matrix, so A's rows of every batch are one row block.
-void RunMatMulReduced(const KernelContext& ctx, const MatMulF32State& st, const FusedActivation& act) {
+void RunMatMulReduced(const KernelContext& ctx, const MatMulF32State& st, const MatMulF32Plan& plan,
+                      const FusedActivation& act) {
   const Tensor* a = ctx.input(0);
   Tensor* y = ctx.output(0);
-  const int64_t kd = st.b_shape[0], n = st.b_shape[1];
-  const int64_t rows = kd > 0 ? a->numel() / kd : y->numel() / std::max<int64_t>(n, 1);
+  const int64_t kd = plan.kd, n = plan.n, rows = plan.m;
   float* yd = y->ptr<float>();
+  const kernels::ScratchSpan scratch{ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
   if (st.fp16)
-    kernels::GemmFp16(*st.fp16, a->ptr<float>(), kd, 1, rows, st.packed_fp16, yd, ctx.pool);
+    kernels::GemmFp16(*st.fp16, a->ptr<float>(), kd, 1, rows, st.packed_fp16, yd, ctx.pool,
+                      scratch);
   else
-    kernels::GemmBf16(*st.bf16, a->ptr<float>(), kd, 1, rows, st.packed_bf16, yd, ctx.pool);
+    kernels::GemmBf16(*st.bf16, a->ptr<float>(), kd, 1, rows, st.packed_bf16, yd, ctx.pool,
+                      scratch);
   if (const Tensor* bias = ctx.input(2)) {
     const float* bd = bias->ptr<float>();
     for (int64_t i = 0; n > 0 && i < y->numel(); ++i) yd[i] += bd[i % n];
   }
   act.Apply(yd, y->numel());
 }
-
-// How RunMatMulF32 runs these shapes, and its scratch (MatMulScratch sizes
-// the request with it): A's matrices packed, and B's when no prepared
-// packing fits them (B is an input, packed per run).
-struct MatMulF32Plan {
-  bool reduced = false;                        // bf16 or fp16 mode: RunMatMulReduced
-  const kernels::GemmF32Kernels* k = nullptr;  // null (and !reduced): the reference kernel
-  const MatMulF32State* prepared = nullptr;    // B packed at prepare for these shapes
-  int64_t m = 0, kd = 0, n = 0, a_mats = 0, a_stride = 0;
-  int64_t b_stride = 0;  // floats per packed matrix of B, prepared or in scratch
-  bool empty = false;    // no output element: nothing to pack
-  size_t a_at = 0, b_at = 0, bytes = 0;
-};
 
 MatMulF32Plan PlanMatMulF32(const KernelContext& ctx) {
   MatMulF32Plan p;
@@ -237,7 +242,14 @@ MatMulF32Plan PlanMatMulF32(const KernelContext& ctx) {
   if (a->dtype != DType::kFloat32 || b->rank() < 1) return p;
   const auto* prepared = static_cast<const MatMulF32State*>(ctx.state);
   if (prepared && (prepared->bf16 || prepared->fp16) && prepared->b_shape == b->shape) {
+    // B is one matrix, so A's rows of every batch are one row block; the
+    // scratch is A rounded to bf16 or half.
     p.reduced = true;
+    p.kd = b->shape[0];
+    p.n = b->shape[1];
+    p.m = p.kd > 0 ? a->numel() / p.kd : ctx.output(0)->numel() / std::max<int64_t>(p.n, 1);
+    p.bytes = prepared->fp16 ? kernels::GemmFp16Scratch(p.m, 1, prepared->packed_fp16)
+                             : kernels::GemmBf16Scratch(p.m, prepared->packed_bf16);
     return p;
   }
   p.k = prepared && prepared->k ? prepared->k : ctx.kernel_config().gemm_f32;
@@ -262,6 +274,13 @@ MatMulF32Plan PlanMatMulF32(const KernelContext& ctx) {
     PackedDimsB(*p.k, b->shape, &b_mats, &p.b_stride);
     p.b_at = l.Add(size_t(p.b_stride * b_mats) * sizeof(float));
   }
+  Shape batch;
+  BroadcastShapes(Shape(as.begin(), as.end() - 2), Shape(bs.begin(), bs.end() - 2), &batch,
+                  nullptr);
+  p.batches = Product(batch);
+  p.lefts_at = l.Add(size_t(p.batches) * sizeof(const float*));
+  p.rights_at = l.Add(size_t(p.batches) * sizeof(const float*));
+  p.outs_at = l.Add(size_t(p.batches) * sizeof(float*));
   p.bytes = l.total();
   return p;
 }
@@ -273,7 +292,7 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   Tensor* y = ctx.output(0);
   const MatMulF32Plan plan = PlanMatMulF32(ctx);
   if (plan.reduced) {
-    RunMatMulReduced(ctx, *static_cast<const MatMulF32State*>(ctx.state), act);
+    RunMatMulReduced(ctx, *static_cast<const MatMulF32State*>(ctx.state), plan, act);
     return true;
   }
   const kernels::GemmF32Kernels* k = plan.k;
@@ -297,14 +316,15 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   Shape batch;
   BroadcastShapes(a_batch, b_batch, &batch, nullptr);
   BroadcastIndexer idx({a_batch, b_batch}, batch);
-  const int64_t batches = Product(batch), a_mats = plan.a_mats;
+  const int64_t batches = plan.batches, a_mats = plan.a_mats;
 
   const int64_t a_stride = plan.a_stride;
   float* packed_a = region.at<float>(plan.a_at);
   for (int64_t i = 0; i < a_mats; ++i)
     k->pack_left(a->ptr<float>() + i * m * kd, kd, 1, m, kd, packed_a + i * a_stride);
-  std::vector<const float*> lefts, rights;
-  std::vector<float*> outs;
+  const float** lefts = region.at<const float*>(plan.lefts_at);
+  const float** rights = region.at<const float*>(plan.rights_at);
+  float** outs = region.at<float*>(plan.outs_at);
   std::vector<int64_t> pos(batch.size(), 0);
   for (int64_t bi = 0; bi < batches; ++bi) {
     int64_t ao = 0, bo = 0;
@@ -312,9 +332,9 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
       ao += pos[d] * idx.strides(0)[d];
       bo += pos[d] * idx.strides(1)[d];
     }
-    lefts.push_back(packed_a + ao * a_stride);
-    rights.push_back(packed_b + bo * plan.b_stride);
-    outs.push_back(y->ptr<float>() + bi * m * n);
+    lefts[bi] = packed_a + ao * a_stride;
+    rights[bi] = packed_b + bo * plan.b_stride;
+    outs[bi] = y->ptr<float>() + bi * m * n;
     for (int d = int(batch.size()) - 1; d >= 0; --d) {
       if (++pos[d] < batch[d]) break;
       pos[d] = 0;
@@ -331,18 +351,18 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   proto.ldc = n;
   const FusedActivation* post;
   proto.act = kernels::EpilogueFor(act, &proto.lo, &proto.hi, &post);
-  kernels::GemmF32Batched(*k, proto, lefts, rights, outs, ctx.pool);
+  kernels::GemmF32Batched(*k, proto, lefts, rights, outs, batches, ctx.pool);
   if (post) post->Apply(y->ptr<float>(), y->numel());
   return true;
 }
 
-// OpDef::scratch: float32 on the packed GEMM, its packed operands
-// (PlanMatMulF32, for the shapes of this plan); elsewhere the reference
-// kernel's accumulators.
+// OpDef::scratch: float32 on the packed GEMM, its packed operands, or in
+// bf16 and fp16 modes A's reduced rows (PlanMatMulF32, for the shapes of
+// this plan); elsewhere the reference kernel's accumulators.
 Status MatMulScratch(KernelContext& ctx, ScratchNeeds* needs) {
   const Tensor* b = ctx.input(1);
   const MatMulF32Plan plan = PlanMatMulF32(ctx);
-  if (plan.k)
+  if (plan.k || plan.reduced)
     needs->run = plan.bytes;
   else if (!plan.reduced && b->rank() >= 1)
     needs->run = ReferenceMatMulScratch(*b);

@@ -377,7 +377,8 @@ Status InferRecurrent(KernelContext& ctx) {
 struct WeightT {
   const float* raw = nullptr;
   int64_t rows = 0, k = 0;
-  kernels::AlignedVector<float> packed;  // when the GEMM kernels are used
+  kernels::AlignedVector<float> packed;  // packed in prepare (W and R constant)
+  const float* right = nullptr;          // the packed weight: `packed` or the run's scratch
 };
 
 // A DynamicQuantizeLSTM weight of one direction: B [k, n] of out = in x B.
@@ -409,15 +410,22 @@ struct Packed {
   std::vector<WeightT> w, r, r_h;
 };
 
-void Pack(const kernels::GemmF32Kernels* gemm, WeightT* wt) {
+// Packs into dst (PackedF32Size(rows, k, nr) floats), or null: wt's own.
+void Pack(const kernels::GemmF32Kernels* gemm, WeightT* wt, float* dst) {
   if (!gemm) return;
-  wt->packed.resize(size_t(kernels::PackedF32Size(wt->rows, wt->k, gemm->nr)));
+  if (!dst) {
+    wt->packed.resize(size_t(kernels::PackedF32Size(wt->rows, wt->k, gemm->nr)));
+    dst = wt->packed.data();
+  }
   // Right operand (k, c) = raw[c][k].
-  gemm->pack_right(wt->raw, 1, wt->k, wt->k, wt->rows, wt->packed.data());
+  gemm->pack_right(wt->raw, 1, wt->k, wt->k, wt->rows, dst);
+  wt->right = dst;
 }
 
+// dst: null (prepare), or where the run's scratch holds direction d's W, R
+// and R_h (dst[3 * d + 0..2], laid out by PlanRecurrent).
 void BuildPacked(const KernelContext& ctx, const Config& cfg, const kernels::GemmF32Kernels* gemm,
-                 Packed* p) {
+                 Packed* p, float* const* dst = nullptr) {
   const Tensor* w = ctx.input(kW);
   const Tensor* r = ctx.input(kR);
   const int64_t h = r->shape[2], gh = r->shape[1], in = w->shape[2];
@@ -432,19 +440,19 @@ void BuildPacked(const KernelContext& ctx, const Config& cfg, const kernels::Gem
     wt.raw = w->ptr<float>() + d * gh * in;
     wt.rows = gh;
     wt.k = in;
-    Pack(gemm, &wt);
+    Pack(gemm, &wt, dst ? dst[3 * d] : nullptr);
     const float* rd = r->ptr<float>() + d * gh * h;
     WeightT& rt = p->r[size_t(d)];
     rt.raw = rd;
     rt.rows = cfg.cell == Cell::kGru && !cfg.linear_before_reset ? 2 * h : gh;
     rt.k = h;
-    Pack(gemm, &rt);
+    Pack(gemm, &rt, dst ? dst[3 * d + 1] : nullptr);
     if (cfg.cell == Cell::kGru && !cfg.linear_before_reset) {
       WeightT& rh = p->r_h[size_t(d)];
       rh.raw = rd + 2 * h * h;
       rh.rows = h;
       rh.k = h;
-      Pack(gemm, &rh);
+      Pack(gemm, &rh, dst ? dst[3 * d + 2] : nullptr);
     }
   }
 }
@@ -580,7 +588,7 @@ void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const flo
     a.bias_per_row = false;
     a.ldc = ldc;
     a.left = packed_in ? packed_in : pack;
-    a.right = wt.packed.data();
+    a.right = wt.right;
     a.c = out;
     // A step's product is small: called directly, without the batched
     // driver's hand-off to threads (the same sums either way).
@@ -599,7 +607,7 @@ void MultiplyT(const WeightT& wt, const kernels::GemmF32Kernels* gemm, const flo
       gemm->gemm(a);
       return;
     }
-    kernels::GemmF32Batched(*gemm, a, {a.left}, {a.right}, {out}, pool);
+    kernels::GemmF32Batched(*gemm, a, &a.left, &a.right, &out, 1, pool);
     return;
   }
   for (int64_t i = 0; i < rows; ++i) {
@@ -768,6 +776,7 @@ struct DirectionParts {
 struct RecurrentParts {
   kernels::ScratchLayout layout;
   size_t lens = 0, packed_x = 0, step_pack_bytes = 0, gemm_bytes = 0;
+  size_t weights[6] = {};  // float W, R, R_h of each direction packed by the run
   bool parallel = false;
   DirectionParts dir[2];
 };
@@ -800,8 +809,10 @@ size_t QProductScratch(const QWeight& w, int64_t rows, kernels::ThreadPool* pool
   return kernels::QMatMulS8Scratch(w.packed.get(), c);
 }
 
+// pack_weights: a float layer whose W or R is not a constant packs them
+// per run, into the scratch (BuildPacked's dst).
 RecurrentParts PlanRecurrent(const Config& cfg, const Dims& dm, const kernels::GemmF32Kernels* gemm,
-                             const Packed* q, kernels::ThreadPool* pool) {
+                             const Packed* q, kernels::ThreadPool* pool, bool pack_weights) {
   const size_t T = size_t(dm.seq), B = size_t(dm.batch), H = size_t(dm.h), GH = size_t(dm.gh);
   const size_t f = sizeof(float), i64 = sizeof(int64_t);
   RecurrentParts p;
@@ -810,6 +821,16 @@ RecurrentParts PlanRecurrent(const Config& cfg, const Dims& dm, const kernels::G
   kernels::ThreadPool* product_pool = p.parallel ? nullptr : pool;
   kernels::ScratchLayout& l = p.layout;
   p.lens = l.Add(B * i64);
+  if (pack_weights) {
+    const bool split_r = cfg.cell == Cell::kGru && !cfg.linear_before_reset;
+    for (int d = 0; d < cfg.dirs; ++d) {
+      p.weights[3 * d] = l.Add(size_t(kernels::PackedF32Size(dm.gh, dm.in, gemm->nr)) * f);
+      p.weights[3 * d + 1] =
+          l.Add(size_t(kernels::PackedF32Size(split_r ? 2 * dm.h : dm.gh, dm.h, gemm->nr)) * f);
+      if (split_r)
+        p.weights[3 * d + 2] = l.Add(size_t(kernels::PackedF32Size(dm.h, dm.h, gemm->nr)) * f);
+    }
+  }
   if (cfg.quantized) {
     for (int d = 0; q && d < cfg.dirs && size_t(d) < q->qw.size(); ++d)
       p.gemm_bytes = std::max(
@@ -1105,9 +1126,10 @@ Status RecurrentScratch(KernelContext& ctx, ScratchNeeds* needs) {
   QF_RETURN_IF_ERROR(ParseConfig(ctx, &cfg));
   const Packed* prepared = UsablePrepared(ctx, cfg);
   if (cfg.quantized && !prepared) return Status::Ok();
-  needs->run =
-      PlanRecurrent(cfg, DimsOf(ctx, cfg), ctx.kernel_config().gemm_f32, prepared, ctx.pool)
-          .layout.total();
+  const kernels::GemmF32Kernels* gemm = ctx.kernel_config().gemm_f32;
+  needs->run = PlanRecurrent(cfg, DimsOf(ctx, cfg), gemm, prepared, ctx.pool,
+                             !cfg.quantized && !prepared && gemm)
+                   .layout.total();
   return Status::Ok();
 }
 
@@ -1122,11 +1144,8 @@ Status RunRecurrent(KernelContext& ctx) {
   // with its prepared weights.
   const bool planned = !cfg.quantized || prepared;
   Packed local;
-  if (!prepared) {
-    if (cfg.quantized)
-      BuildQuantized(ctx, cfg, &local);
-    else
-      BuildPacked(ctx, cfg, gemm, &local);
+  if (!prepared && cfg.quantized) {
+    BuildQuantized(ctx, cfg, &local);
     prepared = &local;
   }
   if (cfg.quantized) {
@@ -1135,11 +1154,20 @@ Status RunRecurrent(KernelContext& ctx) {
     SetQuantParams(ctx, cfg, &local);
     prepared = &local;
   }
-  const RecurrentParts parts = PlanRecurrent(cfg, dm, gemm, prepared, ctx.pool);
+  // A float layer without prepared weights (W or R not a constant) packs
+  // them into the scratch.
+  const bool pack_weights = !prepared && gemm;
+  const RecurrentParts parts = PlanRecurrent(cfg, dm, gemm, prepared, ctx.pool, pack_weights);
   const kernels::ScratchRegion region(
       planned ? kernels::ScratchSpan{ctx.scratch, ctx.scratch_size, ctx.scratch_planned}
               : kernels::ScratchSpan{},
       parts.layout.total());
+  if (!prepared) {
+    float* dst[6] = {};
+    for (int i = 0; i < 6; ++i) dst[i] = region.at<float>(parts.weights[i]);
+    BuildPacked(ctx, cfg, gemm, &local, pack_weights ? dst : nullptr);
+    prepared = &local;
+  }
   int64_t* lens = region.at<int64_t>(parts.lens);
   int64_t num_lens = 0;
   if (const Tensor* sl = ctx.input(kSeqLens)) {
