@@ -339,7 +339,7 @@ Status GemmScratch(KernelContext& ctx, ScratchNeeds* needs) {
   const GemmF32Plan plan = PlanGemmF32(ctx, ta, tb);
   if (plan.k || plan.reduced)
     needs->run = plan.bytes;
-  else if (!plan.reduced)
+  else
     needs->run =
         size_t(std::max<int64_t>(ctx.output(0)->shape[1], 0)) * dtype_size(ctx.input(0)->dtype);
   return Status::Ok();
