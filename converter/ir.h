@@ -39,6 +39,9 @@ struct Value {
   int batch_axis = -1, channel_axis = -1;
   // ONNX type name when a constant was widened on reading (float8 -> float32).
   std::string widened_from;
+  // An ONNX sequence of tensors: dtype, rank_known and shape describe its
+  // elements (what every element has; kUnknownDim where they may differ).
+  bool is_sequence = false;
 
   bool is_constant() const { return data != nullptr; }
 };

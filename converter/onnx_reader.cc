@@ -1,6 +1,7 @@
 #include "converter/onnx_reader.h"
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -112,10 +113,14 @@ void StoreAs(DType dt, const Src& src, std::vector<uint8_t>* out) {
 }
 
 Status ReadTypeProto(const onnx::TypeProto& tp, const std::string& where, Value* v) {
-  if (!tp.has_tensor_type())
+  // A sequence of tensors is described by its elements' type.
+  v->is_sequence = tp.has_sequence_type();
+  const onnx::TypeProto& elem = v->is_sequence ? tp.sequence_type().elem_type() : tp;
+  if (!elem.has_tensor_type())
     return Status(StatusCode::kUnsupported,
-                  where + ": only tensor types are supported (not sequences, maps or optionals)");
-  const auto& tt = tp.tensor_type();
+                  where + ": only tensors and sequences of tensors are supported (not maps, "
+                          "optionals or nested sequences)");
+  const auto& tt = elem.tensor_type();
   v->dtype = DTypeFromOnnx(tt.elem_type());
   if (v->dtype == DType::kUndefined)
     return Status(StatusCode::kUnsupported,
@@ -318,6 +323,52 @@ Status ReadTensorProtoFile(const std::string& path, Value* out) {
   onnx::TensorProto t;
   if (!ParseProto(bytes, &t)) return Invalid(path + ": not a valid ONNX TensorProto");
   return ValueFromTensorProto(t, DirName(path), path, out);
+}
+
+// onnx.proto does not declare SequenceProto (onnx-data.proto does, which
+// Debian does not ship), so its few fields are read from the wire format:
+// 2 elem_type (varint), 3 tensor_values (TensorProto); 1 name is skipped.
+Status ReadSequenceProtoFile(const std::string& path, std::vector<Value>* out) {
+  std::string bytes;
+  QF_RETURN_IF_ERROR(ReadFileBytes(path, &bytes));
+  using google::protobuf::internal::WireFormatLite;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            int(bytes.size()));
+  in.SetTotalBytesLimit(INT_MAX);
+  constexpr uint32_t kTensorElements = 1, kSequenceField = 2, kTensorField = 3;
+  uint32_t elem_type = kTensorElements;
+  out->clear();
+  while (uint32_t tag = in.ReadTag()) {
+    const int field = int(tag >> 3);
+    if (field == int(kSequenceField) && (tag & 7) == 0) {
+      if (!in.ReadVarint32(&elem_type)) break;
+      continue;
+    }
+    if (field == int(kTensorField) && (tag & 7) == 2) {
+      uint32_t len = 0;
+      std::string msg;
+      if (!in.ReadVarint32(&len) || !in.ReadString(&msg, int(len)))
+        return Invalid(path + ": not a valid ONNX SequenceProto (truncated tensor)");
+      onnx::TensorProto t;
+      if (!ParseProto(msg, &t)) return Invalid(path + ": element is not a valid TensorProto");
+      Value v;
+      QF_RETURN_IF_ERROR(ValueFromTensorProto(
+          t, DirName(path), path + ": element " + std::to_string(out->size()), &v));
+      out->push_back(std::move(v));
+      continue;
+    }
+    if (field >= 4 && field <= 7)  // sparse tensors, sequences, maps, optionals
+      elem_type = uint32_t(field);
+    if (!WireFormatLite::SkipField(&in, tag))
+      return Invalid(path + ": not a valid ONNX SequenceProto");
+  }
+  if (in.CurrentPosition() != int(bytes.size()))
+    return Invalid(path + ": not a valid ONNX SequenceProto");
+  if (elem_type != kTensorElements && elem_type != 0)
+    return Status(StatusCode::kUnsupported,
+                  path + ": only sequences of tensors are supported (not sparse tensors, maps, "
+                         "optionals or nested sequences)");
+  return Status::Ok();
 }
 
 Status ReadOnnxModel(const std::string& path, Graph* g) {

@@ -52,6 +52,8 @@ Status ValueFromTensorProto(const onnx::TensorProto& t, const std::string& base_
                             const std::string& where, Value* out);
 // Reads a serialized TensorProto file (the ONNX test data format).
 Status ReadTensorProtoFile(const std::string& path, Value* out);
+// Reads a serialized SequenceProto of tensors (the test data of a sequence).
+Status ReadSequenceProtoFile(const std::string& path, std::vector<Value>* out);
 
 }  // namespace conv
 }  // namespace qfold

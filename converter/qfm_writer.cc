@@ -72,6 +72,7 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
   std::vector<const Graph*> subgraphs;
   std::map<const Graph*, int> subgraph_index;
   CollectSubgraphs(g, &subgraphs, &subgraph_index);
+  bool has_sequences = false;
 
   struct Written {
     flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Operator>>> ops;
@@ -116,9 +117,12 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
       fb::Layout layout = v->layout == Value::Layout::kNCHW   ? fb::Layout::NCHW
                           : v->layout == Value::Layout::kNHWC ? fb::Layout::NHWC
                                                               : fb::Layout::PLAIN;
-      tensors.push_back(fb::CreateTensor(b, b.CreateString(name), fb::DType(int8_t(v->dtype)),
-                                         b.CreateVector(dims), layout, quant, buffer, v->batch_axis,
-                                         v->channel_axis));
+      if (v->is_sequence) has_sequences = true;
+      tensors.push_back(fb::CreateTensor(
+          b, b.CreateString(name), fb::DType(int8_t(v->dtype)), b.CreateVector(dims), layout, quant,
+          buffer, v->batch_axis, v->channel_axis,
+          v->is_sequence ? fb::TensorKind::SEQUENCE : fb::TensorKind::TENSOR,
+          v->is_sequence && !v->rank_known));
     }
     std::vector<flatbuffers::Offset<fb::Operator>> ops;
     for (const Node& n : gr.nodes) {
@@ -172,8 +176,13 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
       half_weights |= v && v->is_constant() && v->dtype == DType::kFloat16;
     }
   }
-  const uint32_t min_reader = half_weights ? 4 : !graphs.empty() ? 3 : channels_last ? 2 : 1;
-  auto model = fb::CreateModel(b, 4, min_reader, b.CreateVector(tensors), b.CreateVector(buffers),
+  // Version 5: sequence values, which a version-4 reader would take for tensors.
+  const uint32_t min_reader = has_sequences     ? 5
+                              : half_weights    ? 4
+                              : !graphs.empty() ? 3
+                              : channels_last   ? 2
+                                                : 1;
+  auto model = fb::CreateModel(b, 5, min_reader, b.CreateVector(tensors), b.CreateVector(buffers),
                                main_graph.ops, main_graph.ins, main_graph.outs, meta,
                                graphs.empty() ? 0 : b.CreateVector(graphs));
   fb::FinishModelBuffer(b, model);

@@ -117,6 +117,7 @@ py::list InfoList(const std::vector<TensorInfo>& infos) {
     d["shape"] = t.shape;
     d["dim_names"] = t.dim_names;
     d["layout"] = LayoutName(t.layout);
+    d["sequence"] = t.is_sequence;
     out.append(d);
   }
   return out;
@@ -268,6 +269,10 @@ struct Feed {
   DType dtype;
   Shape shape;
   py::buffer_info view;
+  // A sequence input: its elements (a list of arrays), `view` unused.
+  bool is_sequence = false;
+  std::vector<py::buffer_info> elements;
+  std::vector<py::object> keep;  // the arrays `elements` view
 };
 
 // precision="fp32"|"bf16"|"fp16", as the CLI's --precision.
@@ -363,9 +368,23 @@ class PySession {
     {
       py::gil_scoped_release nogil;
       std::lock_guard<std::mutex> lock(mu_);
+      // Every shape first: the session plans once all inputs have one.
       for (const Feed& f : prepared) {
-        st = session_->SetInput(f.name, f.dtype, f.shape, f.view.ptr,
-                                static_cast<size_t>(f.view.size * f.view.itemsize));
+        if (!f.is_sequence) st = session_->ResizeInput(f.name, f.shape);
+        if (!st.ok()) break;
+      }
+      for (const Feed& f : prepared) {
+        if (!st.ok()) break;
+        if (f.is_sequence) {
+          std::vector<TensorView> views;
+          for (const py::buffer_info& e : f.elements)
+            views.push_back(TensorView{f.dtype, Shape(e.shape.begin(), e.shape.end()), e.ptr,
+                                       static_cast<size_t>(e.size * e.itemsize)});
+          st = session_->SetInputSequence(f.name, views);
+        } else {
+          st = session_->SetInput(f.name, f.dtype, f.shape, f.view.ptr,
+                                  static_cast<size_t>(f.view.size * f.view.itemsize));
+        }
         if (!st.ok()) break;
       }
       if (st.ok()) st = session_->Run();
@@ -394,12 +413,16 @@ class PySession {
         Raise(StatusCode::kInvalidArgument,
               "no input named '" + name + "'; the model's inputs are " + names);
       }
+      if (info->is_sequence) {
+        prepared.push_back(PrepareSequence(name, *info, item.second));
+        continue;
+      }
       // A C-contiguous numpy array of the input's dtype is read in place,
       // without the Python calls below (a streaming step's few microseconds).
       if (Py_TYPE(item.second.ptr()) == reinterpret_cast<PyTypeObject*>(np_ndarray_.ptr())) {
         py::buffer_info view = py::reinterpret_borrow<py::buffer>(item.second).request();
         if (FormatIs(info->dtype, view) && IsCContiguous(view)) {
-          Feed f{name, info->dtype, {}, std::move(view)};
+          Feed f{name, info->dtype, {}, std::move(view), false, {}, {}};
           f.shape.assign(f.view.shape.begin(), f.view.shape.end());
           prepared.push_back(std::move(f));
           continue;
@@ -419,7 +442,7 @@ class PySession {
       if (given != want)
         Raise(StatusCode::kInvalidArgument,
               "input '" + name + "' expects dtype " + want + ", given " + given);
-      Feed f{name, info->dtype, {}, py::buffer(arr).request()};
+      Feed f{name, info->dtype, {}, py::buffer(arr).request(), false, {}, {}};
       f.shape.assign(f.view.shape.begin(), f.view.shape.end());
       prepared.push_back(std::move(f));
     }
@@ -433,22 +456,60 @@ class PySession {
     return prepared;
   }
 
+  // A sequence input is a list or tuple of arrays of its dtype.
+  Feed PrepareSequence(const std::string& name, const TensorInfo& info, py::handle value) {
+    if (!py::isinstance<py::list>(value) && !py::isinstance<py::tuple>(value))
+      Raise(StatusCode::kInvalidArgument,
+            "input '" + name + "' is a sequence: give a list of arrays");
+    const char* want = NumpyName(info.dtype);
+    if (!want)
+      Raise(StatusCode::kUnsupported, "input '" + name + "' holds " + dtype_name(info.dtype) +
+                                          ", which has no numpy equivalent");
+    Feed f{name, info.dtype, {}, {}, true, {}, {}};
+    for (py::handle item : value) {
+      py::object arr = np_asarray_(item, py::arg("order") = "C");
+      py::object dt = arr.attr("dtype");
+      std::string given = py::str(dt.attr("name"));
+      if (!dt.attr("isnative").cast<bool>()) given = py::str(dt.attr("str"));
+      if (given != want)
+        Raise(StatusCode::kInvalidArgument, "input '" + name + "' element " +
+                                                std::to_string(f.elements.size()) + " has dtype " +
+                                                given + ", expected " + want);
+      f.elements.push_back(py::buffer(arr).request());
+      f.keep.push_back(arr);
+    }
+    return f;
+  }
+
+  py::object ToArray(DType dtype, const Shape& shape, const void* data, const std::string& name) {
+    const char* np_name = NumpyName(dtype);
+    if (!np_name)
+      Raise(StatusCode::kUnsupported,
+            "output '" + name + "' is " + dtype_name(dtype) + ", which has no numpy equivalent");
+    py::object arr = np_empty_(py::tuple(py::cast(shape)), np_name);
+    py::buffer_info out = py::buffer(arr).request(true);
+    size_t bytes = static_cast<size_t>(out.size * out.itemsize);
+    if (bytes) std::memcpy(out.ptr, data, bytes);
+    return arr;
+  }
+
   py::dict CollectOutputs() {
     py::dict result;
     for (const TensorInfo& info : model_->outputs()) {
+      if (info.is_sequence) {
+        std::vector<TensorView> elements;
+        ThrowIfError(session_->GetOutputSequence(info.name, &elements));
+        py::list items;
+        for (const TensorView& e : elements)
+          items.append(ToArray(e.dtype, e.shape, e.data, info.name));
+        result[py::str(info.name)] = items;
+        continue;
+      }
       DType dtype;
       Shape shape;
       const void* data = nullptr;
       ThrowIfError(session_->GetOutput(info.name, &dtype, &shape, &data));
-      const char* np_name = NumpyName(dtype);
-      if (!np_name)
-        Raise(StatusCode::kUnsupported, "output '" + info.name + "' is " + dtype_name(dtype) +
-                                            ", which has no numpy equivalent");
-      py::object arr = np_empty_(py::tuple(py::cast(shape)), np_name);
-      py::buffer_info out = py::buffer(arr).request(true);
-      size_t bytes = static_cast<size_t>(out.size * out.itemsize);
-      if (bytes) std::memcpy(out.ptr, data, bytes);
-      result[py::str(info.name)] = arr;
+      result[py::str(info.name)] = ToArray(dtype, shape, data, info.name);
     }
     return result;
   }
@@ -531,7 +592,8 @@ PYBIND11_MODULE(_qfold, m) {
            "precision 'fp32' (default) or 'bf16': float channels-last convolutions multiply\n"
            "bfloat16-rounded values on AMX-BF16, summing in fp32 (no effect on CPUs without\n"
            "it); 'fp16': convolutions and Gemm/MatMul with a constant B in NEON half\n"
-           "arithmetic on Armv8.2 FEAT_FP16 (no effect without it); anything else raises qfold.InvalidArgument (a ValueError).")
+           "arithmetic on Armv8.2 FEAT_FP16 (no effect without it); anything else raises "
+           "qfold.InvalidArgument (a ValueError).")
       .def("reset_state", &PySession::ResetState,
            "Zeros the inputs bound by state_bindings (a new stream).")
       .def_property_readonly("inputs", &PySession::inputs,

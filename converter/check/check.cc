@@ -217,7 +217,19 @@ void FoldConstsAndIfs(Analysis* a) {
   }
   // Sequences whose lengths are known become tensors, as when converting; the
   // graph is left as it was when one cannot.
-  st = conv::LowerSequences(&a->g);
+  std::string kept_why;
+  st = conv::LowerSequences(&a->g, &kept_why);
+  if (st.ok() && !kept_why.empty()) {
+    const conv::Node* node = nullptr;
+    for (const conv::Node& n : a->g.nodes)
+      if (!node && kept_why.find(n.Label() + ":") != std::string::npos) node = &n;
+    a->Add(Severity::kWarning, "dynamic_sequence", node, "",
+           "runs on sequence values at run time, in dynamic mode (every operator inferred and "
+           "allocated per run): " +
+               kept_why,
+           "fix the dims the sequence depends on with --dim/--input-shape so that it becomes "
+           "tensors at conversion, where that is possible");
+  }
   if (!st.ok()) {
     const conv::Node* node = nullptr;
     for (const conv::Node& n : a->g.nodes)
@@ -225,9 +237,8 @@ void FoldConstsAndIfs(Analysis* a) {
     const bool dynamic = st.code() == StatusCode::kUnsupported;
     a->Add(Severity::kError, dynamic ? "dynamic_sequence" : "invalid_sequence", node, "",
            st.message(),
-           dynamic ? "qfold runs sequences only when their lengths are known at conversion and "
-                     "the graph that builds them takes them apart (SequenceAt, SequenceLength, "
-                     "ConcatFromSequence); fix the dims they depend on with --dim/--input-shape"
+           dynamic ? "sequences inside If/Loop/Scan bodies run only when their lengths are known "
+                     "at conversion; fix the dims they depend on with --dim/--input-shape"
                    : "");
   }
   // The values subgraphs read become inputs of their If/Loop/Scan, as when

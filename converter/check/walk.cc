@@ -450,6 +450,15 @@ class Walker {
       t.dtype = v->dtype;
       t.rank_known = v->rank_known;
       t.shape = v->shape;
+      t.is_sequence = v->is_sequence;
+      if (v->is_sequence && !(def.traits & kTraitSequence)) {
+        // The converter refuses it naming the node (infer_and_fold.cc).
+        ReportInferFailure(
+            n, Status(StatusCode::kInvalidModel, n.Label() + ": input '" + v->name +
+                                                     "' is a sequence; this op takes tensors"));
+        SetUnknown(k);
+        return;
+      }
       if (v->data)
         t.data = v->data->empty() ? &empty_marker : const_cast<uint8_t*>(v->data->data());
       // Kernels do not compute in fp16 (the converter widens it): infer as float32.
@@ -485,8 +494,11 @@ class Walker {
         outputs_known = outputs_known && o->shape_known();
         if (o->shape_known()) out_bytes += dtype_storage_bytes(o->dtype, o->numel());
       }
-    bool fold = half == DType::kUndefined && outputs_known && out_bytes <= kMaxFoldedBytes &&
-                inputs_known && (all_const || def.shape_only);
+    bool has_sequence = false;
+    for (const Tensor& t : ins) has_sequence = has_sequence || t.is_sequence;
+    for (const Tensor& t : outs) has_sequence = has_sequence || t.is_sequence;
+    bool fold = !has_sequence && half == DType::kUndefined && outputs_known &&
+                out_bytes <= kMaxFoldedBytes && inputs_known && (all_const || def.shape_only);
     std::vector<std::shared_ptr<std::vector<uint8_t>>> storage;
     if (fold) {
       for (Tensor* o : ctx.outputs) {
@@ -507,6 +519,7 @@ class Walker {
         v.dtype = half;
       v.rank_known = o->rank_known;
       v.shape = o->shape;
+      v.is_sequence = o->is_sequence;
       v.data.reset();
       if (fold) {
         storage[s]->resize(storage[s]->size() - 1);

@@ -23,6 +23,7 @@ Tensor ToTensor(const Value& v) {
   t.dtype = v.dtype;
   t.rank_known = v.rank_known;
   t.shape = v.shape;
+  t.is_sequence = v.is_sequence;
   t.data = v.data ? const_cast<uint8_t*>(v.data->data()) : nullptr;
   // An empty constant still has a known (empty) value.
   static uint8_t empty_marker;
@@ -63,7 +64,7 @@ Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
     ctx.op_type = &n.op_type;
     ctx.op_name = &n.name;
     ctx.attrs = &n.attrs;
-    bool all_const = true, inputs_known = true;
+    bool all_const = true, inputs_known = true, has_sequence = false;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       if (n.inputs[i].empty()) {
         ctx.inputs.push_back(nullptr);
@@ -74,6 +75,11 @@ Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
         return Status(StatusCode::kInvalidModel, g->source + ": " + n.Label() + ": input '" +
                                                      n.inputs[i] + "' has no known type");
       ins[i] = ToTensor(*v);
+      if (v->is_sequence && !(def->traits & kTraitSequence))
+        return Status(StatusCode::kInvalidModel, g->source + ": " + n.Label() + ": input '" +
+                                                     n.inputs[i] +
+                                                     "' is a sequence; this op takes tensors");
+      has_sequence = has_sequence || v->is_sequence;
       all_const = all_const && v->is_constant();
       inputs_known = inputs_known && ins[i].shape_known();
       ctx.inputs.push_back(&ins[i]);
@@ -106,11 +112,14 @@ Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
     size_t out_bytes = 0;
     for (Tensor* o : ctx.outputs)
       if (o) {
+        // Sequence values exist only at run time: nothing they touch folds.
+        has_sequence = has_sequence || o->is_sequence;
         outputs_known = outputs_known && o->shape_known();
         if (o->shape_known()) out_bytes += dtype_storage_bytes(o->dtype, o->numel());
       }
     bool keep = keep_dequantize && n.op_type == "DequantizeLinear";
-    bool foldable = fold && !keep && outputs_known && out_bytes <= kMaxFoldedBytes &&
+    bool foldable = fold && !keep && !has_sequence && outputs_known &&
+                    out_bytes <= kMaxFoldedBytes &&
                     ((all_const && inputs_known) || (def->shape_only && inputs_known));
     std::vector<std::shared_ptr<std::vector<uint8_t>>> storage;
     if (foldable) {
@@ -127,10 +136,19 @@ Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
     for (Tensor* o : ctx.outputs) {
       if (!o) continue;
       Value& v = g->values[o->name];
+      // A declared graph output type is advisory, but not its kind: a caller
+      // expecting a tensor cannot read a sequence.
+      if (v.dtype != DType::kUndefined && v.is_sequence != o->is_sequence &&
+          g->IsGraphOutput(o->name))
+        return Status(StatusCode::kInvalidModel,
+                      g->source + ": " + n.Label() + ": graph output '" + o->name +
+                          "' is declared a " + (v.is_sequence ? "sequence" : "tensor") +
+                          " but the op makes a " + (o->is_sequence ? "sequence" : "tensor"));
       v.name = o->name;
       v.dtype = o->dtype;
       v.rank_known = o->rank_known;
       v.shape = o->shape;
+      v.is_sequence = o->is_sequence;
       if (foldable) {
         storage[s]->resize(storage[s]->size() - 1);
         v.data = storage[s++];

@@ -2,9 +2,10 @@
 // once: SplitToSequence -> SequenceAt / ConcatFromSequence, SequenceConstruct
 // -> ConcatFromSequence. When every sequence of the main graph has a length
 // known at conversion, each is a list of tensor names here and its ops become
-// Split, Squeeze, Unsqueeze, Concat and Identity; the runtime needs no
-// sequence type. A sequence that a graph output, a subgraph or any other op
-// reads, or whose length depends on data, is refused naming the node.
+// Split, Squeeze, Unsqueeze, Concat and Identity. Otherwise (a sequence graph
+// input or output, a length that depends on data) the sequence ops stay and
+// run on sequence values (runtime/src/ops/sequence.cc); sequences that an
+// If/Loop/Scan body would use are refused naming the node.
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -350,14 +351,78 @@ class Lowering {
   std::vector<Node> lowered_;  // the graph's nodes so far, sequence ops replaced
 };
 
+// Names of the values that hold sequences in `g` before inference: sequence
+// graph inputs and what sequence ops (and Identity) make of them.
+std::set<std::string> SequenceValues(const Graph& g) {
+  std::set<std::string> seqs;
+  for (const std::string& in : g.inputs)
+    if (const Value* v = g.Find(in))
+      if (v->is_sequence) seqs.insert(in);
+  for (const Node& n : g.nodes) {
+    const bool makes = IsSequenceOp(n) && n.op_type != "SequenceAt" &&
+                       n.op_type != "SequenceLength" && n.op_type != "ConcatFromSequence";
+    const bool passes = n.op_type == "Identity" && seqs.count(n.input(0));
+    if ((makes || passes) && !n.outputs.empty()) seqs.insert(n.outputs[0]);
+  }
+  return seqs;
+}
+
+// Whether subgraph `g` (recursively) has a sequence op or a sequence value.
+bool UsesSequences(const Graph& g) {
+  if (!SequenceValues(g).empty()) return true;
+  for (const std::string& out : g.outputs)
+    if (const Value* v = g.Find(out))
+      if (v->is_sequence) return true;
+  for (const Node& n : g.nodes) {
+    if (IsSequenceOp(n)) return true;
+    for (const auto& sub : n.subgraphs)
+      if (UsesSequences(*sub.second)) return true;
+  }
+  return false;
+}
+
+// Sequences that cannot be lowered run on sequence values in the main graph;
+// the subgraph runners plan tensors only.
+Status CheckRuntimeSequences(const Graph& g, const Status& why_not_static) {
+  const std::set<std::string> seqs = SequenceValues(g);
+  for (const Node& n : g.nodes) {
+    if (n.subgraphs.empty()) continue;
+    std::string what;
+    for (const std::string& in : n.inputs)
+      if (seqs.count(in)) what = "reads sequence '" + in + "'";
+    for (const auto& sub : n.subgraphs) {
+      std::set<std::string> names;
+      CollectNames(*sub.second, &names);
+      for (const std::string& s : seqs)
+        if (names.count(s)) what = "a subgraph reads sequence '" + s + "'";
+      if (what.empty() && UsesSequences(*sub.second))
+        what = "subgraph '" + sub.first + "' uses sequences";
+    }
+    if (!what.empty())
+      return Status(
+          StatusCode::kUnsupported,
+          g.source + ": " + n.Label() + ": " + what +
+              "; sequences inside subgraphs (If, Loop, Scan, SequenceMap) are not "
+              "supported yet" +
+              (why_not_static.message().empty() ? "" : " (" + why_not_static.message() + ")"));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
-Status LowerSequences(Graph* g) {
+Status LowerSequences(Graph* g, std::string* kept_why) {
   bool any = false;
   for (const Node& n : g->nodes) any = any || IsSequenceOp(n);
-  if (!any) return Status::Ok();
+  if (!any) return CheckRuntimeSequences(*g, Status::Ok());
   QF_RETURN_IF_ERROR(VerifyGraph(g));  // topological order: builders before readers
-  return Lowering(g).Run();
+  Status st = Lowering(g).Run();
+  if (st.ok() || st.code() != StatusCode::kUnsupported) return st;
+  // Not known at conversion (a sequence input or output, a length that
+  // depends on data): the ops stay and run on sequence values.
+  QF_RETURN_IF_ERROR(CheckRuntimeSequences(*g, st));
+  if (kept_why) *kept_why = st.message();
+  return Status::Ok();
 }
 
 }  // namespace conv

@@ -102,9 +102,11 @@ Status FoldIfs(Graph* g, std::string* dynamic_if = nullptr);
 // Sequences of the main graph whose length is known at conversion
 // (SequenceConstruct, SequenceEmpty, SplitToSequence, SequenceInsert/Erase)
 // become lists of tensors; SequenceAt, SequenceLength and ConcatFromSequence
-// become Identity/Concat (and Split, Squeeze, Unsqueeze). Any other use of a
-// sequence, or a length that depends on data, is refused naming the node.
-Status LowerSequences(Graph* g);
+// become Identity/Concat (and Split, Squeeze, Unsqueeze). When one cannot be
+// (a sequence graph input or output, a length that depends on data) the
+// sequence ops stay and run on sequence values; `kept_why` (optional) then
+// says why. Sequences an If/Loop/Scan body would use are refused naming the node.
+Status LowerSequences(Graph* g, std::string* kept_why = nullptr);
 // The ops LowerSequences lowers (default domain).
 bool IsSequenceOp(const Node& n);
 // Every If/Loop/Scan subgraph's reads of enclosing values become extra node

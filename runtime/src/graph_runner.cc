@@ -14,6 +14,16 @@
 namespace qfold {
 
 namespace {
+
+// A runner plans tensors only (the loader refuses sequence-labeled values in
+// subgraphs; a sequence op there would make one).
+Status RefuseSequences(const KernelContext& ctx) {
+  for (const Tensor* t : ctx.outputs)
+    if (t && t->is_sequence)
+      return ctx.Unsupported("makes sequence '" + t->name +
+                             "': sequences inside subgraphs are not supported yet");
+  return Status::Ok();
+}
 constexpr size_t kAlign = 64;
 constexpr size_t kTailPad = 64;  // kernels' SIMD over-reads
 constexpr int64_t kMaxActivationElements = int64_t(1) << 32;
@@ -372,6 +382,7 @@ Status GraphRunner::Plan(const std::vector<const Tensor*>& inputs) {
     KernelContext& ctx = contexts_[size_t(k)];
     ClearScratch(ctx);  // folded ops run before the arena exists
     QF_RETURN_IF_ERROR(op.def->infer(ctx));
+    QF_RETURN_IF_ERROR(RefuseSequences(ctx));
     bool all_known = true, value_unknown = false, outputs_known = true;
     for (Tensor* in : ctx.inputs)
       if (in && !in->data) all_known = false;
@@ -433,6 +444,7 @@ Status GraphRunner::RunDynamic() {
     const OpDef& def = *g.ops[k].def;
     KernelContext& ctx = contexts_[k];
     QF_RETURN_IF_ERROR(def.infer(ctx));
+    QF_RETURN_IF_ERROR(RefuseSequences(ctx));
     bool known = true;
     for (Tensor* o : ctx.outputs)
       if (o && !o->shape_known()) known = false;

@@ -114,6 +114,13 @@ Status Model::Impl::Parse() {
                                                       : Layout::kPlain;
     e.info.batch_axis = t->batch_axis();
     e.info.channel_axis = t->channel_axis();
+    if (t->kind() != fb::TensorKind::TENSOR && t->kind() != fb::TensorKind::SEQUENCE)
+      return Bad(source, TensorLabel(fb, int(i)) + " has an invalid kind " +
+                             std::to_string(int(t->kind())));
+    e.info.is_sequence = t->kind() == fb::TensorKind::SEQUENCE;
+    e.rank_known = !(e.info.is_sequence && t->rank_unknown());
+    if (e.info.is_sequence && t->buffer() != 0)
+      return Bad(source, TensorLabel(fb, int(i)) + " is a sequence with constant data");
     if (t->shape()) {
       if (t->shape()->size() > size_t(kMaxRank))
         return Bad(source, TensorLabel(fb, int(i)) + " has rank " +
@@ -226,6 +233,7 @@ Status Model::Impl::Parse() {
   if (!unsupported.empty())
     return Status(StatusCode::kUnsupported,
                   source + ": operators this runtime does not support: " + unsupported);
+  QF_RETURN_IF_ERROR(CheckSequences());
   for (int id : output_ids)
     if (producer[id] == -2)
       return Bad(source, "graph output " + TensorLabel(fb, id) + " is never produced");
@@ -233,6 +241,35 @@ Status Model::Impl::Parse() {
   QF_RETURN_IF_ERROR(WidenHalfWeights());
   for (int id : input_ids) inputs.push_back(tensors[id].info);
   for (int id : output_ids) outputs.push_back(tensors[id].info);
+  return Status::Ok();
+}
+
+// Only sequence ops (kTraitSequence) read or write sequences: another op
+// would take a sequence for a tensor without data. Sequences stay in the main
+// graph (subgraph runners plan tensors only).
+Status Model::Impl::CheckSequences() const {
+  for (const OpEntry& op : ops) {
+    if (op.def->traits & kTraitSequence) continue;
+    for (const std::vector<int>* ids : {&op.inputs, &op.outputs})
+      for (int id : *ids)
+        if (id >= 0 && tensors[size_t(id)].info.is_sequence)
+          return Bad(source, op.type + " '" + op.name + "' reads or writes sequence '" +
+                                 tensors[size_t(id)].info.name + "', but it takes tensors only");
+  }
+  for (const GraphEntry& ge : subgraphs) {
+    std::vector<int> ids = ge.input_ids;
+    ids.insert(ids.end(), ge.output_ids.begin(), ge.output_ids.end());
+    for (const OpEntry& op : ge.ops) {
+      ids.insert(ids.end(), op.inputs.begin(), op.inputs.end());
+      ids.insert(ids.end(), op.outputs.begin(), op.outputs.end());
+    }
+    for (int id : ids)
+      if (id >= 0 && tensors[size_t(id)].info.is_sequence)
+        return Status(StatusCode::kUnsupported,
+                      source + ": subgraph '" + ge.name + "' uses sequence '" +
+                          tensors[size_t(id)].info.name +
+                          "': sequences inside subgraphs are not supported yet");
+  }
   return Status::Ok();
 }
 

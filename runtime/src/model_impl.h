@@ -14,7 +14,7 @@ namespace qfold {
 
 // The newest format this reader understands; files whose min_reader_version
 // exceeds it are refused.
-constexpr uint32_t kReaderVersion = 4;
+constexpr uint32_t kReaderVersion = 5;
 
 struct OpEntry {
   const OpDef* def = nullptr;
@@ -35,6 +35,8 @@ struct GraphEntry {
 struct TensorEntry {
   TensorInfo info;
   const void* const_data = nullptr;  // non-null for constants (in the mapped file)
+  // False for a sequence whose elements may differ in rank.
+  bool rank_known = true;
 };
 
 struct Model::Impl {
@@ -70,6 +72,7 @@ struct Model::Impl {
   // converter kept as float16) become float32 copies, once per model, so the
   // ops see the values of the widened model; any other float16 constant stays.
   Status WidenHalfWeights();
+  Status CheckSequences() const;
 };
 
 }  // namespace qfold

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/sequence.h"
 #include "core/shape_util.h"
 #include "graph_runner.h"
 #include "kernels/kernel_config.h"
@@ -43,6 +44,17 @@ AlignedBuffer AllocAligned(size_t bytes) {
 // Runs an op's kernel; an exception from it (std::bad_alloc from a kernel's
 // own buffers, or one forwarded from a pool worker) becomes a status naming the
 // op, so none escapes Session::Run.
+// The model says which tensors hold sequences; the op's infer must agree (a
+// crafted file may label a sequence op's output a tensor).
+Status CheckOutputKinds(const KernelContext& ctx) {
+  for (const Tensor* t : ctx.outputs)
+    if (t && t->is_sequence != (t->sequence != nullptr))
+      return ctx.Invalid("output '" + t->name + "' is " +
+                         (t->sequence ? "a sequence in the model, a tensor by the op"
+                                      : "a tensor in the model, a sequence by the op"));
+  return Status::Ok();
+}
+
 Status RunGuarded(const OpDef& def, KernelContext& ctx) {
   try {
     return def.run(ctx);
@@ -97,6 +109,10 @@ struct Session::Impl {
   SubgraphEnv subgraph_env;
   // SessionOptions::state_bindings as (output tensor, input tensor) ids.
   std::vector<std::pair<int, int>> state_bindings;
+  // The values of sequence tensors (TensorInfo::is_sequence), per tensor id;
+  // a model with any runs in dynamic mode.
+  std::vector<SequenceValue> sequences;
+  bool has_sequences = false;
 
   // Runs op k, timing it when profiling.
   Status RunOp(size_t k, KernelContext& ctx) {
@@ -114,6 +130,12 @@ struct Session::Impl {
     return st;
   }
 
+  bool AllInputsConcrete() const {
+    for (size_t i = 0; i < input_shapes.size(); ++i)
+      for (int64_t d : input_shapes[i])
+        if (d < 0 && !m->inputs[i].is_sequence) return false;
+    return true;
+  }
   int InputIndex(const std::string& name) const {
     for (size_t i = 0; i < m->input_ids.size(); ++i)
       if (m->inputs[i].name == name) return int(i);
@@ -124,6 +146,17 @@ struct Session::Impl {
   Status CopyState();
   Status RunDynamic();
   void* DynamicBuffer(int tensor, size_t bytes);
+  // Sequences count against max_memory_bytes with the dynamic buffers (an
+  // element shared by several sequences counts for each).
+  Status CheckSequenceBytes(const KernelContext& ctx) const {
+    size_t n = dynamic_bytes;
+    for (const SequenceValue& v : sequences) n += v.bytes();
+    if (n > opts.max_memory_bytes)
+      return ctx.Invalid("sequences and buffers need " + std::to_string(n) +
+                         " bytes, more than the " + std::to_string(opts.max_memory_bytes) +
+                         " a session may allocate");
+    return Status::Ok();
+  }
 };
 
 void* Session::Impl::DynamicBuffer(int tensor, size_t bytes) {
@@ -142,6 +175,14 @@ Status Session::Impl::RunDynamic() {
     if (folded[k]) continue;
     KernelContext& ctx = contexts[k];
     QF_RETURN_IF_ERROR(m->ops[k].def->infer(ctx));
+    QF_RETURN_IF_ERROR(CheckOutputKinds(ctx));
+    bool writes_sequence = false;
+    for (Tensor* t : ctx.outputs) writes_sequence = writes_sequence || (t && t->is_sequence);
+    if (writes_sequence) {
+      QF_RETURN_IF_ERROR(RunOp(k, ctx));
+      QF_RETURN_IF_ERROR(CheckSequenceBytes(ctx));
+      continue;
+    }
     // A Loop stopped by its condition sizes its outputs while running.
     bool known = true;
     for (Tensor* t : ctx.outputs)
@@ -185,11 +226,13 @@ Status Session::Impl::Plan() {
     const TensorEntry& e = m->tensors[i];
     t.dtype = e.info.dtype;
     t.shape = e.info.shape;
-    t.rank_known = true;
+    t.rank_known = e.rank_known;
+    t.is_sequence = e.info.is_sequence;
     t.data = const_cast<void*>(e.const_data);
   }
   for (size_t i = 0; i < m->input_ids.size(); ++i) {
     Tensor& t = tensors[m->input_ids[i]];
+    if (t.is_sequence) continue;  // its elements' shapes come with SetInputSequence
     t.shape = input_shapes[i];
     if (!t.shape_known()) {
       std::string dims;
@@ -212,11 +255,15 @@ Status Session::Impl::Plan() {
 
   const int nops = int(m->ops.size());
   folded.assign(nops, false);
-  for (int k = 0; k < nops; ++k) {
+  // A sequence's length and elements' shapes are data: each op is inferred
+  // when it runs.
+  dynamic = has_sequences;
+  for (int k = 0; k < nops && !dynamic; ++k) {
     const OpEntry& op = m->ops[k];
     KernelContext& ctx = contexts[k];
     ClearScratch(ctx);  // folded ops run before the arena exists
     QF_RETURN_IF_ERROR(op.def->infer(ctx));
+    QF_RETURN_IF_ERROR(CheckOutputKinds(ctx));
     bool all_known = true;
     for (Tensor* in : ctx.inputs)
       if (in && !in->data) all_known = false;
@@ -279,6 +326,7 @@ Status Session::Impl::Plan() {
     dynamic_storage.resize(nt);
     dynamic_capacity.resize(nt, 0);
     for (int id : m->input_ids) {
+      if (tensors[id].is_sequence) continue;
       tensors[id].data = DynamicBuffer(id, tensors[id].bytes());
       if (!tensors[id].data && tensors[id].bytes() > 0)
         return Status(StatusCode::kIoError, "out of memory for input '" + tensors[id].name + "' (" +
@@ -361,7 +409,14 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
   im.kernels_description = im.kernels.Describe();
   if (im.opts.num_threads > 1) im.pool.reset(new kernels::ThreadPool(im.opts.num_threads));
   im.tensors.resize(im.m->tensors.size());
-  for (size_t i = 0; i < im.tensors.size(); ++i) im.tensors[i].name = im.m->tensors[i].info.name;
+  im.sequences.resize(im.m->tensors.size());
+  for (size_t i = 0; i < im.tensors.size(); ++i) {
+    im.tensors[i].name = im.m->tensors[i].info.name;
+    if (!im.m->tensors[i].info.is_sequence) continue;
+    im.tensors[i].is_sequence = true;
+    im.tensors[i].sequence = &im.sequences[i];
+    im.has_sequences = true;
+  }
   for (const TensorInfo& info : im.m->inputs) im.input_shapes.push_back(info.shape);
   im.contexts.resize(im.m->ops.size());
   im.op_state.resize(im.m->ops.size());
@@ -425,6 +480,9 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
                     what + "the model has no input named '" + in_name + "'");
     const TensorInfo& o = im.m->outputs[size_t(out_idx)];
     const TensorInfo& i = im.m->inputs[size_t(in_idx)];
+    if (o.is_sequence || i.is_sequence)
+      return Status(StatusCode::kInvalidArgument,
+                    what + "state bindings hold tensors, not sequences");
     bool same_shape = o.shape.size() == i.shape.size();
     for (size_t d = 0; same_shape && d < o.shape.size(); ++d)
       same_shape = o.shape[d] < 0 || i.shape[d] < 0 || o.shape[d] == i.shape[d];
@@ -443,10 +501,7 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
     ag.live_to_end.push_back(in_id);
   }
   // A model with symbolic input dims is planned once the caller resizes it.
-  bool concrete = true;
-  for (const Shape& shape : im.input_shapes)
-    for (int64_t d : shape) concrete = concrete && d >= 0;
-  if (concrete) QF_RETURN_IF_ERROR(im.PlanKeepingState());
+  if (im.AllInputsConcrete()) QF_RETURN_IF_ERROR(im.PlanKeepingState());
   *out = std::move(s);
   return Status::Ok();
 }
@@ -456,6 +511,9 @@ Status Session::ResizeInput(const std::string& name, const Shape& shape) {
   int idx = im.InputIndex(name);
   if (idx < 0) return Status(StatusCode::kInvalidArgument, "no input named '" + name + "'");
   const TensorInfo& info = im.m->inputs[idx];
+  if (info.is_sequence)
+    return Status(StatusCode::kInvalidArgument,
+                  "input '" + name + "' is a sequence: SetInputSequence sets its elements");
   if (shape.size() != info.shape.size())
     return Status(StatusCode::kInvalidArgument,
                   "input '" + name + "': shape " + ShapeToString(shape) + " has rank " +
@@ -486,6 +544,11 @@ Status Session::ResizeInput(const std::string& name, const Shape& shape) {
   }
   if (im.planned && im.input_shapes[idx] == shape) return Status::Ok();
   im.input_shapes[idx] = shape;
+  // A caller resizes symbolic inputs one by one: plan once all have a shape.
+  if (!im.AllInputsConcrete()) {
+    im.planned = false;
+    return Status::Ok();
+  }
   Status st = im.PlanKeepingState();
   if (!st.ok()) im.planned = false;
   return st;
@@ -497,11 +560,15 @@ Status Session::SetInput(const std::string& name, DType dtype, const Shape& shap
   int idx = im.InputIndex(name);
   if (idx < 0) return Status(StatusCode::kInvalidArgument, "no input named '" + name + "'");
   const TensorInfo& info = im.m->inputs[idx];
+  if (info.is_sequence)
+    return Status(StatusCode::kInvalidArgument,
+                  "input '" + name + "' is a sequence: set it with SetInputSequence");
   if (dtype != info.dtype)
     return Status(
         StatusCode::kInvalidArgument,
         "input '" + name + "' is " + dtype_name(info.dtype) + ", given " + dtype_name(dtype));
   if (!im.planned || im.input_shapes[idx] != shape) QF_RETURN_IF_ERROR(ResizeInput(name, shape));
+  if (!im.planned) return im.Plan();  // names the input still without a shape
   Tensor& t = im.tensors[im.m->input_ids[idx]];
   if (bytes != t.bytes())
     return Status(StatusCode::kInvalidArgument,
@@ -552,9 +619,80 @@ Status Session::GetOutput(const std::string& name, DType* dtype, Shape* shape,
       return Status(StatusCode::kInvalidArgument,
                     "session is not planned: set inputs and Run first");
     const Tensor& t = im.tensors[im.m->output_ids[i]];
+    if (t.is_sequence)
+      return Status(StatusCode::kInvalidArgument,
+                    "output '" + name + "' is a sequence: read it with GetOutputSequence");
     *dtype = t.dtype;
     *shape = t.shape;
     *data = t.data;
+    return Status::Ok();
+  }
+  return Status(StatusCode::kInvalidArgument, "no output named '" + name + "'");
+}
+
+Status Session::SetInputSequence(const std::string& name, const std::vector<TensorView>& elements) {
+  Impl& im = *impl_;
+  const int idx = im.InputIndex(name);
+  if (idx < 0) return Status(StatusCode::kInvalidArgument, "no input named '" + name + "'");
+  const TensorInfo& info = im.m->inputs[size_t(idx)];
+  if (!info.is_sequence)
+    return Status(StatusCode::kInvalidArgument,
+                  "input '" + name + "' is a tensor: set it with SetInput");
+  const bool rank_known = im.m->tensors[size_t(im.m->input_ids[size_t(idx)])].rank_known;
+  SequenceValue value;
+  size_t total = 0;
+  for (size_t i = 0; i < elements.size(); ++i) {
+    const TensorView& e = elements[i];
+    const std::string what = "input '" + name + "' element " + std::to_string(i);
+    if (e.dtype != info.dtype)
+      return Status(
+          StatusCode::kInvalidArgument,
+          what + " is " + dtype_name(e.dtype) + ", the sequence holds " + dtype_name(info.dtype));
+    bool fits = !rank_known || e.shape.size() == info.shape.size();
+    for (size_t d = 0; fits && rank_known && d < e.shape.size(); ++d)
+      fits = info.shape[d] < 0 || info.shape[d] == e.shape[d];
+    int64_t n = 0;
+    if (!fits || e.shape.size() > size_t(kMaxRank) || !CheckedNumel(e.shape, &n) ||
+        n > kMaxActivationElements)
+      return Status(StatusCode::kInvalidArgument,
+                    what + " has shape " + ShapeToString(e.shape) + ", the model declares " +
+                        (rank_known ? ShapeToString(info.shape) : std::string("any shape")));
+    const size_t bytes = dtype_storage_bytes(e.dtype, n);
+    if (e.bytes != bytes)
+      return Status(StatusCode::kInvalidArgument, what + " of shape " + ShapeToString(e.shape) +
+                                                      " needs " + std::to_string(bytes) +
+                                                      " bytes, given " + std::to_string(e.bytes));
+    if (bytes && !e.data) return Status(StatusCode::kInvalidArgument, what + " has no data");
+    total += bytes;
+    if (total > im.opts.max_memory_bytes)
+      return Status(StatusCode::kInvalidArgument, "input '" + name + "' needs more than the " +
+                                                      std::to_string(im.opts.max_memory_bytes) +
+                                                      " bytes a session may allocate");
+    SequenceElement el;
+    if (!MakeSequenceElement(e.dtype, e.shape, e.data, bytes, &el))
+      return Status(StatusCode::kIoError, what + ": out of memory");
+    if (e.dtype == DType::kBool) {
+      uint8_t* p = const_cast<uint8_t*>(el.data.get());
+      for (size_t k = 0; k < bytes; ++k) p[k] = p[k] != 0;
+    }
+    value.elements.push_back(std::move(el));
+  }
+  im.sequences[size_t(im.m->input_ids[size_t(idx)])] = std::move(value);
+  return Status::Ok();
+}
+
+Status Session::GetOutputSequence(const std::string& name,
+                                  std::vector<TensorView>* elements) const {
+  const Impl& im = *impl_;
+  for (size_t i = 0; i < im.m->output_ids.size(); ++i) {
+    if (im.m->outputs[i].name != name) continue;
+    const Tensor& t = im.tensors[size_t(im.m->output_ids[i])];
+    if (!t.is_sequence)
+      return Status(StatusCode::kInvalidArgument,
+                    "output '" + name + "' is a tensor: read it with GetOutput");
+    elements->clear();
+    for (const SequenceElement& e : t.sequence->elements)
+      elements->push_back(TensorView{e.dtype, e.shape, e.data.get(), e.bytes});
     return Status::Ok();
   }
   return Status(StatusCode::kInvalidArgument, "no output named '" + name + "'");

@@ -50,11 +50,28 @@ bool Exists(const std::string& p) {
 
 double ElementAsDouble(DType t, const uint8_t* p, int64_t i) {
   switch (t) {
-    case DType::kFloat32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case DType::kFloat64: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
-    case DType::kFloat16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return HalfToFloat(v); }
-    case DType::kBFloat16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return BFloat16ToFloat(v); }
-    default: return 0;
+    case DType::kFloat32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case DType::kFloat64: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
+    }
+    case DType::kFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return HalfToFloat(v);
+    }
+    case DType::kBFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return BFloat16ToFloat(v);
+    }
+    default:
+      return 0;
   }
 }
 
@@ -84,8 +101,8 @@ std::string Compare(const std::string& name, DType dt, const Shape& shape, const
       if (std::isnan(a) && std::isnan(b)) continue;
       if (a == b) continue;
       if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b)))
-        return "output '" + name + "' element " + std::to_string(i) + ": got " +
-               std::to_string(a) + ", expected " + std::to_string(b);
+        return "output '" + name + "' element " + std::to_string(i) + ": got " + std::to_string(a) +
+               ", expected " + std::to_string(b);
     }
     return "";
   }
@@ -93,7 +110,8 @@ std::string Compare(const std::string& name, DType dt, const Shape& shape, const
   if (bytes && std::memcmp(got, ref, bytes) != 0) {
     size_t es = std::max<size_t>(dtype_size(dt), 1);
     for (size_t i = 0; i < bytes; ++i)
-      if (got[i] != ref[i]) return "output '" + name + "' differs at element " + std::to_string(i / es);
+      if (got[i] != ref[i])
+        return "output '" + name + "' differs at element " + std::to_string(i / es);
   }
   return "";
 }
@@ -104,7 +122,8 @@ Outcome RunTest(const std::string& dir, std::string* why, std::set<std::string>*
   conv::Graph g;
   conv::Graph raw;
   if (conv::ReadOnnxModel(dir + "/model.onnx", &raw).ok())
-    for (const auto& n : raw.nodes) ops->insert(n.domain.empty() ? n.op_type : n.domain + "." + n.op_type);
+    for (const auto& n : raw.nodes)
+      ops->insert(n.domain.empty() ? n.op_type : n.domain + "." + n.op_type);
   Status st = conv::LoadAndOptimize(dir + "/model.onnx", conv::ConvertOptions(), &g);
   if (!st.ok()) {
     *why = st.message();
@@ -132,6 +151,19 @@ Outcome RunTest(const std::string& dir, std::string* why, std::set<std::string>*
   for (const std::string& set : sets) {
     const std::string sd = dir + "/" + set;
     for (size_t i = 0; i < model->inputs().size(); ++i) {
+      if (model->inputs()[i].is_sequence) {
+        std::vector<conv::Value> elems;
+        st = conv::ReadSequenceProtoFile(sd + "/input_" + std::to_string(i) + ".pb", &elems);
+        std::vector<TensorView> views;
+        for (const conv::Value& e : elems)
+          views.push_back(TensorView{e.dtype, e.shape, e.data->data(), e.data->size()});
+        if (st.ok()) st = session->SetInputSequence(model->inputs()[i].name, views);
+        if (!st.ok()) {
+          *why = st.message();
+          return st.code() == StatusCode::kUnsupported ? Outcome::kSkip : Outcome::kFail;
+        }
+        continue;
+      }
       conv::Value v;
       st = conv::ReadTensorProtoFile(sd + "/input_" + std::to_string(i) + ".pb", &v);
       if (!st.ok()) {
@@ -151,6 +183,28 @@ Outcome RunTest(const std::string& dir, std::string* why, std::set<std::string>*
       return st.code() == StatusCode::kUnsupported ? Outcome::kSkip : Outcome::kFail;
     }
     for (size_t i = 0; i < model->outputs().size(); ++i) {
+      if (model->outputs()[i].is_sequence) {
+        const std::string& name = model->outputs()[i].name;
+        std::vector<conv::Value> want;
+        st = conv::ReadSequenceProtoFile(sd + "/output_" + std::to_string(i) + ".pb", &want);
+        if (!st.ok()) {
+          *why = st.message();
+          return st.code() == StatusCode::kUnsupported ? Outcome::kSkip : Outcome::kFail;
+        }
+        std::vector<TensorView> got;
+        st = session->GetOutputSequence(name, &got);
+        if (!st.ok()) return *why = st.message(), Outcome::kFail;
+        if (got.size() != want.size())
+          return *why = set + ": output '" + name + "' has " + std::to_string(got.size()) +
+                        " elements, expected " + std::to_string(want.size()),
+                 Outcome::kFail;
+        for (size_t e = 0; e < got.size(); ++e) {
+          std::string diff = Compare(name + "[" + std::to_string(e) + "]", got[e].dtype,
+                                     got[e].shape, got[e].data, want[e]);
+          if (!diff.empty()) return *why = set + ": " + diff, Outcome::kFail;
+        }
+        continue;
+      }
       conv::Value want;
       st = conv::ReadTensorProtoFile(sd + "/output_" + std::to_string(i) + ".pb", &want);
       if (!st.ok()) {

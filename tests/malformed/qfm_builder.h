@@ -16,6 +16,7 @@ struct QTensor {
   std::vector<int64_t> dims;
   bool constant = false;
   std::vector<uint8_t> data;  // for constants
+  fb::TensorKind kind = fb::TensorKind::TENSOR;
 };
 
 struct QOp {
@@ -44,12 +45,13 @@ struct QModel {
 
   int Tensor(const std::string& name, std::vector<int64_t> dims,
              fb::DType dtype = fb::DType::FLOAT32) {
-    tensors.push_back({name, dtype, std::move(dims), false, {}});
+    tensors.push_back({name, dtype, std::move(dims), false, {}, fb::TensorKind::TENSOR});
     return int(tensors.size()) - 1;
   }
   int Constant(const std::string& name, std::vector<int64_t> dims, std::vector<uint8_t> data,
                fb::DType dtype = fb::DType::FLOAT32) {
-    tensors.push_back({name, dtype, std::move(dims), true, std::move(data)});
+    tensors.push_back(
+        {name, dtype, std::move(dims), true, std::move(data), fb::TensorKind::TENSOR});
     return int(tensors.size()) - 1;
   }
   QOp& Op(const std::string& type, const std::string& name, std::vector<int32_t> ins,
@@ -72,7 +74,7 @@ struct QModel {
       std::vector<flatbuffers::Offset<fb::Dim>> dims;
       for (int64_t d : t.dims) dims.push_back(fb::CreateDim(b, d));
       ts.push_back(fb::CreateTensor(b, b.CreateString(t.name), t.dtype, b.CreateVector(dims),
-                                    fb::Layout::PLAIN, 0, buffer));
+                                    fb::Layout::PLAIN, 0, buffer, -1, -1, t.kind));
     }
     auto write_ops = [&b](const std::vector<QOp>& list) {
       std::vector<flatbuffers::Offset<fb::Operator>> os;

@@ -515,6 +515,84 @@ Status LoadAligned(const std::vector<uint8_t>& bytes, std::vector<uint8_t>* stor
   return Model::LoadMemory(at, bytes.size(), model);
 }
 
+TEST_CASE("qfm: sequences only between sequence ops, never constant, subgraph or mislabeled") {
+  auto load = [](const QModel& m) {
+    std::vector<uint8_t> bytes = m.Bytes();
+    std::shared_ptr<Model> model;
+    return Model::LoadMemory(bytes.data(), bytes.size(), &model);
+  };
+  {  // x -> SequenceConstruct -> s (sequence) -> Relu: a tensor op would read no data.
+    QModel m;
+    int x = m.Tensor("x", {2}), s = m.Tensor("s", {2}), y = m.Tensor("y", {2});
+    m.tensors[size_t(s)].kind = fb::TensorKind::SEQUENCE;
+    m.Op("SequenceConstruct", "wrap", {x}, {s});
+    m.Op("Relu", "relu", {s}, {y});
+    m.inputs = {x};
+    m.outputs = {y};
+    Status st = load(m);
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK_MESSAGE(Contains(st.message(), "Relu 'relu' reads or writes sequence 's'"), st.message());
+    // The same model with the Relu replaced by SequenceAt loads and runs.
+    QModel ok = m;
+    int zero = ok.Constant("zero", {}, std::vector<uint8_t>(8, 0), fb::DType::INT64);
+    ok.ops[1] = QOp{"SequenceAt", "at", {s, zero}, {y}, {}};
+    ok.min_reader_version = 5;
+    std::vector<uint8_t> bytes = ok.Bytes();
+    std::shared_ptr<Model> model;
+    REQUIRE(Model::LoadMemory(bytes.data(), bytes.size(), &model).ok());
+    std::unique_ptr<Session> session;
+    REQUIRE(Session::Create(model, SessionOptions(), &session).ok());
+    const float xv[2] = {1.5f, -2.f};
+    REQUIRE(session->SetInput("x", DType::kFloat32, {2}, xv, 8).ok());
+    Status run = session->Run();
+    REQUIRE_MESSAGE(run.ok(), run.message());
+    DType dt;
+    Shape shape;
+    const void* data = nullptr;
+    REQUIRE(session->GetOutput("y", &dt, &shape, &data).ok());
+    CHECK(shape == Shape{2});
+    CHECK(static_cast<const float*>(data)[1] == -2.f);
+  }
+  {  // A sequence op writing a tensor the model calls a tensor: refused when it runs.
+    QModel m;
+    int x = m.Tensor("x", {2}), s = m.Tensor("s", {2});
+    m.Op("SequenceConstruct", "wrap", {x}, {s});
+    m.inputs = {x};
+    m.outputs = {s};
+    std::vector<uint8_t> bytes = m.Bytes();
+    Status st = LoadAndRun(bytes);
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK_MESSAGE(Contains(st.message(), "SequenceConstruct 'wrap': output 's' is a tensor in the "
+                                         "model, a sequence by the op"),
+                  st.message());
+  }
+  {  // A constant sequence.
+    QModel m;
+    int c = m.Constant("c", {2}, std::vector<uint8_t>(8, 0));
+    m.tensors[size_t(c)].kind = fb::TensorKind::SEQUENCE;
+    int y = m.Tensor("y", {2});
+    m.Op("Identity", "copy", {c}, {y});
+    m.outputs = {y};
+    Status st = load(m);
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK_MESSAGE(Contains(st.message(), "is a sequence with constant data"), st.message());
+  }
+  {  // A kind the schema does not define.
+    QModel m = ReluModel();
+    m.tensors[0].kind = fb::TensorKind(7);
+    Status st = load(m);
+    CHECK(st.code() == StatusCode::kInvalidModel);
+    CHECK_MESSAGE(Contains(st.message(), "has an invalid kind 7"), st.message());
+  }
+  {  // A sequence inside a subgraph (If branch): the runners plan tensors only.
+    QModel m = IfModel();
+    m.tensors[size_t(m.subgraphs[0].inputs[0])].kind = fb::TensorKind::SEQUENCE;
+    Status st = load(m);
+    CHECK(st.code() != StatusCode::kOk);
+    CHECK_MESSAGE(Contains(st.message(), "sequence"), st.message());
+  }
+}
+
 TEST_CASE("qfm: misaligned 8-byte attribute values are read, misaligned constants refused") {
   // Fuzzer finding (fuzz_capi, structure-aware .qfm mutator): an INTS
   // attribute whose int64 values sat at 4 mod 8 passed the flatbuffers

@@ -63,7 +63,8 @@ void InitBytes(OnnxBuilder* b, const std::string& name, int type, const std::vec
   b->Init(name, type, dims, s.data(), s.size());
 }
 
-TEST_CASE("check sequences: a length no option fixes is dynamic_sequence; --dim lowers it") {
+TEST_CASE("check sequences: a length no option fixes is a dynamic_sequence warning; --dim lowers "
+          "it") {
   TempDir dir;
   OnnxBuilder b(13);
   b.Input("X", kF32, {2, -1}, "T");
@@ -75,10 +76,13 @@ TEST_CASE("check sequences: a length no option fixes is dynamic_sequence; --dim 
   check::Report r = Run(path);
   std::vector<check::Issue> found = WithCode(r, "dynamic_sequence");
   REQUIRE(found.size() == 1);
+  CHECK(found[0].severity == check::Severity::kWarning);
   CHECK(found[0].node == "split_seq");
   CHECK_MESSAGE(found[0].message.find("axis 1 of input 'X'") != std::string::npos,
                 found[0].message);
-  CHECK(WithCode(r, "unsupported_op").empty());  // dynamic_sequence says why
+  CHECK_MESSAGE(found[0].message.find("dynamic mode") != std::string::npos, found[0].message);
+  CHECK(WithCode(r, "unsupported_op").empty());
+  CHECK(WithCode(r, "shape_inference").empty());
   check::CheckOptions opts;
   opts.dims["T"] = 5;
   r = Run(path, opts);

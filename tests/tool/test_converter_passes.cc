@@ -975,16 +975,36 @@ TEST_CASE("converter LowerSequences: SplitToSequence -> SequenceAt becomes Split
   CHECK(FindNode(g, "SequenceAt") == nullptr);
 }
 
-TEST_CASE("converter LowerSequences: a length that depends on a symbolic dim needs --dim") {
+TEST_CASE("converter LowerSequences: a length that depends on a symbolic dim runs on sequence "
+          "values; --dim lowers it") {
   TempDir dir;
   const std::string path = SplitAtModel({2, -1}).Write(dir);
+  // Without --dim the sequence ops stay and the session runs them (dynamic mode).
   Graph g;
   Status st = LoadAndOptimize(path, ConvertOptions(), &g);
-  CHECK(st.code() == StatusCode::kUnsupported);
-  CHECK_MESSAGE(Contains(st.message(), "SplitToSequence 'split_seq'"), st.message());
-  CHECK_MESSAGE(Contains(st.message(), "--dim"), st.message());
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(FindNode(g, "SplitToSequence") != nullptr);
+  CHECK(FindNode(g, "SequenceAt") != nullptr);
+  const Value* seq = g.Find("seq");
+  REQUIRE(seq != nullptr);
+  CHECK(seq->is_sequence);
+  for (int64_t t : {4, 1, 7}) {
+    Converted c;
+    st = ConvertAndOpen(path, ConvertOptions(), &c);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    REQUIRE(c.session->ResizeInput("X", {2, t}).ok());
+    SetFloatInput(c.session.get(), "X", {2, t}, Iota(size_t(2 * t)));
+    st = c.session->Run();
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    CHECK(FloatOutput(*c.session, "Y", {2, 1}) ==
+          std::vector<float>{float(t - 1), float(2 * t - 1)});
+  }
   ConvertOptions opts;
   opts.dims["T"] = 4;
+  Graph lowered;
+  st = LoadAndOptimize(path, opts, &lowered);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(FindNode(lowered, "SplitToSequence") == nullptr);
   Converted c;
   st = ConvertAndOpen(path, opts, &c);
   REQUIRE_MESSAGE(st.ok(), st.message());
@@ -994,7 +1014,7 @@ TEST_CASE("converter LowerSequences: a length that depends on a symbolic dim nee
   CHECK(FloatOutput(*c.session, "Y", {2, 1}) == std::vector<float>{3.f, 7.f});
 }
 
-TEST_CASE("converter LowerSequences: sequences it cannot lower are refused naming the node") {
+TEST_CASE("converter LowerSequences: bad sequences are refused naming the node") {
   struct Case {
     const char* what;
     std::function<void(OnnxBuilder*)> build;
@@ -1009,21 +1029,38 @@ TEST_CASE("converter LowerSequences: sequences it cannot lower are refused namin
          b->Node("SequenceAt", {"seq", "pos"}, {"Y"}, "pick");
        },
        StatusCode::kInvalidModel, "SequenceAt 'pick': position 3 is outside [-2, 1]"},
-      {"position from data",
+      {"sequence read by a tensor op",
        [](OnnxBuilder* b) {
-         b->Input("P", onnx::TensorProto::INT64, {});
-         b->Node("SequenceConstruct", {"X", "X"}, {"seq"}, "pair");
-         b->Node("SequenceAt", {"seq", "P"}, {"Y"}, "pick");
+         b->Node("SequenceConstruct", {"X"}, {"seq"}, "single");
+         b->Node("Relu", {"seq"}, {"Y"}, "relu");
        },
-       StatusCode::kUnsupported, "SequenceAt 'pick': position 'P' is not a constant"},
-      {"sequence read by another op",
+       StatusCode::kInvalidModel, "Relu 'relu': input 'seq' is a sequence; this op takes tensors"},
+      {"sequence where the graph declares a tensor output",
        [](OnnxBuilder* b) {
          b->Node("SequenceConstruct", {"X"}, {"seq"}, "single");
          b->Node("Identity", {"seq"}, {"Y"}, "copy");
        },
-       StatusCode::kUnsupported,
-       "Identity 'copy': reads sequence 'seq' (built by "
-       "SequenceConstruct 'single')"},
+       StatusCode::kInvalidModel,
+       "graph output 'Y' is declared a tensor but the op makes a sequence"},
+      {"sequence read by a Loop body",
+       [](OnnxBuilder* b) {
+         b->InitInt64("zero", {}, {0});
+         b->Node("SequenceConstruct", {"X"}, {"seq"}, "single");
+         OnnxBuilder body(13);
+         body.Input("i", onnx::TensorProto::INT64, {});
+         body.Input("c", onnx::TensorProto::BOOL, {});
+         body.Output("c_out", onnx::TensorProto::BOOL, {});
+         body.Output("e", kFloat, {2});
+         body.Node("Identity", {"c"}, {"c_out"}, "keep");
+         body.Node("SequenceAt", {"seq", "zero"}, {"e"}, "at_in_body");
+         b->InitInt64("m", {}, {1});
+         onnx::NodeProto* loop = b->Node("Loop", {"m", ""}, {"Y"}, "loop");
+         onnx::AttributeProto* a = loop->add_attribute();
+         a->set_name("body");
+         a->set_type(onnx::AttributeProto::GRAPH);
+         *a->mutable_g() = *body.graph();
+       },
+       StatusCode::kUnsupported, "Loop 'loop': a subgraph reads sequence 'seq'"},
       {"empty ConcatFromSequence",
        [](OnnxBuilder* b) {
          b->Node("SequenceEmpty", {}, {"seq"}, "none");
@@ -1044,21 +1081,44 @@ TEST_CASE("converter LowerSequences: sequences it cannot lower are refused namin
     CHECK_MESSAGE(Contains(st.message(), tc.expect), st.message());
     CHECK_FALSE(FileExists(out));
   }
-  // A sequence as a graph output.
+}
+
+TEST_CASE("converter LowerSequences: a sequence graph output runs on sequence values") {
   TempDir dir;
   OnnxBuilder b(13);
   b.Input("X", kFloat, {2});
   b.Output("Y", kFloat, {2});
-  b.Node("SequenceConstruct", {"X"}, {"S"}, "wrap");
+  b.Node("SequenceConstruct", {"X", "Y"}, {"S"}, "wrap");
   b.Node("Neg", {"X"}, {"Y"}, "neg0");
   b.graph()->add_output()->set_name("S");
-  Graph g;
-  Status st = LoadAndOptimize(b.Write(dir), ConvertOptions(), &g);
-  CHECK(st.code() == StatusCode::kUnsupported);
-  CHECK_MESSAGE(Contains(st.message(),
-                         "graph output 'S' is a sequence (built by "
-                         "SequenceConstruct 'wrap')"),
-                st.message());
+  Converted c;
+  Status st = ConvertAndOpen(b.Write(dir), ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  REQUIRE(c.model->outputs().size() == 2);
+  CHECK(c.model->outputs()[1].is_sequence);
+  SetFloatInput(c.session.get(), "X", {2}, {1.f, -2.f});
+  st = c.session->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::vector<TensorView> s;
+  REQUIRE(c.session->GetOutputSequence("S", &s).ok());
+  REQUIRE(s.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(s[i].dtype == DType::kFloat32);
+    CHECK(s[i].shape == Shape{2});
+    REQUIRE(s[i].bytes == 8);
+  }
+  const float* a = static_cast<const float*>(s[0].data);
+  const float* n = static_cast<const float*>(s[1].data);
+  CHECK(std::vector<float>(a, a + 2) == std::vector<float>{1.f, -2.f});
+  CHECK(std::vector<float>(n, n + 2) == std::vector<float>{-1.f, 2.f});
+  // Read as a tensor, or a tensor read as a sequence: an error naming it.
+  DType dt;
+  Shape shape;
+  const void* data = nullptr;
+  st = c.session->GetOutput("S", &dt, &shape, &data);
+  CHECK_MESSAGE(Contains(st.message(), "output 'S' is a sequence"), st.message());
+  st = c.session->GetOutputSequence("Y", &s);
+  CHECK_MESSAGE(Contains(st.message(), "output 'Y' is a tensor"), st.message());
 }
 
 TEST_CASE("converter Dropout: training mode with ratio 0 drops nothing and runs") {

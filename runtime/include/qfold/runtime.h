@@ -26,6 +26,18 @@ struct TensorInfo {
   Layout layout = Layout::kPlain;
   int batch_axis = -1;
   int channel_axis = -1;
+  // An ONNX sequence of tensors (Session::SetInputSequence and
+  // GetOutputSequence): dtype is its elements' type, shape the shape every
+  // element has (-1 where they may differ; empty when even the rank may).
+  bool is_sequence = false;
+};
+
+// One tensor of a sequence, read only: its bytes at `data`, row-major.
+struct TensorView {
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  const void* data = nullptr;
+  size_t bytes = 0;
 };
 
 class Model {
@@ -114,15 +126,22 @@ class Session {
                        std::unique_ptr<Session>* out);
   ~Session();
 
-  // Sets the shape of an input (symbolic dims or an override) and re-plans.
+  // Sets the shape of an input (symbolic dims or an override) and re-plans,
+  // once every input has a concrete shape (resize them one by one; until the
+  // last, nothing is planned and SetInput names the input still symbolic).
   Status ResizeInput(const std::string& name, const Shape& shape);
   // Copies `bytes` bytes into the input; shape must match the current one
   // (call ResizeInput first to change it).
   Status SetInput(const std::string& name, DType dtype, const Shape& shape, const void* data,
                   size_t bytes);
+  // Sets a sequence input (TensorInfo::is_sequence) to copies of `elements`:
+  // each of the input's dtype and of a shape matching its known dims.
+  Status SetInputSequence(const std::string& name, const std::vector<TensorView>& elements);
   Status Run();
   // Valid until the next Run/Resize.
   Status GetOutput(const std::string& name, DType* dtype, Shape* shape, const void** data) const;
+  // The elements of a sequence output; their data is valid until the next Run/Resize.
+  Status GetOutputSequence(const std::string& name, std::vector<TensorView>* elements) const;
 
   // Zeros every input bound by SessionOptions::state_bindings (a new stream).
   void ResetState();

@@ -124,6 +124,9 @@ enum OpTrait : unsigned {
   // when the model loads, so the converter may store them as float16 (half
   // the file) and the op still computes on the same float32 values.
   kTraitHalfWeights = 1u << 7,
+  // Reads or writes sequence values (SequenceAt, SplitToSequence ...; Identity
+  // passes them on). Other ops refuse a sequence input.
+  kTraitSequence = 1u << 8,
 };
 
 struct OpDef {

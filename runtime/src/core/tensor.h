@@ -15,6 +15,8 @@ namespace qfold {
 constexpr int64_t kUnknownDim = -1;
 constexpr int kMaxRank = 8;
 
+struct SequenceValue;  // core/sequence.h
+
 struct Tensor {
   std::string name;
   DType dtype = DType::kUndefined;
@@ -23,6 +25,12 @@ struct Tensor {
   // Non-null when the value is known: constants, plan-time folded values,
   // and every activation once the session has planned its arena.
   void* data = nullptr;
+  // An ONNX sequence of tensors: dtype is its elements' type, shape (and
+  // rank_known) what every element is known to have, -1 where they may
+  // differ; `data` stays null. `sequence` points at the value once it is
+  // known (the runtime, after the producer ran; never in the converter).
+  bool is_sequence = false;
+  SequenceValue* sequence = nullptr;
 
   bool shape_known() const {
     if (!rank_known) return false;

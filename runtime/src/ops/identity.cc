@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/op.h"
+#include "core/sequence.h"
 #include "core/shape_util.h"
 
 namespace qfold {
@@ -12,6 +13,7 @@ Status InferIdentity(KernelContext& ctx) {
   Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
   y->dtype = x->dtype;
+  y->is_sequence = x->is_sequence;
   y->rank_known = x->rank_known;
   y->shape = x->shape;
   return Status::Ok();
@@ -20,6 +22,11 @@ Status InferIdentity(KernelContext& ctx) {
 Status RunIdentity(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
+  if (x->is_sequence) {
+    // Elements are immutable: the copy shares them.
+    if (y->sequence != x->sequence) *y->sequence = *x->sequence;
+    return Status::Ok();
+  }
   if (y->data != x->data) std::memcpy(y->data, x->data, x->bytes());
   return Status::Ok();
 }
@@ -27,9 +34,13 @@ Status RunIdentity(KernelContext& ctx) {
 }  // namespace
 
 const OpDef& OpDef_Identity() {
-  static const OpDef def{"Identity",           InferIdentity,    RunIdentity,
-                         /*value_inputs=*/0,
-                         /*shape_only=*/false, /*min_inputs=*/1, /*max_inputs=*/1};
+  static const OpDef def = [] {
+    OpDef d{"Identity",           InferIdentity,    RunIdentity,
+            /*value_inputs=*/0,
+            /*shape_only=*/false, /*min_inputs=*/1, /*max_inputs=*/1};
+    d.traits = kTraitSequence;
+    return d;
+  }();
   return def;
 }
 

@@ -1,0 +1,45 @@
+// The value of an ONNX sequence at run time: an ordered list of tensors that
+// may differ in shape. Elements are immutable once made, so sequences share
+// them: SequenceInsert or Identity copy pointers, not data.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace qfold {
+
+struct SequenceElement {
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  std::shared_ptr<const uint8_t> data;  // 64-byte aligned, 64 bytes of tail padding
+  size_t bytes = 0;
+
+  // A tensor view of the element (read only: kernels take `void*`).
+  Tensor AsTensor() const {
+    Tensor t;
+    t.dtype = dtype;
+    t.shape = shape;
+    t.data = const_cast<uint8_t*>(data.get());
+    return t;
+  }
+};
+
+struct SequenceValue {
+  std::vector<SequenceElement> elements;
+
+  size_t bytes() const {
+    size_t n = 0;
+    for (const SequenceElement& e : elements) n += e.bytes;
+    return n;
+  }
+};
+
+// A new element holding a copy of `bytes` bytes at `data` (null data: zeros);
+// false when the allocation fails.
+bool MakeSequenceElement(DType dtype, const Shape& shape, const void* data, size_t bytes,
+                         SequenceElement* out);
+
+}  // namespace qfold
