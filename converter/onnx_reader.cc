@@ -452,8 +452,10 @@ Status ReadGraphBody(const onnx::GraphProto& gp, const std::string& path,
 OnnxArg ArgFromValueInfo(const onnx::ValueInfoProto& vi) {
   OnnxArg arg;
   arg.name = vi.name();
-  if (!vi.type().has_tensor_type()) return arg;
-  const auto& tt = vi.type().tensor_type();
+  arg.is_sequence = vi.type().has_sequence_type();
+  const onnx::TypeProto& type = arg.is_sequence ? vi.type().sequence_type().elem_type() : vi.type();
+  if (!type.has_tensor_type()) return arg;
+  const auto& tt = type.tensor_type();
   arg.elem_type = OnnxTypeName(tt.elem_type());
   for (char& c : arg.elem_type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   arg.has_shape = tt.has_shape();

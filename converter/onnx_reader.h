@@ -32,7 +32,8 @@ struct OnnxDim {
 };
 struct OnnxArg {
   std::string name;
-  std::string elem_type;  // "" for non-tensor types
+  std::string elem_type;     // "" for types other than tensors and sequences of tensors
+  bool is_sequence = false;  // a sequence of tensors: elem_type, dims describe its elements
   bool has_shape = false;
   std::vector<OnnxDim> dims;
 };

@@ -171,6 +171,7 @@ py::dict ArgDict(const conv::OnnxArg& arg) {
   py::dict d;
   d["name"] = arg.name;
   d["type"] = arg.elem_type.empty() ? py::object(py::none()) : py::str(arg.elem_type);
+  d["sequence"] = arg.is_sequence;
   if (arg.has_shape) {
     py::list shape;
     for (const conv::OnnxDim& dim : arg.dims) {

@@ -537,6 +537,27 @@ def static_sequences():
                     helper.make_tensor_value_info("joined", f, [2, 10, 4])],
                    opset=13)
 
+def sequence_io():
+    """A sequence graph input and sequence outputs, which run on sequence values
+    (runtime/src/ops/sequence.cc): s (a sequence of float [?, 3]) and t [1, 3]; outputs
+    grown = SequenceInsert(s, t), n = SequenceLength(s), all = ConcatFromSequence(s, axis 0).
+    In models/sequences/ (the C API test reads it), apart from the tensor models of
+    e2e_onnxruntime."""
+    f = TensorProto.FLOAT
+    elem = helper.make_sequence_type_proto(helper.make_tensor_type_proto(f, [None, 3]))
+    nodes = [helper.make_node("SequenceInsert", ["s", "t"], ["grown"], name="grow"),
+             helper.make_node("SequenceLength", ["s"], ["n"], name="length"),
+             helper.make_node("ConcatFromSequence", ["s"], ["all"], name="join", axis=0)]
+    graph = helper.make_graph(
+        nodes, "sequence_io",
+        [helper.make_value_info("s", elem), helper.make_tensor_value_info("t", f, [1, 3])],
+        [helper.make_value_info("grown", elem),
+         helper.make_tensor_value_info("n", TensorProto.INT64, []),
+         helper.make_tensor_value_info("all", f, [None, 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                             producer_name="qfold make_models.py")
+
+
 MODELS = {
     "mobilenetv2_like": (mobilenetv2_like, {}),
     "resnet_like": (resnet_like, {}),
@@ -550,6 +571,7 @@ MODELS = {
     "loop_decoder": (loop_decoder, {}),
     "ranking_ops": (ranking_ops, {"n": 12}),
     "static_sequences": (static_sequences, {}),
+    "sequences/sequence_io": (sequence_io, {}),
 }
 
 NP_OF_ONNX = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}
@@ -565,12 +587,20 @@ def smoke_run(model, dims):
     rng = np.random.default_rng(0)
     feeds = {}
     for vi in model.graph.input:
+        if vi.type.HasField("sequence_type"):  # two elements, unknown dims of 2
+            tt = vi.type.sequence_type.elem_type.tensor_type
+            shape = [d.dim_value if d.HasField("dim_value") else 2 for d in tt.shape.dim]
+            feeds[vi.name] = [rng.standard_normal(shape).astype(NP_OF_ONNX[tt.elem_type])
+                              for _ in range(2)]
+            continue
         tt = vi.type.tensor_type
         shape = [d.dim_value if d.HasField("dim_value") else dims[d.dim_param] for d in tt.shape.dim]
         feeds[vi.name] = rng.standard_normal(shape).astype(NP_OF_ONNX[tt.elem_type])
     outs = sess.run(None, feeds)
     desc = []
     for name, out in zip([o.name for o in sess.get_outputs()], outs):
+        if isinstance(out, list):
+            out = np.concatenate([np.ravel(e) for e in out])
         f = out.astype(np.float64)
         if not np.all(np.isfinite(f)):
             raise RuntimeError(f"output {name} has non-finite values")
@@ -595,6 +625,7 @@ def main():
         model = build()
         onnx.checker.check_model(model, full_check=True)
         path = os.path.join(args.out, name + ".onnx")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         data = model.SerializeToString()
         with open(path, "wb") as f:
             f.write(data)

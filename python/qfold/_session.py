@@ -373,11 +373,15 @@ class InferenceSession:
             self._inputs = [self._arg_from_qfm(t) for t in self._session.inputs]
             self._outputs = [self._arg_from_qfm(t) for t in self._session.outputs]
         self._input_dtypes = {t["name"]: t["dtype"] for t in self._session.inputs}
+        self._sequence_inputs = {t["name"] for t in self._session.inputs if t.get("sequence")}
 
     @staticmethod
     def _arg_from_signature(arg: Dict[str, Any]) -> NodeArg:
         elem = arg["type"]
-        return NodeArg(arg["name"], arg["shape"], f"tensor({elem})" if elem else "unknown")
+        if not elem:
+            return NodeArg(arg["name"], arg["shape"], "unknown")
+        kind = f"seq(tensor({elem}))" if arg.get("sequence") else f"tensor({elem})"
+        return NodeArg(arg["name"], arg["shape"], kind)
 
     @staticmethod
     def _arg_from_qfm(info: Dict[str, Any]) -> NodeArg:
@@ -385,6 +389,8 @@ class InferenceSession:
         for dim, name in zip(info["shape"], info["dim_names"] or [""] * len(info["shape"])):
             shape.append(int(dim) if dim >= 0 else (name or None))
         elem = _ONNX_TYPE.get(info["dtype"], info["dtype"])
+        if info.get("sequence"):
+            return NodeArg(info["name"], shape, f"seq(tensor({elem}))")
         return NodeArg(info["name"], shape, f"tensor({elem})")
 
     # -- the ONNX Runtime interface -------------------------------------------------
@@ -481,6 +487,13 @@ class InferenceSession:
             if arg is None:
                 raise InvalidArgument(f"Invalid input name: {name}")
             want = self._input_dtypes.get(name)
+            if name in self._sequence_inputs:
+                # A list of arrays, each of the elements' dtype (checked by the session).
+                if not isinstance(value, (list, tuple)):
+                    raise InvalidArgument(f"Input {name} is a sequence: give a list of arrays, "
+                                          f"expected: ({arg.type})")
+                feeds[name] = list(value)
+                continue
             if not isinstance(value, np.ndarray):
                 # Lists and scalars take the input's dtype, as in ONNX Runtime.
                 value = np.asarray(value, dtype=want if want in _ONNX_TYPE else None)

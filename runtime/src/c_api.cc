@@ -47,7 +47,10 @@ struct qfold_session {
   std::shared_ptr<qfold::Model> model;
   std::unique_ptr<qfold::Session> session;
   std::vector<qfold::Shape> output_shapes;  // backs the dims returned by get_output
-  bool has_run = false;                     // outputs hold results of the current inputs
+  // Sequence outputs: the elements of the last get_output_sequence_length /
+  // get_output_element per output (they back the dims returned).
+  std::vector<std::vector<qfold::TensorView>> output_elements;
+  bool has_run = false;  // outputs hold results of the current inputs
 };
 
 namespace {
@@ -234,6 +237,19 @@ qfold_status qfold_model_output_info(const qfold_model* model, size_t index,
   return Guard(fn, [&] { return GetInfo(fn, model, index, false, info); });
 }
 
+int qfold_model_input_is_sequence(const qfold_model* model, size_t index) {
+  return model && index < model->model->inputs().size() && model->model->inputs()[index].is_sequence
+             ? 1
+             : 0;
+}
+
+int qfold_model_output_is_sequence(const qfold_model* model, size_t index) {
+  return model && index < model->model->outputs().size() &&
+                 model->model->outputs()[index].is_sequence
+             ? 1
+             : 0;
+}
+
 void qfold_session_options_init(qfold_session_options* opts) {
   if (!opts) return;
   opts->struct_size = sizeof(qfold_session_options);
@@ -344,6 +360,34 @@ qfold_status qfold_session_set_input(qfold_session* session, const char* name, q
   });
 }
 
+qfold_status qfold_session_set_input_sequence(qfold_session* session, const char* name,
+                                              qfold_dtype dtype, size_t count,
+                                              const int64_t* const* dims, const size_t* ranks,
+                                              const void* const* data, const size_t* bytes) {
+  static const char* fn = "qfold_session_set_input_sequence";
+  return Guard(fn, [&] {
+    if (!session) return NullArg(fn, "session");
+    if (!name) return NullArg(fn, "name");
+    if (count > 0 && (!dims || !ranks || !data || !bytes))
+      return NullArg(fn, "dims, ranks, data or bytes (with count > 0)");
+    const int dtype_value = EnumValue(dtype);
+    if (!qfold::dtype_is_valid(dtype_value) || dtype_value == QFOLD_DTYPE_UNDEFINED)
+      return Fail(
+          QFOLD_INVALID_ARGUMENT, fn,
+          "input '" + std::string(name) + "': invalid dtype value " + std::to_string(dtype_value));
+    std::vector<qfold::TensorView> elements(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (!data[i] && bytes[i] > 0) return NullArg(fn, "data[i] (with bytes[i] > 0)");
+      if (qfold_status s = ReadShape(fn, dims[i], ranks[i], &elements[i].shape)) return s;
+      elements[i].dtype = static_cast<qfold::DType>(dtype_value);
+      elements[i].data = data[i];
+      elements[i].bytes = bytes[i];
+    }
+    session->has_run = false;
+    return FromStatus(fn, session->session->SetInputSequence(name, elements));
+  });
+}
+
 qfold_status qfold_session_run(qfold_session* session) {
   static const char* fn = "qfold_session_run";
   return Guard(fn, [&] {
@@ -380,6 +424,64 @@ qfold_status qfold_session_get_output(qfold_session* session, const char* name, 
     if (dims) *dims = shape.data();
     if (rank) *rank = shape.size();
     if (data) *data = ptr;
+    return QFOLD_OK;
+  });
+}
+
+namespace {
+
+// The elements of sequence output `name` after a run, kept in the session.
+qfold_status OutputElements(const char* fn, qfold_session* session, const char* name,
+                            const std::vector<qfold::TensorView>** out) {
+  if (!session) return NullArg(fn, "session");
+  if (!name) return NullArg(fn, "name");
+  const auto& outputs = session->model->outputs();
+  size_t index = 0;
+  while (index < outputs.size() && outputs[index].name != name) ++index;
+  if (index == outputs.size())
+    return Fail(QFOLD_INVALID_ARGUMENT, fn, "no output named '" + std::string(name) + "'");
+  if (!session->has_run)
+    return Fail(QFOLD_INVALID_ARGUMENT, fn,
+                "output '" + std::string(name) +
+                    "' is not computed: call qfold_session_run after setting the inputs");
+  session->output_elements.resize(outputs.size());
+  qfold::Status st = session->session->GetOutputSequence(name, &session->output_elements[index]);
+  if (!st.ok()) return FromStatus(fn, st);
+  *out = &session->output_elements[index];
+  return QFOLD_OK;
+}
+
+}  // namespace
+
+qfold_status qfold_session_get_output_sequence_length(qfold_session* session, const char* name,
+                                                      size_t* count) {
+  static const char* fn = "qfold_session_get_output_sequence_length";
+  return Guard(fn, [&] {
+    if (!count) return NullArg(fn, "count");
+    const std::vector<qfold::TensorView>* elements = nullptr;
+    if (qfold_status s = OutputElements(fn, session, name, &elements)) return s;
+    *count = elements->size();
+    return QFOLD_OK;
+  });
+}
+
+qfold_status qfold_session_get_output_element(qfold_session* session, const char* name,
+                                              size_t index, qfold_dtype* dtype,
+                                              const int64_t** dims, size_t* rank,
+                                              const void** data) {
+  static const char* fn = "qfold_session_get_output_element";
+  return Guard(fn, [&] {
+    const std::vector<qfold::TensorView>* elements = nullptr;
+    if (qfold_status s = OutputElements(fn, session, name, &elements)) return s;
+    if (index >= elements->size())
+      return Fail(QFOLD_INVALID_ARGUMENT, fn,
+                  "output '" + std::string(name) + "' has " + std::to_string(elements->size()) +
+                      " elements, no element " + std::to_string(index));
+    const qfold::TensorView& e = (*elements)[index];
+    if (dtype) *dtype = static_cast<qfold_dtype>(e.dtype);
+    if (dims) *dims = e.shape.data();
+    if (rank) *rank = e.shape.size();
+    if (data) *data = e.data;
     return QFOLD_OK;
   });
 }

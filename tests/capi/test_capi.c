@@ -467,6 +467,87 @@ static void TestStateBinding(const char* path) {
   qfold_model_free(m);
 }
 
+/* models/sequences/sequence_io.onnx: s (a sequence of float [?, 3]) and t [1, 3] ->
+ * grown = s with t appended, n = its length, all = s concatenated along axis 0. */
+static void TestSequences(const char* path) {
+  qfold_model* m = NULL;
+  qfold_session* s = NULL;
+  qfold_tensor_info info;
+  const float a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {7, 8, 9}, t[3] = {-1, -2, -3};
+  const int64_t a_dims[2] = {2, 3}, b_dims[2] = {1, 3}, bad_dims[2] = {1, 4};
+  const int64_t* dims[2];
+  const void* data[2];
+  size_t ranks[2] = {2, 2}, bytes[2] = {sizeof(a), sizeof(b)}, count = 0, rank = 0, k;
+  const int64_t* out_dims = NULL;
+  const void* out = NULL;
+  qfold_dtype dt = QFOLD_DTYPE_UNDEFINED;
+  EXPECT_OK(qfold_model_load_file(path, &m));
+  if (!m) return;
+  EXPECT(qfold_model_input_is_sequence(m, 0) == 1);
+  EXPECT(qfold_model_input_is_sequence(m, 1) == 0);
+  EXPECT(qfold_model_input_is_sequence(m, 2) == 0);
+  EXPECT(qfold_model_output_is_sequence(m, 0) == 1);
+  EXPECT(qfold_model_output_is_sequence(m, 1) == 0);
+  EXPECT(qfold_model_input_is_sequence(NULL, 0) == 0);
+  EXPECT_OK(qfold_model_input_info(m, 0, &info));
+  EXPECT(info.dtype == QFOLD_DTYPE_FLOAT32 && info.rank == 2 && info.dims[0] == -1 &&
+         info.dims[1] == 3);
+  EXPECT_OK(qfold_session_create(m, NULL, &s));
+  if (!s) {
+    qfold_model_free(m);
+    return;
+  }
+  dims[0] = a_dims;
+  dims[1] = b_dims;
+  data[0] = a;
+  data[1] = b;
+  EXPECT_OK(qfold_session_set_input_sequence(s, "s", QFOLD_DTYPE_FLOAT32, 2, dims, ranks, data,
+                                             bytes));
+  EXPECT_OK(qfold_session_set_input(s, "t", QFOLD_DTYPE_FLOAT32, b_dims, 2, t, sizeof(t)));
+  EXPECT_OK(qfold_session_run(s));
+  EXPECT_OK(qfold_session_get_output_sequence_length(s, "grown", &count));
+  EXPECT(count == 3);
+  EXPECT_OK(qfold_session_get_output_element(s, "grown", 2, &dt, &out_dims, &rank, &out));
+  EXPECT(dt == QFOLD_DTYPE_FLOAT32 && rank == 2 && out_dims[0] == 1 && out_dims[1] == 3);
+  for (k = 0; k < 3 && out; ++k) EXPECT(((const float*)out)[k] == t[k]);
+  EXPECT_OK(qfold_session_get_output_element(s, "grown", 0, &dt, &out_dims, &rank, &out));
+  EXPECT(rank == 2 && out_dims[0] == 2 && out && ((const float*)out)[5] == 6.f);
+  EXPECT_OK(qfold_session_get_output(s, "all", &dt, &out_dims, &rank, &out));
+  EXPECT(rank == 2 && out_dims[0] == 3 && out_dims[1] == 3);
+  for (k = 0; k < 9 && out; ++k) EXPECT(((const float*)out)[k] == (float)(k + 1));
+  EXPECT_OK(qfold_session_get_output(s, "n", &dt, &out_dims, &rank, &out));
+  EXPECT(dt == QFOLD_DTYPE_INT64 && rank == 0 && out && *(const int64_t*)out == 2);
+  /* Misuse: each an error naming what is wrong, never a crash. */
+  EXPECT_ERROR(qfold_session_get_output_element(s, "grown", 3, &dt, &out_dims, &rank, &out),
+               QFOLD_INVALID_ARGUMENT, "has 3 elements, no element 3");
+  EXPECT_ERROR(qfold_session_get_output(s, "grown", &dt, &out_dims, &rank, &out),
+               QFOLD_INVALID_ARGUMENT, "is a sequence");
+  EXPECT_ERROR(qfold_session_get_output_sequence_length(s, "all", &count),
+               QFOLD_INVALID_ARGUMENT, "is a tensor");
+  EXPECT_ERROR(qfold_session_set_input(s, "s", QFOLD_DTYPE_FLOAT32, a_dims, 2, a, sizeof(a)),
+               QFOLD_INVALID_ARGUMENT, "is a sequence");
+  EXPECT_ERROR(qfold_session_set_input_sequence(s, "t", QFOLD_DTYPE_FLOAT32, 0, NULL, NULL, NULL,
+                                                NULL),
+               QFOLD_INVALID_ARGUMENT, "is a tensor");
+  dims[1] = bad_dims;
+  bytes[1] = 16;
+  EXPECT_ERROR(qfold_session_set_input_sequence(s, "s", QFOLD_DTYPE_FLOAT32, 2, dims, ranks, data,
+                                                bytes),
+               QFOLD_INVALID_ARGUMENT, "element 1 has shape (1,4)");
+  EXPECT_ERROR(qfold_session_set_input_sequence(s, "s", QFOLD_DTYPE_INT32, 1, dims, ranks, data,
+                                                bytes),
+               QFOLD_INVALID_ARGUMENT, "element 0 is int32");
+  EXPECT_ERROR(qfold_session_set_input_sequence(s, "s", QFOLD_DTYPE_FLOAT32, 1, NULL, ranks, data,
+                                                bytes),
+               QFOLD_INVALID_ARGUMENT, "dims");
+  /* An empty sequence: the length is 0 and concatenating nothing is an error naming the op. */
+  EXPECT_OK(qfold_session_set_input_sequence(s, "s", QFOLD_DTYPE_FLOAT32, 0, NULL, NULL, NULL,
+                                             NULL));
+  EXPECT_ERROR(qfold_session_run(s), QFOLD_INVALID_MODEL, "ConcatFromSequence 'join'");
+  qfold_session_free(s);
+  qfold_model_free(m);
+}
+
 int main(int argc, char** argv) {
   TestWithoutModel();
   if (argc > 1) {
@@ -476,6 +557,7 @@ int main(int argc, char** argv) {
     TestMemoryLimit(argv[1], argc > 2 ? argv[2] : NULL);
   }
   if (argc > 2) TestStateBinding(argv[2]);
+  if (argc > 3) TestSequences(argv[3]);
   if (g_failures) {
     fprintf(stderr, "%d check(s) failed\n", g_failures);
     return 1;

@@ -254,7 +254,19 @@ def main():
         for lengths in ((1,), (2, 0, 5), (3, 1, 4, 1, 2)):
             input_feeds.append({"s": [rng.integers(-9, 9, (n, 3), dtype=np.int32) for n in lengths],
                                 "t": rng.integers(-9, 9, (1, 3), dtype=np.int32)})
-        input_qfm = compare(args.qfold, tmp, "sequence graph input", input_model(tmp), input_feeds)
+        input_path = input_model(tmp)
+        input_qfm = compare(args.qfold, tmp, "sequence graph input", input_path, input_feeds)
+        # The ONNX Runtime-compatible session: the same types and results as ONNX Runtime's.
+        ref = ort.InferenceSession(input_path, providers=["CPUExecutionProvider"])
+        sess = qfold.InferenceSession(input_path)
+        types = [(a.name, a.type) for a in sess.get_inputs() + sess.get_outputs()]
+        want_types = [(a.name, a.type) for a in ref.get_inputs() + ref.get_outputs()]
+        check(f"InferenceSession: input and output types {types}", types == want_types,
+              want_types)
+        diffs = [same(w, g) for w, g in zip(ref.run(None, input_feeds[2]),
+                                             sess.run(None, input_feeds[2]))]
+        check("InferenceSession: sequence input and outputs equal ONNX Runtime's",
+              not any(diffs), diffs)
         bad_checks(args.qfold, tmp, split_qfm, input_qfm)
     failed = RESULTS.count(False)
     print(f"{len(RESULTS) - failed} passed, {failed} failed")

@@ -165,6 +165,12 @@ qfold_status qfold_model_input_info(const qfold_model* model, size_t index,
 qfold_status qfold_model_output_info(const qfold_model* model, size_t index,
                                      qfold_tensor_info* info);
 
+/* 1 when input / output `index` is an ONNX sequence of tensors (its info then
+ * describes the elements: their dtype, and the dims every element has, -1 where
+ * they may differ), 0 for a tensor, a NULL model or an index out of range. */
+int qfold_model_input_is_sequence(const qfold_model* model, size_t index);
+int qfold_model_output_is_sequence(const qfold_model* model, size_t index);
+
 /* ---- sessions ----------------------------------------------------------- */
 
 /* Fills `opts` with the defaults (num_threads = 1, precision = QFOLD_PRECISION_FLOAT32,
@@ -195,6 +201,15 @@ qfold_status qfold_session_set_input(qfold_session* session, const char* name, q
                                      const int64_t* dims, size_t rank, const void* data,
                                      size_t bytes);
 
+/* Sets sequence input `name` (qfold_model_input_is_sequence) to copies of `count`
+ * tensors: element i has dtype `dtype`, ranks[i] dims at dims[i] (matching the
+ * model's fixed element dims) and bytes[i] bytes at data[i]. `count` may be 0 (an
+ * empty sequence); the arrays may be NULL then. A sequence input never set is empty. */
+qfold_status qfold_session_set_input_sequence(qfold_session* session, const char* name,
+                                              qfold_dtype dtype, size_t count,
+                                              const int64_t* const* dims, const size_t* ranks,
+                                              const void* const* data, const size_t* bytes);
+
 /* Runs the model on the inputs set so far. */
 qfold_status qfold_session_run(qfold_session* session);
 
@@ -203,6 +218,16 @@ qfold_status qfold_session_run(qfold_session* session);
  * until the next qfold_session_run, resize_input, set_input or session_free. */
 qfold_status qfold_session_get_output(qfold_session* session, const char* name, qfold_dtype* dtype,
                                       const int64_t** dims, size_t* rank, const void** data);
+
+/* Reads sequence output `name` after a successful run: *count elements. Then
+ * qfold_session_get_output_element reads element `index` as qfold_session_get_output
+ * reads a tensor (same lifetimes). */
+qfold_status qfold_session_get_output_sequence_length(qfold_session* session, const char* name,
+                                                      size_t* count);
+qfold_status qfold_session_get_output_element(qfold_session* session, const char* name,
+                                              size_t index, qfold_dtype* dtype,
+                                              const int64_t** dims, size_t* rank,
+                                              const void** data);
 
 /* Zeros every input bound by qfold_session_options.state_bindings (a new stream);
  * a no-op for a NULL session or one without bindings. */
