@@ -142,7 +142,9 @@ const char* kRunUsage =
     "entries are named like the inputs; their shapes may differ from the model's\n"
     "symbolic dims (the session is re-planned). Outputs are written as\n"
     "DIR/<output name>.npy (unsafe characters replaced by '_'), or summarized\n"
-    "on stdout without --output-dir.\n"
+    "on stdout without --output-dir. A sequence input takes NAME=FILE.npz: the\n"
+    "archive's arrays, in order, are its elements; a sequence output is written as\n"
+    "DIR/<output name>.npz with one array per element, named 0, 1, ...\n"
     "  --threads N   kernel threads, 1..1024; more than the machine's hardware threads\n"
     "                are clamped to that count\n"
     "  --precision P fp32 (default) or bf16: float channels-last convolutions multiply\n"
@@ -250,6 +252,7 @@ int Run(const Args& args) {
   if (HasFlag(args, "--help") || HasFlag(args, "-h")) return std::fputs(kRunUsage, stdout), 0;
   std::string model_path, out_dir;
   std::vector<io::NpzEntry> feeds;
+  std::map<std::string, std::vector<io::NpzEntry>> sequence_feeds;  // NAME=FILE.npz
   std::vector<std::string> input_files;  // never overwritten by an output
   std::map<std::string, Shape> resize;
   SessionOptions opts;
@@ -275,6 +278,12 @@ int Run(const Args& args) {
       }
       io::NpzEntry e;
       e.name = v.substr(0, eq);
+      if (EndsWith(v, ".npz")) {  // a sequence's elements
+        Status st = io::ReadNpz(v.substr(eq + 1), &sequence_feeds[e.name]);
+        if (!st.ok()) return Fail("run", st);
+        input_files.push_back(v.substr(eq + 1));
+        continue;
+      }
       Status st = io::ReadNpy(v.substr(eq + 1), &e.array);
       if (!st.ok()) return Fail("run", st);
       input_files.push_back(v.substr(eq + 1));
@@ -323,8 +332,23 @@ int Run(const Args& args) {
   Status st = Model::LoadFile(model_path, &model);
   if (!st.ok()) return Fail("run", st);
   auto output_path = [&](const TensorInfo& o) {
-    return out_dir + "/" + SafeFileName(o.name) + ".npy";
+    return out_dir + "/" + SafeFileName(o.name) + (o.is_sequence ? ".npz" : ".npy");
   };
+  bool has_sequence_output = false;
+  for (const TensorInfo& o : model->outputs()) has_sequence_output |= o.is_sequence;
+  if (has_sequence_output && steps > 1)
+    return UsageError("run", "--steps needs tensor outputs; this model returns a sequence",
+                      kRunUsage);
+  for (const auto& kv : sequence_feeds) {
+    const TensorInfo* in = nullptr;
+    for (const TensorInfo& t : model->inputs())
+      if (t.name == kv.first) in = &t;
+    if (!in || !in->is_sequence)
+      return Fail("run", Status(StatusCode::kInvalidArgument,
+                                in ? "input '" + kv.first + "' is a tensor: pass --input " +
+                                         kv.first + "=FILE.npy"
+                                   : "the model has no input named '" + kv.first + "'"));
+  }
   // Refused before running: an output file that would replace an input, a
   // symlink, a device node or a read-only file.
   if (!out_dir.empty()) {
@@ -362,6 +386,22 @@ int Run(const Args& args) {
   };
   std::vector<StepFeed> step_feeds;
   for (const TensorInfo& in : model->inputs()) {
+    if (in.is_sequence) {
+      auto it = sequence_feeds.find(in.name);
+      if (it == sequence_feeds.end())
+        return Fail("run",
+                    Status(StatusCode::kInvalidArgument,
+                           "no data for input '" + in.name + "', a sequence of " +
+                               dtype_name(in.dtype) + " " + DimsToString(in) + ": pass --input " +
+                               in.name + "=FILE.npz (its arrays, in order, are the elements)"));
+      std::vector<TensorView> elements;
+      for (const io::NpzEntry& e : it->second)
+        elements.push_back(
+            TensorView{e.array.dtype, e.array.shape, e.array.data.data(), e.array.data.size()});
+      st = session->SetInputSequence(in.name, elements);
+      if (!st.ok()) return Fail("run", st);
+      continue;
+    }
     const io::NpzEntry* feed = nullptr;
     for (const io::NpzEntry& e : feeds)
       if (e.name == in.name) feed = &e;
@@ -398,6 +438,7 @@ int Run(const Args& args) {
     st = session->Run();
     if (!st.ok()) return Fail("run", st);
     for (size_t o = 0; o < results.size(); ++o) {
+      if (model->outputs()[o].is_sequence) continue;  // written from the session below
       io::NpyArray& arr = results[o];
       const void* data = nullptr;
       Shape shape;
@@ -420,6 +461,36 @@ int Run(const Args& args) {
   if (!out_dir.empty()) mkdir(out_dir.c_str(), 0755);
   for (size_t o = 0; o < results.size(); ++o) {
     const TensorInfo& info = model->outputs()[o];
+    if (info.is_sequence) {
+      std::vector<TensorView> elements;
+      st = session->GetOutputSequence(info.name, &elements);
+      if (!st.ok()) return Fail("run", st);
+      std::string shapes;
+      std::vector<io::NpzEntry> entries;
+      for (size_t k = 0; k < elements.size(); ++k) {
+        const TensorView& e = elements[k];
+        shapes += " " + ShapeToString(e.shape);
+        io::NpzEntry entry;
+        entry.name = std::to_string(k);
+        entry.array.dtype = e.dtype;
+        entry.array.shape = e.shape;
+        const uint8_t* p = static_cast<const uint8_t*>(e.data);
+        entry.array.data.assign(p, p + e.bytes);
+        entries.push_back(std::move(entry));
+      }
+      const std::string what = "sequence of " + std::to_string(elements.size()) + " " +
+                               dtype_name(info.dtype) + " tensors" + (shapes.empty() ? "" : ":") +
+                               shapes;
+      if (out_dir.empty()) {
+        std::printf("%s: %s\n", info.name.c_str(), what.c_str());
+        continue;
+      }
+      const std::string path = output_path(info);
+      st = io::WriteNpz(path, entries, input_files);
+      if (!st.ok()) return Fail("run", st);
+      std::printf("%s -> %s %s\n", info.name.c_str(), path.c_str(), what.c_str());
+      continue;
+    }
     io::NpyArray& arr = results[o];
     if (steps == 1) arr.shape.erase(arr.shape.begin());  // no step axis
     if (out_dir.empty()) {
@@ -447,6 +518,7 @@ nlohmann::json TensorJson(const TensorInfo& t) {
   nlohmann::json j;
   j["name"] = t.name;
   j["dtype"] = dtype_name(t.dtype);
+  if (t.is_sequence) j["sequence"] = true;
   nlohmann::json dims = nlohmann::json::array();
   for (size_t i = 0; i < t.shape.size(); ++i) {
     if (t.shape[i] >= 0)
@@ -685,12 +757,17 @@ int Inspect(const Args& args) {
     std::printf("  producer: %s\n", j["producer"].get<std::string>().c_str());
   if (j.contains("opset")) std::printf("  source opset: %d\n", j["opset"].get<int>());
   std::printf("inputs:\n");
+  // A sequence shows its elements' dtype and the dims every element has.
+  auto type_text = [](const TensorInfo& t) {
+    return t.is_sequence ? "seq(" + std::string(dtype_name(t.dtype)) + ")"
+                         : std::string(dtype_name(t.dtype));
+  };
   for (const TensorInfo& t : inputs)
-    std::printf("  %-24s %-8s %-20s %s\n", t.name.c_str(), dtype_name(t.dtype),
+    std::printf("  %-24s %-8s %-20s %s\n", t.name.c_str(), type_text(t).c_str(),
                 DimsToString(t).c_str(), LayoutName(t.layout));
   std::printf("outputs:\n");
   for (const TensorInfo& t : outputs)
-    std::printf("  %-24s %-8s %-20s %s\n", t.name.c_str(), dtype_name(t.dtype),
+    std::printf("  %-24s %-8s %-20s %s\n", t.name.c_str(), type_text(t).c_str(),
                 DimsToString(t).c_str(), LayoutName(t.layout));
   std::printf("operators: %d\n", total_ops);
   for (const auto& kv : op_counts) std::printf("  %-24s %d\n", kv.first.c_str(), kv.second);

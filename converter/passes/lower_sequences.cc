@@ -80,10 +80,8 @@ class Lowering {
   }
 
  private:
-  static std::string NoType() {
-    return "; qfold has no sequence values at run time, only sequences taken apart in the "
-           "graph that builds them (SequenceAt, SequenceLength, ConcatFromSequence)";
-  }
+  // Why a sequence stays one (then it runs on sequence values, main graph only).
+  static std::string NoType() { return ", so it stays a sequence at run time"; }
   std::string From(const std::string& seq) const {
     auto it = seqs_.find(seq);
     return it == seqs_.end() ? "" : " (built by " + it->second.producer + ")";

@@ -230,6 +230,40 @@ def bad_checks(qfold_bin, tmp, split_qfm, input_qfm):
           and not os.path.exists(out), f"exit {p.returncode}: {p.stderr}")
 
 
+def cli_checks(qfold_bin, tmp, qfm, ref, feeds):
+    """`qfold run`: a sequence input from an .npz (its arrays in order), sequence outputs
+    written as .npz (arrays 0, 1, ...), tensors as .npy; `inspect` shows seq(...) types."""
+    seq_path = os.path.join(tmp, "s.npz")
+    np.savez(seq_path, *feeds["s"])  # arr_0, arr_1, ... in order
+    t_path = os.path.join(tmp, "t.npy")
+    np.save(t_path, feeds["t"])
+    out = os.path.join(tmp, "run_out")
+    p = cli(qfold_bin, "run", qfm, "--input", f"s={seq_path}", "--input", f"t={t_path}",
+            "-o", out)
+    check("qfold run with a sequence input", p.returncode == 0, p.stdout + p.stderr)
+    if p.returncode == 0:
+        want = dict(zip([o.name for o in ref.get_outputs()], ref.run(None, feeds)))
+        diffs = []
+        for name, w in want.items():
+            if isinstance(w, list):
+                with np.load(os.path.join(out, name + ".npz")) as z:
+                    got = [z[str(k)] for k in range(len(z.files))]
+            else:
+                got = np.load(os.path.join(out, name + ".npy"))
+            d = same(w, got)
+            if d:
+                diffs.append(f"{name}: {d}")
+        check("qfold run: sequence outputs as .npz, tensors as .npy, equal to ONNX Runtime's",
+              not diffs, diffs)
+    p = cli(qfold_bin, "run", qfm, "--input", f"t={t_path}")
+    check("qfold run without the sequence: exit 2 saying how to pass it",
+          p.returncode == 2 and "input 's', a sequence of int32" in p.stderr
+          and "--input s=FILE.npz" in p.stderr, f"exit {p.returncode}: {p.stderr}")
+    p = cli(qfold_bin, "inspect", qfm)
+    check("qfold inspect shows seq(int32) for the sequence input and outputs",
+          p.returncode == 0 and p.stdout.count("seq(int32)") == 3, p.stdout)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--qfold", required=True)
@@ -267,6 +301,8 @@ def main():
                                              sess.run(None, input_feeds[2]))]
         check("InferenceSession: sequence input and outputs equal ONNX Runtime's",
               not any(diffs), diffs)
+        if input_qfm:
+            cli_checks(args.qfold, tmp, input_qfm, ref, input_feeds[1])
         bad_checks(args.qfold, tmp, split_qfm, input_qfm)
     failed = RESULTS.count(False)
     print(f"{len(RESULTS) - failed} passed, {failed} failed")
