@@ -32,9 +32,11 @@ bool FitsInLimit(const std::shared_ptr<qfold::Model>& model,
   std::unique_ptr<qfold::Session> session;
   if (!qfold::Session::Create(model, opts, &session).ok()) return false;
   for (const qfold_fuzz::Feed& f : feeds) {
-    if (!session->SetInput(f.name, f.dtype, f.shape, f.bytes.data(), f.bytes.size()).ok()) {
-      return false;
-    }
+    const qfold::Status st =
+        f.is_sequence
+            ? session->SetInputSequence(f.name, qfold_fuzz::ElementViews(f))
+            : session->SetInput(f.name, f.dtype, f.shape, f.bytes.data(), f.bytes.size());
+    if (!st.ok()) return false;
   }
   return session->Run().ok();
 }
@@ -49,6 +51,21 @@ void RunThroughCApi(qfold_model* model, const std::vector<qfold_fuzz::Feed>& fee
   qfold_session* session = nullptr;
   if (qfold_session_create(model, &opts, &session) != QFOLD_OK) return;
   for (const qfold_fuzz::Feed& f : feeds) {
+    if (f.is_sequence) {
+      std::vector<const int64_t*> dims;
+      std::vector<size_t> ranks, bytes;
+      std::vector<const void*> data;
+      for (const qfold_fuzz::Feed& e : f.elements) {
+        dims.push_back(e.shape.data());
+        ranks.push_back(e.shape.size());
+        data.push_back(e.bytes.data());
+        bytes.push_back(e.bytes.size());
+      }
+      (void)qfold_session_set_input_sequence(session, f.name.c_str(),
+                                             static_cast<qfold_dtype>(f.dtype), f.elements.size(),
+                                             dims.data(), ranks.data(), data.data(), bytes.data());
+      continue;
+    }
     // Half the time through resize_input first, as a streaming caller would.
     if (rng() & 1) {
       (void)qfold_session_resize_input(session, f.name.c_str(), f.shape.data(), f.shape.size());
@@ -66,6 +83,21 @@ void RunThroughCApi(qfold_model* model, const std::vector<qfold_fuzz::Feed>& fee
       const int64_t* dims = nullptr;
       size_t rank = 0;
       const void* data = nullptr;
+      if (qfold_model_output_is_sequence(model, i)) {
+        size_t count = 0;
+        if (qfold_session_get_output_sequence_length(session, info.name, &count) != QFOLD_OK)
+          continue;
+        for (size_t k = 0; k <= count; ++k) {  // one past the end: an error, not a read
+          if (qfold_session_get_output_element(session, info.name, k, &dtype, &dims, &rank,
+                                               &data) != QFOLD_OK)
+            continue;
+          int64_t numel = 1;
+          for (size_t d = 0; d < rank; ++d) numel *= dims[d];
+          qfold_fuzz::Touch(data,
+                            qfold::dtype_storage_bytes(static_cast<qfold::DType>(dtype), numel));
+        }
+        continue;
+      }
       if (qfold_session_get_output(session, info.name, &dtype, &dims, &rank, &data) != QFOLD_OK) {
         continue;
       }

@@ -35,7 +35,26 @@ struct Feed {
   qfold::DType dtype;
   qfold::Shape shape;
   std::vector<uint8_t> bytes;
+  // A sequence input: its elements (each with its own shape), `shape` and
+  // `bytes` unused.
+  bool is_sequence = false;
+  std::vector<Feed> elements;
 };
+
+// A sequence's elements as the session takes them.
+inline std::vector<qfold::TensorView> ElementViews(const Feed& f) {
+  std::vector<qfold::TensorView> v;
+  for (const Feed& e : f.elements)
+    v.push_back(qfold::TensorView{e.dtype, e.shape, e.bytes.data(), e.bytes.size()});
+  return v;
+}
+
+// Reads every byte of `bytes` bytes at `data`, so a wrong size or pointer shows under ASan.
+inline void Touch(const void* data, size_t bytes) {
+  volatile uint8_t sink = 0;
+  for (size_t i = 0; i < bytes; ++i) sink = sink ^ static_cast<const uint8_t*>(data)[i];
+  (void)sink;
+}
 
 inline float RandomFloat(std::mt19937_64& rng) {
   switch (rng() % 16) {
@@ -105,7 +124,22 @@ inline bool MakeFeeds(const std::vector<qfold::TensorInfo>& inputs, std::mt19937
                       std::vector<Feed>* feeds) {
   std::map<std::string, int64_t> named;
   for (const qfold::TensorInfo& in : inputs) {
-    Feed f{in.name, in.dtype, in.shape, {}};
+    if (in.is_sequence) {
+      // 0 to 3 elements, each with its own sizes for the symbolic dims.
+      Feed f{in.name, in.dtype, {}, {}, true, {}};
+      const int count = int(rng() % 4);
+      qfold::TensorInfo elem = in;
+      elem.is_sequence = false;
+      for (int k = 0; k < count; ++k) {
+        std::vector<Feed> one;
+        for (std::string& n : elem.dim_names) n.clear();  // no shared sizes between elements
+        if (!MakeFeeds({elem}, rng, &one)) return false;
+        f.elements.push_back(std::move(one[0]));
+      }
+      feeds->push_back(std::move(f));
+      continue;
+    }
+    Feed f{in.name, in.dtype, in.shape, {}, false, {}};
     int64_t numel = 1;
     for (size_t d = 0; d < f.shape.size(); ++d) {
       if (f.shape[d] < 0) {
@@ -144,10 +178,19 @@ inline void RunOnce(const std::shared_ptr<qfold::Model>& model, const std::vecto
   std::unique_ptr<qfold::Session> session;
   if (!qfold::Session::Create(model, opts, &session).ok()) return;
   for (const Feed& f : feeds) {
-    if (!session->SetInput(f.name, f.dtype, f.shape, f.bytes.data(), f.bytes.size()).ok()) return;
+    const qfold::Status st =
+        f.is_sequence ? session->SetInputSequence(f.name, ElementViews(f))
+                      : session->SetInput(f.name, f.dtype, f.shape, f.bytes.data(), f.bytes.size());
+    if (!st.ok()) return;
   }
   if (!session->Run().ok()) return;
   for (const qfold::TensorInfo& out : model->outputs()) {
+    if (out.is_sequence) {
+      std::vector<qfold::TensorView> elements;
+      if (!session->GetOutputSequence(out.name, &elements).ok()) continue;
+      for (const qfold::TensorView& e : elements) Touch(e.data, e.bytes);
+      continue;
+    }
     qfold::DType dtype;
     qfold::Shape shape;
     const void* data = nullptr;

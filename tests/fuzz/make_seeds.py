@@ -75,6 +75,23 @@ def tiny_models():
                          value=numpy_helper.from_array(np.array([2.0], np.float32))),
         helper.make_node("Add", ["a2", "k"], ["y"])],
         [helper.make_tensor_value_info("a2", f, [2, 2])], [y], [shp])
+
+    # Sequence values at run time: a sequence input, data-dependent split sizes and
+    # positions, sequence outputs.
+    seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(f, [None, 2]))
+    make("sequences", [
+        helper.make_node("SplitToSequence", ["x2", "sizes"], ["parts"], axis=0),
+        helper.make_node("SequenceInsert", ["s", "x2", "pos"], ["grown"]),
+        helper.make_node("SequenceAt", ["parts", "pos"], ["picked"]),
+        helper.make_node("SequenceErase", ["grown"], ["shrunk"]),
+        helper.make_node("ConcatFromSequence", ["shrunk"], ["joined"], axis=1, new_axis=1),
+        helper.make_node("SequenceLength", ["s"], ["n"])],
+        [helper.make_value_info("s", seq), helper.make_tensor_value_info("x2", f, [None, 2]),
+         helper.make_tensor_value_info("sizes", TensorProto.INT64, [None]),
+         helper.make_tensor_value_info("pos", TensorProto.INT64, [])],
+        [helper.make_value_info("parts", seq), helper.make_tensor_value_info("picked", f, None),
+         helper.make_tensor_value_info("joined", f, None),
+         helper.make_tensor_value_info("n", TensorProto.INT64, [])])
     return models
 
 
