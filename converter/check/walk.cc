@@ -451,7 +451,7 @@ class Walker {
       t.rank_known = v->rank_known;
       t.shape = v->shape;
       t.is_sequence = v->is_sequence;
-      if (v->is_sequence && !(def.traits & kTraitSequence)) {
+      if (v->is_sequence && !(def.traits & kTraitSequence) && !def.has_subgraphs) {
         // The converter refuses it naming the node (infer_and_fold.cc).
         ReportInferFailure(
             n, Status(StatusCode::kInvalidModel, n.Label() + ": input '" + v->name +

@@ -75,7 +75,8 @@ Status InferAndFold(Graph* g, bool fold, bool keep_dequantize) {
         return Status(StatusCode::kInvalidModel, g->source + ": " + n.Label() + ": input '" +
                                                      n.inputs[i] + "' has no known type");
       ins[i] = ToTensor(*v);
-      if (v->is_sequence && !(def->traits & kTraitSequence))
+      // If/Loop pass sequences to their subgraphs (Scan refuses them there).
+      if (v->is_sequence && !(def->traits & kTraitSequence) && !def->has_subgraphs)
         return Status(StatusCode::kInvalidModel, g->source + ": " + n.Label() + ": input '" +
                                                      n.inputs[i] +
                                                      "' is a sequence; this op takes tensors");

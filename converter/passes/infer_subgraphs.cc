@@ -24,7 +24,8 @@ Shape Merge(const Shape& a, const Shape& b) {
   return s;
 }
 
-void SetType(Value* v, DType dtype, bool rank_known, const Shape& shape) {
+void SetType(Value* v, DType dtype, bool rank_known, const Shape& shape, bool is_sequence = false) {
+  v->is_sequence = is_sequence;
   v->dtype = dtype;
   v->rank_known = rank_known;
   v->shape = shape;
@@ -44,7 +45,7 @@ Status InferBody(const Graph& g, const Node& n, const std::string& attr, Graph* 
   for (size_t i = 0; i < types.size(); ++i) {
     Value& v = sub->values[sub->inputs[i]];
     v.name = sub->inputs[i];
-    SetType(&v, types[i].dtype, types[i].rank_known, types[i].shape);
+    SetType(&v, types[i].dtype, types[i].rank_known, types[i].shape, types[i].is_sequence);
   }
   Status st = VerifyGraph(sub);
   if (st.ok()) st = InferAndFold(sub, fold);
@@ -86,10 +87,11 @@ Status FixCarriedTypes(const Graph& g, const Node& n, Graph* body, std::vector<V
     for (size_t i = 0; i < count; ++i) {
       Value& in = (*types)[first_in + i];
       const Value& out = Out(trial, first_out + i);
-      if (out.dtype != in.dtype)
+      if (out.dtype != in.dtype || out.is_sequence != in.is_sequence)
         return Invalid(g, n,
                        "loop-carried value " + std::to_string(i) + " enters as " +
-                           dtype_name(in.dtype) + " and leaves the body as " +
+                           (in.is_sequence ? "a sequence of " : "") + dtype_name(in.dtype) +
+                           " and leaves the body as " + (out.is_sequence ? "a sequence of " : "") +
                            dtype_name(out.dtype));
       if (!in.rank_known) continue;
       if (!out.rank_known || out.shape.size() != in.shape.size()) {
@@ -123,17 +125,19 @@ Status InferIf(Graph* g, Node* n, bool fold) {
     const Value& t = Out(then_g, i);
     const Value& e = Out(else_g, i);
     const std::string which = "output " + std::to_string(i) + " ('" + n->outputs[i] + "')";
-    if (t.dtype != e.dtype)
+    if (t.dtype != e.dtype || t.is_sequence != e.is_sequence)
       return Invalid(*g, *n,
-                     which + " is " + dtype_name(t.dtype) + " in then_branch but " +
-                         dtype_name(e.dtype) + " in else_branch");
+                     which + " is " + (t.is_sequence ? "a sequence of " : "") +
+                         dtype_name(t.dtype) + " in then_branch but " +
+                         (e.is_sequence ? "a sequence of " : "") + dtype_name(e.dtype) +
+                         " in else_branch");
     // Declared output ranks must agree (fold_ifs checks them); inferred ones
     // may differ, as ONNX allows: the output's rank is then known when running.
     if (n->outputs[i].empty()) continue;
     Value& v = g->values[n->outputs[i]];
     v.name = n->outputs[i];
     const bool rank = t.rank_known && e.rank_known && t.shape.size() == e.shape.size();
-    SetType(&v, t.dtype, rank, rank ? Merge(t.shape, e.shape) : Shape());
+    SetType(&v, t.dtype, rank, rank ? Merge(t.shape, e.shape) : Shape(), t.is_sequence);
   }
   return Status::Ok();
 }
@@ -161,8 +165,12 @@ Status InferLoop(Graph* g, Node* n, bool fold) {
     Value& v = g->values[n->outputs[i]];
     v.name = n->outputs[i];
     if (i < carried) {
-      SetType(&v, b.dtype, types[2 + i].rank_known, types[2 + i].shape);
+      SetType(&v, b.dtype, types[2 + i].rank_known, types[2 + i].shape, b.is_sequence);
     } else {
+      if (b.is_sequence)
+        return Status(StatusCode::kUnsupported,
+                      g->source + ": " + n->Label() + ": scan output '" + n->outputs[i] +
+                          "' is a sequence; scan outputs are tensors stacked over iterations");
       Shape s = b.shape;
       s.insert(s.begin(), kUnknownDim);  // the iterations run
       SetType(&v, b.dtype, b.rank_known, b.rank_known ? s : Shape());
@@ -190,6 +198,10 @@ Status InferScan(Graph* g, Node* n, bool fold) {
   out_axes.resize(n->outputs.size() - states, 0);
   std::vector<Value> types;
   int64_t T = kUnknownDim;
+  for (const std::string& in : n->inputs)
+    if (TypeOf(*g, in).is_sequence)
+      return Status(StatusCode::kUnsupported, g->source + ": " + n->Label() + ": reads sequence '" +
+                                                  in + "'; Scan takes tensors only");
   for (size_t i = 0; i < n->inputs.size() - captured; ++i) {
     Value t = TypeOf(*g, n->inputs[i]);
     if (i >= states && t.rank_known) {

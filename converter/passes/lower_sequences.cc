@@ -379,12 +379,18 @@ bool UsesSequences(const Graph& g) {
   return false;
 }
 
-// Sequences that cannot be lowered run on sequence values in the main graph;
-// the subgraph runners plan tensors only.
+// Sequences that cannot be lowered run on sequence values, in the main graph
+// and in If and Loop subgraphs (carried, captured, returned); Scan and
+// SequenceMap bodies take tensors only.
 Status CheckRuntimeSequences(const Graph& g, const Status& why_not_static) {
   const std::set<std::string> seqs = SequenceValues(g);
   for (const Node& n : g.nodes) {
     if (n.subgraphs.empty()) continue;
+    if (n.domain.empty() && (n.op_type == "If" || n.op_type == "Loop")) {
+      for (const auto& sub : n.subgraphs)
+        QF_RETURN_IF_ERROR(CheckRuntimeSequences(*sub.second, why_not_static));
+      continue;
+    }
     std::string what;
     for (const std::string& in : n.inputs)
       if (seqs.count(in)) what = "reads sequence '" + in + "'";
@@ -400,8 +406,7 @@ Status CheckRuntimeSequences(const Graph& g, const Status& why_not_static) {
       return Status(
           StatusCode::kUnsupported,
           g.source + ": " + n.Label() + ": " + what +
-              "; sequences inside subgraphs (If, Loop, Scan, SequenceMap) are not "
-              "supported yet" +
+              "; sequences inside Scan and SequenceMap bodies are not supported yet" +
               (why_not_static.message().empty() ? "" : " (" + why_not_static.message() + ")"));
   }
   return Status::Ok();

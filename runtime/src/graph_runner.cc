@@ -15,15 +15,6 @@ namespace qfold {
 
 namespace {
 
-// A runner plans tensors only (the loader refuses sequence-labeled values in
-// subgraphs; a sequence op there would make one).
-Status RefuseSequences(const KernelContext& ctx) {
-  for (const Tensor* t : ctx.outputs)
-    if (t && t->is_sequence)
-      return ctx.Unsupported("makes sequence '" + t->name +
-                             "': sequences inside subgraphs are not supported yet");
-  return Status::Ok();
-}
 constexpr size_t kAlign = 64;
 constexpr size_t kTailPad = 64;  // kernels' SIMD over-reads
 constexpr int64_t kMaxActivationElements = int64_t(1) << 32;
@@ -229,6 +220,8 @@ Status GraphRunner::Create(const SubgraphEnv& env, int graph_index, const std::s
     slot_of[id] = s;
     r->tensors_.emplace_back();
     r->tensors_.back().name = env.model->tensors[size_t(id)].info.name;
+    r->tensors_.back().is_sequence = env.model->tensors[size_t(id)].info.is_sequence;
+    r->has_sequences_ = r->has_sequences_ || r->tensors_.back().is_sequence;
     return s;
   };
   for (int id : g.input_ids) r->input_slots_.push_back(slot(id));
@@ -239,6 +232,9 @@ Status GraphRunner::Create(const SubgraphEnv& env, int graph_index, const std::s
     for (int id : op.outputs) r->op_out_slots_.back().push_back(slot(id));
   }
   for (int id : g.output_ids) r->output_slots_.push_back(slot(id));
+  r->sequences_.resize(r->tensors_.size());
+  for (size_t s = 0; s < r->tensors_.size(); ++s)
+    if (r->tensors_[s].is_sequence) r->tensors_[s].sequence = &r->sequences_[s];
   r->contexts_.resize(g.ops.size());
   r->op_state_.resize(g.ops.size());
   for (size_t k = 0; k < g.ops.size(); ++k) {
@@ -309,7 +305,7 @@ size_t GraphRunner::arena_bytes() const {
 
 Status GraphRunner::CheckShapes(KernelContext& ctx, size_t budget_used) const {
   for (Tensor* o : ctx.outputs) {
-    if (!o) continue;
+    if (!o || o->is_sequence) continue;
     int64_t n = 0;
     if (!o->rank_known || o->rank() > kMaxRank || !CheckedNumel(o->shape, &n) ||
         n > kMaxActivationElements)
@@ -358,18 +354,24 @@ Status GraphRunner::Plan(const std::vector<const Tensor*>& inputs) {
     const TensorEntry& e = m.tensors[size_t(model_id[s])];
     tensors_[s].dtype = e.info.dtype;
     tensors_[s].shape = e.info.shape;
-    tensors_[s].rank_known = true;
+    tensors_[s].rank_known = e.rank_known;
     tensors_[s].data = const_cast<void*>(e.const_data);
+    if (tensors_[s].is_sequence) tensors_[s].sequence = &sequences_[s];
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor& t = tensors_[size_t(input_slots_[i])];
     const TensorInfo& declared = m.tensors[size_t(g.input_ids[i])].info;
-    if (inputs[i]->dtype != declared.dtype)
-      return Status(StatusCode::kInvalidModel, label_ + ": input '" + t.name + "' is " +
-                                                   dtype_name(declared.dtype) + ", given " +
-                                                   dtype_name(inputs[i]->dtype));
+    if (inputs[i]->dtype != declared.dtype || inputs[i]->is_sequence != declared.is_sequence ||
+        (inputs[i]->is_sequence && !inputs[i]->sequence))
+      return Status(
+          StatusCode::kInvalidModel,
+          label_ + ": input '" + t.name + "' is " + (declared.is_sequence ? "a sequence of " : "") +
+              dtype_name(declared.dtype) + ", given " +
+              (inputs[i]->is_sequence ? "a sequence of " : "") + dtype_name(inputs[i]->dtype));
     t.shape = inputs[i]->shape;
+    t.rank_known = inputs[i]->rank_known;
     t.data = nullptr;
+    if (t.is_sequence) t.sequence = inputs[i]->sequence;
     planned_shapes_.push_back(inputs[i]->shape);
     planned_dtypes_.push_back(inputs[i]->dtype);
   }
@@ -377,12 +379,14 @@ Status GraphRunner::Plan(const std::vector<const Tensor*>& inputs) {
   const int nops = int(g.ops.size());
   folded_.assign(size_t(nops), false);
   size_t folded_bytes = 0;
-  for (int k = 0; k < nops; ++k) {
+  // A sequence's length and elements are data: each op is inferred as it runs.
+  dynamic_ = has_sequences_;
+  for (int k = 0; k < nops && !dynamic_; ++k) {
     const OpEntry& op = g.ops[size_t(k)];
     KernelContext& ctx = contexts_[size_t(k)];
     ClearScratch(ctx);  // folded ops run before the arena exists
     QF_RETURN_IF_ERROR(op.def->infer(ctx));
-    QF_RETURN_IF_ERROR(RefuseSequences(ctx));
+    QF_RETURN_IF_ERROR(CheckOutputKinds(ctx));
     bool all_known = true, value_unknown = false, outputs_known = true;
     for (Tensor* in : ctx.inputs)
       if (in && !in->data) all_known = false;
@@ -444,16 +448,17 @@ Status GraphRunner::RunDynamic() {
     const OpDef& def = *g.ops[k].def;
     KernelContext& ctx = contexts_[k];
     QF_RETURN_IF_ERROR(def.infer(ctx));
-    QF_RETURN_IF_ERROR(RefuseSequences(ctx));
+    QF_RETURN_IF_ERROR(CheckOutputKinds(ctx));
+    // Sequence outputs are written by the op into their values, not buffers.
     bool known = true;
     for (Tensor* o : ctx.outputs)
-      if (o && !o->shape_known()) known = false;
+      if (o && !o->is_sequence && !o->shape_known()) known = false;
     ctx.op_allocates_outputs = def.sizes_outputs && !known;
     if (!ctx.op_allocates_outputs) {
       QF_RETURN_IF_ERROR(CheckShapes(ctx, used));
       for (size_t o = 0; o < ctx.outputs.size(); ++o) {
         Tensor* t = ctx.outputs[o];
-        if (!t) continue;
+        if (!t || t->is_sequence) continue;
         used += t->bytes();
         t->data = dynamic_storage_[size_t(op_out_slots_[k][o])].Reserve(t->bytes());
         if (!t->data && t->bytes())
@@ -463,6 +468,13 @@ Status GraphRunner::RunDynamic() {
     QF_RETURN_IF_ERROR(
         ReserveDynamicScratch(def, ctx, env_->max_memory_bytes, used, &dynamic_scratch_));
     QF_RETURN_IF_ERROR(RunCaught(def, ctx));
+    // The body's sequences count against the session's bound with its buffers.
+    size_t held = used;
+    for (const SequenceValue& v : sequences_) held += v.bytes();
+    if (held > env_->max_memory_bytes)
+      return ctx.Invalid("sequences and buffers need " + std::to_string(held) +
+                         " bytes, more than the " + std::to_string(env_->max_memory_bytes) +
+                         " a session may allocate");
   }
   return Status::Ok();
 }
@@ -470,8 +482,11 @@ Status GraphRunner::RunDynamic() {
 Status GraphRunner::Run(const std::vector<const Tensor*>& inputs) {
   QF_RETURN_IF_ERROR(Plan(inputs));
   // Inputs are read in place: no op of the subgraph writes them.
-  for (size_t i = 0; i < inputs.size(); ++i)
-    tensors_[size_t(input_slots_[i])].data = inputs[i]->data;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor& t = tensors_[size_t(input_slots_[i])];
+    t.data = inputs[i]->data;
+    if (t.is_sequence) t.sequence = inputs[i]->sequence;
+  }
   if (dynamic_) return RunDynamic();
   for (size_t k = 0; k < contexts_.size(); ++k) {
     if (folded_[k]) continue;

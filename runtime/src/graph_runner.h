@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/op.h"
+#include "core/sequence.h"
 #include "model_impl.h"
 
 namespace qfold {
@@ -73,6 +74,17 @@ Status PlanGraphArena(const ArenaGraph& g, const std::vector<bool>& folded, size
 Status ReserveDynamicScratch(const OpDef& def, KernelContext& ctx, size_t limit, size_t used,
                              OwnedBuffer* buffer);
 
+// The model labels which tensors hold sequences; an op's infer must agree (a
+// crafted file may label a sequence op's output a tensor, or the reverse).
+inline Status CheckOutputKinds(const KernelContext& ctx) {
+  for (const Tensor* t : ctx.outputs)
+    if (t && t->is_sequence != (t->sequence != nullptr))
+      return ctx.Invalid("output '" + t->name + "' is " +
+                         (t->sequence ? "a sequence in the model, a tensor by the op"
+                                      : "a tensor in the model, a sequence by the op"));
+  return Status::Ok();
+}
+
 // Clears what a previous plan left in the context (before infer or folding).
 inline void ClearScratch(KernelContext& ctx) {
   ctx.scratch = nullptr;
@@ -120,6 +132,10 @@ class GraphRunner {
   const GraphEntry* graph_ = nullptr;
   std::string label_;
   std::vector<Tensor> tensors_;  // local slots
+  // Values of the slots that hold sequences (a runner with any runs in
+  // dynamic mode); an input slot points at its caller's value instead.
+  std::vector<SequenceValue> sequences_;
+  bool has_sequences_ = false;
   std::vector<int> input_slots_, output_slots_;
   std::vector<std::vector<int>> op_in_slots_, op_out_slots_;
   std::vector<KernelContext> contexts_;
@@ -154,6 +170,8 @@ struct ControlFlowState {
   Tensor iteration_tensor, condition_tensor;
   // Outputs the op sizes itself (dynamic mode).
   std::vector<OwnedBuffer> outputs;
+  // Loop: loop-carried sequences, double-buffered like `carried`.
+  std::vector<SequenceValue> carried_sequences[2];
 
   size_t arena_bytes() const {
     size_t n = 0;

@@ -244,32 +244,23 @@ Status Model::Impl::Parse() {
   return Status::Ok();
 }
 
-// Only sequence ops (kTraitSequence) read or write sequences: another op
-// would take a sequence for a tensor without data. Sequences stay in the main
-// graph (subgraph runners plan tensors only).
+// Only sequence ops (kTraitSequence) and the control-flow ops passing values
+// to their subgraphs (If, Loop; Scan refuses them when inferred) read or write
+// sequences: another op would take a sequence for a tensor without data.
 Status Model::Impl::CheckSequences() const {
-  for (const OpEntry& op : ops) {
-    if (op.def->traits & kTraitSequence) continue;
-    for (const std::vector<int>* ids : {&op.inputs, &op.outputs})
-      for (int id : *ids)
-        if (id >= 0 && tensors[size_t(id)].info.is_sequence)
-          return Bad(source, op.type + " '" + op.name + "' reads or writes sequence '" +
-                                 tensors[size_t(id)].info.name + "', but it takes tensors only");
-  }
-  for (const GraphEntry& ge : subgraphs) {
-    std::vector<int> ids = ge.input_ids;
-    ids.insert(ids.end(), ge.output_ids.begin(), ge.output_ids.end());
-    for (const OpEntry& op : ge.ops) {
-      ids.insert(ids.end(), op.inputs.begin(), op.inputs.end());
-      ids.insert(ids.end(), op.outputs.begin(), op.outputs.end());
+  auto check = [&](const std::vector<OpEntry>& list) -> Status {
+    for (const OpEntry& op : list) {
+      if ((op.def->traits & kTraitSequence) || op.def->has_subgraphs) continue;
+      for (const std::vector<int>* ids : {&op.inputs, &op.outputs})
+        for (int id : *ids)
+          if (id >= 0 && tensors[size_t(id)].info.is_sequence)
+            return Bad(source, op.type + " '" + op.name + "' reads or writes sequence '" +
+                                   tensors[size_t(id)].info.name + "', but it takes tensors only");
     }
-    for (int id : ids)
-      if (id >= 0 && tensors[size_t(id)].info.is_sequence)
-        return Status(StatusCode::kUnsupported,
-                      source + ": subgraph '" + ge.name + "' uses sequence '" +
-                          tensors[size_t(id)].info.name +
-                          "': sequences inside subgraphs are not supported yet");
-  }
+    return Status::Ok();
+  };
+  QF_RETURN_IF_ERROR(check(ops));
+  for (const GraphEntry& ge : subgraphs) QF_RETURN_IF_ERROR(check(ge.ops));
   return Status::Ok();
 }
 

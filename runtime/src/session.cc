@@ -44,17 +44,6 @@ AlignedBuffer AllocAligned(size_t bytes) {
 // Runs an op's kernel; an exception from it (std::bad_alloc from a kernel's
 // own buffers, or one forwarded from a pool worker) becomes a status naming the
 // op, so none escapes Session::Run.
-// The model says which tensors hold sequences; the op's infer must agree (a
-// crafted file may label a sequence op's output a tensor).
-Status CheckOutputKinds(const KernelContext& ctx) {
-  for (const Tensor* t : ctx.outputs)
-    if (t && t->is_sequence != (t->sequence != nullptr))
-      return ctx.Invalid("output '" + t->name + "' is " +
-                         (t->sequence ? "a sequence in the model, a tensor by the op"
-                                      : "a tensor in the model, a sequence by the op"));
-  return Status::Ok();
-}
-
 Status RunGuarded(const OpDef& def, KernelContext& ctx) {
   try {
     return def.run(ctx);
@@ -176,21 +165,17 @@ Status Session::Impl::RunDynamic() {
     KernelContext& ctx = contexts[k];
     QF_RETURN_IF_ERROR(m->ops[k].def->infer(ctx));
     QF_RETURN_IF_ERROR(CheckOutputKinds(ctx));
-    bool writes_sequence = false;
-    for (Tensor* t : ctx.outputs) writes_sequence = writes_sequence || (t && t->is_sequence);
-    if (writes_sequence) {
-      QF_RETURN_IF_ERROR(RunOp(k, ctx));
-      QF_RETURN_IF_ERROR(CheckSequenceBytes(ctx));
-      continue;
+    // A Loop stopped by its condition sizes its outputs while running; sequence
+    // outputs are written by the op into their values, not buffers.
+    bool known = true, writes_sequence = false;
+    for (Tensor* t : ctx.outputs) {
+      if (t && !t->is_sequence && !t->shape_known()) known = false;
+      writes_sequence = writes_sequence || (t && t->is_sequence);
     }
-    // A Loop stopped by its condition sizes its outputs while running.
-    bool known = true;
-    for (Tensor* t : ctx.outputs)
-      if (t && !t->shape_known()) known = false;
     ctx.op_allocates_outputs = m->ops[k].def->sizes_outputs && !known;
     for (size_t o = 0; o < ctx.outputs.size() && !ctx.op_allocates_outputs; ++o) {
       Tensor* t = ctx.outputs[o];
-      if (!t) continue;
+      if (!t || t->is_sequence) continue;
       int64_t n = 0;
       if (!t->rank_known || t->rank() > kMaxRank || !CheckedNumel(t->shape, &n) ||
           n > kMaxActivationElements)
@@ -208,6 +193,7 @@ Status Session::Impl::RunDynamic() {
     QF_RETURN_IF_ERROR(ReserveDynamicScratch(*m->ops[k].def, ctx, opts.max_memory_bytes,
                                              dynamic_bytes, &dynamic_scratch));
     QF_RETURN_IF_ERROR(RunOp(k, ctx));
+    if (writes_sequence) QF_RETURN_IF_ERROR(CheckSequenceBytes(ctx));
   }
   return Status::Ok();
 }

@@ -208,25 +208,25 @@ def bad_checks(qfold_bin, tmp, split_qfm, input_qfm):
     check("a tensor op reading a sequence: exit 2 naming the node, no file",
           p.returncode == 2 and "Relu 'relu_of_seq'" in p.stderr and not os.path.exists(out),
           f"exit {p.returncode}: {p.stderr}")
-    # A Loop body reading a sequence of the enclosing graph.
+    # A Scan reading a sequence (Scan bodies take tensors).
     body = helper.make_graph(
-        [helper.make_node("SequenceAt", ["s", "i"], ["e"], name="at_in_body"),
-         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep")],
-        "body",
-        [helper.make_tensor_value_info("i", T.INT64, []),
-         helper.make_tensor_value_info("cond_in", T.BOOL, [])],
-        [helper.make_tensor_value_info("cond_out", T.BOOL, []),
-         helper.make_tensor_value_info("e", T.FLOAT, [2])])
+        [helper.make_node("Identity", ["x_in"], ["x_out"], name="keep")], "body",
+        [helper.make_tensor_value_info("x_in", T.FLOAT, [2])],
+        [helper.make_tensor_value_info("x_out", T.FLOAT, [2])])
     graph = helper.make_graph(
-        [helper.make_node("Loop", ["m", ""], ["es"], name="loop_over_seq", body=body)], "loop_seq",
-        [seq_info("s", T.FLOAT, [2]), helper.make_tensor_value_info("m", T.INT64, [])],
-        [helper.make_tensor_value_info("es", T.FLOAT, [None, 2])])
-    path = os.path.join(tmp, "loop_seq.onnx")
+        [helper.make_node("SequenceAt", ["s", "zero"], ["first"], name="first"),
+         helper.make_node("Scan", ["s"], ["ys"], name="scan_over_seq", body=body,
+                          num_scan_inputs=1)], "scan_seq",
+        [seq_info("s", T.FLOAT, [3, 2])],
+        [helper.make_tensor_value_info("ys", T.FLOAT, [3, 2]),
+         helper.make_tensor_value_info("first", T.FLOAT, [3, 2])],
+        [helper.make_tensor("zero", T.INT64, [], [0])])
+    path = os.path.join(tmp, "scan_seq.onnx")
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    out = os.path.join(tmp, "loop_seq.qfm")
+    out = os.path.join(tmp, "scan_seq.qfm")
     p = cli(qfold_bin, "convert", path, "-o", out)
-    check("a Loop body reading a sequence: refused naming the Loop, no file",
-          p.returncode != 0 and "Loop 'loop_over_seq'" in p.stderr and "not supported" in p.stderr
+    check("a Scan reading a sequence: refused naming the Scan, no file",
+          p.returncode != 0 and "Scan 'scan_over_seq'" in p.stderr and "sequence" in p.stderr
           and not os.path.exists(out), f"exit {p.returncode}: {p.stderr}")
 
 
@@ -264,6 +264,47 @@ def cli_checks(qfold_bin, tmp, qfm, ref, feeds):
           p.returncode == 0 and p.stdout.count("seq(int32)") == 3, p.stdout)
 
 
+def control_flow_model(tmp):
+    """A Loop carrying a sequence (one element appended per iteration) whose body also reads
+    an outer sequence, then an If choosing between that sequence and a new one."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep"),
+         helper.make_node("SequenceAt", ["outer", "i"], ["picked"], name="pick_outer"),
+         helper.make_node("Mul", ["picked", "scale"], ["scaled"], name="scale_it"),
+         helper.make_node("SequenceInsert", ["acc_in", "scaled"], ["acc_out"], name="append"),
+         helper.make_node("SequenceLength", ["acc_out"], ["len_out"], name="count")],
+        "body",
+        [helper.make_tensor_value_info("i", T.INT64, []),
+         helper.make_tensor_value_info("cond_in", T.BOOL, []),
+         seq_info("acc_in", T.FLOAT, [None, 2])],
+        [helper.make_tensor_value_info("cond_out", T.BOOL, []), seq_info("acc_out", T.FLOAT,
+                                                                         [None, 2]),
+         helper.make_tensor_value_info("len_out", T.INT64, [])])
+    then_g = helper.make_graph(
+        [helper.make_node("Identity", ["grown"], ["then_out"], name="take_grown")], "then",
+        [], [seq_info("then_out", T.FLOAT, [None, 2])])
+    else_g = helper.make_graph(
+        [helper.make_node("SequenceConstruct", ["x", "x"], ["else_out"], name="pair")], "else",
+        [], [seq_info("else_out", T.FLOAT, [None, 2])])
+    nodes = [
+        helper.make_node("SequenceEmpty", [], ["start"], name="start", dtype=T.FLOAT),
+        helper.make_node("Loop", ["m", "", "start"], ["grown", "lengths"], name="grow_loop", body=body),
+        helper.make_node("If", ["pick"], ["chosen"], name="choose", then_branch=then_g,
+                         else_branch=else_g),
+        helper.make_node("ConcatFromSequence", ["chosen"], ["flat"], name="flat", axis=0),
+    ]
+    graph = helper.make_graph(
+        nodes, "control_flow_sequences",
+        [seq_info("outer", T.FLOAT, [None, 2]), helper.make_tensor_value_info("m", T.INT64, []),
+         helper.make_tensor_value_info("pick", T.BOOL, []),
+         helper.make_tensor_value_info("x", T.FLOAT, [1, 2])],
+        [seq_info("chosen", T.FLOAT, [None, 2]), helper.make_tensor_value_info("flat", T.FLOAT,
+                                                                              [None, 2]),
+         helper.make_tensor_value_info("lengths", T.INT64, [None])],
+        [helper.make_tensor("scale", T.FLOAT, [], [2.0])])
+    return save(graph, os.path.join(tmp, "control_flow.onnx"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--qfold", required=True)
@@ -288,6 +329,15 @@ def main():
         for lengths in ((1,), (2, 0, 5), (3, 1, 4, 1, 2)):
             input_feeds.append({"s": [rng.integers(-9, 9, (n, 3), dtype=np.int32) for n in lengths],
                                 "t": rng.integers(-9, 9, (1, 3), dtype=np.int32)})
+        cf_feeds = []
+        for m, pick, lengths in ((3, True, (1, 2, 3)), (1, True, (2,)), (2, False, (1, 1)),
+                                 (0, True, (1,))):
+            cf_feeds.append({"outer": [rng.standard_normal((n, 2)).astype(np.float32)
+                                       for n in lengths],
+                             "m": np.array(m, np.int64), "pick": np.array(pick),
+                             "x": rng.standard_normal((1, 2)).astype(np.float32)})
+        compare(args.qfold, tmp, "Loop carrying a sequence, If choosing one",
+                control_flow_model(tmp), cf_feeds[:3])
         input_path = input_model(tmp)
         input_qfm = compare(args.qfold, tmp, "sequence graph input", input_path, input_feeds)
         # The ONNX Runtime-compatible session: the same types and results as ONNX Runtime's.

@@ -1042,25 +1042,22 @@ TEST_CASE("converter LowerSequences: bad sequences are refused naming the node")
        },
        StatusCode::kInvalidModel,
        "graph output 'Y' is declared a tensor but the op makes a sequence"},
-      {"sequence read by a Loop body",
+      {"sequence read by a Scan body",
        [](OnnxBuilder* b) {
          b->InitInt64("zero", {}, {0});
          b->Node("SequenceConstruct", {"X"}, {"seq"}, "single");
          OnnxBuilder body(13);
-         body.Input("i", onnx::TensorProto::INT64, {});
-         body.Input("c", onnx::TensorProto::BOOL, {});
-         body.Output("c_out", onnx::TensorProto::BOOL, {});
+         body.Input("x_in", kFloat, {});
          body.Output("e", kFloat, {2});
-         body.Node("Identity", {"c"}, {"c_out"}, "keep");
          body.Node("SequenceAt", {"seq", "zero"}, {"e"}, "at_in_body");
-         b->InitInt64("m", {}, {1});
-         onnx::NodeProto* loop = b->Node("Loop", {"m", ""}, {"Y"}, "loop");
-         onnx::AttributeProto* a = loop->add_attribute();
+         onnx::NodeProto* scan = b->Node("Scan", {"X"}, {"Y"}, "scan");
+         OnnxBuilder::AttrInt(scan, "num_scan_inputs", 1);
+         onnx::AttributeProto* a = scan->add_attribute();
          a->set_name("body");
          a->set_type(onnx::AttributeProto::GRAPH);
          *a->mutable_g() = *body.graph();
        },
-       StatusCode::kUnsupported, "Loop 'loop': a subgraph reads sequence 'seq'"},
+       StatusCode::kUnsupported, "Scan 'scan': a subgraph reads sequence 'seq'"},
       {"empty ConcatFromSequence",
        [](OnnxBuilder* b) {
          b->Node("SequenceEmpty", {}, {"seq"}, "none");

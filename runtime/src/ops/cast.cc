@@ -8,20 +8,11 @@
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "ops/elementwise_util.h"
+#include "ops/shape_common.h"
 
 namespace qfold {
-namespace {
 
-// Storage wrappers so the 16-bit float formats get their own conversions.
-struct Half {
-  uint16_t bits;
-};
-struct BFloat16 {
-  uint16_t bits;
-};
-
-// ONNX TensorProto.DataType number -> DType; kUndefined when unsupported.
-DType FromOnnxType(int64_t onnx, bool* known) {
+DType DTypeFromOnnxNumber(int64_t onnx, bool* known) {
   *known = true;
   switch (onnx) {
     case 1:
@@ -70,6 +61,16 @@ DType FromOnnxType(int64_t onnx, bool* known) {
       return DType::kUndefined;
   }
 }
+
+namespace {
+
+// Storage wrappers so the 16-bit float formats get their own conversions.
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
 
 bool Castable(DType t) {
   return IsNumericDType(t) || t == DType::kBool || t == DType::kFloat16 || t == DType::kBFloat16;
@@ -156,7 +157,7 @@ Status InferCast(KernelContext& ctx) {
   const Attr* to = ctx.attr().Find("to");
   if (!to || to->kind != Attr::kInt) return ctx.Invalid("missing int attribute 'to'");
   bool known = false;
-  DType dt = FromOnnxType(to->i, &known);
+  DType dt = DTypeFromOnnxNumber(to->i, &known);
   if (!known) return ctx.Invalid("unknown target type " + std::to_string(to->i));
   if (dt == DType::kUndefined)
     return ctx.Unsupported("cast to ONNX type " + std::to_string(to->i) + " is not supported");

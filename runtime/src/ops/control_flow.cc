@@ -49,6 +49,7 @@ Status CheckScalar(KernelContext& ctx, const Tensor* t, DType want, const char* 
 Status WriteOutput(KernelContext& ctx, int o, DType dtype, const Shape& shape, const void* src) {
   Tensor* out = ctx.output(o);
   if (!out) return Status::Ok();
+  if (out->is_sequence) return ctx.Error(StatusCode::kInternal, "a sequence written as a tensor");
   if (ctx.op_allocates_outputs) {
     out->dtype = dtype;
     out->shape = shape;
@@ -64,6 +65,20 @@ Status WriteOutput(KernelContext& ctx, int o, DType dtype, const Shape& shape, c
                        " " + ShapeToString(shape));
   }
   if (src != out->data && out->bytes()) std::memcpy(out->data, src, out->bytes());
+  return Status::Ok();
+}
+
+// Writes a subgraph's result `v` (a tensor or a sequence) into output `o`.
+Status WriteValue(KernelContext& ctx, int o, const Tensor& v) {
+  Tensor* out = ctx.output(o);
+  if (!out) return Status::Ok();
+  if (out->is_sequence != v.is_sequence || (v.is_sequence && (!v.sequence || !out->sequence)))
+    return ctx.Invalid("output '" + out->name + "' is " +
+                       (out->is_sequence ? "a sequence" : "a tensor") + " but the subgraph gave " +
+                       (v.is_sequence ? "a sequence" : "a tensor"));
+  if (!v.is_sequence) return WriteOutput(ctx, o, v.dtype, v.shape, v.data);
+  // Elements are immutable: the output shares them.
+  if (out->sequence != v.sequence) *out->sequence = *v.sequence;
   return Status::Ok();
 }
 
@@ -122,16 +137,21 @@ Status InferIf(KernelContext& ctx) {
     Tensor* out = ctx.output(o);
     const Tensor t = st.runners[0]->planned_output(o);
     const Tensor e = st.runners[1]->planned_output(o);
-    if (t.dtype != e.dtype)
-      return ctx.Invalid("output " + std::to_string(o) + " is " + dtype_name(t.dtype) + " " +
-                         ShapeToString(t.shape) + " in then_branch but " + dtype_name(e.dtype) +
-                         " " + ShapeToString(e.shape) + " in else_branch");
+    if (t.dtype != e.dtype || t.is_sequence != e.is_sequence)
+      return ctx.Invalid("output " + std::to_string(o) + " is " +
+                         (t.is_sequence ? "a sequence of " : "") + dtype_name(t.dtype) + " " +
+                         ShapeToString(t.shape) + " in then_branch but " +
+                         (e.is_sequence ? "a sequence of " : "") + dtype_name(e.dtype) + " " +
+                         ShapeToString(e.shape) + " in else_branch");
     if (!out) continue;
     out->dtype = t.dtype;
+    out->is_sequence = t.is_sequence;
     out->rank_known = true;
     if (taken >= 0) {
-      out->shape = taken == 0 ? t.shape : e.shape;
-    } else if (t.rank() == e.rank()) {
+      const Tensor& b = taken == 0 ? t : e;
+      out->shape = b.shape;
+      out->rank_known = b.rank_known;
+    } else if (t.rank_known && e.rank_known && t.rank() == e.rank()) {
       out->shape = MergeShapes(t.shape, e.shape);
     } else {  // ONNX lets branches differ in rank: known once the condition is
       out->rank_known = false;
@@ -146,10 +166,7 @@ Status RunIf(KernelContext& ctx) {
   const bool cond = *static_cast<const uint8_t*>(ctx.input(0)->data) != 0;
   GraphRunner& r = *st.runners[cond ? 0 : 1];
   QF_RETURN_IF_ERROR(r.Run(IfCaptures(ctx)));
-  for (int o = 0; o < ctx.num_outputs(); ++o) {
-    const Tensor& v = r.output(o);
-    QF_RETURN_IF_ERROR(WriteOutput(ctx, o, v.dtype, v.shape, v.data));
-  }
+  for (int o = 0; o < ctx.num_outputs(); ++o) QF_RETURN_IF_ERROR(WriteValue(ctx, o, r.output(o)));
   return Status::Ok();
 }
 
@@ -221,14 +238,25 @@ Status InferLoop(KernelContext& ctx) {
     const Tensor v = body.planned_output(1 + o);
     if (o < n) {
       const Tensor& init = *ctx.input(2 + o);
-      if (v.dtype != init.dtype)
+      if (v.dtype != init.dtype || v.is_sequence != init.is_sequence)
         return ctx.Invalid("carried value " + std::to_string(o) + " ('" + init.name + "') is " +
-                           dtype_name(init.dtype) + " but the body returns " + dtype_name(v.dtype));
+                           (init.is_sequence ? "a sequence of " : "") + dtype_name(init.dtype) +
+                           " but the body returns " + (v.is_sequence ? "a sequence of " : "") +
+                           dtype_name(v.dtype));
+    } else if (v.is_sequence) {
+      return ctx.Unsupported("scan output " + std::to_string(o - n) +
+                             " is a sequence; scan outputs are tensors stacked over iterations");
     }
     if (!out) continue;
     out->dtype = v.dtype;
+    out->is_sequence = v.is_sequence;
     out->rank_known = true;
-    if (o < n) {
+    if (o < n && v.is_sequence) {
+      // What every element has: the initial value's and the body's agree.
+      const Tensor& init = *ctx.input(2 + o);
+      out->rank_known = v.rank_known && init.rank_known && v.rank() == init.rank();
+      out->shape = out->rank_known ? MergeShapes(init.shape, v.shape) : Shape();
+    } else if (o < n) {
       // Invariant when one iteration keeps the shape; a changing one is known after the run.
       const Tensor& init = *ctx.input(2 + o);
       out->shape = v.rank() == init.rank() ? MergeShapes(init.shape, v.shape)
@@ -274,6 +302,19 @@ Status RunLoop(KernelContext& ctx) {
       dst.name = v.name;
       dst.dtype = v.dtype;
       dst.shape = v.shape;
+      dst.rank_known = v.rank_known;
+      dst.is_sequence = v.is_sequence;
+      if (v.is_sequence) {
+        // Elements are shared, not copied; the body's value is rewritten next iteration.
+        std::vector<SequenceValue>& seqs = st.carried_sequences[parity];
+        if (seqs.size() < size_t(n)) seqs.resize(size_t(n));
+        seqs[size_t(i)] = *v.sequence;
+        dst.sequence = &seqs[size_t(i)];
+        dst.data = nullptr;
+        in[size_t(2 + i)] = &dst;
+        continue;
+      }
+      dst.sequence = nullptr;
       dst.data = st.carried[parity][size_t(i)].Reserve(v.bytes());
       if (!dst.data && v.bytes()) return ctx.Error(StatusCode::kIoError, "out of memory");
       if (v.bytes()) std::memcpy(dst.data, v.data, v.bytes());
@@ -316,9 +357,7 @@ Status RunLoop(KernelContext& ctx) {
     }
     st.condition = next_cond;
   }
-  for (int i = 0; i < n; ++i)
-    QF_RETURN_IF_ERROR(WriteOutput(ctx, i, in[size_t(2 + i)]->dtype, in[size_t(2 + i)]->shape,
-                                   in[size_t(2 + i)]->data));
+  for (int i = 0; i < n; ++i) QF_RETURN_IF_ERROR(WriteValue(ctx, i, *in[size_t(2 + i)]));
   for (int k = 0; k < k_scan; ++k) {
     Tensor* out = ctx.output(n + k);
     if (!out) continue;
@@ -432,6 +471,12 @@ std::vector<const Tensor*> ScanBodyInputs(KernelContext& ctx, const ScanLayout& 
 
 Status InferScan(KernelContext& ctx) {
   if (!ctx.state) return ctx.Unsupported("runs its body only inside a session");
+  for (const Tensor* t : ctx.inputs)
+    if (t && t->is_sequence)
+      return ctx.Unsupported("reads sequence '" + t->name + "'; Scan takes tensors only");
+  for (const Tensor* t : ctx.outputs)
+    if (t && t->is_sequence)
+      return ctx.Unsupported("output '" + t->name + "' is a sequence; Scan makes tensors only");
   ScanLayout s;
   QF_RETURN_IF_ERROR(ReadScanLayout(ctx, &s));
   int64_t T = 0;

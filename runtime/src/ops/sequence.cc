@@ -116,10 +116,13 @@ Status OutOfMemory(const KernelContext& ctx, size_t bytes) {
 // --- SequenceEmpty ---------------------------------------------------------
 
 Status InferSequenceEmpty(KernelContext& ctx) {
-  const int64_t dt = ctx.attr().GetInt("dtype", int64_t(DType::kFloat32));
-  if (!dtype_is_valid(int(dt)) || DType(dt) == DType::kUndefined)
-    return ctx.Invalid("dtype " + std::to_string(dt) + " is not a tensor type qfold knows");
-  SetSequenceOutput(ctx.output(0), DType(dt));
+  const int64_t onnx = ctx.attr().GetInt("dtype", 1);  // ONNX FLOAT
+  bool known = false;
+  const DType dt = DTypeFromOnnxNumber(onnx, &known);
+  if (!known) return ctx.Invalid("dtype " + std::to_string(onnx) + " is not an ONNX type");
+  if (dt == DType::kUndefined)
+    return ctx.Unsupported("sequences of ONNX type " + std::to_string(onnx) + " are not supported");
+  SetSequenceOutput(ctx.output(0), dt);
   return Status::Ok();
 }
 

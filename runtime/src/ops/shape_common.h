@@ -16,6 +16,11 @@ Status CheckByteDType(const KernelContext& ctx, const Tensor* t, const char* wha
 // Invalid unless t holds int32 or int64 (shape/axes/indices style inputs).
 Status CheckIntDType(const KernelContext& ctx, const Tensor* t, const char* what);
 
+// ONNX TensorProto.DataType number (Cast's `to`, SequenceEmpty's `dtype`) ->
+// DType: kUndefined for ONNX types qfold has no kernels for, with `known`
+// false for numbers ONNX does not define (ops/cast.cc).
+DType DTypeFromOnnxNumber(int64_t onnx, bool* known);
+
 // Sets a known-rank output.
 void SetOutput(Tensor* out, DType dtype, Shape shape);
 // Sets an output of unknown rank (converter only).
