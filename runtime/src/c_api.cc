@@ -400,21 +400,33 @@ qfold_status qfold_session_run(qfold_session* session) {
   });
 }
 
+namespace {
+
+// The index of output `name`, once a run has computed it.
+qfold_status ComputedOutput(const char* fn, const qfold_session* session, const char* name,
+                            size_t* index) {
+  if (!session) return NullArg(fn, "session");
+  if (!name) return NullArg(fn, "name");
+  const auto& outputs = session->model->outputs();
+  *index = 0;
+  while (*index < outputs.size() && outputs[*index].name != name) ++*index;
+  if (*index == outputs.size())
+    return Fail(QFOLD_INVALID_ARGUMENT, fn, "no output named '" + std::string(name) + "'");
+  if (!session->has_run)
+    return Fail(QFOLD_INVALID_ARGUMENT, fn,
+                "output '" + std::string(name) +
+                    "' is not computed: call qfold_session_run after setting the inputs");
+  return QFOLD_OK;
+}
+
+}  // namespace
+
 qfold_status qfold_session_get_output(qfold_session* session, const char* name, qfold_dtype* dtype,
                                       const int64_t** dims, size_t* rank, const void** data) {
   static const char* fn = "qfold_session_get_output";
   return Guard(fn, [&] {
-    if (!session) return NullArg(fn, "session");
-    if (!name) return NullArg(fn, "name");
-    const auto& outputs = session->model->outputs();
     size_t index = 0;
-    while (index < outputs.size() && outputs[index].name != name) ++index;
-    if (index == outputs.size())
-      return Fail(QFOLD_INVALID_ARGUMENT, fn, "no output named '" + std::string(name) + "'");
-    if (!session->has_run)
-      return Fail(QFOLD_INVALID_ARGUMENT, fn,
-                  "output '" + std::string(name) +
-                      "' is not computed: call qfold_session_run after setting the inputs");
+    if (qfold_status s = ComputedOutput(fn, session, name, &index)) return s;
     qfold::DType dt = qfold::DType::kUndefined;
     qfold::Shape& shape = session->output_shapes[index];
     const void* ptr = nullptr;
@@ -433,18 +445,9 @@ namespace {
 // The elements of sequence output `name` after a run, kept in the session.
 qfold_status OutputElements(const char* fn, qfold_session* session, const char* name,
                             const std::vector<qfold::TensorView>** out) {
-  if (!session) return NullArg(fn, "session");
-  if (!name) return NullArg(fn, "name");
-  const auto& outputs = session->model->outputs();
   size_t index = 0;
-  while (index < outputs.size() && outputs[index].name != name) ++index;
-  if (index == outputs.size())
-    return Fail(QFOLD_INVALID_ARGUMENT, fn, "no output named '" + std::string(name) + "'");
-  if (!session->has_run)
-    return Fail(QFOLD_INVALID_ARGUMENT, fn,
-                "output '" + std::string(name) +
-                    "' is not computed: call qfold_session_run after setting the inputs");
-  session->output_elements.resize(outputs.size());
+  if (qfold_status s = ComputedOutput(fn, session, name, &index)) return s;
+  session->output_elements.resize(session->model->outputs().size());
   qfold::Status st = session->session->GetOutputSequence(name, &session->output_elements[index]);
   if (!st.ok()) return FromStatus(fn, st);
   *out = &session->output_elements[index];

@@ -318,16 +318,7 @@ Status SplitPieces(const KernelContext& ctx, int64_t dim, std::vector<int64_t>* 
     if (!ReadInts(s, &split)) return Status::Ok();
   }
   if (s && s->rank() == 1) {
-    int64_t sum = 0;
-    for (int64_t v : split) {
-      if (v < 0) return ctx.Invalid("split has a negative entry");
-      if (v > std::numeric_limits<int64_t>::max() - sum)
-        return ctx.Invalid("split entries overflow int64");
-      sum += v;
-    }
-    if (dim >= 0 && sum != dim)
-      return ctx.Invalid("split sums to " + std::to_string(sum) + " but the axis has " +
-                         std::to_string(dim));
+    QF_RETURN_IF_ERROR(CheckSplitSizes(ctx, split, dim));
     *sizes = split;
     *known = true;
     return Status::Ok();

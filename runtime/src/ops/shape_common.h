@@ -21,6 +21,10 @@ Status CheckIntDType(const KernelContext& ctx, const Tensor* t, const char* what
 // false for numbers ONNX does not define (ops/cast.cc).
 DType DTypeFromOnnxNumber(int64_t onnx, bool* known);
 
+// Split sizes along an axis of `dim` (kUnknownDim: not checked against it):
+// non-negative, summing to dim without overflow (ops/split.cc).
+Status CheckSplitSizes(const KernelContext& ctx, const std::vector<int64_t>& sizes, int64_t dim);
+
 // Sets a known-rank output.
 void SetOutput(Tensor* out, DType dtype, Shape shape);
 // Sets an output of unknown rank (converter only).

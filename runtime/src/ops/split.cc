@@ -7,6 +7,21 @@
 #include "ops/shape_common.h"
 
 namespace qfold {
+
+Status CheckSplitSizes(const KernelContext& ctx, const std::vector<int64_t>& sizes, int64_t dim) {
+  int64_t sum = 0;
+  for (int64_t v : sizes) {
+    if (v < 0) return ctx.Invalid("split has a negative entry");
+    if (v > std::numeric_limits<int64_t>::max() - sum)
+      return ctx.Invalid("split entries overflow int64");
+    sum += v;
+  }
+  if (dim >= 0 && sum != dim)
+    return ctx.Invalid("split sums to " + std::to_string(sum) + " but the axis has " +
+                       std::to_string(dim));
+  return Status::Ok();
+}
+
 namespace {
 
 // Piece sizes along the axis; entries are kUnknownDim when not computable yet.
@@ -24,17 +39,7 @@ Status SplitSizes(KernelContext& ctx, int64_t dim, std::vector<int64_t>* sizes) 
     if (int(sizes->size()) != n)
       return ctx.Invalid("split has " + std::to_string(sizes->size()) + " entries for " +
                          std::to_string(n) + " outputs");
-    int64_t sum = 0;
-    for (int64_t v : *sizes) {
-      if (v < 0) return ctx.Invalid("split has a negative entry");
-      if (v > std::numeric_limits<int64_t>::max() - sum)
-        return ctx.Invalid("split entries overflow int64");
-      sum += v;
-    }
-    if (dim >= 0 && sum != dim)
-      return ctx.Invalid("split sums to " + std::to_string(sum) + " but the axis has " +
-                         std::to_string(dim));
-    return Status::Ok();
+    return CheckSplitSizes(ctx, *sizes, dim);
   }
   const Attr* num = ctx.attr().Find("num_outputs");
   if (num && num->i != n)
