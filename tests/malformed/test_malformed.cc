@@ -2414,6 +2414,57 @@ TEST_CASE("arena: float MatMul scratch follows ResizeInput") {
   CHECK(kernels::ScratchShortfalls() == shortfalls);
 }
 
+// a [2, 3, 8, 16] times b [16, 12] (float MatMul, or QLinearMatMul on uint8
+// codes and an int8 constant) -> y: two batch dimensions.
+std::string BatchedProductModel(const TempDir& dir, bool quant) {
+  OnnxBuilder b(17);
+  b.Input("a", quant ? onnx::TensorProto::UINT8 : onnx::TensorProto::FLOAT, {2, 3, 8, 16});
+  b.Output("y", quant ? onnx::TensorProto::UINT8 : onnx::TensorProto::FLOAT, {});
+  std::vector<int8_t> bq;
+  for (int i = 0; i < 16 * 12; ++i) bq.push_back(int8_t(i * 5 % 13 - 6));
+  if (!quant) {
+    b.InitFloat("b", {16, 12}, std::vector<float>(bq.begin(), bq.end()));
+    b.Node("MatMul", {"a", "b"}, {"y"}, "matmul_node");
+    return b.Write(dir, "batched_matmul.onnx");
+  }
+  b.Init("b", onnx::TensorProto::INT8, {16, 12}, bq.data(), bq.size());
+  const uint8_t zero8 = 128;
+  b.Init("zp", onnx::TensorProto::UINT8, {}, &zero8, 1);
+  const int8_t bzero = 0;
+  b.Init("bz", onnx::TensorProto::INT8, {}, &bzero, 1);
+  b.InitFloat("as", {}, {1.f / 16});
+  b.InitFloat("bs", {}, {1.f / 32});
+  b.InitFloat("ys", {}, {1.f});
+  b.Node("QLinearMatMul", {"a", "as", "zp", "b", "bs", "bz", "ys", "zp"}, {"y"}, "matmul_node");
+  return b.Write(dir, "batched_qmatmul.onnx");
+}
+
+TEST_CASE("arena: batched products plan their position counters") {
+  // Issue 18: the batched products' position counters (one int64 per batch
+  // dimension: float MatMul's packed GEMM and reference kernel,
+  // QLinearMatMul's reference MatMulAccumulate) are planned with the rest
+  // of their scratch. The floor is the tensors plus everything else the op
+  // requests, laid out as the kernels do (64-byte parts): with the counters
+  // allocated per run, the arena equalled it.
+  TempDir dir;
+  auto part = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
+  for (bool quant : {false, true}) {
+    CAPTURE(quant);
+    const conv::test::Converted conv = ConvertModel(BatchedProductModel(dir, quant));
+    const std::vector<Feed> feeds{quant ? CodeFeed("a", DType::kUInt8, {2, 3, 8, 16})
+                                        : FloatFeed("a", {2, 3, 8, 16})};
+    const std::vector<uint8_t> fast = RunOnce(conv.bytes, feeds, SessionOptions());
+    // The reference kernels' other scratch: one row of 12 accumulators of 8 bytes.
+    const size_t floor = FeedBytes(feeds) + fast.size() + part(12 * 8);
+    const std::vector<uint8_t> y =
+        CheckPlannedScratch(conv.bytes, feeds, "matmul_node", floor, ReferenceOptions());
+    if (quant)
+      CHECK(y == fast);
+    else
+      CheckClose(y, fast, 1e-5f);
+  }
+}
+
 }  // namespace
 }  // namespace malformed
 }  // namespace qfold
