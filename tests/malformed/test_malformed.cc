@@ -1683,6 +1683,22 @@ std::string ScratchConvModel(const TempDir& dir, int64_t c, int64_t m, bool qdq)
   return b.Write(dir, "scratch_conv.onnx");
 }
 
+// What a reference session's channels-last 3x3 convolution on [1, c, 16, 16]
+// (`act_bytes` per activation value, m filters in `group` groups, pads 1)
+// requests: its fallback (RunViaChannelsFirst) plans x's and y's NCHW copies
+// and the reference kernel's scratch (float Conv: the im2col columns;
+// quantized ConvAccumulate: int32 columns and one filter's int64 sums), each
+// a 64-byte part.
+size_t ReferenceFallbackConvRequest(int64_t c, int64_t m, int64_t group, size_t act_bytes,
+                                    bool quant) {
+  auto part = [](int64_t bytes) { return size_t((bytes + 63) / 64 * 64); };
+  const int64_t out = 16 * 16, rows = c / group * 9;
+  size_t r = part(c * out * int64_t(act_bytes)) + part(m * out * int64_t(act_bytes));
+  r += part(rows * out * 4);
+  if (quant) r += part(out * 8);
+  return r;
+}
+
 TEST_CASE("arena: kernel scratch is planned, counted and limited") {
   // Issue 18: the convolution kernels' scratch (int8 widened/padded copies
   // and indirection, float tap pointers and Winograd blocks) is planned in
@@ -1706,8 +1722,11 @@ TEST_CASE("arena: kernel scratch is planned, counted and limited") {
     const std::vector<uint8_t> want = RunOnce(conv.bytes, feeds, ReferenceOptions(), &ref_arena);
     // Channels-first, the reference kernel plans its columns: the floor is x
     // and y (the model's only tensors). Channels-last, the reference session
-    // plans none (its fallback allocates): its arena.
-    const size_t floor = k.channels_last ? ref_arena : FeedBytes(feeds) + want.size();
+    // plans its fallback's copies and kernel scratch beside the tensors: its
+    // arena without that request (at most the tensors' arena).
+    const size_t request = ReferenceFallbackConvRequest(k.c, k.m, 1, k.qdq ? 1 : 4, k.qdq);
+    if (k.channels_last) REQUIRE(ref_arena > request);
+    const size_t floor = k.channels_last ? ref_arena - request : FeedBytes(feeds) + want.size();
     const std::vector<uint8_t> y = CheckPlannedScratch(conv.bytes, feeds, "conv_node", floor);
     if (k.qdq)
       CHECK(y == want);  // int8: equal to the reference kernel
@@ -1770,8 +1789,12 @@ TEST_CASE("arena: depthwise, channels-first and 16-bit convolution scratch is pl
         CodeFeed("x", k.act16 ? DType::kUInt16 : DType::kUInt8, {1, k.c, 16, 16})};
     size_t ref_arena = 0;
     const std::vector<uint8_t> want = RunOnce(conv.bytes, feeds, ReferenceOptions(), &ref_arena);
-    // As in the case above: x and y channels-first, the reference's arena channels-last.
-    const size_t floor = k.channels_last ? ref_arena : FeedBytes(feeds) + want.size();
+    // As in the case above: x and y channels-first, the reference's arena
+    // without its fallback's request channels-last.
+    const size_t request =
+        ReferenceFallbackConvRequest(k.c, k.m, k.group, k.act16 ? 2 : 1, /*quant=*/true);
+    if (k.channels_last) REQUIRE(ref_arena > request);
+    const size_t floor = k.channels_last ? ref_arena - request : FeedBytes(feeds) + want.size();
     CHECK(CheckPlannedScratch(conv.bytes, feeds, "conv_node", floor) == want);
   }
 }
@@ -2412,6 +2435,87 @@ TEST_CASE("arena: float MatMul scratch follows ResizeInput") {
     last_arena = fast->arena_bytes();
   }
   CHECK(kernels::ScratchShortfalls() == shortfalls);
+}
+
+// x [1, 16, 16, c] (channels-last already: float, or uint8 codes with
+// `quant`) -> `op` "fallback_node" with channels_last = 1 -> y. The one op
+// of the graph, so the arena is x, y and the op's scratch.
+std::string FallbackModel(const TempDir& dir, const std::string& op, int64_t c, bool quant) {
+  OnnxBuilder b(17);
+  b.Input("x", quant ? onnx::TensorProto::UINT8 : onnx::TensorProto::FLOAT, {1, 16, 16, c});
+  b.Output("y", quant ? onnx::TensorProto::UINT8 : onnx::TensorProto::FLOAT, {});
+  onnx::NodeProto* n = nullptr;
+  std::vector<int8_t> wq;
+  for (int64_t i = 0; i < 16 * c * 9; ++i) wq.push_back(int8_t(i % 7 - 3));
+  if (op == "Conv") {
+    b.InitFloat("w", {16, c, 3, 3}, std::vector<float>(wq.begin(), wq.end()));
+    n = b.Node("Conv", {"x", "w"}, {"y"}, "fallback_node");
+  } else if (op == "QLinearConv") {
+    b.InitFloat("xs", {}, {1.f / 16});
+    b.InitFloat("ys", {}, {1.f});
+    const uint8_t zero8 = 128;
+    b.Init("zp", onnx::TensorProto::UINT8, {}, &zero8, 1);
+    b.Init("w", onnx::TensorProto::INT8, {16, c, 3, 3}, wq.data(), wq.size());
+    b.InitFloat("ws", {}, {1.f / 32});
+    const int8_t wzero = 0;
+    b.Init("wz", onnx::TensorProto::INT8, {}, &wzero, 1);
+    n = b.Node("QLinearConv", {"x", "xs", "zp", "w", "ws", "wz", "ys", "zp"}, {"y"},
+               "fallback_node");
+  } else if (op == "MaxPool" || op == "AveragePool") {
+    n = b.Node(op, {"x"}, {"y"}, "fallback_node");
+    OnnxBuilder::AttrInts(n, "kernel_shape", {3, 3});
+    OnnxBuilder::AttrInts(n, "strides", {2, 2});
+  } else if (op == "Resize") {
+    b.InitFloat("scales", {4}, {1.f, 1.f, 2.f, 2.f});
+    n = b.Node("Resize", {"x", "", "scales"}, {"y"}, "fallback_node");
+    OnnxBuilder::AttrString(n, "mode", "nearest");
+  } else {  // DepthToSpace, CRD: no channels-last kernel
+    n = b.Node("DepthToSpace", {"x"}, {"y"}, "fallback_node");
+    OnnxBuilder::AttrInt(n, "blocksize", 2);
+    OnnxBuilder::AttrString(n, "mode", "CRD");
+  }
+  if (op == "Conv" || op == "QLinearConv" || op == "MaxPool" || op == "AveragePool")
+    OnnxBuilder::AttrInts(n, "pads", {1, 1, 1, 1});
+  OnnxBuilder::AttrInt(n, "channels_last", 1);
+  return b.Write(dir, "fallback_" + op + ".onnx");
+}
+
+TEST_CASE("arena: channels-last fallbacks plan their channels-first copies") {
+  // Issue 18: a channels-last op its channels-last kernels do not take runs
+  // its channels-first kernel on NCHW copies of input and output
+  // (RunViaChannelsFirst). The copies and that kernel's own scratch are
+  // planned in the arena (the op's scratch function asks the run's
+  // predicate and the channels-first scratch function), so the reference
+  // configuration, where every one of them falls back, counts them. The
+  // floor is x and y, the graph's only tensors: what the arena held when
+  // the fallback allocated per run.
+  TempDir dir;
+  struct Case {
+    const char* op;
+    bool quant, everywhere;  // everywhere: falls back in the machine's configuration too
+  };
+  for (const Case& k : {Case{"Conv", false, false}, Case{"QLinearConv", true, false},
+                        Case{"MaxPool", false, false}, Case{"MaxPool", true, false},
+                        Case{"AveragePool", false, false}, Case{"Resize", false, false},
+                        Case{"Resize", true, false}, Case{"DepthToSpace", false, true}}) {
+    const std::string op = k.op;
+    CAPTURE(op);
+    CAPTURE(k.quant);
+    const int64_t c = 8;
+    const conv::test::Converted conv = ConvertModel(FallbackModel(dir, op, c, k.quant));
+    const std::vector<Feed> feeds{k.quant ? CodeFeed("x", DType::kUInt8, {1, 16, 16, c})
+                                          : FloatFeed("x", {1, 16, 16, c})};
+    // The machine's configuration (channels-last kernels, where they exist).
+    const std::vector<uint8_t> fast = RunOnce(conv.bytes, feeds, SessionOptions());
+    const size_t floor = FeedBytes(feeds) + fast.size();
+    const std::vector<uint8_t> y =
+        CheckPlannedScratch(conv.bytes, feeds, "fallback_node", floor, ReferenceOptions());
+    if (op == "Conv")
+      CheckClose(y, fast, 1e-4f);
+    else
+      CHECK(y == fast);  // integer, pools and copies: the same values in both
+    if (k.everywhere) CHECK(CheckPlannedScratch(conv.bytes, feeds, "fallback_node", floor) == y);
+  }
 }
 
 // a [2, 3, 8, 16] times b [16, 12] (float MatMul, or QLinearMatMul on uint8
