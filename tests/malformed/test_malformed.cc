@@ -2437,6 +2437,83 @@ TEST_CASE("arena: float MatMul scratch follows ResizeInput") {
   CHECK(kernels::ScratchShortfalls() == shortfalls);
 }
 
+// Int8 weights for QuantRecurrentModel: `count` values over [-11, 11].
+std::vector<int8_t> QuantRecurrentWeights(int64_t count) {
+  std::vector<int8_t> v;
+  for (int64_t i = 0; i < count; ++i) v.push_back(int8_t(i * 7 % 23 - 11));
+  return v;
+}
+
+// X [6, 2, 8] float -> `op` "rnn_node" (com.microsoft DynamicQuantizeLSTM
+// or qfold's QfGRUInteger, hidden 16, forward) -> Y [6, 1, 2, 16], with int8
+// W [1, 8, gates * 16] and R [1, 16, gates * 16] constants, or graph inputs
+// with `weight_inputs`; W's scale per tensor, R's per column (GRU: R_h's are
+// a slice of them), zero points nonzero.
+std::string QuantRecurrentModel(const TempDir& dir, const std::string& op, bool weight_inputs) {
+  const int64_t gates = op == "QfGRUInteger" ? 3 : 4, h = 16, in = 8, n = gates * h;
+  OnnxBuilder b(14);
+  b.AddOpset("com.microsoft", 1);
+  b.Input("x", onnx::TensorProto::FLOAT, {6, 2, in});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  if (weight_inputs) {
+    b.Input("w", onnx::TensorProto::INT8, {1, in, n});
+    b.Input("r", onnx::TensorProto::INT8, {1, h, n});
+  } else {
+    const std::vector<int8_t> w = QuantRecurrentWeights(in * n), r = QuantRecurrentWeights(h * n);
+    b.Init("w", onnx::TensorProto::INT8, {1, in, n}, w.data(), w.size());
+    b.Init("r", onnx::TensorProto::INT8, {1, h, n}, r.data(), r.size());
+  }
+  std::vector<float> bias, rs;
+  for (int64_t i = 0; i < 2 * n; ++i) bias.push_back(float(i % 5 - 2) / 16);
+  for (int64_t i = 0; i < n; ++i) rs.push_back(float(1 + i % 3) / 128);
+  b.InitFloat("b", {1, 2 * n}, bias);
+  b.InitFloat("ws", {1}, {1.f / 64});
+  b.InitFloat("rs", {1, n}, rs);
+  const int8_t wz = 3;
+  std::vector<int8_t> rz;
+  for (int64_t i = 0; i < n; ++i) rz.push_back(int8_t(i % 5 - 2));
+  b.Init("wz", onnx::TensorProto::INT8, {1}, &wz, 1);
+  b.Init("rz", onnx::TensorProto::INT8, {1, n}, rz.data(), rz.size());
+  auto* node = b.Node(op, {"x", "w", "r", "b", "", "", "", "", "ws", "wz", "rs", "rz"}, {"y"},
+                      "rnn_node", op == "DynamicQuantizeLSTM" ? "com.microsoft" : "");
+  OnnxBuilder::AttrInt(node, "hidden_size", h);
+  return b.Write(dir, op + (weight_inputs ? "_wr" : "") + ".onnx");
+}
+
+TEST_CASE("arena: quantized recurrent weights that are inputs are packed in planned scratch") {
+  // Issue 18: a DynamicQuantizeLSTM or QfGRUInteger whose W and R are not
+  // constants packs them per run (kernels::PackQMatMulS8Into: packed bytes,
+  // column sums, folded channel values; GRU: R_h's column slice too) into
+  // its planned scratch with the run's buffers, which it allocated per run
+  // before, and reads every run's scales and zero points into it (the int8
+  // product takes them as views). The floor is the same layer's arena with
+  // constant weights plus W's and R's bytes as inputs. Values: byte-equal to
+  // the constant-weight layer's (the same products), within rounding of the
+  // reference configuration's.
+  if (ReferenceIsaForced()) return;  // no int8 GEMM: nothing packed
+  TempDir dir;
+  for (const std::string op : {"DynamicQuantizeLSTM", "QfGRUInteger"}) {
+    CAPTURE(op);
+    const int64_t n = (op == "QfGRUInteger" ? 3 : 4) * 16;
+    const std::vector<Feed> x_only{FloatFeed("x", {6, 2, 8})};
+    std::vector<Feed> feeds = x_only;
+    auto bytes = [](const std::vector<int8_t>& v) {
+      return std::vector<uint8_t>(v.begin(), v.end());
+    };
+    feeds.push_back({"w", DType::kInt8, {1, 8, n}, bytes(QuantRecurrentWeights(8 * n))});
+    feeds.push_back({"r", DType::kInt8, {1, 16, n}, bytes(QuantRecurrentWeights(16 * n))});
+    const conv::test::Converted constant = ConvertModel(QuantRecurrentModel(dir, op, false));
+    const conv::test::Converted inputs = ConvertModel(QuantRecurrentModel(dir, op, true));
+    size_t const_arena = 0;
+    const std::vector<uint8_t> want = RunOnce(constant.bytes, x_only, {}, &const_arena);
+    const std::vector<uint8_t> ref = RunOnce(inputs.bytes, feeds, ReferenceOptions());
+    const size_t floor = const_arena + size_t(24 * n);
+    const std::vector<uint8_t> y = CheckPlannedScratch(inputs.bytes, feeds, "rnn_node", floor);
+    CHECK(y == want);
+    CheckClose(y, ref, 1e-4f);
+  }
+}
+
 // x [1, 16, 16, c] (channels-last already: float, or uint8 codes with
 // `quant`) -> `op` "fallback_node" with channels_last = 1 -> y. The one op
 // of the graph, so the arena is x, y and the op's scratch.

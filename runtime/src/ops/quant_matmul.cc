@@ -133,6 +133,9 @@ void MatMulAccumulate(const Tensor& a, const Tensor& b, const kernels::ScratchSp
   }
 }
 
+// The b scale of calls whose multipliers come elsewhere (int32 and float outputs).
+constexpr float kUnitScale = 1.f;
+
 // KernelContext::scratch as the kernels take it.
 kernels::ScratchSpan ScratchOf(const KernelContext& ctx) {
   return {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
@@ -456,7 +459,7 @@ Status RunMatMulInteger(KernelContext& ctx) {
     c.y = y;
     c.a_zp = azp[0];
     c.b_zp = bzp;
-    c.b_scale = {1.f};
+    c.b_scale = {&kUnitScale, 1};
     c.int32_out = true;
     c.pool = ctx.pool;
     c.scratch = ScratchOf(ctx);
@@ -550,7 +553,7 @@ Status DequantizedProduct(KernelContext& ctx, const Tensor& a, float a_scale, in
     c.y = y;
     c.a_zp = azp;
     c.b_zp = bzp;
-    c.b_scale = {1.f};
+    c.b_scale = {&kUnitScale, 1};
     c.dq_mult = mult.data();
     c.dq_bias = bias;
     c.pool = ctx.pool;
