@@ -689,6 +689,9 @@ struct QScratch {
   size_t gemm_bytes = 0;
   bool planned = false;  // the session planned the region
   int64_t* sum = nullptr;
+  // The product's operand views, kept across the direction's steps: their
+  // 2-D shapes are assigned in place, so a step allocates nothing.
+  Tensor a, y;
 };
 
 // out as MultiplyQ's (below) from `q`, rows of w.k values of dtype a_dtype
@@ -700,7 +703,8 @@ void MultiplyQuantized(const QWeight& w, const void* q, DType a_dtype, int64_t r
   for (int64_t j = 0; j < w.n; ++j)
     s->mult[j] = a_scale * w.scale[w.scale.size() == 1 ? 0 : size_t(j)];
   if (w.packed.k) {
-    Tensor a, y;
+    Tensor& a = s->a;
+    Tensor& y = s->y;
     a.dtype = a_dtype;
     a.shape = {rows, w.k};
     a.data = const_cast<void*>(q);
