@@ -2520,7 +2520,9 @@ TEST_CASE("arena: quantized recurrent weights that are inputs are packed in plan
 std::string FallbackModel(const TempDir& dir, const std::string& op, int64_t c, bool quant) {
   OnnxBuilder b(17);
   b.Input("x", quant ? onnx::TensorProto::UINT8 : onnx::TensorProto::FLOAT, {1, 16, 16, c});
-  b.Output("y", quant ? onnx::TensorProto::UINT8 : onnx::TensorProto::FLOAT, {});
+  b.Output("y",
+           quant && op != "QfConvDequant" ? onnx::TensorProto::UINT8 : onnx::TensorProto::FLOAT,
+           {});
   onnx::NodeProto* n = nullptr;
   std::vector<int8_t> wq;
   for (int64_t i = 0; i < 16 * c * 9; ++i) wq.push_back(int8_t(i % 7 - 3));
@@ -2538,6 +2540,17 @@ std::string FallbackModel(const TempDir& dir, const std::string& op, int64_t c, 
     b.Init("wz", onnx::TensorProto::INT8, {}, &wzero, 1);
     n = b.Node("QLinearConv", {"x", "xs", "zp", "w", "ws", "wz", "ys", "zp"}, {"y"},
                "fallback_node");
+  } else if (op == "QfConvDequant") {  // a QDQ Conv whose output stays float
+    b.InitFloat("xs", {}, {1.f / 16});
+    const uint8_t zero8 = 128;
+    b.Init("zp", onnx::TensorProto::UINT8, {}, &zero8, 1);
+    b.Node("DequantizeLinear", {"x", "xs", "zp"}, {"xd"}, "dqx");
+    b.Init("wq", onnx::TensorProto::INT8, {16, c, 3, 3}, wq.data(), wq.size());
+    b.InitFloat("ws", {}, {1.f / 32});
+    const int8_t wzero = 0;
+    b.Init("wz", onnx::TensorProto::INT8, {}, &wzero, 1);
+    b.Node("DequantizeLinear", {"wq", "ws", "wz"}, {"wd"}, "dqw");
+    n = b.Node("Conv", {"xd", "wd"}, {"y"}, "fallback_node");
   } else if (op == "MaxPool" || op == "AveragePool") {
     n = b.Node(op, {"x"}, {"y"}, "fallback_node");
     OnnxBuilder::AttrInts(n, "kernel_shape", {3, 3});
@@ -2551,7 +2564,8 @@ std::string FallbackModel(const TempDir& dir, const std::string& op, int64_t c, 
     OnnxBuilder::AttrInt(n, "blocksize", 2);
     OnnxBuilder::AttrString(n, "mode", "CRD");
   }
-  if (op == "Conv" || op == "QLinearConv" || op == "MaxPool" || op == "AveragePool")
+  if (op == "Conv" || op == "QLinearConv" || op == "QfConvDequant" || op == "MaxPool" ||
+      op == "AveragePool")
     OnnxBuilder::AttrInts(n, "pads", {1, 1, 1, 1});
   OnnxBuilder::AttrInt(n, "channels_last", 1);
   return b.Write(dir, "fallback_" + op + ".onnx");
@@ -2572,14 +2586,16 @@ TEST_CASE("arena: channels-last fallbacks plan their channels-first copies") {
     bool quant, everywhere;  // everywhere: falls back in the machine's configuration too
   };
   for (const Case& k : {Case{"Conv", false, false}, Case{"QLinearConv", true, false},
-                        Case{"MaxPool", false, false}, Case{"MaxPool", true, false},
-                        Case{"AveragePool", false, false}, Case{"Resize", false, false},
-                        Case{"Resize", true, false}, Case{"DepthToSpace", false, true}}) {
+                        Case{"QfConvDequant", true, false}, Case{"MaxPool", false, false},
+                        Case{"MaxPool", true, false}, Case{"AveragePool", false, false},
+                        Case{"Resize", false, false}, Case{"Resize", true, false},
+                        Case{"DepthToSpace", false, true}}) {
     const std::string op = k.op;
     CAPTURE(op);
     CAPTURE(k.quant);
     const int64_t c = 8;
     const conv::test::Converted conv = ConvertModel(FallbackModel(dir, op, c, k.quant));
+    if (op == "QfConvDequant") REQUIRE(conv::test::CountOps(conv.graph, op) == 1);
     const std::vector<Feed> feeds{k.quant ? CodeFeed("x", DType::kUInt8, {1, 16, 16, c})
                                           : FloatFeed("x", {1, 16, 16, c})};
     // The machine's configuration (channels-last kernels, where they exist).
@@ -2590,7 +2606,7 @@ TEST_CASE("arena: channels-last fallbacks plan their channels-first copies") {
     if (op == "Conv")
       CheckClose(y, fast, 1e-4f);
     else
-      CHECK(y == fast);  // integer, pools and copies: the same values in both
+      CHECK(y == fast);  // integer (QfConvDequant: exact sums, one fma), pools and copies
     if (k.everywhere) CHECK(CheckPlannedScratch(conv.bytes, feeds, "fallback_node", floor) == y);
   }
 }
