@@ -1761,6 +1761,22 @@ std::string ScratchConvModel(const TempDir& dir, int64_t c, int64_t m, bool qdq)
   return b.Write(dir, "scratch_conv.onnx");
 }
 
+// What a reference session's channels-last 3x3 convolution on [1, c, 16, 16]
+// (`act_bytes` per activation value, m filters in `group` groups, pads 1)
+// requests: its fallback (RunViaChannelsFirst) plans x's and y's NCHW copies
+// and the reference kernel's scratch (float Conv: the im2col columns;
+// quantized ConvAccumulate: int32 columns and one filter's int64 sums), each
+// a 64-byte part.
+size_t ReferenceFallbackConvRequest(int64_t c, int64_t m, int64_t group, size_t act_bytes,
+                                    bool quant) {
+  auto part = [](int64_t bytes) { return size_t((bytes + 63) / 64 * 64); };
+  const int64_t out = 16 * 16, rows = c / group * 9;
+  size_t r = part(c * out * int64_t(act_bytes)) + part(m * out * int64_t(act_bytes));
+  r += part(rows * out * 4);
+  if (quant) r += part(out * 8);
+  return r;
+}
+
 TEST_CASE("arena: kernel scratch is planned, counted and limited") {
   // Issue 18: the convolution kernels' scratch (int8 widened/padded copies
   // and indirection, float tap pointers and Winograd blocks) is planned in
@@ -1784,8 +1800,11 @@ TEST_CASE("arena: kernel scratch is planned, counted and limited") {
     const std::vector<uint8_t> want = RunOnce(conv.bytes, feeds, ReferenceOptions(), &ref_arena);
     // Channels-first, the reference kernel plans its columns: the floor is x
     // and y (the model's only tensors). Channels-last, the reference session
-    // plans none (its fallback allocates): its arena.
-    const size_t floor = k.channels_last ? ref_arena : FeedBytes(feeds) + want.size();
+    // plans its fallback's copies and kernel scratch beside the tensors: its
+    // arena without that request (at most the tensors' arena).
+    const size_t request = ReferenceFallbackConvRequest(k.c, k.m, 1, k.qdq ? 1 : 4, k.qdq);
+    if (k.channels_last) REQUIRE(ref_arena > request);
+    const size_t floor = k.channels_last ? ref_arena - request : FeedBytes(feeds) + want.size();
     const std::vector<uint8_t> y = CheckPlannedScratch(conv.bytes, feeds, "conv_node", floor);
     if (k.qdq)
       CHECK(y == want);  // int8: equal to the reference kernel
@@ -1848,8 +1867,12 @@ TEST_CASE("arena: depthwise, channels-first and 16-bit convolution scratch is pl
         CodeFeed("x", k.act16 ? DType::kUInt16 : DType::kUInt8, {1, k.c, 16, 16})};
     size_t ref_arena = 0;
     const std::vector<uint8_t> want = RunOnce(conv.bytes, feeds, ReferenceOptions(), &ref_arena);
-    // As in the case above: x and y channels-first, the reference's arena channels-last.
-    const size_t floor = k.channels_last ? ref_arena : FeedBytes(feeds) + want.size();
+    // As in the case above: x and y channels-first, the reference's arena
+    // without its fallback's request channels-last.
+    const size_t request =
+        ReferenceFallbackConvRequest(k.c, k.m, k.group, k.act16 ? 2 : 1, /*quant=*/true);
+    if (k.channels_last) REQUIRE(ref_arena > request);
+    const size_t floor = k.channels_last ? ref_arena - request : FeedBytes(feeds) + want.size();
     CHECK(CheckPlannedScratch(conv.bytes, feeds, "conv_node", floor) == want);
   }
 }
@@ -2490,6 +2513,231 @@ TEST_CASE("arena: float MatMul scratch follows ResizeInput") {
     last_arena = fast->arena_bytes();
   }
   CHECK(kernels::ScratchShortfalls() == shortfalls);
+}
+
+// Int8 weights for QuantRecurrentModel: `count` values over [-11, 11].
+std::vector<int8_t> QuantRecurrentWeights(int64_t count) {
+  std::vector<int8_t> v;
+  for (int64_t i = 0; i < count; ++i) v.push_back(int8_t(i * 7 % 23 - 11));
+  return v;
+}
+
+// X [6, 2, 8] float -> `op` "rnn_node" (com.microsoft DynamicQuantizeLSTM
+// or qfold's QfGRUInteger, hidden 16, forward) -> Y [6, 1, 2, 16], with int8
+// W [1, 8, gates * 16] and R [1, 16, gates * 16] constants, or graph inputs
+// with `weight_inputs`; W's scale per tensor, R's per column (GRU: R_h's are
+// a slice of them), zero points nonzero.
+std::string QuantRecurrentModel(const TempDir& dir, const std::string& op, bool weight_inputs) {
+  const int64_t gates = op == "QfGRUInteger" ? 3 : 4, h = 16, in = 8, n = gates * h;
+  OnnxBuilder b(14);
+  b.AddOpset("com.microsoft", 1);
+  b.Input("x", onnx::TensorProto::FLOAT, {6, 2, in});
+  b.Output("y", onnx::TensorProto::FLOAT, {});
+  if (weight_inputs) {
+    b.Input("w", onnx::TensorProto::INT8, {1, in, n});
+    b.Input("r", onnx::TensorProto::INT8, {1, h, n});
+  } else {
+    const std::vector<int8_t> w = QuantRecurrentWeights(in * n), r = QuantRecurrentWeights(h * n);
+    b.Init("w", onnx::TensorProto::INT8, {1, in, n}, w.data(), w.size());
+    b.Init("r", onnx::TensorProto::INT8, {1, h, n}, r.data(), r.size());
+  }
+  std::vector<float> bias, rs;
+  for (int64_t i = 0; i < 2 * n; ++i) bias.push_back(float(i % 5 - 2) / 16);
+  for (int64_t i = 0; i < n; ++i) rs.push_back(float(1 + i % 3) / 128);
+  b.InitFloat("b", {1, 2 * n}, bias);
+  b.InitFloat("ws", {1}, {1.f / 64});
+  b.InitFloat("rs", {1, n}, rs);
+  const int8_t wz = 3;
+  std::vector<int8_t> rz;
+  for (int64_t i = 0; i < n; ++i) rz.push_back(int8_t(i % 5 - 2));
+  b.Init("wz", onnx::TensorProto::INT8, {1}, &wz, 1);
+  b.Init("rz", onnx::TensorProto::INT8, {1, n}, rz.data(), rz.size());
+  auto* node = b.Node(op, {"x", "w", "r", "b", "", "", "", "", "ws", "wz", "rs", "rz"}, {"y"},
+                      "rnn_node", op == "DynamicQuantizeLSTM" ? "com.microsoft" : "");
+  OnnxBuilder::AttrInt(node, "hidden_size", h);
+  return b.Write(dir, op + (weight_inputs ? "_wr" : "") + ".onnx");
+}
+
+TEST_CASE("arena: quantized recurrent weights that are inputs are packed in planned scratch") {
+  // Issue 18: a DynamicQuantizeLSTM or QfGRUInteger whose W and R are not
+  // constants packs them per run (kernels::PackQMatMulS8Into: packed bytes,
+  // column sums, folded channel values; GRU: R_h's column slice too) into
+  // its planned scratch with the run's buffers, which it allocated per run
+  // before, and reads every run's scales and zero points into it (the int8
+  // product takes them as views). The floor is the same layer's arena with
+  // constant weights plus W's and R's bytes as inputs. Values: byte-equal to
+  // the constant-weight layer's (the same products), within rounding of the
+  // reference configuration's.
+  if (ReferenceIsaForced()) return;  // no int8 GEMM: nothing packed
+  TempDir dir;
+  for (const std::string op : {"DynamicQuantizeLSTM", "QfGRUInteger"}) {
+    CAPTURE(op);
+    const int64_t n = (op == "QfGRUInteger" ? 3 : 4) * 16;
+    const std::vector<Feed> x_only{FloatFeed("x", {6, 2, 8})};
+    std::vector<Feed> feeds = x_only;
+    auto bytes = [](const std::vector<int8_t>& v) {
+      return std::vector<uint8_t>(v.begin(), v.end());
+    };
+    feeds.push_back({"w", DType::kInt8, {1, 8, n}, bytes(QuantRecurrentWeights(8 * n))});
+    feeds.push_back({"r", DType::kInt8, {1, 16, n}, bytes(QuantRecurrentWeights(16 * n))});
+    const conv::test::Converted constant = ConvertModel(QuantRecurrentModel(dir, op, false));
+    const conv::test::Converted inputs = ConvertModel(QuantRecurrentModel(dir, op, true));
+    size_t const_arena = 0;
+    const std::vector<uint8_t> want = RunOnce(constant.bytes, x_only, {}, &const_arena);
+    const std::vector<uint8_t> ref = RunOnce(inputs.bytes, feeds, ReferenceOptions());
+    const size_t floor = const_arena + size_t(24 * n);
+    const std::vector<uint8_t> y = CheckPlannedScratch(inputs.bytes, feeds, "rnn_node", floor);
+    CHECK(y == want);
+    CheckClose(y, ref, 1e-4f);
+  }
+}
+
+// x [1, 16, 16, c] (channels-last already: float, or uint8 codes with
+// `quant`) -> `op` "fallback_node" with channels_last = 1 -> y. The one op
+// of the graph, so the arena is x, y and the op's scratch.
+std::string FallbackModel(const TempDir& dir, const std::string& op, int64_t c, bool quant) {
+  OnnxBuilder b(17);
+  b.Input("x", quant ? onnx::TensorProto::UINT8 : onnx::TensorProto::FLOAT, {1, 16, 16, c});
+  b.Output("y",
+           quant && op != "QfConvDequant" ? onnx::TensorProto::UINT8 : onnx::TensorProto::FLOAT,
+           {});
+  onnx::NodeProto* n = nullptr;
+  std::vector<int8_t> wq;
+  for (int64_t i = 0; i < 16 * c * 9; ++i) wq.push_back(int8_t(i % 7 - 3));
+  if (op == "Conv") {
+    b.InitFloat("w", {16, c, 3, 3}, std::vector<float>(wq.begin(), wq.end()));
+    n = b.Node("Conv", {"x", "w"}, {"y"}, "fallback_node");
+  } else if (op == "QLinearConv") {
+    b.InitFloat("xs", {}, {1.f / 16});
+    b.InitFloat("ys", {}, {1.f});
+    const uint8_t zero8 = 128;
+    b.Init("zp", onnx::TensorProto::UINT8, {}, &zero8, 1);
+    b.Init("w", onnx::TensorProto::INT8, {16, c, 3, 3}, wq.data(), wq.size());
+    b.InitFloat("ws", {}, {1.f / 32});
+    const int8_t wzero = 0;
+    b.Init("wz", onnx::TensorProto::INT8, {}, &wzero, 1);
+    n = b.Node("QLinearConv", {"x", "xs", "zp", "w", "ws", "wz", "ys", "zp"}, {"y"},
+               "fallback_node");
+  } else if (op == "QfConvDequant") {  // a QDQ Conv whose output stays float
+    b.InitFloat("xs", {}, {1.f / 16});
+    const uint8_t zero8 = 128;
+    b.Init("zp", onnx::TensorProto::UINT8, {}, &zero8, 1);
+    b.Node("DequantizeLinear", {"x", "xs", "zp"}, {"xd"}, "dqx");
+    b.Init("wq", onnx::TensorProto::INT8, {16, c, 3, 3}, wq.data(), wq.size());
+    b.InitFloat("ws", {}, {1.f / 32});
+    const int8_t wzero = 0;
+    b.Init("wz", onnx::TensorProto::INT8, {}, &wzero, 1);
+    b.Node("DequantizeLinear", {"wq", "ws", "wz"}, {"wd"}, "dqw");
+    n = b.Node("Conv", {"xd", "wd"}, {"y"}, "fallback_node");
+  } else if (op == "MaxPool" || op == "AveragePool") {
+    n = b.Node(op, {"x"}, {"y"}, "fallback_node");
+    OnnxBuilder::AttrInts(n, "kernel_shape", {3, 3});
+    OnnxBuilder::AttrInts(n, "strides", {2, 2});
+  } else if (op == "Resize") {
+    b.InitFloat("scales", {4}, {1.f, 1.f, 2.f, 2.f});
+    n = b.Node("Resize", {"x", "", "scales"}, {"y"}, "fallback_node");
+    OnnxBuilder::AttrString(n, "mode", "nearest");
+  } else {  // DepthToSpace, CRD: no channels-last kernel
+    n = b.Node("DepthToSpace", {"x"}, {"y"}, "fallback_node");
+    OnnxBuilder::AttrInt(n, "blocksize", 2);
+    OnnxBuilder::AttrString(n, "mode", "CRD");
+  }
+  if (op == "Conv" || op == "QLinearConv" || op == "QfConvDequant" || op == "MaxPool" ||
+      op == "AveragePool")
+    OnnxBuilder::AttrInts(n, "pads", {1, 1, 1, 1});
+  OnnxBuilder::AttrInt(n, "channels_last", 1);
+  return b.Write(dir, "fallback_" + op + ".onnx");
+}
+
+TEST_CASE("arena: channels-last fallbacks plan their channels-first copies") {
+  // Issue 18: a channels-last op its channels-last kernels do not take runs
+  // its channels-first kernel on NCHW copies of input and output
+  // (RunViaChannelsFirst). The copies and that kernel's own scratch are
+  // planned in the arena (the op's scratch function asks the run's
+  // predicate and the channels-first scratch function), so the reference
+  // configuration, where every one of them falls back, counts them. The
+  // floor is x and y, the graph's only tensors: what the arena held when
+  // the fallback allocated per run.
+  TempDir dir;
+  struct Case {
+    const char* op;
+    bool quant, everywhere;  // everywhere: falls back in the machine's configuration too
+  };
+  for (const Case& k : {Case{"Conv", false, false}, Case{"QLinearConv", true, false},
+                        Case{"QfConvDequant", true, false}, Case{"MaxPool", false, false},
+                        Case{"MaxPool", true, false}, Case{"AveragePool", false, false},
+                        Case{"Resize", false, false}, Case{"Resize", true, false},
+                        Case{"DepthToSpace", false, true}}) {
+    const std::string op = k.op;
+    CAPTURE(op);
+    CAPTURE(k.quant);
+    const int64_t c = 8;
+    const conv::test::Converted conv = ConvertModel(FallbackModel(dir, op, c, k.quant));
+    if (op == "QfConvDequant") REQUIRE(conv::test::CountOps(conv.graph, op) == 1);
+    const std::vector<Feed> feeds{k.quant ? CodeFeed("x", DType::kUInt8, {1, 16, 16, c})
+                                          : FloatFeed("x", {1, 16, 16, c})};
+    // The machine's configuration (channels-last kernels, where they exist).
+    const std::vector<uint8_t> fast = RunOnce(conv.bytes, feeds, SessionOptions());
+    const size_t floor = FeedBytes(feeds) + fast.size();
+    const std::vector<uint8_t> y =
+        CheckPlannedScratch(conv.bytes, feeds, "fallback_node", floor, ReferenceOptions());
+    if (op == "Conv")
+      CheckClose(y, fast, 1e-4f);
+    else
+      CHECK(y == fast);  // integer (QfConvDequant: exact sums, one fma), pools and copies
+    if (k.everywhere) CHECK(CheckPlannedScratch(conv.bytes, feeds, "fallback_node", floor) == y);
+  }
+}
+
+// a [2, 3, 8, 16] times b [16, 12] (float MatMul, or QLinearMatMul on uint8
+// codes and an int8 constant) -> y: two batch dimensions.
+std::string BatchedProductModel(const TempDir& dir, bool quant) {
+  OnnxBuilder b(17);
+  b.Input("a", quant ? onnx::TensorProto::UINT8 : onnx::TensorProto::FLOAT, {2, 3, 8, 16});
+  b.Output("y", quant ? onnx::TensorProto::UINT8 : onnx::TensorProto::FLOAT, {});
+  std::vector<int8_t> bq;
+  for (int i = 0; i < 16 * 12; ++i) bq.push_back(int8_t(i * 5 % 13 - 6));
+  if (!quant) {
+    b.InitFloat("b", {16, 12}, std::vector<float>(bq.begin(), bq.end()));
+    b.Node("MatMul", {"a", "b"}, {"y"}, "matmul_node");
+    return b.Write(dir, "batched_matmul.onnx");
+  }
+  b.Init("b", onnx::TensorProto::INT8, {16, 12}, bq.data(), bq.size());
+  const uint8_t zero8 = 128;
+  b.Init("zp", onnx::TensorProto::UINT8, {}, &zero8, 1);
+  const int8_t bzero = 0;
+  b.Init("bz", onnx::TensorProto::INT8, {}, &bzero, 1);
+  b.InitFloat("as", {}, {1.f / 16});
+  b.InitFloat("bs", {}, {1.f / 32});
+  b.InitFloat("ys", {}, {1.f});
+  b.Node("QLinearMatMul", {"a", "as", "zp", "b", "bs", "bz", "ys", "zp"}, {"y"}, "matmul_node");
+  return b.Write(dir, "batched_qmatmul.onnx");
+}
+
+TEST_CASE("arena: batched products plan their position counters") {
+  // Issue 18: the batched products' position counters (one int64 per batch
+  // dimension: float MatMul's packed GEMM and reference kernel,
+  // QLinearMatMul's reference MatMulAccumulate) are planned with the rest
+  // of their scratch. The floor is the tensors plus everything else the op
+  // requests, laid out as the kernels do (64-byte parts): with the counters
+  // allocated per run, the arena equalled it.
+  TempDir dir;
+  auto part = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
+  for (bool quant : {false, true}) {
+    CAPTURE(quant);
+    const conv::test::Converted conv = ConvertModel(BatchedProductModel(dir, quant));
+    const std::vector<Feed> feeds{quant ? CodeFeed("a", DType::kUInt8, {2, 3, 8, 16})
+                                        : FloatFeed("a", {2, 3, 8, 16})};
+    const std::vector<uint8_t> fast = RunOnce(conv.bytes, feeds, SessionOptions());
+    // The reference kernels' other scratch: one row of 12 accumulators of 8 bytes.
+    const size_t floor = FeedBytes(feeds) + fast.size() + part(12 * 8);
+    const std::vector<uint8_t> y =
+        CheckPlannedScratch(conv.bytes, feeds, "matmul_node", floor, ReferenceOptions());
+    if (quant)
+      CHECK(y == fast);
+    else
+      CheckClose(y, fast, 1e-5f);
+  }
 }
 
 }  // namespace

@@ -83,14 +83,19 @@ bool ReadInts(const Tensor* t, std::vector<int64_t>* out) {
 
 bool ReadFloats(const Tensor* t, std::vector<float>* out) {
   if (!t || !t->data || !t->shape_known()) return false;
-  int64_t n = t->numel();
-  out->resize(size_t(n));
+  out->resize(size_t(t->numel()));
+  return ReadFloatsInto(t, out->data());
+}
+
+bool ReadFloatsInto(const Tensor* t, float* out, int64_t count) {
+  if (!t || !t->data || !t->shape_known()) return false;
+  const int64_t n = count < 0 ? t->numel() : std::min(count, t->numel());
   for (int64_t i = 0; i < n; ++i) {
     switch (t->dtype) {
-      case DType::kFloat32: (*out)[i] = t->ptr<float>()[i]; break;
-      case DType::kFloat64: (*out)[i] = float(t->ptr<double>()[i]); break;
-      case DType::kFloat16: (*out)[i] = HalfToFloat(t->ptr<uint16_t>()[i]); break;
-      case DType::kBFloat16: (*out)[i] = BFloat16ToFloat(t->ptr<uint16_t>()[i]); break;
+      case DType::kFloat32: out[i] = t->ptr<float>()[i]; break;
+      case DType::kFloat64: out[i] = float(t->ptr<double>()[i]); break;
+      case DType::kFloat16: out[i] = HalfToFloat(t->ptr<uint16_t>()[i]); break;
+      case DType::kBFloat16: out[i] = BFloat16ToFloat(t->ptr<uint16_t>()[i]); break;
       default: return false;
     }
   }

@@ -21,6 +21,8 @@ bool NormalizeAxis(int64_t axis, int rank, int* out);
 bool ReadInts(const Tensor* t, std::vector<int64_t>* out);
 // Reads a float tensor (float32/float16/float64) whose data is known.
 bool ReadFloats(const Tensor* t, std::vector<float>* out);
+// The same into `out` (its first `count` values, -1: all numel), allocating nothing.
+bool ReadFloatsInto(const Tensor* t, float* out, int64_t count = -1);
 
 // Marks every present output as having unknown rank (converter only).
 void SetOutputsUnknown(KernelContext& ctx);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/const_span.h"
 #include "qfold/dtype.h"
 
 namespace qfold {
@@ -43,10 +44,9 @@ inline size_t FoldedLength(int64_t n) {
 // before every GEMM (once per step of a recurrent layer), so the loops carry
 // no per-channel branches.
 inline bool FoldChannelsInto(int64_t n, int64_t k, const int32_t* bias, const int32_t* wsum,
-                             int32_t xzp_u, const std::vector<int32_t>& wzp, DType w_dtype,
-                             float x_scale, const std::vector<float>& w_scale, float y_scale,
-                             int32_t* bias_out, int32_t* wzp_out, float* mult_out,
-                             bool with_mult = true) {
+                             int32_t xzp_u, ConstSpan<int32_t> wzp, DType w_dtype, float x_scale,
+                             ConstSpan<float> w_scale, float y_scale, int32_t* bias_out,
+                             int32_t* wzp_out, float* mult_out, bool with_mult = true) {
   const size_t padded = FoldedLength(n), un = size_t(n);
   std::fill(bias_out + un, bias_out + padded, 0);
   std::fill(wzp_out + un, wzp_out + padded, 0);

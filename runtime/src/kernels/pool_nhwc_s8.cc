@@ -303,6 +303,10 @@ struct GlobalLayout {
 
 }  // namespace
 
+bool PoolNhwcCovers(const KernelConfig& kc, const PoolNhwcArgs& a) {
+  return kc.pool_nhwc_s8 && ValidArgs(a);
+}
+
 size_t PoolNhwcScratch(const KernelConfig& kc, const PoolNhwcArgs& a, int64_t esize) {
   if (!kc.pool_nhwc_s8 || !ValidArgs(a) || a.n * a.oh * a.ow * a.c == 0) return 0;
   return WindowedLayout(a, esize, NumThreads(WindowedPool(a, esize))).total;

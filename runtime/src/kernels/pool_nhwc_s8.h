@@ -70,6 +70,9 @@ bool QGlobalAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const Q
 // and the global average use for `a` (tap pointers, divisors, counts); 0 when
 // the kernels do not cover the call.
 size_t PoolNhwcScratch(const KernelConfig& kc, const PoolNhwcArgs& a, int64_t esize);
+// Whether MaxPoolNhwcS8/MaxPoolNhwc16/MaxPoolNhwcF32/AvgPoolNhwcF32 take `a`
+// (they return false exactly when this is false).
+bool PoolNhwcCovers(const KernelConfig& kc, const PoolNhwcArgs& a);
 size_t QGlobalAvgPoolNhwcScratch(const KernelConfig& kc, const PoolNhwcArgs& a);
 
 // ---- Internal: the per-ISA row kernels ----------------------------------

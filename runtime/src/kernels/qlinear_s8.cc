@@ -352,7 +352,7 @@ struct QMatMulState {
   PackedB b;  // points into packed_b and bsum
   AlignedVector<uint8_t> packed_b;
   std::vector<int32_t> bsum;
-  ChannelParams cp;
+  ChannelParams cp;  // sized at prepare: a run's view allocates nothing
 };
 
 // Packs b [kdim, n] (bytes at `b`) into `packed` (PackedBytes(n, kdim, nr))
@@ -543,36 +543,112 @@ std::shared_ptr<void> PrepareQMatMulS8(const KernelConfig& kc, const Tensor& b) 
   s->bsum.resize(size_t(n));
   PackMatMulB(*k, b.dtype, b.ptr<uint8_t>(), kdim, n, s->packed_b.data(), s->bsum.data());
   s->b = {k, b.dtype, kdim, n, s->packed_b.data(), s->bsum.data()};
+  // A constant B's folded values stay in its state (sized once).
+  const size_t folded = FoldedLength(n);
+  s->cp.bias.resize(folded);
+  s->cp.wzp.resize(folded);
+  s->cp.mult.resize(folded);
   return s;
 }
 
-size_t QMatMulS8Scratch(const void* state, const QMatMulCall& c) {
-  const QMatMulState& s = *static_cast<const QMatMulState*>(state);
+QMatMulPackedB QMatMulS8View(void* state) {
+  QMatMulState& s = *static_cast<QMatMulState*>(state);
+  QMatMulPackedB v;
+  v.k = s.b.k;
+  v.b_dtype = s.b.b_dtype;
+  v.kdim = s.b.kdim;
+  v.n = s.b.n;
+  v.packed = s.b.packed;
+  v.sum = s.b.sum;
+  v.fold_bias = s.cp.bias.data();
+  v.fold_wzp = s.cp.wzp.data();
+  v.fold_mult = s.cp.mult.data();
+  return v;
+}
+
+namespace {
+
+// Where PackQMatMulS8Into puts B's parts: the packed matrix, its column sums
+// and the three folded arrays.
+struct PackedBParts {
+  ScratchLayout layout;
+  size_t packed = 0, sum = 0, bias = 0, wzp = 0, mult = 0;
+};
+
+PackedBParts LayoutPackedB(const GemmS8Kernels& k, int64_t kdim, int64_t n) {
+  PackedBParts p;
+  p.packed = p.layout.Add(size_t(PackedBytes(n, kdim, k.nr)));
+  p.sum = p.layout.Add(size_t(n) * sizeof(int32_t));
+  p.bias = p.layout.Add(FoldedLength(n) * sizeof(int32_t));
+  p.wzp = p.layout.Add(FoldedLength(n) * sizeof(int32_t));
+  p.mult = p.layout.Add(FoldedLength(n) * sizeof(float));
+  return p;
+}
+
+}  // namespace
+
+QMatMulPackedB QMatMulS8Shape(const KernelConfig& kc, DType b_dtype, int64_t kdim, int64_t n) {
+  QMatMulPackedB v;
+  if (!kc.gemm_s8 || kdim <= 0 || n <= 0 || (b_dtype != DType::kInt8 && b_dtype != DType::kUInt8))
+    return v;
+  v.k = kc.gemm_s8;
+  v.b_dtype = b_dtype;
+  v.kdim = kdim;
+  v.n = n;
+  return v;
+}
+
+size_t QMatMulS8PackedBytes(const KernelConfig& kc, DType b_dtype, int64_t kdim, int64_t n) {
+  const QMatMulPackedB v = QMatMulS8Shape(kc, b_dtype, kdim, n);
+  return v.k ? LayoutPackedB(*v.k, kdim, n).layout.total() : 0;
+}
+
+bool PackQMatMulS8Into(const KernelConfig& kc, const Tensor& b, void* dst, QMatMulPackedB* out) {
+  *out = QMatMulPackedB();
+  if (b.rank() != 2 || !b.data || !dst) return false;
+  QMatMulPackedB v = QMatMulS8Shape(kc, b.dtype, b.shape[0], b.shape[1]);
+  if (!v.k) return false;
+  const PackedBParts p = LayoutPackedB(*v.k, v.kdim, v.n);
+  uint8_t* base = static_cast<uint8_t*>(dst);
+  auto* packed = base + p.packed;
+  auto* sum = reinterpret_cast<int32_t*>(base + p.sum);
+  PackMatMulB(*v.k, b.dtype, b.ptr<uint8_t>(), v.kdim, v.n, packed, sum);
+  v.packed = packed;
+  v.sum = sum;
+  v.fold_bias = reinterpret_cast<int32_t*>(base + p.bias);
+  v.fold_wzp = reinterpret_cast<int32_t*>(base + p.wzp);
+  v.fold_mult = reinterpret_cast<float*>(base + p.mult);
+  *out = v;
+  return true;
+}
+
+size_t QMatMulS8PackedScratch(const QMatMulPackedB& b, const QMatMulCall& c) {
   const Tensor& a = *c.a;
-  if (a.rank() < 1 || a.shape.back() != s.b.kdim) return 0;
+  if (!b.k || a.rank() < 1 || a.shape.back() != b.kdim) return 0;
   QMatMulParts p;
-  PlanQMatMul(*s.b.k, a.numel() / s.b.kdim, s.b.kdim, s.b.n, /*pack_b=*/false, &p);
+  PlanQMatMul(*b.k, a.numel() / b.kdim, b.kdim, b.n, /*pack_b=*/false, &p);
   return p.layout.total();
 }
 
-bool RunQMatMulS8(void* state, const QMatMulCall& c) {
-  QMatMulState& s = *static_cast<QMatMulState*>(state);
+bool RunQMatMulS8Packed(const QMatMulPackedB& b, const QMatMulCall& c) {
   const Tensor& a = *c.a;
-  if (a.rank() < 1 || a.shape.back() != s.b.kdim) return false;
-  const int64_t rows = a.numel() / s.b.kdim;
+  if (!b.k || !b.packed || a.rank() < 1 || a.shape.back() != b.kdim) return false;
+  const int64_t rows = a.numel() / b.kdim;
   if (rows == 0) return true;
   QMatMulParts p;
-  PlanQMatMul(*s.b.k, rows, s.b.kdim, s.b.n, /*pack_b=*/false, &p);
+  PlanQMatMul(*b.k, rows, b.kdim, b.n, /*pack_b=*/false, &p);
   const ScratchRegion region(c.scratch, p.layout.total());
-  // A constant B's folded values stay in its state (sized once).
-  const size_t folded = FoldedLength(s.b.n);
-  if (s.cp.bias.size() != folded) {
-    s.cp.bias.resize(folded);
-    s.cp.wzp.resize(folded);
-    s.cp.mult.resize(folded);
-  }
-  return MultiplyPacked(s.b, c, {s.cp.bias.data(), s.cp.wzp.data(), s.cp.mult.data()},
+  const PackedB pb{b.k, b.b_dtype, b.kdim, b.n, b.packed, b.sum};
+  return MultiplyPacked(pb, c, {b.fold_bias, b.fold_wzp, b.fold_mult},
                         region.at<uint8_t>(p.packed_a), region.at<int32_t>(p.asum));
+}
+
+size_t QMatMulS8Scratch(const void* state, const QMatMulCall& c) {
+  return QMatMulS8PackedScratch(QMatMulS8View(const_cast<void*>(state)), c);
+}
+
+bool RunQMatMulS8(void* state, const QMatMulCall& c) {
+  return RunQMatMulS8Packed(QMatMulS8View(state), c);
 }
 
 size_t QMatMulS8UnpreparedScratch(const KernelConfig& kc, const Tensor& b, const QMatMulCall& c) {

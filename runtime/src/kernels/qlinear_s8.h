@@ -10,6 +10,7 @@
 
 #include "core/op.h"
 #include "core/tensor.h"
+#include "kernels/const_span.h"
 #include "kernels/scratch.h"
 
 namespace qfold {
@@ -64,8 +65,10 @@ struct QMatMulCall {
   Tensor* y = nullptr;
   float a_scale = 1, y_scale = 1;
   int32_t a_zp = 0;
-  std::vector<int32_t> b_zp;   // 1 or N values
-  std::vector<float> b_scale;  // 1 or N values
+  // 1 or N values each, viewed (not copied: a recurrent layer's come from
+  // its planned scratch); the caller keeps them alive for the call.
+  ConstSpan<int32_t> b_zp;
+  ConstSpan<float> b_scale;
   int32_t y_zp = 0, lo = 0, hi = 0;
   const int32_t* bias = nullptr;  // N values or null
   ThreadPool* pool = nullptr;     // null: the calling thread only
@@ -91,6 +94,33 @@ void DequantizeColumns(float* y, int64_t rows, int64_t ld, int64_t c0, int64_t c
 bool RunQMatMulS8(void* state, const QMatMulCall& call);
 // The scratch bytes RunQMatMulS8(state, call) uses (a's shape; not its data).
 size_t QMatMulS8Scratch(const void* state, const QMatMulCall& call);
+
+// A B [kdim, n] for the packed GEMM seen through pointers only: a prepared
+// state's (QMatMulS8View), or one packed into a caller's buffer
+// (PackQMatMulS8Into: a recurrent layer whose W or R is an input packs them
+// per run into its planned scratch, so nothing is allocated or freed).
+struct GemmS8Kernels;  // gemm_s8.h
+struct QMatMulPackedB {
+  const GemmS8Kernels* k = nullptr;  // null: no fast kernel for it
+  DType b_dtype = DType::kUndefined;
+  int64_t kdim = 0, n = 0;
+  const uint8_t* packed = nullptr;  // null: shapes only (QMatMulS8Shape)
+  const int32_t* sum = nullptr;
+  // Folded channel values, rewritten by every call (FoldedLength(n) each).
+  int32_t* fold_bias = nullptr;
+  int32_t* fold_wzp = nullptr;
+  float* fold_mult = nullptr;
+};
+QMatMulPackedB QMatMulS8View(void* state);
+// Shapes only (for a scratch request); k null when kc has no kernel for it.
+QMatMulPackedB QMatMulS8Shape(const KernelConfig& kc, DType b_dtype, int64_t kdim, int64_t n);
+// The bytes PackQMatMulS8Into writes, 0 when it would return false.
+size_t QMatMulS8PackedBytes(const KernelConfig& kc, DType b_dtype, int64_t kdim, int64_t n);
+// Packs b (2-D int8/uint8) into dst (QMatMulS8PackedBytes bytes, 64-byte
+// aligned); false when no fast kernel applies.
+bool PackQMatMulS8Into(const KernelConfig& kc, const Tensor& b, void* dst, QMatMulPackedB* out);
+bool RunQMatMulS8Packed(const QMatMulPackedB& b, const QMatMulCall& call);
+size_t QMatMulS8PackedScratch(const QMatMulPackedB& b, const QMatMulCall& call);
 
 // QLinearMatMul of two activations (attention's Q.K^T and P.V): b [K, N] or
 // [..., K, N] with a's batch dims is packed batch by batch during the call,

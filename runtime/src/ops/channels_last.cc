@@ -3,6 +3,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/scratch.h"
+
 namespace qfold {
 
 Status ReadChannelsLast(const KernelContext& ctx, bool* channels_last) {
@@ -60,31 +62,92 @@ Status InferViaChannelsFirst(KernelContext& ctx, Status (*infer)(KernelContext&)
   return Status::Ok();
 }
 
-Status RunViaChannelsFirst(KernelContext& ctx, Status (*run)(KernelContext&)) {
+namespace {
+
+// ctx seen channels-first: input 0 and output 0 replaced by `x_cf` and
+// `y_cf`, without the op's state (prepared for the channels-last kernels)
+// and without its scratch.
+KernelContext ChannelsFirstView(const KernelContext& ctx, Tensor* x_cf, Tensor* y_cf) {
+  *x_cf = *ctx.input(0);
+  *y_cf = *ctx.output(0);
+  x_cf->shape = ChannelsFirstShape(x_cf->shape);
+  y_cf->shape = ChannelsFirstShape(y_cf->shape);
+  KernelContext cf = ctx;
+  cf.inputs[0] = x_cf;
+  cf.outputs[0] = y_cf;
+  cf.state = nullptr;
+  cf.scratch = nullptr;
+  cf.scratch_size = 0;
+  cf.scratch_planned = false;
+  return cf;
+}
+
+}  // namespace
+
+Status LayoutChannelsFirst(KernelContext& ctx, ChannelsFirstScratchFn scratch,
+                           ChannelsFirstLayout* layout) {
+  *layout = ChannelsFirstLayout();
+  const Tensor* x = ctx.input(0);
+  const Tensor* y = ctx.output(0);
+  if (!x->shape_known() || !y->shape_known() || x->rank() < 2 || y->rank() < 2) return Status::Ok();
+  ScratchNeeds k;
+  if (scratch) {
+    Tensor x_cf, y_cf;
+    KernelContext cf = ChannelsFirstView(ctx, &x_cf, &y_cf);
+    x_cf.data = nullptr;  // a request reads shapes and constants only
+    y_cf.data = nullptr;
+    QF_RETURN_IF_ERROR(scratch(cf, &k));
+  }
+  kernels::ScratchLayout l;
+  layout->x = l.Add(x->bytes());
+  layout->y = l.Add(y->bytes());
+  layout->kernel = l.Add(k.run);
+  layout->kernel_bytes = k.run;
+  layout->kept = k.kept;
+  layout->total = l.total();
+  return Status::Ok();
+}
+
+Status ChannelsFirstScratch(KernelContext& ctx, ChannelsFirstScratchFn scratch,
+                            ScratchNeeds* needs) {
+  ChannelsFirstLayout l;
+  QF_RETURN_IF_ERROR(LayoutChannelsFirst(ctx, scratch, &l));
+  needs->run = l.total;
+  needs->kept = l.kept;
+  return Status::Ok();
+}
+
+Status RunViaChannelsFirst(KernelContext& ctx, Status (*run)(KernelContext&),
+                           ChannelsFirstScratchFn scratch, bool planned_for_fallback) {
   ctx.reference_path = true;
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
   const size_t xe = dtype_storage_bytes(x->dtype, 1), ye = dtype_storage_bytes(y->dtype, 1);
   const int64_t n = x->shape[0], c = x->shape.back(), s = n && c ? x->numel() / (n * c) : 0;
   const int64_t yc = y->shape.back(), ys = n && yc ? y->numel() / (n * yc) : 0;
-  std::vector<uint8_t> xbuf(x->bytes() + 1), ybuf(y->bytes() + 1);
-  SwapChannels(x->ptr<uint8_t>(), xbuf.data(), n, s, c, xe, /*to_channels_first=*/true);
-  Tensor x_cf = *x, y_cf = *y;
-  x_cf.shape = ChannelsFirstShape(x->shape);
-  x_cf.data = xbuf.data();
-  y_cf.shape = ChannelsFirstShape(y->shape);
-  y_cf.data = ybuf.data();
-  KernelContext cf = ctx;
-  cf.inputs[0] = &x_cf;
-  cf.outputs[0] = &y_cf;
-  cf.state = nullptr;
-  // The op's planned scratch is sized for its channels-last kernels; the
-  // channels-first fallback allocates its own, as it does these copies.
-  cf.scratch = nullptr;
-  cf.scratch_size = 0;
-  cf.scratch_planned = false;
+  ChannelsFirstLayout l;
+  QF_RETURN_IF_ERROR(LayoutChannelsFirst(ctx, scratch, &l));
+  // The planned region holds the layout when the op requested it for these
+  // shapes; otherwise it is another kernel's, and this call allocates.
+  const kernels::ScratchSpan span =
+      planned_for_fallback
+          ? kernels::ScratchSpan{ctx.scratch, ctx.scratch_size, ctx.scratch_planned}
+          : kernels::ScratchSpan{};
+  const kernels::ScratchRegion region(span, l.total);
+  uint8_t* xbuf = region.at<uint8_t>(l.x);
+  uint8_t* ybuf = region.at<uint8_t>(l.y);
+  Tensor x_cf, y_cf;
+  KernelContext cf = ChannelsFirstView(ctx, &x_cf, &y_cf);
+  if (l.total) SwapChannels(x->ptr<uint8_t>(), xbuf, n, s, c, xe, /*to_channels_first=*/true);
+  x_cf.data = xbuf;
+  y_cf.data = ybuf;
+  // The channels-first kernel's scratch, sized by its own request on these
+  // shapes (planned when the fallback was: the region is ours in full).
+  cf.scratch = region.at<uint8_t>(l.kernel);
+  cf.scratch_size = l.kernel_bytes;
+  cf.scratch_planned = span.planned;
   QF_RETURN_IF_ERROR(run(cf));
-  SwapChannels(ybuf.data(), y->ptr<uint8_t>(), n, ys, yc, ye, /*to_channels_first=*/false);
+  if (l.total) SwapChannels(ybuf, y->ptr<uint8_t>(), n, ys, yc, ye, /*to_channels_first=*/false);
   return Status::Ok();
 }
 

@@ -329,34 +329,40 @@ bool MakeConvNhwcF32Call(const KernelContext& ctx, ConvParams* params,
   return true;
 }
 
-// The channels-last kernels, for a 2-D convolution with prepared weights;
-// false when they do not cover the case.
-bool RunConvChannelsLastFast(KernelContext& ctx) {
-  ConvParams p;
-  kernels::ConvNhwcF32Call c;
-  return MakeConvNhwcF32Call(ctx, &p, &c) && kernels::RunConvNhwcF32(ctx.state, c);
+// Whether a channels-last convolution goes to the channels-last kernels
+// (prepared weights, a 2-D call): the scratch request and the run both ask
+// this, so the fallback's scratch is planned exactly when it is taken.
+bool ConvChannelsLastPlanned(KernelContext& ctx, ConvParams* p, kernels::ConvNhwcF32Call* c) {
+  return ctx.state && MakeConvNhwcF32Call(ctx, p, c);
 }
 
-// OpDef::scratch: the fast kernels' per-thread buffers, or the
-// channels-first reference kernel's im2col columns where the session runs
-// it (a channels-last convolution the kernels do not take runs through
-// RunViaChannelsFirst, which allocates its own with its copies).
-Status ConvScratch(KernelContext& ctx, ScratchNeeds* needs) {
-  bool cl = false;
-  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+// The channels-first kernels' scratch (ConvScratch of an NCHW convolution;
+// the fallback's request on its channels-first view).
+Status ConvScratchChannelsFirst(KernelContext& ctx, ScratchNeeds* needs) {
   ConvParams p;
-  if (cl) {
-    kernels::ConvNhwcF32Call c;
-    if (ctx.state && MakeConvNhwcF32Call(ctx, &p, &c))
-      needs->run = kernels::ConvNhwcF32Scratch(ctx.state, c);
-    return Status::Ok();
-  }
   const int nsp = ctx.input(0)->rank() - 2;
   bool kernel_known;
   if (nsp < 1 || !ParseConv(ctx, nsp, &p, &kernel_known).ok() || !kernel_known) return Status::Ok();
   kernels::ConvF32Call c;
   needs->run = ctx.state && MakeConvF32Call(ctx, p, &c) ? kernels::ConvF32Scratch(ctx.state, c)
                                                         : ReferenceConvScratch(ctx, p);
+  return Status::Ok();
+}
+
+// OpDef::scratch: the fast kernels' per-thread buffers, or the
+// channels-first kernels' (the reference kernel's im2col columns where the
+// session runs it); a channels-last convolution the kernels do not take
+// runs through RunViaChannelsFirst: its copies and the channels-first
+// kernel's scratch.
+Status ConvScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  if (!cl) return ConvScratchChannelsFirst(ctx, needs);
+  ConvParams p;
+  kernels::ConvNhwcF32Call c;
+  if (!ConvChannelsLastPlanned(ctx, &p, &c))
+    return ChannelsFirstScratch(ctx, ConvScratchChannelsFirst, needs);
+  needs->run = kernels::ConvNhwcF32Scratch(ctx.state, c);
   return Status::Ok();
 }
 
@@ -385,7 +391,7 @@ Status InferConv(KernelContext& ctx) {
 // Without a kernel that adds the residual in its epilogue: the convolution
 // without its activation, then Y += R, then the activation (the unfused
 // graph's operations in its order).
-Status RunConvWithResidual(KernelContext& ctx, bool cl) {
+Status RunConvWithResidual(KernelContext& ctx, bool cl, bool fallback_planned) {
   const Tensor* r = ctx.input(3);
   Tensor* y = ctx.output(0);
   if (r->shape != y->shape)
@@ -400,7 +406,8 @@ Status RunConvWithResidual(KernelContext& ctx, bool cl) {
   KernelContext conv = ctx;
   conv.attrs = &plain;
   conv.inputs.resize(3);
-  QF_RETURN_IF_ERROR(cl ? RunViaChannelsFirst(conv, RunConvChannelsFirst)
+  QF_RETURN_IF_ERROR(cl ? RunViaChannelsFirst(conv, RunConvChannelsFirst, ConvScratchChannelsFirst,
+                                              fallback_planned)
                         : RunConvChannelsFirst(conv));
   ctx.reference_path = ctx.reference_path || conv.reference_path;
   float* yd = y->ptr<float>();
@@ -413,10 +420,21 @@ Status RunConvWithResidual(KernelContext& ctx, bool cl) {
 Status RunConv(KernelContext& ctx) {
   bool cl = false;
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
-  if (cl && RunConvChannelsLastFast(ctx)) return Status::Ok();
-  if (ctx.input(3)) return RunConvWithResidual(ctx, cl);
+  // The fallback's scratch was planned when the channels-last kernels were
+  // not (ConvScratch); one they turn down leaves it allocated per call.
+  bool fallback_planned = false;
+  if (cl) {
+    ConvParams p;
+    kernels::ConvNhwcF32Call c;
+    if (ConvChannelsLastPlanned(ctx, &p, &c)) {
+      if (kernels::RunConvNhwcF32(ctx.state, c)) return Status::Ok();
+    } else {
+      fallback_planned = true;
+    }
+  }
+  if (ctx.input(3)) return RunConvWithResidual(ctx, cl, fallback_planned);
   if (!cl) return RunConvChannelsFirst(ctx);
-  return RunViaChannelsFirst(ctx, RunConvChannelsFirst);
+  return RunViaChannelsFirst(ctx, RunConvChannelsFirst, ConvScratchChannelsFirst, fallback_planned);
 }
 
 }  // namespace

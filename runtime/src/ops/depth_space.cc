@@ -101,7 +101,9 @@ Status RunDepthToSpaceChannelsLast(KernelContext& ctx) {
   int64_t b;
   bool crd;
   QF_RETURN_IF_ERROR(ParseBlock(ctx, &b, &crd));
-  if (crd) return RunViaChannelsFirst(ctx, RunDepthToSpaceChannelsFirst);
+  if (crd)  // DepthToSpaceScratch planned the fallback's copies
+    return RunViaChannelsFirst(ctx, RunDepthToSpaceChannelsFirst, nullptr,
+                               /*planned_for_fallback=*/true);
   const int64_t n = x->shape[0], h = x->shape[1], w = x->shape[2], c = y->shape[3];
   const size_t run = size_t(b * c) * dtype_size(x->dtype);
   const char* src = static_cast<const char*>(x->data);
@@ -111,6 +113,18 @@ Status RunDepthToSpaceChannelsLast(KernelContext& ctx) {
       for (int64_t col = 0; col < w; ++col, dst += run)
         std::memcpy(dst, src + (size_t(col) * size_t(b) + size_t(i)) * run, run);
   return Status::Ok();
+}
+
+// OpDef::scratch: a channels-last CRD DepthToSpace (the mode that decides
+// the fallback in the run) gets RunViaChannelsFirst's copies of input and
+// output; the channels-first kernel needs no scratch.
+Status DepthToSpaceScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  bool cl = false, crd = false;
+  int64_t b;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  if (!cl) return Status::Ok();
+  QF_RETURN_IF_ERROR(ParseBlock(ctx, &b, &crd));
+  return crd ? ChannelsFirstScratch(ctx, nullptr, needs) : Status::Ok();
 }
 
 Status InferDepthToSpace(KernelContext& ctx) {
@@ -145,6 +159,7 @@ const OpDef& OpDef_DepthToSpace() {
     // a channels-last 1x1 Conv and this need no Transposes between them.
     d.layout_float = true;
     d.traits = kTraitMovesElements | kTraitSpatial;
+    d.scratch = DepthToSpaceScratch;
     return d;
   }();
   return def;

@@ -75,11 +75,22 @@ Status InferMatMul(KernelContext& ctx) {
   return Status::Ok();
 }
 
-// The reference kernel's scratch: one row of accumulators (at most 8 bytes
-// each), where the session runs it (OpDef::scratch, MatMulScratch).
-size_t ReferenceMatMulScratch(const Tensor& b) {
+// The reference kernel's scratch, where the session runs it (OpDef::scratch,
+// MatMulScratch): one row of accumulators (at most 8 bytes each), then the
+// batch position counters (one int64 per batch dimension), so that the run
+// allocates nothing.
+struct ReferenceMatMulLayout {
+  size_t acc = 0, pos = 0, total = 0;
+};
+ReferenceMatMulLayout LayoutReferenceMatMul(const Tensor& a, const Tensor& b) {
+  ReferenceMatMulLayout r;
+  kernels::ScratchLayout l;
   const int64_t n = b.rank() == 1 ? 1 : b.shape.back();
-  return size_t(std::max<int64_t>(n, 0)) * sizeof(uint64_t);
+  r.acc = l.Add(size_t(std::max<int64_t>(n, 0)) * sizeof(uint64_t));
+  const int batch_rank = std::max(std::max(a.rank(), 2), std::max(b.rank(), 2)) - 2;
+  r.pos = l.Add(size_t(batch_rank) * sizeof(int64_t));
+  r.total = l.total();
+  return r;
 }
 
 template <class T>
@@ -98,13 +109,15 @@ void MatMulKernel(const Tensor& a, const Tensor& b, Tensor* y,
   // Integers accumulate in uint64_t: wraps like two's complement, without
   // the undefined behaviour of signed overflow.
   using Acc = std::conditional_t<std::is_floating_point<T>::value, T, uint64_t>;
-  static_assert(sizeof(Acc) <= sizeof(uint64_t), "ReferenceMatMulScratch's bound");
-  const kernels::ScratchRegion region(scratch, size_t(n) * sizeof(Acc));
-  Acc* acc = region.at<Acc>(0);
+  static_assert(sizeof(Acc) <= sizeof(uint64_t), "LayoutReferenceMatMul's bound");
+  const ReferenceMatMulLayout layout = LayoutReferenceMatMul(a, b);
+  const kernels::ScratchRegion region(scratch, layout.total);
+  Acc* acc = region.at<Acc>(layout.acc);
   const T* ad = a.ptr<T>();
   const T* bd = b.ptr<T>();
   T* yd = y->ptr<T>();
-  std::vector<int64_t> pos(batch.size(), 0);
+  int64_t* pos = region.at<int64_t>(layout.pos);
+  std::fill(pos, pos + batch.size(), 0);
   for (int64_t bi = 0; bi < batches; ++bi) {
     // Matrix offsets of this batch entry in A and B (strides count matrices).
     int64_t ao = 0, bo = 0;
@@ -211,7 +224,7 @@ struct MatMulF32Plan {
   int64_t m = 0, kd = 0, n = 0, a_mats = 0, a_stride = 0, batches = 0;
   int64_t b_stride = 0;  // floats per packed matrix of B, prepared or in scratch
   bool empty = false;    // no output element: nothing to pack
-  size_t a_at = 0, b_at = 0, lefts_at = 0, rights_at = 0, outs_at = 0, bytes = 0;
+  size_t a_at = 0, b_at = 0, lefts_at = 0, rights_at = 0, outs_at = 0, pos_at = 0, bytes = 0;
 };
 
 // bf16 and fp16 modes: B is one matrix, so A's rows of every batch are one row block.
@@ -281,6 +294,7 @@ MatMulF32Plan PlanMatMulF32(const KernelContext& ctx) {
   p.lefts_at = l.Add(size_t(p.batches) * sizeof(const float*));
   p.rights_at = l.Add(size_t(p.batches) * sizeof(const float*));
   p.outs_at = l.Add(size_t(p.batches) * sizeof(float*));
+  p.pos_at = l.Add(batch.size() * sizeof(int64_t));  // the batch position counters
   p.bytes = l.total();
   return p;
 }
@@ -325,7 +339,8 @@ bool RunMatMulF32(const KernelContext& ctx, const FusedActivation& act) {
   const float** lefts = region.at<const float*>(plan.lefts_at);
   const float** rights = region.at<const float*>(plan.rights_at);
   float** outs = region.at<float*>(plan.outs_at);
-  std::vector<int64_t> pos(batch.size(), 0);
+  int64_t* pos = region.at<int64_t>(plan.pos_at);
+  std::fill(pos, pos + batch.size(), 0);
   for (int64_t bi = 0; bi < batches; ++bi) {
     int64_t ao = 0, bo = 0;
     for (size_t d = 0; d < batch.size(); ++d) {
@@ -365,7 +380,7 @@ Status MatMulScratch(KernelContext& ctx, ScratchNeeds* needs) {
   if (plan.k || plan.reduced)
     needs->run = plan.bytes;
   else if (!plan.reduced && b->rank() >= 1)
-    needs->run = ReferenceMatMulScratch(*b);
+    needs->run = LayoutReferenceMatMul(*ctx.input(0), *b).total;
   return Status::Ok();
 }
 

@@ -370,27 +370,31 @@ bool ChannelsLastPoolArgs(const KernelContext& ctx, PoolKind kind, kernels::Pool
   return true;
 }
 
-// OpDef::scratch of MaxPool, AveragePool and LpPool: what the kernel the
-// run takes uses, a fast kernel's or the reference kernel's window tables
-// (channels-first; a channels-last pool that falls back runs through
-// RunViaChannelsFirst, which allocates its own with its copies).
-Status PoolScratch(KernelContext& ctx, PoolKind kind, ScratchNeeds* needs) {
+// The element size the channels-last kernels pool this call with (float
+// MaxPool and AveragePool, 8- and 16-bit MaxPool), 0 when they do not take
+// it (dtype, geometry, configuration). The scratch request and the run both
+// ask this, so the fallback's scratch is planned exactly when it is taken.
+int64_t ChannelsLastPoolCovered(const KernelContext& ctx, PoolKind kind, kernels::PoolNhwcArgs* p) {
+  const DType dt = ctx.input(0)->dtype;
+  int64_t esize = 0;
+  if (dt == DType::kFloat32 && (kind == PoolKind::kMax || kind == PoolKind::kAverage))
+    esize = 4;
+  else if (kind == PoolKind::kMax && (dt == DType::kInt8 || dt == DType::kUInt8))
+    esize = 1;
+  else if (kind == PoolKind::kMax && (dt == DType::kInt16 || dt == DType::kUInt16))
+    esize = 2;
+  if (!esize || !ChannelsLastPoolArgs(ctx, kind, p) ||
+      !kernels::PoolNhwcCovers(ctx.kernel_config(), *p))
+    return 0;
+  return esize;
+}
+
+// The channels-first kernels' scratch: a fast kernel's or the reference
+// kernel's window tables.
+Status PoolScratchChannelsFirst(KernelContext& ctx, PoolKind kind, ScratchNeeds* needs) {
   const Tensor* x = ctx.input(0);
   if (!x->shape_known() || x->rank() < 3 || ctx.output(0)->numel() == 0) return Status::Ok();
-  bool cl = false;
-  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
   const bool byte = x->dtype == DType::kInt8 || x->dtype == DType::kUInt8;
-  if (cl) {
-    kernels::PoolNhwcArgs p;
-    if (!ChannelsLastPoolArgs(ctx, kind, &p)) return Status::Ok();
-    if (x->dtype == DType::kFloat32)
-      needs->run = kernels::PoolNhwcScratch(ctx.kernel_config(), p, 4);
-    else if (kind == PoolKind::kMax && byte)
-      needs->run = kernels::PoolNhwcScratch(ctx.kernel_config(), p, 1);
-    else if (kind == PoolKind::kMax && (x->dtype == DType::kInt16 || x->dtype == DType::kUInt16))
-      needs->run = kernels::PoolNhwcScratch(ctx.kernel_config(), p, 2);
-    return Status::Ok();
-  }
   WindowGeometry g;
   QF_RETURN_IF_ERROR(ParsePool(ctx, kind, Shape(x->shape.begin() + 2, x->shape.end()), &g));
   kernels::Pool2dArgs a;
@@ -405,6 +409,33 @@ Status PoolScratch(KernelContext& ctx, PoolKind kind, ScratchNeeds* needs) {
                                       : kernels::AvgPool2dScratch(k, a);
   return Status::Ok();
 }
+Status MaxPoolScratchChannelsFirst(KernelContext& ctx, ScratchNeeds* needs) {
+  return PoolScratchChannelsFirst(ctx, PoolKind::kMax, needs);
+}
+Status AveragePoolScratchChannelsFirst(KernelContext& ctx, ScratchNeeds* needs) {
+  return PoolScratchChannelsFirst(ctx, PoolKind::kAverage, needs);
+}
+
+// OpDef::scratch of MaxPool, AveragePool and LpPool: what the kernel the
+// run takes uses. A channels-last pool the channels-last kernels do not
+// take (ChannelsLastPoolCovered) runs through RunViaChannelsFirst: its
+// copies and the channels-first kernel's scratch.
+Status PoolScratch(KernelContext& ctx, PoolKind kind, ScratchNeeds* needs) {
+  const Tensor* x = ctx.input(0);
+  if (!x->shape_known() || x->rank() < 3) return Status::Ok();
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  if (!cl) return PoolScratchChannelsFirst(ctx, kind, needs);
+  kernels::PoolNhwcArgs p;
+  const int64_t esize = ChannelsLastPoolCovered(ctx, kind, &p);
+  if (!esize)
+    return ChannelsFirstScratch(
+        ctx, kind == PoolKind::kMax ? MaxPoolScratchChannelsFirst : AveragePoolScratchChannelsFirst,
+        needs);
+  if (ctx.output(0)->numel() != 0)
+    needs->run = kernels::PoolNhwcScratch(ctx.kernel_config(), p, esize);
+  return Status::Ok();
+}
 Status MaxPoolScratch(KernelContext& ctx, ScratchNeeds* needs) {
   return PoolScratch(ctx, PoolKind::kMax, needs);
 }
@@ -412,22 +443,29 @@ Status AveragePoolScratch(KernelContext& ctx, ScratchNeeds* needs) {
   return PoolScratch(ctx, PoolKind::kAverage, needs);
 }
 Status LpPoolScratch(KernelContext& ctx, ScratchNeeds* needs) {
-  return PoolScratch(ctx, PoolKind::kLp, needs);
+  return PoolScratchChannelsFirst(ctx, PoolKind::kLp, needs);
 }
 
-bool RunMaxPoolChannelsLastFast(KernelContext& ctx) {
+// The channels-last kernels when ChannelsLastPoolCovered; false otherwise
+// (*covered tells whether the fallback's scratch was planned).
+bool RunPoolChannelsLastFast(KernelContext& ctx, PoolKind kind, bool* covered) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
   kernels::PoolNhwcArgs p;
-  if (!ChannelsLastPoolArgs(ctx, PoolKind::kMax, &p)) return false;
-  if (x->dtype == DType::kFloat32)
-    return kernels::MaxPoolNhwcF32(ctx.kernel_config(), p, x->ptr<float>(), y->ptr<float>());
-  if (x->dtype == DType::kInt16 || x->dtype == DType::kUInt16)
-    return kernels::MaxPoolNhwc16(ctx.kernel_config(), p, x->dtype == DType::kInt16,
-                                  x->ptr<uint16_t>(), y->ptr<uint16_t>());
-  if (x->dtype != DType::kInt8 && x->dtype != DType::kUInt8) return false;
-  return kernels::MaxPoolNhwcS8(ctx.kernel_config(), p, x->dtype == DType::kInt8, x->ptr<uint8_t>(),
-                                y->ptr<uint8_t>());
+  const int64_t esize = ChannelsLastPoolCovered(ctx, kind, &p);
+  *covered = esize != 0;
+  const kernels::KernelConfig& kc = ctx.kernel_config();
+  if (esize == 4)
+    return kind == PoolKind::kMax
+               ? kernels::MaxPoolNhwcF32(kc, p, x->ptr<float>(), y->ptr<float>())
+               : kernels::AvgPoolNhwcF32(kc, p, x->ptr<float>(), y->ptr<float>());
+  if (esize == 2)
+    return kernels::MaxPoolNhwc16(kc, p, x->dtype == DType::kInt16, x->ptr<uint16_t>(),
+                                  y->ptr<uint16_t>());
+  if (esize == 1)
+    return kernels::MaxPoolNhwcS8(kc, p, x->dtype == DType::kInt8, x->ptr<uint8_t>(),
+                                  y->ptr<uint8_t>());
+  return false;
 }
 
 Status InferMaxPool(KernelContext& ctx) {
@@ -438,8 +476,9 @@ Status RunMaxPool(KernelContext& ctx) {
   bool cl = false;
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
   if (!cl) return RunMaxPoolChannelsFirst(ctx);
-  if (RunMaxPoolChannelsLastFast(ctx)) return Status::Ok();
-  return RunViaChannelsFirst(ctx, RunMaxPoolChannelsFirst);
+  bool covered = false;
+  if (RunPoolChannelsLastFast(ctx, PoolKind::kMax, &covered)) return Status::Ok();
+  return RunViaChannelsFirst(ctx, RunMaxPoolChannelsFirst, MaxPoolScratchChannelsFirst, !covered);
 }
 
 Status InferAveragePoolChannelsFirst(KernelContext& ctx) {
@@ -455,12 +494,10 @@ Status RunAveragePool(KernelContext& ctx) {
   bool cl = false;
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
   if (!cl) return RunAveragePoolChannelsFirst(ctx);
-  const Tensor* x = ctx.input(0);
-  kernels::PoolNhwcArgs p;
-  if (x->dtype == DType::kFloat32 && ChannelsLastPoolArgs(ctx, PoolKind::kAverage, &p) &&
-      kernels::AvgPoolNhwcF32(ctx.kernel_config(), p, x->ptr<float>(), ctx.output(0)->ptr<float>()))
-    return Status::Ok();
-  return RunViaChannelsFirst(ctx, RunAveragePoolChannelsFirst);
+  bool covered = false;
+  if (RunPoolChannelsLastFast(ctx, PoolKind::kAverage, &covered)) return Status::Ok();
+  return RunViaChannelsFirst(ctx, RunAveragePoolChannelsFirst, AveragePoolScratchChannelsFirst,
+                             !covered);
 }
 Status InferLpPool(KernelContext& ctx) {
   return InferPool(ctx, PoolKind::kLp);

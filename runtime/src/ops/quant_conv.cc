@@ -399,17 +399,26 @@ kernels::ScratchSpan ReferenceSpan(const KernelContext& ctx, bool fast_planned) 
   return {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
 }
 
+// The channels-first reference kernel's scratch (ConvAccumulate), for
+// QLinearConv and QfConvDequant: on a channels-first call without fast
+// kernels, and on the channels-last fallback's channels-first view.
+Status QConvReferenceScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  return ReferenceConvScratch(ctx, kQLinearConvInputs, needs);
+}
+
 // QLinearConv's and QfConvDequant's scratch (OpDef::scratch): the fast
 // kernels' RunQLinearConvFast calls, or the channels-first reference
-// kernel's (a channels-last one runs through RunViaChannelsFirst, which
-// allocates its own with its copies).
+// kernel's; a channels-last call without fast kernels (FastConvPlanned, as
+// the run decides) runs through RunViaChannelsFirst: its copies and the
+// reference kernel's scratch.
 Status QConvScratch(KernelContext& ctx, ScratchNeeds* needs) {
   bool fast = false;
   QF_RETURN_IF_ERROR(FastConvPlanned(ctx, &fast));
   if (!fast) {
     bool cl = false;
     QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
-    return cl ? Status::Ok() : ReferenceConvScratch(ctx, kQLinearConvInputs, needs);
+    return cl ? ChannelsFirstScratch(ctx, QConvReferenceScratch, needs)
+              : QConvReferenceScratch(ctx, needs);
   }
   kernels::QConvCall c;
   bool cl = false, ok = false;
@@ -526,7 +535,10 @@ Status RunQLinearConv(KernelContext& ctx) {
     if (done) return Status::Ok();
     ctx.reference_path = true;
   }
-  return RunViaChannelsFirst(ctx, RunQLinearConvChannelsFirst);
+  // QConvScratch planned the fallback's scratch when no fast kernel was planned.
+  bool fast = false;
+  QF_RETURN_IF_ERROR(FastConvPlanned(ctx, &fast));
+  return RunViaChannelsFirst(ctx, RunQLinearConvChannelsFirst, QConvReferenceScratch, !fast);
 }
 
 // ---- QfConvDequant -----------------------------------------------------------
@@ -667,8 +679,11 @@ Status RunQfConvDequant(KernelContext& ctx) {
   // No integer fast path here (channels-first; the packed GEMM of levels
   // without microkernels): the exact reference kernel, reported by profiling.
   ctx.reference_path = true;
-  return cl ? RunViaChannelsFirst(ctx, RunQfConvDequantChannelsFirst)
-            : RunQfConvDequantChannelsFirst(ctx);
+  if (!cl) return RunQfConvDequantChannelsFirst(ctx);
+  // QConvScratch planned the fallback's scratch when no fast kernel was planned.
+  bool fast = false;
+  QF_RETURN_IF_ERROR(FastConvPlanned(ctx, &fast));
+  return RunViaChannelsFirst(ctx, RunQfConvDequantChannelsFirst, QConvReferenceScratch, !fast);
 }
 
 // ---- ConvInteger ------------------------------------------------------------

@@ -67,20 +67,33 @@ Status InferMatMulShape(KernelContext& ctx, const Tensor* a, const Tensor* b, in
   return Status::Ok();
 }
 
-// The reference kernel's scratch (MatMulAccumulate): one row's int64 sums.
-// The ops request it beside their fast kernels' (it is n values, below
+// The reference kernel's scratch (MatMulAccumulate): one row's int64 sums,
+// then the batch position counters (one int64 per batch dimension). The ops
+// request it beside their fast kernels' (n values and the counters, below
 // those), so a fast kernel that turns a call down leaves it planned.
-size_t ReferenceProductScratch(const Tensor& b) {
-  return b.rank() >= 1
-             ? size_t(std::max<int64_t>(b.rank() == 1 ? 1 : b.shape.back(), 0)) * sizeof(int64_t)
-             : 0;
+struct ReferenceProductLayout {
+  size_t sums = 0, pos = 0, total = 0;
+};
+ReferenceProductLayout LayoutReferenceProduct(const Tensor& a, const Tensor& b) {
+  ReferenceProductLayout r;
+  if (a.rank() < 1 || b.rank() < 1) return r;
+  kernels::ScratchLayout l;
+  r.sums =
+      l.Add(size_t(std::max<int64_t>(b.rank() == 1 ? 1 : b.shape.back(), 0)) * sizeof(int64_t));
+  const int batch_rank = std::max(std::max(a.rank(), 2), std::max(b.rank(), 2)) - 2;
+  r.pos = l.Add(size_t(batch_rank) * sizeof(int64_t));
+  r.total = l.total();
+  return r;
+}
+size_t ReferenceProductScratch(const Tensor& a, const Tensor& b) {
+  return LayoutReferenceProduct(a, b).total;
 }
 
 // For every output element calls emit(flat index, a matrix index, row,
 // b matrix index, column, acc) with acc = sum_k (a - azp(am, i)) * (b - bzp(bm, j)),
 // exact in int64 (callers wrap where the op accumulates in int32). The sums
-// of a row live in `scratch` (ReferenceProductScratch(b) bytes planned, else
-// allocated here).
+// of a row and the batch position live in `scratch` (LayoutReferenceProduct,
+// planned, else allocated here).
 template <class AZp, class BZp, class Emit>
 void MatMulAccumulate(const Tensor& a, const Tensor& b, const kernels::ScratchSpan& scratch,
                       AZp azp, BZp bzp, Emit emit) {
@@ -92,9 +105,11 @@ void MatMulAccumulate(const Tensor& a, const Tensor& b, const kernels::ScratchSp
   BroadcastShapes(a_batch, b_batch, &batch, nullptr);
   BroadcastIndexer idx({a_batch, b_batch}, batch);
   const int64_t batches = Product(batch);
-  std::vector<int64_t> pos(batch.size(), 0);
-  const kernels::ScratchRegion region(scratch, ReferenceProductScratch(b));
-  int64_t* sum = region.at<int64_t>(0);
+  const ReferenceProductLayout layout = LayoutReferenceProduct(a, b);
+  const kernels::ScratchRegion region(scratch, layout.total);
+  int64_t* sum = region.at<int64_t>(layout.sums);
+  int64_t* pos = region.at<int64_t>(layout.pos);
+  std::fill(pos, pos + batch.size(), 0);
   for (int64_t bi = 0; bi < batches; ++bi) {
     int64_t am = 0, bm = 0;  // matrix indices of this batch entry in A and B
     for (size_t d = 0; d < batch.size(); ++d) {
@@ -111,9 +126,15 @@ void MatMulAccumulate(const Tensor& a, const Tensor& b, const kernels::ScratchSp
       }
       for (int64_t j = 0; j < n; ++j) emit((bi * m + i) * n + j, am, i, bm, j, sum[j]);
     }
-    NextIndex(batch, &pos);
+    for (int d = int(batch.size()) - 1; d >= 0; --d) {
+      if (++pos[d] < batch[size_t(d)]) break;
+      pos[d] = 0;
+    }
   }
 }
+
+// The b scale of calls whose multipliers come elsewhere (int32 and float outputs).
+constexpr float kUnitScale = 1.f;
 
 // KernelContext::scratch as the kernels take it.
 kernels::ScratchSpan ScratchOf(const KernelContext& ctx) {
@@ -293,7 +314,7 @@ Status QLinearMatMulScratch(KernelContext& ctx, ScratchNeeds* needs) {
   } else if (Is8Bit(b->dtype)) {
     needs->run = ProductScratch(ctx, *a, *b);
   }
-  needs->run = std::max(needs->run, ReferenceProductScratch(*b));
+  needs->run = std::max(needs->run, ReferenceProductScratch(*a, *b));
   return Status::Ok();
 }
 
@@ -419,7 +440,7 @@ Status PrepareMatMulInteger(KernelContext& ctx, std::shared_ptr<void>* state) {
 
 Status MatMulIntegerScratch(KernelContext& ctx, ScratchNeeds* needs) {
   needs->run = std::max(ProductScratch(ctx, *ctx.input(0), *ctx.input(1)),
-                        ReferenceProductScratch(*ctx.input(1)));
+                        ReferenceProductScratch(*ctx.input(0), *ctx.input(1)));
   return Status::Ok();
 }
 
@@ -438,7 +459,7 @@ Status RunMatMulInteger(KernelContext& ctx) {
     c.y = y;
     c.a_zp = azp[0];
     c.b_zp = bzp;
-    c.b_scale = {1.f};
+    c.b_scale = {&kUnitScale, 1};
     c.int32_out = true;
     c.pool = ctx.pool;
     c.scratch = ScratchOf(ctx);
@@ -532,7 +553,7 @@ Status DequantizedProduct(KernelContext& ctx, const Tensor& a, float a_scale, in
     c.y = y;
     c.a_zp = azp;
     c.b_zp = bzp;
-    c.b_scale = {1.f};
+    c.b_scale = {&kUnitScale, 1};
     c.dq_mult = mult.data();
     c.dq_bias = bias;
     c.pool = ctx.pool;
@@ -563,7 +584,8 @@ Status RunMatMulIntegerToFloat(KernelContext& ctx) {
 
 Status MatMulIntegerToFloatScratch(KernelContext& ctx, ScratchNeeds* needs) {
   if (ctx.state) needs->run = ProductScratch(ctx, *ctx.input(kMitfA), *ctx.input(kMitfB));
-  needs->run = std::max(needs->run, ReferenceProductScratch(*ctx.input(kMitfB)));
+  needs->run =
+      std::max(needs->run, ReferenceProductScratch(*ctx.input(kMitfA), *ctx.input(kMitfB)));
   return Status::Ok();
 }
 
@@ -604,7 +626,7 @@ DqmLayout PlanDynamicQuantizeMatMul(const KernelContext& ctx) {
   DqmLayout l;
   l.q = l.layout.Add(size_t(std::max<int64_t>(a->numel(), 1)));
   l.gemm_bytes = std::max(ctx.state ? ProductScratch(ctx, *a, *ctx.input(kDqmB)) : 0,
-                          ReferenceProductScratch(*ctx.input(kDqmB)));
+                          ReferenceProductScratch(*a, *ctx.input(kDqmB)));
   l.gemm = l.layout.Add(l.gemm_bytes);
   return l;
 }

@@ -46,6 +46,7 @@
 // reads r * H_{t-1}, quantized at run time like H_{t-1}, against R's h
 // columns packed on their own at prepare: a second GEMM per step.
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -382,27 +383,34 @@ struct WeightT {
 };
 
 // A DynamicQuantizeLSTM weight of one direction: B [k, n] of out = in x B.
+// A run copies it (nothing here allocates on copy) to set its parameters.
 struct QWeight {
-  std::shared_ptr<void> packed;  // kernels::PrepareQMatMulS8; null: reference loops
+  std::shared_ptr<void> state;     // kernels::PrepareQMatMulS8, owning `packed`'s arrays
+  kernels::QMatMulPackedB packed;  // k null: reference loops; else prepared or the run's
   const void* raw = nullptr;
-  // raw's bytes when they are a copy (a column slice); shared, since each run
-  // copies the Packed state to set its own scales.
+  // raw's bytes when prepare copied them (a column slice); a run that packs
+  // the weights itself copies the slice into its scratch.
   std::shared_ptr<std::vector<uint8_t>> owned;
   int64_t col0 = 0;  // raw's first column in the [k, n] weight of the node
   DType dtype = DType::kInt8;
   int64_t k = 0, n = 0;
-  std::vector<float> scale;  // 1 or n values
-  std::vector<int32_t> zp;   // 1 or n values
+  // 1 or n values each, this run's (SetQuantParams: in the run's scratch).
+  kernels::ConstSpan<float> scale;
+  kernels::ConstSpan<int32_t> zp;
 };
 
 struct Packed {
   const kernels::GemmF32Kernels* gemm = nullptr;
   const kernels::GemmS8Kernels* gemm_s8 = nullptr;  // DynamicQuantizeLSTM
-  std::vector<QWeight> qw, qr;                      // DynamicQuantizeLSTM, per direction
+  // Per direction (the first `qdirs`); arrays, so that a run's copy of a
+  // prepared state allocates nothing.
+  int qdirs = 0;
+  std::array<QWeight, 2> qw, qr;  // DynamicQuantizeLSTM
   // QfGRUInteger without linear_before_reset: R's h columns on their own,
   // multiplied by r * H_{t-1} once r is known (qr then also computes them,
   // unused).
-  std::vector<QWeight> qr_h;
+  bool has_qr_h = false;
+  std::array<QWeight, 2> qr_h;
   const void* w_data = nullptr;  // the tensors packed, to notice other inputs
   const void* r_data = nullptr;
   // Per direction: W, then R (all gates; GRU without linear_before_reset: z
@@ -457,28 +465,39 @@ void BuildPacked(const KernelContext& ctx, const Config& cfg, const kernels::Gem
   }
 }
 
-// Direction d's slice of a [dirs, ...] scale or zero-point tensor.
-template <class T>
-std::vector<T> DirectionParams(const std::vector<T>& all, const Tensor* t, int d) {
-  if (!t) return {T(0)};
-  if (t->rank() == 1) return {all[size_t(d)]};
-  const int64_t per = t->shape[1];
-  return std::vector<T>(all.begin() + d * per, all.begin() + (d + 1) * per);
-}
+// Where a run that packs its quantized W and R itself (they are inputs, not
+// constants) puts them: per direction W, R and R_h packed
+// (kernels::PackQMatMulS8Into; none without a fast kernel), and R_h's column
+// slice, which the reference loops read too.
+struct QWeightParts {
+  size_t w[2] = {}, r[2] = {}, r_h[2] = {}, r_h_raw[2] = {};
+};
 
-// Packs W and R per direction (prepare: they are constants; the scales and
-// zero points may not be, and are read per run by SetQuantParams).
-void BuildQuantized(const KernelContext& ctx, const Config& cfg, Packed* p) {
+// Packs W and R per direction: at prepare (into = null: they are constants,
+// each packed into its own state), or per run into `into`'s parts of `base`
+// (the run's scratch). The scales and zero points may not be constants and
+// are read per run by SetQuantParams.
+void BuildQuantized(const KernelContext& ctx, const Config& cfg, Packed* p,
+                    const QWeightParts* into = nullptr, uint8_t* base = nullptr) {
   const kernels::KernelConfig& kc = ctx.kernel_config();
   p->gemm_s8 = kc.gemm_s8;
   p->w_data = ctx.input(kW)->data;
   p->r_data = ctx.input(kR)->data;
+  p->qdirs = cfg.dirs;
+  auto pack = [&](QWeight& q, Tensor& view, size_t at) {
+    if (!into) {
+      q.state = kernels::PrepareQMatMulS8(kc, view);
+      if (q.state) q.packed = kernels::QMatMulS8View(q.state.get());
+    } else {
+      kernels::PackQMatMulS8Into(kc, view, base + at, &q.packed);  // false: k stays null
+    }
+  };
   for (int which = 0; which < 2; ++which) {
     const Tensor* w = ctx.input(which ? kR : kW);
-    std::vector<QWeight>& out = which ? p->qr : p->qw;
-    out.assign(size_t(cfg.dirs), QWeight());
+    std::array<QWeight, 2>& out = which ? p->qr : p->qw;
     for (int d = 0; d < cfg.dirs; ++d) {
       QWeight& q = out[size_t(d)];
+      q = QWeight();
       q.k = w->shape[1];
       q.n = w->shape[2];
       q.dtype = w->dtype;
@@ -487,57 +506,94 @@ void BuildQuantized(const KernelContext& ctx, const Config& cfg, Packed* p) {
       view.dtype = w->dtype;
       view.shape = {q.k, q.n};
       view.data = const_cast<void*>(q.raw);
-      q.packed = kernels::PrepareQMatMulS8(kc, view);
+      pack(q, view, into ? (which ? into->r[d] : into->w[d]) : 0);
     }
   }
-  p->qr_h.clear();
-  if (cfg.cell != Cell::kGru || cfg.linear_before_reset) return;
+  p->has_qr_h = cfg.cell == Cell::kGru && !cfg.linear_before_reset;
+  if (!p->has_qr_h) return;
   const Tensor* r = ctx.input(kR);
   const int64_t h = r->shape[1], gh = r->shape[2];
   const size_t esize = dtype_size(r->dtype);
-  p->qr_h.assign(size_t(cfg.dirs), QWeight());
   for (int d = 0; d < cfg.dirs; ++d) {
     QWeight& q = p->qr_h[size_t(d)];
+    q = QWeight();
     q.k = h;
     q.n = h;
     q.dtype = r->dtype;
     q.col0 = 2 * h;
-    q.owned = std::make_shared<std::vector<uint8_t>>(size_t(h * h) * esize);
+    uint8_t* slice;
+    if (into) {
+      slice = base + into->r_h_raw[d];
+    } else {
+      q.owned = std::make_shared<std::vector<uint8_t>>(size_t(h * h) * esize);
+      slice = q.owned->data();
+    }
     const uint8_t* src = r->ptr<uint8_t>() + size_t(d * h * gh) * esize;
     for (int64_t k = 0; k < h; ++k)
-      std::memcpy(q.owned->data() + size_t(k * h) * esize, src + size_t(k * gh + 2 * h) * esize,
+      std::memcpy(slice + size_t(k * h) * esize, src + size_t(k * gh + 2 * h) * esize,
                   size_t(h) * esize);
-    q.raw = q.owned->data();
+    q.raw = slice;
     Tensor view;
     view.dtype = r->dtype;
     view.shape = Shape{h, h};
-    view.data = q.owned->data();
-    q.packed = kernels::PrepareQMatMulS8(kc, view);
+    view.data = slice;
+    pack(q, view, into ? into->r_h[d] : 0);
   }
 }
 
-void SetQuantParams(const KernelContext& ctx, const Config& cfg, Packed* p) {
-  std::vector<float> scales;
+// Scales and zero points of W, then R, read into the run's scratch: their
+// counts (a missing zero point is one 0).
+int64_t QuantScaleCount(const KernelContext& ctx) {
+  return ctx.input(kWScale)->numel() + ctx.input(kRScale)->numel();
+}
+int64_t QuantZpCount(const KernelContext& ctx) {
+  const Tensor* wz = ctx.input(kWZp);
+  const Tensor* rz = ctx.input(kRZp);
+  return (wz ? wz->numel() : 1) + (rz ? rz->numel() : 1);
+}
+
+// Direction d's values of a [dirs] or [dirs, n] parameter read into `all`
+// (absent: the one 0 there).
+template <class T>
+kernels::ConstSpan<T> DirectionParams(const T* all, const Tensor* t, int d) {
+  if (!t) return {all, 1};
+  if (t->rank() == 1) return {all + d, 1};
+  const int64_t per = t->shape[1];
+  return {all + d * per, size_t(per)};
+}
+
+// This run's scales and zero points: read into `scales` and `zps`
+// (QuantScaleCount and QuantZpCount values, the run's scratch) and viewed
+// by each direction's weights.
+void SetQuantParams(const KernelContext& ctx, const Config& cfg, Packed* p, float* scales,
+                    int32_t* zps) {
   for (int which = 0; which < 2; ++which) {
     const Tensor* st = ctx.input(which ? kRScale : kWScale);
     const Tensor* zt = ctx.input(which ? kRZp : kWZp);
-    ReadScales(st, &scales);
-    const std::vector<int32_t> zps = ReadZeroPoints(zt);
+    ReadFloatsInto(st, scales);
+    if (zt)
+      for (int64_t i = 0; i < zt->numel(); ++i) zps[i] = LoadQ(zt->data, zt->dtype, i);
+    else
+      zps[0] = 0;
     for (int d = 0; d < cfg.dirs; ++d) {
       QWeight& q = (which ? p->qr : p->qw)[size_t(d)];
-      q.scale = DirectionParams(scales, st, d);
-      q.zp = DirectionParams(zps, zt, d);
+      q.scale = DirectionParams<float>(scales, st, d);
+      q.zp = DirectionParams<int32_t>(zps, zt, d);
     }
+    scales += st->numel();
+    zps += zt ? zt->numel() : 1;
   }
   // R_h's columns' parameters: a slice of R's when they are per column.
-  for (QWeight& q : p->qr_h) {
-    const QWeight& full = p->qr[size_t(&q - p->qr_h.data())];
-    auto slice = [&](const auto& all, auto* out) {
-      out->assign(all.begin() + (all.size() == 1 ? 0 : q.col0),
-                  all.begin() + (all.size() == 1 ? 1 : q.col0 + q.n));
+  if (!p->has_qr_h) return;
+  for (int d = 0; d < cfg.dirs; ++d) {
+    QWeight& q = p->qr_h[size_t(d)];
+    const QWeight& full = p->qr[size_t(d)];
+    auto slice = [&](auto all) {
+      using Span = decltype(all);
+      return all.size() == 1 ? all : Span(all.data() + q.col0, size_t(q.n));
     };
-    slice(full.scale, &q.scale);
-    slice(full.zp, &q.zp);
+    q.scale = slice(full.scale);
+    q.zp = slice(full.zp);
   }
 }
 
@@ -633,6 +689,9 @@ struct QScratch {
   size_t gemm_bytes = 0;
   bool planned = false;  // the session planned the region
   int64_t* sum = nullptr;
+  // The product's operand views, kept across the direction's steps: their
+  // 2-D shapes are assigned in place, so a step allocates nothing.
+  Tensor a, y;
 };
 
 // out as MultiplyQ's (below) from `q`, rows of w.k values of dtype a_dtype
@@ -643,8 +702,9 @@ void MultiplyQuantized(const QWeight& w, const void* q, DType a_dtype, int64_t r
   if (rows == 0 || w.n == 0) return;
   for (int64_t j = 0; j < w.n; ++j)
     s->mult[j] = a_scale * w.scale[w.scale.size() == 1 ? 0 : size_t(j)];
-  if (w.packed) {
-    Tensor a, y;
+  if (w.packed.k) {
+    Tensor& a = s->a;
+    Tensor& y = s->y;
     a.dtype = a_dtype;
     a.shape = {rows, w.k};
     a.data = const_cast<void*>(q);
@@ -656,12 +716,13 @@ void MultiplyQuantized(const QWeight& w, const void* q, DType a_dtype, int64_t r
     c.y = &y;
     c.a_zp = a_zp;
     c.b_zp = w.zp;
-    c.b_scale = {1.f};
+    static constexpr float kUnitScale = 1.f;  // the multipliers are dq_mult
+    c.b_scale = {&kUnitScale, 1};
     c.dq_mult = s->mult;
     c.dq_bias = bias;
     c.pool = pool;
     c.scratch = {s->gemm, s->gemm_bytes, s->planned};
-    if (kernels::RunQMatMulS8(w.packed.get(), c)) return;
+    if (kernels::RunQMatMulS8Packed(w.packed, c)) return;
   }
   // The reference: int32 sums (wrapping like the kernels) into `out`, then the
   // kernels' own epilogue, so both round alike.
@@ -760,6 +821,7 @@ void Clip(const Config& cfg, float* x, int64_t n) {
 
 struct Dims {
   int64_t seq, batch, in, h, gh;
+  int64_t scales = 0, zps = 0;  // quantized: QuantScaleCount, QuantZpCount
 };
 
 // One direction's buffers (offsets in the run's scratch).
@@ -777,6 +839,8 @@ struct RecurrentParts {
   kernels::ScratchLayout layout;
   size_t lens = 0, packed_x = 0, step_pack_bytes = 0, gemm_bytes = 0;
   size_t weights[6] = {};  // float W, R, R_h of each direction packed by the run
+  QWeightParts qweights;   // quantized ones packed by the run
+  size_t scales = 0, zps = 0;  // quantized: this run's (SetQuantParams)
   bool parallel = false;
   DirectionParts dir[2];
 };
@@ -796,7 +860,7 @@ bool ParallelDirections(const Config& cfg, const Dims& dm, kernels::ThreadPool* 
 // The packed GEMM's scratch for `rows` rows times w, 0 for a weight the
 // reference loops multiply.
 size_t QProductScratch(const QWeight& w, int64_t rows, kernels::ThreadPool* pool) {
-  if (!w.packed || rows == 0 || w.n == 0) return 0;
+  if (!w.packed.k || rows == 0 || w.n == 0) return 0;
   Tensor a, y;
   a.dtype = DType::kUInt8;
   a.shape = {rows, w.k};
@@ -806,13 +870,15 @@ size_t QProductScratch(const QWeight& w, int64_t rows, kernels::ThreadPool* pool
   c.a = &a;
   c.y = &y;
   c.pool = pool;
-  return kernels::QMatMulS8Scratch(w.packed.get(), c);
+  return kernels::QMatMulS8PackedScratch(w.packed, c);
 }
 
-// pack_weights: a float layer whose W or R is not a constant packs them
-// per run, into the scratch (BuildPacked's dst).
+// pack_weights: a layer whose W or R is not a constant packs them per run,
+// into the scratch (BuildPacked's dst; quantized: BuildQuantized's `into`,
+// then `q` holds their shapes only, QuantizedShapes).
 RecurrentParts PlanRecurrent(const Config& cfg, const Dims& dm, const kernels::GemmF32Kernels* gemm,
-                             const Packed* q, kernels::ThreadPool* pool, bool pack_weights) {
+                             const Packed* q, kernels::ThreadPool* pool, bool pack_weights,
+                             const kernels::KernelConfig& kc) {
   const size_t T = size_t(dm.seq), B = size_t(dm.batch), H = size_t(dm.h), GH = size_t(dm.gh);
   const size_t f = sizeof(float), i64 = sizeof(int64_t);
   RecurrentParts p;
@@ -821,7 +887,19 @@ RecurrentParts PlanRecurrent(const Config& cfg, const Dims& dm, const kernels::G
   kernels::ThreadPool* product_pool = p.parallel ? nullptr : pool;
   kernels::ScratchLayout& l = p.layout;
   p.lens = l.Add(B * i64);
-  if (pack_weights) {
+  if (pack_weights && cfg.quantized && q) {
+    for (int d = 0; d < q->qdirs; ++d) {
+      QWeightParts& w = p.qweights;
+      const QWeight &qw = q->qw[size_t(d)], &qr = q->qr[size_t(d)];
+      w.w[d] = l.Add(kernels::QMatMulS8PackedBytes(kc, qw.dtype, qw.k, qw.n));
+      w.r[d] = l.Add(kernels::QMatMulS8PackedBytes(kc, qr.dtype, qr.k, qr.n));
+      if (q->has_qr_h) {
+        const QWeight& qh = q->qr_h[size_t(d)];
+        w.r_h_raw[d] = l.Add(dtype_storage_bytes(qh.dtype, qh.k * qh.n));
+        w.r_h[d] = l.Add(kernels::QMatMulS8PackedBytes(kc, qh.dtype, qh.k, qh.n));
+      }
+    }
+  } else if (pack_weights) {
     const bool split_r = cfg.cell == Cell::kGru && !cfg.linear_before_reset;
     for (int d = 0; d < cfg.dirs; ++d) {
       p.weights[3 * d] = l.Add(size_t(kernels::PackedF32Size(dm.gh, dm.in, gemm->nr)) * f);
@@ -832,12 +910,13 @@ RecurrentParts PlanRecurrent(const Config& cfg, const Dims& dm, const kernels::G
     }
   }
   if (cfg.quantized) {
-    for (int d = 0; q && d < cfg.dirs && size_t(d) < q->qw.size(); ++d)
+    p.scales = l.Add(size_t(dm.scales) * f);
+    p.zps = l.Add(size_t(dm.zps) * sizeof(int32_t));
+    for (int d = 0; q && d < cfg.dirs && d < q->qdirs; ++d)
       p.gemm_bytes = std::max(
           {p.gemm_bytes, QProductScratch(q->qw[size_t(d)], dm.seq * dm.batch, product_pool),
            QProductScratch(q->qr[size_t(d)], dm.batch, product_pool),
-           size_t(d) < q->qr_h.size() ? QProductScratch(q->qr_h[size_t(d)], dm.batch, product_pool)
-                                      : size_t(0)});
+           q->has_qr_h ? QProductScratch(q->qr_h[size_t(d)], dm.batch, product_pool) : size_t(0)});
   } else if (gemm) {
     // X packed once: for both directions, or inside the one direction's product.
     p.packed_x = l.Add(size_t(kernels::PackedF32Size(dm.seq * dm.batch, dm.in, gemm->mr)) * f);
@@ -919,10 +998,11 @@ void RunDirection(const KernelContext& ctx, const Config& cfg, const Dims& dm, c
   float* xw = region.at<float>(dp.xw);
   if (cfg.static_x) {
     const Tensor* x = ctx.input(kX);
-    std::vector<float> x_scale;
-    ReadScales(ctx.input(kXScale), &x_scale);
-    MultiplyQuantized(p.qw[size_t(d)], x->data, x->dtype, T * B, x_scale[0],
-                      ReadZeroPoints(ctx.input(kXZp))[0], in_bias, xw, &qscratch, pool);
+    const Tensor* x_zp = ctx.input(kXZp);
+    float x_scale = 0.f;  // the first value (per tensor: checked at inference)
+    ReadFloatsInto(ctx.input(kXScale), &x_scale, 1);
+    MultiplyQuantized(p.qw[size_t(d)], x->data, x->dtype, T * B, x_scale,
+                      x_zp ? LoadQ(x_zp->data, x_zp->dtype, 0) : 0, in_bias, xw, &qscratch, pool);
   } else if (cfg.quantized) {
     // ONNX Runtime quantizes the time steps up to the longest sequence (all
     // of them without sequence_lens); time-major rows of later steps are left
@@ -1101,6 +1181,10 @@ Dims DimsOf(const KernelContext& ctx, const Config& cfg) {
   dm.in = x->shape[2];
   dm.h = r->shape[cfg.quantized ? 1 : 2];
   dm.gh = r->shape[cfg.quantized ? 2 : 1];
+  if (cfg.quantized) {
+    dm.scales = QuantScaleCount(ctx);
+    dm.zps = QuantZpCount(ctx);
+  }
   return dm;
 }
 
@@ -1112,24 +1196,51 @@ const Packed* UsablePrepared(const KernelContext& ctx, const Config& cfg) {
       prepared->r_data != ctx.input(kR)->data)
     return nullptr;
   if (cfg.quantized)
-    return prepared->gemm_s8 == ctx.kernel_config().gemm_s8 && !prepared->qw.empty() ? prepared
-                                                                                     : nullptr;
+    return prepared->gemm_s8 == ctx.kernel_config().gemm_s8 && prepared->qdirs > 0 ? prepared
+                                                                                   : nullptr;
   return prepared->gemm == ctx.kernel_config().gemm_f32 ? prepared : nullptr;
+}
+
+// A quantized layer's weights as shapes only (W or R not a constant: the
+// run packs them, BuildQuantized into its scratch): what PlanRecurrent
+// sizes their parts and products from.
+void QuantizedShapes(const KernelContext& ctx, const Config& cfg, Packed* p) {
+  const kernels::KernelConfig& kc = ctx.kernel_config();
+  const Tensor* w = ctx.input(kW);
+  const Tensor* r = ctx.input(kR);
+  p->gemm_s8 = kc.gemm_s8;
+  p->qdirs = cfg.dirs;
+  p->has_qr_h = cfg.cell == Cell::kGru && !cfg.linear_before_reset;
+  auto shape = [&](QWeight& q, DType dt, int64_t k, int64_t n) {
+    q = QWeight();
+    q.dtype = dt;
+    q.k = k;
+    q.n = n;
+    q.packed = kernels::QMatMulS8Shape(kc, dt, k, n);
+  };
+  for (int d = 0; d < cfg.dirs; ++d) {
+    shape(p->qw[size_t(d)], w->dtype, w->shape[1], w->shape[2]);
+    shape(p->qr[size_t(d)], r->dtype, r->shape[1], r->shape[2]);
+    if (p->has_qr_h) shape(p->qr_h[size_t(d)], r->dtype, r->shape[1], r->shape[1]);
+  }
 }
 
 // OpDef::scratch: the run's buffers (RecurrentParts). Float layers lay them
 // out for the session's GEMM (packed in prepare, or plain loops); quantized
-// ones for their prepared weights (W and R constant), else the run
-// allocates its own beside the weights it packs.
+// ones for their prepared weights (W and R constant), else with the
+// weights the run packs (QuantizedShapes), and this run's scales and zero
+// points.
 Status RecurrentScratch(KernelContext& ctx, ScratchNeeds* needs) {
   Config cfg;
   QF_RETURN_IF_ERROR(ParseConfig(ctx, &cfg));
   const Packed* prepared = UsablePrepared(ctx, cfg);
-  if (cfg.quantized && !prepared) return Status::Ok();
   const kernels::GemmF32Kernels* gemm = ctx.kernel_config().gemm_f32;
-  needs->run = PlanRecurrent(cfg, DimsOf(ctx, cfg), gemm, prepared, ctx.pool,
-                             !cfg.quantized && !prepared && gemm)
-                   .layout.total();
+  Packed shapes;
+  if (cfg.quantized && !prepared) QuantizedShapes(ctx, cfg, &shapes);
+  needs->run =
+      PlanRecurrent(cfg, DimsOf(ctx, cfg), gemm, cfg.quantized && !prepared ? &shapes : prepared,
+                    ctx.pool, !prepared && (cfg.quantized || gemm), ctx.kernel_config())
+          .layout.total();
   return Status::Ok();
 }
 
@@ -1140,28 +1251,27 @@ Status RunRecurrent(KernelContext& ctx) {
   const Dims dm = DimsOf(ctx, cfg);
   const kernels::GemmF32Kernels* gemm = ctx.kernel_config().gemm_f32;
   const Packed* prepared = UsablePrepared(ctx, cfg);
-  // What RecurrentScratch planned for: a float layer always, a quantized one
-  // with its prepared weights.
-  const bool planned = !cfg.quantized || prepared;
+  // A layer without usable prepared weights (W or R not a constant) packs
+  // them into the scratch, which RecurrentScratch planned with them.
+  const bool pack_weights = !prepared && (cfg.quantized || gemm);
+  // The quantized weights' copy (std::array and views: nothing allocated)
+  // gets this run's parameters.
   Packed local;
-  if (!prepared && cfg.quantized) {
-    BuildQuantized(ctx, cfg, &local);
-    prepared = &local;
-  }
   if (cfg.quantized) {
-    // The packed weights are shared; the parameters are this run's.
-    if (prepared != &local) local = *prepared;
-    SetQuantParams(ctx, cfg, &local);
+    if (prepared)
+      local = *prepared;
+    else
+      QuantizedShapes(ctx, cfg, &local);
+  }
+  const RecurrentParts parts = PlanRecurrent(cfg, dm, gemm, cfg.quantized ? &local : prepared,
+                                             ctx.pool, pack_weights, ctx.kernel_config());
+  const kernels::ScratchRegion region({ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
+                                      parts.layout.total());
+  if (cfg.quantized) {
+    if (!prepared) BuildQuantized(ctx, cfg, &local, &parts.qweights, region.data());
+    SetQuantParams(ctx, cfg, &local, region.at<float>(parts.scales), region.at<int32_t>(parts.zps));
     prepared = &local;
   }
-  // A float layer without prepared weights (W or R not a constant) packs
-  // them into the scratch.
-  const bool pack_weights = !prepared && gemm;
-  const RecurrentParts parts = PlanRecurrent(cfg, dm, gemm, prepared, ctx.pool, pack_weights);
-  const kernels::ScratchRegion region(
-      planned ? kernels::ScratchSpan{ctx.scratch, ctx.scratch_size, ctx.scratch_planned}
-              : kernels::ScratchSpan{},
-      parts.layout.total());
   if (!prepared) {
     float* dst[6] = {};
     for (int i = 0; i < 6; ++i) dst[i] = region.at<float>(parts.weights[i]);
@@ -1188,7 +1298,7 @@ Status RunRecurrent(KernelContext& ctx) {
     prepared->gemm->pack_left(x->ptr<float>(), dm.in, 1, dm.seq * dm.batch, dm.in, dst);
     packed_x = dst;
   }
-  const bool in_arena = planned && ctx.scratch_planned;
+  const bool in_arena = ctx.scratch_planned;
   if (parts.parallel) {
     // One direction per thread; a late worker leaves both to the caller.
     ctx.pool->ParallelFor(2, 1, [&](int64_t begin, int64_t end, int) {

@@ -515,23 +515,51 @@ Status RunResizeChannelsFirst(KernelContext& ctx) {
 // resizes): x [N, H, W, C], y [N, OH, OW, C], the scales and sizes those of
 // the channels-first view. Nearest over H and W copies whole pixels: the C
 // values of the source pixel the reference picks (the same taps).
-Status RunResizeChannelsLast(KernelContext& ctx) {
+// Whether the channels-last pixel copies below take the call (with the taps
+// it computes); otherwise it runs through RunViaChannelsFirst. ResizeScratch
+// asks this too, so the fallback's copies are planned exactly when taken.
+Status ResizeChannelsLastCovered(const KernelContext& ctx, ResizeAttrs* r,
+                                 std::vector<std::vector<std::vector<Tap>>>* taps, bool* covered) {
   const Tensor* x = ctx.input(0);
-  Tensor* y = ctx.output(0);
-  ResizeAttrs r;
-  std::vector<std::vector<std::vector<Tap>>> taps;
-  QF_RETURN_IF_ERROR(ResizeTaps(ctx, ChannelsFirstShape(x->shape), &r, &taps));
+  QF_RETURN_IF_ERROR(ResizeTaps(ctx, ChannelsFirstShape(x->shape), r, taps));
   auto single = [](const std::vector<std::vector<Tap>>& axis) {
     for (const std::vector<Tap>& t : axis)
       if (t.size() != 1 || t[0].weight != 1.0) return false;
     return true;
   };
-  const bool covered =
-      x->rank() == 4 && r.mode == Mode::kNearest &&
+  const auto& t = *taps;
+  *covered =
+      x->rank() == 4 && r->mode == Mode::kNearest &&
       (x->dtype == DType::kInt8 || x->dtype == DType::kUInt8 || x->dtype == DType::kFloat32) &&
-      ctx.kernel_config().fast_loops && IdentityAxis(taps[0]) && IdentityAxis(taps[1]) &&
-      single(taps[2]) && single(taps[3]);
-  if (!covered) return RunViaChannelsFirst(ctx, RunResizeChannelsFirst);
+      ctx.kernel_config().fast_loops && IdentityAxis(t[0]) && IdentityAxis(t[1]) && single(t[2]) &&
+      single(t[3]);
+  return Status::Ok();
+}
+
+// OpDef::scratch: a channels-last resize the pixel copies do not take gets
+// RunViaChannelsFirst's copies of input and output (the channels-first
+// kernel needs no scratch).
+Status ResizeScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  bool cl = false;
+  QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
+  const Tensor* x = ctx.input(0);
+  if (!cl || !x->shape_known() || x->rank() < 3) return Status::Ok();
+  ResizeAttrs r;
+  std::vector<std::vector<std::vector<Tap>>> taps;
+  bool covered = false;
+  QF_RETURN_IF_ERROR(ResizeChannelsLastCovered(ctx, &r, &taps, &covered));
+  return covered ? Status::Ok() : ChannelsFirstScratch(ctx, nullptr, needs);
+}
+
+Status RunResizeChannelsLast(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  ResizeAttrs r;
+  std::vector<std::vector<std::vector<Tap>>> taps;
+  bool covered = false;
+  QF_RETURN_IF_ERROR(ResizeChannelsLastCovered(ctx, &r, &taps, &covered));
+  if (!covered)
+    return RunViaChannelsFirst(ctx, RunResizeChannelsFirst, nullptr, /*planned_for_fallback=*/true);
   const int64_t n = x->shape[0], ih = x->shape[1], iw = x->shape[2];
   const int64_t oh = y->shape[1], ow = y->shape[2];
   const size_t pixel = dtype_storage_bytes(x->dtype, x->shape[3]);
@@ -586,6 +614,7 @@ const OpDef& OpDef_Resize() {
       return a.GetString("mode", "nearest") == "nearest";
     };
     d.traits = kTraitMovesElements | kTraitSpatial;
+    d.scratch = ResizeScratch;
     return d;
   }();
   return def;
