@@ -515,6 +515,45 @@ Status LoadAligned(const std::vector<uint8_t>& bytes, std::vector<uint8_t>* stor
   return Model::LoadMemory(at, bytes.size(), model);
 }
 
+TEST_CASE("sequences: many tiny elements count their memory, not only their bytes") {
+  // x [65536] float split into 65536 one-element tensors: 256 KB of data, but
+  // each element holds an aligned block and bookkeeping (~12 MB in all).
+  QModel m;
+  int x = m.Tensor("x", {65536}), s = m.Tensor("pieces", {1});
+  int n = m.Tensor("n", {}, fb::DType::INT64);
+  m.tensors[size_t(s)].kind = fb::TensorKind::SEQUENCE;
+  m.Op("SplitToSequence", "split_all", {x}, {s});
+  m.Op("SequenceLength", "count", {s}, {n});
+  m.inputs = {x};
+  m.outputs = {n};
+  m.min_reader_version = 5;
+  std::vector<uint8_t> bytes = m.Bytes();
+  std::shared_ptr<Model> model;
+  REQUIRE(Model::LoadMemory(bytes.data(), bytes.size(), &model).ok());
+  std::vector<float> zeros(65536, 0.f);
+  for (size_t limit : {size_t(4) << 20, size_t(64) << 20}) {
+    CAPTURE(limit);
+    SessionOptions opts;
+    opts.max_memory_bytes = limit;
+    std::unique_ptr<Session> session;
+    REQUIRE(Session::Create(model, opts, &session).ok());
+    REQUIRE(session->SetInput("x", DType::kFloat32, {65536}, zeros.data(), zeros.size() * 4).ok());
+    Status st = session->Run();
+    if (limit < (size_t(12) << 20)) {
+      CHECK(st.code() == StatusCode::kInvalidModel);
+      CHECK_MESSAGE(Contains(st.message(), "SplitToSequence 'split_all'"), st.message());
+      CHECK_MESSAGE(Contains(st.message(), "65536 tensors"), st.message());
+      continue;
+    }
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    DType dt;
+    Shape shape;
+    const void* data = nullptr;
+    REQUIRE(session->GetOutput("n", &dt, &shape, &data).ok());
+    CHECK(*static_cast<const int64_t*>(data) == 65536);
+  }
+}
+
 TEST_CASE("qfm: sequences only between sequence ops, never constant, subgraph or mislabeled") {
   auto load = [](const QModel& m) {
     std::vector<uint8_t> bytes = m.Bytes();
@@ -562,8 +601,9 @@ TEST_CASE("qfm: sequences only between sequence ops, never constant, subgraph or
     std::vector<uint8_t> bytes = m.Bytes();
     Status st = LoadAndRun(bytes);
     CHECK(st.code() == StatusCode::kInvalidModel);
-    CHECK_MESSAGE(Contains(st.message(), "SequenceConstruct 'wrap': output 's' is a tensor in the "
-                                         "model, a sequence by the op"),
+    CHECK_MESSAGE(Contains(st.message(),
+                           "SequenceConstruct 'wrap': output 's' is a tensor in the "
+                           "model, a sequence by the op"),
                   st.message());
   }
   {  // A constant sequence.

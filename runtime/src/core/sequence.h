@@ -27,12 +27,21 @@ struct SequenceElement {
   }
 };
 
+// Memory one element of `bytes` bytes holds: its block (64-byte aligned, 64
+// bytes of tail padding) and the bookkeeping beside it (shared_ptr control
+// block, the element itself). A sequence of many tiny elements costs this,
+// not the sum of their bytes.
+inline size_t SequenceElementFootprint(size_t bytes) {
+  return (bytes + 64 + 63) / 64 * 64 + 128;
+}
+
 struct SequenceValue {
   std::vector<SequenceElement> elements;
 
+  // The memory the elements hold (SequenceElementFootprint each).
   size_t bytes() const {
     size_t n = 0;
-    for (const SequenceElement& e : elements) n += e.bytes;
+    for (const SequenceElement& e : elements) n += SequenceElementFootprint(e.bytes);
     return n;
   }
 };

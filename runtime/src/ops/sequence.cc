@@ -11,6 +11,7 @@
 #include <limits>
 #include <string>
 
+#include "graph_runner.h"
 #include "ops/shape_common.h"
 
 namespace qfold {
@@ -381,6 +382,17 @@ Status RunSplitToSequence(KernelContext& ctx) {
   const size_t es = dtype_storage_bytes(x->dtype, 1);
   const int64_t outer = DimProduct(x->shape, 0, axis);
   const int64_t inner = DimProduct(x->shape, axis + 1, x->rank());
+  // Many small pieces cost far more than the input (a block and bookkeeping
+  // each): refused before allocating when past the session's bound.
+  const size_t limit = ctx.subgraphs ? ctx.subgraphs->max_memory_bytes : SIZE_MAX;
+  size_t footprint = 0;
+  for (int64_t v : sizes) {
+    footprint += SequenceElementFootprint(size_t(v * inner * outer) * es);
+    if (footprint > limit)
+      return ctx.Invalid("a sequence of " + std::to_string(sizes.size()) +
+                         " tensors needs more than the " + std::to_string(limit) +
+                         " bytes a session may allocate");
+  }
   SequenceValue& out = *ctx.output(0)->sequence;
   out.elements.assign(sizes.size(), SequenceElement());
   const bool drop = DropsAxis(ctx);
