@@ -649,7 +649,7 @@ Status Session::SetInputSequence(const std::string& name, const std::vector<Tens
                                                       " needs " + std::to_string(bytes) +
                                                       " bytes, given " + std::to_string(e.bytes));
     if (bytes && !e.data) return Status(StatusCode::kInvalidArgument, what + " has no data");
-    total += bytes;
+    total += SequenceElementFootprint(bytes);  // what the copy holds
     if (total > im.opts.max_memory_bytes)
       return Status(StatusCode::kInvalidArgument, "input '" + name + "' needs more than the " +
                                                       std::to_string(im.opts.max_memory_bytes) +
