@@ -23,6 +23,8 @@ Status RunIdentity(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
   if (x->is_sequence) {
+    if (!x->sequence || !y->sequence)
+      return ctx.Unsupported("sequence '" + x->name + "' has no value: sequences run in a session");
     // Elements are immutable: the copy shares them.
     if (y->sequence != x->sequence) *y->sequence = *x->sequence;
     return Status::Ok();

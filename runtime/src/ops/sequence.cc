@@ -511,6 +511,19 @@ Status RunConcatFromSequence(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// Sequence values exist only in a session, which points every sequence
+// tensor at one; run elsewhere (an op harness calling infer then run), an op
+// refuses instead of dereferencing nothing.
+template <Status (*Run)(KernelContext&)>
+Status RunWithValues(KernelContext& ctx) {
+  for (const std::vector<Tensor*>* list : {&ctx.inputs, &ctx.outputs})
+    for (const Tensor* t : *list)
+      if (t && t->is_sequence && !t->sequence)
+        return ctx.Unsupported("sequence '" + t->name +
+                               "' has no value: sequences run in a session");
+  return Run(ctx);
+}
+
 // Every sequence op reads its sequence's value (the session runs models with
 // sequences in dynamic mode), so every input counts as a value input.
 OpDef SequenceOp(const char* type, Status (*infer)(KernelContext&), Status (*run)(KernelContext&),
@@ -522,10 +535,10 @@ OpDef SequenceOp(const char* type, Status (*infer)(KernelContext&), Status (*run
 
 }  // namespace
 
-#define QF_SEQUENCE_OP(NAME, MIN, MAX)                                          \
-  const OpDef& OpDef_##NAME() {                                                 \
-    static const OpDef d = SequenceOp(#NAME, Infer##NAME, Run##NAME, MIN, MAX); \
-    return d;                                                                   \
+#define QF_SEQUENCE_OP(NAME, MIN, MAX)                                                         \
+  const OpDef& OpDef_##NAME() {                                                                \
+    static const OpDef d = SequenceOp(#NAME, Infer##NAME, RunWithValues<Run##NAME>, MIN, MAX); \
+    return d;                                                                                  \
   }
 QF_SEQUENCE_OP(SequenceEmpty, 0, 0)
 QF_SEQUENCE_OP(SequenceConstruct, 1, 1 << 20)
