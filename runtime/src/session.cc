@@ -135,6 +135,20 @@ struct Session::Impl {
   Status CopyState();
   Status RunDynamic();
   void* DynamicBuffer(int tensor, size_t bytes);
+  // OpDef::prepare of op k once per session, after its first successful
+  // infer, when its const_inputs are constants (the state stays valid across
+  // runs and resizes).
+  Status PrepareOnce(size_t k, KernelContext& ctx) {
+    const OpEntry& op = m->ops[k];
+    if (!op.def->prepare || op_state[k]) return Status::Ok();
+    for (int i = 0; i < ctx.num_inputs() && i < 32; ++i)
+      if ((op.def->const_inputs >> i & 1) &&
+          (!ctx.inputs[size_t(i)] || !m->tensors[size_t(op.inputs[size_t(i)])].const_data))
+        return Status::Ok();
+    QF_RETURN_IF_ERROR(op.def->prepare(ctx, &op_state[k]));
+    ctx.state = op_state[k].get();
+    return Status::Ok();
+  }
   // Sequences count against max_memory_bytes with the dynamic buffers (an
   // element shared by several sequences counts for each).
   Status CheckSequenceBytes(const KernelContext& ctx) const {
@@ -165,6 +179,9 @@ Status Session::Impl::RunDynamic() {
     KernelContext& ctx = contexts[k];
     QF_RETURN_IF_ERROR(m->ops[k].def->infer(ctx));
     QF_RETURN_IF_ERROR(CheckOutputKinds(ctx));
+    // Ops past the point where planning turned dynamic (every op of a model
+    // with sequences) get their packed weights here, once, not a slower path.
+    QF_RETURN_IF_ERROR(PrepareOnce(k, ctx));
     // A Loop stopped by its condition sizes its outputs while running; sequence
     // outputs are written by the op into their values, not buffers.
     bool known = true, writes_sequence = false;
@@ -278,17 +295,7 @@ Status Session::Impl::Plan() {
                            std::to_string(opts.max_memory_bytes) + " a session may allocate");
       o->data = nullptr;
     }
-    if (op.def->prepare && !op_state[k]) {
-      bool consts = true;
-      for (int i = 0; i < ctx.num_inputs() && i < 32; ++i)
-        if ((op.def->const_inputs >> i & 1) &&
-            (!ctx.inputs[i] || !m->tensors[op.inputs[i]].const_data))
-          consts = false;
-      if (consts) {
-        QF_RETURN_IF_ERROR(op.def->prepare(ctx, &op_state[k]));
-        ctx.state = op_state[k].get();
-      }
-    }
+    QF_RETURN_IF_ERROR(PrepareOnce(size_t(k), ctx));
     if (op.def->shape_only || all_known) {
       for (Tensor* o : ctx.outputs) {
         if (!o) continue;

@@ -975,8 +975,9 @@ TEST_CASE("converter LowerSequences: SplitToSequence -> SequenceAt becomes Split
   CHECK(FindNode(g, "SequenceAt") == nullptr);
 }
 
-TEST_CASE("converter LowerSequences: a length that depends on a symbolic dim runs on sequence "
-          "values; --dim lowers it") {
+TEST_CASE(
+    "converter LowerSequences: a length that depends on a symbolic dim runs on sequence "
+    "values; --dim lowers it") {
   TempDir dir;
   const std::string path = SplitAtModel({2, -1}).Write(dir);
   // Without --dim the sequence ops stay and the session runs them (dynamic mode).
@@ -1116,6 +1117,45 @@ TEST_CASE("converter LowerSequences: a sequence graph output runs on sequence va
   CHECK_MESSAGE(Contains(st.message(), "output 'S' is a sequence"), st.message());
   st = c.session->GetOutputSequence("Y", &s);
   CHECK_MESSAGE(Contains(st.message(), "output 'Y' is a tensor"), st.message());
+}
+
+TEST_CASE("sessions with sequences prepare their other ops: no reference path") {
+  // Planning stops early for models with sequences (dynamic mode); the ops
+  // must still get their prepared state when they first run, or a Conv takes
+  // its reference kernel (measured: 3.0 ms instead of 0.19 ms for 16->32 3x3 at 56x56).
+  TempDir dir;
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {1, 8, 10, 10});
+  std::vector<float> w(16 * 8 * 9);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i % 7) - 3) * 0.125f;
+  b.InitFloat("W", {16, 8, 3, 3}, w);
+  OnnxBuilder::AttrInts(b.Node("Conv", {"X", "W"}, {"Y"}, "conv"), "pads", {1, 1, 1, 1});
+  b.Node("SequenceConstruct", {"Y"}, {"S"}, "wrap");
+  b.graph()->add_output()->set_name("S");
+  Graph g;
+  Status st = LoadAndOptimize(b.Write(dir), ConvertOptions(), &g);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::vector<uint8_t> bytes;
+  REQUIRE(SerializeQfm(g, &bytes).ok());
+  std::shared_ptr<Model> model;
+  REQUIRE(Model::LoadMemory(bytes.data(), bytes.size(), &model).ok());
+  SessionOptions opts;
+  opts.profile = true;
+  std::unique_ptr<Session> session;
+  REQUIRE(Session::Create(model, opts, &session).ok());
+  SetFloatInput(session.get(), "X", {1, 8, 10, 10}, std::vector<float>(800, 0.5f));
+  for (int run = 0; run < 2; ++run) REQUIRE(session->Run().ok());
+  bool saw_conv = false;
+  for (const OpProfile& p : session->profile()) {
+    if (p.type != "Conv") continue;
+    saw_conv = true;
+    CHECK_MESSAGE(p.reference_runs == 0, p.name);
+  }
+  CHECK(saw_conv);
+  std::vector<TensorView> s;
+  REQUIRE(session->GetOutputSequence("S", &s).ok());
+  REQUIRE(s.size() == 1);
+  CHECK(s[0].shape == Shape{1, 16, 10, 10});
 }
 
 TEST_CASE("converter Dropout: training mode with ratio 0 drops nothing and runs") {
