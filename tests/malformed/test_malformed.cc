@@ -554,6 +554,31 @@ TEST_CASE("sequences: many tiny elements count their memory, not only their byte
   }
 }
 
+TEST_CASE("sequences: an empty input with a huge axis is refused before its pieces exist") {
+  // x [0, 2^40]: no data, but 2^40 one-wide pieces along axis 1, each an
+  // element with its own block and bookkeeping.
+  QModel m;
+  const int64_t huge = int64_t(1) << 40;
+  int x = m.Tensor("x", {0, huge}), s = m.Tensor("pieces", {0, 1});
+  int n = m.Tensor("n", {}, fb::DType::INT64);
+  m.tensors[size_t(s)].kind = fb::TensorKind::SEQUENCE;
+  m.Op("SplitToSequence", "split_wide", {x}, {s}).int_attrs = {{"axis", 1}};
+  m.Op("SequenceLength", "count", {s}, {n});
+  m.inputs = {x};
+  m.outputs = {n};
+  m.min_reader_version = 5;
+  std::vector<uint8_t> bytes = m.Bytes();
+  std::shared_ptr<Model> model;
+  REQUIRE(Model::LoadMemory(bytes.data(), bytes.size(), &model).ok());
+  std::unique_ptr<Session> session;
+  REQUIRE(Session::Create(model, SessionOptions(), &session).ok());
+  REQUIRE(session->SetInput("x", DType::kFloat32, {0, huge}, nullptr, 0).ok());
+  Status st = session->Run();
+  CHECK(st.code() == StatusCode::kInvalidModel);
+  CHECK_MESSAGE(Contains(st.message(), "SplitToSequence 'split_wide'"), st.message());
+  CHECK_MESSAGE(Contains(st.message(), std::to_string(huge) + " tensors"), st.message());
+}
+
 TEST_CASE("qfm: sequences only between sequence ops, never constant, subgraph or mislabeled") {
   auto load = [](const QModel& m) {
     std::vector<uint8_t> bytes = m.Bytes();

@@ -303,13 +303,34 @@ Status RunSequenceLength(KernelContext& ctx) {
 
 // --- SplitToSequence -------------------------------------------------------
 
-// Piece sizes along the axis of length `dim`: the split input's values, equal
-// chunks of a scalar split (the last smaller), or ones. False when the split
-// values are not known yet.
-Status SplitPieces(const KernelContext& ctx, int64_t dim, std::vector<int64_t>* sizes,
-                   bool* known) {
-  *known = false;
-  sizes->clear();
+// How the axis of length `dim` is cut: the split input's sizes, or equal
+// chunks of `chunk` (a scalar split, else 1; the last piece smaller). Chunks
+// are counted, not listed, since `dim` may be huge while shapes are inferred.
+struct SplitPlan {
+  bool known = false;  // false while the split values are data not yet known
+  std::vector<int64_t> sizes;  // from a 1-D split input
+  int64_t chunk = 0;           // > 0: equal chunks instead of `sizes`
+  int64_t dim = 0;
+
+  int64_t count() const {
+    return chunk > 0 ? dim / chunk + (dim % chunk != 0) : int64_t(sizes.size());
+  }
+  int64_t size(int64_t i) const {
+    return chunk > 0 ? std::min(chunk, dim - i * chunk) : sizes[size_t(i)];
+  }
+  // The size every piece shares, kUnknownDim when they differ or are unknown.
+  int64_t uniform() const {
+    if (!known || count() == 0) return kUnknownDim;
+    if (chunk > 0) return dim % chunk == 0 || dim < chunk ? std::min(chunk, dim) : kUnknownDim;
+    for (int64_t v : sizes)
+      if (v != sizes[0]) return kUnknownDim;
+    return sizes[0];
+  }
+};
+
+Status PlanSplit(const KernelContext& ctx, int64_t dim, SplitPlan* plan) {
+  *plan = SplitPlan();
+  plan->dim = dim;
   const Tensor* s = ctx.input(1);
   std::vector<int64_t> split;
   if (s) {
@@ -320,15 +341,15 @@ Status SplitPieces(const KernelContext& ctx, int64_t dim, std::vector<int64_t>* 
   }
   if (s && s->rank() == 1) {
     QF_RETURN_IF_ERROR(CheckSplitSizes(ctx, split, dim));
-    *sizes = split;
-    *known = true;
+    plan->sizes = std::move(split);
+    plan->known = true;
     return Status::Ok();
   }
   const int64_t chunk = s ? split[0] : 1;
   if (chunk <= 0) return ctx.Invalid("split must be positive, it is " + std::to_string(chunk));
   if (dim < 0) return Status::Ok();
-  for (int64_t at = 0; at < dim; at += chunk) sizes->push_back(std::min(chunk, dim - at));
-  *known = true;
+  plan->chunk = chunk;
+  plan->known = true;
   return Status::Ok();
 }
 
@@ -354,20 +375,21 @@ Status InferSplitToSequence(KernelContext& ctx) {
   if (!x->rank_known) return Status::Ok();
   int axis = 0;
   QF_RETURN_IF_ERROR(SplitAxis(ctx, x, &axis));
-  std::vector<int64_t> sizes;
-  bool known = false;
-  QF_RETURN_IF_ERROR(SplitPieces(ctx, x->shape[size_t(axis)], &sizes, &known));
+  SplitPlan plan;
+  QF_RETURN_IF_ERROR(PlanSplit(ctx, x->shape[size_t(axis)], &plan));
   y->rank_known = true;
   y->shape = x->shape;
-  int64_t piece = kUnknownDim;
-  if (known && !sizes.empty()) {
-    piece = sizes[0];
-    for (int64_t v : sizes)
-      if (v != piece) piece = kUnknownDim;
-  }
-  y->shape[size_t(axis)] = piece;
+  y->shape[size_t(axis)] = plan.uniform();
   if (DropsAxis(ctx)) y->shape.erase(y->shape.begin() + axis);
   return Status::Ok();
+}
+
+// Outside a session (an op harness) nothing bounds memory: this default does.
+constexpr size_t kDefaultSequenceLimit = size_t(256) << 20;
+
+Status TooManyPieces(const KernelContext& ctx, int64_t count, size_t limit) {
+  return ctx.Invalid("a sequence of " + std::to_string(count) + " tensors needs more than the " +
+                     std::to_string(limit) + " bytes a session may allocate");
 }
 
 Status RunSplitToSequence(KernelContext& ctx) {
@@ -375,41 +397,41 @@ Status RunSplitToSequence(KernelContext& ctx) {
   int axis = 0;
   QF_RETURN_IF_ERROR(SplitAxis(ctx, x, &axis));
   const int64_t dim = x->shape[size_t(axis)];
-  std::vector<int64_t> sizes;
-  bool known = false;
-  QF_RETURN_IF_ERROR(SplitPieces(ctx, dim, &sizes, &known));
-  if (!known) return ctx.Error(StatusCode::kInternal, "split is not known while running");
+  SplitPlan plan;
+  QF_RETURN_IF_ERROR(PlanSplit(ctx, dim, &plan));
+  if (!plan.known) return ctx.Error(StatusCode::kInternal, "split is not known while running");
   const size_t es = dtype_storage_bytes(x->dtype, 1);
   const int64_t outer = DimProduct(x->shape, 0, axis);
   const int64_t inner = DimProduct(x->shape, axis + 1, x->rank());
   // Many small pieces cost far more than the input (a block and bookkeeping
-  // each): refused before allocating when past the session's bound.
-  const size_t limit = ctx.subgraphs ? ctx.subgraphs->max_memory_bytes : SIZE_MAX;
+  // each; an empty input may still have a huge axis): refused before
+  // allocating when past the session's bound.
+  const size_t limit = ctx.subgraphs ? ctx.subgraphs->max_memory_bytes : kDefaultSequenceLimit;
+  const int64_t count = plan.count();
+  if (uint64_t(count) > limit / SequenceElementFootprint(0)) return TooManyPieces(ctx, count, limit);
   size_t footprint = 0;
-  for (int64_t v : sizes) {
-    footprint += SequenceElementFootprint(size_t(v * inner * outer) * es);
-    if (footprint > limit)
-      return ctx.Invalid("a sequence of " + std::to_string(sizes.size()) +
-                         " tensors needs more than the " + std::to_string(limit) +
-                         " bytes a session may allocate");
+  for (int64_t i = 0; i < count; ++i) {
+    footprint += SequenceElementFootprint(size_t(plan.size(i) * inner * outer) * es);
+    if (footprint > limit) return TooManyPieces(ctx, count, limit);
   }
   SequenceValue& out = *ctx.output(0)->sequence;
-  out.elements.assign(sizes.size(), SequenceElement());
+  out.elements.assign(size_t(count), SequenceElement());
   const bool drop = DropsAxis(ctx);
   int64_t at = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) {
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t piece = plan.size(i);
     Shape shape = x->shape;
-    shape[size_t(axis)] = sizes[i];
+    shape[size_t(axis)] = piece;
     if (drop) shape.erase(shape.begin() + axis);
-    const size_t row = size_t(sizes[i] * inner) * es;
-    SequenceElement& e = out.elements[i];
+    const size_t row = size_t(piece * inner) * es;
+    SequenceElement& e = out.elements[size_t(i)];
     if (!MakeSequenceElement(x->dtype, shape, nullptr, row * size_t(outer), &e))
       return OutOfMemory(ctx, row * size_t(outer));
     uint8_t* dst = const_cast<uint8_t*>(e.data.get());
     const uint8_t* src = x->ptr<uint8_t>() + size_t(at * inner) * es;
     for (int64_t o = 0; o < outer && row; ++o)
       std::memcpy(dst + size_t(o) * row, src + size_t(o * dim * inner) * es, row);
-    at += sizes[i];
+    at += piece;
   }
   return Status::Ok();
 }
