@@ -362,9 +362,18 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           a.lo = c.lo;
           a.hi = c.hi;
           a.ldy = s.m;
+          // The next panel's weights, a share per tile, reach L2 while
+          // this panel's tiles run.
+          const char* next = pn + 1 < panels ? reinterpret_cast<const char*>(a.w + panel_size)
+                                             : nullptr;
+          const int64_t next_bytes = next ? panel_size * int64_t(sizeof(float)) : 0;
           for (int64_t t = t0; t < t1; ++t) {
             const int64_t p0 = t * k.mr;
             const bool row = merged[t - t0];
+            const int64_t share0 = next_bytes * (t - t0) / (t1 - t0) / 64 * 64;
+            const int64_t share1 = next_bytes * (t + 1 - t0) / (t1 - t0) / 64 * 64;
+            a.prefetch = next ? next + share0 : nullptr;
+            a.prefetch_bytes = share1 - share0;
             a.taps = row ? s.kh : taps;
             a.c = row ? s.kw * s.cg : s.cg;
             a.a = ptrs + (t - t0) * tile_ptrs;

@@ -57,6 +57,11 @@ struct IgemmF32Args {
   float lo = 0.f, hi = 0.f;
   float* y = nullptr;
   int64_t ldy = 0;
+  // Bytes to fetch into L2 while the tile runs (the next panel's weights,
+  // which a 7x7 stage's few tiles would otherwise wait for from memory), or
+  // none; one 64-byte line per weight row at most. A hint: kernels may ignore it.
+  const void* prefetch = nullptr;
+  int64_t prefetch_bytes = 0;
 };
 
 // `pixels` output pixels of a depthwise convolution:

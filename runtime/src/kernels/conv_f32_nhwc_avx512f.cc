@@ -40,6 +40,8 @@ void IgemmTile(const IgemmF32Args& p) {
   __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00, c81 = c00;
   __m512 c90 = c00, c91 = c00, cA0 = c00, cA1 = c00, cB0 = c00, cB1 = c00;
   const float* w = p.w;
+  const char* pf = static_cast<const char*>(p.prefetch);
+  const char* const pf_end = pf + p.prefetch_bytes;
   for (int64_t t = 0; t < p.taps; ++t) {
     const float* const* a = p.a + t * kMr;
     // Rows past R are not read (a[] holds valid pointers there anyway).
@@ -50,6 +52,10 @@ void IgemmTile(const IgemmF32Args& p) {
     for (int64_t ch = 0; ch < p.c; ++ch, w += kNr) {
       _mm_prefetch(reinterpret_cast<const char*>(w + kPfSteps * kNr), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(w + kPfSteps * kNr + 16), _MM_HINT_T0);
+      if (pf < pf_end) {
+        _mm_prefetch(pf, _MM_HINT_T1);
+        pf += 64;
+      }
       const __m512 b0 = _mm512_loadu_ps(w);
       const __m512 b1 = V == 2 ? _mm512_loadu_ps(w + 16) : b0;
       __m512 l;
