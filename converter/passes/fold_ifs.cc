@@ -11,8 +11,6 @@
 namespace qfold {
 namespace conv {
 
-namespace {
-
 // Names a graph defines itself: its inputs, constants and node outputs. Its
 // other references (node inputs, outputs) are values of enclosing graphs.
 std::set<std::string> DefinedNames(const Graph& g) {
@@ -23,18 +21,6 @@ std::set<std::string> DefinedNames(const Graph& g) {
     for (const std::string& o : n.outputs)
       if (!o.empty()) names.insert(o);
   return names;
-}
-
-// Every name used anywhere in `g`, nested subgraphs included.
-void UsedNames(const Graph& g, std::set<std::string>* names) {
-  for (const auto& kv : g.values) names->insert(kv.first);
-  names->insert(g.inputs.begin(), g.inputs.end());
-  names->insert(g.outputs.begin(), g.outputs.end());
-  for (const Node& n : g.nodes) {
-    names->insert(n.inputs.begin(), n.inputs.end());
-    names->insert(n.outputs.begin(), n.outputs.end());
-    for (const auto& sub : n.subgraphs) UsedNames(*sub.second, names);
-  }
 }
 
 // Renames a subgraph's references to enclosing values (and those of the
@@ -51,6 +37,20 @@ void RenameOuterRefs(Graph* sub, std::map<std::string, std::string> renames) {
     for (auto& nested : n.subgraphs) RenameOuterRefs(nested.second.get(), renames);
   }
   for (std::string& out : sub->outputs) rename(&out);
+}
+
+namespace {
+
+// Every name used anywhere in `g`, nested subgraphs included.
+void UsedNames(const Graph& g, std::set<std::string>* names) {
+  for (const auto& kv : g.values) names->insert(kv.first);
+  names->insert(g.inputs.begin(), g.inputs.end());
+  names->insert(g.outputs.begin(), g.outputs.end());
+  for (const Node& n : g.nodes) {
+    names->insert(n.inputs.begin(), n.inputs.end());
+    names->insert(n.outputs.begin(), n.outputs.end());
+    for (const auto& sub : n.subgraphs) UsedNames(*sub.second, names);
+  }
 }
 
 Status BranchesAgree(const Graph& g, const Node& n, const Graph& then_g, const Graph& else_g) {

@@ -380,8 +380,8 @@ bool UsesSequences(const Graph& g) {
 }
 
 // Sequences that cannot be lowered run on sequence values, in the main graph
-// and in If and Loop subgraphs (carried, captured, returned); Scan and
-// SequenceMap bodies take tensors only.
+// and in If and Loop subgraphs (carried, captured, returned; SequenceMap is
+// a Loop by then, ExpandSequenceMap); Scan bodies take tensors only.
 Status CheckRuntimeSequences(const Graph& g, const Status& why_not_static) {
   const std::set<std::string> seqs = SequenceValues(g);
   for (const Node& n : g.nodes) {
@@ -406,7 +406,7 @@ Status CheckRuntimeSequences(const Graph& g, const Status& why_not_static) {
       return Status(
           StatusCode::kUnsupported,
           g.source + ": " + n.Label() + ": " + what +
-              "; sequences inside Scan and SequenceMap bodies are not supported yet" +
+              "; sequences inside Scan bodies are not supported yet" +
               (why_not_static.message().empty() ? "" : " (" + why_not_static.message() + ")"));
   }
   return Status::Ok();

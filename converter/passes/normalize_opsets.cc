@@ -384,6 +384,10 @@ Status NormalizeOpsets(Graph* g) {
       QF_RETURN_IF_ERROR(LowerScan8(g, std::move(n), &kept));
       continue;
     }
+    if (n.domain.empty() && n.op_type == "SequenceMap") {
+      QF_RETURN_IF_ERROR(ExpandSequenceMap(g, std::move(n), &kept));
+      continue;
+    }
     if (n.domain == "com.microsoft" && n.op_type == "QLinearSoftmax") {
       ExpandQLinearSoftmax(g, std::move(n), &kept);
       continue;

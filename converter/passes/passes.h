@@ -1,7 +1,9 @@
 // Converter passes: each takes the Graph and leaves a valid Graph. One file each.
 #pragma once
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "converter/ir.h"
 
@@ -11,6 +13,16 @@ namespace conv {
 // Rewrites every node into the newest-opset form the runtime implements
 // (attributes that later opsets turned into inputs, Upsample -> Resize, ...).
 Status NormalizeOpsets(Graph* g);
+// SequenceMap -> its ONNX function body: SequenceLength, a SequenceEmpty per
+// output and a Loop whose body takes element i of each sequence input (and
+// the tensor inputs as they are), runs the SequenceMap body and appends its
+// outputs (SequenceInsert). NormalizeOpsets calls it, after normalizing the body.
+Status ExpandSequenceMap(Graph* g, Node&& n, std::vector<Node>* out);
+// Names a graph defines itself: its inputs, constants and node outputs.
+std::set<std::string> DefinedNames(const Graph& g);
+// Renames a subgraph's references to enclosing values (and those of the
+// subgraphs nested in it); a name the subgraph defines itself hides the outer one.
+void RenameOuterRefs(Graph* sub, std::map<std::string, std::string> renames);
 // Lists every node qfold cannot run, all at once, before any work is done.
 Status CheckSupported(const Graph& g);
 // fp16/bf16 weights and compute become fp32; the model's boundary keeps its dtypes.

@@ -13,9 +13,13 @@ Models built here, each converted with `qfold convert` and run through the Pytho
   tensors.
 - A sequence graph input (lists of 1 to 5 tensors of different lengths) read by SequenceAt,
   SequenceLength, ConcatFromSequence, SequenceInsert and passed through Identity.
+- SequenceMap over two sequences and a tensor, its body returning two values (a float tensor
+  and an int64 shape), so two output sequences (the converter expands it into its ONNX
+  function, a Loop).
 Bad input, each an error naming the node or tensor: SequenceAt past the end at run time, a
 sequence element of the wrong dtype or shape, a tensor op reading a sequence (`qfold convert`
-exit 2, no output file), a sequence read inside a Loop body (refused as not supported).
+exit 2, no output file), a Scan reading a sequence (refused as not supported), a SequenceMap
+whose body takes fewer inputs than the node has.
 
 Prints one line per check, then "N passed, M failed"; exits non-zero on failure.
 """
@@ -228,6 +232,22 @@ def bad_checks(qfold_bin, tmp, split_qfm, input_qfm):
     check("a Scan reading a sequence: refused naming the Scan, no file",
           p.returncode != 0 and "Scan 'scan_over_seq'" in p.stderr and "sequence" in p.stderr
           and not os.path.exists(out), f"exit {p.returncode}: {p.stderr}")
+    # A SequenceMap whose body takes fewer inputs than the node has.
+    body = helper.make_graph(
+        [helper.make_node("Neg", ["e"], ["n"], name="neg")], "map_body",
+        [helper.make_tensor_value_info("e", T.FLOAT, [2])],
+        [helper.make_tensor_value_info("n", T.FLOAT, [2])])
+    graph = helper.make_graph(
+        [helper.make_node("SequenceMap", ["s", "w"], ["mapped"], name="bad_map", body=body)],
+        "bad_map", [seq_info("s", T.FLOAT, [2]), helper.make_tensor_value_info("w", T.FLOAT, [2])],
+        [seq_info("mapped", T.FLOAT, [2])])
+    path = os.path.join(tmp, "bad_map.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    out = os.path.join(tmp, "bad_map.qfm")
+    p = cli(qfold_bin, "convert", path, "-o", out)
+    check("a SequenceMap whose body takes 1 of its 2 inputs: exit 2 naming it, no file",
+          p.returncode == 2 and "SequenceMap 'bad_map'" in p.stderr and "1 inputs" in p.stderr
+          and not os.path.exists(out), f"exit {p.returncode}: {p.stderr}")
 
 
 def cli_checks(qfold_bin, tmp, qfm, ref, feeds):
@@ -305,6 +325,29 @@ def control_flow_model(tmp):
     return save(graph, os.path.join(tmp, "control_flow.onnx"))
 
 
+def sequence_map_model(tmp):
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["e", "w"], ["scaled"], name="scale"),
+         helper.make_node("Add", ["scaled", "f"], ["summed"], name="add_other"),
+         helper.make_node("Shape", ["e"], ["shape"], name="shape")],
+        "map_body",
+        [helper.make_tensor_value_info("e", T.FLOAT, [None, 3]),
+         helper.make_tensor_value_info("f", T.FLOAT, [None, 3]),
+         helper.make_tensor_value_info("w", T.FLOAT, [3])],
+        [helper.make_tensor_value_info("summed", T.FLOAT, [None, 3]),
+         helper.make_tensor_value_info("shape", T.INT64, [2])])
+    nodes = [helper.make_node("SequenceMap", ["s", "t", "w"], ["mapped", "shapes"], name="map",
+                              body=body),
+             helper.make_node("ConcatFromSequence", ["mapped"], ["flat"], name="flat", axis=0)]
+    graph = helper.make_graph(
+        nodes, "sequence_map",
+        [seq_info("s", T.FLOAT, [None, 3]), seq_info("t", T.FLOAT, [None, 3]),
+         helper.make_tensor_value_info("w", T.FLOAT, [3])],
+        [seq_info("mapped", T.FLOAT, [None, 3]), seq_info("shapes", T.INT64, [2]),
+         helper.make_tensor_value_info("flat", T.FLOAT, [None, 3])])
+    return save(graph, os.path.join(tmp, "sequence_map.onnx"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--qfold", required=True)
@@ -338,6 +381,15 @@ def main():
                              "x": rng.standard_normal((1, 2)).astype(np.float32)})
         compare(args.qfold, tmp, "Loop carrying a sequence, If choosing one",
                 control_flow_model(tmp), cf_feeds[:3])
+        map_feeds = []
+        for lengths in ((1,), (2, 0, 5), (3, 1, 4, 1, 2)):
+            map_feeds.append({"s": [rng.standard_normal((n, 3)).astype(np.float32)
+                                    for n in lengths],
+                              "t": [rng.standard_normal((n, 3)).astype(np.float32)
+                                    for n in lengths],
+                              "w": rng.standard_normal(3).astype(np.float32)})
+        compare(args.qfold, tmp, "SequenceMap over two sequences and a tensor",
+                sequence_map_model(tmp), map_feeds)
         input_path = input_model(tmp)
         input_qfm = compare(args.qfold, tmp, "sequence graph input", input_path, input_feeds)
         # The ONNX Runtime-compatible session: the same types and results as ONNX Runtime's.

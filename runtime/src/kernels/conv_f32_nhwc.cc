@@ -364,8 +364,8 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           a.ldy = s.m;
           // The next panel's weights, a share per tile, reach L2 while
           // this panel's tiles run.
-          const char* next = pn + 1 < panels ? reinterpret_cast<const char*>(a.w + panel_size)
-                                             : nullptr;
+          const char* next =
+              pn + 1 < panels ? reinterpret_cast<const char*>(a.w + panel_size) : nullptr;
           const int64_t next_bytes = next ? panel_size * int64_t(sizeof(float)) : 0;
           for (int64_t t = t0; t < t1; ++t) {
             const int64_t p0 = t * k.mr;

@@ -307,7 +307,7 @@ Status RunSequenceLength(KernelContext& ctx) {
 // chunks of `chunk` (a scalar split, else 1; the last piece smaller). Chunks
 // are counted, not listed, since `dim` may be huge while shapes are inferred.
 struct SplitPlan {
-  bool known = false;  // false while the split values are data not yet known
+  bool known = false;          // false while the split values are data not yet known
   std::vector<int64_t> sizes;  // from a 1-D split input
   int64_t chunk = 0;           // > 0: equal chunks instead of `sizes`
   int64_t dim = 0;
@@ -408,7 +408,8 @@ Status RunSplitToSequence(KernelContext& ctx) {
   // allocating when past the session's bound.
   const size_t limit = ctx.subgraphs ? ctx.subgraphs->max_memory_bytes : kDefaultSequenceLimit;
   const int64_t count = plan.count();
-  if (uint64_t(count) > limit / SequenceElementFootprint(0)) return TooManyPieces(ctx, count, limit);
+  if (uint64_t(count) > limit / SequenceElementFootprint(0))
+    return TooManyPieces(ctx, count, limit);
   size_t footprint = 0;
   for (int64_t i = 0; i < count; ++i) {
     footprint += SequenceElementFootprint(size_t(plan.size(i) * inner * outer) * es);
