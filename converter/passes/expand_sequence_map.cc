@@ -23,19 +23,13 @@ std::string FreshName(const Graph& g, const Graph& body, const std::string& base
   return name;
 }
 
-Value ScalarValue(const std::string& name, DType dtype) {
+// A scalar tensor, or a sequence of tensors of `dtype` (any shape).
+Value MakeValue(const std::string& name, DType dtype, bool sequence) {
   Value v;
   v.name = name;
   v.dtype = dtype;
-  v.rank_known = true;
-  return v;
-}
-
-Value SequenceOf(const std::string& name, DType dtype) {
-  Value v;
-  v.name = name;
-  v.dtype = dtype;
-  v.is_sequence = true;
+  v.rank_known = !sequence;
+  v.is_sequence = sequence;
   return v;
 }
 
@@ -91,12 +85,12 @@ Status ExpandSequenceMap(Graph* g, Node&& n, std::vector<Node>* out) {
   Node loop = MakeNode("Loop", n.name, {}, n.outputs);
   // Outer nodes: the trip count and an empty sequence per output.
   const std::string count = FreshName(*g, body, base + "_length");
-  g->values[count] = ScalarValue(count, DType::kInt64);
+  g->values[count] = MakeValue(count, DType::kInt64, false);
   out->push_back(MakeNode("SequenceLength", base + "_length", {n.inputs[0]}, {count}));
   loop.inputs = {count, ""};
   for (size_t i = 0; i < n.outputs.size(); ++i) {
     const std::string empty = FreshName(*g, body, base + "_empty_" + std::to_string(i));
-    g->values[empty] = SequenceOf(empty, out_dtypes[i]);
+    g->values[empty] = MakeValue(empty, out_dtypes[i], true);
     Node e = MakeNode("SequenceEmpty", empty, {}, {empty});
     e.attrs.SetInt("dtype", OnnxFromDType(out_dtypes[i]));
     out->push_back(std::move(e));
@@ -114,17 +108,17 @@ Status ExpandSequenceMap(Graph* g, Node&& n, std::vector<Node>* out) {
   const std::string iter = FreshName(*g, body, base + "_iteration");
   const std::string cond_in = FreshName(*g, body, base + "_cond_in");
   const std::string cond_out = FreshName(*g, body, base + "_cond_out");
-  lb.values[iter] = ScalarValue(iter, DType::kInt64);
-  lb.values[cond_in] = ScalarValue(cond_in, DType::kBool);
-  lb.values[cond_out] = ScalarValue(cond_out, DType::kBool);
+  lb.values[iter] = MakeValue(iter, DType::kInt64, false);
+  lb.values[cond_in] = MakeValue(cond_in, DType::kBool, false);
+  lb.values[cond_out] = MakeValue(cond_out, DType::kBool, false);
   lb.inputs = {iter, cond_in};
   lb.outputs = {cond_out};
   std::vector<std::string> seq_in, seq_out;
   for (size_t i = 0; i < n.outputs.size(); ++i) {
     const std::string si = FreshName(*g, lb, base + "_out" + std::to_string(i) + "_in");
-    lb.values[si] = SequenceOf(si, out_dtypes[i]);
+    lb.values[si] = MakeValue(si, out_dtypes[i], true);
     const std::string so = FreshName(*g, lb, base + "_out" + std::to_string(i) + "_out");
-    lb.values[so] = SequenceOf(so, out_dtypes[i]);
+    lb.values[so] = MakeValue(so, out_dtypes[i], true);
     lb.inputs.push_back(si);
     lb.outputs.push_back(so);
     seq_in.push_back(si);
