@@ -73,6 +73,8 @@ Status ExpandSequenceMap(Graph* g, Node&& n, std::vector<Node>* out) {
     is_seq[j] = v->is_sequence;
   }
   if (!is_seq[0]) return invalid("input 0 '" + n.inputs[0] + "' is not a sequence");
+  for (const std::string& name : body.inputs)
+    if (name.empty()) return invalid("its body has an input without a name");
   std::vector<DType> out_dtypes;
   for (const std::string& o : body.outputs) {
     const Value* v = body.Find(o) ? body.Find(o) : g->Find(o);  // or an outer value
