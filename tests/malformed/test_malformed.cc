@@ -515,14 +515,17 @@ Status LoadAligned(const std::vector<uint8_t>& bytes, std::vector<uint8_t>* stor
   return Model::LoadMemory(at, bytes.size(), model);
 }
 
-TEST_CASE("sequences: many tiny elements count their memory, not only their bytes") {
-  // x [65536] float split into 65536 one-element tensors: 256 KB of data, but
-  // each element holds an aligned block and bookkeeping (~12 MB in all).
+// x [x_dims] -> SplitToSequence (named `split`, one-wide pieces along `axis`)
+// -> SequenceLength -> n, loaded.
+std::shared_ptr<Model> SplitCountModel(const std::vector<int64_t>& x_dims, int64_t axis,
+                                       const std::string& split) {
   QModel m;
-  int x = m.Tensor("x", {65536}), s = m.Tensor("pieces", {1});
+  std::vector<int64_t> piece = x_dims;
+  piece[size_t(axis)] = 1;
+  int x = m.Tensor("x", x_dims), s = m.Tensor("pieces", piece);
   int n = m.Tensor("n", {}, fb::DType::INT64);
   m.tensors[size_t(s)].kind = fb::TensorKind::SEQUENCE;
-  m.Op("SplitToSequence", "split_all", {x}, {s});
+  m.Op("SplitToSequence", split, {x}, {s}).int_attrs = {{"axis", axis}};
   m.Op("SequenceLength", "count", {s}, {n});
   m.inputs = {x};
   m.outputs = {n};
@@ -530,6 +533,13 @@ TEST_CASE("sequences: many tiny elements count their memory, not only their byte
   std::vector<uint8_t> bytes = m.Bytes();
   std::shared_ptr<Model> model;
   REQUIRE(Model::LoadMemory(bytes.data(), bytes.size(), &model).ok());
+  return model;
+}
+
+TEST_CASE("sequences: many tiny elements count their memory, not only their bytes") {
+  // x [65536] float split into 65536 one-element tensors: 256 KB of data, but
+  // each element holds an aligned block and bookkeeping (~12 MB in all).
+  std::shared_ptr<Model> model = SplitCountModel({65536}, 0, "split_all");
   std::vector<float> zeros(65536, 0.f);
   for (size_t limit : {size_t(4) << 20, size_t(64) << 20}) {
     CAPTURE(limit);
@@ -557,19 +567,8 @@ TEST_CASE("sequences: many tiny elements count their memory, not only their byte
 TEST_CASE("sequences: an empty input with a huge axis is refused before its pieces exist") {
   // x [0, 2^40]: no data, but 2^40 one-wide pieces along axis 1, each an
   // element with its own block and bookkeeping.
-  QModel m;
   const int64_t huge = int64_t(1) << 40;
-  int x = m.Tensor("x", {0, huge}), s = m.Tensor("pieces", {0, 1});
-  int n = m.Tensor("n", {}, fb::DType::INT64);
-  m.tensors[size_t(s)].kind = fb::TensorKind::SEQUENCE;
-  m.Op("SplitToSequence", "split_wide", {x}, {s}).int_attrs = {{"axis", 1}};
-  m.Op("SequenceLength", "count", {s}, {n});
-  m.inputs = {x};
-  m.outputs = {n};
-  m.min_reader_version = 5;
-  std::vector<uint8_t> bytes = m.Bytes();
-  std::shared_ptr<Model> model;
-  REQUIRE(Model::LoadMemory(bytes.data(), bytes.size(), &model).ok());
+  std::shared_ptr<Model> model = SplitCountModel({0, huge}, 1, "split_wide");
   std::unique_ptr<Session> session;
   REQUIRE(Session::Create(model, SessionOptions(), &session).ok());
   REQUIRE(session->SetInput("x", DType::kFloat32, {0, huge}, nullptr, 0).ok());
