@@ -92,6 +92,22 @@ def tiny_models():
         [helper.make_value_info("parts", seq), helper.make_tensor_value_info("picked", f, None),
          helper.make_tensor_value_info("joined", f, None),
          helper.make_tensor_value_info("n", TensorProto.INT64, [])])
+
+    # SequenceMap (expanded by the converter into a Loop over the elements): a body with a
+    # sequence and a tensor input, two outputs.
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["e", "k"], ["scaled"]), helper.make_node("Shape", ["e"], ["shp"])],
+        "map_body", [helper.make_tensor_value_info("e", f, [None, 2]),
+                     helper.make_tensor_value_info("k", f, [2])],
+        [helper.make_tensor_value_info("scaled", f, [None, 2]),
+         helper.make_tensor_value_info("shp", TensorProto.INT64, [2])])
+    make("sequence_map", [
+        helper.make_node("SequenceMap", ["s", "k2"], ["mapped", "shapes"], body=body),
+        helper.make_node("ConcatFromSequence", ["mapped"], ["flat"], axis=0)],
+        [helper.make_value_info("s", seq), helper.make_tensor_value_info("k2", f, [2])],
+        [helper.make_tensor_value_info("flat", f, None),
+         helper.make_value_info("shapes", helper.make_sequence_type_proto(
+             helper.make_tensor_type_proto(TensorProto.INT64, [2])))])
     return models
 
 
