@@ -61,7 +61,7 @@ Status ExpandSequenceMap(Graph* g, Node&& n, std::vector<Node>* out) {
                    " values but it has " + std::to_string(n.outputs.size()) + " outputs");
   // Which inputs are sequences (element i of each) and which tensors (the
   // same one every iteration). Values of an enclosing scope are not visible
-  // here, so an input not defined in this graph must be told by its type.
+  // here, so an input read from one is refused.
   std::vector<bool> is_seq(n.inputs.size());
   for (size_t j = 0; j < n.inputs.size(); ++j) {
     if (n.inputs[j].empty()) return invalid("input " + std::to_string(j) + " is omitted");
