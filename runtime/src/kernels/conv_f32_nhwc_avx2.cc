@@ -54,11 +54,17 @@ void IgemmTile(const IgemmF32Args& p) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   const float* w = p.w;
+  const char* pf = static_cast<const char*>(p.prefetch);
+  const char* const pf_end = pf + p.prefetch_bytes;
   for (int64_t t = 0; t < p.taps; ++t) {
     const float* const* a = p.a + t * kMr;
     const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
     for (int64_t ch = 0; ch < p.c; ++ch, w += kNr) {
       _mm_prefetch(reinterpret_cast<const char*>(w + kPfSteps * kNr), _MM_HINT_T0);
+      if (pf < pf_end) {
+        _mm_prefetch(pf, _MM_HINT_T1);
+        pf += 64;
+      }
       const __m256 b0 = _mm256_loadu_ps(w);
       const __m256 b1 = V == 2 ? _mm256_loadu_ps(w + 8) : b0;
       __m256 l = _mm256_broadcast_ss(a0 + ch);
