@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <utility>
 
 namespace qfold {
 namespace conv {
@@ -107,6 +108,16 @@ Status VerifyGraph(Graph* g) {
     if (!available.count(out) && !producer.count(out))
       return bad("graph output '" + out + "' is never produced");
   return Status::Ok();
+}
+
+Node MakeNode(const std::string& op_type, const std::string& name, std::vector<std::string> inputs,
+              std::vector<std::string> outputs) {
+  Node n;
+  n.op_type = op_type;
+  n.name = name;
+  n.inputs = std::move(inputs);
+  n.outputs = std::move(outputs);
+  return n;
 }
 
 bool IsControlFlowNode(const Node& n) {

@@ -114,6 +114,10 @@ struct Graph {
   std::string AddInt64Constant(const std::string& base, const std::vector<int64_t>& v);
 };
 
+// A default-domain node with these inputs and outputs and no attributes.
+Node MakeNode(const std::string& op_type, const std::string& name, std::vector<std::string> inputs,
+              std::vector<std::string> outputs);
+
 // If, Loop and Scan of the default domain: nodes that run subgraphs.
 bool IsControlFlowNode(const Node& n);
 

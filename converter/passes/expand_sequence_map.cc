@@ -33,16 +33,6 @@ Value MakeValue(const std::string& name, DType dtype, bool sequence) {
   return v;
 }
 
-Node MakeNode(const std::string& type, const std::string& name, std::vector<std::string> inputs,
-              std::vector<std::string> outputs) {
-  Node n;
-  n.op_type = type;
-  n.name = name;
-  n.inputs = std::move(inputs);
-  n.outputs = std::move(outputs);
-  return n;
-}
-
 }  // namespace
 
 Status ExpandSequenceMap(Graph* g, Node&& n, std::vector<Node>* out) {

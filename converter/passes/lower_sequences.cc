@@ -112,12 +112,8 @@ class Lowering {
   // name the ONNX node); helpers around it get new names.
   Node MakeNode(const std::string& op, const std::string& base, std::vector<std::string> inputs,
                 std::vector<std::string> outputs, bool replaces = false) {
-    Node m;
-    m.op_type = op;
-    m.name = replaces ? base : NewName(base);
-    m.inputs = std::move(inputs);
-    m.outputs = std::move(outputs);
-    return m;
+    return conv::MakeNode(op, replaces ? base : NewName(base), std::move(inputs),
+                          std::move(outputs));
   }
 
   // The sequence input `slot` of `n`, which must have been built in this graph.
