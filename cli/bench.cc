@@ -401,6 +401,7 @@ int Bench(const Args& args) {
     j["load_ms"] = load_ms;
     j["warmup_ms"] = warmup_ms;
     j["arena_bytes"] = arena;
+    j["bf16_activations"] = session->bf16_activations();
     j["kernels"] = kernels;
     j["peak_rss_bytes"] = ru_maxrss;
     j["vmhwm_bytes"] = vm_hwm;
@@ -428,7 +429,11 @@ int Bench(const Args& args) {
   std::printf("throughput: %.2f inferences/s\n", throughput);
   std::printf("load + session: %.3f ms, warm-up total: %.3f ms\n", load_ms, warmup_ms);
   std::printf("kernels: %s\n", kernels.c_str());
-  std::printf("arena: %zu bytes\n", arena);
+  if (session->bf16_activations() > 0)
+    std::printf("arena: %zu bytes (%zu activations stored as bf16)\n", arena,
+                session->bf16_activations());
+  else
+    std::printf("arena: %zu bytes\n", arena);
   std::printf("peak RSS: %lld bytes (getrusage), %lld bytes (VmHWM)\n",
               static_cast<long long>(ru_maxrss), static_cast<long long>(vm_hwm));
   std::printf("model file: %lld bytes\n", static_cast<long long>(model_bytes));

@@ -93,6 +93,7 @@ struct Session::Impl {
   OwnedBuffer dynamic_scratch;
   ArenaGraph arena_graph;
   bool planned = false;
+  size_t bf16_activations = 0;        // tensors PlanBf16Storage stores as bfloat16
   std::vector<OpProfile> op_profile;  // per op, when opts.profile
   // The model, kernels and threads, for the runners of If/Loop/Scan subgraphs.
   SubgraphEnv subgraph_env;
@@ -131,6 +132,7 @@ struct Session::Impl {
     return -1;
   }
   Status Plan();
+  void PlanBf16Storage();
   Status PlanKeepingState();
   Status CopyState();
   Status RunDynamic();
@@ -329,10 +331,48 @@ Status Session::Impl::Plan() {
     return Status::Ok();
   }
 
+  PlanBf16Storage();
   QF_RETURN_IF_ERROR(PlanGraphArena(arena_graph, folded, opts.max_memory_bytes, folded_bytes,
                                     std::string(), &arena, &arena_size, &kept_bytes));
   planned = true;
   return Status::Ok();
+}
+
+// bf16 mode: an activation whose producer writes bfloat16 and whose every
+// reader reads it (OpDef::bf16_io) is stored so: half the bytes between the
+// matrix units and memory. The readers round their float inputs to bf16
+// anyway, so only values that also reach an addition (a fused residual)
+// change. Graph inputs and outputs keep their dtype; a model with subgraphs
+// keeps float32 throughout (a body may read any outer value).
+void Session::Impl::PlanBf16Storage() {
+  bf16_activations = 0;
+  if (opts.precision != SessionOptions::Precision::kBfloat16) return;
+  for (const OpEntry& op : m->ops)
+    if (op.def->has_subgraphs) return;
+  const size_t nt = tensors.size();
+  std::vector<char> written(nt, 0), read(nt, 0), refused(nt, 0);
+  for (size_t k = 0; k < m->ops.size(); ++k) {
+    const OpEntry& op = m->ops[k];
+    unsigned in_bits = 0, out_bits = 0;
+    if (!folded[k] && op.def->bf16_io) op.def->bf16_io(contexts[k], &in_bits, &out_bits);
+    for (size_t o = 0; o < op.outputs.size(); ++o)
+      if (op.outputs[o] >= 0 && o < 32 && (out_bits >> o & 1)) written[size_t(op.outputs[o])] = 1;
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      if (op.inputs[i] < 0) continue;
+      read[size_t(op.inputs[i])] = 1;
+      if (i >= 32 || !(in_bits >> i & 1)) refused[size_t(op.inputs[i])] = 1;
+    }
+  }
+  for (int id : m->input_ids) refused[size_t(id)] = 1;
+  for (int id : m->output_ids) refused[size_t(id)] = 1;
+  for (size_t i = 0; i < nt; ++i) {
+    Tensor& t = tensors[i];
+    if (written[i] && read[i] && !refused[i] && t.dtype == DType::kFloat32 && !t.data &&
+        !t.is_sequence) {
+      t.dtype = DType::kBFloat16;
+      ++bf16_activations;
+    }
+  }
 }
 
 // Plan() with the bound state inputs' values carried over (zeros when new or
@@ -698,6 +738,10 @@ size_t Session::arena_bytes() const {
     if (impl_->m->ops[k].def->has_subgraphs && impl_->op_state[k])
       n += static_cast<const ControlFlowState*>(impl_->op_state[k].get())->arena_bytes();
   return n;
+}
+
+size_t Session::bf16_activations() const {
+  return impl_->bf16_activations;
 }
 
 const std::string& Session::kernels() const {

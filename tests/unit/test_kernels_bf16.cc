@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/activation.h"
 #include "doctest/doctest.h"
 #include "kernels/conv_f32_nhwc.h"
 #include "kernels/cpu_features.h"
@@ -77,6 +78,44 @@ int64_t RunBf16Case(const kernels::ConvNhwcF32Kernels* f32,
   call.y = y2.data();
   REQUIRE(kernels::RunConvNhwcF32(state.get(), call));
   CHECK(std::memcmp(y1.data(), y2.data(), y1.size() * 4) == 0);
+  {
+    // Activations stored as bf16 (the session's choice between such
+    // convolutions): x and the residual read as bf16, y written as bf16
+    // (in place where C is a multiple of 32, copied otherwise) give the
+    // fp32-stored run's outputs on the same rounded values, rounded once.
+    std::vector<uint16_t> x16(x.size()), r16(res.size());
+    std::vector<float> res_rounded(res.size());
+    for (size_t i = 0; i < x.size(); ++i) x16[i] = kernels::Bf16FromFloat(x[i]);
+    for (size_t i = 0; i < res.size(); ++i) {
+      r16[i] = kernels::Bf16FromFloat(res[i]);
+      res_rounded[i] = kernels::FloatFromBf16(r16[i]);
+    }
+    kernels::ConvNhwcF32Call c32 = call;
+    c32.pool = nullptr;
+    c32.residual = k.residual ? res_rounded.data() : nullptr;
+    std::vector<float> y3(res.size(), NAN);
+    c32.y = y3.data();
+    REQUIRE(kernels::RunConvNhwcF32(state.get(), c32));
+    kernels::ConvNhwcF32Call c16 = call;
+    const kernels::Bf16Io io = kernels::ConvNhwcF32Bf16Io(state.get(), c16);
+    CHECK((io.x && io.y && io.residual));
+    c16.x = nullptr;
+    c16.x_bf16 = x16.data();
+    c16.residual = nullptr;
+    c16.residual_bf16 = k.residual ? r16.data() : nullptr;
+    c16.y = nullptr;
+    for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
+      std::vector<uint16_t> y16(res.size(), 0xffff);
+      c16.pool = p;
+      c16.y_bf16 = y16.data();
+      REQUIRE(kernels::RunConvNhwcF32(state.get(), c16));
+      int64_t differ = 0;
+      for (size_t i = 0; i < y16.size(); ++i)
+        if (y16[i] != kernels::Bf16FromFloat(y3[i]) && differ++ < 3)
+          FAIL_CHECK("bf16-stored output " << i << ": " << kernels::FloatFromBf16(y16[i]) << " vs "
+                                           << y3[i]);
+    }
+  }
   int64_t bad = 0;
   for (int64_t b = 0; b < k.n; ++b)
     for (int64_t oy = 0; oy < oh; ++oy)
@@ -165,6 +204,22 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
   CHECK(std::string(kernels::ConvNhwcF32Method(stem.get(), call)) == "bf16");
   call.dw = 2;
   CHECK(std::string(kernels::ConvNhwcF32Method(stem.get(), call)) == "igemm");
+  // Only the bf16 method takes bf16 activations, and y only without
+  // activations that run after the epilogue on float y.
+  kernels::Bf16Io io = kernels::ConvNhwcF32Bf16Io(stem.get(), call);
+  CHECK((!io.x && !io.y && !io.residual));
+  std::vector<uint16_t> x16(size_t(3 * 4 * 4)), y16(size_t(8 * 2 * 2));
+  call.n = 1, call.ih = call.iw = 4, call.oh = call.ow = 2;
+  call.x_bf16 = x16.data();
+  call.y_bf16 = y16.data();
+  CHECK(!kernels::RunConvNhwcF32(stem.get(), call));
+  call.dw = 1;
+  io = kernels::ConvNhwcF32Bf16Io(stem.get(), call);
+  CHECK((io.x && io.y && io.residual));
+  const FusedActivation post;
+  call.post = &post;
+  io = kernels::ConvNhwcF32Bf16Io(stem.get(), call);
+  CHECK((io.x && !io.y && io.residual));
 }
 
 // The bf16 Gemm: rows around its groups of 4, columns around its panels of

@@ -82,7 +82,9 @@ struct SessionOptions {
   // throughout. kBfloat16 (opt-in reduced precision): channels-last float
   // convolutions round their activations and weights to bfloat16 (to nearest
   // even) and multiply them on the CPU's AMX-BF16 units, summing in fp32;
-  // everything else stays fp32. On a CPU without AMX-BF16 it changes nothing.
+  // Activations that such convolutions alone produce and read are stored as
+  // bfloat16 between them (Session::bf16_activations()); graph inputs and
+  // outputs stay float32. On a CPU without AMX-BF16 it changes nothing.
   // Session::kernels() lists conv_nhwc_bf16 when it is in use. kFloat16
   // (opt-in, Armv8.2 FEAT_FP16): channels-last float convolutions and Gemm/
   // MatMul with a constant 2-D B round their operands to IEEE half (to
@@ -146,6 +148,9 @@ class Session {
   // Zeros every input bound by SessionOptions::state_bindings (a new stream).
   void ResetState();
   size_t arena_bytes() const;
+  // bf16 mode: how many activations the current plan stores as bfloat16
+  // (SessionOptions::precision); 0 otherwise.
+  size_t bf16_activations() const;
   // The kernel variant of every family this session uses, fixed at creation:
   // "gemm_f32=avx2 dwconv_f32=avx2 gemm_s8=avxvnni ... portable_loops=on"
   // ("reference" where a family runs its reference kernel).

@@ -195,6 +195,13 @@ struct OpDef {
   signed char weight_input = -1;
   signed char weight_scale_input = -1;
   signed char bias_input = -1;
+  // Optional, bf16 mode (SessionOptions::precision): which float32 inputs
+  // (bit i) run can read as bfloat16 and which outputs it can write so, for
+  // the planned shapes and prepared state. A session stores an activation
+  // as bfloat16 (half the bytes to write and read) when its producer writes
+  // it so and every op reading it reads it so; run then finds those
+  // tensors' dtype kBFloat16.
+  void (*bf16_io)(KernelContext& ctx, unsigned* inputs, unsigned* outputs) = nullptr;
 };
 
 // OpDef::same_dtype_inputs of an op whose inputs all share one dtype (variadic ones too).

@@ -580,11 +580,19 @@ struct Bf16Scratch {
   }
 };
 
+// A bf16 x whose pixels already are the kernel's rows (every group's
+// channels a multiple of 32) is read in place: no copy.
+bool Bf16InPlace(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  return c.x_bf16 && !s.bf16_rows && s.kc == s.cg;
+}
+
 Bf16Scratch Bf16ScratchFor(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const int64_t tiles = (c.oh * c.ow + kBf16Mr - 1) / kBf16Mr;
   int64_t ph = 0, pw = 0;
   PlaneSize(s, c, &ph, &pw);
-  const int64_t copy = s.bf16_rows ? c.n * ph * pw * s.cg : c.n * c.ih * c.iw * s.group * s.kc;
+  const int64_t copy = Bf16InPlace(s, c) ? 0
+                       : s.bf16_rows     ? c.n * ph * pw * s.cg
+                                         : c.n * c.ih * c.iw * s.group * s.kc;
   const int64_t taps = s.bf16_rows ? s.kh : s.kh * s.kw;
   return {copy, s.kc, IgemmBlock(c, tiles, 4) * taps * kBf16Mr};
 }
@@ -602,25 +610,33 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const Bf16Scratch bs = Bf16ScratchFor(s, c);
   const ScratchRegion region(c.scratch, bs.Bytes(threads));
   ScratchLayout l;
-  uint16_t* const copy = region.at<uint16_t>(l.Add(size_t(bs.copy) * 2));
+  uint16_t* const scratch_copy = region.at<uint16_t>(l.Add(size_t(bs.copy) * 2));
   uint16_t* const zeros = region.at<uint16_t>(l.Add(size_t(bs.zeros) * 2));
   const uint16_t** const ptrs0 = region.at<const uint16_t*>(l.Add(0));
   std::fill(zeros, zeros + kc, uint16_t(0));
   int64_t ph = 0, pw = 0;
   PlaneSize(s, c, &ph, &pw);
+  const uint16_t* const copy = Bf16InPlace(s, c) ? c.x_bf16 : scratch_copy;
   if (s.bf16_rows) {
-    std::fill(copy, copy + bs.copy, uint16_t(0));
+    std::fill(scratch_copy, scratch_copy + bs.copy, uint16_t(0));
     ParallelFor(pool, c.n * c.ih, [&](int64_t r0, int64_t r1, int) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t b = r / c.ih, iy = r % c.ih;
-        k.convert_flat(c.x + r * c.iw * c.c, c.iw * c.c,
-                       copy + ((b * ph + iy + c.pad_top) * pw + c.pad_left) * c.c);
+        uint16_t* const row = scratch_copy + ((b * ph + iy + c.pad_top) * pw + c.pad_left) * c.c;
+        if (c.x_bf16)
+          std::memcpy(row, c.x_bf16 + r * c.iw * c.c, size_t(c.iw * c.c) * 2);
+        else
+          k.convert_flat(c.x + r * c.iw * c.c, c.iw * c.c, row);
       }
     });
-  } else {
+  } else if (!Bf16InPlace(s, c)) {
     // A (pixel, group) pair is cg channels of x, kc of the copy.
     ParallelFor(pool, c.n * c.ih * c.iw * s.group, [&](int64_t p0, int64_t p1, int) {
-      k.convert(c.x + p0 * s.cg, p1 - p0, s.cg, copy + p0 * kc, kc);
+      if (!c.x_bf16) return k.convert(c.x + p0 * s.cg, p1 - p0, s.cg, scratch_copy + p0 * kc, kc);
+      for (int64_t p = p0; p < p1; ++p) {
+        std::memcpy(scratch_copy + p * kc, c.x_bf16 + p * s.cg, size_t(s.cg) * 2);
+        std::fill(scratch_copy + p * kc + s.cg, scratch_copy + (p + 1) * kc, uint16_t(0));
+      }
     });
   }
   auto work = [&](int64_t begin, int64_t end, int slot) {
@@ -631,8 +647,8 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
       const uint16_t* xb = s.bf16_rows ? copy + b * ph * pw * c.c : copy + b * c.ih * c.iw * gkc;
-      float* yb = c.y + b * pixels * s.m;
-      const float* rb = c.residual ? c.residual + b * pixels * s.m : nullptr;
+      // Offsets into y and the residual, whichever of their forms is set.
+      const int64_t yb = b * pixels * s.m;
       const int64_t q0 = t0 * kBf16Mr, q1 = std::min(pixels, t1 * kBf16Mr);
       for (int64_t g = 0; g < s.group; ++g) {
         const uint16_t* xg = xb + g * kc;
@@ -668,16 +684,19 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           a.w = s.wb.data() + (g * panels + pn) * panel_size;
           a.cols = std::min<int64_t>(kBf16Nr, mg - pn * kBf16Nr);
           a.bias = c.bias ? c.bias + col0 : nullptr;
-          a.residual = rb ? rb + q0 * s.m + col0 : nullptr;
+          const int64_t at = yb + q0 * s.m + col0;
+          a.residual = c.residual ? c.residual + at : nullptr;
+          a.residual_bf16 = c.residual_bf16 ? c.residual_bf16 + at : nullptr;
           a.act = c.act;
           a.lo = c.lo;
           a.hi = c.hi;
-          a.y = yb + q0 * s.m + col0;
+          a.y = c.y ? c.y + at : nullptr;
+          a.y_bf16 = c.y_bf16 ? c.y_bf16 + at : nullptr;
           a.ldy = s.m;
           k.igemm(a);
         }
       }
-      if (c.post) c.post->Apply(yb + q0 * s.m, (q1 - q0) * s.m);
+      if (c.post) c.post->Apply(c.y + yb + q0 * s.m, (q1 - q0) * s.m);
     }
     if (k.end) k.end();
   };
@@ -806,11 +825,27 @@ std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tens
   return s;
 }
 
+Bf16Io ConvNhwcF32Bf16Io(const void* state, const ConvNhwcF32Call& c) {
+  Bf16Io io;
+  if (!state) return io;
+  const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
+  if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return io;
+  if (std::strcmp(ConvNhwcF32Method(state, c), "bf16") != 0) return io;
+  io.x = io.residual = true;
+  io.y = c.post == nullptr;  // the other activations run on float y
+  return io;
+}
+
 bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& c) {
   if (!state) return false;
   const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
   if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return false;
-  if (s.depthwise && c.residual) return false;
+  if (s.depthwise && (c.residual || c.residual_bf16)) return false;
+  if (c.x_bf16 || c.y_bf16 || c.residual_bf16) {
+    const Bf16Io io = ConvNhwcF32Bf16Io(state, c);
+    if ((c.x_bf16 && !io.x) || (c.y_bf16 && !io.y) || (c.residual_bf16 && !io.residual))
+      return false;
+  }
   if (c.n == 0 || c.oh * c.ow == 0) return true;  // empty output
   const char* method = ConvNhwcF32Method(state, c);
   if (method[0] == 'f')

@@ -125,6 +125,10 @@ struct IgemmBf16Args {
   float lo = 0.f, hi = 0.f;
   float* y = nullptr;
   int64_t ldy = 0;
+  // Stored bf16 activations (ConvNhwcF32Call::y_bf16, residual_bf16): set
+  // instead of y / residual, same layout; y is rounded to nearest even.
+  uint16_t* y_bf16 = nullptr;
+  const uint16_t* residual_bf16 = nullptr;
 };
 struct ConvNhwcBf16Kernels {
   const char* name;  // the features it needs ("amx_bf16")
@@ -173,7 +177,19 @@ struct ConvNhwcF32Call {
   const FusedActivation* post = nullptr;  // other activations, applied after; may be null
   ThreadPool* pool = nullptr;             // null: the calling thread only
   ScratchSpan scratch;                    // KernelContext::scratch
+  // bf16 mode's activations stored as bfloat16 (the session's choice,
+  // ConvNhwcF32Bf16Io): each set pointer replaces the float one of the same
+  // name, which is then null. Only the bf16 method takes them.
+  const uint16_t* x_bf16 = nullptr;
+  uint16_t* y_bf16 = nullptr;
+  const uint16_t* residual_bf16 = nullptr;
 };
+// Which of x, y and the residual RunConvNhwcF32 can take as bfloat16 for
+// this call (x, the residual: the bf16 method; y: also without `post`).
+struct Bf16Io {
+  bool x = false, y = false, residual = false;
+};
+Bf16Io ConvNhwcF32Bf16Io(const void* state, const ConvNhwcF32Call& call);
 // False when the prepared weights do not match the call's C or kernel size.
 // Its scratch (tap pointers, a row of zeros, Winograd's blocks, per thread)
 // is call.scratch when planned (ConvNhwcF32Scratch), else allocated here.

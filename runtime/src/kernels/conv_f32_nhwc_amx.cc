@@ -63,10 +63,20 @@ void IgemmTiles(const IgemmBf16Args& a) {
       const int64_t row = t * kMr + r;
       for (int v = 0; v < NB; ++v) {
         if (!mask[v]) continue;
+        const int64_t at = row * a.ldy + 16 * v;
         __m512 x = _mm512_add_ps(_mm512_load_ps(cbuf + r * 32 + 16 * v), bias[v]);
-        if (a.residual)
-          x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], a.residual + row * a.ldy + 16 * v));
-        _mm512_mask_storeu_ps(a.y + row * a.ldy + 16 * v, mask[v], Activate(x, a.act, a.lo, a.hi));
+        if (a.residual) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], a.residual + at));
+        if (a.residual_bf16) {
+          // bf16 -> fp32 is exact: the 16 bits become the float's high half.
+          const __m512i r16 =
+              _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask[v], a.residual_bf16 + at));
+          x = _mm512_add_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(r16, 16)));
+        }
+        x = Activate(x, a.act, a.lo, a.hi);
+        if (a.y_bf16)
+          _mm256_mask_storeu_epi16(a.y_bf16 + at, mask[v], (__m256i)_mm512_cvtneps_pbh(x));
+        else
+          _mm512_mask_storeu_ps(a.y + at, mask[v], x);
       }
     }
   };

@@ -305,8 +305,17 @@ bool MakeConvNhwcF32Call(const KernelContext& ctx, ConvParams* params,
   bool kernel_known;
   if (!ParseConv(cf, 2, &p, &kernel_known).ok() || !kernel_known) return false;
   const WindowGeometry& g = p.geo;
-  c.x = x->ptr<float>();
-  c.y = ctx.output(0)->ptr<float>();
+  // bf16 mode stores some activations as bfloat16 (ConvBf16Io).
+  Tensor* y = ctx.output(0);
+  const Tensor* r = ctx.input(3);
+  if (x->dtype == DType::kBFloat16)
+    c.x_bf16 = x->ptr<uint16_t>();
+  else
+    c.x = x->ptr<float>();
+  if (y->dtype == DType::kBFloat16)
+    c.y_bf16 = y->ptr<uint16_t>();
+  else
+    c.y = y->ptr<float>();
   c.bias = ctx.input(2) ? ctx.input(2)->ptr<float>() : nullptr;
   c.n = x->shape[0];
   c.ih = x->shape[1];
@@ -322,7 +331,10 @@ bool MakeConvNhwcF32Call(const KernelContext& ctx, ConvParams* params,
   c.dw = g.dilations[1];
   c.pad_top = g.pad_begin[0];
   c.pad_left = g.pad_begin[1];
-  c.residual = ctx.input(3) ? ctx.input(3)->ptr<float>() : nullptr;
+  if (r && r->dtype == DType::kBFloat16)
+    c.residual_bf16 = r->ptr<uint16_t>();
+  else if (r)
+    c.residual = r->ptr<float>();
   c.act = kernels::EpilogueFor(p.act, &c.lo, &c.hi, &c.post);
   c.pool = ctx.pool;
   c.scratch = {ctx.scratch, ctx.scratch_size, ctx.scratch_planned};
@@ -417,6 +429,25 @@ Status RunConvWithResidual(KernelContext& ctx, bool cl, bool fallback_planned) {
   return Status::Ok();
 }
 
+// OpDef::bf16_io: the channels-last bf16 kernels read X and the residual and
+// write Y as bfloat16 too.
+void ConvBf16Io(KernelContext& ctx, unsigned* inputs, unsigned* outputs) {
+  bool cl = false;
+  if (!ReadChannelsLast(ctx, &cl).ok() || !cl) return;
+  ConvParams p;
+  kernels::ConvNhwcF32Call c;
+  if (!ConvChannelsLastPlanned(ctx, &p, &c)) return;
+  const kernels::Bf16Io io = kernels::ConvNhwcF32Bf16Io(ctx.state, c);
+  *inputs = (io.x ? 1u : 0u) | (io.residual ? 1u << 3 : 0u);
+  *outputs = io.y ? 1u : 0u;
+}
+
+bool AnyBf16(const KernelContext& ctx) {
+  for (const Tensor* t : ctx.inputs)
+    if (t && t->dtype == DType::kBFloat16) return true;
+  return ctx.output(0)->dtype == DType::kBFloat16;
+}
+
 Status RunConv(KernelContext& ctx) {
   bool cl = false;
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
@@ -432,6 +463,9 @@ Status RunConv(KernelContext& ctx) {
       fallback_planned = true;
     }
   }
+  // Only the bf16 kernels read or write bfloat16 activations (ConvBf16Io).
+  if (AnyBf16(ctx))
+    return ctx.Error(StatusCode::kInternal, "bfloat16 activations reached a float32 kernel");
   if (ctx.input(3)) return RunConvWithResidual(ctx, cl, fallback_planned);
   if (!cl) return RunConvChannelsFirst(ctx);
   return RunViaChannelsFirst(ctx, RunConvChannelsFirst, ConvScratchChannelsFirst, fallback_planned);
@@ -450,6 +484,7 @@ const OpDef& OpDef_Conv() {
             /*max_inputs=*/4};  // 4: the fused residual
     d.prepare = PrepareConv;
     d.scratch = ConvScratch;
+    d.bf16_io = ConvBf16Io;
     d.const_inputs = 1u << 1;  // W
     // Float 2-D convolutions have channels-last kernels (the planner checks
     // the rank and that W is constant).

@@ -1,0 +1,148 @@
+// bf16 mode stores activations as bfloat16 between the operators that read
+// and write them so (Session::Impl::PlanBf16Storage, OpDef::bf16_io): which
+// tensors it picks (never a graph input or output, never one an fp32-only
+// operator reads), that the arena shrinks, that outputs stay within bf16's
+// bound of fp32 mode's and identical at 1 and 2 threads, and that a re-plan
+// for another input shape picks them again. Skipped without AMX-BF16.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "converter/qfm_writer.h"
+#include "tests/tool/onnx_builder.h"
+
+namespace qfold {
+namespace conv {
+namespace test {
+namespace {
+
+constexpr int kFloat = onnx::TensorProto::FLOAT;
+
+void AddConv(OnnxBuilder& b, std::mt19937& rng, const std::string& name, const std::string& x,
+             const std::string& y, int64_t c, int64_t m, int64_t k) {
+  std::normal_distribution<float> n(0.f, 1.f / std::sqrt(float(c * k * k)));
+  std::vector<float> w(static_cast<size_t>(m * c * k * k)), bias(static_cast<size_t>(m));
+  for (float& v : w) v = n(rng);
+  for (float& v : bias) v = n(rng);
+  b.InitFloat(name + "_w", {m, c, k, k}, w);
+  b.InitFloat(name + "_b", {m}, bias);
+  auto* node = b.Node("Conv", {x, name + "_w", name + "_b"}, {y}, name);
+  const int64_t p = k / 2;
+  OnnxBuilder::AttrInts(node, "pads", {p, p, p, p});
+}
+
+// X [1, 40, H, W] -> conv_a 3x3 -> relu -> A; conv_b 1x1 (A) + A -> relu ->
+// R (a residual block: the converter folds Add and Relu into conv_b);
+// conv_c 3x3 (R) -> C, read by conv_d and by Sigmoid (fp32 only: C stays
+// float32); conv_d 1x1 48 -> 32 -> D; conv_e 3x3 (D) -> Y; Sigmoid(C) -> S.
+// Stored as bf16: A (conv_b reads it twice, as X and as the residual), R, D.
+// With `size` 0 the image is square of any size ("S"): the converter then
+// cannot prove the Add's operands equal in shape and keeps Add and Relu, so
+// only D is stored as bf16 (Add and Relu read and write float32).
+std::string BuildModel(const TempDir& dir, int64_t size) {
+  std::mt19937 rng(7);
+  OnnxBuilder b(17);
+  const int64_t s = size > 0 ? size : -1;
+  b.Input("X", kFloat, {1, 40, s, s}, "S");
+  b.Output("Y", kFloat, {1, 24, s, s}, "S");
+  b.Output("S", kFloat, {1, 48, s, s}, "S");
+  AddConv(b, rng, "conv_a", "X", "a0", 40, 64, 3);
+  b.Node("Relu", {"a0"}, {"A"}, "relu_a");
+  AddConv(b, rng, "conv_b", "A", "b0", 64, 64, 1);
+  b.Node("Add", {"b0", "A"}, {"b1"}, "add_b");
+  b.Node("Relu", {"b1"}, {"R"}, "relu_b");
+  AddConv(b, rng, "conv_c", "R", "C", 64, 48, 3);
+  AddConv(b, rng, "conv_d", "C", "D", 48, 32, 1);
+  AddConv(b, rng, "conv_e", "D", "Y", 32, 24, 3);
+  b.Node("Sigmoid", {"C"}, {"S"}, "sigmoid");
+  return b.Write(dir, "bf16_activations_" + std::to_string(size) + ".onnx");
+}
+
+std::vector<float> Input(int64_t n, int seed) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::normal_distribution<float> u(0.f, 1.f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) v = u(rng);
+  return x;
+}
+
+struct Outputs {
+  std::vector<float> y, s;
+};
+
+Outputs Run(Session* s, int64_t h, int64_t w, bool resize = false) {
+  if (resize) REQUIRE(s->ResizeInput("X", {1, 40, h, w}).ok());
+  SetFloatInput(s, "X", {1, 40, h, w}, Input(40 * h * w, 3));
+  const Status st = s->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return {FloatOutput(*s, "Y", {1, 24, h, w}), FloatOutput(*s, "S", {1, 48, h, w})};
+}
+
+// bf16 rounds every product's operands (2^-8 relative each) and the stored
+// residual: per layer a few 2^-8 of the sums' magnitude. Five layers deep,
+// against fp32 mode: within 1/16 of the output's largest magnitude, cosine
+// 0.999 and above.
+void CheckNear(const std::vector<float>& got, const std::vector<float>& want) {
+  double dot = 0, g2 = 0, w2 = 0, max_err = 0, max_mag = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    dot += double(got[i]) * want[i];
+    g2 += double(got[i]) * got[i];
+    w2 += double(want[i]) * want[i];
+    max_err = std::max(max_err, std::fabs(double(got[i]) - want[i]));
+    max_mag = std::max(max_mag, std::fabs(double(want[i])));
+  }
+  CHECK(dot / std::sqrt(g2 * w2) > 0.999);
+  CHECK(max_err <= max_mag / 16);
+}
+
+TEST_CASE("bf16 mode: activations between bf16 convolutions are stored as bfloat16") {
+  TempDir dir;
+  SessionOptions fp32, bf16, bf16_2t;
+  bf16.precision = bf16_2t.precision = SessionOptions::Precision::kBfloat16;
+  bf16_2t.num_threads = 2;
+  Converted c;
+  Status st = ConvertAndOpen(BuildModel(dir, 20), ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::unique_ptr<Session> s32, s16, s16_2t;
+  REQUIRE(Session::Create(c.model, fp32, &s32).ok());
+  REQUIRE(Session::Create(c.model, bf16, &s16).ok());
+  REQUIRE(Session::Create(c.model, bf16_2t, &s16_2t).ok());
+  if (s16->kernels().find("conv_nhwc_bf16") == std::string::npos) {
+    MESSAGE("no AMX-BF16 here: bf16 mode changes nothing, not tested");
+    return;
+  }
+  const Outputs want = Run(s32.get(), 20, 20);
+  const Outputs got = Run(s16.get(), 20, 20);
+  const Outputs got_2t = Run(s16_2t.get(), 20, 20);
+  CHECK(s32->bf16_activations() == 0);
+  CHECK(s16->bf16_activations() == 3);
+  CHECK(s16_2t->bf16_activations() == 3);
+  CHECK(s16->arena_bytes() < s32->arena_bytes());
+  CheckNear(got.y, want.y);
+  CheckNear(got.s, want.s);
+  CHECK(got.y == got_2t.y);
+  CHECK(got.s == got_2t.s);
+
+  // Each input size re-plans and picks again.
+  Converted d;
+  st = ConvertAndOpen(BuildModel(dir, 0), ConvertOptions(), &d);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  REQUIRE(Session::Create(d.model, fp32, &s32).ok());
+  REQUIRE(Session::Create(d.model, bf16, &s16).ok());
+  for (int64_t size : {20, 11, 33}) {
+    CAPTURE(size);
+    const Outputs want2 = Run(s32.get(), size, size, true);
+    const Outputs got2 = Run(s16.get(), size, size, true);
+    CHECK(s16->bf16_activations() == 1);
+    CheckNear(got2.y, want2.y);
+    CheckNear(got2.s, want2.s);
+  }
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace conv
+}  // namespace qfold
