@@ -654,23 +654,33 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         const uint16_t* xg = xb + g * kc;
         // Tap pointers of the block's tiles, [tile][tap][32]; rows past the
         // last pixel repeat it (the kernel does not store them).
+        // (One division per block: the pixel's row and column advance.)
+        int64_t oy = q0 / c.ow, ox = q0 % c.ow;
         for (int64_t t = t0; t < t1; ++t) {
           const uint16_t** tp = ptrs + (t - t0) * taps * kBf16Mr;
           for (int64_t r = 0; r < kBf16Mr; ++r) {
-            const int64_t p = std::min(t * kBf16Mr + r, pixels - 1), oy = p / c.ow, ox = p % c.ow;
+            if (t * kBf16Mr + r >= pixels) {
+              for (int64_t tap = 0; tap < taps; ++tap)
+                tp[tap * kBf16Mr + r] = tp[tap * kBf16Mr + r - 1];
+              continue;
+            }
             if (s.bf16_rows) {
               for (int64_t ky = 0; ky < s.kh; ++ky)
                 tp[ky * kBf16Mr + r] = xb + ((oy * c.sh + ky * c.dh) * pw + ox * c.sw) * c.c;
-              continue;
-            }
-            for (int64_t ky = 0; ky < s.kh; ++ky)
-              for (int64_t kx = 0; kx < s.kw; ++kx) {
+            } else if (taps == 1 && c.pad_top == 0 && c.pad_left == 0) {
+              tp[r] = xg + (oy * c.sh * c.iw + ox * c.sw) * gkc;  // a 1x1 inside the input
+            } else {
+              for (int64_t ky = 0; ky < s.kh; ++ky) {
                 const int64_t iy = oy * c.sh - c.pad_top + ky * c.dh;
-                const int64_t ix = ox * c.sw - c.pad_left + kx * c.dw;
-                tp[(ky * s.kw + kx) * kBf16Mr + r] = iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw
-                                                         ? zeros
-                                                         : xg + (iy * c.iw + ix) * gkc;
+                for (int64_t kx = 0; kx < s.kw; ++kx) {
+                  const int64_t ix = ox * c.sw - c.pad_left + kx * c.dw;
+                  tp[(ky * s.kw + kx) * kBf16Mr + r] = iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw
+                                                           ? zeros
+                                                           : xg + (iy * c.iw + ix) * gkc;
+                }
               }
+            }
+            if (++ox == c.ow) ox = 0, ++oy;
           }
         }
         for (int64_t pn = 0; pn < panels; ++pn) {
