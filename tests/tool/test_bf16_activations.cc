@@ -37,11 +37,12 @@ void AddConv(OnnxBuilder& b, std::mt19937& rng, const std::string& name, const s
 // X [1, 40, H, W] -> conv_a 3x3 -> relu -> A; conv_b 1x1 (A) + A -> relu ->
 // R (a residual block: the converter folds Add and Relu into conv_b);
 // conv_c 3x3 (R) -> C, read by conv_d and by Sigmoid (fp32 only: C stays
-// float32); conv_d 1x1 48 -> 32 -> D; conv_e 3x3 (D) -> Y; Sigmoid(C) -> S.
-// Stored as bf16: A (conv_b reads it twice, as X and as the residual), R, D.
+// float32); conv_d 1x1 48 -> 32 -> D; MaxPool 3x3 (D) -> P; conv_e 3x3 (P)
+// -> Y; Sigmoid(C) -> S. Stored as bf16: A (conv_b reads it twice, as X and
+// as the residual), R, D, P.
 // With `size` 0 the image is square of any size ("S"): the converter then
 // cannot prove the Add's operands equal in shape and keeps Add and Relu, so
-// only D is stored as bf16 (Add and Relu read and write float32).
+// only D and P are stored as bf16 (Add and Relu read and write float32).
 std::string BuildModel(const TempDir& dir, int64_t size) {
   std::mt19937 rng(7);
   OnnxBuilder b(17);
@@ -56,7 +57,10 @@ std::string BuildModel(const TempDir& dir, int64_t size) {
   b.Node("Relu", {"b1"}, {"R"}, "relu_b");
   AddConv(b, rng, "conv_c", "R", "C", 64, 48, 3);
   AddConv(b, rng, "conv_d", "C", "D", 48, 32, 1);
-  AddConv(b, rng, "conv_e", "D", "Y", 32, 24, 3);
+  auto* pool = b.Node("MaxPool", {"D"}, {"P"}, "pool");
+  OnnxBuilder::AttrInts(pool, "kernel_shape", {3, 3});
+  OnnxBuilder::AttrInts(pool, "pads", {1, 1, 1, 1});
+  AddConv(b, rng, "conv_e", "P", "Y", 32, 24, 3);
   b.Node("Sigmoid", {"C"}, {"S"}, "sigmoid");
   return b.Write(dir, "bf16_activations_" + std::to_string(size) + ".onnx");
 }
@@ -118,8 +122,8 @@ TEST_CASE("bf16 mode: activations between bf16 convolutions are stored as bfloat
   const Outputs got = Run(s16.get(), 20, 20);
   const Outputs got_2t = Run(s16_2t.get(), 20, 20);
   CHECK(s32->bf16_activations() == 0);
-  CHECK(s16->bf16_activations() == 3);
-  CHECK(s16_2t->bf16_activations() == 3);
+  CHECK(s16->bf16_activations() == 4);
+  CHECK(s16_2t->bf16_activations() == 4);
   CHECK(s16->arena_bytes() < s32->arena_bytes());
   CheckNear(got.y, want.y);
   CheckNear(got.s, want.s);
@@ -136,7 +140,7 @@ TEST_CASE("bf16 mode: activations between bf16 convolutions are stored as bfloat
     CAPTURE(size);
     const Outputs want2 = Run(s32.get(), size, size, true);
     const Outputs got2 = Run(s16.get(), size, size, true);
-    CHECK(s16->bf16_activations() == 1);
+    CHECK(s16->bf16_activations() == 2);
     CheckNear(got2.y, want2.y);
     CheckNear(got2.s, want2.s);
   }

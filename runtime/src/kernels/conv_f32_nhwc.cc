@@ -654,6 +654,10 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         const uint16_t* xg = xb + g * kc;
         // Tap pointers of the block's tiles, [tile][tap][32]; rows past the
         // last pixel repeat it (the kernel does not store them).
+        // A 1x1 whose every output pixel reads inside the input (no pads,
+        // none past its end) takes one pointer per pixel, never the zero row.
+        const bool inside_1x1 = taps == 1 && c.pad_top == 0 && c.pad_left == 0 &&
+                                (c.oh - 1) * c.sh < c.ih && (c.ow - 1) * c.sw < c.iw;
         // (One division per block: the pixel's row and column advance.)
         int64_t oy = q0 / c.ow, ox = q0 % c.ow;
         for (int64_t t = t0; t < t1; ++t) {
@@ -667,7 +671,7 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
             if (s.bf16_rows) {
               for (int64_t ky = 0; ky < s.kh; ++ky)
                 tp[ky * kBf16Mr + r] = xb + ((oy * c.sh + ky * c.dh) * pw + ox * c.sw) * c.c;
-            } else if (taps == 1 && c.pad_top == 0 && c.pad_left == 0) {
+            } else if (inside_1x1) {
               tp[r] = xg + (oy * c.sh * c.iw + ox * c.sw) * gkc;  // a 1x1 inside the input
             } else {
               for (int64_t ky = 0; ky < s.kh; ++ky) {

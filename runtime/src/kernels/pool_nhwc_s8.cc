@@ -94,6 +94,30 @@ void GenericMaxF32(const PoolNhwcRowArgs& a) {
   }
 }
 
+inline float WidenBf16(uint16_t v) {
+  const uint32_t bits = uint32_t(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+void GenericMaxBf16(const PoolNhwcRowArgs& a) {
+  for (int64_t px = 0; px < a.npix; ++px) {
+    const uint8_t* const* t = a.taps + px * a.tap_stride;
+    const int64_t off = a.xoff + px * a.pix_step;
+    uint16_t* y = reinterpret_cast<uint16_t*>(a.y + px * a.ystride);
+    const uint16_t* x0 = reinterpret_cast<const uint16_t*>(t[0] + off);
+    for (int64_t i = 0; i < a.c; ++i) y[i] = x0[i];
+    for (int64_t k = 1; k < a.ntaps; ++k) {
+      const uint16_t* xk = reinterpret_cast<const uint16_t*>(t[k] + off);
+      for (int64_t i = 0; i < a.c; ++i) {
+        const float v = WidenBf16(xk[i]), acc = WidenBf16(y[i]);
+        if (v > acc || v != v) y[i] = xk[i];
+      }
+    }
+  }
+}
+
 void GenericAvgF32(const PoolNhwcRowArgs& a) {
   constexpr int64_t kBlock = 16;
   for (int64_t px = 0; px < a.npix; ++px) {
@@ -173,12 +197,12 @@ struct WindowedLayout {
 
 // Windowed pools: each output row of each image through `fn`; `avg`
 // fills the divisors (count_include_pad per a). Elements of `esize` bytes;
-// `fill` is one element's bytes. `empty` (float only): the value of windows
+// `fill` is one element's bytes. `empty` (max only, one element's bytes): the value of windows
 // without taps inside the input, set after the run (such windows exist only
 // with pads of a whole kernel; the reference gives lowest() for max).
 bool RunWindowed(const PoolNhwcArgs& a, int64_t esize, const uint8_t* x, uint8_t* y,
                  const void* fill, bool avg, PoolNhwcRowArgs base,
-                 void (*fn)(const PoolNhwcRowArgs&), const float* empty = nullptr) {
+                 void (*fn)(const PoolNhwcRowArgs&), const void* empty = nullptr) {
   if (a.n * a.oh * a.ow * a.c == 0) return true;
   const int64_t ntaps = a.kh * a.kw, c = a.c, pixel_bytes = c * esize;
   ThreadPool* pool = WindowedPool(a, esize);
@@ -254,13 +278,14 @@ bool RunWindowed(const PoolNhwcArgs& a, int64_t esize, const uint8_t* x, uint8_t
     }
   };
   ParallelFor(pool, rows, work);
-  if (empty) {
-    float* yf = reinterpret_cast<float*>(y);
+  if (empty) {  // `esize` bytes, repeated over each such pixel's channels
     for (int64_t b = 0; b < a.n; ++b)
       for (int64_t oy = 0; oy < a.oh; ++oy)
         for (int64_t ox = 0; ox < a.ow; ++ox)
-          if (rin[oy] == 0 || cin[ox] == 0)
-            std::fill_n(yf + ((b * a.oh + oy) * a.ow + ox) * a.c, a.c, *empty);
+          if (rin[oy] == 0 || cin[ox] == 0) {
+            uint8_t* py = y + ((b * a.oh + oy) * a.ow + ox) * pixel_bytes;
+            for (int64_t i = 0; i < c; ++i) std::memcpy(py + i * esize, empty, size_t(esize));
+          }
   }
   return true;
 }
@@ -381,6 +406,19 @@ bool MaxPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* 
   const float lowest = std::numeric_limits<float>::lowest();
   return RunWindowed(a, 4, reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y),
                      &fill, /*avg=*/false, PoolNhwcRowArgs(), k->max_f32, &lowest);
+}
+
+bool MaxPoolNhwcBf16(const KernelConfig& kc, const PoolNhwcArgs& a, const uint16_t* x,
+                     uint16_t* y) {
+  const PoolNhwcKernels* k = kc.pool_nhwc_s8;
+  if (!k || !ValidArgs(a)) return false;
+  const uint16_t fill = 0xff80;  // -inf
+  // An empty window: MaxPoolNhwcF32's lowest(), rounded to bf16 as a reader
+  // of float y would round it (to nearest even: -inf).
+  const uint16_t empty = 0xff80;
+  return RunWindowed(a, 2, reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y),
+                     &fill, /*avg=*/false, PoolNhwcRowArgs(),
+                     k->max_bf16 ? k->max_bf16 : GenericMaxBf16, &empty);
 }
 
 bool AvgPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y) {

@@ -63,6 +63,9 @@ bool MaxPoolNhwc16(const KernelConfig& kc, const PoolNhwcArgs& a, bool is_signed
 // Float32 (the same geometry rules; a window without taps inside the input
 // gives lowest() for max and 0 for the average, as the reference does).
 bool MaxPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y);
+// bfloat16 x and y (bf16 mode's stored activations): each output is one of
+// its window's inputs, chosen as MaxPoolNhwcF32 chooses among their floats.
+bool MaxPoolNhwcBf16(const KernelConfig& kc, const PoolNhwcArgs& a, const uint16_t* x, uint16_t* y);
 bool AvgPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y);
 bool QGlobalAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
                           bool is_signed, const uint8_t* x, uint8_t* y);
@@ -108,6 +111,9 @@ struct PoolNhwcKernels {
   void (*avg_u8)(const PoolNhwcRowArgs&);
   void (*max_f32)(const PoolNhwcRowArgs&);
   void (*avg_f32)(const PoolNhwcRowArgs&);  // div: the count; sums in double
+  // bfloat16 (bf16 mode's stored activations), compared as the floats they
+  // widen to exactly; null: the portable loop.
+  void (*max_bf16)(const PoolNhwcRowArgs&) = nullptr;
 };
 
 // The variant `f` allows; null without SIMD features. *variant (if given):

@@ -16,6 +16,8 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "kernels/dwconv_nhwc_s8_x86.h"
 #include "kernels/pool_nhwc_s8.h"
 
@@ -158,6 +160,103 @@ inline void MaxRowF32(const PoolNhwcRowArgs& a) {
   }
 }
 
+// bfloat16: 8 values widened exactly to floats (the high halves), compared
+// as MaxRowF32 compares, narrowed back by dropping the (zero) low halves.
+inline __m256 LoadBf16x8(const uint8_t* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+}
+
+inline void StoreBf16x8(uint8_t* p, __m256 m) {
+  const __m256i v = _mm256_srli_epi32(_mm256_castps_si256(m), 16);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                   _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+
+inline void MaxRowBf16(const PoolNhwcRowArgs& a) {
+  const int64_t c = a.c;
+  for (int64_t px = 0; px < a.npix; ++px) {
+    const uint8_t* const* t = a.taps + px * a.tap_stride;
+    uint8_t* y = a.y + px * a.ystride;
+    const int64_t x0 = a.xoff + px * a.pix_step;
+    int64_t i = 0;
+    for (; i + 32 <= c; i += 32) {
+      const uint8_t* p = t[0] + x0 + 2 * i;
+      __m256 m0 = LoadBf16x8(p), m1 = LoadBf16x8(p + 16);
+      __m256 m2 = LoadBf16x8(p + 32), m3 = LoadBf16x8(p + 48);
+      for (int64_t k = 1; k < a.ntaps; ++k) {
+        const uint8_t* q = t[k] + x0 + 2 * i;
+        m0 = MaxStep8(m0, LoadBf16x8(q));
+        m1 = MaxStep8(m1, LoadBf16x8(q + 16));
+        m2 = MaxStep8(m2, LoadBf16x8(q + 32));
+        m3 = MaxStep8(m3, LoadBf16x8(q + 48));
+      }
+      StoreBf16x8(y + 2 * i, m0);
+      StoreBf16x8(y + 2 * i + 16, m1);
+      StoreBf16x8(y + 2 * i + 32, m2);
+      StoreBf16x8(y + 2 * i + 48, m3);
+    }
+    for (; i + 8 <= c; i += 8) {
+      __m256 m = LoadBf16x8(t[0] + x0 + 2 * i);
+      for (int64_t k = 1; k < a.ntaps; ++k) m = MaxStep8(m, LoadBf16x8(t[k] + x0 + 2 * i));
+      StoreBf16x8(y + 2 * i, m);
+    }
+    for (; i < c; ++i) {  // the last channels one at a time, as MaxStep8 per lane
+      uint16_t best;
+      std::memcpy(&best, t[0] + x0 + 2 * i, 2);
+      for (int64_t k = 1; k < a.ntaps; ++k) {
+        uint16_t v;
+        std::memcpy(&v, t[k] + x0 + 2 * i, 2);
+        const uint32_t vb = uint32_t(v) << 16, bb = uint32_t(best) << 16;
+        float vf, bf;
+        std::memcpy(&vf, &vb, 4);
+        std::memcpy(&bf, &bb, 4);
+        if (vf > bf || vf != vf) best = v;
+      }
+      std::memcpy(y + 2 * i, &best, 2);
+    }
+  }
+}
+
+#if defined(__AVX512BW__)
+// The same on 16 lanes, channel tails masked.
+inline __m512 LoadBf16x16(const uint8_t* p, __mmask16 m) {
+  const __m256i v = _mm256_maskz_loadu_epi16(m, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+}
+
+inline __m512 MaxStep16(__m512 m, __m512 x) {
+  return _mm512_mask_mov_ps(_mm512_max_ps(x, m), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+inline void MaxRowBf16x16(const PoolNhwcRowArgs& a) {
+  const int64_t c = a.c;
+  for (int64_t px = 0; px < a.npix; ++px) {
+    const uint8_t* const* t = a.taps + px * a.tap_stride;
+    uint8_t* y = a.y + px * a.ystride;
+    const int64_t x0 = a.xoff + px * a.pix_step;
+    for (int64_t i = 0; i < c; i += 32) {
+      const __mmask16 m0 = c - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (c - i)) - 1);
+      const __mmask16 m1 = c - i >= 32  ? __mmask16(0xffff)
+                           : c - i > 16 ? __mmask16((1u << (c - i - 16)) - 1)
+                                        : __mmask16(0);
+      const uint8_t* p = t[0] + x0 + 2 * i;
+      __m512 v0 = LoadBf16x16(p, m0), v1 = LoadBf16x16(p + 32, m1);
+      for (int64_t k = 1; k < a.ntaps; ++k) {
+        const uint8_t* q = t[k] + x0 + 2 * i;
+        v0 = MaxStep16(v0, LoadBf16x16(q, m0));
+        v1 = MaxStep16(v1, LoadBf16x16(q + 32, m1));
+      }
+      _mm256_mask_storeu_epi16(
+          y + 2 * i, m0, _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v0), 16)));
+      _mm256_mask_storeu_epi16(
+          y + 2 * i + 32, m1,
+          _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v1), 16)));
+    }
+  }
+}
+#endif
+
 // sum += the 8 floats at p widened to double, lanes 0-3 into lo, 4-7 into hi.
 inline void AddWidened(__m256 v, __m256d* lo, __m256d* hi) {
   *lo = _mm256_add_pd(*lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
@@ -209,8 +308,13 @@ inline void AvgRowF32(const PoolNhwcRowArgs& a) {
 
 template <class Tr>
 constexpr PoolNhwcKernels MakePoolNhwcKernels() {
-  return {MaxRow<Tr, true>,  MaxRow<Tr, false>, AvgRow<Tr, true>,
-          AvgRow<Tr, false>, MaxRowF32,         AvgRowF32};
+#if defined(__AVX512BW__)
+  void (*const max_bf16)(const PoolNhwcRowArgs&) = MaxRowBf16x16;
+#else
+  void (*const max_bf16)(const PoolNhwcRowArgs&) = MaxRowBf16;
+#endif
+  return {MaxRow<Tr, true>, MaxRow<Tr, false>, AvgRow<Tr, true>, AvgRow<Tr, false>,
+          MaxRowF32,        AvgRowF32,         max_bf16};
 }
 
 }  // namespace

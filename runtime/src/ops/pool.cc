@@ -381,7 +381,8 @@ int64_t ChannelsLastPoolCovered(const KernelContext& ctx, PoolKind kind, kernels
     esize = 4;
   else if (kind == PoolKind::kMax && (dt == DType::kInt8 || dt == DType::kUInt8))
     esize = 1;
-  else if (kind == PoolKind::kMax && (dt == DType::kInt16 || dt == DType::kUInt16))
+  else if (kind == PoolKind::kMax &&
+           (dt == DType::kInt16 || dt == DType::kUInt16 || dt == DType::kBFloat16))
     esize = 2;
   if (!esize || !ChannelsLastPoolArgs(ctx, kind, p) ||
       !kernels::PoolNhwcCovers(ctx.kernel_config(), *p))
@@ -459,6 +460,8 @@ bool RunPoolChannelsLastFast(KernelContext& ctx, PoolKind kind, bool* covered) {
     return kind == PoolKind::kMax
                ? kernels::MaxPoolNhwcF32(kc, p, x->ptr<float>(), y->ptr<float>())
                : kernels::AvgPoolNhwcF32(kc, p, x->ptr<float>(), y->ptr<float>());
+  if (esize == 2 && x->dtype == DType::kBFloat16)
+    return kernels::MaxPoolNhwcBf16(kc, p, x->ptr<uint16_t>(), y->ptr<uint16_t>());
   if (esize == 2)
     return kernels::MaxPoolNhwc16(kc, p, x->dtype == DType::kInt16, x->ptr<uint16_t>(),
                                   y->ptr<uint16_t>());
@@ -472,12 +475,26 @@ Status InferMaxPool(KernelContext& ctx) {
   return InferChannelsLastPool(ctx, InferMaxPoolChannelsFirst);
 }
 
+// OpDef::bf16_io: a float MaxPool the channels-last kernels take reads and
+// writes bfloat16 as well (the maximum is one of the inputs: exact).
+void MaxPoolBf16Io(KernelContext& ctx, unsigned* inputs, unsigned* outputs) {
+  bool cl = false;
+  kernels::PoolNhwcArgs p;
+  if (!ReadChannelsLast(ctx, &cl).ok() || !cl || ctx.input(0)->dtype != DType::kFloat32 ||
+      ctx.output(1) || ChannelsLastPoolCovered(ctx, PoolKind::kMax, &p) == 0)
+    return;
+  *inputs = 1;
+  *outputs = 1;
+}
+
 Status RunMaxPool(KernelContext& ctx) {
   bool cl = false;
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
   if (!cl) return RunMaxPoolChannelsFirst(ctx);
   bool covered = false;
   if (RunPoolChannelsLastFast(ctx, PoolKind::kMax, &covered)) return Status::Ok();
+  if (ctx.input(0)->dtype == DType::kBFloat16)  // only planned where covered (MaxPoolBf16Io)
+    return ctx.Error(StatusCode::kInternal, "bfloat16 activations reached a float32 kernel");
   return RunViaChannelsFirst(ctx, RunMaxPoolChannelsFirst, MaxPoolScratchChannelsFirst, !covered);
 }
 
@@ -660,6 +677,7 @@ const OpDef& OpDef_MaxPool() {
   static const OpDef def = [] {
     OpDef d{"MaxPool", InferMaxPool, RunMaxPool, 0, false, 1, 1};
     d.scratch = MaxPoolScratch;
+    d.bf16_io = MaxPoolBf16Io;
     d.layout = LayoutRole::kChannelsLast;
     d.layout_float = true;
     d.traits = kTraitMovesElements | kTraitSpatial;
