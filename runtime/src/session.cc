@@ -351,10 +351,19 @@ void Session::Impl::PlanBf16Storage() {
     if (op.def->has_subgraphs) return;
   const size_t nt = tensors.size();
   std::vector<char> written(nt, 0), read(nt, 0), refused(nt, 0);
+  // The tensors of each tied op's bf16 slots (OpDef::bf16_tied).
+  std::vector<std::vector<size_t>> tied;
   for (size_t k = 0; k < m->ops.size(); ++k) {
     const OpEntry& op = m->ops[k];
     unsigned in_bits = 0, out_bits = 0;
     if (!folded[k] && op.def->bf16_io) op.def->bf16_io(contexts[k], &in_bits, &out_bits);
+    if (op.def->bf16_tied && (in_bits || out_bits)) {
+      tied.emplace_back();
+      for (size_t i = 0; i < op.inputs.size() && i < 32; ++i)
+        if (op.inputs[i] >= 0 && (in_bits >> i & 1)) tied.back().push_back(size_t(op.inputs[i]));
+      for (size_t o = 0; o < op.outputs.size() && o < 32; ++o)
+        if (op.outputs[o] >= 0 && (out_bits >> o & 1)) tied.back().push_back(size_t(op.outputs[o]));
+    }
     for (size_t o = 0; o < op.outputs.size(); ++o)
       if (op.outputs[o] >= 0 && o < 32 && (out_bits >> o & 1)) written[size_t(op.outputs[o])] = 1;
     for (size_t i = 0; i < op.inputs.size(); ++i) {
@@ -365,14 +374,30 @@ void Session::Impl::PlanBf16Storage() {
   }
   for (int id : m->input_ids) refused[size_t(id)] = 1;
   for (int id : m->output_ids) refused[size_t(id)] = 1;
-  for (size_t i = 0; i < nt; ++i) {
-    Tensor& t = tensors[i];
-    if (written[i] && read[i] && !refused[i] && t.dtype == DType::kFloat32 && !t.data &&
-        !t.is_sequence) {
-      t.dtype = DType::kBFloat16;
-      ++bf16_activations;
+  std::vector<char> chosen(nt, 0);
+  for (size_t i = 0; i < nt; ++i)
+    chosen[i] = written[i] && read[i] && !refused[i] && tensors[i].dtype == DType::kFloat32 &&
+                !tensors[i].data && !tensors[i].is_sequence;
+  // A tied op with one of its tensors left float32 leaves them all so, which
+  // may leave another tied op's tensor float32 in turn.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const std::vector<size_t>& ids : tied) {
+      bool all = true, any = false;
+      for (size_t id : ids) {
+        all = all && chosen[id];
+        any = any || chosen[id];
+      }
+      if (all || !any) continue;
+      for (size_t id : ids) chosen[id] = 0;
+      changed = true;
     }
   }
+  for (size_t i = 0; i < nt; ++i)
+    if (chosen[i]) {
+      tensors[i].dtype = DType::kBFloat16;
+      ++bf16_activations;
+    }
 }
 
 // Plan() with the bound state inputs' values carried over (zeros when new or

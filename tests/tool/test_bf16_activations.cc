@@ -146,6 +146,52 @@ TEST_CASE("bf16 mode: activations between bf16 convolutions are stored as bfloat
   }
 }
 
+// X [1, 16, 12, 12] -> conv_a -> A, conv_b -> B; Concat(A, B or Sigmoid(B))
+// on channels -> C -> conv_c -> Y. A Concat stores its inputs and output as
+// bf16 together or not at all: with Sigmoid (fp32 only) feeding it, none of
+// A, C is stored so although each alone could be.
+std::string BuildConcatModel(const TempDir& dir, bool sigmoid) {
+  std::mt19937 rng(11);
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {1, 16, 12, 12});
+  b.Output("Y", kFloat, {1, 8, 12, 12});
+  AddConv(b, rng, "conv_a", "X", "A", 16, 32, 3);
+  AddConv(b, rng, "conv_b", "X", "B", 16, 24, 1);
+  if (sigmoid) b.Node("Sigmoid", {"B"}, {"BS"}, "sigmoid");
+  auto* cat = b.Node("Concat", {"A", sigmoid ? "BS" : "B"}, {"C"}, "concat");
+  OnnxBuilder::AttrInt(cat, "axis", 1);
+  AddConv(b, rng, "conv_c", "C", "Y", 56, 8, 3);
+  return b.Write(dir, std::string("bf16_concat_") + (sigmoid ? "s" : "p") + ".onnx");
+}
+
+TEST_CASE("bf16 mode: a Concat's inputs and output are stored as bfloat16 together or not at all") {
+  TempDir dir;
+  SessionOptions fp32, bf16;
+  bf16.precision = SessionOptions::Precision::kBfloat16;
+  for (bool sigmoid : {false, true}) {
+    CAPTURE(sigmoid);
+    Converted c;
+    Status st = ConvertAndOpen(BuildConcatModel(dir, sigmoid), ConvertOptions(), &c);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::unique_ptr<Session> s32, s16;
+    REQUIRE(Session::Create(c.model, fp32, &s32).ok());
+    REQUIRE(Session::Create(c.model, bf16, &s16).ok());
+    if (s16->kernels().find("conv_nhwc_bf16") == std::string::npos) {
+      MESSAGE("no AMX-BF16 here: bf16 mode changes nothing, not tested");
+      return;
+    }
+    std::vector<std::vector<float>> outs;
+    for (Session* s : {s32.get(), s16.get()}) {
+      SetFloatInput(s, "X", {1, 16, 12, 12}, Input(16 * 12 * 12, 5));
+      st = s->Run();
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      outs.push_back(FloatOutput(*s, "Y", {1, 8, 12, 12}));
+    }
+    CHECK(s16->bf16_activations() == (sigmoid ? 0u : 3u));  // A, B, C
+    CheckNear(outs[1], outs[0]);
+  }
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace conv

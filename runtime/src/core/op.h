@@ -202,6 +202,9 @@ struct OpDef {
   // it so and every op reading it reads it so; run then finds those
   // tensors' dtype kBFloat16.
   void (*bf16_io)(KernelContext& ctx, unsigned* inputs, unsigned* outputs) = nullptr;
+  // The slots bf16_io names are stored all as bfloat16 or none (Concat: one
+  // dtype throughout).
+  bool bf16_tied = false;
 };
 
 // OpDef::same_dtype_inputs of an op whose inputs all share one dtype (variadic ones too).

@@ -67,6 +67,12 @@ Status RunConcat(KernelContext& ctx) {
   int r = y->rank();
   int axis;
   NormalizeAxis(ctx.attr().GetInt("axis", 0), r, &axis);
+  // The bytes of one dtype (bf16 mode stores the inputs and output alike).
+  for (int i = 0; i < ctx.num_inputs(); ++i)
+    if (ctx.input(i)->dtype != y->dtype)
+      return ctx.Error(StatusCode::kInternal, "input " + std::to_string(i) + " is " +
+                                                  dtype_name(ctx.input(i)->dtype) +
+                                                  ", the output " + dtype_name(y->dtype));
   size_t esz = dtype_size(y->dtype);
   int64_t outer = DimProduct(y->shape, 0, axis);
   int64_t inner = DimProduct(y->shape, axis + 1, r);
@@ -83,6 +89,15 @@ Status RunConcat(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// OpDef::bf16_io: the copies move bytes of any 2-byte dtype alike; the
+// session stores all of a Concat's float32 inputs and its output as bf16 or
+// none (OpDef::bf16_tied).
+void ConcatBf16Io(KernelContext& ctx, unsigned* inputs, unsigned* outputs) {
+  if (ctx.output(0)->dtype != DType::kFloat32 || ctx.num_inputs() > 32) return;
+  *inputs = ctx.num_inputs() == 32 ? ~0u : (1u << ctx.num_inputs()) - 1;
+  *outputs = 1;
+}
+
 }  // namespace
 
 const OpDef& OpDef_Concat() {
@@ -91,6 +106,8 @@ const OpDef& OpDef_Concat() {
     d.layout = LayoutRole::kAxis;
     d.layout_input = EveryInput;
     d.same_dtype_inputs = kAllInputs;
+    d.bf16_io = ConcatBf16Io;
+    d.bf16_tied = true;
     return d;
   }();
   return def;
