@@ -192,6 +192,65 @@ TEST_CASE("bf16 mode: a Concat's inputs and output are stored as bfloat16 togeth
   }
 }
 
+// X [1, 16, 12, 12] -> conv_a -> A, read by Sigmoid (fp32 only: A stays
+// float32), by BatchNormalization + Relu -> B -> conv_b -> Y1 and by MaxPool
+// -> P -> conv_c -> Y2. BatchNormalization reads float32 and writes bf16 (B
+// is stored so); MaxPool moves one dtype, so P stays float32 with A.
+std::string BuildMixedModel(const TempDir& dir) {
+  std::mt19937 rng(13);
+  OnnxBuilder b(17);
+  b.Input("X", kFloat, {1, 16, 12, 12});
+  b.Output("S", kFloat, {1, 32, 12, 12});
+  b.Output("Y1", kFloat, {1, 8, 12, 12});
+  b.Output("Y2", kFloat, {1, 8, 6, 6});
+  AddConv(b, rng, "conv_a", "X", "A", 16, 32, 3);
+  b.Node("Sigmoid", {"A"}, {"S"}, "sigmoid");
+  std::uniform_real_distribution<float> u(0.5f, 1.5f);
+  std::vector<float> scale(32), bias(32), mean(32), var(32);
+  for (size_t i = 0; i < 32; ++i) {
+    scale[i] = u(rng), bias[i] = u(rng) - 1.f, mean[i] = u(rng) - 1.f, var[i] = u(rng);
+  }
+  b.InitFloat("bn_s", {32}, scale);
+  b.InitFloat("bn_b", {32}, bias);
+  b.InitFloat("bn_m", {32}, mean);
+  b.InitFloat("bn_v", {32}, var);
+  b.Node("BatchNormalization", {"A", "bn_s", "bn_b", "bn_m", "bn_v"}, {"B0"}, "bn");
+  b.Node("Relu", {"B0"}, {"B"}, "relu");
+  AddConv(b, rng, "conv_b", "B", "Y1", 32, 8, 3);
+  auto* pool = b.Node("MaxPool", {"A"}, {"P"}, "pool");
+  OnnxBuilder::AttrInts(pool, "kernel_shape", {2, 2});
+  OnnxBuilder::AttrInts(pool, "strides", {2, 2});
+  AddConv(b, rng, "conv_c", "P", "Y2", 32, 8, 3);
+  return b.Write(dir, "bf16_mixed.onnx");
+}
+
+TEST_CASE("bf16 mode: an op may read float32 and write bfloat16 unless its slots are tied") {
+  TempDir dir;
+  SessionOptions fp32, bf16;
+  bf16.precision = SessionOptions::Precision::kBfloat16;
+  Converted c;
+  Status st = ConvertAndOpen(BuildMixedModel(dir), ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::unique_ptr<Session> s32, s16;
+  REQUIRE(Session::Create(c.model, fp32, &s32).ok());
+  REQUIRE(Session::Create(c.model, bf16, &s16).ok());
+  if (s16->kernels().find("conv_nhwc_bf16") == std::string::npos) {
+    MESSAGE("no AMX-BF16 here: bf16 mode changes nothing, not tested");
+    return;
+  }
+  std::vector<std::vector<float>> y1, y2;
+  for (Session* s : {s32.get(), s16.get()}) {
+    SetFloatInput(s, "X", {1, 16, 12, 12}, Input(16 * 12 * 12, 9));
+    st = s->Run();
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    y1.push_back(FloatOutput(*s, "Y1", {1, 8, 12, 12}));
+    y2.push_back(FloatOutput(*s, "Y2", {1, 8, 6, 6}));
+  }
+  CHECK(s16->bf16_activations() == 1);  // B
+  CheckNear(y1[1], y1[0]);
+  CheckNear(y2[1], y2[0]);
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace conv

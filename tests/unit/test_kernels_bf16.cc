@@ -224,14 +224,16 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
   CHECK((io.x && !io.y && io.residual));
 }
 
-// bf16 mode's MaxPool on bfloat16 activations (MaxPoolNhwcBf16) chooses what
-// the float kernel chooses among the same values: on inputs rounded to bf16
-// (NaNs and infinities among them), its output bits are the float output's,
-// rounded (exact: each is one of the inputs, an empty window's lowest()
-// becoming -inf), at every level with channel-last pools, 1 and 2 threads,
-// channel counts around the 8- and 32-lane blocks, pads, dilation, ceil
-// windows and windows without a tap inside. Runs on every CPU.
-TEST_CASE("kernels bf16: channels-last MaxPool of bfloat16 picks what the float kernel picks") {
+// bf16 mode's pools on bfloat16 activations give the float kernels' outputs
+// on the widened inputs, rounded to bf16: MaxPoolNhwcBf16 (exact: each
+// output is one of the inputs, an empty window's lowest() becoming -inf) and
+// AvgPoolNhwcBf16 (the float average, rounded once more), on inputs with
+// NaNs and infinities, at every level with channel-last pools, 1 and 2
+// threads, channel counts around the 8-, 16- and 32-lane blocks, pads (with
+// and without count_include_pad), dilation, ceil windows and windows without
+// a tap inside. Runs on every CPU.
+TEST_CASE(
+    "kernels bf16: channels-last MaxPool and AveragePool of bfloat16 match the float kernels") {
   struct G {
     int64_t h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
   };
@@ -249,43 +251,51 @@ TEST_CASE("kernels bf16: channels-last MaxPool of bfloat16 picks what the float 
                             -std::numeric_limits<float>::infinity(), -0.f, 0.f};
   kernels::ThreadPool pool(2);
   int64_t checked = 0;
-  for (const G& g : geoms)
-    for (int64_t c : {1, 7, 8, 17, 32, 45, 64, 70}) {
-      kernels::PoolNhwcArgs a;
-      a.n = 2, a.ih = g.h, a.iw = g.w, a.c = c;
-      a.kh = g.kh, a.kw = g.kw, a.sh = g.sh, a.sw = g.sw, a.dh = g.dh, a.dw = g.dw;
-      a.pad_top = g.pt, a.pad_left = g.pl, a.pad_bottom = g.pb, a.pad_right = g.pr;
-      a.oh = (g.h + g.pt + g.pb - (g.kh - 1) * g.dh - 1) / g.sh + 1;
-      a.ow = (g.w + g.pl + g.pr - (g.kw - 1) * g.dw - 1) / g.sw + 1;
-      std::vector<uint16_t> x16(size_t(a.n * g.h * g.w * c));
-      std::vector<float> x(x16.size());
-      for (size_t i = 0; i < x.size(); ++i) {
-        x16[i] = kernels::Bf16FromFloat(rng() % 40 == 0 ? specials[rng() % 5] : u(rng));
-        x[i] = kernels::FloatFromBf16(x16[i]);
-      }
-      const size_t out = size_t(a.n * a.oh * a.ow * c);
-      for (kernels::Isa isa : kernels::SupportedIsas()) {
-        const kernels::KernelConfig& kc = test::IsaConfig(isa);
-        if (!kc.pool_nhwc_s8) continue;
-        for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
-          CAPTURE(kernels::IsaName(isa));
-          CAPTURE(c);
-          CAPTURE(g.h);
-          a.pool = p;
-          std::vector<float> want(out, 1.f);
-          std::vector<uint16_t> got(out, 0x1234);
-          REQUIRE(kernels::MaxPoolNhwcF32(kc, a, x.data(), want.data()));
-          REQUIRE(kernels::MaxPoolNhwcBf16(kc, a, x16.data(), got.data()));
-          int64_t bad = 0;
-          for (size_t i = 0; i < out; ++i)
-            if (got[i] != kernels::Bf16FromFloat(want[i]) && bad++ < 3)
-              FAIL_CHECK("output " << i << ": " << kernels::FloatFromBf16(got[i]) << " vs "
-                                   << want[i]);
-          checked += int64_t(out);
+  for (bool avg : {false, true})
+    for (const G& g : geoms)
+      for (int64_t c : {1, 7, 8, 17, 32, 45, 64, 70}) {
+        kernels::PoolNhwcArgs a;
+        a.n = 2, a.ih = g.h, a.iw = g.w, a.c = c;
+        a.kh = g.kh, a.kw = g.kw, a.sh = g.sh, a.sw = g.sw, a.dh = g.dh, a.dw = g.dw;
+        a.pad_top = g.pt, a.pad_left = g.pl, a.pad_bottom = g.pb, a.pad_right = g.pr;
+        a.oh = (g.h + g.pt + g.pb - (g.kh - 1) * g.dh - 1) / g.sh + 1;
+        a.ow = (g.w + g.pl + g.pr - (g.kw - 1) * g.dw - 1) / g.sw + 1;
+        std::vector<uint16_t> x16(size_t(a.n * g.h * g.w * c));
+        std::vector<float> x(x16.size());
+        for (size_t i = 0; i < x.size(); ++i) {
+          x16[i] = kernels::Bf16FromFloat(rng() % 40 == 0 ? specials[rng() % 5] : u(rng));
+          x[i] = kernels::FloatFromBf16(x16[i]);
+        }
+        const size_t out = size_t(a.n * a.oh * a.ow * c);
+        for (kernels::Isa isa : kernels::SupportedIsas()) {
+          const kernels::KernelConfig& kc = test::IsaConfig(isa);
+          if (!kc.pool_nhwc_s8 || (g.dh > 1 && avg)) continue;
+          for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
+            CAPTURE(kernels::IsaName(isa));
+            CAPTURE(c);
+            CAPTURE(g.h);
+            CAPTURE(avg);
+            a.pool = p;
+            a.count_include_pad = avg && c % 2 == 1;
+            std::vector<float> want(out, 1.f);
+            std::vector<uint16_t> got(out, 0x1234);
+            if (avg) {
+              REQUIRE(kernels::AvgPoolNhwcF32(kc, a, x.data(), want.data()));
+              REQUIRE(kernels::AvgPoolNhwcBf16(kc, a, x16.data(), got.data()));
+            } else {
+              REQUIRE(kernels::MaxPoolNhwcF32(kc, a, x.data(), want.data()));
+              REQUIRE(kernels::MaxPoolNhwcBf16(kc, a, x16.data(), got.data()));
+            }
+            int64_t bad = 0;
+            for (size_t i = 0; i < out; ++i)
+              if (got[i] != kernels::Bf16FromFloat(want[i]) && bad++ < 3)
+                FAIL_CHECK("output " << i << ": " << kernels::FloatFromBf16(got[i]) << " vs "
+                                     << want[i]);
+            checked += int64_t(out);
+          }
         }
       }
-    }
-  MESSAGE(checked << " bf16 MaxPool outputs checked");
+  MESSAGE(checked << " bf16 pool outputs checked");
 }
 
 // The bf16 Gemm: rows around its groups of 4, columns around its panels of

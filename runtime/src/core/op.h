@@ -200,10 +200,12 @@ struct OpDef {
   // the planned shapes and prepared state. A session stores an activation
   // as bfloat16 (half the bytes to write and read) when its producer writes
   // it so and every op reading it reads it so; run then finds those
-  // tensors' dtype kBFloat16.
+  // tensors' dtype kBFloat16. Each named slot is decided on its own, so run
+  // must take every mix of them (a float32 input, a bfloat16 output ...)
+  // unless bf16_tied.
   void (*bf16_io)(KernelContext& ctx, unsigned* inputs, unsigned* outputs) = nullptr;
-  // The slots bf16_io names are stored all as bfloat16 or none (Concat: one
-  // dtype throughout).
+  // The slots bf16_io names are stored all as bfloat16 or none (Concat and
+  // MaxPool move the bytes of one dtype).
   bool bf16_tied = false;
 };
 

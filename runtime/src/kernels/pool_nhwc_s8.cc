@@ -137,6 +137,33 @@ void GenericAvgF32(const PoolNhwcRowArgs& a) {
   }
 }
 
+// Rounded to nearest even, NaN kept (Bf16FromFloat's rule).
+inline uint16_t NarrowBf16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return uint16_t(bits >> 16 | 0x40);
+  return uint16_t((bits + 0x7fffu + (bits >> 16 & 1)) >> 16);
+}
+
+void GenericAvgBf16(const PoolNhwcRowArgs& a) {
+  constexpr int64_t kBlock = 16;
+  for (int64_t px = 0; px < a.npix; ++px) {
+    const uint8_t* const* t = a.taps + px * a.tap_stride;
+    const int64_t off = a.xoff + px * a.pix_step;
+    uint16_t* y = reinterpret_cast<uint16_t*>(a.y + px * a.ystride);
+    const double div = double(a.div[px]);
+    for (int64_t c0 = 0; c0 < a.c; c0 += kBlock) {
+      const int64_t n = std::min(kBlock, a.c - c0);
+      double s[kBlock] = {};
+      for (int64_t k = 0; k < a.ntaps; ++k) {
+        const uint16_t* xk = reinterpret_cast<const uint16_t*>(t[k] + off) + c0;
+        for (int64_t i = 0; i < n; ++i) s[i] += double(WidenBf16(xk[i]));
+      }
+      for (int64_t i = 0; i < n; ++i) y[c0 + i] = NarrowBf16(div > 0 ? float(s[i] / div) : 0.f);
+    }
+  }
+}
+
 constexpr PoolNhwcKernels kPoolNhwcGeneric = {GenericMax<int8_t>, GenericMax<uint8_t>,
                                               GenericAvg<int8_t>, GenericAvg<uint8_t>,
                                               GenericMaxF32,      GenericAvgF32};
@@ -419,6 +446,16 @@ bool MaxPoolNhwcBf16(const KernelConfig& kc, const PoolNhwcArgs& a, const uint16
   return RunWindowed(a, 2, reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y),
                      &fill, /*avg=*/false, PoolNhwcRowArgs(),
                      k->max_bf16 ? k->max_bf16 : GenericMaxBf16, &empty);
+}
+
+bool AvgPoolNhwcBf16(const KernelConfig& kc, const PoolNhwcArgs& a, const uint16_t* x,
+                     uint16_t* y) {
+  const PoolNhwcKernels* k = kc.pool_nhwc_s8;
+  if (!k || !ValidArgs(a)) return false;
+  const uint16_t fill = 0;  // +0.0
+  return RunWindowed(a, 2, reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y),
+                     &fill, /*avg=*/true, PoolNhwcRowArgs(),
+                     k->avg_bf16 ? k->avg_bf16 : GenericAvgBf16);
 }
 
 bool AvgPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y) {

@@ -67,6 +67,9 @@ bool MaxPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* 
 // its window's inputs, chosen as MaxPoolNhwcF32 chooses among their floats.
 bool MaxPoolNhwcBf16(const KernelConfig& kc, const PoolNhwcArgs& a, const uint16_t* x, uint16_t* y);
 bool AvgPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y);
+// bfloat16 x and y: AvgPoolNhwcF32 on the widened inputs, each output rounded
+// to bf16 (to nearest even), as a bf16 reader of its float output would.
+bool AvgPoolNhwcBf16(const KernelConfig& kc, const PoolNhwcArgs& a, const uint16_t* x, uint16_t* y);
 bool QGlobalAvgPoolNhwcS8(const KernelConfig& kc, const PoolNhwcArgs& a, const QPoolParams& q,
                           bool is_signed, const uint8_t* x, uint8_t* y);
 // The scratch bytes the windowed pools (elements of `esize` bytes: 1, 2 or 4)
@@ -114,6 +117,9 @@ struct PoolNhwcKernels {
   // bfloat16 (bf16 mode's stored activations), compared as the floats they
   // widen to exactly; null: the portable loop.
   void (*max_bf16)(const PoolNhwcRowArgs&) = nullptr;
+  // The float average of the widened values (avg_f32's sums), rounded to
+  // bf16 (to nearest even); null: the portable loop.
+  void (*avg_bf16)(const PoolNhwcRowArgs&) = nullptr;
 };
 
 // The variant `f` allows; null without SIMD features. *variant (if given):

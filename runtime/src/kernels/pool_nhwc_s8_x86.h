@@ -255,6 +255,46 @@ inline void MaxRowBf16x16(const PoolNhwcRowArgs& a) {
     }
   }
 }
+// Floats to bf16, to nearest even, NaN kept NaN (Bf16FromFloat's rule) in
+// integer arithmetic: this level may lack AVX-512 BF16.
+inline __m256i NarrowBf16x16(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(
+      _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+      _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+// The average: the widened values summed in double (as AvgRowF32), divided,
+// rounded to float, then to bf16.
+inline void AvgRowBf16x16(const PoolNhwcRowArgs& a) {
+  const int64_t c = a.c;
+  for (int64_t px = 0; px < a.npix; ++px) {
+    const uint8_t* const* t = a.taps + px * a.tap_stride;
+    uint8_t* y = a.y + px * a.ystride;
+    const int64_t x0 = a.xoff + px * a.pix_step;
+    const bool counted = a.div[px] > 0;  // else 0, as the reference
+    const __m512d div = _mm512_set1_pd(counted ? double(a.div[px]) : 1.0);
+    for (int64_t i = 0; i < c; i += 16) {
+      const __mmask16 m = c - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (c - i)) - 1);
+      __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+      for (int64_t k = 0; k < a.ntaps; ++k) {
+        const __m512 v = LoadBf16x16(t[k] + x0 + 2 * i, m);
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+        hi = _mm512_add_pd(
+            hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+      }
+      __m512 avg = _mm512_castpd_ps(_mm512_insertf64x4(
+          _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_div_pd(lo, div)))),
+          _mm256_castps_pd(_mm512_cvtpd_ps(_mm512_div_pd(hi, div))), 1));
+      if (!counted) avg = _mm512_setzero_ps();
+      _mm256_mask_storeu_epi16(y + 2 * i, m, NarrowBf16x16(avg));
+    }
+  }
+}
 #endif
 
 // sum += the 8 floats at p widened to double, lanes 0-3 into lo, 4-7 into hi.
@@ -310,11 +350,13 @@ template <class Tr>
 constexpr PoolNhwcKernels MakePoolNhwcKernels() {
 #if defined(__AVX512BW__)
   void (*const max_bf16)(const PoolNhwcRowArgs&) = MaxRowBf16x16;
+  void (*const avg_bf16)(const PoolNhwcRowArgs&) = AvgRowBf16x16;
 #else
   void (*const max_bf16)(const PoolNhwcRowArgs&) = MaxRowBf16;
+  void (*const avg_bf16)(const PoolNhwcRowArgs&) = nullptr;  // the portable loop
 #endif
   return {MaxRow<Tr, true>, MaxRow<Tr, false>, AvgRow<Tr, true>, AvgRow<Tr, false>,
-          MaxRowF32,        AvgRowF32,         max_bf16};
+          MaxRowF32,        AvgRowF32,         max_bf16,         avg_bf16};
 }
 
 }  // namespace

@@ -4,12 +4,14 @@
 // Statistics accumulate in double so long rows keep their precision.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/activation.h"
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/conv_f32_nhwc.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/kernel_config.h"
 #include "kernels/rowops_f32.h"
@@ -132,6 +134,54 @@ void BatchNormChannelsLast(const BatchNormMap& bn, const float* x, float* y, int
   }
 }
 
+// bf16 mode's stored activations (BatchNormBf16Io): x, y or both bfloat16.
+// Blocks of pixels widened into floats (exact), the same map, rounded back
+// to nearest even by the bf16 convolutions' converter.
+constexpr int64_t kBf16BlockFloats = 4096;
+
+void BatchNormChannelsLastBf16(const BatchNormMap& bn, const kernels::ConvNhwcBf16Kernels& k,
+                               const Tensor& x, Tensor* y, int64_t c, int64_t p0, int64_t p1) {
+  alignas(64) float xf[kBf16BlockFloats], yf[kBf16BlockFloats];
+  const bool x16 = x.dtype == DType::kBFloat16, y16 = y->dtype == DType::kBFloat16;
+  const int64_t rows = std::max<int64_t>(1, kBf16BlockFloats / c);
+  for (int64_t p = p0; p < p1; p += rows) {
+    const int64_t n = std::min(rows, p1 - p) * c;
+    const float* xs = x.ptr<float>() + p * c;
+    if (x16) {
+      const uint16_t* xh = x.ptr<uint16_t>() + p * c;
+      for (int64_t i = 0; i < n; ++i) {
+        const uint32_t bits = uint32_t(xh[i]) << 16;
+        std::memcpy(&xf[i], &bits, 4);
+      }
+      xs = xf;
+    }
+    float* const yd = y16 ? yf : y->ptr<float>() + p * c;
+    BatchNormChannelsLast(bn, xs, yd, c, 0, n / c);
+    if (y16) k.convert_flat(yf, n, y->ptr<uint16_t>() + p * c);
+  }
+}
+
+// OpDef::bf16_io: a channels-last BatchNormalization reads and writes
+// bfloat16 in bf16 mode, each side on its own (DenseNet's pre-activations
+// between its Concats and convolutions), unless an activation runs after
+// the map on float y.
+void BatchNormBf16Io(KernelContext& ctx, unsigned* inputs, unsigned* outputs) {
+  bool cl = false;
+  const Tensor* x = ctx.input(0);
+  if (!ctx.kernel_config().conv_nhwc_bf16 || !ReadChannelsLast(ctx, &cl).ok() || !cl ||
+      x->dtype != DType::kFloat32 || x->rank() < 2 || x->shape.back() <= 0 ||
+      x->shape.back() > kBf16BlockFloats)
+    return;
+  Status st;
+  FusedActivation act = FusedActivation::FromAttrs(ctx.attr(), &st);
+  float lo, hi;
+  const FusedActivation* post = nullptr;
+  kernels::EpilogueFor(act, &lo, &hi, &post);
+  if (!st.ok() || post) return;
+  *inputs = 1;
+  *outputs = 1;
+}
+
 Status RunBatchNormalization(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
@@ -155,12 +205,19 @@ Status RunBatchNormalization(KernelContext& ctx) {
   // depend on the split. Pieces of at least 16K elements (memory-bound work:
   // smaller ones cost more to hand off than they take).
   constexpr int64_t kMinElements = int64_t(1) << 14;
+  const bool bf16 = x->dtype == DType::kBFloat16 || y->dtype == DType::kBFloat16;
+  if (bf16 &&
+      (!cl || !ctx.kernel_config().conv_nhwc_bf16 || bn.post || x->shape.back() > kBf16BlockFloats))
+    return ctx.Error(StatusCode::kInternal, "bfloat16 activations reached a float32 kernel");
   if (cl) {
     const int64_t c = x->shape.back(), pixels = c > 0 ? x->numel() / c : 0;
     const int64_t grain = std::max<int64_t>(1, kMinElements / std::max<int64_t>(c, 1));
     kernels::ThreadPool* pool = x->numel() >= 2 * kMinElements ? ctx.pool : nullptr;
     kernels::ParallelForShares(pool, pixels, grain, [&](int64_t p0, int64_t p1, int) {
-      BatchNormChannelsLast(bn, xp, yp, c, p0, p1);
+      if (bf16)
+        BatchNormChannelsLastBf16(bn, *ctx.kernel_config().conv_nhwc_bf16, *x, y, c, p0, p1);
+      else
+        BatchNormChannelsLast(bn, xp, yp, c, p0, p1);
     });
     return Status::Ok();
   }
@@ -480,6 +537,7 @@ const OpDef& OpDef_BatchNormalization() {
     // Concat) it runs channels-last instead of between two Transposes.
     d.layout = LayoutRole::kChannelsLast;
     d.layout_float = true;
+    d.bf16_io = BatchNormBf16Io;
     return d;
   }();
   return def;

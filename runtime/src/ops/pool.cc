@@ -379,6 +379,8 @@ int64_t ChannelsLastPoolCovered(const KernelContext& ctx, PoolKind kind, kernels
   int64_t esize = 0;
   if (dt == DType::kFloat32 && (kind == PoolKind::kMax || kind == PoolKind::kAverage))
     esize = 4;
+  else if (dt == DType::kBFloat16 && kind == PoolKind::kAverage)
+    esize = 2;
   else if (kind == PoolKind::kMax && (dt == DType::kInt8 || dt == DType::kUInt8))
     esize = 1;
   else if (kind == PoolKind::kMax &&
@@ -461,7 +463,9 @@ bool RunPoolChannelsLastFast(KernelContext& ctx, PoolKind kind, bool* covered) {
                ? kernels::MaxPoolNhwcF32(kc, p, x->ptr<float>(), y->ptr<float>())
                : kernels::AvgPoolNhwcF32(kc, p, x->ptr<float>(), y->ptr<float>());
   if (esize == 2 && x->dtype == DType::kBFloat16)
-    return kernels::MaxPoolNhwcBf16(kc, p, x->ptr<uint16_t>(), y->ptr<uint16_t>());
+    return kind == PoolKind::kMax
+               ? kernels::MaxPoolNhwcBf16(kc, p, x->ptr<uint16_t>(), y->ptr<uint16_t>())
+               : kernels::AvgPoolNhwcBf16(kc, p, x->ptr<uint16_t>(), y->ptr<uint16_t>());
   if (esize == 2)
     return kernels::MaxPoolNhwc16(kc, p, x->dtype == DType::kInt16, x->ptr<uint16_t>(),
                                   y->ptr<uint16_t>());
@@ -476,15 +480,32 @@ Status InferMaxPool(KernelContext& ctx) {
 }
 
 // OpDef::bf16_io: a float MaxPool the channels-last kernels take reads and
-// writes bfloat16 as well (the maximum is one of the inputs: exact).
-void MaxPoolBf16Io(KernelContext& ctx, unsigned* inputs, unsigned* outputs) {
+// writes bfloat16 as well (the maximum is one of the inputs: exact), both
+// or neither (OpDef::bf16_tied).
+void PoolBf16Io(KernelContext& ctx, PoolKind kind, unsigned* inputs, unsigned* outputs) {
   bool cl = false;
   kernels::PoolNhwcArgs p;
   if (!ReadChannelsLast(ctx, &cl).ok() || !cl || ctx.input(0)->dtype != DType::kFloat32 ||
-      ctx.output(1) || ChannelsLastPoolCovered(ctx, PoolKind::kMax, &p) == 0)
+      ctx.output(1) || ChannelsLastPoolCovered(ctx, kind, &p) == 0)
     return;
   *inputs = 1;
   *outputs = 1;
+}
+void MaxPoolBf16Io(KernelContext& ctx, unsigned* inputs, unsigned* outputs) {
+  PoolBf16Io(ctx, PoolKind::kMax, inputs, outputs);
+}
+// AveragePool: the float average rounded to bf16 (AvgPoolNhwcBf16).
+void AveragePoolBf16Io(KernelContext& ctx, unsigned* inputs, unsigned* outputs) {
+  PoolBf16Io(ctx, PoolKind::kAverage, inputs, outputs);
+}
+
+// bf16 mode stores a pool's x and y as bfloat16 together (tied), only where
+// the channels-last kernels take the call.
+Status CheckPoolBf16(const KernelContext& ctx, bool* bf16) {
+  *bf16 = ctx.input(0)->dtype == DType::kBFloat16;
+  if (*bf16 != (ctx.output(0)->dtype == DType::kBFloat16))
+    return ctx.Error(StatusCode::kInternal, "bfloat16 and float32 activations mixed");
+  return Status::Ok();
 }
 
 Status RunMaxPool(KernelContext& ctx) {
@@ -492,8 +513,10 @@ Status RunMaxPool(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
   if (!cl) return RunMaxPoolChannelsFirst(ctx);
   bool covered = false;
+  bool bf16 = false;
+  QF_RETURN_IF_ERROR(CheckPoolBf16(ctx, &bf16));
   if (RunPoolChannelsLastFast(ctx, PoolKind::kMax, &covered)) return Status::Ok();
-  if (ctx.input(0)->dtype == DType::kBFloat16)  // only planned where covered (MaxPoolBf16Io)
+  if (bf16)
     return ctx.Error(StatusCode::kInternal, "bfloat16 activations reached a float32 kernel");
   return RunViaChannelsFirst(ctx, RunMaxPoolChannelsFirst, MaxPoolScratchChannelsFirst, !covered);
 }
@@ -512,7 +535,11 @@ Status RunAveragePool(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(ReadChannelsLast(ctx, &cl));
   if (!cl) return RunAveragePoolChannelsFirst(ctx);
   bool covered = false;
+  bool bf16 = false;
+  QF_RETURN_IF_ERROR(CheckPoolBf16(ctx, &bf16));
   if (RunPoolChannelsLastFast(ctx, PoolKind::kAverage, &covered)) return Status::Ok();
+  if (bf16)
+    return ctx.Error(StatusCode::kInternal, "bfloat16 activations reached a float32 kernel");
   return RunViaChannelsFirst(ctx, RunAveragePoolChannelsFirst, AveragePoolScratchChannelsFirst,
                              !covered);
 }
@@ -678,6 +705,7 @@ const OpDef& OpDef_MaxPool() {
     OpDef d{"MaxPool", InferMaxPool, RunMaxPool, 0, false, 1, 1};
     d.scratch = MaxPoolScratch;
     d.bf16_io = MaxPoolBf16Io;
+    d.bf16_tied = true;
     d.layout = LayoutRole::kChannelsLast;
     d.layout_float = true;
     d.traits = kTraitMovesElements | kTraitSpatial;
@@ -689,6 +717,8 @@ const OpDef& OpDef_AveragePool() {
   static const OpDef def = [] {
     OpDef d{"AveragePool", InferAveragePool, RunAveragePool, 0, false, 1, 1};
     d.scratch = AveragePoolScratch;
+    d.bf16_io = AveragePoolBf16Io;
+    d.bf16_tied = true;
     // Float only (8-bit averages are QLinearAveragePool).
     d.layout = LayoutRole::kChannelsLast;
     d.layout_float = true;
