@@ -136,6 +136,8 @@ struct ConvNhwcBf16Kernels {
   void (*convert)(const float* x, int64_t pixels, int64_t c, uint16_t* out, int64_t kc);
   // n values, nothing past them written.
   void (*convert_flat)(const float* x, int64_t n, uint16_t* out);
+  // bf16 -> fp32 (exact), n values.
+  void (*widen)(const uint16_t* x, int64_t n, float* out);
   void (*igemm)(const IgemmBf16Args& args);
   // Per-thread state around the igemm calls of one range of work (null:
   // none), as IgemmS8Kernel's (igemm_s8.h): the AMX tile configuration.

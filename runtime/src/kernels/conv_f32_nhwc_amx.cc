@@ -39,6 +39,14 @@ void ConvertBf16Flat(const float* x, int64_t n, uint16_t* out) {
   }
 }
 
+void WidenBf16(const uint16_t* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask(n - i);
+    const __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x + i));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+  }
+}
+
 // NB B tiles (a panel of up to 16 * NB channels) by 2 A tiles (32 pixels).
 template <int NB>
 void IgemmTiles(const IgemmBf16Args& a) {
@@ -160,7 +168,7 @@ void EndTiles() {
 }  // namespace
 
 extern const ConvNhwcBf16Kernels kConvNhwcBf16Amx;
-const ConvNhwcBf16Kernels kConvNhwcBf16Amx = {"amx_bf16",   ConvertBf16, ConvertBf16Flat,
+const ConvNhwcBf16Kernels kConvNhwcBf16Amx = {"amx_bf16",   ConvertBf16, ConvertBf16Flat, WidenBf16,
                                               IgemmBf16Amx, BeginTiles,  EndTiles};
 
 }  // namespace kernels

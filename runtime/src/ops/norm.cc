@@ -141,22 +141,27 @@ constexpr int64_t kBf16BlockFloats = 4096;
 
 void BatchNormChannelsLastBf16(const BatchNormMap& bn, const kernels::ConvNhwcBf16Kernels& k,
                                const Tensor& x, Tensor* y, int64_t c, int64_t p0, int64_t p1) {
-  alignas(64) float xf[kBf16BlockFloats], yf[kBf16BlockFloats];
+  alignas(64) float a[kBf16BlockFloats], xf[kBf16BlockFloats], yf[kBf16BlockFloats];
+  // The multipliers once per range (c <= kBf16BlockFloats), not per block.
+  for (int64_t i = 0; i < c; ++i) a[i] = bn.scale[i] / std::sqrt(bn.var[i] + bn.eps);
   const bool x16 = x.dtype == DType::kBFloat16, y16 = y->dtype == DType::kBFloat16;
   const int64_t rows = std::max<int64_t>(1, kBf16BlockFloats / c);
   for (int64_t p = p0; p < p1; p += rows) {
-    const int64_t n = std::min(rows, p1 - p) * c;
+    const int64_t nr = std::min(rows, p1 - p), n = nr * c;
     const float* xs = x.ptr<float>() + p * c;
     if (x16) {
-      const uint16_t* xh = x.ptr<uint16_t>() + p * c;
-      for (int64_t i = 0; i < n; ++i) {
-        const uint32_t bits = uint32_t(xh[i]) << 16;
-        std::memcpy(&xf[i], &bits, 4);
-      }
+      k.widen(x.ptr<uint16_t>() + p * c, n, xf);
       xs = xf;
     }
     float* const yd = y16 ? yf : y->ptr<float>() + p * c;
-    BatchNormChannelsLast(bn, xs, yd, c, 0, n / c);
+    if (bn.k) {
+      bn.k->channel_affine(xs, c, yd, c, nr, c, bn.mean, a, bn.bias, bn.act, bn.lo, bn.hi);
+    } else {
+      for (int64_t q = 0; q < nr; ++q)
+        for (int64_t i = 0; i < c; ++i)
+          yd[q * c + i] = kernels::ChannelAffineRef(xs[q * c + i], bn.mean[i], a[i], bn.bias[i],
+                                                    bn.act, bn.lo, bn.hi);
+    }
     if (y16) k.convert_flat(yf, n, y->ptr<uint16_t>() + p * c);
   }
 }
