@@ -220,6 +220,7 @@ Status Session::Impl::RunDynamic() {
 Status Session::Impl::Plan() {
   planned = false;
   dynamic = false;
+  bf16_activations = 0;
   folded_storage.clear();
   folded_bytes = 0;
   arena.Release();

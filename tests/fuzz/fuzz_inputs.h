@@ -162,12 +162,15 @@ inline bool MakeFeeds(const std::vector<qfold::TensorInfo>& inputs, std::mt19937
   return true;
 }
 
-// Creates a session with `threads` kernel threads, feeds, runs and reads every
-// output. Any status is fine; crashes, sanitizer reports and hangs are not.
-inline void RunOnce(const std::shared_ptr<qfold::Model>& model, const std::vector<Feed>& feeds,
-                    int threads) {
+// Creates a session with `threads` kernel threads (and `precision`), feeds,
+// runs and reads every output. Any status is fine; crashes, sanitizer
+// reports and hangs are not.
+inline void RunOnce(
+    const std::shared_ptr<qfold::Model>& model, const std::vector<Feed>& feeds, int threads,
+    qfold::SessionOptions::Precision precision = qfold::SessionOptions::Precision::kFloat32) {
   qfold::SessionOptions opts;
   opts.num_threads = threads;
+  opts.precision = precision;
   // Below libFuzzer's -malloc_limit_mb, and small: legitimately large models
   // (a 20M-element ConstantOfShape) take seconds under ASan and only slow the
   // search; the limits themselves are tested in tests/malformed.
