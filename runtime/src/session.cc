@@ -341,10 +341,11 @@ Status Session::Impl::Plan() {
 
 // bf16 mode: an activation whose producer writes bfloat16 and whose every
 // reader reads it (OpDef::bf16_io) is stored so: half the bytes between the
-// matrix units and memory. The readers round their float inputs to bf16
-// anyway, so only values that also reach an addition (a fused residual)
-// change. Graph inputs and outputs keep their dtype; a model with subgraphs
-// keeps float32 throughout (a body may read any outer value).
+// matrix units and memory. Convolutions round their float inputs to bf16
+// anyway; what changes is what other readers see (a fused residual,
+// BatchNormalization's and AveragePool's inputs: docs/NUMERICS.md). Graph
+// inputs and outputs keep their dtype; a model with subgraphs keeps float32
+// throughout (a body may read any outer value).
 void Session::Impl::PlanBf16Storage() {
   bf16_activations = 0;
   if (opts.precision != SessionOptions::Precision::kBfloat16) return;
