@@ -164,26 +164,33 @@ std::string BuildConcatModel(const TempDir& dir, bool sigmoid) {
   return b.Write(dir, std::string("bf16_concat_") + (sigmoid ? "s" : "p") + ".onnx");
 }
 
+// Converts `onnx_path` into *c and opens an fp32-mode and a bf16-mode session
+// on it; false (with a message) where the CPU has no AMX-BF16, so bf16 mode
+// changes nothing.
+bool OpenBothModes(const std::string& onnx_path, Converted* c, std::unique_ptr<Session>* s32,
+                   std::unique_ptr<Session>* s16) {
+  const Status st = ConvertAndOpen(onnx_path, ConvertOptions(), c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  SessionOptions bf16;
+  bf16.precision = SessionOptions::Precision::kBfloat16;
+  REQUIRE(Session::Create(c->model, SessionOptions(), s32).ok());
+  REQUIRE(Session::Create(c->model, bf16, s16).ok());
+  if ((*s16)->kernels().find("conv_nhwc_bf16") != std::string::npos) return true;
+  MESSAGE("no AMX-BF16 here: bf16 mode changes nothing, not tested");
+  return false;
+}
+
 TEST_CASE("bf16 mode: a Concat's inputs and output are stored as bfloat16 together or not at all") {
   TempDir dir;
-  SessionOptions fp32, bf16;
-  bf16.precision = SessionOptions::Precision::kBfloat16;
   for (bool sigmoid : {false, true}) {
     CAPTURE(sigmoid);
     Converted c;
-    Status st = ConvertAndOpen(BuildConcatModel(dir, sigmoid), ConvertOptions(), &c);
-    REQUIRE_MESSAGE(st.ok(), st.message());
     std::unique_ptr<Session> s32, s16;
-    REQUIRE(Session::Create(c.model, fp32, &s32).ok());
-    REQUIRE(Session::Create(c.model, bf16, &s16).ok());
-    if (s16->kernels().find("conv_nhwc_bf16") == std::string::npos) {
-      MESSAGE("no AMX-BF16 here: bf16 mode changes nothing, not tested");
-      return;
-    }
+    if (!OpenBothModes(BuildConcatModel(dir, sigmoid), &c, &s32, &s16)) return;
     std::vector<std::vector<float>> outs;
     for (Session* s : {s32.get(), s16.get()}) {
       SetFloatInput(s, "X", {1, 16, 12, 12}, Input(16 * 12 * 12, 5));
-      st = s->Run();
+      const Status st = s->Run();
       REQUIRE_MESSAGE(st.ok(), st.message());
       outs.push_back(FloatOutput(*s, "Y", {1, 8, 12, 12}));
     }
@@ -226,22 +233,13 @@ std::string BuildMixedModel(const TempDir& dir) {
 
 TEST_CASE("bf16 mode: an op may read float32 and write bfloat16 unless its slots are tied") {
   TempDir dir;
-  SessionOptions fp32, bf16;
-  bf16.precision = SessionOptions::Precision::kBfloat16;
   Converted c;
-  Status st = ConvertAndOpen(BuildMixedModel(dir), ConvertOptions(), &c);
-  REQUIRE_MESSAGE(st.ok(), st.message());
   std::unique_ptr<Session> s32, s16;
-  REQUIRE(Session::Create(c.model, fp32, &s32).ok());
-  REQUIRE(Session::Create(c.model, bf16, &s16).ok());
-  if (s16->kernels().find("conv_nhwc_bf16") == std::string::npos) {
-    MESSAGE("no AMX-BF16 here: bf16 mode changes nothing, not tested");
-    return;
-  }
+  if (!OpenBothModes(BuildMixedModel(dir), &c, &s32, &s16)) return;
   std::vector<std::vector<float>> y1, y2;
   for (Session* s : {s32.get(), s16.get()}) {
     SetFloatInput(s, "X", {1, 16, 12, 12}, Input(16 * 12 * 12, 9));
-    st = s->Run();
+    const Status st = s->Run();
     REQUIRE_MESSAGE(st.ok(), st.message());
     y1.push_back(FloatOutput(*s, "Y1", {1, 8, 12, 12}));
     y2.push_back(FloatOutput(*s, "Y2", {1, 8, 6, 6}));

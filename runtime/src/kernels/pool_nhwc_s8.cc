@@ -74,99 +74,76 @@ void GenericAvg(const PoolNhwcRowArgs& a) {
   }
 }
 
-// The reference's float max step: a later tap replaces the maximum only when
-// it is larger, or NaN.
-inline float MaxStepF32(float acc, float v) {
-  return (v > acc || v != v) ? v : acc;
-}
-
-void GenericMaxF32(const PoolNhwcRowArgs& a) {
-  for (int64_t px = 0; px < a.npix; ++px) {
-    const uint8_t* const* t = a.taps + px * a.tap_stride;
-    const int64_t off = a.xoff + px * a.pix_step;
-    float* y = reinterpret_cast<float*>(a.y + px * a.ystride);
-    const float* x0 = reinterpret_cast<const float*>(t[0] + off);
-    for (int64_t i = 0; i < a.c; ++i) y[i] = x0[i];
-    for (int64_t k = 1; k < a.ntaps; ++k) {
-      const float* xk = reinterpret_cast<const float*>(t[k] + off);
-      for (int64_t i = 0; i < a.c; ++i) y[i] = MaxStepF32(y[i], xk[i]);
-    }
+// Float data of one storage type: float32, or bfloat16 (bf16 mode's stored
+// activations) widened exactly and rounded back to nearest even.
+struct F32Elem {
+  using T = float;
+  static float Load(T v) { return v; }
+  static T Store(float v) { return v; }
+};
+struct Bf16Elem {
+  using T = uint16_t;
+  static float Load(T v) {
+    const uint32_t bits = uint32_t(v) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
   }
-}
+  static T Store(float v) {  // Bf16FromFloat's rule: NaN stays NaN
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return uint16_t(bits >> 16 | 0x40);
+    return uint16_t((bits + 0x7fffu + (bits >> 16 & 1)) >> 16);
+  }
+};
 
-inline float WidenBf16(uint16_t v) {
-  const uint32_t bits = uint32_t(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-void GenericMaxBf16(const PoolNhwcRowArgs& a) {
+// The reference's float max step on the loaded values (a later tap replaces
+// the maximum only when it is larger, or NaN); the chosen input is copied as
+// stored.
+template <class E>
+void GenericMaxFloat(const PoolNhwcRowArgs& a) {
+  using T = typename E::T;
   for (int64_t px = 0; px < a.npix; ++px) {
     const uint8_t* const* t = a.taps + px * a.tap_stride;
     const int64_t off = a.xoff + px * a.pix_step;
-    uint16_t* y = reinterpret_cast<uint16_t*>(a.y + px * a.ystride);
-    const uint16_t* x0 = reinterpret_cast<const uint16_t*>(t[0] + off);
+    T* y = reinterpret_cast<T*>(a.y + px * a.ystride);
+    const T* x0 = reinterpret_cast<const T*>(t[0] + off);
     for (int64_t i = 0; i < a.c; ++i) y[i] = x0[i];
     for (int64_t k = 1; k < a.ntaps; ++k) {
-      const uint16_t* xk = reinterpret_cast<const uint16_t*>(t[k] + off);
+      const T* xk = reinterpret_cast<const T*>(t[k] + off);
       for (int64_t i = 0; i < a.c; ++i) {
-        const float v = WidenBf16(xk[i]), acc = WidenBf16(y[i]);
-        if (v > acc || v != v) y[i] = xk[i];
+        const float v = E::Load(xk[i]);
+        if (v > E::Load(y[i]) || v != v) y[i] = xk[i];
       }
     }
   }
 }
 
-void GenericAvgF32(const PoolNhwcRowArgs& a) {
+// Sums in double, as the reference; the average rounded to float, then stored.
+template <class E>
+void GenericAvgFloat(const PoolNhwcRowArgs& a) {
+  using T = typename E::T;
   constexpr int64_t kBlock = 16;
   for (int64_t px = 0; px < a.npix; ++px) {
     const uint8_t* const* t = a.taps + px * a.tap_stride;
     const int64_t off = a.xoff + px * a.pix_step;
-    float* y = reinterpret_cast<float*>(a.y + px * a.ystride);
+    T* y = reinterpret_cast<T*>(a.y + px * a.ystride);
     const double div = double(a.div[px]);
     for (int64_t c0 = 0; c0 < a.c; c0 += kBlock) {
       const int64_t n = std::min(kBlock, a.c - c0);
       double s[kBlock] = {};
       for (int64_t k = 0; k < a.ntaps; ++k) {
-        const float* xk = reinterpret_cast<const float*>(t[k] + off) + c0;
-        for (int64_t i = 0; i < n; ++i) s[i] += double(xk[i]);
+        const T* xk = reinterpret_cast<const T*>(t[k] + off) + c0;
+        for (int64_t i = 0; i < n; ++i) s[i] += double(E::Load(xk[i]));
       }
-      for (int64_t i = 0; i < n; ++i) y[c0 + i] = div > 0 ? float(s[i] / div) : 0.f;
+      for (int64_t i = 0; i < n; ++i) y[c0 + i] = E::Store(div > 0 ? float(s[i] / div) : 0.f);
     }
   }
 }
 
-// Rounded to nearest even, NaN kept (Bf16FromFloat's rule).
-inline uint16_t NarrowBf16(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return uint16_t(bits >> 16 | 0x40);
-  return uint16_t((bits + 0x7fffu + (bits >> 16 & 1)) >> 16);
-}
-
-void GenericAvgBf16(const PoolNhwcRowArgs& a) {
-  constexpr int64_t kBlock = 16;
-  for (int64_t px = 0; px < a.npix; ++px) {
-    const uint8_t* const* t = a.taps + px * a.tap_stride;
-    const int64_t off = a.xoff + px * a.pix_step;
-    uint16_t* y = reinterpret_cast<uint16_t*>(a.y + px * a.ystride);
-    const double div = double(a.div[px]);
-    for (int64_t c0 = 0; c0 < a.c; c0 += kBlock) {
-      const int64_t n = std::min(kBlock, a.c - c0);
-      double s[kBlock] = {};
-      for (int64_t k = 0; k < a.ntaps; ++k) {
-        const uint16_t* xk = reinterpret_cast<const uint16_t*>(t[k] + off) + c0;
-        for (int64_t i = 0; i < n; ++i) s[i] += double(WidenBf16(xk[i]));
-      }
-      for (int64_t i = 0; i < n; ++i) y[c0 + i] = NarrowBf16(div > 0 ? float(s[i] / div) : 0.f);
-    }
-  }
-}
-
-constexpr PoolNhwcKernels kPoolNhwcGeneric = {GenericMax<int8_t>, GenericMax<uint8_t>,
-                                              GenericAvg<int8_t>, GenericAvg<uint8_t>,
-                                              GenericMaxF32,      GenericAvgF32};
+constexpr PoolNhwcKernels kPoolNhwcGeneric = {GenericMax<int8_t>,       GenericMax<uint8_t>,
+                                              GenericAvg<int8_t>,       GenericAvg<uint8_t>,
+                                              GenericMaxFloat<F32Elem>, GenericAvgFloat<F32Elem>};
 
 bool ValidArgs(const PoolNhwcArgs& a) {
   return a.n >= 0 && a.ih >= 0 && a.iw >= 0 && a.c >= 0 && a.oh >= 0 && a.ow >= 0 && a.kh >= 1 &&
@@ -445,7 +422,7 @@ bool MaxPoolNhwcBf16(const KernelConfig& kc, const PoolNhwcArgs& a, const uint16
   const uint16_t empty = 0xff80;
   return RunWindowed(a, 2, reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y),
                      &fill, /*avg=*/false, PoolNhwcRowArgs(),
-                     k->max_bf16 ? k->max_bf16 : GenericMaxBf16, &empty);
+                     k->max_bf16 ? k->max_bf16 : GenericMaxFloat<Bf16Elem>, &empty);
 }
 
 bool AvgPoolNhwcBf16(const KernelConfig& kc, const PoolNhwcArgs& a, const uint16_t* x,
@@ -455,7 +432,7 @@ bool AvgPoolNhwcBf16(const KernelConfig& kc, const PoolNhwcArgs& a, const uint16
   const uint16_t fill = 0;  // +0.0
   return RunWindowed(a, 2, reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y),
                      &fill, /*avg=*/true, PoolNhwcRowArgs(),
-                     k->avg_bf16 ? k->avg_bf16 : GenericAvgBf16);
+                     k->avg_bf16 ? k->avg_bf16 : GenericAvgFloat<Bf16Elem>);
 }
 
 bool AvgPoolNhwcF32(const KernelConfig& kc, const PoolNhwcArgs& a, const float* x, float* y) {
