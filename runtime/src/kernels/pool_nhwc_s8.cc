@@ -11,6 +11,8 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/conv_f32_nhwc.h"
+#include "kernels/conv_f32_nhwc.h"  // Bf16FromFloat, FloatFromBf16
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_config.h"
 #include "kernels/scratch.h"
@@ -83,20 +85,9 @@ struct F32Elem {
 };
 struct Bf16Elem {
   using T = uint16_t;
-  static float Load(T v) {
-    const uint32_t bits = uint32_t(v) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-  }
-  static T Store(float v) {  // Bf16FromFloat's rule: NaN stays NaN
-    uint32_t bits;
-    std::memcpy(&bits, &v, 4);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return uint16_t(bits >> 16 | 0x40);
-    return uint16_t((bits + 0x7fffu + (bits >> 16 & 1)) >> 16);
-  }
+  static float Load(T v) { return FloatFromBf16(v); }
+  static T Store(float v) { return Bf16FromFloat(v); }
 };
-
 // The reference's float max step on the loaded values (a later tap replaces
 // the maximum only when it is larger, or NaN); the chosen input is copied as
 // stored.
