@@ -298,61 +298,73 @@ TEST_CASE(
   MESSAGE(checked << " bf16 pool outputs checked");
 }
 
-// The bf16 Gemm: rows around its groups of 4, columns around its panels of
-// 16 and groups of 4 panels, k odd (padded to even) and across its chunks of
-// 4096, A transposed; against double sums of the rounded operands within the
-// fp32 summation bound; 1 and 2 threads give the same bits.
-TEST_CASE("kernels bf16: AVX-512 BF16 Gemm matches bf16-rounded double sums") {
-  const kernels::GemmBf16Kernels* kern = kernels::GemmBf16For(kernels::DetectedCpuFeatures());
-  if (!kern) {
+// The bf16 Gemm: rows around its groups of 4 (gemv) and tiles of 16 and 32
+// (AMX), columns around its panels of 16 and groups of 2 and 4 panels, k odd
+// (padded) and across its chunks of 4096, A transposed; against double sums
+// of the rounded operands within the fp32 summation bound; 1 and 2 threads
+// give the same bits. Every variant the CPU runs: AMX tiles and the AVX-512
+// gemv alone.
+TEST_CASE("kernels bf16: bf16 Gemm matches bf16-rounded double sums") {
+  std::vector<const kernels::GemmBf16Kernels*> kerns;
+  kernels::CpuFeatures f = kernels::DetectedCpuFeatures();
+  for (const kernels::GemmBf16Kernels* k = kernels::GemmBf16For(f); k;
+       k = kernels::GemmBf16For(f)) {
+    kerns.push_back(k);
+    if (!f.amx) break;
+    f.amx = false;  // the next variant down: AVX-512 BF16 alone
+  }
+  if (kerns.empty()) {
     MESSAGE("no AVX-512 BF16 on this CPU: bf16 Gemm not tested");
     return;
   }
   std::mt19937 rng(52);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  const int64_t shapes[][3] = {{1, 1, 1},     {1, 25, 17},   {3, 64, 64},
-                               {4, 7, 65},    {5, 300, 130}, {9, 33, 48},
-                               {1, 4097, 20}, {2, 8200, 77}, {1, 2048, 1000}};
+  const int64_t shapes[][3] = {{1, 1, 1},       {1, 25, 17},  {3, 64, 64},   {4, 7, 65},
+                               {5, 300, 130},   {9, 33, 48},  {1, 4097, 20}, {2, 8200, 77},
+                               {1, 2048, 1000}, {16, 32, 16}, {17, 33, 31},  {40, 120, 700},
+                               {32, 64, 48},    {33, 5, 1},   {64, 4100, 40}};
   kernels::ThreadPool pool(2);
   int64_t checked = 0;
-  for (const auto& sh : shapes) {
-    const int64_t m = sh[0], k = sh[1], n = sh[2];
-    for (bool ta : {false, true}) {
-      CAPTURE(m);
-      CAPTURE(k);
-      CAPTURE(n);
-      CAPTURE(ta);
-      std::vector<float> a(size_t(m * k)), b(size_t(k * n));
-      for (float& v : a) v = u(rng);
-      for (float& v : b) v = u(rng);
-      kernels::PackedBf16 packed;
-      kernels::PackBf16(b.data(), n, 1, k, n, &packed);  // B [k][n]
-      std::vector<float> y1(size_t(m * n)), y2(size_t(m * n));
-      // A stored [m][k], or [k][m] when transposed.
-      std::vector<float> at(a.size());
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t q = 0; q < k; ++q) at[size_t(q * m + i)] = a[size_t(i * k + q)];
-      const float* ad = ta ? at.data() : a.data();
-      kernels::GemmBf16(*kern, ad, ta ? 1 : k, ta ? m : 1, m, packed, y1.data(), nullptr);
-      kernels::GemmBf16(*kern, ad, ta ? 1 : k, ta ? m : 1, m, packed, y2.data(), &pool);
-      CHECK(std::memcmp(y1.data(), y2.data(), y1.size() * 4) == 0);
-      int bad = 0;
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) {
-          double sum = 0, mag = 0;
-          for (int64_t q = 0; q < k; ++q) {
-            const double p =
-                double(RoundBf16(a[size_t(i * k + q)])) * RoundBf16(b[size_t(q * n + j)]);
-            sum += p;
-            mag += std::fabs(p);
+  for (const kernels::GemmBf16Kernels* kern : kerns)
+    for (const auto& sh : shapes) {
+      CAPTURE(kern->name);
+      const int64_t m = sh[0], k = sh[1], n = sh[2];
+      for (bool ta : {false, true}) {
+        CAPTURE(m);
+        CAPTURE(k);
+        CAPTURE(n);
+        CAPTURE(ta);
+        std::vector<float> a(size_t(m * k)), b(size_t(k * n));
+        for (float& v : a) v = u(rng);
+        for (float& v : b) v = u(rng);
+        kernels::PackedBf16 packed;
+        kernels::PackBf16(b.data(), n, 1, k, n, &packed);  // B [k][n]
+        std::vector<float> y1(size_t(m * n)), y2(size_t(m * n));
+        // A stored [m][k], or [k][m] when transposed.
+        std::vector<float> at(a.size());
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t q = 0; q < k; ++q) at[size_t(q * m + i)] = a[size_t(i * k + q)];
+        const float* ad = ta ? at.data() : a.data();
+        kernels::GemmBf16(*kern, ad, ta ? 1 : k, ta ? m : 1, m, packed, y1.data(), nullptr);
+        kernels::GemmBf16(*kern, ad, ta ? 1 : k, ta ? m : 1, m, packed, y2.data(), &pool);
+        CHECK(std::memcmp(y1.data(), y2.data(), y1.size() * 4) == 0);
+        int bad = 0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double sum = 0, mag = 0;
+            for (int64_t q = 0; q < k; ++q) {
+              const double p =
+                  double(RoundBf16(a[size_t(i * k + q)])) * RoundBf16(b[size_t(q * n + j)]);
+              sum += p;
+              mag += std::fabs(p);
+            }
+            const double tol = double(k + 1) * std::ldexp(1.0, -23) * mag + 1e-30;
+            if (!(std::fabs(double(y1[size_t(i * n + j)]) - sum) <= tol) && bad++ < 5)
+              FAIL_CHECK("y[" << i << "][" << j << "] " << y1[size_t(i * n + j)] << " vs " << sum);
+            ++checked;
           }
-          const double tol = double(k + 1) * std::ldexp(1.0, -23) * mag + 1e-30;
-          if (!(std::fabs(double(y1[size_t(i * n + j)]) - sum) <= tol) && bad++ < 5)
-            FAIL_CHECK("y[" << i << "][" << j << "] " << y1[size_t(i * n + j)] << " vs " << sum);
-          ++checked;
-        }
+      }
     }
-  }
   MESSAGE(checked << " bf16 Gemm outputs checked");
 }
 

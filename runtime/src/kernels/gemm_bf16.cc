@@ -14,11 +14,17 @@ namespace kernels {
 #if defined(QFOLD_HAVE_AVX512BF16)
 extern const GemmBf16Kernels kGemmBf16Avx512Bf16;
 #endif
+#if defined(QFOLD_HAVE_AMX)
+extern const GemmBf16Kernels kGemmBf16Amx;
+#endif
 
 const GemmBf16Kernels* GemmBf16For(const CpuFeatures& f, const char** variant) {
   const GemmBf16Kernels* k = nullptr;
 #if defined(QFOLD_HAVE_AVX512BF16)
   if (f.avx512_core() && f.avx512bf16) k = &kGemmBf16Avx512Bf16;
+#endif
+#if defined(QFOLD_HAVE_AMX)
+  if (k && f.amx && f.amx_bf16) k = &kGemmBf16Amx;
 #endif
   (void)f;
   if (variant) *variant = k ? k->name : nullptr;
@@ -27,7 +33,7 @@ const GemmBf16Kernels* GemmBf16For(const CpuFeatures& f, const char** variant) {
 
 void PackBf16(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t n, PackedBf16* out) {
   out->k = k;
-  out->kp = (k + 1) / 2 * 2;
+  out->kp = (k + 31) / 32 * 32;
   out->n = n;
   const int64_t panels = (n + 15) / 16;
   out->data.assign(size_t(panels * out->kp * 16), uint16_t(0));
@@ -37,9 +43,42 @@ void PackBf16(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t n, Pa
           Bf16FromFloat(src[q * rs + c * cs]);
 }
 
+// A's rows rounded up to 16, the rows of a tile (zeros past m).
 size_t GemmBf16Scratch(int64_t m, const PackedBf16& b) {
-  return m <= 0 || b.n <= 0 ? 0 : size_t(m * b.kp) * sizeof(uint16_t);
+  return m <= 0 || b.n <= 0 ? 0 : size_t((m + 15) / 16 * 16 * b.kp) * sizeof(uint16_t);
 }
+
+namespace {
+
+// Pairs of panels split between threads; each call covers all rows and all
+// of k.
+void GemmBf16Tiles(const GemmBf16Kernels& kern, const uint16_t* ab, int64_t m, const PackedBf16& b,
+                   float* y, ThreadPool* pool) {
+  const int64_t kp = b.kp, n = b.n;
+  const int64_t panels = (n + 15) / 16, pairs = (panels + 1) / 2;
+  ThreadPool* const run_pool = m * n * kp >= (int64_t(1) << 17) ? pool : nullptr;
+  ParallelFor(run_pool, pairs, [&](int64_t p0, int64_t p1, int) {
+    if (kern.begin) kern.begin();
+    TilesBf16Args t;
+    t.a = ab;
+    t.lda = kp;
+    t.rows = m;
+    t.kp = kp;
+    t.panel_stride = kp * 16;
+    t.ldy = n;
+    for (int64_t pair = p0; pair < p1; ++pair) {
+      const int64_t p = pair * 2;
+      t.b = b.data.data() + p * kp * 16;
+      t.cols = std::min<int64_t>(32, n - p * 16);
+      t.prefetch = pair + 1 < p1 ? t.b + 2 * kp * 16 : nullptr;
+      t.y = y + p * 16;
+      kern.tiles(t);
+    }
+    if (kern.end) kern.end();
+  });
+}
+
+}  // namespace
 
 void GemmBf16(const GemmBf16Kernels& kern, const float* a, int64_t rs, int64_t cs, int64_t m,
               const PackedBf16& b, float* y, ThreadPool* pool, const ScratchSpan& scratch) {
@@ -47,14 +86,17 @@ void GemmBf16(const GemmBf16Kernels& kern, const float* a, int64_t rs, int64_t c
   if (m <= 0 || n <= 0) return;
   const ScratchRegion region(scratch, GemmBf16Scratch(m, b));
   uint16_t* const ab = region.at<uint16_t>(0);
+  const int64_t rows_padded = (m + 15) / 16 * 16;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t q = 0; q < k; ++q) ab[i * kp + q] = Bf16FromFloat(a[i * rs + q * cs]);
-    if (kp > k) ab[i * kp + k] = 0;  // the pair's second half past an odd k
+    std::fill(ab + i * kp + k, ab + (i + 1) * kp, uint16_t(0));
   }
+  std::fill(ab + m * kp, ab + rows_padded * kp, uint16_t(0));
   if (k == 0) {
     std::fill(y, y + m * n, 0.f);
     return;
   }
+  if (kern.tiles && m >= kern.tile_rows) return GemmBf16Tiles(kern, ab, m, b, y, pool);
   const int64_t panels = (n + 15) / 16, quads = (panels + 3) / 4;
   // A chunk of 4 panels' weights (kc * 128 bytes) stays in L2 while the row
   // groups pass over it: 512 KiB.

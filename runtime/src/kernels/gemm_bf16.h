@@ -5,7 +5,8 @@
 // products are summed in fp32 (vdpbf16ps).
 //
 // Packed B: panels of 16 columns, [panel][kp / 2][16][2], kp = k rounded up
-// to even, zeros past k and past the last column.
+// to a multiple of 32, zeros past k and past the last column: 16 pair rows of
+// a panel are one AMX-BF16 B tile as they stand.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -34,10 +35,35 @@ struct GemvBf16Args {
   int64_t ldy = 0;
 };
 
-struct GemmBf16Kernels {
-  const char* name;  // the features it needs ("avx512bf16")
-  void (*gemv)(const GemvBf16Args& args);
+// One call of the tile kernel: all `rows` rows of A (rows rounded up to 16
+// are readable) by one or two consecutive panels of B over all kp values:
+//   y[r * ldy + j] = sum_{q < kp} a[r * lda + q] * b(q, j)   for j < cols (<= 32)
+struct TilesBf16Args {
+  const uint16_t* a = nullptr;
+  int64_t lda = 0, rows = 0, kp = 0;
+  const uint16_t* b = nullptr;
+  int64_t panel_stride = 0, cols = 0;
+  // The next call's panels, fetched while this one runs (or null).
+  const uint16_t* prefetch = nullptr;
+  float* y = nullptr;
+  int64_t ldy = 0;
 };
+
+struct GemmBf16Kernels {
+  const char* name;  // the features it needs ("avx512bf16", "amx_bf16")
+  void (*gemv)(const GemvBf16Args& args);
+  // Matrix tiles (AMX), used from tile_rows rows of A on; null: gemv only.
+  void (*tiles)(const TilesBf16Args& args) = nullptr;
+  int64_t tile_rows = 0;
+  // Per-thread state around the tiles calls of one range (the AMX tile
+  // configuration), as ConvNhwcBf16Kernels'.
+  void (*begin)() = nullptr;
+  void (*end)() = nullptr;
+};
+
+// The AVX-512 BF16 gemv (gemm_bf16_avx512bf16.cc), which the AMX variant
+// keeps for fewer rows than a tile pays for.
+void GemvBf16Avx512(const GemvBf16Args& args);
 
 // The variant `f` allows, or nullptr (then Gemm stays fp32).
 const GemmBf16Kernels* GemmBf16For(const CpuFeatures& f, const char** variant = nullptr);
@@ -52,7 +78,8 @@ void PackBf16(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t n, Pa
 // y[i * n + j] = sum_q a[i * rs + q * cs] * b(q, j) (fp32 sums of bf16
 // products), m x n; a is rounded to bf16 rows here, in `scratch` of
 // GemmBf16Scratch bytes (a session plans them; none: allocated for the call). Threads split column
-// panels; the sums do not depend on the thread count.
+// panels; the sums do not depend on the thread count (but on the kernel:
+// tiles sum in another order than gemv).
 size_t GemmBf16Scratch(int64_t m, const PackedBf16& b);
 void GemmBf16(const GemmBf16Kernels& kern, const float* a, int64_t rs, int64_t cs, int64_t m,
               const PackedBf16& b, float* y, ThreadPool* pool, const ScratchSpan& scratch = {});

@@ -55,7 +55,9 @@ void GemvRows(const GemvBf16Args& g) {
   }
 }
 
-void GemvBf16(const GemvBf16Args& g) {
+}  // namespace
+
+void GemvBf16Avx512(const GemvBf16Args& g) {
   switch (g.rows) {
     case 1:
       return GemvRows<1>(g);
@@ -68,10 +70,8 @@ void GemvBf16(const GemvBf16Args& g) {
   }
 }
 
-}  // namespace
-
 extern const GemmBf16Kernels kGemmBf16Avx512Bf16;
-const GemmBf16Kernels kGemmBf16Avx512Bf16 = {"avx512bf16", GemvBf16};
+const GemmBf16Kernels kGemmBf16Avx512Bf16 = {"avx512bf16", GemvBf16Avx512};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -243,7 +243,8 @@ void RunMatMulReduced(const KernelContext& ctx, const MatMulF32State& st, const 
                       scratch);
   if (const Tensor* bias = ctx.input(2)) {
     const float* bd = bias->ptr<float>();
-    for (int64_t i = 0; n > 0 && i < y->numel(); ++i) yd[i] += bd[i % n];
+    for (int64_t r = 0; n > 0 && r < y->numel() / n; ++r)
+      for (int64_t j = 0; j < n; ++j) yd[r * n + j] += bd[j];
   }
   act.Apply(yd, y->numel());
 }
