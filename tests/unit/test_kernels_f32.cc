@@ -618,6 +618,13 @@ TEST_CASE("kernels f32: channels-last depthwise Conv matches the reference") {
       {1, 45, 45, 45, 21, 21, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, false, true, 3},  // 32 + 13
       {2, 7, 7, 7, 9, 9, 3, 3, 3, 3, 2, 2, 4, 0, 4, 0, false, false, 1},      // tail only
       {1, 16, 32, 16, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 0},    // multiplier 2
+      // Column runs (DwRunF32Args): channel vectors outer once a block of
+      // pixels' windows outgrows L1 (240 channels 5x5, 350 3x3), kernel rows
+      // in the padding left out, stride 2 across the width, 7 columns.
+      {1, 240, 240, 240, 7, 30, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, false, true, 3},
+      {1, 350, 350, 350, 5, 27, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},
+      {2, 40, 40, 40, 9, 37, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, false, false, 0},
+      {1, 33, 33, 33, 6, 41, 5, 5, 1, 2, 1, 1, 0, 2, 4, 2, false, true, 2},
   };
   for (const ConvCase& k : cases) runs += RunConvCase(ChannelsLast(k), rng);
   MESSAGE(runs << " fast channels-last Conv runs compared");

@@ -540,7 +540,31 @@ void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         k.dw(a);
       };
       edge(0, in_lo);
-      if (run > 0) {
+      bool ran_run = false;
+      if (run > 0 && k.dw_run) {
+        // Kernel rows in the padding are left out (null).
+        for (int64_t ky = 0; ky < s.kh; ++ky) {
+          const float* p = TapPointer(c, xb, oy, in_lo, ky, 0, zeros);
+          ptrs[ky] = p == zeros ? nullptr : p;
+        }
+        DwRunF32Args r;
+        r.rows = ptrs;
+        r.kh = s.kh;
+        r.kw = s.kw;
+        r.sw = c.sw;
+        r.dw = c.dw;
+        r.pixels = run;
+        r.c = c.c;
+        r.w = s.w.data();
+        r.bias = c.bias;
+        r.act = c.act;
+        r.lo = c.lo;
+        r.hi = c.hi;
+        r.y = y + in_lo * s.m;
+        r.ldy = s.m;
+        ran_run = k.dw_run(r);
+      }
+      if (run > 0 && !ran_run) {
         for (int64_t ky = 0; ky < s.kh; ++ky)
           for (int64_t kx = 0; kx < s.kw; ++kx)
             ptrs[ky * s.kw + kx] = TapPointer(c, xb, oy, in_lo, ky, kx, zeros);

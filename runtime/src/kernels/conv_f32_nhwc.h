@@ -81,6 +81,25 @@ struct DwNhwcF32Args {
   int64_t ldy = 0;
 };
 
+// A run of `pixels` output pixels of one output row whose windows lie inside
+// the input's width, of a depthwise convolution:
+//   y[p * ldy + ch] = act(bias[ch] + sum_{ky, kx} rows[ky][(p * sw + kx * dw) * c + ch]
+//                                                 * w[(ky * kw + kx) * c + ch])
+// rows[ky] points at the first pixel's window in kernel row ky, or is null
+// where that kernel row reads padding (it adds nothing). The taps are summed
+// in the same order as DwNhwcF32Args' (kernel row, then column).
+struct DwRunF32Args {
+  const float* const* rows = nullptr;
+  int64_t kh = 0, kw = 0, sw = 1, dw = 1;
+  int64_t pixels = 0, c = 0;
+  const float* w = nullptr;
+  const float* bias = nullptr;  // c values, or null
+  F32Act act = F32Act::kNone;
+  float lo = 0.f, hi = 0.f;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+
 struct ConvNhwcF32Kernels {
   // The features it needs ("avx2" = AVX2 + FMA; "avx512f" = those + AVX-512F; "neon" =
   // Armv8.0 Advanced SIMD; "portable").
@@ -96,6 +115,11 @@ struct ConvNhwcF32Kernels {
   void (*winograd_in)(const float* const* d, int64_t c, float* v, int64_t v_stride);
   void (*winograd_out)(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
                        float lo, float hi, const float* const* res, float* const* y);
+  // Depthwise runs with each input column loaded once for the several
+  // outputs whose windows share it (a 5x5's 25 taps load 12 columns a row
+  // for 8 pixels, not 25 vectors a pixel); false, or null: the kernel size,
+  // stride or dilation is not one it has, and the driver calls dw instead.
+  bool (*dw_run)(const DwRunF32Args& args) = nullptr;
 };
 
 // The variant `f` allows, or nullptr without any SIMD feature (the op then

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "kernels/conv_f32_nhwc.h"
+#include "kernels/conv_f32_nhwc_dwrun.h"
 #include "kernels/conv_f32_nhwc_winograd.h"
 
 namespace qfold {
@@ -162,6 +163,29 @@ void DwRest(const DwNhwcF32Args& p, const float* const* a, int64_t off, int64_t 
   }
 }
 
+// Depthwise runs (conv_f32_nhwc_dwrun.h) on ymm: 6 pixels by 8 channels
+// (16 registers: 6 sums, up to 7 weights of a kernel row, the column); 3x3
+// kernels over 32 channels or fewer were slower than per pixel.
+struct DwRunYmm {
+  using F = __m256;
+  using Mask = __m256i;
+  static constexpr int kLanes = 8, kPixels = 6;
+  static constexpr int64_t kMaxChannelsPerPixel3x3 = 32;
+  static Mask Tail(int64_t n) { return TailMask(n); }
+  static F Zero() { return _mm256_setzero_ps(); }
+  static F Load(const float* p) { return _mm256_loadu_ps(p); }
+  static F LoadTail(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
+  static void Store(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static void StoreTail(float* p, Mask m, F v) { _mm256_maskstore_ps(p, m, v); }
+  static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F Add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F Act(F x, F32Act act, float lo, float hi) { return Activate(x, act, lo, hi); }
+};
+
+bool DwRunAvx2(const DwRunF32Args& g) {
+  return DwRun<DwRunYmm>(g);
+}
+
 void DwAvx2(const DwNhwcF32Args& p) {
   const int64_t tail = p.c % 8;
   for (int64_t px = 0; px < p.pixels; ++px) {
@@ -233,7 +257,7 @@ void WinogradOutputAvx2(const float* m, int64_t m_stride, int64_t c, const float
 }  // namespace
 
 extern const ConvNhwcF32Kernels kConvNhwcF32Avx2 = {
-    "avx2", kMr, kNr, IgemmAvx2, DwAvx2, WinogradInputAvx2, WinogradOutputAvx2};
+    "avx2", kMr, kNr, IgemmAvx2, DwAvx2, WinogradInputAvx2, WinogradOutputAvx2, DwRunAvx2};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "kernels/conv_f32_nhwc.h"
+#include "kernels/conv_f32_nhwc_dwrun.h"
 #include "kernels/conv_f32_nhwc_winograd.h"
 #include "kernels/f32_v512.h"
 
@@ -215,6 +216,27 @@ void DwAvx512(const DwNhwcF32Args& p) {
   }
 }
 
+// Depthwise runs (conv_f32_nhwc_dwrun.h) on zmm: 8 pixels by 16 channels.
+struct DwRunZmm {
+  using F = __m512;
+  using Mask = __mmask16;
+  static constexpr int kLanes = 16, kPixels = 8;
+  static constexpr int64_t kMaxChannelsPerPixel3x3 = 0;
+  static Mask Tail(int64_t n) { return TailMask(n); }
+  static F Zero() { return _mm512_setzero_ps(); }
+  static F Load(const float* p) { return _mm512_loadu_ps(p); }
+  static F LoadTail(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+  static void Store(float* p, F v) { _mm512_storeu_ps(p, v); }
+  static void StoreTail(float* p, Mask m, F v) { _mm512_mask_storeu_ps(p, m, v); }
+  static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F Add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F Act(F x, F32Act act, float lo, float hi) { return Activate(x, act, lo, hi); }
+};
+
+bool DwRunAvx512(const DwRunF32Args& g) {
+  return DwRun<DwRunZmm>(g);
+}
+
 // One vector of 16 channels at `ch`, masked to `m` (maskz loads: the lanes
 // past c read nothing and are not stored).
 inline void WinogradInputVector(const float* const* d, int64_t ch, __mmask16 m, float* v,
@@ -279,7 +301,8 @@ void WinogradOutputAvx512(const float* m, int64_t m_stride, int64_t c, const flo
 
 extern const ConvNhwcF32Kernels kConvNhwcF32Avx512F;
 const ConvNhwcF32Kernels kConvNhwcF32Avx512F = {
-    "avx512f", kMr, kNr, IgemmAvx512, DwAvx512, WinogradInputAvx512, WinogradOutputAvx512};
+    "avx512f",  kMr, kNr, IgemmAvx512, DwAvx512, WinogradInputAvx512, WinogradOutputAvx512,
+    DwRunAvx512};
 
 }  // namespace kernels
 }  // namespace qfold
