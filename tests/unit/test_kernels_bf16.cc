@@ -177,7 +177,7 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
       {1, 40, 16, 1, 1, 1, 1, 1, 0, true, false, 0},      // one pixel, one B tile
       // Fewer than 16 channels: kernel rows of kw * C values in the padded plane.
       {1, 3, 64, 45, 38, 7, 2, 1, 3, true, false, 1},  // RGB stem: 21 of 32 values per row
-      {2, 1, 24, 9, 10, 3, 1, 1, 1, true, true, 2},    // one channel, batches
+      {2, 2, 24, 9, 10, 9, 1, 1, 4, true, true, 2},    // two channels 9 wide, batches
       {1, 8, 40, 11, 9, 5, 1, 1, 2, false, false, 0},  // 40 values: a second, partial block
       {1, 15, 33, 7, 8, 3, 2, 1, 0, true, false, 1},   // no pads, odd width
       {1, 6, 16, 9, 9, 3, 1, 2, 2, true, false,
@@ -194,16 +194,23 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
     outputs += RunBf16Case(f32, bf16, k, rng);
   }
   MESSAGE(outputs << " bf16 Conv outputs checked");
-  // Groups stay fp32, and so does a row-tap form dilated across the width.
-  auto w = test::F32({8, 3, 3, 3}, std::vector<float>(8 * 27, 0.5f));
+  // Groups stay fp32, and so do a row-tap form dilated across the width and
+  // kernel rows of fewer than 16 values (a 3x3 RGB stem: 9).
+  auto w = test::F32({8, 3, 3, 7}, std::vector<float>(8 * 63, 0.5f));
   kernels::ConvNhwcF32Call call;
   call.c = 6;
-  call.kh = call.kw = 3;
+  call.kh = 3;
+  call.kw = 7;
   auto grouped = kernels::PrepareConvNhwcF32(f32, w->t, 2, bf16);
   CHECK(std::string(kernels::ConvNhwcF32Method(grouped.get(), call)) == "igemm");
   auto stem = kernels::PrepareConvNhwcF32(f32, w->t, 1, bf16);
   call.c = 3;
   CHECK(std::string(kernels::ConvNhwcF32Method(stem.get(), call)) == "bf16");
+  auto w3 = test::F32({8, 3, 3, 3}, std::vector<float>(8 * 27, 0.5f));
+  auto stem3 = kernels::PrepareConvNhwcF32(f32, w3->t, 1, bf16);
+  call.kw = 3;
+  CHECK(std::string(kernels::ConvNhwcF32Method(stem3.get(), call)) == "igemm");
+  call.kw = 7;
   call.dw = 2;
   CHECK(std::string(kernels::ConvNhwcF32Method(stem.get(), call)) == "igemm");
   // Only the bf16 method takes bf16 activations, and y only without

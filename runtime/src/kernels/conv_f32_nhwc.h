@@ -181,8 +181,9 @@ const ConvNhwcF32Kernels* ConvNhwcF32Portable();
 // tensor or group does not divide M.
 // With `bf16` (non-null) a convolution is packed for it as well: at least
 // 16 input channels per group run in bf16 always; fewer, without groups (an RGB stem)
-// when the call has no dilation across the width, as kernel rows (kw * C
-// values side by side in a padded bf16 plane, one tap per kernel row).
+// when the call has no dilation across the width and a kernel row holds at
+// least 16 values, as kernel rows (kw * C values side by side in a padded
+// bf16 plane, one tap per kernel row); the rest stay fp32.
 // With `fp16` (non-null) every convolution but depthwise runs in fp16
 // instead (igemm_fp16.h); it takes precedence over bf16.
 std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,
