@@ -5,7 +5,8 @@
 // (SiLU, also with Sigmoid(alpha * x)) -> Swish, x * HardSigmoid(x) with alpha 1/6, beta 1/2 and x
 // * Clip(x + 3, 0, 6) / 6 -> HardSwish, 0.5 x (1 + Erf(x / sqrt2)) -> Gelu. Then a linear op (or
 // BatchNormalization) followed by a pointwise activation becomes one node with the activation
-// applied to its output in the same pass over memory.
+// applied to its output in the same pass over memory, and Mul/Add by scalars after that
+// activation join it ("_act_scale", "_act_shift").
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -453,10 +454,21 @@ Status FuseActivations(Graph* g) {
     if (!act.domain.empty() || it->second[0].second != 0 || act.outputs.size() != 1) continue;
     AttrMap fused = n.attrs;
     if (!FusedActivationAttrs(*g, act, &fused)) continue;
+    const int rank = int(out->shape.size());  // the activation keeps it
     n.attrs = std::move(fused);
     g->values.erase(n.outputs[0]);
     n.outputs[0] = act.outputs[0];
     removed[ai] = true;
+    // Mul and Add by scalars after the activation (PP-LCNet's learnable
+    // affine after each HardSwish) join it: one pass instead of two more.
+    std::string last = n.outputs[0];
+    std::vector<float> scale(1, 1.f), shift(1, 0.f);
+    const std::vector<size_t> chain =
+        CollectChannelAffine(*g, consumers, removed, rank, 1, &last, &scale, &shift);
+    if (chain.empty()) continue;
+    n.attrs.SetFloat("_act_scale", scale[0]);
+    n.attrs.SetFloat("_act_shift", shift[0]);
+    TakeOverChain(g, &n, chain, last, &removed);
   }
   std::vector<Node> kept;
   for (size_t k = 0; k < g->nodes.size(); ++k)

@@ -7,7 +7,8 @@ Builds small float graphs with the spellings exporters use: x * Sigmoid(x) (SiLU
 Sigmoid(alpha * x) and the Mul's inputs swapped), x * HardSigmoid(x) (alpha 1/6),
 x * Clip(x + 3, 0, 6) / 6 (and * (1/6)), 0.5 x (1 + Erf(x / sqrt2)) in both orders, and
 these after a Conv (fused into it), Conv -> Mul -> Add by scalar or per-channel constants
-(folded into the Conv's weights and bias), a residual Add (+ Relu) after a Conv (its epilogue
+(folded into the Conv's weights and bias), Mul/Add by scalars after a fused activation (joining
+it), a residual Add (+ Relu) after a Conv (its epilogue
 adds it); plus graphs that must not fuse (a Mul by a spatial
 constant, the Sigmoid also a graph output, a HardSigmoid with another alpha). The reference is ONNX Runtime with all graph
 optimizations disabled (the literal graph). Criteria per model: every output within
@@ -97,6 +98,25 @@ def cases(rng):
         N("Mul", ["ct", "cl"], ["m"]), N("Div", ["m", "six"], ["y"])],
         inits + [const("s", [0.8]), const("t", [0.3]), const("three", 3.0), const("zero", 0.0),
                  const("six", 6.0)]), {"Conv": 1}))
+    # HardSwish -> Mul -> Add by scalars after it (PP-LCNetV3's learnable affine blocks): the
+    # affine joins the Conv's fused activation; so does a longer scalar chain after a Relu.
+    nodes, inits = conv_front(rng)
+    out.append(("conv_hardswish_affine", model("conv_hardswish_affine", nodes + [
+        N("Add", ["c", "three"], ["a"]), N("Clip", ["a", "zero", "six"], ["cl"]),
+        N("Mul", ["c", "cl"], ["m"]), N("Div", ["m", "six"], ["h"]),
+        N("Mul", ["s", "h"], ["hs"]), N("Add", ["hs", "t"], ["y"])],
+        inits + [const("s", [0.63]), const("t", [-0.4]), const("three", 3.0), const("zero", 0.0),
+                 const("six", 6.0)]), {"Conv": 1}))
+    nodes, inits = conv_front(rng)
+    out.append(("conv_relu_scalar_chain", model("conv_relu_scalar_chain", nodes + [
+        N("Relu", ["c"], ["r"]), N("Add", ["r", "t"], ["rt"]), N("Mul", ["rt", "s"], ["rs"]),
+        N("Add", ["u", "rs"], ["y"])],
+        inits + [const("s", 1.7), const("t", [0.25]), const("u", [[[-0.5]]])]), {"Conv": 1}))
+    # A per-channel Mul after the activation stays a node of its own (kernels fuse scalars only).
+    nodes, inits = conv_front(rng)
+    out.append(("conv_relu_channel_mul", model("conv_relu_channel_mul", nodes + [
+        N("Relu", ["c"], ["r"]), N("Mul", ["r", "sc"], ["y"])],
+        inits + [const("sc", rng.standard_normal((8, 1, 1)))]), {"Conv": 1, "Mul": 1}))
     nodes, inits = conv_front(rng)
     out.append(("conv_channel_affine", model("conv_channel_affine", nodes + [
         N("Mul", ["sc", "c"], ["cs"]), N("Add", ["cs", "t"], ["y"])],

@@ -38,11 +38,37 @@ FusedActivation FusedActivation::FromAttrs(const AttrMap& attrs, Status* status)
     a.alpha = attrs.GetFloat("_act_alpha", 1.f);
   } else {
     *status = Status(StatusCode::kUnsupported, "unsupported fused activation '" + s + "'");
+    return a;
+  }
+  if (attrs.Has("_act_scale") || attrs.Has("_act_shift")) {
+    a.affine = true;
+    a.scale = attrs.GetFloat("_act_scale", 1.f);
+    a.shift = attrs.GetFloat("_act_shift", 0.f);
   }
   return a;
 }
 
+namespace {
+
+// The Mul and the Add of the graph, each rounded (no contraction into one fma).
+void ApplyAffine(float* data, int64_t n, float scale, float shift) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = data[i] * scale;
+    data[i] = t + shift;
+  }
+}
+
+}  // namespace
+
 float FusedActivation::Apply(float x) const {
+  if (affine) {
+    const float t = ApplyKind(x) * scale;
+    return t + shift;
+  }
+  return ApplyKind(x);
+}
+
+float FusedActivation::ApplyKind(float x) const {
   switch (kind) {
     case kNone:
       return x;
@@ -68,6 +94,11 @@ float FusedActivation::Apply(float x) const {
 }
 
 void FusedActivation::Apply(float* data, int64_t n) const {
+  ApplyKind(data, n);
+  if (affine) ApplyAffine(data, n, scale, shift);
+}
+
+void FusedActivation::ApplyKind(float* data, int64_t n) const {
   if (kind == kNone) return;
   const kernels::VMathKernels& vm = vmath ? *vmath : *kernels::DefaultKernelConfig().vmath;
   switch (kind) {

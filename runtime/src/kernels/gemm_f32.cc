@@ -77,6 +77,10 @@ void PackRightF32(const float* src, int64_t rs, int64_t cs, int64_t k, int64_t c
 F32Act EpilogueFor(const FusedActivation& act, float* lo, float* hi, const FusedActivation** post) {
   *post = nullptr;
   *lo = *hi = 0.f;
+  if (act.affine) {  // the epilogues have no affine after their activation
+    *post = &act;
+    return F32Act::kNone;
+  }
   switch (act.kind) {
     case FusedActivation::kNone:
       return F32Act::kNone;

@@ -615,7 +615,9 @@ Status ReadDequantEpilogue(const KernelContext& ctx, int64_t m, DequantEpilogue*
   e->lo = -std::numeric_limits<float>::infinity();
   e->hi = std::numeric_limits<float>::infinity();
   e->post = FusedActivation();
-  if (act.kind == FusedActivation::kRelu) {
+  if (act.affine) {
+    e->post = act;
+  } else if (act.kind == FusedActivation::kRelu) {
     e->lo = 0.f;
   } else if (act.kind == FusedActivation::kClip) {
     e->lo = act.min;
