@@ -643,6 +643,7 @@ int Inspect(const Args& args) {
         for (const auto* n : *md->notes()) j["notes"].push_back(n->str());
     }
     j["format_version"] = m->fb->format_version();
+    j["min_reader_version"] = m->fb->min_reader_version();
     inputs = model->inputs();
     outputs = model->outputs();
     nlohmann::json details = nlohmann::json::array();

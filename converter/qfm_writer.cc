@@ -177,12 +177,22 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
     }
   }
   // Version 5: sequence values, which a version-4 reader would take for tensors.
-  const uint32_t min_reader = has_sequences     ? 5
+  // Version 6: an affine after a fused activation (_act_scale, _act_shift),
+  // which a version-5 reader would ignore, computing without it.
+  bool act_affine = false;
+  auto scan_affine = [&](const Graph& graph) {
+    for (const Node& n : graph.nodes)
+      act_affine |= n.attrs.Has("_act_scale") || n.attrs.Has("_act_shift");
+  };
+  scan_affine(g);
+  for (const Graph* sg : subgraphs) scan_affine(*sg);
+  const uint32_t min_reader = act_affine        ? 6
+                              : has_sequences   ? 5
                               : half_weights    ? 4
                               : !graphs.empty() ? 3
                               : channels_last   ? 2
                                                 : 1;
-  auto model = fb::CreateModel(b, 5, min_reader, b.CreateVector(tensors), b.CreateVector(buffers),
+  auto model = fb::CreateModel(b, 6, min_reader, b.CreateVector(tensors), b.CreateVector(buffers),
                                main_graph.ops, main_graph.ins, main_graph.outs, meta,
                                graphs.empty() ? 0 : b.CreateVector(graphs));
   fb::FinishModelBuffer(b, model);

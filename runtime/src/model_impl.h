@@ -14,7 +14,7 @@ namespace qfold {
 
 // The newest format this reader understands; files whose min_reader_version
 // exceeds it are refused.
-constexpr uint32_t kReaderVersion = 5;
+constexpr uint32_t kReaderVersion = 6;
 
 struct OpEntry {
   const OpDef* def = nullptr;

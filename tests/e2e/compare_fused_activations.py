@@ -18,6 +18,7 @@ it fuses). Prints one line per model, then "N passed, M failed".
 """
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -27,9 +28,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from qfold_tools import inspect_operators, run_ort, run_qfold, safe_name
+from qfold_tools import inspect_operators, run_ort, run_qfold, run_qfold_output, safe_name
 
 RTOL = 1e-5
+# Cases whose activation takes an affine after it (format version 6).
+AFFINE_CASES = {"conv_hardswish_affine", "conv_relu_scalar_chain"}
 SHAPE = [1, 8, 9, 11]
 
 
@@ -235,6 +238,15 @@ def main():
                 problems.append(f"operators {ops}, expected {want}")
             if all_ops.get("Transpose", 0) > want_ops.get("Transpose", all_ops.get("Transpose", 0)):
                 problems.append(f"{all_ops['Transpose']} Transposes, at most {want_ops['Transpose']}")
+            # An affine joined to an activation needs reader 6 (docs/FORMAT.md): an
+            # older runtime would run the file without it.
+            err, out = run_qfold_output([args.qfold, "inspect", qfm, "--json"], 120)
+            min_reader = json.loads(out).get("min_reader_version") if not err else None
+            want_reader = 6 if name in AFFINE_CASES else None
+            if want_reader is None and (min_reader is None or min_reader >= 6):
+                problems.append(f"min_reader_version {min_reader}, expected below 6")
+            if want_reader is not None and min_reader != want_reader:
+                problems.append(f"min_reader_version {min_reader}, expected {want_reader}")
         onnx_nodes = len(m.graph.node)
         if problems:
             failed += 1
