@@ -1,8 +1,10 @@
-// A Conv followed by Mul and Add by constants per output channel (or scalars:
-// the "learnable affine" blocks of PP-LCNet) folds them into its weights and
-// bias; a BatchNormalization followed by them into its scale and B. Activations spelled as several
-// elementwise nodes become one node (one pass over memory, the vectorized kernel): x * Sigmoid(x)
-// (SiLU, also with Sigmoid(alpha * x)) -> Swish, x * HardSigmoid(x) with alpha 1/6, beta 1/2 and x
+// A Conv or ConvTranspose followed by Mul and Add by constants per output
+// channel (or scalars: the "learnable affine" blocks of PP-LCNet) and inference
+// BatchNormalizations (a detection head's ConvTranspose, bias Add, BN) folds
+// them into its weights and bias; a BatchNormalization followed by them into its scale and B.
+// Activations spelled as several elementwise nodes become one node (one pass over memory, the
+// vectorized kernel): x * Sigmoid(x) (SiLU, also with Sigmoid(alpha * x)) -> Swish, x *
+// HardSigmoid(x) with alpha 1/6, beta 1/2 and x
 // * Clip(x + 3, 0, 6) / 6 -> HardSwish, 0.5 x (1 + Erf(x / sqrt2)) -> Gelu. Then a linear op (or
 // BatchNormalization) followed by a pointwise activation becomes one node with the activation
 // applied to its output in the same pass over memory, and Mul/Add by scalars after that
@@ -274,8 +276,18 @@ bool ChannelConst(const Graph& g, const std::string& name, int rank, int64_t m,
   return true;
 }
 
-// Follows Mul/Add by channel constants from `out` while each value has one
-// reader, folding them into y = x * scale + bias (both m-vectors). Returns
+bool FloatVector(const Graph& g, const std::string& name, int64_t m, std::vector<float>* out) {
+  const Value* v = g.Find(name);
+  if (!v || !v->is_constant() || v->dtype != DType::kFloat32 || int64_t(v->data->size()) != m * 4)
+    return false;
+  out->resize(size_t(m));
+  std::memcpy(out->data(), v->data->data(), size_t(m) * 4);
+  return true;
+}
+
+// Follows Mul/Add by channel constants and inference BatchNormalizations
+// from `out` while each value has one reader, folding them into
+// y = x * scale + bias (both m-vectors). Returns
 // the chain's nodes; *out becomes its last value.
 std::vector<size_t> CollectChannelAffine(
     const Graph& g,
@@ -288,6 +300,26 @@ std::vector<size_t> CollectChannelAffine(
     if (g.IsGraphOutput(*out) || it == consumers.end() || it->second.size() != 1) break;
     const size_t nk = it->second[0].first;
     const Node& n = g.nodes[nk];
+    if (!removed[nk] && n.domain.empty() && n.op_type == "BatchNormalization" &&
+        n.outputs.size() == 1 && n.inputs.size() == 5 && n.inputs[0] == *out &&
+        n.attrs.GetInt("training_mode", 0) == 0) {
+      // Inference BatchNormalization is x * s + (beta - mean * s) per channel,
+      // s = gamma / sqrt(var + eps) (in double, rounded once, as FuseConvBatchNorm).
+      std::vector<float> gamma, beta, mean, var;
+      if (!FloatVector(g, n.inputs[1], m, &gamma) || !FloatVector(g, n.inputs[2], m, &beta) ||
+          !FloatVector(g, n.inputs[3], m, &mean) || !FloatVector(g, n.inputs[4], m, &var))
+        break;
+      const double eps = n.attrs.GetFloat("epsilon", 1e-5f);
+      for (int64_t o = 0; o < m; ++o) {
+        const size_t i = size_t(o);
+        const float sc = float(double(gamma[i]) / std::sqrt(double(var[i]) + eps));
+        (*scale)[i] *= sc;
+        (*bias)[i] = float((double((*bias)[i]) - mean[i]) * sc + beta[i]);
+      }
+      chain.push_back(nk);
+      *out = n.outputs[0];
+      continue;
+    }
     if (removed[nk] || !n.domain.empty() || n.outputs.size() != 1 || n.inputs.size() != 2 ||
         (n.op_type != "Mul" && n.op_type != "Add"))
       break;
@@ -306,15 +338,6 @@ std::vector<size_t> CollectChannelAffine(
     *out = n.outputs[0];
   }
   return chain;
-}
-
-bool FloatVector(const Graph& g, const std::string& name, int64_t m, std::vector<float>* out) {
-  const Value* v = g.Find(name);
-  if (!v || !v->is_constant() || v->dtype != DType::kFloat32 || int64_t(v->data->size()) != m * 4)
-    return false;
-  out->resize(size_t(m));
-  std::memcpy(out->data(), v->data->data(), size_t(m) * 4);
-  return true;
 }
 
 std::string FloatConstant(Graph* g, const std::string& name, const Shape& shape,
@@ -366,10 +389,13 @@ Status FuseConvAffine(Graph* g) {
       TakeOverChain(g, &cv, chain, out, &removed);
       continue;
     }
-    if (cv.op_type != "Conv") continue;
+    const bool transposed = cv.op_type == "ConvTranspose";
+    if (cv.op_type != "Conv" && !transposed) continue;
     const Value* w = g->Find(cv.input(1));
     if (!w || !w->is_constant() || w->dtype != DType::kFloat32 || w->shape.size() < 3) continue;
-    const int64_t m = w->shape[0];
+    // ConvTranspose weights are [C, M / group, k...]: output channels on axis 1.
+    if (transposed && cv.attrs.GetInt("group", 1) != 1) continue;
+    const int64_t m = transposed ? w->shape[1] : w->shape[0];
     const int rank = int(w->shape.size());
     std::vector<float> scale(size_t(m), 1.f), bias(size_t(m), 0.f);
     if (!cv.input(2).empty() && !FloatVector(*g, cv.input(2), m, &bias)) continue;
@@ -379,9 +405,14 @@ Status FuseConvAffine(Graph* g) {
     if (chain.empty()) continue;
     std::vector<float> weights(w->data->size() / 4);
     std::memcpy(weights.data(), w->data->data(), w->data->size());
-    const size_t per_oc = weights.size() / size_t(m);
-    for (int64_t o = 0; o < m; ++o)
-      for (size_t i = 0; i < per_oc; ++i) weights[size_t(o) * per_oc + i] *= scale[size_t(o)];
+    if (transposed) {
+      const size_t taps = weights.size() / size_t(w->shape[0] * m);
+      for (size_t at = 0; at < weights.size(); ++at) weights[at] *= scale[at / taps % size_t(m)];
+    } else {
+      const size_t per_oc = weights.size() / size_t(m);
+      for (int64_t o = 0; o < m; ++o)
+        for (size_t i = 0; i < per_oc; ++i) weights[size_t(o) * per_oc + i] *= scale[size_t(o)];
+    }
     const Shape wshape = w->shape;
     cv.inputs.resize(3);
     cv.inputs[1] = FloatConstant(g, cv.name + "_affine_weight", wshape, weights);

@@ -125,12 +125,35 @@ def cases(rng):
         N("Mul", ["sc", "c"], ["cs"]), N("Add", ["cs", "t"], ["y"])],
         inits + [const("sc", rng.standard_normal((1, 8, 1, 1))),
                  const("t", rng.standard_normal((8, 1, 1)))]), {"Conv": 1}))
-    # BatchNormalization -> Mul -> Add by channel constants -> Relu (DenseNet's pre-activation
-    # blocks): the constants fold into its scale and B, the Relu into its output.
     def bn_params(prefix, c):
         return [const(prefix + "_s", rng.uniform(0.5, 1.5, c)), const(prefix + "_b", rng.standard_normal(c)),
                 const(prefix + "_m", rng.standard_normal(c) * 0.1), const(prefix + "_v", rng.uniform(0.5, 2, c))]
     bn_in = lambda prefix, x: [x, prefix + "_s", prefix + "_b", prefix + "_m", prefix + "_v"]
+    # A detection head (PP-OCR's DB head): ConvTranspose 2x2 stride 2 -> bias Add -> BN -> Relu
+    # -> ConvTranspose -> bias Add -> Sigmoid: the Adds and BN fold into the ConvTransposes, the
+    # activations join them, and each lowers to a 1x1 Conv and a DepthToSpace.
+    out.append(("convtranspose_head", model("convtranspose_head", [
+        N("Conv", ["x", "w0"], ["c"], pads=[1, 1, 1, 1]),
+        N("ConvTranspose", ["c", "wt1"], ["t1"], kernel_shape=[2, 2], strides=[2, 2]),
+        N("Add", ["t1", "b1"], ["a1"]), N("BatchNormalization", bn_in("bnh", "a1"), ["n1"]),
+        N("Relu", ["n1"], ["r1"]),
+        N("ConvTranspose", ["r1", "wt2"], ["t2"], kernel_shape=[2, 2], strides=[2, 2]),
+        N("Add", ["t2", "b2"], ["a2"]), N("Sigmoid", ["a2"], ["s2"]),
+        N("MaxPool", ["s2"], ["y"], kernel_shape=[4, 4], strides=[4, 4])],
+        [const("w0", rng.standard_normal((8, 8, 3, 3)) * 0.3),
+         const("wt1", rng.standard_normal((8, 6, 2, 2)) * 0.3),
+         const("b1", rng.standard_normal((1, 6, 1, 1))),
+         const("wt2", rng.standard_normal((6, 8, 2, 2)) * 0.3),
+         const("b2", rng.standard_normal((1, 8, 1, 1)))] + bn_params("bnh", 6)),
+        {"Conv": 3, "DepthToSpace": 2, "MaxPool": 1}))
+    # Conv -> Mul by a channel constant -> BN -> Relu: one Conv.
+    nodes, inits = conv_front(rng)
+    out.append(("conv_mul_batchnorm_relu", model("conv_mul_batchnorm_relu", nodes + [
+        N("Mul", ["c", "sc"], ["cs"]), N("BatchNormalization", bn_in("bnm", "cs"), ["n"]),
+        N("Relu", ["n"], ["y"])],
+        inits + [const("sc", rng.standard_normal((8, 1, 1)))] + bn_params("bnm", 8)), {"Conv": 1}))
+    # BatchNormalization -> Mul -> Add by channel constants -> Relu (DenseNet's pre-activation
+    # blocks): the constants fold into its scale and B, the Relu into its output.
     out.append(("batchnorm_affine_relu", model("batchnorm_affine_relu", [
         N("BatchNormalization", bn_in("bn", "x"), ["n"]), N("Mul", ["n", "sc"], ["ns"]),
         N("Add", ["ns", "t"], ["nt"]), N("Relu", ["nt"], ["y"])],
