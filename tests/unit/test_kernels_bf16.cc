@@ -231,6 +231,85 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
   CHECK((io.x && !io.y && io.residual));
 }
 
+// bf16 mode, depthwise: the fp32 kernels, y rounded to bf16 per output row
+// when the session stores it so (after the epilogue and any activation run
+// after it): the fp32-stored outputs rounded once, bit for bit, at 1 and 2
+// threads, through column runs and edge pixels; x and a residual stay fp32.
+TEST_CASE("kernels bf16: depthwise Conv writes bf16 y as its fp32 outputs rounded") {
+  const kernels::CpuFeatures f = kernels::DetectedCpuFeatures();
+  const kernels::ConvNhwcBf16Kernels* bf16 = kernels::ConvNhwcBf16For(f);
+  const kernels::ConvNhwcF32Kernels* f32 = kernels::ConvNhwcF32For(f);
+  if (!bf16 || !f32) {
+    MESSAGE("no AMX-BF16 on this CPU: bf16 depthwise output not tested");
+    return;
+  }
+  std::mt19937 rng(53);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  struct G {
+    int64_t n, c, h, w, k, stride, pad;
+    bool post;
+  };
+  const G cases[] = {{1, 48, 9, 30, 3, 1, 1, false},
+                     {2, 240, 7, 21, 5, 1, 2, true},
+                     {1, 17, 8, 13, 3, 2, 1, true},
+                     {1, 96, 6, 40, 7, 1, 3, false}};
+  kernels::ThreadPool pool(2);
+  FusedActivation hswish;
+  hswish.kind = FusedActivation::kHardSwish;
+  hswish.affine = true;
+  hswish.scale = 0.75f;
+  hswish.shift = -0.25f;
+  int64_t checked = 0;
+  for (const G& g : cases) {
+    CAPTURE(g.c);
+    CAPTURE(g.k);
+    const int64_t oh = (g.h + 2 * g.pad - g.k) / g.stride + 1;
+    const int64_t ow = (g.w + 2 * g.pad - g.k) / g.stride + 1;
+    std::vector<float> x(size_t(g.n * g.h * g.w * g.c)), wv(size_t(g.c * g.k * g.k));
+    std::vector<float> bias(size_t(g.c));
+    for (float& v : x) v = u(rng);
+    for (float& v : wv) v = u(rng);
+    for (float& v : bias) v = u(rng);
+    auto w = test::F32({g.c, 1, g.k, g.k}, wv);
+    auto state = kernels::PrepareConvNhwcF32(f32, w->t, g.c, bf16);
+    REQUIRE(state.get() != nullptr);
+    kernels::ConvNhwcF32Call call;
+    call.x = x.data();
+    call.bias = bias.data();
+    call.n = g.n, call.c = g.c, call.ih = g.h, call.iw = g.w, call.oh = oh, call.ow = ow;
+    call.kh = call.kw = g.k;
+    call.sh = call.sw = g.stride;
+    call.pad_top = call.pad_left = g.pad;
+    call.post = g.post ? &hswish : nullptr;
+    REQUIRE(std::string(kernels::ConvNhwcF32Method(state.get(), call)) == "depthwise");
+    const kernels::Bf16Io io = kernels::ConvNhwcF32Bf16Io(state.get(), call);
+    CHECK((!io.x && io.y && !io.residual));
+    std::vector<float> y32(size_t(g.n * oh * ow * g.c), NAN);
+    call.y = y32.data();
+    REQUIRE(kernels::RunConvNhwcF32(state.get(), call));
+    for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
+      kernels::ConvNhwcF32Call c16 = call;
+      std::vector<uint16_t> y16(y32.size(), 0xffff);
+      c16.pool = p;
+      c16.y = nullptr;
+      c16.y_bf16 = y16.data();
+      REQUIRE(kernels::RunConvNhwcF32(state.get(), c16));
+      int64_t differ = 0;
+      for (size_t i = 0; i < y16.size(); ++i)
+        if (y16[i] != kernels::Bf16FromFloat(y32[i]) && differ++ < 3)
+          FAIL_CHECK("output " << i << ": " << kernels::FloatFromBf16(y16[i]) << " vs " << y32[i]);
+      checked += int64_t(y16.size());
+    }
+    // A bf16 x is not the depthwise kernels' to read.
+    std::vector<uint16_t> x16(x.size(), 0);
+    kernels::ConvNhwcF32Call cx = call;
+    cx.x = nullptr;
+    cx.x_bf16 = x16.data();
+    CHECK(!kernels::RunConvNhwcF32(state.get(), cx));
+  }
+  MESSAGE(checked << " bf16 depthwise outputs checked");
+}
+
 // bf16 mode's pools on bfloat16 activations give the float kernels' outputs
 // on the widened inputs, rounded to bf16: MaxPoolNhwcBf16 (exact: each
 // output is one of the inputs, an empty window's lowest() becoming -inf) and

@@ -103,6 +103,9 @@ struct ConvNhwcF32State {
   // cg rounded up to 32; w is packed too, for calls with dilation.
   const ConvNhwcBf16Kernels* bf16 = nullptr;
   bool bf16_rows = false;
+  // bf16 mode, depthwise: the fp32 kernels, y rounded to bf16 per output row
+  // when the session stores it so (ConvNhwcF32Call::y_bf16).
+  const ConvNhwcBf16Kernels* dw_bf16 = nullptr;
   int64_t kc = 0;
   AlignedVector<uint16_t> wb;
   // fp16 mode (igemm_fp16.h): its own packed weights, set instead of w.
@@ -500,7 +503,9 @@ CallScratch DepthwiseScratch(const ConvNhwcF32State& s, const ConvNhwcF32Call& c
   InteriorColumns(c, s.kw, &in_lo, &in_hi);
   // Rows in the padding read zeros at every step of the run.
   const int64_t run = in_hi - in_lo;
-  return {c.c + std::max<int64_t>(0, run - 1) * c.sw * c.c, s.kh * s.kw * c.ow, 0};
+  // A bf16 y: each output row computed in fp32 first.
+  const int64_t row = c.y_bf16 ? c.ow * s.m : 0;
+  return {c.c + std::max<int64_t>(0, run - 1) * c.sw * c.c, s.kh * s.kw * c.ow, row};
 }
 
 void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
@@ -526,7 +531,7 @@ void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
     for (int64_t u = begin; u < end; ++u) {  // one output row
       const int64_t b = u / c.oh, oy = u % c.oh;
       const float* xb = c.x + b * c.ih * c.iw * c.c;
-      float* y = c.y + u * c.ow * s.m;
+      float* y = c.y_bf16 ? parts.floats(slot) : c.y + u * c.ow * s.m;
       auto edge = [&](int64_t ox0, int64_t ox1) {
         if (ox0 >= ox1) return;
         for (int64_t ox = ox0; ox < ox1; ++ox)
@@ -576,6 +581,7 @@ void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
       }
       edge(in_hi, c.ow);
       if (c.post) c.post->Apply(y, c.ow * s.m);
+      if (c.y_bf16) s.dw_bf16->convert_flat(y, c.ow * s.m, c.y_bf16 + u * c.ow * s.m);
     }
   };
   ParallelFor(pool, c.n * c.oh, work);
@@ -804,6 +810,7 @@ std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tens
     s->w.resize(size_t(taps * s->m));
     for (int64_t oc = 0; oc < s->m; ++oc)
       for (int64_t t = 0; t < taps; ++t) s->w[size_t(t * s->m + oc)] = wd[oc * taps + t];
+    s->dw_bf16 = bf16;
     return s;
   }
   if (fp16 && (s->fp16 = PrepareConvNhwcFp16(*fp16, w, group))) return s;
@@ -873,7 +880,12 @@ Bf16Io ConvNhwcF32Bf16Io(const void* state, const ConvNhwcF32Call& c) {
   if (!state) return io;
   const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
   if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return io;
-  if (std::strcmp(ConvNhwcF32Method(state, c), "bf16") != 0) return io;
+  const char* method = ConvNhwcF32Method(state, c);
+  if (std::strcmp(method, "depthwise") == 0) {
+    io.y = s.dw_bf16 != nullptr;  // rounded per row, after every activation
+    return io;
+  }
+  if (std::strcmp(method, "bf16") != 0) return io;
   io.x = io.residual = true;
   io.y = c.post == nullptr;  // the other activations run on float y
   return io;
