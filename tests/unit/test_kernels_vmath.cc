@@ -432,6 +432,48 @@ TEST_CASE("kernels: vmath channels-last lrn equals the planes' lrn bit for bit")
   }
 }
 
+// HardSwish (with and without the affine a fused activation may carry) and
+// the affine alone are exactly rounded steps: every level gives the
+// reference's bits, NaN for NaN and -inf (-inf * 0), tails included.
+TEST_CASE("kernels: vmath hardswish and affine equal the reference bit for bit at every level") {
+  std::vector<float> xs = Sweep(100.f, 4099);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {std::numeric_limits<float>::quiet_NaN(), inf, -inf, 0.f, -0.f, 1e-40f, -3.f, 3.f})
+    xs.push_back(v);
+  const int64_t n = int64_t(xs.size()) - 3;  // a tail on every width
+  const kernels::VMathKernels& ref = kernels::VMathFor(Isa::kReference);
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!(std::memcmp(&a[i], &b[i], 4) == 0 || (std::isnan(a[i]) && std::isnan(b[i]))))
+        return false;
+    return true;
+  };
+  for (Isa isa : kernels::SupportedIsas()) {
+    const kernels::VMathKernels& vm = kernels::VMathFor(isa);
+    CAPTURE(vm.name);
+    for (bool affine : {false, true}) {
+      std::vector<float> want(xs.size(), 7.f), got(xs.size(), 7.f);
+      ref.hardswish(xs.data(), want.data(), n, affine, 0.63f, -0.4f);
+      vm.hardswish(xs.data(), got.data(), n, affine, 0.63f, -0.4f);
+      CHECK(same(want, got));
+      CHECK(std::isnan(got[xs.size() - 8]));  // NaN
+      CHECK(std::isnan(got[xs.size() - 6]));  // -inf * 0
+      CHECK(got[xs.size() - 7] == (affine ? inf * 0.63f : inf));
+    }
+    std::vector<float> want(xs.size(), 7.f), got(xs.size(), 7.f);
+    ref.affine(xs.data(), want.data(), n, 1.7f, 0.25f);
+    vm.affine(xs.data(), got.data(), n, 1.7f, 0.25f);
+    CHECK(same(want, got));
+    CHECK(got[size_t(n)] == 7.f);  // nothing past n written
+  }
+  // Spot values: hardswish(3) = 3, hardswish(-3) = -0, hardswish(1) = 1 * (1/6 + 0.5).
+  float in[3] = {3.f, -3.f, 1.f}, out[3];
+  ref.hardswish(in, out, 3, false, 1.f, 0.f);
+  CHECK(out[0] == 3.f);
+  CHECK(out[1] == 0.f);
+  CHECK(out[2] == 1.f * (1.f / 6.f + 0.5f));
+}
+
 TEST_CASE("kernels: vmath AVX-512 variant equals the AVX2 variant bit for bit") {
   // Same operations lane for lane (vmath_avx512f.cc): every function over a
   // sweep with NaN, infinities, subnormals and lengths that leave tails.

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "kernels/kernel_config.h"
+#include "kernels/vmath.h"
 
 namespace qfold {
 
@@ -48,23 +49,8 @@ FusedActivation FusedActivation::FromAttrs(const AttrMap& attrs, Status* status)
   return a;
 }
 
-namespace {
-
-// The Mul and the Add of the graph, each rounded (no contraction into one fma).
-void ApplyAffine(float* data, int64_t n, float scale, float shift) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float t = data[i] * scale;
-    data[i] = t + shift;
-  }
-}
-
-}  // namespace
-
 float FusedActivation::Apply(float x) const {
-  if (affine) {
-    const float t = ApplyKind(x) * scale;
-    return t + shift;
-  }
+  if (affine) return kernels::Rounded(ApplyKind(x) * scale) + shift;
   return ApplyKind(x);
 }
 
@@ -94,8 +80,10 @@ float FusedActivation::ApplyKind(float x) const {
 }
 
 void FusedActivation::Apply(float* data, int64_t n) const {
+  const kernels::VMathKernels& vm = vmath ? *vmath : *kernels::DefaultKernelConfig().vmath;
+  if (kind == kHardSwish) return vm.hardswish(data, data, n, affine, scale, shift);
   ApplyKind(data, n);
-  if (affine) ApplyAffine(data, n, scale, shift);
+  if (affine) vm.affine(data, data, n, scale, shift);
 }
 
 void FusedActivation::ApplyKind(float* data, int64_t n) const {

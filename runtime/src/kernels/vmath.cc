@@ -65,6 +65,21 @@ void SwishRef(const float* x, float* y, int64_t n, float alpha) {
   }
 }
 
+void HardSwishRef(const float* x, float* y, int64_t n, bool affine, float scale, float shift) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float h = x[i] * std::max(0.f, std::min(1.f, x[i] / 6.f + 0.5f));
+    const float t = Rounded(h * scale);
+    y[i] = affine ? t + shift : h;
+  }
+}
+
+void AffineRef(const float* x, float* y, int64_t n, float scale, float shift) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = Rounded(x[i] * scale);
+    y[i] = t + shift;
+  }
+}
+
 float MaxRef(const float* x, int64_t n) {
   float m = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i)
@@ -105,9 +120,21 @@ void LrnChannelsLastRef(const float* x, float* y, int64_t rows, int64_t c, int64
     }
 }
 
-const VMathKernels kVMathRef = {"reference",    SigmoidRef, TanhRef,           ExpRef,   LogRef,
-                                ErfRef,         GeluRef,    GeluTanhRef,       SwishRef, MaxRef,
-                                ExpShiftSumRef, LrnRef,     LrnChannelsLastRef};
+const VMathKernels kVMathRef = {"reference",
+                                SigmoidRef,
+                                TanhRef,
+                                ExpRef,
+                                LogRef,
+                                ErfRef,
+                                GeluRef,
+                                GeluTanhRef,
+                                SwishRef,
+                                MaxRef,
+                                ExpShiftSumRef,
+                                LrnRef,
+                                LrnChannelsLastRef,
+                                HardSwishRef,
+                                AffineRef};
 
 }  // namespace
 

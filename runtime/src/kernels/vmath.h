@@ -51,7 +51,29 @@ struct VMathKernels {
   // before + after + 1 (the LRN size) at most kLrnMaxChannelsLastSize.
   void (*lrn_channels_last)(const float* x, float* y, int64_t rows, int64_t c, int64_t before,
                             int64_t after, float bias, float scale, float nbeta);
+  // HardSwish, x * max(0, min(1, x / 6 + 0.5)), then with `affine`
+  // y * scale + shift: every step rounded as the scalar code rounds it, so
+  // every variant gives the reference's bits (a fused activation's pass over
+  // a convolution's rows).
+  void (*hardswish)(const float* x, float* y, int64_t n, bool affine, float scale, float shift);
+  // y = x * scale + shift, each step rounded.
+  void (*affine)(const float* x, float* y, int64_t n, float scale, float shift);
 };
+
+// `v` as computed, hidden from the optimizer: a product passed through it is
+// rounded before the sum it feeds (GCC contracts a * b + c into one fused
+// multiply-add in C++ wherever the target has one, which would round once).
+template <class T>
+inline T Rounded(T v) {
+#if defined(QFOLD_EMULATED_X86)  // SIMDe's vector structs live in memory
+  __asm__("" : "+m"(v));
+#elif defined(__x86_64__) || defined(__i386__)
+  __asm__("" : "+v"(v));
+#elif defined(__aarch64__)
+  __asm__("" : "+w"(v));
+#endif
+  return v;
+}
 
 // The largest LRN size the channels-last kernels take.
 constexpr int64_t kLrnMaxChannelsLastSize = 32;

@@ -42,9 +42,21 @@ float ExpShiftSumAvx2(const float* x, float* y, int64_t n, float shift) {
 }
 
 extern const VMathKernels kVMathAvx2;
-const VMathKernels kVMathAvx2 = {"avx2",         K::Sigmoid, K::Tanh,           K::Exp,   K::Log,
-                                 K::Erf,         K::Gelu,    K::GeluTanh,       K::Swish, K::Max,
-                                 K::ExpShiftSum, K::Lrn,     K::LrnChannelsLast};
+const VMathKernels kVMathAvx2 = {"avx2",
+                                 K::Sigmoid,
+                                 K::Tanh,
+                                 K::Exp,
+                                 K::Log,
+                                 K::Erf,
+                                 K::Gelu,
+                                 K::GeluTanh,
+                                 K::Swish,
+                                 K::Max,
+                                 K::ExpShiftSum,
+                                 K::Lrn,
+                                 K::LrnChannelsLast,
+                                 K::HardSwish,
+                                 K::Affine};
 
 }  // namespace kernels
 }  // namespace qfold

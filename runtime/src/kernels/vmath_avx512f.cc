@@ -51,10 +51,21 @@ float ExpShiftSumAvx2(const float* x, float* y, int64_t n, float shift);  // vma
 // dynamically quantized transformer (e2e_dynamic_quant_detected) by one
 // quantization step. Every other function gives the AVX2 variant's bits.
 extern const VMathKernels kVMathAvx512f;
-const VMathKernels kVMathAvx512f = {
-    "avx512f",       K::Sigmoid, K::Tanh,           K::Exp,   K::Log,
-    K::Erf,          K::Gelu,    K::GeluTanh,       K::Swish, K::Max,
-    ExpShiftSumAvx2, K::Lrn,     K::LrnChannelsLast};
+const VMathKernels kVMathAvx512f = {"avx512f",
+                                    K::Sigmoid,
+                                    K::Tanh,
+                                    K::Exp,
+                                    K::Log,
+                                    K::Erf,
+                                    K::Gelu,
+                                    K::GeluTanh,
+                                    K::Swish,
+                                    K::Max,
+                                    ExpShiftSumAvx2,
+                                    K::Lrn,
+                                    K::LrnChannelsLast,
+                                    K::HardSwish,
+                                    K::Affine};
 
 }  // namespace kernels
 }  // namespace qfold

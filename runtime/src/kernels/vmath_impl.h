@@ -328,6 +328,22 @@ struct Kernels {
       return V::Select(V::IsNan(v), v, y);
     });
   }
+  static void HardSwish(const float* x, float* y, int64_t n, bool affine, float scale,
+                        float shift) {
+    using F = typename V::F;
+    const F sixth_div = V::Set(6.f), half = V::Set(0.5f), zero = V::Set(0.f), one = V::Set(1.f);
+    auto hswish = [=](F v) {
+      // As the scalar x * max(0, min(1, x / 6 + 0.5)): NaN and -inf give NaN.
+      return V::Mul(v, V::Max(zero, V::Min(one, V::Add(V::Div(v, sixth_div), half))));
+    };
+    if (!affine) return Map<V>(x, y, n, hswish);
+    const F vs = V::Set(scale), vt = V::Set(shift);
+    Map<V>(x, y, n, [=](F v) { return V::Add(Rounded(V::Mul(hswish(v), vs)), vt); });
+  }
+  static void Affine(const float* x, float* y, int64_t n, float scale, float shift) {
+    const typename V::F vs = V::Set(scale), vt = V::Set(shift);
+    Map<V>(x, y, n, [=](typename V::F v) { return V::Add(Rounded(V::Mul(v, vs)), vt); });
+  }
   // The largest element (NaN ignored; -inf for n = 0).
   static float Max(const float* x, int64_t n) {
     typename V::F acc = V::Set(-std::numeric_limits<float>::infinity());

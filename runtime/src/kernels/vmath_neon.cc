@@ -51,9 +51,21 @@ using K = vmath::Kernels<V4>;
 }  // namespace
 
 extern const VMathKernels kVMathNeon;
-const VMathKernels kVMathNeon = {"neon",         K::Sigmoid, K::Tanh,           K::Exp,   K::Log,
-                                 K::Erf,         K::Gelu,    K::GeluTanh,       K::Swish, K::Max,
-                                 K::ExpShiftSum, K::Lrn,     K::LrnChannelsLast};
+const VMathKernels kVMathNeon = {"neon",
+                                 K::Sigmoid,
+                                 K::Tanh,
+                                 K::Exp,
+                                 K::Log,
+                                 K::Erf,
+                                 K::Gelu,
+                                 K::GeluTanh,
+                                 K::Swish,
+                                 K::Max,
+                                 K::ExpShiftSum,
+                                 K::Lrn,
+                                 K::LrnChannelsLast,
+                                 K::HardSwish,
+                                 K::Affine};
 
 }  // namespace kernels
 }  // namespace qfold
