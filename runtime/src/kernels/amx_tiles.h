@@ -38,6 +38,11 @@ inline void ConfigureTiles16x64() {
   _tile_loadconfig(&cfg);
 }
 
+// The end of a thread's tile use (the kernel tables' `end`).
+inline void ReleaseTiles() {
+  _tile_release();
+}
+
 // Whether the 16 pointers are p[0] + r * stride (then *stride, in bytes, is set).
 template <class T>
 inline bool EquallySpaced(const T* const* p, int64_t* stride) {

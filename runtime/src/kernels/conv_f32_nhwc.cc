@@ -528,6 +528,20 @@ void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
     a.lo = c.lo;
     a.hi = c.hi;
     a.ldy = s.m;
+    DwRunF32Args r;  // a row's interior as one column run, where the kernel has them
+    r.rows = ptrs;
+    r.kh = s.kh;
+    r.kw = s.kw;
+    r.sw = c.sw;
+    r.dw = c.dw;
+    r.pixels = run;
+    r.c = c.c;
+    r.w = a.w;
+    r.bias = a.bias;
+    r.act = a.act;
+    r.lo = a.lo;
+    r.hi = a.hi;
+    r.ldy = a.ldy;
     for (int64_t u = begin; u < end; ++u) {  // one output row
       const int64_t b = u / c.oh, oy = u % c.oh;
       const float* xb = c.x + b * c.ih * c.iw * c.c;
@@ -552,21 +566,7 @@ void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           const float* p = TapPointer(c, xb, oy, in_lo, ky, 0, zeros);
           ptrs[ky] = p == zeros ? nullptr : p;
         }
-        DwRunF32Args r;
-        r.rows = ptrs;
-        r.kh = s.kh;
-        r.kw = s.kw;
-        r.sw = c.sw;
-        r.dw = c.dw;
-        r.pixels = run;
-        r.c = c.c;
-        r.w = s.w.data();
-        r.bias = c.bias;
-        r.act = c.act;
-        r.lo = c.lo;
-        r.hi = c.hi;
         r.y = y + in_lo * s.m;
-        r.ldy = s.m;
         ran_run = k.dw_run(r);
       }
       if (run > 0 && !ran_run) {

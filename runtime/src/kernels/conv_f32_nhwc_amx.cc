@@ -150,7 +150,8 @@ void IgemmTiles(const IgemmBf16Args& a) {
   if (tiles > 0) epilogue(tiles - 1);
 }
 
-// Between BeginTiles and EndTiles on the calling thread (ConvNhwcBf16Kernels).
+// Between amx::ConfigureTiles16x64 and amx::ReleaseTiles on the calling thread
+// (ConvNhwcBf16Kernels).
 void IgemmBf16Amx(const IgemmBf16Args& a) {
   if (a.cols > 16)
     IgemmTiles<2>(a);
@@ -158,18 +159,13 @@ void IgemmBf16Amx(const IgemmBf16Args& a) {
     IgemmTiles<1>(a);
 }
 
-void BeginTiles() {
-  amx::ConfigureTiles16x64();
-}
-void EndTiles() {
-  _tile_release();
-}
-
 }  // namespace
 
 extern const ConvNhwcBf16Kernels kConvNhwcBf16Amx;
-const ConvNhwcBf16Kernels kConvNhwcBf16Amx = {"amx_bf16",   ConvertBf16, ConvertBf16Flat, WidenBf16,
-                                              IgemmBf16Amx, BeginTiles,  EndTiles};
+const ConvNhwcBf16Kernels kConvNhwcBf16Amx = {"amx_bf16",       ConvertBf16,
+                                              ConvertBf16Flat,  WidenBf16,
+                                              IgemmBf16Amx,     amx::ConfigureTiles16x64,
+                                              amx::ReleaseTiles};
 
 }  // namespace kernels
 }  // namespace qfold

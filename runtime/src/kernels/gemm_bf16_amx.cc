@@ -116,19 +116,12 @@ void TilesBf16Amx(const TilesBf16Args& t) {
     Panels<1>(t);
 }
 
-void BeginTiles() {
-  amx::ConfigureTiles16x64();
-}
-void EndTiles() {
-  _tile_release();
-}
-
 }  // namespace
 
 // From 16 rows (one full A tile) on; fewer stay on the gemv.
 extern const GemmBf16Kernels kGemmBf16Amx;
-const GemmBf16Kernels kGemmBf16Amx = {"amx_bf16", GemvBf16Avx512, TilesBf16Amx,
-                                      16,         BeginTiles,     EndTiles};
+const GemmBf16Kernels kGemmBf16Amx = {"amx_bf16", GemvBf16Avx512,           TilesBf16Amx,
+                                      16,         amx::ConfigureTiles16x64, amx::ReleaseTiles};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -163,7 +163,7 @@ struct IgemmAmx {
     if (tiles > 0) epilogue(tiles - 1);
   }
 
-  // Between BeginTiles and EndTiles on the calling thread (IgemmS8Kernel).
+  // Between the table's begin and end on the calling thread (IgemmS8Kernel).
   static void Run(const IgemmS8Args& a) {
     if (a.yf)
       a.out_row ? Tiles<true, true>(a) : Tiles<true, false>(a);
@@ -172,19 +172,12 @@ struct IgemmAmx {
   }
 };
 
-void BeginTiles() {
-  amx::ConfigureTiles16x64();
-}
-void EndTiles() {
-  _tile_release();
-}
-
 }  // namespace
 
 extern const IgemmS8Kernel kIgemmS8Amx[];
 const IgemmS8Kernel kIgemmS8Amx[] = {
-    {"amx", 32, 32, 1, 1, IgemmAmx<2>::Run, 4, 16, 16, BeginTiles, EndTiles},
-    {"amx", 32, 16, 1, 1, IgemmAmx<1>::Run, 4, 16, 16, BeginTiles, EndTiles},
+    {"amx", 32, 32, 1, 1, IgemmAmx<2>::Run, 4, 16, 16, amx::ConfigureTiles16x64, amx::ReleaseTiles},
+    {"amx", 32, 16, 1, 1, IgemmAmx<1>::Run, 4, 16, 16, amx::ConfigureTiles16x64, amx::ReleaseTiles},
     {"", 0, 0, 0, 0, nullptr, 0, 1, 1},
 };
 
