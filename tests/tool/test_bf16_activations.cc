@@ -146,22 +146,24 @@ TEST_CASE("bf16 mode: activations between bf16 convolutions are stored as bfloat
   }
 }
 
-// X [1, 16, 12, 12] -> conv_a -> A, conv_b -> B; Concat(A, B or Sigmoid(B))
+// X [1, 16, 12, 12] -> conv_a -> A, conv_b -> B; Concat(A, B or Abs(B))
 // on channels -> C -> conv_c -> Y. A Concat stores its inputs and output as
-// bf16 together or not at all: with Sigmoid (fp32 only) feeding it, none of
-// A, C is stored so although each alone could be.
-std::string BuildConcatModel(const TempDir& dir, bool sigmoid) {
+// bf16 together or not at all: with Abs (fp32 only) feeding it, none of
+// A, C is stored so although each alone could be. (A Sigmoid would be fused
+// into conv_b, whose bf16 output it then precedes.)
+std::string BuildConcatModel(const TempDir& dir, bool float_only) {
   std::mt19937 rng(11);
   OnnxBuilder b(17);
   b.Input("X", kFloat, {1, 16, 12, 12});
   b.Output("Y", kFloat, {1, 8, 12, 12});
   AddConv(b, rng, "conv_a", "X", "A", 16, 32, 3);
   AddConv(b, rng, "conv_b", "X", "B", 16, 24, 1);
-  if (sigmoid) b.Node("Sigmoid", {"B"}, {"BS"}, "sigmoid");
-  auto* cat = b.Node("Concat", {"A", sigmoid ? "BS" : "B"}, {"C"}, "concat");
+  // Abs: an elementwise op that stays float32 (and is not fused into conv_b).
+  if (float_only) b.Node("Abs", {"B"}, {"BS"}, "abs");
+  auto* cat = b.Node("Concat", {"A", float_only ? "BS" : "B"}, {"C"}, "concat");
   OnnxBuilder::AttrInt(cat, "axis", 1);
   AddConv(b, rng, "conv_c", "C", "Y", 56, 8, 3);
-  return b.Write(dir, std::string("bf16_concat_") + (sigmoid ? "s" : "p") + ".onnx");
+  return b.Write(dir, std::string("bf16_concat_") + (float_only ? "s" : "p") + ".onnx");
 }
 
 // Converts `onnx_path` into *c and opens an fp32-mode and a bf16-mode session
@@ -182,11 +184,11 @@ bool OpenBothModes(const std::string& onnx_path, Converted* c, std::unique_ptr<S
 
 TEST_CASE("bf16 mode: a Concat's inputs and output are stored as bfloat16 together or not at all") {
   TempDir dir;
-  for (bool sigmoid : {false, true}) {
-    CAPTURE(sigmoid);
+  for (bool float_only : {false, true}) {
+    CAPTURE(float_only);
     Converted c;
     std::unique_ptr<Session> s32, s16;
-    if (!OpenBothModes(BuildConcatModel(dir, sigmoid), &c, &s32, &s16)) return;
+    if (!OpenBothModes(BuildConcatModel(dir, float_only), &c, &s32, &s16)) return;
     std::vector<std::vector<float>> outs;
     for (Session* s : {s32.get(), s16.get()}) {
       SetFloatInput(s, "X", {1, 16, 12, 12}, Input(16 * 12 * 12, 5));
@@ -194,7 +196,7 @@ TEST_CASE("bf16 mode: a Concat's inputs and output are stored as bfloat16 togeth
       REQUIRE_MESSAGE(st.ok(), st.message());
       outs.push_back(FloatOutput(*s, "Y", {1, 8, 12, 12}));
     }
-    CHECK(s16->bf16_activations() == (sigmoid ? 0u : 3u));  // A, B, C
+    CHECK(s16->bf16_activations() == (float_only ? 0u : 3u));  // A, B, C
     CheckNear(outs[1], outs[0]);
   }
 }

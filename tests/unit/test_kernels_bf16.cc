@@ -71,6 +71,14 @@ int64_t RunBf16Case(const kernels::ConvNhwcF32Kernels* f32,
              : k.act == 2 ? kernels::F32Act::kClamp
                           : kernels::F32Act::kNone;
   call.lo = -0.5f, call.hi = 0.75f;
+  // act 3: HardSwish and an affine after the epilogue, on a block's fp32
+  // outputs (checked against the fp32-stored run only).
+  FusedActivation hswish;
+  hswish.kind = FusedActivation::kHardSwish;
+  hswish.affine = true;
+  hswish.scale = 0.75f;
+  hswish.shift = -0.25f;
+  if (k.act == 3) call.post = &hswish;
   REQUIRE(std::string(kernels::ConvNhwcF32Method(state.get(), call)) == "bf16");
   std::vector<float> y1(res.size(), NAN), y2(res.size(), NAN);
   call.y = y1.data();
@@ -119,7 +127,7 @@ int64_t RunBf16Case(const kernels::ConvNhwcF32Kernels* f32,
     }
   }
   int64_t bad = 0;
-  for (int64_t b = 0; b < k.n; ++b)
+  for (int64_t b = 0; b < k.n && k.act != 3; ++b)
     for (int64_t oy = 0; oy < oh; ++oy)
       for (int64_t ox = 0; ox < ow; ++ox)
         for (int64_t oc = 0; oc < k.m; ++oc) {
@@ -186,6 +194,10 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
       {1, 96, 256, 13, 13, 5, 1, 1, 2, true, false, 1, 2},  // AlexNet conv2: 48 -> 128 per group
       {2, 60, 45, 7, 9, 3, 2, 1, 1, true, true, 2, 3},      // 20 -> 15 per group, residual
       {1, 64, 64, 6, 6, 1, 1, 1, 0, false, false, 0, 4},    // 1x1, 16 -> 16
+      // HardSwish + affine after the epilogue: y rounded after it.
+      {1, 48, 40, 9, 11, 1, 1, 1, 0, true, false, 3},     // 1x1, copied x
+      {2, 64, 33, 8, 9, 3, 2, 1, 1, true, true, 3},       // 3x3, residual, batches
+      {1, 96, 96, 6, 6, 1, 1, 1, 0, false, false, 3, 3},  // groups of 32
   };
   for (const Bf16Case& k : cases) {
     CAPTURE(k.c);
@@ -213,8 +225,8 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
   call.kw = 7;
   call.dw = 2;
   CHECK(std::string(kernels::ConvNhwcF32Method(stem.get(), call)) == "igemm");
-  // Only the bf16 method takes bf16 activations, and y only without
-  // activations that run after the epilogue on float y.
+  // Only the bf16 method takes bf16 activations; activations that run after
+  // the epilogue run on a block's fp32 outputs before y is rounded.
   kernels::Bf16Io io = kernels::ConvNhwcF32Bf16Io(stem.get(), call);
   CHECK((!io.x && !io.y && !io.residual));
   std::vector<uint16_t> x16(size_t(3 * 4 * 4)), y16(size_t(8 * 2 * 2));
@@ -228,13 +240,14 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
   const FusedActivation post;
   call.post = &post;
   io = kernels::ConvNhwcF32Bf16Io(stem.get(), call);
-  CHECK((io.x && !io.y && io.residual));
+  CHECK((io.x && io.y && io.residual));
 }
 
 // bf16 mode, depthwise: the fp32 kernels, y rounded to bf16 per output row
 // when the session stores it so (after the epilogue and any activation run
 // after it): the fp32-stored outputs rounded once, bit for bit, at 1 and 2
-// threads, through column runs and edge pixels; x and a residual stay fp32.
+// threads, through column runs, edge pixels, strides, several images and rows
+// of padding; a bf16 x is refused (it stays fp32).
 TEST_CASE("kernels bf16: depthwise Conv writes bf16 y as its fp32 outputs rounded") {
   const kernels::CpuFeatures f = kernels::DetectedCpuFeatures();
   const kernels::ConvNhwcBf16Kernels* bf16 = kernels::ConvNhwcBf16For(f);
@@ -249,10 +262,9 @@ TEST_CASE("kernels bf16: depthwise Conv writes bf16 y as its fp32 outputs rounde
     int64_t n, c, h, w, k, stride, pad;
     bool post;
   };
-  const G cases[] = {{1, 48, 9, 30, 3, 1, 1, false},
-                     {2, 240, 7, 21, 5, 1, 2, true},
-                     {1, 17, 8, 13, 3, 2, 1, true},
-                     {1, 96, 6, 40, 7, 1, 3, false}};
+  const G cases[] = {{1, 48, 9, 30, 3, 1, 1, false}, {2, 240, 7, 21, 5, 1, 2, true},
+                     {1, 17, 8, 13, 3, 2, 1, true},  {1, 96, 6, 40, 7, 1, 3, false},
+                     {3, 16, 11, 9, 3, 2, 4, false}, {2, 8, 5, 7, 5, 3, 0, true}};
   kernels::ThreadPool pool(2);
   FusedActivation hswish;
   hswish.kind = FusedActivation::kHardSwish;
@@ -263,6 +275,7 @@ TEST_CASE("kernels bf16: depthwise Conv writes bf16 y as its fp32 outputs rounde
   for (const G& g : cases) {
     CAPTURE(g.c);
     CAPTURE(g.k);
+    CAPTURE(g.stride);
     const int64_t oh = (g.h + 2 * g.pad - g.k) / g.stride + 1;
     const int64_t ow = (g.w + 2 * g.pad - g.k) / g.stride + 1;
     std::vector<float> x(size_t(g.n * g.h * g.w * g.c)), wv(size_t(g.c * g.k * g.k));
@@ -300,7 +313,6 @@ TEST_CASE("kernels bf16: depthwise Conv writes bf16 y as its fp32 outputs rounde
           FAIL_CHECK("output " << i << ": " << kernels::FloatFromBf16(y16[i]) << " vs " << y32[i]);
       checked += int64_t(y16.size());
     }
-    // A bf16 x is not the depthwise kernels' to read.
     std::vector<uint16_t> x16(x.size(), 0);
     kernels::ConvNhwcF32Call cx = call;
     cx.x = nullptr;

@@ -601,11 +601,20 @@ ThreadPool* Bf16Pool(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
 
 struct Bf16Scratch {
   int64_t copy = 0, zeros = 0, ptrs = 0;  // bf16 values, bf16 values, pointers per thread
+  // A bf16 y with an activation after the epilogue: a block's fp32 outputs
+  // per thread, activated, then rounded into y.
+  int64_t block_floats = 0;
+  size_t Slice() const {
+    ScratchLayout l;
+    l.Add(size_t(ptrs) * sizeof(void*));
+    l.Add(size_t(block_floats) * sizeof(float));
+    return l.total();
+  }
   size_t Bytes(int threads) const {
     ScratchLayout l;
     l.Add(size_t(copy) * 2);
     l.Add(size_t(zeros) * 2);
-    for (int t = 0; t < threads; ++t) l.Add(size_t(ptrs) * sizeof(void*));
+    for (int t = 0; t < threads; ++t) l.Add(Slice());
     return l.total();
   }
 };
@@ -623,8 +632,8 @@ Bf16Scratch Bf16ScratchFor(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) 
   const int64_t copy = Bf16InPlace(s, c) ? 0
                        : s.bf16_rows     ? c.n * ph * pw * s.cg
                                          : c.n * c.ih * c.iw * s.group * s.kc;
-  const int64_t taps = s.bf16_rows ? s.kh : s.kh * s.kw;
-  return {copy, s.kc, IgemmBlock(c, tiles, 4) * taps * kBf16Mr};
+  const int64_t taps = s.bf16_rows ? s.kh : s.kh * s.kw, block = IgemmBlock(c, tiles, 4);
+  return {copy, s.kc, block * taps * kBf16Mr, c.y_bf16 && c.post ? block * kBf16Mr * s.m : 0};
 }
 
 void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
@@ -670,9 +679,12 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
     });
   }
   auto work = [&](int64_t begin, int64_t end, int slot) {
-    const uint16_t** ptrs = reinterpret_cast<const uint16_t**>(
-        reinterpret_cast<uint8_t*>(ptrs0) +
-        size_t(slot) * ((size_t(bs.ptrs) * sizeof(void*) + 63) / 64 * 64));
+    uint8_t* const slice = reinterpret_cast<uint8_t*>(ptrs0) + size_t(slot) * bs.Slice();
+    const uint16_t** ptrs = reinterpret_cast<const uint16_t**>(slice);
+    float* const yblock =
+        bs.block_floats
+            ? reinterpret_cast<float*>(slice + (size_t(bs.ptrs) * sizeof(void*) + 63) / 64 * 64)
+            : nullptr;
     if (k.begin) k.begin();
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
@@ -734,13 +746,18 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           a.act = c.act;
           a.lo = c.lo;
           a.hi = c.hi;
-          a.y = c.y ? c.y + at : nullptr;
-          a.y_bf16 = c.y_bf16 ? c.y_bf16 + at : nullptr;
+          a.y = yblock ? yblock + col0 : c.y ? c.y + at : nullptr;
+          a.y_bf16 = !yblock && c.y_bf16 ? c.y_bf16 + at : nullptr;
           a.ldy = s.m;
           k.igemm(a);
         }
       }
-      if (c.post) c.post->Apply(c.y + yb + q0 * s.m, (q1 - q0) * s.m);
+      if (yblock) {
+        c.post->Apply(yblock, (q1 - q0) * s.m);
+        k.convert_flat(yblock, (q1 - q0) * s.m, c.y_bf16 + yb + q0 * s.m);
+      } else if (c.post) {
+        c.post->Apply(c.y + yb + q0 * s.m, (q1 - q0) * s.m);
+      }
     }
     if (k.end) k.end();
   };
@@ -886,8 +903,8 @@ Bf16Io ConvNhwcF32Bf16Io(const void* state, const ConvNhwcF32Call& c) {
     return io;
   }
   if (std::strcmp(method, "bf16") != 0) return io;
-  io.x = io.residual = true;
-  io.y = c.post == nullptr;  // the other activations run on float y
+  // Activations after the epilogue run on a block's fp32 outputs first.
+  io.x = io.residual = io.y = true;
   return io;
 }
 
