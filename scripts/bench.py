@@ -13,7 +13,7 @@ Model sets (--set, default all):
              built into WORK/qdq when missing) of mobilenetv2_like, resnet_like and
              transformer_encoder;
   ppocr      PP-OCR det/cls/rec, float and QDQ, from models/cache (scripts/fetch_real_models.py;
-             skipped with a note when absent);
+             skipped with a note when absent), fed a synthetic page of printed text;
   light      the ONNX model zoo's light models (ResNet-50, DenseNet-121, Inception v1/v2, ...)
              with seeded random weights, float and QDQ (scripts/make_light_models.py, cached in
              WORK/light), fed a synthetic ImageNet-normalized image.
