@@ -38,12 +38,13 @@ void StoreTile(int tile, void* dst, int64_t stride) {
   }
 }
 
-// One C tile to y: straight when whole, else through cbuf.
+// One C tile to y: straight when whole, else through cbuf. `rows` may exceed
+// the tile's 16 (the rows left from it on); only its own are stored.
 void StoreC(int tile, float* y, int64_t ldy, int64_t rows, int64_t cols, float* cbuf) {
   if (rows >= 16 && cols >= 16) return StoreTile(tile, y, ldy * int64_t(sizeof(float)));
   StoreTile(tile, cbuf, 64);
   const __mmask16 m = TailMask(cols);
-  for (int64_t r = 0; r < rows; ++r)
+  for (int64_t r = 0; r < rows && r < 16; ++r)
     _mm512_mask_storeu_ps(y + r * ldy, m, _mm512_load_ps(cbuf + 16 * r));
 }
 
