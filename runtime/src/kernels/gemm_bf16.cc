@@ -101,9 +101,11 @@ void GemmBf16(const GemmBf16Kernels& kern, const float* a, int64_t rs, int64_t c
   // A chunk of 4 panels' weights (kc * 128 bytes) stays in L2 while the row
   // groups pass over it: 512 KiB.
   const int64_t kc_max = 4096;
-  ThreadPool* const run_pool = m * n * kp >= (int64_t(1) << 17) ? pool : nullptr;
-  for (int64_t k0 = 0; k0 < kp; k0 += kc_max) {
-    const int64_t kc = std::min(kc_max, kp - k0);
+  // The gemv sums pairs: k up to even is enough (kp's padding to 32 is for the tiles).
+  const int64_t k_even = (k + 1) / 2 * 2;
+  ThreadPool* const run_pool = m * n * k_even >= (int64_t(1) << 17) ? pool : nullptr;
+  for (int64_t k0 = 0; k0 < k_even; k0 += kc_max) {
+    const int64_t kc = std::min(kc_max, k_even - k0);
     ParallelFor(run_pool, quads, [&](int64_t q0, int64_t q1, int) {
       for (int64_t quad = q0; quad < q1; ++quad) {
         const int64_t p = quad * 4;
