@@ -544,6 +544,16 @@ TEST_CASE("kernels f32: channels-last Conv KxK, 1x1, groups at tile edges matche
       {1, 4, 9, 1, 11, 10, 3, 3, 1, 1, 2, 1, 2, 1, 0, 2, false, true, 0},    // dilated rows
       {1, 15, 33, 1, 6, 17, 3, 2, 1, 3, 1, 1, 0, 1, 1, 0, false, false, 0},  // 15 channels
       {1, 2, 7, 1, 1, 40, 1, 5, 1, 1, 1, 1, 0, 2, 0, 2, true, true, 1},      // 1-D
+      // Stem runs (StemRunSupports: 1 or 3 channels, 3/5/7 columns, width
+      // stride 1 or 2): full blocks with the last moved back, runs shorter
+      // than a block, one and two vectors of channels, several panels.
+      {1, 1, 16, 1, 32, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},   // text line
+      {2, 1, 37, 1, 9, 21, 5, 5, 1, 2, 1, 1, 2, 2, 2, 2, false, true, 2},     // 3 vectors
+      {1, 3, 24, 1, 29, 35, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, false, true, 1},    // RGB 7x7 s2
+      {1, 3, 32, 1, 33, 31, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false, 3},   // RGB 3x3 s2
+      {1, 3, 8, 1, 12, 5, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, false, true, 4},      // 5 pixels
+      {1, 1, 70, 1, 6, 40, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, false, true, 0},     // 7x7, 3 panels
+      {1, 3, 16, 1, 20, 41, 5, 5, 3, 1, 1, 1, 0, 2, 1, 2, false, true, 1},    // height stride 3
   };
   for (const ConvCase& k : cases) runs += RunConvCase(ChannelsLast(k), rng);
   MESSAGE(runs << " fast channels-last Conv runs compared");

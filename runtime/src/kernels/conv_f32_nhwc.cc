@@ -236,6 +236,48 @@ void FillPlane(const ConvNhwcF32Call& c, int64_t ph, int64_t pw, float* plane) {
     }
 }
 
+// Stem runs (StemRunF32Args) on the plane: kernel rows of 1 or 3 channels
+// (a text line's 3x3 from one channel: 27 -> 11 us; see conv_f32_nhwc_stem.h).
+// Without a residual: a run's last block recomputes pixels already stored.
+bool UseStemRuns(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  return s.k->stem_run && !c.residual && StemRunSupports(s.kw, c.sw, s.cg);
+}
+
+// Work unit: one output row, every panel.
+void RunStem(const ConvNhwcF32State& s, const ConvNhwcF32Call& c, int64_t ph, int64_t pw,
+             const float* plane, ThreadPool* pool) {
+  const ConvNhwcF32Kernels& k = *s.k;
+  const int64_t panels = (s.m + k.nr - 1) / k.nr, panel_size = s.kh * s.kw * s.cg * k.nr;
+  auto work = [&](int64_t begin, int64_t end, int) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t b = u / c.oh, oy = u % c.oh;
+      float* const y = c.y + (b * c.oh + oy) * c.ow * s.m;
+      StemRunF32Args a;
+      a.x = plane + (b * ph + oy * c.sh) * pw * s.cg;
+      a.x_row = c.dh * pw * s.cg;
+      a.kh = s.kh;
+      a.kw = s.kw;
+      a.sw = c.sw;
+      a.c = s.cg;
+      a.pixels = c.ow;
+      a.nr = k.nr;
+      a.act = c.act;
+      a.lo = c.lo;
+      a.hi = c.hi;
+      a.ldy = s.m;
+      for (int64_t pn = 0; pn < panels; ++pn) {
+        a.w = s.w.data() + pn * panel_size;
+        a.cols = std::min<int64_t>(k.nr, s.m - pn * k.nr);
+        a.bias = c.bias ? c.bias + pn * k.nr : nullptr;
+        a.y = y + pn * k.nr;
+        k.stem_run(a);
+      }
+      if (c.post) c.post->Apply(y, c.ow * s.m);
+    }
+  };
+  ParallelFor(pool, c.n * c.oh, work);
+}
+
 // Work unit: a block of tiles of mr pixels. Within it the loop runs over
 // weight panels outside and tiles inside, so one panel ([K][nr], 30 KiB for
 // K = 480) stays in L1 while the block's pixels pass over it, instead of
@@ -283,6 +325,7 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   ThreadPool* const pool = IgemmPool(s, c);
   const CallParts parts(c.scratch, IgemmScratch(s, c), NumThreads(pool));
   if (use_plane) FillPlane(c, ph, pw, parts.plane());
+  if (use_plane && UseStemRuns(s, c)) return RunStem(s, c, ph, pw, parts.plane(), pool);
   const int64_t tile_ptrs = taps * k.mr;
   auto work = [&](int64_t begin, int64_t end, int slot) {
     const float** ptrs = parts.ptrs(slot);

@@ -100,6 +100,33 @@ struct DwRunF32Args {
   int64_t ldy = 0;
 };
 
+// A run of `pixels` output pixels of one output row, by one panel of `cols`
+// (<= nr) channels, of a convolution without groups or dilation reading a
+// zero-padded plane (every window inside it): kernel row ky of pixel p reads
+// the kw * c floats at x + ky * x_row + p * sw * c, and
+//   y[p * ldy + j] = act(bias[j] + sum_{ky, kx, ch} x[ky * x_row + (p * sw + kx) * c + ch]
+//                                                * w[((ky * kw + kx) * c + ch) * nr + j])
+// with the terms summed in the indirect GEMM's order (kernel row, column,
+// channel); w is the GEMM's packed panel.
+struct StemRunF32Args {
+  const float* x = nullptr;
+  int64_t x_row = 0;
+  int64_t kh = 0, kw = 0, sw = 1, c = 0, pixels = 0;
+  const float* w = nullptr;
+  int64_t nr = 0, cols = 0;
+  const float* bias = nullptr;  // cols values, or null
+  F32Act act = F32Act::kNone;
+  float lo = 0.f, hi = 0.f;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+
+// The geometries stem runs have (conv_f32_nhwc_stem.h): 1- and 3-channel
+// kernel rows of 3, 5 or 7 columns at width stride 1 or 2.
+inline bool StemRunSupports(int64_t kw, int64_t sw, int64_t c) {
+  return (kw == 3 || kw == 5 || kw == 7) && (sw == 1 || sw == 2) && (c == 1 || c == 3);
+}
+
 struct ConvNhwcF32Kernels {
   // The features it needs ("avx2" = AVX2 + FMA; "avx512f" = those + AVX-512F; "neon" =
   // Armv8.0 Advanced SIMD; "portable").
@@ -120,6 +147,9 @@ struct ConvNhwcF32Kernels {
   // for 8 pixels, not 25 vectors a pixel); false, or null: the kernel size,
   // stride or dilation is not one it has, and the driver calls dw instead.
   bool (*dw_run)(const DwRunF32Args& args) = nullptr;
+  // Stem runs (StemRunF32Args) of the geometries StemRunSupports accepts, or
+  // null; nr is two vectors.
+  void (*stem_run)(const StemRunF32Args& args) = nullptr;
 };
 
 // The variant `f` allows, or nullptr without any SIMD feature (the op then

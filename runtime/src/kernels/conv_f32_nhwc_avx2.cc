@@ -9,6 +9,7 @@
 
 #include "kernels/conv_f32_nhwc.h"
 #include "kernels/conv_f32_nhwc_dwrun.h"
+#include "kernels/conv_f32_nhwc_stem.h"
 #include "kernels/conv_f32_nhwc_winograd.h"
 
 namespace qfold {
@@ -171,9 +172,12 @@ struct DwRunYmm {
   using Mask = __m256i;
   static constexpr int kLanes = 8, kPixels = 6;
   static constexpr int64_t kMaxChannelsPerPixel3x3 = 32;
+  // Stem runs: 8 pixels of one vector, 6 of two.
+  static constexpr int kStemPixels1 = 8, kStemPixels2 = 6, kRegisters = 16;
   static Mask Tail(int64_t n) { return TailMask(n); }
   static F Zero() { return _mm256_setzero_ps(); }
   static F Load(const float* p) { return _mm256_loadu_ps(p); }
+  static F Broadcast(const float* p) { return _mm256_broadcast_ss(p); }
   static F LoadTail(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
   static void Store(float* p, F v) { _mm256_storeu_ps(p, v); }
   static void StoreTail(float* p, Mask m, F v) { _mm256_maskstore_ps(p, m, v); }
@@ -184,6 +188,10 @@ struct DwRunYmm {
 
 bool DwRunAvx2(const DwRunF32Args& g) {
   return DwRun<DwRunYmm>(g);
+}
+
+void StemRunAvx2(const StemRunF32Args& g) {
+  StemRun<DwRunYmm>(g);
 }
 
 void DwAvx2(const DwNhwcF32Args& p) {
@@ -257,7 +265,8 @@ void WinogradOutputAvx2(const float* m, int64_t m_stride, int64_t c, const float
 }  // namespace
 
 extern const ConvNhwcF32Kernels kConvNhwcF32Avx2 = {
-    "avx2", kMr, kNr, IgemmAvx2, DwAvx2, WinogradInputAvx2, WinogradOutputAvx2, DwRunAvx2};
+    "avx2",    kMr,        kNr, IgemmAvx2, DwAvx2, WinogradInputAvx2, WinogradOutputAvx2,
+    DwRunAvx2, StemRunAvx2};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -13,6 +13,7 @@
 
 #include "kernels/conv_f32_nhwc.h"
 #include "kernels/conv_f32_nhwc_dwrun.h"
+#include "kernels/conv_f32_nhwc_stem.h"
 #include "kernels/conv_f32_nhwc_winograd.h"
 #include "kernels/f32_v512.h"
 
@@ -222,9 +223,12 @@ struct DwRunZmm {
   using Mask = __mmask16;
   static constexpr int kLanes = 16, kPixels = 8;
   static constexpr int64_t kMaxChannelsPerPixel3x3 = 0;
+  // Stem runs: 16 pixels of one vector, 12 of two.
+  static constexpr int kStemPixels1 = 16, kStemPixels2 = 12, kRegisters = 32;
   static Mask Tail(int64_t n) { return TailMask(n); }
   static F Zero() { return _mm512_setzero_ps(); }
   static F Load(const float* p) { return _mm512_loadu_ps(p); }
+  static F Broadcast(const float* p) { return _mm512_set1_ps(*p); }
   static F LoadTail(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
   static void Store(float* p, F v) { _mm512_storeu_ps(p, v); }
   static void StoreTail(float* p, Mask m, F v) { _mm512_mask_storeu_ps(p, m, v); }
@@ -235,6 +239,10 @@ struct DwRunZmm {
 
 bool DwRunAvx512(const DwRunF32Args& g) {
   return DwRun<DwRunZmm>(g);
+}
+
+void StemRunAvx512(const StemRunF32Args& g) {
+  StemRun<DwRunZmm>(g);
 }
 
 // One vector of 16 channels at `ch`, masked to `m` (maskz loads: the lanes
@@ -300,9 +308,15 @@ void WinogradOutputAvx512(const float* m, int64_t m_stride, int64_t c, const flo
 }  // namespace
 
 extern const ConvNhwcF32Kernels kConvNhwcF32Avx512F;
-const ConvNhwcF32Kernels kConvNhwcF32Avx512F = {
-    "avx512f",  kMr, kNr, IgemmAvx512, DwAvx512, WinogradInputAvx512, WinogradOutputAvx512,
-    DwRunAvx512};
+const ConvNhwcF32Kernels kConvNhwcF32Avx512F = {"avx512f",
+                                                kMr,
+                                                kNr,
+                                                IgemmAvx512,
+                                                DwAvx512,
+                                                WinogradInputAvx512,
+                                                WinogradOutputAvx512,
+                                                DwRunAvx512,
+                                                StemRunAvx512};
 
 }  // namespace kernels
 }  // namespace qfold
