@@ -237,8 +237,9 @@ void FoldConstsAndIfs(Analysis* a) {
     const bool dynamic = st.code() == StatusCode::kUnsupported;
     a->Add(Severity::kError, dynamic ? "dynamic_sequence" : "invalid_sequence", node, "",
            st.message(),
-           dynamic ? "sequences inside Scan bodies run only when their lengths are known at "
-                     "conversion; fix the dims they depend on with --dim/--input-shape"
+           dynamic ? "sequences inside this operator's subgraphs run only when their lengths "
+                     "are known at conversion; fix the dims they depend on with "
+                     "--dim/--input-shape"
                    : "");
   }
   // The values subgraphs read become inputs of their If/Loop/Scan, as when

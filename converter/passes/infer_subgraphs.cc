@@ -198,12 +198,13 @@ Status InferScan(Graph* g, Node* n, bool fold) {
   out_axes.resize(n->outputs.size() - states, 0);
   std::vector<Value> types;
   int64_t T = kUnknownDim;
-  for (const std::string& in : n->inputs)
-    if (TypeOf(*g, in).is_sequence)
-      return Status(StatusCode::kUnsupported, g->source + ": " + n->Label() + ": reads sequence '" +
-                                                  in + "'; Scan takes tensors only");
+  // States and scan inputs are tensors (the spec's V); captured values may be
+  // sequences, which the body reads as a Loop body does.
   for (size_t i = 0; i < n->inputs.size() - captured; ++i) {
     Value t = TypeOf(*g, n->inputs[i]);
+    if (t.is_sequence)
+      return Invalid(*g, *n,
+                     "input '" + n->inputs[i] + "' is a sequence; Scan's inputs are tensors");
     if (i >= states && t.rank_known) {
       int axis = 0;
       if (!NormalizeAxis(in_axes[i - states], int(t.shape.size()), &axis))
@@ -220,8 +221,12 @@ Status InferScan(Graph* g, Node* n, bool fold) {
   QF_RETURN_IF_ERROR(FixCarriedTypes(*g, *n, &body, &types, 0, 0, states));
   QF_RETURN_IF_ERROR(InferBody(*g, *n, "body", &body, types, fold));
   for (size_t i = 0; i < n->outputs.size(); ++i) {
-    if (n->outputs[i].empty()) continue;
     const Value& b = Out(body, i);
+    if (b.is_sequence)
+      return Invalid(
+          *g, *n,
+          "body output '" + body.outputs[i] + "' is a sequence; Scan's outputs are tensors");
+    if (n->outputs[i].empty()) continue;
     Value& v = g->values[n->outputs[i]];
     v.name = n->outputs[i];
     if (i < states) {

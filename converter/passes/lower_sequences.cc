@@ -376,13 +376,15 @@ bool UsesSequences(const Graph& g) {
 }
 
 // Sequences that cannot be lowered run on sequence values, in the main graph
-// and in If and Loop subgraphs (carried, captured, returned; SequenceMap is
-// a Loop by then, ExpandSequenceMap); Scan bodies take tensors only.
+// and in If, Loop and Scan subgraphs (carried, captured, returned; SequenceMap
+// is a Loop by then, ExpandSequenceMap). Scan's own inputs and outputs are
+// tensors (the spec's V), which Scan's inference checks; its body may read
+// sequences it captures and make its own.
 Status CheckRuntimeSequences(const Graph& g, const Status& why_not_static) {
   const std::set<std::string> seqs = SequenceValues(g);
   for (const Node& n : g.nodes) {
     if (n.subgraphs.empty()) continue;
-    if (n.domain.empty() && (n.op_type == "If" || n.op_type == "Loop")) {
+    if (n.domain.empty() && (n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan")) {
       for (const auto& sub : n.subgraphs)
         QF_RETURN_IF_ERROR(CheckRuntimeSequences(*sub.second, why_not_static));
       continue;
@@ -402,7 +404,7 @@ Status CheckRuntimeSequences(const Graph& g, const Status& why_not_static) {
       return Status(
           StatusCode::kUnsupported,
           g.source + ": " + n.Label() + ": " + what +
-              "; sequences inside Scan bodies are not supported yet" +
+              "; sequences inside this operator's subgraphs are not supported" +
               (why_not_static.message().empty() ? "" : " (" + why_not_static.message() + ")"));
   }
   return Status::Ok();

@@ -16,9 +16,11 @@ Models built here, each converted with `qfold convert` and run through the Pytho
 - SequenceMap over two sequences and a tensor, its body returning two values (a float tensor
   and an int64 shape), so two output sequences (the converter expands it into its ONNX
   function, a Loop).
+- A Scan whose body reads a captured sequence at positions its scan input gives and makes and
+  concatenates a sequence of its own.
 Bad input, each an error naming the node or tensor: SequenceAt past the end at run time, a
 sequence element of the wrong dtype or shape, a tensor op reading a sequence (`qfold convert`
-exit 2, no output file), a Scan reading a sequence (refused as not supported), a SequenceMap
+exit 2, no output file), a Scan scanning a sequence, a SequenceMap
 whose body takes fewer inputs than the node has.
 
 Prints one line per check, then "N passed, M failed"; exits non-zero on failure.
@@ -212,7 +214,7 @@ def bad_checks(qfold_bin, tmp, split_qfm, input_qfm):
     check("a tensor op reading a sequence: exit 2 naming the node, no file",
           p.returncode == 2 and "Relu 'relu_of_seq'" in p.stderr and not os.path.exists(out),
           f"exit {p.returncode}: {p.stderr}")
-    # A Scan reading a sequence (Scan bodies take tensors).
+    # A Scan scanning a sequence (its inputs are tensors; its body may capture one).
     body = helper.make_graph(
         [helper.make_node("Identity", ["x_in"], ["x_out"], name="keep")], "body",
         [helper.make_tensor_value_info("x_in", T.FLOAT, [2])],
@@ -229,7 +231,7 @@ def bad_checks(qfold_bin, tmp, split_qfm, input_qfm):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     out = os.path.join(tmp, "scan_seq.qfm")
     p = cli(qfold_bin, "convert", path, "-o", out)
-    check("a Scan reading a sequence: refused naming the Scan, no file",
+    check("a Scan scanning a sequence: refused naming the Scan, no file",
           p.returncode != 0 and "Scan 'scan_over_seq'" in p.stderr and "sequence" in p.stderr
           and not os.path.exists(out), f"exit {p.returncode}: {p.stderr}")
     # A SequenceMap whose body takes fewer inputs than the node has.
@@ -325,6 +327,35 @@ def control_flow_model(tmp):
     return save(graph, os.path.join(tmp, "control_flow.onnx"))
 
 
+def scan_model(tmp):
+    """A Scan whose body reads a sequence it captures (split from a graph input of unknown
+    length, so it stays a sequence at run time) at the position its scan input gives, and
+    builds and concatenates a sequence of its own."""
+    body = helper.make_graph(
+        [helper.make_node("SequenceAt", ["pieces", "i"], ["piece"], name="pick_piece"),
+         helper.make_node("Add", ["s_in", "piece"], ["s_out"], name="accumulate"),
+         helper.make_node("SequenceConstruct", ["s_in", "piece"], ["pair"], name="pair"),
+         helper.make_node("ConcatFromSequence", ["pair"], ["stacked"], name="stack", axis=0,
+                          new_axis=1)],
+        "body",
+        [helper.make_tensor_value_info("s_in", T.FLOAT, [3]),
+         helper.make_tensor_value_info("i", T.INT64, [])],
+        [helper.make_tensor_value_info("s_out", T.FLOAT, [3]),
+         helper.make_tensor_value_info("stacked", T.FLOAT, [2, 3])])
+    nodes = [
+        helper.make_node("SplitToSequence", ["x"], ["pieces"], name="split", axis=0, keepdims=0),
+        helper.make_node("Scan", ["s0", "idx"], ["total", "pairs"], name="scan_pieces",
+                         body=body, num_scan_inputs=1)]
+    graph = helper.make_graph(
+        nodes, "scan_sequences",
+        [helper.make_tensor_value_info("x", T.FLOAT, [None, 3]),
+         helper.make_tensor_value_info("s0", T.FLOAT, [3]),
+         helper.make_tensor_value_info("idx", T.INT64, [None])],
+        [helper.make_tensor_value_info("total", T.FLOAT, [3]),
+         helper.make_tensor_value_info("pairs", T.FLOAT, [None, 2, 3])])
+    return save(graph, os.path.join(tmp, "scan_sequences.onnx"))
+
+
 def sequence_map_model(tmp):
     body = helper.make_graph(
         [helper.make_node("Mul", ["e", "w"], ["scaled"], name="scale"),
@@ -381,6 +412,12 @@ def main():
                              "x": rng.standard_normal((1, 2)).astype(np.float32)})
         compare(args.qfold, tmp, "Loop carrying a sequence, If choosing one",
                 control_flow_model(tmp), cf_feeds[:3])
+        scan_feeds = [{"x": rng.standard_normal((n, 3)).astype(np.float32),
+                       "s0": rng.standard_normal(3).astype(np.float32),
+                       "idx": np.array(idx, np.int64)}
+                      for n, idx in ((4, [3, 1, -4, 2]), (6, [5, 0]), (2, [1, 1, 1, 0, -1]))]
+        compare(args.qfold, tmp, "Scan body reading a captured sequence", scan_model(tmp),
+                scan_feeds)
         map_feeds = []
         for lengths in ((1,), (2, 0, 5), (3, 1, 4, 1, 2)):
             map_feeds.append({"s": [rng.standard_normal((n, 3)).astype(np.float32)

@@ -1043,14 +1043,15 @@ TEST_CASE("converter LowerSequences: bad sequences are refused naming the node")
        },
        StatusCode::kInvalidModel,
        "graph output 'Y' is declared a tensor but the op makes a sequence"},
-      {"sequence read by a Scan body",
+      {"Scan body returning a sequence",
        [](OnnxBuilder* b) {
-         b->InitInt64("zero", {}, {0});
-         b->Node("SequenceConstruct", {"X"}, {"seq"}, "single");
          OnnxBuilder body(13);
          body.Input("x_in", kFloat, {});
-         body.Output("e", kFloat, {2});
-         body.Node("SequenceAt", {"seq", "zero"}, {"e"}, "at_in_body");
+         body.Output("e", kFloat, {});
+         onnx::TypeProto seq;  // e declared a sequence of float scalars
+         *seq.mutable_sequence_type()->mutable_elem_type() = body.graph()->output(0).type();
+         *body.graph()->mutable_output(0)->mutable_type() = seq;
+         body.Node("SequenceConstruct", {"x_in"}, {"e"}, "wrap_in_body");
          onnx::NodeProto* scan = b->Node("Scan", {"X"}, {"Y"}, "scan");
          OnnxBuilder::AttrInt(scan, "num_scan_inputs", 1);
          onnx::AttributeProto* a = scan->add_attribute();
@@ -1058,7 +1059,7 @@ TEST_CASE("converter LowerSequences: bad sequences are refused naming the node")
          a->set_type(onnx::AttributeProto::GRAPH);
          *a->mutable_g() = *body.graph();
        },
-       StatusCode::kUnsupported, "Scan 'scan': a subgraph reads sequence 'seq'"},
+       StatusCode::kInvalidModel, "Scan 'scan': body output 'e' is a sequence"},
       {"empty ConcatFromSequence",
        [](OnnxBuilder* b) {
          b->Node("SequenceEmpty", {}, {"seq"}, "none");

@@ -471,14 +471,16 @@ std::vector<const Tensor*> ScanBodyInputs(KernelContext& ctx, const ScanLayout& 
 
 Status InferScan(KernelContext& ctx) {
   if (!ctx.state) return ctx.Unsupported("runs its body only inside a session");
-  for (const Tensor* t : ctx.inputs)
-    if (t && t->is_sequence)
-      return ctx.Unsupported("reads sequence '" + t->name + "'; Scan takes tensors only");
-  for (const Tensor* t : ctx.outputs)
-    if (t && t->is_sequence)
-      return ctx.Unsupported("output '" + t->name + "' is a sequence; Scan makes tensors only");
   ScanLayout s;
   QF_RETURN_IF_ERROR(ReadScanLayout(ctx, &s));
+  // States, scan inputs and outputs are tensors (the spec's V); values the
+  // body captures may be sequences, passed as Loop passes them.
+  for (int i = 0; i < s.states + s.scan_inputs; ++i)
+    if (const Tensor* t = ctx.input(i); t && t->is_sequence)
+      return ctx.Invalid("input '" + t->name + "' is a sequence; Scan's inputs are tensors");
+  for (const Tensor* t : ctx.outputs)
+    if (t && t->is_sequence)
+      return ctx.Invalid("output '" + t->name + "' is a sequence; Scan's outputs are tensors");
   int64_t T = 0;
   std::vector<int> axes;
   QF_RETURN_IF_ERROR(ScanSlices(ctx, s, &T, &axes));
