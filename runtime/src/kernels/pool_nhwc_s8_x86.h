@@ -129,83 +129,6 @@ inline __m512 MaxStep16(__m512 m, __m512 x) {
   return _mm512_mask_max_ps(x, _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q), x, m);
 }
 
-// 16 channels per vector (the AVX2 form's 8 took three operations a step).
-inline void MaxRowF32(const PoolNhwcRowArgs& a) {
-  const int64_t c = a.c;
-  const __mmask16 tail = __mmask16((1u << (c % 16)) - 1);
-  for (int64_t px = 0; px < a.npix; ++px) {
-    const uint8_t* const* t = a.taps + px * a.tap_stride;
-    float* y = reinterpret_cast<float*>(a.y + px * a.ystride);
-    const int64_t x0 = a.xoff + px * a.pix_step;
-    int64_t i = 0;
-    for (; i + 64 <= c; i += 64) {
-      const float* p = TapF(t[0], x0) + i;
-      __m512 m0 = _mm512_loadu_ps(p), m1 = _mm512_loadu_ps(p + 16);
-      __m512 m2 = _mm512_loadu_ps(p + 32), m3 = _mm512_loadu_ps(p + 48);
-      for (int64_t k = 1; k < a.ntaps; ++k) {
-        const float* q = TapF(t[k], x0) + i;
-        m0 = MaxStep16(m0, _mm512_loadu_ps(q));
-        m1 = MaxStep16(m1, _mm512_loadu_ps(q + 16));
-        m2 = MaxStep16(m2, _mm512_loadu_ps(q + 32));
-        m3 = MaxStep16(m3, _mm512_loadu_ps(q + 48));
-      }
-      _mm512_storeu_ps(y + i, m0);
-      _mm512_storeu_ps(y + i + 16, m1);
-      _mm512_storeu_ps(y + i + 32, m2);
-      _mm512_storeu_ps(y + i + 48, m3);
-    }
-    for (; i + 16 <= c; i += 16) {
-      __m512 m = _mm512_loadu_ps(TapF(t[0], x0) + i);
-      for (int64_t k = 1; k < a.ntaps; ++k) m = MaxStep16(m, _mm512_loadu_ps(TapF(t[k], x0) + i));
-      _mm512_storeu_ps(y + i, m);
-    }
-    if (i < c) {
-      __m512 m = _mm512_maskz_loadu_ps(tail, TapF(t[0], x0) + i);
-      for (int64_t k = 1; k < a.ntaps; ++k)
-        m = MaxStep16(m, _mm512_maskz_loadu_ps(tail, TapF(t[k], x0) + i));
-      _mm512_mask_storeu_ps(y + i, tail, m);
-    }
-  }
-}
-#else
-inline void MaxRowF32(const PoolNhwcRowArgs& a) {
-  const int64_t c = a.c;
-  const __m256i tail = TailMask(c % 8);
-  for (int64_t px = 0; px < a.npix; ++px) {
-    const uint8_t* const* t = a.taps + px * a.tap_stride;
-    float* y = reinterpret_cast<float*>(a.y + px * a.ystride);
-    const int64_t x0 = a.xoff + px * a.pix_step;
-    int64_t i = 0;
-    for (; i + 32 <= c; i += 32) {
-      const float* p = TapF(t[0], x0) + i;
-      __m256 m0 = _mm256_loadu_ps(p), m1 = _mm256_loadu_ps(p + 8);
-      __m256 m2 = _mm256_loadu_ps(p + 16), m3 = _mm256_loadu_ps(p + 24);
-      for (int64_t k = 1; k < a.ntaps; ++k) {
-        const float* q = TapF(t[k], x0) + i;
-        m0 = MaxStep8(m0, _mm256_loadu_ps(q));
-        m1 = MaxStep8(m1, _mm256_loadu_ps(q + 8));
-        m2 = MaxStep8(m2, _mm256_loadu_ps(q + 16));
-        m3 = MaxStep8(m3, _mm256_loadu_ps(q + 24));
-      }
-      _mm256_storeu_ps(y + i, m0);
-      _mm256_storeu_ps(y + i + 8, m1);
-      _mm256_storeu_ps(y + i + 16, m2);
-      _mm256_storeu_ps(y + i + 24, m3);
-    }
-    for (; i + 8 <= c; i += 8) {
-      __m256 m = _mm256_loadu_ps(TapF(t[0], x0) + i);
-      for (int64_t k = 1; k < a.ntaps; ++k) m = MaxStep8(m, _mm256_loadu_ps(TapF(t[k], x0) + i));
-      _mm256_storeu_ps(y + i, m);
-    }
-    if (i < c) {
-      __m256 m = _mm256_maskload_ps(TapF(t[0], x0) + i, tail);
-      for (int64_t k = 1; k < a.ntaps; ++k)
-        m = MaxStep8(m, _mm256_maskload_ps(TapF(t[k], x0) + i, tail));
-      _mm256_maskstore_ps(y + i, tail, m);
-    }
-  }
-}
-
 #endif  // __AVX512F__
 
 // bfloat16: 8 values widened exactly to floats (the high halves), compared
@@ -221,51 +144,6 @@ inline void StoreBf16x8(uint8_t* p, __m256 m) {
                    _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
 }
 
-inline void MaxRowBf16(const PoolNhwcRowArgs& a) {
-  const int64_t c = a.c;
-  for (int64_t px = 0; px < a.npix; ++px) {
-    const uint8_t* const* t = a.taps + px * a.tap_stride;
-    uint8_t* y = a.y + px * a.ystride;
-    const int64_t x0 = a.xoff + px * a.pix_step;
-    int64_t i = 0;
-    for (; i + 32 <= c; i += 32) {
-      const uint8_t* p = t[0] + x0 + 2 * i;
-      __m256 m0 = LoadBf16x8(p), m1 = LoadBf16x8(p + 16);
-      __m256 m2 = LoadBf16x8(p + 32), m3 = LoadBf16x8(p + 48);
-      for (int64_t k = 1; k < a.ntaps; ++k) {
-        const uint8_t* q = t[k] + x0 + 2 * i;
-        m0 = MaxStep8(m0, LoadBf16x8(q));
-        m1 = MaxStep8(m1, LoadBf16x8(q + 16));
-        m2 = MaxStep8(m2, LoadBf16x8(q + 32));
-        m3 = MaxStep8(m3, LoadBf16x8(q + 48));
-      }
-      StoreBf16x8(y + 2 * i, m0);
-      StoreBf16x8(y + 2 * i + 16, m1);
-      StoreBf16x8(y + 2 * i + 32, m2);
-      StoreBf16x8(y + 2 * i + 48, m3);
-    }
-    for (; i + 8 <= c; i += 8) {
-      __m256 m = LoadBf16x8(t[0] + x0 + 2 * i);
-      for (int64_t k = 1; k < a.ntaps; ++k) m = MaxStep8(m, LoadBf16x8(t[k] + x0 + 2 * i));
-      StoreBf16x8(y + 2 * i, m);
-    }
-    for (; i < c; ++i) {  // the last channels one at a time, as MaxStep8 per lane
-      uint16_t best;
-      std::memcpy(&best, t[0] + x0 + 2 * i, 2);
-      for (int64_t k = 1; k < a.ntaps; ++k) {
-        uint16_t v;
-        std::memcpy(&v, t[k] + x0 + 2 * i, 2);
-        const uint32_t vb = uint32_t(v) << 16, bb = uint32_t(best) << 16;
-        float vf, bf;
-        std::memcpy(&vf, &vb, 4);
-        std::memcpy(&bf, &bb, 4);
-        if (vf > bf || vf != vf) best = v;
-      }
-      std::memcpy(y + 2 * i, &best, 2);
-    }
-  }
-}
-
 #if defined(__AVX512BW__)
 // The same on 16 lanes, channel tails masked.
 inline __m512 LoadBf16x16(const uint8_t* p, __mmask16 m) {
@@ -273,32 +151,6 @@ inline __m512 LoadBf16x16(const uint8_t* p, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
 }
 
-inline void MaxRowBf16x16(const PoolNhwcRowArgs& a) {
-  const int64_t c = a.c;
-  for (int64_t px = 0; px < a.npix; ++px) {
-    const uint8_t* const* t = a.taps + px * a.tap_stride;
-    uint8_t* y = a.y + px * a.ystride;
-    const int64_t x0 = a.xoff + px * a.pix_step;
-    for (int64_t i = 0; i < c; i += 32) {
-      const __mmask16 m0 = c - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (c - i)) - 1);
-      const __mmask16 m1 = c - i >= 32  ? __mmask16(0xffff)
-                           : c - i > 16 ? __mmask16((1u << (c - i - 16)) - 1)
-                                        : __mmask16(0);
-      const uint8_t* p = t[0] + x0 + 2 * i;
-      __m512 v0 = LoadBf16x16(p, m0), v1 = LoadBf16x16(p + 32, m1);
-      for (int64_t k = 1; k < a.ntaps; ++k) {
-        const uint8_t* q = t[k] + x0 + 2 * i;
-        v0 = MaxStep16(v0, LoadBf16x16(q, m0));
-        v1 = MaxStep16(v1, LoadBf16x16(q + 32, m1));
-      }
-      _mm256_mask_storeu_epi16(
-          y + 2 * i, m0, _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v0), 16)));
-      _mm256_mask_storeu_epi16(
-          y + 2 * i + 32, m1,
-          _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v1), 16)));
-    }
-  }
-}
 // Floats to bf16, to nearest even, NaN kept NaN (Bf16FromFloat's rule) in
 // integer arithmetic: this level may lack AVX-512 BF16.
 inline __m256i NarrowBf16x16(__m512 v) {
@@ -390,17 +242,134 @@ inline void AvgRowF32(const PoolNhwcRowArgs& a) {
   }
 }
 
+// The float max row over a vector trait (float or bf16 storage; 8 or 16
+// lanes): blocks of 4 vectors, then single vectors, then the channel tail.
+//   V, Mask, kLanes, kBytes (per element), Load(p), Store(p, v), Step(m, x),
+//   Tail(n): the mask of n < kLanes lanes, LoadTail(p, mask), StoreTail(p, mask, v)
+template <class Tr>
+void MaxRowFloat(const PoolNhwcRowArgs& a) {
+  using V = typename Tr::V;
+  constexpr int64_t kL = Tr::kLanes, kE = Tr::kBytes;
+  const int64_t c = a.c;
+  const typename Tr::Mask tail = Tr::Tail(c % kL);
+  for (int64_t px = 0; px < a.npix; ++px) {
+    const uint8_t* const* t = a.taps + px * a.tap_stride;
+    uint8_t* y = a.y + px * a.ystride;
+    const int64_t x0 = a.xoff + px * a.pix_step;
+    int64_t i = 0;
+    for (; i + 4 * kL <= c; i += 4 * kL) {
+      const uint8_t* p = t[0] + x0 + i * kE;
+      V m0 = Tr::Load(p), m1 = Tr::Load(p + kL * kE);
+      V m2 = Tr::Load(p + 2 * kL * kE), m3 = Tr::Load(p + 3 * kL * kE);
+      for (int64_t k = 1; k < a.ntaps; ++k) {
+        const uint8_t* q = t[k] + x0 + i * kE;
+        m0 = Tr::Step(m0, Tr::Load(q));
+        m1 = Tr::Step(m1, Tr::Load(q + kL * kE));
+        m2 = Tr::Step(m2, Tr::Load(q + 2 * kL * kE));
+        m3 = Tr::Step(m3, Tr::Load(q + 3 * kL * kE));
+      }
+      Tr::Store(y + i * kE, m0);
+      Tr::Store(y + (i + kL) * kE, m1);
+      Tr::Store(y + (i + 2 * kL) * kE, m2);
+      Tr::Store(y + (i + 3 * kL) * kE, m3);
+    }
+    for (; i + kL <= c; i += kL) {
+      V m = Tr::Load(t[0] + x0 + i * kE);
+      for (int64_t k = 1; k < a.ntaps; ++k) m = Tr::Step(m, Tr::Load(t[k] + x0 + i * kE));
+      Tr::Store(y + i * kE, m);
+    }
+    if (i < c) {
+      V m = Tr::LoadTail(t[0] + x0 + i * kE, tail);
+      for (int64_t k = 1; k < a.ntaps; ++k) m = Tr::Step(m, Tr::LoadTail(t[k] + x0 + i * kE, tail));
+      Tr::StoreTail(y + i * kE, tail, m);
+    }
+  }
+}
+
+struct MaxF32x8 {
+  using V = __m256;
+  using Mask = __m256i;
+  static constexpr int64_t kLanes = 8, kBytes = 4;
+  static V Load(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+  static void Store(uint8_t* p, V v) { _mm256_storeu_ps(reinterpret_cast<float*>(p), v); }
+  static V Step(V m, V x) { return MaxStep8(m, x); }
+  static Mask Tail(int64_t n) { return TailMask(n); }
+  static V LoadTail(const uint8_t* p, Mask m) {
+    return _mm256_maskload_ps(reinterpret_cast<const float*>(p), m);
+  }
+  static void StoreTail(uint8_t* p, Mask m, V v) {
+    _mm256_maskstore_ps(reinterpret_cast<float*>(p), m, v);
+  }
+};
+
+// bfloat16 widened exactly to floats (the high halves), compared as floats,
+// narrowed back by dropping the (zero) low halves. The tail goes through a
+// 16-byte buffer (AVX2 has no 16-bit masked loads).
+struct MaxBf16x8 {
+  using V = __m256;
+  using Mask = int64_t;  // lanes
+  static constexpr int64_t kLanes = 8, kBytes = 2;
+  static V Load(const uint8_t* p) { return LoadBf16x8(p); }
+  static void Store(uint8_t* p, V v) { StoreBf16x8(p, v); }
+  static V Step(V m, V x) { return MaxStep8(m, x); }
+  static Mask Tail(int64_t n) { return n; }
+  static V LoadTail(const uint8_t* p, Mask n) {
+    uint8_t buf[16] = {};
+    std::memcpy(buf, p, size_t(2 * n));
+    return LoadBf16x8(buf);
+  }
+  static void StoreTail(uint8_t* p, Mask n, V v) {
+    uint8_t buf[16];
+    StoreBf16x8(buf, v);
+    std::memcpy(p, buf, size_t(2 * n));
+  }
+};
+
+#if defined(__AVX512F__)
+// 16 lanes: two operations a step where 8 lanes took three.
+struct MaxF32x16 {
+  using V = __m512;
+  using Mask = __mmask16;
+  static constexpr int64_t kLanes = 16, kBytes = 4;
+  static V Load(const uint8_t* p) { return _mm512_loadu_ps(p); }
+  static void Store(uint8_t* p, V v) { _mm512_storeu_ps(p, v); }
+  static V Step(V m, V x) { return MaxStep16(m, x); }
+  static Mask Tail(int64_t n) { return Mask((1u << n) - 1); }
+  static V LoadTail(const uint8_t* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+  static void StoreTail(uint8_t* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+};
+#endif
+
+#if defined(__AVX512BW__)
+struct MaxBf16x16 {
+  using V = __m512;
+  using Mask = __mmask16;
+  static constexpr int64_t kLanes = 16, kBytes = 2;
+  static V Load(const uint8_t* p) { return LoadBf16x16(p, 0xffff); }
+  static void Store(uint8_t* p, V v) { StoreTail(p, 0xffff, v); }
+  static V Step(V m, V x) { return MaxStep16(m, x); }
+  static Mask Tail(int64_t n) { return Mask((1u << n) - 1); }
+  static V LoadTail(const uint8_t* p, Mask m) { return LoadBf16x16(p, m); }
+  static void StoreTail(uint8_t* p, Mask m, V v) {
+    _mm256_mask_storeu_epi16(p, m,
+                             _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+  }
+};
+#endif
+
 template <class Tr>
 constexpr PoolNhwcKernels MakePoolNhwcKernels() {
 #if defined(__AVX512BW__)
-  void (*const max_bf16)(const PoolNhwcRowArgs&) = MaxRowBf16x16;
+  void (*const max_f32)(const PoolNhwcRowArgs&) = MaxRowFloat<MaxF32x16>;
+  void (*const max_bf16)(const PoolNhwcRowArgs&) = MaxRowFloat<MaxBf16x16>;
   void (*const avg_bf16)(const PoolNhwcRowArgs&) = AvgRowBf16x16;
 #else
-  void (*const max_bf16)(const PoolNhwcRowArgs&) = MaxRowBf16;
+  void (*const max_f32)(const PoolNhwcRowArgs&) = MaxRowFloat<MaxF32x8>;
+  void (*const max_bf16)(const PoolNhwcRowArgs&) = MaxRowFloat<MaxBf16x8>;
   void (*const avg_bf16)(const PoolNhwcRowArgs&) = nullptr;  // the portable loop
 #endif
   return {MaxRow<Tr, true>, MaxRow<Tr, false>, AvgRow<Tr, true>, AvgRow<Tr, false>,
-          MaxRowF32,        AvgRowF32,         max_bf16,         avg_bf16};
+          max_f32,          AvgRowF32,         max_bf16,         avg_bf16};
 }
 
 }  // namespace
