@@ -217,6 +217,22 @@ TEST_CASE("shape: Concat") {
   CHECK(i.outputs[0].shape == Shape{3, -1});
   i = Infer("Concat", {UnknownRank(DType::kFloat32), Sym(DType::kFloat32, {3, 2})}, Int("axis", 0));
   CHECK(i.outputs[0].shape == Shape{-1, 2});
+  // Channels of a channels-last tensor, large enough for two threads to split
+  // the pixels: every pixel holds its 24 + 40 channels in input order.
+  const std::vector<float> a = Iota(40 * 50 * 24), b = Iota(40 * 50 * 40);
+  std::vector<float> want;
+  for (int64_t p = 0; p < 40 * 50; ++p) {
+    want.insert(want.end(), a.begin() + p * 24, a.begin() + (p + 1) * 24);
+    want.insert(want.end(), b.begin() + p * 40, b.begin() + (p + 1) * 40);
+  }
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    r = RunOp("Concat", {F32({1, 40, 50, 24}, a), F32({1, 40, 50, 40}, b)}, Int("axis", 3), 1,
+              threads);
+    REQUIRE(r.status.ok());
+    CHECK(r.shape() == Shape{1, 40, 50, 64});
+    CHECK(r.values<float>() == want);
+  }
 }
 
 TEST_CASE("shape: Split") {
