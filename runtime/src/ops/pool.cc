@@ -569,20 +569,21 @@ Status InferGlobalPool(KernelContext& ctx, PoolKind kind) {
   return Status::Ok();
 }
 
-// One output value per (batch, channel): `at(b, ch, i)` is the i-th of the
-// `size` spatial values in the reference's order, so both layouts sum the
-// same values in the same order.
+// One output value per (batch, channel), each channel's values taken in the
+// reference's (spatial) order in both layouts. The kind is a template
+// argument: the channels-last loop over a pixel's channels then has no
+// branch, and the compiler vectorizes it (SqueezeNet's 13x13x1000 average:
+// 58 us with the kind tested per element).
 // acc: one accumulator per channel (GlobalPoolScratch).
-template <class T>
-void GlobalPoolKernel(const Tensor& x, PoolKind kind, double p, bool channels_last, double* acc,
-                      Tensor* y) {
+template <PoolKind kKind, class T>
+void GlobalPoolKernel(const Tensor& x, double p, bool channels_last, double* acc, Tensor* y) {
   const int64_t n = x.shape[0], c = channels_last ? x.shape.back() : x.shape[1];
   const int64_t size = n * c != 0 ? x.numel() / (n * c) : 0;
-  const double init = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
-  auto add = [&](double& a, double v) {
-    if (kind == PoolKind::kMax) {
+  const double init = kKind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+  auto add = [p](double& a, double v) {
+    if constexpr (kKind == PoolKind::kMax) {
       if (v > a || std::isnan(v)) a = v;
-    } else if (kind == PoolKind::kAverage) {
+    } else if constexpr (kKind == PoolKind::kAverage) {
       a += v;
     } else {
       a += std::pow(std::fabs(v), p);
@@ -606,15 +607,37 @@ void GlobalPoolKernel(const Tensor& x, PoolKind kind, double p, bool channels_la
     for (int64_t ch = 0; ch < c; ++ch) {
       const double a = acc[ch];
       T r;
-      if (kind == PoolKind::kMax)
+      if (kKind == PoolKind::kMax)
         r = size > 0 ? T(a) : std::numeric_limits<T>::lowest();
-      else if (kind == PoolKind::kAverage)
+      else if (kKind == PoolKind::kAverage)
         r = size > 0 ? T(a / double(size)) : T(0);
       else
         r = T(std::pow(a, 1.0 / p));
       y->ptr<T>()[b * c + ch] = r;
     }
   }
+}
+
+template <PoolKind kKind>
+Status GlobalPoolOf(const KernelContext& ctx, const Tensor& x, double p, bool channels_last,
+                    double* acc, Tensor* y) {
+  switch (x.dtype) {
+    case DType::kFloat32:
+      GlobalPoolKernel<kKind, float>(x, p, channels_last, acc, y);
+      break;
+    case DType::kFloat64:
+      GlobalPoolKernel<kKind, double>(x, p, channels_last, acc, y);
+      break;
+    case DType::kInt8:
+      GlobalPoolKernel<kKind, int8_t>(x, p, channels_last, acc, y);
+      break;
+    case DType::kUInt8:
+      GlobalPoolKernel<kKind, uint8_t>(x, p, channels_last, acc, y);
+      break;
+    default:
+      return ctx.Unsupported(std::string("dtype ") + dtype_name(x.dtype));
+  }
+  return Status::Ok();
 }
 
 // The per channel accumulators of GlobalPoolKernel (x's shape only).
@@ -642,23 +665,9 @@ Status RunGlobalPool(KernelContext& ctx, PoolKind kind) {
   const kernels::ScratchRegion region({ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
                                       GlobalPoolAccBytes(*x, cl));
   double* acc = region.at<double>(0);
-  switch (x->dtype) {
-    case DType::kFloat32:
-      GlobalPoolKernel<float>(*x, kind, p, cl, acc, y);
-      break;
-    case DType::kFloat64:
-      GlobalPoolKernel<double>(*x, kind, p, cl, acc, y);
-      break;
-    case DType::kInt8:
-      GlobalPoolKernel<int8_t>(*x, kind, p, cl, acc, y);
-      break;
-    case DType::kUInt8:
-      GlobalPoolKernel<uint8_t>(*x, kind, p, cl, acc, y);
-      break;
-    default:
-      return ctx.Unsupported(std::string("dtype ") + dtype_name(x->dtype));
-  }
-  return Status::Ok();
+  if (kind == PoolKind::kMax) return GlobalPoolOf<PoolKind::kMax>(ctx, *x, p, cl, acc, y);
+  if (kind == PoolKind::kAverage) return GlobalPoolOf<PoolKind::kAverage>(ctx, *x, p, cl, acc, y);
+  return GlobalPoolOf<PoolKind::kLp>(ctx, *x, p, cl, acc, y);
 }
 
 Status InferGlobalMaxPoolChannelsFirst(KernelContext& ctx) {
