@@ -441,6 +441,10 @@ int Run(const Args& args) {
     if (!st.ok()) return Fail("run", st);
     for (size_t o = 0; o < results.size(); ++o) {
       if (model->outputs()[o].is_sequence) continue;  // written from the session below
+      bool none = false;
+      st = session->OutputIsNone(model->outputs()[o].name, &none);
+      if (!st.ok()) return Fail("run", st);
+      if (none) continue;  // reported below, no file
       io::NpyArray& arr = results[o];
       const void* data = nullptr;
       Shape shape;
@@ -463,6 +467,13 @@ int Run(const Args& args) {
   if (!out_dir.empty()) mkdir(out_dir.c_str(), 0755);
   for (size_t o = 0; o < results.size(); ++o) {
     const TensorInfo& info = model->outputs()[o];
+    bool none = false;
+    st = session->OutputIsNone(info.name, &none);
+    if (!st.ok()) return Fail("run", st);
+    if (none) {  // an optional without a value (at the last step)
+      std::printf("%s: none\n", info.name.c_str());
+      continue;
+    }
     if (info.is_sequence) {
       std::vector<TensorView> elements;
       st = session->GetOutputSequence(info.name, &elements);

@@ -624,5 +624,6 @@ PYBIND11_MODULE(_qfold, m) {
       .def("resize_input", &PySession::ResizeInput, py::arg("name"), py::arg("shape"),
            "Re-plans for a new input shape (run() also does this by itself).")
       .def("run", &PySession::Run, py::arg("feeds"),
-           "Runs with {name: array}; returns {name: array} (copies).");
+           "Runs with {name: array}; returns {name: array} (copies). A sequence is a list of "
+           "arrays; an optional input fed None (or never fed) is none, and a none output is None.");
 }

@@ -8,6 +8,8 @@ One model built here, converted with `qfold convert` and run through the Python 
 OptionalHasElement and, in an If on that answer, by OptionalGetElement; a second If returning
 an optional, `x` itself in one branch and a none (Optional with a `type`) in the other. Every
 output equals ONNX Runtime's, a none output coming back as None from both.
+The same through qfold.InferenceSession (ONNX Runtime's interface: types such as
+optional(tensor(float)), None fed and returned).
 Bad input: OptionalGetElement of a none at run time fails naming the node.
 
 Prints one line per check, then "N passed, M failed"; exits non-zero on failure.
@@ -132,6 +134,19 @@ def main():
                 label = "x none" if feeds["x"] is None else "x present"
                 check(f"{label}, flag {bool(feeds['flag'])}, {threads} thread(s)", not diffs,
                       diffs)
+
+        # The ONNX Runtime-like interface: the same types and outputs, None for none.
+        wrapped = qfold.InferenceSession(path)
+        check("InferenceSession: input and output types as ONNX Runtime's",
+              [(a.name, a.type) for a in wrapped.get_inputs() + wrapped.get_outputs()] ==
+              [(a.name, a.type) for a in ref.get_inputs() + ref.get_outputs()],
+              [a.type for a in wrapped.get_inputs() + wrapped.get_outputs()])
+        for feeds in feeds_list:
+            want = ref.run(None, feeds)
+            got = wrapped.run(None, feeds)
+            diffs = [same(w, g) for w, g in zip(want, got) if same(w, g)]
+            check(f"InferenceSession: x {'none' if feeds['x'] is None else 'present'}, "
+                  f"flag {bool(feeds['flag'])}", not diffs and len(got) == len(want), diffs)
 
         bad = get_none_model(os.path.join(tmp, "get_none.onnx"))
         bad_qfm = bad[:-5] + ".qfm"
