@@ -388,6 +388,7 @@ int Run(const Args& args) {
   for (const TensorInfo& in : model->inputs()) {
     if (in.is_sequence) {
       auto it = sequence_feeds.find(in.name);
+      if (it == sequence_feeds.end() && in.is_optional) continue;  // none
       if (it == sequence_feeds.end())
         return Fail("run",
                     Status(StatusCode::kInvalidArgument,
@@ -406,6 +407,7 @@ int Run(const Args& args) {
     for (const io::NpzEntry& e : feeds)
       if (e.name == in.name) feed = &e;
     if (!feed && bound(in.name)) continue;  // carried state, zeros at first
+    if (!feed && in.is_optional) continue;  // an optional without data is none
     if (!feed)
       return Fail("run",
                   Status(StatusCode::kInvalidArgument,
@@ -439,6 +441,10 @@ int Run(const Args& args) {
     if (!st.ok()) return Fail("run", st);
     for (size_t o = 0; o < results.size(); ++o) {
       if (model->outputs()[o].is_sequence) continue;  // written from the session below
+      bool none = false;
+      st = session->OutputIsNone(model->outputs()[o].name, &none);
+      if (!st.ok()) return Fail("run", st);
+      if (none) continue;  // reported below, no file
       io::NpyArray& arr = results[o];
       const void* data = nullptr;
       Shape shape;
@@ -461,6 +467,13 @@ int Run(const Args& args) {
   if (!out_dir.empty()) mkdir(out_dir.c_str(), 0755);
   for (size_t o = 0; o < results.size(); ++o) {
     const TensorInfo& info = model->outputs()[o];
+    bool none = false;
+    st = session->OutputIsNone(info.name, &none);
+    if (!st.ok()) return Fail("run", st);
+    if (none) {  // an optional without a value (at the last step)
+      std::printf("%s: none\n", info.name.c_str());
+      continue;
+    }
     if (info.is_sequence) {
       std::vector<TensorView> elements;
       st = session->GetOutputSequence(info.name, &elements);
@@ -519,6 +532,7 @@ nlohmann::json TensorJson(const TensorInfo& t) {
   j["name"] = t.name;
   j["dtype"] = dtype_name(t.dtype);
   if (t.is_sequence) j["sequence"] = true;
+  if (t.is_optional) j["optional"] = true;
   nlohmann::json dims = nlohmann::json::array();
   for (size_t i = 0; i < t.shape.size(); ++i) {
     if (t.shape[i] >= 0)
@@ -760,8 +774,9 @@ int Inspect(const Args& args) {
   std::printf("inputs:\n");
   // A sequence shows its elements' dtype and the dims every element has.
   auto type_text = [](const TensorInfo& t) {
-    return t.is_sequence ? "seq(" + std::string(dtype_name(t.dtype)) + ")"
-                         : std::string(dtype_name(t.dtype));
+    const std::string held = t.is_sequence ? "seq(" + std::string(dtype_name(t.dtype)) + ")"
+                                           : std::string(dtype_name(t.dtype));
+    return t.is_optional ? "optional(" + held + ")" : held;
   };
   for (const TensorInfo& t : inputs)
     std::printf("  %-24s %-8s %-20s %s\n", t.name.c_str(), type_text(t).c_str(),

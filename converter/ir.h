@@ -42,6 +42,9 @@ struct Value {
   // An ONNX sequence of tensors: dtype, rank_known and shape describe its
   // elements (what every element has; kUnknownDim where they may differ).
   bool is_sequence = false;
+  // An ONNX optional of the tensor (or, with is_sequence, the sequence) the
+  // fields above describe; never constant.
+  bool is_optional = false;
 
   bool is_constant() const { return data != nullptr; }
 };

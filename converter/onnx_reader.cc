@@ -113,13 +113,17 @@ void StoreAs(DType dt, const Src& src, std::vector<uint8_t>* out) {
 }
 
 Status ReadTypeProto(const onnx::TypeProto& tp, const std::string& where, Value* v) {
-  // A sequence of tensors is described by its elements' type.
-  v->is_sequence = tp.has_sequence_type();
-  const onnx::TypeProto& elem = v->is_sequence ? tp.sequence_type().elem_type() : tp;
+  // An optional is described by the type of its value, a sequence of tensors
+  // by its elements' type.
+  v->is_optional = tp.has_optional_type();
+  const onnx::TypeProto& held = v->is_optional ? tp.optional_type().elem_type() : tp;
+  v->is_sequence = held.has_sequence_type();
+  const onnx::TypeProto& elem = v->is_sequence ? held.sequence_type().elem_type() : held;
   if (!elem.has_tensor_type())
     return Status(StatusCode::kUnsupported,
-                  where + ": only tensors and sequences of tensors are supported (not maps, "
-                          "optionals or nested sequences)");
+                  where +
+                      ": only tensors, sequences of tensors and optionals of either are "
+                      "supported (not maps, sparse tensors or nested sequences)");
   const auto& tt = elem.tensor_type();
   v->dtype = DTypeFromOnnx(tt.elem_type());
   if (v->dtype == DType::kUndefined)
@@ -180,6 +184,21 @@ Status ReadAttribute(const onnx::AttributeProto& a, const std::string& base_dir,
       node->subgraphs[a.name()] = std::move(sub);
       // If/Loop/Scan run their subgraphs (capture_outer_values.cc); elsewhere a graph is foreign.
       if (!IsControlFlowNode(*node)) node->unsupported_attrs.push_back(a.name());
+      break;
+    }
+    case AP::TYPE_PROTO: {
+      // Optional's `type` (the value type of a none): kept as attributes the
+      // .qfm holds, _<name>_elem (ONNX element type), _<name>_sequence and,
+      // when the rank is known, _<name>_shape (-1 for unknown dims).
+      Value t;
+      if (!ReadTypeProto(a.tp(), where, &t).ok() || t.is_optional) {
+        node->unsupported_attrs.push_back(a.name());
+        break;
+      }
+      const onnx::TypeProto& elem = t.is_sequence ? a.tp().sequence_type().elem_type() : a.tp();
+      node->attrs.SetInt("_" + a.name() + "_elem", elem.tensor_type().elem_type());
+      node->attrs.SetInt("_" + a.name() + "_sequence", t.is_sequence ? 1 : 0);
+      if (t.rank_known) node->attrs.SetInts("_" + a.name() + "_shape", t.shape);
       break;
     }
     case AP::STRINGS:
@@ -328,9 +347,10 @@ Status ReadTensorProtoFile(const std::string& path, Value* out) {
 // onnx.proto does not declare SequenceProto (onnx-data.proto does, which
 // Debian does not ship), so its few fields are read from the wire format:
 // 2 elem_type (varint), 3 tensor_values (TensorProto); 1 name is skipped.
-Status ReadSequenceProtoFile(const std::string& path, std::vector<Value>* out) {
-  std::string bytes;
-  QF_RETURN_IF_ERROR(ReadFileBytes(path, &bytes));
+namespace {
+// A serialized SequenceProto of tensors; `path` names its file for messages.
+Status ParseSequenceProto(const std::string& bytes, const std::string& path,
+                          std::vector<Value>* out) {
   using google::protobuf::internal::WireFormatLite;
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
                                             int(bytes.size()));
@@ -368,6 +388,53 @@ Status ReadSequenceProtoFile(const std::string& path, std::vector<Value>* out) {
     return Status(StatusCode::kUnsupported,
                   path + ": only sequences of tensors are supported (not sparse tensors, maps, "
                          "optionals or nested sequences)");
+  return Status::Ok();
+}
+}  // namespace
+
+Status ReadSequenceProtoFile(const std::string& path, std::vector<Value>* out) {
+  std::string bytes;
+  QF_RETURN_IF_ERROR(ReadFileBytes(path, &bytes));
+  return ParseSequenceProto(bytes, path, out);
+}
+
+Status ReadOptionalProtoFile(const std::string& path, OptionalValue* out) {
+  std::string bytes;
+  QF_RETURN_IF_ERROR(ReadFileBytes(path, &bytes));
+  using google::protobuf::internal::WireFormatLite;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            int(bytes.size()));
+  in.SetTotalBytesLimit(INT_MAX);
+  // OptionalProto: name = 1, elem_type = 2, tensor_value = 3, sparse_tensor_value = 4,
+  // sequence_value = 5, map_value = 6, optional_value = 7.
+  constexpr int kTensorValue = 3, kSequenceValue = 5;
+  *out = OptionalValue();
+  while (uint32_t tag = in.ReadTag()) {
+    const int field = int(tag >> 3);
+    if ((field == kTensorValue || field == kSequenceValue) && (tag & 7) == 2) {
+      uint32_t len = 0;
+      std::string msg;
+      if (!in.ReadVarint32(&len) || !in.ReadString(&msg, int(len)))
+        return Invalid(path + ": not a valid ONNX OptionalProto (truncated value)");
+      out->none = false;
+      out->is_sequence = field == kSequenceValue;
+      if (out->is_sequence) {
+        QF_RETURN_IF_ERROR(ParseSequenceProto(msg, path, &out->sequence));
+        continue;
+      }
+      onnx::TensorProto t;
+      if (!ParseProto(msg, &t)) return Invalid(path + ": value is not a valid TensorProto");
+      QF_RETURN_IF_ERROR(ValueFromTensorProto(t, DirName(path), path, &out->tensor));
+      continue;
+    }
+    if (field == 4 || field == 6 || field == 7)
+      return Status(StatusCode::kUnsupported,
+                    path + ": only optionals of tensors and sequences of tensors are supported");
+    if (!WireFormatLite::SkipField(&in, tag))
+      return Invalid(path + ": not a valid ONNX OptionalProto");
+  }
+  if (in.CurrentPosition() != int(bytes.size()))
+    return Invalid(path + ": not a valid ONNX OptionalProto");
   return Status::Ok();
 }
 
@@ -452,8 +519,10 @@ Status ReadGraphBody(const onnx::GraphProto& gp, const std::string& path,
 OnnxArg ArgFromValueInfo(const onnx::ValueInfoProto& vi) {
   OnnxArg arg;
   arg.name = vi.name();
-  arg.is_sequence = vi.type().has_sequence_type();
-  const onnx::TypeProto& type = arg.is_sequence ? vi.type().sequence_type().elem_type() : vi.type();
+  arg.is_optional = vi.type().has_optional_type();
+  const onnx::TypeProto& held = arg.is_optional ? vi.type().optional_type().elem_type() : vi.type();
+  arg.is_sequence = held.has_sequence_type();
+  const onnx::TypeProto& type = arg.is_sequence ? held.sequence_type().elem_type() : held;
   if (!type.has_tensor_type()) return arg;
   const auto& tt = type.tensor_type();
   arg.elem_type = OnnxTypeName(tt.elem_type());

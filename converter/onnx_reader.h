@@ -34,6 +34,7 @@ struct OnnxArg {
   std::string name;
   std::string elem_type;     // "" for types other than tensors and sequences of tensors
   bool is_sequence = false;  // a sequence of tensors: elem_type, dims describe its elements
+  bool is_optional = false;  // an optional of the tensor or sequence the other fields describe
   bool has_shape = false;
   std::vector<OnnxDim> dims;
 };
@@ -55,6 +56,15 @@ Status ValueFromTensorProto(const onnx::TensorProto& t, const std::string& base_
 Status ReadTensorProtoFile(const std::string& path, Value* out);
 // Reads a serialized SequenceProto of tensors (the test data of a sequence).
 Status ReadSequenceProtoFile(const std::string& path, std::vector<Value>* out);
+// The value of a serialized OptionalProto (the test data of an optional):
+// none, a tensor, or a sequence of tensors.
+struct OptionalValue {
+  bool none = true;
+  bool is_sequence = false;
+  Value tensor;
+  std::vector<Value> sequence;
+};
+Status ReadOptionalProtoFile(const std::string& path, OptionalValue* out);
 
 }  // namespace conv
 }  // namespace qfold

@@ -72,7 +72,7 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
   std::vector<const Graph*> subgraphs;
   std::map<const Graph*, int> subgraph_index;
   CollectSubgraphs(g, &subgraphs, &subgraph_index);
-  bool has_sequences = false;
+  bool has_sequences = false, has_optionals = false;
 
   struct Written {
     flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Operator>>> ops;
@@ -118,11 +118,15 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
                           : v->layout == Value::Layout::kNHWC ? fb::Layout::NHWC
                                                               : fb::Layout::PLAIN;
       if (v->is_sequence) has_sequences = true;
-      tensors.push_back(fb::CreateTensor(
-          b, b.CreateString(name), fb::DType(int8_t(v->dtype)), b.CreateVector(dims), layout, quant,
-          buffer, v->batch_axis, v->channel_axis,
-          v->is_sequence ? fb::TensorKind::SEQUENCE : fb::TensorKind::TENSOR,
-          v->is_sequence && !v->rank_known));
+      if (v->is_optional) has_optionals = true;
+      const fb::TensorKind kind =
+          v->is_optional ? (v->is_sequence ? fb::TensorKind::OPTIONAL_SEQUENCE
+                                           : fb::TensorKind::OPTIONAL_TENSOR)
+                         : (v->is_sequence ? fb::TensorKind::SEQUENCE : fb::TensorKind::TENSOR);
+      tensors.push_back(fb::CreateTensor(b, b.CreateString(name), fb::DType(int8_t(v->dtype)),
+                                         b.CreateVector(dims), layout, quant, buffer, v->batch_axis,
+                                         v->channel_axis, kind,
+                                         (v->is_sequence || v->is_optional) && !v->rank_known));
     }
     std::vector<flatbuffers::Offset<fb::Operator>> ops;
     for (const Node& n : gr.nodes) {
@@ -179,6 +183,8 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
   // Version 5: sequence values, which a version-4 reader would take for tensors.
   // Version 6: an affine after a fused activation (_act_scale, _act_shift),
   // which a version-5 reader would ignore, computing without it.
+  // Version 7: optional values (TensorKind OPTIONAL_*), which a version-6
+  // reader refuses as an invalid kind; the version names the reason instead.
   bool act_affine = false;
   auto scan_affine = [&](const Graph& graph) {
     for (const Node& n : graph.nodes)
@@ -186,13 +192,14 @@ Status SerializeQfm(const Graph& g, std::vector<uint8_t>* out) {
   };
   scan_affine(g);
   for (const Graph* sg : subgraphs) scan_affine(*sg);
-  const uint32_t min_reader = act_affine        ? 6
+  const uint32_t min_reader = has_optionals     ? 7
+                              : act_affine      ? 6
                               : has_sequences   ? 5
                               : half_weights    ? 4
                               : !graphs.empty() ? 3
                               : channels_last   ? 2
                                                 : 1;
-  auto model = fb::CreateModel(b, 6, min_reader, b.CreateVector(tensors), b.CreateVector(buffers),
+  auto model = fb::CreateModel(b, 7, min_reader, b.CreateVector(tensors), b.CreateVector(buffers),
                                main_graph.ops, main_graph.ins, main_graph.outs, meta,
                                graphs.empty() ? 0 : b.CreateVector(graphs));
   fb::FinishModelBuffer(b, model);

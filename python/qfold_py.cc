@@ -118,6 +118,7 @@ py::list InfoList(const std::vector<TensorInfo>& infos) {
     d["dim_names"] = t.dim_names;
     d["layout"] = LayoutName(t.layout);
     d["sequence"] = t.is_sequence;
+    d["optional"] = t.is_optional;
     out.append(d);
   }
   return out;
@@ -172,6 +173,7 @@ py::dict ArgDict(const conv::OnnxArg& arg) {
   d["name"] = arg.name;
   d["type"] = arg.elem_type.empty() ? py::object(py::none()) : py::str(arg.elem_type);
   d["sequence"] = arg.is_sequence;
+  d["optional"] = arg.is_optional;
   if (arg.has_shape) {
     py::list shape;
     for (const conv::OnnxDim& dim : arg.dims) {
@@ -274,6 +276,8 @@ struct Feed {
   bool is_sequence = false;
   std::vector<py::buffer_info> elements;
   std::vector<py::object> keep;  // the arrays `elements` view
+  // An optional input fed None.
+  bool is_none = false;
 };
 
 // precision="fp32"|"bf16"|"fp16", as the CLI's --precision.
@@ -371,12 +375,14 @@ class PySession {
       std::lock_guard<std::mutex> lock(mu_);
       // Every shape first: the session plans once all inputs have one.
       for (const Feed& f : prepared) {
-        if (!f.is_sequence) st = session_->ResizeInput(f.name, f.shape);
+        if (!f.is_sequence && !f.is_none) st = session_->ResizeInput(f.name, f.shape);
         if (!st.ok()) break;
       }
       for (const Feed& f : prepared) {
         if (!st.ok()) break;
-        if (f.is_sequence) {
+        if (f.is_none) {
+          st = session_->SetInputNone(f.name);
+        } else if (f.is_sequence) {
           std::vector<TensorView> views;
           for (const py::buffer_info& e : f.elements)
             views.push_back(TensorView{f.dtype, Shape(e.shape.begin(), e.shape.end()), e.ptr,
@@ -413,6 +419,12 @@ class PySession {
         for (const TensorInfo& t : infos) names += (names.empty() ? "'" : ", '") + t.name + "'";
         Raise(StatusCode::kInvalidArgument,
               "no input named '" + name + "'; the model's inputs are " + names);
+      }
+      if (info->is_optional && item.second.is_none()) {
+        Feed f{name, info->dtype, {}, {}, info->is_sequence, {}, {}};
+        f.is_none = true;
+        prepared.push_back(std::move(f));
+        continue;
       }
       if (info->is_sequence) {
         prepared.push_back(PrepareSequence(name, *info, item.second));
@@ -497,6 +509,12 @@ class PySession {
   py::dict CollectOutputs() {
     py::dict result;
     for (const TensorInfo& info : model_->outputs()) {
+      bool none = false;
+      ThrowIfError(session_->OutputIsNone(info.name, &none));
+      if (none) {  // an optional output without a value
+        result[py::str(info.name)] = py::none();
+        continue;
+      }
       if (info.is_sequence) {
         std::vector<TensorView> elements;
         ThrowIfError(session_->GetOutputSequence(info.name, &elements));
@@ -606,5 +624,6 @@ PYBIND11_MODULE(_qfold, m) {
       .def("resize_input", &PySession::ResizeInput, py::arg("name"), py::arg("shape"),
            "Re-plans for a new input shape (run() also does this by itself).")
       .def("run", &PySession::Run, py::arg("feeds"),
-           "Runs with {name: array}; returns {name: array} (copies).");
+           "Runs with {name: array}; returns {name: array} (copies). A sequence is a list of "
+           "arrays; an optional input fed None (or never fed) is none, and a none output is None.");
 }

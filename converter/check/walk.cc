@@ -451,6 +451,14 @@ class Walker {
       t.rank_known = v->rank_known;
       t.shape = v->shape;
       t.is_sequence = v->is_sequence;
+      t.is_optional = v->is_optional;
+      if (v->is_optional && !(def.traits & kTraitOptional) && !def.has_subgraphs) {
+        ReportInferFailure(n, Status(StatusCode::kInvalidModel,
+                                     n.Label() + ": input '" + v->name +
+                                         "' is an optional; this op does not take optionals"));
+        SetUnknown(k);
+        return;
+      }
       if (v->is_sequence && !(def.traits & kTraitSequence) && !def.has_subgraphs) {
         // The converter refuses it naming the node (infer_and_fold.cc).
         ReportInferFailure(
@@ -495,8 +503,8 @@ class Walker {
         if (o->shape_known()) out_bytes += dtype_storage_bytes(o->dtype, o->numel());
       }
     bool has_sequence = false;
-    for (const Tensor& t : ins) has_sequence = has_sequence || t.is_sequence;
-    for (const Tensor& t : outs) has_sequence = has_sequence || t.is_sequence;
+    for (const Tensor& t : ins) has_sequence = has_sequence || t.boxed();
+    for (const Tensor& t : outs) has_sequence = has_sequence || t.boxed();
     bool fold = !has_sequence && half == DType::kUndefined && outputs_known &&
                 out_bytes <= kMaxFoldedBytes && inputs_known && (all_const || def.shape_only);
     std::vector<std::shared_ptr<std::vector<uint8_t>>> storage;
@@ -520,6 +528,7 @@ class Walker {
       v.rank_known = o->rank_known;
       v.shape = o->shape;
       v.is_sequence = o->is_sequence;
+      v.is_optional = o->is_optional;
       v.data.reset();
       if (fold) {
         storage[s]->resize(storage[s]->size() - 1);

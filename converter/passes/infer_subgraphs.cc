@@ -24,8 +24,10 @@ Shape Merge(const Shape& a, const Shape& b) {
   return s;
 }
 
-void SetType(Value* v, DType dtype, bool rank_known, const Shape& shape, bool is_sequence = false) {
+void SetType(Value* v, DType dtype, bool rank_known, const Shape& shape, bool is_sequence = false,
+             bool is_optional = false) {
   v->is_sequence = is_sequence;
+  v->is_optional = is_optional;
   v->dtype = dtype;
   v->rank_known = rank_known;
   v->shape = shape;
@@ -45,7 +47,8 @@ Status InferBody(const Graph& g, const Node& n, const std::string& attr, Graph* 
   for (size_t i = 0; i < types.size(); ++i) {
     Value& v = sub->values[sub->inputs[i]];
     v.name = sub->inputs[i];
-    SetType(&v, types[i].dtype, types[i].rank_known, types[i].shape, types[i].is_sequence);
+    SetType(&v, types[i].dtype, types[i].rank_known, types[i].shape, types[i].is_sequence,
+            types[i].is_optional);
   }
   Status st = VerifyGraph(sub);
   if (st.ok()) st = InferAndFold(sub, fold);
@@ -63,6 +66,13 @@ Status InferBody(const Graph& g, const Node& n, const std::string& attr, Graph* 
       return Invalid(g, n, "subgraph '" + attr + "' output '" + o + "' has no known type");
   }
   return Status::Ok();
+}
+
+// "an optional sequence of float32": a value's kind for messages.
+std::string KindName(const Value& v) {
+  return std::string(v.is_optional ? "an optional " : "") +
+         (v.is_sequence ? (v.is_optional ? "sequence of " : "a sequence of ") : "") +
+         dtype_name(v.dtype);
 }
 
 const Value& Out(const Graph& sub, size_t i) {
@@ -89,10 +99,14 @@ Status FixCarriedTypes(const Graph& g, const Node& n, Graph* body, std::vector<V
       const Value& out = Out(trial, first_out + i);
       if (out.dtype != in.dtype || out.is_sequence != in.is_sequence)
         return Invalid(g, n,
-                       "loop-carried value " + std::to_string(i) + " enters as " +
-                           (in.is_sequence ? "a sequence of " : "") + dtype_name(in.dtype) +
-                           " and leaves the body as " + (out.is_sequence ? "a sequence of " : "") +
-                           dtype_name(out.dtype));
+                       "loop-carried value " + std::to_string(i) + " enters as " + KindName(in) +
+                           " and leaves the body as " + KindName(out));
+      // An optional on either side makes the body's input optional: the
+      // runtime wraps a plain value (or unwraps the body's) between iterations.
+      if (out.is_optional && !in.is_optional) {
+        in.is_optional = true;
+        stable = false;
+      }
       if (!in.rank_known) continue;
       if (!out.rank_known || out.shape.size() != in.shape.size()) {
         in.rank_known = false;
@@ -125,19 +139,18 @@ Status InferIf(Graph* g, Node* n, bool fold) {
     const Value& t = Out(then_g, i);
     const Value& e = Out(else_g, i);
     const std::string which = "output " + std::to_string(i) + " ('" + n->outputs[i] + "')";
-    if (t.dtype != e.dtype || t.is_sequence != e.is_sequence)
-      return Invalid(*g, *n,
-                     which + " is " + (t.is_sequence ? "a sequence of " : "") +
-                         dtype_name(t.dtype) + " in then_branch but " +
-                         (e.is_sequence ? "a sequence of " : "") + dtype_name(e.dtype) +
-                         " in else_branch");
+    if (t.dtype != e.dtype || t.is_sequence != e.is_sequence || t.is_optional != e.is_optional)
+      return Invalid(
+          *g, *n,
+          which + " is " + KindName(t) + " in then_branch but " + KindName(e) + " in else_branch");
     // Declared output ranks must agree (fold_ifs checks them); inferred ones
     // may differ, as ONNX allows: the output's rank is then known when running.
     if (n->outputs[i].empty()) continue;
     Value& v = g->values[n->outputs[i]];
     v.name = n->outputs[i];
     const bool rank = t.rank_known && e.rank_known && t.shape.size() == e.shape.size();
-    SetType(&v, t.dtype, rank, rank ? Merge(t.shape, e.shape) : Shape(), t.is_sequence);
+    SetType(&v, t.dtype, rank, rank ? Merge(t.shape, e.shape) : Shape(), t.is_sequence,
+            t.is_optional);
   }
   return Status::Ok();
 }
@@ -165,12 +178,14 @@ Status InferLoop(Graph* g, Node* n, bool fold) {
     Value& v = g->values[n->outputs[i]];
     v.name = n->outputs[i];
     if (i < carried) {
-      SetType(&v, b.dtype, types[2 + i].rank_known, types[2 + i].shape, b.is_sequence);
+      SetType(&v, b.dtype, types[2 + i].rank_known, types[2 + i].shape, b.is_sequence,
+              b.is_optional);
     } else {
-      if (b.is_sequence)
+      if (b.is_sequence || b.is_optional)
         return Status(StatusCode::kUnsupported,
-                      g->source + ": " + n->Label() + ": scan output '" + n->outputs[i] +
-                          "' is a sequence; scan outputs are tensors stacked over iterations");
+                      g->source + ": " + n->Label() + ": scan output '" + n->outputs[i] + "' is " +
+                          (b.is_optional ? "an optional" : "a sequence") +
+                          "; scan outputs are tensors stacked over iterations");
       Shape s = b.shape;
       s.insert(s.begin(), kUnknownDim);  // the iterations run
       SetType(&v, b.dtype, b.rank_known, b.rank_known ? s : Shape());
@@ -199,12 +214,20 @@ Status InferScan(Graph* g, Node* n, bool fold) {
   std::vector<Value> types;
   int64_t T = kUnknownDim;
   // States and scan inputs are tensors (the spec's V); captured values may be
-  // sequences, which the body reads as a Loop body does.
+  // sequences, which the body reads as a Loop body does (captured optionals
+  // are not supported).
+  for (size_t i = n->inputs.size() - captured; i < n->inputs.size(); ++i)
+    if (TypeOf(*g, n->inputs[i]).is_optional)
+      return Status(StatusCode::kUnsupported, g->source + ": " + n->Label() + ": reads optional '" +
+                                                  n->inputs[i] +
+                                                  "'; Scan bodies take no optionals");
   for (size_t i = 0; i < n->inputs.size() - captured; ++i) {
     Value t = TypeOf(*g, n->inputs[i]);
-    if (t.is_sequence)
+    if (t.is_sequence || t.is_optional)
       return Invalid(*g, *n,
-                     "input '" + n->inputs[i] + "' is a sequence; Scan's inputs are tensors");
+                     "input '" + n->inputs[i] + "' is " +
+                         (t.is_optional ? "an optional" : "a sequence") +
+                         "; Scan's inputs are tensors");
     if (i >= states && t.rank_known) {
       int axis = 0;
       if (!NormalizeAxis(in_axes[i - states], int(t.shape.size()), &axis))

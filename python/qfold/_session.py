@@ -374,6 +374,7 @@ class InferenceSession:
             self._outputs = [self._arg_from_qfm(t) for t in self._session.outputs]
         self._input_dtypes = {t["name"]: t["dtype"] for t in self._session.inputs}
         self._sequence_inputs = {t["name"] for t in self._session.inputs if t.get("sequence")}
+        self._optional_inputs = {t["name"] for t in self._session.inputs if t.get("optional")}
 
     @staticmethod
     def _arg_from_signature(arg: Dict[str, Any]) -> NodeArg:
@@ -381,6 +382,8 @@ class InferenceSession:
         if not elem:
             return NodeArg(arg["name"], arg["shape"], "unknown")
         kind = f"seq(tensor({elem}))" if arg.get("sequence") else f"tensor({elem})"
+        if arg.get("optional"):
+            kind = f"optional({kind})"
         return NodeArg(arg["name"], arg["shape"], kind)
 
     @staticmethod
@@ -389,9 +392,10 @@ class InferenceSession:
         for dim, name in zip(info["shape"], info["dim_names"] or [""] * len(info["shape"])):
             shape.append(int(dim) if dim >= 0 else (name or None))
         elem = _ONNX_TYPE.get(info["dtype"], info["dtype"])
-        if info.get("sequence"):
-            return NodeArg(info["name"], shape, f"seq(tensor({elem}))")
-        return NodeArg(info["name"], shape, f"tensor({elem})")
+        kind = f"seq(tensor({elem}))" if info.get("sequence") else f"tensor({elem})"
+        if info.get("optional"):
+            kind = f"optional({kind})"
+        return NodeArg(info["name"], shape, kind)
 
     # -- the ONNX Runtime interface -------------------------------------------------
 
@@ -487,6 +491,9 @@ class InferenceSession:
             if arg is None:
                 raise InvalidArgument(f"Invalid input name: {name}")
             want = self._input_dtypes.get(name)
+            if value is None and name in self._optional_inputs:
+                feeds[name] = None  # an optional without a value
+                continue
             if name in self._sequence_inputs:
                 # A list of arrays, each of the elements' dtype (checked by the session).
                 if not isinstance(value, (list, tuple)):

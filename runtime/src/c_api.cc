@@ -243,6 +243,19 @@ int qfold_model_input_is_sequence(const qfold_model* model, size_t index) {
              : 0;
 }
 
+int qfold_model_input_is_optional(const qfold_model* model, size_t index) {
+  return model && index < model->model->inputs().size() && model->model->inputs()[index].is_optional
+             ? 1
+             : 0;
+}
+
+int qfold_model_output_is_optional(const qfold_model* model, size_t index) {
+  return model && index < model->model->outputs().size() &&
+                 model->model->outputs()[index].is_optional
+             ? 1
+             : 0;
+}
+
 int qfold_model_output_is_sequence(const qfold_model* model, size_t index) {
   return model && index < model->model->outputs().size() &&
                  model->model->outputs()[index].is_sequence
@@ -388,6 +401,16 @@ qfold_status qfold_session_set_input_sequence(qfold_session* session, const char
   });
 }
 
+qfold_status qfold_session_set_input_none(qfold_session* session, const char* name) {
+  static const char* fn = "qfold_session_set_input_none";
+  return Guard(fn, [&] {
+    if (!session) return NullArg(fn, "session");
+    if (!name) return NullArg(fn, "name");
+    session->has_run = false;
+    return FromStatus(fn, session->session->SetInputNone(name));
+  });
+}
+
 qfold_status qfold_session_run(qfold_session* session) {
   static const char* fn = "qfold_session_run";
   return Guard(fn, [&] {
@@ -455,6 +478,20 @@ qfold_status OutputElements(const char* fn, qfold_session* session, const char* 
 }
 
 }  // namespace
+
+qfold_status qfold_session_output_is_none(qfold_session* session, const char* name, int* none) {
+  static const char* fn = "qfold_session_output_is_none";
+  return Guard(fn, [&] {
+    if (!none) return NullArg(fn, "none");
+    size_t index = 0;
+    if (qfold_status s = ComputedOutput(fn, session, name, &index)) return s;
+    bool is_none = false;
+    qfold::Status st = session->session->OutputIsNone(name, &is_none);
+    if (!st.ok()) return FromStatus(fn, st);
+    *none = is_none ? 1 : 0;
+    return QFOLD_OK;
+  });
+}
 
 qfold_status qfold_session_get_output_sequence_length(qfold_session* session, const char* name,
                                                       size_t* count) {

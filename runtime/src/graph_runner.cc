@@ -221,7 +221,8 @@ Status GraphRunner::Create(const SubgraphEnv& env, int graph_index, const std::s
     r->tensors_.emplace_back();
     r->tensors_.back().name = env.model->tensors[size_t(id)].info.name;
     r->tensors_.back().is_sequence = env.model->tensors[size_t(id)].info.is_sequence;
-    r->has_sequences_ = r->has_sequences_ || r->tensors_.back().is_sequence;
+    r->tensors_.back().is_optional = env.model->tensors[size_t(id)].info.is_optional;
+    r->has_sequences_ = r->has_sequences_ || r->tensors_.back().boxed();
     return s;
   };
   for (int id : g.input_ids) r->input_slots_.push_back(slot(id));
@@ -234,7 +235,7 @@ Status GraphRunner::Create(const SubgraphEnv& env, int graph_index, const std::s
   for (int id : g.output_ids) r->output_slots_.push_back(slot(id));
   r->sequences_.resize(r->tensors_.size());
   for (size_t s = 0; s < r->tensors_.size(); ++s)
-    if (r->tensors_[s].is_sequence) r->tensors_[s].sequence = &r->sequences_[s];
+    if (r->tensors_[s].boxed()) r->tensors_[s].sequence = &r->sequences_[s];
   r->contexts_.resize(g.ops.size());
   r->op_state_.resize(g.ops.size());
   for (size_t k = 0; k < g.ops.size(); ++k) {
@@ -305,7 +306,7 @@ size_t GraphRunner::arena_bytes() const {
 
 Status GraphRunner::CheckShapes(KernelContext& ctx, size_t budget_used) const {
   for (Tensor* o : ctx.outputs) {
-    if (!o || o->is_sequence) continue;
+    if (!o || o->boxed()) continue;
     int64_t n = 0;
     if (!o->rank_known || o->rank() > kMaxRank || !CheckedNumel(o->shape, &n) ||
         n > kMaxActivationElements)
@@ -356,22 +357,24 @@ Status GraphRunner::Plan(const std::vector<const Tensor*>& inputs) {
     tensors_[s].shape = e.info.shape;
     tensors_[s].rank_known = e.rank_known;
     tensors_[s].data = const_cast<void*>(e.const_data);
-    if (tensors_[s].is_sequence) tensors_[s].sequence = &sequences_[s];
+    tensors_[s].is_sequence = e.info.is_sequence;
+    tensors_[s].is_optional = e.info.is_optional;
+    if (tensors_[s].boxed()) tensors_[s].sequence = &sequences_[s];
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor& t = tensors_[size_t(input_slots_[i])];
     const TensorInfo& declared = m.tensors[size_t(g.input_ids[i])].info;
     if (inputs[i]->dtype != declared.dtype || inputs[i]->is_sequence != declared.is_sequence ||
-        (inputs[i]->is_sequence && !inputs[i]->sequence))
-      return Status(
-          StatusCode::kInvalidModel,
-          label_ + ": input '" + t.name + "' is " + (declared.is_sequence ? "a sequence of " : "") +
-              dtype_name(declared.dtype) + ", given " +
-              (inputs[i]->is_sequence ? "a sequence of " : "") + dtype_name(inputs[i]->dtype));
+        inputs[i]->is_optional != declared.is_optional ||
+        (inputs[i]->boxed() && !inputs[i]->sequence))
+      return Status(StatusCode::kInvalidModel,
+                    label_ + ": input '" + t.name + "' is " +
+                        KindName(declared.is_optional, declared.is_sequence, declared.dtype) +
+                        ", given " + KindName(*inputs[i]));
     t.shape = inputs[i]->shape;
     t.rank_known = inputs[i]->rank_known;
     t.data = nullptr;
-    if (t.is_sequence) t.sequence = inputs[i]->sequence;
+    if (t.boxed()) t.sequence = inputs[i]->sequence;
     planned_shapes_.push_back(inputs[i]->shape);
     planned_dtypes_.push_back(inputs[i]->dtype);
   }
@@ -452,13 +455,13 @@ Status GraphRunner::RunDynamic() {
     // Sequence outputs are written by the op into their values, not buffers.
     bool known = true;
     for (Tensor* o : ctx.outputs)
-      if (o && !o->is_sequence && !o->shape_known()) known = false;
+      if (o && !o->boxed() && !o->shape_known()) known = false;
     ctx.op_allocates_outputs = def.sizes_outputs && !known;
     if (!ctx.op_allocates_outputs) {
       QF_RETURN_IF_ERROR(CheckShapes(ctx, used));
       for (size_t o = 0; o < ctx.outputs.size(); ++o) {
         Tensor* t = ctx.outputs[o];
-        if (!t || t->is_sequence) continue;
+        if (!t || t->boxed()) continue;
         used += t->bytes();
         t->data = dynamic_storage_[size_t(op_out_slots_[k][o])].Reserve(t->bytes());
         if (!t->data && t->bytes())
@@ -485,7 +488,7 @@ Status GraphRunner::Run(const std::vector<const Tensor*>& inputs) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor& t = tensors_[size_t(input_slots_[i])];
     t.data = inputs[i]->data;
-    if (t.is_sequence) t.sequence = inputs[i]->sequence;
+    if (t.boxed()) t.sequence = inputs[i]->sequence;
   }
   if (dynamic_) return RunDynamic();
   for (size_t k = 0; k < contexts_.size(); ++k) {

@@ -74,15 +74,26 @@ Status PlanGraphArena(const ArenaGraph& g, const std::vector<bool>& folded, size
 Status ReserveDynamicScratch(const OpDef& def, KernelContext& ctx, size_t limit, size_t used,
                              OwnedBuffer* buffer);
 
-// The model labels which tensors hold sequences; an op's infer must agree (a
+// The model labels which tensors hold sequences (or optionals); an op's infer must agree (a
 // crafted file may label a sequence op's output a tensor, or the reverse).
 inline Status CheckOutputKinds(const KernelContext& ctx) {
   for (const Tensor* t : ctx.outputs)
-    if (t && t->is_sequence != (t->sequence != nullptr))
+    if (t && t->boxed() != (t->sequence != nullptr))
       return ctx.Invalid("output '" + t->name + "' is " +
-                         (t->sequence ? "a sequence in the model, a tensor by the op"
-                                      : "a tensor in the model, a sequence by the op"));
+                         (t->sequence ? "a sequence or optional in the model, a tensor by the op"
+                                      : std::string("a tensor in the model, ") +
+                                            (t->is_optional ? "an optional" : "a sequence") +
+                                            " by the op"));
   return Status::Ok();
+}
+
+// "an optional sequence of float32", "float32": a value's kind for messages.
+inline std::string KindName(bool is_optional, bool is_sequence, DType dtype) {
+  return std::string(is_optional ? "an optional " : "") +
+         (is_sequence ? (is_optional ? "sequence of " : "a sequence of ") : "") + dtype_name(dtype);
+}
+inline std::string KindName(const Tensor& t) {
+  return KindName(t.is_optional, t.is_sequence, t.dtype);
 }
 
 // Clears what a previous plan left in the context (before infer or folding).
@@ -105,6 +116,10 @@ class GraphRunner {
   const SubgraphEnv& env() const { return *env_; }
   int num_inputs() const { return int(graph_->input_ids.size()); }
   int num_outputs() const { return int(graph_->output_ids.size()); }
+  // Whether input i is declared an optional (a Loop wraps a carried value to match).
+  bool input_is_optional(int i) const {
+    return tensors_[size_t(input_slots_[size_t(i)])].is_optional;
+  }
   // Infers and plans for these inputs' dtypes and shapes (their data is not
   // read); keeps the previous plan when they have not changed.
   Status Plan(const std::vector<const Tensor*>& inputs);
@@ -172,6 +187,10 @@ struct ControlFlowState {
   std::vector<OwnedBuffer> outputs;
   // Loop: loop-carried sequences, double-buffered like `carried`.
   std::vector<SequenceValue> carried_sequences[2];
+  // Loop: carried values wrapped into or unwrapped from optionals where the
+  // body's input kind differs (0, 1: by parity like `carried`; 2: initial values).
+  std::vector<Tensor> coerced_tensors[3];
+  std::vector<SequenceValue> coerced_values[3];
 
   size_t arena_bytes() const {
     size_t n = 0;

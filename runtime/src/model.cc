@@ -114,13 +114,21 @@ Status Model::Impl::Parse() {
                                                       : Layout::kPlain;
     e.info.batch_axis = t->batch_axis();
     e.info.channel_axis = t->channel_axis();
-    if (t->kind() != fb::TensorKind::TENSOR && t->kind() != fb::TensorKind::SEQUENCE)
-      return Bad(source, TensorLabel(fb, int(i)) + " has an invalid kind " +
-                             std::to_string(int(t->kind())));
-    e.info.is_sequence = t->kind() == fb::TensorKind::SEQUENCE;
-    e.rank_known = !(e.info.is_sequence && t->rank_unknown());
-    if (e.info.is_sequence && t->buffer() != 0)
-      return Bad(source, TensorLabel(fb, int(i)) + " is a sequence with constant data");
+    const fb::TensorKind kind = t->kind();
+    if (kind != fb::TensorKind::TENSOR && kind != fb::TensorKind::SEQUENCE &&
+        kind != fb::TensorKind::OPTIONAL_TENSOR && kind != fb::TensorKind::OPTIONAL_SEQUENCE)
+      return Bad(source,
+                 TensorLabel(fb, int(i)) + " has an invalid kind " + std::to_string(int(kind)));
+    e.info.is_sequence =
+        kind == fb::TensorKind::SEQUENCE || kind == fb::TensorKind::OPTIONAL_SEQUENCE;
+    e.info.is_optional =
+        kind == fb::TensorKind::OPTIONAL_TENSOR || kind == fb::TensorKind::OPTIONAL_SEQUENCE;
+    const bool boxed = e.info.is_sequence || e.info.is_optional;
+    e.rank_known = !(boxed && t->rank_unknown());
+    if (boxed && t->buffer() != 0)
+      return Bad(source, TensorLabel(fb, int(i)) + " is " +
+                             (e.info.is_optional ? "an optional" : "a sequence") +
+                             " with constant data");
     if (t->shape()) {
       if (t->shape()->size() > size_t(kMaxRank))
         return Bad(source, TensorLabel(fb, int(i)) + " has rank " +
@@ -247,15 +255,24 @@ Status Model::Impl::Parse() {
 // Only sequence ops (kTraitSequence) and the control-flow ops passing values
 // to their subgraphs (If, Loop; Scan refuses them when inferred) read or write
 // sequences: another op would take a sequence for a tensor without data.
+// Likewise only optional-aware ops (kTraitOptional) read or write optionals.
 Status Model::Impl::CheckSequences() const {
   auto check = [&](const std::vector<OpEntry>& list) -> Status {
     for (const OpEntry& op : list) {
-      if ((op.def->traits & kTraitSequence) || op.def->has_subgraphs) continue;
+      if (op.def->has_subgraphs) continue;
+      const bool sequences = op.def->traits & kTraitSequence;
+      const bool optionals = op.def->traits & kTraitOptional;
       for (const std::vector<int>* ids : {&op.inputs, &op.outputs})
-        for (int id : *ids)
-          if (id >= 0 && tensors[size_t(id)].info.is_sequence)
+        for (int id : *ids) {
+          if (id < 0) continue;
+          const TensorInfo& info = tensors[size_t(id)].info;
+          if (info.is_optional && !optionals)
+            return Bad(source, op.type + " '" + op.name + "' reads or writes optional '" +
+                                   info.name + "', but it does not take optionals");
+          if (info.is_sequence && !sequences)
             return Bad(source, op.type + " '" + op.name + "' reads or writes sequence '" +
-                                   tensors[size_t(id)].info.name + "', but it takes tensors only");
+                                   info.name + "', but it takes tensors only");
+        }
     }
     return Status::Ok();
   };

@@ -14,7 +14,7 @@ namespace qfold {
 
 // The newest format this reader understands; files whose min_reader_version
 // exceeds it are refused.
-constexpr uint32_t kReaderVersion = 6;
+constexpr uint32_t kReaderVersion = 7;
 
 struct OpEntry {
   const OpDef* def = nullptr;
@@ -35,7 +35,7 @@ struct GraphEntry {
 struct TensorEntry {
   TensorInfo info;
   const void* const_data = nullptr;  // non-null for constants (in the mapped file)
-  // False for a sequence whose elements may differ in rank.
+  // False for a sequence (or optional) whose elements may differ in rank.
   bool rank_known = true;
 };
 

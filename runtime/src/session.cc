@@ -123,7 +123,7 @@ struct Session::Impl {
   bool AllInputsConcrete() const {
     for (size_t i = 0; i < input_shapes.size(); ++i)
       for (int64_t d : input_shapes[i])
-        if (d < 0 && !m->inputs[i].is_sequence) return false;
+        if (d < 0 && !m->inputs[i].is_sequence && !m->inputs[i].is_optional) return false;
     return true;
   }
   int InputIndex(const std::string& name) const {
@@ -149,6 +149,48 @@ struct Session::Impl {
         return Status::Ok();
     QF_RETURN_IF_ERROR(op.def->prepare(ctx, &op_state[k]));
     ctx.state = op_state[k].get();
+    return Status::Ok();
+  }
+  // Appends to `value` a copy of `e`, one element of sequence or optional
+  // input `idx`, checked against its declared dtype and known dims and, with
+  // the elements `value` holds already, against max_memory_bytes.
+  Status BoxInputElement(size_t idx, const TensorView& e, const std::string& what,
+                         SequenceValue* value) const {
+    const TensorInfo& info = m->inputs[idx];
+    const bool rank_known = m->tensors[size_t(m->input_ids[idx])].rank_known;
+    if (e.dtype != info.dtype)
+      return Status(
+          StatusCode::kInvalidArgument,
+          what + " is " + dtype_name(e.dtype) + ", the model declares " + dtype_name(info.dtype));
+    bool fits = !rank_known || e.shape.size() == info.shape.size();
+    for (size_t d = 0; fits && rank_known && d < e.shape.size(); ++d)
+      fits = info.shape[d] < 0 || info.shape[d] == e.shape[d];
+    int64_t n = 0;
+    if (!fits || e.shape.size() > size_t(kMaxRank) || !CheckedNumel(e.shape, &n) ||
+        n > kMaxActivationElements)
+      return Status(StatusCode::kInvalidArgument,
+                    what + " has shape " + ShapeToString(e.shape) + ", the model declares " +
+                        (rank_known ? ShapeToString(info.shape) : std::string("any shape")));
+    const size_t bytes = dtype_storage_bytes(e.dtype, n);
+    if (e.bytes != bytes)
+      return Status(StatusCode::kInvalidArgument, what + " of shape " + ShapeToString(e.shape) +
+                                                      " needs " + std::to_string(bytes) +
+                                                      " bytes, given " + std::to_string(e.bytes));
+    if (bytes && !e.data) return Status(StatusCode::kInvalidArgument, what + " has no data");
+    // What the copies hold.
+    if (value->bytes() + SequenceElementFootprint(bytes) > opts.max_memory_bytes)
+      return Status(StatusCode::kInvalidArgument, what + ": the input needs more than the " +
+                                                      std::to_string(opts.max_memory_bytes) +
+                                                      " bytes a session may allocate");
+    SequenceElement el;
+    if (!MakeSequenceElement(e.dtype, e.shape, e.data, bytes, &el))
+      return Status(StatusCode::kIoError, what + ": out of memory");
+    if (e.dtype == DType::kBool) {
+      uint8_t* p = const_cast<uint8_t*>(el.data.get());
+      for (size_t k = 0; k < bytes; ++k) p[k] = p[k] != 0;
+    }
+    value->elements.push_back(std::move(el));
+    value->none = false;
     return Status::Ok();
   }
   // Sequences count against max_memory_bytes with the dynamic buffers (an
@@ -188,13 +230,13 @@ Status Session::Impl::RunDynamic() {
     // outputs are written by the op into their values, not buffers.
     bool known = true, writes_sequence = false;
     for (Tensor* t : ctx.outputs) {
-      if (t && !t->is_sequence && !t->shape_known()) known = false;
-      writes_sequence = writes_sequence || (t && t->is_sequence);
+      if (t && !t->boxed() && !t->shape_known()) known = false;
+      writes_sequence = writes_sequence || (t && t->boxed());
     }
     ctx.op_allocates_outputs = m->ops[k].def->sizes_outputs && !known;
     for (size_t o = 0; o < ctx.outputs.size() && !ctx.op_allocates_outputs; ++o) {
       Tensor* t = ctx.outputs[o];
-      if (!t || t->is_sequence) continue;
+      if (!t || t->boxed()) continue;
       int64_t n = 0;
       if (!t->rank_known || t->rank() > kMaxRank || !CheckedNumel(t->shape, &n) ||
           n > kMaxActivationElements)
@@ -234,11 +276,14 @@ Status Session::Impl::Plan() {
     t.shape = e.info.shape;
     t.rank_known = e.rank_known;
     t.is_sequence = e.info.is_sequence;
+    t.is_optional = e.info.is_optional;
     t.data = const_cast<void*>(e.const_data);
   }
   for (size_t i = 0; i < m->input_ids.size(); ++i) {
     Tensor& t = tensors[m->input_ids[i]];
-    if (t.is_sequence) continue;  // its elements' shapes come with SetInputSequence
+    // A sequence's element shapes come with SetInputSequence; an optional
+    // tensor's with SetInput, which boxes it.
+    if (t.boxed()) continue;
     t.shape = input_shapes[i];
     if (!t.shape_known()) {
       std::string dims;
@@ -322,7 +367,7 @@ Status Session::Impl::Plan() {
     dynamic_storage.resize(nt);
     dynamic_capacity.resize(nt, 0);
     for (int id : m->input_ids) {
-      if (tensors[id].is_sequence) continue;
+      if (tensors[id].boxed()) continue;
       tensors[id].data = DynamicBuffer(id, tensors[id].bytes());
       if (!tensors[id].data && tensors[id].bytes() > 0)
         return Status(StatusCode::kIoError, "out of memory for input '" + tensors[id].name + "' (" +
@@ -379,7 +424,7 @@ void Session::Impl::PlanBf16Storage() {
   std::vector<char> chosen(nt, 0);
   for (size_t i = 0; i < nt; ++i)
     chosen[i] = written[i] && read[i] && !refused[i] && tensors[i].dtype == DType::kFloat32 &&
-                !tensors[i].data && !tensors[i].is_sequence;
+                !tensors[i].data && !tensors[i].boxed();
   // A tied op with one of its tensors left float32 leaves them all so, which
   // may leave another tied op's tensor float32 in turn.
   for (bool changed = true; changed;) {
@@ -472,9 +517,13 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
   im.sequences.resize(im.m->tensors.size());
   for (size_t i = 0; i < im.tensors.size(); ++i) {
     im.tensors[i].name = im.m->tensors[i].info.name;
-    if (!im.m->tensors[i].info.is_sequence) continue;
-    im.tensors[i].is_sequence = true;
+    const TensorInfo& info = im.m->tensors[i].info;
+    if (!info.is_sequence && !info.is_optional) continue;
+    im.tensors[i].is_sequence = info.is_sequence;
+    im.tensors[i].is_optional = info.is_optional;
     im.tensors[i].sequence = &im.sequences[i];
+    // An optional input never set is none.
+    im.sequences[i].none = info.is_optional;
     im.has_sequences = true;
   }
   for (const TensorInfo& info : im.m->inputs) im.input_shapes.push_back(info.shape);
@@ -540,9 +589,9 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
                     what + "the model has no input named '" + in_name + "'");
     const TensorInfo& o = im.m->outputs[size_t(out_idx)];
     const TensorInfo& i = im.m->inputs[size_t(in_idx)];
-    if (o.is_sequence || i.is_sequence)
+    if (o.is_sequence || i.is_sequence || o.is_optional || i.is_optional)
       return Status(StatusCode::kInvalidArgument,
-                    what + "state bindings hold tensors, not sequences");
+                    what + "state bindings hold tensors, not sequences or optionals");
     bool same_shape = o.shape.size() == i.shape.size();
     for (size_t d = 0; same_shape && d < o.shape.size(); ++d)
       same_shape = o.shape[d] < 0 || i.shape[d] < 0 || o.shape[d] == i.shape[d];
@@ -574,6 +623,7 @@ Status Session::ResizeInput(const std::string& name, const Shape& shape) {
   if (info.is_sequence)
     return Status(StatusCode::kInvalidArgument,
                   "input '" + name + "' is a sequence: SetInputSequence sets its elements");
+  if (info.is_optional) return Status::Ok();  // its value's shape comes with SetInput
   if (shape.size() != info.shape.size())
     return Status(StatusCode::kInvalidArgument,
                   "input '" + name + "': shape " + ShapeToString(shape) + " has rank " +
@@ -621,8 +671,17 @@ Status Session::SetInput(const std::string& name, DType dtype, const Shape& shap
   if (idx < 0) return Status(StatusCode::kInvalidArgument, "no input named '" + name + "'");
   const TensorInfo& info = im.m->inputs[idx];
   if (info.is_sequence)
-    return Status(StatusCode::kInvalidArgument,
-                  "input '" + name + "' is a sequence: set it with SetInputSequence");
+    return Status(StatusCode::kInvalidArgument, "input '" + name + "' is " +
+                                                    (info.is_optional ? "an optional " : "a ") +
+                                                    "sequence: set it with SetInputSequence" +
+                                                    (info.is_optional ? " or SetInputNone" : ""));
+  if (info.is_optional) {  // present: boxed like a sequence's element
+    SequenceValue value;
+    QF_RETURN_IF_ERROR(im.BoxInputElement(size_t(idx), TensorView{dtype, shape, data, bytes},
+                                          "input '" + name + "'", &value));
+    im.sequences[size_t(im.m->input_ids[size_t(idx)])] = std::move(value);
+    return Status::Ok();
+  }
   if (dtype != info.dtype)
     return Status(
         StatusCode::kInvalidArgument,
@@ -682,6 +741,22 @@ Status Session::GetOutput(const std::string& name, DType* dtype, Shape* shape,
     if (t.is_sequence)
       return Status(StatusCode::kInvalidArgument,
                     "output '" + name + "' is a sequence: read it with GetOutputSequence");
+    if (t.is_optional) {
+      if (!t.sequence || t.sequence->none)
+        return Status(StatusCode::kInvalidArgument,
+                      "output '" + name +
+                          "' is none (an optional without a value): check "
+                          "OutputIsNone first");
+      if (t.sequence->elements.size() != 1)
+        return Status(StatusCode::kInternal, "optional output '" + name + "' holds " +
+                                                 std::to_string(t.sequence->elements.size()) +
+                                                 " values, not one");
+      const SequenceElement& e = t.sequence->elements[0];
+      *dtype = e.dtype;
+      *shape = e.shape;
+      *data = e.data.get();
+      return Status::Ok();
+    }
     *dtype = t.dtype;
     *shape = t.shape;
     *data = t.data;
@@ -696,49 +771,40 @@ Status Session::SetInputSequence(const std::string& name, const std::vector<Tens
   if (idx < 0) return Status(StatusCode::kInvalidArgument, "no input named '" + name + "'");
   const TensorInfo& info = im.m->inputs[size_t(idx)];
   if (!info.is_sequence)
-    return Status(StatusCode::kInvalidArgument,
-                  "input '" + name + "' is a tensor: set it with SetInput");
-  const bool rank_known = im.m->tensors[size_t(im.m->input_ids[size_t(idx)])].rank_known;
+    return Status(StatusCode::kInvalidArgument, "input '" + name + "' is " +
+                                                    (info.is_optional ? "an optional " : "a ") +
+                                                    "tensor: set it with SetInput" +
+                                                    (info.is_optional ? " or SetInputNone" : ""));
   SequenceValue value;
-  size_t total = 0;
-  for (size_t i = 0; i < elements.size(); ++i) {
-    const TensorView& e = elements[i];
-    const std::string what = "input '" + name + "' element " + std::to_string(i);
-    if (e.dtype != info.dtype)
-      return Status(
-          StatusCode::kInvalidArgument,
-          what + " is " + dtype_name(e.dtype) + ", the sequence holds " + dtype_name(info.dtype));
-    bool fits = !rank_known || e.shape.size() == info.shape.size();
-    for (size_t d = 0; fits && rank_known && d < e.shape.size(); ++d)
-      fits = info.shape[d] < 0 || info.shape[d] == e.shape[d];
-    int64_t n = 0;
-    if (!fits || e.shape.size() > size_t(kMaxRank) || !CheckedNumel(e.shape, &n) ||
-        n > kMaxActivationElements)
-      return Status(StatusCode::kInvalidArgument,
-                    what + " has shape " + ShapeToString(e.shape) + ", the model declares " +
-                        (rank_known ? ShapeToString(info.shape) : std::string("any shape")));
-    const size_t bytes = dtype_storage_bytes(e.dtype, n);
-    if (e.bytes != bytes)
-      return Status(StatusCode::kInvalidArgument, what + " of shape " + ShapeToString(e.shape) +
-                                                      " needs " + std::to_string(bytes) +
-                                                      " bytes, given " + std::to_string(e.bytes));
-    if (bytes && !e.data) return Status(StatusCode::kInvalidArgument, what + " has no data");
-    total += SequenceElementFootprint(bytes);  // what the copy holds
-    if (total > im.opts.max_memory_bytes)
-      return Status(StatusCode::kInvalidArgument, "input '" + name + "' needs more than the " +
-                                                      std::to_string(im.opts.max_memory_bytes) +
-                                                      " bytes a session may allocate");
-    SequenceElement el;
-    if (!MakeSequenceElement(e.dtype, e.shape, e.data, bytes, &el))
-      return Status(StatusCode::kIoError, what + ": out of memory");
-    if (e.dtype == DType::kBool) {
-      uint8_t* p = const_cast<uint8_t*>(el.data.get());
-      for (size_t k = 0; k < bytes; ++k) p[k] = p[k] != 0;
-    }
-    value.elements.push_back(std::move(el));
-  }
+  for (size_t i = 0; i < elements.size(); ++i)
+    QF_RETURN_IF_ERROR(im.BoxInputElement(
+        size_t(idx), elements[i], "input '" + name + "' element " + std::to_string(i), &value));
   im.sequences[size_t(im.m->input_ids[size_t(idx)])] = std::move(value);
   return Status::Ok();
+}
+
+Status Session::SetInputNone(const std::string& name) {
+  Impl& im = *impl_;
+  const int idx = im.InputIndex(name);
+  if (idx < 0) return Status(StatusCode::kInvalidArgument, "no input named '" + name + "'");
+  if (!im.m->inputs[size_t(idx)].is_optional)
+    return Status(StatusCode::kInvalidArgument,
+                  "input '" + name + "' is not optional: it cannot be none");
+  SequenceValue& v = im.sequences[size_t(im.m->input_ids[size_t(idx)])];
+  v.elements.clear();
+  v.none = true;
+  return Status::Ok();
+}
+
+Status Session::OutputIsNone(const std::string& name, bool* none) const {
+  const Impl& im = *impl_;
+  for (size_t i = 0; i < im.m->output_ids.size(); ++i) {
+    if (im.m->outputs[i].name != name) continue;
+    const Tensor& t = im.tensors[size_t(im.m->output_ids[i])];
+    *none = t.is_optional && t.sequence && t.sequence->none;
+    return Status::Ok();
+  }
+  return Status(StatusCode::kInvalidArgument, "no output named '" + name + "'");
 }
 
 Status Session::GetOutputSequence(const std::string& name,
@@ -750,6 +816,11 @@ Status Session::GetOutputSequence(const std::string& name,
     if (!t.is_sequence)
       return Status(StatusCode::kInvalidArgument,
                     "output '" + name + "' is a tensor: read it with GetOutput");
+    if (t.is_optional && t.sequence->none)
+      return Status(StatusCode::kInvalidArgument,
+                    "output '" + name +
+                        "' is none (an optional without a value): check "
+                        "OutputIsNone first");
     elements->clear();
     for (const SequenceElement& e : t.sequence->elements)
       elements->push_back(TensorView{e.dtype, e.shape, e.data.get(), e.bytes});

@@ -151,6 +151,26 @@ Outcome RunTest(const std::string& dir, std::string* why, std::set<std::string>*
   for (const std::string& set : sets) {
     const std::string sd = dir + "/" + set;
     for (size_t i = 0; i < model->inputs().size(); ++i) {
+      if (model->inputs()[i].is_optional) {
+        conv::OptionalValue opt;
+        st = conv::ReadOptionalProtoFile(sd + "/input_" + std::to_string(i) + ".pb", &opt);
+        const std::string& name = model->inputs()[i].name;
+        if (st.ok() && opt.none) st = session->SetInputNone(name);
+        if (st.ok() && !opt.none && opt.is_sequence) {
+          std::vector<TensorView> views;
+          for (const conv::Value& e : opt.sequence)
+            views.push_back(TensorView{e.dtype, e.shape, e.data->data(), e.data->size()});
+          st = session->SetInputSequence(name, views);
+        }
+        if (st.ok() && !opt.none && !opt.is_sequence)
+          st = session->SetInput(name, opt.tensor.dtype, opt.tensor.shape, opt.tensor.data->data(),
+                                 opt.tensor.data->size());
+        if (!st.ok()) {
+          *why = st.message();
+          return st.code() == StatusCode::kUnsupported ? Outcome::kSkip : Outcome::kFail;
+        }
+        continue;
+      }
       if (model->inputs()[i].is_sequence) {
         std::vector<conv::Value> elems;
         st = conv::ReadSequenceProtoFile(sd + "/input_" + std::to_string(i) + ".pb", &elems);
@@ -183,10 +203,31 @@ Outcome RunTest(const std::string& dir, std::string* why, std::set<std::string>*
       return st.code() == StatusCode::kUnsupported ? Outcome::kSkip : Outcome::kFail;
     }
     for (size_t i = 0; i < model->outputs().size(); ++i) {
+      const std::string out_file = sd + "/output_" + std::to_string(i) + ".pb";
+      // An optional output: none where ONNX's is none, else its value compared below.
+      conv::OptionalValue want_opt;
+      if (model->outputs()[i].is_optional) {
+        const std::string& name = model->outputs()[i].name;
+        st = conv::ReadOptionalProtoFile(out_file, &want_opt);
+        if (!st.ok()) {
+          *why = st.message();
+          return st.code() == StatusCode::kUnsupported ? Outcome::kSkip : Outcome::kFail;
+        }
+        bool none = false;
+        st = session->OutputIsNone(name, &none);
+        if (!st.ok()) return *why = st.message(), Outcome::kFail;
+        if (none != want_opt.none)
+          return *why = set + ": output '" + name + "' is " + (none ? "none" : "a value") +
+                        ", expected " + (want_opt.none ? "none" : "a value"),
+                 Outcome::kFail;
+        if (none) continue;
+      }
       if (model->outputs()[i].is_sequence) {
         const std::string& name = model->outputs()[i].name;
         std::vector<conv::Value> want;
-        st = conv::ReadSequenceProtoFile(sd + "/output_" + std::to_string(i) + ".pb", &want);
+        st = model->outputs()[i].is_optional ? Status::Ok()
+                                             : conv::ReadSequenceProtoFile(out_file, &want);
+        if (model->outputs()[i].is_optional) want = want_opt.sequence;
         if (!st.ok()) {
           *why = st.message();
           return st.code() == StatusCode::kUnsupported ? Outcome::kSkip : Outcome::kFail;
@@ -205,8 +246,9 @@ Outcome RunTest(const std::string& dir, std::string* why, std::set<std::string>*
         }
         continue;
       }
-      conv::Value want;
-      st = conv::ReadTensorProtoFile(sd + "/output_" + std::to_string(i) + ".pb", &want);
+      conv::Value want = want_opt.tensor;
+      st = model->outputs()[i].is_optional ? Status::Ok()
+                                           : conv::ReadTensorProtoFile(out_file, &want);
       if (!st.ok()) {
         *why = st.message();
         return st.code() == StatusCode::kUnsupported ? Outcome::kSkip : Outcome::kFail;

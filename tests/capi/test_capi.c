@@ -540,6 +540,11 @@ static void TestSequences(const char* path) {
   EXPECT_ERROR(qfold_session_set_input_sequence(s, "s", QFOLD_DTYPE_FLOAT32, 1, NULL, ranks, data,
                                                 bytes),
                QFOLD_INVALID_ARGUMENT, "dims");
+  /* No optionals here: none cannot be set, and no output is none. */
+  EXPECT(qfold_model_input_is_optional(m, 0) == 0 && qfold_model_output_is_optional(m, 0) == 0);
+  EXPECT(qfold_model_input_is_optional(NULL, 0) == 0);
+  EXPECT_ERROR(qfold_session_set_input_none(s, "t"), QFOLD_INVALID_ARGUMENT, "is not optional");
+  EXPECT_ERROR(qfold_session_output_is_none(s, "n", NULL), QFOLD_INVALID_ARGUMENT, "none");
   /* An empty sequence: the length is 0 and concatenating nothing is an error naming the op. */
   EXPECT_OK(qfold_session_set_input_sequence(s, "s", QFOLD_DTYPE_FLOAT32, 0, NULL, NULL, NULL,
                                              NULL));

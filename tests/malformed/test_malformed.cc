@@ -657,6 +657,94 @@ TEST_CASE("qfm: sequences only between sequence ops, never constant, subgraph or
   }
 }
 
+TEST_CASE("qfm: optionals only between optional-aware ops; none is an error where read") {
+  auto load = [](const QModel& m, std::shared_ptr<Model>* model) {
+    std::vector<uint8_t> bytes = m.Bytes();
+    return Model::LoadMemory(bytes.data(), bytes.size(), model);
+  };
+  // x (an optional tensor input) -> Relu: a tensor op would read no data.
+  QModel m;
+  int x = m.Tensor("x", {2}), y = m.Tensor("y", {2});
+  m.tensors[size_t(x)].kind = fb::TensorKind::OPTIONAL_TENSOR;
+  m.Op("Relu", "relu", {x}, {y});
+  m.inputs = {x};
+  m.outputs = {y};
+  m.min_reader_version = 7;
+  std::shared_ptr<Model> model;
+  Status st = load(m, &model);
+  CHECK(st.code() == StatusCode::kInvalidModel);
+  CHECK_MESSAGE(Contains(st.message(), "Relu 'relu' reads or writes optional 'x'"), st.message());
+  // A file needing a newer reader is refused naming the versions.
+  QModel newer = m;
+  newer.min_reader_version = 8;
+  st = load(newer, &model);
+  CHECK(st.code() == StatusCode::kUnsupported);
+  CHECK_MESSAGE(Contains(st.message(), "needs reader version 8"), st.message());
+  // The same model reading x through OptionalGetElement loads and runs; none fails by name.
+  QModel ok = m;
+  ok.ops[0] = QOp{"OptionalGetElement", "unwrap", {x}, {y}, {}};
+  st = load(ok, &model);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  REQUIRE(model->inputs().size() == 1);
+  CHECK(model->inputs()[0].is_optional);
+  std::unique_ptr<Session> session;
+  REQUIRE(Session::Create(model, SessionOptions(), &session).ok());
+  st = session->Run();  // never set: none
+  CHECK(st.code() == StatusCode::kInvalidModel);
+  CHECK_MESSAGE(Contains(st.message(), "OptionalGetElement 'unwrap': optional 'x' is none"),
+                st.message());
+  const float xv[2] = {1.5f, -2.f};
+  REQUIRE(session->SetInput("x", DType::kFloat32, {2}, xv, 8).ok());
+  // A value of another shape than the declared one is refused when set.
+  CHECK(session->SetInput("x", DType::kFloat32, {3}, xv, 12).code() ==
+        StatusCode::kInvalidArgument);
+  st = session->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  DType dt;
+  Shape shape;
+  const void* data = nullptr;
+  REQUIRE(session->GetOutput("y", &dt, &shape, &data).ok());
+  CHECK(shape == Shape{2});
+  CHECK(static_cast<const float*>(data)[1] == -2.f);
+  REQUIRE(session->SetInputNone("x").ok());
+  CHECK(session->Run().code() == StatusCode::kInvalidModel);
+
+  // An optional output passed through Identity: none is told, and reading it is an error.
+  QModel pass;
+  int a = pass.Tensor("a", {2}), b = pass.Tensor("b", {2});
+  pass.tensors[size_t(a)].kind = fb::TensorKind::OPTIONAL_TENSOR;
+  pass.tensors[size_t(b)].kind = fb::TensorKind::OPTIONAL_TENSOR;
+  pass.Op("Identity", "copy", {a}, {b});
+  pass.inputs = {a};
+  pass.outputs = {b};
+  pass.min_reader_version = 7;
+  st = load(pass, &model);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  REQUIRE(Session::Create(model, SessionOptions(), &session).ok());
+  REQUIRE(session->SetInputNone("a").ok());
+  REQUIRE(session->Run().ok());
+  bool none = false;
+  REQUIRE(session->OutputIsNone("b", &none).ok());
+  CHECK(none);
+  st = session->GetOutput("b", &dt, &shape, &data);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(Contains(st.message(), "output 'b' is none"), st.message());
+  CHECK(session->OutputIsNone("nope", &none).code() == StatusCode::kInvalidArgument);
+  REQUIRE(session->SetInput("a", DType::kFloat32, {2}, xv, 8).ok());
+  REQUIRE(session->Run().ok());
+  REQUIRE(session->OutputIsNone("b", &none).ok());
+  CHECK_FALSE(none);
+  REQUIRE(session->GetOutput("b", &dt, &shape, &data).ok());
+  CHECK(static_cast<const float*>(data)[0] == 1.5f);
+  // Only an optional input can be none.
+  std::vector<uint8_t> relu = ReluModel().Bytes();
+  REQUIRE(Model::LoadMemory(relu.data(), relu.size(), &model).ok());
+  REQUIRE(Session::Create(model, SessionOptions(), &session).ok());
+  st = session->SetInputNone(model->inputs()[0].name);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(Contains(st.message(), "is not optional"), st.message());
+}
+
 TEST_CASE("qfm: misaligned 8-byte attribute values are read, misaligned constants refused") {
   // Fuzzer finding (fuzz_capi, structure-aware .qfm mutator): an INTS
   // attribute whose int64 values sat at 4 mod 8 passed the flatbuffers

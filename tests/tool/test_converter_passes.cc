@@ -13,6 +13,7 @@
 
 #include "core/half.h"
 #include "core/tensor.h"
+#include "model_impl.h"
 #include "tests/tool/onnx_builder.h"
 
 namespace qfold {
@@ -1298,6 +1299,102 @@ TEST_CASE("arena: views share their input's buffer and live as long as their las
     CHECK(FloatOutput(*c.session, "y", {24}) == twice);
     CHECK(FloatOutput(*c.session, "r", {4, 6}) == x);
   }
+}
+
+
+// ---- Optionals --------------------------------------------------------------------------------
+
+namespace {
+// Makes graph input `name` (added by OnnxBuilder::Input) an optional of its tensor type.
+void MakeInputOptional(OnnxBuilder* b, const std::string& name) {
+  for (onnx::ValueInfoProto& in : *b->graph()->mutable_input()) {
+    if (in.name() != name) continue;
+    onnx::TypeProto tensor = in.type();
+    *in.mutable_type()->mutable_optional_type()->mutable_elem_type() = tensor;
+  }
+}
+}  // namespace
+
+TEST_CASE("converter optionals: decided statically, Optional ops fold away") {
+  // Y = Relu(OptionalGetElement(Optional(X))) + OptionalHasElement(Optional(X)) and of an
+  // omitted input, both as bools cast to float: nothing optional is left to run.
+  TempDir dir;
+  OnnxBuilder b(18);
+  b.Input("X", kFloat, {2});
+  b.Output("Y", kFloat, {2});
+  b.Output("H", onnx::TensorProto::BOOL, {});
+  b.Output("E", onnx::TensorProto::BOOL, {});
+  b.Node("Optional", {"X"}, {"opt"}, "wrap");
+  b.Node("OptionalGetElement", {"opt"}, {"x_again"}, "unwrap");
+  b.Node("Relu", {"x_again"}, {"Y"}, "relu");
+  b.Node("OptionalHasElement", {"opt"}, {"H"}, "has");
+  b.Node("OptionalHasElement", {""}, {"E"}, "has_nothing");
+  Graph g;
+  const std::string path = b.Write(dir);
+  Status st = LoadAndOptimize(path, ConvertOptions(), &g);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(FindNode(g, "Optional") == nullptr);
+  CHECK(FindNode(g, "OptionalGetElement") == nullptr);
+  CHECK(FindNode(g, "OptionalHasElement") == nullptr);
+  CHECK(CountOps(g, "Relu") == 1);
+  Converted c;
+  st = ConvertAndOpen(path, ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  // Nothing optional is written: older readers still read the file.
+  CHECK(c.model->impl()->fb->min_reader_version() < 7);
+  SetFloatInput(c.session.get(), "X", {2}, {-1.f, 2.f});
+  st = c.session->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(FloatOutput(*c.session, "Y", {2}) == std::vector<float>{0.f, 2.f});
+  for (const char* name : {"H", "E"}) {
+    DType dt;
+    Shape shape;
+    const void* data = nullptr;
+    REQUIRE(c.session->GetOutput(name, &dt, &shape, &data).ok());
+    CHECK(*static_cast<const uint8_t*>(data) == (std::string(name) == "H" ? 1 : 0));
+  }
+}
+
+TEST_CASE("converter optionals: an op that does not take optionals is refused naming it") {
+  TempDir dir;
+  OnnxBuilder b(18);
+  b.Input("X", kFloat, {2});
+  b.Output("Y", kFloat, {2});
+  MakeInputOptional(&b, "X");
+  b.Node("Relu", {"X"}, {"Y"}, "relu");
+  const std::string out = dir.File("model.qfm");
+  Status st = ConvertFile(b.Write(dir), out, ConvertOptions());
+  CHECK(st.code() == StatusCode::kInvalidModel);
+  CHECK_MESSAGE(Contains(st.message(), "Relu 'relu': input 'X' is an optional"), st.message());
+  CHECK_FALSE(FileExists(out));
+}
+
+TEST_CASE("converter optionals: an optional graph input runs; none fails naming the node") {
+  TempDir dir;
+  OnnxBuilder b(18);
+  b.Input("X", kFloat, {2});
+  b.Output("Y", kFloat, {2});
+  MakeInputOptional(&b, "X");
+  b.Node("OptionalGetElement", {"X"}, {"x_value"}, "unwrap");
+  b.Node("Neg", {"x_value"}, {"Y"}, "neg");
+  Converted c;
+  Status st = ConvertAndOpen(b.Write(dir), ConvertOptions(), &c);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  REQUIRE(c.model->inputs().size() == 1);
+  CHECK(c.model->inputs()[0].is_optional);
+  CHECK_FALSE(c.model->inputs()[0].is_sequence);
+  CHECK(c.model->impl()->fb->min_reader_version() == 7);
+  SetFloatInput(c.session.get(), "X", {2}, {1.f, -2.f});
+  st = c.session->Run();
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(FloatOutput(*c.session, "Y", {2}) == std::vector<float>{-1.f, 2.f});
+  REQUIRE(c.session->SetInputNone("X").ok());
+  st = c.session->Run();
+  CHECK(st.code() == StatusCode::kInvalidModel);
+  CHECK_MESSAGE(Contains(st.message(), "OptionalGetElement 'unwrap'"), st.message());
+  CHECK_MESSAGE(Contains(st.message(), "is none"), st.message());
+  // A tensor input cannot be none.
+  CHECK(c.session->SetInputNone("Y").code() == StatusCode::kInvalidArgument);
 }
 
 }  // namespace

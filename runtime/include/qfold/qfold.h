@@ -171,6 +171,14 @@ qfold_status qfold_model_output_info(const qfold_model* model, size_t index,
 int qfold_model_input_is_sequence(const qfold_model* model, size_t index);
 int qfold_model_output_is_sequence(const qfold_model* model, size_t index);
 
+/* 1 when input / output `index` is an ONNX optional: none, or a value of the
+ * tensor (or, with *_is_sequence, the sequence) its info describes; 0 for others,
+ * a NULL model or an index out of range. A present value is set and read like a
+ * plain one; qfold_session_set_input_none sets none, qfold_session_output_is_none
+ * tells whether an output is. */
+int qfold_model_input_is_optional(const qfold_model* model, size_t index);
+int qfold_model_output_is_optional(const qfold_model* model, size_t index);
+
 /* ---- sessions ----------------------------------------------------------- */
 
 /* Fills `opts` with the defaults (num_threads = 1, precision = QFOLD_PRECISION_FLOAT32,
@@ -210,6 +218,10 @@ qfold_status qfold_session_set_input_sequence(qfold_session* session, const char
                                               const int64_t* const* dims, const size_t* ranks,
                                               const void* const* data, const size_t* bytes);
 
+/* Sets optional input `name` (qfold_model_input_is_optional) to none; an
+ * optional input never set is none. QFOLD_INVALID_ARGUMENT for other inputs. */
+qfold_status qfold_session_set_input_none(qfold_session* session, const char* name);
+
 /* Runs the model on the inputs set so far. */
 qfold_status qfold_session_run(qfold_session* session);
 
@@ -218,6 +230,10 @@ qfold_status qfold_session_run(qfold_session* session);
  * until the next qfold_session_run, resize_input, set_input or session_free. */
 qfold_status qfold_session_get_output(qfold_session* session, const char* name, qfold_dtype* dtype,
                                       const int64_t** dims, size_t* rank, const void** data);
+
+/* After a successful run, *none = 1 when optional output `name` holds no value
+ * (qfold_session_get_output and the sequence readers then fail), else 0. */
+qfold_status qfold_session_output_is_none(qfold_session* session, const char* name, int* none);
 
 /* Reads sequence output `name` after a successful run: *count elements. Then
  * qfold_session_get_output_element reads element `index` as qfold_session_get_output

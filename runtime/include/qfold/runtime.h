@@ -30,6 +30,11 @@ struct TensorInfo {
   // GetOutputSequence): dtype is its elements' type, shape the shape every
   // element has (-1 where they may differ; empty when even the rank may).
   bool is_sequence = false;
+  // An ONNX optional: none, or a value of the type the other fields describe
+  // (a tensor, or a sequence when is_sequence is set too). A present value is
+  // set with SetInput/SetInputSequence, none with SetInputNone; OutputIsNone
+  // tells which an output holds.
+  bool is_optional = false;
 };
 
 // One tensor of a sequence, read only: its bytes at `data`, row-major.
@@ -139,11 +144,17 @@ class Session {
   // Sets a sequence input (TensorInfo::is_sequence) to copies of `elements`:
   // each of the input's dtype and of a shape matching its known dims.
   Status SetInputSequence(const std::string& name, const std::vector<TensorView>& elements);
+  // Sets an optional input (TensorInfo::is_optional) to none; an optional
+  // input never set is none too.
+  Status SetInputNone(const std::string& name);
   Status Run();
   // Valid until the next Run/Resize.
   Status GetOutput(const std::string& name, DType* dtype, Shape* shape, const void** data) const;
   // The elements of a sequence output; their data is valid until the next Run/Resize.
   Status GetOutputSequence(const std::string& name, std::vector<TensorView>* elements) const;
+  // Whether an output holds no value: an optional output (TensorInfo::is_optional)
+  // that is none, which GetOutput and GetOutputSequence refuse. False for others.
+  Status OutputIsNone(const std::string& name, bool* none) const;
 
   // Zeros every input bound by SessionOptions::state_bindings (a new stream).
   void ResetState();

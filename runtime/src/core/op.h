@@ -127,6 +127,9 @@ enum OpTrait : unsigned {
   // Reads or writes sequence values (SequenceAt, SplitToSequence ...; Identity
   // passes them on). Other ops refuse a sequence input.
   kTraitSequence = 1u << 8,
+  // Reads or writes optional values (Optional, OptionalHasElement,
+  // OptionalGetElement; Identity passes them on). Other ops refuse them.
+  kTraitOptional = 1u << 9,
 };
 
 struct OpDef {

@@ -37,6 +37,9 @@ inline size_t SequenceElementFootprint(size_t bytes) {
 
 struct SequenceValue {
   std::vector<SequenceElement> elements;
+  // Optionals only: no value (elements then empty). A present optional tensor
+  // is its one element; a present optional sequence, its elements.
+  bool none = false;
 
   // The memory the elements hold (SequenceElementFootprint each).
   size_t bytes() const {

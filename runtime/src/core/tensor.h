@@ -30,7 +30,14 @@ struct Tensor {
   // differ; `data` stays null. `sequence` points at the value once it is
   // known (the runtime, after the producer ran; never in the converter).
   bool is_sequence = false;
+  // An ONNX optional of what the fields above describe. Its value is boxed in
+  // `sequence` like a sequence's (SequenceValue::none; an optional tensor is
+  // its single element), so `data` stays null for it too.
+  bool is_optional = false;
   SequenceValue* sequence = nullptr;
+
+  // Held in a SequenceValue (sequences and optionals), not in `data`.
+  bool boxed() const { return is_sequence || is_optional; }
 
   bool shape_known() const {
     if (!rank_known) return false;

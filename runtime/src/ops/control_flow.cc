@@ -49,7 +49,8 @@ Status CheckScalar(KernelContext& ctx, const Tensor* t, DType want, const char* 
 Status WriteOutput(KernelContext& ctx, int o, DType dtype, const Shape& shape, const void* src) {
   Tensor* out = ctx.output(o);
   if (!out) return Status::Ok();
-  if (out->is_sequence) return ctx.Error(StatusCode::kInternal, "a sequence written as a tensor");
+  if (out->boxed())
+    return ctx.Error(StatusCode::kInternal, "a sequence or optional written as a tensor");
   if (ctx.op_allocates_outputs) {
     out->dtype = dtype;
     out->shape = shape;
@@ -68,17 +69,64 @@ Status WriteOutput(KernelContext& ctx, int o, DType dtype, const Shape& shape, c
   return Status::Ok();
 }
 
-// Writes a subgraph's result `v` (a tensor or a sequence) into output `o`.
+// `v` as a value of the same type, optional or not as `optional` says: a
+// Loop's carried value may enter as an optional and leave the body as its
+// value (ONNX's test_loop16_seq_none), or the reverse. `dst` shares what it
+// can; a tensor wrapped into an optional is copied into `box`. Unwrapping a
+// none is an error naming the node.
+Status AsKind(const KernelContext& ctx, const Tensor& v, bool optional, Tensor* dst,
+              SequenceValue* box) {
+  *dst = v;
+  dst->is_optional = optional;
+  if (v.is_optional == optional) return Status::Ok();
+  if (v.boxed() && !v.sequence)
+    return ctx.Error(StatusCode::kInternal, "'" + v.name + "' has no value");
+  if (optional) {
+    // A plain sequence's value is never none: the optional shares it.
+    if (v.is_sequence) return Status::Ok();
+    box->none = false;
+    box->elements.clear();
+    if (v.data) {  // only shapes matter while planning
+      SequenceElement e;
+      if (!MakeSequenceElement(v.dtype, v.shape, v.data, v.bytes(), &e))
+        return ctx.Error(StatusCode::kIoError, "out of memory wrapping '" + v.name + "'");
+      box->elements.push_back(std::move(e));
+    }
+    dst->sequence = box;
+    dst->data = nullptr;
+    return Status::Ok();
+  }
+  if (v.sequence->none)
+    return ctx.Invalid("'" + v.name + "' is none where a value is needed (" +
+                       KindName(false, v.is_sequence, v.dtype) + ")");
+  if (v.is_sequence) return Status::Ok();
+  if (v.sequence->elements.size() != 1)
+    return ctx.Error(StatusCode::kInternal, "optional '" + v.name + "' holds " +
+                                                std::to_string(v.sequence->elements.size()) +
+                                                " values, not one");
+  const SequenceElement& e = v.sequence->elements[0];
+  dst->sequence = nullptr;
+  dst->data = const_cast<uint8_t*>(e.data.get());
+  dst->shape = e.shape;
+  dst->rank_known = true;
+  return Status::Ok();
+}
+
+// Writes a subgraph's result `v` (a tensor, sequence or optional) into output
+// `o`, wrapped into or unwrapped from an optional as the output is.
 Status WriteValue(KernelContext& ctx, int o, const Tensor& v) {
   Tensor* out = ctx.output(o);
   if (!out) return Status::Ok();
-  if (out->is_sequence != v.is_sequence || (v.is_sequence && (!v.sequence || !out->sequence)))
-    return ctx.Invalid("output '" + out->name + "' is " +
-                       (out->is_sequence ? "a sequence" : "a tensor") + " but the subgraph gave " +
-                       (v.is_sequence ? "a sequence" : "a tensor"));
-  if (!v.is_sequence) return WriteOutput(ctx, o, v.dtype, v.shape, v.data);
+  if (out->is_sequence != v.is_sequence || out->boxed() != (out->sequence != nullptr) ||
+      (v.boxed() && !v.sequence))
+    return ctx.Invalid("output '" + out->name + "' is " + KindName(*out) +
+                       " but the subgraph gave " + KindName(v));
+  Tensor value;
+  SequenceValue box;
+  QF_RETURN_IF_ERROR(AsKind(ctx, v, out->is_optional, &value, &box));
+  if (!value.boxed()) return WriteOutput(ctx, o, value.dtype, value.shape, value.data);
   // Elements are immutable: the output shares them.
-  if (out->sequence != v.sequence) *out->sequence = *v.sequence;
+  if (out->sequence != value.sequence) *out->sequence = *value.sequence;
   return Status::Ok();
 }
 
@@ -137,15 +185,14 @@ Status InferIf(KernelContext& ctx) {
     Tensor* out = ctx.output(o);
     const Tensor t = st.runners[0]->planned_output(o);
     const Tensor e = st.runners[1]->planned_output(o);
-    if (t.dtype != e.dtype || t.is_sequence != e.is_sequence)
-      return ctx.Invalid("output " + std::to_string(o) + " is " +
-                         (t.is_sequence ? "a sequence of " : "") + dtype_name(t.dtype) + " " +
-                         ShapeToString(t.shape) + " in then_branch but " +
-                         (e.is_sequence ? "a sequence of " : "") + dtype_name(e.dtype) + " " +
+    if (t.dtype != e.dtype || t.is_sequence != e.is_sequence || t.is_optional != e.is_optional)
+      return ctx.Invalid("output " + std::to_string(o) + " is " + KindName(t) + " " +
+                         ShapeToString(t.shape) + " in then_branch but " + KindName(e) + " " +
                          ShapeToString(e.shape) + " in else_branch");
     if (!out) continue;
     out->dtype = t.dtype;
     out->is_sequence = t.is_sequence;
+    out->is_optional = t.is_optional;
     out->rank_known = true;
     if (taken >= 0) {
       const Tensor& b = taken == 0 ? t : e;
@@ -207,11 +254,24 @@ Status PrepareLoop(KernelContext& ctx, std::shared_ptr<void>* out) {
   return Status::Ok();
 }
 
-std::vector<const Tensor*> LoopBodyInputs(KernelContext& ctx) {
+// The body's inputs for the first iteration: the carried values as the body
+// declares them (wrapped into or unwrapped from optionals), then the captures.
+Status LoopBodyInputs(KernelContext& ctx, std::vector<const Tensor*>* in) {
   ControlFlowState& st = State(ctx);
-  std::vector<const Tensor*> in = {&st.iteration_tensor, &st.condition_tensor};
-  in.insert(in.end(), ctx.inputs.begin() + 2, ctx.inputs.end());
-  return in;
+  const GraphRunner& body = *st.runners[0];
+  *in = {&st.iteration_tensor, &st.condition_tensor};
+  in->insert(in->end(), ctx.inputs.begin() + 2, ctx.inputs.end());
+  const int n = LoopCarried(ctx);
+  st.coerced_tensors[2].resize(size_t(n));
+  st.coerced_values[2].resize(size_t(n));
+  for (int i = 0; i < n; ++i) {
+    const Tensor& v = *ctx.input(2 + i);
+    if (v.is_optional == body.input_is_optional(2 + i)) continue;
+    QF_RETURN_IF_ERROR(AsKind(ctx, v, !v.is_optional, &st.coerced_tensors[2][size_t(i)],
+                              &st.coerced_values[2][size_t(i)]));
+    (*in)[size_t(2 + i)] = &st.coerced_tensors[2][size_t(i)];
+  }
+  return Status::Ok();
 }
 
 Status InferLoop(KernelContext& ctx) {
@@ -222,7 +282,8 @@ Status InferLoop(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(CheckScalar(ctx, cond, DType::kBool, "condition"));
   ControlFlowState& st = State(ctx);
   GraphRunner& body = *st.runners[0];
-  const std::vector<const Tensor*> in = LoopBodyInputs(ctx);
+  std::vector<const Tensor*> in;
+  QF_RETURN_IF_ERROR(LoopBodyInputs(ctx, &in));
   QF_RETURN_IF_ERROR(body.Plan(in));
   const int n = LoopCarried(ctx);
   // Iterations known before running: M given, the condition given (or absent)
@@ -237,19 +298,20 @@ Status InferLoop(KernelContext& ctx) {
     Tensor* out = ctx.output(o);
     const Tensor v = body.planned_output(1 + o);
     if (o < n) {
+      // The body may make an optional carried value plain, or the reverse.
       const Tensor& init = *ctx.input(2 + o);
       if (v.dtype != init.dtype || v.is_sequence != init.is_sequence)
         return ctx.Invalid("carried value " + std::to_string(o) + " ('" + init.name + "') is " +
-                           (init.is_sequence ? "a sequence of " : "") + dtype_name(init.dtype) +
-                           " but the body returns " + (v.is_sequence ? "a sequence of " : "") +
-                           dtype_name(v.dtype));
-    } else if (v.is_sequence) {
-      return ctx.Unsupported("scan output " + std::to_string(o - n) +
-                             " is a sequence; scan outputs are tensors stacked over iterations");
+                           KindName(init) + " but the body returns " + KindName(v));
+    } else if (v.boxed()) {
+      return ctx.Unsupported("scan output " + std::to_string(o - n) + " is " +
+                             (v.is_optional ? "an optional" : "a sequence") +
+                             "; scan outputs are tensors stacked over iterations");
     }
     if (!out) continue;
     out->dtype = v.dtype;
     out->is_sequence = v.is_sequence;
+    out->is_optional = v.is_optional;
     out->rank_known = true;
     if (o < n && v.is_sequence) {
       // What every element has: the initial value's and the body's agree.
@@ -277,7 +339,12 @@ Status RunLoop(KernelContext& ctx) {
   const int64_t max_trips =
       ctx.input(0) ? *static_cast<const int64_t*>(ctx.input(0)->data) : INT64_MAX;
   st.condition = ctx.input(1) ? *static_cast<const uint8_t*>(ctx.input(1)->data) != 0 : true;
-  std::vector<const Tensor*> in = LoopBodyInputs(ctx);
+  std::vector<const Tensor*> in;
+  QF_RETURN_IF_ERROR(LoopBodyInputs(ctx, &in));
+  for (int i = 0; i < 2; ++i) {
+    st.coerced_tensors[i].resize(size_t(LoopCarried(ctx)));
+    st.coerced_values[i].resize(size_t(LoopCarried(ctx)));
+  }
   std::vector<Shape> per_iter(static_cast<size_t>(k_scan));
   std::vector<size_t> per_iter_bytes(size_t(k_scan), 0);
   int parity = 0;
@@ -304,21 +371,27 @@ Status RunLoop(KernelContext& ctx) {
       dst.shape = v.shape;
       dst.rank_known = v.rank_known;
       dst.is_sequence = v.is_sequence;
-      if (v.is_sequence) {
+      dst.is_optional = v.is_optional;
+      if (v.boxed()) {
         // Elements are shared, not copied; the body's value is rewritten next iteration.
         std::vector<SequenceValue>& seqs = st.carried_sequences[parity];
         if (seqs.size() < size_t(n)) seqs.resize(size_t(n));
         seqs[size_t(i)] = *v.sequence;
         dst.sequence = &seqs[size_t(i)];
         dst.data = nullptr;
-        in[size_t(2 + i)] = &dst;
-        continue;
+      } else {
+        dst.sequence = nullptr;
+        dst.data = st.carried[parity][size_t(i)].Reserve(v.bytes());
+        if (!dst.data && v.bytes()) return ctx.Error(StatusCode::kIoError, "out of memory");
+        if (v.bytes()) std::memcpy(dst.data, v.data, v.bytes());
       }
-      dst.sequence = nullptr;
-      dst.data = st.carried[parity][size_t(i)].Reserve(v.bytes());
-      if (!dst.data && v.bytes()) return ctx.Error(StatusCode::kIoError, "out of memory");
-      if (v.bytes()) std::memcpy(dst.data, v.data, v.bytes());
       in[size_t(2 + i)] = &dst;
+      if (dst.is_optional != body.input_is_optional(2 + i)) {
+        Tensor& wrapped = st.coerced_tensors[parity][size_t(i)];
+        QF_RETURN_IF_ERROR(
+            AsKind(ctx, dst, !dst.is_optional, &wrapped, &st.coerced_values[parity][size_t(i)]));
+        in[size_t(2 + i)] = &wrapped;
+      }
     }
     parity ^= 1;
     for (int k = 0; k < k_scan; ++k) {
@@ -474,13 +547,21 @@ Status InferScan(KernelContext& ctx) {
   ScanLayout s;
   QF_RETURN_IF_ERROR(ReadScanLayout(ctx, &s));
   // States, scan inputs and outputs are tensors (the spec's V); values the
-  // body captures may be sequences, passed as Loop passes them.
-  for (int i = 0; i < s.states + s.scan_inputs; ++i)
-    if (const Tensor* t = ctx.input(i); t && t->is_sequence)
-      return ctx.Invalid("input '" + t->name + "' is a sequence; Scan's inputs are tensors");
+  // body captures may be sequences, passed as Loop passes them (not optionals).
+  auto kind = [](const Tensor* t) {
+    return std::string(t->is_optional ? "an optional" : "a sequence");
+  };
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const Tensor* t = ctx.input(i);
+    if (!t || !t->boxed()) continue;
+    if (i < s.states + s.scan_inputs)
+      return ctx.Invalid("input '" + t->name + "' is " + kind(t) + "; Scan's inputs are tensors");
+    if (t->is_optional)
+      return ctx.Unsupported("reads optional '" + t->name + "'; Scan bodies take no optionals");
+  }
   for (const Tensor* t : ctx.outputs)
-    if (t && t->is_sequence)
-      return ctx.Invalid("output '" + t->name + "' is a sequence; Scan's outputs are tensors");
+    if (t && t->boxed())
+      return ctx.Invalid("output '" + t->name + "' is " + kind(t) + "; Scan's outputs are tensors");
   int64_t T = 0;
   std::vector<int> axes;
   QF_RETURN_IF_ERROR(ScanSlices(ctx, s, &T, &axes));

@@ -14,6 +14,7 @@ Status InferIdentity(KernelContext& ctx) {
   Tensor* y = ctx.output(0);
   y->dtype = x->dtype;
   y->is_sequence = x->is_sequence;
+  y->is_optional = x->is_optional;
   y->rank_known = x->rank_known;
   y->shape = x->shape;
   return Status::Ok();
@@ -22,9 +23,10 @@ Status InferIdentity(KernelContext& ctx) {
 Status RunIdentity(KernelContext& ctx) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
-  if (x->is_sequence) {
+  if (x->boxed()) {
     if (!x->sequence || !y->sequence)
-      return ctx.Unsupported("sequence '" + x->name + "' has no value: sequences run in a session");
+      return ctx.Unsupported("'" + x->name +
+                             "' has no value: sequences and optionals run in a session");
     // Elements are immutable: the copy shares them.
     if (y->sequence != x->sequence) *y->sequence = *x->sequence;
     return Status::Ok();
@@ -40,7 +42,7 @@ const OpDef& OpDef_Identity() {
     OpDef d{"Identity",           InferIdentity,    RunIdentity,
             /*value_inputs=*/0,
             /*shape_only=*/false, /*min_inputs=*/1, /*max_inputs=*/1};
-    d.traits = kTraitSequence;
+    d.traits = kTraitSequence | kTraitOptional;
     return d;
   }();
   return def;
