@@ -245,10 +245,11 @@ Status InferScan(Graph* g, Node* n, bool fold) {
   QF_RETURN_IF_ERROR(InferBody(*g, *n, "body", &body, types, fold));
   for (size_t i = 0; i < n->outputs.size(); ++i) {
     const Value& b = Out(body, i);
-    if (b.is_sequence)
-      return Invalid(
-          *g, *n,
-          "body output '" + body.outputs[i] + "' is a sequence; Scan's outputs are tensors");
+    if (b.is_sequence || b.is_optional)
+      return Invalid(*g, *n,
+                     "body output '" + body.outputs[i] + "' is " +
+                         (b.is_optional ? "an optional" : "a sequence") +
+                         "; Scan's outputs are tensors");
     if (n->outputs[i].empty()) continue;
     Value& v = g->values[n->outputs[i]];
     v.name = n->outputs[i];
