@@ -237,7 +237,7 @@ void FillPlane(const ConvNhwcF32Call& c, int64_t ph, int64_t pw, float* plane) {
 }
 
 // Stem runs (StemRunF32Args) on the plane: kernel rows of 1 or 3 channels
-// (a text line's 3x3 from one channel: 27 -> 11 us; see conv_f32_nhwc_stem.h).
+// (a text line's 3x3 from one channel: 27 -> 12 us; see conv_f32_nhwc_stem.h).
 // Without a residual: a run's last block recomputes pixels already stored.
 bool UseStemRuns(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   return s.k->stem_run && !c.residual && StemRunSupports(s.kw, c.sw, s.cg);
