@@ -580,7 +580,7 @@ void GlobalPoolKernel(const Tensor& x, double p, bool channels_last, double* acc
   const int64_t n = x.shape[0], c = channels_last ? x.shape.back() : x.shape[1];
   const int64_t size = n * c != 0 ? x.numel() / (n * c) : 0;
   const double init = kKind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
-  auto add = [p](double& a, double v) {
+  auto add = [&](double& a, double v) {
     if constexpr (kKind == PoolKind::kMax) {
       if (v > a || std::isnan(v)) a = v;
     } else if constexpr (kKind == PoolKind::kAverage) {
