@@ -153,9 +153,10 @@ struct Session::Impl {
   }
   // Appends to `value` a copy of `e`, one element of sequence or optional
   // input `idx`, checked against its declared dtype and known dims and, with
-  // the elements `value` holds already, against max_memory_bytes.
+  // the `*held` bytes `value` holds already (updated; a running total, not a
+  // walk over the elements per element), against max_memory_bytes.
   Status BoxInputElement(size_t idx, const TensorView& e, const std::string& what,
-                         SequenceValue* value) const {
+                         SequenceValue* value, size_t* held) const {
     const TensorInfo& info = m->inputs[idx];
     const bool rank_known = m->tensors[size_t(m->input_ids[idx])].rank_known;
     if (e.dtype != info.dtype)
@@ -178,7 +179,8 @@ struct Session::Impl {
                                                       " bytes, given " + std::to_string(e.bytes));
     if (bytes && !e.data) return Status(StatusCode::kInvalidArgument, what + " has no data");
     // What the copies hold.
-    if (value->bytes() + SequenceElementFootprint(bytes) > opts.max_memory_bytes)
+    *held += SequenceElementFootprint(bytes);
+    if (*held > opts.max_memory_bytes)
       return Status(StatusCode::kInvalidArgument, what + ": the input needs more than the " +
                                                       std::to_string(opts.max_memory_bytes) +
                                                       " bytes a session may allocate");
@@ -677,8 +679,9 @@ Status Session::SetInput(const std::string& name, DType dtype, const Shape& shap
                                                     (info.is_optional ? " or SetInputNone" : ""));
   if (info.is_optional) {  // present: boxed like a sequence's element
     SequenceValue value;
+    size_t held = 0;
     QF_RETURN_IF_ERROR(im.BoxInputElement(size_t(idx), TensorView{dtype, shape, data, bytes},
-                                          "input '" + name + "'", &value));
+                                          "input '" + name + "'", &value, &held));
     im.sequences[size_t(im.m->input_ids[size_t(idx)])] = std::move(value);
     return Status::Ok();
   }
@@ -776,9 +779,11 @@ Status Session::SetInputSequence(const std::string& name, const std::vector<Tens
                                                     "tensor: set it with SetInput" +
                                                     (info.is_optional ? " or SetInputNone" : ""));
   SequenceValue value;
+  size_t held = 0;
   for (size_t i = 0; i < elements.size(); ++i)
-    QF_RETURN_IF_ERROR(im.BoxInputElement(
-        size_t(idx), elements[i], "input '" + name + "' element " + std::to_string(i), &value));
+    QF_RETURN_IF_ERROR(im.BoxInputElement(size_t(idx), elements[i],
+                                          "input '" + name + "' element " + std::to_string(i),
+                                          &value, &held));
   im.sequences[size_t(im.m->input_ids[size_t(idx)])] = std::move(value);
   return Status::Ok();
 }
