@@ -32,6 +32,7 @@ struct Bf16Case {
   bool bias, residual;
   int act;  // 0 none, 1 relu, 2 clamp
   int64_t group = 1;
+  int64_t kw = 0;  // the kernel's width when not k
 };
 
 float RoundBf16(float v) {
@@ -44,25 +45,26 @@ int64_t RunBf16Case(const kernels::ConvNhwcF32Kernels* f32,
                     std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   // The row-tap form (fewer than 16 channels) takes dilation down the height only.
-  const int64_t dh = k.dil, dw = k.c < 16 ? 1 : k.dil;
+  const int64_t dh = k.dil, dw = k.c < 16 ? 1 : k.dil, kw = k.kw ? k.kw : k.k;
   const int64_t oh = (k.h + 2 * k.pad - (k.k - 1) * dh - 1) / k.stride + 1;
-  const int64_t ow = (k.w + 2 * k.pad - (k.k - 1) * dw - 1) / k.stride + 1;
+  const int64_t ow = (k.w + 2 * k.pad - (kw - 1) * dw - 1) / k.stride + 1;
   const int64_t cg = k.c / k.group, mg = k.m / k.group;
-  std::vector<float> x(size_t(k.n * k.h * k.w * k.c)), wv(size_t(k.m * cg * k.k * k.k));
+  std::vector<float> x(size_t(k.n * k.h * k.w * k.c)), wv(size_t(k.m * cg * k.k * kw));
   std::vector<float> bias(size_t(k.m)), res(size_t(k.n * oh * ow * k.m));
   for (float& v : x) v = u(rng);
   for (float& v : wv) v = u(rng);
   for (float& v : bias) v = u(rng);
   for (float& v : res) v = u(rng);
-  auto w = test::F32({k.m, cg, k.k, k.k}, wv);
-  auto state = kernels::PrepareConvNhwcF32(f32, w->t, k.group, bf16);
+  auto w = test::F32({k.m, cg, k.k, kw}, wv);
+  auto state = kernels::PrepareConvNhwcF32(f32, w->t, k.group, bf16, nullptr, dw);
   REQUIRE(state.get() != nullptr);
   kernels::ConvNhwcF32Call call;
   call.x = x.data();
   call.bias = k.bias ? bias.data() : nullptr;
   call.residual = k.residual ? res.data() : nullptr;
   call.n = k.n, call.c = k.c, call.ih = k.h, call.iw = k.w, call.oh = oh, call.ow = ow;
-  call.kh = call.kw = k.k;
+  call.kh = k.k;
+  call.kw = kw;
   call.sh = call.sw = k.stride;
   call.dh = dh;
   call.dw = dw;
@@ -133,7 +135,7 @@ int64_t RunBf16Case(const kernels::ConvNhwcF32Kernels* f32,
         for (int64_t oc = 0; oc < k.m; ++oc) {
           double sum = 0, mag = 0;
           for (int64_t ky = 0; ky < k.k; ++ky)
-            for (int64_t kx = 0; kx < k.k; ++kx) {
+            for (int64_t kx = 0; kx < kw; ++kx) {
               const int64_t iy = oy * k.stride - k.pad + ky * dh;
               const int64_t ix = ox * k.stride - k.pad + kx * dw;
               if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
@@ -141,7 +143,7 @@ int64_t RunBf16Case(const kernels::ConvNhwcF32Kernels* f32,
                 const int64_t xc = oc / mg * cg + ch;
                 const double p =
                     double(RoundBf16(x[size_t(((b * k.h + iy) * k.w + ix) * k.c + xc)])) *
-                    RoundBf16(wv[size_t(((oc * cg + ch) * k.k + ky) * k.k + kx)]);
+                    RoundBf16(wv[size_t(((oc * cg + ch) * k.k + ky) * kw + kx)]);
                 sum += p;
                 mag += std::fabs(p);
               }
@@ -153,7 +155,7 @@ int64_t RunBf16Case(const kernels::ConvNhwcF32Kernels* f32,
           if (k.act == 2) sum = sum < -0.5 ? -0.5 : sum > 0.75 ? 0.75 : sum;
           // fp32 sums of up to k*k*kc + 2 terms: each rounding at most 2^-24
           // of the running magnitude.
-          const double terms = double(k.k * k.k * ((cg + 31) / 32 * 32) + 2);
+          const double terms = double(k.k * kw * ((cg + 31) / 32 * 32) + 2);
           const double tol = terms * std::ldexp(1.0, -23) * mag + 1e-30;
           if (!(std::fabs(double(y1[at]) - sum) <= tol) && bad++ < 5)
             FAIL_CHECK("output " << at << ": " << y1[at] << " vs " << sum << " (tol " << tol
@@ -188,9 +190,24 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
       {2, 2, 24, 9, 10, 9, 1, 1, 4, true, true, 2},    // two channels 9 wide, batches
       {1, 8, 40, 11, 9, 5, 1, 1, 2, false, false, 0},  // 40 values: a second, partial block
       {1, 15, 33, 7, 8, 3, 2, 1, 0, true, false, 1},   // no pads, odd width
-      {1, 6, 16, 9, 9, 3, 1, 2, 2, true, false,
-       0},  // dilation 2 down the height
-            // Groups of at least 16 channels: each group's channels padded to 32 in the copy.
+      {1, 6, 16, 9, 9, 3, 1, 2, 2, true, false, 0},    // dilation 2 down the height
+      // Kernel rows under 16 values, windows of 16 to 64: im2col rows.
+      {1, 3, 64, 45, 38, 3, 2, 1, 0, true, false, 1},   // SqueezeNet's RGB stem: 27 of 32
+      {2, 3, 40, 20, 21, 3, 2, 1, 1, true, true, 2},    // pads, batches, residual, 32 + 8
+      {1, 1, 16, 32, 40, 5, 1, 1, 2, false, false, 0},  // one channel 5x5: 25 values
+      {1, 2, 33, 11, 13, 5, 1, 2, 2, true, false, 1},   // 50 values: 2 blocks, dilated rows
+      {1, 3, 16, 17, 18, 3, 1, 1, 1, true, true, 3},    // HardSwish after, y rounded
+      // Kernel rows from 16 channels: positions run on across output rows at
+      // stride 1 (vw = pw), by rows of 16 positions at stride 2.
+      {1, 16, 64, 55, 55, 3, 1, 1, 1, true, false, 1},       // SqueezeNet's expand: 2 blocks a row
+      {2, 16, 48, 7, 5, 3, 1, 1, 1, true, true, 2},          // tiny rows: tiles span images
+      {1, 64, 64, 16, 16, 3, 1, 1, 1, false, true, 1},       // whole blocks, vw 18
+      {1, 40, 24, 17, 19, 3, 2, 1, 1, true, false, 0},       // stride 2: 10 of 16 positions
+      {1, 32, 40, 12, 10, 3, 2, 1, 0, true, true, 1},        // stride 2 without pads, 40 outputs
+      {1, 24, 32, 9, 12, 7, 1, 1, 3, true, false, 1, 1, 1},  // 7x1: one tap a row
+      {1, 24, 32, 9, 12, 1, 1, 1, 0, true, false, 1, 1, 7},  // 1x7 without pads
+      {1, 20, 17, 8, 9, 3, 1, 2, 2, true, false, 2},         // dilation 2: taps of 20 channels
+      // Groups of at least 16 channels: each group's channels padded to 32 in the copy.
       {1, 96, 256, 13, 13, 5, 1, 1, 2, true, false, 1, 2},  // AlexNet conv2: 48 -> 128 per group
       {2, 60, 45, 7, 9, 3, 2, 1, 1, true, true, 2, 3},      // 20 -> 15 per group, residual
       {1, 64, 64, 6, 6, 1, 1, 1, 0, false, false, 0, 4},    // 1x1, 16 -> 16
@@ -206,8 +223,10 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
     outputs += RunBf16Case(f32, bf16, k, rng);
   }
   MESSAGE(outputs << " bf16 Conv outputs checked");
-  // Groups stay fp32, and so do a row-tap form dilated across the width and
-  // kernel rows of fewer than 16 values (a 3x3 RGB stem: 9).
+  // Groups of fewer than 16 channels stay fp32, and so do windows of fewer
+  // than 16 values in rows of fewer than 16 (a 3x3 one-channel conv: 9) and
+  // few-channel convolutions dilated across the width; a kernel-row packing
+  // refuses a dilated call.
   auto w = test::F32({8, 3, 3, 7}, std::vector<float>(8 * 63, 0.5f));
   kernels::ConvNhwcF32Call call;
   call.c = 6;
@@ -221,10 +240,26 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
   auto w3 = test::F32({8, 3, 3, 3}, std::vector<float>(8 * 27, 0.5f));
   auto stem3 = kernels::PrepareConvNhwcF32(f32, w3->t, 1, bf16);
   call.kw = 3;
-  CHECK(std::string(kernels::ConvNhwcF32Method(stem3.get(), call)) == "igemm");
+  CHECK(std::string(kernels::ConvNhwcF32Method(stem3.get(), call)) == "bf16");
+  auto w1 = test::F32({8, 1, 3, 3}, std::vector<float>(8 * 9, 0.5f));
+  auto one = kernels::PrepareConvNhwcF32(f32, w1->t, 1, bf16);
+  call.c = 1;
+  CHECK(std::string(kernels::ConvNhwcF32Method(one.get(), call)) == "igemm");
+  call.c = 3;
   call.kw = 7;
   call.dw = 2;
-  CHECK(std::string(kernels::ConvNhwcF32Method(stem.get(), call)) == "igemm");
+  auto dilated = kernels::PrepareConvNhwcF32(f32, w->t, 1, bf16, nullptr, 2);
+  CHECK(std::string(kernels::ConvNhwcF32Method(dilated.get(), call)) == "igemm");
+  CHECK(std::string(kernels::ConvNhwcF32Method(stem.get(), call)) == "none");
+  std::vector<float> xf(size_t(3 * 4 * 13)), yf(size_t(8 * 2 * 1));
+  {
+    kernels::ConvNhwcF32Call none = call;
+    none.n = 1, none.ih = 4, none.iw = 13, none.oh = 2, none.ow = 1;
+    none.x = xf.data();
+    none.y = yf.data();
+    CHECK(!kernels::RunConvNhwcF32(stem.get(), none));
+    CHECK(kernels::ConvNhwcF32Scratch(stem.get(), none) == 0);
+  }
   // Only the bf16 method takes bf16 activations; activations that run after
   // the epilogue run on a block's fp32 outputs before y is rounded.
   kernels::Bf16Io io = kernels::ConvNhwcF32Bf16Io(stem.get(), call);

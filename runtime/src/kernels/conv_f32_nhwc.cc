@@ -99,10 +99,15 @@ struct ConvNhwcF32State {
   AlignedVector<float> winograd_u;
   // bf16 mode (set instead of w): ceil(m / 32) panels of [taps][kc / 2][32][2],
   // kc = cg rounded up to 32.
-  // Row taps (fewer than 16 channels): [panel][ky][kc / 2][32][2], kc = kw *
-  // cg rounded up to 32; w is packed too, for calls with dilation.
+  // Kernel rows (PlaneBf16Args): [panel][ky][kc / 2][32][2], kc = kw * cg
+  // rounded up to 32.
   const ConvNhwcBf16Kernels* bf16 = nullptr;
   bool bf16_rows = false;
+  // Kernel rows of fewer than 16 values (an RGB stem's 3x3: 9): whole
+  // windows copied into im2col rows of kc = kh * kw * cg rounded up to 32
+  // per block of pixels (27 of 32 values used, against 9 of 32 per row),
+  // packed [panel][1][kc / 2][32][2].
+  bool bf16_im2col = false;
   // bf16 mode, depthwise: the fp32 kernels, y rounded to bf16 per output row
   // when the session stores it so (ConvNhwcF32Call::y_bf16).
   const ConvNhwcBf16Kernels* dw_bf16 = nullptr;
@@ -647,10 +652,12 @@ struct Bf16Scratch {
   // A bf16 y with an activation after the epilogue: a block's fp32 outputs
   // per thread, activated, then rounded into y.
   int64_t block_floats = 0;
+  int64_t cols = 0;  // a block's im2col rows per thread, bf16 values
   size_t Slice() const {
     ScratchLayout l;
     l.Add(size_t(ptrs) * sizeof(void*));
     l.Add(size_t(block_floats) * sizeof(float));
+    l.Add(size_t(cols) * 2);
     return l.total();
   }
   size_t Bytes(int threads) const {
@@ -668,20 +675,236 @@ bool Bf16InPlace(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   return c.x_bf16 && !s.bf16_rows && s.kc == s.cg;
 }
 
+// The kernel-row form's plane and the positions its kernel walks
+// (PlaneBf16Args): vw positions per output row, either the output row
+// rounded up to 16 or, where the plane's rows continue each other at the
+// pixel step (stride 1: vw = pw), the plane's row; whichever has fewer tiles
+// (a 55-wide output: 57 positions a row, not 64).
+struct Bf16Plane {
+  int64_t ph = 0, pw = 0, vw = 0, tiles = 0;
+  int64_t image = 0;   // values per image
+  int64_t values = 0;  // the copy: every image, then zeros as far as the last tile reads
+};
+
+Bf16Plane Bf16PlaneFor(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  Bf16Plane p;
+  PlaneSize(s, c, &p.ph, &p.pw);
+  p.vw = (c.ow + 15) / 16 * 16;
+  if (c.sh * p.pw % c.sw == 0 && c.sh * p.pw / c.sw >= c.ow &&
+      c.oh * (c.sh * p.pw / c.sw) < c.oh * p.vw)
+    p.vw = c.sh * p.pw / c.sw;
+  p.tiles = (c.oh * p.vw + kBf16Mr - 1) / kBf16Mr;
+  p.image = p.ph * p.pw * s.cg;
+  const int64_t last = p.tiles * kBf16Mr - 1;
+  const int64_t reach = (last / p.vw * c.sh * p.pw + last % p.vw * c.sw) * s.cg +
+                        (s.kh - 1) * c.dh * p.pw * s.cg + s.kc;
+  p.values = (c.n - 1) * p.image + std::max(p.image, reach);
+  return p;
+}
+
 Bf16Scratch Bf16ScratchFor(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  if (s.bf16_im2col) {
+    const Bf16Plane p = Bf16PlaneFor(s, c);
+    const int64_t block = IgemmBlock(c, (c.oh * c.ow + kBf16Mr - 1) / kBf16Mr, 4);
+    return {c.n * p.image, 0, 0, c.y_bf16 && c.post ? block * kBf16Mr * s.m : 0,
+            block * kBf16Mr * s.kc};
+  }
+  if (s.bf16_rows) {
+    const Bf16Plane p = Bf16PlaneFor(s, c);
+    const int64_t block = IgemmBlock(c, p.tiles, 4);
+    return {p.values, 0, 0, c.y_bf16 && c.post ? block * kBf16Mr * s.m : 0};
+  }
   const int64_t tiles = (c.oh * c.ow + kBf16Mr - 1) / kBf16Mr;
-  int64_t ph = 0, pw = 0;
-  PlaneSize(s, c, &ph, &pw);
-  const int64_t copy = Bf16InPlace(s, c) ? 0
-                       : s.bf16_rows     ? c.n * ph * pw * s.cg
-                                         : c.n * c.ih * c.iw * s.group * s.kc;
-  const int64_t taps = s.bf16_rows ? s.kh : s.kh * s.kw, block = IgemmBlock(c, tiles, 4);
+  const int64_t copy = Bf16InPlace(s, c) ? 0 : c.n * c.ih * c.iw * s.group * s.kc;
+  const int64_t taps = s.kh * s.kw, block = IgemmBlock(c, tiles, 4);
   return {copy, s.kc, block * taps * kBf16Mr, c.y_bf16 && c.post ? block * kBf16Mr * s.m : 0};
 }
 
-void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+// x into the kernel-row forms' bf16 plane (`values` in all: every image's
+// plane, then zeros).
+void FillPlaneBf16(const ConvNhwcBf16Kernels& k, const ConvNhwcF32Call& c, const Bf16Plane& pl,
+                   int64_t values, ThreadPool* pool, uint16_t* plane) {
+  const int64_t row = pl.pw * c.c, left = c.pad_left * c.c;
+  const int64_t copy = std::min(c.iw, pl.pw - c.pad_left) * c.c;
+  ParallelFor(pool, c.n * pl.ph, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      uint16_t* const dst = plane + r * row;
+      const int64_t iy = r % pl.ph - c.pad_top;
+      if (iy < 0 || iy >= c.ih) {
+        std::fill(dst, dst + row, uint16_t(0));
+        continue;
+      }
+      const int64_t src = (r / pl.ph * c.ih + iy) * c.iw * c.c;
+      std::fill(dst, dst + left, uint16_t(0));
+      if (c.x_bf16)
+        std::memcpy(dst + left, c.x_bf16 + src, size_t(copy) * 2);
+      else
+        k.convert_flat(c.x + src, copy, dst + left);
+      std::fill(dst + left + copy, dst + row, uint16_t(0));
+    }
+  });
+  std::fill(plane + c.n * pl.image, plane + values, uint16_t(0));
+}
+
+// The im2col form: the plane, then per block of 32-pixel tiles the pixels'
+// windows copied into rows of kc values, run as one k-long kernel row.
+void RunBf16Im2col(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const ConvNhwcBf16Kernels& k = *s.bf16;
-  const int64_t pixels = c.oh * c.ow, taps = s.bf16_rows ? s.kh : s.kh * s.kw, kc = s.kc;
+  const Bf16Plane pl = Bf16PlaneFor(s, c);
+  const int64_t panels = (s.m + kBf16Nr - 1) / kBf16Nr, panel_size = s.kc * kBf16Nr;
+  const int64_t pixels = c.oh * c.ow, tiles = (pixels + kBf16Mr - 1) / kBf16Mr;
+  const int64_t block = IgemmBlock(c, tiles, 4), blocks = (tiles + block - 1) / block;
+  ThreadPool* const pool = Bf16Pool(s, c);
+  const int threads = NumThreads(pool);
+  const Bf16Scratch bs = Bf16ScratchFor(s, c);
+  const ScratchRegion region(c.scratch, bs.Bytes(threads));
+  ScratchLayout l;
+  uint16_t* const plane = region.at<uint16_t>(l.Add(size_t(bs.copy) * 2));
+  region.at<uint16_t>(l.Add(0));  // no zero row
+  uint8_t* const slices = region.at<uint8_t>(l.Add(0));
+  FillPlaneBf16(k, c, pl, bs.copy, pool, plane);
+  auto work = [&](int64_t begin, int64_t end, int slot) {
+    uint8_t* const slice = slices + size_t(slot) * bs.Slice();
+    ScratchLayout sl;  // as Bf16Scratch::Slice
+    sl.Add(0);
+    const size_t floats_at = sl.Add(size_t(bs.block_floats) * 4);
+    float* const yblock = bs.block_floats ? reinterpret_cast<float*>(slice + floats_at) : nullptr;
+    uint16_t* const rows = reinterpret_cast<uint16_t*>(slice + sl.Add(size_t(bs.cols) * 2));
+    if (k.begin) k.begin();
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
+      const int64_t q0 = t0 * kBf16Mr, q1 = std::min(pixels, t1 * kBf16Mr), count = q1 - q0;
+      Im2colBf16Args im;
+      im.plane = plane + b * pl.image;
+      im.pw = pl.pw;
+      im.c = c.c;
+      im.kh = s.kh;
+      im.kw = s.kw;
+      im.sh = c.sh;
+      im.sw = c.sw;
+      im.dh = c.dh;
+      im.oy = q0 / c.ow;
+      im.ox = q0 % c.ow;
+      im.ow = c.ow;
+      im.count = count;
+      im.rows = (t1 - t0) * kBf16Mr;
+      im.kc = s.kc;
+      im.out = rows;
+      k.im2col(im);
+      const int64_t yb = b * pixels * s.m;
+      for (int64_t pn = 0; pn < panels; ++pn) {
+        PlaneBf16Args a;
+        a.x = rows;
+        a.pixel_step = s.kc;
+        a.vw = (count + 15) / 16 * 16;
+        a.row_step = a.vw * s.kc;
+        a.oh = 1;
+        a.ow = count;
+        a.v1 = count;
+        a.kh = 1;
+        a.kc = s.kc;
+        const int64_t col0 = pn * kBf16Nr, at = yb + q0 * s.m + col0;
+        a.w = s.wb.data() + pn * panel_size;
+        a.cols = std::min<int64_t>(kBf16Nr, s.m - col0);
+        a.bias = c.bias ? c.bias + col0 : nullptr;
+        a.residual = c.residual ? c.residual + at : nullptr;
+        a.residual_bf16 = c.residual_bf16 ? c.residual_bf16 + at : nullptr;
+        a.act = c.act;
+        a.lo = c.lo;
+        a.hi = c.hi;
+        a.y = yblock ? yblock + col0 : c.y ? c.y + at : nullptr;
+        a.y_bf16 = !yblock && c.y_bf16 ? c.y_bf16 + at : nullptr;
+        a.ldy = s.m;
+        k.plane(a);
+      }
+      if (yblock) {
+        c.post->Apply(yblock, count * s.m);
+        k.convert_flat(yblock, count * s.m, c.y_bf16 + yb + q0 * s.m);
+      } else if (c.post) {
+        c.post->Apply(c.y + yb + q0 * s.m, count * s.m);
+      }
+    }
+    if (k.end) k.end();
+  };
+  ParallelFor(pool, c.n * blocks, work);
+}
+
+// The kernel-row form: x copied once into the zero-padded bf16 plane, then
+// blocks of tiles of positions (Bf16PlaneFor), panels inside.
+void RunBf16Plane(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  const ConvNhwcBf16Kernels& k = *s.bf16;
+  const Bf16Plane pl = Bf16PlaneFor(s, c);
+  const int64_t panels = (s.m + kBf16Nr - 1) / kBf16Nr, panel_size = s.kh * s.kc * kBf16Nr;
+  const int64_t block = IgemmBlock(c, pl.tiles, 4), blocks = (pl.tiles + block - 1) / block;
+  const int64_t positions = c.oh * pl.vw, pixels = c.oh * c.ow;
+  ThreadPool* const pool = Bf16Pool(s, c);
+  const int threads = NumThreads(pool);
+  const Bf16Scratch bs = Bf16ScratchFor(s, c);
+  const ScratchRegion region(c.scratch, bs.Bytes(threads));
+  ScratchLayout l;
+  uint16_t* const plane = region.at<uint16_t>(l.Add(size_t(bs.copy) * 2));
+  region.at<uint16_t>(l.Add(0));  // no zero row
+  uint8_t* const slices = region.at<uint8_t>(l.Add(0));
+  const int64_t row = pl.pw * c.c;
+  FillPlaneBf16(k, c, pl, bs.copy, pool, plane);
+  // The first output pixel at or after position v.
+  auto pixel_at = [&](int64_t v) {
+    const int64_t oy = v / pl.vw, ox = v % pl.vw;
+    return std::min(pixels, ox < c.ow ? oy * c.ow + ox : (oy + 1) * c.ow);
+  };
+  auto work = [&](int64_t begin, int64_t end, int slot) {
+    float* const yblock =
+        bs.block_floats ? reinterpret_cast<float*>(slices + size_t(slot) * bs.Slice()) : nullptr;
+    if (k.begin) k.begin();
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(pl.tiles, t0 + block);
+      const int64_t v0 = t0 * kBf16Mr, v1 = std::min(positions, t1 * kBf16Mr);
+      const int64_t q0 = pixel_at(v0), q1 = pixel_at(v1), yb = b * pixels * s.m;
+      for (int64_t pn = 0; pn < panels; ++pn) {
+        PlaneBf16Args a;
+        a.x = plane + b * pl.image;
+        a.pixel_step = c.sw * c.c;
+        a.row_step = c.sh * row;
+        a.kernel_row = c.dh * row;
+        a.vw = pl.vw;
+        a.oh = c.oh;
+        a.ow = c.ow;
+        a.v0 = v0;
+        a.v1 = v1;
+        a.kh = s.kh;
+        a.kc = s.kc;
+        const int64_t col0 = pn * kBf16Nr, at = yb + q0 * s.m + col0;
+        a.w = s.wb.data() + pn * panel_size;
+        a.cols = std::min<int64_t>(kBf16Nr, s.m - col0);
+        a.bias = c.bias ? c.bias + col0 : nullptr;
+        a.residual = c.residual ? c.residual + at : nullptr;
+        a.residual_bf16 = c.residual_bf16 ? c.residual_bf16 + at : nullptr;
+        a.act = c.act;
+        a.lo = c.lo;
+        a.hi = c.hi;
+        a.y = yblock ? yblock + col0 : c.y ? c.y + at : nullptr;
+        a.y_bf16 = !yblock && c.y_bf16 ? c.y_bf16 + at : nullptr;
+        a.ldy = s.m;
+        a.p0 = q0;
+        k.plane(a);
+      }
+      if (yblock) {
+        c.post->Apply(yblock, (q1 - q0) * s.m);
+        k.convert_flat(yblock, (q1 - q0) * s.m, c.y_bf16 + yb + q0 * s.m);
+      } else if (c.post) {
+        c.post->Apply(c.y + yb + q0 * s.m, (q1 - q0) * s.m);
+      }
+    }
+    if (k.end) k.end();
+  };
+  ParallelFor(pool, c.n * blocks, work);
+}
+
+void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  if (s.bf16_im2col) return RunBf16Im2col(s, c);
+  if (s.bf16_rows) return RunBf16Plane(s, c);
+  const ConvNhwcBf16Kernels& k = *s.bf16;
+  const int64_t pixels = c.oh * c.ow, taps = s.kh * s.kw, kc = s.kc;
   // Per pixel the copy holds each group's channels padded to kc.
   const int64_t mg = s.m / s.group, gkc = s.group * kc;
   const int64_t panels = (mg + kBf16Nr - 1) / kBf16Nr, panel_size = taps * kc * kBf16Nr;
@@ -696,22 +919,8 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   uint16_t* const zeros = region.at<uint16_t>(l.Add(size_t(bs.zeros) * 2));
   const uint16_t** const ptrs0 = region.at<const uint16_t*>(l.Add(0));
   std::fill(zeros, zeros + kc, uint16_t(0));
-  int64_t ph = 0, pw = 0;
-  PlaneSize(s, c, &ph, &pw);
   const uint16_t* const copy = Bf16InPlace(s, c) ? c.x_bf16 : scratch_copy;
-  if (s.bf16_rows) {
-    std::fill(scratch_copy, scratch_copy + bs.copy, uint16_t(0));
-    ParallelFor(pool, c.n * c.ih, [&](int64_t r0, int64_t r1, int) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t b = r / c.ih, iy = r % c.ih;
-        uint16_t* const row = scratch_copy + ((b * ph + iy + c.pad_top) * pw + c.pad_left) * c.c;
-        if (c.x_bf16)
-          std::memcpy(row, c.x_bf16 + r * c.iw * c.c, size_t(c.iw * c.c) * 2);
-        else
-          k.convert_flat(c.x + r * c.iw * c.c, c.iw * c.c, row);
-      }
-    });
-  } else if (!Bf16InPlace(s, c)) {
+  if (!Bf16InPlace(s, c)) {
     // A (pixel, group) pair is cg channels of x, kc of the copy.
     ParallelFor(pool, c.n * c.ih * c.iw * s.group, [&](int64_t p0, int64_t p1, int) {
       if (!c.x_bf16) return k.convert(c.x + p0 * s.cg, p1 - p0, s.cg, scratch_copy + p0 * kc, kc);
@@ -731,7 +940,7 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
     if (k.begin) k.begin();
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
-      const uint16_t* xb = s.bf16_rows ? copy + b * ph * pw * c.c : copy + b * c.ih * c.iw * gkc;
+      const uint16_t* xb = copy + b * c.ih * c.iw * gkc;
       // Offsets into y and the residual, whichever of their forms is set.
       const int64_t yb = b * pixels * s.m;
       const int64_t q0 = t0 * kBf16Mr, q1 = std::min(pixels, t1 * kBf16Mr);
@@ -753,10 +962,7 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
                 tp[tap * kBf16Mr + r] = tp[tap * kBf16Mr + r - 1];
               continue;
             }
-            if (s.bf16_rows) {
-              for (int64_t ky = 0; ky < s.kh; ++ky)
-                tp[ky * kBf16Mr + r] = xb + ((oy * c.sh + ky * c.dh) * pw + ox * c.sw) * c.c;
-            } else if (inside_1x1) {
+            if (inside_1x1) {
               tp[r] = xg + (oy * c.sh * c.iw + ox * c.sw) * gkc;  // a 1x1 inside the input
             } else {
               for (int64_t ky = 0; ky < s.kh; ++ky) {
@@ -778,7 +984,7 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           a.rows = q1 - q0;
           a.taps = taps;
           a.kc = kc;
-          a.valid = s.bf16_rows ? s.kw * c.c : kc;
+          a.valid = kc;
           const int64_t col0 = g * mg + pn * kBf16Nr;
           a.w = s.wb.data() + (g * panels + pn) * panel_size;
           a.cols = std::min<int64_t>(kBf16Nr, mg - pn * kBf16Nr);
@@ -852,7 +1058,7 @@ const ConvNhwcF32Kernels* ConvNhwcF32Portable() {
 
 std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,
                                          int64_t group, const ConvNhwcBf16Kernels* bf16,
-                                         const Fp16Kernels* fp16) {
+                                         const Fp16Kernels* fp16, int64_t dilation_w) {
   if (!k || w.dtype != DType::kFloat32 || w.rank() != 4 || group <= 0) return nullptr;
   auto s = std::make_shared<ConvNhwcF32State>();
   s->k = k;
@@ -877,29 +1083,36 @@ std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tens
   // Kernel rows of fewer than 16 values fill under half of a 32-value k
   // block: fp32 was faster there (a 3x3 RGB stem to 32 channels 323 against
   // 382 us, a 1x1 from 12 channels 220 against 286; a 7x7 RGB stem, 21 values
-  // a row, 697 against 1612 in bf16).
-  const bool rows_pay = s->cg >= 16 || s->kw * s->cg >= 16;
-  if (bf16 && rows_pay && !s->depthwise && (group == 1 || s->cg >= 16)) {
+  // a row, 697 against 1612 in bf16), so windows of 16 to 64 values go to
+  // im2col rows instead.
+  const bool rows = group == 1 && taps > 1 && dilation_w == 1;
+  const bool im2col = rows && s->kw * s->cg < 16 && taps * s->cg >= 16 && taps * s->cg <= 64;
+  const bool pays = s->cg >= 16 || (rows && s->kw * s->cg >= 16) || im2col;
+  if (bf16 && pays && (group == 1 || s->cg >= 16)) {
     // [panel][tap][value pair][32 outputs][2], zeros past the values and m;
-    // a row tap's values are (kx, channel) pairs.
+    // a kernel row's values are (kx, channel) pairs, an im2col row's (ky, kx,
+    // channel) triples.
     s->bf16 = bf16;
-    s->bf16_rows = s->cg < 16;
-    const int64_t btaps = s->bf16_rows ? s->kh : taps;
-    s->kc = ((s->bf16_rows ? s->kw * s->cg : s->cg) + 31) / 32 * 32;
+    s->bf16_rows = rows;
+    s->bf16_im2col = im2col;
+    const int64_t btaps = im2col ? 1 : s->bf16_rows ? s->kh : taps;
+    s->kc = ((im2col ? taps * s->cg : s->bf16_rows ? s->kw * s->cg : s->cg) + 31) / 32 * 32;
     const int64_t panel_size = btaps * s->kc * kBf16Nr, gpanels = (mg + kBf16Nr - 1) / kBf16Nr;
     s->wb.assign(size_t(group * gpanels * panel_size), uint16_t(0));
     for (int64_t oc = 0; oc < s->m; ++oc)
       for (int64_t ch = 0; ch < s->cg; ++ch)
         for (int64_t ky = 0; ky < s->kh; ++ky)
           for (int64_t kx = 0; kx < s->kw; ++kx) {
-            const int64_t t = s->bf16_rows ? ky : ky * s->kw + kx;
-            const int64_t j = s->bf16_rows ? kx * s->cg + ch : ch;
+            const int64_t t = im2col ? 0 : s->bf16_rows ? ky : ky * s->kw + kx;
+            const int64_t j = im2col         ? (ky * s->kw + kx) * s->cg + ch
+                              : s->bf16_rows ? kx * s->cg + ch
+                                             : ch;
             const int64_t panel = oc / mg * gpanels + oc % mg / kBf16Nr;
             s->wb[size_t(panel * panel_size + t * s->kc * kBf16Nr + j / 2 * 2 * kBf16Nr +
                          oc % mg % kBf16Nr * 2 + j % 2)] =
                 Bf16FromFloat(wd[((oc * s->cg + ch) * s->kh + ky) * s->kw + kx]);
           }
-    if (!s->bf16_rows) return s;
+    return s;
   }
   const int64_t panels = (mg + k->nr - 1) / k->nr, kdim = taps * s->cg;
   s->group_stride = panels * kdim * k->nr;
@@ -961,8 +1174,9 @@ bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& c) {
     if ((c.x_bf16 && !io.x) || (c.y_bf16 && !io.y) || (c.residual_bf16 && !io.residual))
       return false;
   }
-  if (c.n == 0 || c.oh * c.ow == 0) return true;  // empty output
   const char* method = ConvNhwcF32Method(state, c);
+  if (method[0] == 'n') return false;
+  if (c.n == 0 || c.oh * c.ow == 0) return true;  // empty output
   if (method[0] == 'f')
     RunConvNhwcFp16(s.fp16.get(), c);
   else if (method[0] == 'b')
@@ -982,6 +1196,7 @@ size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& c) {
   if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return 0;
   if (c.n == 0 || c.oh * c.ow == 0) return 0;
   const char* method = ConvNhwcF32Method(state, c);
+  if (method[0] == 'n') return 0;
   if (method[0] == 'f') return ConvNhwcFp16Scratch(s.fp16.get(), c);
   if (method[0] == 'b') return Bf16ScratchFor(s, c).Bytes(NumThreads(Bf16Pool(s, c)));
   if (method[0] == 'd') return DepthwiseScratch(s, c).Bytes(NumThreads(DepthwisePool(s, c)));
@@ -992,7 +1207,7 @@ size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& c) {
 const char* ConvNhwcF32Method(const void* state, const ConvNhwcF32Call& c) {
   const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
   if (s.fp16) return "fp16";
-  if (s.bf16 && (!s.bf16_rows || c.dw == 1)) return "bf16";
+  if (s.bf16) return s.bf16_rows && c.dw != 1 ? "none" : "bf16";
   if (s.depthwise) return "depthwise";
   if (!s.winograd_u.empty() && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1) return "winograd";
   return "igemm";

@@ -184,6 +184,47 @@ struct IgemmBf16Args {
   uint16_t* y_bf16 = nullptr;
   const uint16_t* residual_bf16 = nullptr;
 };
+// bf16 mode, a convolution without groups or dilation across the width on
+// a zero-padded bf16 plane [ph][pw][c] of one image: output pixel (oy, ox)
+// reads kernel row ky as the kw * c values at
+//   x + (oy * row_step + ox * pixel_step) + ky * kernel_row
+// (row_step = sh * pw * c, pixel_step = sw * c, kernel_row = dh * pw * c),
+// one k block of 32 values after another (kc of them a row, the last block's
+// values past kw * c multiplied by the zero weights past them), against w
+// packed [kh][kc / 2][32][2]. The kernel walks *positions* v = oy * vw + ox,
+// vw >= ow per output row, in tiles of 32 from v0 (a multiple of 32) to v1,
+// each A tile's 16 rows loaded in place at a stride of pixel_step: so
+// either vw is a multiple of 16 (a tile stays in one output row) or
+// row_step == vw * pixel_step (the rows run on across output rows; a
+// stride-1 convolution with vw = pw). Positions with ox >= ow or oy >= oh
+// read whatever lies there and are not stored. Output pixel p = oy * ow + ox
+// goes to y[(p - p0) * ldy + j] as in IgemmBf16Args (bias, residual laid out
+// as y, activation, y or y_bf16).
+struct PlaneBf16Args {
+  const uint16_t* x = nullptr;
+  int64_t pixel_step = 0, row_step = 0, kernel_row = 0;
+  int64_t vw = 0, oh = 0, ow = 0, v0 = 0, v1 = 0;
+  int64_t kh = 0, kc = 0;
+  const uint16_t* w = nullptr;
+  int64_t cols = 0;
+  const float* bias = nullptr;
+  const float* residual = nullptr;
+  F32Act act = F32Act::kNone;
+  float lo = 0.f, hi = 0.f;
+  float* y = nullptr;
+  int64_t ldy = 0, p0 = 0;
+  uint16_t* y_bf16 = nullptr;
+  const uint16_t* residual_bf16 = nullptr;
+};
+// `count` output pixels' windows from a bf16 plane (as PlaneBf16Args'), the
+// first at (oy, ox), rows of ow pixels: out[i * kc ...] = the kh kernel rows'
+// kw * c values side by side, zeros up to kc; rows count..rows - 1 zeros.
+struct Im2colBf16Args {
+  const uint16_t* plane = nullptr;
+  int64_t pw = 0, c = 0, kh = 0, kw = 0, sh = 1, sw = 1, dh = 1;
+  int64_t oy = 0, ox = 0, ow = 0, count = 0, rows = 0, kc = 0;
+  uint16_t* out = nullptr;
+};
 struct ConvNhwcBf16Kernels {
   const char* name;  // the features it needs ("amx_bf16")
   // x [pixels][c] fp32 -> out [pixels][kc] bf16 (rounded to nearest even; zeros past c).
@@ -193,6 +234,8 @@ struct ConvNhwcBf16Kernels {
   // bf16 -> fp32 (exact), n values.
   void (*widen)(const uint16_t* x, int64_t n, float* out);
   void (*igemm)(const IgemmBf16Args& args);
+  void (*plane)(const PlaneBf16Args& args);
+  void (*im2col)(const Im2colBf16Args& args);
   // Per-thread state around the igemm calls of one range of work (null:
   // none), as IgemmS8Kernel's (igemm_s8.h): the AMX tile configuration.
   void (*begin)() = nullptr;
@@ -209,16 +252,18 @@ const ConvNhwcF32Kernels* ConvNhwcF32Portable();
 
 // Packs W [M, C/group, kh, kw] for `k`; null when W is not a 4-D float32
 // tensor or group does not divide M.
-// With `bf16` (non-null) a convolution is packed for it as well: at least
-// 16 input channels per group run in bf16 always; fewer, without groups (an RGB stem)
-// when the call has no dilation across the width and a kernel row holds at
-// least 16 values, as kernel rows (kw * C values side by side in a padded
-// bf16 plane, one tap per kernel row); the rest stay fp32.
+// With `bf16` (non-null) a convolution runs in bf16 instead where that pays:
+// at least 16 input channels per group, or fewer without groups when a
+// kernel row holds at least 16 values; the rest stay fp32. Kernels wider
+// than 1 without groups or dilation across the width (`dilation_w`, which
+// every call must then have) run as kernel rows on a padded plane
+// (PlaneBf16Args: 16 channels 3 wide fill 2 k blocks a row instead of 3);
+// others as taps of C values.
 // With `fp16` (non-null) every convolution but depthwise runs in fp16
 // instead (igemm_fp16.h); it takes precedence over bf16.
 std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,
                                          int64_t group, const ConvNhwcBf16Kernels* bf16 = nullptr,
-                                         const Fp16Kernels* fp16 = nullptr);
+                                         const Fp16Kernels* fp16 = nullptr, int64_t dilation_w = 1);
 
 struct ConvNhwcF32Call {
   const float* x = nullptr;     // [n, ih, iw, c]
@@ -258,7 +303,8 @@ bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& call);
 size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& call);
 
 // How RunConvNhwcF32 computes `call`: "depthwise", "winograd", "igemm", "bf16" or "fp16"
-// (for tests and diagnostics).
+// (for tests and diagnostics); "none" for a call the prepared weights cannot
+// take (a bf16 kernel-row packing called with dilation across the width).
 const char* ConvNhwcF32Method(const void* state, const ConvNhwcF32Call& call);
 
 }  // namespace kernels

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/amx_tiles.h"
 #include "kernels/conv_f32_nhwc.h"
@@ -47,8 +48,58 @@ void WidenBf16(const uint16_t* x, int64_t n, float* out) {
   }
 }
 
+// One output pixel's NB vectors from a stored accumulator row: bias,
+// residual, activation, y (kOut16: y_bf16) at `at` (IgemmBf16Args,
+// PlaneBf16Args). The activation and the output's type are template
+// arguments: with one k block (an im2col stem) the epilogue is most of the
+// time, and per-vector branches on them cost a third of it.
+template <int NB, F32Act kAct, bool kOut16, class Args>
+inline void StoreRow(const Args& a, const float* acc, int64_t at, const __m512* bias,
+                     const __mmask16* mask) {
+  for (int v = 0; v < NB; ++v) {
+    if (!mask[v]) continue;
+    const int64_t i = at + 16 * v;
+    __m512 x = _mm512_add_ps(_mm512_load_ps(acc + 16 * v), bias[v]);
+    if (a.residual) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], a.residual + i));
+    if (a.residual_bf16) {
+      // bf16 -> fp32 is exact: the 16 bits become the float's high half.
+      const __m512i r16 =
+          _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask[v], a.residual_bf16 + i));
+      x = _mm512_add_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(r16, 16)));
+    }
+    x = Activate(x, kAct, a.lo, a.hi);
+    if (kOut16)
+      _mm256_mask_storeu_epi16(a.y_bf16 + i, mask[v], (__m256i)_mm512_cvtneps_pbh(x));
+    else
+      _mm512_mask_storeu_ps(a.y + i, mask[v], x);
+  }
+}
+
+// Calls f(NB, activation, bf16 output) with each as a compile-time constant.
+template <class Args, class F>
+void Dispatch(const Args& a, F f) {
+  auto out = [&](auto nb, auto act) {
+    if (a.y_bf16)
+      f(nb, act, std::true_type{});
+    else
+      f(nb, act, std::false_type{});
+  };
+  auto act = [&](auto nb) {
+    if (a.act == F32Act::kRelu)
+      out(nb, std::integral_constant<F32Act, F32Act::kRelu>{});
+    else if (a.act == F32Act::kClamp)
+      out(nb, std::integral_constant<F32Act, F32Act::kClamp>{});
+    else
+      out(nb, std::integral_constant<F32Act, F32Act::kNone>{});
+  };
+  if (a.cols > 16)
+    act(std::integral_constant<int, 2>{});
+  else
+    act(std::integral_constant<int, 1>{});
+}
+
 // NB B tiles (a panel of up to 16 * NB channels) by 2 A tiles (32 pixels).
-template <int NB>
+template <int NB, F32Act kAct, bool kOut16>
 void IgemmTiles(const IgemmBf16Args& a) {
   constexpr int64_t kMr = 32, kLdw = 128;  // B rows: 32 channels x 2 bf16
   const int64_t rows = a.rows, taps = a.taps, kblocks = a.kc / 32;
@@ -67,26 +118,8 @@ void IgemmTiles(const IgemmBf16Args& a) {
   }
   auto epilogue = [&](int64_t t) {
     const int64_t nrow = rows - t * kMr < kMr ? rows - t * kMr : kMr;
-    for (int64_t r = 0; r < nrow; ++r) {
-      const int64_t row = t * kMr + r;
-      for (int v = 0; v < NB; ++v) {
-        if (!mask[v]) continue;
-        const int64_t at = row * a.ldy + 16 * v;
-        __m512 x = _mm512_add_ps(_mm512_load_ps(cbuf + r * 32 + 16 * v), bias[v]);
-        if (a.residual) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], a.residual + at));
-        if (a.residual_bf16) {
-          // bf16 -> fp32 is exact: the 16 bits become the float's high half.
-          const __m512i r16 =
-              _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask[v], a.residual_bf16 + at));
-          x = _mm512_add_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(r16, 16)));
-        }
-        x = Activate(x, a.act, a.lo, a.hi);
-        if (a.y_bf16)
-          _mm256_mask_storeu_epi16(a.y_bf16 + at, mask[v], (__m256i)_mm512_cvtneps_pbh(x));
-        else
-          _mm512_mask_storeu_ps(a.y + at, mask[v], x);
-      }
-    }
+    for (int64_t r = 0; r < nrow; ++r)
+      StoreRow<NB, kAct, kOut16>(a, cbuf + r * 32, (t * kMr + r) * a.ldy, bias, mask);
   };
   for (int64_t t = 0; t < tiles; ++t) {
     _tile_zero(4);
@@ -150,22 +183,133 @@ void IgemmTiles(const IgemmBf16Args& a) {
   if (tiles > 0) epilogue(tiles - 1);
 }
 
+// Kernel rows of a padded plane (PlaneBf16Args): every A tile loads in place,
+// 16 positions pixel_step apart; no pointers, no gathers.
+template <int NB, F32Act kAct, bool kOut16>
+void PlaneTiles(const PlaneBf16Args& a) {
+  constexpr int64_t kMr = 32, kLdw = 128;
+  const int64_t kblocks = a.kc / 32, stride = 2 * a.pixel_step;
+  const int64_t row_bytes = 2 * a.kernel_row, block_bytes = 16 * kLdw;
+  const uint8_t* const w0 = reinterpret_cast<const uint8_t*>(a.w);
+  alignas(64) float cbuf[kMr * 32];
+  __m512 bias[NB];
+  __mmask16 mask[NB];
+  for (int v = 0; v < NB; ++v) {
+    mask[v] = TailMask(a.cols - 16 * v);
+    bias[v] = a.bias ? _mm512_maskz_loadu_ps(mask[v], a.bias + 16 * v) : _mm512_setzero_ps();
+  }
+  auto tile_base = [&](int64_t v) {
+    return reinterpret_cast<const uint8_t*>(a.x + v / a.vw * a.row_step + v % a.vw * a.pixel_step);
+  };
+  auto epilogue = [&](int64_t v) {
+    int64_t oy = v / a.vw, ox = v % a.vw;
+    const int64_t n = a.v1 - v < kMr ? a.v1 - v : kMr;
+    for (int64_t r = 0; r < n; ++r) {
+      if (ox < a.ow && oy < a.oh)
+        StoreRow<NB, kAct, kOut16>(a, cbuf + r * 32, (oy * a.ow + ox - a.p0) * a.ldy, bias, mask);
+      if (++ox == a.vw) ox = 0, ++oy;
+    }
+  };
+  for (int64_t v = a.v0; v < a.v1; v += kMr) {
+    _tile_zero(4);
+    _tile_zero(6);
+    if (NB == 2) {
+      _tile_zero(5);
+      _tile_zero(7);
+    }
+    const uint8_t* p0 = tile_base(v);
+    const uint8_t* p1 = tile_base(v + 16);
+    const uint8_t* w = w0;
+    for (int64_t ky = 0; ky < a.kh; ++ky, p0 += row_bytes, p1 += row_bytes)
+      for (int64_t q = 0; q < kblocks; ++q, w += block_bytes) {
+        _tile_loadd(0, p0 + 64 * q, stride);
+        _tile_loadd(1, p1 + 64 * q, stride);
+        if (v == a.v0) {
+          // The first tile streams the panel's weights; fetch two k blocks ahead.
+          const char* pf = reinterpret_cast<const char*>(w + 2 * block_bytes);
+          for (int64_t b = 0; b < block_bytes; b += 64) _mm_prefetch(pf + b, _MM_HINT_T0);
+        }
+        _tile_loadd(2, w, kLdw);
+        _tile_dpbf16ps(4, 0, 2);
+        _tile_dpbf16ps(6, 1, 2);
+        if (NB == 2) {
+          _tile_loadd(3, w + 64, kLdw);
+          _tile_dpbf16ps(5, 0, 3);
+          _tile_dpbf16ps(7, 1, 3);
+        }
+      }
+    // The previous tile's epilogue runs while the tile unit works on this one.
+    if (v > a.v0) epilogue(v - kMr);
+    _tile_stored(4, cbuf, kLdw);
+    _tile_stored(6, cbuf + 16 * 32, kLdw);
+    if (NB == 2) {
+      _tile_stored(5, cbuf + 16, kLdw);
+      _tile_stored(7, cbuf + 16 * 32 + 16, kLdw);
+    }
+  }
+  if (a.v1 > a.v0) epilogue(a.v0 + (a.v1 - a.v0 - 1) / kMr * kMr);
+}
+
+// Each kernel row (fewer than 16 values) is loaded into a register and
+// permuted into its lanes of the row's one or two vectors: one aligned
+// store per 32 values, not a store per kernel row across cache lines.
+void Im2colBf16(const Im2colBf16Args& a) {
+  const int64_t row = a.kw * a.c, kh = a.kh;
+  const __mmask32 load = (__mmask32(1) << row) - 1;
+  // Lane i of output vector h takes lane i - lo of the row (operand 2,
+  // index 32 + i - lo) where lo <= i < lo + row, else keeps its own.
+  __m512i idx[2][64];
+  bool touches[2][64] = {};
+  for (int64_t ky = 0; ky < kh; ++ky)
+    for (int h = 0; h < 2; ++h) {
+      alignas(64) uint16_t lanes[32];
+      for (int i = 0; i < 32; ++i) {
+        const int64_t g = 32 * h + i, lo = ky * row;
+        const bool in = g >= lo && g < lo + row;
+        touches[h][ky] |= in;
+        lanes[i] = uint16_t(in ? 32 + g - lo : i);
+      }
+      idx[h][ky] = _mm512_load_si512(lanes);
+    }
+  const bool two = a.kc > 32;
+  uint16_t* out = a.out;
+  int64_t oy = a.oy, ox = a.ox;
+  for (int64_t i = 0; i < a.count; ++i, out += a.kc) {
+    const uint16_t* src = a.plane + (oy * a.sh * a.pw + ox * a.sw) * a.c;
+    __m512i v0 = _mm512_setzero_si512(), v1 = _mm512_setzero_si512();
+    for (int64_t ky = 0; ky < kh; ++ky, src += a.dh * a.pw * a.c) {
+      const __m512i r = _mm512_maskz_loadu_epi16(load, src);
+      if (touches[0][ky]) v0 = _mm512_permutex2var_epi16(v0, idx[0][ky], r);
+      if (two && touches[1][ky]) v1 = _mm512_permutex2var_epi16(v1, idx[1][ky], r);
+    }
+    _mm512_storeu_si512(out, v0);
+    if (two) _mm512_storeu_si512(out + 32, v1);
+    if (++ox == a.ow) ox = 0, ++oy;
+  }
+  for (int64_t i = a.count; i < a.rows; ++i, out += a.kc)
+    for (int64_t j = 0; j < a.kc; j += 32) _mm512_storeu_si512(out + j, _mm512_setzero_si512());
+}
+
 // Between amx::ConfigureTiles16x64 and amx::ReleaseTiles on the calling thread
 // (ConvNhwcBf16Kernels).
 void IgemmBf16Amx(const IgemmBf16Args& a) {
-  if (a.cols > 16)
-    IgemmTiles<2>(a);
-  else
-    IgemmTiles<1>(a);
+  Dispatch(a, [&](auto nb, auto act, auto out16) {
+    IgemmTiles<decltype(nb)::value, decltype(act)::value, decltype(out16)::value>(a);
+  });
+}
+
+void PlaneBf16Amx(const PlaneBf16Args& a) {
+  Dispatch(a, [&](auto nb, auto act, auto out16) {
+    PlaneTiles<decltype(nb)::value, decltype(act)::value, decltype(out16)::value>(a);
+  });
 }
 
 }  // namespace
 
 extern const ConvNhwcBf16Kernels kConvNhwcBf16Amx;
-const ConvNhwcBf16Kernels kConvNhwcBf16Amx = {"amx_bf16",       ConvertBf16,
-                                              ConvertBf16Flat,  WidenBf16,
-                                              IgemmBf16Amx,     amx::ConfigureTiles16x64,
-                                              amx::ReleaseTiles};
+const ConvNhwcBf16Kernels kConvNhwcBf16Amx = {
+    "amx_bf16",   ConvertBf16, ConvertBf16Flat,          WidenBf16,        IgemmBf16Amx,
+    PlaneBf16Amx, Im2colBf16,  amx::ConfigureTiles16x64, amx::ReleaseTiles};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -164,8 +164,10 @@ Status PrepareConv(KernelContext& ctx, std::shared_ptr<void>* state) {
   const int64_t group = ctx.attr().GetInt("group", 1);
   if (cl) {
     const kernels::KernelConfig& kc = ctx.kernel_config();
-    *state = kernels::PrepareConvNhwcF32(kc.conv_nhwc_f32, *ctx.input(1), group, kc.conv_nhwc_bf16,
-                                         kc.conv_nhwc_fp16);
+    const std::vector<int64_t> dilations = ctx.attr().GetInts("dilations");
+    *state =
+        kernels::PrepareConvNhwcF32(kc.conv_nhwc_f32, *ctx.input(1), group, kc.conv_nhwc_bf16,
+                                    kc.conv_nhwc_fp16, dilations.empty() ? 1 : dilations.back());
     return Status::Ok();
   }
   *state =
