@@ -185,6 +185,12 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
       {1, 24, 64, 6, 7, 5, 1, 1, 2, true, false, 1},      // 5x5, rows cross the tiles
       {1, 256, 64, 14, 14, 3, 1, 1, 1, true, true, 1},    // ResNet stage: 8 k blocks
       {1, 40, 16, 1, 1, 1, 1, 1, 0, true, false, 0},      // one pixel, one B tile
+      // 1x1 on the kernel-row kernel: x gathered (strided, channel tails) or
+      // read in place (bf16, whole blocks: a partial last tile copied).
+      {1, 64, 48, 13, 11, 1, 2, 1, 0, true, true, 1},  // stride 2: 7x6 pixels gathered
+      {2, 32, 40, 5, 7, 1, 1, 1, 0, true, true, 2},    // 35 pixels an image: 3 in the tail
+      {1, 20, 33, 9, 9, 1, 3, 1, 0, false, false, 0},  // stride 3, 20 channels
+      {1, 32, 32, 6, 6, 1, 1, 1, 1, true, false, 1},   // padded 1x1: tap pointers
       // Fewer than 16 channels: kernel rows of kw * C values in the padded plane.
       {1, 3, 64, 45, 38, 7, 2, 1, 3, true, false, 1},  // RGB stem: 21 of 32 values per row
       {2, 2, 24, 9, 10, 9, 1, 1, 4, true, true, 2},    // two channels 9 wide, batches

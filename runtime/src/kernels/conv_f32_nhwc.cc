@@ -702,7 +702,30 @@ Bf16Plane Bf16PlaneFor(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   return p;
 }
 
+// 1x1 convolutions without groups or pads (every output pixel reads inside x)
+// run on the kernel-row kernel with one k-long row per pixel: x in place
+// when it is bf16 with whole k blocks at stride 1 (the last partial tile's
+// rows copied, so no tile reads past x), else gathered once per run into
+// rows of kc values, 32-row padded per image. No tap pointers: ResNet-50's
+// 1x1 layers had spent more time checking and gathering them than in the
+// tile unit.
+bool Bf16Pointwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  return s.kh == 1 && s.kw == 1 && s.group == 1 && c.pad_top == 0 && c.pad_left == 0 &&
+         (c.oh - 1) * c.sh < c.ih && (c.ow - 1) * c.sw < c.iw;
+}
+
+bool Bf16PointwiseInPlace(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  return c.x_bf16 && s.kc == s.cg && c.sh == 1 && c.sw == 1 && c.oh == c.ih && c.ow == c.iw;
+}
+
 Bf16Scratch Bf16ScratchFor(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  if (Bf16Pointwise(s, c)) {
+    const int64_t pixels = c.oh * c.ow, padded = (pixels + kBf16Mr - 1) / kBf16Mr * kBf16Mr;
+    const int64_t block = IgemmBlock(c, padded / kBf16Mr, 4);
+    const bool in_place = Bf16PointwiseInPlace(s, c);
+    return {in_place ? 0 : c.n * padded * s.kc, 0, 0,
+            c.y_bf16 && c.post ? block * kBf16Mr * s.m : 0, in_place ? kBf16Mr * s.kc : 0};
+  }
   if (s.bf16_im2col) {
     const Bf16Plane p = Bf16PlaneFor(s, c);
     const int64_t block = IgemmBlock(c, (c.oh * c.ow + kBf16Mr - 1) / kBf16Mr, 4);
@@ -829,6 +852,98 @@ void RunBf16Im2col(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   ParallelFor(pool, c.n * blocks, work);
 }
 
+void RunBf16Pointwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  const ConvNhwcBf16Kernels& k = *s.bf16;
+  const int64_t pixels = c.oh * c.ow, tiles = (pixels + kBf16Mr - 1) / kBf16Mr;
+  const int64_t padded = tiles * kBf16Mr;
+  const int64_t panels = (s.m + kBf16Nr - 1) / kBf16Nr, panel_size = s.kc * kBf16Nr;
+  const int64_t block = IgemmBlock(c, tiles, 4), blocks = (tiles + block - 1) / block;
+  const bool in_place = Bf16PointwiseInPlace(s, c);
+  ThreadPool* const pool = Bf16Pool(s, c);
+  const int threads = NumThreads(pool);
+  const Bf16Scratch bs = Bf16ScratchFor(s, c);
+  const ScratchRegion region(c.scratch, bs.Bytes(threads));
+  ScratchLayout l;
+  uint16_t* const copy = region.at<uint16_t>(l.Add(size_t(bs.copy) * 2));
+  region.at<uint16_t>(l.Add(0));  // no zero row
+  uint8_t* const slices = region.at<uint8_t>(l.Add(0));
+  if (!in_place) {
+    ParallelFor(pool, c.n * c.oh, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t b = r / c.oh, oy = r % c.oh;
+        const int64_t src = ((b * c.ih + oy * c.sh) * c.iw) * c.c;
+        uint16_t* const dst = copy + (b * padded + oy * c.ow) * s.kc;
+        k.gather_rows(c.x ? c.x + src : nullptr, c.x ? nullptr : c.x_bf16 + src, c.ow, c.sw * c.c,
+                      c.c, dst, s.kc);
+        if (oy == c.oh - 1)
+          std::fill(dst + c.ow * s.kc, copy + (b + 1) * padded * s.kc, uint16_t(0));
+      }
+    });
+  }
+  const uint16_t* const x = in_place ? c.x_bf16 : copy;
+  const int64_t image = in_place ? pixels * s.kc : padded * s.kc;
+  auto work = [&](int64_t begin, int64_t end, int slot) {
+    uint8_t* const slice = slices + size_t(slot) * bs.Slice();
+    ScratchLayout sl;  // as Bf16Scratch::Slice
+    sl.Add(0);
+    const size_t floats_at = sl.Add(size_t(bs.block_floats) * 4);
+    float* const yblock = bs.block_floats ? reinterpret_cast<float*>(slice + floats_at) : nullptr;
+    uint16_t* const tail = reinterpret_cast<uint16_t*>(slice + sl.Add(size_t(bs.cols) * 2));
+    if (k.begin) k.begin();
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
+      const int64_t q0 = t0 * kBf16Mr, q1 = std::min(pixels, t1 * kBf16Mr);
+      // In place, a partial last tile would read past x: its rows are copied.
+      const int64_t direct = in_place ? (q1 - q0) / kBf16Mr * kBf16Mr : q1 - q0;
+      if (direct < q1 - q0) {
+        std::memcpy(tail, x + b * image + (q0 + direct) * s.kc,
+                    size_t((q1 - q0 - direct) * s.kc) * 2);
+        std::fill(tail + (q1 - q0 - direct) * s.kc, tail + kBf16Mr * s.kc, uint16_t(0));
+      }
+      const int64_t yb = b * pixels * s.m;
+      for (int64_t pn = 0; pn < panels; ++pn) {
+        PlaneBf16Args a;
+        a.pixel_step = s.kc;
+        a.oh = 1;
+        a.kh = 1;
+        a.kc = s.kc;
+        const int64_t col0 = pn * kBf16Nr, at = yb + q0 * s.m + col0;
+        a.w = s.wb.data() + pn * panel_size;
+        a.cols = std::min<int64_t>(kBf16Nr, s.m - col0);
+        a.bias = c.bias ? c.bias + col0 : nullptr;
+        a.act = c.act;
+        a.lo = c.lo;
+        a.hi = c.hi;
+        a.ldy = s.m;
+        // Pixels q0 + from .. q0 + to, whose rows start at `rows`.
+        auto run = [&](const uint16_t* rows, int64_t from, int64_t to) {
+          if (to <= from) return;
+          a.x = rows;
+          a.v0 = 0;
+          a.v1 = a.ow = a.vw = to - from;
+          a.row_step = a.vw * s.kc;
+          const int64_t off = from * s.m;
+          a.residual = c.residual ? c.residual + at + off : nullptr;
+          a.residual_bf16 = c.residual_bf16 ? c.residual_bf16 + at + off : nullptr;
+          a.y = yblock ? yblock + col0 + off : c.y ? c.y + at + off : nullptr;
+          a.y_bf16 = !yblock && c.y_bf16 ? c.y_bf16 + at + off : nullptr;
+          k.plane(a);
+        };
+        run(x + b * image + q0 * s.kc, 0, direct);
+        run(tail, direct, q1 - q0);
+      }
+      if (yblock) {
+        c.post->Apply(yblock, (q1 - q0) * s.m);
+        k.convert_flat(yblock, (q1 - q0) * s.m, c.y_bf16 + yb + q0 * s.m);
+      } else if (c.post) {
+        c.post->Apply(c.y + yb + q0 * s.m, (q1 - q0) * s.m);
+      }
+    }
+    if (k.end) k.end();
+  };
+  ParallelFor(pool, c.n * blocks, work);
+}
+
 // The kernel-row form: x copied once into the zero-padded bf16 plane, then
 // blocks of tiles of positions (Bf16PlaneFor), panels inside.
 void RunBf16Plane(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
@@ -903,6 +1018,7 @@ void RunBf16Plane(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
 void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   if (s.bf16_im2col) return RunBf16Im2col(s, c);
   if (s.bf16_rows) return RunBf16Plane(s, c);
+  if (Bf16Pointwise(s, c)) return RunBf16Pointwise(s, c);
   const ConvNhwcBf16Kernels& k = *s.bf16;
   const int64_t pixels = c.oh * c.ow, taps = s.kh * s.kw, kc = s.kc;
   // Per pixel the copy holds each group's channels padded to kc.

@@ -236,6 +236,11 @@ struct ConvNhwcBf16Kernels {
   void (*igemm)(const IgemmBf16Args& args);
   void (*plane)(const PlaneBf16Args& args);
   void (*im2col)(const Im2colBf16Args& args);
+  // `pixels` pixels of c values, x32[p * x_step] (fp32) or x16[p * x_step]
+  // (bf16, when x32 is null) -> out[p * kc], bf16 (rounded to nearest even),
+  // zeros from c to kc.
+  void (*gather_rows)(const float* x32, const uint16_t* x16, int64_t pixels, int64_t x_step,
+                      int64_t c, uint16_t* out, int64_t kc);
   // Per-thread state around the igemm calls of one range of work (null:
   // none), as IgemmS8Kernel's (igemm_s8.h): the AMX tile configuration.
   void (*begin)() = nullptr;

@@ -56,6 +56,27 @@ void WidenBf16(const uint16_t* x, int64_t n, float* out) {
 template <int NB, F32Act kAct, bool kOut16, class Args>
 inline void StoreRow(const Args& a, const float* acc, int64_t at, const __m512* bias,
                      const __mmask16* mask) {
+  if (NB == 2 && kOut16 && mask[1] == 0xffff) {
+    // A whole 32-channel row of bf16 output: the residual's 32 values in one
+    // load, both vectors rounded into one 64-byte store.
+    __m512 x0 = _mm512_add_ps(_mm512_load_ps(acc), bias[0]);
+    __m512 x1 = _mm512_add_ps(_mm512_load_ps(acc + 16), bias[1 % NB]);
+    if (a.residual) {
+      x0 = _mm512_add_ps(x0, _mm512_loadu_ps(a.residual + at));
+      x1 = _mm512_add_ps(x1, _mm512_loadu_ps(a.residual + at + 16));
+    }
+    if (a.residual_bf16) {
+      const __m512i r = _mm512_loadu_si512(a.residual_bf16 + at);
+      const __m512i r0 = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(r));
+      const __m512i r1 = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(r, 1));
+      x0 = _mm512_add_ps(x0, _mm512_castsi512_ps(_mm512_slli_epi32(r0, 16)));
+      x1 = _mm512_add_ps(x1, _mm512_castsi512_ps(_mm512_slli_epi32(r1, 16)));
+    }
+    x0 = Activate(x0, kAct, a.lo, a.hi);
+    x1 = Activate(x1, kAct, a.lo, a.hi);
+    _mm512_storeu_si512(a.y_bf16 + at, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
+    return;
+  }
   for (int v = 0; v < NB; ++v) {
     if (!mask[v]) continue;
     const int64_t i = at + 16 * v;
@@ -290,6 +311,25 @@ void Im2colBf16(const Im2colBf16Args& a) {
     for (int64_t j = 0; j < a.kc; j += 32) _mm512_storeu_si512(out + j, _mm512_setzero_si512());
 }
 
+void GatherRowsBf16(const float* x32, const uint16_t* x16, int64_t pixels, int64_t x_step,
+                    int64_t c, uint16_t* out, int64_t kc) {
+  for (int64_t p = 0; p < pixels; ++p, out += kc)
+    for (int64_t ch = 0; ch < kc; ch += 32) {
+      __m512i v;
+      if (x32) {
+        const float* x = x32 + p * x_step + ch;
+        const __m512 v0 = _mm512_maskz_loadu_ps(TailMask(c - ch), x);
+        const __m512 v1 = _mm512_maskz_loadu_ps(TailMask(c - ch - 16), x + 16);
+        v = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+      } else {
+        const int64_t left = c - ch;
+        const __mmask32 m = left >= 32 ? ~__mmask32(0) : left <= 0 ? 0 : (__mmask32(1) << left) - 1;
+        v = _mm512_maskz_loadu_epi16(m, x16 + p * x_step + ch);
+      }
+      _mm512_storeu_si512(out + ch, v);
+    }
+}
+
 // Between amx::ConfigureTiles16x64 and amx::ReleaseTiles on the calling thread
 // (ConvNhwcBf16Kernels).
 void IgemmBf16Amx(const IgemmBf16Args& a) {
@@ -308,8 +348,10 @@ void PlaneBf16Amx(const PlaneBf16Args& a) {
 
 extern const ConvNhwcBf16Kernels kConvNhwcBf16Amx;
 const ConvNhwcBf16Kernels kConvNhwcBf16Amx = {
-    "amx_bf16",   ConvertBf16, ConvertBf16Flat,          WidenBf16,        IgemmBf16Amx,
-    PlaneBf16Amx, Im2colBf16,  amx::ConfigureTiles16x64, amx::ReleaseTiles};
+    "amx_bf16",       ConvertBf16,    ConvertBf16Flat,
+    WidenBf16,        IgemmBf16Amx,   PlaneBf16Amx,
+    Im2colBf16,       GatherRowsBf16, amx::ConfigureTiles16x64,
+    amx::ReleaseTiles};
 
 }  // namespace kernels
 }  // namespace qfold
