@@ -472,6 +472,12 @@ TEST_CASE("kernels: vmath hardswish and affine equal the reference bit for bit a
   CHECK(out[0] == 3.f);
   CHECK(out[1] == 0.f);
   CHECK(out[2] == 1.f * (1.f / 6.f + 0.5f));
+  // The spec's alpha = 1/6 as a float product (ONNX Runtime's bits): at 1.3
+  // that gives 0.9316667f where x / 6 gave 0.9316666f.
+  in[0] = 1.3f;
+  ref.hardswish(in, out, 1, false, 1.f, 0.f);
+  CHECK(out[0] == 0.9316667f);
+  CHECK(out[0] != 0.9316666f);
 }
 
 TEST_CASE("kernels: vmath AVX-512 variant equals the AVX2 variant bit for bit") {

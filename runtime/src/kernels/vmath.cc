@@ -67,7 +67,9 @@ void SwishRef(const float* x, float* y, int64_t n, float alpha) {
 
 void HardSwishRef(const float* x, float* y, int64_t n, bool affine, float scale, float shift) {
   for (int64_t i = 0; i < n; ++i) {
-    const float h = x[i] * std::max(0.f, std::min(1.f, x[i] / 6.f + 0.5f));
+    // The spec's alpha = 1/6 as a float product, rounded before the sum (as
+    // ONNX Runtime computes it: bit for bit; x / 6 differed in 1 of 10).
+    const float h = x[i] * std::max(0.f, std::min(1.f, Rounded(x[i] * (1.f / 6.f)) + 0.5f));
     const float t = Rounded(h * scale);
     y[i] = affine ? t + shift : h;
   }

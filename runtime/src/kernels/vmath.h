@@ -51,7 +51,7 @@ struct VMathKernels {
   // before + after + 1 (the LRN size) at most kLrnMaxChannelsLastSize.
   void (*lrn_channels_last)(const float* x, float* y, int64_t rows, int64_t c, int64_t before,
                             int64_t after, float bias, float scale, float nbeta);
-  // HardSwish, x * max(0, min(1, x / 6 + 0.5)), then with `affine`
+  // HardSwish, x * max(0, min(1, x * (1/6) + 0.5)), then with `affine`
   // y * scale + shift: every step rounded as the scalar code rounds it, so
   // every variant gives the reference's bits (a fused activation's pass over
   // a convolution's rows).

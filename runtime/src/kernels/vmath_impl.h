@@ -331,10 +331,11 @@ struct Kernels {
   static void HardSwish(const float* x, float* y, int64_t n, bool affine, float scale,
                         float shift) {
     using F = typename V::F;
-    const F sixth_div = V::Set(6.f), half = V::Set(0.5f), zero = V::Set(0.f), one = V::Set(1.f);
+    const F sixth = V::Set(1.f / 6.f), half = V::Set(0.5f), zero = V::Set(0.f), one = V::Set(1.f);
     auto hswish = [=](F v) {
-      // As the scalar x * max(0, min(1, x / 6 + 0.5)): NaN and -inf give NaN.
-      return V::Mul(v, V::Max(zero, V::Min(one, V::Add(V::Div(v, sixth_div), half))));
+      // As the scalar x * max(0, min(1, x * (1/6) + 0.5)), the product
+      // rounded before the sum: NaN and -inf give NaN.
+      return V::Mul(v, V::Max(zero, V::Min(one, V::Add(Rounded(V::Mul(v, sixth)), half))));
     };
     if (!affine) return Map<V>(x, y, n, hswish);
     const F vs = V::Set(scale), vt = V::Set(shift);

@@ -11,6 +11,7 @@
 #include "core/shape_util.h"
 #include "kernels/kernel_config.h"
 #include "kernels/thread_pool.h"
+#include "kernels/vmath.h"
 #include "ops/elementwise_util.h"
 
 namespace qfold {
@@ -84,7 +85,10 @@ QF_SIMPLE_FUNCTOR(Atanh, std::atanh(x))
 QF_SIMPLE_FUNCTOR(Softplus, Softplus(x))
 QF_SIMPLE_FUNCTOR(Softsign, x / (T(1) + std::fabs(x)))
 QF_SIMPLE_FUNCTOR(Mish, x* std::tanh(Softplus(x)))
-QF_SIMPLE_FUNCTOR(HardSwish, x* std::max(T(0), std::min(T(1), x / T(6) + T(0.5))))
+// The spec's alpha = 1/6 as a product of T, rounded before the sum (as the
+// fused activation's vmath kernels and ONNX Runtime compute it).
+QF_SIMPLE_FUNCTOR(HardSwish,
+                  x* std::max(T(0), std::min(T(1), kernels::Rounded(T(x* T(1.0 / 6.0))) + T(0.5))))
 QF_SIMPLE_FUNCTOR(Relu, x > T(0) ? x : T(0))
 // Integer negation wraps (MIN stays MIN) instead of overflowing.
 QF_SIMPLE_FUNCTOR(Neg, std::is_integral<T>::value ? T(uint64_t(0) - uint64_t(x)) : T(-x))
