@@ -647,6 +647,24 @@ ThreadPool* Bf16Pool(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   return PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * s.m * s.kh * s.kw * s.cg / 8);
 }
 
+// The activation that runs after the bf16 kernels' epilogue, or null: a
+// HardSwish (with its affine) without an activation before it runs inside
+// the epilogue instead (no fp32 block, no second pass over the outputs).
+const FusedActivation* Bf16Post(const ConvNhwcF32Call& c) {
+  const bool fused =
+      c.post && c.post->kind == FusedActivation::kHardSwish && c.act == F32Act::kNone;
+  return fused ? nullptr : c.post;
+}
+
+template <class Args>
+void SetBf16HardSwish(const ConvNhwcF32Call& c, Args* a) {
+  if (!c.post || Bf16Post(c)) return;
+  a->hswish = true;
+  a->hswish_affine = c.post->affine;
+  a->hswish_scale = c.post->scale;
+  a->hswish_shift = c.post->shift;
+}
+
 struct Bf16Scratch {
   int64_t copy = 0, zeros = 0, ptrs = 0;  // bf16 values, bf16 values, pointers per thread
   // A bf16 y with an activation after the epilogue: a block's fp32 outputs
@@ -724,23 +742,23 @@ Bf16Scratch Bf16ScratchFor(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) 
     const int64_t block = IgemmBlock(c, padded / kBf16Mr, 4);
     const bool in_place = Bf16PointwiseInPlace(s, c);
     return {in_place ? 0 : c.n * padded * s.kc, 0, 0,
-            c.y_bf16 && c.post ? block * kBf16Mr * s.m : 0, in_place ? kBf16Mr * s.kc : 0};
+            c.y_bf16 && Bf16Post(c) ? block * kBf16Mr * s.m : 0, in_place ? kBf16Mr * s.kc : 0};
   }
   if (s.bf16_im2col) {
     const Bf16Plane p = Bf16PlaneFor(s, c);
     const int64_t block = IgemmBlock(c, (c.oh * c.ow + kBf16Mr - 1) / kBf16Mr, 4);
-    return {c.n * p.image, 0, 0, c.y_bf16 && c.post ? block * kBf16Mr * s.m : 0,
+    return {c.n * p.image, 0, 0, c.y_bf16 && Bf16Post(c) ? block * kBf16Mr * s.m : 0,
             block * kBf16Mr * s.kc};
   }
   if (s.bf16_rows) {
     const Bf16Plane p = Bf16PlaneFor(s, c);
     const int64_t block = IgemmBlock(c, p.tiles, 4);
-    return {p.values, 0, 0, c.y_bf16 && c.post ? block * kBf16Mr * s.m : 0};
+    return {p.values, 0, 0, c.y_bf16 && Bf16Post(c) ? block * kBf16Mr * s.m : 0};
   }
   const int64_t tiles = (c.oh * c.ow + kBf16Mr - 1) / kBf16Mr;
   const int64_t copy = Bf16InPlace(s, c) ? 0 : c.n * c.ih * c.iw * s.group * s.kc;
   const int64_t taps = s.kh * s.kw, block = IgemmBlock(c, tiles, 4);
-  return {copy, s.kc, block * taps * kBf16Mr, c.y_bf16 && c.post ? block * kBf16Mr * s.m : 0};
+  return {copy, s.kc, block * taps * kBf16Mr, c.y_bf16 && Bf16Post(c) ? block * kBf16Mr * s.m : 0};
 }
 
 // x into the kernel-row forms' bf16 plane (`values` in all: every image's
@@ -838,13 +856,14 @@ void RunBf16Im2col(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         a.y = yblock ? yblock + col0 : c.y ? c.y + at : nullptr;
         a.y_bf16 = !yblock && c.y_bf16 ? c.y_bf16 + at : nullptr;
         a.ldy = s.m;
+        SetBf16HardSwish(c, &a);
         k.plane(a);
       }
       if (yblock) {
-        c.post->Apply(yblock, count * s.m);
+        Bf16Post(c)->Apply(yblock, count * s.m);
         k.convert_flat(yblock, count * s.m, c.y_bf16 + yb + q0 * s.m);
-      } else if (c.post) {
-        c.post->Apply(c.y + yb + q0 * s.m, count * s.m);
+      } else if (Bf16Post(c)) {
+        Bf16Post(c)->Apply(c.y + yb + q0 * s.m, count * s.m);
       }
     }
     if (k.end) k.end();
@@ -927,16 +946,17 @@ void RunBf16Pointwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           a.residual_bf16 = c.residual_bf16 ? c.residual_bf16 + at + off : nullptr;
           a.y = yblock ? yblock + col0 + off : c.y ? c.y + at + off : nullptr;
           a.y_bf16 = !yblock && c.y_bf16 ? c.y_bf16 + at + off : nullptr;
+          SetBf16HardSwish(c, &a);
           k.plane(a);
         };
         run(x + b * image + q0 * s.kc, 0, direct);
         run(tail, direct, q1 - q0);
       }
       if (yblock) {
-        c.post->Apply(yblock, (q1 - q0) * s.m);
+        Bf16Post(c)->Apply(yblock, (q1 - q0) * s.m);
         k.convert_flat(yblock, (q1 - q0) * s.m, c.y_bf16 + yb + q0 * s.m);
-      } else if (c.post) {
-        c.post->Apply(c.y + yb + q0 * s.m, (q1 - q0) * s.m);
+      } else if (Bf16Post(c)) {
+        Bf16Post(c)->Apply(c.y + yb + q0 * s.m, (q1 - q0) * s.m);
       }
     }
     if (k.end) k.end();
@@ -1001,13 +1021,14 @@ void RunBf16Plane(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         a.y_bf16 = !yblock && c.y_bf16 ? c.y_bf16 + at : nullptr;
         a.ldy = s.m;
         a.p0 = q0;
+        SetBf16HardSwish(c, &a);
         k.plane(a);
       }
       if (yblock) {
-        c.post->Apply(yblock, (q1 - q0) * s.m);
+        Bf16Post(c)->Apply(yblock, (q1 - q0) * s.m);
         k.convert_flat(yblock, (q1 - q0) * s.m, c.y_bf16 + yb + q0 * s.m);
-      } else if (c.post) {
-        c.post->Apply(c.y + yb + q0 * s.m, (q1 - q0) * s.m);
+      } else if (Bf16Post(c)) {
+        Bf16Post(c)->Apply(c.y + yb + q0 * s.m, (q1 - q0) * s.m);
       }
     }
     if (k.end) k.end();
@@ -1114,14 +1135,15 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           a.y = yblock ? yblock + col0 : c.y ? c.y + at : nullptr;
           a.y_bf16 = !yblock && c.y_bf16 ? c.y_bf16 + at : nullptr;
           a.ldy = s.m;
+          SetBf16HardSwish(c, &a);
           k.igemm(a);
         }
       }
       if (yblock) {
-        c.post->Apply(yblock, (q1 - q0) * s.m);
+        Bf16Post(c)->Apply(yblock, (q1 - q0) * s.m);
         k.convert_flat(yblock, (q1 - q0) * s.m, c.y_bf16 + yb + q0 * s.m);
-      } else if (c.post) {
-        c.post->Apply(c.y + yb + q0 * s.m, (q1 - q0) * s.m);
+      } else if (Bf16Post(c)) {
+        Bf16Post(c)->Apply(c.y + yb + q0 * s.m, (q1 - q0) * s.m);
       }
     }
     if (k.end) k.end();

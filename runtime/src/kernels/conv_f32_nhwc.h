@@ -183,6 +183,11 @@ struct IgemmBf16Args {
   // instead of y / residual, same layout; y is rounded to nearest even.
   uint16_t* y_bf16 = nullptr;
   const uint16_t* residual_bf16 = nullptr;
+  // HardSwish after the activation (a fused FusedActivation::kHardSwish with
+  // act kNone), then with hswish_affine y * scale + shift, each step rounded
+  // as vmath's hardswish rounds it.
+  bool hswish = false, hswish_affine = false;
+  float hswish_scale = 1.f, hswish_shift = 0.f;
 };
 // bf16 mode, a convolution without groups or dilation across the width on
 // a zero-padded bf16 plane [ph][pw][c] of one image: output pixel (oy, ox)
@@ -215,6 +220,11 @@ struct PlaneBf16Args {
   int64_t ldy = 0, p0 = 0;
   uint16_t* y_bf16 = nullptr;
   const uint16_t* residual_bf16 = nullptr;
+  // HardSwish after the activation (a fused FusedActivation::kHardSwish with
+  // act kNone), then with hswish_affine y * scale + shift, each step rounded
+  // as vmath's hardswish rounds it.
+  bool hswish = false, hswish_affine = false;
+  float hswish_scale = 1.f, hswish_shift = 0.f;
 };
 // `count` output pixels' windows from a bf16 plane (as PlaneBf16Args'), the
 // first at (oy, ox), rows of ow pixels: out[i * kc ...] = the kh kernel rows'

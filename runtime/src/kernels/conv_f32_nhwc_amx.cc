@@ -17,6 +17,7 @@
 #include "kernels/amx_tiles.h"
 #include "kernels/conv_f32_nhwc.h"
 #include "kernels/f32_v512.h"
+#include "kernels/vmath.h"
 
 namespace qfold {
 namespace kernels {
@@ -48,12 +49,31 @@ void WidenBf16(const uint16_t* x, int64_t n, float* out) {
   }
 }
 
+// The epilogue's activation as a template argument: F32Act's values, or
+// HardSwish (a convolution's fused FusedActivation::kHardSwish, with its
+// optional affine; the vmath kernels' operations in their order, so the
+// same bits as the pass after the epilogue it replaces).
+constexpr int kEpiHardSwish = 3;
+
+template <int kEpi, class Args>
+inline __m512 Epilogue(const Args& a, __m512 x) {
+  if (kEpi != kEpiHardSwish) return Activate(x, F32Act(kEpi), a.lo, a.hi);
+  const __m512 gate =
+      _mm512_add_ps(Rounded(_mm512_mul_ps(x, _mm512_set1_ps(1.f / 6.f))), _mm512_set1_ps(0.5f));
+  x = _mm512_mul_ps(x,
+                    _mm512_max_ps(_mm512_setzero_ps(), _mm512_min_ps(_mm512_set1_ps(1.f), gate)));
+  if (a.hswish_affine)
+    x = _mm512_add_ps(Rounded(_mm512_mul_ps(x, _mm512_set1_ps(a.hswish_scale))),
+                      _mm512_set1_ps(a.hswish_shift));
+  return x;
+}
+
 // One output pixel's NB vectors from a stored accumulator row: bias,
 // residual, activation, y (kOut16: y_bf16) at `at` (IgemmBf16Args,
 // PlaneBf16Args). The activation and the output's type are template
-// arguments: with one k block (an im2col stem) the epilogue is most of the
-// time, and per-vector branches on them cost a third of it.
-template <int NB, F32Act kAct, bool kOut16, class Args>
+// arguments: with one k block per tile (an im2col stem) the epilogue is most
+// of the time, and per-vector branches on them cost a third of it.
+template <int NB, int kEpi, bool kOut16, class Args>
 inline void StoreRow(const Args& a, const float* acc, int64_t at, const __m512* bias,
                      const __mmask16* mask) {
   if (NB == 2 && kOut16 && mask[1] == 0xffff) {
@@ -72,8 +92,8 @@ inline void StoreRow(const Args& a, const float* acc, int64_t at, const __m512* 
       x0 = _mm512_add_ps(x0, _mm512_castsi512_ps(_mm512_slli_epi32(r0, 16)));
       x1 = _mm512_add_ps(x1, _mm512_castsi512_ps(_mm512_slli_epi32(r1, 16)));
     }
-    x0 = Activate(x0, kAct, a.lo, a.hi);
-    x1 = Activate(x1, kAct, a.lo, a.hi);
+    x0 = Epilogue<kEpi>(a, x0);
+    x1 = Epilogue<kEpi>(a, x1);
     _mm512_storeu_si512(a.y_bf16 + at, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
     return;
   }
@@ -88,7 +108,7 @@ inline void StoreRow(const Args& a, const float* acc, int64_t at, const __m512* 
           _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask[v], a.residual_bf16 + i));
       x = _mm512_add_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(r16, 16)));
     }
-    x = Activate(x, kAct, a.lo, a.hi);
+    x = Epilogue<kEpi>(a, x);
     if (kOut16)
       _mm256_mask_storeu_epi16(a.y_bf16 + i, mask[v], (__m256i)_mm512_cvtneps_pbh(x));
     else
@@ -96,31 +116,35 @@ inline void StoreRow(const Args& a, const float* acc, int64_t at, const __m512* 
   }
 }
 
-// Calls f(NB, activation, bf16 output) with each as a compile-time constant.
+// Calls f(NB, epilogue activation, bf16 output) with each as a compile-time
+// constant (HardSwish only without an F32Act before it: the driver fuses it
+// only then).
 template <class Args, class F>
 void Dispatch(const Args& a, F f) {
-  auto out = [&](auto nb, auto act) {
+  auto out = [&](auto nb, auto epi) {
     if (a.y_bf16)
-      f(nb, act, std::true_type{});
+      f(nb, epi, std::true_type{});
     else
-      f(nb, act, std::false_type{});
+      f(nb, epi, std::false_type{});
   };
-  auto act = [&](auto nb) {
-    if (a.act == F32Act::kRelu)
-      out(nb, std::integral_constant<F32Act, F32Act::kRelu>{});
+  auto epi = [&](auto nb) {
+    if (a.hswish)
+      out(nb, std::integral_constant<int, kEpiHardSwish>{});
+    else if (a.act == F32Act::kRelu)
+      out(nb, std::integral_constant<int, int(F32Act::kRelu)>{});
     else if (a.act == F32Act::kClamp)
-      out(nb, std::integral_constant<F32Act, F32Act::kClamp>{});
+      out(nb, std::integral_constant<int, int(F32Act::kClamp)>{});
     else
-      out(nb, std::integral_constant<F32Act, F32Act::kNone>{});
+      out(nb, std::integral_constant<int, int(F32Act::kNone)>{});
   };
   if (a.cols > 16)
-    act(std::integral_constant<int, 2>{});
+    epi(std::integral_constant<int, 2>{});
   else
-    act(std::integral_constant<int, 1>{});
+    epi(std::integral_constant<int, 1>{});
 }
 
 // NB B tiles (a panel of up to 16 * NB channels) by 2 A tiles (32 pixels).
-template <int NB, F32Act kAct, bool kOut16>
+template <int NB, int kEpi, bool kOut16>
 void IgemmTiles(const IgemmBf16Args& a) {
   constexpr int64_t kMr = 32, kLdw = 128;  // B rows: 32 channels x 2 bf16
   const int64_t rows = a.rows, taps = a.taps, kblocks = a.kc / 32;
@@ -140,7 +164,7 @@ void IgemmTiles(const IgemmBf16Args& a) {
   auto epilogue = [&](int64_t t) {
     const int64_t nrow = rows - t * kMr < kMr ? rows - t * kMr : kMr;
     for (int64_t r = 0; r < nrow; ++r)
-      StoreRow<NB, kAct, kOut16>(a, cbuf + r * 32, (t * kMr + r) * a.ldy, bias, mask);
+      StoreRow<NB, kEpi, kOut16>(a, cbuf + r * 32, (t * kMr + r) * a.ldy, bias, mask);
   };
   for (int64_t t = 0; t < tiles; ++t) {
     _tile_zero(4);
@@ -206,7 +230,7 @@ void IgemmTiles(const IgemmBf16Args& a) {
 
 // Kernel rows of a padded plane (PlaneBf16Args): every A tile loads in place,
 // 16 positions pixel_step apart; no pointers, no gathers.
-template <int NB, F32Act kAct, bool kOut16>
+template <int NB, int kEpi, bool kOut16>
 void PlaneTiles(const PlaneBf16Args& a) {
   constexpr int64_t kMr = 32, kLdw = 128;
   const int64_t kblocks = a.kc / 32, stride = 2 * a.pixel_step;
@@ -227,7 +251,7 @@ void PlaneTiles(const PlaneBf16Args& a) {
     const int64_t n = a.v1 - v < kMr ? a.v1 - v : kMr;
     for (int64_t r = 0; r < n; ++r) {
       if (ox < a.ow && oy < a.oh)
-        StoreRow<NB, kAct, kOut16>(a, cbuf + r * 32, (oy * a.ow + ox - a.p0) * a.ldy, bias, mask);
+        StoreRow<NB, kEpi, kOut16>(a, cbuf + r * 32, (oy * a.ow + ox - a.p0) * a.ldy, bias, mask);
       if (++ox == a.vw) ox = 0, ++oy;
     }
   };
@@ -333,14 +357,14 @@ void GatherRowsBf16(const float* x32, const uint16_t* x16, int64_t pixels, int64
 // Between amx::ConfigureTiles16x64 and amx::ReleaseTiles on the calling thread
 // (ConvNhwcBf16Kernels).
 void IgemmBf16Amx(const IgemmBf16Args& a) {
-  Dispatch(a, [&](auto nb, auto act, auto out16) {
-    IgemmTiles<decltype(nb)::value, decltype(act)::value, decltype(out16)::value>(a);
+  Dispatch(a, [&](auto nb, auto epi, auto out16) {
+    IgemmTiles<decltype(nb)::value, decltype(epi)::value, decltype(out16)::value>(a);
   });
 }
 
 void PlaneBf16Amx(const PlaneBf16Args& a) {
-  Dispatch(a, [&](auto nb, auto act, auto out16) {
-    PlaneTiles<decltype(nb)::value, decltype(act)::value, decltype(out16)::value>(a);
+  Dispatch(a, [&](auto nb, auto epi, auto out16) {
+    PlaneTiles<decltype(nb)::value, decltype(epi)::value, decltype(out16)::value>(a);
   });
 }
 
