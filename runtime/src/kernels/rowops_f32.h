@@ -47,6 +47,10 @@ struct RowOpsF32Kernels {
   // The same with one channel's values for all n elements (a channels-first plane).
   void (*plane_affine)(const float* x, float* y, int64_t n, float sub, float mul, float add,
                        F32Act act, float lo, float hi);
+  // acc[i] += x[r * c + i] for r < rows, i < c, in double, one row after the
+  // other: each channel's sum in the reference's order (a channels-last
+  // GlobalAveragePool, ops/pool.cc), so the same bits.
+  void (*sum_columns_f64)(const float* x, int64_t rows, int64_t c, double* acc);
 };
 
 // act(fma(v - sub, mul, add)) for one element: the reference of both

@@ -11,6 +11,15 @@ namespace kernels {
 namespace {
 
 struct V16 : F32x16 {
+  using D = __m512d;
+  static constexpr int kDLanes = 8;
+  static D LoadD(const double* p) { return _mm512_loadu_pd(p); }
+  static void StoreD(double* p, D v) { _mm512_storeu_pd(p, v); }
+  static D AddD(D a, D b) { return _mm512_add_pd(a, b); }
+  static void Widen(F v, D* d) {
+    d[0] = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    d[1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  }
   // A tree: halves, then the AVX2 variant's tree over 8 lanes.
   static float HorizontalSum(F v) {
     const __m256 lo = _mm512_castps512_ps256(v);
@@ -28,8 +37,9 @@ using K = rowops::Kernels<V16>;
 }  // namespace
 
 extern const RowOpsF32Kernels kRowOpsF32Avx512f;
-const RowOpsF32Kernels kRowOpsF32Avx512f = {
-    V16::kLanes, K::Sum, K::SumSquares, K::LayerNorm, K::Scale, K::ChannelAffine, K::PlaneAffine};
+const RowOpsF32Kernels kRowOpsF32Avx512f = {V16::kLanes,    K::Sum,          K::SumSquares,
+                                            K::LayerNorm,   K::Scale,        K::ChannelAffine,
+                                            K::PlaneAffine, K::SumColumnsF64};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -2,9 +2,11 @@
 // per-ISA files, which compile it with their flags.
 //
 // V provides: type F, kLanes, Load/Store, Set, Add, Sub, Mul, Fma(a, b, c) =
-// a*b + c, HorizontalSum(v) (a pairwise tree over the lanes), and for the
+// a*b + c, HorizontalSum(v) (a pairwise tree over the lanes), for the
 // affine kernels a mask type M with Less(a, b) (a < b, false for NaN) and
-// Select(m, a, b) (m ? a : b).
+// Select(m, a, b) (m ? a : b), and for the double sums a type D of kDLanes
+// doubles with LoadD/StoreD/AddD and Widen(v, d) (d[0..kLanes / kDLanes) =
+// v's lanes in order, exactly).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -113,6 +115,31 @@ struct Kernels {
     for (; i + kL <= n; i += kL)
       V::Store(y + i, Act(V::Fma(V::Sub(V::Load(x + i), vs), vm, va), act, vlo, vhi));
     for (; i < n; ++i) y[i] = ChannelAffineRef(x[i], sub, mul, add, act, lo, hi);
+  }
+
+  // 4 vectors of channels at a time (4 * kLanes / kDLanes double accumulators
+  // in registers through every row), then single vectors, then scalars.
+  template <int kVectors>
+  static void SumColumnBlock(const float* x, int64_t rows, int64_t c, double* acc) {
+    constexpr int kParts = kL / V::kDLanes;
+    using D = typename V::D;
+    D a[kVectors * kParts];
+    for (int j = 0; j < kVectors * kParts; ++j) a[j] = V::LoadD(acc + j * V::kDLanes);
+    for (int64_t r = 0; r < rows; ++r, x += c)
+      for (int b = 0; b < kVectors; ++b) {
+        D w[kParts];
+        V::Widen(V::Load(x + b * kL), w);
+        for (int p = 0; p < kParts; ++p) a[b * kParts + p] = V::AddD(a[b * kParts + p], w[p]);
+      }
+    for (int j = 0; j < kVectors * kParts; ++j) V::StoreD(acc + j * V::kDLanes, a[j]);
+  }
+
+  static void SumColumnsF64(const float* x, int64_t rows, int64_t c, double* acc) {
+    int64_t ch = 0;
+    for (; ch + 4 * kL <= c; ch += 4 * kL) SumColumnBlock<4>(x + ch, rows, c, acc + ch);
+    for (; ch + kL <= c; ch += kL) SumColumnBlock<1>(x + ch, rows, c, acc + ch);
+    for (; ch < c; ++ch)
+      for (int64_t r = 0; r < rows; ++r) acc[ch] += double(x[r * c + ch]);
   }
 
   static void Scale(const float* x, float* y, int64_t n, float s) {

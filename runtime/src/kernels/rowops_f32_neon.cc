@@ -26,6 +26,15 @@ struct V4 {
     const float32x2_t s = vadd_f32(vget_low_f32(v), vget_high_f32(v));
     return vget_lane_f32(vpadd_f32(s, s), 0);
   }
+  using D = float64x2_t;
+  static constexpr int kDLanes = 2;
+  static D LoadD(const double* p) { return vld1q_f64(p); }
+  static void StoreD(double* p, D v) { vst1q_f64(p, v); }
+  static D AddD(D a, D b) { return vaddq_f64(a, b); }
+  static void Widen(F v, D* d) {
+    d[0] = vcvt_f64_f32(vget_low_f32(v));
+    d[1] = vcvt_high_f64_f32(v);
+  }
 };
 
 using K = rowops::Kernels<V4>;
@@ -33,8 +42,9 @@ using K = rowops::Kernels<V4>;
 }  // namespace
 
 extern const RowOpsF32Kernels kRowOpsF32Neon;
-const RowOpsF32Kernels kRowOpsF32Neon = {V4::kLanes, K::Sum,           K::SumSquares, K::LayerNorm,
-                                         K::Scale,   K::ChannelAffine, K::PlaneAffine};
+const RowOpsF32Kernels kRowOpsF32Neon = {V4::kLanes,     K::Sum,          K::SumSquares,
+                                         K::LayerNorm,   K::Scale,        K::ChannelAffine,
+                                         K::PlaneAffine, K::SumColumnsF64};
 
 }  // namespace kernels
 }  // namespace qfold
