@@ -685,7 +685,58 @@ struct Bf16Scratch {
     for (int t = 0; t < threads; ++t) l.Add(Slice());
     return l.total();
   }
+  // Thread `slot`'s parts of its slice, slices starting at `base` (null
+  // where the part is empty).
+  struct Parts {
+    const uint16_t** ptrs;
+    float* block;
+    uint16_t* rows;
+  };
+  Parts At(uint8_t* base, int slot) const {
+    uint8_t* const slice = base + size_t(slot) * Slice();
+    ScratchLayout l;
+    const size_t p = l.Add(size_t(ptrs) * sizeof(void*)), f = l.Add(size_t(block_floats) * 4),
+                 r = l.Add(size_t(cols) * 2);
+    return {ptrs ? reinterpret_cast<const uint16_t**>(slice + p) : nullptr,
+            block_floats ? reinterpret_cast<float*>(slice + f) : nullptr,
+            cols ? reinterpret_cast<uint16_t*>(slice + r) : nullptr};
+  }
 };
+
+// What every kernel call of a block shares (no groups): panel pn's weights,
+// bias and activation, and where its outputs go: y at element `at` (image
+// and first pixel; the panel's column added here), or the block's fp32
+// buffer at `block_at` when the activation after the epilogue needs one.
+template <class Args>
+void SetBf16Panel(const ConvNhwcF32State& s, const ConvNhwcF32Call& c, int64_t pn,
+                  int64_t panel_values, int64_t at, float* block, int64_t block_at, Args* a) {
+  const int64_t col0 = pn * kBf16Nr;
+  a->w = s.wb.data() + pn * panel_values;
+  a->cols = std::min<int64_t>(kBf16Nr, s.m - col0);
+  a->bias = c.bias ? c.bias + col0 : nullptr;
+  a->residual = c.residual ? c.residual + at + col0 : nullptr;
+  a->residual_bf16 = c.residual_bf16 ? c.residual_bf16 + at + col0 : nullptr;
+  a->act = c.act;
+  a->lo = c.lo;
+  a->hi = c.hi;
+  a->y = block ? block + block_at + col0 : c.y ? c.y + at + col0 : nullptr;
+  a->y_bf16 = !block && c.y_bf16 ? c.y_bf16 + at + col0 : nullptr;
+  a->ldy = s.m;
+  SetBf16HardSwish(c, a);
+}
+
+// After a block's kernel calls: the activation that runs after the
+// epilogue on its `n` outputs from element `at` of y, through the block's
+// fp32 buffer (then rounded into y) when y is bf16.
+void FinishBf16Block(const ConvNhwcBf16Kernels& k, const ConvNhwcF32Call& c, float* block,
+                     int64_t at, int64_t n) {
+  if (block) {
+    Bf16Post(c)->Apply(block, n);
+    k.convert_flat(block, n, c.y_bf16 + at);
+  } else if (Bf16Post(c)) {
+    Bf16Post(c)->Apply(c.y + at, n);
+  }
+}
 
 // A bf16 x whose pixels already are the kernel's rows (every group's
 // channels a multiple of 32) is read in place: no copy.
@@ -761,6 +812,26 @@ Bf16Scratch Bf16ScratchFor(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) 
   return {copy, s.kc, block * taps * kBf16Mr, c.y_bf16 && Bf16Post(c) ? block * kBf16Mr * s.m : 0};
 }
 
+// A bf16 call's threads and scratch: the copy of x (or the plane), the zero
+// row of the tap-pointer form, then the threads' slices.
+struct Bf16Regions {
+  ThreadPool* pool;
+  Bf16Scratch bs;
+  ScratchRegion region;
+  uint16_t* copy = nullptr;
+  uint16_t* zeros = nullptr;
+  uint8_t* slices = nullptr;
+  Bf16Regions(const ConvNhwcF32State& s, const ConvNhwcF32Call& c)
+      : pool(Bf16Pool(s, c)),
+        bs(Bf16ScratchFor(s, c)),
+        region(c.scratch, bs.Bytes(NumThreads(pool))) {
+    ScratchLayout l;
+    copy = region.at<uint16_t>(l.Add(size_t(bs.copy) * 2));
+    zeros = region.at<uint16_t>(l.Add(size_t(bs.zeros) * 2));
+    slices = region.at<uint8_t>(l.Add(0));
+  }
+};
+
 // x into the kernel-row forms' bf16 plane (`values` in all: every image's
 // plane, then zeros).
 void FillPlaneBf16(const ConvNhwcBf16Kernels& k, const ConvNhwcF32Call& c, const Bf16Plane& pl,
@@ -795,22 +866,16 @@ void RunBf16Im2col(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const int64_t panels = (s.m + kBf16Nr - 1) / kBf16Nr, panel_size = s.kc * kBf16Nr;
   const int64_t pixels = c.oh * c.ow, tiles = (pixels + kBf16Mr - 1) / kBf16Mr;
   const int64_t block = IgemmBlock(c, tiles, 4), blocks = (tiles + block - 1) / block;
-  ThreadPool* const pool = Bf16Pool(s, c);
-  const int threads = NumThreads(pool);
-  const Bf16Scratch bs = Bf16ScratchFor(s, c);
-  const ScratchRegion region(c.scratch, bs.Bytes(threads));
-  ScratchLayout l;
-  uint16_t* const plane = region.at<uint16_t>(l.Add(size_t(bs.copy) * 2));
-  region.at<uint16_t>(l.Add(0));  // no zero row
-  uint8_t* const slices = region.at<uint8_t>(l.Add(0));
+  const Bf16Regions r(s, c);
+  ThreadPool* const pool = r.pool;
+  const Bf16Scratch& bs = r.bs;
+  uint16_t* const plane = r.copy;
+  uint8_t* const slices = r.slices;
   FillPlaneBf16(k, c, pl, bs.copy, pool, plane);
   auto work = [&](int64_t begin, int64_t end, int slot) {
-    uint8_t* const slice = slices + size_t(slot) * bs.Slice();
-    ScratchLayout sl;  // as Bf16Scratch::Slice
-    sl.Add(0);
-    const size_t floats_at = sl.Add(size_t(bs.block_floats) * 4);
-    float* const yblock = bs.block_floats ? reinterpret_cast<float*>(slice + floats_at) : nullptr;
-    uint16_t* const rows = reinterpret_cast<uint16_t*>(slice + sl.Add(size_t(bs.cols) * 2));
+    const Bf16Scratch::Parts parts = bs.At(slices, slot);
+    float* const yblock = parts.block;
+    uint16_t* const rows = parts.rows;
     if (k.begin) k.begin();
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
@@ -844,27 +909,10 @@ void RunBf16Im2col(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         a.v1 = count;
         a.kh = 1;
         a.kc = s.kc;
-        const int64_t col0 = pn * kBf16Nr, at = yb + q0 * s.m + col0;
-        a.w = s.wb.data() + pn * panel_size;
-        a.cols = std::min<int64_t>(kBf16Nr, s.m - col0);
-        a.bias = c.bias ? c.bias + col0 : nullptr;
-        a.residual = c.residual ? c.residual + at : nullptr;
-        a.residual_bf16 = c.residual_bf16 ? c.residual_bf16 + at : nullptr;
-        a.act = c.act;
-        a.lo = c.lo;
-        a.hi = c.hi;
-        a.y = yblock ? yblock + col0 : c.y ? c.y + at : nullptr;
-        a.y_bf16 = !yblock && c.y_bf16 ? c.y_bf16 + at : nullptr;
-        a.ldy = s.m;
-        SetBf16HardSwish(c, &a);
+        SetBf16Panel(s, c, pn, panel_size, yb + q0 * s.m, yblock, 0, &a);
         k.plane(a);
       }
-      if (yblock) {
-        Bf16Post(c)->Apply(yblock, count * s.m);
-        k.convert_flat(yblock, count * s.m, c.y_bf16 + yb + q0 * s.m);
-      } else if (Bf16Post(c)) {
-        Bf16Post(c)->Apply(c.y + yb + q0 * s.m, count * s.m);
-      }
+      FinishBf16Block(k, c, yblock, yb + q0 * s.m, count * s.m);
     }
     if (k.end) k.end();
   };
@@ -878,14 +926,11 @@ void RunBf16Pointwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const int64_t panels = (s.m + kBf16Nr - 1) / kBf16Nr, panel_size = s.kc * kBf16Nr;
   const int64_t block = IgemmBlock(c, tiles, 4), blocks = (tiles + block - 1) / block;
   const bool in_place = Bf16PointwiseInPlace(s, c);
-  ThreadPool* const pool = Bf16Pool(s, c);
-  const int threads = NumThreads(pool);
-  const Bf16Scratch bs = Bf16ScratchFor(s, c);
-  const ScratchRegion region(c.scratch, bs.Bytes(threads));
-  ScratchLayout l;
-  uint16_t* const copy = region.at<uint16_t>(l.Add(size_t(bs.copy) * 2));
-  region.at<uint16_t>(l.Add(0));  // no zero row
-  uint8_t* const slices = region.at<uint8_t>(l.Add(0));
+  const Bf16Regions r(s, c);
+  ThreadPool* const pool = r.pool;
+  const Bf16Scratch& bs = r.bs;
+  uint16_t* const copy = r.copy;
+  uint8_t* const slices = r.slices;
   if (!in_place) {
     ParallelFor(pool, c.n * c.oh, [&](int64_t r0, int64_t r1, int) {
       for (int64_t r = r0; r < r1; ++r) {
@@ -902,12 +947,9 @@ void RunBf16Pointwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const uint16_t* const x = in_place ? c.x_bf16 : copy;
   const int64_t image = in_place ? pixels * s.kc : padded * s.kc;
   auto work = [&](int64_t begin, int64_t end, int slot) {
-    uint8_t* const slice = slices + size_t(slot) * bs.Slice();
-    ScratchLayout sl;  // as Bf16Scratch::Slice
-    sl.Add(0);
-    const size_t floats_at = sl.Add(size_t(bs.block_floats) * 4);
-    float* const yblock = bs.block_floats ? reinterpret_cast<float*>(slice + floats_at) : nullptr;
-    uint16_t* const tail = reinterpret_cast<uint16_t*>(slice + sl.Add(size_t(bs.cols) * 2));
+    const Bf16Scratch::Parts parts = bs.At(slices, slot);
+    float* const yblock = parts.block;
+    uint16_t* const tail = parts.rows;
     if (k.begin) k.begin();
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
@@ -926,14 +968,6 @@ void RunBf16Pointwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         a.oh = 1;
         a.kh = 1;
         a.kc = s.kc;
-        const int64_t col0 = pn * kBf16Nr, at = yb + q0 * s.m + col0;
-        a.w = s.wb.data() + pn * panel_size;
-        a.cols = std::min<int64_t>(kBf16Nr, s.m - col0);
-        a.bias = c.bias ? c.bias + col0 : nullptr;
-        a.act = c.act;
-        a.lo = c.lo;
-        a.hi = c.hi;
-        a.ldy = s.m;
         // Pixels q0 + from .. q0 + to, whose rows start at `rows`.
         auto run = [&](const uint16_t* rows, int64_t from, int64_t to) {
           if (to <= from) return;
@@ -941,23 +975,13 @@ void RunBf16Pointwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           a.v0 = 0;
           a.v1 = a.ow = a.vw = to - from;
           a.row_step = a.vw * s.kc;
-          const int64_t off = from * s.m;
-          a.residual = c.residual ? c.residual + at + off : nullptr;
-          a.residual_bf16 = c.residual_bf16 ? c.residual_bf16 + at + off : nullptr;
-          a.y = yblock ? yblock + col0 + off : c.y ? c.y + at + off : nullptr;
-          a.y_bf16 = !yblock && c.y_bf16 ? c.y_bf16 + at + off : nullptr;
-          SetBf16HardSwish(c, &a);
+          SetBf16Panel(s, c, pn, panel_size, yb + (q0 + from) * s.m, yblock, from * s.m, &a);
           k.plane(a);
         };
         run(x + b * image + q0 * s.kc, 0, direct);
         run(tail, direct, q1 - q0);
       }
-      if (yblock) {
-        Bf16Post(c)->Apply(yblock, (q1 - q0) * s.m);
-        k.convert_flat(yblock, (q1 - q0) * s.m, c.y_bf16 + yb + q0 * s.m);
-      } else if (Bf16Post(c)) {
-        Bf16Post(c)->Apply(c.y + yb + q0 * s.m, (q1 - q0) * s.m);
-      }
+      FinishBf16Block(k, c, yblock, yb + q0 * s.m, (q1 - q0) * s.m);
     }
     if (k.end) k.end();
   };
@@ -972,14 +996,11 @@ void RunBf16Plane(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const int64_t panels = (s.m + kBf16Nr - 1) / kBf16Nr, panel_size = s.kh * s.kc * kBf16Nr;
   const int64_t block = IgemmBlock(c, pl.tiles, 4), blocks = (pl.tiles + block - 1) / block;
   const int64_t positions = c.oh * pl.vw, pixels = c.oh * c.ow;
-  ThreadPool* const pool = Bf16Pool(s, c);
-  const int threads = NumThreads(pool);
-  const Bf16Scratch bs = Bf16ScratchFor(s, c);
-  const ScratchRegion region(c.scratch, bs.Bytes(threads));
-  ScratchLayout l;
-  uint16_t* const plane = region.at<uint16_t>(l.Add(size_t(bs.copy) * 2));
-  region.at<uint16_t>(l.Add(0));  // no zero row
-  uint8_t* const slices = region.at<uint8_t>(l.Add(0));
+  const Bf16Regions r(s, c);
+  ThreadPool* const pool = r.pool;
+  const Bf16Scratch& bs = r.bs;
+  uint16_t* const plane = r.copy;
+  uint8_t* const slices = r.slices;
   const int64_t row = pl.pw * c.c;
   FillPlaneBf16(k, c, pl, bs.copy, pool, plane);
   // The first output pixel at or after position v.
@@ -988,8 +1009,7 @@ void RunBf16Plane(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
     return std::min(pixels, ox < c.ow ? oy * c.ow + ox : (oy + 1) * c.ow);
   };
   auto work = [&](int64_t begin, int64_t end, int slot) {
-    float* const yblock =
-        bs.block_floats ? reinterpret_cast<float*>(slices + size_t(slot) * bs.Slice()) : nullptr;
+    float* const yblock = bs.At(slices, slot).block;
     if (k.begin) k.begin();
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(pl.tiles, t0 + block);
@@ -1008,28 +1028,11 @@ void RunBf16Plane(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         a.v1 = v1;
         a.kh = s.kh;
         a.kc = s.kc;
-        const int64_t col0 = pn * kBf16Nr, at = yb + q0 * s.m + col0;
-        a.w = s.wb.data() + pn * panel_size;
-        a.cols = std::min<int64_t>(kBf16Nr, s.m - col0);
-        a.bias = c.bias ? c.bias + col0 : nullptr;
-        a.residual = c.residual ? c.residual + at : nullptr;
-        a.residual_bf16 = c.residual_bf16 ? c.residual_bf16 + at : nullptr;
-        a.act = c.act;
-        a.lo = c.lo;
-        a.hi = c.hi;
-        a.y = yblock ? yblock + col0 : c.y ? c.y + at : nullptr;
-        a.y_bf16 = !yblock && c.y_bf16 ? c.y_bf16 + at : nullptr;
-        a.ldy = s.m;
         a.p0 = q0;
-        SetBf16HardSwish(c, &a);
+        SetBf16Panel(s, c, pn, panel_size, yb + q0 * s.m, yblock, 0, &a);
         k.plane(a);
       }
-      if (yblock) {
-        Bf16Post(c)->Apply(yblock, (q1 - q0) * s.m);
-        k.convert_flat(yblock, (q1 - q0) * s.m, c.y_bf16 + yb + q0 * s.m);
-      } else if (Bf16Post(c)) {
-        Bf16Post(c)->Apply(c.y + yb + q0 * s.m, (q1 - q0) * s.m);
-      }
+      FinishBf16Block(k, c, yblock, yb + q0 * s.m, (q1 - q0) * s.m);
     }
     if (k.end) k.end();
   };
@@ -1047,14 +1050,11 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const int64_t panels = (mg + kBf16Nr - 1) / kBf16Nr, panel_size = taps * kc * kBf16Nr;
   const int64_t tiles = (pixels + kBf16Mr - 1) / kBf16Mr;
   const int64_t block = IgemmBlock(c, tiles, 4), blocks = (tiles + block - 1) / block;
-  ThreadPool* const pool = Bf16Pool(s, c);
-  const int threads = NumThreads(pool);
-  const Bf16Scratch bs = Bf16ScratchFor(s, c);
-  const ScratchRegion region(c.scratch, bs.Bytes(threads));
-  ScratchLayout l;
-  uint16_t* const scratch_copy = region.at<uint16_t>(l.Add(size_t(bs.copy) * 2));
-  uint16_t* const zeros = region.at<uint16_t>(l.Add(size_t(bs.zeros) * 2));
-  const uint16_t** const ptrs0 = region.at<const uint16_t*>(l.Add(0));
+  const Bf16Regions r(s, c);
+  ThreadPool* const pool = r.pool;
+  const Bf16Scratch& bs = r.bs;
+  uint16_t* const scratch_copy = r.copy;
+  uint16_t* const zeros = r.zeros;
   std::fill(zeros, zeros + kc, uint16_t(0));
   const uint16_t* const copy = Bf16InPlace(s, c) ? c.x_bf16 : scratch_copy;
   if (!Bf16InPlace(s, c)) {
@@ -1068,12 +1068,9 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
     });
   }
   auto work = [&](int64_t begin, int64_t end, int slot) {
-    uint8_t* const slice = reinterpret_cast<uint8_t*>(ptrs0) + size_t(slot) * bs.Slice();
-    const uint16_t** ptrs = reinterpret_cast<const uint16_t**>(slice);
-    float* const yblock =
-        bs.block_floats
-            ? reinterpret_cast<float*>(slice + (size_t(bs.ptrs) * sizeof(void*) + 63) / 64 * 64)
-            : nullptr;
+    const Bf16Scratch::Parts parts = bs.At(r.slices, slot);
+    const uint16_t** ptrs = parts.ptrs;
+    float* const yblock = parts.block;
     if (k.begin) k.begin();
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
@@ -1139,12 +1136,7 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           k.igemm(a);
         }
       }
-      if (yblock) {
-        Bf16Post(c)->Apply(yblock, (q1 - q0) * s.m);
-        k.convert_flat(yblock, (q1 - q0) * s.m, c.y_bf16 + yb + q0 * s.m);
-      } else if (Bf16Post(c)) {
-        Bf16Post(c)->Apply(c.y + yb + q0 * s.m, (q1 - q0) * s.m);
-      }
+      FinishBf16Block(k, c, yblock, yb + q0 * s.m, (q1 - q0) * s.m);
     }
     if (k.end) k.end();
   };

@@ -116,6 +116,36 @@ inline void StoreRow(const Args& a, const float* acc, int64_t at, const __m512* 
   }
 }
 
+// One k block of a 32 x 16 * NB block: the A tiles in tmm0/tmm1, the B tiles
+// loaded from w (rows of 32 channel pairs) into tmm2/tmm3, products into
+// tmm4..7. `stream`: the first tile of a call, which fetches the panel's
+// weights two k blocks ahead.
+template <int NB>
+inline void DotKBlock(const uint8_t* w, bool stream) {
+  constexpr int64_t kLdw = 128, kBlockBytes = 16 * kLdw;
+  if (stream) {
+    const char* pf = reinterpret_cast<const char*>(w + 2 * kBlockBytes);
+    for (int64_t b = 0; b < kBlockBytes; b += 64) _mm_prefetch(pf + b, _MM_HINT_T0);
+  }
+  _tile_loadd(2, w, kLdw);
+  _tile_dpbf16ps(4, 0, 2);
+  _tile_dpbf16ps(6, 1, 2);
+  if (NB == 2) {
+    _tile_loadd(3, w + 64, kLdw);
+    _tile_dpbf16ps(5, 0, 3);
+    _tile_dpbf16ps(7, 1, 3);
+  }
+}
+
+// The panel's columns (masks of its NB vectors) and their biases (0 without).
+template <int NB, class Args>
+inline void LoadPanelBias(const Args& a, __m512* bias, __mmask16* mask) {
+  for (int v = 0; v < NB; ++v) {
+    mask[v] = TailMask(a.cols - 16 * v);
+    bias[v] = a.bias ? _mm512_maskz_loadu_ps(mask[v], a.bias + 16 * v) : _mm512_setzero_ps();
+  }
+}
+
 // Calls f(NB, epilogue activation, bf16 output) with each as a compile-time
 // constant (HardSwish only without an F32Act before it: the driver fuses it
 // only then).
@@ -157,10 +187,7 @@ void IgemmTiles(const IgemmBf16Args& a) {
   const __m512i no_xor = _mm512_setzero_si512();
   __m512 bias[NB];
   __mmask16 mask[NB];
-  for (int v = 0; v < NB; ++v) {
-    mask[v] = TailMask(a.cols - 16 * v);
-    bias[v] = a.bias ? _mm512_maskz_loadu_ps(mask[v], a.bias + 16 * v) : _mm512_setzero_ps();
-  }
+  LoadPanelBias<NB>(a, bias, mask);
   auto epilogue = [&](int64_t t) {
     const int64_t nrow = rows - t * kMr < kMr ? rows - t * kMr : kMr;
     for (int64_t r = 0; r < nrow; ++r)
@@ -201,19 +228,7 @@ void IgemmTiles(const IgemmBf16Args& a) {
           amx::Publish(abuf[1]);
           _tile_loadd(1, abuf[1], 64);
         }
-        if (t == 0) {
-          // The first tile streams the panel's weights; fetch two k blocks ahead.
-          const char* pf = reinterpret_cast<const char*>(w + 32 * kLdw);
-          for (int64_t b = 0; b < 16 * kLdw; b += 64) _mm_prefetch(pf + b, _MM_HINT_T0);
-        }
-        _tile_loadd(2, w, kLdw);
-        _tile_dpbf16ps(4, 0, 2);
-        _tile_dpbf16ps(6, 1, 2);
-        if (NB == 2) {
-          _tile_loadd(3, w + 64, kLdw);
-          _tile_dpbf16ps(5, 0, 3);
-          _tile_dpbf16ps(7, 1, 3);
-        }
+        DotKBlock<NB>(w, t == 0);
       }
     }
     // The previous tile's epilogue runs while the tile unit works on this one.
@@ -239,10 +254,7 @@ void PlaneTiles(const PlaneBf16Args& a) {
   alignas(64) float cbuf[kMr * 32];
   __m512 bias[NB];
   __mmask16 mask[NB];
-  for (int v = 0; v < NB; ++v) {
-    mask[v] = TailMask(a.cols - 16 * v);
-    bias[v] = a.bias ? _mm512_maskz_loadu_ps(mask[v], a.bias + 16 * v) : _mm512_setzero_ps();
-  }
+  LoadPanelBias<NB>(a, bias, mask);
   auto tile_base = [&](int64_t v) {
     return reinterpret_cast<const uint8_t*>(a.x + v / a.vw * a.row_step + v % a.vw * a.pixel_step);
   };
@@ -269,19 +281,7 @@ void PlaneTiles(const PlaneBf16Args& a) {
       for (int64_t q = 0; q < kblocks; ++q, w += block_bytes) {
         _tile_loadd(0, p0 + 64 * q, stride);
         _tile_loadd(1, p1 + 64 * q, stride);
-        if (v == a.v0) {
-          // The first tile streams the panel's weights; fetch two k blocks ahead.
-          const char* pf = reinterpret_cast<const char*>(w + 2 * block_bytes);
-          for (int64_t b = 0; b < block_bytes; b += 64) _mm_prefetch(pf + b, _MM_HINT_T0);
-        }
-        _tile_loadd(2, w, kLdw);
-        _tile_dpbf16ps(4, 0, 2);
-        _tile_dpbf16ps(6, 1, 2);
-        if (NB == 2) {
-          _tile_loadd(3, w + 64, kLdw);
-          _tile_dpbf16ps(5, 0, 3);
-          _tile_dpbf16ps(7, 1, 3);
-        }
+        DotKBlock<NB>(w, v == a.v0);
       }
     // The previous tile's epilogue runs while the tile unit works on this one.
     if (v > a.v0) epilogue(v - kMr);
