@@ -656,8 +656,7 @@ const FusedActivation* Bf16Post(const ConvNhwcF32Call& c) {
   return fused ? nullptr : c.post;
 }
 
-template <class Args>
-void SetBf16HardSwish(const ConvNhwcF32Call& c, Args* a) {
+void SetBf16HardSwish(const ConvNhwcF32Call& c, Bf16Output* a) {
   if (!c.post || Bf16Post(c)) return;
   a->hswish = true;
   a->hswish_affine = c.post->affine;
@@ -707,9 +706,8 @@ struct Bf16Scratch {
 // bias and activation, and where its outputs go: y at element `at` (image
 // and first pixel; the panel's column added here), or the block's fp32
 // buffer at `block_at` when the activation after the epilogue needs one.
-template <class Args>
 void SetBf16Panel(const ConvNhwcF32State& s, const ConvNhwcF32Call& c, int64_t pn,
-                  int64_t panel_values, int64_t at, float* block, int64_t block_at, Args* a) {
+                  int64_t panel_values, int64_t at, float* block, int64_t block_at, Bf16Output* a) {
   const int64_t col0 = pn * kBf16Nr;
   a->w = s.wb.data() + pn * panel_values;
   a->cols = std::min<int64_t>(kBf16Nr, s.m - col0);
@@ -1118,7 +1116,6 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           a.rows = q1 - q0;
           a.taps = taps;
           a.kc = kc;
-          a.valid = kc;
           const int64_t col0 = g * mg + pn * kBf16Nr;
           a.w = s.wb.data() + (g * panels + pn) * panel_size;
           a.cols = std::min<int64_t>(kBf16Nr, mg - pn * kBf16Nr);

@@ -156,21 +156,12 @@ struct ConvNhwcF32Kernels {
 // runs its channels-first reference kernel between transposes).
 const ConvNhwcF32Kernels* ConvNhwcF32For(const CpuFeatures& f, const char** variant = nullptr);
 
-// bf16 reduced precision (SessionOptions::precision): the driver copies x
-// once per run into bf16 rows of kc channels (C rounded up to 32, to nearest
-// even, zeros past C), and the kernel sums
-//   y[r * ldy + j] = act(bias[j] + sum_{t < taps, ch < kc} a[t * 32 + r][ch] * w[t][ch][j]
-//                        + residual[r * ldy + j])
-// with bf16 products in fp32 accumulators, `rows` pixels (32 per tile, every
-// tile's taps * 32 pointers in turn; rows past `rows` point at readable rows)
-// by one panel of `cols` <= 32 channels, w [taps][kc / 2][32][2] bf16 (zero
-// past cols). Not bit-exact against any other order of the sums. With
-// `valid` < kc only that many values are read at each pointer (the rest
-// count as zeros): a stem's kernel rows of kw * C values in a padded plane.
-struct IgemmBf16Args {
-  const uint16_t* const* a = nullptr;
-  int64_t rows = 0, taps = 0, kc = 0;
-  int64_t valid = 0;  // values readable at each pointer; 0: kc
+// What every bf16 kernel call writes (IgemmBf16Args, PlaneBf16Args): one
+// panel of `cols` <= 32 output channels, w's columns (zero past cols),
+//   y[p * ldy + j] = post(act(bias[j] + sum + residual[p * ldy + j]))
+// with bf16 products summed in fp32 accumulators (not bit-exact against any
+// other order of the sums).
+struct Bf16Output {
   const uint16_t* w = nullptr;
   int64_t cols = 0;
   const float* bias = nullptr;      // cols values, or null
@@ -183,11 +174,23 @@ struct IgemmBf16Args {
   // instead of y / residual, same layout; y is rounded to nearest even.
   uint16_t* y_bf16 = nullptr;
   const uint16_t* residual_bf16 = nullptr;
-  // HardSwish after the activation (a fused FusedActivation::kHardSwish with
-  // act kNone), then with hswish_affine y * scale + shift, each step rounded
-  // as vmath's hardswish rounds it.
+  // post: HardSwish after the activation (a fused FusedActivation::kHardSwish
+  // with act kNone), then with hswish_affine y * scale + shift, each step
+  // rounded as vmath's hardswish rounds it; else nothing.
   bool hswish = false, hswish_affine = false;
   float hswish_scale = 1.f, hswish_shift = 0.f;
+};
+
+// bf16 reduced precision (SessionOptions::precision), taps through pointers
+// (1x1 convolutions with pads, groups, dilation across the width): the
+// driver copies x once per run into bf16 rows of kc channels (C rounded up
+// to 32, to nearest even, zeros past C), and the sum is
+//   sum_{t < taps, ch < kc} a[t * 32 + r][ch] * w[t][ch][j]
+// for `rows` pixels (32 per tile, every tile's taps * 32 pointers in turn;
+// rows past `rows` point at readable rows), w [taps][kc / 2][32][2] bf16.
+struct IgemmBf16Args : Bf16Output {
+  const uint16_t* const* a = nullptr;
+  int64_t rows = 0, taps = 0, kc = 0;
 };
 // bf16 mode, a convolution without groups or dilation across the width on
 // a zero-padded bf16 plane [ph][pw][c] of one image: output pixel (oy, ox)
@@ -203,28 +206,13 @@ struct IgemmBf16Args {
 // row_step == vw * pixel_step (the rows run on across output rows; a
 // stride-1 convolution with vw = pw). Positions with ox >= ow or oy >= oh
 // read whatever lies there and are not stored. Output pixel p = oy * ow + ox
-// goes to y[(p - p0) * ldy + j] as in IgemmBf16Args (bias, residual laid out
-// as y, activation, y or y_bf16).
-struct PlaneBf16Args {
+// goes to y[(p - p0) * ldy + j] (Bf16Output).
+struct PlaneBf16Args : Bf16Output {
   const uint16_t* x = nullptr;
   int64_t pixel_step = 0, row_step = 0, kernel_row = 0;
   int64_t vw = 0, oh = 0, ow = 0, v0 = 0, v1 = 0;
   int64_t kh = 0, kc = 0;
-  const uint16_t* w = nullptr;
-  int64_t cols = 0;
-  const float* bias = nullptr;
-  const float* residual = nullptr;
-  F32Act act = F32Act::kNone;
-  float lo = 0.f, hi = 0.f;
-  float* y = nullptr;
-  int64_t ldy = 0, p0 = 0;
-  uint16_t* y_bf16 = nullptr;
-  const uint16_t* residual_bf16 = nullptr;
-  // HardSwish after the activation (a fused FusedActivation::kHardSwish with
-  // act kNone), then with hswish_affine y * scale + shift, each step rounded
-  // as vmath's hardswish rounds it.
-  bool hswish = false, hswish_affine = false;
-  float hswish_scale = 1.f, hswish_shift = 0.f;
+  int64_t p0 = 0;
 };
 // `count` output pixels' windows from a bf16 plane (as PlaneBf16Args'), the
 // first at (oy, ox), rows of ow pixels: out[i * kc ...] = the kh kernel rows'

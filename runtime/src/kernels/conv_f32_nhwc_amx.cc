@@ -9,6 +9,9 @@
 // every k block is a whole 64-byte tile row, zeros past C): a tap's 16
 // pointers that are equally spaced (1x1 convolutions, runs of pixels inside
 // a row) are loaded in place, others are gathered into an aligned buffer.
+// The kernel-row kernel (PlaneBf16Args: KxK and 1x1 convolutions without
+// groups, im2col stems) loads every A tile in place at a fixed step. Both
+// share the epilogue (StoreRow, Bf16Output).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -178,7 +181,6 @@ template <int NB, int kEpi, bool kOut16>
 void IgemmTiles(const IgemmBf16Args& a) {
   constexpr int64_t kMr = 32, kLdw = 128;  // B rows: 32 channels x 2 bf16
   const int64_t rows = a.rows, taps = a.taps, kblocks = a.kc / 32;
-  const int64_t valid = a.valid > 0 ? a.valid : a.kc;
   const int64_t tiles = (rows + kMr - 1) / kMr;
   const uint8_t* const w0 = reinterpret_cast<const uint8_t*>(a.w);
   const int64_t tap_bytes = a.kc / 2 * kLdw;
@@ -209,22 +211,21 @@ void IgemmTiles(const IgemmBf16Args& a) {
       const uint8_t* p1 = reinterpret_cast<const uint8_t*>(ind[16]);
       const uint8_t* w = w0 + tap * tap_bytes;
       for (int64_t q = 0; q < kblocks; ++q, w += 16 * kLdw) {
-        const int64_t off = 64 * q, left = valid - 32 * q;
-        const int64_t bytes = left >= 32 ? 64 : left > 0 ? 2 * left : 0;
-        const bool full = left >= 32;
-        if (d0 && full) {
+        // Every k block is a whole 64-byte row of the copy (kc % 32 == 0).
+        const int64_t off = 64 * q;
+        if (d0) {
           _tile_loadd(0, p0 + off, s0);
         } else {
           amx::Publish(abuf[0]);
-          amx::GatherRows(ind, off, bytes, no_xor, abuf[0]);
+          amx::GatherRows(ind, off, 64, no_xor, abuf[0]);
           amx::Publish(abuf[0]);
           _tile_loadd(0, abuf[0], 64);
         }
-        if (d1 && full) {
+        if (d1) {
           _tile_loadd(1, p1 + off, s1);
         } else {
           amx::Publish(abuf[1]);
-          amx::GatherRows(ind + 16, off, bytes, no_xor, abuf[1]);
+          amx::GatherRows(ind + 16, off, 64, no_xor, abuf[1]);
           amx::Publish(abuf[1]);
           _tile_loadd(1, abuf[1], 64);
         }
