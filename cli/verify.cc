@@ -40,8 +40,8 @@ const char* kVerifyUsage =
     "  --report FILE      write a self-contained HTML page plotting the per-layer error\n"
     "  --seed N           seed of the random inputs (default 1)\n"
     "  --precision P      the .qfm's session: fp32 (default) or bf16 (bfloat16 products in\n"
-    "                     float channels-last convolutions on AMX-BF16) or fp16 (NEON half\n"
-    "                     arithmetic on Armv8.2), to measure its error\n"
+    "                     float channels-last convolutions on AMX-BF16 or AVX-512 BF16) or\n"
+    "                     fp16 (NEON half arithmetic on Armv8.2), to measure its error\n"
     "  --json             machine-readable result\n";
 
 Status WriteText(const std::string& path, const std::string& text,

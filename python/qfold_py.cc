@@ -609,10 +609,10 @@ PYBIND11_MODULE(_qfold, m) {
            "input's (streaming state); a bound input starts at zeros and may be left out of\n"
            "run()'s feeds (given, it overrides the carried state).\n"
            "precision 'fp32' (default) or 'bf16': float channels-last convolutions multiply\n"
-           "bfloat16-rounded values on AMX-BF16, summing in fp32 (no effect on CPUs without\n"
-           "it); 'fp16': convolutions and Gemm/MatMul with a constant B in NEON half\n"
-           "arithmetic on Armv8.2 FEAT_FP16 (no effect without it); anything else raises "
-           "qfold.InvalidArgument (a ValueError).")
+           "bfloat16-rounded values on AMX-BF16 or AVX-512 BF16 (vdpbf16ps), summing in fp32\n"
+           "(no effect on CPUs without AVX-512 BF16); 'fp16': convolutions and Gemm/MatMul\n"
+           "with a constant B in NEON half arithmetic on Armv8.2 FEAT_FP16 (no effect without\n"
+           "it); anything else raises qfold.InvalidArgument (a ValueError).")
       .def("reset_state", &PySession::ResetState,
            "Zeros the inputs bound by state_bindings (a new stream).")
       .def_property_readonly("inputs", &PySession::inputs,

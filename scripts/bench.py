@@ -54,12 +54,12 @@ as part of it, for all alike):
   * qfold: the `qfold` Python module (build/python, next to the CLI's build dir), Session.run;
     without the module, `qfold bench` subprocesses, one per round (round medians only);
   * qfold bf16 (fp32 models only; --no-qfold-bf16 skips it): the same with precision="bf16"
-    (channels-last float convolutions on bfloat16-rounded values, AMX-BF16, fp32 sums), an
-    engine of its own (worker, probe, rounds) because OpenVINO runs fp32 models in bf16 on CPUs
-    that have it. Ratios X/qfold-bf16 are computed per round like X/qfold, and its first output
-    is compared with qfold fp32's (cosine, max abs error). Skipped with a note in the report's
-    header on CPUs without AMX-BF16 (qfold's kernels line with precision bf16 lists no
-    conv_nhwc_bf16), where bf16 mode runs exactly the fp32 kernels;
+    (channels-last float convolutions on bfloat16-rounded values, AMX-BF16 or AVX-512 BF16,
+    fp32 sums), an engine of its own (worker, probe, rounds) because OpenVINO runs fp32 models
+    in bf16 on CPUs that have it. Ratios X/qfold-bf16 are computed per round like X/qfold, and
+    its first output is compared with qfold fp32's (cosine, max abs error). Skipped with a note
+    in the report's header on CPUs without AVX-512 BF16 (qfold's kernels line with precision
+    bf16 lists no conv_nhwc_bf16), where bf16 mode runs exactly the fp32 kernels;
   * ONNX Runtime: ORT_ENABLE_ALL, intra_op_num_threads=T, inter_op_num_threads=1, sess.run;
   * OpenVINO (when `openvino` imports): core.compile_model(onnx, "CPU", PERFORMANCE_HINT=LATENCY,
     INFERENCE_NUM_THREADS=T, NUM_STREAMS=1), InferRequest.infer. QDQ models run int8; the
@@ -929,19 +929,19 @@ def qfold_bf16_kernels(qfold_cli, work):
 
 def detect_qfold_bf16(args, work, machine):
     """None when the qfold bf16 engine runs, else why it is skipped: --no-qfold-bf16, or a CPU
-    without AMX-BF16, where precision="bf16" changes nothing (qfold's kernels line lacks
-    conv_nhwc_bf16; /proc/cpuinfo's amx_bf16 flag when that line is unavailable)."""
+    without AVX-512 BF16, where precision="bf16" changes nothing (qfold's kernels line lacks
+    conv_nhwc_bf16; /proc/cpuinfo's avx512_bf16 flag when that line is unavailable)."""
     if args.no_qfold_bf16:
         return "--no-qfold-bf16"
     kernels = qfold_bf16_kernels(args.qfold, work)
     if kernels is not None:
         if "conv_nhwc_bf16" not in kernels:
-            return ("this CPU has no AMX-BF16 (qfold's kernels with precision bf16 list no "
+            return ("this CPU has no AVX-512 BF16 (qfold's kernels with precision bf16 list no "
                     "conv_nhwc_bf16), so bf16 mode would run exactly the fp32 kernels")
         return None
-    if not machine["amx_bf16"]:
-        return ("this CPU has no AMX-BF16 (no amx_bf16 flag in /proc/cpuinfo), so bf16 mode "
-                "would run exactly the fp32 kernels")
+    if not machine["avx512_bf16"]:
+        return ("this CPU has no AVX-512 BF16 (no avx512_bf16 flag in /proc/cpuinfo), so bf16 "
+                "mode would run exactly the fp32 kernels")
     return None
 
 
@@ -1567,7 +1567,8 @@ def write_markdown(path, results, conv, meta, args):
         w("- qfold bf16: OpenVINO runs fp32 models in bf16 on CPUs that have it (its precision "
           "column), so fp32 models also run qfold with `precision=\"bf16\"` as an engine of its "
           "own, interleaved like the others: its channels-last float convolutions round "
-          "activations and weights to bfloat16 and multiply on AMX-BF16, summing in fp32. "
+          "activations and weights to bfloat16 and multiply on AMX-BF16 or AVX-512 BF16 "
+          "(`vdpbf16ps`), summing in fp32. "
           "X/qfold-bf16 ratios are computed per round like X/qfold; \"qfold bf16 vs fp32\" is "
           "the cosine similarity and the largest absolute difference of its first output "
           "against qfold fp32's on the same input.")

@@ -80,8 +80,8 @@ class Session:
         """state_bindings {output: input}: after each run the output's value becomes the
         input's (streaming state); a bound input starts at zeros and may be left out of run()'s
         feeds (given, it overrides the carried state). precision 'bf16' (opt-in): float
-        channels-last convolutions multiply bfloat16-rounded values on AMX-BF16, summing in
-        fp32; no effect on CPUs without it. 'fp16' (opt-in): convolutions and Gemm/MatMul
+        channels-last convolutions multiply bfloat16-rounded values on AMX-BF16 or AVX-512
+        BF16, summing in fp32; no effect on CPUs without AVX-512 BF16. 'fp16' (opt-in): convolutions and Gemm/MatMul
         with a constant B in NEON half arithmetic on Armv8.2 FEAT_FP16, none elsewhere. Other values raise InvalidArgument."""
     def reset_state(self) -> None:
         """Zeros the inputs bound by state_bindings (a new stream)."""

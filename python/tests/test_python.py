@@ -113,7 +113,7 @@ def bf16_precision_close_to_fp32():
         np.testing.assert_array_equal(fp32, fp16)
     a32, a16 = fp32.astype(np.float64).ravel(), fp16.astype(np.float64).ravel()
     assert a32 @ a16 / (np.linalg.norm(a32) * np.linalg.norm(a16)) > 0.9999
-    # Identical without AMX-BF16; otherwise bfloat16 products, fp32 sums.
+    # Identical without AVX-512 BF16; otherwise bfloat16 products, fp32 sums.
     a, b = fp32.astype(np.float64).ravel(), bf16.astype(np.float64).ravel()
     cosine = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
     assert cosine > 0.999, cosine

@@ -142,7 +142,7 @@ mkdir -p "$WORK/od"
 cp "$WORK/od/probs.npy" "$WORK/probs_before.npy"
 expect_exit2 "run output over its input" "input file" "$QFOLD" run "$WORK/good.qfm" --input "input=$WORK/od/probs.npy" --output-dir "$WORK/od"
 if cmp -s "$WORK/od/probs.npy" "$WORK/probs_before.npy"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL run overwrote its input"; fi
-# --precision bf16 is accepted wherever sessions are made (a no-op without AMX-BF16).
+# --precision bf16 is accepted wherever sessions are made (a no-op without AVX-512 BF16).
 mkdir -p "$WORK/od_bf16"
 if "$QFOLD" run "$WORK/good.qfm" --input "input=$WORK/x.npy" --output-dir "$WORK/od_bf16" --precision bf16 >/dev/null &&
   [ -s "$WORK/od_bf16/probs.npy" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL run --precision bf16"; fi

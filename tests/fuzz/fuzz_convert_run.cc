@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<qfold_fuzz::Feed> feeds;
   if (!qfold_fuzz::MakeFeeds(model->inputs(), rng, &feeds)) return 0;
   qfold_fuzz::RunOnce(model, feeds, 1);
-  // Every other input's 2-thread run in bf16 mode: on a CPU with AMX-BF16 its
+  // Every other input's 2-thread run in bf16 mode: on a CPU with AVX-512 BF16 its
   // plan stores activations as bfloat16 (a no-op elsewhere).
   qfold_fuzz::RunOnce(model, feeds, 2,
                       rng() % 2 ? qfold::SessionOptions::Precision::kBfloat16

@@ -1,11 +1,12 @@
 // bf16 mode of the channels-last float convolutions (SessionOptions::precision):
-// the AMX-BF16 kernel against a double-precision convolution of the same
+// the bf16 kernels against a double-precision convolution of the same
 // bf16-rounded activations and weights, within the bound of fp32 summation
 // (so a wrong packing, tap or tail fails), on every shape edge the driver has
 // (pixel counts around 32, channel tails below a k block of 32, output
 // channels around a panel of 32 and 16, pads, strides, dilation, batches),
 // with bias, residual and the fused activations; 1 and 2 threads give the
-// same bits. Skipped where the CPU has no AMX-BF16.
+// same bits. Every variant the CPU runs (AMX-BF16 tiles, AVX-512 BF16
+// vectors); skipped without AVX-512 BF16.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -171,15 +172,10 @@ int64_t RunBf16Case(const kernels::ConvNhwcF32Kernels* f32,
   return int64_t(y1.size());
 }
 
-TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double sums") {
-  const kernels::CpuFeatures& f = kernels::DetectedCpuFeatures();
-  const kernels::ConvNhwcBf16Kernels* bf16 = kernels::ConvNhwcBf16For(f);
-  const kernels::ConvNhwcF32Kernels* f32 = kernels::ConvNhwcF32For(f);
-  CHECK((bf16 != nullptr) == (f.amx_bf16 && f.avx512bf16));
-  if (!bf16 || !f32) {
-    MESSAGE("no AMX-BF16 on this CPU: bf16 kernels not tested");
-    return;
-  }
+// One bf16 variant's cases and method choices.
+void CheckBf16ConvVariant(const kernels::ConvNhwcF32Kernels* f32,
+                          const kernels::ConvNhwcBf16Kernels* bf16) {
+  CAPTURE(bf16->name);
   std::mt19937 rng(51);
   int64_t outputs = 0;
   // n, c, m, h, w, k, stride, dil, pad, bias, residual, act
@@ -291,6 +287,22 @@ TEST_CASE("kernels bf16: AMX-BF16 channels-last Conv matches bf16-rounded double
   CHECK((io.x && io.y && io.residual));
 }
 
+TEST_CASE("kernels bf16: channels-last Conv matches bf16-rounded double sums") {
+  kernels::CpuFeatures f = kernels::DetectedCpuFeatures();
+  const kernels::ConvNhwcF32Kernels* f32 = kernels::ConvNhwcF32For(f);
+  CHECK((kernels::ConvNhwcBf16For(f) != nullptr) == (f.avx512bf16 && f.avx512_core()));
+  // Every variant the CPU runs: AMX tiles, then the AVX-512 BF16 vectors alone.
+  int variants = 0;
+  for (const kernels::ConvNhwcBf16Kernels* k = kernels::ConvNhwcBf16For(f); k && f32;
+       k = kernels::ConvNhwcBf16For(f)) {
+    CheckBf16ConvVariant(f32, k);
+    ++variants;
+    if (!f.amx) break;
+    f.amx = false;
+  }
+  if (variants == 0) MESSAGE("no AVX-512 BF16 on this CPU: bf16 kernels not tested");
+}
+
 // bf16 mode, depthwise: the fp32 kernels, y rounded to bf16 per output row
 // when the session stores it so (after the epilogue and any activation run
 // after it): the fp32-stored outputs rounded once, bit for bit, at 1 and 2
@@ -301,7 +313,7 @@ TEST_CASE("kernels bf16: depthwise Conv writes bf16 y as its fp32 outputs rounde
   const kernels::ConvNhwcBf16Kernels* bf16 = kernels::ConvNhwcBf16For(f);
   const kernels::ConvNhwcF32Kernels* f32 = kernels::ConvNhwcF32For(f);
   if (!bf16 || !f32) {
-    MESSAGE("no AMX-BF16 on this CPU: bf16 depthwise output not tested");
+    MESSAGE("no AVX-512 BF16 on this CPU: bf16 depthwise output not tested");
     return;
   }
   std::mt19937 rng(53);

@@ -56,10 +56,11 @@ typedef enum qfold_dtype {
 /* Arithmetic of a session's float convolutions (qfold_session_options.precision).
  * Values match qfold::SessionOptions::Precision. */
 typedef enum qfold_precision {
-  QFOLD_PRECISION_FLOAT32 = 0, /* fp32 throughout (the default) */
+  QFOLD_PRECISION_FLOAT32 = 0,  /* fp32 throughout (the default) */
   QFOLD_PRECISION_BFLOAT16 = 1, /* opt-in: channels-last float convolutions multiply
-                                   bfloat16-rounded values on AMX-BF16, summing in fp32;
-                                   changes nothing on CPUs without AMX-BF16 */
+                                   bfloat16-rounded values on AMX-BF16 or AVX-512 BF16
+                                   (vdpbf16ps), summing in fp32; changes nothing on CPUs
+                                   without AVX-512 BF16 */
   QFOLD_PRECISION_FLOAT16 = 2   /* opt-in (Armv8.2 FEAT_FP16): channels-last float
                                    convolutions and Gemm/MatMul with a constant B multiply
                                    half-rounded values with NEON fp16 arithmetic, short runs
@@ -104,7 +105,8 @@ typedef struct qfold_session_options {
   const qfold_state_binding* state_bindings;
   /* A qfold_precision value (int32_t keeps the struct's layout independent of the
    * enum's size); other values fail qfold_session_create. qfold_session_kernels
-   * lists conv_nhwc_bf16 when bfloat16 is in use, conv_nhwc_fp16/gemm_fp16 for float16. Default: QFOLD_PRECISION_FLOAT32. */
+   * lists conv_nhwc_bf16 when bfloat16 is in use, conv_nhwc_fp16/gemm_fp16 for float16. Default:
+   * QFOLD_PRECISION_FLOAT32. */
   int32_t precision;
   /* Upper bound on the bytes the session allocates (activation arena with kernel
    * scratch, values computed at plan time, dynamic-mode buffers). A plan that

@@ -86,10 +86,11 @@ struct SessionOptions {
   // Arithmetic of float models' convolutions. kFloat32 (the default): fp32
   // throughout. kBfloat16 (opt-in reduced precision): channels-last float
   // convolutions round their activations and weights to bfloat16 (to nearest
-  // even) and multiply them on the CPU's AMX-BF16 units, summing in fp32;
+  // even) and multiply them on the CPU's AMX-BF16 units or with AVX-512 BF16
+  // (vdpbf16ps), summing in fp32;
   // Activations that such convolutions alone produce and read are stored as
   // bfloat16 between them (Session::bf16_activations()); graph inputs and
-  // outputs stay float32. On a CPU without AMX-BF16 it changes nothing.
+  // outputs stay float32. On a CPU without AVX-512 BF16 it changes nothing.
   // Session::kernels() lists conv_nhwc_bf16 when it is in use. kFloat16
   // (opt-in, Armv8.2 FEAT_FP16): channels-last float convolutions and Gemm/
   // MatMul with a constant 2-D B round their operands to IEEE half (to

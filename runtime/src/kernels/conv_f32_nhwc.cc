@@ -25,8 +25,11 @@ extern const ConvNhwcF32Kernels kConvNhwcF32Avx512F;
 #if defined(__aarch64__)
 extern const ConvNhwcF32Kernels kConvNhwcF32Neon;
 #endif
+// QFOLD_HAVE_AMX: a real (not emulated) x86 build, which compiles both the
+// AMX and the AVX-512 BF16 files.
 #if defined(QFOLD_HAVE_AMX)
 extern const ConvNhwcBf16Kernels kConvNhwcBf16Amx;
+extern const ConvNhwcBf16Kernels kConvNhwcBf16Avx512;
 #endif
 
 namespace {
@@ -643,8 +646,7 @@ void RunDepthwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
 constexpr int64_t kBf16Mr = 32, kBf16Nr = 32;
 
 ThreadPool* Bf16Pool(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
-  // The matrix units do about 8x the fp32 kernels' work per cycle.
-  return PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * s.m * s.kh * s.kw * s.cg / 8);
+  return PoolForWork(c.pool, 2 * c.n * c.oh * c.ow * s.m * s.kh * s.kw * s.cg / s.bf16->speedup);
 }
 
 // The activation that runs after the bf16 kernels' epilogue, or null: a
@@ -1158,7 +1160,10 @@ const ConvNhwcF32Kernels* ConvNhwcF32For(const CpuFeatures& f, const char** vari
 const ConvNhwcBf16Kernels* ConvNhwcBf16For(const CpuFeatures& f, const char** variant) {
   const ConvNhwcBf16Kernels* k = nullptr;
 #if defined(QFOLD_HAVE_AMX)
-  if (f.amx && f.amx_bf16 && f.avx512bf16 && f.avx512_core()) k = &kConvNhwcBf16Amx;
+  if (f.amx && f.amx_bf16 && f.avx512bf16 && f.avx512_core())
+    k = &kConvNhwcBf16Amx;
+  else if (f.avx512bf16 && f.avx512_core())
+    k = &kConvNhwcBf16Avx512;
 #endif
   (void)f;
   if (variant) *variant = k ? k->name : nullptr;

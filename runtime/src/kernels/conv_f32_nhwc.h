@@ -224,7 +224,7 @@ struct Im2colBf16Args {
   uint16_t* out = nullptr;
 };
 struct ConvNhwcBf16Kernels {
-  const char* name;  // the features it needs ("amx_bf16")
+  const char* name;  // the features it needs ("amx_bf16", "avx512bf16")
   // x [pixels][c] fp32 -> out [pixels][kc] bf16 (rounded to nearest even; zeros past c).
   void (*convert)(const float* x, int64_t pixels, int64_t c, uint16_t* out, int64_t kc);
   // n values, nothing past them written.
@@ -243,8 +243,12 @@ struct ConvNhwcBf16Kernels {
   // none), as IgemmS8Kernel's (igemm_s8.h): the AMX tile configuration.
   void (*begin)() = nullptr;
   void (*end)() = nullptr;
+  // About how many times the fp32 kernels' multiply-adds a cycle these
+  // kernels do: a call's work, divided by it, decides whether threads pay.
+  int64_t speedup = 1;
 };
-// The bf16 variant `f` allows, or nullptr (then convolutions stay fp32).
+// The bf16 variant `f` allows (AMX-BF16, else AVX-512 BF16), or nullptr (then
+// convolutions stay fp32).
 const ConvNhwcBf16Kernels* ConvNhwcBf16For(const CpuFeatures& f, const char** variant = nullptr);
 // bf16 as the kernels round it (to nearest even; NaN stays NaN), and back.
 uint16_t Bf16FromFloat(float v);
