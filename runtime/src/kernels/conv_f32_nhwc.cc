@@ -713,6 +713,8 @@ void SetBf16Panel(const ConvNhwcF32State& s, const ConvNhwcF32Call& c, int64_t p
   const int64_t col0 = pn * kBf16Nr;
   a->w = s.wb.data() + pn * panel_values;
   a->cols = std::min<int64_t>(kBf16Nr, s.m - col0);
+  a->next_w = col0 + kBf16Nr < s.m ? a->w + panel_values : nullptr;
+  a->next_values = panel_values;
   a->bias = c.bias ? c.bias + col0 : nullptr;
   a->residual = c.residual ? c.residual + at + col0 : nullptr;
   a->residual_bf16 = c.residual_bf16 ? c.residual_bf16 + at + col0 : nullptr;

@@ -179,6 +179,10 @@ struct Bf16Output {
   // rounded as vmath's hardswish rounds it; else nothing.
   bool hswish = false, hswish_affine = false;
   float hswish_scale = 1.f, hswish_shift = 0.f;
+  // The next call's weights (the next panel), `next_values` bf16 values to
+  // fetch into L2 while this call runs, or null.
+  const uint16_t* next_w = nullptr;
+  int64_t next_values = 0;
 };
 
 // bf16 reduced precision (SessionOptions::precision), taps through pointers

@@ -26,11 +26,29 @@ namespace {
 // acc[r][v] += sum over `pairs` channel pairs q of row r's pair q times the
 // weights' pair row q (w: [pairs][32][2], vector v its columns 16v..16v+15);
 // row r's pairs start at row(r) (bytes).
+// One line of the next panel's weights is requested per k pair (`fetch`)
+// until all are.
+struct NextPanel {
+  const char* at = nullptr;
+  const char* end = nullptr;
+  explicit NextPanel(const Bf16Output& a)
+      : at(reinterpret_cast<const char*>(a.next_w)),
+        end(a.next_w ? at + 2 * a.next_values : nullptr) {}
+  void fetch() {
+    if (at < end) {
+      _mm_prefetch(at, _MM_HINT_T1);
+      at += 64;
+    }
+  }
+};
+
 template <int R, int NB, class RowAt>
-inline void DotPairs(__m512 (&acc)[R][NB], RowAt row, const uint16_t* w, int64_t pairs) {
+inline void DotPairs(__m512 (&acc)[R][NB], RowAt row, const uint16_t* w, int64_t pairs,
+                     NextPanel* next) {
   const uint8_t* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = row(r);
   for (int64_t q = 0; q < pairs; ++q, w += 64) {
+    next->fetch();
     __m512bh wv[NB];
     for (int v = 0; v < NB; ++v) wv[v] = (__m512bh)_mm512_loadu_si512(w + 32 * v);
 #pragma GCC unroll 16
@@ -61,6 +79,7 @@ void IgemmRows(const IgemmBf16Args& a) {
   __m512 bias[NB];
   __mmask16 mask[NB];
   LoadPanelBias<NB>(a, bias, mask);
+  NextPanel next(a);
   for (int64_t t = 0; t * kMr < a.rows; ++t)
     for (int64_t g = 0; g < kMr && t * kMr + g < a.rows; g += R) {
       __m512 acc[R][NB];
@@ -69,7 +88,7 @@ void IgemmRows(const IgemmBf16Args& a) {
       for (int64_t tap = 0; tap < a.taps; ++tap, ind += kMr)
         DotPairs(
             acc, [&](int r) { return reinterpret_cast<const uint8_t*>(ind[r]); },
-            a.w + tap * tap_values, pairs);
+            a.w + tap * tap_values, pairs, &next);
       const int64_t first = t * kMr + g;
       const int64_t n = a.rows - first < R ? a.rows - first : R;
       for (int64_t r = 0; r < n; ++r)
@@ -89,6 +108,7 @@ void PlaneRows(const PlaneBf16Args& a) {
   __m512 bias[NB];
   __mmask16 mask[NB];
   LoadPanelBias<NB>(a, bias, mask);
+  NextPanel next(a);
   const uint8_t* rows[R];
   int64_t at[R];
   int n = 0;
@@ -98,7 +118,8 @@ void PlaneRows(const PlaneBf16Args& a) {
     InitSums(acc, bias);
     for (int64_t ky = 0; ky < a.kh; ++ky)
       DotPairs(
-          acc, [&](int r) { return rows[r] + ky * row_bytes; }, a.w + ky * row_values, pairs);
+          acc, [&](int r) { return rows[r] + ky * row_bytes; }, a.w + ky * row_values, pairs,
+          &next);
     for (int r = 0; r < n; ++r) StoreSums<NB, kEpi, kOut16>(a, acc[r], at[r], mask);
     n = 0;
   };
