@@ -911,6 +911,7 @@ void RunBf16Im2col(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         a.v1 = count;
         a.kh = 1;
         a.kc = s.kc;
+        a.kv = s.kh * s.kw * s.cg;
         SetBf16Panel(s, c, pn, panel_size, yb + q0 * s.m, yblock, 0, &a);
         k.plane(a);
       }
@@ -970,6 +971,7 @@ void RunBf16Pointwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         a.oh = 1;
         a.kh = 1;
         a.kc = s.kc;
+        a.kv = s.cg;
         // Pixels q0 + from .. q0 + to, whose rows start at `rows`.
         auto run = [&](const uint16_t* rows, int64_t from, int64_t to) {
           if (to <= from) return;
@@ -1030,6 +1032,7 @@ void RunBf16Plane(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         a.v1 = v1;
         a.kh = s.kh;
         a.kc = s.kc;
+        a.kv = s.kw * s.cg;
         a.p0 = q0;
         SetBf16Panel(s, c, pn, panel_size, yb + q0 * s.m, yblock, 0, &a);
         k.plane(a);
@@ -1120,6 +1123,7 @@ void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           a.rows = q1 - q0;
           a.taps = taps;
           a.kc = kc;
+          a.kv = s.cg;
           const int64_t col0 = g * mg + pn * kBf16Nr;
           a.w = s.wb.data() + (g * panels + pn) * panel_size;
           a.cols = std::min<int64_t>(kBf16Nr, mg - pn * kBf16Nr);

@@ -195,6 +195,9 @@ struct Bf16Output {
 struct IgemmBf16Args : Bf16Output {
   const uint16_t* const* a = nullptr;
   int64_t rows = 0, taps = 0, kc = 0;
+  // The values of a row before its zero padding (kv <= kc; 0: kc): a kernel
+  // that can may skip the rest, whose weights are zero.
+  int64_t kv = 0;
 };
 // bf16 mode, a convolution without groups or dilation across the width on
 // a zero-padded bf16 plane [ph][pw][c] of one image: output pixel (oy, ox)
@@ -217,6 +220,10 @@ struct PlaneBf16Args : Bf16Output {
   int64_t vw = 0, oh = 0, ow = 0, v0 = 0, v1 = 0;
   int64_t kh = 0, kc = 0;
   int64_t p0 = 0;
+  // As IgemmBf16Args::kv: the values of a kernel row (kw * c) or an im2col
+  // row; a kernel that skips the rest also skips the next pixels' values a
+  // kernel row's last block would read.
+  int64_t kv = 0;
 };
 // `count` output pixels' windows from a bf16 plane (as PlaneBf16Args'), the
 // first at (oy, ox), rows of ow pixels: out[i * kc ...] = the kh kernel rows'

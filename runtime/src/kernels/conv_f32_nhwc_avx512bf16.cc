@@ -67,15 +67,25 @@ inline void InitSums(__m512 (&acc)[R][NB], const __m512* bias) {
     for (int v = 0; v < NB; ++v) acc[r][v] = bias[v];
 }
 
+// The k pairs a row takes: those holding a value before the padding (a
+// 16-channel 1x1 convolution's rows are padded to 32 for the AMX tiles).
+template <class Args>
+inline int64_t Pairs(const Args& a) {
+  return a.kv > 0 && a.kv < a.kc ? (a.kv + 1) / 2 : a.kc / 2;
+}
+
 // Rows per group: 8 x 2 vectors or 16 x 1 (16 accumulators either way).
 template <int NB>
 constexpr int kRows = NB == 2 ? 8 : 16;
 
+// Both kernels work on a local copy of their arguments: y's stores could
+// alias the caller's struct, so its fields were reloaded for every row.
 template <int NB, int kEpi, bool kOut16>
-void IgemmRows(const IgemmBf16Args& a) {
+void IgemmRows(const IgemmBf16Args& args) {
+  const IgemmBf16Args a = args;
   constexpr int64_t kMr = 32;
   constexpr int R = kRows<NB>;
-  const int64_t pairs = a.kc / 2, tap_values = a.kc * 32;
+  const int64_t pairs = Pairs(a), tap_values = a.kc * 32;
   __m512 bias[NB];
   __mmask16 mask[NB];
   LoadPanelBias<NB>(a, bias, mask);
@@ -102,9 +112,10 @@ void IgemmRows(const IgemmBf16Args& a) {
 // row, and a strided output's rows rounded up to 16: a 7x7 output at stride 2
 // filled 7 of 16 positions a row).
 template <int NB, int kEpi, bool kOut16>
-void PlaneRows(const PlaneBf16Args& a) {
+void PlaneRows(const PlaneBf16Args& args) {
+  const PlaneBf16Args a = args;
   constexpr int R = kRows<NB>;
-  const int64_t pairs = a.kc / 2, row_values = a.kc * 32, row_bytes = 2 * a.kernel_row;
+  const int64_t pairs = Pairs(a), row_values = a.kc * 32, row_bytes = 2 * a.kernel_row;
   __m512 bias[NB];
   __mmask16 mask[NB];
   LoadPanelBias<NB>(a, bias, mask);
