@@ -122,8 +122,11 @@ void RowVectors(const GemmF32Args& a, const float* lp, const float* rp, int64_t 
   const int64_t pstride = a.k * kNr;  // from one panel to the next
   __m512 acc[NV];
   for (int i = 0; i < NV; ++i) acc[i] = _mm512_setzero_ps();
+  // Unrolled explicitly: GCC left the loop of 18 vectors rolled, with
+  // the sums on the stack (a 9216 x 4096 Gemm at 1 thread: 13.5 -> 3.5 ms).
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 l = _mm512_set1_ps(lp[k * kMr]);
+#pragma GCC unroll 18
     for (int i = 0; i < NV; ++i)
       acc[i] = _mm512_fmadd_ps(l, _mm512_loadu_ps(rp + i / kV * pstride + k * kNr + i % kV * 16),
                                acc[i]);
