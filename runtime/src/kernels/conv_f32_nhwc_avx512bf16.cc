@@ -101,8 +101,9 @@ void IgemmRows(const IgemmBf16Args& args) {
             a.w + tap * tap_values, pairs, &next);
       const int64_t first = t * kMr + g;
       const int64_t n = a.rows - first < R ? a.rows - first : R;
-      for (int64_t r = 0; r < n; ++r)
-        StoreSums<NB, kEpi, kOut16>(a, acc[r], (first + r) * a.ldy, mask);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+        if (r < n) StoreSums<NB, kEpi, kOut16>(a, acc[r], (first + r) * a.ldy, mask);
     }
 }
 
@@ -131,7 +132,11 @@ void PlaneRows(const PlaneBf16Args& args) {
       DotPairs(
           acc, [&](int r) { return rows[r] + ky * row_bytes; }, a.w + ky * row_values, pairs,
           &next);
-    for (int r = 0; r < n; ++r) StoreSums<NB, kEpi, kOut16>(a, acc[r], at[r], mask);
+      // Unrolled with a constant row index: a loop to n indexed the sums at
+      // run time, so they went through the stack.
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+      if (r < n) StoreSums<NB, kEpi, kOut16>(a, acc[r], at[r], mask);
     n = 0;
   };
   int64_t oy = a.v0 / a.vw, ox = a.v0 % a.vw;
