@@ -1224,7 +1224,8 @@ std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tens
   // a row, 697 against 1612 in bf16), so windows of 16 to 64 values go to
   // im2col rows instead.
   const bool rows = group == 1 && taps > 1 && dilation_w == 1;
-  const bool im2col = rows && s->kw * s->cg < 16 && taps * s->cg >= 16 && taps * s->cg <= 64;
+  const bool im2col = rows && s->kw * s->cg < 16 && taps * s->cg >= 16 && taps * s->cg <= 64 &&
+                      bf16 && mg >= bf16->im2col_min_m;
   const bool pays = s->cg >= 16 || (rows && s->kw * s->cg >= 16) || im2col;
   if (bf16 && pays && (group == 1 || s->cg >= 16)) {
     // [panel][tap][value pair][32 outputs][2], zeros past the values and m;

@@ -257,6 +257,9 @@ struct ConvNhwcBf16Kernels {
   // About how many times the fp32 kernels' multiply-adds a cycle these
   // kernels do: a call's work, divided by it, decides whether threads pay.
   int64_t speedup = 1;
+  // im2col rows (RGB stems) from this many output channels (per group) on;
+  // fewer stay fp32, whose stem runs were faster there.
+  int64_t im2col_min_m = 0;
 };
 // The bf16 variant `f` allows (AMX-BF16, else AVX-512 BF16), or nullptr (then
 // convolutions stay fp32).
