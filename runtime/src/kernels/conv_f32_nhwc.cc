@@ -834,6 +834,22 @@ struct Bf16Regions {
   }
 };
 
+// Panel chunks per block of the pointwise and kernel-row forms: with fewer
+// than 4 blocks a thread, the threads also split a block's panels (ResNet-50's
+// 7x7 stage has 2 blocks, so both threads streamed all 4.7 MB of a
+// convolution's weights, and 7 blocks of a 14x14 layer left one thread 4 of
+// them). Not with an activation after the epilogue, which runs on a block's
+// outputs once all its panels are done, nor when x is larger than the
+// weights: each thread then reads all of x (DenseNet-121's 1x1s from 1024
+// channels at 14x14, 2 threads: 1.09x the time). Work unit u: chunk u /
+// units, block u % units, so each thread's range covers few chunks.
+int64_t Bf16PanelChunks(const ConvNhwcF32Call& c, ThreadPool* pool, int64_t units, int64_t panels,
+                        int64_t weight_values, int64_t x_values) {
+  const int64_t threads = NumThreads(pool);
+  if (threads == 1 || Bf16Post(c) || units >= 4 * threads || weight_values <= x_values) return 1;
+  return std::min(panels, (4 * threads + units - 1) / units);
+}
+
 // x into the kernel-row forms' bf16 plane (`values` in all: every image's
 // plane, then zeros).
 void FillPlaneBf16(const ConvNhwcBf16Kernels& k, const ConvNhwcF32Call& c, const Bf16Plane& pl,
@@ -949,12 +965,17 @@ void RunBf16Pointwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   }
   const uint16_t* const x = in_place ? c.x_bf16 : copy;
   const int64_t image = in_place ? pixels * s.kc : padded * s.kc;
+  const int64_t units = c.n * blocks;
+  const int64_t chunks =
+      Bf16PanelChunks(c, pool, units, panels, panels * panel_size, c.n * pixels * s.kc);
   auto work = [&](int64_t begin, int64_t end, int slot) {
     const Bf16Scratch::Parts parts = bs.At(slices, slot);
     float* const yblock = parts.block;
     uint16_t* const tail = parts.rows;
     if (k.begin) k.begin();
-    for (int64_t u = begin; u < end; ++u) {
+    for (int64_t w = begin; w < end; ++w) {
+      const int64_t u = w % units, chunk = w / units;
+      const int64_t pn0 = panels * chunk / chunks, pn1 = panels * (chunk + 1) / chunks;
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
       const int64_t q0 = t0 * kBf16Mr, q1 = std::min(pixels, t1 * kBf16Mr);
       // In place, a partial last tile would read past x: its rows are copied.
@@ -965,7 +986,7 @@ void RunBf16Pointwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         std::fill(tail + (q1 - q0 - direct) * s.kc, tail + kBf16Mr * s.kc, uint16_t(0));
       }
       const int64_t yb = b * pixels * s.m;
-      for (int64_t pn = 0; pn < panels; ++pn) {
+      for (int64_t pn = pn0; pn < pn1; ++pn) {
         PlaneBf16Args a;
         a.pixel_step = s.kc;
         a.oh = 1;
@@ -989,7 +1010,7 @@ void RunBf16Pointwise(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
     }
     if (k.end) k.end();
   };
-  ParallelFor(pool, c.n * blocks, work);
+  ParallelFor(pool, units * chunks, work);
 }
 
 // The kernel-row form: x copied once into the zero-padded bf16 plane, then
@@ -1012,14 +1033,19 @@ void RunBf16Plane(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
     const int64_t oy = v / pl.vw, ox = v % pl.vw;
     return std::min(pixels, ox < c.ow ? oy * c.ow + ox : (oy + 1) * c.ow);
   };
+  const int64_t units = c.n * blocks;
+  const int64_t chunks =
+      Bf16PanelChunks(c, pool, units, panels, panels * panel_size, c.n * pl.image);
   auto work = [&](int64_t begin, int64_t end, int slot) {
     float* const yblock = bs.At(slices, slot).block;
     if (k.begin) k.begin();
-    for (int64_t u = begin; u < end; ++u) {
+    for (int64_t w = begin; w < end; ++w) {
+      const int64_t u = w % units, chunk = w / units;
+      const int64_t pn0 = panels * chunk / chunks, pn1 = panels * (chunk + 1) / chunks;
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(pl.tiles, t0 + block);
       const int64_t v0 = t0 * kBf16Mr, v1 = std::min(positions, t1 * kBf16Mr);
       const int64_t q0 = pixel_at(v0), q1 = pixel_at(v1), yb = b * pixels * s.m;
-      for (int64_t pn = 0; pn < panels; ++pn) {
+      for (int64_t pn = pn0; pn < pn1; ++pn) {
         PlaneBf16Args a;
         a.x = plane + b * pl.image;
         a.pixel_step = c.sw * c.c;
@@ -1041,7 +1067,7 @@ void RunBf16Plane(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
     }
     if (k.end) k.end();
   };
-  ParallelFor(pool, c.n * blocks, work);
+  ParallelFor(pool, units * chunks, work);
 }
 
 void RunBf16(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
