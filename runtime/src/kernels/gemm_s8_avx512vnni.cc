@@ -147,8 +147,10 @@ inline void StoreRow(const GemmS8Args& a, const PanelTerms& t, int64_t row, __m5
 // fully connected layer): the weights are read once and nothing else, so
 // the product is bound by memory; kPanels streams keep more of them in
 // flight than one panel's loop, which also had only two accumulator chains
-// (VGG-19's 103M-weight layer ran at 6 GB/s).
-constexpr int64_t kRowPrefetch = 1024;  // bytes ahead in each panel's stream
+// (VGG-19's 103M-weight layer ran at 6 GB/s). The hardware prefetchers
+// follow the 8 streams: software prefetches 1 KiB or 4 KiB ahead made the
+// layers slower (Zen 5, 1 thread: AlexNet's three 1.31 -> 1.54 ms, ZFNet's
+// fc6 2.08 -> 2.29 / 2.45 ms).
 
 template <int kRowPanels>
 void OneRowPanels(const GemmS8Args& a, int64_t jp) {
@@ -166,8 +168,6 @@ void OneRowPanels(const GemmS8Args& a, int64_t jp) {
     const __m512i lb = _mm512_set1_epi32(l);
     const int64_t at = q * 4 * kNr;
     for (int p = 0; p < kRowPanels; ++p) {
-      _mm_prefetch(reinterpret_cast<const char*>(rp[p] + at + kRowPrefetch), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(rp[p] + at + kRowPrefetch + 64), _MM_HINT_T0);
       acc[p][0] = _mm512_dpbusd_epi32(acc[p][0], lb, _mm512_loadu_si512(rp[p] + at));
       acc[p][1] = _mm512_dpbusd_epi32(acc[p][1], lb, _mm512_loadu_si512(rp[p] + at + 64));
     }
