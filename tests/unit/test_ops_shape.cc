@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/attr.h"
 #include "op_harness.h"
 
 namespace qfold {
@@ -74,6 +75,22 @@ AttrMap Int(const std::string& name, int64_t v) {
 }
 
 // ---------------- Reshape / Flatten / Squeeze / Unsqueeze ----------------
+
+// A float attribute read as an integer (a malformed file's, say): out of
+// int64's range it saturates instead of converting (undefined; found by
+// fuzz_capi), NaN gives the default.
+TEST_CASE("attrs: float attributes read as integers") {
+  AttrMap m;
+  m.SetFloat("big", 3e38f);
+  m.SetFloat("small", -3e38f);
+  m.SetFloat("nan", std::numeric_limits<float>::quiet_NaN());
+  m.SetFloat("two", 2.75f);
+  CHECK(m.GetInt("big", 7) == std::numeric_limits<int64_t>::max());
+  CHECK(m.GetInt("small", 7) == std::numeric_limits<int64_t>::min());
+  CHECK(m.GetInt("nan", 7) == 7);
+  CHECK(m.GetInt("two", 7) == 2);
+  CHECK(m.GetInt("absent", 7) == 7);
+}
 
 TEST_CASE("shape: Reshape") {
   auto r = RunOp("Reshape", {F32({2, 3, 4}, Iota(24)), I64({3}, {4, 0, -1})});

@@ -1,6 +1,8 @@
 #include "core/attr.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace qfold {
 
@@ -67,7 +69,13 @@ const Attr* AttrMap::Find(const std::string& name) const {
 int64_t AttrMap::GetInt(const std::string& name, int64_t dflt) const {
   const Attr* a = Find(name);
   if (!a) return dflt;
-  return a->kind == Attr::kFloat ? int64_t(a->f) : a->i;
+  if (a->kind != Attr::kFloat) return a->i;
+  // A float out of int64's range (a malformed file) saturates; converting it
+  // would be undefined. NaN gives the default.
+  if (std::isnan(a->f)) return dflt;
+  if (a->f >= 9.2233720368547758e18f) return std::numeric_limits<int64_t>::max();
+  if (a->f <= -9.2233720368547758e18f) return std::numeric_limits<int64_t>::min();
+  return int64_t(a->f);
 }
 float AttrMap::GetFloat(const std::string& name, float dflt) const {
   const Attr* a = Find(name);
