@@ -23,9 +23,6 @@ namespace qfold {
 namespace kernels {
 namespace {
 
-// acc[r][v] += sum over `pairs` channel pairs q of row r's pair q times the
-// weights' pair row q (w: [pairs][32][2], vector v its columns 16v..16v+15);
-// row r's pairs start at row(r) (bytes).
 // One line of the next panel's weights is requested per k pair (`fetch`)
 // until all are.
 struct NextPanel {
@@ -42,6 +39,9 @@ struct NextPanel {
   }
 };
 
+// acc[r][v] += sum over `pairs` channel pairs q of row r's pair q times the
+// weights' pair row q (w: [pairs][32][2], vector v its columns 16v..16v+15);
+// row r's pairs start at row(r) (bytes).
 template <int R, int NB, class RowAt>
 inline void DotPairs(__m512 (&acc)[R][NB], RowAt row, const uint16_t* w, int64_t pairs,
                      NextPanel* next) {
@@ -124,6 +124,8 @@ void PlaneRows(const PlaneBf16Args& args) {
   const uint8_t* rows[R];
   int64_t at[R];
   int n = 0;
+  // The epilogue loops run over all R rows with constant indices (a loop to
+  // n indexed the sums at run time, so they went through the stack).
   auto run = [&] {
     for (int r = n; r < R; ++r) rows[r] = rows[0];  // computed, not stored
     __m512 acc[R][NB];
@@ -132,8 +134,6 @@ void PlaneRows(const PlaneBf16Args& args) {
       DotPairs(
           acc, [&](int r) { return rows[r] + ky * row_bytes; }, a.w + ky * row_values, pairs,
           &next);
-      // Unrolled with a constant row index: a loop to n indexed the sums at
-      // run time, so they went through the stack.
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
       if (r < n) StoreSums<NB, kEpi, kOut16>(a, acc[r], at[r], mask);
