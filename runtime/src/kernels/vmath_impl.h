@@ -421,38 +421,67 @@ struct Kernels {
   // i - before .. i + after in order; where they leave the row they read
   // zeros, which add exactly nothing (fma(0, 0, s) = s for the s >= 0 of a
   // sum of squares), so the bits are lrn's. Interior vectors load the row
-  // in place; the vectors at its ends go through a zero-padded copy.
+  // in place; the vectors at its ends go through a zero-padded copy. Four
+  // vectors (of one row or the next) side by side: one vector's window sum
+  // and square roots are a chain of latencies (ZFNet's 96-channel LRN at
+  // 110x110: 0.66 -> 0.55 ms on Zen 5).
   static void LrnChannelsLast(const float* x, float* y, int64_t rows, int64_t c, int64_t before,
                               int64_t after, float bias, float scale, float nbeta) {
     using F = typename V::F;
+    constexpr int kU = 4;
+    constexpr int64_t kSpan = V::kLanes + 2 * kLrnMaxChannelsLastSize;
     const LrnFinish one(bias, scale, nbeta);
-    const int64_t taps = before + after + 1;
-    float edge[V::kLanes + 2 * kLrnMaxChannelsLastSize];
-    for (int64_t r = 0; r < rows; ++r, x += c, y += c)
-      for (int64_t i = 0; i < c; i += V::kLanes) {
-        const bool inside = i >= before && i + V::kLanes + after <= c;
-        const float* win = x + i - before;  // lane 0's first window position
-        if (!inside) {
-          for (int64_t j = 0; j < V::kLanes + taps - 1; ++j) {
-            const int64_t at = i - before + j;
-            edge[j] = at >= 0 && at < c ? x[at] : 0.f;
-          }
-          win = edge;
+    const int64_t taps = before + after + 1, span = V::kLanes + taps - 1;
+    const int64_t vectors = (c + V::kLanes - 1) / V::kLanes;
+    float edge[kU][kSpan];
+    float out_buf[V::kLanes];
+    int64_t r = 0, i = 0;  // the next vector: row r, channels from i
+    for (int64_t left = rows * vectors; left > 0; left -= kU) {
+      const int nu = left < kU ? int(left) : kU;
+      const float* win[kU];
+      float* dst[kU];
+      int64_t len[kU];
+      for (int u = 0; u < kU; ++u) {
+        if (u >= nu) {  // a spare lane of the group reads zeros, stores nothing
+          std::fill(edge[u], edge[u] + span, 0.f);
+          win[u] = edge[u];
+          dst[u] = nullptr;
+          len[u] = 0;
+          continue;
         }
-        F s = V::Set(0.f);
-        for (int64_t t = 0; t < taps; ++t) {
-          const F v = V::Load(win + t);
-          s = V::Fma(v, v, s);
-        }
-        const F out = one(s, V::Load(win + before));
-        if (i + V::kLanes <= c) {
-          V::Store(y + i, out);
+        const float* row = x + r * c;
+        const int64_t first = i - before;
+        if (first >= 0 && i + V::kLanes + after <= c) {
+          win[u] = row + first;
         } else {
-          float buf[V::kLanes];
-          V::Store(buf, out);
-          std::copy(buf, buf + (c - i), y + i);
+          // Zeros, then the part of the row the window span covers.
+          const int64_t lo = std::max<int64_t>(first, 0), hi = std::min(first + span, c);
+          std::fill(edge[u], edge[u] + span, 0.f);
+          std::copy(row + lo, row + hi, edge[u] + (lo - first));
+          win[u] = edge[u];
+        }
+        dst[u] = y + r * c + i;
+        len[u] = std::min<int64_t>(V::kLanes, c - i);
+        i += V::kLanes;
+        if (i >= c) i = 0, ++r;
+      }
+      F s[kU];
+      for (int u = 0; u < kU; ++u) s[u] = V::Set(0.f);
+      for (int64_t t = 0; t < taps; ++t)
+        for (int u = 0; u < kU; ++u) {
+          const F v = V::Load(win[u] + t);
+          s[u] = V::Fma(v, v, s[u]);
+        }
+      for (int u = 0; u < nu; ++u) {
+        const F out = one(s[u], V::Load(win[u] + before));
+        if (len[u] == V::kLanes) {
+          V::Store(dst[u], out);
+        } else {
+          V::Store(out_buf, out);
+          std::copy(out_buf, out_buf + len[u], dst[u]);
         }
       }
+    }
   }
   // exp(x - shift), and the sum of the results: Softmax's numerator.
   static float ExpShiftSum(const float* x, float* y, int64_t n, float shift) {
