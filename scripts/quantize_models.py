@@ -358,6 +358,21 @@ def _conv_resize_conv(rng):
     return nodes, [_vi("x", [1, 4, 8, 8])], [w1, w2, scales], ["Conv", "Resize"], True
 
 
+def _conv_lrn_conv(rng, maxpool):
+    """Conv -> LRN [-> MaxPool] -> Conv, AlexNet's and ZFNet's pattern: quantize_static
+    leaves the LRN (and the MaxPool after it) float between the convolutions' Q/DQ."""
+    w1 = numpy_helper.from_array(_w(rng, (24, 4, 3, 3), 36), "w1")
+    w2 = numpy_helper.from_array(_w(rng, (8, 24, 1, 1), 24), "w2")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], kernel_shape=[3, 3], pads=[1] * 4),
+             helper.make_node("LRN", ["c1"], ["n" if maxpool else "p"], size=5, alpha=0.05,
+                              beta=0.75, bias=1.0)]
+    if maxpool:
+        nodes.append(helper.make_node("MaxPool", ["n"], ["p"], kernel_shape=[3, 3],
+                                      strides=[2, 2]))
+    nodes.append(helper.make_node("Conv", ["p", "w2"], ["y"], kernel_shape=[1, 1]))
+    return nodes, [_vi("x", [1, 4, 12, 12])], [w1, w2], ["Conv"], True
+
+
 # name -> builder(rng) returning (nodes, inputs, initializers, op types to quantize, has weights)
 OP_MODELS = {
     "conv3x3_bias": lambda r: _conv(r, "conv3x3_bias", 8, 16, 3),
@@ -384,6 +399,8 @@ OP_MODELS = {
     "convtranspose_k2s2": lambda r: _convtranspose(r, 2, 2, [0, 0, 0, 0]),
     "convtranspose_k3s2": lambda r: _convtranspose(r, 3, 2, [1, 1, 1, 1]),
     "conv_resize_conv": _conv_resize_conv,
+    "conv_lrn_conv": lambda r: _conv_lrn_conv(r, maxpool=False),
+    "conv_lrn_maxpool_conv": lambda r: _conv_lrn_conv(r, maxpool=True),
 }
 
 

@@ -214,6 +214,7 @@ class QdqFolder {
         {"AveragePool", 0, &QdqFolder::SelectPool, &QdqFolder::EmitPool},
         {"Concat", 0, &QdqFolder::SelectConcat, &QdqFolder::EmitConcat},
         {"Split", 0, &QdqFolder::SelectSplit, &QdqFolder::EmitSplit},
+        {"LRN", 0, &QdqFolder::SelectLrn, &QdqFolder::EmitLrn},
         {nullptr, kTraitMovesElements, &QdqFolder::SelectLayout, &QdqFolder::EmitLayout},
         {nullptr, kTraitUnaryLut, &QdqFolder::SelectLookupTable, &QdqFolder::EmitLookupTable},
     };
@@ -996,6 +997,59 @@ class QdqFolder {
     q.inputs = {m.dqx->input(0), m.xq.scale, ZeroPointName(m.xq, n.name + "_x"), m.yq.scale,
                 ZeroPointName(m.yq, n.name + "_y")};
     Replace(k, std::move(q), m.qk, m.yq);
+  }
+
+  // DQ -> LRN -> Q, or DQ -> LRN -> MaxPool -> Q (AlexNet, ZFNet: the
+  // quantizer leaves both float): QfQLinearLRN, then the MaxPool on its
+  // codes. Quantization is monotone, so the max of the quantized values is
+  // the quantized max, exactly (NaN aside: it quantizes to the zero point).
+  bool SelectLrn(size_t k, Group* m) {
+    const Node& n = g_.nodes[k];
+    m->dqx = DqOf(n.input(0), &m->xq);
+    if (!m->dqx) return false;
+    if (!m->xq.per_tensor()) return Fail("input is quantized per axis");
+    const std::string& out = n.outputs[0];
+    if (SoleQConsumer(out, &m->qk, &m->yq)) return true;
+    std::vector<size_t> cs = Consumers(out);
+    if (g_.IsGraphOutput(out) || cs.size() != 1) return false;
+    const Node& pool = g_.nodes[cs[0]];
+    if (pool.op_type != "MaxPool" || !pool.domain.empty() ||
+        (pool.outputs.size() > 1 && !pool.outputs[1].empty()))
+      return false;
+    why_.clear();  // the MaxPool's output decides now
+    if (!SoleQConsumer(pool.outputs[0], &m->qk, &m->yq)) return false;
+    m->act_k = cs[0];
+    return true;
+  }
+
+  void EmitLrn(size_t k, Group& m) {
+    const Node& n = g_.nodes[k];
+    Node q;
+    q.op_type = "QfQLinearLRN";
+    q.name = n.name;
+    q.attrs = n.attrs;
+    q.inputs = {m.dqx->input(0), m.xq.scale, ZeroPointName(m.xq, n.name + "_x"), m.yq.scale,
+                ZeroPointName(m.yq, n.name + "_y")};
+    if (m.act_k == SIZE_MAX) {
+      Replace(k, std::move(q), m.qk, m.yq);
+      return;
+    }
+    // The MaxPool moves the codes: it reads the new op's output and writes the Q's.
+    Node& pool = g_.nodes[m.act_k];
+    const std::string mid = g_.UniqueName(n.outputs[0] + "_q");
+    g_.values[mid].name = mid;
+    g_.values.erase(n.outputs[0]);
+    g_.values.erase(pool.outputs[0]);
+    q.outputs = {mid};
+    pool.inputs[0] = mid;
+    pool.outputs.resize(1);
+    pool.outputs[0] = g_.nodes[m.qk].outputs[0];
+    removed_.insert(m.qk);
+    g_.nodes[k] = std::move(q);
+    SetQuant(mid, m.yq, -1);
+    SetQuant(pool.outputs[0], m.yq, -1);
+    IndexNode(k);
+    IndexNode(m.act_k);
   }
 
   bool SelectConcat(size_t k, Group* m) {

@@ -367,8 +367,12 @@ struct Kernels {
     LrnFinish(float bias, float scale, float nbeta)
         : vb(V::Set(bias)), vs(V::Set(scale)), vn(V::Set(nbeta)), three_quarters(nbeta == -0.75f) {}
     typename V::F operator()(typename V::F s, typename V::F x) const {
+      return three_quarters ? Finish<true>(s, x) : Finish<false>(s, x);
+    }
+    template <bool kThreeQuarters>
+    typename V::F Finish(typename V::F s, typename V::F x) const {
       const typename V::F d = V::Fma(vs, s, vb);
-      if (three_quarters) {
+      if (kThreeQuarters) {
         const typename V::F t = V::Sqrt(d);
         return V::Div(x, V::Mul(t, V::Sqrt(t)));
       }
@@ -420,51 +424,44 @@ struct Kernels {
   // See VMathKernels::lrn_channels_last. Lane i sums window positions
   // i - before .. i + after in order; where they leave the row they read
   // zeros, which add exactly nothing (fma(0, 0, s) = s for the s >= 0 of a
-  // sum of squares), so the bits are lrn's. Interior vectors load the row
-  // in place; the vectors at its ends go through a zero-padded copy. Four
-  // vectors (of one row or the next) side by side: one vector's window sum
-  // and square roots are a chain of latencies (ZFNet's 96-channel LRN at
-  // 110x110: 0.66 -> 0.55 ms on Zen 5).
+  // sum of squares), so the bits are lrn's.
   static void LrnChannelsLast(const float* x, float* y, int64_t rows, int64_t c, int64_t before,
                               int64_t after, float bias, float scale, float nbeta) {
+    if (nbeta == -0.75f)
+      LrnRows<true>(x, y, rows, c, before, after, bias, scale, nbeta);
+    else
+      LrnRows<false>(x, y, rows, c, before, after, bias, scale, nbeta);
+  }
+  // Rows are copied, a chunk of them at a time, into lines with zeros in
+  // front and behind (a row wider than a chunk in several lines), and the
+  // windows read the lines: the vectors at a row's ends had gone through a
+  // copy made just before its loads, which then waited for the stores
+  // (ZFNet's 96-channel LRN at 110x110: 0.55 -> 0.33 ms on Zen 5). Four
+  // vectors side by side: one vector's window sum and square roots are a
+  // chain of latencies. The finishing form is a template argument, so its
+  // test stays out of the loop.
+  template <bool kThreeQuarters>
+  static void LrnRows(const float* x, float* y, int64_t rows, int64_t c, int64_t before,
+                      int64_t after, float bias, float scale, float nbeta) {
     using F = typename V::F;
     constexpr int kU = 4;
-    constexpr int64_t kSpan = V::kLanes + 2 * kLrnMaxChannelsLastSize;
+    constexpr int64_t kChunk = 4096;  // floats of lines per chunk: 16 KiB
     const LrnFinish one(bias, scale, nbeta);
-    const int64_t taps = before + after + 1, span = V::kLanes + taps - 1;
+    const int64_t taps = before + after + 1;
     const int64_t vectors = (c + V::kLanes - 1) / V::kLanes;
-    float edge[kU][kSpan];
+    // Vectors per line: a whole row where a chunk holds it.
+    const int64_t line_vectors = std::min(vectors, (kChunk - (taps - 1)) / V::kLanes);
+    alignas(64) float lines[kChunk];
+    alignas(64) float zeros[V::kLanes + 2 * kLrnMaxChannelsLastSize] = {};
     float out_buf[V::kLanes];
-    int64_t r = 0, i = 0;  // the next vector: row r, channels from i
-    for (int64_t left = rows * vectors; left > 0; left -= kU) {
-      const int nu = left < kU ? int(left) : kU;
-      const float* win[kU];
-      float* dst[kU];
-      int64_t len[kU];
-      for (int u = 0; u < kU; ++u) {
-        if (u >= nu) {  // a spare lane of the group reads zeros, stores nothing
-          std::fill(edge[u], edge[u] + span, 0.f);
-          win[u] = edge[u];
-          dst[u] = nullptr;
-          len[u] = 0;
-          continue;
-        }
-        const float* row = x + r * c;
-        const int64_t first = i - before;
-        if (first >= 0 && i + V::kLanes + after <= c) {
-          win[u] = row + first;
-        } else {
-          // Zeros, then the part of the row the window span covers.
-          const int64_t lo = std::max<int64_t>(first, 0), hi = std::min(first + span, c);
-          std::fill(edge[u], edge[u] + span, 0.f);
-          std::copy(row + lo, row + hi, edge[u] + (lo - first));
-          win[u] = edge[u];
-        }
-        dst[u] = y + r * c + i;
-        len[u] = std::min<int64_t>(V::kLanes, c - i);
-        i += V::kLanes;
-        if (i >= c) i = 0, ++r;
-      }
+    const float* win[kU];
+    float* dst[kU];
+    int64_t len[kU];
+    int nu = 0;
+    // The group's vectors: every lane computes (a spare one reads zeros and
+    // divides zeros), so the four chains overlap; the ones in use store.
+    auto flush = [&] {
+      for (int u = nu; u < kU; ++u) win[u] = zeros;
       F s[kU];
       for (int u = 0; u < kU; ++u) s[u] = V::Set(0.f);
       for (int64_t t = 0; t < taps; ++t)
@@ -472,15 +469,56 @@ struct Kernels {
           const F v = V::Load(win[u] + t);
           s[u] = V::Fma(v, v, s[u]);
         }
+      F out[kU];
+      for (int u = 0; u < kU; ++u)
+        out[u] = one.template Finish<kThreeQuarters>(s[u], V::Load(win[u] + before));
       for (int u = 0; u < nu; ++u) {
-        const F out = one(s[u], V::Load(win[u] + before));
         if (len[u] == V::kLanes) {
-          V::Store(dst[u], out);
+          V::Store(dst[u], out[u]);
         } else {
-          V::Store(out_buf, out);
+          V::Store(out_buf, out[u]);
           std::copy(out_buf, out_buf + len[u], dst[u]);
         }
       }
+      nu = 0;
+    };
+    // Line positions of the current chunk: its row, first channel and vectors.
+    struct Line {
+      int64_t row, i0, nv, at;
+    };
+    Line chunk[kChunk / V::kLanes + 1];
+    int64_t r = 0, i0 = 0;  // the next line: row r from channel i0
+    while (r < rows) {
+      int nl = 0;
+      int64_t used = 0;
+      // Copy lines while the chunk has room.
+      while (r < rows) {
+        const int64_t nv = std::min(line_vectors, vectors - i0 / V::kLanes);
+        const int64_t width = nv * V::kLanes + taps - 1;
+        if (used + width > kChunk) break;
+        const float* row = x + r * c;
+        const int64_t first = i0 - before;
+        const int64_t lo = std::max<int64_t>(first, 0), hi = std::min(first + width, c);
+        float* line = lines + used;
+        std::fill(line, line + (lo - first), 0.f);
+        std::copy(row + lo, row + hi, line + (lo - first));
+        std::fill(line + (hi - first), line + width, 0.f);
+        chunk[nl++] = {r, i0, nv, used};
+        used += width;
+        i0 += nv * V::kLanes;
+        if (i0 >= c) i0 = 0, ++r;
+      }
+      for (int l = 0; l < nl; ++l) {
+        const Line& ln = chunk[l];
+        for (int64_t v = 0; v < ln.nv; ++v) {
+          const int64_t i = ln.i0 + v * V::kLanes;
+          win[nu] = lines + ln.at + v * V::kLanes;
+          dst[nu] = y + ln.row * c + i;
+          len[nu] = std::min<int64_t>(V::kLanes, c - i);
+          if (++nu == kU) flush();
+        }
+      }
+      if (nu) flush();  // the chunk's lines are overwritten next
     }
   }
   // exp(x - shift), and the sum of the results: Softmax's numerator.

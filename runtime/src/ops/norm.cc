@@ -14,10 +14,13 @@
 #include "kernels/conv_f32_nhwc.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/kernel_config.h"
+#include "kernels/quant_s8.h"
 #include "kernels/rowops_f32.h"
+#include "kernels/scratch.h"
 #include "kernels/thread_pool.h"
 #include "kernels/vmath.h"
 #include "ops/channels_last.h"
+#include "ops/quant_util.h"
 #include "ops/window_util.h"
 
 namespace qfold {
@@ -461,22 +464,22 @@ Status InferLRN(KernelContext& ctx) {
   return Status::Ok();
 }
 
-Status RunLRN(KernelContext& ctx) {
-  const Tensor* x = ctx.input(0);
-  Tensor* y = ctx.output(0);
+// LRN of the float tensor xd (shape `shape`; channels_last: N, spatial..., C)
+// into yd, with the node's attributes. QfQLinearLRN runs it on dequantized
+// blocks of rows, so both give the same bits for the same kernels.
+void LrnFloat(const KernelContext& ctx, const float* xd, float* yd, const Shape& shape,
+              bool channels_last, kernels::ThreadPool* pool) {
   const int64_t size = ctx.attr().GetInt("size", 1);
   const double alpha = ctx.attr().GetFloat("alpha", 1e-4f);
   const double beta = ctx.attr().GetFloat("beta", 0.75f);
   const double bias = ctx.attr().GetFloat("bias", 1.f);
-  // channels_last = 1 (layout planning, between channels-last ops): NHWC.
-  const bool channels_last = ctx.attr().GetInt("channels_last", 0) != 0;
-  const int64_t n = x->shape[0], c = channels_last ? x->shape.back() : x->shape[1];
-  const int64_t plane = n > 0 && c > 0 ? x->numel() / (n * c) : 0;
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  const int64_t n = shape[0], c = channels_last ? shape.back() : shape[1];
+  const int64_t plane = n > 0 && c > 0 ? numel / (n * c) : 0;
   // Window [ch - floor((size-1)/2), ch + ceil((size-1)/2)], clipped to the channels.
   const int64_t before = (size - 1) / 2, after = size - 1 - before;
   // The fast paths' float parameters and vector math.
-  const float* xd = x->ptr<float>();
-  float* yd = y->ptr<float>();
   const float scale = float(alpha / double(size)), fbias = float(bias), nbeta = float(-beta);
   const kernels::VMathKernels* vm = ctx.kernel_config().vmath;
   // A larger window (only a hand-written file sets channels_last on one: the
@@ -488,11 +491,11 @@ Status RunLRN(KernelContext& ctx) {
     // both layouts give the same bits.
     const int64_t rows = n * plane;
     const bool small = rows * c < (int64_t(1) << 14);
-    kernels::ParallelFor(small ? nullptr : ctx.pool, rows, [&](int64_t r0, int64_t r1, int) {
+    kernels::ParallelFor(small ? nullptr : pool, rows, [&](int64_t r0, int64_t r1, int) {
       vm->lrn_channels_last(xd + r0 * c, yd + r0 * c, r1 - r0, c, before, after, fbias, scale,
                             nbeta);
     });
-    return Status::Ok();
+    return;
   }
   if (ctx.kernel_config().fast_loops && vm && plane > 0 && !channels_last) {
     // Fast path in float: each plane's window sums taken in the reference's
@@ -502,7 +505,7 @@ Status RunLRN(KernelContext& ctx) {
     // half of Inception-v1's time).
     const int64_t planes = n * c;
     const bool small = planes * plane < (int64_t(1) << 14);
-    kernels::ParallelFor(small ? nullptr : ctx.pool, planes, [&](int64_t p0, int64_t p1, int) {
+    kernels::ParallelFor(small ? nullptr : pool, planes, [&](int64_t p0, int64_t p1, int) {
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t i = p / c, ch = p % c;
         const int64_t k0 = std::max<int64_t>(0, ch - before), k1 = std::min(c - 1, ch + after);
@@ -510,7 +513,7 @@ Status RunLRN(KernelContext& ctx) {
                 plane, fbias, scale, nbeta);
       }
     });
-    return Status::Ok();
+    return;
   }
   // Element (i, ch, j) at i * c * plane + ch * ch_step + j * j_step.
   const int64_t ch_step = channels_last ? 1 : plane, j_step = channels_last ? c : 1;
@@ -520,13 +523,150 @@ Status RunLRN(KernelContext& ctx) {
         double sq = 0.0;
         const int64_t base = i * c * plane + j * j_step;
         for (int64_t k = std::max<int64_t>(0, ch - before); k <= std::min(c - 1, ch + after); ++k) {
-          const double v = x->ptr<float>()[base + k * ch_step];
+          const double v = xd[base + k * ch_step];
           sq += v * v;
         }
         const int64_t idx = base + ch * ch_step;
-        y->ptr<float>()[idx] =
-            float(x->ptr<float>()[idx] / std::pow(bias + alpha / double(size) * sq, beta));
+        yd[idx] = float(xd[idx] / std::pow(bias + alpha / double(size) * sq, beta));
       }
+}
+
+Status RunLRN(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  // channels_last = 1 (layout planning, between channels-last ops): NHWC.
+  const bool channels_last = ctx.attr().GetInt("channels_last", 0) != 0;
+  LrnFloat(ctx, x->ptr<float>(), ctx.output(0)->ptr<float>(), x->shape, channels_last, ctx.pool);
+  return Status::Ok();
+}
+
+// ---- QfQLinearLRN ---------------------------------------------------------
+// DequantizeLinear -> LRN -> QuantizeLinear as one op (the converter folds
+// AlexNet's, ZFNet's and GoogLeNet's LRNs, which quantizers leave float):
+// inputs X (8-bit), X_scale, X_zero_point?, Y_scale, Y_zero_point?, all per
+// tensor; LRN's attributes. Y has Y_zero_point's dtype (X's without it).
+// Channels-last rows go through in blocks that stay in L1: dequantized,
+// normalized by LRN's own kernels and quantized, the same bits as the three
+// ops apart without the float tensors between them (ZFNet's first LRN read
+// and wrote 4.6 MB of floats each way, and the float MaxPool after it ran on
+// four times the bytes).
+
+// Floats per block of rows (two buffers of this many per thread).
+constexpr int64_t kQLrnBlockFloats = 4096;
+
+Status InferQfQLinearLRN(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  if (!x) return ctx.Invalid("input X is required");
+  if (!Is8Bit(x->dtype)) return ctx.Unsupported(std::string("X dtype ") + dtype_name(x->dtype));
+  const Tensor* y_zp = ctx.input(4);
+  const DType yt = y_zp ? y_zp->dtype : x->dtype;
+  if (!Is8Bit(yt)) return ctx.Unsupported(std::string("Y dtype ") + dtype_name(yt));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(1), "X_scale"));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(1), "X_scale", 0, ""));
+  QF_RETURN_IF_ERROR(CheckZeroPointDType(ctx, ctx.input(2), "X_zero_point", x->dtype));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(2), "X_zero_point", 0, ""));
+  QF_RETURN_IF_ERROR(CheckScaleDType(ctx, ctx.input(3), "Y_scale"));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, ctx.input(3), "Y_scale", 0, ""));
+  QF_RETURN_IF_ERROR(CheckParamShape(ctx, y_zp, "Y_zero_point", 0, ""));
+  const Attr* size = ctx.attr().Find("size");
+  if (!size || size->i <= 0) return ctx.Invalid("size must be given and positive");
+  if (x->rank_known && x->rank() < 3) return ctx.Invalid("X must have rank >= 3");
+  Tensor* y = ctx.output(0);
+  CopyShape(*x, y);
+  y->dtype = yt;
+  return Status::Ok();
+}
+
+struct QLrnParams {
+  float x_scale = 1.f, y_scale = 1.f, x_zpf = 0.f, y_zpf = 0.f;
+  int32_t x_zp = 0, y_zp = 0;
+  QRange range;
+  bool x_signed = false, y_signed = false;
+};
+
+Status ReadQLrnParams(const KernelContext& ctx, QLrnParams* p) {
+  std::vector<float> xs, ys;
+  if (!ReadScales(ctx.input(1), &xs) || xs.size() != 1 || !ReadScales(ctx.input(3), &ys) ||
+      ys.size() != 1)
+    return ctx.Invalid("cannot read a scale");
+  p->x_scale = xs[0];
+  p->y_scale = ys[0];
+  p->x_zp = ReadZeroPoints(ctx.input(2))[0];
+  p->y_zp = ReadZeroPoints(ctx.input(4))[0];
+  p->x_zpf = float(p->x_zp);
+  p->y_zpf = float(p->y_zp);
+  p->range = QuantRange(ctx.output(0)->dtype);
+  p->x_signed = ctx.input(0)->dtype == DType::kInt8;
+  p->y_signed = ctx.output(0)->dtype == DType::kInt8;
+  return Status::Ok();
+}
+
+// n elements of x dequantized into f, by the level's kernel or the reference formula.
+void DequantizeBlock(const kernels::QuantS8Kernels* qk, const QLrnParams& p, const void* x,
+                     DType xt, float* f, int64_t n) {
+  if (qk) return qk->dequantize(x, f, n, &p.x_scale, &p.x_zpf, false, p.x_signed);
+  for (int64_t i = 0; i < n; ++i) f[i] = float(LoadQ(x, xt, i) - p.x_zp) * p.x_scale;
+}
+
+void QuantizeBlock(const kernels::QuantS8Kernels* qk, const QLrnParams& p, const float* f, void* y,
+                   DType yt, int64_t n) {
+  if (qk)
+    return qk->quantize(f, y, n, &p.y_scale, &p.y_zpf, false, p.range.lo, p.range.hi, p.y_signed);
+  for (int64_t i = 0; i < n; ++i) StoreQ(y, yt, i, QuantizeValue(f[i], p.y_scale, p.y_zp, p.range));
+}
+
+// Rows of C channels per block (channels-last), 0 when the op runs on the whole tensor.
+int64_t QLrnBlockRows(const KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  if (ctx.attr().GetInt("channels_last", 0) == 0 || !x->rank_known || x->numel() == 0) return 0;
+  const int64_t c = x->shape.back();
+  return std::max<int64_t>(1, kQLrnBlockFloats / std::max<int64_t>(c, 1));
+}
+
+Status ScratchQfQLinearLRN(KernelContext& ctx, ScratchNeeds* needs) {
+  const Tensor* x = ctx.input(0);
+  const int64_t block_rows = QLrnBlockRows(ctx);
+  const int64_t floats = block_rows
+                             ? 2 * block_rows * x->shape.back() * kernels::NumThreads(ctx.pool)
+                             : 2 * x->numel();
+  needs->run = size_t(floats) * sizeof(float);
+  return Status::Ok();
+}
+
+Status RunQfQLinearLRN(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  QLrnParams p;
+  QF_RETURN_IF_ERROR(ReadQLrnParams(ctx, &p));
+  const kernels::QuantS8Kernels* qk = ctx.kernel_config().quant_s8;
+  const int64_t numel = x->numel();
+  const int64_t block_rows = QLrnBlockRows(ctx);
+  if (block_rows == 0) {  // channels first: LRN's windows span whole planes
+    const kernels::ScratchRegion region({ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
+                                        size_t(2 * numel) * sizeof(float));
+    float* xf = region.at<float>(0);
+    float* yf = xf + numel;
+    DequantizeBlock(qk, p, x->data, x->dtype, xf, numel);
+    LrnFloat(ctx, xf, yf, x->shape, /*channels_last=*/false, ctx.pool);
+    QuantizeBlock(qk, p, yf, y->data, y->dtype, numel);
+    return Status::Ok();
+  }
+  const int64_t c = x->shape.back(), rows = numel / c;
+  const int64_t per_thread = 2 * block_rows * c;
+  const kernels::ScratchRegion region(
+      {ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
+      size_t(per_thread * kernels::NumThreads(ctx.pool)) * sizeof(float));
+  const size_t xe = dtype_storage_bytes(x->dtype, 1), ye = dtype_storage_bytes(y->dtype, 1);
+  const bool small = numel < (int64_t(1) << 14);
+  kernels::ParallelFor(small ? nullptr : ctx.pool, rows, [&](int64_t r0, int64_t r1, int slot) {
+    float* xf = region.at<float>(0) + slot * per_thread;
+    float* yf = xf + block_rows * c;
+    for (int64_t r = r0; r < r1; r += block_rows) {
+      const int64_t nr = std::min(block_rows, r1 - r), count = nr * c;
+      DequantizeBlock(qk, p, x->ptr<uint8_t>() + r * c * xe, x->dtype, xf, count);
+      LrnFloat(ctx, xf, yf, Shape{1, nr, c}, /*channels_last=*/true, nullptr);
+      QuantizeBlock(qk, p, yf, y->ptr<uint8_t>() + r * c * ye, y->dtype, count);
+    }
+  });
   return Status::Ok();
 }
 
@@ -586,6 +726,21 @@ const OpDef& OpDef_LRN() {
     // Transpose-DequantizeLinear pair) disappear.
     d.layout = LayoutRole::kChannelsLast;
     d.layout_float = true;
+    d.layout_channels_last = [](const AttrMap& attrs) {
+      const int64_t size = attrs.GetInt("size", 0);
+      return size > 0 && size <= kernels::kLrnMaxChannelsLastSize;
+    };
+    return d;
+  }();
+  return def;
+}
+
+const OpDef& OpDef_QfQLinearLRN() {
+  static const OpDef def = [] {
+    OpDef d = QuantOpDef("QfQLinearLRN", InferQfQLinearLRN, RunQfQLinearLRN, 4, 5);
+    d.scratch = ScratchQfQLinearLRN;
+    d.traits = kTraitIntegerKernel;
+    d.layout = LayoutRole::kChannelsLast;
     d.layout_channels_last = [](const AttrMap& attrs) {
       const int64_t size = attrs.GetInt("size", 0);
       return size > 0 && size <= kernels::kLrnMaxChannelsLastSize;
