@@ -14,6 +14,7 @@
 // (the AMX kernels store their tiles first).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -139,14 +140,24 @@ void PlaneRows(const PlaneBf16Args& args) {
       if (r < n) StoreSums<NB, kEpi, kOut16>(a, acc[r], at[r], mask);
     n = 0;
   };
+  // Runs of output pixels along a plane row, each pixel's row and output
+  // offset by additions (with a multiplication per position, as much work as
+  // the products of a 16-channel 1x1 convolution's group).
+  const int64_t pixel_bytes = 2 * a.pixel_step;
   int64_t oy = a.v0 / a.vw, ox = a.v0 % a.vw;
-  for (int64_t v = a.v0; v < a.v1; ++v) {
-    if (ox < a.ow && oy < a.oh) {
-      rows[n] = reinterpret_cast<const uint8_t*>(a.x + oy * a.row_step + ox * a.pixel_step);
-      at[n] = (oy * a.ow + ox - a.p0) * a.ldy;
+  for (int64_t v = a.v0; v < a.v1 && oy < a.oh;) {
+    const int64_t run_end = std::min(a.ow, ox + (a.v1 - v));  // ox past ow: an empty run
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(a.x + oy * a.row_step + ox * a.pixel_step);
+    int64_t o = (oy * a.ow + ox - a.p0) * a.ldy;
+    for (int64_t x = ox; x < run_end; ++x, p += pixel_bytes, o += a.ldy) {
+      rows[n] = p;
+      at[n] = o;
       if (++n == R) run();
     }
-    if (++ox == a.vw) ox = 0, ++oy;
+    const int64_t step = std::min(a.vw - ox, a.v1 - v);  // to the next plane row
+    v += step;
+    ox += step;
+    if (ox == a.vw) ox = 0, ++oy;
   }
   if (n > 0) run();
 }
