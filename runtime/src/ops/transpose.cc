@@ -103,9 +103,14 @@ void TransposeTiles(const std::vector<int64_t>& odims, const std::vector<int64_t
         return InterleaveRows<4>(odims, istride, in, out);
     }
   }
-  // Blocks of kBlockA output rows (whole cache lines of each input row read),
-  // in 128-bit tiles of kN x kN elements; the edges element by element.
-  constexpr int64_t kN = 16 / int64_t(sizeof(E)), kBlockA = 64;
+  // Blocks of kBlockA output rows (whole cache lines of each input row read)
+  // by kBlockB columns (512 bytes of each output row written before the
+  // next block: with all columns at once, an NHWC -> NCHW output of 32
+  // planes 100 KiB apart, all in the same L1 sets, had a line of each of the
+  // 32 planes open at a time; a 160x160x32 float tensor took 1.05 ms at 1
+  // thread, 0.074 ms now), in 128-bit tiles of kN x kN elements; the edges
+  // element by element.
+  constexpr int64_t kN = 16 / int64_t(sizeof(E)), kBlockA = 64, kBlockB = 32 * kN;
   do {
     int64_t ioff = 0, ooff = 0;
     for (size_t i = 0; i < r; ++i) {
@@ -116,15 +121,17 @@ void TransposeTiles(const std::vector<int64_t>& odims, const std::vector<int64_t
     E* dst = out + ooff;
     for (int64_t a0 = 0; a0 < na; a0 += kBlockA) {
       const int64_t a1 = std::min(na, a0 + kBlockA);
-      int64_t b = 0;
-      for (; b + kN <= nb; b += kN) {
+      const int64_t tiled_b = nb / kN * kN;
+      for (int64_t b0 = 0; b0 < tiled_b; b0 += kBlockB) {
+        const int64_t b1 = std::min(tiled_b, b0 + kBlockB);
         int64_t a = a0;
         for (; a + kN <= a1; a += kN)
-          kernels::TransposeTile(src + b * sl + a, sl, dst + a * ostride_j + b, ostride_j);
+          for (int64_t b = b0; b < b1; b += kN)
+            kernels::TransposeTile(src + b * sl + a, sl, dst + a * ostride_j + b, ostride_j);
         for (; a < a1; ++a)
-          for (int64_t t = b; t < b + kN; ++t) dst[a * ostride_j + t] = src[t * sl + a];
+          for (int64_t t = b0; t < b1; ++t) dst[a * ostride_j + t] = src[t * sl + a];
       }
-      for (; b < nb; ++b)
+      for (int64_t b = tiled_b; b < nb; ++b)
         for (int64_t a = a0; a < a1; ++a) dst[a * ostride_j + b] = src[b * sl + a];
     }
   } while (NextIndex(dims, &idx));
