@@ -55,13 +55,15 @@ void CheckBothLayouts(const std::string& op, DType dt, const Shape& cf,
   const std::vector<T> want = ToChannelsLast(first.values<T>(), out_cf);
   in[0] = Make<T>(dt, ChannelsLastShape(cf), ToChannelsLast(x, cf));
   attrs.SetInt("channels_last", 1);
-  for (kernels::Isa isa : kernels::SupportedIsas()) {
-    CAPTURE(kernels::IsaName(isa));
-    const OpRun last = RunOp(op, in, attrs, 1, 1, &IsaConfig(isa));
-    REQUIRE(last.status.ok());
-    CHECK(last.shape() == ChannelsLastShape(out_cf));
-    CHECK(last.values<T>() == want);
-  }
+  for (kernels::Isa isa : kernels::SupportedIsas())
+    for (int threads : {1, 2}) {
+      CAPTURE(kernels::IsaName(isa));
+      CAPTURE(threads);
+      const OpRun last = RunOp(op, in, attrs, 1, threads, &IsaConfig(isa));
+      REQUIRE(last.status.ok());
+      CHECK(last.shape() == ChannelsLastShape(out_cf));
+      CHECK(last.values<T>() == want);
+    }
 }
 
 TEST_CASE("channels-last DepthToSpace (DCR row copies, CRD through the wrapper) matches NCHW") {
@@ -74,6 +76,14 @@ TEST_CASE("channels-last DepthToSpace (DCR row copies, CRD through the wrapper) 
         CheckBothLayouts("DepthToSpace", DType::kUInt8, {2, c * b * b, 3, 4}, {}, a,
                          std::string(mode) + " b=" + std::to_string(b) + " c=" + std::to_string(c));
       }
+  // Over 32 KiB (split between threads), float runs of 8 and 16 bytes (the
+  // fixed-size copies) and of 12.
+  for (int64_t c : {1, 2, 3}) {
+    AttrMap a;
+    a.SetInt("blocksize", 2);
+    CheckBothLayouts<float>("DepthToSpace", DType::kFloat32, {1, c * 4, 41, 67}, {}, a,
+                            "large float c=" + std::to_string(c));
+  }
 }
 
 TEST_CASE("channels-last nearest Resize of 8-bit data matches NCHW") {
@@ -108,6 +118,8 @@ TEST_CASE("channels-last nearest Resize of float data matches NCHW") {
   a.SetString("mode", "nearest");
   CheckBothLayouts<float>("Resize", DType::kFloat32, {1, 24, 10, 10},
                           {nullptr, F32({4}, {1, 1, 2, 2})}, a, "x2 (PP-OCR det neck)");
+  CheckBothLayouts<float>("Resize", DType::kFloat32, {2, 24, 37, 21},
+                          {nullptr, F32({4}, {1, 1, 2, 2})}, a, "x2 over 32 KiB (threads)");
   a.SetString("coordinate_transformation_mode", "half_pixel");
   CheckBothLayouts<float>("Resize", DType::kFloat32, {2, 5, 7, 3},
                           {nullptr, F32({4}, {1, 1, 1.5f, 2.5f})}, a, "half_pixel");

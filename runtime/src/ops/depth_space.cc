@@ -4,9 +4,11 @@
 // default: block offset is the major part of the channel index) or CRD.
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/thread_pool.h"
 #include "ops/channels_last.h"
 
 namespace qfold {
@@ -106,12 +108,38 @@ Status RunDepthToSpaceChannelsLast(KernelContext& ctx) {
                                /*planned_for_fallback=*/true);
   const int64_t n = x->shape[0], h = x->shape[1], w = x->shape[2], c = y->shape[3];
   const size_t run = size_t(b * c) * dtype_size(x->dtype);
-  const char* src = static_cast<const char*>(x->data);
-  char* dst = static_cast<char*>(y->data);
-  for (int64_t r = 0; r < n * h; ++r, src += size_t(w) * run * size_t(b))
-    for (int64_t i = 0; i < b; ++i)
-      for (int64_t col = 0; col < w; ++col, dst += run)
-        std::memcpy(dst, src + (size_t(col) * size_t(b) + size_t(i)) * run, run);
+  const size_t row_bytes = size_t(w) * run * size_t(b);  // an input row, b output rows
+  const char* const src = static_cast<const char*>(x->data);
+  char* const dst = static_cast<char*>(y->data);
+  // Input rows [r0, r1); runs of a few bytes (PP-OCRv4 det's 1-channel
+  // output: 8) as fixed-size copies, not a memcpy call each.
+  auto rows = [&](int64_t r0, int64_t r1, auto fixed) {
+    constexpr size_t kFixed = decltype(fixed)::value;
+    const size_t len = kFixed ? kFixed : run;
+    for (int64_t r = r0; r < r1; ++r) {
+      const char* s = src + size_t(r) * row_bytes;
+      char* d = dst + size_t(r) * row_bytes;
+      for (int64_t i = 0; i < b; ++i)
+        for (int64_t col = 0; col < w; ++col, d += len)
+          std::memcpy(d, s + (size_t(col) * size_t(b) + size_t(i)) * len, len);
+    }
+  };
+  auto part = [&](int64_t r0, int64_t r1, int) {
+    switch (run) {
+      case 4:
+        return rows(r0, r1, std::integral_constant<size_t, 4>{});
+      case 8:
+        return rows(r0, r1, std::integral_constant<size_t, 8>{});
+      case 16:
+        return rows(r0, r1, std::integral_constant<size_t, 16>{});
+      default:
+        return rows(r0, r1, std::integral_constant<size_t, 0>{});
+    }
+  };
+  // Split between threads from 32 KiB on (it ran alone: PP-OCRv4 det's two
+  // took 0.12 ms of its 2.9 at 2 threads).
+  const bool small = int64_t(row_bytes) * n * h < (int64_t(1) << 15);
+  kernels::ParallelFor(small ? nullptr : ctx.pool, n * h, part);
   return Status::Ok();
 }
 

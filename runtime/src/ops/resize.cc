@@ -566,12 +566,15 @@ Status RunResizeChannelsLast(KernelContext& ctx) {
   const uint8_t* xd = x->ptr<uint8_t>();
   uint8_t* yd = y->ptr<uint8_t>();
   const size_t row = size_t(ow) * pixel;
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t o = 0; o < oh; ++o) {
-      uint8_t* yr = yd + size_t(b * oh + o) * row;
+  // Output rows [r0, r1) of all images, split between threads from 32 KiB
+  // on (it ran alone: PP-OCRv4 det's six took 0.13 ms of its 2.9 at 2 threads).
+  auto rows = [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / oh, o = r % oh;
+      uint8_t* yr = yd + size_t(r) * row;
       const int64_t src_row = taps[2][size_t(o)][0].index;
-      // Same source row as the previous output row: copy that row.
-      if (o > 0 && taps[2][size_t(o - 1)][0].index == src_row) {
+      // Same source row as the previous output row (written by this call): copy that row.
+      if (o > 0 && r > r0 && taps[2][size_t(o - 1)][0].index == src_row) {
         std::memcpy(yr, yr - row, row);
         continue;
       }
@@ -580,6 +583,9 @@ Status RunResizeChannelsLast(KernelContext& ctx) {
         std::memcpy(yr + size_t(col) * pixel, xr + size_t(taps[3][size_t(col)][0].index) * pixel,
                     pixel);
     }
+  };
+  const bool small = int64_t(row) * n * oh < (int64_t(1) << 15);
+  kernels::ParallelFor(small ? nullptr : ctx.pool, n * oh, rows);
   return Status::Ok();
 }
 
