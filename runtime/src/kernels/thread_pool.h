@@ -92,6 +92,7 @@ class ThreadPool {
   // pool does not spin because a spinning worker came late (thread_pool.cc).
   std::atomic<int64_t> published_ns_{0};
   std::atomic<int64_t> quiet_until_ns_{0};
+  std::atomic<int> late_joins_{0};  // spinning workers' late joins in a row
 };
 
 inline int NumThreads(const ThreadPool* pool) {
@@ -128,8 +129,9 @@ void ParallelForBounds(ThreadPool* pool, const int64_t* bounds, int64_t grain, c
   grain = std::max<int64_t>(1, grain);
   if (threads == 1) return fn(first, last, 0);
   if (threads > kMaxShares || last >= (int64_t(1) << 31))
-    return pool->ParallelFor(last - first, grain,
-                             [&](int64_t b, int64_t e, int slot) { fn(first + b, first + e, slot); });
+    return pool->ParallelFor(last - first, grain, [&](int64_t b, int64_t e, int slot) {
+      fn(first + b, first + e, slot);
+    });
   // A share's items left, [front, back), as front << 32 | back.
   struct alignas(64) Share {
     std::atomic<uint64_t> left;
