@@ -1372,11 +1372,45 @@ def bench_conv_kernels(args, work, engines, ctx, log):
                         os.path.join(work, "conv_kernels"),
                         [e for e in engines if e not in ("mnn", "qfold_bf16")], ctx, log)
         r["label"], r["ops"] = label, ops
+        r["conv_node_ms"] = conv_node_ms(args, os.path.join(cdir, "runs", "conv " + tag, "model.qfm"),
+                                         args.threads)
         rows.append(r)
     return rows
 
 
+def conv_node_ms(args, qfm, threads):
+    """{T: the QLinearConv node's fastest run in `qfold bench --profile`}: the kernel alone,
+    without the model's boundary (the input's Transpose to channels-last, the output's back),
+    which the end-to-end times above include for every engine."""
+    out = {}
+    if not os.path.exists(qfm):
+        return out
+    for t in threads:
+        rc, stdout, _ = sh([args.qfold, "bench", qfm, "--threads", str(t), "--iterations", "300",
+                            "--profile", "--json"], 300)
+        if rc != 0:
+            continue
+        try:
+            nodes = json.loads(stdout)["profile_nodes"]
+        except (ValueError, KeyError):
+            continue
+        conv = [n["min_us"] for n in nodes if n.get("type") == "QLinearConv"]
+        if conv:
+            out[t] = conv[0] / 1000.0
+    return out
+
+
 # Markdown ------------------------------------------------------------------------------------
+
+def conv_node_cells(r, t, pk_gops):
+    """The QLinearConv node's ms and share of t x the int8 peak (results.json keys are strings)."""
+    by_t = r.get("conv_node_ms") or {}
+    ms = by_t.get(t, by_t.get(str(t)))
+    if not ms:
+        return ["—", "—"]
+    pct = r["ops"] / (ms * 1e6) / (pk_gops * t) if pk_gops else None
+    return [fmt_ms(ms), f"{100 * pct:.0f}%" if pct else "—"]
+
 
 def med(res, eng, t):
     per = res["engines"].get(eng, {})
@@ -1588,13 +1622,16 @@ def write_markdown(path, results, conv, meta, args):
           "bias), folded by qfold into one QLinearConv; measured like the models. GOPS counts a "
           "multiply and an add per MAC over qfold's median; \"% of peak\" divides it by the "
           "single-thread int8 peak above (dense dot products: depthwise convolutions cannot reach "
-          "it).")
+          "it). The model times include its boundary for every engine (the NCHW input and output "
+          "each transposed, or read and written strided); \"conv op\" is the QLinearConv node "
+          "alone, its fastest run in `qfold bench --profile` (run after the interleaved rounds, "
+          "qfold only).")
         w("")
         pk_gops = peak_int8_gops(pk)
         conv_engines = [e for e in engines if e not in ("mnn", "qfold_bf16")]
         for t in threads:
             hdr = (["convolution", "MOPs"] + [f"{ENGINE_TITLES[e]} {t}T ms" for e in conv_engines]
-                   + ["qfold GOPS", "% of peak"]
+                   + ["qfold GOPS", "% of peak", "conv op ms", "conv op % of peak"]
                    + [f"{RATIO_TITLES[e]} {t}T" for e in conv_engines if e != "qfold"])
             w("| " + " | ".join(hdr) + " |")
             w("|" + "---|" * len(hdr))
@@ -1605,6 +1642,7 @@ def write_markdown(path, results, conv, meta, args):
                 row = ([r["label"], f"{r['ops'] / 1e6:.0f}"]
                        + [engine_cell(r, e, t, notes) for e in conv_engines]
                        + [f"{gops:.0f}" if gops else "—", f"{100 * pct:.0f}%" if pct else "—"]
+                       + conv_node_cells(r, t, pk_gops)
                        + [fmt_ratio(r["ratios"].get(t, {}).get(e))
                           for e in conv_engines if e != "qfold"])
                 w("| " + " | ".join(row) + " |")
