@@ -524,9 +524,13 @@ TEST_CASE("kernels: vmath AVX-512 variant equals the AVX2 variant bit for bit") 
   CHECK(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) == 0);
   // Softmax's numerator and denominator: the sum's order too (its last bit
   // moved a dynamically quantized transformer by a quantization step).
-  std::vector<float> sx(1000);
+  // Lengths around the AVX-512 variant's blocks (64, 16, then one 8-lane
+  // vector) and PP-OCR's 6625 classes.
+  std::vector<float> sx(6625);
   for (size_t i = 0; i < sx.size(); ++i) sx[i] = float(i % 37) * 0.173f - 3.f;
-  for (int64_t len : {1, 7, 8, 9, 15, 16, 17, 33, 100, 1000}) {
+  ya.resize(sx.size());
+  yb.resize(sx.size());
+  for (int64_t len : {1, 7, 8, 9, 15, 16, 17, 24, 33, 72, 100, 1000, 6625}) {
     const float sa = a->exp_shift_sum(sx.data(), ya.data(), len, 2.5f);
     const float sb = b->exp_shift_sum(sx.data(), yb.data(), len, 2.5f);
     CHECK(std::memcmp(&sa, &sb, sizeof(float)) == 0);

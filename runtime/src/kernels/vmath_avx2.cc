@@ -35,12 +35,6 @@ using K = vmath::Kernels<V8>;
 
 }  // namespace
 
-// Softmax's exponentials and their sum on 8 lanes, also the AVX-512 variant's
-// (vmath_avx512f.cc): the sum's order follows the lane count.
-float ExpShiftSumAvx2(const float* x, float* y, int64_t n, float shift) {
-  return K::ExpShiftSum(x, y, n, shift);
-}
-
 extern const VMathKernels kVMathAvx2;
 const VMathKernels kVMathAvx2 = {"avx2",
                                  K::Sigmoid,
