@@ -2,9 +2,11 @@
 // hand-computed unless a comment says they came from numpy.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "core/attr.h"
 #include "op_harness.h"
@@ -310,6 +312,71 @@ TEST_CASE("shape: Slice") {
                {F32({4, 4}, Iota(16)), I64({2}, {0, 0}), I64({2}, {1, 1}), I64({2}, {0, -2})})
              .status.ok());
   CHECK(!RunOp("Slice", {F32({4}, Iota(4)), I64({1}, {0}), I64({2}, {1, 1})}).status.ok());
+}
+
+TEST_CASE("shape: Slice against element-by-element indexing, random shapes and parameters") {
+  // Runs copied whole (trailing axes kept whole, an axis before them with
+  // step 1) and the per-element path (other steps), against indexing each
+  // output element from its position; some cases take every axis whole.
+  std::mt19937 rng(41);
+  auto r = [&](int lo, int hi) { return int(std::uniform_int_distribution<int>(lo, hi)(rng)); };
+  for (int iter = 0; iter < 400; ++iter) {
+    const int rank = r(1, 4);
+    Shape shape;
+    for (int a = 0; a < rank; ++a) shape.push_back(r(1, 6));
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<int64_t> starts, ends, axes, steps;
+    for (int a = 0; a < rank; ++a) {
+      if (r(0, 2) == 0) continue;  // this axis whole
+      const int64_t d = shape[size_t(a)];
+      int64_t step = r(0, 3) == 0 ? -r(1, 2) : r(1, 2);
+      if (r(0, 1)) step = 1;
+      axes.push_back(a);
+      steps.push_back(step);
+      starts.push_back(r(-int(d) - 1, int(d) + 1));
+      ends.push_back(r(-int(d) - 1, int(d) + 1));
+    }
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(i);
+    const int64_t k = int64_t(axes.size());
+    auto res = RunOp("Slice", {F32(shape, x), I64({k}, starts), I64({k}, ends), I64({k}, axes),
+                               I64({k}, steps)});
+    REQUIRE(res.status.ok());
+    // Each axis's kept indices, clamped as ONNX says.
+    std::vector<std::vector<int64_t>> kept(static_cast<size_t>(rank));
+    for (int a = 0; a < rank; ++a) {
+      const int64_t d = shape[size_t(a)];
+      int64_t st = 0, en = d, step = 1;
+      for (size_t i = 0; i < axes.size(); ++i)
+        if (axes[i] == a) st = starts[i], en = ends[i], step = steps[i];
+      if (st < 0) st += d;
+      if (en < 0) en += d;
+      if (step > 0) {
+        st = std::clamp<int64_t>(st, 0, d);
+        en = std::clamp<int64_t>(en, 0, d);
+        for (int64_t j = st; j < en; j += step) kept[size_t(a)].push_back(j);
+      } else {
+        st = std::clamp<int64_t>(st, 0, d - 1);
+        en = std::clamp<int64_t>(en, -1, d - 1);
+        for (int64_t j = st; j > en; j += step) kept[size_t(a)].push_back(j);
+      }
+    }
+    std::vector<float> want;
+    std::vector<size_t> idx(static_cast<size_t>(rank), 0);
+    bool empty = false;
+    for (const auto& v : kept) empty = empty || v.empty();
+    while (!empty) {
+      int64_t off = 0;
+      for (int a = 0; a < rank; ++a) off = off * shape[size_t(a)] + kept[size_t(a)][idx[size_t(a)]];
+      want.push_back(x[size_t(off)]);
+      int a = rank - 1;
+      while (a >= 0 && ++idx[size_t(a)] == kept[size_t(a)].size()) idx[size_t(a--)] = 0;
+      if (a < 0) break;
+    }
+    CAPTURE(iter);
+    CHECK(res.values<float>() == want);
+  }
 }
 
 TEST_CASE("shape: Slice infer with unknowns") {
