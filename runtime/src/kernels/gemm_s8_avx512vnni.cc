@@ -147,10 +147,12 @@ inline void StoreRow(const GemmS8Args& a, const PanelTerms& t, int64_t row, __m5
 // fully connected layer): the weights are read once and nothing else, so
 // the product is bound by memory; kPanels streams keep more of them in
 // flight than one panel's loop, which also had only two accumulator chains
-// (VGG-19's 103M-weight layer ran at 6 GB/s). The hardware prefetchers
-// follow the 8 streams: software prefetches 1 KiB or 4 KiB ahead made the
-// layers slower (Zen 5, 1 thread: AlexNet's three 1.31 -> 1.54 ms, ZFNet's
-// fc6 2.08 -> 2.29 / 2.45 ms).
+// (VGG-19's 103M-weight layer ran at 6 GB/s). Four panels: the hardware
+// prefetchers keep up with 4 streams better than with 8 (Zen 5, 1 thread,
+// VGG-19's fc6 2.83 -> 2.5 ms, 36 -> 41 GB/s; ZFNet's 1.90 -> 1.71 ms; 2, 3,
+// 6 and 12 panels, or two k steps an iteration, were slower or no faster);
+// software prefetches 1 KiB or 4 KiB ahead made the layers slower (AlexNet's
+// three 1.31 -> 1.54 ms, ZFNet's fc6 2.08 -> 2.29 / 2.45 ms).
 
 template <int kRowPanels>
 void OneRowPanels(const GemmS8Args& a, int64_t jp) {
@@ -182,7 +184,7 @@ void GemmImpl(const GemmS8Args& a) {
   const int64_t pe = a.panel_end < 0 ? panels : a.panel_end;
   int64_t jp = a.panel_begin;
   if (!kWeightsLeft && a.rows == 1) {
-    for (; jp + 8 <= pe; jp += 8) OneRowPanels<8>(a, jp);
+    for (; jp + 4 <= pe; jp += 4) OneRowPanels<4>(a, jp);
     for (; jp + 2 <= pe; jp += 2) OneRowPanels<2>(a, jp);
   }
   for (; jp < pe; ++jp) {
