@@ -550,6 +550,13 @@ TEST_CASE("kernels: QLinearMatMul tile edges match the reference") {
       }
     }
   }
+  // One row against many panels of 32 columns (a batch-1 fully connected
+  // layer's groups of 4 panels, then 2, then 1), also split between threads.
+  for (int64_t n : {129, 200, 300, 1000}) {
+    MatMulCase c{RandomDType(rng), RandomDType(rng), RandomDType(rng), {1, 96}, 96, n, false,
+                 rng() % 2 == 0,   rng() % 2 == 0,   rng() % 5 == 0};
+    runs += RunMatMulCase(c, rng);
+  }
   MESSAGE(runs << " fast runs compared");
 }
 
@@ -933,6 +940,13 @@ TEST_CASE("kernels: QLinearMatMul at the Arm tile and k-block edges") {
         runs += RunMatMulCase(c, rng);
       }
     }
+  }
+  // One row against many panels of 32 columns (a batch-1 fully connected
+  // layer's groups of 4 panels, then 2, then 1), also split between threads.
+  for (int64_t n : {129, 200, 300, 1000}) {
+    MatMulCase c{RandomDType(rng), RandomDType(rng), RandomDType(rng), {1, 96}, 96, n, false,
+                 rng() % 2 == 0,   rng() % 2 == 0,   rng() % 5 == 0};
+    runs += RunMatMulCase(c, rng);
   }
   MESSAGE(runs << " fast runs compared");
 }
