@@ -64,6 +64,16 @@ def tiny_models():
         helper.make_node("DequantizeLinear", ["cq", "s", "zp"], ["y"])],
         [x], [y], [s, zp, wq, ws, wz])
 
+    # DQ -> LRN -> MaxPool -> Q: one QfQLinearLRN, then the MaxPool on its codes.
+    make("qdq_lrn_maxpool", [
+        helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "s", "zp"], ["xd"]),
+        helper.make_node("LRN", ["xd"], ["n"], size=3, alpha=0.1, beta=0.75, bias=1.0),
+        helper.make_node("MaxPool", ["n"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("QuantizeLinear", ["p", "s", "zp"], ["pq"]),
+        helper.make_node("DequantizeLinear", ["pq", "s", "zp"], ["y"])],
+        [x], [y], [s, zp])
+
     a = helper.make_tensor_value_info("a", f, [2, 3])
     c = numpy_helper.from_array(np.ones((3, 2), np.float32), "c")
     make("matmul_softmax", [helper.make_node("MatMul", ["a", "c"], ["m"]),
