@@ -1381,12 +1381,14 @@ def bench_conv_kernels(args, work, engines, ctx, log):
 def conv_node_ms(args, qfm, threads):
     """{T: the QLinearConv node's fastest run in `qfold bench --profile`}: the kernel alone,
     without the model's boundary (the input's Transpose to channels-last, the output's back),
-    which the end-to-end times above include for every engine."""
+    which the end-to-end times above include for every engine. 3000 runs (0.15-1.5 s): when
+    the thread pool has seen its worker come late it runs alone for 50 ms (KERNELS.md,
+    Threads), longer than 300 runs of these convolutions took."""
     out = {}
     if not os.path.exists(qfm):
         return out
     for t in threads:
-        rc, stdout, _ = sh([args.qfold, "bench", qfm, "--threads", str(t), "--iterations", "300",
+        rc, stdout, _ = sh([args.qfold, "bench", qfm, "--threads", str(t), "--iterations", "3000",
                             "--profile", "--json"], 300)
         if rc != 0:
             continue
