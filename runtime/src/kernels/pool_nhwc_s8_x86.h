@@ -164,7 +164,7 @@ inline __m256i NarrowBf16x16(__m512 v) {
   return _mm512_cvtepi32_epi16(r);
 }
 
-// The average: the widened values summed in double (as AvgRowF32), divided,
+// The average: the widened values summed in double (as AvgRowFloat), divided,
 // rounded to float, then to bf16.
 inline void AvgRowBf16x16(const PoolNhwcRowArgs& a) {
   const int64_t c = a.c;
@@ -193,25 +193,20 @@ inline void AvgRowBf16x16(const PoolNhwcRowArgs& a) {
 }
 #endif
 
-#if defined(__AVX512BW__)
-// AvgRowF32 on 512-bit vectors: the same double sums in the same tap order,
-// 8 to a vector (the widening and the double adds are most of the float
-// average's cost: Inception-v2's eight 3x3 AveragePools at 1 thread, Zen 5,
-// 0.65 -> 0.38 ms).
-inline void AddWidened16(__m512 v, __m512d* lo, __m512d* hi) {
-  *lo = _mm512_add_pd(*lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-  *hi = _mm512_add_pd(
-      *hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
-}
-
-inline __m512 Divide16(__m512d lo, __m512d hi, __m512d div) {
-  return _mm512_castpd_ps(_mm512_insertf64x4(
-      _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_div_pd(lo, div)))),
-      _mm256_castps_pd(_mm512_cvtpd_ps(_mm512_div_pd(hi, div))), 1));
-}
-
-inline void AvgRowF32x16(const PoolNhwcRowArgs& a) {
+// The float average row over a vector trait (8 lanes on AVX2, 16 at the
+// AVX-512 levels): each output's taps widened to double and added in tap
+// order, one double division, one rounding to float, as the reference; 8
+// doubles a vector halve the widening and the adds, most of the cost
+// (Inception-v2's eight 3x3 AveragePools at 1 thread, Zen 5, 0.65 -> 0.38 ms).
+//   V, D (double vector), Mask, kLanes, Load(p), Store(p, v), Tail(n),
+//   LoadTail(p, m), StoreTail(p, m, v), ZeroD(), SetD(x),
+//   AddWidened(v, &lo, &hi) (lanes of v into lo and hi), Divide(lo, hi, div)
+template <class Tr>
+void AvgRowFloat(const PoolNhwcRowArgs& a) {
+  using D = typename Tr::D;
+  constexpr int64_t kL = Tr::kLanes;
   const int64_t c = a.c;
+  const typename Tr::Mask tail = Tr::Tail(c % kL);
   for (int64_t px = 0; px < a.npix; ++px) {
     const uint8_t* const* t = a.taps + px * a.tap_stride;
     float* y = reinterpret_cast<float*>(a.y + px * a.ystride);
@@ -220,77 +215,79 @@ inline void AvgRowF32x16(const PoolNhwcRowArgs& a) {
       for (int64_t i = 0; i < c; ++i) y[i] = 0.f;
       continue;
     }
-    const __m512d div = _mm512_set1_pd(double(a.div[px]));
+    const D div = Tr::SetD(double(a.div[px]));
     int64_t i = 0;
-    for (; i + 32 <= c; i += 32) {
-      __m512d s0 = _mm512_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    for (; i + 2 * kL <= c; i += 2 * kL) {
+      D s0 = Tr::ZeroD(), s1 = s0, s2 = s0, s3 = s0;
       for (int64_t k = 0; k < a.ntaps; ++k) {
         const float* q = TapF(t[k], x0) + i;
-        AddWidened16(_mm512_loadu_ps(q), &s0, &s1);
-        AddWidened16(_mm512_loadu_ps(q + 16), &s2, &s3);
+        Tr::AddWidened(Tr::Load(q), &s0, &s1);
+        Tr::AddWidened(Tr::Load(q + kL), &s2, &s3);
       }
-      _mm512_storeu_ps(y + i, Divide16(s0, s1, div));
-      _mm512_storeu_ps(y + i + 16, Divide16(s2, s3, div));
+      Tr::Store(y + i, Tr::Divide(s0, s1, div));
+      Tr::Store(y + i + kL, Tr::Divide(s2, s3, div));
     }
-    for (; i < c; i += 16) {
-      const __mmask16 m = c - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (c - i)) - 1);
-      __m512d s0 = _mm512_setzero_pd(), s1 = s0;
-      for (int64_t k = 0; k < a.ntaps; ++k)
-        AddWidened16(_mm512_maskz_loadu_ps(m, TapF(t[k], x0) + i), &s0, &s1);
-      _mm512_mask_storeu_ps(y + i, m, Divide16(s0, s1, div));
-    }
-  }
-}
-#endif
-
-// sum += the 8 floats at p widened to double, lanes 0-3 into lo, 4-7 into hi.
-inline void AddWidened(__m256 v, __m256d* lo, __m256d* hi) {
-  *lo = _mm256_add_pd(*lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
-  *hi = _mm256_add_pd(*hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
-}
-
-inline __m256 Divide(__m256d lo, __m256d hi, __m256d div) {
-  return _mm256_set_m128(_mm256_cvtpd_ps(_mm256_div_pd(hi, div)),
-                         _mm256_cvtpd_ps(_mm256_div_pd(lo, div)));
-}
-
-inline void AvgRowF32(const PoolNhwcRowArgs& a) {
-  const int64_t c = a.c;
-  const __m256i tail = TailMask(c % 8);
-  for (int64_t px = 0; px < a.npix; ++px) {
-    const uint8_t* const* t = a.taps + px * a.tap_stride;
-    float* y = reinterpret_cast<float*>(a.y + px * a.ystride);
-    const int64_t x0 = a.xoff + px * a.pix_step;
-    if (!(a.div[px] > 0)) {  // no tap counted: 0, as the reference
-      for (int64_t i = 0; i < c; ++i) y[i] = 0.f;
-      continue;
-    }
-    const __m256d div = _mm256_set1_pd(double(a.div[px]));
-    int64_t i = 0;
-    for (; i + 16 <= c; i += 16) {
-      __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
-      for (int64_t k = 0; k < a.ntaps; ++k) {
-        const float* q = TapF(t[k], x0) + i;
-        AddWidened(_mm256_loadu_ps(q), &s0, &s1);
-        AddWidened(_mm256_loadu_ps(q + 8), &s2, &s3);
-      }
-      _mm256_storeu_ps(y + i, Divide(s0, s1, div));
-      _mm256_storeu_ps(y + i + 8, Divide(s2, s3, div));
-    }
-    for (; i + 8 <= c; i += 8) {
-      __m256d s0 = _mm256_setzero_pd(), s1 = s0;
-      for (int64_t k = 0; k < a.ntaps; ++k)
-        AddWidened(_mm256_loadu_ps(TapF(t[k], x0) + i), &s0, &s1);
-      _mm256_storeu_ps(y + i, Divide(s0, s1, div));
+    for (; i + kL <= c; i += kL) {
+      D s0 = Tr::ZeroD(), s1 = s0;
+      for (int64_t k = 0; k < a.ntaps; ++k) Tr::AddWidened(Tr::Load(TapF(t[k], x0) + i), &s0, &s1);
+      Tr::Store(y + i, Tr::Divide(s0, s1, div));
     }
     if (i < c) {
-      __m256d s0 = _mm256_setzero_pd(), s1 = s0;
+      D s0 = Tr::ZeroD(), s1 = s0;
       for (int64_t k = 0; k < a.ntaps; ++k)
-        AddWidened(_mm256_maskload_ps(TapF(t[k], x0) + i, tail), &s0, &s1);
-      _mm256_maskstore_ps(y + i, tail, Divide(s0, s1, div));
+        Tr::AddWidened(Tr::LoadTail(TapF(t[k], x0) + i, tail), &s0, &s1);
+      Tr::StoreTail(y + i, tail, Tr::Divide(s0, s1, div));
     }
   }
 }
+
+struct AvgF32x8 {
+  using V = __m256;
+  using D = __m256d;
+  using Mask = __m256i;
+  static constexpr int64_t kLanes = 8;
+  static V Load(const float* p) { return _mm256_loadu_ps(p); }
+  static void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static Mask Tail(int64_t n) { return TailMask(n); }
+  static V LoadTail(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
+  static void StoreTail(float* p, Mask m, V v) { _mm256_maskstore_ps(p, m, v); }
+  static D ZeroD() { return _mm256_setzero_pd(); }
+  static D SetD(double x) { return _mm256_set1_pd(x); }
+  static void AddWidened(V v, D* lo, D* hi) {
+    *lo = _mm256_add_pd(*lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    *hi = _mm256_add_pd(*hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  }
+  static V Divide(D lo, D hi, D div) {
+    return _mm256_set_m128(_mm256_cvtpd_ps(_mm256_div_pd(hi, div)),
+                           _mm256_cvtpd_ps(_mm256_div_pd(lo, div)));
+  }
+};
+
+#if defined(__AVX512BW__)
+struct AvgF32x16 {
+  using V = __m512;
+  using D = __m512d;
+  using Mask = __mmask16;
+  static constexpr int64_t kLanes = 16;
+  static V Load(const float* p) { return _mm512_loadu_ps(p); }
+  static void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static Mask Tail(int64_t n) { return Mask((1u << n) - 1); }
+  static V LoadTail(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+  static void StoreTail(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+  static D ZeroD() { return _mm512_setzero_pd(); }
+  static D SetD(double x) { return _mm512_set1_pd(x); }
+  static void AddWidened(V v, D* lo, D* hi) {
+    *lo = _mm512_add_pd(*lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    *hi = _mm512_add_pd(
+        *hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+  }
+  static V Divide(D lo, D hi, D div) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(
+        _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_div_pd(lo, div)))),
+        _mm256_castps_pd(_mm512_cvtpd_ps(_mm512_div_pd(hi, div))), 1));
+  }
+};
+#endif
 
 // The float max row over a vector trait (float or bf16 storage; 8 or 16
 // lanes): blocks of 4 vectors, then single vectors, then the channel tail.
@@ -413,9 +410,9 @@ constexpr PoolNhwcKernels MakePoolNhwcKernels() {
   void (*const max_f32)(const PoolNhwcRowArgs&) = MaxRowFloat<MaxF32x16>;
   void (*const max_bf16)(const PoolNhwcRowArgs&) = MaxRowFloat<MaxBf16x16>;
   void (*const avg_bf16)(const PoolNhwcRowArgs&) = AvgRowBf16x16;
-  void (*const avg_f32)(const PoolNhwcRowArgs&) = AvgRowF32x16;
+  void (*const avg_f32)(const PoolNhwcRowArgs&) = AvgRowFloat<AvgF32x16>;
 #else
-  void (*const avg_f32)(const PoolNhwcRowArgs&) = AvgRowF32;
+  void (*const avg_f32)(const PoolNhwcRowArgs&) = AvgRowFloat<AvgF32x8>;
   void (*const max_f32)(const PoolNhwcRowArgs&) = MaxRowFloat<MaxF32x8>;
   void (*const max_bf16)(const PoolNhwcRowArgs&) = MaxRowFloat<MaxBf16x8>;
   void (*const avg_bf16)(const PoolNhwcRowArgs&) = nullptr;  // the portable loop
