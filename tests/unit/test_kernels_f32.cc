@@ -547,13 +547,18 @@ TEST_CASE("kernels f32: channels-last Conv KxK, 1x1, groups at tile edges matche
       // Stem runs (StemRunSupports: 1 or 3 channels, 3/5/7 columns, width
       // stride 1 or 2): full blocks with the last moved back, runs shorter
       // than a block, one and two vectors of channels, several panels.
-      {1, 1, 16, 1, 32, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},   // text line
-      {2, 1, 37, 1, 9, 21, 5, 5, 1, 2, 1, 1, 2, 2, 2, 2, false, true, 2},     // 3 vectors
-      {1, 3, 24, 1, 29, 35, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, false, true, 1},    // RGB 7x7 s2
-      {1, 3, 32, 1, 33, 31, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false, 3},   // RGB 3x3 s2
-      {1, 3, 8, 1, 12, 5, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, false, true, 4},      // 5 pixels
-      {1, 1, 70, 1, 6, 40, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, false, true, 0},     // 7x7, 3 panels
-      {1, 3, 16, 1, 20, 41, 5, 5, 3, 1, 1, 1, 0, 2, 1, 2, false, true, 1},    // height stride 3
+      {1, 1, 16, 1, 32, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},  // text line
+      {2, 1, 37, 1, 9, 21, 5, 5, 1, 2, 1, 1, 2, 2, 2, 2, false, true, 2},    // 3 vectors
+      {1, 3, 24, 1, 29, 35, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, false, true, 1},   // RGB 7x7 s2
+      {1, 3, 32, 1, 33, 31, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false, 3},  // RGB 3x3 s2
+      {1, 3, 8, 1, 12, 5, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, false, true, 4},     // 5 pixels
+      {1, 1, 70, 1, 6, 40, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, false, true, 0},    // 7x7, 3 panels
+      {1, 3, 16, 1, 20, 41, 5, 5, 3, 1, 1, 1, 0, 2, 1, 2, false, true, 1},   // height stride 3
+      // Unpadded: the stem runs read x in place (XIsPlane), including rows
+      // and columns past the last window.
+      {1, 3, 64, 1, 24, 27, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, false, true, 1},  // RGB 3x3 s2
+      {2, 1, 20, 1, 9, 30, 5, 5, 1, 1, 2, 1, 0, 0, 0, 0, false, false, 2},  // dilated rows
+      {1, 3, 9, 1, 8, 10, 7, 7, 1, 2, 1, 1, 0, 0, 0, 0, false, true, 0},    // 2 pixels
   };
   for (const ConvCase& k : cases) runs += RunConvCase(ChannelsLast(k), rng);
   MESSAGE(runs << " fast channels-last Conv runs compared");

@@ -251,6 +251,15 @@ bool UseStemRuns(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   return s.k->stem_run && !c.residual && StemRunSupports(s.kw, c.sw, s.cg);
 }
 
+// Without padding x is its own plane (SqueezeNet 1.1's unpadded 3x3 s2 RGB
+// stem to 64 channels at 111x111: 260 -> 205 us than through the indirect GEMM).
+bool XIsPlane(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  if (s.group != 1 || s.kw == 1 || c.dw != 1 || c.pad_top > 0 || c.pad_left > 0) return false;
+  int64_t ph = 0, pw = 0;
+  PlaneSize(s, c, &ph, &pw);
+  return ph == c.ih && pw == c.iw;
+}
+
 // Work unit: one output row, every panel.
 void RunStem(const ConvNhwcF32State& s, const ConvNhwcF32Call& c, int64_t ph, int64_t pw,
              const float* plane, ThreadPool* pool) {
@@ -334,6 +343,8 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const CallParts parts(c.scratch, IgemmScratch(s, c), NumThreads(pool));
   if (use_plane) FillPlane(c, ph, pw, parts.plane());
   if (use_plane && UseStemRuns(s, c)) return RunStem(s, c, ph, pw, parts.plane(), pool);
+  if (!use_plane && UseStemRuns(s, c) && XIsPlane(s, c))
+    return RunStem(s, c, c.ih, c.iw, c.x, pool);
   const int64_t tile_ptrs = taps * k.mr;
   auto work = [&](int64_t begin, int64_t end, int slot) {
     const float** ptrs = parts.ptrs(slot);
