@@ -564,7 +564,9 @@ TEST_CASE("kernels f32: channels-last Conv KxK, 1x1, groups at tile edges matche
   MESSAGE(runs << " fast channels-last Conv runs compared");
 }
 
-// Winograd F(2x2, 3x3): 3x3 stride 1 with C >= 32, M >= 16 (WinogradWorthIt).
+// Winograd 3x3 stride 1 with C >= 32, M >= 16 (WinogradWorthIt): F(4x4, 3x3)
+// with 32 tiles of 4x4 or filters of at most 1 MiB (WinogradTile), else
+// F(2x2, 3x3).
 TEST_CASE("kernels f32: channels-last Winograd 3x3 matches the reference") {
   std::mt19937 rng(33);
   int runs = 0;
@@ -576,25 +578,33 @@ TEST_CASE("kernels f32: channels-last Winograd 3x3 matches the reference") {
       {1, 40, 40, 1, 6, 11, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, false, false, 2},    // no pads
       {1, 33, 48, 1, 5, 5, 3, 3, 1, 1, 1, 1, 2, 0, 1, 2, false, true, 3},      // uneven pads
       {1, 64, 17, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 0},      // one pixel
-      {1, 128, 128, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},  // ResNet stage
+      {1, 128, 128, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},  // F(2x2)
+      {1, 144, 128, 1, 23, 22, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, false, true, 4},  // 4x4, 2.6 MiB
   };
   for (const ConvCase& k : cases) {
     runs += RunConvCase(ChannelsLast(k), rng);
-    // The case takes the Winograd path on every variant that has one.
+    // The case takes the Winograd path it should on every variant.
+    const int64_t oh = k.h + k.pt + k.pb - 2, ow = k.w + k.pl + k.pr - 2;
+    const bool tile4 = oh * ow / 16 >= 32 || 36 * k.c * k.m * 4 <= (1 << 20);
     for (const kernels::ConvNhwcF32Kernels* variant :
          {kernels::ConvNhwcF32Portable(),
           kernels::ConvNhwcF32For(kernels::DetectedCpuFeatures())}) {
       if (!variant) continue;
       CAPTURE(variant->name);
       auto w = RandomF32({k.m, k.c, 3, 3}, rng);
-      auto state = kernels::PrepareConvNhwcF32(variant, w->t, 1);
-      REQUIRE(state);
       kernels::ConvNhwcF32Call call;
       call.c = k.c;
       call.kh = call.kw = 3;
-      CHECK(std::string(kernels::ConvNhwcF32Method(state.get(), call)) == "winograd");
+      auto sized = kernels::PrepareConvNhwcF32(variant, w->t, 1, nullptr, nullptr, 1, oh * ow);
+      REQUIRE(sized);
+      CHECK(std::string(kernels::ConvNhwcF32Method(sized.get(), call)) ==
+            (tile4 ? "winograd4x4" : "winograd"));
+      // Without the output's size at prepare: F(2x2, 3x3).
+      auto unsized = kernels::PrepareConvNhwcF32(variant, w->t, 1);
+      REQUIRE(unsized);
+      CHECK(std::string(kernels::ConvNhwcF32Method(unsized.get(), call)) == "winograd");
       call.sw = 2;
-      CHECK(std::string(kernels::ConvNhwcF32Method(state.get(), call)) == "igemm");
+      CHECK(std::string(kernels::ConvNhwcF32Method(sized.get(), call)) == "igemm");
     }
   }
   MESSAGE(runs << " fast channels-last Winograd Conv runs compared");
@@ -711,52 +721,59 @@ TEST_CASE("kernels f32: channels-last Conv at the AVX-512 tile edges matches the
 // A NaN input through the fused Relu (0) and Clip (NaN), like the reference,
 // on the igemm, Winograd and depthwise epilogues of every variant: the
 // max/min operand order. (CompareF32's tolerance is NaN where the input is.)
+// Infinities too where F(4x4, 3x3) would run: its transforms subtract them,
+// and the call runs again as the direct sums (RunWinograd).
 TEST_CASE("kernels f32: channels-last Conv activations treat NaN like the reference") {
   std::mt19937 rng(36);
-  // c, m, group
-  const int64_t shapes[][3] = {{5, 40, 1}, {33, 40, 1}, {40, 40, 40}};
+  // c, m, group: igemm, Winograd F(4x4), depthwise, Winograd F(2x2)
+  const int64_t shapes[][3] = {{5, 40, 1}, {33, 40, 1}, {40, 40, 40}, {128, 128, 1}};
+  const float inf = std::numeric_limits<float>::infinity();
   for (const auto& sh : shapes)
-    for (int act : {1, 2}) {
-      const int64_t c = sh[0], m = sh[1], group = sh[2];
-      INFO("C" << c << " M" << m << " group " << group << " act " << act);
-      std::vector<float> xv = RandomFloats(1 * 6 * 7 * c, rng);
-      for (int64_t i = 0; i < int64_t(xv.size()); i += 7 * c + 3)
-        xv[size_t(i)] = std::numeric_limits<float>::quiet_NaN();
-      const std::vector<TensorPtr> in = {F32({1, 6, 7, c}, xv),
-                                         RandomF32({m, c / group, 3, 3}, rng), RandomF32({m}, rng)};
-      AttrMap attrs;
-      attrs.SetInt("group", group);
-      attrs.SetInts("pads", {1, 1, 1, 1});
-      attrs.SetInt("channels_last", 1);
-      SetActivation(act, &attrs);
-      Runner ref("Conv", in, attrs, IsaConfig(Isa::kReference));
-      const std::vector<float> want = ref.Run(nullptr, 1);
-      size_t nans = 0, zeros = 0;
-      for (float v : want) {
-        nans += std::isnan(v);
-        zeros += v == 0.f;
+    for (int act : {1, 2})
+      for (float special : {std::numeric_limits<float>::quiet_NaN(), inf, -inf}) {
+        const int64_t c = sh[0], m = sh[1], group = sh[2];
+        if (!std::isnan(special) && c == 128) continue;  // F(2x2) keeps only NaN in place
+        INFO("C" << c << " M" << m << " group " << group << " act " << act << " " << special);
+        std::vector<float> xv = RandomFloats(1 * 6 * 7 * c, rng);
+        for (int64_t i = 0; i < int64_t(xv.size()); i += 7 * c + 3) xv[size_t(i)] = special;
+        const std::vector<TensorPtr> in = {
+            F32({1, 6, 7, c}, xv), RandomF32({m, c / group, 3, 3}, rng), RandomF32({m}, rng)};
+        AttrMap attrs;
+        attrs.SetInt("group", group);
+        attrs.SetInts("pads", {1, 1, 1, 1});
+        attrs.SetInt("channels_last", 1);
+        SetActivation(act, &attrs);
+        Runner ref("Conv", in, attrs, IsaConfig(Isa::kReference));
+        const std::vector<float> want = ref.Run(nullptr, 1);
+        size_t nans = 0, zeros = 0;
+        for (float v : want) {
+          nans += std::isnan(v);
+          zeros += v == 0.f;
+        }
+        if (std::isnan(special)) {
+          CHECK(nans + zeros > 0);
+          if (act == 2) CHECK(nans > 0);
+        }
+        for (Isa isa : kernels::SupportedIsas()) {
+          if (!IsaConfig(isa).conv_nhwc_f32) continue;
+          CAPTURE(std::string(kernels::IsaName(isa)));
+          Runner fast("Conv", in, attrs, IsaConfig(isa));
+          std::shared_ptr<void> state;
+          REQUIRE(fast.def->prepare(fast.ctx, &state).ok());
+          const std::vector<float> got = fast.Run(state.get(), 1);
+          REQUIRE(got.size() == want.size());
+          size_t bad = 0;
+          for (; bad < got.size(); ++bad) {
+            const float g = got[bad], e = want[bad];
+            if (std::isnan(g) != std::isnan(e) || std::isinf(g) != std::isinf(e) ||
+                (std::isinf(e) && g != e) ||
+                (std::isfinite(e) && std::fabs(g - e) > 1e-4f * (1.f + std::fabs(e))))
+              break;
+          }
+          CAPTURE(bad);
+          CHECK(bad == got.size());
+        }
       }
-      CHECK(nans + zeros > 0);
-      if (act == 2) CHECK(nans > 0);
-      for (Isa isa : kernels::SupportedIsas()) {
-        if (!IsaConfig(isa).conv_nhwc_f32) continue;
-        CAPTURE(std::string(kernels::IsaName(isa)));
-        Runner fast("Conv", in, attrs, IsaConfig(isa));
-        std::shared_ptr<void> state;
-        REQUIRE(fast.def->prepare(fast.ctx, &state).ok());
-        const std::vector<float> got = fast.Run(state.get(), 1);
-        REQUIRE(got.size() == want.size());
-        size_t bad = 0;
-        for (; bad < got.size(); ++bad)
-          if (std::isnan(got[bad]) != std::isnan(want[bad]) ||
-              (std::isnan(want[bad])
-                   ? false
-                   : std::fabs(got[bad] - want[bad]) > 1e-4f * (1.f + std::fabs(want[bad]))))
-            break;
-        CAPTURE(bad);
-        CHECK(bad == got.size());
-      }
-    }
 }
 
 // ---- ConvTranspose ---------------------------------------------------------------

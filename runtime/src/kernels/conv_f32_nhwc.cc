@@ -6,6 +6,7 @@
 #include "kernels/conv_f32_nhwc.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -85,9 +86,17 @@ void WinogradOutputPortable(const float* m, int64_t m_stride, int64_t c, const f
   WinogradOutputScalar(m, m_stride, 0, c, bias, act, lo, hi, res, y);
 }
 
-const ConvNhwcF32Kernels kConvNhwcF32Portable = {
-    "portable", kPortableMr,           kPortableNr,           IgemmPortable,
-    DwPortable, WinogradInputPortable, WinogradOutputPortable};
+const ConvNhwcF32Kernels kConvNhwcF32Portable = {"portable",
+                                                 kPortableMr,
+                                                 kPortableNr,
+                                                 IgemmPortable,
+                                                 DwPortable,
+                                                 WinogradInputPortable,
+                                                 WinogradOutputPortable,
+                                                 nullptr,
+                                                 nullptr,
+                                                 Winograd4Input<WinogradLane>,
+                                                 Winograd4Output<WinogradLane>};
 
 struct ConvNhwcF32State {
   const ConvNhwcF32Kernels* k = nullptr;
@@ -97,9 +106,11 @@ struct ConvNhwcF32State {
   // depthwise: [kh * kw][m].
   AlignedVector<float> w;
   int64_t group_stride = 0;  // floats per group in w
-  // Winograd F(2x2, 3x3) filters, when WinogradWorthIt: per transform
-  // position xi, panels of [cg][nr] as w's.
+  // Winograd F(t x t, 3x3) filters, t = winograd_tile (WinogradTile; 0:
+  // none): per transform position xi of the (t + 2)^2, panels of [cg][nr]
+  // as w's.
   AlignedVector<float> winograd_u;
+  int winograd_tile = 0;
   // bf16 mode (set instead of w): ceil(m / 32) panels of [taps][kc / 2][32][2],
   // kc = cg rounded up to 32.
   // Kernel rows (PlaneBf16Args): [panel][ky][kc / 2][32][2], kc = kw * cg
@@ -126,6 +137,20 @@ struct ConvNhwcF32State {
 // once the GEMMs are long enough in both channel counts.
 bool WinogradWorthIt(int64_t c, int64_t m) {
   return c >= 32 && m >= 16 && c + m <= 768;
+}
+
+// F(4x4, 3x3) does 36 / 64 of F(2x2)'s multiplications for about as many
+// transform operations per output, but its filters are 36 / 16 as large and
+// a model's run reads each layer's from memory once at least: it pays with
+// enough 4x4 tiles per image to use them on, or while they stay small (at
+// most 1 MiB). Measured on Zen 5, 1 thread, inside the models: ResNet-50's
+// 64 -> 64 at 56x56 and 128 -> 128 at 28x28 0.52 -> 0.36 and 0.46 -> 0.32 ms,
+// but 256 -> 256 at 14x14 (16 tiles, 9.4 MiB of filters) 0.50 -> 0.54.
+// `pixels` is oh * ow of the shapes at prepare (0: unknown, F(2x2)).
+int WinogradTile(const ConvNhwcF32Kernels& k, int64_t c, int64_t m, int64_t pixels) {
+  if (!WinogradWorthIt(c, m)) return 0;
+  const bool f4 = pixels / 16 >= 32 || 36 * c * m * int64_t(sizeof(float)) <= (int64_t(1) << 20);
+  return k.winograd4_in && k.winograd4_out && pixels > 0 && f4 ? 4 : 2;
 }
 
 // A call's scratch: a row of zeros for taps in the padding (read by every
@@ -458,13 +483,18 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   ParallelFor(pool, c.n * blocks, work);
 }
 
-// Winograd F(2x2, 3x3), stride 1, no dilation, no groups. Work unit: a
-// block of tiles; per block the 16 transformed patches [16][tiles][c] and
-// GEMM outputs [16][tiles][m] stay in this thread's scratch (sized to fit
-// L2), then the output transform writes the block's pixels.
-// Tiles per block: a multiple of mr, the block's scratch near 256 KiB.
+// Winograd F(2x2, 3x3) or F(4x4, 3x3), stride 1, no dilation, no groups.
+// Work unit: a block of tiles; per block the P = 16 or 36 transformed
+// patches [P][tiles][c] and GEMM outputs [P][tiles][m] stay in this thread's
+// scratch (sized to fit L2), then the output transform writes the block's
+// pixels. Tiles per block: a multiple of mr, the block's scratch near 256 KiB.
+int64_t WinogradPositions(const ConvNhwcF32State& s) {
+  return (s.winograd_tile + 2) * (s.winograd_tile + 2);
+}
+
 int64_t WinogradBlock(const ConvNhwcF32State& s) {
-  const int64_t mr = s.k->mr, fit = (64 * 1024) / (16 * (s.cg + s.m)) / mr * mr;
+  const int64_t mr = s.k->mr;
+  const int64_t fit = (64 * 1024) / (WinogradPositions(s) * (s.cg + s.m)) / mr * mr;
   return std::max<int64_t>(mr, std::min<int64_t>(8 * mr, fit));
 }
 
@@ -474,40 +504,44 @@ ThreadPool* WinogradPool(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
 
 CallScratch WinogradScratch(const ConvNhwcF32State& s) {
   const int64_t block = WinogradBlock(s), mr = s.k->mr;
-  return {s.cg, (block + mr - 1) / mr * mr, 16 * block * (s.cg + s.m)};
+  return {s.cg, (block + mr - 1) / mr * mr, WinogradPositions(s) * block * (s.cg + s.m)};
 }
 
-void RunWinograd(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+// False when F(4x4, 3x3) stored a value that is not finite (winograd4_out).
+bool RunWinograd(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const ConvNhwcF32Kernels& k = *s.k;
-  const int64_t th = (c.oh + 1) / 2, tw = (c.ow + 1) / 2, tiles = th * tw;
+  const int tile = s.winograd_tile, side = tile + 2, positions = side * side;
+  const auto transform_in = tile == 4 ? k.winograd4_in : k.winograd_in;
+  std::atomic<bool> finite{true};
+  const int64_t th = (c.oh + tile - 1) / tile, tw = (c.ow + tile - 1) / tile, tiles = th * tw;
   const int64_t ch = s.cg, m = s.m, panels = (m + k.nr - 1) / k.nr;
   const int64_t block = WinogradBlock(s);
   const int64_t blocks = (tiles + block - 1) / block;
   ThreadPool* const pool = WinogradPool(s, c);
   const CallParts parts(c.scratch, WinogradScratch(s), NumThreads(pool));
   auto work = [&](int64_t begin, int64_t end, int slot) {
-    const size_t v_size = size_t(16 * block * ch);
+    const size_t v_size = size_t(positions * block * ch);
     float* v = parts.floats(slot);
     float* mb = v + v_size;
     const int64_t groups = (block + k.mr - 1) / k.mr;
     const float** gp = parts.ptrs(slot);
     const float* zeros = parts.zeros();
-    const float* d[16];
+    const float* d[36];
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / blocks, t0 = u % blocks * block, t1 = std::min(tiles, t0 + block);
       const int64_t nt = t1 - t0;
       const float* xb = c.x + b * c.ih * c.iw * c.c;
       for (int64_t t = t0; t < t1; ++t) {
-        const int64_t iy0 = t / tw * 2 - c.pad_top, ix0 = t % tw * 2 - c.pad_left;
-        for (int i = 0; i < 4; ++i)
-          for (int j = 0; j < 4; ++j) {
+        const int64_t iy0 = t / tw * tile - c.pad_top, ix0 = t % tw * tile - c.pad_left;
+        for (int i = 0; i < side; ++i)
+          for (int j = 0; j < side; ++j) {
             const int64_t iy = iy0 + i, ix = ix0 + j;
-            d[i * 4 + j] =
+            d[i * side + j] =
                 iy < 0 || iy >= c.ih || ix < 0 || ix >= c.iw ? zeros : xb + (iy * c.iw + ix) * c.c;
           }
-        k.winograd_in(d, ch, v + (t - t0) * ch, block * ch);
+        transform_in(d, ch, v + (t - t0) * ch, block * ch);
       }
-      for (int xi = 0; xi < 16; ++xi) {
+      for (int xi = 0; xi < positions; ++xi) {
         const float* vx = v + xi * block * ch;
         // Rows past the block's end repeat its last tile; the kernel does not store them.
         for (int64_t r = 0; r < groups * k.mr; ++r) gp[r] = vx + std::min(r, nt - 1) * ch;
@@ -528,26 +562,31 @@ void RunWinograd(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
       }
       float* yb = c.y + b * c.oh * c.ow * m;
       const float* rb = c.residual ? c.residual + b * c.oh * c.ow * m : nullptr;
-      float* y[4];
-      const float* res[4] = {};
+      float* y[16];
+      const float* res[16] = {};
       for (int64_t t = t0; t < t1; ++t) {
-        const int64_t oy0 = t / tw * 2, ox0 = t % tw * 2;
-        for (int a = 0; a < 2; ++a)
-          for (int e = 0; e < 2; ++e) {
+        const int64_t oy0 = t / tw * tile, ox0 = t % tw * tile;
+        for (int a = 0; a < tile; ++a)
+          for (int e = 0; e < tile; ++e) {
             const int64_t oy = oy0 + a, ox = ox0 + e;
             const bool inside = oy < c.oh && ox < c.ow;
-            y[a * 2 + e] = inside ? yb + (oy * c.ow + ox) * m : nullptr;
-            if (rb) res[a * 2 + e] = inside ? rb + (oy * c.ow + ox) * m : nullptr;
+            y[a * tile + e] = inside ? yb + (oy * c.ow + ox) * m : nullptr;
+            if (rb) res[a * tile + e] = inside ? rb + (oy * c.ow + ox) * m : nullptr;
           }
-        k.winograd_out(mb + (t - t0) * m, block * m, m, c.bias, c.act, c.lo, c.hi,
-                       rb ? res : nullptr, y);
+        if (tile == 2)
+          k.winograd_out(mb + (t - t0) * m, block * m, m, c.bias, c.act, c.lo, c.hi,
+                         rb ? res : nullptr, y);
+        else if (!k.winograd4_out(mb + (t - t0) * m, block * m, m, c.bias, c.act, c.lo, c.hi,
+                                  rb ? res : nullptr, y))
+          finite.store(false, std::memory_order_relaxed);
         if (c.post)
-          for (float* p : y)
-            if (p) c.post->Apply(p, m);
+          for (int q = 0; q < tile * tile; ++q)
+            if (y[q]) c.post->Apply(y[q], m);
       }
     }
   };
   ParallelFor(pool, c.n * blocks, work);
+  return finite.load();
 }
 
 // One output row at a time. Inside the row, where every tap of a window is
@@ -1233,7 +1272,8 @@ const ConvNhwcF32Kernels* ConvNhwcF32Portable() {
 
 std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,
                                          int64_t group, const ConvNhwcBf16Kernels* bf16,
-                                         const Fp16Kernels* fp16, int64_t dilation_w) {
+                                         const Fp16Kernels* fp16, int64_t dilation_w,
+                                         int64_t output_pixels) {
   if (!k || w.dtype != DType::kFloat32 || w.rank() != 4 || group <= 0) return nullptr;
   auto s = std::make_shared<ConvNhwcF32State>();
   s->k = k;
@@ -1302,22 +1342,33 @@ std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tens
         for (int64_t t = 0; t < taps; ++t)
           panel[(t * s->cg + ch) * k->nr] = wd[(oc * s->cg + ch) * taps + t];
     }
-  if (group == 1 && s->kh == 3 && s->kw == 3 && WinogradWorthIt(s->cg, s->m)) {
+  const int tile =
+      group == 1 && s->kh == 3 && s->kw == 3 ? WinogradTile(*k, s->cg, s->m, output_pixels) : 0;
+  if (tile) {
     // U = G g G^T per (output, input) channel pair, in double then rounded once.
-    static const double kG[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
-    s->winograd_u.assign(size_t(16 * panels * s->cg * k->nr), 0.f);
+    static const double kG2[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
+    static const double kG4[6][3] = {{1. / 4, 0, 0},
+                                     {-1. / 6, -1. / 6, -1. / 6},
+                                     {-1. / 6, 1. / 6, -1. / 6},
+                                     {1. / 24, 1. / 12, 1. / 6},
+                                     {1. / 24, -1. / 12, 1. / 6},
+                                     {0, 0, 1}};
+    const double(*G)[3] = tile == 4 ? kG4 : kG2;
+    const int side = tile + 2;
+    s->winograd_tile = tile;
+    s->winograd_u.assign(size_t(side * side * panels * s->cg * k->nr), 0.f);
     for (int64_t oc = 0; oc < s->m; ++oc)
       for (int64_t ch = 0; ch < s->cg; ++ch) {
         const float* g = wd + (oc * s->cg + ch) * 9;
-        double gg[4][3];  // G g
-        for (int i = 0; i < 4; ++i)
+        double gg[6][3];  // G g
+        for (int i = 0; i < side; ++i)
           for (int j = 0; j < 3; ++j)
-            gg[i][j] = kG[i][0] * g[j] + kG[i][1] * g[3 + j] + kG[i][2] * g[6 + j];
-        for (int i = 0; i < 4; ++i)
-          for (int j = 0; j < 4; ++j) {
-            const double u = gg[i][0] * kG[j][0] + gg[i][1] * kG[j][1] + gg[i][2] * kG[j][2];
-            s->winograd_u[size_t(((i * 4 + j) * panels + oc / k->nr) * s->cg * k->nr + ch * k->nr +
-                                 oc % k->nr)] = float(u);
+            gg[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
+        for (int i = 0; i < side; ++i)
+          for (int j = 0; j < side; ++j) {
+            const double u = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
+            s->winograd_u[size_t(((i * side + j) * panels + oc / k->nr) * s->cg * k->nr +
+                                 ch * k->nr + oc % k->nr)] = float(u);
           }
       }
   }
@@ -1359,9 +1410,11 @@ bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& c) {
     RunBf16(s, c);
   else if (method[0] == 'd')
     RunDepthwise(s, c);
-  else if (method[0] == 'w')
-    RunWinograd(s, c);
-  else
+  else if (method[0] != 'w')
+    RunIgemm(s, c);
+  else if (!RunWinograd(s, c))
+    // A NaN or infinity reached outputs whose windows do not hold it: the
+    // direct sums give each output its own (IEEE) value.
     RunIgemm(s, c);
   return true;
 }
@@ -1376,7 +1429,13 @@ size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& c) {
   if (method[0] == 'f') return ConvNhwcFp16Scratch(s.fp16.get(), c);
   if (method[0] == 'b') return Bf16ScratchFor(s, c).Bytes(NumThreads(Bf16Pool(s, c)));
   if (method[0] == 'd') return DepthwiseScratch(s, c).Bytes(NumThreads(DepthwisePool(s, c)));
-  if (method[0] == 'w') return WinogradScratch(s).Bytes(NumThreads(WinogradPool(s, c)));
+  if (method[0] == 'w') {
+    const size_t winograd = WinogradScratch(s).Bytes(NumThreads(WinogradPool(s, c)));
+    // F(4x4, 3x3) may fall back to the direct sums (RunWinograd).
+    return s.winograd_tile == 4
+               ? std::max(winograd, IgemmScratch(s, c).Bytes(NumThreads(IgemmPool(s, c))))
+               : winograd;
+  }
   return IgemmScratch(s, c).Bytes(NumThreads(IgemmPool(s, c)));
 }
 
@@ -1385,7 +1444,8 @@ const char* ConvNhwcF32Method(const void* state, const ConvNhwcF32Call& c) {
   if (s.fp16) return "fp16";
   if (s.bf16) return s.bf16_rows && c.dw != 1 ? "none" : "bf16";
   if (s.depthwise) return "depthwise";
-  if (!s.winograd_u.empty() && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1) return "winograd";
+  if (!s.winograd_u.empty() && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1)
+    return s.winograd_tile == 4 ? "winograd4x4" : "winograd";
   return "igemm";
 }
 

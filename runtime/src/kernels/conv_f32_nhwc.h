@@ -13,10 +13,13 @@
 // channels with weights packed [kh * kw][C].
 //
 // 3x3 stride-1 convolutions with enough channels (WinogradWorthIt) run as
-// Winograd F(2x2, 3x3): 16 multiplications per 2x2 output tile and channel
-// pair instead of 36, through 16 GEMMs on the same microkernel; the filters
-// are transformed at prepare. docs/NUMERICS.md bounds the difference from the
-// direct sums.
+// Winograd F(4x4, 3x3) (36 multiplications per 4x4 output tile and channel
+// pair instead of 144, through 36 GEMMs on the same microkernel) or, where
+// its larger filters would cost more than it saves (WinogradTile), F(2x2,
+// 3x3) (16 instead of 36); the filters are transformed at prepare.
+// docs/NUMERICS.md bounds the difference from the direct sums. F(4x4)'s
+// transforms carry a NaN or infinity to outputs whose windows lack it: such
+// a call runs again as the direct sums.
 //
 // Every output element sums its taps in the same order (tap-major, then
 // channel; for Winograd the same transforms and channel order) in one
@@ -150,6 +153,14 @@ struct ConvNhwcF32Kernels {
   // Stem runs (StemRunF32Args) of the geometries StemRunSupports accepts, or
   // null; nr is two vectors.
   void (*stem_run)(const StemRunF32Args& args) = nullptr;
+  // Winograd F(4x4, 3x3) transforms, as winograd_in/out with the 6x6 patch's
+  // 36 pointers and a 4x4 tile of 16 outputs (conv_f32_nhwc_winograd.h).
+  // The output transform returns false when a value it stored (before the
+  // activation) is not finite: unlike F(2x2)'s, these transforms carry a NaN
+  // or infinity of the patch into outputs whose windows do not hold it.
+  void (*winograd4_in)(const float* const* d, int64_t c, float* v, int64_t v_stride) = nullptr;
+  bool (*winograd4_out)(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
+                        float lo, float hi, const float* const* res, float* const* y) = nullptr;
 };
 
 // The variant `f` allows, or nullptr without any SIMD feature (the op then
@@ -282,9 +293,12 @@ const ConvNhwcF32Kernels* ConvNhwcF32Portable();
 // others as taps of C values.
 // With `fp16` (non-null) every convolution but depthwise runs in fp16
 // instead (igemm_fp16.h); it takes precedence over bf16.
+// `output_pixels` (oh * ow of the shapes at prepare, 0 when unknown) picks
+// the Winograd tile (WinogradTile): calls of other sizes stay correct.
 std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,
                                          int64_t group, const ConvNhwcBf16Kernels* bf16 = nullptr,
-                                         const Fp16Kernels* fp16 = nullptr, int64_t dilation_w = 1);
+                                         const Fp16Kernels* fp16 = nullptr, int64_t dilation_w = 1,
+                                         int64_t output_pixels = 0);
 
 struct ConvNhwcF32Call {
   const float* x = nullptr;     // [n, ih, iw, c]
@@ -323,7 +337,8 @@ bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& call);
 // The scratch bytes RunConvNhwcF32(state, call) uses (shapes and pool only).
 size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& call);
 
-// How RunConvNhwcF32 computes `call`: "depthwise", "winograd", "igemm", "bf16" or "fp16"
+// How RunConvNhwcF32 computes `call`: "depthwise", "winograd" (F(2x2, 3x3)),
+// "winograd4x4", "igemm", "bf16" or "fp16"
 // (for tests and diagnostics); "none" for a call the prepared weights cannot
 // take (a bf16 kernel-row packing called with dilation across the width).
 const char* ConvNhwcF32Method(const void* state, const ConvNhwcF32Call& call);

@@ -262,11 +262,38 @@ void WinogradOutputAvx2(const float* m, int64_t m_stride, int64_t c, const float
   WinogradOutputScalar(m, m_stride, ch, c, bias, act, lo, hi, res, y);
 }
 
+// Winograd F(4x4, 3x3) lanes: 8 channels, the rest by the scalar lanes
+// (vmaskmovps stores are slow on AMD).
+struct WinogradYmm {
+  using F = __m256;
+  using Mask = int;
+  static constexpr int kLanes = 8;
+  static constexpr bool kMaskedTail = false;
+  static Mask Tail(int64_t) { return 0; }
+  static F LoadTail(const float* p, Mask) { return _mm256_loadu_ps(p); }
+  static void StoreTail(float* p, Mask, F v) { _mm256_storeu_ps(p, v); }
+  static F Add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F Set(float v) { return _mm256_set1_ps(v); }
+  static F Zero() { return _mm256_setzero_ps(); }
+  static F Act(F x, F32Act act, float lo, float hi) { return Activate(x, act, lo, hi); }
+  static bool AnyNan(F v) { return _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0; }
+};
+
 }  // namespace
 
-extern const ConvNhwcF32Kernels kConvNhwcF32Avx2 = {
-    "avx2",    kMr,        kNr, IgemmAvx2, DwAvx2, WinogradInputAvx2, WinogradOutputAvx2,
-    DwRunAvx2, StemRunAvx2};
+extern const ConvNhwcF32Kernels kConvNhwcF32Avx2 = {"avx2",
+                                                    kMr,
+                                                    kNr,
+                                                    IgemmAvx2,
+                                                    DwAvx2,
+                                                    WinogradInputAvx2,
+                                                    WinogradOutputAvx2,
+                                                    DwRunAvx2,
+                                                    StemRunAvx2,
+                                                    Winograd4Input<WinogradYmm>,
+                                                    Winograd4Output<WinogradYmm>};
 
 }  // namespace kernels
 }  // namespace qfold

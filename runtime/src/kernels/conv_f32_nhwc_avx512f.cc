@@ -306,6 +306,15 @@ void WinogradOutputAvx512(const float* m, int64_t m_stride, int64_t c, const flo
     WinogradOutputVector(m, m_stride, ch, TailMask(c - ch), bias, act, lo, hi, res, y);
 }
 
+// Winograd F(4x4, 3x3) lanes: 16 channels, the tail masked.
+struct WinogradZmm : DwRunZmm {
+  static constexpr bool kMaskedTail = true;
+  static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F Set(float v) { return _mm512_set1_ps(v); }
+  static bool AnyNan(F v) { return _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0; }
+};
+
 }  // namespace
 
 extern const ConvNhwcF32Kernels kConvNhwcF32Avx512F;
@@ -317,7 +326,9 @@ const ConvNhwcF32Kernels kConvNhwcF32Avx512F = {"avx512f",
                                                 WinogradInputAvx512,
                                                 WinogradOutputAvx512,
                                                 DwRunAvx512,
-                                                StemRunAvx512};
+                                                StemRunAvx512,
+                                                Winograd4Input<WinogradZmm>,
+                                                Winograd4Output<WinogradZmm>};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -281,11 +281,38 @@ void WinogradOutputNeon(const float* m, int64_t m_stride, int64_t c, const float
   WinogradOutputScalar(m, m_stride, ch, c, bias, act, lo, hi, res, y);
 }
 
+// Winograd F(4x4, 3x3) lanes: 4 channels, the rest by the scalar lanes.
+struct WinogradQ {
+  using F = float32x4_t;
+  using Mask = int;
+  static constexpr int kLanes = 4;
+  static constexpr bool kMaskedTail = false;
+  static Mask Tail(int64_t) { return 0; }
+  static F LoadTail(const float* p, Mask) { return vld1q_f32(p); }
+  static void StoreTail(float* p, Mask, F v) { vst1q_f32(p, v); }
+  static F Add(F a, F b) { return vaddq_f32(a, b); }
+  static F Sub(F a, F b) { return vsubq_f32(a, b); }
+  static F Mul(F a, F b) { return vmulq_f32(a, b); }
+  static F Set(float v) { return vdupq_n_f32(v); }
+  static F Zero() { return vdupq_n_f32(0.f); }
+  static F Act(F x, F32Act act, float lo, float hi) { return Activate(x, act, lo, hi); }
+  static bool AnyNan(F v) { return vmaxvq_u32(vmvnq_u32(vceqq_f32(v, v))) != 0; }
+};
+
 }  // namespace
 
 extern const ConvNhwcF32Kernels kConvNhwcF32Neon;
-const ConvNhwcF32Kernels kConvNhwcF32Neon = {
-    "neon", kMr, kNr, IgemmNeon, DwNeon, WinogradInputNeon, WinogradOutputNeon};
+const ConvNhwcF32Kernels kConvNhwcF32Neon = {"neon",
+                                             kMr,
+                                             kNr,
+                                             IgemmNeon,
+                                             DwNeon,
+                                             WinogradInputNeon,
+                                             WinogradOutputNeon,
+                                             nullptr,
+                                             nullptr,
+                                             Winograd4Input<WinogradQ>,
+                                             Winograd4Output<WinogradQ>};
 
 }  // namespace kernels
 }  // namespace qfold

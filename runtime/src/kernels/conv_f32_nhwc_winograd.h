@@ -1,6 +1,6 @@
-// Winograd F(2x2, 3x3) for channels-last fp32 convolutions (conv_f32_nhwc.h):
-// the transforms of one tile, channel by channel, shared by the portable and
-// AVX2 variants (each includes this file; everything here has internal
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) for channels-last fp32 convolutions
+// (conv_f32_nhwc.h): the transforms of one tile, channel by channel, shared
+// by every variant (each includes this file; everything here has internal
 // linkage, so each is compiled with its own file's flags).
 //
 // A 2x2 output tile reads a 4x4 input patch d; per channel
@@ -69,6 +69,149 @@ inline void WinogradOutputScalar(const float* m, int64_t m_stride, int64_t ch0, 
       }
     }
   }
+}
+
+// ---- Winograd F(4x4, 3x3) ---------------------------------------------------
+// A 4x4 output tile reads a 6x6 patch: V = B^T d B, 36 GEMMs, Y = A^T M A,
+// U = G g G^T, with (Lavin and Gray's points 0, +-1, +-2 and infinity)
+//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
+//          0 2 -1 -2 1 0; 0 4 0 -5 0 1],
+//   G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6;
+//        1/24 -1/12 1/6; 0 0 1],
+//   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]:
+// 36 multiplications per 16 outputs and channel pair where F(2x2, 3x3)
+// takes 64 and the direct sums 144. One source for every variant: W is a
+// lane trait (F, Mask, kLanes, Tail, LoadTail, StoreTail, Add, Sub, Mul, Set,
+// Zero, Act, AnyNan); WinogradLane below is the scalar one. Every variant does the
+// same operations in the same order (no fused multiply-adds), lane for lane.
+
+struct WinogradLane {
+  using F = float;
+  using Mask = int;
+  static constexpr int kLanes = 1;
+  static constexpr bool kMaskedTail = false;
+  static Mask Tail(int64_t) { return 1; }
+  static F LoadTail(const float* p, Mask) { return *p; }
+  static void StoreTail(float* p, Mask, F v) { *p = v; }
+  static F Add(F a, F b) { return a + b; }
+  static F Sub(F a, F b) { return a - b; }
+  static F Mul(F a, F b) { return a * b; }
+  static F Set(float v) { return v; }
+  static F Zero() { return 0.f; }
+  static F Act(F v, F32Act act, float lo, float hi) { return WinogradActivate(v, act, lo, hi); }
+  static bool AnyNan(F v) { return v != v; }
+};
+
+// r = B^T x for one line of the patch.
+template <class W>
+inline void Winograd4InputLine(const typename W::F* x, typename W::F* r) {
+  const typename W::F four = W::Set(4.f), five = W::Set(5.f), two = W::Set(2.f);
+  const typename W::F a = W::Sub(x[4], W::Mul(four, x[2])), b = W::Sub(x[3], W::Mul(four, x[1]));
+  const typename W::F c = W::Sub(x[4], x[2]), e = W::Mul(two, W::Sub(x[3], x[1]));
+  r[0] = W::Add(W::Sub(x[4], W::Mul(five, x[2])), W::Mul(four, x[0]));
+  r[1] = W::Add(a, b);
+  r[2] = W::Sub(a, b);
+  r[3] = W::Add(c, e);
+  r[4] = W::Sub(c, e);
+  r[5] = W::Add(W::Sub(x[5], W::Mul(five, x[3])), W::Mul(four, x[1]));
+}
+
+// o = A^T x for one line of M.
+template <class W>
+inline void Winograd4OutputLine(const typename W::F* x, typename W::F* o) {
+  const typename W::F p = W::Add(x[1], x[2]), q = W::Sub(x[1], x[2]);
+  const typename W::F r = W::Add(x[3], x[4]), s = W::Sub(x[3], x[4]);
+  o[0] = W::Add(W::Add(x[0], p), r);
+  o[1] = W::Add(q, W::Mul(W::Set(2.f), s));
+  o[2] = W::Add(p, W::Mul(W::Set(4.f), r));
+  o[3] = W::Add(W::Add(q, W::Mul(W::Set(8.f), s)), x[5]);
+}
+
+// Lanes [ch, ch + kLanes) masked to mk: d holds the 6x6 patch's pixel
+// pointers, row-major; writes V[xi] to v[xi * v_stride + ch].
+template <class W>
+inline void Winograd4InputLanes(const float* const* d, int64_t ch, typename W::Mask mk, float* v,
+                                int64_t v_stride) {
+  using F = typename W::F;
+  F t[6][6];  // t[i][j] = (B^T d)[i][j]
+  for (int j = 0; j < 6; ++j) {
+    F x[6], r[6];
+    for (int i = 0; i < 6; ++i) x[i] = W::LoadTail(d[i * 6 + j] + ch, mk);
+    Winograd4InputLine<W>(x, r);
+    for (int i = 0; i < 6; ++i) t[i][j] = r[i];
+  }
+  for (int i = 0; i < 6; ++i) {
+    F r[6];
+    Winograd4InputLine<W>(t[i], r);
+    for (int j = 0; j < 6; ++j) W::StoreTail(v + (i * 6 + j) * v_stride + ch, mk, r[j]);
+  }
+}
+
+// Lanes [ch, ch + kLanes): y[a * 4 + e][ch] = act(bias + (A^T M A)[a][e]
+// (+ res[a * 4 + e][ch])), M[xi] at m[xi * m_stride]; a null y[k] is skipped.
+// *bad accumulates 0 * each stored value before the activation: NaN once
+// one was not finite.
+template <class W>
+inline void Winograd4OutputLanes(const float* m, int64_t m_stride, int64_t ch, typename W::Mask mk,
+                                 const float* bias, F32Act act, float lo, float hi,
+                                 const float* const* res, float* const* y, typename W::F* bad) {
+  using F = typename W::F;
+  F s[4][6];  // s[a][j] = (A^T M)[a][j]
+  for (int j = 0; j < 6; ++j) {
+    F x[6], o[4];
+    for (int i = 0; i < 6; ++i) x[i] = W::LoadTail(m + (i * 6 + j) * m_stride + ch, mk);
+    Winograd4OutputLine<W>(x, o);
+    for (int a = 0; a < 4; ++a) s[a][j] = o[a];
+  }
+  const F b = bias ? W::LoadTail(bias + ch, mk) : W::Zero();
+  for (int a = 0; a < 4; ++a) {
+    F o[4];
+    Winograd4OutputLine<W>(s[a], o);
+    for (int e = 0; e < 4; ++e) {
+      float* out = y[a * 4 + e];
+      if (!out) continue;
+      F v = W::Add(o[e], b);
+      if (res) v = W::Add(v, W::LoadTail(res[a * 4 + e] + ch, mk));
+      *bad = W::Add(*bad, W::Mul(v, W::Zero()));
+      W::StoreTail(out + ch, mk, W::Act(v, act, lo, hi));
+    }
+  }
+}
+
+// All c channels: whole vectors, then the tail masked (kMaskedTail) or by
+// the scalar lanes.
+template <class W>
+void Winograd4Input(const float* const* d, int64_t c, float* v, int64_t v_stride) {
+  int64_t ch = 0;
+  for (; ch + W::kLanes <= c; ch += W::kLanes)
+    Winograd4InputLanes<W>(d, ch, W::Tail(W::kLanes), v, v_stride);
+  if (ch == c) return;
+  if constexpr (W::kMaskedTail) {
+    Winograd4InputLanes<W>(d, ch, W::Tail(c - ch), v, v_stride);
+  } else {
+    for (; ch < c; ++ch) Winograd4InputLanes<WinogradLane>(d, ch, 1, v, v_stride);
+  }
+}
+
+// False when a stored value was not finite (ConvNhwcF32Kernels::winograd4_out).
+template <class W>
+bool Winograd4Output(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
+                     float lo, float hi, const float* const* res, float* const* y) {
+  typename W::F bad = W::Zero();
+  float bad_lane = 0.f;
+  int64_t ch = 0;
+  for (; ch + W::kLanes <= c; ch += W::kLanes)
+    Winograd4OutputLanes<W>(m, m_stride, ch, W::Tail(W::kLanes), bias, act, lo, hi, res, y, &bad);
+  if (ch < c) {
+    if constexpr (W::kMaskedTail) {
+      Winograd4OutputLanes<W>(m, m_stride, ch, W::Tail(c - ch), bias, act, lo, hi, res, y, &bad);
+    } else {
+      for (; ch < c; ++ch)
+        Winograd4OutputLanes<WinogradLane>(m, m_stride, ch, 1, bias, act, lo, hi, res, y,
+                                           &bad_lane);
+    }
+  }
+  return !W::AnyNan(bad) && !WinogradLane::AnyNan(bad_lane);
 }
 
 }  // namespace

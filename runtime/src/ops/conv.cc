@@ -165,9 +165,13 @@ Status PrepareConv(KernelContext& ctx, std::shared_ptr<void>* state) {
   if (cl) {
     const kernels::KernelConfig& kc = ctx.kernel_config();
     const std::vector<int64_t> dilations = ctx.attr().GetInts("dilations");
-    *state =
-        kernels::PrepareConvNhwcF32(kc.conv_nhwc_f32, *ctx.input(1), group, kc.conv_nhwc_bf16,
-                                    kc.conv_nhwc_fp16, dilations.empty() ? 1 : dilations.back());
+    // Y is [n, oh, ow, m] here.
+    const Tensor* y = ctx.output(0);
+    const int64_t pixels =
+        y && y->rank() == 4 && y->shape[1] > 0 && y->shape[2] > 0 ? y->shape[1] * y->shape[2] : 0;
+    *state = kernels::PrepareConvNhwcF32(kc.conv_nhwc_f32, *ctx.input(1), group, kc.conv_nhwc_bf16,
+                                         kc.conv_nhwc_fp16,
+                                         dilations.empty() ? 1 : dilations.back(), pixels);
     return Status::Ok();
   }
   *state =
