@@ -76,27 +76,17 @@ void DwPortable(const DwNhwcF32Args& p) {
   }
 }
 
-void WinogradInputPortable(const float* const* d, int64_t c, float* v, int64_t v_stride) {
-  WinogradInputScalar(d, 0, c, v, v_stride);
-}
-
-void WinogradOutputPortable(const float* m, int64_t m_stride, int64_t c, const float* bias,
-                            F32Act act, float lo, float hi, const float* const* res,
-                            float* const* y) {
-  WinogradOutputScalar(m, m_stride, 0, c, bias, act, lo, hi, res, y);
-}
-
 const ConvNhwcF32Kernels kConvNhwcF32Portable = {"portable",
                                                  kPortableMr,
                                                  kPortableNr,
                                                  IgemmPortable,
                                                  DwPortable,
-                                                 WinogradInputPortable,
-                                                 WinogradOutputPortable,
+                                                 WinogradInput<WinogradLane, 2>,
+                                                 WinogradOutput<WinogradLane, 2>,
                                                  nullptr,
                                                  nullptr,
-                                                 Winograd4Input<WinogradLane>,
-                                                 Winograd4Output<WinogradLane>};
+                                                 WinogradInput<WinogradLane, 4>,
+                                                 WinogradOutput<WinogradLane, 4>};
 
 struct ConvNhwcF32State {
   const ConvNhwcF32Kernels* k = nullptr;
@@ -507,11 +497,12 @@ CallScratch WinogradScratch(const ConvNhwcF32State& s) {
   return {s.cg, (block + mr - 1) / mr * mr, WinogradPositions(s) * block * (s.cg + s.m)};
 }
 
-// False when F(4x4, 3x3) stored a value that is not finite (winograd4_out).
+// False when a value it stored is not finite (winograd_out, winograd4_out).
 bool RunWinograd(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const ConvNhwcF32Kernels& k = *s.k;
   const int tile = s.winograd_tile, side = tile + 2, positions = side * side;
   const auto transform_in = tile == 4 ? k.winograd4_in : k.winograd_in;
+  const auto transform_out = tile == 4 ? k.winograd4_out : k.winograd_out;
   std::atomic<bool> finite{true};
   const int64_t th = (c.oh + tile - 1) / tile, tw = (c.ow + tile - 1) / tile, tiles = th * tw;
   const int64_t ch = s.cg, m = s.m, panels = (m + k.nr - 1) / k.nr;
@@ -573,11 +564,8 @@ bool RunWinograd(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
             y[a * tile + e] = inside ? yb + (oy * c.ow + ox) * m : nullptr;
             if (rb) res[a * tile + e] = inside ? rb + (oy * c.ow + ox) * m : nullptr;
           }
-        if (tile == 2)
-          k.winograd_out(mb + (t - t0) * m, block * m, m, c.bias, c.act, c.lo, c.hi,
-                         rb ? res : nullptr, y);
-        else if (!k.winograd4_out(mb + (t - t0) * m, block * m, m, c.bias, c.act, c.lo, c.hi,
-                                  rb ? res : nullptr, y))
+        if (!transform_out(mb + (t - t0) * m, block * m, m, c.bias, c.act, c.lo, c.hi,
+                           rb ? res : nullptr, y))
           finite.store(false, std::memory_order_relaxed);
         if (c.post)
           for (int q = 0; q < tile * tile; ++q)
@@ -1413,8 +1401,9 @@ bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& c) {
   else if (method[0] != 'w')
     RunIgemm(s, c);
   else if (!RunWinograd(s, c))
-    // A NaN or infinity reached outputs whose windows do not hold it: the
-    // direct sums give each output its own (IEEE) value.
+    // An output came out NaN or infinite: the transforms may have carried it
+    // to outputs whose windows lack it, or made NaN of infinities the direct
+    // sums keep. Those give each output its own IEEE value.
     RunIgemm(s, c);
   return true;
 }
@@ -1431,10 +1420,8 @@ size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& c) {
   if (method[0] == 'd') return DepthwiseScratch(s, c).Bytes(NumThreads(DepthwisePool(s, c)));
   if (method[0] == 'w') {
     const size_t winograd = WinogradScratch(s).Bytes(NumThreads(WinogradPool(s, c)));
-    // F(4x4, 3x3) may fall back to the direct sums (RunWinograd).
-    return s.winograd_tile == 4
-               ? std::max(winograd, IgemmScratch(s, c).Bytes(NumThreads(IgemmPool(s, c))))
-               : winograd;
+    // It may fall back to the direct sums (RunWinograd).
+    return std::max(winograd, IgemmScratch(s, c).Bytes(NumThreads(IgemmPool(s, c))));
   }
   return IgemmScratch(s, c).Bytes(NumThreads(IgemmPool(s, c)));
 }

@@ -141,9 +141,13 @@ struct ConvNhwcF32Kernels {
   // (conv_f32_nhwc_winograd.h). In: d holds the 4x4 patch's pixel pointers,
   // row-major; writes v[xi * v_stride + ch]. Out: reads m[xi * m_stride + ch],
   // writes act(bias + Y + r) to y[0..3] (the 2x2 tile, row-major; null:
-  // outside), r from res[0..3] (res itself may be null: no residual).
+  // outside), r from res[0..3] (res itself may be null: no residual); false
+  // when a value it stored (before the activation) is not finite. (These
+  // transforms keep a NaN of the patch out of outputs whose windows lack it,
+  // but two infinities subtracted make NaN where the direct sums are
+  // infinite.)
   void (*winograd_in)(const float* const* d, int64_t c, float* v, int64_t v_stride);
-  void (*winograd_out)(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
+  bool (*winograd_out)(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
                        float lo, float hi, const float* const* res, float* const* y);
   // Depthwise runs with each input column loaded once for the several
   // outputs whose windows share it (a 5x5's 25 taps load 12 columns a row
@@ -155,9 +159,8 @@ struct ConvNhwcF32Kernels {
   void (*stem_run)(const StemRunF32Args& args) = nullptr;
   // Winograd F(4x4, 3x3) transforms, as winograd_in/out with the 6x6 patch's
   // 36 pointers and a 4x4 tile of 16 outputs (conv_f32_nhwc_winograd.h).
-  // The output transform returns false when a value it stored (before the
-  // activation) is not finite: unlike F(2x2)'s, these transforms carry a NaN
-  // or infinity of the patch into outputs whose windows do not hold it.
+  // These carry a NaN or infinity of the patch into outputs whose windows do
+  // not hold it.
   void (*winograd4_in)(const float* const* d, int64_t c, float* v, int64_t v_stride) = nullptr;
   bool (*winograd4_out)(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
                         float lo, float hi, const float* const* res, float* const* y) = nullptr;

@@ -210,60 +210,8 @@ void DwAvx2(const DwNhwcF32Args& p) {
   }
 }
 
-// The transforms 8 channels at a time, the rest by the scalar code (the
-// same operations in the same order, so the same values).
-void WinogradInputAvx2(const float* const* d, int64_t c, float* v, int64_t v_stride) {
-  int64_t ch = 0;
-  for (; ch + 8 <= c; ch += 8) {
-    __m256 t[4][4];
-    for (int j = 0; j < 4; ++j) {
-      const __m256 d0 = _mm256_loadu_ps(d[j] + ch), d1 = _mm256_loadu_ps(d[4 + j] + ch);
-      const __m256 d2 = _mm256_loadu_ps(d[8 + j] + ch), d3 = _mm256_loadu_ps(d[12 + j] + ch);
-      t[0][j] = _mm256_sub_ps(d0, d2);
-      t[1][j] = _mm256_add_ps(d1, d2);
-      t[2][j] = _mm256_sub_ps(d2, d1);
-      t[3][j] = _mm256_sub_ps(d1, d3);
-    }
-    for (int i = 0; i < 4; ++i) {
-      _mm256_storeu_ps(v + (i * 4 + 0) * v_stride + ch, _mm256_sub_ps(t[i][0], t[i][2]));
-      _mm256_storeu_ps(v + (i * 4 + 1) * v_stride + ch, _mm256_add_ps(t[i][1], t[i][2]));
-      _mm256_storeu_ps(v + (i * 4 + 2) * v_stride + ch, _mm256_sub_ps(t[i][2], t[i][1]));
-      _mm256_storeu_ps(v + (i * 4 + 3) * v_stride + ch, _mm256_sub_ps(t[i][1], t[i][3]));
-    }
-  }
-  WinogradInputScalar(d, ch, c, v, v_stride);
-}
-
-void WinogradOutputAvx2(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
-                        float lo, float hi, const float* const* res, float* const* y) {
-  int64_t ch = 0;
-  for (; ch + 8 <= c; ch += 8) {
-    __m256 s[2][4];
-    for (int j = 0; j < 4; ++j) {
-      const __m256 m0 = _mm256_loadu_ps(m + j * m_stride + ch);
-      const __m256 m1 = _mm256_loadu_ps(m + (4 + j) * m_stride + ch);
-      const __m256 m2 = _mm256_loadu_ps(m + (8 + j) * m_stride + ch);
-      const __m256 m3 = _mm256_loadu_ps(m + (12 + j) * m_stride + ch);
-      s[0][j] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
-      s[1][j] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
-    }
-    const __m256 b = bias ? _mm256_loadu_ps(bias + ch) : _mm256_setzero_ps();
-    for (int a = 0; a < 2; ++a) {
-      __m256 v[2] = {_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s[a][0], s[a][1]), s[a][2]), b),
-                     _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(s[a][1], s[a][2]), s[a][3]), b)};
-      for (int e = 0; e < 2; ++e) {
-        float* out = y[a * 2 + e];
-        if (!out) continue;
-        if (res) v[e] = _mm256_add_ps(v[e], _mm256_loadu_ps(res[a * 2 + e] + ch));
-        _mm256_storeu_ps(out + ch, Activate(v[e], act, lo, hi));
-      }
-    }
-  }
-  WinogradOutputScalar(m, m_stride, ch, c, bias, act, lo, hi, res, y);
-}
-
-// Winograd F(4x4, 3x3) lanes: 8 channels, the rest by the scalar lanes
-// (vmaskmovps stores are slow on AMD).
+// Winograd lanes (conv_f32_nhwc_winograd.h): 8 channels, the rest by the
+// scalar lanes (vmaskmovps stores are slow on AMD).
 struct WinogradYmm {
   using F = __m256;
   using Mask = int;
@@ -288,12 +236,12 @@ extern const ConvNhwcF32Kernels kConvNhwcF32Avx2 = {"avx2",
                                                     kNr,
                                                     IgemmAvx2,
                                                     DwAvx2,
-                                                    WinogradInputAvx2,
-                                                    WinogradOutputAvx2,
+                                                    WinogradInput<WinogradYmm, 2>,
+                                                    WinogradOutput<WinogradYmm, 2>,
                                                     DwRunAvx2,
                                                     StemRunAvx2,
-                                                    Winograd4Input<WinogradYmm>,
-                                                    Winograd4Output<WinogradYmm>};
+                                                    WinogradInput<WinogradYmm, 4>,
+                                                    WinogradOutput<WinogradYmm, 4>};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -5,8 +5,8 @@
 // (the last of M = 48, say) runs on one vector; partial vectors use masks,
 // cheap on every AVX-512 CPU (unlike AVX2's vmaskmovps on AMD).
 // Depthwise: 4 vectors of 16 channels of two pixels accumulate over the taps.
-// Winograd transforms: 16 channels per vector, the channel tail masked (the
-// same operations in the same order as the scalar code, so the same values).
+// Winograd transforms (conv_f32_nhwc_winograd.h): 16 channels per vector, the
+// channel tail masked.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -246,67 +246,8 @@ void StemRunAvx512(const StemRunF32Args& g) {
   StemRun<DwRunZmm>(g);
 }
 
-// One vector of 16 channels at `ch`, masked to `m` (maskz loads: the lanes
-// past c read nothing and are not stored).
-inline void WinogradInputVector(const float* const* d, int64_t ch, __mmask16 m, float* v,
-                                int64_t v_stride) {
-  __m512 t[4][4];
-  for (int j = 0; j < 4; ++j) {
-    const __m512 d0 = _mm512_maskz_loadu_ps(m, d[j] + ch);
-    const __m512 d1 = _mm512_maskz_loadu_ps(m, d[4 + j] + ch);
-    const __m512 d2 = _mm512_maskz_loadu_ps(m, d[8 + j] + ch);
-    const __m512 d3 = _mm512_maskz_loadu_ps(m, d[12 + j] + ch);
-    t[0][j] = _mm512_sub_ps(d0, d2);
-    t[1][j] = _mm512_add_ps(d1, d2);
-    t[2][j] = _mm512_sub_ps(d2, d1);
-    t[3][j] = _mm512_sub_ps(d1, d3);
-  }
-  for (int i = 0; i < 4; ++i) {
-    float* o = v + i * 4 * v_stride + ch;
-    _mm512_mask_storeu_ps(o, m, _mm512_sub_ps(t[i][0], t[i][2]));
-    _mm512_mask_storeu_ps(o + v_stride, m, _mm512_add_ps(t[i][1], t[i][2]));
-    _mm512_mask_storeu_ps(o + 2 * v_stride, m, _mm512_sub_ps(t[i][2], t[i][1]));
-    _mm512_mask_storeu_ps(o + 3 * v_stride, m, _mm512_sub_ps(t[i][1], t[i][3]));
-  }
-}
-
-void WinogradInputAvx512(const float* const* d, int64_t c, float* v, int64_t v_stride) {
-  for (int64_t ch = 0; ch < c; ch += 16) WinogradInputVector(d, ch, TailMask(c - ch), v, v_stride);
-}
-
-inline void WinogradOutputVector(const float* m, int64_t m_stride, int64_t ch, __mmask16 k,
-                                 const float* bias, F32Act act, float lo, float hi,
-                                 const float* const* res, float* const* y) {
-  __m512 s[2][4];
-  for (int j = 0; j < 4; ++j) {
-    const __m512 m0 = _mm512_maskz_loadu_ps(k, m + j * m_stride + ch);
-    const __m512 m1 = _mm512_maskz_loadu_ps(k, m + (4 + j) * m_stride + ch);
-    const __m512 m2 = _mm512_maskz_loadu_ps(k, m + (8 + j) * m_stride + ch);
-    const __m512 m3 = _mm512_maskz_loadu_ps(k, m + (12 + j) * m_stride + ch);
-    s[0][j] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
-    s[1][j] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
-  }
-  const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + ch) : _mm512_setzero_ps();
-  for (int a = 0; a < 2; ++a) {
-    __m512 v[2] = {_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[a][0], s[a][1]), s[a][2]), b),
-                   _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[a][1], s[a][2]), s[a][3]), b)};
-    for (int e = 0; e < 2; ++e) {
-      float* out = y[a * 2 + e];
-      if (!out) continue;
-      if (res) v[e] = _mm512_add_ps(v[e], _mm512_maskz_loadu_ps(k, res[a * 2 + e] + ch));
-      _mm512_mask_storeu_ps(out + ch, k, Activate(v[e], act, lo, hi));
-    }
-  }
-}
-
-void WinogradOutputAvx512(const float* m, int64_t m_stride, int64_t c, const float* bias,
-                          F32Act act, float lo, float hi, const float* const* res,
-                          float* const* y) {
-  for (int64_t ch = 0; ch < c; ch += 16)
-    WinogradOutputVector(m, m_stride, ch, TailMask(c - ch), bias, act, lo, hi, res, y);
-}
-
-// Winograd F(4x4, 3x3) lanes: 16 channels, the tail masked.
+// Winograd lanes (conv_f32_nhwc_winograd.h): 16 channels, the tail masked
+// (maskz loads: the lanes past c read nothing and are not stored).
 struct WinogradZmm : DwRunZmm {
   static constexpr bool kMaskedTail = true;
   static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
@@ -323,12 +264,12 @@ const ConvNhwcF32Kernels kConvNhwcF32Avx512F = {"avx512f",
                                                 kNr,
                                                 IgemmAvx512,
                                                 DwAvx512,
-                                                WinogradInputAvx512,
-                                                WinogradOutputAvx512,
+                                                WinogradInput<WinogradZmm, 2>,
+                                                WinogradOutput<WinogradZmm, 2>,
                                                 DwRunAvx512,
                                                 StemRunAvx512,
-                                                Winograd4Input<WinogradZmm>,
-                                                Winograd4Output<WinogradZmm>};
+                                                WinogradInput<WinogradZmm, 4>,
+                                                WinogradOutput<WinogradZmm, 4>};
 
 }  // namespace kernels
 }  // namespace qfold

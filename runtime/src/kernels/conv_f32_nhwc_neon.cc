@@ -10,8 +10,8 @@
 // has no masked loads or stores).
 // Depthwise: 8 channels of 4 pixels of a row run share each tap's weight
 // loads; the channels past a multiple of 4 are summed in scalar FMAs.
-// Winograd transforms: 4 channels per vector, the rest by the scalar code
-// (the same operations in the same order, so the same values).
+// Winograd transforms (conv_f32_nhwc_winograd.h): 4 channels per vector, the
+// rest by the scalar lanes.
 #include <arm_neon.h>
 
 #include <algorithm>
@@ -231,57 +231,8 @@ void DwNeon(const DwNhwcF32Args& p) {
   }
 }
 
-void WinogradInputNeon(const float* const* d, int64_t c, float* v, int64_t v_stride) {
-  int64_t ch = 0;
-  for (; ch + 4 <= c; ch += 4) {
-    float32x4_t t[4][4];
-    for (int j = 0; j < 4; ++j) {
-      const float32x4_t d0 = vld1q_f32(d[j] + ch), d1 = vld1q_f32(d[4 + j] + ch);
-      const float32x4_t d2 = vld1q_f32(d[8 + j] + ch), d3 = vld1q_f32(d[12 + j] + ch);
-      t[0][j] = vsubq_f32(d0, d2);
-      t[1][j] = vaddq_f32(d1, d2);
-      t[2][j] = vsubq_f32(d2, d1);
-      t[3][j] = vsubq_f32(d1, d3);
-    }
-    for (int i = 0; i < 4; ++i) {
-      vst1q_f32(v + (i * 4 + 0) * v_stride + ch, vsubq_f32(t[i][0], t[i][2]));
-      vst1q_f32(v + (i * 4 + 1) * v_stride + ch, vaddq_f32(t[i][1], t[i][2]));
-      vst1q_f32(v + (i * 4 + 2) * v_stride + ch, vsubq_f32(t[i][2], t[i][1]));
-      vst1q_f32(v + (i * 4 + 3) * v_stride + ch, vsubq_f32(t[i][1], t[i][3]));
-    }
-  }
-  WinogradInputScalar(d, ch, c, v, v_stride);
-}
-
-void WinogradOutputNeon(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
-                        float lo, float hi, const float* const* res, float* const* y) {
-  int64_t ch = 0;
-  for (; ch + 4 <= c; ch += 4) {
-    float32x4_t s[2][4];
-    for (int j = 0; j < 4; ++j) {
-      const float32x4_t m0 = vld1q_f32(m + j * m_stride + ch);
-      const float32x4_t m1 = vld1q_f32(m + (4 + j) * m_stride + ch);
-      const float32x4_t m2 = vld1q_f32(m + (8 + j) * m_stride + ch);
-      const float32x4_t m3 = vld1q_f32(m + (12 + j) * m_stride + ch);
-      s[0][j] = vaddq_f32(vaddq_f32(m0, m1), m2);
-      s[1][j] = vsubq_f32(vsubq_f32(m1, m2), m3);
-    }
-    const float32x4_t b = bias ? vld1q_f32(bias + ch) : vdupq_n_f32(0.f);
-    for (int a = 0; a < 2; ++a) {
-      float32x4_t v[2] = {vaddq_f32(vaddq_f32(vaddq_f32(s[a][0], s[a][1]), s[a][2]), b),
-                          vaddq_f32(vsubq_f32(vsubq_f32(s[a][1], s[a][2]), s[a][3]), b)};
-      for (int e = 0; e < 2; ++e) {
-        float* out = y[a * 2 + e];
-        if (!out) continue;
-        if (res) v[e] = vaddq_f32(v[e], vld1q_f32(res[a * 2 + e] + ch));
-        vst1q_f32(out + ch, Activate(v[e], act, lo, hi));
-      }
-    }
-  }
-  WinogradOutputScalar(m, m_stride, ch, c, bias, act, lo, hi, res, y);
-}
-
-// Winograd F(4x4, 3x3) lanes: 4 channels, the rest by the scalar lanes.
+// Winograd lanes (conv_f32_nhwc_winograd.h): 4 channels, the rest by the
+// scalar lanes.
 struct WinogradQ {
   using F = float32x4_t;
   using Mask = int;
@@ -307,12 +258,12 @@ const ConvNhwcF32Kernels kConvNhwcF32Neon = {"neon",
                                              kNr,
                                              IgemmNeon,
                                              DwNeon,
-                                             WinogradInputNeon,
-                                             WinogradOutputNeon,
+                                             WinogradInput<WinogradQ, 2>,
+                                             WinogradOutput<WinogradQ, 2>,
                                              nullptr,
                                              nullptr,
-                                             Winograd4Input<WinogradQ>,
-                                             Winograd4Output<WinogradQ>};
+                                             WinogradInput<WinogradQ, 4>,
+                                             WinogradOutput<WinogradQ, 4>};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -9,6 +9,13 @@
 // with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5;
 // .5 -.5 .5; 0 0 1], A^T = [1 1 1 0; 0 1 -1 -1]. docs/NUMERICS.md bounds the
 // difference from the direct convolution.
+//
+// One source for every variant: W is a lane trait (F, Mask, kLanes,
+// kMaskedTail, Tail, LoadTail, StoreTail, Add, Sub, Mul, Set, Zero, Act,
+// AnyNan); WinogradLane below is the scalar one, which also takes the
+// channels past the last whole vector of a variant without masks. Every
+// variant does the same operations in the same order (no fused
+// multiply-adds), lane for lane.
 #pragma once
 #include <cstdint>
 
@@ -18,72 +25,11 @@ namespace qfold {
 namespace kernels {
 namespace {
 
-// V[xi * v_stride + ch] for ch in [ch0, ch1); d: the patch's 16 pixels, row-major.
-inline void WinogradInputScalar(const float* const* d, int64_t ch0, int64_t ch1, float* v,
-                                int64_t v_stride) {
-  for (int64_t ch = ch0; ch < ch1; ++ch) {
-    float t[4][4];
-    for (int j = 0; j < 4; ++j) {
-      const float d0 = d[j][ch], d1 = d[4 + j][ch], d2 = d[8 + j][ch], d3 = d[12 + j][ch];
-      t[0][j] = d0 - d2;
-      t[1][j] = d1 + d2;
-      t[2][j] = d2 - d1;
-      t[3][j] = d1 - d3;
-    }
-    for (int i = 0; i < 4; ++i) {
-      v[(i * 4 + 0) * v_stride + ch] = t[i][0] - t[i][2];
-      v[(i * 4 + 1) * v_stride + ch] = t[i][1] + t[i][2];
-      v[(i * 4 + 2) * v_stride + ch] = t[i][2] - t[i][1];
-      v[(i * 4 + 3) * v_stride + ch] = t[i][1] - t[i][3];
-    }
-  }
-}
-
 inline float WinogradActivate(float v, F32Act act, float lo, float hi) {
   if (act == F32Act::kRelu) return v > 0.f ? v : 0.f;
   if (act == F32Act::kClamp) return v < lo ? lo : (v > hi ? hi : v);
   return v;
 }
-
-// y[a * 2 + b][ch] = act(bias[ch] + (A^T M A)[a][b] (+ res[a * 2 + b][ch])) for ch in [ch0, ch1),
-// M[xi] at m[xi * m_stride]; a null y[k] (outside the output) is skipped.
-inline void WinogradOutputScalar(const float* m, int64_t m_stride, int64_t ch0, int64_t ch1,
-                                 const float* bias, F32Act act, float lo, float hi,
-                                 const float* const* res, float* const* y) {
-  for (int64_t ch = ch0; ch < ch1; ++ch) {
-    float s[2][4];
-    for (int j = 0; j < 4; ++j) {
-      const float m0 = m[j * m_stride + ch], m1 = m[(4 + j) * m_stride + ch];
-      const float m2 = m[(8 + j) * m_stride + ch], m3 = m[(12 + j) * m_stride + ch];
-      s[0][j] = m0 + m1 + m2;
-      s[1][j] = m1 - m2 - m3;
-    }
-    const float b = bias ? bias[ch] : 0.f;
-    for (int a = 0; a < 2; ++a) {
-      float v[2] = {s[a][0] + s[a][1] + s[a][2] + b, s[a][1] - s[a][2] - s[a][3] + b};
-      for (int e = 0; e < 2; ++e) {
-        float* out = y[a * 2 + e];
-        if (!out) continue;
-        if (res) v[e] += res[a * 2 + e][ch];
-        out[ch] = WinogradActivate(v[e], act, lo, hi);
-      }
-    }
-  }
-}
-
-// ---- Winograd F(4x4, 3x3) ---------------------------------------------------
-// A 4x4 output tile reads a 6x6 patch: V = B^T d B, 36 GEMMs, Y = A^T M A,
-// U = G g G^T, with (Lavin and Gray's points 0, +-1, +-2 and infinity)
-//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
-//          0 2 -1 -2 1 0; 0 4 0 -5 0 1],
-//   G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6;
-//        1/24 -1/12 1/6; 0 0 1],
-//   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]:
-// 36 multiplications per 16 outputs and channel pair where F(2x2, 3x3)
-// takes 64 and the direct sums 144. One source for every variant: W is a
-// lane trait (F, Mask, kLanes, Tail, LoadTail, StoreTail, Add, Sub, Mul, Set,
-// Zero, Act, AnyNan); WinogradLane below is the scalar one. Every variant does the
-// same operations in the same order (no fused multiply-adds), lane for lane.
 
 struct WinogradLane {
   using F = float;
@@ -101,6 +47,75 @@ struct WinogradLane {
   static F Act(F v, F32Act act, float lo, float hi) { return WinogradActivate(v, act, lo, hi); }
   static bool AnyNan(F v) { return v != v; }
 };
+
+// ---- Winograd F(2x2, 3x3) ---------------------------------------------------
+
+// Lanes [ch, ch + kLanes) masked to mk: d holds the 4x4 patch's pixel
+// pointers, row-major; writes V[xi] to v[xi * v_stride + ch].
+template <class W>
+inline void Winograd2InputLanes(const float* const* d, int64_t ch, typename W::Mask mk, float* v,
+                                int64_t v_stride) {
+  using F = typename W::F;
+  F t[4][4];  // t[i][j] = (B^T d)[i][j]
+  for (int j = 0; j < 4; ++j) {
+    const F d0 = W::LoadTail(d[j] + ch, mk), d1 = W::LoadTail(d[4 + j] + ch, mk);
+    const F d2 = W::LoadTail(d[8 + j] + ch, mk), d3 = W::LoadTail(d[12 + j] + ch, mk);
+    t[0][j] = W::Sub(d0, d2);
+    t[1][j] = W::Add(d1, d2);
+    t[2][j] = W::Sub(d2, d1);
+    t[3][j] = W::Sub(d1, d3);
+  }
+  for (int i = 0; i < 4; ++i) {
+    float* o = v + i * 4 * v_stride + ch;
+    W::StoreTail(o, mk, W::Sub(t[i][0], t[i][2]));
+    W::StoreTail(o + v_stride, mk, W::Add(t[i][1], t[i][2]));
+    W::StoreTail(o + 2 * v_stride, mk, W::Sub(t[i][2], t[i][1]));
+    W::StoreTail(o + 3 * v_stride, mk, W::Sub(t[i][1], t[i][3]));
+  }
+}
+
+// Lanes [ch, ch + kLanes): y[a * 2 + e][ch] = act(bias + (A^T M A)[a][e]
+// (+ res[a * 2 + e][ch])), M[xi] at m[xi * m_stride]; a null y[k] (outside
+// the output) is skipped. *bad accumulates 0 * each stored value before the
+// activation: NaN once one was not finite.
+template <class W>
+inline void Winograd2OutputLanes(const float* m, int64_t m_stride, int64_t ch, typename W::Mask mk,
+                                 const float* bias, F32Act act, float lo, float hi,
+                                 const float* const* res, float* const* y, typename W::F* bad) {
+  using F = typename W::F;
+  F s[2][4];  // s[a][j] = (A^T M)[a][j]
+  for (int j = 0; j < 4; ++j) {
+    const F m0 = W::LoadTail(m + j * m_stride + ch, mk);
+    const F m1 = W::LoadTail(m + (4 + j) * m_stride + ch, mk);
+    const F m2 = W::LoadTail(m + (8 + j) * m_stride + ch, mk);
+    const F m3 = W::LoadTail(m + (12 + j) * m_stride + ch, mk);
+    s[0][j] = W::Add(W::Add(m0, m1), m2);
+    s[1][j] = W::Sub(W::Sub(m1, m2), m3);
+  }
+  const F b = bias ? W::LoadTail(bias + ch, mk) : W::Zero();
+  for (int a = 0; a < 2; ++a) {
+    F v[2] = {W::Add(W::Add(W::Add(s[a][0], s[a][1]), s[a][2]), b),
+              W::Add(W::Sub(W::Sub(s[a][1], s[a][2]), s[a][3]), b)};
+    for (int e = 0; e < 2; ++e) {
+      float* out = y[a * 2 + e];
+      if (!out) continue;
+      if (res) v[e] = W::Add(v[e], W::LoadTail(res[a * 2 + e] + ch, mk));
+      *bad = W::Add(*bad, W::Mul(v[e], W::Zero()));
+      W::StoreTail(out + ch, mk, W::Act(v[e], act, lo, hi));
+    }
+  }
+}
+
+// ---- Winograd F(4x4, 3x3) ---------------------------------------------------
+// A 4x4 output tile reads a 6x6 patch: V = B^T d B, 36 GEMMs, Y = A^T M A,
+// U = G g G^T, with (Lavin and Gray's points 0, +-1, +-2 and infinity)
+//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
+//          0 2 -1 -2 1 0; 0 4 0 -5 0 1],
+//   G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6;
+//        1/24 -1/12 1/6; 0 0 1],
+//   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]:
+// 36 multiplications per 16 outputs and channel pair where F(2x2, 3x3)
+// takes 64 and the direct sums 144.
 
 // r = B^T x for one line of the patch.
 template <class W>
@@ -178,37 +193,64 @@ inline void Winograd4OutputLanes(const float* m, int64_t m_stride, int64_t ch, t
   }
 }
 
-// All c channels: whole vectors, then the tail masked (kMaskedTail) or by
-// the scalar lanes.
-template <class W>
-void Winograd4Input(const float* const* d, int64_t c, float* v, int64_t v_stride) {
+// The lanes of a tile size.
+template <int kTile>
+struct WinogradLanes;
+template <>
+struct WinogradLanes<2> {
+  template <class W, class... A>
+  static void In(A... a) {
+    Winograd2InputLanes<W>(a...);
+  }
+  template <class W, class... A>
+  static void Out(A... a) {
+    Winograd2OutputLanes<W>(a...);
+  }
+};
+template <>
+struct WinogradLanes<4> {
+  template <class W, class... A>
+  static void In(A... a) {
+    Winograd4InputLanes<W>(a...);
+  }
+  template <class W, class... A>
+  static void Out(A... a) {
+    Winograd4OutputLanes<W>(a...);
+  }
+};
+
+// All c channels of one tile (ConvNhwcF32Kernels::winograd_in/winograd4_in):
+// whole vectors, then the tail masked (kMaskedTail) or by the scalar lanes.
+template <class W, int kTile>
+void WinogradInput(const float* const* d, int64_t c, float* v, int64_t v_stride) {
+  using L = WinogradLanes<kTile>;
   int64_t ch = 0;
   for (; ch + W::kLanes <= c; ch += W::kLanes)
-    Winograd4InputLanes<W>(d, ch, W::Tail(W::kLanes), v, v_stride);
+    L::template In<W>(d, ch, W::Tail(W::kLanes), v, v_stride);
   if (ch == c) return;
   if constexpr (W::kMaskedTail) {
-    Winograd4InputLanes<W>(d, ch, W::Tail(c - ch), v, v_stride);
+    L::template In<W>(d, ch, W::Tail(c - ch), v, v_stride);
   } else {
-    for (; ch < c; ++ch) Winograd4InputLanes<WinogradLane>(d, ch, 1, v, v_stride);
+    for (; ch < c; ++ch) L::template In<WinogradLane>(d, ch, 1, v, v_stride);
   }
 }
 
-// False when a stored value was not finite (ConvNhwcF32Kernels::winograd4_out).
-template <class W>
-bool Winograd4Output(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
-                     float lo, float hi, const float* const* res, float* const* y) {
+// False when a stored value was not finite (ConvNhwcF32Kernels::winograd_out).
+template <class W, int kTile>
+bool WinogradOutput(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
+                    float lo, float hi, const float* const* res, float* const* y) {
+  using L = WinogradLanes<kTile>;
   typename W::F bad = W::Zero();
   float bad_lane = 0.f;
   int64_t ch = 0;
   for (; ch + W::kLanes <= c; ch += W::kLanes)
-    Winograd4OutputLanes<W>(m, m_stride, ch, W::Tail(W::kLanes), bias, act, lo, hi, res, y, &bad);
+    L::template Out<W>(m, m_stride, ch, W::Tail(W::kLanes), bias, act, lo, hi, res, y, &bad);
   if (ch < c) {
     if constexpr (W::kMaskedTail) {
-      Winograd4OutputLanes<W>(m, m_stride, ch, W::Tail(c - ch), bias, act, lo, hi, res, y, &bad);
+      L::template Out<W>(m, m_stride, ch, W::Tail(c - ch), bias, act, lo, hi, res, y, &bad);
     } else {
       for (; ch < c; ++ch)
-        Winograd4OutputLanes<WinogradLane>(m, m_stride, ch, 1, bias, act, lo, hi, res, y,
-                                           &bad_lane);
+        L::template Out<WinogradLane>(m, m_stride, ch, 1, bias, act, lo, hi, res, y, &bad_lane);
     }
   }
   return !W::AnyNan(bad) && !WinogradLane::AnyNan(bad_lane);
