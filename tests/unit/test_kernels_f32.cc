@@ -564,9 +564,9 @@ TEST_CASE("kernels f32: channels-last Conv KxK, 1x1, groups at tile edges matche
   MESSAGE(runs << " fast channels-last Conv runs compared");
 }
 
-// Winograd 3x3 stride 1 with C >= 32, M >= 16 (WinogradWorthIt): F(4x4, 3x3)
-// with 32 tiles of 4x4 or filters of at most 1 MiB (WinogradTile), else
-// F(2x2, 3x3).
+// Winograd 3x3 stride 1 with C >= 32, M >= 16 and C + M <= 768 or 14x14
+// outputs (WinogradTile): F(4x4, 3x3) with 32 tiles of 4x4 or filters of at
+// most 1 MiB, else F(2x2, 3x3).
 TEST_CASE("kernels f32: channels-last Winograd 3x3 matches the reference") {
   std::mt19937 rng(33);
   int runs = 0;
@@ -606,6 +606,26 @@ TEST_CASE("kernels f32: channels-last Winograd 3x3 matches the reference") {
       call.sw = 2;
       CHECK(std::string(kernels::ConvNhwcF32Method(sized.get(), call)) == "igemm");
     }
+  }
+  // Wide layers (C + M > 768) from 14x14 outputs on; not at all when the
+  // size is unknown at prepare. (Prepared only: the numbers are the paths above.)
+  for (const kernels::ConvNhwcF32Kernels* variant :
+       {kernels::ConvNhwcF32Portable(), kernels::ConvNhwcF32For(kernels::DetectedCpuFeatures())}) {
+    if (!variant) continue;
+    CAPTURE(variant->name);
+    auto w = RandomF32({512, 320, 3, 3}, rng);
+    kernels::ConvNhwcF32Call call;
+    call.c = 320;
+    call.kh = call.kw = 3;
+    auto method = [&](int64_t pixels) {
+      auto state = kernels::PrepareConvNhwcF32(variant, w->t, 1, nullptr, nullptr, 1, pixels);
+      REQUIRE(state);
+      return std::string(kernels::ConvNhwcF32Method(state.get(), call));
+    };
+    CHECK(method(0) == "igemm");
+    CHECK(method(13 * 14) == "igemm");
+    CHECK(method(14 * 14) == "winograd");
+    CHECK(method(23 * 23) == "winograd4x4");
   }
   MESSAGE(runs << " fast channels-last Winograd Conv runs compared");
 }

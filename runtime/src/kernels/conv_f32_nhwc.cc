@@ -121,14 +121,17 @@ struct ConvNhwcF32State {
   std::shared_ptr<void> fp16;
 };
 
-// The cost model: Winograd does 16 / 36 of the direct multiplications, but
-// its transforms read and write every input and output value about four
-// times and its 16 GEMMs stream 16 / 9 as many filter values. That pays off
-// once the GEMMs are long enough in both channel counts.
-bool WinogradWorthIt(int64_t c, int64_t m) {
-  return c >= 32 && m >= 16 && c + m <= 768;
-}
-
+// The cost model, at prepare: the Winograd tile for this layer, 0 for the
+// direct sums. `pixels` is oh * ow of the shapes then (0: unknown).
+// F(2x2, 3x3) does 16 / 36 of the direct multiplications, but its transforms
+// read and write every input and output value about four times and its 16
+// GEMMs stream 16 / 9 as many filter values: it pays once the GEMMs are long
+// enough in both channel counts (C >= 32, M >= 16). Beyond C + M = 768 each
+// block of tiles streams many MiB of transformed filters, which lost on Zen
+// 3's smaller L2 at 7x7 (3.1 -> 3.8 ms for 512 -> 512); on Zen 5, inside
+// the models, it is still even at 7x7 (ResNet-50's last stage) but gains
+// from 14x14 on (VGG-19's 512 -> 512 at 14x14 3.7 -> 2.3 ms with F(2x2), at
+// 28x28 14.6 -> 6.2 ms with F(4x4)), so such layers take it from 14x14.
 // F(4x4, 3x3) does 36 / 64 of F(2x2)'s multiplications for about as many
 // transform operations per output, but its filters are 36 / 16 as large and
 // a model's run reads each layer's from memory once at least: it pays with
@@ -136,9 +139,8 @@ bool WinogradWorthIt(int64_t c, int64_t m) {
 // most 1 MiB). Measured on Zen 5, 1 thread, inside the models: ResNet-50's
 // 64 -> 64 at 56x56 and 128 -> 128 at 28x28 0.52 -> 0.36 and 0.46 -> 0.32 ms,
 // but 256 -> 256 at 14x14 (16 tiles, 9.4 MiB of filters) 0.50 -> 0.54.
-// `pixels` is oh * ow of the shapes at prepare (0: unknown, F(2x2)).
 int WinogradTile(const ConvNhwcF32Kernels& k, int64_t c, int64_t m, int64_t pixels) {
-  if (!WinogradWorthIt(c, m)) return 0;
+  if (c < 32 || m < 16 || (c + m > 768 && pixels < 14 * 14)) return 0;
   const bool f4 = pixels / 16 >= 32 || 36 * c * m * int64_t(sizeof(float)) <= (int64_t(1) << 20);
   return k.winograd4_in && k.winograd4_out && pixels > 0 && f4 ? 4 : 2;
 }

@@ -12,7 +12,7 @@
 // Depthwise (one input and one output channel per group) vectorizes across
 // channels with weights packed [kh * kw][C].
 //
-// 3x3 stride-1 convolutions with enough channels (WinogradWorthIt) run as
+// 3x3 stride-1 convolutions with enough channels (WinogradTile) run as
 // Winograd F(4x4, 3x3) (36 multiplications per 4x4 output tile and channel
 // pair instead of 144, through 36 GEMMs on the same microkernel) or, where
 // its larger filters would cost more than it saves (WinogradTile), F(2x2,
