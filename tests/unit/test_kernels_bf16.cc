@@ -262,6 +262,28 @@ void CheckBf16ConvVariant(const kernels::ConvNhwcF32Kernels* f32,
   auto stem64 = kernels::PrepareConvNhwcF32(f32, w64->t, 1, bf16);
   CHECK(bf16->im2col_min_m <= 64);
   CHECK(std::string(kernels::ConvNhwcF32Method(stem64.get(), call)) == "bf16");
+  // 3x3 stride-1 layers of 64 channels or more and 512 output pixels or
+  // more run Winograd F(4x4, 3x3) in fp32 instead (128 channels from
+  // 128x128 pixels on); unknown sizes, strides (-1) and smaller layers bf16.
+  {
+    auto wide = test::F32({96, 128, 3, 3}, std::vector<float>(96 * 128 * 9, 0.25f));
+    auto narrow = test::F32({96, 64, 3, 3}, std::vector<float>(96 * 64 * 9, 0.25f));
+    kernels::ConvNhwcF32Call c3;
+    c3.kh = c3.kw = 3;
+    auto method = [&](const auto& wt, int64_t pixels) {
+      c3.c = wt->t.shape[1];
+      auto st = kernels::PrepareConvNhwcF32(f32, wt->t, 1, bf16, nullptr, 1, pixels);
+      REQUIRE(st.get() != nullptr);
+      return std::string(kernels::ConvNhwcF32Method(st.get(), c3));
+    };
+    CHECK(method(wide, 28 * 28) == "winograd4x4");
+    CHECK(method(wide, 224 * 224) == "winograd4x4");
+    CHECK(method(narrow, 56 * 56) == "winograd4x4");
+    CHECK(method(narrow, 224 * 224) == "bf16");
+    CHECK(method(wide, 14 * 14) == "bf16");
+    CHECK(method(wide, 0) == "bf16");
+    CHECK(method(wide, -1) == "bf16");
+  }
   auto w1 = test::F32({8, 1, 3, 3}, std::vector<float>(8 * 9, 0.5f));
   auto one = kernels::PrepareConvNhwcF32(f32, w1->t, 1, bf16);
   call.c = 1;

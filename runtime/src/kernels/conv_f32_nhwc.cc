@@ -140,7 +140,7 @@ struct ConvNhwcF32State {
 // 64 -> 64 at 56x56 and 128 -> 128 at 28x28 0.52 -> 0.36 and 0.46 -> 0.32 ms,
 // but 256 -> 256 at 14x14 (16 tiles, 9.4 MiB of filters) 0.50 -> 0.54.
 int WinogradTile(const ConvNhwcF32Kernels& k, int64_t c, int64_t m, int64_t pixels) {
-  if (c < 32 || m < 16 || (c + m > 768 && pixels < 14 * 14)) return 0;
+  if (pixels < 0 || c < 32 || m < 16 || (c + m > 768 && pixels < 14 * 14)) return 0;
   const bool f4 = pixels / 16 >= 32 || 36 * c * m * int64_t(sizeof(float)) <= (int64_t(1) << 20);
   return k.winograd4_in && k.winograd4_out && pixels > 0 && f4 ? 4 : 2;
 }
@@ -1301,7 +1301,19 @@ std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tens
   const bool im2col = rows && s->kw * s->cg < 16 && taps * s->cg >= 16 && taps * s->cg <= 64 &&
                       bf16 && mg >= bf16->im2col_min_m;
   const bool pays = s->cg >= 16 || (rows && s->kw * s->cg >= 16) || im2col;
-  if (bf16 && pays && (group == 1 || s->cg >= 16)) {
+  const int tile =
+      group == 1 && s->kh == 3 && s->kw == 3 ? WinogradTile(*k, s->cg, s->m, output_pixels) : 0;
+  // bf16 mode: F(4x4, 3x3) in fp32 against the bf16 kernels (their products
+  // at twice the fp32 rate, its 36 against 144 multiplications a tile). It
+  // won from 64 channels and 512 output pixels (inside the models, 1
+  // thread, Zen 5: VGG-19 bf16 0.87x the time, PP-OCRv4 det 0.90x,
+  // Inception-v1 and v2 0.94x, ResNet-50 0.97-0.99x, DenseNet-121 even), but
+  // not for 64 -> 64 at 224x224, where the bf16 kernel rows run long (VGG-19
+  // 1.05x the time with it): from 128x128 pixels on it takes 128 channels.
+  // Its results are the fp32 ones (closer to fp32 than bf16's).
+  const bool winograd_first = bf16 && tile == 4 && s->cg >= 64 && output_pixels >= 512 &&
+                              (s->cg >= 128 || output_pixels < 128 * 128);
+  if (bf16 && pays && (group == 1 || s->cg >= 16) && !winograd_first) {
     // [panel][tap][value pair][32 outputs][2], zeros past the values and m;
     // a kernel row's values are (kx, channel) pairs, an im2col row's (ky, kx,
     // channel) triples.
@@ -1339,8 +1351,6 @@ std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tens
         for (int64_t t = 0; t < taps; ++t)
           panel[(t * s->cg + ch) * k->nr] = wd[(oc * s->cg + ch) * taps + t];
     }
-  const int tile =
-      group == 1 && s->kh == 3 && s->kw == 3 ? WinogradTile(*k, s->cg, s->m, output_pixels) : 0;
   if (tile) {
     // U = G g G^T per (output, input) channel pair, in double then rounded once.
     static const double kG2[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};

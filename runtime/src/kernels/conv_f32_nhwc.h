@@ -296,7 +296,8 @@ const ConvNhwcF32Kernels* ConvNhwcF32Portable();
 // others as taps of C values.
 // With `fp16` (non-null) every convolution but depthwise runs in fp16
 // instead (igemm_fp16.h); it takes precedence over bf16.
-// `output_pixels` (oh * ow of the shapes at prepare, 0 when unknown) picks
+// `output_pixels` (oh * ow of the shapes at prepare, 0 when unknown; -1
+// for strides or dilations other than 1, which never run Winograd) picks
 // the Winograd tile (WinogradTile): calls of other sizes stay correct.
 std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tensor& w,
                                          int64_t group, const ConvNhwcBf16Kernels* bf16 = nullptr,

@@ -165,10 +165,15 @@ Status PrepareConv(KernelContext& ctx, std::shared_ptr<void>* state) {
   if (cl) {
     const kernels::KernelConfig& kc = ctx.kernel_config();
     const std::vector<int64_t> dilations = ctx.attr().GetInts("dilations");
-    // Y is [n, oh, ow, m] here.
+    // Y is [n, oh, ow, m] here; -1: strides or dilations that Winograd has not.
     const Tensor* y = ctx.output(0);
-    const int64_t pixels =
-        y && y->rank() == 4 && y->shape[1] > 0 && y->shape[2] > 0 ? y->shape[1] * y->shape[2] : 0;
+    bool unit = true;
+    for (int64_t v : ctx.attr().GetInts("strides")) unit = unit && v == 1;
+    for (int64_t v : dilations) unit = unit && v == 1;
+    const int64_t pixels = !unit ? -1
+                           : y && y->rank() == 4 && y->shape[1] > 0 && y->shape[2] > 0
+                               ? y->shape[1] * y->shape[2]
+                               : 0;
     *state = kernels::PrepareConvNhwcF32(kc.conv_nhwc_f32, *ctx.input(1), group, kc.conv_nhwc_bf16,
                                          kc.conv_nhwc_fp16,
                                          dilations.empty() ? 1 : dilations.back(), pixels);
