@@ -194,44 +194,33 @@ inline void Winograd4OutputLanes(const float* m, int64_t m_stride, int64_t ch, t
 }
 
 // The lanes of a tile size.
-template <int kTile>
-struct WinogradLanes;
-template <>
-struct WinogradLanes<2> {
-  template <class W, class... A>
-  static void In(A... a) {
+template <int kTile, class W, class... A>
+inline void WinogradInputLanes(A... a) {
+  if constexpr (kTile == 2)
     Winograd2InputLanes<W>(a...);
-  }
-  template <class W, class... A>
-  static void Out(A... a) {
-    Winograd2OutputLanes<W>(a...);
-  }
-};
-template <>
-struct WinogradLanes<4> {
-  template <class W, class... A>
-  static void In(A... a) {
+  else
     Winograd4InputLanes<W>(a...);
-  }
-  template <class W, class... A>
-  static void Out(A... a) {
+}
+template <int kTile, class W, class... A>
+inline void WinogradOutputLanes(A... a) {
+  if constexpr (kTile == 2)
+    Winograd2OutputLanes<W>(a...);
+  else
     Winograd4OutputLanes<W>(a...);
-  }
-};
+}
 
 // All c channels of one tile (ConvNhwcF32Kernels::winograd_in/winograd4_in):
 // whole vectors, then the tail masked (kMaskedTail) or by the scalar lanes.
 template <class W, int kTile>
 void WinogradInput(const float* const* d, int64_t c, float* v, int64_t v_stride) {
-  using L = WinogradLanes<kTile>;
   int64_t ch = 0;
   for (; ch + W::kLanes <= c; ch += W::kLanes)
-    L::template In<W>(d, ch, W::Tail(W::kLanes), v, v_stride);
+    WinogradInputLanes<kTile, W>(d, ch, W::Tail(W::kLanes), v, v_stride);
   if (ch == c) return;
   if constexpr (W::kMaskedTail) {
-    L::template In<W>(d, ch, W::Tail(c - ch), v, v_stride);
+    WinogradInputLanes<kTile, W>(d, ch, W::Tail(c - ch), v, v_stride);
   } else {
-    for (; ch < c; ++ch) L::template In<WinogradLane>(d, ch, 1, v, v_stride);
+    for (; ch < c; ++ch) WinogradInputLanes<kTile, WinogradLane>(d, ch, 1, v, v_stride);
   }
 }
 
@@ -239,18 +228,20 @@ void WinogradInput(const float* const* d, int64_t c, float* v, int64_t v_stride)
 template <class W, int kTile>
 bool WinogradOutput(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
                     float lo, float hi, const float* const* res, float* const* y) {
-  using L = WinogradLanes<kTile>;
   typename W::F bad = W::Zero();
   float bad_lane = 0.f;
   int64_t ch = 0;
   for (; ch + W::kLanes <= c; ch += W::kLanes)
-    L::template Out<W>(m, m_stride, ch, W::Tail(W::kLanes), bias, act, lo, hi, res, y, &bad);
+    WinogradOutputLanes<kTile, W>(m, m_stride, ch, W::Tail(W::kLanes), bias, act, lo, hi, res, y,
+                                  &bad);
   if (ch < c) {
     if constexpr (W::kMaskedTail) {
-      L::template Out<W>(m, m_stride, ch, W::Tail(c - ch), bias, act, lo, hi, res, y, &bad);
+      WinogradOutputLanes<kTile, W>(m, m_stride, ch, W::Tail(c - ch), bias, act, lo, hi, res, y,
+                                    &bad);
     } else {
       for (; ch < c; ++ch)
-        L::template Out<WinogradLane>(m, m_stride, ch, 1, bias, act, lo, hi, res, y, &bad_lane);
+        WinogradOutputLanes<kTile, WinogradLane>(m, m_stride, ch, 1, bias, act, lo, hi, res, y,
+                                                 &bad_lane);
     }
   }
   return !W::AnyNan(bad) && !WinogradLane::AnyNan(bad_lane);
