@@ -364,6 +364,11 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   if (!use_plane && UseStemRuns(s, c) && XIsPlane(s, c))
     return RunStem(s, c, c.ih, c.iw, c.x, pool);
   const int64_t tile_ptrs = taps * k.mr;
+  // A 1x1 whose every output pixel reads inside x (no pads, none past its
+  // end) steps one pointer per pixel: at 16 channels, checking and placing
+  // each tap took as long as the tile's FMAs.
+  const bool inside_1x1 = taps == 1 && c.pad_top == 0 && c.pad_left == 0 &&
+                          (c.oh - 1) * c.sh < c.ih && (c.ow - 1) * c.sw < c.iw;
   auto work = [&](int64_t begin, int64_t end, int slot) {
     const float** ptrs = parts.ptrs(slot);
     const float* zeros = parts.zeros();
@@ -378,6 +383,23 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
         for (int64_t t = t0; g == 0 && t < t1; ++t) {
           const int64_t p0 = t * k.mr, rows = std::min<int64_t>(k.mr, pixels - p0);
           const float** tp = ptrs + (t - t0) * tile_ptrs;
+          merged[t - t0] = false;
+          if (inside_1x1) {
+            // Rows past the end repeat the last pixel; the kernel does not store them.
+            int64_t oy = p0 / c.ow, ox = p0 % c.ow;
+            const float* p = xg + (oy * c.sh * c.iw + ox * c.sw) * c.c;
+            for (int64_t r = 0; r < k.mr; ++r) {
+              tp[r] = p;
+              if (r + 1 >= rows) continue;
+              if (++ox < c.ow) {
+                p += c.sw * c.c;
+              } else {
+                ox = 0;
+                p = xg + ++oy * c.sh * c.iw * c.c;
+              }
+            }
+            continue;
+          }
           if (use_plane) {
             // Row 0's pointers stepped pixel by pixel, the other kernel rows
             // a fixed distance below them.
@@ -460,10 +482,12 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
           for (int64_t t = t0; t < t1; ++t) {
             const int64_t p0 = t * k.mr;
             const bool row = merged[t - t0];
-            const int64_t share0 = next_bytes * (t - t0) / (t1 - t0) / 64 * 64;
-            const int64_t share1 = next_bytes * (t + 1 - t0) / (t1 - t0) / 64 * 64;
-            a.prefetch = next ? next + share0 : nullptr;
-            a.prefetch_bytes = share1 - share0;
+            if (next) {
+              const int64_t share0 = next_bytes * (t - t0) / (t1 - t0) / 64 * 64;
+              const int64_t share1 = next_bytes * (t + 1 - t0) / (t1 - t0) / 64 * 64;
+              a.prefetch = next + share0;
+              a.prefetch_bytes = share1 - share0;
+            }
             a.taps = row ? s.kh : taps;
             a.c = row ? s.kw * s.cg : s.cg;
             a.a = ptrs + (t - t0) * tile_ptrs;
