@@ -1010,6 +1010,112 @@ void BenchConv(const char* label, int64_t c, int64_t m, int64_t group, int64_t h
   }
 }
 
+// ---- Weight-only quantized MatMul (QfMatMulWeightQ) --------------------------
+
+// B of `dtype` (int4/uint4 two per byte, low nibble first; int8/uint8) from
+// the integers q.
+TensorPtr QuantB(DType dtype, Shape shape, const std::vector<int32_t>& q) {
+  const bool four = dtype == DType::kInt4 || dtype == DType::kUInt4;
+  std::vector<uint8_t> bytes(four ? (q.size() + 1) / 2 : q.size(), 0);
+  for (size_t i = 0; i < q.size(); ++i) {
+    if (four)
+      bytes[i / 2] = uint8_t(bytes[i / 2] | (uint32_t(q[i]) & 15u) << (i % 2 * 4));
+    else
+      bytes[i] = uint8_t(q[i]);
+  }
+  return Make<uint8_t>(dtype, std::move(shape), bytes);
+}
+
+// The packed weight-only GEMM at every variant (each SIMD level and the
+// portable one), 1 and 2 threads, against the reference kernel within
+// 1e-5 * sum|a w| (it multiplies and adds separately; the variants fuse
+// them) and against each other bit for bit. w = float(q - zp) * scale is
+// computed here in double for the magnitudes.
+TEST_CASE("kernels f32: weight-only quantized MatMul matches the reference at every variant") {
+  struct Case {
+    DType dtype;
+    Shape a;
+    int64_t k, n, block;  // block 0: scales per column (or one, `scalar`)
+    bool zero_points, scalar;
+  };
+  const Case cases[] = {
+      {DType::kInt4, {2, 5, 80}, 80, 48, 32, true, false},    // the int4 MLP's first layer
+      {DType::kUInt4, {1, 50}, 50, 33, 16, true, false},      // one row, a partial block
+      {DType::kUInt8, {9, 70}, 70, 17, 0, true, false},       // q - zp beyond int8: int16
+      {DType::kInt8, {3, 7}, 7, 5, 0, false, true},           // one scale
+      {DType::kUInt8, {4, 20}, 20, 9, 0, false, false},       // q up to 255: int16
+      {DType::kInt4, {37, 256}, 256, 200, 64, false, false},  // rows and panels for 2 threads
+      {DType::kUInt4, {6, 33}, 33, 16, 33, true, false},      // rows 5-8: the wide tile
+  };
+  std::mt19937 rng(47);
+  int runs = 0;
+  for (const Case& c : cases) {
+    CAPTURE(dtype_name(c.dtype));
+    CAPTURE(c.k);
+    CAPTURE(c.n);
+    const bool is_signed = c.dtype == DType::kInt4 || c.dtype == DType::kInt8;
+    const int bits = c.dtype == DType::kInt4 || c.dtype == DType::kUInt4 ? 4 : 8;
+    const int32_t lo = is_signed ? -(1 << (bits - 1)) : 0, hi = lo + (1 << bits) - 1;
+    std::uniform_int_distribution<int32_t> qd(lo, hi);
+    std::vector<int32_t> q(size_t(c.k * c.n));
+    for (auto& v : q) v = qd(rng);
+    const int64_t rows_s = c.scalar ? 1 : c.block > 0 ? (c.k + c.block - 1) / c.block : 1;
+    const int64_t cols_s = c.scalar ? 1 : c.n;
+    std::vector<float> scales = RandomFloats(rows_s * cols_s, rng, 0.01f, 0.1f);
+    std::vector<int32_t> zp(size_t(rows_s * cols_s), 0);
+    if (c.zero_points)
+      for (auto& v : zp) v = qd(rng);
+    const Shape ps = c.scalar ? Shape{} : c.block > 0 ? Shape{rows_s, c.n} : Shape{c.n};
+    std::vector<TensorPtr> in = {RandomF32(c.a, rng), QuantB(c.dtype, {c.k, c.n}, q),
+                                 F32(ps, scales)};
+    if (c.zero_points) in.push_back(QuantB(c.dtype, ps, zp));
+    AttrMap attrs;
+    if (c.block > 0) attrs.SetInt("block_size", c.block);
+    // sum |a w| per output, in double.
+    const float* a = in[0]->t.ptr<float>();
+    const int64_t rows = Numel(c.a) / c.k;
+    std::vector<double> mag(size_t(rows * c.n), 0.0);
+    for (int64_t kk = 0; kk < c.k; ++kk)
+      for (int64_t j = 0; j < c.n; ++j) {
+        const size_t p = c.scalar ? 0 : size_t((c.block > 0 ? kk / c.block * c.n : 0) + j);
+        const double w = double(q[size_t(kk * c.n + j)] - zp[p]) * scales[p];
+        for (int64_t r = 0; r < rows; ++r)
+          mag[size_t(r * c.n + j)] += std::fabs(double(a[r * c.k + kk]) * w);
+      }
+    Runner ref("QfMatMulWeightQ", in, attrs, IsaConfig(Isa::kReference));
+    std::shared_ptr<void> none;
+    REQUIRE(ref.def->prepare(ref.ctx, &none).ok());
+    CHECK(none == nullptr);  // the reference level keeps the reference kernel
+    const std::vector<float> want = ref.Run(nullptr, 1);
+    std::vector<kernels::KernelConfig> configs;
+    for (Isa isa : kernels::SupportedIsas())
+      if (IsaConfig(isa).gemm_wq_f32) configs.push_back(IsaConfig(isa));
+    configs.push_back(IsaConfig(Isa::kReference));
+    configs.back().gemm_wq_f32 = kernels::GemmWqF32Portable();
+    std::vector<float> first;
+    for (const kernels::KernelConfig& kc : configs) {
+      CAPTURE(kc.gemm_wq_f32->name);
+      Runner fast("QfMatMulWeightQ", in, attrs, kc);
+      std::shared_ptr<void> state;
+      REQUIRE(fast.def->prepare(fast.ctx, &state).ok());
+      REQUIRE(state != nullptr);
+      for (int threads : {1, 2}) {
+        CAPTURE(threads);
+        const std::vector<float> got = fast.Run(state.get(), threads);
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          CAPTURE(i);
+          REQUIRE(std::fabs(double(got[i]) - double(want[i])) <= 1e-5 * mag[i] + 1e-7);
+        }
+        if (first.empty()) first = got;
+        REQUIRE(std::memcmp(first.data(), got.data(), got.size() * sizeof(float)) == 0);
+        ++runs;
+      }
+    }
+  }
+  MESSAGE(runs << " weight-only quantized MatMul runs compared");
+}
+
 TEST_CASE("kernels f32 speed" * doctest::skip()) {
   for (Isa isa : kernels::SupportedIsas()) {
     const kernels::GemmF32Kernels* k = IsaConfig(isa).gemm_f32;

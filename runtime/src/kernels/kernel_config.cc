@@ -63,6 +63,8 @@ KernelConfig MakeKernelConfig(const CpuFeatures& f) {
   add("portable_loops", c.fast_loops ? "on" : nullptr);
   c.binary_f32 = BinaryF32For(f, &v);
   add("binary_f32", v);
+  c.gemm_wq_f32 = GemmWqF32For(f, &v);
+  add("gemm_wq_f32", v);
   return c;
 }
 

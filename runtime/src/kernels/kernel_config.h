@@ -18,6 +18,7 @@
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/gemm_s8.h"
+#include "kernels/gemm_wq_f32.h"
 #include "kernels/igemm_fp16.h"
 #include "kernels/igemm_s8.h"
 #include "kernels/pool_2d.h"
@@ -46,6 +47,8 @@ struct KernelConfig {
   const Fp16Kernels* conv_nhwc_fp16 = nullptr;
   const Fp16Kernels* gemm_fp16 = nullptr;
   const GemmS8Kernels* gemm_s8 = nullptr;
+  // Float A times weight-only quantized B (QfMatMulWeightQ).
+  const GemmWqF32Kernels* gemm_wq_f32 = nullptr;
   // Channels-last convolution microkernels (x86, Arm NEON), widest panel
   // first; empty without SIMD (the driver then uses gemm_s8).
   std::vector<const IgemmS8Kernel*> igemm_s8;

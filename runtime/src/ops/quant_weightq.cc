@@ -7,14 +7,20 @@
 //   zero_points (optional): B's dtype, the scales' shape
 // Attributes: axis (only 0: blocks along K), block_size (default 0).
 // Y = A @ dequant(B), float32 [..., N], with dequant(b) = float(b - zp) * scale
-// exactly as DequantizeLinear. B is dequantized one block of rows at a time,
-// never as a whole matrix, and the float products are accumulated in K order.
+// exactly as DequantizeLinear. The reference kernel dequantizes B one block
+// of rows at a time, never as a whole matrix, and accumulates the float
+// products in K order; with a constant B and SIMD, prepare packs q - zp
+// once for the weight-only GEMM (kernels/gemm_wq_f32.h: the same order, a
+// fused multiply-add per product), which keeps B at 1 or 2 bytes a weight.
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/op.h"
 #include "core/shape_util.h"
+#include "kernels/gemm_wq_f32.h"
+#include "kernels/kernel_config.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
 
@@ -84,12 +90,56 @@ Status InferQfMatMulWeightQ(KernelContext& ctx) {
   return Status::Ok();
 }
 
+struct WeightQState {
+  const kernels::GemmWqF32Kernels* kernels = nullptr;
+  kernels::WqPackedB b;
+};
+
+// B, its scales and zero points constant (const_inputs: B and the scales;
+// the zero points checked here, being optional).
+Status PrepareQfMatMulWeightQ(KernelContext& ctx, std::shared_ptr<void>* state) {
+  const kernels::GemmWqF32Kernels* k = ctx.kernel_config().gemm_wq_f32;
+  const Tensor* b = ctx.input(1);
+  const Tensor* zp = ctx.input(3);
+  int64_t block;
+  if (!k || !CheckWeightQ(ctx, &block).ok() || !b->data || b->rank() != 2 || (zp && !zp->data))
+    return Status::Ok();
+  const int64_t kd = b->shape[0], n = b->shape[1];
+  std::vector<float> s;
+  if (kd <= 0 || n <= 0 || !ReadScales(ctx.input(2), &s)) return Status::Ok();
+  const std::vector<int32_t> z = ReadZeroPoints(zp);
+  // The scales (and zero points) as [block row][n]: one row per column
+  // when not blocked, one value for all.
+  const int64_t step = block > 0 ? block : kd, rows = (kd + step - 1) / step;
+  auto param = [&](size_t count, int64_t row, int64_t j) {
+    if (count == 1) return size_t(0);
+    return size_t(block > 0 ? row * n + j : j);
+  };
+  std::vector<float> scales(size_t(rows * n));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) scales[size_t(r * n + j)] = s[param(s.size(), r, j)];
+  std::vector<int32_t> d(size_t(kd * n));
+  for (int64_t kk = 0; kk < kd; ++kk)
+    for (int64_t j = 0; j < n; ++j)
+      d[size_t(kk * n + j)] = LoadQ(b->data, b->dtype, kk * n + j) - z[param(z.size(), kk / step, j)];
+  auto st = std::make_shared<WeightQState>();
+  st->kernels = k;
+  if (!kernels::PackWqB(d.data(), scales.data(), kd, n, step, &st->b)) return Status::Ok();
+  *state = st;
+  return Status::Ok();
+}
+
 Status RunQfMatMulWeightQ(KernelContext& ctx) {
   const Tensor* a = ctx.input(0);
   const Tensor* b = ctx.input(1);
   Tensor* y = ctx.output(0);
   int64_t block;
   QF_RETURN_IF_ERROR(CheckWeightQ(ctx, &block));
+  if (const auto* st = static_cast<const WeightQState*>(ctx.state)) {
+    const int64_t rows = Product(Shape(a->shape.begin(), a->shape.end() - 1));
+    kernels::GemmWqF32(*st->kernels, st->b, a->ptr<float>(), rows, y->ptr<float>(), ctx.pool);
+    return Status::Ok();
+  }
   std::vector<float> s;
   if (!ReadScales(ctx.input(2), &s)) return ctx.Invalid("cannot read scales");
   const std::vector<int32_t> z = ReadZeroPoints(ctx.input(3));
@@ -136,6 +186,8 @@ const OpDef& OpDef_QfMatMulWeightQ() {
                          kTraitMatrixProduct | kTraitIntegerKernel);
     d.weight_input = 1;
     d.weight_scale_input = 2;
+    d.prepare = PrepareQfMatMulWeightQ;
+    d.const_inputs = (1u << 1) | (1u << 2);  // B, scales
     return d;
   }();
   return def;
