@@ -99,12 +99,26 @@ void IgemmTile(const IgemmF32Args& p) {
     full[v] = p.cols - 8 * v >= 8;
     bias[v] = p.bias ? LoadPart(p.bias + 8 * v, m[v], full[v]) : _mm256_setzero_ps();
   }
-  for (int r = 0; r < kMr && r < p.rows; ++r)
-    for (int v = 0; v < V; ++v) {
-      __m256 x = _mm256_add_ps(acc[r][v], bias[v]);
-      if (p.residual) x = _mm256_add_ps(x, LoadPart(p.residual + r * p.ldy + 8 * v, m[v], full[v]));
-      StorePart(p.y + r * p.ldy + 8 * v, m[v], full[v], Activate(x, p.act, p.lo, p.hi));
+  // Unrolled whole, with the activation chosen once (conv_f32_nhwc_avx512f.cc).
+  auto store = [&](F32Act act) {
+#pragma GCC unroll 6
+    for (int r = 0; r < kMr; ++r) {
+      if (r >= p.rows) break;
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) {
+        __m256 x = _mm256_add_ps(acc[r][v], bias[v]);
+        if (p.residual)
+          x = _mm256_add_ps(x, LoadPart(p.residual + r * p.ldy + 8 * v, m[v], full[v]));
+        StorePart(p.y + r * p.ldy + 8 * v, m[v], full[v], Activate(x, act, p.lo, p.hi));
+      }
     }
+  };
+  if (p.act == F32Act::kRelu)
+    store(F32Act::kRelu);
+  else if (p.act == F32Act::kClamp)
+    store(F32Act::kClamp);
+  else
+    store(F32Act::kNone);
 }
 
 void IgemmAvx2(const IgemmF32Args& p) {
