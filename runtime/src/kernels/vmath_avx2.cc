@@ -24,7 +24,9 @@ struct V8 : F32x8 {
     const __m256i bits = _mm256_and_si256(_mm256_castps_si256(a), _mm256_set1_epi32(0x007fffff));
     return _mm256_castsi256_ps(_mm256_or_si256(bits, _mm256_set1_epi32(0x3f800000)));
   }
+  static F ScalePow2(F p, F n) { return vmath::ScalePow2TwoSteps<V8>(p, n); }
   static bool All(F mask) { return _mm256_movemask_ps(mask) == 0xff; }
+  static bool None(F mask) { return _mm256_movemask_ps(mask) == 0; }
   static F CopySign(F mag, F sgn) {
     const F sign = _mm256_set1_ps(-0.f);
     return _mm256_or_ps(_mm256_andnot_ps(sign, mag), _mm256_and_ps(sign, sgn));

@@ -34,7 +34,10 @@ struct V16 : F32x16 {
     const __m512i bits = _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x007fffff));
     return _mm512_castsi512_ps(_mm512_or_si512(bits, _mm512_set1_epi32(0x3f800000)));
   }
+  // One rounding of the exact p 2^n (vscalefps), as ScalePow2TwoSteps.
+  static F ScalePow2(F p, F n) { return _mm512_scalef_ps(p, n); }
   static bool All(M mask) { return mask == M(0xffff); }
+  static bool None(M mask) { return mask == 0; }
   static F CopySign(F mag, F sgn) {
     const __m512i sign = _mm512_set1_epi32(int32_t(0x80000000u));
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(sign, _mm512_castps_si512(mag)),

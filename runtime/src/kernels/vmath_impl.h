@@ -5,9 +5,9 @@
 // exact), |r| <= ln2/2, e^r by its Taylor polynomial to degree 7 (truncation
 // below 6e-9 relative), times 2^n built in the exponent bits. Exp clamps x to
 // [-87.33655, 88.3] so 2^n stays a normal float (tanh only needs that range);
-// ExpFull clamps to [-104, 88.73] and multiplies by 2^n in two halves, so
-// results overflow to inf and underflow gradually through the subnormals
-// (one rounding, in the last multiply) to 0.
+// ExpFull clamps to [-104, 88.73] and scales by 2^n rounding once
+// (ScalePow2), so results overflow to inf and underflow gradually through
+// the subnormals to 0.
 // log(x) = e ln2 + log(m), x = m 2^e with m in [sqrt(1/2), sqrt(2)) (subnormal x
 //   scaled by 2^23 first); log(m) = 2 atanh(s), s = (m-1)/(m+1), |s| <= 0.1716,
 //   by the atanh series to s^9 (truncation below 3e-9 relative).
@@ -30,9 +30,11 @@
 //
 // V provides: type F, Load/Store, Set, Add, Sub, Mul, Div, Fma(a, b, c) = a*b + c,
 // Min, Max, Abs, Round (to nearest), Pow2(n) (2^n for integral float n in
-// [-126, 127]), Less(a, b), Equal(a, b) and IsNan(a) masks (of a type of the
+// [-126, 127]), ScalePow2(p, n) (p 2^n rounded once, for p in [0.5, 2) and
+// integral n in [-150, 128]: ScalePow2TwoSteps below, or one instruction
+// that rounds the same way), Less(a, b), Equal(a, b) and IsNan(a) masks (of a type of the
 // trait's choice: a vector, or an AVX-512 mask register), Select(mask, a, b),
-// CopySign(mag, sgn), All(mask) (every lane set), Exponent(x) (the unbiased exponent of a normal
+// CopySign(mag, sgn), All(mask) (every lane set), None(mask) (no lane set), Exponent(x) (the unbiased exponent of a normal
 // positive x, as float) and Mantissa(x) (its significand in [1, 2)).
 #pragma once
 #include <algorithm>
@@ -73,6 +75,20 @@ inline typename V::F Exp(typename V::F x) {
   return V::Mul(p, V::Pow2(n));
 }
 
+// p 2^n for p in [0.5, 2) and integral n in [-150, 128], rounded once: when
+// every lane's 2^n is normal, one exact product; else two factors in
+// [-75, 64], each normal, the first product exact, the second rounded
+// (gradual underflow, overflow to inf). The traits without a scaling
+// instruction (AVX2, NEON) use it as their ScalePow2.
+template <class V>
+inline typename V::F ScalePow2TwoSteps(typename V::F p, typename V::F n) {
+  using F = typename V::F;
+  if (V::All(V::Less(V::Set(-126.5f), n)) && V::All(V::Less(n, V::Set(127.5f))))
+    return V::Mul(p, V::Pow2(n));
+  const F n1 = V::Round(V::Mul(n, V::Set(0.5f)));
+  return V::Mul(V::Mul(p, V::Pow2(n1)), V::Pow2(V::Sub(n, n1)));
+}
+
 // NaN in gives a number (the clamp): callers restore NaN where they must.
 template <class V>
 inline typename V::F ExpFullNoNan(typename V::F x) {
@@ -80,9 +96,7 @@ inline typename V::F ExpFullNoNan(typename V::F x) {
   x = V::Min(V::Max(x, V::Set(-104.f)), V::Set(88.73f));
   F n;
   const F p = ExpReduced<V>(x, &n);
-  // n in [-150, 128]: two factors in [-75, 64] each stay normal.
-  const F n1 = V::Round(V::Mul(n, V::Set(0.5f)));
-  return V::Mul(V::Mul(p, V::Pow2(n1)), V::Pow2(V::Sub(n, n1)));
+  return V::ScalePow2(p, n);  // n in [-150, 128]
 }
 
 // exp(x) and m exp(x) for |m| <= 2^40, each rounded once: m exp(x) stays
@@ -319,12 +333,13 @@ struct Kernels {
   static void Swish(const float* x, float* y, int64_t n, float alpha) {
     const typename V::F va = V::Set(alpha);
     Map<V>(x, y, n, [va](typename V::F v) {
-      // |x| above 2^40: sigmoid is 0 or 1 anyway; the clamp keeps m in range.
+      // |x| above 2^40 (the product's range): x sigmoid(alpha x), computed
+      // only for vectors that have such a lane.
       const typename V::F big = V::Set(1099511627776.f);
+      const auto huge = V::Less(big, V::Abs(v));
       const typename V::F m = V::Min(V::Max(v, V::Sub(V::Set(0.f), big)), big);
-      const typename V::F y =
-          V::Select(V::Less(big, V::Abs(v)), V::Mul(v, vmath::Sigmoid<V>(V::Mul(va, v))),
-                    TimesSigmoid<V>(m, V::Mul(va, v)));
+      typename V::F y = TimesSigmoid<V>(m, V::Mul(va, v));
+      if (!V::None(huge)) y = V::Select(huge, V::Mul(v, vmath::Sigmoid<V>(V::Mul(va, v))), y);
       return V::Select(V::IsNan(v), v, y);
     });
   }

@@ -42,6 +42,8 @@ struct V4 {
   }
   static F IsNan(F a) { return vreinterpretq_f32_u32(vmvnq_u32(vceqq_f32(a, a))); }
   static bool All(F mask) { return vminvq_u32(vreinterpretq_u32_f32(mask)) != 0; }
+  static bool None(F mask) { return vmaxvq_u32(vreinterpretq_u32_f32(mask)) == 0; }
+  static F ScalePow2(F p, F n) { return vmath::ScalePow2TwoSteps<V4>(p, n); }
   static F Select(F mask, F a, F b) { return vbslq_f32(vreinterpretq_u32_f32(mask), a, b); }
   static F CopySign(F mag, F sgn) { return vbslq_f32(vdupq_n_u32(0x80000000u), sgn, mag); }
 };
