@@ -389,8 +389,10 @@ class PySession {
                                        static_cast<size_t>(e.size * e.itemsize)});
           st = session_->SetInputSequence(f.name, views);
         } else {
-          st = session_->SetInput(f.name, f.dtype, f.shape, f.view.ptr,
-                                  static_cast<size_t>(f.view.size * f.view.itemsize));
+          // Read in place for this call (the feeds keep the arrays alive):
+          // no copy of a large input per run.
+          st = session_->BindInput(f.name, f.dtype, f.shape, f.view.ptr,
+                                   static_cast<size_t>(f.view.size * f.view.itemsize));
         }
         if (!st.ok()) break;
       }
@@ -398,8 +400,14 @@ class PySession {
       if (st.ok()) {
         // Outputs stay valid only until the next run, so copy them out under the lock.
         py::gil_scoped_acquire gil;
-        result = CollectOutputs();
+        try {
+          result = CollectOutputs();
+        } catch (...) {
+          session_->ReleaseInputs();
+          throw;
+        }
       }
+      session_->ReleaseInputs();
     }
     ThrowIfError(st);
     return result;

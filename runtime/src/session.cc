@@ -2,6 +2,7 @@
 // only on constants and shapes (PyTorch's Shape->Gather->Concat chains), plans
 // one arena for the remaining activations, then runs the ops in order.
 #include <algorithm>
+#include <cstdint>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -103,6 +104,17 @@ struct Session::Impl {
   // a model with any runs in dynamic mode.
   std::vector<SequenceValue> sequences;
   bool has_sequences = false;
+  // Inputs read in place (BindInput): their own buffer while bound, to go
+  // back to; released: bound, then released or re-planned, and not set since
+  // (Run refuses them: their own buffer holds no value of the caller's).
+  std::vector<void*> bound_buffer;
+  std::vector<bool> released;
+  void ReleaseInput(size_t idx) {
+    if (!bound_buffer[idx]) return;
+    tensors[size_t(m->input_ids[idx])].data = bound_buffer[idx];
+    bound_buffer[idx] = nullptr;
+    released[idx] = true;
+  }
 
   // Runs op k, timing it when profiling.
   Status RunOp(size_t k, KernelContext& ctx) {
@@ -262,6 +274,12 @@ Status Session::Impl::RunDynamic() {
 }
 
 Status Session::Impl::Plan() {
+  // A new plan gives every input its own buffer: bound ones are released.
+  for (size_t i = 0; i < bound_buffer.size(); ++i)
+    if (bound_buffer[i]) {
+      bound_buffer[i] = nullptr;
+      released[i] = true;
+    }
   planned = false;
   dynamic = false;
   bf16_activations = 0;
@@ -529,6 +547,8 @@ Status Session::Create(std::shared_ptr<Model> model, const SessionOptions& opts,
     im.has_sequences = true;
   }
   for (const TensorInfo& info : im.m->inputs) im.input_shapes.push_back(info.shape);
+  im.bound_buffer.assign(im.m->inputs.size(), nullptr);
+  im.released.assign(im.m->inputs.size(), false);
   im.contexts.resize(im.m->ops.size());
   im.op_state.resize(im.m->ops.size());
   if (opts.profile) {
@@ -696,6 +716,8 @@ Status Session::SetInput(const std::string& name, DType dtype, const Shape& shap
     return Status(StatusCode::kInvalidArgument,
                   "input '" + name + "' of shape " + ShapeToString(shape) + " needs " +
                       std::to_string(t.bytes()) + " bytes, given " + std::to_string(bytes));
+  im.ReleaseInput(size_t(idx));
+  im.released[size_t(idx)] = false;
   if (bytes) std::memcpy(t.data, data, bytes);
   if (dtype == DType::kBool) {
     // Any non-zero byte means true (C callers may pass uint8 masks); kernels
@@ -706,12 +728,52 @@ Status Session::SetInput(const std::string& name, DType dtype, const Shape& shap
   return Status::Ok();
 }
 
+Status Session::BindInput(const std::string& name, DType dtype, const Shape& shape,
+                          const void* data, size_t bytes) {
+  Impl& im = *impl_;
+  const int idx = im.InputIndex(name);
+  if (idx < 0) return Status(StatusCode::kInvalidArgument, "no input named '" + name + "'");
+  const TensorInfo& info = im.m->inputs[size_t(idx)];
+  // Copied instead: sequences and optionals (boxed values), bool (normalized
+  // to 0/1 in the copy), a streaming state (written after each Run), data
+  // not aligned to its elements, or a dtype SetInput will refuse.
+  bool copy = info.is_sequence || info.is_optional || dtype != info.dtype ||
+              dtype == DType::kBool || !data ||
+              reinterpret_cast<uintptr_t>(data) % std::max<size_t>(1, dtype_size(dtype)) != 0;
+  for (const auto& b : im.state_bindings) copy = copy || b.second == im.m->input_ids[size_t(idx)];
+  if (copy) return SetInput(name, dtype, shape, data, bytes);
+  if (!im.planned || im.input_shapes[size_t(idx)] != shape)
+    QF_RETURN_IF_ERROR(ResizeInput(name, shape));
+  if (!im.planned) return im.Plan();  // names the input still without a shape
+  Tensor& t = im.tensors[size_t(im.m->input_ids[size_t(idx)])];
+  if (bytes != t.bytes())
+    return Status(StatusCode::kInvalidArgument,
+                  "input '" + name + "' of shape " + ShapeToString(shape) + " needs " +
+                      std::to_string(t.bytes()) + " bytes, given " + std::to_string(bytes));
+  if (!im.bound_buffer[size_t(idx)]) im.bound_buffer[size_t(idx)] = t.data;
+  // Read only: no op writes a graph input (they stay live through the Run).
+  t.data = const_cast<void*>(data);
+  im.released[size_t(idx)] = false;
+  return Status::Ok();
+}
+
+void Session::ReleaseInputs() {
+  Impl& im = *impl_;
+  for (size_t i = 0; i < im.bound_buffer.size(); ++i) im.ReleaseInput(i);
+}
+
 Status Session::Run() {
   Impl& im = *impl_;
   if (!im.planned) {
     Status st = im.PlanKeepingState();
     if (!st.ok()) return st;
   }
+  for (size_t i = 0; i < im.released.size(); ++i)
+    if (im.released[i])
+      return Status(StatusCode::kInvalidArgument,
+                    "input '" + im.m->inputs[i].name +
+                        "' was bound with BindInput and released (or the session re-planned): "
+                        "set or bind it again before Run");
   if (im.dynamic) {
     QF_RETURN_IF_ERROR(im.RunDynamic());
   } else {

@@ -142,6 +142,18 @@ class Session {
   // (call ResizeInput first to change it).
   Status SetInput(const std::string& name, DType dtype, const Shape& shape, const void* data,
                   size_t bytes);
+  // As SetInput, but Run reads `data` in place instead of a copy (the input
+  // of a large image costs a copy per run otherwise): it stays bound until
+  // ReleaseInputs, a SetInput or BindInput of this input, or a re-plan
+  // (ResizeInput of any input), and must stay valid and unchanged until
+  // then; no op writes it. Copied as by SetInput instead: sequence, optional
+  // and bool inputs, inputs bound as streaming state, and data not aligned
+  // to its element size. Outputs that are the input itself point into `data`.
+  Status BindInput(const std::string& name, DType dtype, const Shape& shape, const void* data,
+                   size_t bytes);
+  // Ends every BindInput. Those inputs hold no value afterwards: Run fails,
+  // naming one, until each is set or bound again.
+  void ReleaseInputs();
   // Sets a sequence input (TensorInfo::is_sequence) to copies of `elements`:
   // each of the input's dtype and of a shape matching its known dims.
   Status SetInputSequence(const std::string& name, const std::vector<TensorView>& elements);

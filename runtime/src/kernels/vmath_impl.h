@@ -2,8 +2,8 @@
 // only by the per-ISA files, which compile them with their flags.
 //
 // exp(x): n = round(x / ln2), r = x - n ln2 (ln2 split in two so n ln2 is
-// exact), |r| <= ln2/2, e^r by its Taylor polynomial to degree 7 (truncation
-// below 6e-9 relative), times 2^n built in the exponent bits. Exp clamps x to
+// exact), |r| <= ln2/2, e^r by a degree-6 polynomial (near-minimax, 3.6e-9
+// relative), times 2^n built in the exponent bits. Exp clamps x to
 // [-87.33655, 88.3] so 2^n stays a normal float (tanh only needs that range);
 // ExpFull clamps to [-104, 88.73] and scales by 2^n rounding once
 // (ScalePow2), so results overflow to inf and underflow gradually through
@@ -30,8 +30,8 @@
 //
 // V provides: type F, Load/Store, Set, Add, Sub, Mul, Div, Fma(a, b, c) = a*b + c,
 // Min, Max, Abs, Round (to nearest), Pow2(n) (2^n for integral float n in
-// [-126, 127]), ScalePow2(p, n) (p 2^n rounded once, for p in [0.5, 2) and
-// integral n in [-150, 128]: ScalePow2TwoSteps below, or one instruction
+// [-126, 127]), ScalePow2(p, n) (p 2^n rounded once, for |p| <= 2^41 and
+// integral n in [-217, 128]: ScalePow2TwoSteps below, or one instruction
 // that rounds the same way), Less(a, b), Equal(a, b) and IsNan(a) masks (of a type of the
 // trait's choice: a vector, or an AVX-512 mask register), Select(mask, a, b),
 // CopySign(mag, sgn), All(mask) (every lane set), None(mask) (no lane set), Exponent(x) (the unbiased exponent of a normal
@@ -54,12 +54,14 @@ inline typename V::F ExpReduced(typename V::F x, typename V::F* n_out) {
   const F n = V::Round(V::Mul(x, V::Set(1.44269504088896341f)));
   F r = V::Fma(n, V::Set(-0.693145751953125f), x);  // ln2 high part: n * it is exact
   r = V::Fma(n, V::Set(-1.428606765330187e-06f), r);
-  F p = V::Set(1.f / 5040.f);
-  p = V::Fma(p, r, V::Set(1.f / 720.f));
-  p = V::Fma(p, r, V::Set(1.f / 120.f));
-  p = V::Fma(p, r, V::Set(1.f / 24.f));
-  p = V::Fma(p, r, V::Set(1.f / 6.f));
-  p = V::Fma(p, r, V::Set(0.5f));
+  // 1 + r + r^2 q(r), q of degree 4 fitted for relative error on
+  // [-ln2/2, ln2/2] (near-minimax: 3.6e-9 with these float coefficients,
+  // where the degree-7 Taylor polynomial it replaces had 7.0e-9).
+  F p = V::Set(1.3814539415761828e-03f);
+  p = V::Fma(p, r, V::Set(8.36874544620514e-03f));
+  p = V::Fma(p, r, V::Set(4.166838899254799e-02f));
+  p = V::Fma(p, r, V::Set(1.666652113199234e-01f));
+  p = V::Fma(p, r, V::Set(4.999999403953552e-01f));
   p = V::Fma(p, r, V::Set(1.f));
   p = V::Fma(p, r, V::Set(1.f));
   *n_out = n;
@@ -75,11 +77,13 @@ inline typename V::F Exp(typename V::F x) {
   return V::Mul(p, V::Pow2(n));
 }
 
-// p 2^n for p in [0.5, 2) and integral n in [-150, 128], rounded once: when
-// every lane's 2^n is normal, one exact product; else two factors in
-// [-75, 64], each normal, the first product exact, the second rounded
-// (gradual underflow, overflow to inf). The traits without a scaling
-// instruction (AVX2, NEON) use it as their ScalePow2.
+// p 2^n for |p| <= 2^41 and integral n in [-217, 128]: when every lane's
+// 2^n is normal, one product (one rounding); else times two normal factors
+// 2^n1 and 2^(n - n1), n1 = round(n / 2) (gradual underflow, overflow to
+// inf): one rounding too, unless p 2^n1 is itself below the normal range
+// (|p| < 2^-17, as only m exp(x) with a tiny m can be), which rounds twice,
+// a subnormal result then at most one step from vscalefps's. The traits
+// without a scaling instruction (AVX2, NEON) use it as their ScalePow2.
 template <class V>
 inline typename V::F ScalePow2TwoSteps(typename V::F p, typename V::F n) {
   using F = typename V::F;
@@ -109,10 +113,8 @@ inline typename V::F ExpFullTimes(typename V::F x, typename V::F m, typename V::
   x = V::Min(V::Max(x, V::Set(-150.f)), V::Set(88.73f));
   F n;
   const F p = ExpReduced<V>(x, &n);
-  const F n1 = V::Round(V::Mul(n, V::Set(0.5f)));
-  const F s1 = V::Pow2(n1), s2 = V::Pow2(V::Sub(n, n1));
-  *e_out = V::Mul(V::Mul(p, s1), s2);
-  return V::Mul(V::Mul(V::Mul(p, m), s1), s2);
+  *e_out = V::ScalePow2(p, n);
+  return V::ScalePow2(V::Mul(p, m), n);
 }
 
 template <class V>
