@@ -352,10 +352,12 @@ qfold_status qfold_session_resize_input(qfold_session* session, const char* name
   });
 }
 
-qfold_status qfold_session_set_input(qfold_session* session, const char* name, qfold_dtype dtype,
-                                     const int64_t* dims, size_t rank, const void* data,
-                                     size_t bytes) {
-  static const char* fn = "qfold_session_set_input";
+namespace {
+
+// set_input and bind_input: the same checks, then a copy or a binding.
+qfold_status SetOrBindInput(const char* fn, bool bind, qfold_session* session, const char* name,
+                            qfold_dtype dtype, const int64_t* dims, size_t rank, const void* data,
+                            size_t bytes) {
   return Guard(fn, [&] {
     if (!session) return NullArg(fn, "session");
     if (!name) return NullArg(fn, "name");
@@ -368,9 +370,30 @@ qfold_status qfold_session_set_input(qfold_session* session, const char* name, q
     qfold::Shape shape;
     if (qfold_status s = ReadShape(fn, dims, rank, &shape)) return s;
     session->has_run = false;
-    return FromStatus(fn, session->session->SetInput(name, static_cast<qfold::DType>(dtype_value),
-                                                     shape, data, bytes));
+    const auto dt = static_cast<qfold::DType>(dtype_value);
+    return FromStatus(fn, bind ? session->session->BindInput(name, dt, shape, data, bytes)
+                               : session->session->SetInput(name, dt, shape, data, bytes));
   });
+}
+
+}  // namespace
+
+qfold_status qfold_session_set_input(qfold_session* session, const char* name, qfold_dtype dtype,
+                                     const int64_t* dims, size_t rank, const void* data,
+                                     size_t bytes) {
+  return SetOrBindInput("qfold_session_set_input", false, session, name, dtype, dims, rank, data,
+                        bytes);
+}
+
+qfold_status qfold_session_bind_input(qfold_session* session, const char* name, qfold_dtype dtype,
+                                      const int64_t* dims, size_t rank, const void* data,
+                                      size_t bytes) {
+  return SetOrBindInput("qfold_session_bind_input", true, session, name, dtype, dims, rank, data,
+                        bytes);
+}
+
+void qfold_session_release_inputs(qfold_session* session) {
+  if (session) session->session->ReleaseInputs();
 }
 
 qfold_status qfold_session_set_input_sequence(qfold_session* session, const char* name,

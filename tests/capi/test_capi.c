@@ -553,6 +553,59 @@ static void TestSequences(const char* path) {
   qfold_model_free(m);
 }
 
+/* bind_input: runs read the caller's buffer in place (the outputs set_input gives,
+ * later changes to the buffer seen by the next run); release_inputs and any
+ * resize leave the input without a value until it is set or bound again. */
+static void TestBindInput(const char* path) {
+  qfold_model* m = NULL;
+  qfold_session* s = NULL;
+  qfold_session_options opts;
+  const int64_t shape[4] = {1, 3, 5, 7}, other[4] = {1, 3, 2, 2};
+  const size_t n = 3 * 5 * 7, out = 4 * 10 * 14;
+  float x[3 * 5 * 7], want_a[4 * 10 * 14], want_b[4 * 10 * 14];
+  const void* data = NULL;
+  size_t k;
+  EXPECT_OK(qfold_model_load_file(path, &m));
+  if (!m) return;
+  qfold_session_options_init(&opts);
+  EXPECT_OK(qfold_session_create(m, &opts, &s));
+  qfold_model_free(m);
+  if (!s) return;
+  for (k = 0; k < n; ++k) x[k] = (float)((int)(k * 37 % 23) - 11) / 7.f;
+  EXPECT_OK(qfold_session_set_input(s, "input", QFOLD_DTYPE_FLOAT32, shape, 4, x, sizeof x));
+  EXPECT_OK(qfold_session_run(s));
+  EXPECT_OK(qfold_session_get_output(s, "output", NULL, NULL, NULL, &data));
+  if (data) memcpy(want_a, data, sizeof want_a);
+  for (k = 0; k < n; ++k) x[k] = -x[k];
+  EXPECT_OK(qfold_session_set_input(s, "input", QFOLD_DTYPE_FLOAT32, shape, 4, x, sizeof x));
+  EXPECT_OK(qfold_session_run(s));
+  EXPECT_OK(qfold_session_get_output(s, "output", NULL, NULL, NULL, &data));
+  if (data) memcpy(want_b, data, sizeof want_b);
+
+  EXPECT_OK(qfold_session_bind_input(s, "input", QFOLD_DTYPE_FLOAT32, shape, 4, x, sizeof x));
+  EXPECT_OK(qfold_session_run(s));
+  EXPECT_OK(qfold_session_get_output(s, "output", NULL, NULL, NULL, &data));
+  EXPECT(data && memcmp(data, want_b, out * sizeof(float)) == 0);
+  for (k = 0; k < n; ++k) x[k] = -x[k]; /* read in place: the next run sees it */
+  EXPECT_OK(qfold_session_run(s));
+  EXPECT_OK(qfold_session_get_output(s, "output", NULL, NULL, NULL, &data));
+  EXPECT(data && memcmp(data, want_a, out * sizeof(float)) == 0);
+
+  qfold_session_release_inputs(s);
+  EXPECT_ERROR(qfold_session_run(s), QFOLD_INVALID_ARGUMENT, "input 'input' was bound");
+  EXPECT_OK(qfold_session_bind_input(s, "input", QFOLD_DTYPE_FLOAT32, shape, 4, x, sizeof x));
+  EXPECT_OK(qfold_session_resize_input(s, "input", other, 4)); /* a re-plan releases it */
+  EXPECT_ERROR(qfold_session_run(s), QFOLD_INVALID_ARGUMENT, "input 'input' was bound");
+  EXPECT_ERROR(qfold_session_bind_input(s, "input", QFOLD_DTYPE_FLOAT32, shape, 4, x, 8),
+               QFOLD_INVALID_ARGUMENT, "needs 420 bytes, given 8");
+  EXPECT_OK(qfold_session_set_input(s, "input", QFOLD_DTYPE_FLOAT32, shape, 4, x, sizeof x));
+  EXPECT_OK(qfold_session_run(s));
+  EXPECT_OK(qfold_session_get_output(s, "output", NULL, NULL, NULL, &data));
+  EXPECT(data && memcmp(data, want_a, out * sizeof(float)) == 0);
+  qfold_session_release_inputs(NULL); /* a no-op */
+  qfold_session_free(s);
+}
+
 int main(int argc, char** argv) {
   TestWithoutModel();
   if (argc > 1) {
@@ -560,6 +613,7 @@ int main(int argc, char** argv) {
     TestModel(argv[1]);
     TestPrecision(argv[1]);
     TestMemoryLimit(argv[1], argc > 2 ? argv[2] : NULL);
+    TestBindInput(argv[1]);
   }
   if (argc > 2) TestStateBinding(argv[2]);
   if (argc > 3) TestSequences(argv[3]);

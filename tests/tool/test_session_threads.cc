@@ -161,6 +161,53 @@ TEST_CASE("sessions: num_threads is clamped to the hardware threads") {
   CHECK(RunOnce(huge.get(), 1) == want);
 }
 
+// BindInput reads the caller's buffer in place: the outputs SetInput gives,
+// the buffer untouched, at 1 and 2 threads; released inputs refuse to run
+// until set again; unaligned data is copied instead.
+TEST_CASE("sessions: BindInput runs on the caller's buffer and must be renewed after release") {
+  TempDir dir;
+  Converted converted;
+  BuildModel(dir, &converted);
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    SessionOptions opts;
+    opts.num_threads = threads;
+    std::unique_ptr<Session> s;
+    REQUIRE(Session::Create(converted.model, opts, &s).ok());
+    const std::vector<float> want = RunOnce(s.get(), 3);
+    const std::vector<float> x = Input(3);
+    std::vector<float> bound = x;
+    const Shape shape{1, kC, kH, kW};
+    const size_t bytes = bound.size() * sizeof(float);
+    REQUIRE(s->BindInput("X", DType::kFloat32, shape, bound.data(), bytes).ok());
+    REQUIRE(s->Run().ok());
+    CHECK(FloatOutput(*s, "Y", {1, kH, kW, kM}) == want);
+    CHECK(bound == x);  // read, never written
+    // Still bound: a change to the buffer shows in the next Run.
+    const std::vector<float> x4 = Input(4);
+    std::copy(x4.begin(), x4.end(), bound.begin());
+    REQUIRE(s->Run().ok());
+    const std::vector<float> want4 = FloatOutput(*s, "Y", {1, kH, kW, kM});
+    s->ReleaseInputs();
+    Status st = s->Run();
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK(st.message().find("'X'") != std::string::npos);
+    CHECK(RunOnce(s.get(), 4) == want4);  // SetInput renews it
+    // Data not aligned to its floats is copied: the same outputs.
+    std::vector<unsigned char> raw(bytes + 1);
+    std::memcpy(raw.data() + 1, x.data(), bytes);
+    REQUIRE(s->BindInput("X", DType::kFloat32, shape, raw.data() + 1, bytes).ok());
+    std::memset(raw.data(), 0, raw.size());  // a copy does not see this
+    REQUIRE(s->Run().ok());
+    CHECK(FloatOutput(*s, "Y", {1, kH, kW, kM}) == want);
+    // Wrong sizes and names are refused as by SetInput.
+    CHECK(s->BindInput("X", DType::kFloat32, shape, bound.data(), bytes - 4).code() ==
+          StatusCode::kInvalidArgument);
+    CHECK(s->BindInput("nope", DType::kFloat32, shape, bound.data(), bytes).code() ==
+          StatusCode::kInvalidArgument);
+  }
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace conv

@@ -211,6 +211,19 @@ qfold_status qfold_session_set_input(qfold_session* session, const char* name, q
                                      const int64_t* dims, size_t rank, const void* data,
                                      size_t bytes);
 
+/* As qfold_session_set_input, but runs read `data` in place instead of a copy:
+ * it stays bound until qfold_session_release_inputs, a set_input or bind_input of
+ * this input, or any resize, and must stay valid and unchanged until then (no op
+ * writes it). Sequence, optional and bool inputs, inputs bound as streaming state
+ * and data not aligned to its element size are copied, as by set_input. */
+qfold_status qfold_session_bind_input(qfold_session* session, const char* name, qfold_dtype dtype,
+                                      const int64_t* dims, size_t rank, const void* data,
+                                      size_t bytes);
+
+/* Ends every qfold_session_bind_input: those inputs hold no value afterwards, and
+ * qfold_session_run fails naming one until each is set or bound again. */
+void qfold_session_release_inputs(qfold_session* session);
+
 /* Sets sequence input `name` (qfold_model_input_is_sequence) to copies of `count`
  * tensors: element i has dtype `dtype`, ranks[i] dims at dims[i] (matching the
  * model's fixed element dims) and bytes[i] bytes at data[i]. `count` may be 0 (an
