@@ -57,6 +57,8 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
     QF_RETURN_IF_ERROR(InferAndFold(g, false));
     if (opts.fuse) {
       QF_RETURN_IF_ERROR(FuseConvResidual(g));
+      QF_RETURN_IF_ERROR(FuseConvInputTranspose(g));
+      QF_RETURN_IF_ERROR(RemoveDeadCode(g));
       QF_RETURN_IF_ERROR(VerifyGraph(g));
       QF_RETURN_IF_ERROR(InferAndFold(g, false));
     }

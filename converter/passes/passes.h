@@ -97,6 +97,10 @@ Status FuseConvAffine(Graph* g);
 // Channels-last float Conv -> Add of a same-shape tensor (-> activation) ->
 // one Conv with the addend as its fourth input (after layout planning).
 Status FuseConvResidual(Graph* g);
+// A channels-last float Conv of at most 4 input channels reading a graph
+// input through Transpose(NCHW -> NHWC) reads the input itself
+// (x_channels_first = 1; after layout planning).
+Status FuseConvInputTranspose(Graph* g);
 // The _activation attributes (core/activation.h) that apply `act`; false when
 // it cannot be fused (an op type or a non-constant bound it does not cover).
 bool FusedActivationAttrs(const Graph& g, const Node& act, AttrMap* attrs);

@@ -416,6 +416,50 @@ TEST_CASE("converter fusion: Conv -> BatchNormalization -> Relu becomes one Conv
   CHECK(positives > 0);
 }
 
+// FuseConvInputTranspose: a channels-last Conv of at most 4 input channels
+// reads the graph input itself (x_channels_first), its Transpose gone; the
+// outputs those of the channels-first conversion. 16 channels keep theirs.
+TEST_CASE("converter FuseConvInputTranspose: an RGB stem reads the NCHW graph input") {
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int64_t c : {3, 16}) {
+    CAPTURE(c);
+    TempDir dir;
+    OnnxBuilder b(17);
+    b.Input("X", kFloat, {1, c, 20, 22});
+    b.Output("Y", kFloat, {1, 8, 10, 11});
+    std::vector<float> w(size_t(8 * c * 9)), bias(8), x(size_t(c * 20 * 22));
+    for (float& v : w) v = u(rng);
+    for (float& v : bias) v = u(rng);
+    for (float& v : x) v = u(rng);
+    b.InitFloat("W", {8, c, 3, 3}, w);
+    b.InitFloat("B", {8}, bias);
+    auto* conv = b.Node("Conv", {"X", "W", "B"}, {"c"}, "stem");
+    OnnxBuilder::AttrInts(conv, "pads", {1, 1, 1, 1});
+    OnnxBuilder::AttrInts(conv, "strides", {2, 2});
+    b.Node("Relu", {"c"}, {"Y"}, "relu");
+    const std::string path = b.Write(dir);
+    Graph fused, first;
+    const std::vector<float> y =
+        ConvertAndRun(path, "X", {1, c, 20, 22}, x, "Y", {1, 8, 10, 11}, &fused);
+    ConvertOptions channels_first;
+    channels_first.channels_last = false;
+    const std::vector<float> want =
+        ConvertAndRun(path, "X", {1, c, 20, 22}, x, "Y", {1, 8, 10, 11}, &first, channels_first);
+    const Node* n = FindNode(fused, "Conv");
+    REQUIRE(n != nullptr);
+    CHECK(n->attrs.GetInt("channels_last", 0) == 1);
+    CHECK(n->attrs.GetInt("x_channels_first", 0) == (c == 3 ? 1 : 0));
+    CHECK((n->inputs[0] == "X") == (c == 3));
+    CHECK(CountOps(fused, "Transpose") == (c == 3 ? 1u : 2u));  // the output's stays
+    REQUIRE(y.size() == want.size());
+    for (size_t i = 0; i < y.size(); ++i) {
+      CAPTURE(i);
+      CHECK(std::fabs(y[i] - want[i]) <= 1e-5f);
+    }
+  }
+}
+
 TEST_CASE("converter fusion: a Conv whose output is also read elsewhere keeps its BatchNorm") {
   TempDir dir;
   OnnxBuilder b(17);

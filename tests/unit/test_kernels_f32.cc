@@ -328,6 +328,7 @@ struct ConvCase {
   int act;                     // 0 none, 1 Relu, 2 Clip, 3 HardSwish, 4 Clip with only a max
   bool channels_last = false;  // X [N, H, W, C]: the kernels of conv_f32_nhwc.h
   bool residual = false;       // a fourth input of Y's shape, added before the activation
+  bool x_planar = false;       // with channels_last: X stays [N, C, H, W] (x_channels_first)
 };
 
 std::string Describe(const ConvCase& k) {
@@ -336,7 +337,7 @@ std::string Describe(const ConvCase& k) {
     << " k " << k.kh << "x" << k.kw << " s " << k.sh << "," << k.sw << " d " << k.dh << "," << k.dw
     << " pads " << k.pt << "," << k.pl << "," << k.pb << "," << k.pr << (k.one_d ? " 1-D" : "")
     << (k.bias ? " bias" : "") << " act " << k.act << (k.channels_last ? " NHWC" : "")
-    << (k.residual ? " residual" : "");
+    << (k.residual ? " residual" : "") << (k.x_planar ? " X NCHW" : "");
   return o.str();
 }
 
@@ -381,8 +382,9 @@ int RunConvCase(const ConvCase& k, std::mt19937& rng) {
   if (k.channels_last) {
     // The reference runs channels-last convolutions channels-first between
     // transposes, so it stays the oracle.
-    xs = Shape{k.n, k.h, k.w, k.c};
+    if (!k.x_planar) xs = Shape{k.n, k.h, k.w, k.c};
     attrs.SetInt("channels_last", 1);
+    if (k.x_planar) attrs.SetInt("x_channels_first", 1);
   }
   AttrMap abs_attrs = attrs;
   SetActivation(k.act, &attrs);
@@ -566,6 +568,36 @@ TEST_CASE("kernels f32: channels-last Conv KxK, 1x1, groups at tile edges matche
   };
   for (const ConvCase& k : cases) runs += RunConvCase(ChannelsLast(k), rng);
   MESSAGE(runs << " fast channels-last Conv runs compared");
+}
+
+// X channels-first into a channels-last convolution (a graph input the
+// converter's FuseConvInputTranspose hands over untransposed): the padded
+// copy of few channels is made from the planes (RGB rows interleaved by the
+// variant's interleave3), other methods transpose X into their scratch
+// first: stems, 1 to 4 channels, unpadded, 1x1, Winograd, batches, a
+// residual, at every variant, 1 and 2 threads.
+TEST_CASE("kernels f32: channels-last Conv of a channels-first X matches the reference") {
+  std::mt19937 rng(35);
+  int runs = 0;
+  // n, c, m, group, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, one_d, bias, act
+  const ConvCase cases[] = {
+      {1, 3, 16, 1, 33, 35, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 1},   // RGB stem, plane
+      {2, 3, 8, 1, 20, 37, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 0},    // batch, 8 channels
+      {1, 3, 24, 1, 29, 35, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, false, true, 4},   // 7x7 s2
+      {1, 1, 16, 1, 32, 50, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},   // one channel
+      {1, 4, 12, 1, 15, 17, 3, 3, 1, 1, 2, 1, 2, 1, 2, 1, false, false, 2},  // 4 channels, dilated
+      {1, 2, 5, 1, 9, 13, 5, 3, 1, 2, 1, 1, 2, 1, 2, 1, false, true, 0},     // 2 channels
+      {1, 3, 64, 1, 24, 27, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, false, true, 1},   // unpadded: copy
+      {1, 3, 20, 1, 11, 9, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 0},    // 1x1: copy
+      {1, 40, 32, 1, 10, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1},  // Winograd: copy
+      {1, 3, 16, 1, 12, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true, 1, true, true},  // residual
+  };
+  for (ConvCase k : cases) {
+    k = ChannelsLast(k);
+    k.x_planar = true;
+    runs += RunConvCase(k, rng);
+  }
+  MESSAGE(runs << " channels-first X runs compared");
 }
 
 // Winograd 3x3 stride 1 with C >= 32, M >= 16 and C + M <= 768 or 14x14

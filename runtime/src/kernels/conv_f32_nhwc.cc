@@ -242,23 +242,56 @@ bool UsePlane(const ConvNhwcF32State& s, const ConvNhwcF32Call& c, int64_t* ph, 
   return padded && floats <= (s.cg < 16 ? int64_t(1) << 22 : int64_t(1) << 17);
 }
 
+// `width` pixels of C planes (`plane` floats apart) interleaved into dst
+// [width][C]; C a constant, so the compiler interleaves vectors.
+template <int C>
+void InterleavePlanes(const float* src, int64_t plane, int64_t width, float* dst) {
+  for (int64_t i = 0; i < width; ++i)
+    for (int ch = 0; ch < C; ++ch) dst[i * C + ch] = src[ch * plane + i];
+}
+
+void InterleaveRow(const ConvNhwcF32Kernels& k, const float* src, int64_t plane, int64_t c,
+                   int64_t width, float* dst) {
+  if (c == 3 && k.interleave3) return k.interleave3(src, plane, width, dst);
+  switch (c) {
+    case 1:
+      return InterleavePlanes<1>(src, plane, width, dst);
+    case 2:
+      return InterleavePlanes<2>(src, plane, width, dst);
+    case 3:
+      return InterleavePlanes<3>(src, plane, width, dst);
+    case 4:
+      return InterleavePlanes<4>(src, plane, width, dst);
+    default:
+      for (int64_t i = 0; i < width; ++i)
+        for (int64_t ch = 0; ch < c; ++ch) dst[i * c + ch] = src[ch * plane + i];
+  }
+}
+
 // x into the plane (`ph` x `pw` pixels per image, x at (pad_top, pad_left)),
-// zeros around it.
-void FillPlane(const ConvNhwcF32Call& c, int64_t ph, int64_t pw, float* plane) {
+// zeros around it; from channels-first x (x_planar) the rows are interleaved
+// on the way, which saves the separate transpose of an RGB input.
+void FillPlane(const ConvNhwcF32Kernels& k, const ConvNhwcF32Call& c, int64_t ph, int64_t pw,
+               float* plane, ThreadPool* pool) {
   const int64_t row = pw * c.c, left = c.pad_left * c.c;
-  const int64_t copy = std::min(c.iw, pw - c.pad_left) * c.c;
-  for (int64_t b = 0; b < c.n; ++b)
-    for (int64_t py = 0; py < ph; ++py) {
-      float* dst = plane + (b * ph + py) * row;
+  const int64_t width = std::min(c.iw, pw - c.pad_left), copy = width * c.c;
+  ParallelFor(pool, c.n * ph, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / ph, py = r % ph;
+      float* dst = plane + r * row;
       const int64_t iy = py - c.pad_top;
       if (iy < 0 || iy >= c.ih) {
         std::fill(dst, dst + row, 0.f);
         continue;
       }
       std::fill(dst, dst + left, 0.f);
-      std::memcpy(dst + left, c.x + (b * c.ih + iy) * c.iw * c.c, size_t(copy) * sizeof(float));
+      if (c.x_planar)
+        InterleaveRow(k, c.x + (b * c.c * c.ih + iy) * c.iw, c.ih * c.iw, c.c, width, dst + left);
+      else
+        std::memcpy(dst + left, c.x + (b * c.ih + iy) * c.iw * c.c, size_t(copy) * sizeof(float));
       std::fill(dst + left + copy, dst + row, 0.f);
     }
+  });
 }
 
 // Stem runs (StemRunF32Args) on the plane: kernel rows of 1 or 3 channels
@@ -359,7 +392,7 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const int64_t blocks = (tiles + block - 1) / block;
   ThreadPool* const pool = IgemmPool(s, c);
   const CallParts parts(c.scratch, IgemmScratch(s, c), NumThreads(pool));
-  if (use_plane) FillPlane(c, ph, pw, parts.plane());
+  if (use_plane) FillPlane(k, c, ph, pw, parts.plane(), pool);
   if (use_plane && UseStemRuns(s, c)) return RunStem(s, c, ph, pw, parts.plane(), pool);
   if (!use_plane && UseStemRuns(s, c) && XIsPlane(s, c))
     return RunStem(s, c, c.ih, c.iw, c.x, pool);
@@ -1423,10 +1456,49 @@ Bf16Io ConvNhwcF32Bf16Io(const void* state, const ConvNhwcF32Call& c) {
   return io;
 }
 
+// A channels-first x that the call's method does not read as planes
+// (only the padded copy of RunIgemm does): transposed into the first part
+// of the scratch, the method's own scratch after it.
+bool ReadsPlanes(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
+  int64_t ph = 0, pw = 0;
+  return std::strcmp(ConvNhwcF32Method(&s, c), "igemm") == 0 && UsePlane(s, c, &ph, &pw);
+}
+
+size_t PlanarCopyBytes(const ConvNhwcF32Call& c) {
+  ScratchLayout l;
+  l.Add(size_t(c.n * c.ih * c.iw * c.c) * sizeof(float));
+  return l.total();
+}
+
 bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& c) {
   if (!state) return false;
   const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
   if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return false;
+  if (c.x_planar && (c.x_bf16 || !c.x)) return false;
+  if (c.x_planar && !ReadsPlanes(s, c) && c.n > 0 && c.oh * c.ow > 0) {
+    ConvNhwcF32Call inner = c;
+    inner.x_planar = false;
+    const size_t copy = PlanarCopyBytes(c);
+    inner.scratch = ScratchSpan{};
+    const size_t rest = ConvNhwcF32Scratch(state, inner);
+    const ScratchRegion region(c.scratch, copy + rest);
+    float* const x = region.at<float>(0);
+    const int64_t pixels = c.ih * c.iw;
+    ParallelFor(PoolForWork(c.pool, c.n * pixels * c.c * 8), c.n * pixels,
+                [&](int64_t p0, int64_t p1, int) {
+                  // Runs of pixels within one image.
+                  for (int64_t p = p0; p < p1;) {
+                    const int64_t b = p / pixels, i = p % pixels;
+                    const int64_t run = std::min(p1 - p, pixels - i);
+                    InterleaveRow(*s.k, c.x + b * c.c * pixels + i, pixels, c.c, run,
+                                  x + p * c.c);
+                    p += run;
+                  }
+                });
+    inner.x = x;
+    inner.scratch = ScratchSpan{region.data() + copy, rest, true};
+    return RunConvNhwcF32(state, inner);
+  }
   if (s.depthwise && (c.residual || c.residual_bf16)) return false;
   if (c.x_bf16 || c.y_bf16 || c.residual_bf16) {
     const Bf16Io io = ConvNhwcF32Bf16Io(state, c);
@@ -1457,6 +1529,11 @@ size_t ConvNhwcF32Scratch(const void* state, const ConvNhwcF32Call& c) {
   const ConvNhwcF32State& s = *static_cast<const ConvNhwcF32State*>(state);
   if (c.c != s.cg * s.group || c.kh != s.kh || c.kw != s.kw) return 0;
   if (c.n == 0 || c.oh * c.ow == 0) return 0;
+  if (c.x_planar && !ReadsPlanes(s, c)) {
+    ConvNhwcF32Call inner = c;
+    inner.x_planar = false;
+    return PlanarCopyBytes(c) + ConvNhwcF32Scratch(state, inner);
+  }
   const char* method = ConvNhwcF32Method(state, c);
   if (method[0] == 'n') return 0;
   if (method[0] == 'f') return ConvNhwcFp16Scratch(s.fp16.get(), c);

@@ -164,6 +164,10 @@ struct ConvNhwcF32Kernels {
   void (*winograd4_in)(const float* const* d, int64_t c, float* v, int64_t v_stride) = nullptr;
   bool (*winograd4_out)(const float* m, int64_t m_stride, int64_t c, const float* bias, F32Act act,
                         float lo, float hi, const float* const* res, float* const* y) = nullptr;
+  // `width` pixels of three planes `plane` floats apart (an RGB input read
+  // channels-first, ConvNhwcF32Call::x_planar) into dst [width][3], or null
+  // (the driver's plain loop).
+  void (*interleave3)(const float* src, int64_t plane, int64_t width, float* dst) = nullptr;
 };
 
 // The variant `f` allows, or nullptr without any SIMD feature (the op then
@@ -305,7 +309,7 @@ std::shared_ptr<void> PrepareConvNhwcF32(const ConvNhwcF32Kernels* k, const Tens
                                          int64_t output_pixels = 0);
 
 struct ConvNhwcF32Call {
-  const float* x = nullptr;     // [n, ih, iw, c]
+  const float* x = nullptr;     // [n, ih, iw, c], or [n, c, ih, iw] with x_planar
   float* y = nullptr;           // [n, oh, ow, m]
   const float* bias = nullptr;  // m values or null
   // [n, oh, ow, m] added before the activation (the converter's fused
@@ -324,6 +328,11 @@ struct ConvNhwcF32Call {
   const uint16_t* x_bf16 = nullptr;
   uint16_t* y_bf16 = nullptr;
   const uint16_t* residual_bf16 = nullptr;
+  // x (float) is channels-first, as a graph input is (the converter's
+  // FuseConvInputTranspose): a convolution of few channels that reads a
+  // padded copy of x makes that copy from the planes; others transpose x
+  // into their scratch first.
+  bool x_planar = false;
 };
 // Which of x, y and the residual RunConvNhwcF32 can take as bfloat16 for
 // this call (the bf16 method: all three, `post` applied to a block's fp32

@@ -243,6 +243,30 @@ struct WinogradYmm {
   static bool AnyNan(F v) { return _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0; }
 };
 
+// 4 pixels of three planes into 12 interleaved floats by 128-bit shuffles
+// (r0 g0 b0 r1 | g1 b1 r2 g2 | b2 r3 g3 b3).
+void Interleave3Avx2(const float* src, int64_t plane, int64_t width, float* dst) {
+  const float *r = src, *g = src + plane, *bl = src + 2 * plane;
+  int64_t i = 0;
+  for (; i + 4 <= width; i += 4) {
+    const __m128 vr = _mm_loadu_ps(r + i), vg = _mm_loadu_ps(g + i), vb = _mm_loadu_ps(bl + i);
+    const __m128 lo = _mm_unpacklo_ps(vr, vg), hi = _mm_unpackhi_ps(vr, vg);  // r0 g0 r1 g1, r2 g2 r3 g3
+    const __m128 t0 = _mm_shuffle_ps(vb, lo, _MM_SHUFFLE(3, 2, 0, 0));        // b0 b0 r1 g1
+    const __m128 t1 = _mm_shuffle_ps(lo, vb, _MM_SHUFFLE(1, 1, 3, 3));        // g1 g1 b1 b1
+    const __m128 t2 = _mm_shuffle_ps(vb, hi, _MM_SHUFFLE(2, 2, 2, 2));        // b2 b2 r3 r3
+    const __m128 t3 = _mm_shuffle_ps(hi, vb, _MM_SHUFFLE(3, 3, 3, 3));        // g3 g3 b3 b3
+    float* const d = dst + 3 * i;
+    _mm_storeu_ps(d, _mm_shuffle_ps(lo, t0, _MM_SHUFFLE(2, 0, 1, 0)));
+    _mm_storeu_ps(d + 4, _mm_shuffle_ps(t1, hi, _MM_SHUFFLE(1, 0, 2, 0)));
+    _mm_storeu_ps(d + 8, _mm_shuffle_ps(t2, t3, _MM_SHUFFLE(2, 0, 2, 0)));
+  }
+  for (; i < width; ++i) {
+    dst[3 * i] = r[i];
+    dst[3 * i + 1] = g[i];
+    dst[3 * i + 2] = bl[i];
+  }
+}
+
 }  // namespace
 
 extern const ConvNhwcF32Kernels kConvNhwcF32Avx2 = {"avx2",
@@ -255,7 +279,8 @@ extern const ConvNhwcF32Kernels kConvNhwcF32Avx2 = {"avx2",
                                                     DwRunAvx2,
                                                     StemRunAvx2,
                                                     WinogradInput<WinogradYmm, 4>,
-                                                    WinogradOutput<WinogradYmm, 4>};
+                                                    WinogradOutput<WinogradYmm, 4>,
+                                                    Interleave3Avx2};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -271,6 +271,40 @@ struct WinogradZmm : DwRunZmm {
   static bool AnyNan(F v) { return _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0; }
 };
 
+// 16 pixels of three planes into 48 interleaved floats: each output vector
+// takes the red and green of its pixels in one two-source permute, then
+// the blue in a second.
+void Interleave3Avx512(const float* src, int64_t plane, int64_t width, float* dst) {
+  alignas(64) static const int32_t kRg[3][16] = {
+      {0, 16, 0, 1, 17, 0, 2, 18, 0, 3, 19, 0, 4, 20, 0, 5},
+      {21, 0, 6, 22, 0, 7, 23, 0, 8, 24, 0, 9, 25, 0, 10, 26},
+      {0, 11, 27, 0, 12, 28, 0, 13, 29, 0, 14, 30, 0, 15, 31, 0}};
+  alignas(64) static const int32_t kB[3][16] = {
+      {0, 1, 16, 3, 4, 17, 6, 7, 18, 9, 10, 19, 12, 13, 20, 15},
+      {0, 21, 2, 3, 22, 5, 6, 23, 8, 9, 24, 11, 12, 25, 14, 15},
+      {26, 1, 2, 27, 4, 5, 28, 7, 8, 29, 10, 11, 30, 13, 14, 31}};
+  __m512i rg[3], b[3];
+  for (int v = 0; v < 3; ++v) {
+    rg[v] = _mm512_load_si512(kRg[v]);
+    b[v] = _mm512_load_si512(kB[v]);
+  }
+  const float *r = src, *g = src + plane, *bl = src + 2 * plane;
+  int64_t i = 0;
+  for (; i + 16 <= width; i += 16) {
+    const __m512 vr = _mm512_loadu_ps(r + i), vg = _mm512_loadu_ps(g + i);
+    const __m512 vb = _mm512_loadu_ps(bl + i);
+    float* const d = dst + 3 * i;
+    for (int v = 0; v < 3; ++v)
+      _mm512_storeu_ps(d + 16 * v, _mm512_permutex2var_ps(_mm512_permutex2var_ps(vr, rg[v], vg),
+                                                          b[v], vb));
+  }
+  for (; i < width; ++i) {
+    dst[3 * i] = r[i];
+    dst[3 * i + 1] = g[i];
+    dst[3 * i + 2] = bl[i];
+  }
+}
+
 }  // namespace
 
 extern const ConvNhwcF32Kernels kConvNhwcF32Avx512F;
@@ -284,7 +318,8 @@ const ConvNhwcF32Kernels kConvNhwcF32Avx512F = {"avx512f",
                                                 DwRunAvx512,
                                                 StemRunAvx512,
                                                 WinogradInput<WinogradZmm, 4>,
-                                                WinogradOutput<WinogradZmm, 4>};
+                                                WinogradOutput<WinogradZmm, 4>,
+                                                Interleave3Avx512};
 
 }  // namespace kernels
 }  // namespace qfold

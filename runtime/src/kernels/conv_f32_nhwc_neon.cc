@@ -250,6 +250,24 @@ struct WinogradQ {
   static bool AnyNan(F v) { return vmaxvq_u32(vmvnq_u32(vceqq_f32(v, v))) != 0; }
 };
 
+// 4 pixels of three planes at a time into interleaved floats (st3).
+void Interleave3Neon(const float* src, int64_t plane, int64_t width, float* dst) {
+  const float *r = src, *g = src + plane, *bl = src + 2 * plane;
+  int64_t i = 0;
+  for (; i + 4 <= width; i += 4) {
+    float32x4x3_t v;
+    v.val[0] = vld1q_f32(r + i);
+    v.val[1] = vld1q_f32(g + i);
+    v.val[2] = vld1q_f32(bl + i);
+    vst3q_f32(dst + 3 * i, v);
+  }
+  for (; i < width; ++i) {
+    dst[3 * i] = r[i];
+    dst[3 * i + 1] = g[i];
+    dst[3 * i + 2] = bl[i];
+  }
+}
+
 }  // namespace
 
 extern const ConvNhwcF32Kernels kConvNhwcF32Neon;
@@ -263,7 +281,8 @@ const ConvNhwcF32Kernels kConvNhwcF32Neon = {"neon",
                                              nullptr,
                                              nullptr,
                                              WinogradInput<WinogradQ, 4>,
-                                             WinogradOutput<WinogradQ, 4>};
+                                             WinogradOutput<WinogradQ, 4>,
+                                             Interleave3Neon};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -14,6 +14,10 @@ Status ReadChannelsLast(const KernelContext& ctx, bool* channels_last) {
   return Status::Ok();
 }
 
+bool InputChannelsFirst(const KernelContext& ctx) {
+  return ctx.attr().GetInt("x_channels_first", 0) == 1;
+}
+
 Shape ChannelsLastShape(const Shape& s) {
   if (s.size() < 2) return s;
   Shape r = {s[0]};
@@ -52,7 +56,7 @@ Status InferViaChannelsFirst(KernelContext& ctx, Status (*infer)(KernelContext&)
   if (x->rank_known && x->rank() < 3)
     return ctx.Invalid("channels_last input must have rank >= 3, got " + ShapeToString(x->shape));
   Tensor x_cf = *x, y_cf = *y;
-  if (x->rank_known) x_cf.shape = ChannelsFirstShape(x->shape);
+  if (x->rank_known && !InputChannelsFirst(ctx)) x_cf.shape = ChannelsFirstShape(x->shape);
   KernelContext cf = ctx;
   cf.inputs[0] = &x_cf;
   cf.outputs[0] = &y_cf;
@@ -70,7 +74,7 @@ namespace {
 KernelContext ChannelsFirstView(const KernelContext& ctx, Tensor* x_cf, Tensor* y_cf) {
   *x_cf = *ctx.input(0);
   *y_cf = *ctx.output(0);
-  x_cf->shape = ChannelsFirstShape(x_cf->shape);
+  if (!InputChannelsFirst(ctx)) x_cf->shape = ChannelsFirstShape(x_cf->shape);
   y_cf->shape = ChannelsFirstShape(y_cf->shape);
   KernelContext cf = ctx;
   cf.inputs[0] = x_cf;
@@ -99,7 +103,7 @@ Status LayoutChannelsFirst(KernelContext& ctx, ChannelsFirstScratchFn scratch,
     QF_RETURN_IF_ERROR(scratch(cf, &k));
   }
   kernels::ScratchLayout l;
-  layout->x = l.Add(x->bytes());
+  layout->x = l.Add(InputChannelsFirst(ctx) ? 0 : x->bytes());
   layout->y = l.Add(y->bytes());
   layout->kernel = l.Add(k.run);
   layout->kernel_bytes = k.run;
@@ -138,8 +142,12 @@ Status RunViaChannelsFirst(KernelContext& ctx, Status (*run)(KernelContext&),
   uint8_t* ybuf = region.at<uint8_t>(l.y);
   Tensor x_cf, y_cf;
   KernelContext cf = ChannelsFirstView(ctx, &x_cf, &y_cf);
-  if (l.total) SwapChannels(x->ptr<uint8_t>(), xbuf, n, s, c, xe, /*to_channels_first=*/true);
-  x_cf.data = xbuf;
+  if (InputChannelsFirst(ctx)) {
+    x_cf.data = x->data;
+  } else {
+    if (l.total) SwapChannels(x->ptr<uint8_t>(), xbuf, n, s, c, xe, /*to_channels_first=*/true);
+    x_cf.data = xbuf;
+  }
   y_cf.data = ybuf;
   // The channels-first kernel's scratch, sized by its own request on these
   // shapes (planned when the fallback was: the region is ours in full).

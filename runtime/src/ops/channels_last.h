@@ -11,6 +11,12 @@ namespace qfold {
 // The channels_last attribute; an error unless it is 0 or 1.
 Status ReadChannelsLast(const KernelContext& ctx, bool* channels_last);
 
+// x_channels_first = 1 with channels_last = 1 (the converter's
+// FuseConvInputTranspose, on a Conv reading a graph input): input 0 is
+// [N, C, spatial...] as given, only output 0 is channels-last. The wrappers
+// below then leave input 0 as it is.
+bool InputChannelsFirst(const KernelContext& ctx);
+
 // [N, C, d...] <-> [N, d..., C] (rank >= 2; unknown dims stay unknown).
 Shape ChannelsLastShape(const Shape& channels_first);
 Shape ChannelsFirstShape(const Shape& channels_last);

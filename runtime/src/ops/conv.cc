@@ -309,8 +309,10 @@ bool MakeConvNhwcF32Call(const KernelContext& ctx, ConvParams* params,
   ConvParams& p = *params;
   const Tensor* x = ctx.input(0);
   if (!ctx.state || x->rank() != 4) return false;
+  const bool planar = InputChannelsFirst(ctx);
+  if (planar && x->dtype != DType::kFloat32) return false;
   Tensor x_cf = *x;
-  x_cf.shape = ChannelsFirstShape(x->shape);
+  if (!planar) x_cf.shape = ChannelsFirstShape(x->shape);
   KernelContext cf = ctx;
   cf.inputs[0] = &x_cf;
   bool kernel_known;
@@ -329,9 +331,10 @@ bool MakeConvNhwcF32Call(const KernelContext& ctx, ConvParams* params,
     c.y = y->ptr<float>();
   c.bias = ctx.input(2) ? ctx.input(2)->ptr<float>() : nullptr;
   c.n = x->shape[0];
-  c.ih = x->shape[1];
-  c.iw = x->shape[2];
-  c.c = x->shape[3];
+  c.ih = x_cf.shape[2];
+  c.iw = x_cf.shape[3];
+  c.c = x_cf.shape[1];
+  c.x_planar = planar;
   c.oh = g.out[0];
   c.ow = g.out[1];
   c.kh = g.kernel[0];
@@ -449,7 +452,8 @@ void ConvBf16Io(KernelContext& ctx, unsigned* inputs, unsigned* outputs) {
   kernels::ConvNhwcF32Call c;
   if (!ConvChannelsLastPlanned(ctx, &p, &c)) return;
   const kernels::Bf16Io io = kernels::ConvNhwcF32Bf16Io(ctx.state, c);
-  *inputs = (io.x ? 1u : 0u) | (io.residual ? 1u << 3 : 0u);
+  // A channels-first x stays float (the kernels read its planes as floats).
+  *inputs = (io.x && !c.x_planar ? 1u : 0u) | (io.residual ? 1u << 3 : 0u);
   *outputs = io.y ? 1u : 0u;
 }
 
