@@ -74,10 +74,22 @@ inline void Winograd2InputLanes(const float* const* d, int64_t ch, typename W::M
   }
 }
 
+// One output of a tile, lanes [ch, ch + kLanes): act(v + res[ch]) to
+// out[ch] (res may be null: no residual; a null out, outside the output,
+// is skipped). *bad accumulates 0 * the value before the activation: NaN
+// once one was not finite.
+template <class W>
+inline void WinogradStore(typename W::F v, const float* res, float* out, int64_t ch,
+                          typename W::Mask mk, F32Act act, float lo, float hi,
+                          typename W::F* bad) {
+  if (!out) return;
+  if (res) v = W::Add(v, W::LoadTail(res + ch, mk));
+  *bad = W::Add(*bad, W::Mul(v, W::Zero()));
+  W::StoreTail(out + ch, mk, W::Act(v, act, lo, hi));
+}
+
 // Lanes [ch, ch + kLanes): y[a * 2 + e][ch] = act(bias + (A^T M A)[a][e]
-// (+ res[a * 2 + e][ch])), M[xi] at m[xi * m_stride]; a null y[k] (outside
-// the output) is skipped. *bad accumulates 0 * each stored value before the
-// activation: NaN once one was not finite.
+// (+ res[a * 2 + e][ch])), M[xi] at m[xi * m_stride] (WinogradStore).
 template <class W>
 inline void Winograd2OutputLanes(const float* m, int64_t m_stride, int64_t ch, typename W::Mask mk,
                                  const float* bias, F32Act act, float lo, float hi,
@@ -94,15 +106,11 @@ inline void Winograd2OutputLanes(const float* m, int64_t m_stride, int64_t ch, t
   }
   const F b = bias ? W::LoadTail(bias + ch, mk) : W::Zero();
   for (int a = 0; a < 2; ++a) {
-    F v[2] = {W::Add(W::Add(W::Add(s[a][0], s[a][1]), s[a][2]), b),
-              W::Add(W::Sub(W::Sub(s[a][1], s[a][2]), s[a][3]), b)};
-    for (int e = 0; e < 2; ++e) {
-      float* out = y[a * 2 + e];
-      if (!out) continue;
-      if (res) v[e] = W::Add(v[e], W::LoadTail(res[a * 2 + e] + ch, mk));
-      *bad = W::Add(*bad, W::Mul(v[e], W::Zero()));
-      W::StoreTail(out + ch, mk, W::Act(v[e], act, lo, hi));
-    }
+    const F v[2] = {W::Add(W::Add(W::Add(s[a][0], s[a][1]), s[a][2]), b),
+                    W::Add(W::Sub(W::Sub(s[a][1], s[a][2]), s[a][3]), b)};
+    for (int e = 0; e < 2; ++e)
+      WinogradStore<W>(v[e], res ? res[a * 2 + e] : nullptr, y[a * 2 + e], ch, mk, act, lo, hi,
+                       bad);
   }
 }
 
@@ -163,9 +171,7 @@ inline void Winograd4InputLanes(const float* const* d, int64_t ch, typename W::M
 }
 
 // Lanes [ch, ch + kLanes): y[a * 4 + e][ch] = act(bias + (A^T M A)[a][e]
-// (+ res[a * 4 + e][ch])), M[xi] at m[xi * m_stride]; a null y[k] is skipped.
-// *bad accumulates 0 * each stored value before the activation: NaN once
-// one was not finite.
+// (+ res[a * 4 + e][ch])), M[xi] at m[xi * m_stride] (WinogradStore).
 template <class W>
 inline void Winograd4OutputLanes(const float* m, int64_t m_stride, int64_t ch, typename W::Mask mk,
                                  const float* bias, F32Act act, float lo, float hi,
@@ -182,14 +188,9 @@ inline void Winograd4OutputLanes(const float* m, int64_t m_stride, int64_t ch, t
   for (int a = 0; a < 4; ++a) {
     F o[4];
     Winograd4OutputLine<W>(s[a], o);
-    for (int e = 0; e < 4; ++e) {
-      float* out = y[a * 4 + e];
-      if (!out) continue;
-      F v = W::Add(o[e], b);
-      if (res) v = W::Add(v, W::LoadTail(res[a * 4 + e] + ch, mk));
-      *bad = W::Add(*bad, W::Mul(v, W::Zero()));
-      W::StoreTail(out + ch, mk, W::Act(v, act, lo, hi));
-    }
+    for (int e = 0; e < 4; ++e)
+      WinogradStore<W>(W::Add(o[e], b), res ? res[a * 4 + e] : nullptr, y[a * 4 + e], ch, mk, act,
+                       lo, hi, bad);
   }
 }
 
