@@ -1078,6 +1078,8 @@ TEST_CASE("kernels f32: weight-only quantized MatMul matches the reference at ev
       {DType::kUInt8, {4, 20}, 20, 9, 0, false, false},       // q up to 255: int16
       {DType::kInt4, {37, 256}, 256, 200, 64, false, false},  // rows and panels for 2 threads
       {DType::kUInt4, {6, 33}, 33, 16, 33, true, false},      // rows 5-8: the wide tile
+      {DType::kInt4, {1, 64}, 64, 300, 32, true, false},      // one row: panels side by side
+      {DType::kUInt8, {2, 40}, 40, 150, 0, true, false},      // two rows, int16, 10 panels
   };
   std::mt19937 rng(47);
   int runs = 0;

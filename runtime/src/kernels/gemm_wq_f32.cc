@@ -107,26 +107,30 @@ bool PackWqB(const int32_t* d, const float* scales, int64_t k, int64_t n, int64_
 void GemmWqF32(const GemmWqF32Kernels& kernels, const WqPackedB& b, const float* a, int64_t rows,
                float* y, ThreadPool* pool) {
   const int64_t panels = (b.n + kWqNr - 1) / kWqNr, mr = kernels.mr;
-  const int64_t tiles = (rows + mr - 1) / mr, block_rows = (b.k + b.block - 1) / b.block;
+  const int64_t tiles = (rows + mr - 1) / mr;
+  // Work unit: a group of 8 panels (the most a tile of one row keeps in
+  // flight) by one tile of rows, group-major, so that a thread's range
+  // reuses the panels it reads.
+  constexpr int64_t kGroup = 8;
+  const int64_t groups = (panels + kGroup - 1) / kGroup;
   ThreadPool* const p = PoolForWork(pool, 2 * rows * b.k * b.n);
-  // Work unit: one panel by one tile of rows, panel-major, so that a
-  // thread's range reuses the panels it reads.
-  ParallelFor(p, panels * tiles, [&](int64_t begin, int64_t end, int) {
+  ParallelFor(p, groups * tiles, [&](int64_t begin, int64_t end, int) {
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t pn = u / tiles, r0 = u % tiles * mr;
+      const int64_t g0 = u / tiles * kGroup, r0 = u % tiles * mr;
       WqPanelArgs g;
       g.a = a + r0 * b.k;
       g.lda = b.k;
       g.rows = std::min(mr, rows - r0);
-      const size_t w_at = size_t(pn * b.k * kWqNr);
-      g.w8 = b.w8.empty() ? nullptr : b.w8.data() + w_at;
-      g.w16 = b.w16.empty() ? nullptr : b.w16.data() + w_at;
-      g.scales = b.scales.data() + pn * block_rows * kWqNr;
+      g.w8 = b.w8.empty() ? nullptr : b.w8.data();
+      g.w16 = b.w16.empty() ? nullptr : b.w16.data();
+      g.scales = b.scales.data();
       g.k = b.k;
       g.block = b.block;
-      g.y = y + r0 * b.n + pn * kWqNr;
+      g.panel0 = g0;
+      g.panels = std::min(kGroup, panels - g0);
+      g.y = y + r0 * b.n + g0 * kWqNr;
       g.ldy = b.n;
-      g.cols = std::min<int64_t>(kWqNr, b.n - pn * kWqNr);
+      g.cols = std::min<int64_t>(kGroup * kWqNr, b.n - g0 * kWqNr);
       kernels.panel(g);
     }
   });

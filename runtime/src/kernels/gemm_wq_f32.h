@@ -25,15 +25,17 @@ class ThreadPool;  // thread_pool.h
 
 constexpr int kWqNr = 16;  // columns per panel
 
-// One panel (<= 16 columns) by `rows` (<= the kernel's mr) rows of A.
+// Panels [panel0, panel0 + panels) (16 columns each) by `rows` (<= the
+// kernel's mr) rows of A.
 struct WqPanelArgs {
   const float* a = nullptr;  // a[r * lda + kk]
   int64_t lda = 0, rows = 0;
-  const int8_t* w8 = nullptr;    // [k][16], or null and
-  const int16_t* w16 = nullptr;  // [k][16]
-  const float* scales = nullptr;  // [ceil(k / block)][16]
+  const int8_t* w8 = nullptr;     // every panel, [panel][k][16], or null and
+  const int16_t* w16 = nullptr;   // [panel][k][16]
+  const float* scales = nullptr;  // [panel][ceil(k / block)][16]
   int64_t k = 0, block = 0;       // block: rows of B per scale row (> 0)
-  float* y = nullptr;             // y[r * ldy + j], j < cols
+  int64_t panel0 = 0, panels = 0;
+  float* y = nullptr;  // y[r * ldy + j]: column panel0 * 16 + j, j < cols
   int64_t ldy = 0, cols = 0;
 };
 
