@@ -2,8 +2,8 @@
 // only on constants and shapes (PyTorch's Shape->Gather->Concat chains), plans
 // one arena for the remaining activations, then runs the ops in order.
 #include <algorithm>
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -686,6 +686,25 @@ Status Session::ResizeInput(const std::string& name, const Shape& shape) {
   return st;
 }
 
+namespace {
+
+// SetInput's and BindInput's common part for plain tensor input `idx`:
+// resized (and the session planned) to `shape`, then `bytes` checked.
+Status InputTensorFor(Session* s, Session::Impl& im, const std::string& name, int idx,
+                      const Shape& shape, size_t bytes, Tensor** t) {
+  if (!im.planned || im.input_shapes[size_t(idx)] != shape)
+    QF_RETURN_IF_ERROR(s->ResizeInput(name, shape));
+  if (!im.planned) return im.Plan();  // names the input still without a shape
+  *t = &im.tensors[size_t(im.m->input_ids[size_t(idx)])];
+  if (bytes != (*t)->bytes())
+    return Status(StatusCode::kInvalidArgument,
+                  "input '" + name + "' of shape " + ShapeToString(shape) + " needs " +
+                      std::to_string((*t)->bytes()) + " bytes, given " + std::to_string(bytes));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Session::SetInput(const std::string& name, DType dtype, const Shape& shape, const void* data,
                          size_t bytes) {
   Impl& im = *impl_;
@@ -709,13 +728,9 @@ Status Session::SetInput(const std::string& name, DType dtype, const Shape& shap
     return Status(
         StatusCode::kInvalidArgument,
         "input '" + name + "' is " + dtype_name(info.dtype) + ", given " + dtype_name(dtype));
-  if (!im.planned || im.input_shapes[idx] != shape) QF_RETURN_IF_ERROR(ResizeInput(name, shape));
-  if (!im.planned) return im.Plan();  // names the input still without a shape
-  Tensor& t = im.tensors[im.m->input_ids[idx]];
-  if (bytes != t.bytes())
-    return Status(StatusCode::kInvalidArgument,
-                  "input '" + name + "' of shape " + ShapeToString(shape) + " needs " +
-                      std::to_string(t.bytes()) + " bytes, given " + std::to_string(bytes));
+  Tensor* tp = nullptr;
+  QF_RETURN_IF_ERROR(InputTensorFor(this, im, name, idx, shape, bytes, &tp));
+  Tensor& t = *tp;
   im.ReleaseInput(size_t(idx));
   im.released[size_t(idx)] = false;
   if (bytes) std::memcpy(t.data, data, bytes);
@@ -742,14 +757,9 @@ Status Session::BindInput(const std::string& name, DType dtype, const Shape& sha
               reinterpret_cast<uintptr_t>(data) % std::max<size_t>(1, dtype_size(dtype)) != 0;
   for (const auto& b : im.state_bindings) copy = copy || b.second == im.m->input_ids[size_t(idx)];
   if (copy) return SetInput(name, dtype, shape, data, bytes);
-  if (!im.planned || im.input_shapes[size_t(idx)] != shape)
-    QF_RETURN_IF_ERROR(ResizeInput(name, shape));
-  if (!im.planned) return im.Plan();  // names the input still without a shape
-  Tensor& t = im.tensors[size_t(im.m->input_ids[size_t(idx)])];
-  if (bytes != t.bytes())
-    return Status(StatusCode::kInvalidArgument,
-                  "input '" + name + "' of shape " + ShapeToString(shape) + " needs " +
-                      std::to_string(t.bytes()) + " bytes, given " + std::to_string(bytes));
+  Tensor* tp = nullptr;
+  QF_RETURN_IF_ERROR(InputTensorFor(this, im, name, idx, shape, bytes, &tp));
+  Tensor& t = *tp;
   if (!im.bound_buffer[size_t(idx)]) im.bound_buffer[size_t(idx)] = t.data;
   // Read only: no op writes a graph input (they stay live through the Run).
   t.data = const_cast<void*>(data);

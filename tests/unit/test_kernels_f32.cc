@@ -562,9 +562,9 @@ TEST_CASE("kernels f32: channels-last Conv KxK, 1x1, groups at tile edges matche
       {2, 1, 20, 1, 9, 30, 5, 5, 1, 1, 2, 1, 0, 0, 0, 0, false, false, 2},  // dilated rows
       {1, 3, 9, 1, 8, 10, 7, 7, 1, 2, 1, 1, 0, 0, 0, 0, false, true, 0},    // 2 pixels
       // 1x1 inside x: one pointer stepped per pixel, across rows and strides.
-      {1, 16, 6, 1, 13, 11, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, false, true, 1},  // stride 2
+      {1, 16, 6, 1, 13, 11, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, false, true, 1},   // stride 2
       {2, 16, 16, 1, 10, 9, 1, 1, 3, 1, 1, 1, 0, 0, 0, 0, false, false, 0},  // height stride 3
-      {1, 24, 12, 2, 9, 7, 1, 1, 1, 2, 1, 1, 0, 0, 0, 0, false, true, 2},   // groups
+      {1, 24, 12, 2, 9, 7, 1, 1, 1, 2, 1, 1, 0, 0, 0, 0, false, true, 2},    // groups
   };
   for (const ConvCase& k : cases) runs += RunConvCase(ChannelsLast(k), rng);
   MESSAGE(runs << " fast channels-last Conv runs compared");

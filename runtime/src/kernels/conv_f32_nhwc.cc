@@ -1490,8 +1490,7 @@ bool RunConvNhwcF32(const void* state, const ConvNhwcF32Call& c) {
                   for (int64_t p = p0; p < p1;) {
                     const int64_t b = p / pixels, i = p % pixels;
                     const int64_t run = std::min(p1 - p, pixels - i);
-                    InterleaveRow(*s.k, c.x + b * c.c * pixels + i, pixels, c.c, run,
-                                  x + p * c.c);
+                    InterleaveRow(*s.k, c.x + b * c.c * pixels + i, pixels, c.c, run, x + p * c.c);
                     p += run;
                   }
                 });

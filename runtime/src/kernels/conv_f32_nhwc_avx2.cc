@@ -250,11 +250,12 @@ void Interleave3Avx2(const float* src, int64_t plane, int64_t width, float* dst)
   int64_t i = 0;
   for (; i + 4 <= width; i += 4) {
     const __m128 vr = _mm_loadu_ps(r + i), vg = _mm_loadu_ps(g + i), vb = _mm_loadu_ps(bl + i);
-    const __m128 lo = _mm_unpacklo_ps(vr, vg), hi = _mm_unpackhi_ps(vr, vg);  // r0 g0 r1 g1, r2 g2 r3 g3
-    const __m128 t0 = _mm_shuffle_ps(vb, lo, _MM_SHUFFLE(3, 2, 0, 0));        // b0 b0 r1 g1
-    const __m128 t1 = _mm_shuffle_ps(lo, vb, _MM_SHUFFLE(1, 1, 3, 3));        // g1 g1 b1 b1
-    const __m128 t2 = _mm_shuffle_ps(vb, hi, _MM_SHUFFLE(2, 2, 2, 2));        // b2 b2 r3 r3
-    const __m128 t3 = _mm_shuffle_ps(hi, vb, _MM_SHUFFLE(3, 3, 3, 3));        // g3 g3 b3 b3
+    const __m128 lo = _mm_unpacklo_ps(vr, vg);                          // r0 g0 r1 g1
+    const __m128 hi = _mm_unpackhi_ps(vr, vg);                          // r2 g2 r3 g3
+    const __m128 t0 = _mm_shuffle_ps(vb, lo, _MM_SHUFFLE(3, 2, 0, 0));  // b0 b0 r1 g1
+    const __m128 t1 = _mm_shuffle_ps(lo, vb, _MM_SHUFFLE(1, 1, 3, 3));  // g1 g1 b1 b1
+    const __m128 t2 = _mm_shuffle_ps(vb, hi, _MM_SHUFFLE(2, 2, 2, 2));  // b2 b2 r3 r3
+    const __m128 t3 = _mm_shuffle_ps(hi, vb, _MM_SHUFFLE(3, 3, 3, 3));  // g3 g3 b3 b3
     float* const d = dst + 3 * i;
     _mm_storeu_ps(d, _mm_shuffle_ps(lo, t0, _MM_SHUFFLE(2, 0, 1, 0)));
     _mm_storeu_ps(d + 4, _mm_shuffle_ps(t1, hi, _MM_SHUFFLE(1, 0, 2, 0)));

@@ -295,8 +295,8 @@ void Interleave3Avx512(const float* src, int64_t plane, int64_t width, float* ds
     const __m512 vb = _mm512_loadu_ps(bl + i);
     float* const d = dst + 3 * i;
     for (int v = 0; v < 3; ++v)
-      _mm512_storeu_ps(d + 16 * v, _mm512_permutex2var_ps(_mm512_permutex2var_ps(vr, rg[v], vg),
-                                                          b[v], vb));
+      _mm512_storeu_ps(d + 16 * v,
+                       _mm512_permutex2var_ps(_mm512_permutex2var_ps(vr, rg[v], vg), b[v], vb));
   }
   for (; i < width; ++i) {
     dst[3 * i] = r[i];

@@ -80,8 +80,7 @@ inline void Winograd2InputLanes(const float* const* d, int64_t ch, typename W::M
 // once one was not finite.
 template <class W>
 inline void WinogradStore(typename W::F v, const float* res, float* out, int64_t ch,
-                          typename W::Mask mk, F32Act act, float lo, float hi,
-                          typename W::F* bad) {
+                          typename W::Mask mk, F32Act act, float lo, float hi, typename W::F* bad) {
   if (!out) return;
   if (res) v = W::Add(v, W::LoadTail(res + ch, mk));
   *bad = W::Add(*bad, W::Mul(v, W::Zero()));

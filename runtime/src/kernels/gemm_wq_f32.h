@@ -53,8 +53,8 @@ const GemmWqF32Kernels* GemmWqF32Portable();
 
 struct WqPackedB {
   int64_t k = 0, n = 0, block = 0;
-  std::vector<int8_t> w8;    // set when every q - zp fits in int8,
-  std::vector<int16_t> w16;  // else this
+  std::vector<int8_t> w8;     // set when every q - zp fits in int8,
+  std::vector<int16_t> w16;   // else this
   std::vector<float> scales;  // [panel][block row][16]
 };
 // d: q - zp, [k][n] (values in [-65535, 65535] are not all int16: false

@@ -34,8 +34,8 @@
 // integral n in [-217, 128]: ScalePow2TwoSteps below, or one instruction
 // that rounds the same way), Less(a, b), Equal(a, b) and IsNan(a) masks (of a type of the
 // trait's choice: a vector, or an AVX-512 mask register), Select(mask, a, b),
-// CopySign(mag, sgn), All(mask) (every lane set), None(mask) (no lane set), Exponent(x) (the unbiased exponent of a normal
-// positive x, as float) and Mantissa(x) (its significand in [1, 2)).
+// CopySign(mag, sgn), All(mask) (every lane set), None(mask) (no lane set), Exponent(x) (the
+// unbiased exponent of a normal positive x, as float) and Mantissa(x) (its significand in [1, 2)).
 #pragma once
 #include <algorithm>
 #include <cstdint>

@@ -121,7 +121,8 @@ Status PrepareQfMatMulWeightQ(KernelContext& ctx, std::shared_ptr<void>* state) 
   std::vector<int32_t> d(size_t(kd * n));
   for (int64_t kk = 0; kk < kd; ++kk)
     for (int64_t j = 0; j < n; ++j)
-      d[size_t(kk * n + j)] = LoadQ(b->data, b->dtype, kk * n + j) - z[param(z.size(), kk / step, j)];
+      d[size_t(kk * n + j)] =
+          LoadQ(b->data, b->dtype, kk * n + j) - z[param(z.size(), kk / step, j)];
   auto st = std::make_shared<WeightQState>();
   st->kernels = k;
   if (!kernels::PackWqB(d.data(), scales.data(), kd, n, step, &st->b)) return Status::Ok();
