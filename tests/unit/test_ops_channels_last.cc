@@ -343,6 +343,35 @@ TEST_CASE("channels-last float MaxPool and AveragePool match the NCHW reference 
   CheckFloatPool("AveragePool", {1, 48, 56, 56}, a, 100);
 }
 
+// x_channels_first (the converter's FuseConvInputTranspose) is Conv's alone:
+// elsewhere, or without channels_last, or other than 0/1, the op is refused
+// naming it instead of inferring one layout and running kernels on another.
+TEST_CASE("channels-last: x_channels_first is refused outside a channels-last Conv") {
+  auto x = F32({1, 3, 4, 4}, std::vector<float>(48, 1.f));
+  AttrMap pool;
+  pool.SetInts("kernel_shape", {2, 2});
+  pool.SetInt("channels_last", 1);
+  pool.SetInt("x_channels_first", 1);
+  OpRun r = RunOp("MaxPool", {x}, pool);
+  CHECK(r.status.code() == StatusCode::kInvalidModel);
+  CHECK(r.status.message().find("x_channels_first") != std::string::npos);
+  auto w = F32({2, 3, 1, 1}, std::vector<float>(6, 0.5f));
+  for (int64_t cl : {0, 1}) {
+    AttrMap conv;
+    conv.SetInt("channels_last", cl);
+    conv.SetInt("x_channels_first", cl == 1 ? 2 : 1);
+    CHECK(RunOp("Conv", {x, w}, conv).status.code() == StatusCode::kInvalidModel);
+  }
+  // Valid: NCHW in, NHWC out, the reference's numbers.
+  AttrMap conv;
+  conv.SetInt("channels_last", 1);
+  conv.SetInt("x_channels_first", 1);
+  OpRun ok = RunOp("Conv", {x, w}, conv);
+  REQUIRE(ok.status.ok());
+  CHECK(ok.shape() == Shape{1, 4, 4, 2});
+  for (float v : ok.values<float>()) CHECK(v == 1.5f);
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace qfold

@@ -1,21 +1,37 @@
 #include "ops/channels_last.h"
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/scratch.h"
 
 namespace qfold {
 
+namespace {
+
+bool IsConv(const KernelContext& ctx) {
+  return ctx.op_type && *ctx.op_type == "Conv";
+}
+
+}  // namespace
+
 Status ReadChannelsLast(const KernelContext& ctx, bool* channels_last) {
   const int64_t v = ctx.attr().GetInt("channels_last", 0);
   if (v != 0 && v != 1) return ctx.Invalid("channels_last must be 0 or 1");
   *channels_last = v == 1;
+  // Only Conv's kernels read a channels-first input 0 (a malformed file
+  // setting it elsewhere would pair shapes inferred one way with kernels
+  // reading the other).
+  const int64_t f = ctx.attr().GetInt("x_channels_first", 0);
+  if (f != 0 && (f != 1 || v != 1 || !IsConv(ctx)))
+    return ctx.Invalid("x_channels_first = 1 is valid only with channels_last = 1 on a Conv, got " +
+                       std::to_string(f));
   return Status::Ok();
 }
 
 bool InputChannelsFirst(const KernelContext& ctx) {
-  return ctx.attr().GetInt("x_channels_first", 0) == 1;
+  return IsConv(ctx) && ctx.attr().GetInt("x_channels_first", 0) == 1;
 }
 
 Shape ChannelsLastShape(const Shape& s) {
