@@ -750,6 +750,18 @@ TEST_CASE("kernels: nhwc conv splits tiles x panels between threads in equal sha
   c.Item(9, 8, &chunk, &panel);
   CHECK(chunk == 0);
   CHECK(panel == 5);
+  // At 2 threads chunks shrink to a quarter of a share (a slow thread's last
+  // chunks go to the other) where pixels split, but weight-heavy panel
+  // splits keep one thread's chunks (ResNet-50's 7x7 stage: 9 tiles, each
+  // chunk streams the thread's panels again).
+  const kernels::IgemmSplit d = kernels::SplitIgemm(40, 16, 8, 1, 2, false, 1);
+  CHECK(d.panels.empty());
+  CHECK(d.chunk_tile.size() == 9);  // two shares of 20 tiles, chunks of 5
+  const kernels::IgemmSplit e = kernels::SplitIgemm(9, 16, 8, 1, 2, true, 1);
+  CHECK(e.chunk_tile == std::vector<int64_t>{0, 9});
+  CHECK(e.panels == std::vector<int64_t>{0, 4, 8});
+  const kernels::IgemmSplit f = kernels::SplitIgemm(9, 16, 8, 1, 1, true, 1);
+  CHECK(f.chunk_tile == std::vector<int64_t>{0, 9});
 }
 
 TEST_CASE("kernels: nhwc conv on AMX CPUs picks AMX or the zmm kernels by channels per tap") {

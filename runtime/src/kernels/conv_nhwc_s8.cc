@@ -615,15 +615,8 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
     // 360 KB of weights, 49 rows; 32 -> 39 us split by pixels).
     line_panels = 1;
   }
-  // At 2 or more threads, chunks of at most 1/4 of a share (at least the
-  // kernel's minimum): a thread that runs slower (a busy core) leaves its
-  // share's last chunks to the other.
-  int64_t chunk_max = p.chunk_tiles;
-  if (p.threads > 1)
-    chunk_max =
-        std::min(chunk_max, std::max<int64_t>(k.min_chunk_tiles, tiles / (4 * int64_t(p.threads))));
-  const IgemmSplit split =
-      SplitIgemm(tiles, chunk_max, per_chunk, line_panels, p.threads, weight_heavy);
+  const IgemmSplit split = SplitIgemm(tiles, p.chunk_tiles, per_chunk, line_panels, p.threads,
+                                      weight_heavy, k.min_chunk_tiles);
   const int64_t* const chunk_tile = split.chunk_tile.data();
   const int64_t chunks = int64_t(split.chunk_tile.size()) - 1;
   uint8_t* y = c.dq_mult ? nullptr : c.y->ptr<uint8_t>();
@@ -854,16 +847,29 @@ const IgemmS8Kernel* PickKernel(const std::vector<const IgemmS8Kernel*>& ks, int
 }  // namespace
 
 IgemmSplit SplitIgemm(int64_t tiles, int64_t max_chunk_tiles, int64_t per_chunk, int64_t unit,
-                      int threads, bool weight_heavy) {
+                      int threads, bool weight_heavy, int64_t min_chunk_tiles) {
   IgemmSplit sp;
-  const int64_t w = std::max<int64_t>(1, max_chunk_tiles), per_tile = per_chunk / unit;
-  const int64_t blocks = tiles * per_tile;
+  int64_t w = std::max<int64_t>(1, max_chunk_tiles);
+  const int64_t per_tile = per_chunk / unit, blocks = tiles * per_tile;
+  // At 2 or more threads, chunks of at most 1/4 of a share (at least the
+  // kernel's minimum): a thread that runs slower (a busy core) leaves its
+  // share's last chunks to the other.
+  const int64_t share_w =
+      min_chunk_tiles > 0 && threads > 1
+          ? std::min(w, std::max(min_chunk_tiles, tiles / (4 * int64_t(threads))))
+          : w;
   // Weights over the input split by panels even where the panels do not
   // divide evenly, if each thread gets at least 4 units (5 of 11 panels
   // against 6 beat streaming all the weights to both threads).
   const bool by_panels =
-      threads > 1 && (tiles <= w || weight_heavy) &&
+      threads > 1 && (tiles <= share_w || weight_heavy) &&
       (per_tile % threads == 0 || (weight_heavy && per_tile >= 4 * int64_t(threads)));
+  // Each thread streams its panels' weights once per chunk: weights split by
+  // panels keep the chunks one thread would use (ResNet-50's 7x7 stage,
+  // 1-2.4 MB of weights for 9 tiles, had chunks of one tile at 2 threads:
+  // each thread read its half of the weights from L3 9 times, 1.2-1.4x over
+  // 1 thread). The other thread still takes over whole (chunk, panel) items.
+  if (!(by_panels && weight_heavy)) w = share_w;
   // Tiles where a chunk must start: the shares' first tiles, and after a
   // tile that two shares split.
   std::vector<int64_t> cuts = {0, tiles};

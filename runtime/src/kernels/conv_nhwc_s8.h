@@ -78,8 +78,10 @@ struct IgemmSplit {
     *panel = panels[s] + local % width;
   }
 };
+// min_chunk_tiles > 0: at 2 or more threads, chunks shrink to a quarter of
+// a share (at least min_chunk_tiles) unless weight-heavy calls split panels.
 IgemmSplit SplitIgemm(int64_t tiles, int64_t max_chunk_tiles, int64_t per_chunk, int64_t unit,
-                      int threads, bool weight_heavy = false);
+                      int threads, bool weight_heavy = false, int64_t min_chunk_tiles = 0);
 
 }  // namespace kernels
 }  // namespace qfold
