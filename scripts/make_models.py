@@ -340,6 +340,67 @@ def int4_weight_mlp():
                              producer_name="qfold make_models.py")
 
 
+def pack_codes(codes, bits):
+    """uint8 bytes of `bits`-bit codes packed low bits first along the last axis (MatMulNBits)."""
+    per = 8 // bits
+    c = codes.reshape(*codes.shape[:-1], -1, per).astype(np.uint8)
+    out = np.zeros(c.shape[:-1], np.uint8)
+    for i in range(per):
+        out |= c[..., i] << (i * bits)
+    return out
+
+
+def matmul_nbits_mlp():
+    """Three com.microsoft MatMulNBits in the layout ONNX Runtime's weight-only quantizer writes
+    (B [N, k_blocks, block_size * bits / 8] packed low bits first along K, scales [N, k_blocks]):
+    4-bit with packed uint8 zero points and a short last block (K = 80, blocks of 32), 8-bit
+    without zero points (the default 128) and with a bias, 2-bit with float zero points."""
+    rng = np.random.default_rng(11)
+    inits, nodes = [], []
+    x, k = "input", 80
+    for i, (bits, block, n, zp_kind, bias) in enumerate(((4, 32, 48, "packed", False),
+                                                         (8, 16, 40, None, True),
+                                                         (2, 16, 24, "float", False))):
+        blocks = (k + block - 1) // block
+        codes = rng.integers(0, 2 ** bits, size=(n, blocks * block))
+        codes[:, k:] = 0  # the padding past K
+        inits.append(numpy_helper.from_array(
+            pack_codes(codes.reshape(n, blocks, block), bits), f"w{i}.packed"))
+        scale = (rng.random((n, blocks)) * 0.05 + 0.01).astype(np.float32)
+        inits.append(numpy_helper.from_array(scale, f"w{i}.scales"))
+        ins = [x, f"w{i}.packed", f"w{i}.scales"]
+        zp = rng.integers(0, 2 ** bits, size=(n, blocks))
+        if zp_kind == "packed":
+            per = 8 // bits
+            padded = np.zeros((n, (blocks + per - 1) // per * per), np.int64)
+            padded[:, :blocks] = zp
+            inits.append(numpy_helper.from_array(pack_codes(padded, bits), f"w{i}.zero_points"))
+            ins.append(f"w{i}.zero_points")
+        elif zp_kind == "float":
+            inits.append(numpy_helper.from_array(zp.astype(np.float32), f"w{i}.zero_points"))
+            ins.append(f"w{i}.zero_points")
+        if bias:
+            ins += ["", "", f"w{i}.bias"] if zp_kind is None else ["", f"w{i}.bias"]
+            inits.append(numpy_helper.from_array(rng.standard_normal(n).astype(np.float32),
+                                                 f"w{i}.bias"))
+        y = f"h{i}"
+        nodes.append(helper.make_node("MatMulNBits", ins, [y], name=f"matmul{i}",
+                                      domain="com.microsoft", K=k, N=n, bits=bits,
+                                      block_size=block))
+        if i < 2:
+            nodes.append(helper.make_node("Relu", [y], [y + ".relu"], name=f"relu{i}"))
+            y += ".relu"
+        x, k = y, n
+    nodes[-1].output[0] = "output"
+    graph = helper.make_graph(nodes, "matmul_nbits_mlp",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [2, 5, 80])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [2, 5, 24])],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                   helper.make_opsetid("com.microsoft", 1)],
+                             producer_name="qfold make_models.py")
+
+
 # Recurrent models ------------------------------------------------------------------------------
 
 def lstm_weights(g, gates, hidden, inputs, dirs, base):
@@ -565,6 +626,7 @@ MODELS = {
     "fp16_convnet": (fp16_convnet, {}),
     "dynamic_convnet": (dynamic_convnet, {"batch": 2, "height": 20, "width": 24}),
     "int4_weight_mlp": (int4_weight_mlp, {}),
+    "matmul_nbits_mlp": (matmul_nbits_mlp, {}),
     "detector_stem": (detector_stem, {}),
     "crnn_text": (crnn_text, {}),
     "gru_kws": (gru_kws, {}),

@@ -388,6 +388,10 @@ Status NormalizeOpsets(Graph* g) {
       QF_RETURN_IF_ERROR(ExpandSequenceMap(g, std::move(n), &kept));
       continue;
     }
+    if (n.domain == "com.microsoft" && n.op_type == "MatMulNBits") {
+      QF_RETURN_IF_ERROR(LowerMatMulNBits(g, std::move(n), &kept));
+      continue;
+    }
     if (n.domain == "com.microsoft" && n.op_type == "QLinearSoftmax") {
       ExpandQLinearSoftmax(g, std::move(n), &kept);
       continue;

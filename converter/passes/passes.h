@@ -23,6 +23,9 @@ std::set<std::string> DefinedNames(const Graph& g);
 // Renames a subgraph's references to enclosing values (and those of the
 // subgraphs nested in it); a name the subgraph defines itself hides the outer one.
 void RenameOuterRefs(Graph* sub, std::map<std::string, std::string> renames);
+// com.microsoft MatMulNBits (ONNX Runtime's weight-only quantizer) ->
+// QfMatMulWeightQ on B [K, N] (+ Add of its bias); NormalizeOpsets calls it.
+Status LowerMatMulNBits(Graph* g, Node&& n, std::vector<Node>* out);
 // Lists every node qfold cannot run, all at once, before any work is done.
 Status CheckSupported(const Graph& g);
 // fp16/bf16 weights and compute become fp32; the model's boundary keeps its dtypes.
