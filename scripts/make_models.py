@@ -353,8 +353,9 @@ def pack_codes(codes, bits):
 def matmul_nbits_mlp():
     """Three com.microsoft MatMulNBits in the layout ONNX Runtime's weight-only quantizer writes
     (B [N, k_blocks, block_size * bits / 8] packed low bits first along K, scales [N, k_blocks]):
-    4-bit with packed uint8 zero points and a short last block (K = 80, blocks of 32), 8-bit
-    without zero points (the default 128) and with a bias, 2-bit with float zero points."""
+    4-bit with packed uint8 zero points and a short last block (K = 80, blocks of 32) and
+    accuracy_level 4 (A may be quantized to int8: ONNX Runtime and qfold both do), 8-bit without
+    zero points (the default 128) and with a bias, 2-bit with float zero points."""
     rng = np.random.default_rng(11)
     inits, nodes = [], []
     x, k = "input", 80
@@ -384,9 +385,10 @@ def matmul_nbits_mlp():
             inits.append(numpy_helper.from_array(rng.standard_normal(n).astype(np.float32),
                                                  f"w{i}.bias"))
         y = f"h{i}"
+        extra = {"accuracy_level": 4} if i == 0 else {}
         nodes.append(helper.make_node("MatMulNBits", ins, [y], name=f"matmul{i}",
                                       domain="com.microsoft", K=k, N=n, bits=bits,
-                                      block_size=block))
+                                      block_size=block, **extra))
         if i < 2:
             nodes.append(helper.make_node("Relu", [y], [y + ".relu"], name=f"relu{i}"))
             y += ".relu"

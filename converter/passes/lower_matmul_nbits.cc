@@ -152,6 +152,12 @@ Status LowerMatMulNBits(Graph* g, Node&& n, std::vector<Node>* out) {
               g->AddConstant(n.name + "_zero_points_kn", qt, {blocks, cols}, std::move(zq))};
   q.attrs.SetInt("axis", 0);
   q.attrs.SetInt("block_size", block);
+  // 4 allows int8 activations (where qfold has the kernels); 0-3 (unset,
+  // fp32, fp16, bf16 at least) all compute in float32 here.
+  const int64_t level = n.attrs.GetInt("accuracy_level", 0);
+  if (level < 0 || level > 4)
+    return invalid("accuracy_level " + std::to_string(level) + " (0 to 4)");
+  if (level == 4) q.attrs.SetInt("accuracy_level", 4);
   q.outputs = n.outputs;
   if (!n.input(5).empty()) {  // bias [N], added after the product
     const std::string y = g->UniqueName(n.outputs[0] + "_unbiased");

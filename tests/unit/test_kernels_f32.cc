@@ -1150,6 +1150,138 @@ TEST_CASE("kernels f32: weight-only quantized MatMul matches the reference at ev
   MESSAGE(runs << " weight-only quantized MatMul runs compared");
 }
 
+// accuracy_level 4 (kernels/gemm_wq_s8.h): 4-bit weights times A quantized
+// to int8 per row and block, at every variant (each SIMD level and the
+// portable one), 1 and 2 threads, bit for bit against the definition
+// computed here; and within the bound A's rounding allows (half a step of
+// 127 per block) of the exact product.
+TEST_CASE("kernels: weight-only 4-bit MatMul with int8 activations matches its definition") {
+  struct Case {
+    DType dtype;
+    Shape a;
+    int64_t k, n, block;
+    bool zero_points;
+  };
+  const Case cases[] = {
+      {DType::kUInt4, {2, 5, 80}, 80, 48, 32, true},    // a short last block
+      {DType::kInt4, {1, 64}, 64, 300, 16, false},      // one row, 19 panels, int4 moved by 8
+      {DType::kUInt4, {37, 256}, 256, 200, 128, true},  // row tiles and panels for 2 threads
+      {DType::kInt4, {3, 40}, 40, 17, 8, true},         // 3 rows, zero and special blocks
+  };
+  std::mt19937 rng(53);
+  int runs = 0;
+  for (const Case& c : cases) {
+    CAPTURE(dtype_name(c.dtype));
+    CAPTURE(c.k);
+    CAPTURE(c.n);
+    const int32_t lo = c.dtype == DType::kInt4 ? -8 : 0, shift = -lo;
+    std::uniform_int_distribution<int32_t> qd(lo, lo + 15);
+    const int64_t blocks = (c.k + c.block - 1) / c.block, rows = Numel(c.a) / c.k;
+    std::vector<int32_t> q(size_t(c.k * c.n)), zp(size_t(blocks * c.n), 0);
+    for (auto& v : q) v = qd(rng);
+    if (c.zero_points)
+      for (auto& v : zp) v = qd(rng);
+    const std::vector<float> scales = RandomFloats(blocks * c.n, rng, 0.01f, 0.1f);
+    std::vector<TensorPtr> in = {RandomF32(c.a, rng), QuantB(c.dtype, {c.k, c.n}, q),
+                                 F32({blocks, c.n}, scales)};
+    if (c.zero_points) in.push_back(QuantB(c.dtype, {blocks, c.n}, zp));
+    float* a = in[0]->t.ptr<float>();
+    if (c.block == 8) {  // row 0: block 1 all zero; row 1: a NaN in block 2
+      for (int64_t i = 8; i < 16; ++i) a[i] = 0.f;
+      a[c.k + 17] = std::nanf("");
+    }
+    AttrMap attrs;
+    attrs.SetInt("block_size", c.block);
+    attrs.SetInt("accuracy_level", 4);
+    // The definition, and the exact product's distance bound.
+    std::vector<float> want(size_t(rows * c.n), 0.f);
+    std::vector<double> exact(size_t(rows * c.n), 0.0), bound(size_t(rows * c.n), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t k0 = b * c.block, k1 = std::min(c.k, k0 + c.block);
+        float amax = 0.f;
+        bool finite = true;
+        for (int64_t kk = k0; kk < k1; ++kk) {
+          finite = finite && std::isfinite(a[r * c.k + kk]);
+          amax = std::max(amax, std::fabs(a[r * c.k + kk]));
+        }
+        const float inv = amax > 0.f && finite ? 127.f / amax : 0.f;
+        const float a_scale = finite ? amax / 127.f : std::nanf("");
+        std::vector<int32_t> aq(size_t(k1 - k0));
+        int32_t asum = 0;
+        for (int64_t kk = k0; kk < k1; ++kk) {
+          const float v = std::min(127.f, std::max(-127.f, a[r * c.k + kk] * inv));
+          aq[size_t(kk - k0)] = int32_t(std::nearbyint(v));
+          asum += aq[size_t(kk - k0)];
+        }
+        for (int64_t j = 0; j < c.n; ++j) {
+          const size_t p = size_t(b * c.n + j);
+          int64_t dot = 0;
+          double wabs = 0;
+          for (int64_t kk = k0; kk < k1; ++kk) {
+            const int32_t code = q[size_t(kk * c.n + j)] + shift;
+            dot += int64_t(code) * aq[size_t(kk - k0)];
+            const double w = double(q[size_t(kk * c.n + j)] - zp[p]) * scales[p];
+            exact[size_t(r * c.n + j)] += double(a[r * c.k + kk]) * w;
+            wabs += std::fabs(w);
+          }
+          const int32_t d = int32_t(dot) - (zp[p] + shift) * asum;
+          float& y = want[size_t(r * c.n + j)];
+          y = std::fma(float(d), a_scale * scales[p], y);
+          bound[size_t(r * c.n + j)] += wabs * amax / 254.0;
+        }
+      }
+    std::vector<kernels::KernelConfig> configs;
+    for (Isa isa : kernels::SupportedIsas())
+      if (IsaConfig(isa).gemm_wq_s8) configs.push_back(IsaConfig(isa));
+    configs.push_back(IsaConfig(Isa::kReference));
+    configs.back().gemm_wq_f32 = kernels::GemmWqF32Portable();
+    configs.back().gemm_wq_s8 = kernels::GemmWqS8Portable();
+    for (const kernels::KernelConfig& kc : configs) {
+      CAPTURE(kc.gemm_wq_s8->name);
+      Runner fast("QfMatMulWeightQ", in, attrs, kc);
+      std::shared_ptr<void> state;
+      REQUIRE(fast.def->prepare(fast.ctx, &state).ok());
+      REQUIRE(state != nullptr);
+      for (int threads : {1, 2}) {
+        CAPTURE(threads);
+        const std::vector<float> got = fast.Run(state.get(), threads);
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          CAPTURE(i);
+          if (std::isnan(want[i])) {
+            REQUIRE(std::isnan(got[i]));
+            continue;
+          }
+          REQUIRE(std::memcmp(&got[i], &want[i], sizeof(float)) == 0);
+          REQUIRE(std::fabs(double(got[i]) - exact[i]) <= 1.001 * bound[i] + 1e-6);
+        }
+        ++runs;
+      }
+    }
+  }
+  MESSAGE(runs << " int8-activation weight-only MatMul runs compared");
+  // 8-bit weights (and accuracy_level < 4) keep the exact float kernel.
+  std::vector<int32_t> q8(40 * 8);
+  for (size_t i = 0; i < q8.size(); ++i) q8[i] = int32_t(i % 200);
+  std::vector<TensorPtr> in = {RandomF32({2, 40}, rng), QuantB(DType::kUInt8, {40, 8}, q8),
+                               F32({5, 8}, RandomFloats(40, rng, 0.01f, 0.1f))};
+  AttrMap attrs;
+  attrs.SetInt("block_size", 8);
+  attrs.SetInt("accuracy_level", 4);
+  Runner ref("QfMatMulWeightQ", in, attrs, IsaConfig(Isa::kReference));
+  const std::vector<float> want = ref.Run(nullptr, 1);
+  for (Isa isa : kernels::SupportedIsas()) {
+    if (!IsaConfig(isa).gemm_wq_s8) continue;
+    Runner fast("QfMatMulWeightQ", in, attrs, IsaConfig(isa));
+    std::shared_ptr<void> state;
+    REQUIRE(fast.def->prepare(fast.ctx, &state).ok());
+    const std::vector<float> got = fast.Run(state.get(), 1);
+    for (size_t i = 0; i < got.size(); ++i)
+      CHECK(std::fabs(got[i] - want[i]) <= 1e-5f * (std::fabs(want[i]) + 1.f));
+  }
+}
+
 TEST_CASE("kernels f32 speed" * doctest::skip()) {
   for (Isa isa : kernels::SupportedIsas()) {
     const kernels::GemmF32Kernels* k = IsaConfig(isa).gemm_f32;

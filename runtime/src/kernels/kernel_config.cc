@@ -65,6 +65,8 @@ KernelConfig MakeKernelConfig(const CpuFeatures& f) {
   add("binary_f32", v);
   c.gemm_wq_f32 = GemmWqF32For(f, &v);
   add("gemm_wq_f32", v);
+  c.gemm_wq_s8 = GemmWqS8For(f, &v);
+  add("gemm_wq_s8", v);
   return c;
 }
 

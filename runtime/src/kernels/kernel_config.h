@@ -19,6 +19,7 @@
 #include "kernels/gemm_f32.h"
 #include "kernels/gemm_s8.h"
 #include "kernels/gemm_wq_f32.h"
+#include "kernels/gemm_wq_s8.h"
 #include "kernels/igemm_fp16.h"
 #include "kernels/igemm_s8.h"
 #include "kernels/pool_2d.h"
@@ -49,6 +50,8 @@ struct KernelConfig {
   const GemmS8Kernels* gemm_s8 = nullptr;
   // Float A times weight-only quantized B (QfMatMulWeightQ).
   const GemmWqF32Kernels* gemm_wq_f32 = nullptr;
+  // QfMatMulWeightQ with accuracy_level 4: 4-bit weights, int8 activations.
+  const GemmWqS8Kernels* gemm_wq_s8 = nullptr;
   // Channels-last convolution microkernels (x86, Arm NEON), widest panel
   // first; empty without SIMD (the driver then uses gemm_s8).
   std::vector<const IgemmS8Kernel*> igemm_s8;

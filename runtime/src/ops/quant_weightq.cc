@@ -5,7 +5,12 @@
 //   scales float32 (or float16/bfloat16): one value, [N] per column, or
 //          [ceil(K / block_size), N] when block_size > 0 (blocks run along K)
 //   zero_points (optional): B's dtype, the scales' shape
-// Attributes: axis (only 0: blocks along K), block_size (default 0).
+// Attributes: axis (only 0: blocks along K), block_size (default 0),
+// accuracy_level (default 0; MatMulNBits' attribute): 4 lets 4-bit weights
+// in blocks of a multiple of 8 multiply int8 activations, A quantized per
+// row and block (kernels/gemm_wq_s8.h; its portable variant on CPUs without
+// SIMD, so the results are the same everywhere); other values and weights
+// compute exactly as below.
 // Y = A @ dequant(B), float32 [..., N], with dequant(b) = float(b - zp) * scale
 // exactly as DequantizeLinear. The reference kernel dequantizes B one block
 // of rows at a time, never as a whole matrix, and accumulates the float
@@ -20,7 +25,9 @@
 #include "core/op.h"
 #include "core/shape_util.h"
 #include "kernels/gemm_wq_f32.h"
+#include "kernels/gemm_wq_s8.h"
 #include "kernels/kernel_config.h"
+#include "kernels/scratch.h"
 #include "ops/quant_util.h"
 #include "ops/window_util.h"
 
@@ -36,6 +43,9 @@ Status CheckWeightQ(const KernelContext& ctx, int64_t* block) {
     return ctx.Unsupported("axis " + std::to_string(axis) + " (only 0: blocks along K)");
   *block = ctx.attr().GetInt("block_size", 0);
   if (*block < 0) return ctx.Invalid("block_size must be >= 0");
+  const int64_t level = ctx.attr().GetInt("accuracy_level", 0);
+  if (level < 0 || level > 4)
+    return ctx.Invalid("accuracy_level " + std::to_string(level) + " (0 to 4)");
   return Status::Ok();
 }
 
@@ -93,17 +103,24 @@ Status InferQfMatMulWeightQ(KernelContext& ctx) {
 struct WeightQState {
   const kernels::GemmWqF32Kernels* kernels = nullptr;
   kernels::WqPackedB b;
+  // accuracy_level 4 on 4-bit weights: int8 activations instead.
+  const kernels::GemmWqS8Kernels* s8 = nullptr;
+  kernels::WqS8PackedB b8;
 };
 
 // B, its scales and zero points constant (const_inputs: B and the scales;
 // the zero points checked here, being optional).
 Status PrepareQfMatMulWeightQ(KernelContext& ctx, std::shared_ptr<void>* state) {
   const kernels::GemmWqF32Kernels* k = ctx.kernel_config().gemm_wq_f32;
+  const kernels::GemmWqS8Kernels* k8 = ctx.kernel_config().gemm_wq_s8;
   const Tensor* b = ctx.input(1);
   const Tensor* zp = ctx.input(3);
   int64_t block;
-  if (!k || !CheckWeightQ(ctx, &block).ok() || !b->data || b->rank() != 2 || (zp && !zp->data))
+  if (!CheckWeightQ(ctx, &block).ok() || !b->data || b->rank() != 2 || (zp && !zp->data))
     return Status::Ok();
+  const bool nibbles = b->dtype == DType::kInt4 || b->dtype == DType::kUInt4;
+  const bool int8_a = k8 && nibbles && block > 0 && ctx.attr().GetInt("accuracy_level", 0) == 4;
+  if (!k && !int8_a) return Status::Ok();
   const int64_t kd = b->shape[0], n = b->shape[1];
   std::vector<float> s;
   if (kd <= 0 || n <= 0 || !ReadScales(ctx.input(2), &s)) return Status::Ok();
@@ -124,9 +141,31 @@ Status PrepareQfMatMulWeightQ(KernelContext& ctx, std::shared_ptr<void>* state) 
       d[size_t(kk * n + j)] =
           LoadQ(b->data, b->dtype, kk * n + j) - z[param(z.size(), kk / step, j)];
   auto st = std::make_shared<WeightQState>();
+  if (int8_a) {
+    // Codes and zero points 0..15 (int4 ones moved by 8: the same differences).
+    const int32_t shift = b->dtype == DType::kInt4 ? 8 : 0;
+    std::vector<int32_t> q(size_t(kd * n)), zq(size_t(rows * n));
+    for (int64_t i = 0; i < kd * n; ++i) q[size_t(i)] = LoadQ(b->data, b->dtype, i) + shift;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) zq[size_t(r * n + j)] = z[param(z.size(), r, j)] + shift;
+    if (kernels::PackWqS8B(q.data(), zq.data(), scales.data(), kd, n, block, &st->b8)) {
+      st->s8 = k8;
+      *state = st;
+      return Status::Ok();
+    }
+  }
   st->kernels = k;
-  if (!kernels::PackWqB(d.data(), scales.data(), kd, n, step, &st->b)) return Status::Ok();
+  if (!k || !kernels::PackWqB(d.data(), scales.data(), kd, n, step, &st->b)) return Status::Ok();
   *state = st;
+  return Status::Ok();
+}
+
+Status WeightQScratch(KernelContext& ctx, ScratchNeeds* needs) {
+  const auto* st = static_cast<const WeightQState*>(ctx.state);
+  const Tensor* a = ctx.input(0);
+  if (!st || !st->s8 || !a->shape_known() || a->rank() < 1) return Status::Ok();
+  needs->run =
+      kernels::GemmWqS8ScratchBytes(st->b8, Product(Shape(a->shape.begin(), a->shape.end() - 1)));
   return Status::Ok();
 }
 
@@ -138,6 +177,13 @@ Status RunQfMatMulWeightQ(KernelContext& ctx) {
   QF_RETURN_IF_ERROR(CheckWeightQ(ctx, &block));
   if (const auto* st = static_cast<const WeightQState*>(ctx.state)) {
     const int64_t rows = Product(Shape(a->shape.begin(), a->shape.end() - 1));
+    if (st->s8) {
+      const kernels::ScratchRegion region({ctx.scratch, ctx.scratch_size, ctx.scratch_planned},
+                                          kernels::GemmWqS8ScratchBytes(st->b8, rows));
+      kernels::GemmWqS8(*st->s8, st->b8, a->ptr<float>(), rows, y->ptr<float>(), region.data(),
+                        ctx.pool);
+      return Status::Ok();
+    }
     kernels::GemmWqF32(*st->kernels, st->b, a->ptr<float>(), rows, y->ptr<float>(), ctx.pool);
     return Status::Ok();
   }
@@ -189,6 +235,7 @@ const OpDef& OpDef_QfMatMulWeightQ() {
     d.weight_scale_input = 2;
     d.prepare = PrepareQfMatMulWeightQ;
     d.const_inputs = (1u << 1) | (1u << 2);  // B, scales
+    d.scratch = WeightQScratch;
     return d;
   }();
   return def;
