@@ -81,7 +81,7 @@ ARM_CASE=(-tc='kernels: Arm ISA levels*')  # prints the detected and compared le
 ARMV80_KERNELS="gemm_f32=neon dwconv_f32=neon conv_nhwc_f32=neon gemm_s8=neon igemm_s8=neon"
 ARMV80_KERNELS+=" dwconv_s8=neon"
 ARMV80_KERNELS+=" dwconv_nhwc_s8=neon pool_nhwc_s8=neon pool_2d=generic quant_s8=neon a16w8=neon"
-ARMV80_KERNELS+=" a16a16=neon rowops_f32=neon portable_loops=on"
+ARMV80_KERNELS+=" a16a16=neon rowops_f32=neon portable_loops=on gemm_wq_s8=neon"
 kernels_with() {
   local k="${ARMV80_KERNELS/ gemm_s8=neon/ gemm_s8=$1}"
   k="${k/igemm_s8=neon/igemm_s8=$1}"
@@ -91,6 +91,7 @@ REFERENCE_KERNELS="gemm_f32=reference conv_nhwc_f32=reference gemm_s8=reference"
 REFERENCE_KERNELS+=" igemm_s8=reference dwconv_s8=reference"
 REFERENCE_KERNELS+=" quant_s8=reference a16a16=reference"
 REFERENCE_KERNELS+=" pool_2d=reference rowops_f32=reference portable_loops=reference"
+REFERENCE_KERNELS+=" gemm_wq_s8=portable"
 for cpu in cortex-a53 cortex-a72; do
   run "detect-${cpu#cortex-}" $cpu QFOLD_TEST_DETECTED_ISA=neon QFOLD_TEST_ACTIVE_ISA=neon \
     "QFOLD_TEST_KERNELS=$ARMV80_KERNELS" -- "$UNIT" "${ARM_CASE[@]}"
