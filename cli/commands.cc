@@ -110,7 +110,7 @@ const char* kConvertUsage =
     "                     [--dim NAME=N ...] [--input-shapes FILE.json] [--input-layout "
     "NAME=NHWC]\n"
     "                     [--const NAME=VALUE ...] [--no-fold] [--no-fuse] [--no-fold-qdq]\n"
-    "                     [--channels-first] [--widen-fp16-weights]\n"
+    "                     [--channels-first] [--widen-fp16-weights] [--int8-activations]\n"
     "\n"
     "Converts an ONNX model to qfold's .qfm format. Every unsupported operator is\n"
     "listed at once; on any error no output file is written.\n"
@@ -131,7 +131,12 @@ const char* kConvertUsage =
     "                      and outputs keep their shapes either way)\n"
     "  --widen-fp16-weights  store an fp16 model's Conv/ConvTranspose/Gemm/MatMul weights as\n"
     "                      float32 (twice the size; the runtime then skips widening them when\n"
-    "                      it loads the model); by default they stay float16 in the .qfm\n";
+    "                      it loads the model); by default they stay float16 in the .qfm\n"
+    "  --int8-activations  weight-only 4-bit MatMuls (blocked DequantizeLinear -> MatMul) may\n"
+    "                      quantize A to int8 per block (MatMulNBits' accuracy_level 4, which\n"
+    "                      ONNX Runtime applies to this form by default): about 3x faster on\n"
+    "                      VNNI, off the exact product by up to half a step of 127 per block\n"
+    "                      (docs/NUMERICS.md); MatMulNBits nodes keep their own accuracy_level\n";
 
 const char* kRunUsage =
     "usage: qfold run MODEL.qfm [--input NAME=FILE.npy ...] [--inputs FILE.npz]\n"
@@ -229,6 +234,8 @@ int Convert(const Args& args) {
       opts.channels_last = false;
     } else if (a == "--widen-fp16-weights") {
       opts.keep_float16_weights = false;
+    } else if (a == "--int8-activations") {
+      opts.weight_only_int8_activations = true;
     } else if (!a.empty() && a[0] == '-') {
       return UsageError("convert", "unknown option '" + a + "'", kConvertUsage);
     } else if (in.empty()) {

@@ -30,6 +30,10 @@ Status LoadAndOptimize(const std::string& onnx_path, const ConvertOptions& opts,
     QF_RETURN_IF_ERROR(FoldQdq(g));
     QF_RETURN_IF_ERROR(FuseQdqLstm(g));
     QF_RETURN_IF_ERROR(FoldQdqFloatOutput(g));
+    if (opts.weight_only_int8_activations)
+      for (Node& n : g->nodes)
+        if (n.op_type == "QfMatMulWeightQ" && !n.attrs.Has("accuracy_level"))
+          n.attrs.SetInt("accuracy_level", 4);
     QF_RETURN_IF_ERROR(RemoveDeadCode(g));
     QF_RETURN_IF_ERROR(LowerConvTranspose(g));
   }

@@ -18,6 +18,10 @@ struct ConvertOptions {
   // float16 in the .qfm (half the bytes; the runtime widens them at load to
   // the same float32 values). false: store them as float32.
   bool keep_float16_weights = true;
+  // Weight-only MatMuls folded from DequantizeLinear -> MatMul get
+  // accuracy_level 4 (4-bit B then multiplies int8 activations);
+  // MatMulNBits nodes keep their own.
+  bool weight_only_int8_activations = false;
   // Input-shape overrides: whole shapes by input name, and symbolic dims by
   // their ONNX dim_param name ("batch" -> 4). Applied before anything else.
   std::map<std::string, Shape> input_shapes;

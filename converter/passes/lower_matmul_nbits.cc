@@ -157,7 +157,9 @@ Status LowerMatMulNBits(Graph* g, Node&& n, std::vector<Node>* out) {
   const int64_t level = n.attrs.GetInt("accuracy_level", 0);
   if (level < 0 || level > 4)
     return invalid("accuracy_level " + std::to_string(level) + " (0 to 4)");
-  if (level == 4) q.attrs.SetInt("accuracy_level", 4);
+  // Always set, so that --int8-activations (for the DequantizeLinear form)
+  // leaves these as the model says.
+  q.attrs.SetInt("accuracy_level", level == 4 ? 4 : 0);
   q.outputs = n.outputs;
   if (!n.input(5).empty()) {  // bias [N], added after the product
     const std::string y = g->UniqueName(n.outputs[0] + "_unbiased");

@@ -198,6 +198,53 @@ TEST_CASE("MatMulNBits: what qfold cannot run is refused naming the node") {
   CHECK(convert(4, "").ok());
 }
 
+// --int8-activations (ConvertOptions::weight_only_int8_activations): the
+// DequantizeLinear -> MatMul form gets accuracy_level 4; MatMulNBits nodes
+// keep theirs (absent: 0).
+TEST_CASE("MatMulNBits: --int8-activations sets accuracy_level 4 on the DequantizeLinear form") {
+  OnnxBuilder b(21);
+  b.AddOpset("com.microsoft", 1);
+  b.Input("a", onnx::TensorProto::FLOAT, {1, 32});
+  b.Output("y", onnx::TensorProto::FLOAT, {1, 8});
+  b.Output("z", onnx::TensorProto::FLOAT, {1, 8});
+  std::vector<uint8_t> w(32 * 8 / 2, 0x35);
+  b.Init("w", /*INT4 (newer than the proto here)=*/22, {32, 8}, w.data(), w.size());
+  b.InitFloat("ws", {2, 8}, std::vector<float>(16, 0.05f));
+  auto* dq = b.Node("DequantizeLinear", {"w", "ws"}, {"wf"}, "dq");
+  OnnxBuilder::AttrInt(dq, "axis", 0);
+  OnnxBuilder::AttrInt(dq, "block_size", 16);
+  b.Node("MatMul", {"a", "wf"}, {"y"}, "mm");
+  std::vector<uint8_t> packed(8 * 2 * 8, 0x11);
+  b.Init("b", onnx::TensorProto::UINT8, {8, 2, 8}, packed.data(), packed.size());
+  b.InitFloat("s", {8, 2}, std::vector<float>(16, 0.1f));
+  auto* nb = b.Node("MatMulNBits", {"a", "b", "s"}, {"z"}, "nbits", "com.microsoft");
+  OnnxBuilder::AttrInt(nb, "K", 32);
+  OnnxBuilder::AttrInt(nb, "N", 8);
+  OnnxBuilder::AttrInt(nb, "bits", 4);
+  OnnxBuilder::AttrInt(nb, "block_size", 16);
+  TempDir dir;
+  const std::string path = b.Write(dir);
+  for (bool int8_a : {false, true}) {
+    CAPTURE(int8_a);
+    ConvertOptions opts;
+    opts.weight_only_int8_activations = int8_a;
+    Graph g;
+    const Status st = LoadAndOptimize(path, opts, &g);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    int seen = 0;
+    for (const Node& n : g.nodes) {
+      if (n.op_type != "QfMatMulWeightQ") continue;
+      ++seen;
+      const int64_t level = n.attrs.GetInt("accuracy_level", -1);
+      if (n.name == "nbits")
+        CHECK(level == 0);
+      else
+        CHECK(level == (int8_a ? 4 : -1));
+    }
+    CHECK(seen == 2);
+  }
+}
+
 }  // namespace test
 }  // namespace conv
 }  // namespace qfold
