@@ -4,7 +4,7 @@ one process, and writes docs/BENCHMARKS.md.
 
 Usage:
   python scripts/bench.py [--qfold build/cli/qfold] [--out docs/BENCHMARKS.md] [--quick]
-                          [--set synthetic,ppocr,light,recurrent|all] [--models a,b] [--threads 1,2]
+                          [--set synthetic,ppocr,light,weightonly,recurrent|all] [--models a,b] [--threads 1,2]
                           [--rounds R] [--round-seconds S] [--warmup W] [--work DIR]
                           [--no-openvino] [--no-mnn] [--no-qfold-bf16] [--no-conv] [--note TEXT]
 
@@ -19,6 +19,14 @@ Model sets (--set, default all):
              WORK/light), fed a synthetic ImageNet-normalized image.
   a16        the light models quantized with 16-bit activations (QUInt16, per-channel int8
              weights; ONNX Runtime runs them as float), built in WORK/light on first use.
+  weightonly an LLM-sized int4 MLP (4096 -> 11008 -> Relu -> 4096, blocks of 32, zero points;
+             56 MB of weights: more than the L3 cache) built in WORK/weightonly: as ONNX
+             Runtime's MatMulNBits with accuracy_level 4 (A quantized to int8, what its
+             weight-only quantizer's CPU exports ask for) at 1 row (a decoder step) and 32 rows
+             (a prompt), and with accuracy_level 0 (exact float) at 1 row; and as blocked
+             DequantizeLinear -> MatMul at 1 row, converted by qfold as it is (exact) and with
+             --int8-activations (ONNX Runtime fuses that form into MatMulNBits with accuracy
+             level 4 by default).
   recurrent  the recurrent and control-flow models of models/ (crnn_text, gru_kws,
              loop_decoder; also in synthetic, measured once when both sets are chosen) and
              models/streaming/vad_like.onnx as one streaming step: sr = 16000, its state bound
@@ -96,7 +104,7 @@ SCRIPTS = os.path.join(REPO, "scripts")
 QDQ_SOURCES = ("mobilenetv2_like", "resnet_like", "transformer_encoder")
 QDQ_VARIANT = "pc_u8s8"
 QUICK_MODELS = ("mobilenetv2_like",)
-MODEL_SETS = ("synthetic", "ppocr", "light", "a16", "recurrent")
+MODEL_SETS = ("synthetic", "ppocr", "light", "a16", "weightonly", "recurrent")
 RECURRENT_MODELS = ("crnn_text", "gru_kws", "loop_decoder")
 PPOCR_MODELS = ("ppocr_mobile_v2_cls", "ppocrv4_det", "ppocrv4_rec")
 ENGINES = ("qfold", "qfold_bf16", "ort", "openvino", "mnn")
@@ -1107,6 +1115,77 @@ def a16_models(args, work, notes, log):
     return models
 
 
+def weight_only_models(work):
+    """The int4 MLP of the weightonly set (see the module docstring), built on first use."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from make_models import pack_codes
+    out_dir = os.path.join(work, "weightonly")
+    os.makedirs(out_dir, exist_ok=True)
+    dims, block = (4096, 11008, 4096), 32
+
+    def layers(rng):
+        for i, (k, n) in enumerate(zip(dims, dims[1:])):
+            blocks = k // block
+            codes = rng.integers(0, 16, size=(n, k), dtype=np.uint8)
+            zp = rng.integers(6, 11, size=(n, blocks), dtype=np.uint8)
+            # He-like: the outputs keep the inputs' scale through the Relu.
+            scale = (rng.random((n, blocks), dtype=np.float32) * 0.5 + 0.75) * \
+                np.float32(np.sqrt(2.0 / k) / 4.6)
+            yield i, k, n, blocks, codes, zp, scale
+
+    def build(path, rows, form, level):
+        rng = np.random.default_rng(zlib.crc32(b"bench:weightonly"))
+        inits, nodes, x = [], [], "input"
+        for i, k, n, blocks, codes, zp, scale in layers(rng):
+            y = "output" if i == len(dims) - 2 else f"h{i}"
+            if form == "nbits":
+                inits += [numpy_helper.from_array(pack_codes(codes.reshape(n, blocks, block), 4),
+                                                  f"w{i}"),
+                          numpy_helper.from_array(scale, f"w{i}.scales"),
+                          numpy_helper.from_array(pack_codes(zp, 4), f"w{i}.zp")]
+                attrs = {"accuracy_level": level} if level else {}
+                nodes.append(helper.make_node("MatMulNBits", [x, f"w{i}", f"w{i}.scales",
+                                                              f"w{i}.zp"], [y], name=f"mm{i}",
+                                              domain="com.microsoft", K=k, N=n, bits=4,
+                                              block_size=block, **attrs))
+            else:  # blocked DequantizeLinear (uint4 [K, N]) -> MatMul
+                inits += [helper.make_tensor(f"w{i}", TensorProto.UINT4, [k, n],
+                                             pack_codes(np.ascontiguousarray(codes.T), 4)
+                                             .tobytes(), raw=True),
+                          numpy_helper.from_array(np.ascontiguousarray(scale.T), f"w{i}.scales"),
+                          helper.make_tensor(f"w{i}.zp", TensorProto.UINT4, [blocks, n],
+                                             pack_codes(np.ascontiguousarray(zp.T), 4).tobytes(),
+                                             raw=True)]
+                nodes += [helper.make_node("DequantizeLinear", [f"w{i}", f"w{i}.scales",
+                                                                f"w{i}.zp"], [f"w{i}.f"],
+                                           name=f"dq{i}", axis=0, block_size=block),
+                          helper.make_node("MatMul", [x, f"w{i}.f"], [y], name=f"mm{i}")]
+            if y != "output":
+                nodes.append(helper.make_node("Relu", [y], [y + ".relu"], name=f"relu{i}"))
+                x = y + ".relu"
+        graph = helper.make_graph(
+            nodes, "weightonly_mlp",
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [rows, dims[0]])],
+            [helper.make_tensor_value_info("output", TensorProto.FLOAT, [rows, dims[-1]])], inits)
+        opsets = [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
+        onnx.save(helper.make_model(graph, opset_imports=opsets), path + ".tmp")
+        os.replace(path + ".tmp", path)
+
+    models = []
+    for label, rows, form, level, extra in (("int4_mlp.nbits_acc4.r1", 1, "nbits", 4, ()),
+                                            ("int4_mlp.nbits_acc4.r32", 32, "nbits", 4, ()),
+                                            ("int4_mlp.nbits_acc0.r1", 1, "nbits", 0, ()),
+                                            ("int4_mlp.dq.r1", 1, "dq", 0, ()),
+                                            ("int4_mlp.dq.r1.int8a", 1, "dq", 0,
+                                             ("--int8-activations",))):
+        path = os.path.join(out_dir, label.replace(".int8a", "") + ".onnx")
+        if not os.path.exists(path):
+            build(path, rows, form, level)
+        models.append(Model(label, "weight-only", path, "int4 weights", convert_args=extra))
+    return models
+
+
 def vad_step_feeds():
     """One 512-sample chunk at 16 kHz (fixed seed), sr = 16000, the state at zeros."""
     rng = np.random.default_rng(zlib.crc32(b"bench:vad_like"))
@@ -1142,6 +1221,8 @@ def prepare_models(args, work, notes, log):
         models += light_models(args, work, notes, log)
     if "a16" in args.sets and not args.quick:
         models += a16_models(args, work, notes, log)
+    if "weightonly" in args.sets and not args.quick:
+        models += weight_only_models(work)
     if "recurrent" in args.sets and not args.quick:
         have = {m.label for m in models}
         models += [m for m in recurrent_models() if m.label not in have]
@@ -1768,7 +1849,7 @@ def parse_args():
                          "2 short rounds")
     ap.add_argument("--set", default="all",
                     help="comma-separated model sets: synthetic, ppocr, light, a16 (the light "
-                         "models with 16-bit activations), recurrent, or all")
+                         "models with 16-bit activations), weightonly, recurrent, or all")
     ap.add_argument("--models", help="comma-separated labels or base names to keep")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds per model")
