@@ -25,6 +25,7 @@ namespace {
 
 // One column a lane; U holds a column's 4 codes.
 struct ScalarLane {
+  static constexpr int kAccumulators = 16;
   static constexpr int kLanes = 1;
   using I = int32_t;
   using F = float;

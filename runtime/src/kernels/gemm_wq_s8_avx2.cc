@@ -11,6 +11,7 @@ namespace kernels {
 namespace {
 
 struct WqS8Ymm {
+  static constexpr int kAccumulators = 8;
   static constexpr int kLanes = 8;
   using I = __m256i;
   using F = __m256;

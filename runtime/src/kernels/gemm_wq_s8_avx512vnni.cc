@@ -17,6 +17,7 @@ namespace kernels {
 namespace {
 
 struct WqS8Zmm {
+  static constexpr int kAccumulators = 16;
   static constexpr int kLanes = 16;
   using I = __m512i;
   using F = __m512;

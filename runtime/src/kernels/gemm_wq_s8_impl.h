@@ -21,9 +21,10 @@ namespace qfold {
 namespace kernels {
 namespace gemm_wq_s8 {
 
-// Independent accumulator chains a tile keeps (vpdpbusd's latency is about
-// 5 cycles at 2 a cycle): a tile of one row takes several panels at once.
-constexpr int kChains = 8;
+// A tile keeps V::kAccumulators accumulator vectors (independent chains:
+// vpdpbusd's latency is about 5 cycles at 2 a cycle): a tile of one row
+// takes several panels at once, and 4 rows by 4 panels share each unpacked
+// chunk and each broadcast 4 times.
 
 // Bytes of one block of a panel: its nibble chunks, zero points and scales.
 inline int64_t BlockBytes(int64_t block) {
@@ -90,7 +91,9 @@ void Tile(const WqS8PanelArgs& p, int64_t p0, int64_t np) {
 template <class V, int R>
 void Rows(const WqS8PanelArgs& p) {
   constexpr int NV = kWqS8Nr / V::kLanes;
-  constexpr int NP = std::max(1, kChains / (R * NV));
+  // At most the 8 panels a call gets (GemmWqS8's groups): a tile's panels
+  // past the call's are computed and dropped.
+  constexpr int NP = std::min(8, std::max(1, V::kAccumulators / (R * NV)));
   for (int64_t q = 0; q < p.panels; q += NP)
     Tile<V, R, NP>(p, q, std::min<int64_t>(NP, p.panels - q));
 }

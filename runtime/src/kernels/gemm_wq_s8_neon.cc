@@ -11,6 +11,7 @@ namespace kernels {
 namespace {
 
 struct WqS8Neon {
+  static constexpr int kAccumulators = 16;
   static constexpr int kLanes = 4;
   using I = int32x4_t;
   using F = float32x4_t;
