@@ -22,14 +22,7 @@ struct WqYmm : F32x8 {
     v[1] = _mm256_cvtepi32_ps(
         _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8))));
   }
-  // Through a buffer: vmaskmovps stores are slow on AMD, and a partial
-  // panel is at most one per row.
-  static void StoreCols(float* p, F v, int n) {
-    if (n == 8) return _mm256_storeu_ps(p, v);
-    alignas(32) float t[8];
-    _mm256_store_ps(t, v);
-    for (int i = 0; i < n; ++i) p[i] = t[i];
-  }
+  static void StoreCols(float* p, F v, int n) { StoreFirst(p, v, n); }
 };
 
 }  // namespace

@@ -19,9 +19,7 @@ struct WqZmm : F32x16 {
     v[0] = _mm512_cvtepi32_ps(
         _mm512_cvtepi16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
   }
-  static void StoreCols(float* p, F v, int n) {
-    _mm512_mask_storeu_ps(p, __mmask16(n >= 16 ? 0xffff : (1u << n) - 1), v);
-  }
+  static void StoreCols(float* p, F v, int n) { StoreFirst(p, v, n); }
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "kernels/gemm_wq_s8_impl.h"
+#include "kernels/vec_f32_avx2.h"
 
 namespace qfold {
 namespace kernels {
@@ -36,14 +37,7 @@ struct WqS8Ymm {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(d),
                            _mm256_mul_ps(_mm256_set1_ps(a_scale), _mm256_loadu_ps(scale)), y);
   }
-  // Through a buffer: vmaskmovps stores are slow on AMD, and a partial
-  // panel is at most one per row.
-  static void StoreCols(float* p, F v, int n) {
-    if (n == 8) return _mm256_storeu_ps(p, v);
-    alignas(32) float t[8];
-    _mm256_store_ps(t, v);
-    for (int i = 0; i < n; ++i) p[i] = t[i];
-  }
+  static void StoreCols(float* p, F v, int n) { F32x8::StoreFirst(p, v, n); }
 };
 
 }  // namespace

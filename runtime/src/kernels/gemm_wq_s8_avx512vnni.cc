@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "kernels/gemm_wq_s8_impl.h"
+#include "kernels/vec_f32_avx512f.h"
 
 // GCC 12 flags the _mm512_undefined_* operands inside its own conversion
 // intrinsics as maybe-uninitialized (a false positive).
@@ -38,9 +39,7 @@ struct WqS8Zmm {
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
                            _mm512_mul_ps(_mm512_set1_ps(a_scale), _mm512_loadu_ps(scale)), y);
   }
-  static void StoreCols(float* p, F v, int n) {
-    _mm512_mask_storeu_ps(p, __mmask16(n >= 16 ? 0xffff : (1u << n) - 1), v);
-  }
+  static void StoreCols(float* p, F v, int n) { F32x16::StoreFirst(p, v, n); }
 };
 
 }  // namespace

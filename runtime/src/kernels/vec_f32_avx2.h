@@ -16,6 +16,14 @@ struct F32x8 {
   static constexpr int kLanes = 8;
   static F Load(const float* p) { return _mm256_loadu_ps(p); }
   static void Store(float* p, F v) { _mm256_storeu_ps(p, v); }
+  // The first n (1..8) lanes, through a buffer: vmaskmovps stores are slow
+  // on AMD, and callers store a partial vector at most once per row.
+  static void StoreFirst(float* p, F v, int n) {
+    if (n == 8) return _mm256_storeu_ps(p, v);
+    alignas(32) float t[8];
+    _mm256_store_ps(t, v);
+    for (int i = 0; i < n; ++i) p[i] = t[i];
+  }
   static F Set(float v) { return _mm256_set1_ps(v); }
   static F Add(F a, F b) { return _mm256_add_ps(a, b); }
   static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }

@@ -22,6 +22,10 @@ struct F32x16 {
   static constexpr int kLanes = 16;
   static F Load(const float* p) { return _mm512_loadu_ps(p); }
   static void Store(float* p, F v) { _mm512_storeu_ps(p, v); }
+  // The first n (1..16) lanes.
+  static void StoreFirst(float* p, F v, int n) {
+    _mm512_mask_storeu_ps(p, __mmask16(n >= 16 ? 0xffff : (1u << n) - 1), v);
+  }
   static F Set(float v) { return _mm512_set1_ps(v); }
   static F Add(F a, F b) { return _mm512_add_ps(a, b); }
   static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
