@@ -133,8 +133,9 @@ py::list Convert(const py::object& onnx_path, const py::object& qfm_path,
                  const std::optional<std::map<std::string, Shape>>& input_shapes,
                  const std::optional<std::map<std::string, int64_t>>& dims,
                  const std::optional<std::map<std::string, std::string>>& input_layouts,
-                 bool fold_qdq, const std::optional<py::dict>& consts) {
+                 bool fold_qdq, const std::optional<py::dict>& consts, bool int8_activations) {
   conv::ConvertOptions opts;
+  opts.weight_only_int8_activations = int8_activations;
   if (consts) {
     // A value may be a str ("16000"), a number, a bool or a sequence/array of them.
     py::module_ np = py::module_::import("numpy");
@@ -599,10 +600,12 @@ PYBIND11_MODULE(_qfold, m) {
   m.def("convert", &qfold::Convert, py::arg("onnx_path"), py::arg("qfm_path"),
         py::arg("input_shapes") = py::none(), py::arg("dims") = py::none(),
         py::arg("input_layouts") = py::none(), py::arg("fold_qdq") = true,
-        py::arg("consts") = py::none(),
+        py::arg("consts") = py::none(), py::arg("int8_activations") = false,
         "Converts an ONNX file to .qfm and returns the conversion's notes (list of str);\n"
         "raises qfold.Error (and writes no output file) on failure. consts binds inputs to\n"
-        "constants ({'sr': 16000}), as qfold convert --const.");
+        "constants ({'sr': 16000}), as qfold convert --const. int8_activations: weight-only\n"
+        "4-bit MatMuls from DequantizeLinear -> MatMul quantize A to int8 per block, as\n"
+        "qfold convert --int8-activations.");
   m.def("onnx_signature", &qfold::OnnxSignature, py::arg("onnx_path"),
         "The inputs, outputs (name, type, shape with ints, dim names or None) and metadata an\n"
         ".onnx file declares, as a dict; initializers listed as inputs are left out.");

@@ -128,6 +128,22 @@ def bf16_precision_close_to_fp32():
 
 
 @test
+def int8_activations_for_weight_only_matmuls():
+    # models/int4_weight_mlp.onnx: blocked int4/uint4 DequantizeLinear -> MatMul. Exact by
+    # default; int8_activations=True quantizes A per block: close to ONNX Runtime (which does
+    # the same by default), not equal to the exact result.
+    onnx_path, exact_path = convert("int4_weight_mlp")
+    int8_path = os.path.join(TMP, "int4_weight_mlp.int8a.qfm")
+    qfold.convert(onnx_path, int8_path, int8_activations=True)
+    x = {"input": np.random.default_rng(5).standard_normal((2, 5, 80)).astype(np.float32)}
+    exact = qfold.Session(exact_path).run(x)["output"]
+    int8 = qfold.Session(int8_path).run(x)["output"]
+    ref = ort_run(onnx_path, x)["output"]
+    assert max_rel(ref, int8) < 2e-2, max_rel(ref, int8)
+    assert max_rel(exact, int8) > 1e-6, "int8_activations changed nothing"
+
+
+@test
 def non_contiguous_input_is_converted():
     _, qfm_path = convert("mobilenetv2_like")
     sess = qfold.Session(qfm_path)
