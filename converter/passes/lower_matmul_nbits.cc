@@ -55,10 +55,13 @@ Status LowerMatMulNBits(Graph* g, Node&& n, std::vector<Node>* out) {
   };
   const int64_t k = n.attrs.GetInt("K", 0), cols = n.attrs.GetInt("N", 0);
   const int64_t bits = n.attrs.GetInt("bits", 4), block = n.attrs.GetInt("block_size", 0);
-  if (k <= 0 || cols <= 0) return invalid("attributes K and N must be positive");
+  // Bounded so that the sizes below cannot overflow (a crafted file).
+  constexpr int64_t kMaxDim = int64_t(1) << 31;
+  if (k <= 0 || cols <= 0 || k > kMaxDim || cols > kMaxDim)
+    return invalid("attributes K and N must be in [1, 2^31]");
   if (bits != 2 && bits != 4 && bits != 8)
     return refuse("bits = " + std::to_string(bits) + " (2, 4 and 8 are supported)");
-  if (block < 16 || (block & (block - 1)) != 0)
+  if (block < 16 || block > kMaxDim || (block & (block - 1)) != 0)
     return invalid("block_size " + std::to_string(block) + " is not a power of 2 >= 16");
   if (n.attrs.GetInt("weight_prepacked", 0) != 0)
     return refuse("weight_prepacked = 1 (a runtime-specific layout of B)");

@@ -174,7 +174,8 @@ TEST_CASE("MatMulNBits: what qfold cannot run is refused naming the node") {
       ins.push_back("gi");
     }
     auto* node = b.Node("MatMulNBits", ins, {"y"}, "proj", "com.microsoft");
-    OnnxBuilder::AttrInt(node, "K", 32);
+    // huge_k: sizes whose products would overflow int64 unless refused first.
+    OnnxBuilder::AttrInt(node, "K", extra == "huge_k" ? int64_t(1) << 62 : 32);
     OnnxBuilder::AttrInt(node, "N", 8);
     OnnxBuilder::AttrInt(node, "bits", bits);
     OnnxBuilder::AttrInt(node, "block_size", 16);
@@ -186,7 +187,8 @@ TEST_CASE("MatMulNBits: what qfold cannot run is refused naming the node") {
     int64_t bits;
     std::string extra, says;
   };
-  for (const Want& w : {Want{3, "", "bits = 3"}, Want{4, "fractional_zp", "not a whole number"},
+  for (const Want& w : {Want{3, "", "bits = 3"}, Want{4, "huge_k", "K and N must be"},
+                        Want{4, "fractional_zp", "not a whole number"},
                         Want{4, "g_idx", "g_idx reorders K"}, Want{4, "short_b", "B has"}}) {
     CAPTURE(w.says);
     const Status st = convert(w.bits, w.extra);

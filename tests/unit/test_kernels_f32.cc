@@ -1167,6 +1167,7 @@ TEST_CASE("kernels: weight-only 4-bit MatMul with int8 activations matches its d
       {DType::kInt4, {1, 64}, 64, 300, 16, false},      // one row, 19 panels, int4 moved by 8
       {DType::kUInt4, {37, 256}, 256, 200, 128, true},  // row tiles and panels for 2 threads
       {DType::kInt4, {3, 40}, 40, 17, 8, true},         // 3 rows, zero and special blocks
+      {DType::kUInt4, {2, 40}, 40, 24, 1 << 20, true},  // one block far past K: packed as K
   };
   std::mt19937 rng(53);
   int runs = 0;
