@@ -116,7 +116,7 @@ const GemmWqS8Kernels* GemmWqS8For(const CpuFeatures& f, const char** variant) {
   return k;
 }
 
-bool PackWqS8B(const int32_t* q, const int32_t* zp, const float* scales, int64_t k, int64_t n,
+bool PackWqS8B(const uint8_t* q, const int32_t* zp, const float* scales, int64_t k, int64_t n,
                int64_t block, WqS8PackedB* out) {
   if (k <= 0 || n <= 0 || block <= 0 || block % 8) return false;
   // One block over all of K is the same whatever its size past K (zeros
@@ -124,7 +124,7 @@ bool PackWqS8B(const int32_t* q, const int32_t* zp, const float* scales, int64_t
   block = std::min(block, (k + 7) / 8 * 8);
   const int64_t blocks = (k + block - 1) / block;
   for (int64_t i = 0; i < k * n; ++i)
-    if (q[i] < 0 || q[i] > 15) return false;
+    if (q[i] > 15) return false;
   for (int64_t i = 0; i < blocks * n; ++i)
     if (zp[i] < 0 || zp[i] > 15) return false;
   const int64_t panels = (n + kWqS8Nr - 1) / kWqS8Nr, bb = gemm_wq_s8::BlockBytes(block);

@@ -63,9 +63,10 @@ struct WqS8PackedB {
   int64_t k = 0, n = 0, block = 0, blocks = 0, panel_bytes = 0;
   std::vector<uint8_t> data;  // [panel] of panel_bytes
 };
-// q: codes [k][n] and zp: [ceil(k / block)][n], all 0..15; scales like zp.
+// q: codes [k][n] (one byte each) and zp: [ceil(k / block)][n], all 0..15;
+// scales like zp.
 // False when block is not a positive multiple of 8 or a value is out of range.
-bool PackWqS8B(const int32_t* q, const int32_t* zp, const float* scales, int64_t k, int64_t n,
+bool PackWqS8B(const uint8_t* q, const int32_t* zp, const float* scales, int64_t k, int64_t n,
                int64_t block, WqS8PackedB* out);
 
 // Bytes GemmWqS8 needs for A's quantized copy (its `scratch`).
