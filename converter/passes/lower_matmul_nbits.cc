@@ -55,10 +55,11 @@ Status LowerMatMulNBits(Graph* g, Node&& n, std::vector<Node>* out) {
   };
   const int64_t k = n.attrs.GetInt("K", 0), cols = n.attrs.GetInt("N", 0);
   const int64_t bits = n.attrs.GetInt("bits", 4), block = n.attrs.GetInt("block_size", 0);
-  // Bounded so that the sizes below cannot overflow (a crafted file).
-  constexpr int64_t kMaxDim = int64_t(1) << 31;
+  // Bounded so that N x k_blocks x blob below cannot overflow (a crafted
+  // file): at most 2^30 x 2^31.
+  constexpr int64_t kMaxDim = int64_t(1) << 30;
   if (k <= 0 || cols <= 0 || k > kMaxDim || cols > kMaxDim)
-    return invalid("attributes K and N must be in [1, 2^31]");
+    return invalid("attributes K and N must be in [1, 2^30]");
   if (bits != 2 && bits != 4 && bits != 8)
     return refuse("bits = " + std::to_string(bits) + " (2, 4 and 8 are supported)");
   if (block < 16 || block > kMaxDim || (block & (block - 1)) != 0)
