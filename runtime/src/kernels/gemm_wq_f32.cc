@@ -72,15 +72,11 @@ const GemmWqF32Kernels* GemmWqF32For(const CpuFeatures& f, const char** variant)
   return k;
 }
 
-bool PackWqB(const int32_t* d, const float* scales, int64_t k, int64_t n, int64_t block,
+bool PackWqB(const int16_t* d, const float* scales, int64_t k, int64_t n, int64_t block,
              WqPackedB* out) {
   if (k <= 0 || n <= 0 || block <= 0) return false;
   bool narrow = true;
-  for (int64_t i = 0; i < k * n; ++i) {
-    if (d[i] < std::numeric_limits<int16_t>::min() || d[i] > std::numeric_limits<int16_t>::max())
-      return false;
-    narrow = narrow && d[i] >= -128 && d[i] <= 127;
-  }
+  for (int64_t i = 0; i < k * n; ++i) narrow = narrow && d[i] >= -128 && d[i] <= 127;
   const int64_t panels = (n + kWqNr - 1) / kWqNr, rows = (k + block - 1) / block;
   out->k = k;
   out->n = n;

@@ -57,9 +57,9 @@ struct WqPackedB {
   std::vector<int16_t> w16;   // else this
   std::vector<float> scales;  // [panel][block row][16]
 };
-// d: q - zp, [k][n] (values in [-65535, 65535] are not all int16: false
-// then); scales: [ceil(k / block)][n].
-bool PackWqB(const int32_t* d, const float* scales, int64_t k, int64_t n, int64_t block,
+// d: q - zp, [k][n] (8-bit and 4-bit weights: within [-255, 255]); scales:
+// [ceil(k / block)][n].
+bool PackWqB(const int16_t* d, const float* scales, int64_t k, int64_t n, int64_t block,
              WqPackedB* out);
 
 // y [rows][n] = a [rows][k] x B, split over the pool's threads by panels

@@ -153,11 +153,12 @@ Status PrepareQfMatMulWeightQ(KernelContext& ctx, std::shared_ptr<void>* state) 
     }
   }
   if (!k) return Status::Ok();
-  std::vector<int32_t> d(size_t(kd * n));
+  // q - zp of 4- and 8-bit weights: within [-255, 255] (16-bit B is refused by infer).
+  std::vector<int16_t> d(size_t(kd * n));
   for (int64_t kk = 0; kk < kd; ++kk)
     for (int64_t j = 0; j < n; ++j)
       d[size_t(kk * n + j)] =
-          LoadQ(b->data, b->dtype, kk * n + j) - z[param(z.size(), kk / step, j)];
+          int16_t(LoadQ(b->data, b->dtype, kk * n + j) - z[param(z.size(), kk / step, j)]);
   st->kernels = k;
   if (!kernels::PackWqB(d.data(), scales.data(), kd, n, step, &st->b)) return Status::Ok();
   *state = st;
