@@ -63,14 +63,17 @@ void Run(const float* a, const float* b, float* y, int64_t n) {
 }
 
 template <class V, int kOp>
-void FillOp(BinaryF32Kernels* k) {
+constexpr void FillOp(BinaryF32Kernels* k) {
   k->fn[kOp][kBinVecVec] = Run<V, kOp, kBinVecVec>;
   k->fn[kOp][kBinVecScalar] = Run<V, kOp, kBinVecScalar>;
   k->fn[kOp][kBinScalarVec] = Run<V, kOp, kBinScalarVec>;
 }
 
+// constexpr so that each table is constant-initialized: a dynamic initializer
+// in an AVX-512 translation unit would run AVX-512 code at program start on
+// every CPU.
 template <class V>
-BinaryF32Kernels Make(const char* name) {
+constexpr BinaryF32Kernels Make(const char* name) {
   BinaryF32Kernels k{};
   k.name = name;
   FillOp<V, kBinAdd>(&k);
