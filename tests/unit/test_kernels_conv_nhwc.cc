@@ -246,6 +246,8 @@ struct ConvCase {
   int32_t x_zp = 0, y_zp = 0;
   bool per_channel = true, wzp_nonzero = false;
   bool float_out = false;  // QfConvDequant's float epilogue instead of requantizing
+  // The AVX2 kernels must prepare the integer Winograd (checked at that level).
+  bool expect_winograd = false;
   uint32_t seed = 1;
 };
 
@@ -404,6 +406,9 @@ int RunConvCase(ConvCase k) {
         break;
       }
       REQUIRE(bool(state));
+      if (k.expect_winograd && path == 0 &&
+          std::string(kernels::QConvNhwcS8Variant(state.get())) == "avx2")
+        REQUIRE(kernels::QConvNhwcS8Winograd(state.get()));
       for (int threads = 1; threads <= 2; ++threads) {
         CAPTURE(path);
         CAPTURE(threads);
@@ -651,6 +656,50 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
   grouped.c = 96, grouped.m = 64, grouped.group = 2, grouped.kh = grouped.kw = 1;
   grouped.ih = 6, grouped.iw = 12, grouped.wzp_nonzero = true;
   run(grouped);
+  MESSAGE("fast runs compared: " << runs);
+}
+
+// The exact integer Winograd F(2x2, 3x3) of the AVX2 kernels
+// (conv_nhwc_s8_winograd.h) against the direct scalar sums: channels off the
+// transforms' vector widths (16 in, 8 out) and the dword, outputs off the
+// 2x2 tiles, asymmetric padding, two images, int8 and uint8 on every side,
+// the largest products (seed % 9 == 0: |x - x_zp| = 255 and w = -128, the
+// transforms' largest values), infinite multipliers (seed % 13), a fused
+// Relu (seed % 5), weight zero points (the direct sums run instead), and a
+// block of tiles split between the threads.
+TEST_CASE("kernels: nhwc conv integer Winograd matches a scalar reference") {
+  int runs = 0;
+  const struct {
+    int64_t c, m, ih, iw, pt, pl, pb, pr, n;
+    uint32_t seed;
+  } shapes[] = {
+      {16, 16, 8, 8, 1, 1, 1, 1, 1, 3000},   {20, 24, 9, 11, 1, 1, 1, 1, 1, 3005},
+      {22, 100, 10, 9, 0, 1, 2, 0, 2, 3006}, {64, 64, 15, 13, 1, 1, 1, 1, 1, 3007},
+      {48, 40, 12, 12, 2, 0, 0, 2, 1, 3009}, {96, 136, 14, 14, 1, 1, 1, 1, 1, 3016},
+      {256, 256, 9, 9, 1, 1, 1, 1, 1, 3042}, {32, 16, 40, 36, 1, 1, 1, 1, 1, 3055},
+      {24, 200, 11, 7, 1, 1, 1, 1, 2, 3081},
+  };
+  int i = 0;
+  for (const auto& sh : shapes) {
+    ConvCase k;
+    k.c = sh.c, k.m = sh.m, k.ih = sh.ih, k.iw = sh.iw, k.pt = sh.pt, k.pl = sh.pl, k.pb = sh.pb;
+    k.pr = sh.pr, k.n = sh.n, k.seed = sh.seed;
+    k.kh = k.kw = 3;
+    k.xt = i % 2 ? DType::kInt8 : DType::kUInt8;
+    k.wt = i % 3 ? DType::kInt8 : DType::kUInt8;
+    k.yt = i % 4 < 2 ? DType::kUInt8 : DType::kInt8;
+    k.x_zp = k.xt == DType::kInt8 ? (i % 2 ? -128 : 17) : (i % 3 ? 0 : 255);
+    k.y_zp = k.yt == DType::kInt8 ? -3 : 128;
+    k.has_bias = i % 4 != 3;
+    k.per_channel = i % 5 != 4;
+    k.expect_winograd = true;
+    runs += RunConvCase(k);
+    k.wzp_nonzero = true;  // the direct sums (the transformed filters hold w, not w - wzp)
+    k.expect_winograd = true;
+    k.seed += 100;
+    runs += RunConvCase(k);
+    ++i;
+  }
   MESSAGE("fast runs compared: " << runs);
 }
 

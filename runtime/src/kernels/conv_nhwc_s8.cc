@@ -19,6 +19,7 @@
 
 #include "kernels/aligned_vector.h"
 #include "kernels/channel_fold.h"
+#include "kernels/conv_nhwc_s8_winograd.h"
 #include "kernels/gemm_s8.h"
 #include "kernels/igemm_s8.h"
 #include "kernels/kernel_config.h"
@@ -139,6 +140,15 @@ struct NhwcState {
   int32_t* xsum = nullptr;        // igemm with wzp: [group][rows]
   uint8_t* scratch = nullptr;     // gemm: per thread im2col + packed rows
   int32_t* row_sums = nullptr;    // gemm: per thread
+  // Exact integer Winograd F(2x2, 3x3) (conv_nhwc_s8_winograd.h), prepared
+  // for 3x3 filters where the microkernel multiplies 16-bit values: its
+  // transforms, the 16 transformed filters as igemm panels ([xi][panel],
+  // k = the cp channels of V), and the scratch of the call.
+  const WinogradS8Transforms* wino = nullptr;
+  AlignedVector<uint8_t> wino_w;
+  int64_t wino_cp = 0, wino_panel_bytes = 0;
+  std::vector<int32_t> wino_bias;  // the op's bias, padded (FoldedLength)
+  uint8_t* wino_scratch = nullptr;
 };
 
 constexpr int64_t kWideSlack = 32;
@@ -420,6 +430,11 @@ struct NhwcPlan {
   size_t chunk_cols = kNoPart;
   size_t gemm = kNoPart, row_sums = kNoPart;
   size_t kept = 0;  // the indirection buffer and padding rows the state keeps
+  // Integer Winograd: tiles of 2x2 outputs, per block (a multiple of mr),
+  // each thread's slice (V, then M, then the block's row pointers).
+  bool wino = false;
+  int64_t wino_tiles = 0, wino_block = 0, wino_m_at = 0, wino_ind_at = 0, wino_slice = 0;
+  size_t wino_part = kNoPart;
 };
 
 bool AnyWeightZeroPoint(const NhwcState& s, const QConvCall& c) {
@@ -467,11 +482,36 @@ bool UsePlane(const NhwcState& s, const QConvCall& c, const Geometry& g) {
   return 32 * ((PlaneRows(w, h, c, g.n) + mr - 1) / mr) <= 33 * ((g.rows + mr - 1) / mr);
 }
 
-void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPlan* p) {
+// Whether the call runs the integer Winograd prepared in s: stride and
+// dilation 1, no weight zero point (the transformed filters are of the s8
+// weights), an 8-bit output, and at least 16 tiles per image (fewer stream
+// the 16 transformed filters for too few outputs).
+bool WinogradCall(const NhwcState& s, const QConvCall& c, bool any_wzp) {
+  return s.wino && c.kh == 3 && c.kw == 3 && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1 &&
+         !any_wzp && !c.dq_mult && c.x->rank() == 4 && ((c.oh + 1) / 2) * ((c.ow + 1) / 2) >= 16;
+}
+
+void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPlan* p,
+              bool allow_wino = true) {
   p->any_wzp = AnyWeightZeroPoint(s, c);
   p->pool = PoolFor(c, g.rows * s.m * s.kdim);
   p->threads = NumThreads(p->pool);
   const size_t ptr = sizeof(const uint8_t*);
+  if (allow_wino && WinogradCall(s, c, p->any_wzp)) {
+    const int64_t mr = s.ik->mr, mp = s.panels * s.ik->nr, cp = s.wino_cp;
+    p->wino = true;
+    p->wino_tiles = g.n * ((c.oh + 1) / 2) * ((c.ow + 1) / 2);
+    // Blocks whose V and M stay in L2 (about 256 KB) while the 16 GEMMs
+    // pass over them.
+    const int64_t per_tile = 16 * (cp * 2 + mp * 4);
+    p->wino_block = std::min(RoundUpTo(p->wino_tiles, mr),
+                             std::max<int64_t>(1, 256 * 1024 / (per_tile * mr)) * mr);
+    p->wino_m_at = RoundUpTo(16 * p->wino_block * cp * 2, 64);
+    p->wino_ind_at = p->wino_m_at + RoundUpTo(16 * p->wino_block * mp * 4, 64);
+    p->wino_slice = p->wino_ind_at + RoundUpTo(p->wino_block * int64_t(ptr), 64);
+    p->wino_part = p->layout.Add(size_t(p->wino_slice * p->threads));
+    return;
+  }
   if (s.ik) {
     const int mr = s.ik->mr, ab = s.ik->abytes;
     p->plane = UsePlane(s, c, g);
@@ -747,6 +787,75 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
   return true;
 }
 
+// Blocks of tiles split between the threads (each block's bytes do not
+// depend on which thread runs it): per block, the input transform of each
+// tile, the 16 GEMMs (position-major, so each transformed filter is read
+// once per block), the output transform with the bias and requantization.
+bool RunWinograd(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPlan& p) {
+  const IgemmS8Kernel& k = *s.ik;
+  const int64_t mr = k.mr, nr = k.nr, panels = s.panels, mp = panels * nr, cp = s.wino_cp;
+  const int64_t tw = (c.ow + 1) / 2, per_image = ((c.oh + 1) / 2) * tw;
+  const int64_t tiles = p.wino_tiles, bt = p.wino_block, ch = g.c, m = s.m;
+  const bool x_signed = c.x->dtype == DType::kInt8;
+  const uint8_t xmask = x_signed ? 0x80 : 0;
+  const int32_t xzp_u = x_signed ? c.x_zp + 128 : c.x_zp;
+  s.wino_bias.assign(FoldedLength(m), 0);
+  if (c.bias) std::copy(c.bias, c.bias + m, s.wino_bias.begin());
+  const int32_t* bias = s.wino_bias.data();
+  const float* mult = s.cp.mult.data();
+  const uint8_t* x = c.x->ptr<uint8_t>();
+  uint8_t* y = c.y->ptr<uint8_t>();
+  const WinogradS8Transforms& tr = *s.wino;
+  ForItems(p.pool, (tiles + bt - 1) / bt, [&](int slot, int64_t b) {
+    uint8_t* slice = s.wino_scratch + slot * p.wino_slice;
+    int16_t* v = reinterpret_cast<int16_t*>(slice);
+    int32_t* msum = reinterpret_cast<int32_t*>(slice + p.wino_m_at);
+    const uint8_t** ind = reinterpret_cast<const uint8_t**>(slice + p.wino_ind_at);
+    const int64_t t0 = b * bt, nt = std::min(bt, tiles - t0);
+    for (int64_t t = 0; t < nt; ++t) {
+      const int64_t q = t0 + t, img = q / per_image, ty = q % per_image / tw, tx = q % tw;
+      const uint8_t* d[16];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) {
+          const int64_t iy = 2 * ty + i - c.pad_top, ix = 2 * tx + j - c.pad_left;
+          d[i * 4 + j] = iy >= 0 && iy < c.ih && ix >= 0 && ix < c.iw
+                             ? x + ((img * c.ih + iy) * c.iw + ix) * ch
+                             : nullptr;
+        }
+      tr.input(d, ch, cp, xmask, xzp_u, v + t * cp, bt * cp);
+    }
+    for (int64_t r = 0; r < RoundUpTo(nt, mr); ++r)
+      ind[r] = reinterpret_cast<const uint8_t*>(v + std::min(r, nt - 1) * cp);
+    IgemmS8Args a;
+    a.ind = ind;
+    a.taps = 1;
+    a.kc4 = cp / 4;
+    a.rows = nt;
+    a.ldy = mp;
+    for (int64_t xi = 0; xi < 16; ++xi) {
+      a.a_offset = xi * bt * cp * 2;
+      for (int64_t pn = 0; pn < panels; ++pn) {
+        a.w = s.wino_w.data() + (xi * panels + pn) * s.wino_panel_bytes;
+        a.cols = std::min(nr, m - pn * nr);
+        a.yi = msum + xi * bt * mp + pn * nr;
+        k.run(a);
+      }
+    }
+    for (int64_t t = 0; t < nt; ++t) {
+      const int64_t q = t0 + t, img = q / per_image, ty = q % per_image / tw, tx = q % tw;
+      uint8_t* out[4];
+      for (int a2 = 0; a2 < 2; ++a2)
+        for (int e = 0; e < 2; ++e) {
+          const int64_t oy = 2 * ty + a2, ox = 2 * tx + e;
+          out[a2 * 2 + e] =
+              oy < c.oh && ox < c.ow ? y + ((img * c.oh + oy) * c.ow + ox) * m : nullptr;
+        }
+      tr.output(msum + t * mp, bt * mp, m, bias, mult, c.y_zp, c.lo, c.hi, out);
+    }
+  });
+  return true;
+}
+
 bool RunGemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPlan& p) {
   const GemmS8Kernels& k = *s.gk;
   if (!g.direct) PrepareIndirection(s, c, g, 1, 1);
@@ -903,6 +1012,57 @@ IgemmSplit SplitIgemm(int64_t tiles, int64_t max_chunk_tiles, int64_t per_chunk,
   return sp;
 }
 
+namespace {
+
+#if defined(__x86_64__)
+// U = G' g G'^T of every (output, input) channel pair's 3x3 filter of s8
+// weights, packed as igemm panels per position; nothing when a channel's
+// sum could reach 2^29 (conv_nhwc_s8_winograd.h: the bound that keeps the
+// division by 4 exact), where the direct sums run.
+void PrepareWinogradS8(NhwcState& s, const uint8_t* src, uint8_t mask) {
+  for (int64_t oc = 0; oc < s.m; ++oc) {
+    int64_t abs_sum = 0;
+    for (int64_t i = 0; i < s.kdim; ++i) {
+      const int32_t w = int8_t(src[oc * s.kdim + i] ^ mask);
+      abs_sum += w < 0 ? -w : w;
+    }
+    if (255 * abs_sum >= (int64_t(1) << 29)) return;
+  }
+  const IgemmS8Kernel& k = *s.ik;
+  s.wino_cp = RoundUpTo(s.cg, 4);
+  const int64_t kc4 = s.wino_cp / 4;
+  s.wino_panel_bytes = IgemmPanelElems(k, 1, kc4) * k.wbytes;
+  s.wino_w.assign(size_t(16 * s.panels * s.wino_panel_bytes), 0);
+  for (int64_t oc = 0; oc < s.m; ++oc)
+    for (int64_t ci = 0; ci < s.cg; ++ci) {
+      int32_t g[3][3];
+      for (int i = 0; i < 9; ++i) g[i / 3][i % 3] = int8_t(src[(oc * s.cg + ci) * 9 + i] ^ mask);
+      int32_t t[4][3];  // G' g
+      for (int j = 0; j < 3; ++j) {
+        t[0][j] = 2 * g[0][j];
+        t[1][j] = g[0][j] + g[1][j] + g[2][j];
+        t[2][j] = g[0][j] - g[1][j] + g[2][j];
+        t[3][j] = 2 * g[2][j];
+      }
+      for (int i = 0; i < 4; ++i) {
+        const int32_t u[4] = {2 * t[i][0], t[i][0] + t[i][1] + t[i][2], t[i][0] - t[i][1] + t[i][2],
+                              2 * t[i][2]};
+        for (int j = 0; j < 4; ++j) {
+          uint8_t* dst = s.wino_w.data() +
+                         (int64_t(i * 4 + j) * s.panels + oc / k.nr) * s.wino_panel_bytes +
+                         IgemmPackedIndex(k, kc4, 0, ci, oc % k.nr) * k.wbytes;
+          const uint16_t bits = uint16_t(int16_t(u[j]));  // |u| <= 9 * 128
+          dst[0] = uint8_t(bits);
+          dst[1] = uint8_t(bits >> 8);
+        }
+      }
+    }
+  s.wino = &kWinogradS8Avx2;
+}
+#endif
+
+}  // namespace
+
 std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w, int64_t group,
                                          int64_t dilation_w) {
   if ((w.rank() != 3 && w.rank() != 4) || !w.shape_known() || !w.data || group <= 0 ||
@@ -1003,6 +1163,15 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
     for (int64_t i = 0; i < s->kdim; ++i) sum += int8_t(src[oc * s->kdim + i] ^ mask);
     s->wsum[size_t(oc)] = WrapInt32(sum);
   }
+#if defined(__x86_64__)
+  // Winograd where the microkernel multiplies 16-bit values (AVX2's
+  // vpmaddwd: 2 k per lane; VNNI's 4 make the direct sums cheaper than the
+  // transforms), for layers whose 16 transformed filters (C + M <= 768,
+  // as the float Winograd found on Zen 3) stay near the cache.
+  if (s->ik == kIgemmS8Avx2 && group == 1 && s->kh == 3 && s->kw == 3 && !s->row_taps &&
+      dilation_w == 1 && s->cg >= 16 && s->m >= 16 && s->cg + s->m <= 768)
+    PrepareWinogradS8(*s, src, mask);
+#endif
   return s;
 }
 
@@ -1044,6 +1213,10 @@ const char* QConvNhwcS8Variant(const void* state) {
   return s.ik ? s.ik->name : "gemm";
 }
 
+bool QConvNhwcS8Winograd(const void* state) {
+  return static_cast<const NhwcState*>(state)->wino != nullptr;
+}
+
 ScratchNeeds QConvNhwcS8Scratch(const void* state, const QConvCall& c) {
   const NhwcState& s = *static_cast<const NhwcState*>(state);
   Geometry g;
@@ -1053,6 +1226,14 @@ ScratchNeeds QConvNhwcS8Scratch(const void* state, const QConvCall& c) {
   PlanCall(s, c, g, &p);
   needs.run = p.layout.total();
   needs.kept = p.kept;
+  if (p.wino) {
+    // The request is made without the epilogue's arrays: a float output
+    // (QfConvDequant) runs the direct sums instead.
+    NhwcPlan direct;
+    PlanCall(s, c, g, &direct, /*allow_wino=*/false);
+    needs.run = std::max(needs.run, direct.layout.total());
+    needs.kept = direct.kept;
+  }
   return needs;
 }
 
@@ -1080,6 +1261,8 @@ bool RunQConvNhwcS8(void* state, const QConvCall& c) {
   s.xsum = reinterpret_cast<int32_t*>(part(p.xsum));
   s.scratch = part(p.gemm);
   s.row_sums = reinterpret_cast<int32_t*>(part(p.row_sums));
+  s.wino_scratch = part(p.wino_part);
+  if (p.wino) return RunWinograd(s, c, g, p);
   return s.ik ? RunIgemm(s, c, g, p) : RunGemm(s, c, g, p);
 }
 

@@ -32,6 +32,10 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
 // The microkernels a prepared state runs ("amx", "avx512vnni", ...), or
 // "gemm" for the packed GEMM.
 const char* QConvNhwcS8Variant(const void* state);
+// Whether the state holds the integer Winograd F(2x2, 3x3)
+// (conv_nhwc_s8_winograd.h), which stride-1 calls without weight zero points
+// and with an 8-bit output of at least 16 tiles per image run.
+bool QConvNhwcS8Winograd(const void* state);
 
 // c.x and c.y hold NHWC tensors as described above; false when the call is
 // not covered (the op then runs its reference kernel). Its scratch: the

@@ -51,6 +51,10 @@ struct IgemmS8Args {
   const float* fbias = nullptr;
   float flo = -std::numeric_limits<float>::infinity();
   float fhi = std::numeric_limits<float>::infinity();
+  // Raw sums instead of y and yf (x86 kernels; bias, wzp and the
+  // requantization unused): row r, channel j at yi[r * ldy + j], the first
+  // `cols` channels (the integer Winograd's GEMMs, conv_nhwc_s8_winograd.h).
+  int32_t* yi = nullptr;
   // Read only by kernels with kc4_align > 1 (AMX), for the driver's padded
   // plane (conv_nhwc_s8.cc): rows are plane positions, some of them in the
   // padding. out_row[r]: the y/yf row of row r, < 0 for a row not stored

@@ -35,7 +35,7 @@ struct IgemmX86 {
   static constexpr int kNr = NV * V::kLanes;
   static constexpr int kNacc = kNr / V::kChPerAcc;  // accumulators per row
 
-  template <bool kXor, bool kFloatOut>
+  template <bool kXor, bool kFloatOut, bool kRaw = false>
   static void Tiles(const IgemmS8Args& a) {
     using I = typename V::I;
     using F = typename V::F;
@@ -49,18 +49,18 @@ struct IgemmX86 {
     // Where each accumulator holds kLanes channels in order, it starts from
     // their bias (int32 sums wrap, so the order of the adds does not matter):
     // one add fewer per output vector.
-    constexpr bool kBiasInAcc = V::kChPerAcc == V::kLanes;
+    constexpr bool kBiasInAcc = V::kChPerAcc == V::kLanes && !kRaw;
     I acc0[kNacc];
 #pragma GCC unroll 16
     for (int v = 0; v < kNacc; ++v)
       acc0[v] = kBiasInAcc ? V::LoadI(a.bias + v * V::kLanes) : V::Zero();
     // Multipliers that keep float(acc) * mult within int32 let the epilogue
     // convert first and clamp with saturating packs (see the trait).
-    const bool packed = !kFloatOut && PackedOk(a);
+    const bool packed = !kFloatOut && !kRaw && PackedOk(a);
     const PackedParams q = MakePackedParams(a);
     F mults[NV];
 #pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) mults[v] = V::LoadF(a.mult + v * V::kLanes);
+    for (int v = 0; v < NV; ++v) mults[v] = kRaw ? V::Set1F(0.f) : V::LoadF(a.mult + v * V::kLanes);
     // The next panel, a cache line per k step from the second tile on (its
     // first tile would otherwise wait on L3 or memory: deep layers of few
     // rows read each panel only a few times).
@@ -103,6 +103,16 @@ struct IgemmX86 {
         const int64_t row = t * MR + r;
         I out[NV];
         V::Finish(acc[r], out);
+        if constexpr (kRaw) {
+#pragma GCC unroll 16
+          for (int v = 0; v < NV; ++v) {
+            const int64_t n = a.cols - v * V::kLanes;
+            if (n > 0)
+              std::memcpy(a.yi + row * a.ldy + v * V::kLanes, &out[v],
+                          size_t(n < V::kLanes ? n : V::kLanes) * sizeof(int32_t));
+          }
+          continue;
+        }
         if constexpr (kPacked) {
           if (packed) {
 #pragma GCC unroll 16
@@ -150,7 +160,9 @@ struct IgemmX86 {
   static void Run(const IgemmS8Args& a) {
     // Widened activations are u8 values already.
     const bool xor_x = a.x_signed && V::kABytes == 1;
-    if (a.yf)
+    if (a.yi)
+      xor_x ? Tiles<true, false, true>(a) : Tiles<false, false, true>(a);
+    else if (a.yf)
       xor_x ? Tiles<true, true>(a) : Tiles<false, true>(a);
     else
       xor_x ? Tiles<true, false>(a) : Tiles<false, false>(a);

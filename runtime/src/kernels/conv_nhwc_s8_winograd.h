@@ -1,0 +1,44 @@
+// Exact integer Winograd F(2x2, 3x3) for channels-last 8-bit convolutions
+// (conv_nhwc_s8.cc), for kernels whose products are 16-bit (vpmaddwd on
+// AVX2): those multiply 2 k per lane where VNNI multiplies 4, so 16
+// multiplications per 2x2 output tile and channel pair instead of 36 pay
+// for the transforms. Per tile, with d the 4x4 patch of (x - x_zp) (padding
+// is x_zp, hence 0), g a channel's 3x3 filter of (w - w_zp):
+//   V = B^T d B                 |V| <= 4 * 255          (int16)
+//   U = G' g G'^T, G' = 2G      |U| <= 9 * max|w - w_zp| (int16, at prepare)
+//   M[xi] = sum_c V[xi][c] U[xi][c][m]   (16 GEMMs, int32 with wraparound)
+//   4 * acc = A^T M A
+// with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G' = [2 0 0; 1 1 1;
+// 1 -1 1; 0 0 2], A^T = [1 1 1 0; 0 1 -1 -1]. Every step is integer, so
+// A^T M A is 4 times the direct sum exactly (modulo 2^32); where
+// 255 * sum |w - w_zp| < 2^29 for every channel (checked at prepare) that
+// sum fits in 30 bits and the shift by 2 recovers it: the result equals the
+// reference's accumulator, then bias and requantization as Requantize, bit
+// for bit.
+#pragma once
+#include <cstdint>
+
+namespace qfold {
+namespace kernels {
+
+struct WinogradS8Transforms {
+  // V of one tile for channels [0, c), zeros in [c, cp) (cp a multiple of
+  // 4): patch pixel i (row-major) at d[i], null in the padding; x's bytes
+  // are xor-ed with xmask (int8 to u8 values) and x_zp_u subtracted.
+  // V[xi][ch] goes to v[xi * v_stride + ch].
+  void (*input)(const uint8_t* const* d, int64_t c, int64_t cp, uint8_t xmask, int32_t x_zp_u,
+                int16_t* v, int64_t v_stride);
+  // Outputs of one tile for channels [0, m): M[xi][ch] at m_sums[xi *
+  // m_stride + ch]; acc = (A^T M A) / 4 + bias[ch], then
+  // clamp(nearbyint(float(acc) * mult[ch]) + yzp, lo, hi) as a byte to
+  // y[a * 2 + e][ch] (null: outside the output, skipped).
+  void (*output)(const int32_t* m_sums, int64_t m_stride, int64_t m, const int32_t* bias,
+                 const float* mult, int32_t yzp, int32_t lo, int32_t hi, uint8_t* const* y);
+};
+
+#if defined(__x86_64__)
+extern const WinogradS8Transforms kWinogradS8Avx2;
+#endif
+
+}  // namespace kernels
+}  // namespace qfold
