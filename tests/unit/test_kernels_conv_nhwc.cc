@@ -665,19 +665,25 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
 // 2x2 tiles, asymmetric padding, two images, int8 and uint8 on every side,
 // the largest products (seed % 9 == 0: |x - x_zp| = 255 and w = -128, the
 // transforms' largest values), infinite multipliers (seed % 13), a fused
-// Relu (seed % 5), weight zero points (the direct sums run instead), and a
-// block of tiles split between the threads.
+// Relu (seed % 5), weight zero points (the direct sums run instead), blocks
+// of tiles split between the threads, and several blocks at 1 thread.
 TEST_CASE("kernels: nhwc conv integer Winograd matches a scalar reference") {
   int runs = 0;
   const struct {
     int64_t c, m, ih, iw, pt, pl, pb, pr, n;
     uint32_t seed;
   } shapes[] = {
-      {16, 16, 8, 8, 1, 1, 1, 1, 1, 3000},   {20, 24, 9, 11, 1, 1, 1, 1, 1, 3005},
-      {22, 100, 10, 9, 0, 1, 2, 0, 2, 3006}, {64, 64, 15, 13, 1, 1, 1, 1, 1, 3007},
-      {48, 40, 12, 12, 2, 0, 0, 2, 1, 3009}, {96, 136, 14, 14, 1, 1, 1, 1, 1, 3016},
-      {256, 256, 9, 9, 1, 1, 1, 1, 1, 3042}, {32, 16, 40, 36, 1, 1, 1, 1, 1, 3055},
+      {16, 16, 8, 8, 1, 1, 1, 1, 1, 3000},
+      {20, 24, 9, 11, 1, 1, 1, 1, 1, 3005},
+      {22, 100, 10, 9, 0, 1, 2, 0, 2, 3006},
+      {64, 64, 15, 13, 1, 1, 1, 1, 1, 3007},
+      {48, 40, 12, 12, 2, 0, 0, 2, 1, 3009},
+      {96, 136, 14, 14, 1, 1, 1, 1, 1, 3016},
+      {256, 256, 9, 9, 1, 1, 1, 1, 1, 3042},
+      {32, 16, 40, 36, 1, 1, 1, 1, 1, 3055},
       {24, 200, 11, 7, 1, 1, 1, 1, 2, 3081},
+      // Several blocks of tiles at 1 thread (about 42 tiles of 256 -> 256 per block).
+      {256, 256, 20, 19, 1, 1, 1, 1, 1, 3090},
   };
   int i = 0;
   for (const auto& sh : shapes) {

@@ -107,9 +107,11 @@ struct IgemmX86 {
 #pragma GCC unroll 16
           for (int v = 0; v < NV; ++v) {
             const int64_t n = a.cols - v * V::kLanes;
-            if (n > 0)
-              std::memcpy(a.yi + row * a.ldy + v * V::kLanes, &out[v],
-                          size_t(n < V::kLanes ? n : V::kLanes) * sizeof(int32_t));
+            // A whole vector as one store (a variable length would call memcpy).
+            if (n >= V::kLanes)
+              std::memcpy(a.yi + row * a.ldy + v * V::kLanes, &out[v], sizeof(I));
+            else if (n > 0)
+              std::memcpy(a.yi + row * a.ldy + v * V::kLanes, &out[v], size_t(n) * sizeof(int32_t));
           }
           continue;
         }
