@@ -1071,7 +1071,7 @@ void PrepareWinogradS8(NhwcState& s, const uint8_t* src, uint8_t mask) {
 }  // namespace
 
 std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w, int64_t group,
-                                         int64_t dilation_w) {
+                                         int64_t dilation_w, bool winograd) {
   if ((w.rank() != 3 && w.rank() != 4) || !w.shape_known() || !w.data || group <= 0 ||
       !Is8BitType(w.dtype))
     return nullptr;
@@ -1176,7 +1176,7 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
   // transforms), for layers up to 512 -> 512 (C + M <= 1024: on Zen 3
   // 512->512 at 28x28 24.6 -> 13 ms and at 14x14 6.1 -> 4.0 ms, at 7x7 1.70
   // -> 1.24 ms; wider layers' filters were not measured).
-  if (s->ik == kIgemmS8Avx2 && group == 1 && s->kh == 3 && s->kw == 3 && !s->row_taps &&
+  if (winograd && s->ik == kIgemmS8Avx2 && group == 1 && s->kh == 3 && s->kw == 3 && !s->row_taps &&
       dilation_w == 1 && s->cg >= 16 && s->m >= 16 && s->cg + s->m <= 1024)
     PrepareWinogradS8(*s, src, mask);
 #endif

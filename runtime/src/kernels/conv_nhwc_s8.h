@@ -26,8 +26,10 @@ namespace kernels {
 // (then the op runs its reference kernel). dilation_w: the convolution's
 // dilation along the width; with 1, inputs of a few channels read a whole
 // kernel row per tap (RunQConvNhwcS8 then expects it).
+// winograd: calls may run the integer Winograd (stride and dilation 1, an
+// 8-bit output); false saves its transformed filters.
 std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w, int64_t group,
-                                         int64_t dilation_w = 1);
+                                         int64_t dilation_w = 1, bool winograd = true);
 
 // The microkernels a prepared state runs ("amx", "avx512vnni", ...), or
 // "gemm" for the packed GEMM.
