@@ -406,8 +406,8 @@ int RunConvCase(ConvCase k) {
         break;
       }
       REQUIRE(bool(state));
-      if (k.expect_winograd && path == 0 &&
-          std::string(kernels::QConvNhwcS8Variant(state.get())) == "avx2")
+      const std::string variant = kernels::QConvNhwcS8Variant(state.get());
+      if (k.expect_winograd && path == 0 && (variant == "avx2" || variant == "neon"))
         REQUIRE(kernels::QConvNhwcS8Winograd(state.get()));
       for (int threads = 1; threads <= 2; ++threads) {
         CAPTURE(path);
@@ -659,8 +659,8 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
   MESSAGE("fast runs compared: " << runs);
 }
 
-// The exact integer Winograd F(2x2, 3x3) of the AVX2 kernels
-// (conv_nhwc_s8_winograd.h) against the direct scalar sums: channels off the
+// The exact integer Winograd F(2x2, 3x3) of the AVX2 and Armv8.0 NEON
+// kernels (conv_nhwc_s8_winograd.h) against the direct scalar sums: channels off the
 // transforms' vector widths (16 in, 8 out) and the dword, outputs off the
 // 2x2 tiles, asymmetric padding, two images, int8 and uint8 on every side,
 // the largest products (seed % 9 == 0: |x - x_zp| = 255 and w = -128, the

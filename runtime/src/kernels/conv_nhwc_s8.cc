@@ -146,7 +146,7 @@ struct NhwcState {
   // k = the cp channels of V), and the scratch of the call.
   const WinogradS8Transforms* wino = nullptr;
   AlignedVector<uint8_t> wino_w;
-  int64_t wino_cp = 0, wino_panel_bytes = 0;
+  int64_t wino_cp = 0, wino_panels = 0, wino_panel_bytes = 0;
   std::vector<int32_t> wino_bias;  // the op's bias, padded (FoldedLength)
   uint8_t* wino_scratch = nullptr;
 };
@@ -498,7 +498,7 @@ void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPla
   p->threads = NumThreads(p->pool);
   const size_t ptr = sizeof(const uint8_t*);
   if (allow_wino && WinogradCall(s, c, p->any_wzp)) {
-    const int64_t mr = s.ik->mr, mp = s.panels * s.ik->nr, cp = s.wino_cp;
+    const int64_t mr = s.ik->mr, mp = s.wino_panels * kWinogradNr, cp = s.wino_cp;
     p->wino = true;
     p->wino_tiles = g.n * ((c.oh + 1) / 2) * ((c.ow + 1) / 2);
     // Blocks of up to about 1 MB of V and M: each reads the 16 transformed
@@ -800,7 +800,8 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
 // once per block), the output transform with the bias and requantization.
 bool RunWinograd(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPlan& p) {
   const IgemmS8Kernel& k = *s.ik;
-  const int64_t mr = k.mr, nr = k.nr, panels = s.panels, mp = panels * nr, cp = s.wino_cp;
+  const int64_t mr = k.mr, nr = kWinogradNr, panels = s.wino_panels, mp = panels * nr;
+  const int64_t cp = s.wino_cp;
   const int64_t tw = (c.ow + 1) / 2, per_image = ((c.oh + 1) / 2) * tw;
   const int64_t tiles = p.wino_tiles, bt = p.wino_block, ch = g.c, m = s.m;
   const bool x_signed = c.x->dtype == DType::kInt8;
@@ -842,9 +843,16 @@ bool RunWinograd(NhwcState& s, const QConvCall& c, const Geometry& g, const Nhwc
     for (int64_t xi = 0; xi < 16; ++xi) {
       a.a_offset = xi * bt * cp * 2;
       for (int64_t pn = 0; pn < panels; ++pn) {
-        a.w = s.wino_w.data() + (xi * panels + pn) * s.wino_panel_bytes;
-        a.cols = std::min(nr, m - pn * nr);
-        a.yi = msum + xi * bt * mp + pn * nr;
+        const uint8_t* w = s.wino_w.data() + (xi * panels + pn) * s.wino_panel_bytes;
+        const int64_t cols = std::min(nr, m - pn * nr);
+        int32_t* out = msum + xi * bt * mp + pn * nr;
+        if (tr.gemm) {
+          tr.gemm(v + xi * bt * cp, nt, cp, w, cols, out, mp);
+          continue;
+        }
+        a.w = w;
+        a.cols = cols;
+        a.yi = out;
         k.run(a);
       }
     }
@@ -1021,12 +1029,13 @@ IgemmSplit SplitIgemm(int64_t tiles, int64_t max_chunk_tiles, int64_t per_chunk,
 
 namespace {
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
 // U = G' g G'^T of every (output, input) channel pair's 3x3 filter of s8
 // weights, packed as igemm panels per position; nothing when a channel's
 // sum could reach 2^29 (conv_nhwc_s8_winograd.h: the bound that keeps the
 // division by 4 exact), where the direct sums run.
-void PrepareWinogradS8(NhwcState& s, const uint8_t* src, uint8_t mask) {
+void PrepareWinogradS8(NhwcState& s, const uint8_t* src, uint8_t mask,
+                       const WinogradS8Transforms* transforms) {
   for (int64_t oc = 0; oc < s.m; ++oc) {
     int64_t abs_sum = 0;
     for (int64_t i = 0; i < s.kdim; ++i) {
@@ -1035,11 +1044,14 @@ void PrepareWinogradS8(NhwcState& s, const uint8_t* src, uint8_t mask) {
     }
     if (255 * abs_sum >= (int64_t(1) << 29)) return;
   }
-  const IgemmS8Kernel& k = *s.ik;
+  // The panels' layout: the AVX2 kernel's (16-bit weights, [k/4][8][4]),
+  // which the NEON GEMM reads too.
+  const IgemmS8Kernel k = {"winograd", 1, kWinogradNr, 2, 2, nullptr, 4};
+  s.wino_panels = (s.m + kWinogradNr - 1) / kWinogradNr;
   s.wino_cp = RoundUpTo(s.cg, 4);
   const int64_t kc4 = s.wino_cp / 4;
   s.wino_panel_bytes = IgemmPanelElems(k, 1, kc4) * k.wbytes;
-  s.wino_w.assign(size_t(16 * s.panels * s.wino_panel_bytes), 0);
+  s.wino_w.assign(size_t(16 * s.wino_panels * s.wino_panel_bytes), 0);
   for (int64_t oc = 0; oc < s.m; ++oc)
     for (int64_t ci = 0; ci < s.cg; ++ci) {
       int32_t g[3][3];
@@ -1056,7 +1068,7 @@ void PrepareWinogradS8(NhwcState& s, const uint8_t* src, uint8_t mask) {
                               2 * t[i][2]};
         for (int j = 0; j < 4; ++j) {
           uint8_t* dst = s.wino_w.data() +
-                         (int64_t(i * 4 + j) * s.panels + oc / k.nr) * s.wino_panel_bytes +
+                         (int64_t(i * 4 + j) * s.wino_panels + oc / k.nr) * s.wino_panel_bytes +
                          IgemmPackedIndex(k, kc4, 0, ci, oc % k.nr) * k.wbytes;
           const uint16_t bits = uint16_t(int16_t(u[j]));  // |u| <= 9 * 128
           dst[0] = uint8_t(bits);
@@ -1064,7 +1076,7 @@ void PrepareWinogradS8(NhwcState& s, const uint8_t* src, uint8_t mask) {
         }
       }
     }
-  s.wino = &kWinogradS8Avx2;
+  s.wino = transforms;
 }
 #endif
 
@@ -1170,16 +1182,23 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
     for (int64_t i = 0; i < s->kdim; ++i) sum += int8_t(src[oc * s->kdim + i] ^ mask);
     s->wsum[size_t(oc)] = WrapInt32(sum);
   }
-#if defined(__x86_64__)
   // Winograd where the microkernel multiplies 16-bit values (AVX2's
-  // vpmaddwd: 2 k per lane; VNNI's 4 make the direct sums cheaper than the
-  // transforms), for layers up to 512 -> 512 (C + M <= 1024: on Zen 3
-  // 512->512 at 28x28 24.6 -> 13 ms and at 14x14 6.1 -> 4.0 ms, at 7x7 1.70
-  // -> 1.24 ms; wider layers' filters were not measured).
-  if (winograd && s->ik == kIgemmS8Avx2 && group == 1 && s->kh == 3 && s->kw == 3 && !s->row_taps &&
-      dilation_w == 1 && s->cg >= 16 && s->m >= 16 && s->cg + s->m <= 1024)
-    PrepareWinogradS8(*s, src, mask);
+  // vpmaddwd: 2 k per lane, Armv8.0's smull; VNNI's and sdot's 4 make the
+  // direct sums cheaper than the transforms), for layers up to 512 -> 512
+  // (C + M <= 1024: on Zen 3 512->512 at 28x28 24.6 -> 13 ms and at 14x14
+  // 6.1 -> 4.0 ms, at 7x7 1.70 -> 1.24 ms; wider layers were not measured).
+  const WinogradS8Transforms* transforms = nullptr;
+#if defined(__x86_64__)
+  if (s->ik == kIgemmS8Avx2) transforms = &kWinogradS8Avx2;
+#elif defined(__aarch64__)
+  if (s->ik == kIgemmS8Neon) transforms = &kWinogradS8Neon;
 #endif
+  if (winograd && transforms && group == 1 && s->kh == 3 && s->kw == 3 && !s->row_taps &&
+      dilation_w == 1 && s->cg >= 16 && s->m >= 16 && s->cg + s->m <= 1024) {
+#if defined(__x86_64__) || defined(__aarch64__)
+    PrepareWinogradS8(*s, src, mask, transforms);
+#endif
+  }
   return s;
 }
 

@@ -1,8 +1,8 @@
 // Exact integer Winograd F(2x2, 3x3) for channels-last 8-bit convolutions
 // (conv_nhwc_s8.cc), for kernels whose products are 16-bit (vpmaddwd on
-// AVX2): those multiply 2 k per lane where VNNI multiplies 4, so 16
-// multiplications per 2x2 output tile and channel pair instead of 36 pay
-// for the transforms. Per tile, with d the 4x4 patch of (x - x_zp) (padding
+// AVX2, smull on Armv8.0 NEON), where VNNI and sdot multiply 4 k per lane:
+// there 16 multiplications per 2x2 output tile and channel pair instead of
+// 36 pay for the transforms. Per tile, with d the 4x4 patch of (x - x_zp) (padding
 // is x_zp, hence 0), g a channel's 3x3 filter of (w - w_zp):
 //   V = B^T d B                 |V| <= 4 * 255          (int16)
 //   U = G' g G'^T, G' = 2G      |U| <= 9 * max|w - w_zp| (int16, at prepare)
@@ -34,10 +34,25 @@ struct WinogradS8Transforms {
   // y[a * 2 + e][ch] (null: outside the output, skipped).
   void (*output)(const int32_t* m_sums, int64_t m_stride, int64_t m, const int32_t* bias,
                  const float* mult, int32_t yzp, int32_t lo, int32_t hi, uint8_t* const* y);
+  // One position's GEMM for one panel of kWinogradNr channels, where the
+  // convolution's own microkernel cannot run it (null: the AVX2 igemm
+  // kernel does, in its raw mode): rows [0, rows) of V at v + r * cp,
+  // weights packed as the igemm panels with 16-bit weights
+  // ([cp / 4][kWinogradNr][4] int16), the first `cols` channels' int32 sums
+  // to out[r * ldo + j].
+  void (*gemm)(const int16_t* v, int64_t rows, int64_t cp, const uint8_t* w, int64_t cols,
+               int32_t* out, int64_t ldo);
 };
+
+// Channels per packed panel of transformed filters.
+constexpr int kWinogradNr = 8;
 
 #if defined(__x86_64__)
 extern const WinogradS8Transforms kWinogradS8Avx2;
+#elif defined(__aarch64__)
+// Armv8.0 NEON (no dotprod): the direct sums' smull + sadalp do 16 MACs in 4
+// instructions, the transformed ones' smlal 8 in 2, on 16/36 of the products.
+extern const WinogradS8Transforms kWinogradS8Neon;
 #endif
 
 }  // namespace kernels
