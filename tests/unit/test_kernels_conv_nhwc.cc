@@ -663,6 +663,7 @@ TEST_CASE("kernels: nhwc conv fixed shapes match a scalar reference") {
 // kernels (conv_nhwc_s8_winograd.h) against the direct scalar sums: channels off the
 // transforms' vector widths (16 in, 8 out) and the dword, outputs off the
 // 2x2 tiles, asymmetric padding, two images, int8 and uint8 on every side,
+// 8-bit and float (QfConvDequant) outputs,
 // the largest products (seed % 9 == 0: |x - x_zp| = 255 and w = -128, the
 // transforms' largest values), infinite multipliers (seed % 13), a fused
 // Relu (seed % 5), weight zero points (the direct sums run instead), blocks
@@ -700,6 +701,11 @@ TEST_CASE("kernels: nhwc conv integer Winograd matches a scalar reference") {
     k.per_channel = i % 5 != 4;
     k.expect_winograd = true;
     runs += RunConvCase(k);
+    k.float_out = true;  // QfConvDequant's float epilogue
+    k.seed += 200;
+    runs += RunConvCase(k);
+    k.float_out = false;
+    k.seed -= 200;
     k.wzp_nonzero = true;  // the direct sums (the transformed filters hold w, not w - wzp)
     k.expect_winograd = true;
     k.seed += 100;

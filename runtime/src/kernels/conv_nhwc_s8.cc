@@ -484,20 +484,19 @@ bool UsePlane(const NhwcState& s, const QConvCall& c, const Geometry& g) {
 
 // Whether the call runs the integer Winograd prepared in s: stride and
 // dilation 1, no weight zero point (the transformed filters are of the s8
-// weights), an 8-bit output, and at least 16 tiles per image (7x7 outputs;
+// weights), and at least 16 tiles per image (7x7 outputs;
 // fewer stream the 16 transformed filters for too few outputs).
 bool WinogradCall(const NhwcState& s, const QConvCall& c, bool any_wzp) {
   return s.wino && c.kh == 3 && c.kw == 3 && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1 &&
-         !any_wzp && !c.dq_mult && c.x->rank() == 4 && ((c.oh + 1) / 2) * ((c.ow + 1) / 2) >= 16;
+         !any_wzp && c.x->rank() == 4 && ((c.oh + 1) / 2) * ((c.ow + 1) / 2) >= 16;
 }
 
-void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPlan* p,
-              bool allow_wino = true) {
+void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPlan* p) {
   p->any_wzp = AnyWeightZeroPoint(s, c);
   p->pool = PoolFor(c, g.rows * s.m * s.kdim);
   p->threads = NumThreads(p->pool);
   const size_t ptr = sizeof(const uint8_t*);
-  if (allow_wino && WinogradCall(s, c, p->any_wzp)) {
+  if (WinogradCall(s, c, p->any_wzp)) {
     const int64_t mr = s.ik->mr, mp = s.wino_panels * kWinogradNr, cp = s.wino_cp;
     p->wino = true;
     p->wino_tiles = g.n * ((c.oh + 1) / 2) * ((c.ow + 1) / 2);
@@ -812,7 +811,9 @@ bool RunWinograd(NhwcState& s, const QConvCall& c, const Geometry& g, const Nhwc
   const int32_t* bias = s.wino_bias.data();
   const float* mult = s.cp.mult.data();
   const uint8_t* x = c.x->ptr<uint8_t>();
-  uint8_t* y = c.y->ptr<uint8_t>();
+  const bool float_out = c.dq_mult != nullptr;
+  uint8_t* y = float_out ? nullptr : c.y->ptr<uint8_t>();
+  float* yf = float_out ? c.y->ptr<float>() : nullptr;
   const WinogradS8Transforms& tr = *s.wino;
   ForItems(p.pool, (tiles + bt - 1) / bt, [&](int slot, int64_t b) {
     uint8_t* slice = s.wino_scratch + slot * p.wino_slice;
@@ -859,13 +860,19 @@ bool RunWinograd(NhwcState& s, const QConvCall& c, const Geometry& g, const Nhwc
     for (int64_t t = 0; t < nt; ++t) {
       const int64_t q = t0 + t, img = q / per_image, ty = q % per_image / tw, tx = q % tw;
       uint8_t* out[4];
+      float* outf[4];
       for (int a2 = 0; a2 < 2; ++a2)
         for (int e = 0; e < 2; ++e) {
           const int64_t oy = 2 * ty + a2, ox = 2 * tx + e;
-          out[a2 * 2 + e] =
-              oy < c.oh && ox < c.ow ? y + ((img * c.oh + oy) * c.ow + ox) * m : nullptr;
+          const bool inside = oy < c.oh && ox < c.ow;
+          const int64_t at = ((img * c.oh + oy) * c.ow + ox) * m;
+          out[a2 * 2 + e] = inside && y ? y + at : nullptr;
+          outf[a2 * 2 + e] = inside && yf ? yf + at : nullptr;
         }
-      tr.output(msum + t * mp, bt * mp, m, bias, mult, c.y_zp, c.lo, c.hi, out);
+      if (float_out)
+        tr.output_float(msum + t * mp, bt * mp, m, c.dq_mult, c.dq_bias, c.dq_lo, c.dq_hi, outf);
+      else
+        tr.output(msum + t * mp, bt * mp, m, bias, mult, c.y_zp, c.lo, c.hi, out);
     }
   });
   return true;
@@ -1253,14 +1260,6 @@ ScratchNeeds QConvNhwcS8Scratch(const void* state, const QConvCall& c) {
   PlanCall(s, c, g, &p);
   needs.run = p.layout.total();
   needs.kept = p.kept;
-  if (p.wino) {
-    // The request is made without the epilogue's arrays: a float output
-    // (QfConvDequant) runs the direct sums instead.
-    NhwcPlan direct;
-    PlanCall(s, c, g, &direct, /*allow_wino=*/false);
-    needs.run = std::max(needs.run, direct.layout.total());
-    needs.kept = direct.kept;
-  }
   return needs;
 }
 

@@ -26,8 +26,8 @@ namespace kernels {
 // (then the op runs its reference kernel). dilation_w: the convolution's
 // dilation along the width; with 1, inputs of a few channels read a whole
 // kernel row per tap (RunQConvNhwcS8 then expects it).
-// winograd: calls may run the integer Winograd (stride and dilation 1, an
-// 8-bit output); false saves its transformed filters.
+// winograd: calls may run the integer Winograd (stride and dilation 1);
+// false saves its transformed filters.
 std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w, int64_t group,
                                          int64_t dilation_w = 1, bool winograd = true);
 
@@ -36,7 +36,7 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
 const char* QConvNhwcS8Variant(const void* state);
 // Whether the state holds the integer Winograd F(2x2, 3x3)
 // (conv_nhwc_s8_winograd.h), which stride-1 calls without weight zero points
-// and with an 8-bit output of at least 16 tiles per image run.
+// and of at least 16 tiles per image run.
 bool QConvNhwcS8Winograd(const void* state);
 
 // c.x and c.y hold NHWC tensors as described above; false when the call is

@@ -34,6 +34,11 @@ struct WinogradS8Transforms {
   // y[a * 2 + e][ch] (null: outside the output, skipped).
   void (*output)(const int32_t* m_sums, int64_t m_stride, int64_t m, const int32_t* bias,
                  const float* mult, int32_t yzp, int32_t lo, int32_t hi, uint8_t* const* y);
+  // The same for QfConvDequant's float output: acc = (A^T M A) / 4 (no
+  // int32 bias), clamp(fma(float(acc), mult[ch], bias[ch]), lo, hi) to
+  // y[a * 2 + e][ch], as the igemm kernels' float epilogue.
+  void (*output_float)(const int32_t* m_sums, int64_t m_stride, int64_t m, const float* mult,
+                       const float* bias, float lo, float hi, float* const* y);
   // One position's GEMM for one panel of kWinogradNr channels, where the
   // convolution's own microkernel cannot run it (null: the AVX2 igemm
   // kernel does, in its raw mode): rows [0, rows) of V at v + r * cp,

@@ -72,10 +72,34 @@ void OutputAvx2(const int32_t* m_sums, int64_t m_stride, int64_t m, const int32_
   for (; ch < m; ++ch) OutputChannel(m_sums, m_stride, ch, bias, mult, yzp, lo, hi, y);
 }
 
+void OutputFloatAvx2(const int32_t* m_sums, int64_t m_stride, int64_t m, const float* mult,
+                     const float* bias, float lo, float hi, float* const* y) {
+  const __m256 flo = _mm256_set1_ps(lo), fhi = _mm256_set1_ps(hi);
+  int64_t ch = 0;
+  for (; ch + 8 <= m; ch += 8) {
+    __m256i out[4];
+    OutputTile<__m256i>(
+        [&](int xi) {
+          return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m_sums + xi * m_stride + ch));
+        },
+        [](__m256i a, __m256i b) { return _mm256_add_epi32(a, b); },
+        [](__m256i a, __m256i b) { return _mm256_sub_epi32(a, b); }, out);
+    const __m256 mu = _mm256_loadu_ps(mult + ch), b = _mm256_loadu_ps(bias + ch);
+    for (int o = 0; o < 4; ++o) {
+      if (!y[o]) continue;
+      // One fused rounding as std::fma; max/min in this operand order let
+      // NaN through like the reference's comparisons.
+      const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(out[o], 2)), mu, b);
+      _mm256_storeu_ps(y[o] + ch, _mm256_min_ps(fhi, _mm256_max_ps(flo, f)));
+    }
+  }
+  for (; ch < m; ++ch) OutputChannelFloat(m_sums, m_stride, ch, mult, bias, lo, hi, y);
+}
+
 }  // namespace
 
 extern const WinogradS8Transforms kWinogradS8Avx2;
-const WinogradS8Transforms kWinogradS8Avx2 = {InputAvx2, OutputAvx2, nullptr};
+const WinogradS8Transforms kWinogradS8Avx2 = {InputAvx2, OutputAvx2, OutputFloatAvx2, nullptr};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -80,6 +80,23 @@ inline void OutputChannel(const int32_t* m_sums, int64_t m_stride, int64_t ch, c
   }
 }
 
+// The float output of channel ch (QfConvDequant), one channel at a time:
+// one rounding like std::fma, then the clamp whose comparisons let NaN
+// through as the reference's do.
+inline void OutputChannelFloat(const int32_t* m_sums, int64_t m_stride, int64_t ch,
+                               const float* mult, const float* bias, float lo, float hi,
+                               float* const* y) {
+  uint32_t out[4];
+  OutputTile<uint32_t>([&](int xi) { return uint32_t(m_sums[xi * m_stride + ch]); },
+                       [](uint32_t a, uint32_t b) { return a + b; },
+                       [](uint32_t a, uint32_t b) { return a - b; }, out);
+  for (int o = 0; o < 4; ++o) {
+    if (!y[o]) continue;
+    const float f = std::fma(float(int32_t(out[o]) / 4), mult[ch], bias[ch]);
+    y[o][ch] = f < lo ? lo : (f > hi ? hi : f);
+  }
+}
+
 }  // namespace
 }  // namespace kernels
 }  // namespace qfold

@@ -69,6 +69,22 @@ void OutputNeon(const int32_t* m_sums, int64_t m_stride, int64_t m, const int32_
   for (; ch < m; ++ch) OutputChannel(m_sums, m_stride, ch, bias, mult, yzp, lo, hi, y);
 }
 
+void OutputFloatNeon(const int32_t* m_sums, int64_t m_stride, int64_t m, const float* mult,
+                     const float* bias, float lo, float hi, float* const* y) {
+  const float32x4_t flo = vdupq_n_f32(lo), fhi = vdupq_n_f32(hi);
+  int64_t ch = 0;
+  for (; ch + 4 <= m; ch += 4) {
+    int32x4_t out[4];
+    OutputTile<int32x4_t>([&](int xi) { return vld1q_s32(m_sums + xi * m_stride + ch); },
+                          [](int32x4_t a, int32x4_t b) { return vaddq_s32(a, b); },
+                          [](int32x4_t a, int32x4_t b) { return vsubq_s32(a, b); }, out);
+    const float32x4_t mu = vld1q_f32(mult + ch), b = vld1q_f32(bias + ch);
+    for (int o = 0; o < 4; ++o)
+      if (y[o]) vst1q_f32(y[o] + ch, Dequant4(vshrq_n_s32(out[o], 2), mu, b, flo, fhi));
+  }
+  for (; ch < m; ++ch) OutputChannelFloat(m_sums, m_stride, ch, mult, bias, lo, hi, y);
+}
+
 constexpr int kMr = 3;
 
 void GemmNeon(const int16_t* v, int64_t rows, int64_t cp, const uint8_t* wb, int64_t cols,
@@ -128,7 +144,7 @@ void GemmNeon(const int16_t* v, int64_t rows, int64_t cp, const uint8_t* wb, int
 }  // namespace
 
 extern const WinogradS8Transforms kWinogradS8Neon;
-const WinogradS8Transforms kWinogradS8Neon = {InputNeon, OutputNeon, GemmNeon};
+const WinogradS8Transforms kWinogradS8Neon = {InputNeon, OutputNeon, OutputFloatNeon, GemmNeon};
 
 }  // namespace kernels
 }  // namespace qfold

@@ -314,12 +314,13 @@ Status PrepareQLinearConv(KernelContext& ctx, std::shared_ptr<void>* state) {
   s->depthwise = w.rank() >= 3 && w.shape[1] == 1 && group > 1 && w.shape[0] == group;
   const std::vector<int64_t> dilations = ctx.attr().GetInts("dilations");
   const int64_t dilation_w = dilations.empty() ? 1 : dilations.back();
-  // The integer Winograd's filters only where its calls can run it.
+  // The integer Winograd's filters only where its calls can run it (stride
+  // and dilation 1).
   const std::vector<int64_t> strides = ctx.attr().GetInts("strides");
   auto all_one = [](const std::vector<int64_t>& v) {
     return std::all_of(v.begin(), v.end(), [](int64_t e) { return e == 1; });
   };
-  const bool winograd = all_one(strides) && all_one(dilations) && !(y && !Is8Bit(y->dtype));
+  const bool winograd = all_one(strides) && all_one(dilations);
   s->kernel = s->depthwise ? kernels::PrepareDwConvNhwcS8(ctx.kernel_config(), w, group)
                            : kernels::PrepareQConvNhwcS8(ctx.kernel_config(), w, group, dilation_w,
                                                          winograd);
