@@ -33,13 +33,17 @@ void InputAvx2(const uint8_t* const* d, int64_t c, int64_t cp, uint8_t xmask, in
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + xi * v_stride + ch), r);
         });
   }
-  for (; ch < cp; ++ch) {
-    if (ch >= c) {
-      for (int xi = 0; xi < 16; ++xi) v[xi * v_stride + ch] = 0;
-      continue;
-    }
-    InputChannel(d, ch, xmask, x_zp_u, v, v_stride);
-  }
+  InputTail(d, ch, c, cp, xmask, x_zp_u, v, v_stride);
+}
+
+// The 4 sums A^T M A (times 4) of channels [ch, ch + 8).
+inline void SumsAvx2(const int32_t* m_sums, int64_t m_stride, int64_t ch, __m256i (&out)[4]) {
+  OutputTile<__m256i>(
+      [&](int xi) {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m_sums + xi * m_stride + ch));
+      },
+      [](__m256i a, __m256i b) { return _mm256_add_epi32(a, b); },
+      [](__m256i a, __m256i b) { return _mm256_sub_epi32(a, b); }, out);
 }
 
 void OutputAvx2(const int32_t* m_sums, int64_t m_stride, int64_t m, const int32_t* bias,
@@ -49,12 +53,7 @@ void OutputAvx2(const int32_t* m_sums, int64_t m_stride, int64_t m, const int32_
   int64_t ch = 0;
   for (; ch + 8 <= m; ch += 8) {
     __m256i out[4];
-    OutputTile<__m256i>(
-        [&](int xi) {
-          return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m_sums + xi * m_stride + ch));
-        },
-        [](__m256i a, __m256i b) { return _mm256_add_epi32(a, b); },
-        [](__m256i a, __m256i b) { return _mm256_sub_epi32(a, b); }, out);
+    SumsAvx2(m_sums, m_stride, ch, out);
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + ch));
     const __m256 mu = _mm256_loadu_ps(mult + ch);
     for (int o = 0; o < 4; ++o) {
@@ -78,12 +77,7 @@ void OutputFloatAvx2(const int32_t* m_sums, int64_t m_stride, int64_t m, const f
   int64_t ch = 0;
   for (; ch + 8 <= m; ch += 8) {
     __m256i out[4];
-    OutputTile<__m256i>(
-        [&](int xi) {
-          return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m_sums + xi * m_stride + ch));
-        },
-        [](__m256i a, __m256i b) { return _mm256_add_epi32(a, b); },
-        [](__m256i a, __m256i b) { return _mm256_sub_epi32(a, b); }, out);
+    SumsAvx2(m_sums, m_stride, ch, out);
     const __m256 mu = _mm256_loadu_ps(mult + ch), b = _mm256_loadu_ps(bias + ch);
     for (int o = 0; o < 4; ++o) {
       if (!y[o]) continue;

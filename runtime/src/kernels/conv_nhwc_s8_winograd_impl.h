@@ -64,6 +64,19 @@ inline void InputChannel(const uint8_t* const* d, int64_t ch, uint8_t xmask, int
                      [&](int xi, int32_t r) { v[xi * v_stride + ch] = int16_t(r); });
 }
 
+// Channels [ch, cp) of a tile's V one at a time: x's below c, zeros past it
+// (the k padding of the packed filters).
+inline void InputTail(const uint8_t* const* d, int64_t ch, int64_t c, int64_t cp, uint8_t xmask,
+                      int32_t x_zp_u, int16_t* v, int64_t v_stride) {
+  for (; ch < cp; ++ch) {
+    if (ch >= c) {
+      for (int xi = 0; xi < 16; ++xi) v[xi * v_stride + ch] = 0;
+      continue;
+    }
+    InputChannel(d, ch, xmask, x_zp_u, v, v_stride);
+  }
+}
+
 // Output channel ch of a tile, one channel at a time (the vectors' tails).
 inline void OutputChannel(const int32_t* m_sums, int64_t m_stride, int64_t ch, const int32_t* bias,
                           const float* mult, int32_t yzp, int32_t lo, int32_t hi,

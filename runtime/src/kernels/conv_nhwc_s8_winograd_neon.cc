@@ -36,13 +36,14 @@ void InputNeon(const uint8_t* const* d, int64_t c, int64_t cp, uint8_t xmask, in
         [](int16x8_t a, int16x8_t b) { return vsubq_s16(a, b); },
         [&](int xi, int16x8_t r) { vst1q_s16(v + xi * v_stride + ch, r); });
   }
-  for (; ch < cp; ++ch) {
-    if (ch >= c) {
-      for (int xi = 0; xi < 16; ++xi) v[xi * v_stride + ch] = 0;
-      continue;
-    }
-    InputChannel(d, ch, xmask, x_zp_u, v, v_stride);
-  }
+  InputTail(d, ch, c, cp, xmask, x_zp_u, v, v_stride);
+}
+
+// The 4 sums A^T M A (times 4) of channels [ch, ch + 4).
+inline void SumsNeon(const int32_t* m_sums, int64_t m_stride, int64_t ch, int32x4_t (&out)[4]) {
+  OutputTile<int32x4_t>([&](int xi) { return vld1q_s32(m_sums + xi * m_stride + ch); },
+                        [](int32x4_t a, int32x4_t b) { return vaddq_s32(a, b); },
+                        [](int32x4_t a, int32x4_t b) { return vsubq_s32(a, b); }, out);
 }
 
 void OutputNeon(const int32_t* m_sums, int64_t m_stride, int64_t m, const int32_t* bias,
@@ -52,9 +53,7 @@ void OutputNeon(const int32_t* m_sums, int64_t m_stride, int64_t m, const int32_
   int64_t ch = 0;
   for (; ch + 4 <= m; ch += 4) {
     int32x4_t out[4];
-    OutputTile<int32x4_t>([&](int xi) { return vld1q_s32(m_sums + xi * m_stride + ch); },
-                          [](int32x4_t a, int32x4_t b) { return vaddq_s32(a, b); },
-                          [](int32x4_t a, int32x4_t b) { return vsubq_s32(a, b); }, out);
+    SumsNeon(m_sums, m_stride, ch, out);
     const int32x4_t b = vld1q_s32(bias + ch);
     const float32x4_t mu = vld1q_f32(mult + ch);
     for (int o = 0; o < 4; ++o) {
@@ -75,9 +74,7 @@ void OutputFloatNeon(const int32_t* m_sums, int64_t m_stride, int64_t m, const f
   int64_t ch = 0;
   for (; ch + 4 <= m; ch += 4) {
     int32x4_t out[4];
-    OutputTile<int32x4_t>([&](int xi) { return vld1q_s32(m_sums + xi * m_stride + ch); },
-                          [](int32x4_t a, int32x4_t b) { return vaddq_s32(a, b); },
-                          [](int32x4_t a, int32x4_t b) { return vsubq_s32(a, b); }, out);
+    SumsNeon(m_sums, m_stride, ch, out);
     const float32x4_t mu = vld1q_f32(mult + ch), b = vld1q_f32(bias + ch);
     for (int o = 0; o < 4; ++o)
       if (y[o]) vst1q_f32(y[o] + ch, Dequant4(vshrq_n_s32(out[o], 2), mu, b, flo, fhi));
