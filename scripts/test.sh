@@ -11,28 +11,37 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/setup.sh"
 
+# Each step's wall time, so a slow CI log tells where the time went.
+step_start=$SECONDS
+step_done() { echo "== $1 took $((SECONDS - step_start)) s (total $SECONDS s)"; step_start=$SECONDS; }
+
 echo "== release build"
 BUILD_DIR="$ROOT/build" QFOLD_SANITIZE=OFF build_qfold
+step_done "release build"
 skip_wheel=()
 [ "${QFOLD_SKIP_WHEEL:-0}" = "1" ] && skip_wheel=(-E python_wheel)
 # The tests are independent (shared inputs are ctest fixtures): one per core.
 jobs="$(nproc 2>/dev/null || echo 2)"
 (cd "$ROOT/build" && ctest -j "$jobs" --output-on-failure "${skip_wheel[@]}")
+step_done "release tests"
 
 if [ "${QFOLD_SKIP_AARCH64:-0}" != "1" ]; then
   # The NEON kernels: cross-built with g++-aarch64-linux-gnu, tested under
   # qemu-aarch64 at every Arm level against the reference kernels.
   echo "== aarch64 (cross build, tests under qemu)"
   HOST_QFOLD="$ROOT/build/cli/qfold" "$ROOT/scripts/test_aarch64.sh"
+  step_done "aarch64"
 fi
 
 if [ "${QFOLD_SKIP_SANITIZE:-0}" != "1" ]; then
   echo "== ASan+UBSan build"
   BUILD_DIR="$ROOT/build-asan" QFOLD_SANITIZE=ON build_qfold
+  step_done "ASan+UBSan build"
   # detect_leaks: protobuf's arena keeps static allocations alive on purpose.
   # python_wheel builds its own release wheel; once (above) is enough.
   (cd "$ROOT/build-asan" && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest -j "$jobs" --output-on-failure -E python_wheel)
+  step_done "ASan+UBSan tests"
 fi
 
 if [ "${QFOLD_SKIP_TSAN:-0}" != "1" ]; then
@@ -46,6 +55,7 @@ if [ "${QFOLD_SKIP_TSAN:-0}" != "1" ]; then
   cmake --build "$ROOT/build-tsan" -j "$(nproc 2>/dev/null || echo 2)" --target qfold_thread_tests
   (cd "$ROOT/build-tsan" && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --output-on-failure -R '^threads_tsan$')
+  step_done "ThreadSanitizer"
 fi
 
 if [ "${QFOLD_SKIP_FUZZ:-0}" != "1" ]; then
@@ -56,4 +66,5 @@ if [ "${QFOLD_SKIP_FUZZ:-0}" != "1" ]; then
   # scripts/fuzz.sh with a time.
   echo "== fuzzing (${QFOLD_FUZZ_RUNS:-20000} inputs per target, seed 1)"
   QFOLD_FUZZ_RUNS="${QFOLD_FUZZ_RUNS:-20000}" "$ROOT/scripts/fuzz.sh" 0
+  step_done "fuzzing"
 fi
