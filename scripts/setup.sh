@@ -3,6 +3,8 @@
 # Sourced by demo.sh and test.sh; safe to run again (does nothing when up to date).
 #   BUILD_DIR       build directory (default: build)
 #   QFOLD_SANITIZE  ON for an ASan+UBSan build
+#   QFOLD_FUZZ      ON (with QFOLD_SANITIZE=ON) for the clang build with the libFuzzer
+#                   targets, which scripts/test.sh also runs the sanitizer tests in
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
@@ -11,7 +13,9 @@ VENV="$ROOT/.venv"
 APT_PACKAGES=(cmake ninja-build g++ python3 python3-venv zlib1g-dev
   libprotobuf-dev protobuf-compiler libflatbuffers-dev flatbuffers-compiler
   libfmt-dev nlohmann-json3-dev doctest-dev libonnx-dev pybind11-dev python3-dev
-  g++-aarch64-linux-gnu qemu-user)  # the last two: scripts/test_aarch64.sh
+  g++-aarch64-linux-gnu qemu-user  # scripts/test_aarch64.sh
+  clang libclang-rt-14-dev  # the sanitizer + libFuzzer build (QFOLD_FUZZ=ON)
+  ccache)  # lets python_wheel's build of a clean checkout reuse the release build's objects
 
 install_apt_packages() {
   local missing=()
@@ -53,10 +57,18 @@ node_test_dir() {
 }
 
 build_qfold() {
-  local jobs
+  local jobs compiler=()
   jobs="$(nproc 2>/dev/null || echo 2)"
-  cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DQFOLD_SANITIZE="${QFOLD_SANITIZE:-OFF}" \
+  # The compiler is fixed at the first configure (changing it empties the cache).
+  if [ "${QFOLD_FUZZ:-OFF}" = ON ] && [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+    compiler=(-DCMAKE_CXX_COMPILER=clang++)
+  fi
+  # Through ccache, paths relative to the checkout (CCACHE_BASEDIR): the python_wheel
+  # test compiles the same sources from a copy and hits the objects compiled here.
+  command -v ccache >/dev/null && compiler+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
+  cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "${compiler[@]}" \
+    -DQFOLD_SANITIZE="${QFOLD_SANITIZE:-OFF}" -DQFOLD_FUZZ="${QFOLD_FUZZ:-OFF}" \
     -DQFOLD_PYTHON="$VENV/bin/python" \
     -DQFOLD_ONNX_NODE_TESTS="$(node_test_dir)" >/dev/null
   cmake --build "$BUILD_DIR" -j "$jobs"

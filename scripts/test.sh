@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the whole test suite: once in a
-# release build, once under AddressSanitizer + UndefinedBehaviorSanitizer.
+# release build, once under AddressSanitizer + UndefinedBehaviorSanitizer (clang).
 #   QFOLD_SKIP_SANITIZE=1  skip the sanitizer pass (quicker local runs)
 #   QFOLD_SKIP_TSAN=1      skip the ThreadSanitizer step (the threaded tests only)
 #   QFOLD_SKIP_FUZZ=1      skip the bounded fuzzing step (clang + libFuzzer, scripts/fuzz.sh)
@@ -34,13 +34,17 @@ if [ "${QFOLD_SKIP_AARCH64:-0}" != "1" ]; then
 fi
 
 if [ "${QFOLD_SKIP_SANITIZE:-0}" != "1" ]; then
-  echo "== ASan+UBSan build"
-  BUILD_DIR="$ROOT/build-asan" QFOLD_SANITIZE=ON build_qfold
+  # One sanitizer build serves both this pass and the fuzzing step below: clang,
+  # ASan+UBSan at -O1, coverage instrumentation for libFuzzer (build-fuzz).
+  echo "== ASan+UBSan build (clang, with the libFuzzer targets)"
+  BUILD_DIR="$ROOT/build-fuzz" QFOLD_SANITIZE=ON QFOLD_FUZZ=ON build_qfold
   step_done "ASan+UBSan build"
   # detect_leaks: protobuf's arena keeps static allocations alive on purpose.
-  # python_wheel builds its own release wheel; once (above) is enough.
-  (cd "$ROOT/build-asan" && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest -j "$jobs" --output-on-failure -E python_wheel)
+  # python_wheel builds its own release wheel and bench_quick only times the
+  # release engines (it takes minutes under ASan): once, above, is enough.
+  (cd "$ROOT/build-fuzz" && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest -j "$jobs" --output-on-failure -E '^(python_wheel|bench_quick)$')
   step_done "ASan+UBSan tests"
 fi
 
@@ -59,7 +63,8 @@ if [ "${QFOLD_SKIP_TSAN:-0}" != "1" ]; then
 fi
 
 if [ "${QFOLD_SKIP_FUZZ:-0}" != "1" ]; then
-  # Bounded: builds build-fuzz (clang) and runs each fuzz target for a fixed time;
+  # Bounded: builds build-fuzz (clang; already built by the sanitizer pass) and runs
+  # each fuzz target for a fixed number of inputs;
   # any crash, sanitizer report, timeout or OOM fails the suite (see docs/RELIABILITY.md).
   # A fixed seed and input count, not a time bound (the path explored still varies
   # a little between runs: scripts/fuzz.sh); open-ended campaigns are

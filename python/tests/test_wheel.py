@@ -10,9 +10,11 @@
    script and `python -m qfold` convert and inspect a model.
 4. The outputs equal ONNX Runtime's (run here, in the test's own interpreter) within 1e-4.
 
-Usage: python test_wheel.py --source REPO --work DIR [--ref HEAD]
-The compiler runs through ccache when it is installed; WORK is fixed, so a rerun compiles
-from ccache's hits. Slow the first time (the whole converter and runtime are compiled).
+Usage: python test_wheel.py --source REPO --work DIR [--ref HEAD] [--cxx COMPILER]
+The compiler runs through ccache when it is installed, with paths relative to REPO
+(CCACHE_BASEDIR): after the checkout's release build (scripts/setup.sh compiles through
+ccache too) the same sources hit its objects, and a rerun hits its own. Without ccache, or
+after a change, the whole converter and runtime are compiled.
 """
 import argparse
 import io
@@ -71,6 +73,7 @@ def main():
     ap.add_argument("--source", required=True, help="the git repository")
     ap.add_argument("--work", required=True, help="scratch directory (emptied first)")
     ap.add_argument("--ref", default="HEAD", help="what to check out (default HEAD)")
+    ap.add_argument("--cxx", help="C++ compiler (the checkout's build's: ccache hashes its name)")
     args = ap.parse_args()
     work = os.path.abspath(args.work)
     src = os.path.join(work, "src")
@@ -93,12 +96,20 @@ def main():
         env.pop(var, None)
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env["QFOLD_CACHE_DIR"] = os.path.join(work, "cache")
-    cmake_args = []
+    cmake_args = ["-DCMAKE_CXX_COMPILER=" + args.cxx] if args.cxx else []
     if shutil.which("ccache"):
         cmake_args.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
+        # The build directory sits where the checkout's own does (src/build beside
+        # src/runtime, as build/ beside runtime/) and paths are hashed relative to the
+        # checkout: the objects the checkout's release build compiled are hits.
+        env["CCACHE_BASEDIR"] = os.path.realpath(args.source)
+        env["CCACHE_NOHASHDIR"] = "1"
+        run(["ccache", "--zero-stats"], env=env)
     env["CMAKE_ARGS"] = " ".join(cmake_args)
-    run([python, "-m", "pip", "install", src, "--config-settings=build-dir=" + os.path.join(work, "build")],
+    run([python, "-m", "pip", "install", src, "--config-settings=build-dir=" + os.path.join(src, "build")],
         env=env, cwd=work)
+    if shutil.which("ccache"):
+        run(["ccache", "--show-stats"], env=env)
 
     rng = np.random.default_rng(7)
     feeds = {

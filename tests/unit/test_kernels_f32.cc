@@ -274,8 +274,9 @@ void CheckGemm(const kernels::GemmF32Kernels& k, int64_t m, int64_t n, int64_t k
   // MatMul) equals that row of the whole product bit for bit.
   for (int64_t i = 0; i < m; ++i) {
     std::vector<float> row_lp(size_t(kernels::PackedF32Size(1, kd, k.mr)) + 1);
-    k.pack_left(left_cm ? a.data() + i : a.data() + i * kd, left_cm ? 1 : kd, left_cm ? m : 1, 1,
-                kd, row_lp.data());
+    // a is empty when kd == 0: no offset from its null data().
+    const float* a_row = a.empty() ? a.data() : a.data() + (left_cm ? i : i * kd);
+    k.pack_left(a_row, left_cm ? 1 : kd, left_cm ? m : 1, 1, kd, row_lp.data());
     std::vector<float> row(c0.begin() + i * n, c0.begin() + (i + 1) * n);
     kernels::GemmF32Args one = args;
     one.rows = 1;

@@ -50,7 +50,11 @@ typedef enum qfold_dtype {
   QFOLD_DTYPE_UINT64 = 12,
   QFOLD_DTYPE_BOOL = 13,
   QFOLD_DTYPE_INT4 = 14,
-  QFOLD_DTYPE_UINT4 = 15
+  QFOLD_DTYPE_UINT4 = 15,
+  /* Not a type: spans the enum over every int, so a value a caller passes from C
+   * that is none of the above is still a valid qfold_dtype in C++ (the call then
+   * returns QFOLD_INVALID_ARGUMENT). */
+  QFOLD_DTYPE_MAX_ENUM = 0x7fffffff
 } qfold_dtype;
 
 /* Arithmetic of a session's float convolutions (qfold_session_options.precision).
@@ -61,11 +65,13 @@ typedef enum qfold_precision {
                                    bfloat16-rounded values on AMX-BF16 or AVX-512 BF16
                                    (vdpbf16ps), summing in fp32; changes nothing on CPUs
                                    without AVX-512 BF16 */
-  QFOLD_PRECISION_FLOAT16 = 2   /* opt-in (Armv8.2 FEAT_FP16): channels-last float
+  QFOLD_PRECISION_FLOAT16 = 2,  /* opt-in (Armv8.2 FEAT_FP16): channels-last float
                                    convolutions and Gemm/MatMul with a constant B multiply
                                    half-rounded values with NEON fp16 arithmetic, short runs
                                    summed in fp16 and those in fp32; changes nothing on CPUs
                                    without FEAT_FP16 */
+  /* Not a precision: as QFOLD_DTYPE_MAX_ENUM. */
+  QFOLD_PRECISION_MAX_ENUM = 0x7fffffff
 } qfold_precision;
 
 /* Opaque handles. */

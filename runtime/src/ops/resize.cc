@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/op.h"
@@ -259,6 +261,23 @@ std::vector<Tap> AxisTaps(const ResizeAttrs& r, double coord, double scale, int6
   return taps;
 }
 
+// A value converted to the tensor's type: integers truncate toward zero as a C++
+// cast does (and ONNX Runtime's static_cast), saturated to the type's range (a
+// float outside it, such as extrapolation_value -7.5 for uint8, would be undefined
+// behaviour as a plain cast); NaN becomes 0.
+template <class T>
+T ToElement(double v) {
+  if constexpr (std::is_integral_v<T>) {
+    if (std::isnan(v)) return T(0);
+    if (v <= double(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+    // max() of int64/uint64 rounds up as a double: compare with >= so it saturates.
+    if (v >= double(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return T(v);
+  } else {
+    return T(v);
+  }
+}
+
 template <class T>
 void ResizeKernel(const Tensor& x, const std::vector<std::vector<std::vector<Tap>>>& taps,
                   float extrapolation, Tensor* y) {
@@ -281,7 +300,8 @@ void ResizeKernel(const Tensor& x, const std::vector<std::vector<std::vector<Tap
       t[a] = &taps[a][size_t(o[a])];
       if (t[a]->empty()) extrapolate = true;
     }
-    y->ptr<T>()[e] = extrapolate ? T(extrapolation) : T(accumulate(accumulate, 0, 0, 1.0));
+    y->ptr<T>()[e] =
+        ToElement<T>(extrapolate ? double(extrapolation) : accumulate(accumulate, 0, 0, 1.0));
     NextIndex(y->shape, &o);
   }
 }
@@ -364,12 +384,12 @@ bool RunResizeFast(const KernelContext& ctx, const ResizeAttrs& r,
                              ctx.pool);
         return true;
       case DType::kInt8:
-        NearestPlanes<int8_t>(x, rows, col_src, col_extra, any_col_extra, int8_t(r.extrapolation),
-                              y, ctx.pool);
+        NearestPlanes<int8_t>(x, rows, col_src, col_extra, any_col_extra,
+                              ToElement<int8_t>(r.extrapolation), y, ctx.pool);
         return true;
       case DType::kUInt8:
-        NearestPlanes<uint8_t>(x, rows, col_src, col_extra, any_col_extra, uint8_t(r.extrapolation),
-                               y, ctx.pool);
+        NearestPlanes<uint8_t>(x, rows, col_src, col_extra, any_col_extra,
+                               ToElement<uint8_t>(r.extrapolation), y, ctx.pool);
         return true;
       default:
         return false;
