@@ -39,7 +39,7 @@ fi
 echo "== fuzz build ($BUILD)"
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CXX_COMPILER=clang++ -DQFOLD_SANITIZE=ON -DQFOLD_FUZZ=ON >/dev/null
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DQFOLD_SANITIZE=ON -DQFOLD_FUZZ=ON >/dev/null
 elif ! grep -q '^QFOLD_FUZZ:BOOL=ON' "$BUILD/CMakeCache.txt"; then
   echo "fuzz.sh: $BUILD was configured without QFOLD_FUZZ=ON; remove it and run again" >&2
   exit 1

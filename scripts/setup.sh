@@ -59,9 +59,10 @@ node_test_dir() {
 build_qfold() {
   local jobs compiler=()
   jobs="$(nproc 2>/dev/null || echo 2)"
-  # The compiler is fixed at the first configure (changing it empties the cache).
+  # The compilers are fixed at the first configure (changing them empties the
+  # cache); C too, since the examples get the same sanitizer and fuzzer flags.
   if [ "${QFOLD_FUZZ:-OFF}" = ON ] && [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-    compiler=(-DCMAKE_CXX_COMPILER=clang++)
+    compiler=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++)
   fi
   # Through ccache, paths relative to the checkout (CCACHE_BASEDIR): the python_wheel
   # test compiles the same sources from a copy and hits the objects compiled here.
