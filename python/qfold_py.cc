@@ -621,7 +621,8 @@ PYBIND11_MODULE(_qfold, m) {
            "run()'s feeds (given, it overrides the carried state).\n"
            "precision 'fp32' (default) or 'bf16': float channels-last convolutions multiply\n"
            "bfloat16-rounded values on AMX-BF16 or AVX-512 BF16 (vdpbf16ps), summing in fp32\n"
-           "(no effect on CPUs without AVX-512 BF16); 'fp16': convolutions and Gemm/MatMul\n"
+           "(no effect where not faster: without AVX-512 BF16, or Intel without AMX-BF16);\n"
+           "'fp16': convolutions and Gemm/MatMul\n"
            "with a constant B in NEON half arithmetic on Armv8.2 FEAT_FP16 (no effect without\n"
            "it); anything else raises qfold.InvalidArgument (a ValueError).")
       .def("reset_state", &PySession::ResetState,

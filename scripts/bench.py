@@ -66,8 +66,9 @@ as part of it, for all alike):
     fp32 sums), an engine of its own (worker, probe, rounds) because OpenVINO runs fp32 models
     in bf16 on CPUs that have it. Ratios X/qfold-bf16 are computed per round like X/qfold, and
     its first output is compared with qfold fp32's (cosine, max abs error). Skipped with a note
-    in the report's header on CPUs without AVX-512 BF16 (qfold's kernels line with precision
-    bf16 lists no conv_nhwc_bf16), where bf16 mode runs exactly the fp32 kernels;
+    in the report's header where qfold's kernels line with precision bf16 lists no
+    conv_nhwc_bf16 (no AVX-512 BF16; Intel without AMX-BF16, where bf16 would be slower),
+    as bf16 mode then runs exactly the fp32 kernels;
   * ONNX Runtime: ORT_ENABLE_ALL, intra_op_num_threads=T, inter_op_num_threads=1, sess.run;
   * OpenVINO (when `openvino` imports): core.compile_model(onnx, "CPU", PERFORMANCE_HINT=LATENCY,
     INFERENCE_NUM_THREADS=T, NUM_STREAMS=1), InferRequest.infer. QDQ models run int8; the
@@ -944,8 +945,9 @@ def detect_qfold_bf16(args, work, machine):
     kernels = qfold_bf16_kernels(args.qfold, work)
     if kernels is not None:
         if "conv_nhwc_bf16" not in kernels:
-            return ("this CPU has no AVX-512 BF16 (qfold's kernels with precision bf16 list no "
-                    "conv_nhwc_bf16), so bf16 mode would run exactly the fp32 kernels")
+            return ("qfold's kernels with precision bf16 list no conv_nhwc_bf16 on this CPU (no "
+                    "AVX-512 BF16, or an Intel CPU without AMX-BF16, where vdpbf16ps runs at half "
+                    "the FMA rate), so bf16 mode would run exactly the fp32 kernels")
         return None
     if not machine["avx512_bf16"]:
         return ("this CPU has no AVX-512 BF16 (no avx512_bf16 flag in /proc/cpuinfo), so bf16 "

@@ -117,7 +117,8 @@ class SessionOptions:
     ``add_free_dimension_override_by_name`` (fixes a symbolic dim at conversion) and
     its own ``precision``: ``"fp32"`` (default) or ``"bf16"`` (float channels-last
     convolutions multiply bfloat16-rounded values on AMX-BF16 or AVX-512 BF16
-    (vdpbf16ps), summing in fp32; no effect on CPUs without AVX-512 BF16) or
+    (vdpbf16ps), summing in fp32; no effect where not faster: CPUs without AVX-512
+    BF16, Intel CPUs without AMX-BF16) or
     ``"fp16"`` (convolutions and Gemm/MatMul with a constant B in NEON half
     arithmetic on Armv8.2 FEAT_FP16; no effect without it).
     The other ONNX Runtime settings are accepted and ignored, with a warning the

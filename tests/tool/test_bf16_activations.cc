@@ -3,7 +3,8 @@
 // tensors it picks (never a graph input or output, never one an fp32-only
 // operator reads), that the arena shrinks, that outputs stay within bf16's
 // bound of fp32 mode's and identical at 1 and 2 threads, and that a re-plan
-// for another input shape picks them again. Skipped without AVX-512 BF16.
+// for another input shape picks them again. Skipped where bf16 mode takes no
+// bf16 kernels (no AVX-512 BF16; Intel without AMX-BF16).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -115,7 +116,9 @@ TEST_CASE("bf16 mode: activations between bf16 convolutions are stored as bfloat
   REQUIRE(Session::Create(c.model, bf16, &s16).ok());
   REQUIRE(Session::Create(c.model, bf16_2t, &s16_2t).ok());
   if (s16->kernels().find("conv_nhwc_bf16") == std::string::npos) {
-    MESSAGE("no AVX-512 BF16 here: bf16 mode changes nothing, not tested");
+    MESSAGE(
+        "no bf16 kernels chosen here (no AVX-512 BF16, or Intel without AMX-BF16): "
+        "bf16 mode changes nothing, not tested");
     return;
   }
   const Outputs want = Run(s32.get(), 20, 20);
@@ -167,7 +170,7 @@ std::string BuildConcatModel(const TempDir& dir, bool float_only) {
 }
 
 // Converts `onnx_path` into *c and opens an fp32-mode and a bf16-mode session
-// on it; false (with a message) where the CPU has no AVX-512 BF16, so bf16 mode
+// on it; false (with a message) where bf16 mode takes no bf16 kernels, so it
 // changes nothing.
 bool OpenBothModes(const std::string& onnx_path, Converted* c, std::unique_ptr<Session>* s32,
                    std::unique_ptr<Session>* s16) {
@@ -178,7 +181,9 @@ bool OpenBothModes(const std::string& onnx_path, Converted* c, std::unique_ptr<S
   REQUIRE(Session::Create(c->model, SessionOptions(), s32).ok());
   REQUIRE(Session::Create(c->model, bf16, s16).ok());
   if ((*s16)->kernels().find("conv_nhwc_bf16") != std::string::npos) return true;
-  MESSAGE("no AVX-512 BF16 here: bf16 mode changes nothing, not tested");
+  MESSAGE(
+      "no bf16 kernels chosen here (no AVX-512 BF16, or Intel without AMX-BF16): "
+      "bf16 mode changes nothing, not tested");
   return false;
 }
 

@@ -139,6 +139,8 @@ int CompareF32(const std::string& type, const std::vector<TensorPtr>& inputs, co
   // value) add at most 2^-7 + 2^-16 of its magnitude.
   if (!configs.empty()) {
     kernels::KernelConfig bf16 = IsaConfig(kernels::SupportedIsas().back());
+    // Correct on Intel too, where sessions skip them as slower than fp32.
+    bf16.features.avx512bf16_fast = bf16.features.avx512bf16;
     kernels::EnableBf16(&bf16);
     if (bf16.conv_nhwc_bf16 || bf16.gemm_bf16) configs.emplace_back("bf16", bf16);
     // fp16 mode (Armv8.2 FEAT_FP16): two roundings to half (each at most

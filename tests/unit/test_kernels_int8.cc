@@ -364,6 +364,28 @@ TEST_CASE("kernels: each family picks its variant from the features it needs") {
   // Sapphire Rapids has both VNNI encodings: the 512-bit kernels win.
   f.avxvnni = true;
   CHECK(Variant(kernels::MakeKernelConfig(f), "gemm_s8") == "avx512vnni");
+  // bf16 mode takes its kernels only where they beat fp32. Intel without AMX
+  // (Cooper Lake; Sapphire/Emerald Rapids with AMX off or hidden by a VM):
+  // vdpbf16ps at half the FMA rate, so the session stays fp32.
+  f.avx512bf16 = true;
+  kc = kernels::MakeKernelConfig(f);
+  kernels::EnableBf16(&kc);
+  CHECK(kc.conv_nhwc_bf16 == nullptr);
+  CHECK(kc.gemm_bf16 == nullptr);
+  CHECK(Variant(kc, "conv_nhwc_bf16") == "missing");
+  // AMD Zen 4/5: vdpbf16ps at the FMA's pace.
+  f.avx512bf16_fast = true;
+  kc = kernels::MakeKernelConfig(f);
+  kernels::EnableBf16(&kc);
+  CHECK(kc.conv_nhwc_bf16 == kernels::ConvNhwcBf16For(f));
+  CHECK(kc.gemm_bf16 == kernels::GemmBf16For(f));
+  // Intel with AMX-BF16: the tile kernels.
+  f.avx512bf16_fast = false;
+  f.amx = f.amx_bf16 = true;
+  kc = kernels::MakeKernelConfig(f);
+  kernels::EnableBf16(&kc);
+  CHECK(kc.conv_nhwc_bf16 == kernels::ConvNhwcBf16For(f));
+  CHECK(kc.gemm_bf16 == kernels::GemmBf16For(f));
   // Alder Lake: AVX-VNNI without AVX-512.
   kernels::CpuFeatures adl;
   adl.avx2 = adl.fma = adl.avxvnni = true;

@@ -63,8 +63,9 @@ typedef enum qfold_precision {
   QFOLD_PRECISION_FLOAT32 = 0,  /* fp32 throughout (the default) */
   QFOLD_PRECISION_BFLOAT16 = 1, /* opt-in: channels-last float convolutions multiply
                                    bfloat16-rounded values on AMX-BF16 or AVX-512 BF16
-                                   (vdpbf16ps), summing in fp32; changes nothing on CPUs
-                                   without AVX-512 BF16 */
+                                   (vdpbf16ps), summing in fp32; changes nothing where it
+                                   would not be faster (no AVX-512 BF16; Intel without
+                                   AMX-BF16, whose vdpbf16ps runs at half the FMA rate) */
   QFOLD_PRECISION_FLOAT16 = 2,  /* opt-in (Armv8.2 FEAT_FP16): channels-last float
                                    convolutions and Gemm/MatMul with a constant B multiply
                                    half-rounded values with NEON fp16 arithmetic, short runs

@@ -90,7 +90,9 @@ struct SessionOptions {
   // (vdpbf16ps), summing in fp32;
   // Activations that such convolutions alone produce and read are stored as
   // bfloat16 between them (Session::bf16_activations()); graph inputs and
-  // outputs stay float32. On a CPU without AVX-512 BF16 it changes nothing.
+  // outputs stay float32. It changes nothing where bf16 would not be faster:
+  // CPUs without AVX-512 BF16, and Intel CPUs without AMX-BF16 (their vdpbf16ps
+  // issues at half the FMA rate).
   // Session::kernels() lists conv_nhwc_bf16 when it is in use. kFloat16
   // (opt-in, Armv8.2 FEAT_FP16): channels-last float convolutions and Gemm/
   // MatMul with a constant 2-D B round their operands to IEEE half (to

@@ -38,6 +38,7 @@ constexpr FeatureField kFields[] = {
     {"avxvnni", &CpuFeatures::avxvnni},
     {"avx512vbmi", &CpuFeatures::avx512vbmi},
     {"avx512bf16", &CpuFeatures::avx512bf16},
+    {"avx512bf16_fast", &CpuFeatures::avx512bf16_fast},
     {"amx", &CpuFeatures::amx},
     {"amx_bf16", &CpuFeatures::amx_bf16},
     {"asimd", &CpuFeatures::asimd},
@@ -65,6 +66,17 @@ bool RequestTileData() {
 #else
   return false;  // no known way to enable the tile state here
 #endif
+}
+
+// The vendor string of cpuid leaf 0 (EBX, EDX, ECX) is "AuthenticAMD".
+bool IsAmd() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  return std::strcmp(vendor, "AuthenticAMD") == 0;
 }
 
 CpuFeatures DetectX86() {
@@ -102,6 +114,7 @@ CpuFeatures DetectX86() {
   f.amx = f.avx512_core() && (edx >> 24 & 1) && (edx >> 25 & 1) && (xcr0 >> 17 & 3) == 3 &&
           RequestTileData();
   f.amx_bf16 = f.amx && (edx >> 22 & 1);
+  f.avx512bf16_fast = f.avx512bf16 && IsAmd();
   return f;
 }
 #endif
@@ -114,7 +127,7 @@ CpuFeatures Detect() {
   // Verification build: SIMDe emulates the VNNI kernels on top of a real AVX2.
   if (f.avx2 && f.fma) {
     f.avx512f = f.avx512bw = f.avx512dq = f.avx512vl = f.avx512vnni = f.avxvnni = true;
-    f.avx512vbmi = f.avx512bf16 = f.amx = f.amx_bf16 = false;  // not emulated
+    f.avx512vbmi = f.avx512bf16 = f.avx512bf16_fast = f.amx = f.amx_bf16 = false;  // not emulated
   }
 #endif
 #elif defined(__aarch64__) && defined(__linux__)
@@ -248,7 +261,7 @@ CpuFeatures IsaFeatures(Isa isa) {
       [[fallthrough]];
     case Isa::kAvx512Vnni:
       f.avx512f = f.avx512bw = f.avx512dq = f.avx512vl = f.avx512vnni = true;
-      f.avx512vbmi = f.avx512bf16 = f.avxvnni = true;
+      f.avx512vbmi = f.avx512bf16 = f.avx512bf16_fast = f.avxvnni = true;
       f.avx2 = f.fma = f.f16c = true;
       break;
     case Isa::kAvxVnni:

@@ -6,10 +6,14 @@ namespace qfold {
 namespace kernels {
 
 void EnableBf16(KernelConfig* config) {
+  const CpuFeatures& f = config->features;
+  // Only where bf16 is faster than fp32: with AMX-BF16, or where vdpbf16ps keeps
+  // the FMA's pace; else the session stays fp32 (better numbers, same speed).
+  if (!(f.amx && f.amx_bf16) && !f.avx512bf16_fast) return;
   const char* v = nullptr;
-  config->conv_nhwc_bf16 = config->conv_nhwc_f32 ? ConvNhwcBf16For(config->features, &v) : nullptr;
+  config->conv_nhwc_bf16 = config->conv_nhwc_f32 ? ConvNhwcBf16For(f, &v) : nullptr;
   if (config->conv_nhwc_bf16) config->variants.emplace_back("conv_nhwc_bf16", v);
-  config->gemm_bf16 = config->gemm_f32 ? GemmBf16For(config->features, &v) : nullptr;
+  config->gemm_bf16 = config->gemm_f32 ? GemmBf16For(f, &v) : nullptr;
   if (config->gemm_bf16) config->variants.emplace_back("gemm_bf16", v);
 }
 

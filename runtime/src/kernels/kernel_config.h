@@ -82,9 +82,9 @@ struct KernelConfig {
 
 // The variant of every family that `features` allow.
 KernelConfig MakeKernelConfig(const CpuFeatures& features);
-// Opt-in bf16 convolutions (AMX-BF16) and Gemm (AVX-512 BF16) where the CPU
-// has the units for them (else nothing changes); listed as conv_nhwc_bf16
-// and gemm_bf16 in Describe().
+// Opt-in bf16 convolutions and Gemm (AMX-BF16, or AVX-512 BF16 where
+// features.avx512bf16_fast) where they are faster than fp32 (else nothing
+// changes); listed as conv_nhwc_bf16 and gemm_bf16 in Describe().
 void EnableBf16(KernelConfig* config);
 // Opt-in fp16 convolutions and Gemm/MatMul with a constant B (NEON half
 // arithmetic) where the CPU has Armv8.2 FEAT_FP16 (else nothing changes);
