@@ -31,7 +31,7 @@ import tempfile
 import numpy as np
 import onnx
 
-from qfold_tools import random_feeds, safe_name
+from qfold_tools import feed_args, random_feeds
 
 # (qemu CPU model, QFOLD_ISA of the native run it must equal, kernel variants allowed)
 LEVELS = (
@@ -52,11 +52,7 @@ def run(cmd, env=None, timeout=QEMU_TIMEOUT):
 
 def outputs_of(qfold_cmd, qfm, feeds, outdir, env):
     os.makedirs(outdir, exist_ok=True)
-    args = []
-    for name, arr in feeds.items():
-        path = os.path.join(outdir, "in_" + safe_name(name) + ".npy")
-        np.save(path, arr)
-        args += ["--input", f"{name}={path}"]
+    args = feed_args(feeds, outdir, prefix="in")
     rc, _, err = run(qfold_cmd + ["run", qfm] + args + ["--output-dir", outdir], env)
     if rc != 0:
         return f"qfold run exited {rc}: {err.strip()[-400:]}", None
