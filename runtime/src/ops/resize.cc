@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "kernels/resize_2d.h"
 #include "kernels/thread_pool.h"
 #include "ops/channels_last.h"
+#include "ops/elementwise_util.h"
 #include "ops/window_util.h"
 
 namespace qfold {
@@ -261,18 +261,12 @@ std::vector<Tap> AxisTaps(const ResizeAttrs& r, double coord, double scale, int6
   return taps;
 }
 
-// A value converted to the tensor's type: integers truncate toward zero as a C++
-// cast does (and ONNX Runtime's static_cast), saturated to the type's range (a
-// float outside it, such as extrapolation_value -7.5 for uint8, would be undefined
-// behaviour as a plain cast); NaN becomes 0.
+// A value converted to the tensor's type as Cast converts it (FloatToInt: no
+// undefined behaviour for extrapolation_value -7.5 into uint8, or NaN).
 template <class T>
 T ToElement(double v) {
   if constexpr (std::is_integral_v<T>) {
-    if (std::isnan(v)) return T(0);
-    if (v <= double(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
-    // max() of int64/uint64 rounds up as a double: compare with >= so it saturates.
-    if (v >= double(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-    return T(v);
+    return FloatToInt<T>(v);
   } else {
     return T(v);
   }
