@@ -32,6 +32,7 @@ namespace kernels {
 
 #if defined(__x86_64__)
 extern const IgemmS8Kernel kIgemmS8Avx2[];
+extern const IgemmS8Kernel& kIgemmS8Avx2Winograd;
 extern const IgemmS8Kernel kIgemmS8AvxVnni[];
 extern const IgemmS8Kernel kIgemmS8Avx512Vnni[];
 #if defined(QFOLD_HAVE_AMX)
@@ -145,6 +146,9 @@ struct NhwcState {
   // transforms, the 16 transformed filters as igemm panels ([xi][panel],
   // k = the cp channels of V), and the scratch of the call.
   const WinogradS8Transforms* wino = nullptr;
+  // The microkernel whose raw mode runs the 16 GEMMs where wino->gemm is
+  // null: its panels have the layout the transformed filters are packed in.
+  const IgemmS8Kernel* wino_ik = nullptr;
   AlignedVector<uint8_t> wino_w;
   int64_t wino_cp = 0, wino_panels = 0, wino_panel_bytes = 0;
   std::vector<int32_t> wino_bias;  // the op's bias, padded (FoldedLength)
@@ -497,7 +501,7 @@ void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPla
   p->threads = NumThreads(p->pool);
   const size_t ptr = sizeof(const uint8_t*);
   if (WinogradCall(s, c, p->any_wzp)) {
-    const int64_t mr = s.ik->mr, mp = s.wino_panels * kWinogradNr, cp = s.wino_cp;
+    const int64_t mr = s.wino_ik->mr, mp = s.wino_panels * kWinogradNr, cp = s.wino_cp;
     p->wino = true;
     p->wino_tiles = g.n * ((c.oh + 1) / 2) * ((c.ow + 1) / 2);
     // Blocks of up to about 1 MB of V and M: each reads the 16 transformed
@@ -798,7 +802,7 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
 // tile, the 16 GEMMs (position-major, so each transformed filter is read
 // once per block), the output transform with the bias and requantization.
 bool RunWinograd(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPlan& p) {
-  const IgemmS8Kernel& k = *s.ik;
+  const IgemmS8Kernel& k = *s.wino_ik;
   const int64_t mr = k.mr, nr = kWinogradNr, panels = s.wino_panels, mp = panels * nr;
   const int64_t cp = s.wino_cp;
   const int64_t tw = (c.ow + 1) / 2, per_image = ((c.oh + 1) / 2) * tw;
@@ -1042,7 +1046,7 @@ namespace {
 // sum could reach 2^29 (conv_nhwc_s8_winograd.h: the bound that keeps the
 // division by 4 exact), where the direct sums run.
 void PrepareWinogradS8(NhwcState& s, const uint8_t* src, uint8_t mask,
-                       const WinogradS8Transforms* transforms) {
+                       const WinogradS8Transforms* transforms, const IgemmS8Kernel* gemm) {
   for (int64_t oc = 0; oc < s.m; ++oc) {
     int64_t abs_sum = 0;
     for (int64_t i = 0; i < s.kdim; ++i) {
@@ -1084,6 +1088,7 @@ void PrepareWinogradS8(NhwcState& s, const uint8_t* src, uint8_t mask,
       }
     }
   s.wino = transforms;
+  s.wino_ik = gemm;
 }
 #endif
 
@@ -1195,15 +1200,19 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
   // (C + M <= 1024: on Zen 3 512->512 at 28x28 24.6 -> 13 ms and at 14x14
   // 6.1 -> 4.0 ms, at 7x7 1.70 -> 1.24 ms; wider layers were not measured).
   const WinogradS8Transforms* transforms = nullptr;
+  [[maybe_unused]] const IgemmS8Kernel* wino_gemm = s->ik;
 #if defined(__x86_64__)
-  if (s->ik == kIgemmS8Avx2) transforms = &kWinogradS8Avx2;
+  if (s->ik && s->ik->run && std::strcmp(s->ik->name, "avx2") == 0) {
+    transforms = &kWinogradS8Avx2;
+    wino_gemm = &kIgemmS8Avx2Winograd;
+  }
 #elif defined(__aarch64__)
   if (s->ik == kIgemmS8Neon) transforms = &kWinogradS8Neon;
 #endif
   if (winograd && transforms && group == 1 && s->kh == 3 && s->kw == 3 && !s->row_taps &&
       dilation_w == 1 && s->cg >= 16 && s->m >= 16 && s->cg + s->m <= 1024) {
 #if defined(__x86_64__) || defined(__aarch64__)
-    PrepareWinogradS8(*s, src, mask, transforms);
+    PrepareWinogradS8(*s, src, mask, transforms, wino_gemm);
 #endif
   }
   return s;

@@ -74,8 +74,10 @@ struct IgemmS8Kernel {
   // is then ignored), 8 bytes per k step, and a_offset counts bytes.
   int abytes;
   void (*run)(const IgemmS8Args& args);
-  // k per packed group: 4 ([tap][kc4][nr][4], the unit of vpdpbusd/sdot) or 8
-  // ([tap][ceil(kc4 / 2)][nr][8], i8mm: 16 bytes hold 8 k of two channels).
+  // k per packed group: 4 ([tap][kc4][nr][4], the unit of vpdpbusd/sdot), 2
+  // ([tap][2 * kc4][nr][2], AVX2's 16-channel kernel: a vpmaddwd multiplies one
+  // broadcast k pair with 8 channels' pairs) or 8 ([tap][ceil(kc4 / 2)][nr][8],
+  // i8mm: 16 bytes hold 8 k of two channels).
   int kgroup;
   // Each tap's kc4 is padded to a multiple of this in the packed weights (AMX:
   // 16, a tile's 64 bytes of k; the zero weights cancel whatever activations

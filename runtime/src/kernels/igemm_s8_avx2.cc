@@ -1,13 +1,21 @@
 // AVX2 indirect GEMM microkernels (igemm_s8.h). vpmaddubsw would saturate
 // its 16-bit pair sums, so products go through vpmaddwd, whose 32-bit pair
-// sums are exact: the weights are packed as s16 at prepare ([ch][4] per k
-// step) and the driver widens the activations to u16 once per run
-// (abytes = 2), so a k step of a row is one vbroadcastsd from memory (4 u16,
-// 4 times; no shuffle-port zero-extension per row and step) and one
-// vpmaddwd per 4 channels gives the two pair sums of each; the epilogue
-// adds the pairs (vphaddd). 6x8 tiles: 12 accumulators, 2 weight vectors
-// and the broadcast in the 16 registers; per k step 12 vpmaddwd + 12 vpaddd,
-// close to the vpmaddwd peak in L1.
+// sums are exact: the weights are packed as s16 at prepare and the driver
+// widens the activations to u16 once per run (abytes = 2).
+//
+// 6x16 (kgroup 2): per k pair of a row one vpbroadcastd from memory, and per
+// 8 channels one vpmaddwd of it with their 8 pairs: each lane sums one
+// channel, so the accumulators start from the bias and need no reduction;
+// 12 accumulators, 2 weight vectors and the broadcast in the 16 registers.
+// Against 6x8 it reads each activation once per 16 channels instead of 8 (the
+// stream from L2 of layers whose rows outgrow L1) and stores 96 outputs per
+// tile with no vphaddd: small-K layers are mostly epilogue.
+//
+// 6x8 (kgroup 4): per 4 k of a row one vpbroadcastq (4 u16) and per 4
+// channels one vpmaddwd, the two pair sums of each channel added by vphaddd
+// in the epilogue. Picked for narrow layers (8 or fewer channels per group,
+// PickKernel) and the integer Winograd's GEMMs (kIgemmS8Avx2Winograd; its
+// transformed filters are packed in this layout).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -19,7 +27,8 @@ namespace qfold {
 namespace kernels {
 namespace {
 
-struct VAvx2 : V256Base {
+// 4 k of a row (4 u16) broadcast, 4 channels per accumulator.
+struct VAvx2Quads : V256Base {
   static constexpr int kWBytes = 2, kChPerAcc = 4;
   using A = __m256i;
   static constexpr int kABytes = 2;
@@ -45,13 +54,39 @@ struct VAvx2 : V256Base {
   }
 };
 
+// A k pair of a row (2 u16) broadcast, 8 channels per accumulator; the
+// weights stay s8 in memory and are sign-extended per use (vpmovsxbw).
+struct VAvx2Pairs : V256Base {
+  static constexpr int kWBytes = 1, kChPerAcc = 8, kSub = 2;
+  using A = __m256i;
+  static constexpr int kABytes = 2;
+  template <bool>
+  static A Bcast(const uint8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, sizeof(v));
+    return _mm256_set1_epi32(v);
+  }
+  // Lane i: a0 * w0 + a1 * w1 of channel i.
+  static I Dot(I acc, A x, const uint8_t* w) {
+    const I w16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(x, w16));
+  }
+  template <int N>
+  static void Finish(const I (&acc)[N], I (&out)[N]) {
+    for (int v = 0; v < N; ++v) out[v] = acc[v];
+  }
+};
+
 }  // namespace
 
 extern const IgemmS8Kernel kIgemmS8Avx2[];
 const IgemmS8Kernel kIgemmS8Avx2[] = {
-    {"avx2", 6, 8, 2, 2, IgemmX86<VAvx2, 6, 1>::Run, 4},
+    {"avx2", 5, 16, 1, 2, IgemmX86<VAvx2Pairs, 5, 2>::Run, 2},
+    {"avx2", 6, 8, 2, 2, IgemmX86<VAvx2Quads, 6, 1>::Run, 4},
     {"", 0, 0, 0, 0, nullptr, 0},
 };
+extern const IgemmS8Kernel& kIgemmS8Avx2Winograd;
+const IgemmS8Kernel& kIgemmS8Avx2Winograd = kIgemmS8Avx2[1];
 
 }  // namespace kernels
 }  // namespace qfold

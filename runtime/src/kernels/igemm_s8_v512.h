@@ -19,7 +19,7 @@ namespace kernels {
 namespace {
 
 struct V512 {
-  static constexpr int kLanes = 16, kWBytes = 1, kABytes = 1, kChPerAcc = 16;
+  static constexpr int kLanes = 16, kWBytes = 1, kABytes = 1, kChPerAcc = 16, kSub = 1;
   using I = __m512i;
   using F = __m512;
   using A = __m512i;

@@ -2,7 +2,9 @@
 // level. A level supplies a vector trait V:
 //   kLanes (int32 lanes), kWBytes (bytes per packed weight), kABytes (bytes
 //   per activation: 1, or 2 where the driver widens them to u16), kChPerAcc
-//   (channels per accumulator vector), I (int32 vector), F (float vector),
+//   (channels per accumulator vector), kSub (broadcasts per 4-k step: 1, or
+//   2 where each covers a pair of k and the weights are packed in pairs,
+//   kgroup 2), I (int32 vector), F (float vector),
 //   A (one activation dword, broadcast and prepared), Zero, Bcast<kXor>(p),
 //   Dot(acc, A, w) (w: kChPerAcc channels x 4 packed weights),
 //   Finish(acc row, out) (accumulators to kLanes channels per vector, in
@@ -84,12 +86,28 @@ struct IgemmX86 {
             _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T1);
             pf += 64;
           }
+          // Sub-step h covers k [4 / kSub * h, 4 / kSub * (h + 1)) of the step:
+          // its weights follow the previous sub-step's for all kNr channels.
+          constexpr int kKs = 4 / V::kSub;
+#pragma GCC unroll 2
+          for (int h = 0; h < V::kSub; ++h) {
 #pragma GCC unroll 32
-          for (int r = 0; r < MR; ++r) {
-            const typename V::A x = V::template Bcast<kXor>(p[r] + 4 * V::kABytes * q);
+            for (int r = 0; r < MR; ++r) {
+              const typename V::A x =
+                  V::template Bcast<kXor>(p[r] + V::kABytes * (4 * q + kKs * h));
 #pragma GCC unroll 16
-            for (int v = 0; v < kNacc; ++v)
-              acc[r][v] = V::Dot(acc[r][v], x, w + 4 * V::kChPerAcc * V::kWBytes * v);
+              for (int v = 0; v < kNacc; ++v)
+                acc[r][v] =
+                    V::Dot(acc[r][v], x, w + kKs * V::kWBytes * (kNr * h + V::kChPerAcc * v));
+            }
+            // Each sub-step's products go straight into the accumulators: GCC
+            // otherwise reassociates the int32 adds, sums both sub-steps'
+            // products first and spills half of the accumulators every step.
+            if constexpr (V::kSub > 1)
+#pragma GCC unroll 32
+              for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 16
+                for (int v = 0; v < kNacc; ++v) asm("" : "+x"(acc[r][v]));
           }
         }
       }
@@ -174,7 +192,7 @@ struct IgemmX86 {
 #if defined(__AVX2__)
 // The 256-bit epilogue shared by AVX2 and AVX-VNNI.
 struct V256Base {
-  static constexpr int kLanes = 8;
+  static constexpr int kLanes = 8, kSub = 1;
   static constexpr bool kPackedRequant = false;
   struct PackedParams {};
   static constexpr int kABytes = 1;
