@@ -93,13 +93,28 @@ void StemRunBlock(const StemRunF32Args& g, int64_t p0) {
     mask[v] = V::Tail(g.cols - v * V::kLanes);
     bias[v] = g.bias ? V::LoadTail(g.bias + v * V::kLanes, mask[v]) : V::Zero();
   }
+  // Locals: the stores could alias g, which made GCC reload them after each.
+  const F32Act act = g.act;
+  const float lo = g.lo, hi = g.hi;
   float* const y0 = g.y + p0 * g.ldy;
+  const int64_t ldy = g.ldy;
+  // Plain stores for whole vectors: AVX2's masked store (vmaskmovps) costs
+  // about ten plain ones on AMD Zen (SqueezeNet 1.1's 3x3 s2 RGB stem to 64
+  // channels at 111x111 on Zen 3: 1.10 -> 0.59 ms; ONNX Runtime 0.70).
+  if (g.cols == NV * V::kLanes) {
+#pragma GCC unroll 16
+    for (int i = 0; i < P; ++i)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v)
+        V::Store(y0 + i * ldy + v * V::kLanes, V::Act(V::Add(acc[i][v], bias[v]), act, lo, hi));
+    return;
+  }
 #pragma GCC unroll 16
   for (int i = 0; i < P; ++i)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v)
-      V::StoreTail(y0 + i * g.ldy + v * V::kLanes, mask[v],
-                   V::Act(V::Add(acc[i][v], bias[v]), g.act, g.lo, g.hi));
+      V::StoreTail(y0 + i * ldy + v * V::kLanes, mask[v],
+                   V::Act(V::Add(acc[i][v], bias[v]), act, lo, hi));
 }
 
 // Every pixel of the run: blocks of the trait's pixels, the last one moved
