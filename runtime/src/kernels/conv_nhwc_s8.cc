@@ -32,7 +32,7 @@ namespace kernels {
 
 #if defined(__x86_64__)
 extern const IgemmS8Kernel kIgemmS8Avx2[];
-extern const IgemmS8Kernel& kIgemmS8Avx2Winograd;
+extern const IgemmS8Kernel kIgemmS8Avx2Winograd[];
 extern const IgemmS8Kernel kIgemmS8AvxVnni[];
 extern const IgemmS8Kernel kIgemmS8Avx512Vnni[];
 #if defined(QFOLD_HAVE_AMX)
@@ -146,11 +146,13 @@ struct NhwcState {
   // transforms, the 16 transformed filters as igemm panels ([xi][panel],
   // k = the cp channels of V), and the scratch of the call.
   const WinogradS8Transforms* wino = nullptr;
-  // The microkernel whose raw mode runs the 16 GEMMs where wino->gemm is
-  // null: its panels have the layout the transformed filters are packed in.
-  const IgemmS8Kernel* wino_ik = nullptr;
+  // The microkernels whose raw mode can run the 16 GEMMs (where wino->gemm
+  // is null, wino_ik[0] only there): their panels have the layout the
+  // transformed filters are packed in; a call takes the one whose tiles pad
+  // its blocks' rows least (NhwcPlan::wino_k).
+  const IgemmS8Kernel* wino_ik[2] = {nullptr, nullptr};
   AlignedVector<uint8_t> wino_w;
-  int64_t wino_cp = 0, wino_panels = 0, wino_panel_bytes = 0;
+  int64_t wino_cp = 0, wino_nr = 0, wino_panels = 0, wino_panel_bytes = 0;
   std::vector<int32_t> wino_bias;  // the op's bias, padded (FoldedLength)
   uint8_t* wino_scratch = nullptr;
 };
@@ -439,6 +441,7 @@ struct NhwcPlan {
   bool wino = false;
   int64_t wino_tiles = 0, wino_block = 0, wino_m_at = 0, wino_ind_at = 0, wino_slice = 0;
   size_t wino_part = kNoPart;
+  const IgemmS8Kernel* wino_k = nullptr;
 };
 
 bool AnyWeightZeroPoint(const NhwcState& s, const QConvCall& c) {
@@ -507,7 +510,9 @@ void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPla
   p->threads = NumThreads(p->pool);
   const size_t ptr = sizeof(const uint8_t*);
   if (WinogradCall(s, c, g, p->any_wzp, p->threads)) {
-    const int64_t mr = s.wino_ik->mr, mp = s.wino_panels * kWinogradNr, cp = s.wino_cp;
+    const int64_t mp = s.wino_panels * s.wino_nr, cp = s.wino_cp;
+    p->wino_k = s.wino_ik[0];
+    const int64_t mr = p->wino_k->mr;
     p->wino = true;
     p->wino_tiles = g.n * ((c.oh + 1) / 2) * ((c.ow + 1) / 2);
     // Blocks of up to about 1 MB of V and M: each reads the 16 transformed
@@ -520,11 +525,16 @@ void PlanCall(const NhwcState& s, const QConvCall& c, const Geometry& g, NhwcPla
     const int64_t blocks =
         std::min(p->wino_tiles, RoundUpTo((p->wino_tiles + budget - 1) / budget, p->threads));
     p->wino_block = (p->wino_tiles + blocks - 1) / blocks;
+    // ResNet-50's 7x7 layers: one block of 16 tiles, 20 rows in 5-row tiles.
+    if (s.wino_ik[1] &&
+        RoundUpTo(p->wino_block, s.wino_ik[1]->mr) < RoundUpTo(p->wino_block, int64_t(mr)))
+      p->wino_k = s.wino_ik[1];
     p->wino_m_at = RoundUpTo(16 * p->wino_block * cp * 2, 64);
     p->wino_ind_at = p->wino_m_at + RoundUpTo(16 * p->wino_block * mp * 4, 64);
     // Row pointers for whole microkernel tiles (the last one's extra rows
     // repeat the block's last row).
-    p->wino_slice = p->wino_ind_at + RoundUpTo(RoundUpTo(p->wino_block, mr) * int64_t(ptr), 64);
+    p->wino_slice =
+        p->wino_ind_at + RoundUpTo(RoundUpTo(p->wino_block, p->wino_k->mr) * int64_t(ptr), 64);
     p->wino_part = p->layout.Add(size_t(p->wino_slice * p->threads));
     return;
   }
@@ -808,8 +818,8 @@ bool RunIgemm(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPla
 // tile, the 16 GEMMs (position-major, so each transformed filter is read
 // once per block), the output transform with the bias and requantization.
 bool RunWinograd(NhwcState& s, const QConvCall& c, const Geometry& g, const NhwcPlan& p) {
-  const IgemmS8Kernel& k = *s.wino_ik;
-  const int64_t mr = k.mr, nr = kWinogradNr, panels = s.wino_panels, mp = panels * nr;
+  const IgemmS8Kernel& k = *p.wino_k;
+  const int64_t mr = k.mr, nr = s.wino_nr, panels = s.wino_panels, mp = panels * nr;
   const int64_t cp = s.wino_cp;
   const int64_t tw = (c.ow + 1) / 2, per_image = ((c.oh + 1) / 2) * tw;
   const int64_t tiles = p.wino_tiles, bt = p.wino_block, ch = g.c, m = s.m;
@@ -1052,7 +1062,8 @@ namespace {
 // sum could reach 2^29 (conv_nhwc_s8_winograd.h: the bound that keeps the
 // division by 4 exact), where the direct sums run.
 void PrepareWinogradS8(NhwcState& s, const uint8_t* src, uint8_t mask,
-                       const WinogradS8Transforms* transforms, const IgemmS8Kernel* gemm) {
+                       const WinogradS8Transforms* transforms, const IgemmS8Kernel* gemm,
+                       const IgemmS8Kernel* gemm_alt) {
   for (int64_t oc = 0; oc < s.m; ++oc) {
     int64_t abs_sum = 0;
     for (int64_t i = 0; i < s.kdim; ++i) {
@@ -1061,10 +1072,14 @@ void PrepareWinogradS8(NhwcState& s, const uint8_t* src, uint8_t mask,
     }
     if (255 * abs_sum >= (int64_t(1) << 29)) return;
   }
-  // The panels' layout: the AVX2 kernel's (16-bit weights, [k/4][8][4]),
-  // which the NEON GEMM reads too.
-  const IgemmS8Kernel k = {"winograd", 1, kWinogradNr, 2, 2, nullptr, 4};
-  s.wino_panels = (s.m + kWinogradNr - 1) / kWinogradNr;
+  // The panels' layout: the kernel's that runs the GEMMs (AVX2: 16 channels
+  // of 16-bit weights by k pairs), or the one transforms->gemm reads (NEON:
+  // [k/4][kWinogradNr][4] int16).
+  const IgemmS8Kernel k =
+      transforms->gemm ? IgemmS8Kernel{"winograd", 1, kWinogradNr, 2, 2, nullptr, 4} : *gemm;
+  if (k.wbytes != 2) return;
+  s.wino_nr = k.nr;
+  s.wino_panels = (s.m + k.nr - 1) / k.nr;
   s.wino_cp = RoundUpTo(s.cg, 4);
   const int64_t kc4 = s.wino_cp / 4;
   s.wino_panel_bytes = IgemmPanelElems(k, 1, kc4) * k.wbytes;
@@ -1094,7 +1109,10 @@ void PrepareWinogradS8(NhwcState& s, const uint8_t* src, uint8_t mask,
       }
     }
   s.wino = transforms;
-  s.wino_ik = gemm;
+  s.wino_ik[0] = gemm;
+  if (!transforms->gemm && gemm_alt && gemm_alt->nr == k.nr && gemm_alt->kgroup == k.kgroup &&
+      gemm_alt->wbytes == k.wbytes)
+    s.wino_ik[1] = gemm_alt;
 }
 #endif
 
@@ -1206,11 +1224,12 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
   // (C + M <= 1024: on Zen 3 512->512 at 28x28 24.6 -> 13 ms and at 14x14
   // 6.1 -> 4.0 ms, at 7x7 1.70 -> 1.24 ms; wider layers were not measured).
   const WinogradS8Transforms* transforms = nullptr;
-  [[maybe_unused]] const IgemmS8Kernel* wino_gemm = s->ik;
+  [[maybe_unused]] const IgemmS8Kernel *wino_gemm = s->ik, *wino_alt = nullptr;
 #if defined(__x86_64__)
   if (s->ik && s->ik->run && std::strcmp(s->ik->name, "avx2") == 0) {
     transforms = &kWinogradS8Avx2;
-    wino_gemm = &kIgemmS8Avx2Winograd;
+    wino_gemm = &kIgemmS8Avx2Winograd[0];
+    wino_alt = &kIgemmS8Avx2Winograd[1];
   }
 #elif defined(__aarch64__)
   if (s->ik == kIgemmS8Neon) transforms = &kWinogradS8Neon;
@@ -1218,7 +1237,7 @@ std::shared_ptr<void> PrepareQConvNhwcS8(const KernelConfig& kc, const Tensor& w
   if (winograd && transforms && group == 1 && s->kh == 3 && s->kw == 3 && !s->row_taps &&
       dilation_w == 1 && s->cg >= 16 && s->m >= 16 && s->cg + s->m <= 1024) {
 #if defined(__x86_64__) || defined(__aarch64__)
-    PrepareWinogradS8(*s, src, mask, transforms, wino_gemm);
+    PrepareWinogradS8(*s, src, mask, transforms, wino_gemm, wino_alt);
 #endif
   }
   return s;

@@ -40,8 +40,9 @@ struct WinogradS8Transforms {
   void (*output_float)(const int32_t* m_sums, int64_t m_stride, int64_t m, const float* mult,
                        const float* bias, float lo, float hi, float* const* y);
   // One position's GEMM for one panel of kWinogradNr channels, where the
-  // convolution's own microkernel cannot run it (null: the AVX2 igemm
-  // kernel does, in its raw mode): rows [0, rows) of V at v + r * cp,
+  // convolution's own microkernel cannot run it (null: an igemm kernel does,
+  // in its raw mode, on panels in its own layout; AVX2:
+  // kIgemmS8Avx2Winograd, 16 channels by k pairs): rows [0, rows) of V at v + r * cp,
   // weights packed as the igemm panels with 16-bit weights
   // ([cp / 4][kWinogradNr][4] int16), the first `cols` channels' int32 sums
   // to out[r * ldo + j].
@@ -49,7 +50,7 @@ struct WinogradS8Transforms {
                int32_t* out, int64_t ldo);
 };
 
-// Channels per packed panel of transformed filters.
+// Channels per packed panel of transformed filters where `gemm` runs them.
 constexpr int kWinogradNr = 8;
 
 #if defined(__x86_64__)

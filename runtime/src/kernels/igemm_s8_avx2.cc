@@ -14,8 +14,7 @@
 // 6x8 (kgroup 4): per 4 k of a row one vpbroadcastq (4 u16) and per 4
 // channels one vpmaddwd, the two pair sums of each channel added by vphaddd
 // in the epilogue. Picked for narrow layers (8 or fewer channels per group,
-// PickKernel) and the integer Winograd's GEMMs (kIgemmS8Avx2Winograd; its
-// transformed filters are packed in this layout).
+// PickKernel).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -54,10 +53,13 @@ struct VAvx2Quads : V256Base {
   }
 };
 
-// A k pair of a row (2 u16) broadcast, 8 channels per accumulator; the
-// weights stay s8 in memory and are sign-extended per use (vpmovsxbw).
+// A k pair of a row (2 u16) broadcast, 8 channels per accumulator. The
+// convolutions' weights (WBytes 1) stay s8 in memory and are sign-extended
+// per use (vpmovsxbw); the integer Winograd's transformed filters (up to
+// 9 * 128) are s16 (WBytes 2).
+template <int WBytes>
 struct VAvx2Pairs : V256Base {
-  static constexpr int kWBytes = 1, kChPerAcc = 8, kSub = 2;
+  static constexpr int kWBytes = WBytes, kChPerAcc = 8, kSub = 2;
   using A = __m256i;
   static constexpr int kABytes = 2;
   template <bool>
@@ -68,7 +70,9 @@ struct VAvx2Pairs : V256Base {
   }
   // Lane i: a0 * w0 + a1 * w1 of channel i.
   static I Dot(I acc, A x, const uint8_t* w) {
-    const I w16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+    const I w16 = WBytes == 1
+                      ? _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)))
+                      : _mm256_loadu_si256(reinterpret_cast<const I*>(w));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(x, w16));
   }
   template <int N>
@@ -81,12 +85,18 @@ struct VAvx2Pairs : V256Base {
 
 extern const IgemmS8Kernel kIgemmS8Avx2[];
 const IgemmS8Kernel kIgemmS8Avx2[] = {
-    {"avx2", 5, 16, 1, 2, IgemmX86<VAvx2Pairs, 5, 2>::Run, 2},
+    {"avx2", 5, 16, 1, 2, IgemmX86<VAvx2Pairs<1>, 5, 2>::Run, 2},
     {"avx2", 6, 8, 2, 2, IgemmX86<VAvx2Quads, 6, 1>::Run, 4},
     {"", 0, 0, 0, 0, nullptr, 0},
 };
-extern const IgemmS8Kernel& kIgemmS8Avx2Winograd;
-const IgemmS8Kernel& kIgemmS8Avx2Winograd = kIgemmS8Avx2[1];
+// The integer Winograd's GEMMs (raw mode), over its transformed filters packed
+// in their layout (16-bit); 4 rows where that pads a block's rows less
+// (ResNet-50's 7x7 layers: one block of 16 tiles, 20 rows in 5-row tiles).
+extern const IgemmS8Kernel kIgemmS8Avx2Winograd[];
+const IgemmS8Kernel kIgemmS8Avx2Winograd[] = {
+    {"avx2", 5, 16, 2, 2, IgemmX86<VAvx2Pairs<2>, 5, 2>::Run, 2},
+    {"avx2", 4, 16, 2, 2, IgemmX86<VAvx2Pairs<2>, 4, 2>::Run, 2},
+};
 
 }  // namespace kernels
 }  // namespace qfold
