@@ -29,6 +29,7 @@ namespace {
 // 4 k of a row (4 u16) broadcast, 4 channels per accumulator.
 struct VAvx2Quads : V256Base {
   static constexpr int kWBytes = 2, kChPerAcc = 4;
+  static constexpr bool kPackedRequant = true;
   using A = __m256i;
   static constexpr int kABytes = 2;
   // Already u8 values (the driver xor-ed int8 activations while widening).
@@ -60,6 +61,7 @@ struct VAvx2Quads : V256Base {
 template <int WBytes>
 struct VAvx2Pairs : V256Base {
   static constexpr int kWBytes = WBytes, kChPerAcc = 8, kSub = 2;
+  static constexpr bool kPackedRequant = true;
   using A = __m256i;
   static constexpr int kABytes = 2;
   template <bool>
