@@ -26,13 +26,18 @@ namespace qfold {
 namespace kernels {
 namespace {
 
-// 4 k of a row (4 u16) broadcast, 4 channels per accumulator.
-struct VAvx2Quads : V256Base {
-  static constexpr int kWBytes = 2, kChPerAcc = 4;
+// What both AVX2 layouts share: activations widened to u16 by the driver
+// (already u8 values: it xor-ed int8 activations while widening), a
+// broadcast in one register, the packed requantization.
+struct VAvx2Widened : V256Base {
+  static constexpr int kABytes = 2;
   static constexpr bool kPackedRequant = true;
   using A = __m256i;
-  static constexpr int kABytes = 2;
-  // Already u8 values (the driver xor-ed int8 activations while widening).
+};
+
+// 4 k of a row (4 u16) broadcast, 4 channels per accumulator.
+struct VAvx2Quads : VAvx2Widened {
+  static constexpr int kWBytes = 2, kChPerAcc = 4;
   template <bool>
   static A Bcast(const uint8_t* p) {
     // memcpy: the widened rows are 2-byte aligned only (a double load there
@@ -59,11 +64,8 @@ struct VAvx2Quads : V256Base {
 // per use (vpmovsxbw); the integer Winograd's transformed filters (up to
 // 9 * 128) are s16 (WBytes 2).
 template <int WBytes>
-struct VAvx2Pairs : V256Base {
+struct VAvx2Pairs : VAvx2Widened {
   static constexpr int kWBytes = WBytes, kChPerAcc = 8, kSub = 2;
-  static constexpr bool kPackedRequant = true;
-  using A = __m256i;
-  static constexpr int kABytes = 2;
   template <bool>
   static A Bcast(const uint8_t* p) {
     int32_t v;
