@@ -570,9 +570,10 @@ TEST_CASE("kernels f32: channels-last Conv KxK, 1x1, groups at tile edges matche
       {1, 24, 12, 2, 9, 7, 1, 1, 1, 2, 1, 1, 0, 0, 0, 0, false, true, 2},    // groups
       // Weights over 4x x at 2 threads: one block, the panels split between
       // the threads (IgemmPanelChunks), partial last panel, batches.
-      {1, 64, 88, 1, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 1},   // 3x3 s2 to 4x4
-      {2, 96, 72, 1, 5, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 0},   // 1x1, 2 images
-      {1, 48, 40, 1, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, 2},  // 3x3, 36 pixels
+      {1, 64, 88, 1, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 1},     // 3x3 s2 to 4x4
+      {2, 96, 72, 1, 5, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, 0},     // 1x1, 2 images
+      {1, 48, 40, 1, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, 2},    // 3x3, 36 pixels
+      {1, 16, 192, 1, 20, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 0},  // 17 tiles: not
   };
   for (const ConvCase& k : cases) runs += RunConvCase(ChannelsLast(k), rng);
   MESSAGE(runs << " fast channels-last Conv runs compared");

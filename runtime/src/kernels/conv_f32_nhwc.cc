@@ -360,6 +360,8 @@ void RunStem(const ConvNhwcF32State& s, const ConvNhwcF32Call& c, int64_t ph, in
 // sums do not depend on the blocking). One thread takes up to 2 * most tiles
 // in one block: a 7x7 output (9 tiles) then reads its weights once, not once
 // per block (4 MiB for a 1x1 512 -> 2048, beyond L2).
+// RunIgemm's blocks hold at most this many tiles (2 * most).
+constexpr int64_t kMaxBlockTiles = 16;
 int64_t IgemmBlock(const ConvNhwcF32Call& c, int64_t tiles, int64_t most = 8) {
   const int64_t threads = NumThreads(c.pool);
   return threads == 1 && tiles * c.n <= 2 * most
@@ -377,10 +379,12 @@ ThreadPool* IgemmPool(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
 // stage, 9 tiles and 4-9 MB of weights: blocks of one tile each streamed
 // all of them, 2 threads ran those layers 1.3-1.45x faster than 1). Not with
 // an activation after the epilogue (c.post runs on a block's outputs once
-// all its panels are done) nor with groups.
+// all its panels are done) nor with groups, nor for more tiles than a
+// block holds.
 int64_t IgemmPanelChunks(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   const int64_t threads = NumThreads(IgemmPool(s, c));
-  if (threads == 1 || s.group != 1 || c.post) return 1;
+  const int64_t tiles = (c.oh * c.ow + s.k->mr - 1) / s.k->mr;
+  if (threads == 1 || s.group != 1 || c.post || tiles > kMaxBlockTiles) return 1;
   const int64_t weights = s.m * s.kh * s.kw * s.cg, x = c.n * c.ih * c.iw * c.c;
   if (weights < 4 * x) return 1;
   return std::min<int64_t>((s.m + s.k->nr - 1) / s.k->nr, 2 * threads);
@@ -424,7 +428,7 @@ void RunIgemm(const ConvNhwcF32State& s, const ConvNhwcF32Call& c) {
   auto work = [&](int64_t begin, int64_t end, int slot) {
     const float** ptrs = parts.ptrs(slot);
     const float* zeros = parts.zeros();
-    bool merged[16];
+    bool merged[kMaxBlockTiles];
     // Work unit w: panel chunk w / units of block w % units (each thread's
     // range covers few chunks).
     for (int64_t w = begin; w < end; ++w) {
